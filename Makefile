@@ -1,0 +1,36 @@
+# rcaweb: two commands. `make demo` serves the console on http://127.0.0.1:8000; `make test` runs the suite.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export RCAWEB_DEBUG ?= true
+
+.PHONY: demo test lint install install-dev bench e2e clean migrate
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install -q -e .
+
+install-dev: $(BIN)/python
+	$(BIN)/pip install -q -e ".[dev]"
+
+migrate: install
+	$(BIN)/python manage.py migrate --noinput -v0
+
+demo: migrate
+	$(BIN)/python manage.py demo --serve 127.0.0.1:8000
+
+lint: install-dev
+	$(BIN)/ruff check .
+
+test: install-dev
+	$(BIN)/ruff check .
+	RCAWEB_DEBUG=false $(BIN)/pytest -q $(PYTEST_ARGS)
+
+bench: install-dev
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf var/ .pytest_cache

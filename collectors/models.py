@@ -1,0 +1,232 @@
+"""Inventory with history: what each object looked like at any moment.
+
+An :class:`Entity` is one real object (project, queue, job, pod, node, gpu);
+its :class:`EntityVersion` rows cover [valid_from, valid_to) with the state as
+JSON plus typed hot columns for the queries pages run. A sweep that sees no
+change writes nothing; a change closes the open version, opens a new one and
+records one :class:`Change` per changed field (see ``collectors.inventory``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import models
+from django.urls import reverse
+
+KIND_CHOICES = [
+    ("project", "project"),
+    ("queue", "queue"),
+    ("job", "job"),
+    ("pod", "pod"),
+    ("node", "node"),
+    ("gpu", "gpu"),
+]
+NAMESPACED_KINDS = frozenset({"job", "pod"})
+
+
+class Cluster(models.Model):
+    """A Kubernetes cluster rcaweb watches, and where its sources answer."""
+
+    SCHEDULERS = [("kai", "KAI Scheduler / Run:ai"), ("kueue", "Kueue"), ("default", "kube-scheduler")]
+
+    name = models.SlugField(max_length=63, unique=True)
+    scheduler = models.CharField(max_length=16, choices=SCHEDULERS, default="kai")
+    kubeconfig = models.CharField(max_length=500, blank=True, help_text="path; blank = in-cluster service account")
+    prometheus_url = models.URLField(blank=True)
+    runai_url = models.URLField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Entity(models.Model):
+    """One real object, whatever its history. ``namespace`` is '' for cluster-scoped kinds; a GPU's name is its UUID."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="entities")
+    kind = models.CharField(max_length=16, choices=KIND_CHOICES)
+    namespace = models.CharField(max_length=253, blank=True, default="")
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True, default="")
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "kind", "namespace", "name"], name="entity_identity"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name}"
+
+    def get_absolute_url(self) -> str:
+        """The one URL builder for entity pages (CONVENTIONS 3). Callers add the cursor."""
+        c = self.cluster.name
+        if self.kind in NAMESPACED_KINDS:
+            return reverse(f"collectors:{self.kind}", args=[c, self.namespace, self.name])
+        return reverse(f"collectors:{self.kind}", args=[c, self.name])
+
+    def as_of(self, t: datetime) -> EntityVersion | None:
+        return EntityVersion.objects.as_of(t).filter(entity=self).first()
+
+
+class EntityVersionQuerySet(models.QuerySet):
+    def as_of(self, t: datetime) -> EntityVersionQuerySet:
+        """Versions valid at ``t``: valid_from <= t < valid_to (open versions have valid_to NULL)."""
+        return self.filter(valid_from__lte=t).filter(models.Q(valid_to__isnull=True) | models.Q(valid_to__gt=t))
+
+    def overlapping(self, start: datetime, end: datetime) -> EntityVersionQuerySet:
+        return self.filter(valid_from__lt=end).filter(models.Q(valid_to__isnull=True) | models.Q(valid_to__gt=start))
+
+
+class EntityVersion(models.Model):
+    """An entity's state over [valid_from, valid_to). ``kind``/``cluster`` are copied for index-only lookups."""
+
+    entity = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="versions")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=16, choices=KIND_CHOICES)
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+    deleted = models.BooleanField(default=False, help_text="a tombstone: the object was gone from valid_from")
+    state = models.JSONField(default=dict)
+    # Hot columns (typed, indexed where pages filter on them).
+    phase = models.CharField(max_length=32, blank=True, default="")  # pod/job phase, node Ready/NotReady, gpu state
+    node = models.CharField(max_length=253, blank=True, default="")  # pod/gpu -> node name
+    namespace = models.CharField(max_length=253, blank=True, default="")
+    queue = models.CharField(max_length=253, blank=True, default="")  # job/pod -> queue
+    project = models.CharField(max_length=253, blank=True, default="")  # job/pod/queue -> project
+    job = models.CharField(max_length=253, blank=True, default="")  # pod -> job name
+    pod = models.CharField(max_length=253, blank=True, default="")  # gpu -> "ns/pod" using it
+    gpus = models.IntegerField(null=True, blank=True)  # requested (pod: per pod, job: total) or capacity (node)
+    gpus_allocatable = models.IntegerField(null=True, blank=True)  # node
+    ready = models.BooleanField(null=True, blank=True)
+
+    objects = EntityVersionQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            # Entity.as_of / history of one entity: WHERE entity_id=? AND valid_from<=t ORDER BY valid_from
+            models.Index(fields=["entity", "valid_from"], name="ev_entity_from"),
+            # "all nodes/jobs of a cluster at t": WHERE cluster_id=? AND kind=? AND valid_from<=t AND valid_to>t
+            models.Index(fields=["cluster", "kind", "valid_to", "valid_from"], name="ev_cluster_kind"),
+            # "pods on node X at t", "gpus of node X at t"
+            models.Index(fields=["cluster", "kind", "node", "valid_from"], name="ev_node"),
+            # "jobs of queue/project at t"
+            models.Index(fields=["cluster", "kind", "queue", "valid_from"], name="ev_queue"),
+            models.Index(fields=["cluster", "kind", "project", "valid_from"], name="ev_project"),
+            models.Index(fields=["cluster", "kind", "job", "valid_from"], name="ev_job"),
+        ]
+        constraints = [
+            # Never two open versions of one entity (a sweep must close before it opens).
+            models.UniqueConstraint(fields=["entity"], condition=models.Q(valid_to__isnull=True), name="one_open_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.entity_id} [{self.valid_from:%Y-%m-%d %H:%M:%S}, {self.valid_to or '…'})"
+
+
+class Change(models.Model):
+    """One field of one entity changed at ``time`` (from a sweep diff, a scheduler API, or an external webhook)."""
+
+    SOURCES = [
+        ("k8s", "Kubernetes"),
+        ("kai", "KAI Scheduler"),
+        ("kueue", "Kueue"),
+        ("runai", "Run:ai"),
+        ("prometheus", "Prometheus"),
+        ("external", "external"),
+    ]
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="changes")
+    entity = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="changes", null=True, blank=True)
+    kind = models.CharField(max_length=16, blank=True, default="")  # copy of entity.kind, for filters
+    time = models.DateTimeField()
+    field = models.CharField(max_length=200)  # dotted path: "spec.quota.gpu", "created", "deleted"
+    old = models.JSONField(null=True, blank=True)
+    new = models.JSONField(null=True, blank=True)
+    source = models.CharField(max_length=16, choices=SOURCES, default="k8s")
+    actor = models.CharField(max_length=200, blank=True, default="")
+    summary = models.CharField(max_length=500, blank=True, default="")  # external changes: what happened
+    link = models.URLField(blank=True, default="")  # external changes: CI/CD run, ticket
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["entity", "time"], name="change_entity_time"),  # entity page "changes around t"
+            models.Index(fields=["cluster", "time"], name="change_cluster_time"),  # /changes/ window listing
+        ]
+        ordering = ["time", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.time:%Y-%m-%d %H:%M:%S} {self.entity or ''} {self.field}: {self.old!r} -> {self.new!r}"
+
+
+class KubeEvent(models.Model):
+    """A Kubernetes Event kept past its 1 h TTL, deduplicated on (uid, count)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="events")
+    uid = models.CharField(max_length=64)
+    count = models.IntegerField(default=1)
+    namespace = models.CharField(max_length=253, blank=True, default="")
+    involved_kind = models.CharField(max_length=64)
+    involved_name = models.CharField(max_length=253)
+    involved_namespace = models.CharField(max_length=253, blank=True, default="")
+    reason = models.CharField(max_length=128)
+    message = models.TextField(blank=True, default="")
+    type = models.CharField(max_length=16, default="Normal")
+    component = models.CharField(max_length=128, blank=True, default="")
+    first_time = models.DateTimeField()
+    last_time = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "uid", "count"], name="event_uid_count")]
+        indexes = [
+            # events of one object near t: WHERE involved_kind=? AND involved_namespace=? AND involved_name=? AND last_time BETWEEN
+            models.Index(fields=["cluster", "involved_kind", "involved_namespace", "involved_name", "last_time"], name="event_object"),
+            models.Index(fields=["cluster", "last_time"], name="event_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.last_time:%H:%M:%S} {self.involved_kind}/{self.involved_name} {self.reason}"
+
+
+class TelemetrySample(models.Model):
+    """A downsampled GPU metric point (DCGM through Prometheus) for fleet and entity charts."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    gpu = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="samples")
+    metric = models.CharField(max_length=64)  # DCGM field name, e.g. DCGM_FI_PROF_SM_ACTIVE
+    time = models.DateTimeField()
+    value = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["gpu", "metric", "time"], name="sample_identity")]
+        indexes = [models.Index(fields=["cluster", "metric", "time"], name="sample_cluster_metric")]  # fleet charts
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.time:%H:%M} {self.value}"
+
+
+class SourceRun(models.Model):
+    """One call of one source during a sweep: success, or the error that is itself evidence."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="source_runs")
+    source = models.CharField(max_length=16)  # k8s | prometheus | kai | kueue | runai
+    call = models.CharField(max_length=300)  # "list pods", "GET /api/v1/query_range DCGM_FI_PROF_SM_ACTIVE"
+    time = models.DateTimeField()
+    ok = models.BooleanField()
+    error = models.TextField(blank=True, default="")
+    duration_ms = models.IntegerField(default=0)
+    rows_written = models.IntegerField(default=0)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["cluster", "source", "time"], name="sourcerun_latest"),  # /readyz last sweep per source
+            models.Index(fields=["ok", "time"], name="sourcerun_errors"),  # home: sources with collection errors
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source} {self.call} {'ok' if self.ok else 'error'} at {self.time:%H:%M:%S}"

@@ -1,0 +1,7 @@
+"""rcaweb: explain, with evidence, why a GPU job waits or fails."""
+
+from __future__ import annotations
+
+from .celery import app as celery_app
+
+__all__ = ["celery_app"]

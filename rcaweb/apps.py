@@ -1,0 +1,8 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class RcawebConfig(AppConfig):
+    name = "rcaweb"
+    verbose_name = "rcaweb"

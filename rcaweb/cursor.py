@@ -1,0 +1,153 @@
+"""The time cursor shared by every page: ``?t=2026-11-29T03:12:00Z&w=2h``.
+
+Parsed once here (``CursorMiddleware`` sets ``request.cursor``); every link
+rcaweb renders between pages goes through :meth:`Cursor.link` or the
+``{% cursor_url %}`` tag, which carry *only* ``t`` and ``w``. A malformed value
+is a 400 that says which format is expected, never a silent "now".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+T_FORMAT_HELP = "t must be an ISO 8601 UTC time such as 2026-11-29T03:12:00Z"
+W_FORMAT_HELP = "w must be a window such as 30m, 2h, 1d or 1h30m (between 1m and 30d)"
+
+DEFAULT_WINDOW = timedelta(hours=2)
+MIN_WINDOW = timedelta(minutes=1)
+MAX_WINDOW = timedelta(days=30)
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+LATEST = datetime(2100, 1, 1, tzinfo=UTC)
+
+_DURATION_RE = re.compile(r"^(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
+_T_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]00:?00)$")
+
+
+class CursorError(ValueError):
+    """A ``t`` or ``w`` that cannot be read; the message names the parameter and the format."""
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse ``30s``, ``15m``, ``2h``, ``1h30m``, ``1d`` into a timedelta (raises ValueError)."""
+    text = (text or "").strip()
+    m = _DURATION_RE.match(text)
+    if not text or not m or not any(m.groupdict().values()):
+        raise ValueError(f"{text!r} is not a duration like 30s, 15m, 2h or 1h30m")
+    parts = {k: int(v) for k, v in m.groupdict().items() if v}
+    return timedelta(days=parts.get("d", 0), hours=parts.get("h", 0), minutes=parts.get("m", 0), seconds=parts.get("s", 0))
+
+
+def format_duration(delta: timedelta) -> str:
+    """Shortest form that :func:`parse_duration` reads back: ``2h``, ``1h30m``, ``45s``."""
+    total = int(delta.total_seconds())
+    if total <= 0:
+        return "0s"
+    out = ""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if total >= size:
+            out += f"{total // size}{unit}"
+            total %= size
+    return out
+
+
+def parse_t(text: str) -> datetime:
+    """Parse a UTC ISO 8601 time. Only UTC (``Z`` or ``+00:00``) is accepted: URLs must be unambiguous."""
+    text = (text or "").strip()
+    if len(text) > 40 or not _T_RE.match(text):
+        raise CursorError(f"t={text[:40]!r} is not valid: {T_FORMAT_HELP}")
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise CursorError(f"t={text[:40]!r} is not valid: {T_FORMAT_HELP}")
+    if not (EARLIEST <= value < LATEST):
+        raise CursorError(f"t={text!r} is out of range (2000-2099): {T_FORMAT_HELP}")
+    return value.astimezone(UTC)
+
+
+def format_t(value: datetime) -> str:
+    """``2026-11-29T03:12:00Z``: UTC, seconds precision, Z suffix (CONVENTIONS 5)."""
+    return value.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_w(text: str) -> timedelta:
+    try:
+        value = parse_duration(text)
+    except ValueError:
+        raise CursorError(f"w={text[:20]!r} is not valid: {W_FORMAT_HELP}")
+    if not (MIN_WINDOW <= value <= MAX_WINDOW):
+        raise CursorError(f"w={text!r} is out of range: {W_FORMAT_HELP}")
+    return value
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where the operator is looking: a moment ``t`` (None = live) and a window ``w`` around it."""
+
+    at: datetime | None = None  # None = live
+    window: timedelta = DEFAULT_WINDOW
+    window_given: bool = False
+
+    @classmethod
+    def from_params(cls, t: str | None, w: str | None) -> Cursor:
+        at = parse_t(t) if t not in (None, "") else None
+        window = parse_w(w) if w not in (None, "") else DEFAULT_WINDOW
+        return cls(at=at, window=window, window_given=w not in (None, ""))
+
+    @property
+    def live(self) -> bool:
+        return self.at is None
+
+    @property
+    def t(self) -> datetime:
+        """The moment to render: the cursor, or now when live."""
+        if self.at is not None:
+            return self.at
+        from django.utils import timezone
+
+        return timezone.now().replace(microsecond=0)
+
+    @property
+    def start(self) -> datetime:
+        """Window start: the window ends at t (it looks back from the cursor)."""
+        return self.t - self.window
+
+    @property
+    def end(self) -> datetime:
+        return self.t
+
+    def params(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        if self.at is not None:
+            out["t"] = format_t(self.at)
+        if self.window_given or self.at is not None:
+            out["w"] = format_duration(self.window)
+        return out
+
+    def query(self) -> str:
+        p = self.params()
+        return urlencode(p) if p else ""
+
+    def link(self, url: str) -> str:
+        """Return ``url`` with this cursor's ``t``/``w`` (and nothing else of the current page)."""
+        parts = urlsplit(url)
+        keep = [kv for kv in parts.query.split("&") if kv and not kv.startswith(("t=", "w="))]
+        q = self.query()
+        if q:
+            keep.append(q)
+        return urlunsplit((parts.scheme, parts.netloc, parts.path, "&".join(keep), parts.fragment))
+
+    def moved_to(self, at: datetime | None) -> Cursor:
+        return Cursor(at=at, window=self.window, window_given=self.window_given)
+
+    def shifted(self, delta: timedelta) -> Cursor:
+        return self.moved_to(self.t + delta)
+
+    def with_window(self, window: timedelta) -> Cursor:
+        return Cursor(at=self.at, window=window, window_given=True)
+
+    @property
+    def label(self) -> str:
+        return "live" if self.at is None else format_t(self.at)

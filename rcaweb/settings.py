@@ -1,0 +1,226 @@
+"""rcaweb settings: one env-driven module (CONVENTIONS 18).
+
+Embedded defaults (SQLite under var/, Celery eager) make `make demo` and
+`make test` work on a bare machine; DATABASE_URL and REDIS_URL switch to
+PostgreSQL and Redis. Every variable is listed in .env.example.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def envbool(name: str, default: bool) -> bool:
+    """Strict boolean: only true/false/1/0/yes/no, anything else is an error."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r}: expected true or false")
+
+
+def envint(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected an integer")
+
+
+def envsecret(name: str, default: str = "") -> str:
+    """Read NAME, or the file named by NAME_FILE (Kubernetes secret mounts)."""
+    path = os.environ.get(f"{name}_FILE")
+    if path:
+        try:
+            return Path(path).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={path!r}: cannot read ({exc})")
+    return os.environ.get(name, default)
+
+
+def database_from_url(url: str) -> dict:
+    parsed = urlparse(url)
+    if parsed.scheme in ("postgres", "postgresql"):
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parsed.path.lstrip("/")),
+            "USER": unquote(parsed.username or ""),
+            "PASSWORD": unquote(parsed.password or ""),
+            "HOST": parsed.hostname or "",
+            "PORT": str(parsed.port or ""),
+            "CONN_MAX_AGE": envint("RCAWEB_DB_CONN_MAX_AGE", 60),
+            "CONN_HEALTH_CHECKS": True,
+            "OPTIONS": {"connect_timeout": 5},
+        }
+    if parsed.scheme == "sqlite":
+        name = url.split("sqlite:///", 1)[1] if "sqlite:///" in url else ":memory:"
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": name, "OPTIONS": {"timeout": 20}}
+    raise ImproperlyConfigured(f"DATABASE_URL={url!r}: expected postgres://… or sqlite:///…")
+
+
+DEBUG = envbool("RCAWEB_DEBUG", False)
+# pytest (>= 8.2) sets PYTEST_VERSION before settings load: tests get safe fixed values.
+TESTING = "PYTEST_VERSION" in os.environ
+if TESTING:
+    os.environ.setdefault("RCAWEB_SECRET_KEY", "test-only-secret-key-not-for-production")
+    os.environ.setdefault("RCAWEB_WEBHOOK_TOKEN", "test-webhook-token")
+    os.environ.setdefault("RCAWEB_PLAIN_STATIC", "true")
+    os.environ.setdefault("RCAWEB_SECURE_COOKIES", "false")
+_DEFAULT_SECRET = "rcaweb-insecure-development-key-change-me"
+SECRET_KEY = envsecret("RCAWEB_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG and not envbool("RCAWEB_ALLOW_DEFAULT_SECRET", False):
+        raise ImproperlyConfigured(
+            "RCAWEB_SECRET_KEY is missing: set it (or RCAWEB_SECRET_KEY_FILE), or set RCAWEB_DEBUG=true for development"
+        )
+    SECRET_KEY = _DEFAULT_SECRET
+
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("RCAWEB_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h.strip()]
+if DEBUG:
+    ALLOWED_HOSTS += ["testserver"]
+
+# Bearer tokens for webhooks. Two may be valid at once so a token rotates without downtime.
+WEBHOOK_TOKENS = [
+    t for t in (envsecret("RCAWEB_WEBHOOK_TOKEN", ""), envsecret("RCAWEB_WEBHOOK_TOKEN_PREVIOUS", "")) if t
+]
+METRICS_TOKEN = envsecret("RCAWEB_METRICS_TOKEN", "")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "rcaweb",
+    "collectors",
+    "incidents",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "rcaweb.middleware.RequestIdMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "rcaweb.middleware.CursorMiddleware",
+    "rcaweb.middleware.LoginRequiredEverywhereMiddleware",
+    "rcaweb.middleware.SecurityHeadersMiddleware",
+]
+
+ROOT_URLCONF = "rcaweb.urls"
+WSGI_APPLICATION = "rcaweb.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "rcaweb.context_processors.cursor",
+            ],
+            "builtins": ["rcaweb.templatetags.rcaweb"],
+        },
+    }
+]
+
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+if DATABASE_URL:
+    DATABASES = {"default": database_from_url(DATABASE_URL)}
+else:
+    (BASE_DIR / "var").mkdir(exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": os.environ.get("RCAWEB_SQLITE_PATH", str(BASE_DIR / "var" / "rcaweb.sqlite3")),
+            "OPTIONS": {"timeout": 20},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = BASE_DIR / "var" / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG or envbool("RCAWEB_PLAIN_STATIC", False)
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+WHITENOISE_USE_FINDERS = True
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+SESSION_COOKIE_SECURE = not DEBUG and envbool("RCAWEB_SECURE_COOKIES", True)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # Alertmanager bodies over 1 MiB are a 413
+
+# Celery: no REDIS_URL -> tasks run inline (demo, make test).
+REDIS_URL = os.environ.get("REDIS_URL", "")
+# Tests run tasks inline even on Redis, except the real-worker tests, which switch it off themselves.
+CELERY_TASK_ALWAYS_EAGER = envbool("RCAWEB_CELERY_EAGER", TESTING or not REDIS_URL)
+CELERY_TASK_EAGER_PROPAGATES = False
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE: dict = {}  # filled by collectors/incidents apps' `beat_schedule()` in rcaweb.celery_schedule
+
+# Sweeps (seconds)
+RCAWEB_SWEEP_INVENTORY_S = envint("RCAWEB_SWEEP_INVENTORY_S", 30)
+RCAWEB_SWEEP_TELEMETRY_S = envint("RCAWEB_SWEEP_TELEMETRY_S", 60)
+RCAWEB_SWEEP_EVENTS_S = envint("RCAWEB_SWEEP_EVENTS_S", 15)
+RCAWEB_SOURCE_TIMEOUT_S = envint("RCAWEB_SOURCE_TIMEOUT_S", 10)
+RCAWEB_RUNAI_ENABLED = envbool("RCAWEB_RUNAI_ENABLED", False)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("RCAWEB_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "kubernetes": {"level": "WARNING"}},
+}

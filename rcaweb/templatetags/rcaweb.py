@@ -1,0 +1,126 @@
+"""Template tags every page uses: cursor links, entity links, times in UTC and local.
+
+Links between pages are built only here (and by ``Cursor.link``), so every
+internal href carries ``t``/``w`` (CONVENTIONS 4-5).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django import template
+from django.urls import reverse
+from django.utils.html import format_html
+
+from rcaweb.cursor import Cursor, format_duration, format_t
+
+register = template.Library()
+
+
+def _cursor(context: template.Context) -> Cursor:
+    cur = context.get("cursor")
+    if cur is None and "request" in context:
+        cur = getattr(context["request"], "cursor", None)
+    return cur or Cursor()
+
+
+@register.simple_tag(takes_context=True)
+def cursor_url(context: template.Context, viewname: str, *args: object, **kwargs: object) -> str:
+    """``{% cursor_url 'collectors:node' cluster name %}``: reverse() plus the page's t/w."""
+    return _cursor(context).link(reverse(viewname, args=args, kwargs=kwargs or None))
+
+
+@register.simple_tag(takes_context=True)
+def cursor_link(context: template.Context, url: str) -> str:
+    """Carry the cursor onto an already-built path (``obj.get_absolute_url``)."""
+    return _cursor(context).link(url)
+
+
+@register.simple_tag(takes_context=True)
+def at_time_url(context: template.Context, url: str, when: datetime | None) -> str:
+    """``url`` with the cursor moved to ``when`` (same window): "jump to this change"."""
+    cur = _cursor(context)
+    return cur.moved_to(when).link(url) if when else cur.link(url)
+
+
+@register.simple_tag(takes_context=True)
+def entity_link(context: template.Context, entity: object, label: str | None = None, when: datetime | None = None) -> str:
+    """``{% entity_link obj %}``: the one way a page names an object (NetBox linkify)."""
+    if entity is None:
+        return format_html('<span class="muted">—</span>')
+    cur = _cursor(context)
+    if when is not None:
+        cur = cur.moved_to(when)
+    url = cur.link(entity.get_absolute_url())  # type: ignore[attr-defined]
+    kind = getattr(entity, "kind", "")
+    text = label or (
+        f"{entity.namespace}/{entity.name}"  # type: ignore[attr-defined]
+        if getattr(entity, "namespace", "") and kind in ("job", "pod")
+        else getattr(entity, "name", str(entity))
+    )
+    return format_html('<a class="ent ent-{}" href="{}">{}</a>', kind, url, text)
+
+
+@register.filter
+def utc(value: datetime | None) -> str:
+    return format_t(value) if value else ""
+
+
+@register.simple_tag
+def when(value: datetime | None) -> str:
+    """A time shown in UTC, with the browser's local time filled in by static/js/time.js."""
+    if not value:
+        return format_html('<span class="muted">—</span>')
+    iso = format_t(value)
+    return format_html(
+        '<time datetime="{}" title="{}">{}<span class="local"></span></time>',
+        iso,
+        iso,
+        value.strftime("%Y-%m-%d %H:%M:%S") + "Z",
+    )
+
+
+@register.filter
+def duration(value: timedelta | None) -> str:
+    return format_duration(value) if value is not None else ""
+
+
+@register.simple_tag
+def relative(value: datetime | None, ref: datetime | None) -> str:
+    """``12m before onset``-style offsets for incident timelines."""
+    if not value or not ref:
+        return ""
+    delta = value - ref
+    word = "after" if delta.total_seconds() >= 0 else "before"
+    return f"{format_duration(abs(delta)) or '0s'} {word}"
+
+
+CURSOR_STEPS = [("-1h", -3600), ("-10m", -600), ("-1m", -60), ("+1m", 60), ("+10m", 600), ("+1h", 3600)]
+
+
+@register.inclusion_tag("_cursor_bar.html", takes_context=True)
+def cursor_bar(context: template.Context) -> dict:
+    """The cursor bar on every page: steps, now, incident start, previous/next change.
+
+    Pages may put ``cursor_prev_change``, ``cursor_next_change`` and ``cursor_anchor``
+    (e.g. the incident onset) in their context.
+    """
+    request = context.get("request")
+    cur = _cursor(context)
+    here = request.get_full_path() if request is not None else "/"
+    steps = [(label, cur.shifted(timedelta(seconds=s)).link(here)) for label, s in CURSOR_STEPS]
+    prev_change = context.get("cursor_prev_change")
+    next_change = context.get("cursor_next_change")
+    anchor = context.get("cursor_anchor")
+    return {
+        "cursor": cur,
+        "steps": steps,
+        "now_url": cur.moved_to(None).link(here),
+        "prev_url": cur.moved_to(prev_change).link(here) if prev_change else "",
+        "next_url": cur.moved_to(next_change).link(here) if next_change else "",
+        "anchor_url": cur.moved_to(anchor[1]).link(here) if anchor else "",
+        "anchor_label": anchor[0] if anchor else "",
+        "t_iso": format_t(cur.t),
+        "window": format_duration(cur.window),
+        "here_path": request.path if request is not None else "/",
+    }

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from django.test import TestCase
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.django import TestCase as HypothesisTestCase
+
+from collectors import inventory
+from collectors.inventory import Observed, diff_states
+from collectors.models import Change, Cluster, Entity, EntityVersion
+
+T0 = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)
+
+
+def node(name: str, **state) -> Observed:
+    return Observed(kind="node", name=name, state={"ready": True, "gpus": 8, **state}, hot={"gpus": state.get("gpus", 8)})
+
+
+class RecordStatesTest(TestCase):
+    def setUp(self):
+        self.cluster = Cluster.objects.create(name="c1")
+
+    def test_it_writes_nothing_for_an_unchanged_state(self):
+        inventory.record_states(self.cluster, [node("n1")], T0)
+        before = (EntityVersion.objects.count(), Change.objects.count(), Entity.objects.count())
+        result = inventory.record_states(self.cluster, [node("n1")], T0 + timedelta(minutes=1))
+        assert result.opened == 0 and result.changes == 0
+        assert (EntityVersion.objects.count(), Change.objects.count(), Entity.objects.count()) == before
+
+    def test_a_changed_field_makes_exactly_one_change_naming_it(self):
+        inventory.record_states(self.cluster, [node("n1")], T0)
+        Change.objects.all().delete()
+        inventory.record_states(self.cluster, [node("n1", ready=False)], T0 + timedelta(minutes=5))
+        ch = Change.objects.get()
+        assert (ch.field, ch.old, ch.new) == ("ready", True, False)
+        v1, v2 = EntityVersion.objects.order_by("valid_from")
+        assert v1.valid_to == v2.valid_from == T0 + timedelta(minutes=5)
+        assert v2.valid_to is None
+
+    def test_deletion_closes_the_last_version(self):
+        inventory.record_states(self.cluster, [node("n1"), node("n2")], T0)
+        res = inventory.record_absent(self.cluster, "node", [("", "n1")], T0 + timedelta(minutes=1))
+        assert res.closed == 1
+        gone = Entity.objects.get(name="n2")
+        assert inventory.version_of(gone, T0 + timedelta(minutes=2)) is None
+        assert inventory.version_of(gone, T0) is not None
+        assert Change.objects.filter(entity=gone, field="deleted").count() == 1
+
+    def test_it_refuses_to_rewrite_history(self):
+        inventory.record_states(self.cluster, [node("n1", ready=False)], T0 + timedelta(hours=1))
+        res = inventory.record_states(self.cluster, [node("n1", ready=True)], T0)
+        assert res.opened == 0
+        assert EntityVersion.objects.count() == 1
+
+    def test_as_of_lists_many_entities_in_one_query(self):
+        inventory.record_states(self.cluster, [node(f"n{i}") for i in range(20)], T0)
+        with self.assertNumQueries(1):
+            rows = list(inventory.as_of(self.cluster, "node", T0 + timedelta(seconds=1)))
+        assert len(rows) == 20 and rows[0].entity.cluster.name == "c1"
+
+
+def test_diff_states_names_nested_fields():
+    assert diff_states({"a": {"b": 1, "c": 2}}, {"a": {"b": 1, "c": 3}, "d": 4}) == [("a.c", 2, 3), ("d", None, 4)]
+
+
+# Random histories: a list of (minute offset, state value or None for "absent") steps.
+steps = st.lists(st.tuples(st.integers(min_value=1, max_value=30), st.one_of(st.none(), st.integers(0, 3))), min_size=1, max_size=12)
+
+
+class AsOfPropertyTest(HypothesisTestCase):
+    @settings(max_examples=40, deadline=None)
+    @given(history=steps, probes=st.lists(st.integers(min_value=-5, max_value=400), min_size=1, max_size=8))
+    def test_as_of_agrees_with_brute_force(self, history, probes):
+        cluster = Cluster.objects.create(name="prop")
+        t = T0
+        timeline: list[tuple[datetime, int | None]] = []
+        for gap, value in history:
+            t = t + timedelta(minutes=gap)
+            if value is None:
+                inventory.record_absent(cluster, "node", [], t)
+            else:
+                inventory.record_states(cluster, [node("n", v=value)], t)
+            timeline.append((t, value))
+
+        def brute(at: datetime) -> int | None:
+            current = None
+            for when, value in timeline:
+                if when <= at:
+                    current = value
+            return current
+
+        for p in probes:
+            at = T0 + timedelta(minutes=p)
+            got = [v.state["v"] for v in inventory.as_of(cluster, "node", at)]
+            expected = brute(at)
+            assert got == ([] if expected is None else [expected]), (at, timeline)
