@@ -1,0 +1,42 @@
+"""Scenario files (SCENARIOS.md, format 1): loading, validation and the parsed model."""
+
+from __future__ import annotations
+
+from .loader import ScenarioError, expand_generate, load_scenario, node_name
+from .model import (
+    ALERT_NAMES,
+    DIAGNOSIS_CODES,
+    EVENT_ACTIONS,
+    AlertRuleSpec,
+    ClusterSpec,
+    EventSpec,
+    ExpectSpec,
+    FailureSpec,
+    GenerateSpec,
+    JobSpec,
+    NodePoolSpec,
+    ProjectSpec,
+    Scenario,
+)
+from .nodes import parse_duration
+
+__all__ = [
+    "ALERT_NAMES",
+    "DIAGNOSIS_CODES",
+    "EVENT_ACTIONS",
+    "AlertRuleSpec",
+    "ClusterSpec",
+    "EventSpec",
+    "ExpectSpec",
+    "FailureSpec",
+    "GenerateSpec",
+    "JobSpec",
+    "NodePoolSpec",
+    "ProjectSpec",
+    "Scenario",
+    "ScenarioError",
+    "expand_generate",
+    "load_scenario",
+    "node_name",
+    "parse_duration",
+]

@@ -1,0 +1,213 @@
+"""Typed reading of a PyYAML node tree, collecting every problem with its line.
+
+Why the node API and not ``yaml.safe_load``: a plain dict forgets where each
+value came from, and a scenario error must name the key *and* the line. Every
+reader here returns a value or ``None``; problems accumulate in a ``Reader``
+so that one run reports all of them at once.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+_DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_SLUG_RE = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+_MISSING = object()
+
+
+def parse_duration(text: str) -> int | None:
+    """``"1h30m"`` -> 5400 seconds; None when the text is not a duration."""
+    m = _DURATION_RE.match(text.strip())
+    if not text.strip() or not m or not any(m.groups()):
+        return None
+    d, h, mi, s = (int(g) if g else 0 for g in m.groups())
+    return ((d * 24 + h) * 60 + mi) * 60 + s
+
+
+def is_slug(text: str) -> bool:
+    return bool(_SLUG_RE.match(text)) and len(text) <= 63
+
+
+def line_of(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+def describe(node: yaml.Node, value: Any = _MISSING) -> str:
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    if value is None:
+        return "null"
+    return repr(value if value is not _MISSING else node.value)
+
+
+class Reader:
+    """Collects ``(key_path, line, message)`` problems while reading nodes."""
+
+    def __init__(self, loader: yaml.SafeLoader) -> None:
+        self.loader = loader
+        self.problems: list[tuple[str, int, str]] = []
+
+    def problem(self, path: str, node: yaml.Node | None, message: str, line: int | None = None) -> None:
+        self.problems.append((path, line if line is not None else (line_of(node) if node else 0), message))
+
+    def scalar(self, node: yaml.Node) -> Any:
+        return self.loader.construct_object(node, deep=True)
+
+    def mapping(
+        self,
+        node: yaml.Node | None,
+        path: str,
+        allowed: tuple[str, ...],
+        required: tuple[str, ...] = (),
+    ) -> dict[str, yaml.Node] | None:
+        """Keys of a mapping node; unknown keys, duplicates and missing required keys are problems."""
+        if node is None:
+            return None
+        if not isinstance(node, yaml.MappingNode):
+            self.problem(path, node, f"expected a mapping, got {describe(node, self._safe(node))}")
+            return None
+        out: dict[str, yaml.Node] = {}
+        for knode, vnode in node.value:
+            key = self._safe(knode)
+            if not isinstance(key, str):
+                self.problem(path, knode, f"keys must be strings, got {key!r}")
+                continue
+            sub = f"{path}.{key}" if path else key
+            if key not in allowed:
+                hint = f"; expected one of: {', '.join(allowed)}" if allowed else ""
+                self.problem(sub, knode, f"unknown key '{key}'{hint}")
+                continue
+            if key in out:
+                self.problem(sub, knode, f"duplicate key '{key}'")
+                continue
+            out[key] = vnode
+        for key in required:
+            if key not in out:
+                self.problem(f"{path}.{key}" if path else key, node, f"missing required key '{key}'")
+        return out
+
+    def sequence(self, node: yaml.Node | None, path: str) -> list[yaml.Node] | None:
+        if node is None:
+            return None
+        if self._is_null(node):
+            return []
+        if not isinstance(node, yaml.SequenceNode):
+            self.problem(path, node, f"expected a list, got {describe(node, self._safe(node))}")
+            return None
+        return list(node.value)
+
+    def string(self, node: yaml.Node | None, path: str, *, slug: bool = False) -> str | None:
+        if node is None:
+            return None
+        value = self._safe(node)
+        if not isinstance(node, yaml.ScalarNode) or not isinstance(value, str):
+            self.problem(path, node, f"expected a string, got {describe(node, value)}")
+            return None
+        if slug and not is_slug(value):
+            self.problem(path, node, f"expected a slug (lowercase letters, digits and '-'), got {value!r}")
+            return None
+        return value
+
+    def integer(self, node: yaml.Node | None, path: str, *, minimum: int | None = None) -> int | None:
+        if node is None:
+            return None
+        value = self._safe(node)
+        if not isinstance(node, yaml.ScalarNode) or isinstance(value, bool) or not isinstance(value, int):
+            self.problem(path, node, f"expected an integer, got {describe(node, value)}")
+            return None
+        if minimum is not None and value < minimum:
+            self.problem(path, node, f"expected an integer >= {minimum}, got {value}")
+            return None
+        return value
+
+    def number(
+        self, node: yaml.Node | None, path: str, *, lo: float | None = None, hi: float | None = None
+    ) -> float | None:
+        if node is None:
+            return None
+        value = self._safe(node)
+        if (
+            not isinstance(node, yaml.ScalarNode)
+            or isinstance(value, bool)
+            or not isinstance(value, int | float)
+        ):
+            self.problem(path, node, f"expected a number, got {describe(node, value)}")
+            return None
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            self.problem(path, node, f"expected a number between {lo} and {hi}, got {value}")
+            return None
+        return float(value)
+
+    def boolean(self, node: yaml.Node | None, path: str) -> bool | None:
+        if node is None:
+            return None
+        value = self._safe(node)
+        if not isinstance(value, bool):
+            self.problem(path, node, f"expected true or false, got {describe(node, value)}")
+            return None
+        return value
+
+    def duration(self, node: yaml.Node | None, path: str, *, positive: bool = False) -> int | None:
+        """A duration such as ``30s``, ``15m``, ``2h``, ``1h30m``; a bare ``0`` is allowed for offsets."""
+        if node is None:
+            return None
+        value = self._safe(node)
+        seconds: int | None = None
+        if isinstance(value, str):
+            seconds = parse_duration(value)
+        elif value == 0 and not isinstance(value, bool) and isinstance(value, int):
+            seconds = 0
+        if seconds is None or (positive and seconds <= 0):
+            self.problem(
+                path,
+                node,
+                f"expected a {'positive ' if positive else ''}duration like 30s, 15m, 2h or 1h30m, "
+                f"got {describe(node, value)}",
+            )
+            return None
+        return seconds
+
+    def choice(self, node: yaml.Node | None, path: str, choices: tuple[str, ...]) -> str | None:
+        value = self.string(node, path)
+        if value is None:
+            return None
+        if value not in choices:
+            self.problem(path, node, f"expected one of {', '.join(choices)}, got {value!r}")
+            return None
+        return value
+
+    def string_map(self, node: yaml.Node | None, path: str) -> dict[str, str] | None:
+        """A mapping of string to string (labels, node selectors): any key, string values."""
+        if node is None:
+            return None
+        if self._is_null(node):
+            return {}
+        if not isinstance(node, yaml.MappingNode):
+            self.problem(path, node, f"expected a mapping, got {describe(node, self._safe(node))}")
+            return None
+        out: dict[str, str] = {}
+        for knode, vnode in node.value:
+            key = self._safe(knode)
+            if not isinstance(key, str):
+                self.problem(path, knode, f"keys must be strings, got {key!r}")
+                continue
+            value = self.string(vnode, f"{path}.{key}")
+            if value is not None:
+                out[key] = value
+        return out
+
+    def _is_null(self, node: yaml.Node) -> bool:
+        return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
+
+    def _safe(self, node: yaml.Node) -> Any:
+        if not isinstance(node, yaml.ScalarNode):
+            return None
+        try:
+            return self.scalar(node)
+        except (yaml.YAMLError, ValueError):
+            return node.value
