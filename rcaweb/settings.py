@@ -180,6 +180,24 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+
+# OIDC single sign-on (mozilla-django-oidc), off by default. Users it creates start as viewers.
+OIDC_ENABLED = envbool("RCAWEB_OIDC_ENABLED", False)
+if OIDC_ENABLED:
+    INSTALLED_APPS.append("mozilla_django_oidc")
+    AUTHENTICATION_BACKENDS.insert(0, "mozilla_django_oidc.auth.OIDCAuthenticationBackend")
+    OIDC_RP_CLIENT_ID = os.environ.get("RCAWEB_OIDC_CLIENT_ID", "")
+    OIDC_RP_CLIENT_SECRET = envsecret("RCAWEB_OIDC_CLIENT_SECRET", "")
+    OIDC_RP_SIGN_ALGO = os.environ.get("RCAWEB_OIDC_SIGN_ALGO", "RS256")
+    OIDC_OP_AUTHORIZATION_ENDPOINT = os.environ.get("RCAWEB_OIDC_AUTHORIZATION_ENDPOINT", "")
+    OIDC_OP_TOKEN_ENDPOINT = os.environ.get("RCAWEB_OIDC_TOKEN_ENDPOINT", "")
+    OIDC_OP_USER_ENDPOINT = os.environ.get("RCAWEB_OIDC_USER_ENDPOINT", "")
+    OIDC_OP_JWKS_ENDPOINT = os.environ.get("RCAWEB_OIDC_JWKS_ENDPOINT", "")
+    _missing = [n for n, v in (("RCAWEB_OIDC_CLIENT_ID", OIDC_RP_CLIENT_ID), ("RCAWEB_OIDC_AUTHORIZATION_ENDPOINT", OIDC_OP_AUTHORIZATION_ENDPOINT), ("RCAWEB_OIDC_TOKEN_ENDPOINT", OIDC_OP_TOKEN_ENDPOINT)) if not v]
+    if _missing:
+        raise ImproperlyConfigured(f"RCAWEB_OIDC_ENABLED is true but {', '.join(_missing)} is missing")
+
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -190,6 +208,7 @@ SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}  # login throttling (per process)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # Alertmanager bodies over 1 MiB are a 413
 
 # Celery: no REDIS_URL -> tasks run inline (demo, make test).

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from rcaweb import views
+from rcaweb import metrics, views
+from rcaweb.throttle import ThrottledLoginView
 
 urlpatterns = [
-    path("accounts/login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
+    *([path("oidc/", include("mozilla_django_oidc.urls"))] if settings.OIDC_ENABLED else []),
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
+    path("audit/", views.audit_log, name="audit"),
     path("admin/", admin.site.urls),
     path("", include("collectors.urls")),
     path("", include("incidents.urls")),

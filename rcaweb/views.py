@@ -1,15 +1,22 @@
-"""The on-call console home, and health probes."""
+"""The on-call console home, health probes and the admin audit log."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.paginator import Paginator
 from django.db import connection
+from django.db.models import Max
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from collectors.models import Cluster
-from incidents.models import Incident
+from collectors.models import Cluster, SourceRun
+from incidents.models import AuditEntry, Incident
 from rcaweb.http import RcaRequest
+from rcaweb.roles import admin_required
 
 
 @require_GET
@@ -23,14 +30,51 @@ def home(request: RcaRequest) -> HttpResponse:
 
 @require_GET
 def healthz(request: HttpRequest) -> HttpResponse:
+    """The process is up (no dependencies checked: liveness)."""
     return HttpResponse("ok\n", content_type="text/plain")
+
+
+def _broker_status() -> str:
+    if not settings.REDIS_URL:
+        return "inline (no REDIS_URL)"
+    try:
+        import redis
+
+        redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1).ping()
+        return "ok"
+    except Exception as exc:
+        return f"error: {exc.__class__.__name__}"
 
 
 @require_GET
 def readyz(request: HttpRequest) -> HttpResponse:
+    """Readiness: database, broker, and the age of the last successful sweep per cluster and source."""
     try:
         with connection.cursor() as cur:
             cur.execute("SELECT 1")
     except Exception as exc:  # the database is the one thing we cannot serve without
         return JsonResponse({"ready": False, "database": f"error: {exc.__class__.__name__}"}, status=503)
-    return JsonResponse({"ready": True, "database": "ok"})
+    now = timezone.now()
+    last_ok = (
+        SourceRun.objects.filter(ok=True, time__gte=now - timedelta(days=7))
+        .values("cluster__name", "source")
+        .annotate(last=Max("time"))
+        .order_by("cluster__name", "source")
+    )
+    sweeps = [
+        {"cluster": r["cluster__name"], "source": r["source"], "last_success": r["last"].isoformat().replace("+00:00", "Z"),
+         "age_s": int((now - r["last"]).total_seconds())}
+        for r in last_ok
+    ]
+    broker = _broker_status()
+    ready = not broker.startswith("error")
+    body = {"ready": ready, "database": "ok", "broker": broker, "sweeps": sweeps}
+    return JsonResponse(body, status=200 if ready else 503)
+
+
+@require_GET
+@admin_required
+def audit_log(request: RcaRequest) -> HttpResponse:
+    """Every write by a person (who, what, when), newest first; admins only."""
+    page = Paginator(AuditEntry.objects.select_related("user").order_by("-time", "-id"), 100).get_page(request.GET.get("page"))
+    return render(request, "audit_log.html", {"page": page})

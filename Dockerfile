@@ -1,0 +1,15 @@
+# rcaweb production image: gunicorn web, Celery worker and beat share it.
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY rcaweb ./rcaweb
+COPY collectors ./collectors
+COPY incidents ./incidents
+RUN pip install --no-cache-dir .
+COPY . .
+RUN RCAWEB_SECRET_KEY=build-only python manage.py collectstatic --noinput -v0
+RUN useradd --system --uid 10001 rcaweb && mkdir -p /app/var && chown rcaweb /app/var
+USER rcaweb
+EXPOSE 8000
+CMD ["gunicorn", "rcaweb.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "30", "--access-logfile", "-"]

@@ -1,0 +1,1 @@
+"""The on-call console: home, fleet, SLO and changes pages, and the chart endpoints (issue 4)."""
