@@ -1,0 +1,61 @@
+"""dcgm-exporter labels as they exist in the field, normalized by one function.
+
+Releases and scrape configs disagree: ``Hostname`` (older) vs ``hostname`` (newer, NVIDIA/dcgm-exporter#655),
+``UUID`` vs ``uuid``; after a Prometheus scrape without ``honor_labels`` the workload's labels arrive as
+``exported_pod``/``exported_namespace``/``exported_container`` while ``pod``/``namespace`` name the exporter
+itself; an idle GPU has no pod labels, or empty strings (Kubernetes mode on, no pod); the oldest
+exporters have no ``modelName`` and no host label at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+EXPORTER_CONTAINERS = frozenset({"nvidia-dcgm-exporter", "dcgm-exporter"})
+
+
+def _first(labels: dict[str, Any], *names: str) -> str:
+    for name in names:
+        value = labels.get(name)
+        if value not in (None, ""):
+            return str(value)
+    return ""
+
+
+def dcgm_identity(labels: dict[str, Any]) -> dict[str, str]:
+    """{"uuid", "gpu", "hostname", "model", "pod", "namespace", "container"}; "" where the labels say nothing.
+
+    ``exported_*`` win over the plain labels (the plain ones then name the exporter pod); a plain pod label that
+    names the exporter itself (container ``nvidia-dcgm-exporter``) is not a workload and is dropped.
+    """
+    if any(k in labels for k in ("exported_pod", "exported_namespace", "exported_container")):
+        pod = _first(labels, "exported_pod")
+        namespace = _first(labels, "exported_namespace")
+        container = _first(labels, "exported_container")
+    else:
+        pod = _first(labels, "pod")
+        namespace = _first(labels, "namespace")
+        container = _first(labels, "container")
+        if (
+            container in EXPORTER_CONTAINERS
+            or pod.startswith("nvidia-dcgm-exporter")
+            or pod.startswith("dcgm-exporter")
+        ):
+            pod = namespace = container = ""
+    if not pod:
+        namespace = container = ""
+    hostname = _first(labels, "Hostname", "hostname")
+    if not hostname or hostname.startswith(("nvidia-dcgm-exporter", "dcgm-exporter")):
+        # The host label names the exporter pod (no NODE_NAME env): a relabelled node label is better.
+        hostname = _first(labels, "node", "kubernetes_node") or hostname
+    return {
+        "uuid": _first(labels, "UUID", "uuid"),
+        "gpu": _first(labels, "gpu"),
+        "hostname": hostname,
+        "model": _first(labels, "modelName", "model_name"),
+        "pod": pod,
+        "namespace": namespace,
+        "container": container,
+        "pci_bus_id": _first(labels, "pci_bus_id"),
+        "instance": _first(labels, "instance"),
+    }

@@ -1,0 +1,273 @@
+"""Kubernetes API through the official client: nodes, pods, events, jobs, custom objects, pod logs. Read only.
+
+Lists are paginated (``limit``/``continue``; an expired continue token, 410, restarts the listing once) and
+come back as plain JSON dicts exactly as the API server sent them (``_preload_content=False``): deserializing
+20,000 pods into generated model classes costs seconds and hundreds of MB for nothing. Every failure —
+timeout, refused, 401/403/5xx, an answer that is not JSON — is a :class:`SourceError`.
+Only read verbs are called here; ``tests/collectors/test_readonly.py`` proves it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import urllib3
+from django.conf import settings
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from collectors.models import Cluster
+from collectors.sources.errors import SourceError, describe_http_error
+from collectors.sources.redact import is_secret_object, redact_text
+
+logger = logging.getLogger(__name__)
+
+SOURCE = "k8s"
+PAGE_SIZE = 500  # kubectl's default chunk size
+
+
+def _api_client(cluster: Cluster, timeout: float) -> client.ApiClient:
+    cfg = client.Configuration()
+    try:
+        if cluster.kubeconfig:
+            config.load_kube_config(
+                config_file=cluster.kubeconfig, client_configuration=cfg, persist_config=False
+            )
+        else:
+            config.load_incluster_config(client_configuration=cfg)
+    except (ConfigException, OSError, ValueError, TypeError) as exc:
+        where = cluster.kubeconfig or "in-cluster service account"
+        raise SourceError(SOURCE, "configure", f"cannot load Kubernetes credentials from {where}: {exc}")
+    # One quick reconnect for a dropped keep-alive connection; no read retries (a hung server would
+    # otherwise cost four timeouts) — the task retries the whole sweep with backoff instead.
+    cfg.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0, other=0)
+    return client.ApiClient(cfg)
+
+
+class KubeSource:
+    """Read-only view of one cluster's API server."""
+
+    def __init__(self, cluster: Cluster, timeout: float | None = None, *, page_size: int = PAGE_SIZE) -> None:
+        self.cluster = cluster
+        self.timeout = float(timeout if timeout is not None else settings.RCAWEB_SOURCE_TIMEOUT_S)
+        self.page_size = page_size
+        self.api = _api_client(cluster, self.timeout)
+        self.core = client.CoreV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.last_resource_version: dict[str, str] = {}  # per listing: the list's resourceVersion (for watch)
+
+    def close(self) -> None:
+        self.api.close()
+
+    def __enter__(self) -> KubeSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    #
+    # Lists
+    #
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        return list(self.iter_items("list nodes", self.core.list_node))
+
+    def list_pods(self) -> list[dict[str, Any]]:
+        return list(self.iter_items("list pods", self.core.list_pod_for_all_namespaces))
+
+    def list_events(self) -> list[dict[str, Any]]:
+        return list(self.iter_items("list events", self.core.list_event_for_all_namespaces))
+
+    def list_jobs(self) -> list[dict[str, Any]]:
+        return list(self.iter_items("list jobs", self.batch.list_job_for_all_namespaces))
+
+    def list_custom(self, group: str, version: str, plural: str) -> list[dict[str, Any]]:
+        """All objects of a custom resource, cluster-wide (namespaced kinds across namespaces)."""
+        return list(self.iter_custom(group, version, plural))
+
+    def iter_custom(self, group: str, version: str, plural: str) -> Iterator[dict[str, Any]]:
+        def call(**kw: Any) -> Any:
+            return self.custom.list_cluster_custom_object(group, version, plural, **kw)
+
+        return self.iter_items(f"list {plural}.{group}/{version}", call)
+
+    def iter_items(self, call: str, fn: Callable[..., Any], **params: Any) -> Iterator[dict[str, Any]]:
+        """Yield the items of a paginated list, page by page (memory stays at one page of raw JSON).
+
+        A 410 on a continue token means the snapshot expired mid-listing: start again, once.
+        """
+        for attempt in (1, 2):
+            token: str | None = None
+            try:
+                while True:
+                    kw: dict[str, Any] = {"limit": self.page_size, **params}
+                    if token:
+                        kw["_continue"] = token
+                    page = self._json(call, fn, **kw)
+                    items = page.get("items")
+                    if not isinstance(items, list):
+                        raise SourceError(SOURCE, call, "malformed answer: no items list")
+                    for item in items:
+                        if not isinstance(item, dict):
+                            raise SourceError(SOURCE, call, "malformed answer: an item is not an object")
+                        if is_secret_object(item):
+                            continue  # Secrets are never stored, whatever listed them
+                        yield item
+                    meta = page.get("metadata") or {}
+                    token = meta.get("continue") or None
+                    if not token:
+                        self.last_resource_version[call] = str(meta.get("resourceVersion") or "")
+                        return
+            except SourceError as exc:
+                if exc.gone and token and attempt == 1:
+                    logger.info("%s: continue token expired, listing again", call)
+                    continue
+                raise
+
+    #
+    # Watch
+    #
+
+    def watch(
+        self, call: str, fn: Callable[..., Any], resource_version: str, timeout_s: int = 10
+    ) -> Iterator[dict[str, Any]]:
+        """Stream watch events ({"type", "object"}) from ``resource_version`` for at most ``timeout_s``.
+
+        A 410 (resourceVersion too old, sent as an ERROR event or as the HTTP status) raises a
+        ``SourceError`` with ``gone`` set: the caller re-lists and watches from the list's resourceVersion.
+        """
+        kw = {
+            "watch": True,
+            "resource_version": resource_version,
+            "timeout_seconds": timeout_s,
+            "allow_watch_bookmarks": True,
+        }
+        resp = self._raw(call, fn, read_timeout=timeout_s + self.timeout, **kw)
+        try:
+            buf = b""
+            for chunk in resp.stream(64 * 1024, decode_content=True):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        yield self._watch_event(call, line)
+            if buf.strip():
+                yield self._watch_event(call, buf)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise SourceError(SOURCE, call, f"watch stream broke: {exc}")
+        finally:
+            resp.release_conn()
+
+    def watch_events(self, resource_version: str, timeout_s: int = 10) -> Iterator[dict[str, Any]]:
+        return self.watch(
+            "watch events", self.core.list_event_for_all_namespaces, resource_version, timeout_s
+        )
+
+    def _watch_event(self, call: str, line: bytes) -> dict[str, Any]:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            raise SourceError(SOURCE, call, f"malformed watch event: {line[:120]!r}")
+        if not isinstance(event, dict) or "type" not in event:
+            raise SourceError(SOURCE, call, "malformed watch event: no type")
+        if event["type"] == "ERROR":
+            status = event.get("object") or {}
+            code = status.get("code")
+            raise SourceError(
+                SOURCE,
+                call,
+                status.get("message") or "watch error",
+                status=code if isinstance(code, int) else None,
+            )
+        return event
+
+    #
+    # Logs
+    #
+
+    def pod_log(
+        self,
+        namespace: str,
+        name: str,
+        container: str | None = None,
+        previous: bool = False,
+        tail_lines: int = 200,
+    ) -> str:
+        """The last ``tail_lines`` lines (at most 1 MiB) of a container's log, current or previous, redacted."""
+        call = f"log {namespace}/{name}{' previous' if previous else ''}"
+        kw: dict[str, Any] = {"tail_lines": max(1, min(int(tail_lines), 5000)), "limit_bytes": 1024 * 1024}
+        if container:
+            kw["container"] = container
+        if previous:
+            kw["previous"] = True
+        resp = self._raw(call, self.core.read_namespaced_pod_log, name, namespace, **kw)
+        try:
+            text = resp.data.decode("utf-8", errors="replace")
+        finally:
+            resp.release_conn()
+        return redact_text(text)
+
+    #
+    # HTTP
+    #
+
+    def _raw(
+        self, call: str, fn: Callable[..., Any], *args: Any, read_timeout: float | None = None, **kw: Any
+    ) -> Any:
+        timeout = (min(self.timeout, 5.0), read_timeout or self.timeout)
+        try:
+            return fn(*args, _preload_content=False, _request_timeout=timeout, **kw)
+        except ApiException as exc:
+            raise SourceError(
+                SOURCE,
+                call,
+                describe_http_error(exc.status or 0, exc.reason or "", _status_message(exc.body)),
+                status=exc.status,
+            )
+        except urllib3.exceptions.TimeoutError:
+            raise SourceError(
+                SOURCE, call, f"did not answer within {self.timeout:g} s ({self.api.configuration.host})"
+            )
+        except urllib3.exceptions.MaxRetryError as exc:
+            reason = exc.reason
+            if isinstance(reason, urllib3.exceptions.TimeoutError):
+                raise SourceError(
+                    SOURCE, call, f"did not answer within {self.timeout:g} s ({self.api.configuration.host})"
+                )
+            raise SourceError(SOURCE, call, f"cannot connect to {self.api.configuration.host}: {reason}")
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise SourceError(SOURCE, call, f"request failed: {exc}")
+
+    def _json(self, call: str, fn: Callable[..., Any], **kw: Any) -> dict[str, Any]:
+        resp = self._raw(call, fn, **kw)
+        try:
+            raw = resp.data
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise SourceError(SOURCE, call, f"answer broke off: {exc}")
+        finally:
+            resp.release_conn()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            raise SourceError(SOURCE, call, f"malformed answer (not JSON): {raw[:120]!r}")
+        if not isinstance(body, dict):
+            raise SourceError(SOURCE, call, "malformed answer: not a JSON object")
+        return body
+
+
+def _status_message(body: Any) -> str:
+    """The ``message`` of a Kubernetes Status body, else the body itself (shortened)."""
+    if not body:
+        return ""
+    try:
+        status = json.loads(body)
+        if isinstance(status, dict) and status.get("message"):
+            return str(status["message"])
+    except (TypeError, ValueError):
+        pass
+    return str(body)[:300]
