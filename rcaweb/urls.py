@@ -23,3 +23,5 @@ urlpatterns = [
     path("", include("incidents.urls")),
     path("", views.home, name="home"),
 ]
+
+handler500 = "rcaweb.views.server_error"

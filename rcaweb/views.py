@@ -78,3 +78,28 @@ def audit_log(request: RcaRequest) -> HttpResponse:
     """Every write by a person (who, what, when), newest first; admins only."""
     page = Paginator(AuditEntry.objects.select_related("user").order_by("-time", "-id"), 100).get_page(request.GET.get("page"))
     return render(request, "audit_log.html", {"page": page})
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500: a database or broker outage is a 503 with Retry-After (clients retry), anything else a 500.
+
+    Django calls this inside its ``except`` block, so the exception is still in ``sys.exc_info()``.
+    """
+    import sys
+
+    from django.db import DatabaseError, InterfaceError, OperationalError
+
+    exc = sys.exc_info()[1]
+    if isinstance(exc, OperationalError | InterfaceError) or (
+        isinstance(exc, DatabaseError) and "connection" in str(exc).lower()
+    ):
+        body = "rcaweb: the database is not answering right now; retry in a few seconds.\n"
+        if request.path.startswith("/api/"):
+            resp: HttpResponse = JsonResponse({"error": body.strip()}, status=503)
+        else:
+            resp = HttpResponse(body, status=503, content_type="text/plain; charset=utf-8")
+        resp["Retry-After"] = "5"
+        return resp
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": "internal error"}, status=500)
+    return HttpResponse("rcaweb: internal error.\n", status=500, content_type="text/plain; charset=utf-8")
