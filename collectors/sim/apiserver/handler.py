@@ -1,0 +1,407 @@
+"""HTTP handler for the Kubernetes API subset: routing, lists, gets, watches, logs, Status errors."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import json
+import logging
+import time
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
+
+from collectors.sim.apiserver.logs import LogError, pod_log
+from collectors.sim.apiserver.selectors import Predicate, SelectorError, field_selector, label_selector
+
+if TYPE_CHECKING:
+    from collectors.sim.apiserver import KubeAPIServer
+
+logger = logging.getLogger(__name__)
+
+KAI, KUEUE = "scheduling.run.ai", "kueue.x-k8s.io"
+# (group, version, plural) -> (store resource, kind, namespaced, scheduler or None, short names)
+RESOURCES: dict[tuple[str, str, str], tuple[str, str, bool, str | None, list[str]]] = {
+    ("", "v1", "nodes"): ("nodes", "Node", False, None, ["no"]),
+    ("", "v1", "namespaces"): ("namespaces", "Namespace", False, None, ["ns"]),
+    ("", "v1", "pods"): ("pods", "Pod", True, None, ["po"]),
+    ("", "v1", "events"): ("events", "Event", True, None, ["ev"]),
+    ("batch", "v1", "jobs"): ("jobs", "Job", True, None, []),
+    (KAI, "v2", "queues"): ("queues", "Queue", False, "kai", ["q"]),
+    (KAI, "v2alpha2", "podgroups"): ("podgroups", "PodGroup", True, "kai", ["pg"]),
+    (KUEUE, "v1beta1", "resourceflavors"): (
+        "resourceflavors",
+        "ResourceFlavor",
+        False,
+        "kueue",
+        ["flavor", "flavors", "rf"],
+    ),
+    (KUEUE, "v1beta1", "clusterqueues"): ("clusterqueues", "ClusterQueue", False, "kueue", ["cq"]),
+    (KUEUE, "v1beta1", "localqueues"): (
+        "localqueues",
+        "LocalQueue",
+        True,
+        "kueue",
+        ["queue", "queues", "lq"],
+    ),
+    (KUEUE, "v1beta1", "workloads"): ("workloads", "Workload", True, "kueue", ["wl"]),
+}
+WATCH_DEFAULT_TIMEOUT = 1800.0
+
+
+def status(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return body
+
+
+class HTTPError(Exception):
+    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.body = status(code, reason, message, details)
+        self.code = code
+
+
+class KubeHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "sim-kube-apiserver/1.31"
+    sim: KubeAPIServer  # set on the handler subclass by KubeAPIServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        logger.debug("kube %s", format % args)
+
+    #
+    # Verbs
+    #
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        try:
+            self._authorize()
+            self._route()
+        except HTTPError as exc:
+            self._json(exc.code, exc.body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _refuse(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        body = status(
+            405,
+            "MethodNotAllowed",
+            f"the simulated cluster is read-only: {self.command} is not allowed (the world changes through its scenario)",
+        )
+        self._json(405, body)
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = _refuse  # noqa: N815
+
+    def _authorize(self) -> None:
+        if self.headers.get("Authorization") != f"Bearer {self.sim.token}":
+            raise HTTPError(401, "Unauthorized", "Unauthorized")
+
+    #
+    # Routing
+    #
+
+    def _route(self) -> None:
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        parts = [p for p in url.path.split("/") if p]
+        if parts == ["version"]:
+            return self._json(
+                200,
+                {
+                    "major": "1",
+                    "minor": "31",
+                    "gitVersion": "v1.31.4",
+                    "gitCommit": "sim",
+                    "gitTreeState": "clean",
+                    "buildDate": "2024-12-10T11:37:36Z",
+                    "goVersion": "go1.22.9",
+                    "compiler": "gc",
+                    "platform": "linux/amd64",
+                },
+            )
+        if parts in (["healthz"], ["readyz"], ["livez"]):
+            return self._raw(200, b"ok", "text/plain")
+        if parts == ["api"]:
+            return self._json(
+                200,
+                {
+                    "kind": "APIVersions",
+                    "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [
+                        {"clientCIDR": "0.0.0.0/0", "serverAddress": self.sim.address}
+                    ],
+                },
+            )
+        if parts == ["apis"]:
+            return self._json(200, self._group_list())
+        if parts[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise HTTPError(404, "NotFound", "the server could not find the requested resource")
+        if not self._group_served(group, version):
+            raise HTTPError(404, "NotFound", "the server could not find the requested resource")
+        if not rest:
+            return self._json(200, self._resource_list(group, version))
+        namespace = None
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        plural, name, sub = (
+            rest[0],
+            (rest[1] if len(rest) > 1 else None),
+            (rest[2] if len(rest) > 2 else None),
+        )
+        spec = RESOURCES.get((group, version, plural))
+        if spec is None or (spec[3] and spec[3] != self.sim.store.scheduler) or len(rest) > 3:
+            raise HTTPError(404, "NotFound", "the server could not find the requested resource")
+        resource, kind, namespaced, _, _ = spec
+        if namespace is not None and not namespaced:
+            raise HTTPError(404, "NotFound", "the server could not find the requested resource")
+        if sub is not None:
+            if (resource, sub) != ("pods", "log") or namespace is None or name is None:
+                raise HTTPError(404, "NotFound", "the server could not find the requested resource")
+            return self._log(namespace, name, query)
+        if name is not None:
+            if namespaced and namespace is None:
+                raise HTTPError(404, "NotFound", "the server could not find the requested resource")
+            return self._get(resource, kind, plural, group, namespace or "", name)
+        try:
+            predicates = [
+                p
+                for p in (
+                    label_selector(query.get("labelSelector")),
+                    field_selector(query.get("fieldSelector"), resource),
+                )
+                if p
+            ]
+        except SelectorError as exc:
+            raise HTTPError(400, "BadRequest", str(exc)) from exc
+        if query.get("watch") in ("1", "true", "True"):
+            return self._watch(resource, namespace, predicates, query)
+        return self._list(resource, kind, group, version, namespace, predicates, query)
+
+    def _group_served(self, group: str, version: str) -> bool:
+        return any(
+            g == group and v == version and (s is None or s == self.sim.store.scheduler)
+            for (g, v, _), (_, _, _, s, _) in RESOURCES.items()
+        )
+
+    def _group_list(self) -> dict[str, Any]:
+        groups: dict[str, list[str]] = {}
+        for (g, v, _), (_, _, _, s, _) in RESOURCES.items():
+            if g and (s is None or s == self.sim.store.scheduler) and v not in groups.setdefault(g, []):
+                groups[g].append(v)
+        return {
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [
+                {
+                    "name": g,
+                    "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+                    "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]},
+                }
+                for g, vs in groups.items()
+            ],
+        }
+
+    def _resource_list(self, group: str, version: str) -> dict[str, Any]:
+        out = []
+        for (g, v, plural), (_, kind, namespaced, s, short) in RESOURCES.items():
+            if g == group and v == version and (s is None or s == self.sim.store.scheduler):
+                out.append(
+                    {
+                        "name": plural,
+                        "singularName": kind.lower(),
+                        "namespaced": namespaced,
+                        "kind": kind,
+                        "verbs": ["get", "list", "watch"],
+                        **({"shortNames": short} if short else {}),
+                    }
+                )
+                if plural == "pods":
+                    out.append(
+                        {
+                            "name": "pods/log",
+                            "singularName": "",
+                            "namespaced": True,
+                            "kind": "Pod",
+                            "verbs": ["get"],
+                        }
+                    )
+        gv = f"{group}/{version}" if group else version
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": out}
+
+    #
+    # Reads
+    #
+
+    def _get(self, resource: str, kind: str, plural: str, group: str, namespace: str, name: str) -> None:
+        snap = self.sim.store.snapshot()
+        entry = snap.entries.get(resource, {}).get((namespace, name)) if snap else None
+        if entry is None:
+            qualified = f"{plural}.{group}" if group else plural
+            raise HTTPError(
+                404,
+                "NotFound",
+                f'{qualified} "{name}" not found',
+                {"name": name, "group": group or None, "kind": plural}
+                if group
+                else {"name": name, "kind": plural},
+            )
+        self._raw(200, entry.data)
+
+    def _list(
+        self,
+        resource: str,
+        kind: str,
+        group: str,
+        version: str,
+        namespace: str | None,
+        predicates: list[Predicate],
+        query: dict[str, str],
+    ) -> None:
+        token = query.get("continue")
+        start_key: tuple[str, str] | None = None
+        if token:
+            try:
+                decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
+                snap = self.sim.store.snapshot(int(decoded["rv"]))
+                start_key = (decoded["start"][0], decoded["start"][1])
+            except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+                raise HTTPError(400, "BadRequest", "continue key is not valid: illegal base64 data") from exc
+            if snap is None:
+                raise HTTPError(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent list result. "
+                    "You can start a new list without the continue parameter.",
+                )
+        else:
+            snap = self.sim.store.snapshot()
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError as exc:
+            raise HTTPError(400, "BadRequest", f"invalid limit: {query.get('limit')}") from exc
+        entries = snap.entries.get(resource, {})
+        order = snap.order.get(resource, [])
+        if namespace is not None:
+            lo, hi = (
+                bisect.bisect_left(order, (namespace, "")),
+                bisect.bisect_left(order, (namespace + "\x00", "")),
+            )
+        else:
+            lo, hi = 0, len(order)
+        if start_key is not None:
+            lo = max(lo, bisect.bisect_left(order, start_key))
+        items: list[bytes] = []
+        next_key = None
+        index = lo
+        while index < hi:
+            key = order[index]
+            entry = entries[key]
+            if all(p(entry) for p in predicates):
+                if limit and len(items) == limit:
+                    next_key = key
+                    break
+                items.append(entry.data)
+            index += 1
+        meta: dict[str, Any] = {"resourceVersion": str(snap.rv)}
+        if next_key is not None:
+            meta["continue"] = base64.urlsafe_b64encode(
+                json.dumps({"rv": snap.rv, "start": list(next_key)}).encode()
+            ).decode()
+            if not predicates:
+                meta["remainingItemCount"] = hi - index
+        api_version = f"{group}/{version}" if group else version
+        head = json.dumps(
+            {"kind": f"{kind}List", "apiVersion": api_version, "metadata": meta}, separators=(",", ":")
+        )
+        body = head[:-1].encode() + b',"items":[' + b",".join(items) + b"]}"
+        self._raw(200, body)
+
+    def _log(self, namespace: str, name: str, query: dict[str, str]) -> None:
+        with self.sim.lock:
+            try:
+                text = pod_log(self.sim.world, namespace, name, query)
+            except LogError as exc:
+                raise HTTPError(exc.code, exc.reason, str(exc)) from exc
+        self._raw(200, text.encode(), "text/plain")
+
+    #
+    # Watch
+    #
+
+    def _watch(
+        self, resource: str, namespace: str | None, predicates: list[Predicate], query: dict[str, str]
+    ) -> None:
+        store = self.sim.store
+        try:
+            timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else WATCH_DEFAULT_TIMEOUT
+            since = int(query.get("resourceVersion") or 0)
+        except ValueError as exc:
+            raise HTTPError(400, "BadRequest", f"invalid watch parameters: {exc}") from exc
+        deadline = time.monotonic() + timeout
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def matches(entry: Any, res: str) -> bool:
+            if res != resource:
+                return False
+            if namespace is not None and entry.fields.get("metadata.namespace") != namespace:
+                return False
+            return all(p(entry) for p in predicates)
+
+        if since == 0:
+            snap = store.snapshot()
+            for key in snap.order.get(resource, []):
+                entry = snap.entries[resource][key]
+                if matches(entry, resource):
+                    self._chunk(b'{"type":"ADDED","object":' + entry.data + b"}\n")
+            since = snap.rv
+        while time.monotonic() < deadline and not store.closed:
+            events = store.events_since(since)
+            if events is None:
+                body = status(410, "Expired", f"too old resource version: {since} ({store.rv})")
+                self._chunk(json.dumps({"type": "ERROR", "object": body}).encode() + b"\n")
+                break
+            for rv, res, kind, data, entry in events:
+                if matches(entry, res):
+                    self._chunk(b'{"type":"' + kind.encode() + b'","object":' + data + b"}\n")
+                since = rv
+            store.wait(since, max(0.0, min(1.0, deadline - time.monotonic())))
+        self._chunk(b"")
+
+    #
+    # Output
+    #
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _json(self, code: int, body: Any) -> None:
+        self._raw(code, json.dumps(body, separators=(",", ":")).encode())
+
+    def _raw(self, code: int, data: bytes, content_type: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)

@@ -1,0 +1,158 @@
+"""One pass over the world that the renderers share: indexes and per-project usage.
+
+Built once per world tick by the API server's store, so that rendering 20,000
+pods does not re-scan the world for every pod.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from collectors.sim.state import SimChange, SimJob, SimNode, SimPod, SimProject
+
+ACTIVE_PHASES = ("Pending", "Running")
+
+
+@dataclass
+class Usage:
+    """GPUs of one project (= queue) at now."""
+
+    allocated: int = 0  # GPUs of bound, live pods
+    allocated_non_preemptible: int = 0
+    requested: int = 0  # GPUs of all live pods (bound or not) and of pending jobs without pods
+    pending_jobs: int = 0
+    admitted_jobs: int = 0
+
+
+@dataclass
+class RenderContext:
+    world: Any
+    now: datetime
+    scheduler: str  # kai | kueue
+    cluster: str
+    nodes: dict[str, SimNode]
+    projects: dict[str, SimProject]
+    jobs: dict[tuple[str, str], SimJob]  # (namespace, name)
+    pods_by_job: dict[tuple[str, str], list[SimPod]]
+    live_pods: list[SimPod]
+    pods_by_key: dict[tuple[str, str], SimPod]
+    usage: dict[str, Usage]
+    last_change: dict[tuple[str, str], SimChange] = field(default_factory=dict)  # (kind, target) -> latest
+
+    @property
+    def scheduler_name(self) -> str:
+        return "kai-scheduler" if self.scheduler == "kai" else "default-scheduler"
+
+    def project_of(self, job: SimJob) -> SimProject | None:
+        return self.projects.get(job.project)
+
+    def manager_for(self, kind: str, target: str, default: str) -> tuple[str, datetime | None]:
+        change = self.last_change.get((kind, target))
+        if change is None:
+            return default, None
+        return (change.actor or default), change.time
+
+    def job_admitted(self, job: SimJob) -> bool:
+        """Kueue admission: quota reserved. Running/finished jobs were admitted; a pending job is
+        admitted when it has a bound pod or its request fits the project's quota headroom."""
+        if hasattr(job, "admitted") and job.state in ("Pending", "Running"):
+            return bool(job.admitted)  # the engine's scheduler decided
+        if job.state in ("Running", "Succeeded", "Failed"):
+            return True
+        if job.state != "Pending":
+            return False
+        pods = self.pods_by_job.get((job.namespace, job.name), [])
+        if any(p.node for p in pods):
+            return True
+        return self.quota_shortfall(job) <= 0
+
+    def quota_shortfall(self, job: SimJob) -> int:
+        """GPUs the job needs beyond what its project may still take (quota + borrowable or limit)."""
+        project = self.project_of(job)
+        if project is None:
+            return 0
+        used = self.usage[project.name].allocated
+        request = job.pods * job.gpus_per_pod
+        if project.limit_gpus is not None:
+            ceiling = project.limit_gpus
+        else:
+            lendable = sum(
+                max(0, p.quota_gpus - self.usage[p.name].allocated)
+                for p in self.projects.values()
+                if p.name != project.name
+            )
+            ceiling = project.quota_gpus + lendable
+        return used + request - ceiling
+
+
+def _values(container: Any) -> list[Any]:
+    if isinstance(container, dict):
+        return list(container.values())
+    return list(container)
+
+
+def build_context(world: Any) -> RenderContext:
+    now = world.now
+    scenario = getattr(world, "scenario", None)
+    cluster_spec = getattr(scenario, "cluster", None)
+    scheduler = getattr(cluster_spec, "scheduler", "kai")
+    cluster = getattr(cluster_spec, "name", "sim")
+    nodes = {n.name: n for n in _values(world.nodes)}
+    projects = {p.name: p for p in _values(world.projects)}
+    jobs = {(j.namespace, j.name): j for j in _values(world.jobs)}
+    pods_by_job: dict[tuple[str, str], list[SimPod]] = defaultdict(list)
+    live: list[SimPod] = []
+    for pod in _values(world.pods):
+        if pod.deleted_at is not None and pod.deleted_at <= now:
+            continue
+        if pod.created_at > now:
+            continue
+        live.append(pod)
+        pods_by_job[(pod.namespace, pod.job)].append(pod)
+    for pods in pods_by_job.values():
+        pods.sort(key=lambda p: p.index)
+    usage: dict[str, Usage] = {name: Usage() for name in projects}
+    for job in jobs.values():
+        u = usage.get(job.project)
+        if u is None or job.state not in ACTIVE_PHASES:
+            continue
+        pods = pods_by_job.get((job.namespace, job.name), [])
+        bound = sum(p.gpus_requested for p in pods if p.node and p.phase in ACTIVE_PHASES)
+        u.allocated += bound
+        if job.priority_class == "inference":
+            u.allocated_non_preemptible += bound
+        u.requested += job.pods * job.gpus_per_pod
+        if job.state == "Pending":
+            u.pending_jobs += 1
+    for project in projects.values():
+        if hasattr(project, "allocated_gpus"):  # the engine's own accounting wins over the estimate above
+            u = usage[project.name]
+            u.allocated = project.allocated_gpus
+            u.allocated_non_preemptible = project.allocated_nonpreemptible_gpus
+            u.requested = project.requested_gpus
+    last_change: dict[tuple[str, str], SimChange] = {}
+    for change in getattr(world, "changes", []) or []:
+        if change.time <= now:
+            last_change[(change.kind, change.target)] = change
+    ctx = RenderContext(
+        world=world,
+        now=now,
+        scheduler=scheduler,
+        cluster=cluster,
+        nodes=nodes,
+        projects=projects,
+        jobs=jobs,
+        pods_by_job=dict(pods_by_job),
+        live_pods=live,
+        pods_by_key={(p.namespace, p.name): p for p in live},
+        usage=usage,
+        last_change=last_change,
+    )
+    for job in jobs.values():
+        u = usage.get(job.project)
+        if u is not None and job.state in ACTIVE_PHASES and ctx.job_admitted(job):
+            u.admitted_jobs += 1
+    return ctx

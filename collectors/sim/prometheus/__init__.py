@@ -1,0 +1,281 @@
+"""The simulated Prometheus: HTTP API (query, query_range, series, labels) and per-node exporter pages.
+
+Formats follow Prometheus' own JSON (``{"status": "success", "data": {...}}``,
+errors ``{"status": "error", "errorType": "bad_data", ...}`` with 400) and
+dcgm-exporter's text exposition. See ../API.md for the PromQL subset.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from collectors.sim.prometheus.promql import PromQLError, Selector, parse, parse_duration
+from collectors.sim.prometheus.series import DcgmSource, evaluate, format_ts, format_value
+
+__all__ = ["DcgmSource", "PrometheusServer"]
+
+logger = logging.getLogger(__name__)
+MAX_POINTS = 11_000
+
+
+class BadData(Exception):
+    pass
+
+
+def parse_time(text: str | None, default: float) -> float:
+    if not text:
+        return default
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError as exc:
+        raise BadData(f'cannot parse "{text}" to a valid timestamp') from exc
+
+
+def parse_step(text: str | None) -> float:
+    if not text:
+        raise BadData('invalid parameter "step": cannot parse "" to a valid duration')
+    try:
+        step = float(text)
+    except ValueError:
+        try:
+            step = float(parse_duration(text))
+        except PromQLError as exc:
+            raise BadData(f'invalid parameter "step": cannot parse "{text}" to a valid duration') from exc
+    if step <= 0:
+        raise BadData(
+            "zero or negative query resolution step widths are not accepted. Try a positive integer"
+        )
+    return step
+
+
+class PrometheusHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "sim-prometheus/2.55"
+    sim: PrometheusServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        logger.debug("prometheus %s", format % args)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._handle({})
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length).decode() if length else ""
+        self._handle({k: v for k, v in parse_qs(body, keep_blank_values=True).items()})
+
+    def _handle(self, form: dict[str, list[str]]) -> None:
+        url = urlsplit(self.path)
+        params = {k: list(v) for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        for k, v in form.items():
+            params.setdefault(k, []).extend(v)
+        one = {k: v[-1] for k, v in params.items()}
+        path = url.path.rstrip("/") or "/"
+        try:
+            if path in ("/-/ready", "/-/healthy"):
+                return self._raw(200, b"Prometheus Server is Ready.\n", "text/plain")
+            if path.startswith("/nodes/") and path.endswith("/metrics"):
+                return self._exposition(path[len("/nodes/") : -len("/metrics")])
+            with self.sim.lock:
+                if path == "/api/v1/query":
+                    return self._ok(self._query(one))
+                if path == "/api/v1/query_range":
+                    return self._ok(self._query_range(one))
+                if path == "/api/v1/series":
+                    return self._ok(self._series(params.get("match[]", []), one))
+                if path == "/api/v1/labels":
+                    return self._ok(self._label_names())
+                if path.startswith("/api/v1/label/") and path.endswith("/values"):
+                    return self._ok(self._label_values(path[len("/api/v1/label/") : -len("/values")]))
+            self._json(
+                404, {"status": "error", "errorType": "not_found", "error": f"unknown path {url.path}"}
+            )
+        except (BadData, PromQLError, ValueError) as exc:
+            self._json(400, {"status": "error", "errorType": "bad_data", "error": str(exc)})
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    # API
+
+    def _now(self) -> float:
+        return self.sim.world.now.timestamp()
+
+    def _query(self, one: dict[str, str]) -> dict[str, Any]:
+        expr = parse(one.get("query", ""))
+        t = parse_time(one.get("time"), self._now())
+        result = evaluate(self.sim.source, expr, t)
+        if isinstance(result, float):
+            return {"resultType": "scalar", "result": [format_ts(t), format_value(result)]}
+        return {
+            "resultType": "vector",
+            "result": [
+                {"metric": labels, "value": [format_ts(t), format_value(v)]} for labels, v in _sorted(result)
+            ],
+        }
+
+    def _query_range(self, one: dict[str, str]) -> dict[str, Any]:
+        expr = parse(one.get("query", ""))
+        start = parse_time(one.get("start"), float("nan"))
+        end = parse_time(one.get("end"), float("nan"))
+        if start != start or end != end:
+            raise BadData('invalid parameter "start" or "end": both are required')
+        if end < start:
+            raise BadData('invalid parameter "end": end timestamp must not be before start time')
+        step = parse_step(one.get("step"))
+        if (end - start) / step > MAX_POINTS:
+            raise BadData(
+                "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"
+            )
+        series: dict[tuple, list[list[Any]]] = {}
+        t = start
+        while t <= end + 1e-9:
+            result = evaluate(self.sim.source, expr, t)
+            if isinstance(result, float):
+                series.setdefault((), []).append([format_ts(t), format_value(result)])
+            else:
+                for labels, v in result:
+                    series.setdefault(tuple(sorted(labels.items())), []).append(
+                        [format_ts(t), format_value(v)]
+                    )
+            t += step
+        return {
+            "resultType": "matrix",
+            "result": [{"metric": dict(k), "values": v} for k, v in sorted(series.items())],
+        }
+
+    def _series(self, matches: list[str], one: dict[str, str]) -> list[dict[str, str]]:
+        if not matches:
+            raise BadData("no match[] parameter provided")
+        now = self._now()
+        start = parse_time(one.get("start"), now - 300)
+        end = parse_time(one.get("end"), now)
+        found: dict[tuple, dict[str, str]] = {}
+        for text in matches:
+            expr = parse(text)
+            if not isinstance(expr, Selector):
+                raise BadData(f'invalid parameter "match[]": {text!r} is not a series selector')
+            for key, pts in self.sim.source.select(expr, start - 1e-9, end).items():
+                if pts:
+                    found[key] = dict(key)
+        return [found[k] for k in sorted(found)]
+
+    def _label_names(self) -> list[str]:
+        names = {"__name__"}
+        for node, gpu in self.sim.source.gpus():
+            names |= set(self.sim.source.static_labels(node, gpu))
+        prefix = "exported_" if self.sim.source.variant == "scraped" else ""
+        names |= {f"{prefix}container", f"{prefix}namespace", f"{prefix}pod"}
+        return sorted(names)
+
+    def _label_values(self, name: str) -> list[str]:
+        if name == "__name__":
+            return sorted(self.sim.source.metric_names)
+        values = set()
+        for node, gpu in self.sim.source.gpus():
+            v = self.sim.source.static_labels(node, gpu).get(name)
+            if v:
+                values.add(v)
+        return sorted(values)
+
+    # /nodes/<name>/metrics
+
+    def _exposition(self, node_name: str) -> None:
+        with self.sim.lock:
+            text = self.sim.exposition(node_name)
+        if text is None:
+            return self._raw(404, f"node {node_name} not found\n".encode(), "text/plain")
+        self._raw(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+
+    # Output
+
+    def _ok(self, data: Any) -> None:
+        self._json(200, {"status": "success", "data": data})
+
+    def _json(self, code: int, body: Any) -> None:
+        self._raw(code, json.dumps(body, separators=(",", ":")).encode(), "application/json")
+
+    def _raw(self, code: int, data: bytes, content_type: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _sorted(result: list[tuple[dict[str, str], float]]) -> list[tuple[dict[str, str], float]]:
+    return sorted(result, key=lambda item: sorted(item[0].items()))
+
+
+class PrometheusServer:
+    def __init__(
+        self, world: Any, lock: threading.RLock, source: DcgmSource, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
+        self.world = world
+        self.lock = lock
+        self.source = source
+        handler = type("BoundPrometheusHandler", (PrometheusHandler,), {"sim": self})
+        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd.daemon_threads = True
+        self.host, self.port = self.httpd.server_address[:2]
+        self.thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def exposition(self, node_name: str) -> str | None:
+        """dcgm-exporter's /metrics for one node at world.now (the exporter's labels, before Prometheus)."""
+        nodes = self.world.nodes
+        node = (
+            nodes.get(node_name)
+            if isinstance(nodes, dict)
+            else next((n for n in nodes if n.name == node_name), None)
+        )
+        if node is None:
+            return None
+        now = self.world.now
+        lines: list[str] = []
+        for metric, kind, help_text in self.source.metrics:
+            lines.append(f"# HELP {metric} {help_text}")
+            lines.append(f"# TYPE {metric} {kind}")
+            for gpu in node.gpus:
+                value = self.world.gpu_metric(node.name, gpu.index, metric, now)
+                if value is None:
+                    continue
+                labels = self.source.exporter_labels(node, gpu)
+                held = self.world.gpu_pod_at(node.name, gpu.index, now)
+                ns, _, pod = (held or "").partition("/")
+                labels.update({"container": "main" if held else "", "namespace": ns, "pod": pod})
+                body = ",".join(f'{k}="{v}"' for k, v in labels.items())
+                shown = (
+                    format_value(float(value))
+                    if kind == "counter" or float(value).is_integer()
+                    else f"{float(value):.6f}"
+                )
+                lines.append(f"{metric}{{{body}}} {shown}")
+        return "\n".join(lines) + "\n"
+
+    def start(self) -> None:
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, args=(0.05,), name="sim-prometheus", daemon=True
+        )
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self.thread:
+            self.thread.join(timeout=5)
+
+
+_ = UTC

@@ -1,0 +1,258 @@
+"""DCGM exporter series as Prometheus stores them, and the evaluator of the PromQL subset over them.
+
+Samples exist at multiples of the scrape interval, from the node's creation
+to ``world.now`` and inside the retention; the labels of a GPU's series at a
+sample time follow the scenario's ``dcgm_labels`` variant and the pod that
+held the GPU then (``world.gpu_pod_at``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from collectors.sim.prometheus.promql import Aggregation, Comparison, Expr, Number, RangeFunction, Selector
+
+LOOKBACK_S = 300
+DRIVER_VERSION = "550.127.08"
+EXPORTER_NAMESPACE = "gpu-operator"
+# (name, type, help) as dcgm-exporter's counters CSV describes them.
+METRICS: tuple[tuple[str, str, str], ...] = (
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+    (
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "counter",
+        "Total number of NVLink flow-control CRC errors.",
+    ),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
+    ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned."),
+    (
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "gauge",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+    ),
+)
+Labels = dict[str, str]
+Sample = tuple[Labels, float]
+
+
+def _key(labels: Labels) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
+
+
+def _node_ip(name: str) -> str:
+    digest = hashlib.sha256(f"node/{name}".encode()).digest()
+    return f"10.0.{digest[0]}.{max(digest[1], 2)}"
+
+
+class DcgmSource:
+    """Reads telemetry from the world (the caller holds the world lock)."""
+
+    def __init__(
+        self,
+        world: Any,
+        variant: str = "classic",
+        disabled: Iterable[str] = (),
+        scrape_interval_s: int = 30,
+        retention_s: int = 15 * 86400,
+    ) -> None:
+        self.world = world
+        self.variant = variant
+        self.disabled = set(disabled)
+        self.interval = scrape_interval_s
+        self.retention = retention_s
+        self.metrics = tuple(m for m in METRICS if m[0] not in self.disabled)
+        self.metric_names = {m[0] for m in self.metrics}
+
+    # Labels
+
+    def gpus(self) -> list[tuple[Any, Any]]:
+        nodes = self.world.nodes.values() if isinstance(self.world.nodes, dict) else self.world.nodes
+        return [(node, gpu) for node in sorted(nodes, key=lambda n: n.name) for gpu in node.gpus]
+
+    def exporter_labels(self, node: Any, gpu: Any) -> Labels:
+        """The labels dcgm-exporter itself writes (without pod attribution)."""
+        host = "hostname" if self.variant == "current" else "Hostname"
+        return {
+            "gpu": str(gpu.index),
+            "UUID": gpu.uuid,
+            "pci_bus_id": gpu.pci_bus_id,
+            "device": f"nvidia{gpu.index}",
+            "modelName": node.gpu_product.replace("-", " "),
+            host: node.name,
+            "DCGM_FI_DRIVER_VERSION": DRIVER_VERSION,
+        }
+
+    def static_labels(self, node: Any, gpu: Any) -> Labels:
+        labels = self.exporter_labels(node, gpu)
+        labels["instance"] = f"{_node_ip(node.name)}:9400"
+        labels["job"] = "dcgm-exporter"
+        if self.variant == "scraped":
+            labels.update(
+                {
+                    "namespace": EXPORTER_NAMESPACE,
+                    "pod": f"nvidia-dcgm-exporter-{hashlib.sha256(node.name.encode()).hexdigest()[:5]}",
+                    "container": "nvidia-dcgm-exporter",
+                    "service": "nvidia-dcgm-exporter",
+                    "endpoint": "gpu-metrics",
+                }
+            )
+        return labels
+
+    def pod_labels(self, node: Any, gpu: Any, t: datetime) -> Labels:
+        held = self.world.gpu_pod_at(node.name, gpu.index, t)
+        if not held:
+            return {}
+        namespace, _, pod = held.partition("/")
+        prefix = "exported_" if self.variant == "scraped" else ""
+        return {f"{prefix}container": "main", f"{prefix}namespace": namespace, f"{prefix}pod": pod}
+
+    # Samples
+
+    def sample_times(self, start: float, end: float) -> list[float]:
+        """Scrape times in (start, end], clipped to [now - retention, now]."""
+        now = self.world.now.timestamp()
+        end = min(end, now)
+        start = max(start, now - self.retention - 1e-9)
+        first = math.floor(start / self.interval) * self.interval + self.interval
+        if first <= start:
+            first += self.interval
+        return [float(t) for t in range(int(first), int(end) + 1, self.interval)] if first <= end else []
+
+    def value(self, node: Any, gpu: Any, metric: str, t: float) -> float | None:
+        when = datetime.fromtimestamp(t, UTC)
+        if when < node.created_at:
+            return None
+        value = self.world.gpu_metric(node.name, gpu.index, metric, when)
+        return None if value is None else float(value)
+
+    def select(self, selector: Selector, start: float, end: float) -> dict[tuple, list[tuple[float, float]]]:
+        """Samples in (start, end] of every series the selector matches, keyed by its label set."""
+        names = [selector.metric] if selector.metric else sorted(self.metric_names)
+        out: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+        times = self.sample_times(start, end)
+        if not times:
+            return out
+        for metric in names:
+            if metric not in self.metric_names:
+                continue
+            for node, gpu in self.gpus():
+                base = self.static_labels(node, gpu)
+                base["__name__"] = metric
+                # static labels decide most matchers before any sample is computed
+                if not all(
+                    m.matches(base)
+                    for m in selector.matchers
+                    if m.name in base or not _dynamic(m.name, self.variant)
+                ):
+                    continue
+                for t in times:
+                    v = self.value(node, gpu, metric, t)
+                    if v is None:
+                        continue
+                    labels = {**base, **self.pod_labels(node, gpu, datetime.fromtimestamp(t, UTC))}
+                    if all(m.matches(labels) for m in selector.matchers):
+                        out[_key(labels)].append((t, v))
+        return out
+
+
+def _dynamic(name: str, variant: str) -> bool:
+    if variant == "scraped":
+        return name.startswith("exported_")
+    return name in ("pod", "namespace", "container")
+
+
+#
+# Evaluation
+#
+
+
+def evaluate(source: DcgmSource, expr: Expr, t: float) -> list[Sample] | float:
+    """An instant vector (list of (labels, value)) or a scalar, at time t."""
+    if isinstance(expr, Number):
+        return expr.value
+    if isinstance(expr, Selector):
+        series = source.select(expr, t - LOOKBACK_S, t)
+        return [(dict(k), pts[-1][1]) for k, pts in series.items() if pts]
+    if isinstance(expr, RangeFunction):
+        series = source.select(expr.selector, t - expr.range_s, t)
+        out = []
+        for key, pts in series.items():
+            if not pts:
+                continue
+            values = [v for _, v in pts]
+            labels = {k: v for k, v in key if k != "__name__"}
+            if expr.name == "avg_over_time":
+                out.append((labels, sum(values) / len(values)))
+            elif expr.name == "max_over_time":
+                out.append((labels, max(values)))
+            elif expr.name == "min_over_time":
+                out.append((labels, min(values)))
+            elif expr.name == "count_over_time":
+                out.append((labels, float(len(values))))
+            else:
+                out.append((labels, values[-1]))
+        return out
+    if isinstance(expr, Aggregation):
+        inner = evaluate(source, expr.expr, t)
+        if isinstance(inner, float):
+            raise ValueError("expected an instant vector in aggregation, got a scalar")
+        groups: dict[tuple, list[float]] = defaultdict(list)
+        for labels, value in inner:
+            groups[tuple((name, labels[name]) for name in expr.by if labels.get(name))].append(value)
+        result = []
+        for key, values in groups.items():
+            agg = {
+                "sum": sum(values),
+                "avg": sum(values) / len(values),
+                "max": max(values),
+                "min": min(values),
+                "count": float(len(values)),
+            }[expr.op]
+            result.append((dict(key), agg))
+        return result
+    if isinstance(expr, Comparison):
+        inner = evaluate(source, expr.expr, t)
+        if isinstance(inner, float):
+            raise ValueError(
+                "comparison between two scalars needs the bool modifier, which the subset does not support"
+            )
+        op = {
+            ">": float.__gt__,
+            "<": float.__lt__,
+            ">=": float.__ge__,
+            "<=": float.__le__,
+            "==": float.__eq__,
+            "!=": float.__ne__,
+        }[expr.op]
+        return [(labels, v) for labels, v in inner if op(float(v), expr.value)]
+    raise TypeError(expr)
+
+
+def format_value(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
+
+
+def format_ts(t: float) -> float | int:
+    return int(t) if float(t).is_integer() else round(t, 3)

@@ -1,0 +1,161 @@
+"""SimServer: the simulated cluster's Kubernetes API, Prometheus and Run:ai API on loopback, plus its Alertmanager.
+
+One lock guards the world: ``advance_to`` moves the world and re-syncs the
+API server's store under it, HTTP handlers that read the world directly
+(Prometheus, logs, Run:ai) take it too. The alert sender runs after each
+advance, on the simulated clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from collectors.sim.alertmanager import AlertSender, Sink
+from collectors.sim.apiserver import KubeAPIServer, Store
+from collectors.sim.prometheus import DcgmSource, PrometheusServer
+from collectors.sim.runai import RunaiServer
+
+logger = logging.getLogger(__name__)
+
+
+class SimServer:
+    def __init__(
+        self,
+        world: Any,
+        alert_url: str | None = None,
+        alert_token: str | None = None,
+        host: str = "127.0.0.1",
+        *,
+        alert_sink: Sink | None = None,
+        port_base: int = 0,
+        kube_token: str = "sim-kube-token",
+        runai_token: str = "sim-runai-token",
+        disabled_metrics: tuple[str, ...] | set[str] | frozenset[str] = (),
+        scrape_interval_s: int = 30,
+        retention_s: int = 15 * 86400,
+    ) -> None:
+        self.world = world
+        self.host = host
+        self.lock = threading.RLock()
+        self.kube_token = kube_token
+        self.runai_token = runai_token
+        self.store = Store()
+        variant = getattr(world, "dcgm_labels", None) or getattr(
+            getattr(getattr(world, "scenario", None), "cluster", None), "dcgm_labels", "classic"
+        )
+        self.source = DcgmSource(world, variant, disabled_metrics, scrape_interval_s, retention_s)
+        with self.lock:
+            self.store.sync(world)
+        self.kube = KubeAPIServer(world, self.store, self.lock, kube_token, host, port_base)
+        self.prometheus = PrometheusServer(
+            world, self.lock, self.source, host, port_base + 1 if port_base else 0
+        )
+        self.runai = RunaiServer(world, self.lock, runai_token, host, port_base + 2 if port_base else 0)
+        self.alert_sender = AlertSender(alert_url, alert_token, alert_sink, generator_url=self.prometheus.url)
+        self._dir = Path(tempfile.mkdtemp(prefix="rcaweb-sim-"))
+        self.kubeconfig_path = str(self._dir / "kubeconfig")
+        self._write_kubeconfig()
+        self._started = False
+
+    @property
+    def kube_url(self) -> str:
+        return self.kube.url
+
+    @property
+    def prometheus_url(self) -> str:
+        return self.prometheus.url
+
+    @property
+    def runai_url(self) -> str:
+        return self.runai.url
+
+    def _write_kubeconfig(self) -> None:
+        cluster = getattr(self.world, "cluster_name", None) or "sim"
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": cluster, "cluster": {"server": self.kube_url}}],
+            "users": [{"name": "sim-reader", "user": {"token": self.kube_token}}],
+            "contexts": [{"name": "sim", "context": {"cluster": cluster, "user": "sim-reader"}}],
+            "current-context": "sim",
+            "preferences": {},
+        }
+        Path(self.kubeconfig_path).write_text(yaml.safe_dump(config, sort_keys=False))
+
+    #
+    # Lifecycle
+    #
+
+    def start(self) -> SimServer:
+        if not self._started:
+            self.kube.start()
+            self.prometheus.start()
+            self.runai.start()
+            self._started = True
+            logger.info(
+                "sim serving kube %s prometheus %s runai %s",
+                self.kube_url,
+                self.prometheus_url,
+                self.runai_url,
+            )
+        return self
+
+    def stop(self) -> None:
+        if self._started:
+            self.kube.stop()
+            self.prometheus.stop()
+            self.runai.stop()
+            self._started = False
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> SimServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    #
+    # Time
+    #
+
+    def advance_to(self, t: datetime) -> list[dict[str, Any]]:
+        """Move the world to t, publish its state, then send the alert notifications due; returns them."""
+        with self.lock:
+            self.world.advance_to(t)
+            self.store.sync(self.world)
+            alerts = list(self.world.alerts())
+            now = self.world.now
+        return self.alert_sender.tick(now, alerts)
+
+    def step(self) -> list[dict[str, Any]]:
+        tick = getattr(self.world, "tick_seconds", 60)
+        return self.advance_to(self.world.now + timedelta(seconds=tick))
+
+    def run_realtime(
+        self, speed: float = 1.0, until: datetime | None = None, stop: threading.Event | None = None
+    ) -> None:
+        """Advance with the wall clock (speed 60 = one simulated minute per second) until ``until`` or ``stop``."""
+        end = until or getattr(self.world, "end", None)
+        tick = getattr(self.world, "tick_seconds", 60)
+        started_wall, started_sim = time.monotonic(), self.world.now
+        while stop is None or not stop.is_set():
+            target = started_sim + timedelta(seconds=(time.monotonic() - started_wall) * speed)
+            if end is not None and target >= end:
+                self.advance_to(end)
+                break
+            if target > self.world.now:
+                self.advance_to(target)
+            wait = max(0.05, min(1.0, tick / speed / 4))
+            if stop is not None:
+                stop.wait(wait)
+            else:
+                time.sleep(wait)
