@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from django import template
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from rcaweb.cursor import Cursor, format_duration, format_t
 
@@ -44,10 +45,12 @@ def at_time_url(context: template.Context, url: str, when: datetime | None) -> s
 
 
 @register.simple_tag(takes_context=True)
-def entity_link(context: template.Context, entity: object, label: str | None = None, when: datetime | None = None) -> str:
+def entity_link(
+    context: template.Context, entity: object, label: str | None = None, when: datetime | None = None
+) -> str:
     """``{% entity_link obj %}``: the one way a page names an object (NetBox linkify)."""
     if entity is None:
-        return format_html('<span class="muted">—</span>')
+        return mark_safe('<span class="muted">—</span>')
     cur = _cursor(context)
     if when is not None:
         cur = cur.moved_to(when)
@@ -70,7 +73,7 @@ def utc(value: datetime | None) -> str:
 def when(value: datetime | None) -> str:
     """A time shown in UTC, with the browser's local time filled in by static/js/time.js."""
     if not value:
-        return format_html('<span class="muted">—</span>')
+        return mark_safe('<span class="muted">—</span>')
     iso = format_t(value)
     return format_html(
         '<time datetime="{}" title="{}">{}<span class="local"></span></time>',
@@ -124,3 +127,66 @@ def cursor_bar(context: template.Context) -> dict:
         "window": format_duration(cur.window),
         "here_path": request.path if request is not None else "/",
     }
+
+
+#
+# Entity pages (collectors): filtered-list links, compact values, state pills
+#
+
+
+@register.simple_tag(takes_context=True)
+def list_url(context: template.Context, viewname: str, *args: object, **filters: object) -> str:
+    """``{% list_url 'collectors:jobs' cluster.name queue=q phase='Pending' %}``: a count's filtered list, with t/w.
+
+    Empty filter values are dropped, so one tag serves "all jobs" and "pending jobs of queue x".
+    """
+    from urllib.parse import urlencode
+
+    url = reverse(viewname, args=args)
+    params = {k: str(v) for k, v in filters.items() if v not in (None, "")}
+    if params:
+        url += "?" + urlencode(params)
+    return _cursor(context).link(url)
+
+
+@register.filter
+def compact(value: object, limit: int = 120) -> str:
+    """A stored JSON value in one short line: strings as is, the rest as JSON; None as an em dash."""
+    import json
+
+    if value is None:
+        return "—"
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(", ", ": "))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+PILL_CLASSES = {
+    "ready": "ok",
+    "running": "ok",
+    "succeeded": "ok",
+    "ok": "ok",
+    "true": "ok",
+    "pending": "warn",
+    "suspended": "warn",
+    "notready": "bad",
+    "unknown": "warn",
+    "false": "bad",
+    "failed": "bad",
+    "faulty": "bad",
+    "missing": "bad",
+    "crashloopbackoff": "bad",
+    "oomkilled": "bad",
+    "errimagepull": "bad",
+    "imagepullbackoff": "bad",
+    "error": "bad",
+}
+
+
+@register.simple_tag
+def pill(value: object, label: str | None = None) -> str:
+    """A small coloured state word (Running, NotReady, faulty…): calm colours, the word carries the meaning."""
+    if value is None or value == "":
+        return mark_safe('<span class="muted">—</span>')
+    word = str(value)
+    cls = PILL_CLASSES.get(word.lower().replace(" ", ""), "")
+    return format_html('<span class="pill {}">{}</span>', cls, label or word)

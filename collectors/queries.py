@@ -1,0 +1,313 @@
+"""Page queries: what the entity pages ask the inventory, each a fixed number of SQL statements.
+
+Every function here costs a constant number of queries whatever the history length (versions are
+found through the (entity, valid_from) / (cluster, kind, <hot column>, valid_from) indexes) and
+whatever the number of related rows (a node with 500 pods is still one query for its pods).
+Pages name other objects through :class:`Ref`, built from hot columns without a query.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet, Sum
+from django.urls import reverse
+
+from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
+from rcaweb.cursor import parse_t
+
+logger = logging.getLogger(__name__)
+
+MAX_RELATED_IDS = (
+    900  # SQLite's default host-parameter limit is 999; beyond this, related changes narrow to the entity
+)
+CHANGES_LIMIT = 200
+EVENT_KINDS = {"Pod": "pod", "Job": "job", "Node": "node"}  # involvedObject kinds that have a page
+EVENTS_LIMIT = 100
+
+# KAI Scheduler / Run:ai default PriorityClasses (value used when a job state carries no numeric priority).
+PRIORITY_CLASS_VALUES = {"inference": 125, "build": 100, "interactive-preemptible": 75, "train": 50}
+
+
+@dataclass(frozen=True)
+class Ref:
+    """An object named by another object's state (a pod's node, a GPU's pod): linkable without a query."""
+
+    cluster: Cluster
+    kind: str
+    name: str
+    namespace: str = ""
+
+    def get_absolute_url(self) -> str:
+        if self.kind in NAMESPACED_KINDS:
+            return reverse(f"collectors:{self.kind}", args=[self.cluster.name, self.namespace, self.name])
+        return reverse(f"collectors:{self.kind}", args=[self.cluster.name, self.name])
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+def ref(cluster: Cluster, kind: str, name: str | None, namespace: str = "") -> Ref | None:
+    """A Ref, or None when the state names nothing ("" / None): templates show a dash."""
+    if not name:
+        return None
+    if kind in NAMESPACED_KINDS and not namespace and "/" in name:
+        namespace, name = name.split("/", 1)
+    return Ref(cluster=cluster, kind=kind, name=name, namespace=namespace)
+
+
+#
+# One entity
+#
+
+
+def get_entity(cluster: str, kind: str, name: str, namespace: str = "") -> Entity | None:
+    """The entity with its cluster, in one query (None if never recorded)."""
+    return (
+        Entity.objects.select_related("cluster")
+        .filter(cluster__name=cluster, kind=kind, namespace=namespace, name=name)
+        .first()
+    )
+
+
+def version_at(entity: Entity, t: datetime) -> EntityVersion | None:
+    """The version valid at t (None when the object did not exist, including tombstones)."""
+    v = EntityVersion.objects.as_of(t).filter(entity=entity).order_by("-valid_from").first()
+    return None if v is None or v.deleted else v
+
+
+def existence_around(entity: Entity, t: datetime) -> tuple[datetime | None, datetime | None]:
+    """For an entity absent at t: when it last stopped existing before t, and first existed after t."""
+    before = (
+        entity.versions.filter(valid_to__lte=t, deleted=False)
+        .order_by("-valid_to")
+        .values_list("valid_to", flat=True)
+        .first()
+    )
+    after = (
+        entity.versions.filter(valid_from__gt=t, deleted=False)
+        .order_by("valid_from")
+        .values_list("valid_from", flat=True)
+        .first()
+    )
+    return before, after
+
+
+#
+# Changes around t (the entity and its related entities)
+#
+
+
+def related_q(entity_ids: Sequence[int], names: Iterable[tuple[str, str, str]] = ()) -> Q:
+    """Changes of these entity ids, or of entities named (kind, namespace, name) — joined, not looked up first."""
+    q = Q(entity_id__in=list(entity_ids)[:MAX_RELATED_IDS])
+    for kind, ns, name in names:
+        if name:
+            q |= Q(entity__kind=kind, entity__namespace=ns, entity__name=name)
+    return q
+
+
+def changes_around(
+    cluster: Cluster, related: Q, t: datetime, window: timedelta, limit: int = CHANGES_LIMIT
+) -> list[Change]:
+    """Changes within [t - w, t + w] of the related entities, oldest first (one query, bounded)."""
+    qs = (
+        Change.objects.filter(cluster=cluster, time__gte=t - window, time__lte=t + window)
+        .filter(related)
+        .select_related("entity")
+        .order_by("time", "id")[:limit]
+    )
+    out = list(qs)
+    for ch in out:
+        if ch.entity is not None:
+            ch.entity.cluster = cluster  # links without one query per row
+    return out
+
+
+def neighbour_changes(cluster: Cluster, related: Q, t: datetime) -> tuple[datetime | None, datetime | None]:
+    """The related change times just before and just after t (cursor bar ⇤/⇥), two indexed queries."""
+    qs = Change.objects.filter(cluster=cluster).filter(related)
+    prev = qs.filter(time__lt=t).order_by("-time").values_list("time", flat=True).first()
+    nxt = qs.filter(time__gt=t).order_by("time").values_list("time", flat=True).first()
+    return prev, nxt
+
+
+def field_history(entity: Entity, fields: Sequence[str], limit: int = 50) -> list[Change]:
+    """Changes of some fields of one entity over its whole life, newest first (request-size history)."""
+    return list(Change.objects.filter(entity=entity, field__in=fields).order_by("-time", "-id")[:limit])
+
+
+#
+# Collection errors
+#
+
+SOURCE_LABELS = {
+    "prometheus": ("Prometheus", "GPU telemetry missing for this window"),
+    "k8s": ("The Kubernetes API", "objects and events may be stale for this window"),
+    "kai": ("KAI Scheduler", "queue and quota state may be stale for this window"),
+    "kueue": ("Kueue", "queue and quota state may be stale for this window"),
+    "runai": ("The Run:ai API", "project policy may be stale for this window"),
+}
+
+
+@dataclass
+class SourceTrouble:
+    source: str
+    label: str
+    consequence: str
+    first: datetime
+    last: datetime
+    count: int
+    call: str
+    error: str
+
+
+def collection_errors(cluster: Cluster, start: datetime, end: datetime) -> list[SourceTrouble]:
+    """Failed source calls of this cluster in the window, one line per source (one query)."""
+    rows = SourceRun.objects.filter(cluster=cluster, ok=False, time__gte=start, time__lte=end).order_by(
+        "time"
+    )[:200]
+    out: dict[str, SourceTrouble] = {}
+    for r in rows:
+        label, consequence = SOURCE_LABELS.get(
+            r.source, (r.source, "its data may be missing for this window")
+        )
+        tr = out.get(r.source)
+        if tr is None:
+            out[r.source] = SourceTrouble(r.source, label, consequence, r.time, r.time, 1, r.call, r.error)
+        else:
+            tr.last, tr.count, tr.call, tr.error = r.time, tr.count + 1, r.call, r.error
+    return list(out.values())
+
+
+#
+# Related objects as of t
+#
+
+
+def _as_of(cluster: Cluster, kind: str, t: datetime) -> QuerySet[EntityVersion]:
+    return (
+        EntityVersion.objects.as_of(t)
+        .filter(cluster=cluster, kind=kind, deleted=False)
+        .select_related("entity")
+    )
+
+
+def _with_cluster(versions: Iterable[EntityVersion], cluster: Cluster) -> list[EntityVersion]:
+    out = list(versions)
+    for v in out:
+        v.entity.cluster = cluster
+    return out
+
+
+def pods_on_node(cluster: Cluster, node: str, t: datetime) -> list[EntityVersion]:
+    return _with_cluster(
+        _as_of(cluster, "pod", t).filter(node=node).order_by("entity__namespace", "entity__name"), cluster
+    )
+
+
+def gpus_of_node(cluster: Cluster, node: str, t: datetime) -> list[EntityVersion]:
+    rows = _with_cluster(_as_of(cluster, "gpu", t).filter(node=node), cluster)
+    rows.sort(key=lambda v: (v.state.get("index") is None, v.state.get("index", 0), v.entity.name))
+    return rows
+
+
+def gpus_of_pod(cluster: Cluster, namespace: str, name: str, t: datetime) -> list[EntityVersion]:
+    rows = _with_cluster(_as_of(cluster, "gpu", t).filter(pod=f"{namespace}/{name}"), cluster)
+    rows.sort(key=lambda v: (v.node, v.state.get("index", 0)))
+    return rows
+
+
+def pods_of_job(cluster: Cluster, namespace: str, job: str, t: datetime) -> list[EntityVersion]:
+    return _with_cluster(
+        _as_of(cluster, "pod", t).filter(namespace=namespace, job=job).order_by("entity__name"), cluster
+    )
+
+
+def jobs_where(cluster: Cluster, t: datetime, **hot: Any) -> list[EntityVersion]:
+    return _with_cluster(_as_of(cluster, "job", t).filter(**hot), cluster)
+
+
+def gpu_users_in_window(gpu: Entity, start: datetime, end: datetime, limit: int = 50) -> list[EntityVersion]:
+    """The versions of one GPU overlapping the window that name a pod: who used it around t."""
+    return list(
+        EntityVersion.objects.overlapping(start, end)
+        .filter(entity=gpu)
+        .exclude(pod="")
+        .order_by("valid_from")[:limit]
+    )
+
+
+def running_gpus(cluster: Cluster, t: datetime, **hot: Any) -> int:
+    """GPUs held at t by running pods matching ``hot`` (project=…, queue=…): one aggregate query."""
+    agg = _as_of(cluster, "pod", t).filter(phase="Running", **hot).exclude(node="").aggregate(n=Sum("gpus"))
+    return int(agg["n"] or 0)
+
+
+def phase_counts(cluster: Cluster, kind: str, t: datetime, **hot: Any) -> dict[str, dict[str, int]]:
+    """{phase: {"count": n, "gpus": g}} of ``kind`` at t (one grouped query)."""
+    rows = (
+        EntityVersion.objects.as_of(t)
+        .filter(cluster=cluster, kind=kind, deleted=False, **hot)
+        .values("phase")
+        .annotate(n=Count("id"), g=Sum("gpus"))
+    )
+    return {r["phase"]: {"count": r["n"], "gpus": int(r["g"] or 0)} for r in rows}
+
+
+def events_near(
+    cluster: Cluster,
+    objects: Sequence[tuple[str, str, str]],
+    t: datetime,
+    window: timedelta,
+    limit: int = EVENTS_LIMIT,
+) -> list[KubeEvent]:
+    """Kubernetes events of these (kind, namespace, name) objects seen within [t - w, t + w] (one query)."""
+    if not objects:
+        return []
+    q = Q()
+    for kind, ns, name in objects[:200]:
+        q |= Q(involved_kind=kind, involved_namespace=ns, involved_name=name)
+    rows = list(
+        KubeEvent.objects.filter(cluster=cluster, last_time__gte=t - window, first_time__lte=t + window)
+        .filter(q)
+        .order_by("last_time", "id")[:limit]
+    )
+    for ev in rows:
+        kind = EVENT_KINDS.get(ev.involved_kind)
+        ev.ref = ref(cluster, kind, ev.involved_name, ev.involved_namespace) if kind else None
+    return rows
+
+
+#
+# Queue order
+#
+
+
+def job_priority(state: dict[str, Any]) -> int:
+    """Numeric priority of a job: ``state.priority`` when the collector has it, else its PriorityClass' default."""
+    p = state.get("priority")
+    if isinstance(p, int):
+        return p
+    return PRIORITY_CLASS_VALUES.get(str(state.get("priority_class") or ""), 0)
+
+
+def _submitted(state: dict[str, Any]) -> str:
+    s = state.get("submitted")
+    if not s:
+        return "9999"
+    try:
+        return parse_t(str(s)).isoformat()
+    except ValueError:
+        return str(s)
+
+
+def queue_order(jobs: Iterable[EntityVersion]) -> list[EntityVersion]:
+    """Waiting jobs in the order the scheduler considers them: higher priority first, then earlier submission."""
+    return sorted(
+        jobs, key=lambda v: (-job_priority(v.state), _submitted(v.state), v.entity.namespace, v.entity.name)
+    )

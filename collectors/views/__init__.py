@@ -1,0 +1,21 @@
+"""Entity pages: every project, queue, job, pod, node and GPU, rendered as of the time cursor.
+
+One module per family (CONVENTIONS 1); page queries live in ``collectors.queries``.
+"""
+
+from __future__ import annotations
+
+from collectors.views.jobs import job_detail, job_list
+from collectors.views.nodes import gpu_detail, node_detail
+from collectors.views.pods import pod_detail
+from collectors.views.policy import project_detail, queue_detail
+
+__all__ = [
+    "gpu_detail",
+    "job_detail",
+    "job_list",
+    "node_detail",
+    "pod_detail",
+    "project_detail",
+    "queue_detail",
+]

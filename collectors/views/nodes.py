@@ -1,0 +1,86 @@
+"""Node and GPU pages: readiness, cordon, taints, capacity vs allocatable, each GPU and the pod using it."""
+
+from __future__ import annotations
+
+import logging
+
+from django.http import HttpResponse
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+
+from collectors import queries
+from collectors.views.common import entity_context, entity_or_404, finish, render_page
+from rcaweb.http import RcaRequest
+
+logger = logging.getLogger(__name__)
+
+# Labels an operator needs on a GPU node; the rest stays behind "all labels".
+LABELS_THAT_MATTER = (
+    "nvidia.com/gpu.product",
+    "nvidia.com/gpu.count",
+    "nvidia.com/gpu.memory",
+    "nvidia.com/mig.config",
+    "run.ai/node-pool",
+    "node-pool",
+    "nodepool",
+    "cloud.google.com/gke-nodepool",
+    "eks.amazonaws.com/nodegroup",
+    "karpenter.sh/nodepool",
+    "node.kubernetes.io/instance-type",
+    "topology.kubernetes.io/zone",
+)
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
+    node = entity_or_404(cluster, "node", name)
+    ctx = entity_context(request, node)
+    c, t, state = node.cluster, ctx["t"], ctx["state"]
+    gpus = queries.gpus_of_node(c, name, t)
+    pods = queries.pods_on_node(c, name, t)
+    pods_by_key = {f"{p.entity.namespace}/{p.entity.name}": p.entity for p in pods}
+    for g in gpus:
+        g.pod_ref = pods_by_key.get(g.pod) or queries.ref(c, "pod", g.pod)
+    for p in pods:
+        p.job_ref = queries.ref(c, "job", p.job, p.entity.namespace)
+    labels = state.get("labels") or {}
+    capacity = (state.get("capacity") or {}).get("nvidia.com/gpu")
+    allocatable = (state.get("allocatable") or {}).get("nvidia.com/gpu")
+    held = sum(p.gpus or 0 for p in pods if p.phase in ("Running", "Pending") and p.node)
+    ctx.update(
+        gpus=gpus,
+        pods=pods,
+        pods_running=sum(1 for p in pods if p.phase == "Running"),
+        gpus_held=held,
+        gpus_free=None if allocatable is None else max(int(allocatable) - held, 0),
+        capacity=capacity,
+        allocatable=allocatable,
+        allocatable_short=capacity is not None
+        and allocatable is not None
+        and int(allocatable) < int(capacity),
+        labels_that_matter=[(k, labels[k]) for k in LABELS_THAT_MATTER if k in labels],
+        all_labels=sorted(labels.items()),
+        conditions=sorted((state.get("conditions") or {}).items()),
+    )
+    related = queries.related_q([node.pk] + [g.entity_id for g in gpus] + [p.entity_id for p in pods])
+    return render_page(request, "collectors/node_detail.html", finish(request, ctx, related))
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
+    gpu = entity_or_404(cluster, "gpu", name)
+    ctx = entity_context(request, gpu)
+    c, version, cur = gpu.cluster, ctx["version"], request.cursor
+    node_name = version.node if version else ""
+    users = queries.gpu_users_in_window(gpu, cur.t - cur.window, cur.t + cur.window)
+    for u in users:
+        u.pod_ref = queries.ref(c, "pod", u.pod)
+    ctx.update(
+        node_ref=queries.ref(c, "node", node_name),
+        pod_ref=queries.ref(c, "pod", version.pod if version else ""),
+        users=users,
+    )
+    related = queries.related_q([gpu.pk], [("node", "", node_name)])
+    return render_page(request, "collectors/gpu_detail.html", finish(request, ctx, related))

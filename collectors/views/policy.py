@@ -1,0 +1,102 @@
+"""Project and queue pages: quota, limit, over-quota weight, usage at t, waiting jobs in order, policy changes."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.http import HttpResponse
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+
+from collectors import queries
+from collectors.models import Change
+from collectors.views.common import entity_context, entity_or_404, finish, render_page
+from rcaweb.http import RcaRequest
+
+logger = logging.getLogger(__name__)
+
+SHOWN_JOBS = 200  # longer lists link to the filtered job list
+
+
+def _split_jobs(jobs: list[Any]) -> dict[str, Any]:
+    for j in jobs:
+        j.queue_ref = queries.ref(j.entity.cluster, "queue", j.queue)
+    pending = queries.queue_order([j for j in jobs if j.phase == "Pending"])
+    for pos, j in enumerate(pending, start=1):
+        j.position = pos
+    running = sorted(
+        (j for j in jobs if j.phase == "Running"), key=lambda j: (j.entity.namespace, j.entity.name)
+    )
+    other = [j for j in jobs if j.phase not in ("Pending", "Running")]
+    return {
+        "pending": pending[:SHOWN_JOBS],
+        "running": running[:SHOWN_JOBS],
+        "pending_count": len(pending),
+        "running_count": len(running),
+        "other_count": len(other),
+        "pending_gpus": sum(j.gpus or 0 for j in pending),
+        "running_gpus_requested": sum(j.gpus or 0 for j in running),
+        "shown_limit": SHOWN_JOBS,
+    }
+
+
+def _policy_changes(cluster: Any, related: Any, t: Any, limit: int = 20) -> list[Change]:
+    """The latest quota/limit/priority edits up to t, however old (a quota cut days ago still explains today)."""
+    rows = list(
+        Change.objects.filter(cluster=cluster, time__lte=t)
+        .filter(related)
+        .exclude(field__in=("created", "deleted"))
+        .select_related("entity")
+        .order_by("-time", "-id")[:limit]
+    )
+    for ch in rows:
+        if ch.entity is not None:
+            ch.entity.cluster = cluster
+    return rows
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+def project_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
+    project = entity_or_404(cluster, "project", name)
+    ctx = entity_context(request, project)
+    c, t, state = project.cluster, ctx["t"], ctx["state"]
+    queue_name = state.get("queue") or ""
+    in_use = queries.running_gpus(c, t, project=name)
+    quota = state.get("quota_gpus")
+    ctx.update(
+        queue_ref=queries.ref(c, "queue", queue_name),
+        gpus_in_use=in_use,
+        quota=quota,
+        limit=state.get("limit_gpus"),
+        over_quota=quota is not None and in_use > int(quota),
+        usage_pct=round(100 * in_use / quota) if quota else None,
+        **_split_jobs(queries.jobs_where(c, t, project=name)),
+    )
+    related = queries.related_q([project.pk], [("queue", "", queue_name)])
+    ctx["policy_changes"] = _policy_changes(c, related, t)
+    return render_page(request, "collectors/project_detail.html", finish(request, ctx, related))
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+def queue_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
+    queue = entity_or_404(cluster, "queue", name)
+    ctx = entity_context(request, queue)
+    c, t, state = queue.cluster, ctx["t"], ctx["state"]
+    project_name = state.get("project") or ""
+    in_use = queries.running_gpus(c, t, queue=name)
+    quota = state.get("quota_gpus")
+    ctx.update(
+        project_ref=queries.ref(c, "project", project_name),
+        parent_ref=queries.ref(c, "queue", state.get("parent")),
+        gpus_in_use=in_use,
+        quota=quota,
+        limit=state.get("limit_gpus"),
+        over_quota=quota is not None and in_use > int(quota),
+        **_split_jobs(queries.jobs_where(c, t, queue=name)),
+    )
+    related = queries.related_q([queue.pk], [("project", "", project_name)])
+    ctx["policy_changes"] = _policy_changes(c, related, t)
+    return render_page(request, "collectors/queue_detail.html", finish(request, ctx, related))
