@@ -8,6 +8,7 @@ advance, on the simulated clock.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import tempfile
@@ -159,3 +160,32 @@ class SimServer:
                 stop.wait(wait)
             else:
                 time.sleep(wait)
+
+
+def serve_scenario(
+    path: str,
+    *,
+    speed: float = 1.0,
+    alert_url: str | None = None,
+    alert_token: str | None = None,
+    port_base: int = 0,
+    out: Any = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Load a scenario and serve it live until its end, ``stop`` or Ctrl-C (``manage.py simulate``)."""
+    from collectors.sim.engine.world import World
+    from collectors.sim.scenario import load_scenario
+
+    world = World.from_scenario(load_scenario(path))
+    with SimServer(world, alert_url, alert_token, port_base=port_base) as server:
+        if out is not None:
+            out.write(f"kubeconfig: {server.kubeconfig_path}\n")
+            out.write(f"kubernetes: {server.kube_url} (token {server.kube_token})\n")
+            out.write(f"prometheus: {server.prometheus_url}\n")
+            out.write(f"runai:      {server.runai_url} (token {server.runai_token})\n")
+            out.write(
+                f"simulating {world.scenario.name} from {world.now:%Y-%m-%dT%H:%M:%SZ} at {speed}x; Ctrl-C stops\n"
+            )
+            out.flush()
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run_realtime(speed=speed, stop=stop)
