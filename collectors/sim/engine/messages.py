@@ -1,0 +1,140 @@
+"""The schedulers' own words, in the formats they really use.
+
+kube-scheduler (``FitError.Error()``): ``0/8 nodes are available: 2 Insufficient
+nvidia.com/gpu, 6 node(s) had untolerated taint {nvidia.com/gpu: true}. preemption:
+0/8 nodes are available: 2 No preemption victims found for incoming pod, 6
+Preemption is not helpful for scheduling.`` -- reasons are "<count> <reason>"
+strings sorted as strings, each part ends with ". ".
+
+KAI Scheduler (pkg/scheduler/api: unschedule messages and ``TasksFitErrors``):
+``no nodes with enough resources were found: 2 node(s) had untolerated taint(s). \\n
+6 node(s) didn't have enough resources: GPUs.``, gang wrappers ``Resources were found
+for 2 pods while 3 are required for gang scheduling. Additional pods cannot be
+scheduled due to: …``, quota reasons ``OverLimit`` / ``NonPreemptibleOverQuota``.
+
+Kueue (flavorassigner): ``couldn't assign flavors to pod set main: insufficient unused
+quota for nvidia.com/gpu in flavor default-flavor, 8 more needed``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+KUEUE_FLAVOR = "default-flavor"
+KUEUE_COHORT = "gpu-cohort"
+
+# Per-node filter outcomes, in kube-scheduler's filter plugin order
+# (NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit).
+UNSCHEDULABLE = "unschedulable"
+TAINT = "taint"
+SELECTOR = "selector"
+INSUFFICIENT = "insufficient"
+
+
+def _fmt_num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def taint_text(taint: dict[str, str]) -> str:
+    return "{" + f"{taint['key']}: {taint.get('value', '')}" + "}"
+
+
+def kube_fit_message(
+    total_nodes: int, reasons: list[tuple[str, dict[str, str] | None]], preemptible_victims: int = 0
+) -> str:
+    """kube-scheduler's FitError text for one pod, with the preemption post-filter part.
+
+    ``reasons`` has one (kind, taint) per node that failed. Nodes failing on
+    resources are "No preemption victims found" unless ``preemptible_victims``
+    of them could be freed by preemption (then they do not appear here at all,
+    as the scheduler would nominate a node instead).
+    """
+    hist: Counter[str] = Counter()
+    post: Counter[str] = Counter()
+    for kind, taint in reasons:
+        if kind == UNSCHEDULABLE:
+            hist["node(s) were unschedulable"] += 1
+            post["Preemption is not helpful for scheduling"] += 1
+        elif kind == TAINT:
+            hist[f"node(s) had untolerated taint {taint_text(taint or {})}"] += 1
+            post["Preemption is not helpful for scheduling"] += 1
+        elif kind == SELECTOR:
+            hist["node(s) didn't match Pod's node affinity/selector"] += 1
+            post["Preemption is not helpful for scheduling"] += 1
+        else:
+            hist["Insufficient nvidia.com/gpu"] += 1
+            post["No preemption victims found for incoming pod"] += 1
+    head = f"0/{total_nodes} nodes are available"
+    parts = sorted(f"{n} {r}" for r, n in hist.items())
+    msg = head + (": " + ", ".join(parts) if parts else "") + "."
+    if post:
+        pparts = sorted(f"{n} {r}" for r, n in post.items())
+        msg += f" preemption: {head}: " + ", ".join(pparts) + "."
+    return msg
+
+
+def kai_fit_reasons(reasons: list[tuple[str, dict[str, str] | None]]) -> str:
+    hist: Counter[str] = Counter()
+    for kind, _taint in reasons:
+        hist[
+            {
+                UNSCHEDULABLE: "node(s) were unschedulable",
+                TAINT: "node(s) had untolerated taint(s)",
+                SELECTOR: "node(s) didn't match Pod's node affinity/selector",
+                INSUFFICIENT: "node(s) didn't have enough resources: GPUs",
+            }[kind]
+        ] += 1
+    parts = sorted(f"{n} {r}" for r, n in hist.items())
+    return "no nodes with enough resources were found: " + ". \n".join(parts) + "."
+
+
+def kai_fit_message(namespace: str, first_pod: str, placed: int, required: int, reasons: str) -> str:
+    """The PodGroup UnschedulableOnNodePool message for a gang that does not fit on nodes."""
+    if placed and required > 1:
+        return (
+            f"PodSchedulingErrors: Resources were found for {placed} pods while {required} are required for gang "
+            f"scheduling. Additional pods cannot be scheduled due to: {reasons}."
+        )
+    return f"PodSchedulingErrors: Resources were not found for pod {namespace}/{first_pod} due to: {reasons}."
+
+
+def kai_over_limit(queue: str, limit: float, used: float, requested: float) -> str:
+    return (
+        f"{queue} quota has reached the allowable limit of GPUs. Limit is {_fmt_num(limit)} GPUs, currently "
+        f"{_fmt_num(used)} GPUs allocated and workload requested {_fmt_num(requested)} GPUs"
+    )
+
+
+def kai_non_preemptible_over_quota(queue: str, requested: float, deserved: float, used: float) -> str:
+    return (
+        f"Non-preemptible workload is over quota. Workload requested {_fmt_num(requested)} GPUs, but {queue} "
+        f"quota is {_fmt_num(deserved)} GPUs, while {_fmt_num(used)} GPUs are already allocated for "
+        f"non-preemptible pods. Use a preemptible workload to go over quota."
+    )
+
+
+def kai_reclaim_message(ns: str, pod: str, job_ns: str, podgroup: str) -> str:
+    return f"Pod {ns}/{pod} was preempted by workload {job_ns}/{podgroup}."
+
+
+def kai_preempt_message(ns: str, pod: str, job_ns: str, podgroup: str) -> str:
+    return f"Pod {ns}/{pod} was preempted by higher priority workload {job_ns}/{podgroup}"
+
+
+def kai_queue_details(queue: str, allocated: float, quota: float, fair_share: float, priority: int) -> str:
+    return (
+        f"{queue} uses <GPU: {_fmt_num(allocated)}> with a quota of <GPU: {_fmt_num(quota)}>, "
+        f"fair-share of <GPU: {_fmt_num(round(fair_share, 2))}> and queue priority of <{priority}>."
+    )
+
+
+def kueue_insufficient(more_needed: int) -> str:
+    return (
+        f"couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor "
+        f"{KUEUE_FLAVOR}, {more_needed} more needed"
+    )
+
+
+def kueue_preempted(preemptor_uid: str, job_uid: str, reclamation: bool) -> str:
+    why = "reclamation within the cohort" if reclamation else "prioritization in the ClusterQueue"
+    return f"Preempted to accommodate a workload (UID: {preemptor_uid}, JobUID: {job_uid}) due to {why}"

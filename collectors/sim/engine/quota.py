@@ -1,0 +1,284 @@
+"""Queue policy: usage, preemption victims and project status (KAI deserved/limit, Kueue nominal/cohort).
+
+Only preemptible (train) work is ever a victim. Cross-queue victims come only
+from queues that are over their deserved (KAI) / nominal (Kueue) quota at the
+moment they are picked, and only for a queue that stays within its own quota.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from . import lifecycle, messages
+
+if TYPE_CHECKING:
+    from ..state import SimJob
+    from .placement import Placer
+    from .world import World
+
+
+def usage(world: World) -> tuple[dict[str, int], dict[str, int]]:
+    """GPUs per project held by bound pods (KAI) or reserved by admitted workloads (Kueue); and non-preemptible."""
+    alloc = dict.fromkeys(world.projects, 0)
+    alloc_np = dict.fromkeys(world.projects, 0)
+    if world.scheduler == "kueue":
+        for job in world.jobs.values():
+            if job.admitted and job.state in ("Pending", "Running"):
+                alloc[job.project] += job.pods * job.gpus_per_pod
+                if job.priority_class == "inference":
+                    alloc_np[job.project] += job.pods * job.gpus_per_pod
+        return alloc, alloc_np
+    for pod in world.pods.values():
+        if pod.node is not None and pod.deleted_at is None and pod.phase in ("Pending", "Running"):
+            job = world.jobs[pod.job]
+            alloc[job.project] += pod.gpus_requested
+            if job.priority_class == "inference":
+                alloc_np[job.project] += pod.gpus_requested
+    return alloc, alloc_np
+
+
+def _bound_jobs(world: World) -> list[SimJob]:
+    names = {
+        p.job
+        for p in world.pods.values()
+        if p.node is not None and p.deleted_at is None and p.phase in ("Pending", "Running")
+    }
+    return [world.jobs[n] for n in sorted(names)]
+
+
+def _started(job: SimJob) -> datetime:
+    return job.started_at or job.admitted_at or job.submit_at
+
+
+#
+# KAI
+#
+
+
+def kai_victims(world: World, placer: Placer, job: SimJob, alloc: dict[str, int]) -> list[tuple[str, SimJob]]:
+    proj = world.projects[job.project]
+    r = job.pods * job.gpus_per_pod
+    cands: list[tuple[str, SimJob]] = []
+    bound = _bound_jobs(world)
+    if alloc[proj.name] + r <= proj.quota_gpus:
+        others = [
+            j
+            for j in bound
+            if j.project != proj.name
+            and j.priority_class == "train"
+            and alloc[j.project] > world.projects[j.project].quota_gpus
+        ]
+        others.sort(
+            key=lambda j: (
+                world.projects[j.project].priority,
+                -(alloc[j.project] - world.projects[j.project].quota_gpus),
+                -_started(j).timestamp(),
+                j.name,
+            )
+        )
+        cands += [("reclaim", j) for j in others]
+    if job.priority_class == "inference":
+        same = [j for j in bound if j.project == proj.name and j.priority_class == "train"]
+        same.sort(key=lambda j: (-_started(j).timestamp(), j.name))
+        cands += [("preempt", j) for j in same]
+    chosen: list[tuple[str, SimJob]] = []
+    tentative = dict(alloc)
+    extra: dict[str, list[int]] = {}
+    for kind, victim in cands:
+        vq = world.projects[victim.project]
+        if kind == "reclaim" and tentative[vq.name] <= vq.quota_gpus:
+            continue
+        chosen.append((kind, victim))
+        for pod in world.pods_of(victim):
+            if pod.node is not None:
+                tentative[vq.name] -= pod.gpus_requested
+                extra.setdefault(pod.node, []).extend(pod.gpu_indices)
+        placement, _placed, _counts = placer.place(job, extra)
+        if placement is not None:
+            return chosen
+    return []
+
+
+def preempt_kai(
+    world: World,
+    placer: Placer,
+    job: SimJob,
+    victims: list[tuple[str, SimJob]],
+    alloc: dict[str, int],
+    alloc_np: dict[str, int],
+) -> None:
+    touched: set[str] = set()
+    mine = world.projects[job.project]
+    for kind, victim in victims:
+        vq = world.projects[victim.project]
+        for pod in world.pods_of(victim):
+            if kind == "reclaim":
+                msg = "\n".join(
+                    (
+                        messages.kai_reclaim_message(pod.namespace, pod.name, job.namespace, job.podgroup),
+                        messages.kai_queue_details(
+                            vq.name, alloc[vq.name], vq.quota_gpus, vq.fair_share_gpus, vq.priority
+                        ),
+                        messages.kai_queue_details(
+                            mine.name, alloc[mine.name], mine.quota_gpus, mine.fair_share_gpus, mine.priority
+                        ),
+                    )
+                )
+            else:
+                msg = messages.kai_preempt_message(pod.namespace, pod.name, job.namespace, job.podgroup)
+            world.emit(world.involved_group(victim), "Evict", msg, component="kai-scheduler")
+            if pod.node:
+                touched.add(pod.node)
+            alloc[vq.name] -= pod.gpus_requested
+        _mark_preempted(world, victim, job)
+        lifecycle.restart_job(
+            world, victim, "preempted", status_reason="Preempted", message="Preempted by the scheduler"
+        )
+    placer.refresh(touched)
+
+
+def _mark_preempted(world: World, victim: SimJob, by: SimJob) -> None:
+    victim.preempted_count += 1
+    victim.last_preempted_at = world.now
+    victim.last_preempted_by = f"{by.namespace}/{by.name}"
+    world.touch(victim)
+
+
+#
+# Kueue
+#
+
+
+def kueue_available(world: World, project: str, used: dict[str, int]) -> int:
+    """GPUs the ClusterQueue can still reserve: unused cohort quota, capped by nominal + borrowing limit."""
+    proj = world.projects[project]
+    cohort_unused = sum(p.quota_gpus for p in world.projects.values()) - sum(used.values())
+    cap = math.inf if proj.limit_gpus is None else proj.limit_gpus - used[project]
+    return int(max(0, min(cohort_unused, cap)))
+
+
+def kueue_victims(world: World, job: SimJob, used: dict[str, int]) -> list[tuple[str, SimJob]]:
+    proj = world.projects[job.project]
+    r = job.pods * job.gpus_per_pod
+    admitted = [
+        j
+        for j in world.jobs.values()
+        if j.admitted and j.state in ("Pending", "Running") and j.priority_class == "train"
+    ]
+    cands: list[tuple[str, SimJob]] = []
+    if used[proj.name] + r <= proj.quota_gpus:
+        borrowers = [
+            j
+            for j in admitted
+            if j.project != proj.name and used[j.project] > world.projects[j.project].quota_gpus
+        ]
+        borrowers.sort(key=lambda j: (world.projects[j.project].priority, -_started(j).timestamp(), j.name))
+        cands += [("reclaim", j) for j in borrowers]
+    if job.priority_class == "inference":
+        same = [j for j in admitted if j.project == proj.name]
+        same.sort(key=lambda j: (-_started(j).timestamp(), j.name))
+        cands += [("preempt", j) for j in same]
+    tentative = dict(used)
+    chosen: list[tuple[str, SimJob]] = []
+    for kind, victim in cands:
+        vq = world.projects[victim.project]
+        if kind == "reclaim" and tentative[vq.name] <= vq.quota_gpus:
+            continue
+        chosen.append((kind, victim))
+        tentative[vq.name] -= victim.pods * victim.gpus_per_pod
+        if r <= kueue_available(world, proj.name, tentative):
+            return chosen
+    return []
+
+
+def preempt_kueue(world: World, job: SimJob, victims: list[tuple[str, SimJob]], used: dict[str, int]) -> None:
+    group_uid = world.involved_group(job)["uid"]
+    for kind, victim in victims:
+        msg = messages.kueue_preempted(group_uid, job.uid, kind == "reclaim")
+        world.emit(world.involved_group(victim), "Preempted", msg, component="kueue-admission")
+        world.emit(world.involved_job(victim), "Stopped", msg, component="kueue-job-controller")
+        used[victim.project] -= victim.pods * victim.gpus_per_pod
+        _mark_preempted(world, victim, job)
+        lifecycle.restart_job(world, victim, "preempted", status_reason="Preempted", message=msg)
+
+
+#
+# Project status
+#
+
+
+def update_projects(world: World) -> None:
+    alloc, alloc_np = usage(world)
+    requested = dict(alloc)
+    pending = dict.fromkeys(world.projects, 0)
+    admitted = dict.fromkeys(world.projects, 0)
+    for job in world.jobs.values():
+        if job.state not in ("Pending", "Running"):
+            continue
+        bound = job.admitted if world.scheduler == "kueue" else any(p.node for p in world.pods_of(job))
+        if bound:
+            admitted[job.project] += 1
+        else:
+            pending[job.project] += 1
+            requested[job.project] += job.pods * job.gpus_per_pod
+    shares = _fair_shares(world, requested)
+    for name, proj in world.projects.items():
+        new = (
+            alloc[name],
+            alloc_np[name],
+            requested[name],
+            round(shares[name], 3),
+            pending[name],
+            admitted[name],
+        )
+        old = (
+            proj.allocated_gpus,
+            proj.allocated_nonpreemptible_gpus,
+            proj.requested_gpus,
+            proj.fair_share_gpus,
+            proj.pending_workloads,
+            proj.admitted_workloads,
+        )
+        if new != old:
+            (
+                proj.allocated_gpus,
+                proj.allocated_nonpreemptible_gpus,
+                proj.requested_gpus,
+                proj.fair_share_gpus,
+                proj.pending_workloads,
+                proj.admitted_workloads,
+            ) = new
+            world.touch(proj)
+
+
+def _fair_shares(world: World, requested: dict[str, int]) -> dict[str, float]:
+    """KAI: deserved quota, then spare GPUs water-filled by over_quota_weight, higher queue priority first.
+
+    Kueue has no fair share here: it is the nominal quota.
+    """
+    projects = world.projects
+    if world.scheduler == "kueue":
+        return {n: float(p.quota_gpus) for n, p in projects.items()}
+    total = sum(n.allocatable_gpus for n in world.nodes.values() if n.ready)
+    demand = {
+        n: float(min(requested[n], p.limit_gpus if p.limit_gpus is not None else math.inf))
+        for n, p in projects.items()
+    }
+    share = {n: float(min(p.quota_gpus, demand[n])) for n, p in projects.items()}
+    spare = max(0.0, total - sum(share.values()))
+    for prio in sorted({p.priority for p in projects.values()}, reverse=True):
+        level = [n for n, p in projects.items() if p.priority == prio]
+        for _ in range(len(level) + 1):
+            active = [n for n in level if share[n] < demand[n] - 1e-9 and projects[n].over_quota_weight > 0]
+            if not active or spare <= 1e-9:
+                break
+            wsum = sum(projects[n].over_quota_weight for n in active)
+            given = 0.0
+            for n in active:
+                add = min(demand[n] - share[n], spare * projects[n].over_quota_weight / wsum)
+                share[n] += add
+                given += add
+            spare -= given
+    return share

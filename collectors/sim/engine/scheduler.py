@@ -1,0 +1,260 @@
+"""One scheduling pass per tick: queue policy first, then nodes.
+
+Ordering (both schedulers): queue priority (higher first), then job priority
+class (inference before train), then submission time. A job that cannot go
+does not block the ones behind it (KAI's allocate action and Kueue's
+BestEffortFIFO both let smaller work pass).
+
+KAI / Run:ai: a queue may not exceed its ``limit`` (``OverLimit``); inference
+(non-preemptible) work must fit in the deserved quota (``NonPreemptibleOverQuota``);
+train work may go over quota into idle GPUs. When a gang does not fit, a queue
+that stays within its deserved quota reclaims train work from queues that are
+over theirs, and inference work preempts train work of its own queue.
+
+Kueue: a ClusterQueue per project, all in one cohort. A workload is admitted
+when its GPUs fit in the unused cohort quota without passing the queue's limit
+(nominal + borrowing limit); otherwise it stays suspended with QuotaReserved=False
+(Pending, ``insufficient unused quota …``). Within its nominal quota it reclaims
+from borrowers; inference preempts train in its own ClusterQueue. Admitted pods
+are then bound by default-scheduler (all or nothing, as with waitForPodsReady).
+Inference work is never preempted.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from . import lifecycle, messages
+from .placement import Placer
+from .quota import (
+    kai_victims,
+    kueue_available,
+    kueue_victims,
+    preempt_kai,
+    preempt_kueue,
+    update_projects,
+    usage,
+)
+
+if TYPE_CHECKING:
+    from ..state import SimJob
+    from .world import World
+
+__all__ = ["order_key", "schedule", "update_projects"]
+REPEAT_EVENT_S = 300  # an unschedulable pod is retried and re-reported at least every 5 minutes
+
+
+def order_key(world: World, job: SimJob) -> tuple:
+    proj = world.projects[job.project]
+    return (-proj.priority, 0 if job.priority_class == "inference" else 1, job.submit_at, job.name)
+
+
+def schedule(world: World) -> None:
+    alloc, alloc_np = usage(world)
+    waiting: list[SimJob] = []
+    if world.scheduler == "kueue":
+        _admit_kueue(world, alloc, alloc_np, waiting)
+    placer = Placer(world)  # after admission: Kueue preemption may have freed GPUs
+    candidates = sorted(
+        (j for j in world.jobs.values() if j.state == "Pending" and not j.suspended and _unbound(world, j)),
+        key=lambda j: order_key(world, j),
+    )
+    failed: dict[tuple, tuple[int, int, dict[str, int]]] = {}
+    for job in candidates:
+        r = job.pods * job.gpus_per_pod
+        if world.scheduler == "kai":
+            blocked = _kai_quota_block(world, job, alloc, alloc_np, r)
+            if blocked:
+                _unschedulable(world, job, "Unschedulable", f"{blocked[0]}: {blocked[1]}.", [blocked[2]])
+                waiting.append(job)
+                continue
+        key = (placer.shape(job), job.pods, job.gpus_per_pod)
+        hit = failed.get(key)
+        if hit and hit[0] == placer.version:
+            placement, placed, counts = None, hit[1], hit[2]
+        else:
+            placement, placed, counts = placer.place(job)
+        if placement is None and world.scheduler == "kai":
+            victims = kai_victims(world, placer, job, alloc)
+            if victims:
+                preempt_kai(world, placer, job, victims, alloc, alloc_np)
+                placement, placed, counts = placer.place(job)
+        if placement is None:
+            failed[key] = (placer.version, placed, counts)
+            _node_unschedulable(world, placer, job, placed, counts)
+            waiting.append(job)
+            continue
+        lifecycle.bind(world, job, placement)
+        placer.commit(placement)
+        if world.scheduler == "kai":
+            alloc[job.project] += r
+            if job.priority_class == "inference":
+                alloc_np[job.project] += r
+    _queue_positions(world, waiting)
+
+
+def _unbound(world: World, job: SimJob) -> bool:
+    pods = world.pods_of(job)
+    return bool(pods) and all(p.node is None for p in pods)
+
+
+def _kai_quota_block(
+    world: World, job: SimJob, alloc: dict[str, int], alloc_np: dict[str, int], r: int
+) -> tuple[str, str, dict[str, Any]] | None:
+    proj = world.projects[job.project]
+    details = {
+        "queueDetails": {
+            "name": proj.name,
+            "queueRequestedResources": {"gpu": proj.requested_gpus},
+            "queueDeservedResources": {"gpu": proj.quota_gpus},
+            "queueAllocatedResources": {"gpu": alloc[proj.name]},
+            "queueAllocatedNonPreemptibleResources": {"gpu": alloc_np[proj.name]},
+            "queueResourceLimits": {"gpu": -1 if proj.limit_gpus is None else proj.limit_gpus},
+            "podGroupRequestedResources": {"gpu": r},
+        }
+    }
+    if proj.limit_gpus is not None and alloc[proj.name] + r > proj.limit_gpus:
+        msg = messages.kai_over_limit(proj.name, proj.limit_gpus, alloc[proj.name], r)
+        return "OverLimit", msg, {"reason": "OverLimit", "message": msg, "details": details}
+    if job.priority_class == "inference" and alloc_np[proj.name] + r > proj.quota_gpus:
+        msg = messages.kai_non_preemptible_over_quota(proj.name, r, proj.quota_gpus, alloc_np[proj.name])
+        return (
+            "NonPreemptibleOverQuota",
+            msg,
+            {"reason": "NonPreemptibleOverQuota", "message": msg, "details": details},
+        )
+    return None
+
+
+def _node_unschedulable(
+    world: World, placer: Placer, job: SimJob, placed: int, counts: dict[str, int]
+) -> None:
+    reasons = placer.reasons(job, counts)
+    pods = sorted(world.pods_of(job), key=lambda p: p.index)
+    if world.scheduler == "kai":
+        msg = messages.kai_fit_message(
+            job.namespace, pods[0].name, placed, job.pods, messages.kai_fit_reasons(reasons)
+        )
+        _unschedulable(world, job, "Unschedulable", msg, [])
+    else:
+        msg = messages.kube_fit_message(len(world.nodes), reasons)
+        _unschedulable(world, job, None, msg, [], pod_only=True)
+
+
+def _unschedulable(
+    world: World,
+    job: SimJob,
+    reason: str | None,
+    message: str,
+    reasons: list[dict[str, Any]],
+    *,
+    pod_only: bool = False,
+) -> None:
+    """Record why a job waits: job condition (PodGroup/Workload), pod condition, and throttled events."""
+    if not pod_only and (job.condition_reason != reason or job.condition_message != message):
+        job.condition_reason, job.condition_message, job.condition_reasons = reason, message, reasons
+        job.condition_changed_at = world.now
+        world.touch(job)
+    kai = world.scheduler == "kai"
+    if job.suspended:  # Kueue workload without pods
+        if _due(world, f"wl/{job.name}", message):
+            world.emit(world.involved_group(job), "Pending", message, component="kueue-admission")
+        return
+    if kai and _due(world, f"pg/{job.name}", message):
+        world.emit(world.involved_group(job), "Unschedulable", message, component="kai-scheduler")
+    for pod in world.pods_of(job):
+        if pod.scheduled_message != message:
+            pod.scheduled_message, pod.scheduled_reason = message, "Unschedulable"
+            world.touch(pod)
+        if _due(world, f"pod/{pod.namespace}/{pod.name}", message):
+            if kai:
+                world.emit(
+                    world.involved_pod(pod),
+                    "Unschedulable",
+                    message,
+                    type="Warning",
+                    component="kai-scheduler",
+                )
+            else:
+                world.emit(
+                    world.involved_pod(pod),
+                    "FailedScheduling",
+                    message,
+                    type="Warning",
+                    component="default-scheduler",
+                )
+
+
+def _due(world: World, key: str, message: str) -> bool:
+    last = world._last_sched_event.get(key)
+    if last and last[0] == message and world.now - last[1] < timedelta(seconds=REPEAT_EVENT_S):
+        return False
+    world._last_sched_event[key] = (message, world.now)
+    return True
+
+
+def _queue_positions(world: World, waiting: list[SimJob]) -> None:
+    seen: dict[str, int] = {}
+    for job in sorted(waiting, key=lambda j: order_key(world, j)):
+        seen[job.project] = seen.get(job.project, 0) + 1
+        if job.queue_position != seen[job.project]:
+            job.queue_position = seen[job.project]
+            world.touch(job)
+
+
+def _admit_kueue(
+    world: World, placer: Placer, usage_: dict[str, int], usage_np: dict[str, int], waiting: list[SimJob]
+) -> None:
+    queue = sorted(
+        (j for j in world.jobs.values() if j.state == "Pending" and j.suspended),
+        key=lambda j: order_key(world, j),
+    )
+    for job in queue:
+        r = job.pods * job.gpus_per_pod
+        avail = kueue_available(world, job.project, usage_)
+        if r > avail:
+            victims = kueue_victims(world, job, usage_)
+            if victims:
+                preempt_kueue(world, job, victims, usage_)
+                avail = kueue_available(world, job.project, usage_)
+        if r > avail:
+            msg = messages.kueue_insufficient(r - avail)
+            _unschedulable(world, job, "Pending", msg, [])
+            waiting.append(job)
+            continue
+        usage_[job.project] += r
+        if job.priority_class == "inference":
+            usage_np[job.project] += r
+        _admit(world, job)
+
+
+def _admit(world: World, job: SimJob) -> None:
+    wait = int((world.now - (job.pending_since or world.now)).total_seconds())
+    cq = job.project
+    group = world.involved_group(job)
+    world.emit(
+        group,
+        "QuotaReserved",
+        f"Quota reserved in ClusterQueue {cq}, wait time since queued was {wait}s",
+        component="kueue-admission",
+    )
+    world.emit(
+        group,
+        "Admitted",
+        f"Admitted by ClusterQueue {cq}, wait time since reservation was 0s",
+        component="kueue-admission",
+    )
+    world.emit(
+        world.involved_job(job), "Started", f"Admitted by clusterQueue {cq}", component="kueue-job-controller"
+    )
+    job.admitted = True
+    job.admitted_at = world.now
+    job.suspended = False
+    job.condition_reason = job.condition_message = None
+    job.condition_reasons = []
+    job.condition_changed_at = world.now
+    since = job.pending_since
+    lifecycle.create_pods(world, job)
+    job.pending_since = since  # still waiting since it was queued
+    world.touch(job)

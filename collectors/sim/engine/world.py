@@ -1,0 +1,328 @@
+"""``World``: the simulated cluster at ``now``, advanced tick by tick from a scenario.
+
+The world owns the state objects of ``state.py`` and mutates them in a fixed
+order each tick (scenario events, arrivals, pod lifecycle, scheduling, project
+status, alert rules), so that the same scenario and seed give the same run,
+byte for byte. Servers read it between ticks; they never write to it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..scenario import EventSpec, JobSpec, NodePoolSpec, Scenario, node_name
+from ..state import SimChange, SimEvent, SimGPU, SimJob, SimNode, SimPod, SimProject
+from ..telemetry import Telemetry
+from . import actions, lifecycle, scheduler
+from .ids import event_name, gpu_uuid, name_suffix, pci_bus_id, rfc3339, uid
+from .snapshot import snapshot as _snapshot
+
+logger = logging.getLogger(__name__)
+
+EVENT_TTL_S = 3600  # kube-apiserver --event-ttl default
+NODEPOOL_LABELS = ("run.ai/node-pool", "rcaweb.sim/nodepool")
+
+
+class World:
+    """One simulated cluster. Build with ``World.from_scenario``; move with ``advance_to``."""
+
+    def __init__(self, scenario: Scenario, *, tick_seconds: int = 60, retention_s: int = 86400) -> None:
+        self.scenario = scenario
+        self.seed = scenario.seed
+        self.cluster_name = scenario.cluster.name
+        self.scheduler = scenario.cluster.scheduler
+        self.dcgm_labels = scenario.cluster.dcgm_labels
+        self.start = scenario.start
+        self.end = scenario.end
+        self.now = scenario.start
+        self.tick_seconds = tick_seconds
+        self.resource_version = 0
+        self.nodes: dict[str, SimNode] = {}
+        self.projects: dict[str, SimProject] = {}
+        self.jobs: dict[str, SimJob] = {}
+        self.pods: dict[str, SimPod] = {}  # live pods ("namespace/name"), incl. finished ones kept by the Job
+        self.deleted_pods: list[SimPod] = []  # gone from the API; kept for history and watchers
+        self.events: list[SimEvent] = []
+        self.changes: list[SimChange] = []
+        self.telemetry = Telemetry(self.seed, retention_s=retention_s)
+        self._pool_counts: dict[str, int] = {}
+        self._pool_width: dict[str, int] = {}
+        self._pools: dict[str, NodePoolSpec] = {p.name: p for p in scenario.cluster.nodepools}
+        self._job_specs: dict[str, JobSpec] = {j.name: j for j in scenario.jobs}
+        self._pending_events: list[EventSpec] = list(scenario.events)
+        self._arrivals = sorted(scenario.jobs, key=lambda j: (j.submit_s, j.name))
+        self._event_index: dict[tuple[str, str, str, str], SimEvent] = {}
+        self._event_seq = 0
+        self._attempts: dict[str, int] = {}
+        # A job's failure starts with its first image event when it has one (the bump broke it).
+        self._failure_from_image_event = {e.args["job"] for e in scenario.events if e.action == "image"}
+        self._last_sched_event: dict[str, tuple[str, datetime]] = {}
+        self._progress: dict[str, float] = {}  # seconds of work done by running jobs
+        self._logged: dict[str, float] = {}
+        self._pull_attempts: dict[str, int] = {}
+        self._image_changed: set[str] = set()
+        from ..rules import AlertRules
+
+        self.rules = AlertRules(self, scenario.alerts)
+        self._build()
+
+    @classmethod
+    def from_scenario(cls, scenario: Scenario, **kwargs: Any) -> World:
+        return cls(scenario, **kwargs)
+
+    #
+    # Construction
+    #
+
+    def _build(self) -> None:
+        for pool in self.scenario.cluster.nodepools:
+            self._pool_width[pool.name] = max(pool.nodes, 1)
+            self.add_nodes(pool.name, pool.nodes, at=self.start - timedelta(days=30))
+        for p in self.scenario.projects:
+            proj = SimProject(
+                name=p.name,
+                namespace=p.namespace,
+                quota_gpus=p.quota_gpus,
+                limit_gpus=p.limit_gpus,
+                over_quota_weight=p.over_quota_weight,
+                priority=p.priority,
+                created_at=self.start - timedelta(days=7),
+                uid=uid(self.seed, "project", p.name),
+            )
+            self.projects[p.name] = proj
+            self.touch(proj)
+        for spec in self.scenario.jobs:
+            proj = self.projects[spec.project]
+            job = SimJob(
+                name=spec.name,
+                project=spec.project,
+                namespace=proj.namespace,
+                uid=uid(self.seed, "job", spec.name),
+                submit_at=self.start + timedelta(seconds=spec.submit_s),
+                pods=spec.pods,
+                gpus_per_pod=spec.gpus_per_pod,
+                priority_class=spec.priority,
+                runtime_s=spec.runtime_s,
+                image=spec.image,
+                node_selector=dict(spec.node_selector),
+                tolerations=[dict(t) for t in spec.tolerations],
+                sm_activity=spec.sm_activity,
+                failure=None
+                if spec.failure is None
+                else {
+                    "kind": spec.failure.kind,
+                    "log": spec.failure.log,
+                    "exit_code": spec.failure.exit_code,
+                },
+            )
+            if self.scheduler == "kai":
+                job.podgroup = f"pg-{spec.name}-{job.uid}"
+            else:
+                job.podgroup = f"job-{spec.name}-{name_suffix(self.seed, 'workload', spec.name, length=5)}"
+            job.submitted_by = "generator" if spec.generated_by else None
+            if (
+                spec.failure
+                and spec.failure.kind == "image_pull"
+                and spec.name not in self._failure_from_image_event
+            ):
+                job.image_missing = True
+            self.jobs[spec.name] = job
+
+    def add_nodes(self, pool_name: str, count: int, *, at: datetime) -> list[SimNode]:
+        pool = self._pools[pool_name]
+        out = []
+        for _ in range(count):
+            n = self._pool_counts.get(pool_name, 0) + 1
+            self._pool_counts[pool_name] = n
+            name = node_name(pool_name, n, self._pool_width[pool_name])
+            labels = {
+                **pool.labels,
+                "kubernetes.io/hostname": name,
+                "nvidia.com/gpu.product": pool.gpu_product,
+                "nvidia.com/gpu.count": str(pool.gpus_per_node),
+                "nvidia.com/gpu.memory": str(pool.gpu_memory_mib),
+            }
+            for key in NODEPOOL_LABELS:
+                labels[key] = pool_name
+            gpus = [
+                SimGPU(index=i, uuid=gpu_uuid(self.seed, name, i), pci_bus_id=pci_bus_id(i))
+                for i in range(pool.gpus_per_node)
+            ]
+            node = SimNode(
+                name=name,
+                nodepool=pool_name,
+                gpu_product=pool.gpu_product,
+                gpu_memory_mib=pool.gpu_memory_mib,
+                labels=labels,
+                taints=[dict(t) for t in pool.taints],
+                gpus=gpus,
+                created_at=at,
+                uid=uid(self.seed, "node", name),
+                index=n,
+            )
+            self.nodes[name] = node
+            self.touch(node)
+            for g in gpus:
+                self.telemetry.add_gpu(name, g.index, g.uuid, pool.gpu_product, pool.gpu_memory_mib, at)
+            out.append(node)
+        return out
+
+    #
+    # Bookkeeping used by every part of the engine
+    #
+
+    def touch(self, obj: Any) -> None:
+        """Record a write: bump the global resourceVersion and stamp the object with it."""
+        self.resource_version += 1
+        obj.resource_version = self.resource_version
+
+    def emit(
+        self,
+        involved: dict[str, str],
+        reason: str,
+        message: str,
+        *,
+        type: str = "Normal",
+        component: str,
+        at: datetime | None = None,
+    ) -> SimEvent:
+        """Record a core/v1 Event; an identical one within the TTL is counted, as the event correlator does."""
+        when = at or self.now
+        key = (involved.get("uid", ""), reason, message, component)
+        ev = self._event_index.get(key)
+        if ev is not None and (when - ev.last_time).total_seconds() < EVENT_TTL_S:
+            ev.count += 1
+            ev.last_time = max(ev.last_time, when)
+            self.touch(ev)
+            return ev
+        self._event_seq += 1
+        ev = SimEvent(
+            uid=uid(self.seed, "event", self._event_seq),
+            name=event_name(involved["name"], when, self._event_seq),
+            namespace=involved.get("namespace") or "default",
+            involved=dict(involved),
+            reason=reason,
+            message=message,
+            type=type,
+            component=component,
+            first_time=when,
+            last_time=when,
+        )
+        self.events.append(ev)
+        self._event_index[key] = ev
+        self.touch(ev)
+        return ev
+
+    def change(self, kind: str, target: str, field: str, old: Any, new: Any, actor: str | None) -> None:
+        self.changes.append(SimChange(self.now, kind, target, field, old, new, actor))
+
+    def live_events(self) -> list[SimEvent]:
+        """Events the API server still holds: last seen within the 1 h TTL."""
+        cutoff = self.now - timedelta(seconds=EVENT_TTL_S)
+        return [e for e in self.events if e.last_time > cutoff and e.first_time <= self.now]
+
+    def next_attempt(self, job: str) -> int:
+        self._attempts[job] = self._attempts.get(job, 0) + 1
+        return self._attempts[job]
+
+    def involved_pod(self, pod: SimPod) -> dict[str, str]:
+        return {
+            "kind": "Pod",
+            "namespace": pod.namespace,
+            "name": pod.name,
+            "uid": pod.uid,
+            "apiVersion": "v1",
+        }
+
+    def involved_job(self, job: SimJob) -> dict[str, str]:
+        return {
+            "kind": "Job",
+            "namespace": job.namespace,
+            "name": job.name,
+            "uid": job.uid,
+            "apiVersion": "batch/v1",
+        }
+
+    def involved_node(self, node: SimNode) -> dict[str, str]:
+        return {"kind": "Node", "namespace": "", "name": node.name, "uid": node.name, "apiVersion": "v1"}
+
+    def involved_group(self, job: SimJob) -> dict[str, str]:
+        """The KAI PodGroup or Kueue Workload of a job."""
+        if self.scheduler == "kai":
+            kind, api = "PodGroup", "scheduling.run.ai/v2alpha2"
+        else:
+            kind, api = "Workload", "kueue.x-k8s.io/v1beta1"
+        return {
+            "kind": kind,
+            "namespace": job.namespace,
+            "name": job.podgroup,
+            "uid": uid(self.seed, kind, job.name),
+            "apiVersion": api,
+        }
+
+    def pods_of(self, job: SimJob) -> list[SimPod]:
+        return [p for p in self.pods.values() if p.job == job.name and p.deleted_at is None]
+
+    def log(self, pod: SimPod, at: datetime, line: str) -> None:
+        pod.logs.append(f"{rfc3339(at)} {line}")
+
+    #
+    # Time
+    #
+
+    def advance_to(self, t: datetime) -> None:
+        """Step ticks of ``tick_seconds`` until ``now`` reaches ``t`` (never beyond the scenario's end)."""
+        t = min(t, self.end)
+        step = timedelta(seconds=self.tick_seconds)
+        while self.now + step <= t:
+            self._tick(self.now + step)
+        if self.now < t:
+            self._tick(t)
+
+    def step(self) -> None:
+        self.advance_to(self.now + timedelta(seconds=self.tick_seconds))
+
+    def _tick(self, t: datetime) -> None:
+        prev = self.now
+        self.now = t
+        while self._pending_events and self.start + timedelta(seconds=self._pending_events[0].at_s) <= t:
+            ev = self._pending_events.pop(0)
+            actions.apply(self, ev)
+        while self._arrivals and self.start + timedelta(seconds=self._arrivals[0].submit_s) <= t:
+            spec = self._arrivals.pop(0)
+            lifecycle.submit(self, self.jobs[spec.name])
+        lifecycle.progress(self, prev, t)
+        scheduler.schedule(self)
+        scheduler.update_projects(self)
+        self.rules.evaluate()
+        self.telemetry.prune(t)
+
+    #
+    # Reading
+    #
+
+    def gpu(self, node: str, index: int) -> SimGPU:
+        return self.nodes[node].gpus[index]
+
+    def gpu_metric(self, node: str, index: int, metric: str, t: datetime | None = None) -> float | None:
+        """The DCGM value of ``metric`` for a GPU at ``t`` (default now); None where no series exists."""
+        when = t or self.now
+        if when > self.now:
+            return None
+        return self.telemetry.value(node, index, metric, when)
+
+    def gpu_pod_at(self, node: str, index: int, t: datetime | None = None) -> str | None:
+        """``namespace/name`` of the pod holding the GPU at ``t``, None when free."""
+        when = t or self.now
+        if when > self.now:
+            return None
+        return self.telemetry.pod_at(node, index, when)
+
+    def alerts(self, include_pending: bool = False) -> list[dict[str, Any]]:
+        return self.rules.alerts(include_pending=include_pending)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The whole state as JSON-able data: two runs of one scenario give equal snapshots."""
+        return _snapshot(self)

@@ -1,0 +1,284 @@
+"""The scenario's alert rules, evaluated each tick as Prometheus evaluates alerting rules.
+
+A condition that becomes true makes the alert *pending*; once it has held for
+the rule's ``for`` it is *firing* (startsAt = that moment, as Prometheus sends
+FiredAt); when it clears, a firing alert is *resolved* (endsAt = that moment)
+and stays listed for an hour so the Alertmanager sender can send it resolved.
+Each instance is one label set; its fingerprint is Alertmanager's (FNV-1a 64
+over the sorted label names and values, 0xff separated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .scenario import AlertRuleSpec
+    from .state import SimGPU, SimJob, SimNode, SimPod
+
+HIGH_TEMP_C = 85.0
+IDLE_SM_ACTIVE = 0.1
+RESOLVED_KEEP_S = 3600
+STALE_S = 300  # Prometheus' lookback: a vanished series still answers for 5 minutes
+
+SEVERITY = {
+    "GPUJobPendingTooLong": "warning",
+    "GPUXidError": "critical",
+    "GPUMissing": "critical",
+    "NodeNotReady": "critical",
+    "PodCrashLooping": "warning",
+    "GPUIdleAllocated": "info",
+    "GPUHighTemperature": "warning",
+    "GPUECCDoubleBitError": "critical",
+}
+
+
+def fingerprint(labels: dict[str, str]) -> str:
+    """Alertmanager's model.LabelSet.Fingerprint(), as 16 hex digits."""
+    h = 14695981039346656037
+    for name in sorted(labels):
+        for part in (name, labels[name]):
+            for b in part.encode():
+                h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+            h = ((h ^ 0xFF) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+@dataclass
+class _Instance:
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    active_since: datetime
+    fired_at: datetime | None = None
+    resolved_at: datetime | None = None
+
+
+class AlertRules:
+    def __init__(self, world: Any, specs: tuple[AlertRuleSpec, ...]) -> None:
+        self.world = world
+        self.specs = specs
+        self.active: dict[tuple[str, str], _Instance] = {}
+        self.resolved: list[_Instance] = []
+
+    def evaluate(self) -> None:
+        w = self.world
+        now = w.now
+        for spec in self.specs:
+            current = dict(self._conditions(spec.name))
+            for key, (labels, ann) in current.items():
+                inst = self.active.get((spec.name, key))
+                if inst is None:
+                    inst = _Instance(labels, ann, now)
+                    self.active[(spec.name, key)] = inst
+                else:
+                    inst.annotations = ann
+                if inst.fired_at is None and (now - inst.active_since).total_seconds() >= spec.for_s:
+                    inst.fired_at = now
+            for (name, key), inst in list(self.active.items()):
+                if name == spec.name and key not in current:
+                    del self.active[(name, key)]
+                    if inst.fired_at is not None:
+                        inst.resolved_at = now
+                        self.resolved.append(inst)
+        cutoff = now - timedelta(seconds=RESOLVED_KEEP_S)
+        self.resolved = [i for i in self.resolved if i.resolved_at and i.resolved_at > cutoff]
+
+    def alerts(self, include_pending: bool = False) -> list[dict[str, Any]]:
+        out = []
+        for inst in self.active.values():
+            if inst.fired_at is None and not include_pending:
+                continue
+            out.append(_render(inst, "firing" if inst.fired_at else "pending"))
+        out.extend(_render(i, "resolved") for i in self.resolved)
+        out.sort(key=lambda a: (a["startsAt"] or "", a["fingerprint"]))
+        return out
+
+    #
+    # Conditions: (key, (labels, annotations)) per instance that holds now
+    #
+
+    def _base(self, name: str) -> dict[str, str]:
+        return {"alertname": name, "severity": SEVERITY[name], "cluster": self.world.cluster_name}
+
+    def _job_labels(self, job: SimJob) -> dict[str, str]:
+        return {
+            "namespace": job.namespace,
+            "job_name": job.name,
+            "project": job.project,
+            "queue": job.project,
+        }
+
+    def _gpu_labels(self, node: SimNode, gpu: SimGPU) -> dict[str, str]:
+        return {
+            "node": node.name,
+            "Hostname": node.name,
+            "gpu": str(gpu.index),
+            "UUID": gpu.uuid,
+            "modelName": node.gpu_product.replace("-", " "),
+        }
+
+    def _conditions(self, name: str):  # noqa: C901 - one branch per rule reads best
+        w = self.world
+        now = w.now
+        if name == "GPUJobPendingTooLong":
+            for job in w.jobs.values():
+                if job.state == "Pending":
+                    labels = {**self._base(name), **self._job_labels(job)}
+                    since = job.pending_since or now
+                    yield (
+                        job.name,
+                        (
+                            labels,
+                            {
+                                "summary": "GPU job pending too long",
+                                "description": f"Job {job.namespace}/{job.name} ({job.pods} x {job.gpus_per_pod} GPU) has been "
+                                f"pending since {since:%Y-%m-%dT%H:%M:%SZ}.",
+                            },
+                        ),
+                    )
+        elif name == "NodeNotReady":
+            for node in w.nodes.values():
+                if not node.ready:
+                    yield (
+                        node.name,
+                        (
+                            {**self._base(name), "node": node.name},
+                            {
+                                "summary": "Kubernetes node not ready",
+                                "description": f"Node {node.name} has been NotReady.",
+                            },
+                        ),
+                    )
+        elif name == "PodCrashLooping":
+            for pod in w.pods.values():
+                if pod.deleted_at is None and _crashlooping(pod, now):
+                    job = w.jobs[pod.job]
+                    labels = {
+                        **self._base(name),
+                        **self._job_labels(job),
+                        "pod": pod.name,
+                        "node": pod.node or "",
+                    }
+                    yield (
+                        f"{pod.namespace}/{pod.name}",
+                        (
+                            labels,
+                            {
+                                "summary": "Pod is crash looping",
+                                "description": f"Pod {pod.namespace}/{pod.name} (container main) restarted {pod.restart_count} times.",
+                            },
+                        ),
+                    )
+        else:
+            yield from self._gpu_conditions(name)
+
+    def _gpu_conditions(self, name: str):
+        w = self.world
+        now = w.now
+        for node in w.nodes.values():
+            for gpu in node.gpus:
+                key = f"{node.name}/{gpu.index}"
+                labels = {**self._base(name), **self._gpu_labels(node, gpu)}
+                where = f"GPU {gpu.index} ({gpu.uuid}) on {node.name}"
+                if name == "GPUMissing":
+                    if not gpu.present:
+                        yield (
+                            key,
+                            (
+                                labels,
+                                {
+                                    "summary": "GPU missing",
+                                    "description": f"{where} is no longer visible to DCGM.",
+                                },
+                            ),
+                        )
+                elif name == "GPUXidError":
+                    visible = gpu.present or (gpu.xid_at and (now - gpu.xid_at).total_seconds() <= STALE_S)
+                    if gpu.xid_last and visible and node.ready:
+                        yield (
+                            f"{key}/{gpu.xid_last}",
+                            (
+                                {**labels, "xid": str(gpu.xid_last)},
+                                {
+                                    "summary": "GPU Xid error",
+                                    "description": f"{where} reported Xid {gpu.xid_last}.",
+                                },
+                            ),
+                        )
+                else:
+                    metric = {
+                        "GPUIdleAllocated": "DCGM_FI_PROF_SM_ACTIVE",
+                        "GPUHighTemperature": "DCGM_FI_DEV_GPU_TEMP",
+                        "GPUECCDoubleBitError": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+                    }[name]
+                    if name == "GPUIdleAllocated" and not gpu.pod:
+                        continue
+                    value = w.gpu_metric(node.name, gpu.index, metric)
+                    if value is None:
+                        continue
+                    if name == "GPUIdleAllocated" and value < IDLE_SM_ACTIVE and gpu.pod in w.pods:
+                        pod = w.pods[gpu.pod]
+                        job = w.jobs[pod.job]
+                        yield (
+                            f"{key}/{gpu.pod}",
+                            (
+                                {**labels, **self._job_labels(job), "pod": pod.name},
+                                {
+                                    "summary": "Allocated GPU is idle",
+                                    "description": f"{where} is held by {gpu.pod} with SM activity {value:.2f}.",
+                                },
+                            ),
+                        )
+                    elif name == "GPUHighTemperature" and value >= HIGH_TEMP_C:
+                        yield (
+                            key,
+                            (
+                                labels,
+                                {
+                                    "summary": "GPU temperature high",
+                                    "description": f"{where} is at {value:.0f} C.",
+                                },
+                            ),
+                        )
+                    elif name == "GPUECCDoubleBitError" and value > 0:
+                        yield (
+                            key,
+                            (
+                                labels,
+                                {
+                                    "summary": "GPU double-bit ECC errors",
+                                    "description": f"{where} has {value:.0f} volatile DBE errors.",
+                                },
+                            ),
+                        )
+
+
+def _crashlooping(pod: SimPod, now: datetime) -> bool:
+    waiting = pod.container_state.get("waiting", {})
+    if waiting.get("reason") == "CrashLoopBackOff":
+        return True
+    if not pod.restart_count:
+        return False
+    # kube-prometheus uses max_over_time(...[5m]): a short run between two crashes does not clear it.
+    for stamp in (
+        pod.last_state.get("terminated", {}).get("finishedAt"),
+        pod.container_state.get("running", {}).get("startedAt"),
+    ):
+        if stamp and (now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds() <= STALE_S:
+            return True
+    return False
+
+
+def _render(inst: _Instance, status: str) -> dict[str, Any]:
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    return {
+        "labels": dict(inst.labels),
+        "annotations": dict(inst.annotations),
+        "startsAt": (inst.fired_at or inst.active_since).strftime(fmt),
+        "endsAt": inst.resolved_at.strftime(fmt) if inst.resolved_at else None,
+        "activeAt": inst.active_since.strftime(fmt),
+        "status": status,
+        "fingerprint": fingerprint(inst.labels),
+    }
