@@ -77,6 +77,12 @@ class KubeSource:
     def list_nodes(self) -> list[dict[str, Any]]:
         return list(self.iter_items("list nodes", self.core.list_node))
 
+    def list_namespaces(self) -> list[dict[str, Any]]:
+        return list(self.iter_items("list namespaces", self.core.list_namespace))
+
+    def iter_pods(self) -> Iterator[dict[str, Any]]:
+        return self.iter_items("list pods", self.core.list_pod_for_all_namespaces)
+
     def list_pods(self) -> list[dict[str, Any]]:
         return list(self.iter_items("list pods", self.core.list_pod_for_all_namespaces))
 

@@ -9,16 +9,16 @@ simulator, collectors/sim/API.md) answers is used: selectors, ``*_over_time`` an
 from __future__ import annotations
 
 # The GPU inventory: every GPU that reported in the last minute, with its labels (UUID, node, pod).
-# last_over_time over 1m (two scrapes at the usual 30 s) rather than the 5 min instant lookback, so a GPU
-# that fell off the bus is "missing" within a minute instead of five.
+# last_over_time over 2m (four scrapes at the usual 30 s) rather than the 5 min instant lookback, so a GPU
+# that fell off the bus is "missing" within two minutes instead of five.
 GPU_INVENTORY_METRIC = "DCGM_FI_DEV_GPU_UTIL"
-GPU_INVENTORY = f"last_over_time({GPU_INVENTORY_METRIC}[1m])"
+GPU_INVENTORY = f"last_over_time({GPU_INVENTORY_METRIC}[2m])"
 # Slowly changing per-GPU facts kept in the GPU's inventory state.
 XID_LAST = (
-    "last_over_time(DCGM_FI_DEV_XID_ERRORS[1m])"  # only the last Xid, 0 = none (dcgm-exporter semantics)
+    "last_over_time(DCGM_FI_DEV_XID_ERRORS[2m])"  # only the last Xid, 0 = none (dcgm-exporter semantics)
 )
-ECC_DBE_TOTAL = "last_over_time(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[1m])"  # off in the default counter set
-ECC_SBE_TOTAL = "last_over_time(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL[1m])"  # off in the default counter set
+ECC_DBE_TOTAL = "last_over_time(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[2m])"  # off in the default counter set
+ECC_SBE_TOTAL = "last_over_time(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL[2m])"  # off in the default counter set
 GPU_STATE_QUERIES: dict[str, str] = {
     "xid_last": XID_LAST,
     "ecc_dbe_total": ECC_DBE_TOTAL,

@@ -1,0 +1,128 @@
+"""Small helpers shared by the mappers: quantities, conditions, owners, actors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+GPU = "nvidia.com/gpu"
+QUEUE_LABELS = ("kai.scheduler/queue", "runai/queue", "kueue.x-k8s.io/queue-name")
+NODEPOOL_LABELS = (
+    "run.ai/node-pool",
+    "cloud.google.com/gke-nodepool",
+    "eks.amazonaws.com/nodegroup",
+    "kubernetes.azure.com/agentpool",
+    "agentpool",
+    "node.kubernetes.io/instance-type",
+)
+
+
+def meta(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def int_quantity(value: Any) -> int | None:
+    """A Kubernetes quantity for countable resources ("8", 8, "8.0", "1k") as int; None when absent/unparseable."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return int(value)
+    text = str(value).strip()
+    mult = {"k": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3}
+    for suffix in ("Ki", "Mi", "Gi", "k", "M", "G"):
+        if text.endswith(suffix):
+            try:
+                return int(float(text[: -len(suffix)]) * mult[suffix])
+            except ValueError:
+                return None
+    if text.endswith("m"):  # milli-units: 1000m GPUs = 1
+        try:
+            return int(float(text[:-1]) / 1000)
+        except ValueError:
+            return None
+    try:
+        return int(float(text))
+    except ValueError:
+        return None
+
+
+def limit_or_none(value: Any) -> int | None:
+    """KAI/Run:ai spell "no limit" as -1."""
+    n = int_quantity(value)
+    return None if n is None or n < 0 else n
+
+
+def conditions(items: list[dict[str, Any]] | None, *, with_message: bool = True) -> dict[str, dict[str, Any]]:
+    """Conditions keyed by type, without the times that tick (lastHeartbeatTime, lastProbeTime)."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in items or []:
+        if not isinstance(c, dict) or not c.get("type"):
+            continue
+        entry: dict[str, Any] = {"status": c.get("status"), "reason": c.get("reason") or ""}
+        if with_message:
+            entry["message"] = c.get("message") or ""
+        entry["since"] = c.get("lastTransitionTime")
+        out[str(c["type"])] = entry
+    return out
+
+
+def owner(obj: dict[str, Any]) -> dict[str, str] | None:
+    """The controller owner reference (or the first owner), as {kind, name}."""
+    refs = meta(obj).get("ownerReferences") or []
+    chosen = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    if not chosen:
+        return None
+    return {"kind": chosen.get("kind", ""), "name": chosen.get("name", ""), "uid": chosen.get("uid", "")}
+
+
+def actor(obj: dict[str, Any], *, spec_only: bool = False) -> str:
+    """Who wrote the object last: the manager of the most recent managedFields entry.
+
+    The newest field set is what caused the change a sweep sees (kubelet for status, an operator or
+    kubectl for spec). ``spec_only`` skips the status subresource, for objects whose inventory state is
+    all spec (queues: the quota writer, not the controller that refreshes usage). "" when nobody is named.
+    """
+    entries = [e for e in meta(obj).get("managedFields") or [] if isinstance(e, dict) and e.get("manager")]
+    if spec_only:
+        entries = [e for e in entries if e.get("subresource") != "status"]
+    if not entries:
+        return ""
+    latest = max(enumerate(entries), key=lambda ie: (str(ie[1].get("time") or ""), ie[0]))[1]
+    return str(latest.get("manager", ""))[:200]
+
+
+def spec_writer_time(obj: dict[str, Any]) -> tuple[str, str]:
+    """(manager, time) of the newest non-status managedFields entry; ("", "") when none."""
+    entries = [
+        e
+        for e in meta(obj).get("managedFields") or []
+        if isinstance(e, dict) and e.get("manager") and e.get("subresource") != "status"
+    ]
+    if not entries:
+        return "", ""
+    latest = max(enumerate(entries), key=lambda ie: (str(ie[1].get("time") or ""), ie[0]))[1]
+    return str(latest.get("manager", ""))[:200], str(latest.get("time") or "")
+
+
+def queue_label(labels: dict[str, str] | None) -> str:
+    for key in QUEUE_LABELS:
+        value = (labels or {}).get(key)
+        if value:
+            return value
+    return ""
+
+
+def nodepool(labels: dict[str, str]) -> str:
+    for key in NODEPOOL_LABELS:
+        if labels.get(key):
+            return labels[key]
+    return ""
+
+
+def container_gpus(container: dict[str, Any]) -> int:
+    res = container.get("resources") or {}
+    value = (res.get("requests") or {}).get(GPU)
+    if value is None:
+        value = (res.get("limits") or {}).get(GPU)  # extended resources: limits alone imply requests
+    return int_quantity(value) or 0

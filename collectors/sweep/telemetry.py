@@ -1,0 +1,120 @@
+"""GPU telemetry: 5-minute averages per GPU and DCGM field, from Prometheus into ``TelemetrySample``.
+
+Each run fills the 5-minute points from the last stored one (or ``backfill`` back) up to ``at``. A field
+Prometheus has no series for is recorded as "no data" with the reason (profiling/ECC counters are off in
+dcgm-exporter's default set), never as zero.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+from django.db.models import Max
+
+from collectors.models import Cluster, Entity, TelemetrySample
+from collectors.sources import promql
+from collectors.sources.dcgm import dcgm_identity
+from collectors.sources.prometheus import PrometheusSource, Series
+from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
+
+logger = logging.getLogger(__name__)
+
+STEP = timedelta(seconds=promql.TELEMETRY_STEP_S)
+DEFAULT_BACKFILL = timedelta(hours=1)
+
+
+def _floor(t: datetime) -> datetime:
+    epoch = int(t.timestamp())
+    return datetime.fromtimestamp(epoch - epoch % promql.TELEMETRY_STEP_S, tz=UTC)
+
+
+def sweep_telemetry(
+    cluster_name: str,
+    at: datetime | None = None,
+    *,
+    backfill: timedelta = DEFAULT_BACKFILL,
+    metrics: tuple[str, ...] = promql.TELEMETRY_METRICS,
+) -> SweepSummary:
+    cluster, at = resolve(cluster_name, at)
+    summary = SweepSummary(cluster=cluster.name, at=at, kind="telemetry")
+    started = time.monotonic()
+    if not cluster.prometheus_url:
+        return summary
+    with cluster_lock(cluster.name, "telemetry") as got:
+        if not got:
+            summary.skipped = True
+            return summary
+        runner = Runner(cluster, at, summary)
+        try:
+            _sweep(cluster, at, runner, summary, backfill, metrics)
+        finally:
+            runner.save()
+    summary.duration_s = time.monotonic() - started
+    return summary
+
+
+def _sweep(
+    cluster: Cluster,
+    at: datetime,
+    runner: Runner,
+    summary: SweepSummary,
+    backfill: timedelta,
+    metrics: tuple[str, ...],
+) -> None:
+    gpus = dict(Entity.objects.filter(cluster=cluster, kind="gpu").values_list("name", "pk"))
+    if not gpus:
+        return  # GPUs come from the inventory sweep; nothing to attach samples to yet
+    prom = PrometheusSource(cluster.prometheus_url)
+    end = _floor(at)
+    last = dict(
+        TelemetrySample.objects.filter(cluster=cluster)
+        .values("metric")
+        .annotate(t=Max("time"))
+        .values_list("metric", "t")
+    )
+    for metric in metrics:
+        start = last[metric] + STEP if metric in last else _floor(end - backfill)
+        start = max(start, _floor(end - backfill))
+        if start > end:
+            continue
+        query = promql.telemetry(metric)
+        call = f"query_range {query}"
+        series = runner.call(
+            "prometheus", call, lambda q=query, s=start: prom.query_range(q, s, end, promql.TELEMETRY_STEP_S)
+        )
+        if series is None:
+            continue
+        if not series:
+            why = promql.ABSENT_WHY.get(metric, "the exporter does not export it")
+            summary.no_data.append(metric)
+            runner.note(
+                "prometheus",
+                f"no data {metric}",
+                f"no data: {metric} has no series from {start:%H:%M} to {end:%H:%M} UTC ({why}); "
+                "shown as missing, not as zero",
+            )
+            continue
+        rows = _samples(cluster, metric, series, gpus)
+        TelemetrySample.objects.bulk_create(rows, batch_size=5000, ignore_conflicts=True)
+        summary.samples_written += len(rows)
+        runner.set_rows(call, len(rows))
+
+
+def _samples(
+    cluster: Cluster, metric: str, series: list[Series], gpus: dict[str, int]
+) -> list[TelemetrySample]:
+    """One point per GPU and time: series of one GPU with different pod labels are averaged."""
+    acc: dict[tuple[int, datetime], list[float]] = defaultdict(list)
+    for s in series:
+        gpu_id = gpus.get(dcgm_identity(s.labels)["uuid"])
+        if gpu_id is None:
+            continue
+        for t, v in s.points:
+            acc[(gpu_id, t)].append(v)
+    return [
+        TelemetrySample(cluster=cluster, gpu_id=gpu_id, metric=metric, time=t, value=sum(vs) / len(vs))
+        for (gpu_id, t), vs in acc.items()
+    ]
