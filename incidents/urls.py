@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import include, path
 
-from incidents import views
+from incidents import api, views
 
 app_name = "incidents"
 
 urlpatterns = [
     path("incidents/", views.incident_list, name="incidents"),
     path("incidents/<int:pk>/", views.incident_detail, name="incident"),
+    path("incidents/<int:pk>/history/", views.incident_history, name="history"),
     path("alerts/<int:pk>/", views.alert_detail, name="alert"),
+    path("api/v1/alerts/alertmanager", api.alertmanager_webhook, name="api-alertmanager"),
+    path("api/v1/changes", api.external_change, name="api-changes"),
+    path("api/v1/incidents/<int:pk>", api.incident_json, name="api-incident"),
+    path("", include("incidents.handoffs.urls")),  # handoffs, handoffs_md, handoff, handoff_md
 ]

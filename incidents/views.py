@@ -1,28 +1,257 @@
-"""Incident pages (foundation version: list and detail; the incident page grows its panels)."""
+"""Incident pages: the list, the incident (timeline, evidence, hypotheses, actions inside), its history, alerts.
+
+The incident page renders as of the cursor; without ``t`` it renders as of the
+onset and every link carries ``t=onset`` (the default cursor is the incident start).
+Query counts are bounded: the timeline and the evidence list are capped/paginated.
+"""
 
 from __future__ import annotations
 
-from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+import logging
+from dataclasses import dataclass
+from datetime import datetime
 
-from incidents.models import Alert, Incident
+from django.core.paginator import Paginator
+from django.db.models import Count, Prefetch, Q
+from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseForbidden
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HttpResponseStopPolling
+
+from collectors.inventory import neighbour_change_times
+from collectors.models import EntityVersion
+from incidents import services
+from incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
+from incidents.models import Alert, AuditEntry, Citation, Hypothesis, Incident, IncidentSubject, Observation
 from rcaweb.http import RcaRequest
+from rcaweb.roles import can_respond
+
+logger = logging.getLogger(__name__)
+
+TIMELINE_KINDS = (
+    "event",
+    "change",
+    "telemetry_anomaly",
+    "job_state",
+    "pod_state",
+    "node_state",
+    "gpu_state",
+    "queue_state",
+    "project_state",
+)
+TIMELINE_MAX = 300
+EVIDENCE_PAGE = 50
+RELATED_SHOWN = 24
+FRAGMENTS = {
+    "collection-progress": "progress",
+    "evidence": "evidence",
+    "status-panel": "status",
+    "timeline": "timeline",
+}
+
+
+@dataclass
+class Row:
+    """One timeline row: an alert or an observation, on the incident's time axis."""
+
+    time: datetime
+    kind: str
+    source: str
+    text: str
+    entity: object = None
+    url: str = ""
+    error: str = ""
 
 
 @require_GET
 def incident_list(request: RcaRequest) -> HttpResponse:
-    incidents = Incident.objects.select_related("cluster").order_by("-onset")[:200]
-    return render(request, "incidents/incident_list.html", {"incidents": incidents})
+    form = IncidentFilterForm(request.GET)
+    if not form.is_valid():
+        return render(request, "incidents/incident_list.html", {"form": form, "page": None}, status=400)
+    qs = form.filter(Incident.objects.select_related("cluster").annotate(n_alerts=Count("alerts")))
+    page = Paginator(qs.order_by("-onset", "-id"), 50).get_page(form.cleaned_data.get("page") or 1)
+    return render(request, "incidents/incident_list.html", {"form": form, "page": page})
+
+
+def _get_incident(pk: int) -> Incident:
+    return get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
+
+
+@require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
+def incident_detail(request: RcaRequest, pk: int) -> HttpResponse:
+    incident = _get_incident(pk)
+    cursor = request.cursor if not request.cursor.live else request.cursor.moved_to(incident.onset)
+    if request.method == "POST":
+        return _act(request, incident, cursor)
+    fragment = FRAGMENTS.get(request.htmx.target or "") if request.htmx else None
+    if fragment == "progress" and incident.collection_state in ("done", "failed"):
+        resp = render(
+            request, "incidents/incident_detail.html#progress", {"incident": incident, "cursor": cursor}
+        )
+        return HttpResponseStopPolling(resp.content)
+    ctx = _detail_context(request, incident, cursor, fragment)
+    template = "incidents/incident_detail.html" + (f"#{fragment}" if fragment else "")
+    return render(request, template, ctx)
+
+
+def _act(request: RcaRequest, incident: Incident, cursor) -> HttpResponse:  # type: ignore[no-untyped-def]
+    """The POST branch: one button per transition, acknowledge, owner. PRG; htmx gets the status panel back."""
+    if not can_respond(request.user):
+        return HttpResponseForbidden("Your role is viewer: changing incidents needs the responder role.\n")
+    rid = getattr(request, "request_id", "")
+    try:
+        if "ack" in request.POST:
+            services.acknowledge(incident, request.user, rid)
+        elif "status" in request.POST:
+            form = StatusForm(request.POST)
+            if not form.is_valid():
+                return HttpResponseBadRequest(f"status: {form.errors['status'][0]}\n")
+            services.set_status(incident, form.cleaned_data["status"], request.user, rid)
+        elif "owner" in request.POST:
+            owner_form = OwnerForm(request.POST)
+            if not owner_form.is_valid():
+                return HttpResponseBadRequest(f"owner: {owner_form.errors['owner'][0]}\n")
+            services.assign_owner(incident, owner_form.cleaned_data["owner"], request.user, rid)
+        else:
+            return HttpResponseBadRequest("Nothing to do: send status=<new status>, ack, or owner.\n")
+    except services.TransitionError as exc:
+        return HttpResponseBadRequest(f"{exc}\n")
+    if request.htmx:
+        ctx = {
+            "incident": incident,
+            "cursor": cursor,
+            "transitions": services.allowed_transitions(incident.status),
+            "responder": True,
+        }
+        return render(request, "incidents/incident_detail.html#status", ctx)
+    return redirect(cursor.link(incident.get_absolute_url()))
+
+
+def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: str | None) -> dict:  # type: ignore[no-untyped-def]
+    ctx: dict = {
+        "incident": incident,
+        "cursor": cursor,
+        "cursor_anchor": ("incident start", incident.onset),
+        "transitions": services.allowed_transitions(incident.status),
+        "responder": can_respond(request.user),
+        "duration": (incident.window_end or incident.resolved_at or cursor.t) - incident.onset,
+    }
+    if fragment in (None, "evidence"):
+        page = ctx["evidence"] = _evidence_page(request, incident)
+        base = incident.get_absolute_url()
+        if page.has_previous():
+            ctx["evidence_prev_url"] = cursor.link(f"{base}?page={page.previous_page_number()}")
+        if page.has_next():
+            ctx["evidence_next_url"] = cursor.link(f"{base}?page={page.next_page_number()}")
+    if fragment in (None, "timeline"):
+        ctx["timeline"], ctx["timeline_truncated"] = _timeline(incident)
+    if fragment is not None:
+        return ctx
+    links = list(
+        IncidentSubject.objects.filter(incident=incident)
+        .select_related("entity", "entity__cluster")
+        .order_by("role", "entity__kind", "entity__name")
+    )
+    subjects = [s for s in links if s.role == "subject"]
+    related = [s for s in links if s.role != "subject"]
+    shown = subjects + related[:RELATED_SHOWN]
+    versions = {
+        v.entity_id: v
+        for v in EntityVersion.objects.as_of(cursor.t)
+        .filter(entity_id__in=[s.entity_id for s in shown])
+        .only("entity_id", "phase", "deleted", "valid_from")
+    }
+    ids = [s.entity_id for s in subjects] or [s.entity_id for s in shown]
+    prev_change, next_change = neighbour_change_times(ids, cursor.t) if ids else (None, None)
+    ctx.update(
+        subjects=[(s, versions.get(s.entity_id)) for s in subjects],
+        related=[(s, versions.get(s.entity_id)) for s in related[:RELATED_SHOWN]],
+        related_more=max(0, len(related) - RELATED_SHOWN),
+        alerts=list(incident.alerts.order_by("starts_at", "id")),
+        related_incidents=list(incident.related.order_by("-onset")[:20]),
+        hypotheses=list(
+            Hypothesis.objects.filter(incident=incident)
+            .select_related("subject", "subject__cluster")
+            .prefetch_related(
+                Prefetch("citation_set", queryset=Citation.objects.select_related("observation")), "actions"
+            )
+        ),
+        cursor_prev_change=prev_change,
+        cursor_next_change=next_change,
+        hypotheses_templates=["incidents/_hypotheses.html", "incidents/_hypotheses_basic.html"],
+        handoff_templates=["incidents/_handoff_panel.html", "incidents/_handoff_basic.html"],
+    )
+    return ctx
+
+
+def _evidence_page(request: RcaRequest, incident: Incident):  # type: ignore[no-untyped-def]
+    qs = (
+        Observation.objects.filter(incident=incident)
+        .defer("content")
+        .select_related("entity", "entity__cluster")
+        .order_by("observed_at", "id")
+    )
+    kind = request.GET.get("kind", "")
+    if kind:
+        qs = qs.filter(kind=kind[:48])
+    if request.GET.get("errors") == "1":
+        qs = qs.exclude(error="")
+    return Paginator(qs, EVIDENCE_PAGE).get_page(request.GET.get("page"))
+
+
+def _timeline(incident: Incident) -> tuple[list[Row], bool]:
+    """Alerts and observations interleaved on one axis (bounded; states only when they say something new)."""
+    rows: list[Row] = []
+    for a in incident.alerts.order_by("starts_at", "id"):
+        rows.append(
+            Row(
+                a.starts_at,
+                "alert",
+                "alert",
+                f"{a.name} fired ({a.severity or 'no severity'})",
+                url=a.get_absolute_url(),
+            )
+        )
+        if a.ends_at:
+            rows.append(Row(a.ends_at, "alert", "alert", f"{a.name} resolved", url=a.get_absolute_url()))
+    obs = (
+        Observation.objects.filter(incident=incident)
+        .filter(Q(kind__in=TIMELINE_KINDS) | ~Q(error=""))
+        .only("observed_at", "kind", "source", "summary", "error", "entity", "locator")
+        .select_related("entity", "entity__cluster")
+        .order_by("observed_at", "id")[: TIMELINE_MAX + 1]
+    )
+    obs = list(obs)
+    for o in obs[:TIMELINE_MAX]:
+        rows.append(
+            Row(o.observed_at, o.kind, o.source, o.summary or o.locator, entity=o.entity, error=o.error)
+        )
+    rows.sort(key=lambda r: r.time)
+    return rows, len(obs) > TIMELINE_MAX
 
 
 @require_GET
-def incident_detail(request: RcaRequest, pk: int) -> HttpResponse:
-    incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
-    return render(request, "incidents/incident_detail.html", {"incident": incident})
+def incident_history(request: RcaRequest, pk: int) -> HttpResponse:
+    incident = _get_incident(pk)
+    cursor = request.cursor if not request.cursor.live else request.cursor.moved_to(incident.onset)
+    handoff_ids = list(incident.handoffs.values_list("id", flat=True))
+    entries = AuditEntry.objects.filter(
+        Q(target_type="incident", target_id=incident.pk)
+        | Q(target_type="handoffnote", target_id__in=handoff_ids)
+    ).order_by("-time", "-id")
+    page = Paginator(entries, 100).get_page(request.GET.get("page"))
+    ctx = {
+        "incident": incident,
+        "cursor": cursor,
+        "cursor_anchor": ("incident start", incident.onset),
+        "page": page,
+    }
+    return render(request, "incidents/incident_history.html", ctx)
 
 
 @require_GET
 def alert_detail(request: RcaRequest, pk: int) -> HttpResponse:
-    alert = get_object_or_404(Alert, pk=pk)
+    alert = get_object_or_404(Alert.objects.select_related("incident"), pk=pk)
     return render(request, "incidents/alert_detail.html", {"alert": alert})

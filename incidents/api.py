@@ -1,0 +1,337 @@
+"""The JSON API (CONVENTIONS 17): plain views behind ``@bearer_token``, ``{"error": ...}`` on 400/401/413.
+
+- ``POST /api/v1/alerts/alertmanager``: the Alertmanager webhook (version "4").
+- ``POST /api/v1/changes``: an external change (CI/CD, a scheduler admin UI) joins the change history.
+- ``GET /api/v1/incidents/<id>``: the incident page's facts as JSON (token or session).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity
+from incidents import intake
+from incidents.evidence import iso
+from incidents.intake import PayloadError, parse_rfc3339
+from incidents.models import Incident
+
+logger = logging.getLogger(__name__)
+
+CHANGE_KINDS = ("project", "queue", "job", "pod", "node", "gpu")
+
+
+def error(message: str, status: int) -> JsonResponse:
+    resp = JsonResponse({"error": message}, status=status)
+    if status == 401:
+        resp["WWW-Authenticate"] = 'Bearer realm="rcaweb"'
+    return resp
+
+
+def token_ok(header: str) -> bool:
+    """``Bearer <token>`` (Alertmanager's ``http_config.authorization``), or Basic with the token as password.
+
+    Every configured token is compared, in constant time, so timing says nothing about which one matched.
+    """
+    scheme, _, value = (header or "").strip().partition(" ")
+    value = value.strip()
+    if scheme.lower() == "basic":
+        import base64
+        import binascii
+
+        try:
+            value = base64.b64decode(value, validate=True).decode("utf-8").partition(":")[2]
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+    elif scheme.lower() != "bearer":
+        return False
+    if not value:
+        return False
+    matched = False
+    for token in settings.WEBHOOK_TOKENS:
+        matched |= hmac.compare_digest(value.encode(), token.encode())
+    return matched
+
+
+def bearer_token(view: Callable[..., HttpResponse] | None = None, *, allow_session: bool = False) -> Any:
+    """401 unless the request carries a valid webhook token (or, with ``allow_session``, a logged-in user)."""
+
+    def decorate(fn: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(fn)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            session_ok = allow_session and request.user.is_authenticated
+            if not session_ok and not token_ok(request.headers.get("Authorization", "")):
+                what = "missing" if not request.headers.get("Authorization") else "wrong"
+                return error(
+                    f"authorization {what}: send 'Authorization: Bearer <RCAWEB_WEBHOOK_TOKEN>'", 401
+                )
+            return fn(request, *args, **kwargs)
+
+        return csrf_exempt(wrapper)
+
+    return decorate(view) if view is not None else decorate
+
+
+def read_json(request: HttpRequest) -> Any:
+    """The body as JSON; raises PayloadError with 413 (over DATA_UPLOAD_MAX_MEMORY_SIZE) or 400."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        raise PayloadError("", f"body larger than {limit} bytes", status=413)
+    if limit and len(body) > limit:  # chunked bodies carry no Content-Length
+        raise PayloadError("", f"body larger than {limit} bytes", status=413)
+    # Content-Type is not checked: Alertmanager sends application/json, but curl tests often do not.
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise PayloadError("", "JSON nested too deeply")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise PayloadError("", f"body is not JSON: {exc}")
+
+
+@require_POST
+@bearer_token
+def alertmanager_webhook(request: HttpRequest) -> HttpResponse:
+    try:
+        payload = read_json(request)
+        result = intake.ingest_alertmanager(payload)
+    except PayloadError as exc:
+        logger.info("rejected Alertmanager notification: %s", exc)
+        return error(str(exc), exc.status)
+    return JsonResponse({"status": "ok", **result.as_dict()})
+
+
+#
+# External changes
+#
+
+
+def _field(payload: dict, key: str, *, required: bool = False, max_len: int = 500) -> str:
+    value = payload.get(key)
+    if value is None or value == "":
+        if required:
+            raise PayloadError(key, "missing")
+        return ""
+    if not isinstance(value, str):
+        raise PayloadError(key, "expected a string")
+    if len(value) > max_len:
+        raise PayloadError(key, f"longer than {max_len} characters")
+    return value
+
+
+def validate_change(payload: Any) -> dict[str, Any]:
+    """``{"time", "cluster", "target": {"kind", "namespace", "name"}, "what", "actor", "source", "link",
+    "field"?, "old"?, "new"?}``."""
+    if not isinstance(payload, dict):
+        raise PayloadError("", "expected a JSON object")
+    out: dict[str, Any] = {
+        "time": parse_rfc3339(payload.get("time"), "time"),
+        "cluster": _field(payload, "cluster", required=True, max_len=63),
+        "what": _field(payload, "what", required=True),
+        "actor": _field(payload, "actor", max_len=200),
+        "source": _field(payload, "source", max_len=100),
+        "link": _field(payload, "link", max_len=200),
+        "field": _field(payload, "field", max_len=200) or "external",
+    }
+    if out["link"] and not out["link"].startswith(("http://", "https://")):
+        raise PayloadError("link", "expected an http(s) URL")
+    target = payload.get("target")
+    if not isinstance(target, dict):
+        raise PayloadError("target", "expected an object {kind, namespace, name}")
+    kind = _field(target, "kind", required=True, max_len=16)
+    if kind not in CHANGE_KINDS:
+        raise PayloadError("target.kind", f"expected one of {', '.join(CHANGE_KINDS)}, got {kind!r}")
+    try:
+        name = _field(target, "name", required=True, max_len=253)
+        namespace = _field(target, "namespace", max_len=253)
+    except PayloadError as exc:
+        raise PayloadError(f"target.{exc.path}", str(exc).split(": ", 1)[-1])
+    if kind in NAMESPACED_KINDS and not namespace:
+        raise PayloadError("target.namespace", f"a {kind} needs its namespace")
+    out["target"] = {"kind": kind, "namespace": namespace if kind in NAMESPACED_KINDS else "", "name": name}
+    for key in ("old", "new"):
+        value = payload.get(key)
+        if value is not None and len(json.dumps(value)) > 4000:
+            raise PayloadError(key, "larger than 4000 characters of JSON")
+        out[key] = value
+    return out
+
+
+def record_change(data: dict[str, Any]) -> tuple[Change, bool]:
+    """Store an external change on the shared change axis; an identical resend is not stored twice."""
+    cluster = Cluster.objects.filter(name=data["cluster"]).first()
+    if cluster is None:
+        raise PayloadError("cluster", f"unknown cluster {data['cluster']!r}")
+    t = data["target"]
+    entity = Entity.objects.filter(
+        cluster=cluster, kind=t["kind"], namespace=t["namespace"], name=t["name"]
+    ).first()
+    target_text = f"{t['kind']} {t['namespace'] + '/' if t['namespace'] else ''}{t['name']}"
+    summary = data["what"] if entity else f"{data['what']} (target {target_text}, not in the inventory)"
+    if data["source"]:
+        summary = f"{summary} [via {data['source']}]"
+    with transaction.atomic():
+        return Change.objects.get_or_create(
+            cluster=cluster,
+            entity=entity,
+            kind=t["kind"],
+            time=data["time"],
+            field=data["field"][:200],
+            source="external",
+            actor=data["actor"],
+            summary=summary[:500],
+            link=data["link"],
+            defaults={"old": data["old"], "new": data["new"]},
+        )
+
+
+@require_POST
+@bearer_token
+def external_change(request: HttpRequest) -> HttpResponse:
+    try:
+        data = validate_change(read_json(request))
+        change, created = record_change(data)
+    except PayloadError as exc:
+        return error(str(exc), exc.status)
+    return JsonResponse(
+        {"status": "ok", "id": change.pk, "created": created, "entity": change.entity_id},
+        status=201 if created else 200,
+    )
+
+
+#
+# Incidents
+#
+
+
+@require_GET
+@bearer_token(allow_session=True)
+def incident_json(request: HttpRequest, pk: int) -> HttpResponse:
+    incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
+    return JsonResponse(incident_facts(incident, request))
+
+
+MAX_API_OBSERVATIONS = 2000
+
+
+def incident_facts(incident: Incident, request: HttpRequest | None = None) -> dict[str, Any]:
+    """Everything the incident page shows, as plain data (same queries as the page, bounded)."""
+    from incidents.models import IncidentSubject
+
+    def url(path: str) -> str:
+        return request.build_absolute_uri(path) if request is not None else path
+
+    subjects = IncidentSubject.objects.filter(incident=incident).select_related("entity", "entity__cluster")
+    observations = list(incident.observations.order_by("observed_at", "id")[: MAX_API_OBSERVATIONS + 1])
+    hypotheses = incident.hypotheses.prefetch_related("citation_set", "actions")
+    return {
+        "id": incident.pk,
+        "url": url(incident.get_absolute_url()),
+        "title": incident.title,
+        "status": incident.status,
+        "severity": incident.severity,
+        "cluster": incident.cluster.name if incident.cluster else None,
+        "onset": iso(incident.onset),
+        "window": {"start": iso(incident.window_start), "end": iso(incident.window_end)},
+        "resolved_at": iso(incident.resolved_at),
+        "owner": incident.owner,
+        "unresolved_subject": incident.unresolved_subject,
+        "collection": {"state": incident.collection_state, "collected_at": iso(incident.collected_at)},
+        "related_incidents": list(incident.related.values_list("id", flat=True)),
+        "subjects": [
+            {
+                "kind": s.entity.kind,
+                "cluster": s.entity.cluster.name,
+                "namespace": s.entity.namespace,
+                "name": s.entity.name,
+                "role": s.role,
+                "url": url(s.entity.get_absolute_url()),
+            }
+            for s in subjects
+        ],
+        "alerts": [
+            {
+                "id": a.pk,
+                "name": a.name,
+                "status": a.status,
+                "severity": a.severity,
+                "fingerprint": a.fingerprint,
+                "labels": a.labels,
+                "annotations": a.annotations,
+                "starts_at": iso(a.starts_at),
+                "ends_at": iso(a.ends_at),
+            }
+            for a in incident.alerts.order_by("starts_at", "id")
+        ],
+        "observations": [
+            {
+                "id": o.pk,
+                "kind": o.kind,
+                "source": o.source,
+                "locator": o.locator,
+                "observed_at": iso(o.observed_at),
+                "collected_at": iso(o.collected_at),
+                "summary": o.summary,
+                "error": o.error or None,
+                "entity_id": o.entity_id,
+                "content": o.content,
+            }
+            for o in observations[:MAX_API_OBSERVATIONS]
+        ],
+        "observations_truncated": len(observations) > MAX_API_OBSERVATIONS,
+        "hypotheses": [
+            {
+                "id": h.pk,
+                "code": h.code,
+                "statement": h.statement,
+                "status": h.status,
+                "confidence": h.confidence,
+                "rank": h.rank,
+                "why": h.why,
+                "next_questions": h.next_questions,
+                "evidence": [{"observation": c.observation_id, "role": c.role} for c in h.citation_set.all()],
+                "actions": [a.pk for a in h.actions.all()],
+            }
+            for h in hypotheses
+        ],
+        "actions": [
+            {
+                "id": a.pk,
+                "hypothesis": a.hypothesis_id,
+                "title": a.title,
+                "command": a.command,
+                "impact": a.impact,
+                "verify": a.verify,
+                "rollback": a.rollback,
+                "rank": a.rank,
+            }
+            for a in incident.actions.all()
+        ],
+        "handoff_notes": [
+            {
+                "id": n.pk,
+                "author": n.author_name,
+                "created": iso(n.created),
+                "updated": iso(n.updated),
+                "summary": n.summary,
+                "checked": n.checked,
+                "missing": n.missing,
+                "next_steps": n.next_steps,
+                "owner": n.owner,
+            }
+            for n in incident.handoffs.all()
+        ],
+    }

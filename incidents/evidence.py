@@ -1,0 +1,447 @@
+"""Freeze an incident's evidence into Observations, with provenance, so it outlives event TTL and retention.
+
+Window: [onset − 1 h, resolution or now]. For every subject and related entity:
+object states (one observation per inventory version overlapping the window),
+Kubernetes events, changes (inventory diffs and external ones), DCGM series
+(live from Prometheus when the cluster has one, else the downsampled
+TelemetrySample points), previous-container logs of failing pods, and the
+alerts themselves. A source that fails becomes an observation with ``error``.
+
+Idempotent: every fact has a ``dedup_key``; a rerun adds new facts, refreshes
+changed ones (a version that closed, more series points — merged, never
+dropped) and leaves the rest alone, so a worker killed mid-way can rerun.
+The observation vocabulary (kinds and content shapes) is read by
+``incidents.diagnosis``: add keys freely, never rename.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent
+from incidents import telemetry
+from incidents.models import Alert, Incident, IncidentSubject, Observation
+
+logger = logging.getLogger(__name__)
+
+LOOKBACK = timedelta(hours=1)
+MAX_STATE_OBSERVATIONS = 3000
+MAX_EVENTS = 2000
+MAX_CHANGES = 1000
+MAX_LOG_PODS = 5
+STATE_SOURCES = {"pod": "k8s", "job": "k8s", "node": "k8s", "gpu": "prometheus"}
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
+
+
+@dataclass
+class Batch:
+    """Observations of one collection run, keyed by dedup_key (the last one for a key wins)."""
+
+    incident: Incident
+    collected_at: datetime
+    items: dict[str, Observation] = field(default_factory=dict)
+
+    def add(
+        self,
+        *,
+        kind: str,
+        source: str,
+        locator: str,
+        observed_at: datetime,
+        content: dict,
+        key: str,
+        entity: Entity | None = None,
+        summary: str = "",
+        error: str = "",
+    ) -> None:
+        self.items[key] = Observation(
+            incident=self.incident,
+            entity=entity,
+            source=source,
+            kind=kind,
+            locator=locator[:1000],
+            observed_at=observed_at,
+            collected_at=self.collected_at,
+            content=content,
+            summary=summary[:500],
+            error=error,
+            dedup_key=key[:300],
+        )
+
+
+def collect_evidence(incident_id: int, now: datetime | None = None) -> int:
+    """Collect (or re-collect) the incident's evidence; returns how many observations were written or refreshed."""
+    now = now or timezone.now()
+    Incident.objects.filter(pk=incident_id).update(collection_state="running")
+    try:
+        incident = Incident.objects.select_related("cluster").get(pk=incident_id)
+        start = incident.window_start or (incident.onset - LOOKBACK)
+        end = incident.window_end or incident.resolved_at or now
+        if end < incident.onset:
+            end = incident.onset
+        batch = Batch(incident, now)
+        links = list(
+            IncidentSubject.objects.filter(incident=incident).select_related("entity", "entity__cluster")
+        )
+        entities = [s.entity for s in links]
+        collect_alerts(batch)
+        collect_states(batch, entities, start, end)
+        collect_events(batch, entities, start, end)
+        collect_changes(batch, entities, start, end)
+        telemetry.collect_dcgm(batch, incident.cluster, links, start, end)
+        collect_logs(batch, incident.cluster, links, start, end)
+        written = save(batch)
+    except Exception:
+        Incident.objects.filter(pk=incident_id).update(collection_state="failed")
+        logger.exception("evidence collection for incident %s failed", incident_id)
+        raise
+    Incident.objects.filter(pk=incident_id).update(collection_state="done", collected_at=now)
+    run_diagnosis(incident_id)
+    return written
+
+
+def run_diagnosis(incident_id: int) -> None:
+    """Hand over to the diagnosis (``incidents.diagnose``) when it is installed; hypotheses stay empty otherwise."""
+    try:
+        diagnose = importlib.import_module("incidents.diagnose")
+    except ImportError:
+        return
+    try:
+        diagnose.diagnose_incident(incident_id)
+        Incident.objects.filter(pk=incident_id).update(diagnosed_at=timezone.now())
+    except Exception:
+        logger.exception("diagnosis of incident %s failed", incident_id)
+
+
+#
+# Save: insert new facts, refresh changed ones
+#
+
+
+def save(batch: Batch) -> int:
+    if not batch.items:
+        return 0
+    existing = {
+        key: (pk, content, error)
+        for key, pk, content, error in Observation.objects.filter(
+            incident=batch.incident, dedup_key__in=list(batch.items)
+        ).values_list("dedup_key", "id", "content", "error")
+    }
+    new = [o for k, o in batch.items.items() if k not in existing]
+    written = 0
+    with transaction.atomic():
+        Observation.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)
+        written += len(new)
+        for key, obs in batch.items.items():
+            if key not in existing:
+                continue
+            pk, content, error = existing[key]
+            if obs.kind == "dcgm_series" and not obs.error:
+                obs.content = telemetry.merge_points(content, obs.content)
+            if (content, error) != (obs.content, obs.error):
+                Observation.objects.filter(pk=pk).update(
+                    content=obs.content,
+                    error=obs.error,
+                    summary=obs.summary,
+                    collected_at=obs.collected_at,
+                    observed_at=obs.observed_at,
+                )
+                written += 1
+    return written
+
+
+#
+# Alerts, states, events, changes
+#
+
+
+def collect_alerts(batch: Batch) -> None:
+    for a in Alert.objects.filter(incident=batch.incident):
+        content = {
+            "name": a.name,
+            "status": a.status,
+            "labels": a.labels,
+            "annotations": a.annotations,
+            "starts_at": iso(a.starts_at),
+            "ends_at": iso(a.ends_at),
+        }
+        batch.add(
+            kind="alert",
+            source="alert",
+            locator=a.generator_url or f"alertmanager {a.group_key}",
+            observed_at=a.starts_at,
+            content=content,
+            key=f"alert:{a.pk}:firing",
+            summary=f"alert {a.name} fired ({a.severity or 'no severity'})",
+        )
+        if a.status == "resolved" and a.ends_at:
+            batch.add(
+                kind="alert",
+                source="alert",
+                locator=a.generator_url or f"alertmanager {a.group_key}",
+                observed_at=a.ends_at,
+                content=content,
+                key=f"alert:{a.pk}:resolved",
+                summary=f"alert {a.name} resolved",
+            )
+
+
+def api_path(entity: Entity, scheduler: str = "") -> str:
+    """Where the fact lives in the cluster's API (what ``kubectl get --raw`` would read)."""
+    ns, name = entity.namespace, entity.name
+    if entity.kind == "pod":
+        return f"/api/v1/namespaces/{ns}/pods/{name}"
+    if entity.kind == "job":
+        return f"/apis/batch/v1/namespaces/{ns}/jobs/{name}"
+    if entity.kind == "node":
+        return f"/api/v1/nodes/{name}"
+    if entity.kind == "gpu":
+        return f'DCGM_FI_DEV_GPU_UTIL{{UUID="{name}"}}'
+    if scheduler == "kueue":
+        return f"/apis/kueue.x-k8s.io/v1beta1/clusterqueues/{name}"
+    return f"/apis/scheduling.run.ai/v2/queues/{name}"
+
+
+def state_summary(kind: str, name: str, version: EntityVersion) -> str:
+    """One line for the timeline: phase and, for scheduler decisions, the condition's reason and message."""
+    st = version.state or {}
+    if version.deleted:
+        return f"{kind} {name} deleted"
+    bits = [f"{kind} {name}"]
+    if version.phase:
+        bits.append(version.phase)
+    sched = st.get("scheduling") or (st.get("conditions") or {}).get("PodScheduled")
+    if isinstance(sched, dict) and sched.get("status") == "False":
+        bits.append(f"{sched.get('reason', '')}: {sched.get('message', '')}".strip(": "))
+    if kind in ("queue", "project") and st.get("quota_gpus") is not None:
+        bits.append(f"quota {st.get('quota_gpus')} GPUs, limit {st.get('limit_gpus')}")
+    if kind == "node" and st.get("unschedulable"):
+        bits.append("cordoned")
+    if kind == "node" and version.gpus_allocatable is not None:
+        bits.append(f"{version.gpus_allocatable}/{version.gpus} GPUs allocatable")
+    return " · ".join(b for b in bits if b)
+
+
+def collect_states(batch: Batch, entities: list[Entity], start: datetime, end: datetime) -> None:
+    by_id = {e.pk: e for e in entities}
+    qs = (
+        EntityVersion.objects.overlapping(start, end).filter(entity_id__in=list(by_id)).order_by("valid_from")
+    )
+    for v in qs[:MAX_STATE_OBSERVATIONS]:
+        ent = by_id[v.entity_id]
+        scheduler = ent.cluster.scheduler if ent.kind in ("queue", "project") else ""
+        source = STATE_SOURCES.get(ent.kind) or (scheduler if scheduler in ("kai", "kueue") else "k8s")
+        content = {"state": v.state, "valid_from": iso(v.valid_from), "valid_to": iso(v.valid_to)}
+        if v.deleted:
+            content["deleted"] = True
+        batch.add(
+            kind=f"{ent.kind}_state",
+            source=source,
+            locator=api_path(ent, scheduler),
+            observed_at=v.valid_from,
+            content=content,
+            key=f"state:{v.pk}",
+            entity=ent,
+            summary=state_summary(ent.kind, f"{ent.namespace + '/' if ent.namespace else ''}{ent.name}", v),
+        )
+
+
+def collect_events(batch: Batch, entities: list[Entity], start: datetime, end: datetime) -> None:
+    """Events of these objects, and of the PodGroup/Workload a job's scheduler keeps for it."""
+    wanted = {
+        (e.kind.capitalize(), e.namespace, e.name): e for e in entities if e.kind in ("pod", "job", "node")
+    }
+    jobs = {(e.namespace, e.name): e for e in entities if e.kind == "job"}
+    clusters = {e.cluster_id for e in entities}
+    if not wanted:
+        return
+    names = Q(involved_name__in={k[2] for k in wanted})
+    for ns, job in jobs:
+        names |= Q(
+            involved_kind__in=("PodGroup", "Workload"), involved_namespace=ns, involved_name__contains=job
+        )
+    qs = (
+        KubeEvent.objects.filter(cluster_id__in=clusters, last_time__gte=start, first_time__lte=end)
+        .filter(names)
+        .order_by("last_time")[:MAX_EVENTS]
+    )
+    for ev in qs:
+        ent = wanted.get((ev.involved_kind, ev.involved_namespace, ev.involved_name))
+        if ent is None and ev.involved_kind in ("PodGroup", "Workload"):
+            ent = next(
+                (
+                    j
+                    for (ns, name), j in jobs.items()
+                    if ns == ev.involved_namespace and name in ev.involved_name
+                ),
+                None,
+            )
+        if ent is None:
+            continue
+        content = {
+            "reason": ev.reason,
+            "message": ev.message,
+            "type": ev.type,
+            "count": ev.count,
+            "component": ev.component,
+            "involved": {
+                "kind": ev.involved_kind,
+                "namespace": ev.involved_namespace,
+                "name": ev.involved_name,
+            },
+            "first_time": iso(ev.first_time),
+            "last_time": iso(ev.last_time),
+        }
+        ns = ev.involved_namespace or ev.namespace
+        locator = (
+            f"/api/v1/namespaces/{ns}/events?fieldSelector=involvedObject.name={ev.involved_name}"
+            if ns
+            else f"/api/v1/events?fieldSelector=involvedObject.name={ev.involved_name}"
+        )
+        batch.add(
+            kind="event",
+            source="k8s",
+            locator=locator,
+            observed_at=ev.last_time,
+            content=content,
+            key=f"event:{ev.cluster_id}:{ev.uid}:{ev.count}",
+            entity=ent,
+            summary=f"{ev.type} {ev.reason} on {ev.involved_kind.lower()} {ev.involved_name}: {ev.message}",
+        )
+
+
+def collect_changes(batch: Batch, entities: list[Entity], start: datetime, end: datetime) -> None:
+    ids = [e.pk for e in entities]
+    qs = (
+        Change.objects.filter(entity_id__in=ids, time__gte=start, time__lte=end)
+        .select_related("entity", "entity__cluster")
+        .order_by("time", "id")[:MAX_CHANGES]
+    )
+    for ch in qs:
+        ent = ch.entity
+        content = {
+            "field": ch.field,
+            "old": ch.old,
+            "new": ch.new,
+            "actor": ch.actor,
+            "source": ch.source,
+            "entity": {"kind": ent.kind, "namespace": ent.namespace, "name": ent.name} if ent else None,
+            "summary": ch.summary,
+            "link": ch.link,
+        }
+        what = ch.summary or f"{ch.field}: {_short(ch.old)} → {_short(ch.new)}"
+        batch.add(
+            kind="change",
+            source="change",
+            locator=ch.link or (api_path(ent, ent.cluster.scheduler) if ent else "change"),
+            observed_at=ch.time,
+            content=content,
+            key=f"change:{ch.pk}",
+            entity=ent,
+            summary=f"{ent or ''} {what}{' by ' + ch.actor if ch.actor else ''}".strip(),
+        )
+
+
+def _short(value: Any) -> str:
+    text = "∅" if value is None else str(value)
+    return text if len(text) <= 60 else text[:60] + "…"
+
+
+#
+# Logs of failing pods
+#
+
+
+def failing_containers(state: dict) -> list[str]:
+    """Containers that restarted or are waiting/terminated in error: their previous log says why."""
+    out = []
+    for c in state.get("containers") or []:
+        waiting = (c.get("state") or {}).get("waiting") or {}
+        last = (c.get("last_state") or {}).get("terminated") or {}
+        if c.get("restart_count") or waiting.get("reason") in ("CrashLoopBackOff", "Error") or last:
+            out.append(c.get("name") or "")
+    return out
+
+
+def collect_logs(
+    batch: Batch, cluster: Cluster | None, links: list[IncidentSubject], start: datetime, end: datetime
+) -> None:
+    pods = [s.entity for s in links if s.entity.kind == "pod"]
+    if cluster is None or not pods:
+        return
+    versions = (
+        EntityVersion.objects.overlapping(start, end)
+        .filter(entity__in=pods)
+        .order_by("entity_id", "-valid_from")
+    )
+    latest: dict[int, EntityVersion] = {}
+    for v in versions:
+        latest.setdefault(v.entity_id, v)
+    targets = [
+        (next(p for p in pods if p.pk == eid), c, v)
+        for eid, v in latest.items()
+        for c in failing_containers(v.state)
+    ]
+    if not targets:
+        return
+    try:
+        module = importlib.import_module("collectors.sources.kubernetes")
+        source = module.KubeSource(cluster)
+    except Exception as exc:  # no client module, or credentials that do not load: an absence, recorded
+        for pod, container, _ in targets[:MAX_LOG_PODS]:
+            _log_error(batch, pod, container, end, exc)
+        return
+    try:
+        for pod, container, _ in targets[:MAX_LOG_PODS]:
+            try:
+                text = source.pod_log(
+                    pod.namespace, pod.name, container=container or None, previous=True, tail_lines=200
+                )
+            except Exception as exc:
+                _log_error(batch, pod, container, end, exc)
+                continue
+            lines = text.splitlines()[-200:]
+            batch.add(
+                kind="log",
+                source="log",
+                locator=_log_path(pod, container),
+                observed_at=end,
+                content={"container": container, "previous": True, "lines": lines},
+                key=f"log:{pod.pk}:{container}:previous",
+                entity=pod,
+                summary=f"log of {pod.namespace}/{pod.name} [{container}] (previous): {lines[-1] if lines else '(empty)'}",
+            )
+    finally:
+        close = getattr(source, "close", None)
+        if close:
+            close()
+
+
+def _log_path(pod: Entity, container: str) -> str:
+    return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/log?container={container}&previous=true&tailLines=200"
+
+
+def _log_error(batch: Batch, pod: Entity, container: str, at: datetime, exc: Exception) -> None:
+    call = f"log {pod.namespace}/{pod.name} previous"
+    batch.add(
+        kind="log",
+        source="log",
+        locator=_log_path(pod, container),
+        observed_at=at,
+        content={"source": "k8s", "call": call},
+        key=f"log-error:{pod.pk}:{container}",
+        entity=pod,
+        summary=f"Kubernetes did not return the log of {pod.namespace}/{pod.name}",
+        error=f"Kubernetes: {exc}",
+    )

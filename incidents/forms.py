@@ -1,0 +1,67 @@
+"""Forms: the incident list filters (an invalid filter is a 400) and the incident page's actions."""
+
+from __future__ import annotations
+
+from django import forms
+
+from incidents.models import Incident
+from rcaweb.cursor import CursorError, parse_t
+
+
+class UtcTimeField(forms.CharField):
+    """``2026-11-29T03:12:00Z``: the same format as the cursor, with the same error."""
+
+    def to_python(self, value: str | None):  # type: ignore[override]
+        value = super().to_python(value)
+        if not value:
+            return None
+        try:
+            return parse_t(value)
+        except CursorError as exc:
+            raise forms.ValidationError(str(exc).replace("t=", "", 1))
+
+
+class IncidentFilterForm(forms.Form):
+    """``/incidents/?status=open&cluster=gpu-prod&project=vision&severity=critical&since=…&until=…``."""
+
+    status = forms.ChoiceField(
+        choices=[("", "any"), ("active", "not resolved"), *Incident.STATUSES], required=False
+    )
+    severity = forms.ChoiceField(choices=[("", "any"), *Incident.SEVERITIES], required=False)
+    cluster = forms.SlugField(max_length=63, required=False)
+    project = forms.CharField(max_length=253, required=False)
+    since = UtcTimeField(required=False, help_text="onset at or after (UTC)")
+    until = UtcTimeField(required=False, help_text="onset before (UTC)")
+    page = forms.IntegerField(min_value=1, max_value=10_000, required=False)
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("since") and data.get("until") and data["since"] >= data["until"]:
+            raise forms.ValidationError("since must be before until")
+        return data
+
+    def filter(self, qs):  # type: ignore[no-untyped-def]
+        d = self.cleaned_data
+        if d.get("status") == "active":
+            qs = qs.exclude(status="resolved")
+        elif d.get("status"):
+            qs = qs.filter(status=d["status"])
+        if d.get("severity"):
+            qs = qs.filter(severity=d["severity"])
+        if d.get("cluster"):
+            qs = qs.filter(cluster__name=d["cluster"])
+        if d.get("project"):
+            qs = qs.filter(subjects__kind="project", subjects__name=d["project"]).distinct()
+        if d.get("since"):
+            qs = qs.filter(onset__gte=d["since"])
+        if d.get("until"):
+            qs = qs.filter(onset__lt=d["until"])
+        return qs
+
+
+class StatusForm(forms.Form):
+    status = forms.ChoiceField(choices=Incident.STATUSES)
+
+
+class OwnerForm(forms.Form):
+    owner = forms.CharField(max_length=150, required=False, strip=True)

@@ -1,0 +1,404 @@
+"""Alerts become incidents: labels → subject entities → join an open incident or open one, link related ones.
+
+``group_alert`` is the one function that decides; each rule is a small helper
+named after it and tested on its own (tests/incidents/test_grouping.py).
+Nothing is ever dropped: labels that name nothing in the inventory still open
+an incident, with ``unresolved_subject`` saying which labels those were.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import Q
+
+from collectors.models import Cluster, Entity, EntityVersion
+from incidents.models import Alert, Incident, IncidentSubject
+
+logger = logging.getLogger(__name__)
+
+JOIN_GRACE = timedelta(
+    minutes=30
+)  # an alert up to this long after an incident's window closed still joins it
+EVIDENCE_LOOKBACK = timedelta(hours=1)  # evidence window starts this long before onset
+MAX_CANDIDATE_NODES = 64  # a pending job on a 1,000-node cluster: keep the first 64 candidates, not all
+MAX_RELATED = 600
+SEVERITY_ORDER = {"info": 0, "warning": 1, "critical": 2}
+SEVERITY_ALIASES = {
+    "page": "critical",
+    "error": "critical",
+    "high": "critical",
+    "fatal": "critical",
+    "warn": "warning",
+    "medium": "warning",
+    "low": "info",
+    "none": "info",
+    "notice": "info",
+}
+# Labels that identify something; everything else (instance, job, severity, ...) describes the rule.
+IDENTIFYING = (
+    "cluster",
+    "namespace",
+    "exported_namespace",
+    "pod",
+    "exported_pod",
+    "job_name",
+    "project",
+    "queue",
+    "node",
+    "Hostname",
+    "hostname",
+    "gpu",
+    "UUID",
+)
+
+
+@dataclass
+class Resolution:
+    """What an alert's labels name: entities found, and the labels that named nothing known."""
+
+    cluster: Cluster | None = None
+    subjects: list[Entity] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)
+
+    @property
+    def unresolved_key(self) -> str:
+        return ", ".join(self.unresolved)[:500]
+
+
+def group_alert(alert: Alert) -> Incident:
+    """Put ``alert`` into an incident (existing or new) and return it.
+
+    Rules, in order:
+      1. an alert already in an incident stays there (resends, resolutions) and only moves its window;
+      2. its labels resolve to subject entities (cluster, pod, job, project, queue, node, GPU);
+      3. it joins an open incident of the same cluster that has one of those subjects, within its window;
+      4. labels that resolved to nothing join an open incident with the same unresolved labels;
+      5. otherwise a new incident opens at the alert's start;
+      6. related entities (job → project, queue, pods, candidate nodes and their GPUs; node → GPUs, pods) attach;
+      7. open incidents sharing a faulty node or GPU with this one are linked.
+    ``incident.needs_evidence`` is True when the incident is new or grew (collect evidence again).
+    """
+    if alert.incident_id:  # rule 1
+        incident = Incident.objects.get(pk=alert.incident_id)
+        incident.needs_evidence = update_window(incident)
+        return incident
+    res = resolve_subjects(alert)  # rule 2
+    incident = find_open_incident(res, alert.starts_at)  # rule 3 and 4
+    if incident is None:  # rule 5
+        incident = open_incident(alert, res)
+    else:
+        escalate(incident, alert)
+    Alert.objects.filter(pk=alert.pk).update(incident=incident)
+    alert.incident = incident
+    attach_subjects(incident, res.subjects, role="subject")
+    attach_subjects(incident, related_entities(res.subjects, alert.starts_at), role="related")  # rule 6
+    link_related_incidents(incident)  # rule 7
+    update_window(incident)
+    incident.needs_evidence = True  # new, grown, or at least one more alert: all are new evidence
+    return incident
+
+
+#
+# Rule 2: labels -> entities
+#
+
+
+def resolve_cluster(labels: dict[str, str]) -> Cluster | None:
+    """The ``cluster`` label, or the only cluster rcaweb watches when the rule does not add one."""
+    name = labels.get("cluster", "")
+    if name:
+        return Cluster.objects.filter(name=name).first()
+    only = list(Cluster.objects.all()[:2])
+    return only[0] if len(only) == 1 else None
+
+
+def _entity(cluster: Cluster, kind: str, name: str, namespace: str = "") -> Entity | None:
+    return Entity.objects.filter(cluster=cluster, kind=kind, namespace=namespace, name=name).first()
+
+
+def resolve_subjects(alert: Alert) -> Resolution:
+    """Map identifying labels to inventory entities; what names nothing known goes to ``unresolved``.
+
+    dcgm-exporter variants: ``Hostname`` (classic) or ``hostname`` (current) name the node, ``UUID`` the GPU
+    and ``gpu`` is the GPU's index on that node; when Prometheus did not honour the exporter's labels the
+    workload is in ``exported_pod``/``exported_namespace`` (the plain ones then name the exporter itself).
+    """
+    labels = alert.labels
+    res = Resolution(cluster=resolve_cluster(labels))
+    if labels.get("cluster") and res.cluster is None:
+        res.unresolved.append(f"cluster={labels['cluster']}")
+    namespace = labels.get("exported_namespace") or labels.get("namespace", "")
+    pod = labels.get("exported_pod") or labels.get("pod", "")
+    node = labels.get("node") or labels.get("Hostname") or labels.get("hostname") or ""
+    wanted: list[tuple[str, str, str, str]] = []  # (kind, namespace, name, label text)
+    if pod and namespace:
+        wanted.append(("pod", namespace, pod, f"pod={namespace}/{pod}"))
+    if labels.get("job_name"):
+        wanted.append(("job", namespace, labels["job_name"], f"job_name={labels['job_name']}"))
+    for kind in ("project", "queue"):
+        if labels.get(kind):
+            wanted.append((kind, "", labels[kind], f"{kind}={labels[kind]}"))
+    if node:
+        wanted.append(("node", "", node, f"node={node}"))
+    if labels.get("UUID"):
+        wanted.append(("gpu", "", labels["UUID"], f"UUID={labels['UUID']}"))
+    for kind, ns, name, text in wanted:
+        ent = None
+        if res.cluster is not None:
+            ent = _entity(res.cluster, kind, name, ns)
+            if ent is None and kind == "job" and not ns:  # job_name without namespace: unique by name
+                found = list(Entity.objects.filter(cluster=res.cluster, kind="job", name=name)[:2])
+                ent = found[0] if len(found) == 1 else None
+        if ent is not None:
+            res.subjects.append(ent)
+        else:
+            res.unresolved.append(text)
+    if labels.get("gpu") and not labels.get("UUID"):
+        gpu = (
+            gpu_by_index(res.cluster, node, labels["gpu"], alert.starts_at) if res.cluster and node else None
+        )
+        if gpu is not None:
+            res.subjects.append(gpu)
+        else:
+            res.unresolved.append(f"gpu={node}/{labels['gpu']}")
+    if not res.subjects and not res.unresolved:
+        # Nothing identifying at all: the alert is its own subject (by name and its distinguishing labels).
+        rest = sorted(f"{k}={v}" for k, v in labels.items() if k not in ("severity", "alertname"))
+        res.unresolved.append(
+            f"alertname={labels.get('alertname', '')}" + (", " + ", ".join(rest) if rest else "")
+        )
+    return res
+
+
+def gpu_by_index(cluster: Cluster, node: str, index: str, at: datetime) -> Entity | None:
+    """A ``gpu`` label is an index on the node: find the GPU entity that had that index there at ``at``."""
+    try:
+        idx = int(index)
+    except ValueError:
+        return None
+    versions = EntityVersion.objects.filter(cluster=cluster, kind="gpu", node=node).select_related("entity")
+    current = [v for v in versions.as_of(at) if v.state.get("index") == idx]
+    if not current:  # the GPU vanished before the alert (Xid 79): take its last known version
+        current = [
+            v
+            for v in versions.filter(valid_from__lte=at).order_by("-valid_from")[:64]
+            if v.state.get("index") == idx
+        ]
+    return current[0].entity if current else None
+
+
+#
+# Rules 3-5: join or open
+#
+
+
+def find_open_incident(res: Resolution, starts_at: datetime) -> Incident | None:
+    """An unresolved incident with one of these subjects (or the same unresolved labels) whose window admits ``starts_at``."""
+    window = Q(window_end__isnull=True) | Q(window_end__gte=starts_at - JOIN_GRACE)
+    qs = Incident.objects.exclude(status="resolved").filter(window).order_by("onset", "id")
+    if res.subjects:
+        return (
+            qs.filter(incidentsubject__entity__in=res.subjects, incidentsubject__role="subject")
+            .distinct()
+            .first()
+        )
+    return qs.filter(cluster=res.cluster, unresolved_subject=res.unresolved_key).first()
+
+
+def normalize_severity(value: str) -> str:
+    v = (value or "").strip().lower()
+    v = SEVERITY_ALIASES.get(v, v)
+    return v if v in SEVERITY_ORDER else "warning"
+
+
+def open_incident(alert: Alert, res: Resolution) -> Incident:
+    subject = res.subjects[0] if res.subjects else None
+    summary = alert.annotations.get("summary", "")
+    about = f"{subject}" if subject else (res.unresolved_key or "unresolved")
+    title = f"{alert.name}: {summary}" if summary else f"{alert.name} on {about}"
+    return Incident.objects.create(
+        title=title[:300],
+        severity=normalize_severity(alert.severity),
+        cluster=res.cluster,
+        onset=alert.starts_at,
+        window_start=alert.starts_at - EVIDENCE_LOOKBACK,
+        unresolved_subject="" if res.subjects else (res.unresolved_key or "unresolved"),
+    )
+
+
+def escalate(incident: Incident, alert: Alert) -> None:
+    """A joining alert can raise the severity and move the onset earlier, never the reverse."""
+    sev = normalize_severity(alert.severity)
+    updates: dict[str, object] = {}
+    if SEVERITY_ORDER[sev] > SEVERITY_ORDER.get(incident.severity, 1):
+        updates["severity"] = sev
+    if alert.starts_at < incident.onset:
+        updates.update(onset=alert.starts_at, window_start=alert.starts_at - EVIDENCE_LOOKBACK)
+    if updates:
+        Incident.objects.filter(pk=incident.pk).update(**updates)
+        for k, v in updates.items():
+            setattr(incident, k, v)
+
+
+def update_window(incident: Incident) -> bool:
+    """All alerts resolved → the window closes at the last endsAt; one firing again → it reopens."""
+    alerts = list(Alert.objects.filter(incident=incident).values_list("status", "ends_at"))
+    firing = any(s == "firing" for s, _ in alerts)
+    end = None if firing or not alerts else max((e for _, e in alerts if e), default=None)
+    if end != incident.window_end:
+        Incident.objects.filter(pk=incident.pk).update(window_end=end)
+        incident.window_end = end
+        return True
+    return False
+
+
+#
+# Rule 6: related entities
+#
+
+
+def attach_subjects(incident: Incident, entities: list[Entity], *, role: str) -> bool:
+    """Attach entities not yet attached; an entity already a subject is never demoted to related."""
+    have = set(IncidentSubject.objects.filter(incident=incident).values_list("entity_id", flat=True))
+    if role == "subject":
+        promoted = IncidentSubject.objects.filter(
+            incident=incident, entity__in=[e.pk for e in entities], role="related"
+        ).update(role="subject")
+    else:
+        promoted = 0
+    new = [
+        IncidentSubject(incident=incident, entity=e, role=role) for e in _dedup(entities) if e.pk not in have
+    ]
+    IncidentSubject.objects.bulk_create(new[:MAX_RELATED], ignore_conflicts=True)
+    return bool(new) or bool(promoted)
+
+
+def _dedup(entities: list[Entity]) -> list[Entity]:
+    seen: dict[int, Entity] = {}
+    for e in entities:
+        seen.setdefault(e.pk, e)
+    return list(seen.values())
+
+
+def related_entities(subjects: list[Entity], at: datetime) -> list[Entity]:
+    """What an on-call engineer looks at next: a job's project, queue, pods, candidate nodes and their GPUs."""
+    out: list[Entity] = []
+    for ent in subjects:
+        version = EntityVersion.objects.as_of(at).filter(entity=ent).first() or (
+            EntityVersion.objects.filter(entity=ent, valid_from__lte=at).order_by("-valid_from").first()
+        )
+        hot = version or EntityVersion()
+        cluster = ent.cluster
+        if ent.kind == "pod":
+            out += _named(cluster, "job", [hot.job], ent.namespace)
+            out += _named(cluster, "node", [hot.node])
+            out += _named(cluster, "queue", [hot.queue]) + _named(cluster, "project", [hot.project])
+        elif ent.kind == "job":
+            out += _named(cluster, "queue", [hot.queue]) + _named(cluster, "project", [hot.project])
+            pods = list(
+                EntityVersion.objects.as_of(at)
+                .filter(cluster=cluster, kind="pod", job=ent.name, namespace=ent.namespace)
+                .select_related("entity")[:64]
+            )
+            out += [p.entity for p in pods]
+            nodes = {p.node for p in pods if p.node}
+            pending = [p for p in pods if not p.node] or ([] if pods else [hot])
+            node_entities = _named(cluster, "node", sorted(nodes))
+            if pending:
+                node_entities += candidate_nodes(cluster, (hot.state or {}).get("node_selector") or {}, at)
+            out += node_entities
+            out += gpus_of_nodes(cluster, [n.name for n in node_entities], at)
+        elif ent.kind == "node":
+            out += gpus_of_nodes(cluster, [ent.name], at)
+            out += [
+                v.entity
+                for v in EntityVersion.objects.as_of(at)
+                .filter(cluster=cluster, kind="pod", node=ent.name)
+                .select_related("entity")[:64]
+            ]
+        elif ent.kind == "gpu":
+            out += _named(cluster, "node", [hot.node])
+            if hot.pod and "/" in hot.pod:
+                ns, name = hot.pod.split("/", 1)
+                pods = _named(cluster, "pod", [name], ns)
+                out += pods
+                pod_version = EntityVersion.objects.as_of(at).filter(entity__in=pods).first()
+                if pod_version and pod_version.job:
+                    out += _named(cluster, "job", [pod_version.job], ns)
+        elif ent.kind == "queue":
+            out += _named(cluster, "project", [hot.project])
+        elif ent.kind == "project":
+            out += _named(cluster, "queue", [hot.queue or ent.name])
+    subject_ids = {s.pk for s in subjects}
+    return [e for e in _dedup(out) if e.pk not in subject_ids][:MAX_RELATED]
+
+
+def _named(cluster: Cluster, kind: str, names: list[str], namespace: str = "") -> list[Entity]:
+    names = [n for n in names if n]
+    if not names:
+        return []
+    return list(Entity.objects.filter(cluster=cluster, kind=kind, namespace=namespace, name__in=names))
+
+
+def candidate_nodes(cluster: Cluster, node_selector: dict[str, str], at: datetime) -> list[Entity]:
+    """GPU nodes whose labels match the job's nodeSelector at ``at`` (bounded: the first MAX_CANDIDATE_NODES)."""
+    out: list[Entity] = []
+    qs = (
+        EntityVersion.objects.as_of(at)
+        .filter(cluster=cluster, kind="node", gpus__gt=0)
+        .select_related("entity")
+    )
+    for v in qs.order_by("entity__name"):
+        labels = (v.state or {}).get("labels") or {}
+        if all(labels.get(k) == val for k, val in node_selector.items()):
+            out.append(v.entity)
+            if len(out) >= MAX_CANDIDATE_NODES:
+                break
+    return out
+
+
+def gpus_of_nodes(cluster: Cluster, nodes: list[str], at: datetime) -> list[Entity]:
+    if not nodes:
+        return []
+    qs = (
+        EntityVersion.objects.as_of(at)
+        .filter(cluster=cluster, kind="gpu", node__in=nodes)
+        .select_related("entity")
+    )
+    return [v.entity for v in qs[:MAX_RELATED]]
+
+
+#
+# Rule 7: related incidents
+#
+
+
+def fault_nodes(incident: Incident) -> set[int]:
+    """Node entity ids this incident is *about*: subject nodes, and the nodes of subject GPUs."""
+    rows = IncidentSubject.objects.filter(incident=incident).values_list("entity_id", "entity__kind", "role")
+    subject_nodes = {e for e, k, r in rows if k == "node" and r == "subject"}
+    if any(k == "gpu" and r == "subject" for _, k, r in rows):
+        subject_nodes |= {e for e, k, _ in rows if k == "node"}  # a GPU subject's node is attached as related
+    return subject_nodes | {e for e, k, r in rows if k == "gpu" and r == "subject"}
+
+
+def link_related_incidents(incident: Incident) -> list[int]:
+    """Link open incidents where one's faulty node/GPU is among the other's entities (e.g. a job pending on it)."""
+    mine_all = set(IncidentSubject.objects.filter(incident=incident).values_list("entity_id", flat=True))
+    mine_fault = fault_nodes(incident)
+    others = (
+        Incident.objects.exclude(pk=incident.pk)
+        .exclude(status="resolved")
+        .filter(cluster=incident.cluster, incidentsubject__entity__in=mine_all | mine_fault)
+        .distinct()
+    )
+    linked: list[int] = []
+    for other in others[:50]:
+        theirs_all = set(IncidentSubject.objects.filter(incident=other).values_list("entity_id", flat=True))
+        if (mine_fault & theirs_all) or (fault_nodes(other) & mine_all):
+            incident.related.add(other)
+            linked.append(other.pk)
+    return linked

@@ -1,0 +1,404 @@
+"""Alertmanager webhook intake: validate, store first (the outbox), then enqueue.
+
+The alerts of one notification are written in one transaction *before* the
+HTTP answer and before any Celery work: a broker outage delays grouping, it
+never loses an alert (``incidents.tasks.sweep_outbox`` picks up rows whose
+``processed_at`` is NULL). Identity is (fingerprint, startsAt), so resends of
+the same group are idempotent: an identical resend writes nothing, a resolved
+notification updates the alert in place (status, endsAt) and queues it again.
+
+Validation names the field path of the first error (``alerts[3].labels.severity:
+expected a string``) so whoever configured the receiver can fix it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from incidents.models import Alert
+
+logger = logging.getLogger(__name__)
+
+# Alertmanager's own max_alerts is unbounded by default, but a 1 MiB body cannot honestly carry
+# more than a few thousand alerts; beyond this we answer 413 rather than write a partial group.
+MAX_ALERTS = 5000
+MAX_LABELS = 200  # per alert; Prometheus' default label_limit is unbounded, real rules carry < 50
+MAX_STRING = 8192  # a label or annotation value (descriptions can be long; megabyte strings are abuse)
+MAX_KEY = 256
+GO_ZERO_TIME = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt while an alert fires
+_RFC3339 = re.compile(
+    r"^(?P<date>\d{4}-\d{2}-\d{2})[Tt ](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d{1,9}))?(?P<tz>[Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+class PayloadError(ValueError):
+    """The payload does not match the webhook format; ``path`` names the field (``alerts[3].labels``)."""
+
+    def __init__(self, path: str, message: str, *, status: int = 400) -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+        self.status = status
+
+
+@dataclass
+class ParsedAlert:
+    fingerprint: str
+    status: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    starts_at: datetime
+    ends_at: datetime | None
+    generator_url: str
+    raw: dict[str, Any]
+
+
+@dataclass
+class IntakeResult:
+    """What one notification did: ``queued`` are the ids handed to ``process_alerts``."""
+
+    received: int = 0
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    queued: list[int] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "received": self.received,
+            "created": self.created,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+        }
+
+
+#
+# Validation
+#
+
+
+def parse_rfc3339(value: Any, path: str) -> datetime:
+    """Go's RFC 3339 (nanoseconds, any offset) as an aware UTC datetime."""
+    if not isinstance(value, str):
+        raise PayloadError(path, f"expected an RFC 3339 time string, got {_type(value)}")
+    m = _RFC3339.match(value)
+    if not m:
+        raise PayloadError(path, f"{value[:40]!r} is not an RFC 3339 time such as 2026-11-29T03:12:00Z")
+    frac = (m["frac"] or "")[:6]  # Python keeps microseconds; Alertmanager sends up to nanoseconds
+    tz = "+00:00" if m["tz"] in ("Z", "z") else m["tz"]
+    try:
+        parsed = datetime.fromisoformat(
+            f"{m['date']}T{m['time']}{'.' + frac.ljust(6, '0') if frac else ''}{tz}"
+        )
+    except ValueError:
+        raise PayloadError(path, f"{value[:40]!r} is not a valid date/time")
+    return parsed.astimezone(UTC) if parsed.year > 1 else parsed
+
+
+def _type(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number" if isinstance(value, int | float) else type(value).__name__
+    )
+
+
+def _string(value: Any, path: str, *, max_len: int = MAX_STRING, required: bool = False) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise PayloadError(path, f"expected a string, got {_type(value)}")
+    if len(value) > max_len:
+        raise PayloadError(path, f"longer than {max_len} characters")
+    return value
+
+
+def _kv(value: Any, path: str) -> dict[str, str]:
+    """An Alertmanager KV map: object<string,string>."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PayloadError(path, f"expected an object of strings, got {_type(value)}")
+    if len(value) > MAX_LABELS:
+        raise PayloadError(path, f"more than {MAX_LABELS} entries")
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        if len(k) > MAX_KEY:
+            raise PayloadError(path, f"key {k[:40]!r}… longer than {MAX_KEY} characters")
+        out[k] = _string(v, f"{path}.{k}", required=True)
+    return out
+
+
+def label_fingerprint(labels: dict[str, str]) -> str:
+    """For Alertmanagers older than 0.19 (no ``fingerprint``): a stable 16-hex hash of the label set."""
+    text = "\xff".join(f"{k}\xff{labels[k]}" for k in sorted(labels))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def validate_alertmanager(payload: Any) -> tuple[dict[str, Any], list[ParsedAlert]]:
+    """Check the webhook shape (version "4"; unknown keys tolerated, as newer Alertmanagers add some)."""
+    if not isinstance(payload, dict):
+        raise PayloadError("", f"expected a JSON object, got {_type(payload)}")
+    version = payload.get("version")
+    if version is not None and version != "4":
+        raise PayloadError("version", f'expected "4" (the Alertmanager webhook format), got {version!r}')
+    group = {
+        "receiver": _string(payload.get("receiver"), "receiver", max_len=200),
+        "status": _string(payload.get("status"), "status", max_len=16),
+        "group_key": _string(payload.get("groupKey"), "groupKey", max_len=2000),
+        "external_url": _string(payload.get("externalURL"), "externalURL", max_len=2000),
+        "group_labels": _kv(payload.get("groupLabels"), "groupLabels"),
+        "common_labels": _kv(payload.get("commonLabels"), "commonLabels"),
+        "common_annotations": _kv(payload.get("commonAnnotations"), "commonAnnotations"),
+    }
+    if group["status"] and group["status"] not in ("firing", "resolved"):
+        raise PayloadError("status", f'expected "firing" or "resolved", got {group["status"][:20]!r}')
+    truncated = payload.get("truncatedAlerts", 0)
+    if not isinstance(truncated, int) or isinstance(truncated, bool) or truncated < 0:
+        raise PayloadError("truncatedAlerts", f"expected a non-negative integer, got {_type(truncated)}")
+    group["truncated"] = truncated
+    alerts = payload.get("alerts")
+    if not isinstance(alerts, list):
+        raise PayloadError("alerts", f"expected an array, got {_type(alerts)}")
+    if len(alerts) > MAX_ALERTS:
+        raise PayloadError(
+            "alerts",
+            f"{len(alerts)} alerts in one notification; at most {MAX_ALERTS} are accepted "
+            f"(set max_alerts on the webhook receiver)",
+            status=413,
+        )
+    return group, [_parse_alert(a, f"alerts[{i}]") for i, a in enumerate(alerts)]
+
+
+def _parse_alert(item: Any, path: str) -> ParsedAlert:
+    if not isinstance(item, dict):
+        raise PayloadError(path, f"expected an object, got {_type(item)}")
+    labels = _kv(item.get("labels"), f"{path}.labels")
+    if not labels:
+        raise PayloadError(f"{path}.labels", "an alert needs at least one label (alertname)")
+    status = _string(item.get("status"), f"{path}.status", max_len=16) or "firing"
+    if status not in ("firing", "resolved"):
+        raise PayloadError(f"{path}.status", f'expected "firing" or "resolved", got {status[:20]!r}')
+    if "startsAt" not in item:
+        raise PayloadError(f"{path}.startsAt", "missing")
+    starts_at = parse_rfc3339(item["startsAt"], f"{path}.startsAt")
+    if starts_at.year < 1970:
+        raise PayloadError(f"{path}.startsAt", "the zero time is not a start time")
+    ends_raw = item.get("endsAt")
+    ends_at = None if ends_raw in (None, "", GO_ZERO_TIME) else parse_rfc3339(ends_raw, f"{path}.endsAt")
+    if ends_at is not None and ends_at.year < 1970:
+        ends_at = None
+    if status == "firing":
+        ends_at = None  # a firing alert's endsAt is Alertmanager's resolve timeout guess, not an end
+    fingerprint = _string(item.get("fingerprint"), f"{path}.fingerprint", max_len=64) or label_fingerprint(
+        labels
+    )
+    return ParsedAlert(
+        fingerprint=fingerprint,
+        status=status,
+        labels=labels,
+        annotations=_kv(item.get("annotations"), f"{path}.annotations"),
+        starts_at=starts_at,
+        ends_at=ends_at,
+        generator_url=_string(item.get("generatorURL"), f"{path}.generatorURL", max_len=2000),
+        raw=item,
+    )
+
+
+#
+# Storage (the outbox)
+#
+
+
+def _cluster_of(labels: dict[str, str], common: dict[str, str]) -> str:
+    return (labels.get("cluster") or common.get("cluster") or "")[:63]
+
+
+def ingest_alertmanager(payload: dict, *, received_at: datetime | None = None) -> IntakeResult:
+    """Validate (raises :class:`PayloadError`), store in one transaction, enqueue processing on commit."""
+    group, parsed = validate_alertmanager(payload)
+    now = received_at or timezone.now()
+    result = IntakeResult(received=len(parsed))
+    # Within one notification the same identity may appear twice (it should not); the last one wins.
+    by_key = {(a.fingerprint, a.starts_at): a for a in parsed}
+    with transaction.atomic():
+        existing = _existing(list(by_key))
+        new_rows: list[Alert] = []
+        for key, a in by_key.items():
+            row = existing.get(key)
+            if row is None:
+                new_rows.append(_new_row(a, group, now))
+                continue
+            if _update_row(row, a, group, now):
+                result.updated += 1
+                result.queued.append(row.pk)
+            else:
+                result.unchanged += 1
+        if new_rows:
+            result.created += len(new_rows)
+            result.queued.extend(_insert(new_rows))
+        if result.queued:
+            ids = list(result.queued)
+            transaction.on_commit(lambda: enqueue_processing(ids))
+    return result
+
+
+def _existing(keys: list[tuple[str, datetime]]) -> dict[tuple[str, datetime], Alert]:
+    if not keys:
+        return {}
+    qs = Alert.objects.filter(fingerprint__in={k[0] for k in keys})
+    wanted = set(keys)
+    return {(a.fingerprint, a.starts_at): a for a in qs if (a.fingerprint, a.starts_at) in wanted}
+
+
+def _new_row(a: ParsedAlert, group: dict[str, Any], now: datetime) -> Alert:
+    return Alert(
+        fingerprint=a.fingerprint,
+        name=a.labels.get("alertname", "")[:200] or "(no alertname)",
+        status=a.status,
+        severity=a.labels.get("severity", "")[:32],
+        cluster_name=_cluster_of(a.labels, group["common_labels"]),
+        labels=a.labels,
+        annotations=a.annotations,
+        starts_at=a.starts_at,
+        ends_at=a.ends_at,
+        generator_url=a.generator_url,
+        group_key=group["group_key"],
+        receiver=group["receiver"],
+        raw=a.raw,
+        received_at=now,
+        updated_at=now,
+    )
+
+
+def _update_row(row: Alert, a: ParsedAlert, group: dict[str, Any], now: datetime) -> bool:
+    """Apply a resend in place; True when something an operator would see changed (then it is queued again)."""
+    changed = (row.status, row.ends_at, row.labels, row.annotations) != (
+        a.status,
+        a.ends_at,
+        a.labels,
+        a.annotations,
+    )
+    if not changed:
+        return False
+    if row.status == "resolved" and a.status == "firing" and row.ends_at and row.ends_at >= a.starts_at:
+        # A stale firing resend arriving after the resolution (retries reorder): keep the resolution.
+        return False
+    Alert.objects.filter(pk=row.pk).update(
+        status=a.status,
+        ends_at=a.ends_at,
+        labels=a.labels,
+        annotations=a.annotations,
+        raw=a.raw,
+        severity=a.labels.get("severity", "")[:32],
+        group_key=group["group_key"] or row.group_key,
+        updated_at=now,
+        processed_at=None,
+    )
+    return True
+
+
+def _insert(rows: list[Alert]) -> list[int]:
+    """Insert new alerts; a concurrent identical notification may win the race, then we update instead."""
+    try:
+        with transaction.atomic():
+            created = Alert.objects.bulk_create(rows)
+        if all(r.pk for r in created):
+            return [r.pk for r in created]
+    except IntegrityError:
+        pass
+    ids: list[int] = []
+    for r in rows:  # slow path: row by row (a race, or a backend that returns no pks)
+        obj, _ = Alert.objects.get_or_create(
+            fingerprint=r.fingerprint,
+            starts_at=r.starts_at,
+            defaults={
+                f.attname: getattr(r, f.attname) for f in Alert._meta.concrete_fields if f.attname != "id"
+            },
+        )
+        ids.append(obj.pk)
+    return ids
+
+
+def enqueue_processing(alert_ids: list[int]) -> bool:
+    """Hand the stored alerts to Celery; a broker outage is logged and left to the outbox sweeper."""
+    from incidents.tasks import process_alerts
+
+    try:
+        process_alerts.delay(alert_ids)
+    except Exception as exc:  # kombu.OperationalError, redis.ConnectionError, ...: the rows are safe
+        logger.warning("broker unavailable, %d alerts left for the outbox sweeper: %s", len(alert_ids), exc)
+        return False
+    return True
+
+
+#
+# Processing (claimed atomically: each alert is grouped once, whoever gets there first)
+#
+
+OUTBOX_GRACE_S = 10  # the sweeper leaves fresh rows to the task enqueued on commit
+OUTBOX_BATCH = 1000
+
+
+def process_alert(alert_id: int) -> int | None:
+    """Claim the alert and group it; returns the incident id, or None when someone else had it.
+
+    The claim and the grouping share one transaction: if grouping fails, the claim rolls back
+    and the sweeper retries later; on PostgreSQL a concurrent claimer waits on the row lock and
+    then sees ``processed_at`` set, so an alert is never grouped twice.
+    """
+    from incidents.grouping import group_alert
+
+    with transaction.atomic():
+        claimed = Alert.objects.filter(pk=alert_id, processed_at=None).update(processed_at=timezone.now())
+        if claimed != 1:
+            return None
+        alert = Alert.objects.get(pk=alert_id)
+        outcome = group_alert(alert)
+        incident_id = outcome.pk
+        if getattr(outcome, "needs_evidence", False):
+            transaction.on_commit(lambda: enqueue_evidence(incident_id))
+    return incident_id
+
+
+def process_alerts(alert_ids: list[int]) -> int:
+    """Process several alerts; one failure does not stop the others (the sweeper retries it)."""
+    done = 0
+    for alert_id in alert_ids:
+        try:
+            if process_alert(alert_id) is not None:
+                done += 1
+        except Exception:
+            logger.exception("grouping alert %s failed; the outbox sweeper will retry it", alert_id)
+    return done
+
+
+def sweep_outbox(
+    *, now: datetime | None = None, grace_s: int = OUTBOX_GRACE_S, limit: int = OUTBOX_BATCH
+) -> int:
+    """Process alerts still unprocessed ``grace_s`` after they arrived (the broker was down, a worker died)."""
+    cutoff = (now or timezone.now()) - timezone.timedelta(seconds=grace_s)
+    ids = list(
+        Alert.objects.filter(processed_at__isnull=True, received_at__lte=cutoff)
+        .order_by("received_at", "id")
+        .values_list("id", flat=True)[:limit]
+    )
+    if ids:
+        logger.info("outbox sweeper: %d unprocessed alerts", len(ids))
+    return process_alerts(ids)
+
+
+def enqueue_evidence(incident_id: int) -> bool:
+    from incidents.tasks import collect_evidence
+
+    try:
+        collect_evidence.delay(incident_id)
+    except Exception as exc:
+        logger.warning("broker unavailable, evidence for incident %s not queued: %s", incident_id, exc)
+        return False
+    return True

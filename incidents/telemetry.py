@@ -1,0 +1,261 @@
+"""DCGM series for an incident's GPUs: live from Prometheus, else the inventory's 5-minute samples.
+
+Each (metric, GPU) becomes one ``dcgm_series`` observation whose points are
+merged across reruns (retention may have dropped the oldest ones since the
+first collection: what we had is kept). A failed query is a ``dcgm_series``
+observation with ``error``. Points that matter on a timeline (an Xid, a
+temperature crossing, new double-bit ECC errors, a GPU that stopped
+reporting) are also written as ``telemetry_anomaly`` observations.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from collectors.models import Cluster, EntityVersion, TelemetrySample
+from incidents.models import IncidentSubject
+
+if TYPE_CHECKING:
+    from incidents.evidence import Batch
+
+logger = logging.getLogger(__name__)
+
+METRICS = (
+    "DCGM_FI_DEV_XID_ERRORS",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_PROF_SM_ACTIVE",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+)
+MAX_GPUS = 32
+MAX_POINTS = 240
+TEMP_LIMIT_C = 85.0
+MAX_ANOMALIES_PER_SERIES = 5
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def promql(metric: str, uuids: list[str], label: str = "UUID") -> str:
+    """One selector for all the incident's GPUs (UUIDs are hex and dashes: no regex escaping needed)."""
+    safe = [u for u in uuids if all(ch.isalnum() or ch == "-" for ch in u)]
+    return f'{metric}{{{label}=~"{"|".join(safe)}"}}'
+
+
+def pick_gpus(links: list[IncidentSubject]) -> list[tuple[str, Any]]:
+    """The GPUs worth series, most relevant first: subject GPUs, GPUs of subject nodes, then the rest."""
+    subject_nodes = {s.entity.name for s in links if s.entity.kind == "node" and s.role == "subject"}
+    gpus = [s for s in links if s.entity.kind == "gpu"]
+    if not gpus:
+        return []
+    nodes = dict(
+        EntityVersion.objects.filter(entity__in=[s.entity for s in gpus])
+        .order_by("entity_id", "valid_from")
+        .values_list("entity_id", "node")
+    )
+
+    def rank(s: IncidentSubject) -> tuple[int, str]:
+        if s.role == "subject":
+            return (0, s.entity.name)
+        return (1 if nodes.get(s.entity.pk) in subject_nodes else 2, s.entity.name)
+
+    return [(s.entity.name, s.entity) for s in sorted(gpus, key=rank)[:MAX_GPUS]]
+
+
+def collect_dcgm(
+    batch: Batch, cluster: Cluster | None, links: list[IncidentSubject], start: datetime, end: datetime
+) -> None:
+    gpus = pick_gpus(links)
+    if cluster is None or not gpus:
+        return
+    node_of = dict(
+        EntityVersion.objects.filter(entity__in=[e for _, e in gpus]).values_list("entity__name", "node")
+    )
+    span = max((end - start).total_seconds(), 60.0)
+    step = max(30, int(span // MAX_POINTS // 30 * 30) or 30)
+    live_failed = True
+    if cluster.prometheus_url:
+        live_failed = not _from_prometheus(batch, cluster.prometheus_url, gpus, node_of, start, end, step)
+    if live_failed:
+        _from_samples(batch, gpus, node_of, start, end)
+
+
+def _from_prometheus(
+    batch: Batch,
+    url: str,
+    gpus: list[tuple[str, Any]],
+    node_of: dict[str, str],
+    start: datetime,
+    end: datetime,
+    step: int,
+) -> bool:
+    """True when Prometheus answered every query; each failed query is recorded as an error observation."""
+    try:
+        module = importlib.import_module("collectors.sources.prometheus")
+        source = module.PrometheusSource(url)
+    except Exception as exc:
+        _error(batch, "(client)", "configure", end, f"Prometheus client unavailable: {exc}")
+        return False
+    uuids = [u for u, _ in gpus]
+    ok = True
+    for metric in METRICS:
+        query = promql(metric, uuids)
+        try:
+            series = source.query_range(query, start, end, step)
+            if not series:  # dcgm-exporter spelled the label "uuid" in some releases
+                lower = promql(metric, uuids, "uuid")
+                series = source.query_range(lower, start, end, step)
+                query = lower if series else query
+        except Exception as exc:
+            ok = False
+            message = getattr(exc, "message", None) or str(exc)
+            _error(batch, metric, query, end, f"Prometheus did not answer: {message}")
+            continue
+        by_uuid: dict[str, list[list[Any]]] = {}
+        for s in series:
+            labels = s.labels
+            uuid = labels.get("UUID") or labels.get("uuid") or ""
+            by_uuid.setdefault(uuid, []).extend([_iso(t), v] for t, v in s.points)
+        for uuid, entity in gpus:
+            if uuid not in by_uuid and not series:
+                continue  # the metric is not exported at all (counter set): one "no series" fact is enough
+            points = sorted(by_uuid.get(uuid, []))
+            _series(
+                batch, metric, uuid, node_of.get(uuid, ""), entity, query, "prometheus", points, end, step
+            )
+        if not series:
+            batch.add(
+                kind="dcgm_series",
+                source="prometheus",
+                locator=query,
+                observed_at=start,
+                content={"metric": metric, "uuid": "", "node": "", "points": []},
+                key=f"dcgm-absent:{metric}",
+                summary=f"{metric}: no series for these GPUs in the window",
+            )
+    return ok
+
+
+def _from_samples(
+    batch: Batch, gpus: list[tuple[str, Any]], node_of: dict[str, str], start: datetime, end: datetime
+) -> None:
+    """The inventory's downsampled points, when Prometheus is not configured or did not answer."""
+    rows = (
+        TelemetrySample.objects.filter(
+            gpu__in=[e for _, e in gpus], metric__in=METRICS, time__gte=start, time__lte=end
+        )
+        .order_by("time")
+        .values_list("gpu__name", "metric", "time", "value")
+    )
+    grouped: dict[tuple[str, str], list[list[Any]]] = {}
+    for uuid, metric, t, v in rows:
+        grouped.setdefault((metric, uuid), []).append([_iso(t), v])
+    entities = dict(gpus)
+    for (metric, uuid), points in grouped.items():
+        locator = f'TelemetrySample {metric}{{UUID="{uuid}"}} (5m averages)'
+        _series(
+            batch,
+            metric,
+            uuid,
+            node_of.get(uuid, ""),
+            entities[uuid],
+            locator,
+            "inventory",
+            points,
+            end,
+            300,
+            key_prefix="dcgm-inv",
+        )
+
+
+def _series(
+    batch: Batch,
+    metric: str,
+    uuid: str,
+    node: str,
+    entity: Any,
+    locator: str,
+    source: str,
+    points: list[list[Any]],
+    end: datetime,
+    step: int,
+    key_prefix: str = "dcgm",
+) -> None:
+    content = {"metric": metric, "uuid": uuid, "node": node, "points": points}
+    first = datetime.fromisoformat(points[0][0].replace("Z", "+00:00")) if points else end
+    summary = (
+        f"{metric} on {uuid}: {len(points)} points"
+        if points
+        else f"{metric} on {uuid}: no data in the window"
+    )
+    batch.add(
+        kind="dcgm_series",
+        source=source,
+        locator=locator,
+        observed_at=first,
+        content=content,
+        key=f"{key_prefix}:{metric}:{uuid}",
+        entity=entity,
+        summary=summary,
+    )
+    for when, what, value in anomalies(metric, points, end, step, live=source == "prometheus"):
+        batch.add(
+            kind="telemetry_anomaly",
+            source=source,
+            locator=locator,
+            observed_at=when,
+            content={"metric": metric, "uuid": uuid, "node": node, "value": value, "what": what},
+            key=f"anomaly:{metric}:{uuid}:{_iso(when)}:{what[:40]}",
+            entity=entity,
+            summary=f"GPU {uuid} on {node or '?'}: {what}",
+        )
+
+
+def anomalies(
+    metric: str, points: list[list[Any]], end: datetime, step: int, *, live: bool
+) -> list[tuple[datetime, str, float]]:
+    """The points an on-call would circle: Xid raised, temperature over the limit, new DBE errors, silence."""
+    out: list[tuple[datetime, str, float]] = []
+    prev: float | None = None
+    for t, v in points:
+        when = datetime.fromisoformat(t.replace("Z", "+00:00"))
+        if metric == "DCGM_FI_DEV_XID_ERRORS" and v and v != prev:
+            out.append((when, f"Xid {int(v)} reported", v))
+        elif metric == "DCGM_FI_DEV_GPU_TEMP" and v >= TEMP_LIMIT_C and (prev is None or prev < TEMP_LIMIT_C):
+            out.append((when, f"temperature {v:.0f} °C (≥ {TEMP_LIMIT_C:.0f})", v))
+        elif metric == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" and v and (prev is None or v > prev):
+            out.append((when, f"double-bit ECC errors: {v:.0f}", v))
+        prev = v
+        if len(out) >= MAX_ANOMALIES_PER_SERIES:
+            break
+    if live and metric == "DCGM_FI_DEV_GPU_UTIL" and points:
+        last = datetime.fromisoformat(points[-1][0].replace("Z", "+00:00"))
+        if (end - last).total_seconds() > 4 * step:
+            out.append((last, "stopped reporting (last sample)", float(points[-1][1])))
+    return out
+
+
+def merge_points(old: dict, new: dict) -> dict:
+    """Union of points by timestamp: a rerun after retention expired must not lose what was frozen."""
+    merged = {p[0]: p for p in (old or {}).get("points", [])}
+    merged.update({p[0]: p for p in new.get("points", [])})
+    return {**new, "points": [merged[k] for k in sorted(merged)]}
+
+
+def _error(batch: Batch, metric: str, call: str, at: datetime, message: str) -> None:
+    batch.add(
+        kind="dcgm_series",
+        source="prometheus",
+        locator=call,
+        observed_at=at,
+        content={"source": "prometheus", "call": f"query_range {call}"},
+        key=f"dcgm-error:{metric}",
+        summary=message,
+        error=message,
+    )
