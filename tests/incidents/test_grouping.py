@@ -1,0 +1,223 @@
+"""Grouping rules, one test per rule (incidents.grouping.group_alert)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from collectors.models import Cluster, Entity
+from incidents.grouping import group_alert, resolve_subjects
+from incidents.intake import ingest_alertmanager
+from incidents.models import Alert, Incident, IncidentSubject
+from incidents.services import set_status
+from tests.base import T0, BaseTestCase
+from tests.incidents.fixtures.alertmanager import alert, gpu_uuid, payload, small_world
+
+
+class GroupingTestCase(BaseTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        small_world(self.cluster, T0)
+
+    def fire(self, name: str, labels: dict[str, str], at=T0, **kw) -> Incident:  # type: ignore[no-untyped-def]
+        body = alert(name, {"cluster": "gpu-prod", **labels}, at, **kw)
+        ingest_alertmanager(payload([body]))
+        a = Alert.objects.get(fingerprint=body["fingerprint"], starts_at=at)
+        return group_alert(a)
+
+    def subjects(self, incident: Incident, role: str = "subject") -> set[str]:
+        return {
+            str(s.entity)
+            for s in IncidentSubject.objects.filter(incident=incident, role=role).select_related("entity")
+        }
+
+
+class SubjectRuleTests(GroupingTestCase):
+    def test_it_resolves_namespace_and_pod_to_the_pod_and_relates_its_job_queue_and_project(self) -> None:
+        inc = self.fire("PodCrashLooping", {"namespace": "vision", "pod": "resnet-train-0"})
+        self.assertEqual(self.subjects(inc), {"pod vision/resnet-train-0"})
+        self.assertTrue(
+            {"job vision/resnet-train", "queue vision", "project vision"} <= self.subjects(inc, "related")
+        )
+
+    def test_it_resolves_job_name_and_relates_project_queue_pods_candidate_nodes_and_their_gpus(self) -> None:
+        inc = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
+        self.assertEqual(self.subjects(inc), {"job vision/resnet-train"})
+        related = self.subjects(inc, "related")
+        self.assertTrue(
+            {
+                "project vision",
+                "queue vision",
+                "pod vision/resnet-train-0",
+                "pod vision/resnet-train-1",
+                "node h100-01",
+                "node h100-02",
+            }
+            <= related
+        )
+        self.assertIn(f"gpu {gpu_uuid('h100-02', 7)}", related)
+
+    def test_it_finds_a_job_by_name_alone_when_the_name_is_unique(self) -> None:
+        inc = self.fire("GPUJobPendingTooLong", {"job_name": "resnet-train"})
+        self.assertEqual(self.subjects(inc), {"job vision/resnet-train"})
+
+    def test_it_resolves_node_hostname_and_lowercase_hostname_to_the_node(self) -> None:
+        for label in ("node", "Hostname", "hostname"):
+            with self.subTest(label):
+                a = alert("NodeNotReady", {label: "h100-02"}, T0)
+                ingest_alertmanager(payload([a]))
+                res = resolve_subjects(Alert.objects.get(fingerprint=a["fingerprint"]))
+                self.assertEqual([str(e) for e in res.subjects], ["node h100-02"])
+
+    def test_it_names_gpus_by_uuid_and_relates_their_node(self) -> None:
+        uuid = gpu_uuid("h100-01", 3)
+        inc = self.fire("GPUXidError", {"UUID": uuid, "Hostname": "h100-01", "gpu": "3", "xid": "79"})
+        self.assertEqual(self.subjects(inc), {f"gpu {uuid}", "node h100-01"})
+
+    def test_it_reads_a_gpu_label_as_an_index_on_the_node(self) -> None:
+        inc = self.fire("GPUHighTemperature", {"Hostname": "h100-02", "gpu": "5"})
+        self.assertIn(f"gpu {gpu_uuid('h100-02', 5)}", self.subjects(inc))
+
+    def test_it_resolves_project_and_queue_labels(self) -> None:
+        inc = self.fire("ProjectOverQuota", {"project": "vision", "queue": "vision"})
+        self.assertEqual(self.subjects(inc), {"project vision", "queue vision"})
+
+    def test_it_prefers_exported_pod_labels_when_prometheus_did_not_honour_the_exporters(self) -> None:
+        inc = self.fire(
+            "GPUIdleAllocated",
+            {
+                "namespace": "gpu-operator",
+                "pod": "nvidia-dcgm-exporter-x1",
+                "exported_namespace": "vision",
+                "exported_pod": "resnet-train-1",
+            },
+        )
+        self.assertEqual(self.subjects(inc), {"pod vision/resnet-train-1"})
+
+    def test_it_uses_the_only_cluster_when_the_rule_adds_no_cluster_label(self) -> None:
+        a = alert("NodeNotReady", {"node": "h100-01"}, T0)
+        ingest_alertmanager(payload([a]))
+        self.assertEqual(group_alert(Alert.objects.get()).cluster, self.cluster)
+
+    def test_it_keeps_an_unknown_cluster_unresolved_when_several_are_watched(self) -> None:
+        Cluster.objects.create(name="gpu-dev")
+        inc = self.fire("NodeNotReady", {"cluster": "gpu-mars", "node": "h100-01"})
+        self.assertIsNone(inc.cluster)
+        self.assertIn("cluster=gpu-mars", inc.unresolved_subject)
+
+
+class UnresolvedRuleTests(GroupingTestCase):
+    def test_it_opens_an_incident_for_labels_that_name_nothing_known(self) -> None:
+        inc = self.fire("NodeNotReady", {"node": "h100-99"})
+        self.assertEqual(self.subjects(inc), set())
+        self.assertIn("node=h100-99", inc.unresolved_subject)
+        self.assertEqual(Alert.objects.get().incident, inc)
+
+    def test_it_opens_an_incident_for_an_alert_with_no_identifying_label_at_all(self) -> None:
+        a = alert("Low tick success rate", {"instance": "172.31.5.8:9000", "job": "ec2"}, T0)
+        ingest_alertmanager(payload([a]))
+        inc = group_alert(Alert.objects.get())
+        self.assertIn("alertname=Low tick success rate", inc.unresolved_subject)
+
+    def test_it_joins_the_same_unresolved_labels_to_one_open_incident(self) -> None:
+        first = self.fire("NodeNotReady", {"node": "h100-99"})
+        second = self.fire("NodeNotReady", {"node": "h100-99"}, at=T0 + timedelta(minutes=20))
+        other = self.fire("NodeNotReady", {"node": "h100-98"}, at=T0 + timedelta(minutes=20))
+        self.assertEqual(first.pk, second.pk)
+        self.assertNotEqual(first.pk, other.pk)
+
+
+class JoinRuleTests(GroupingTestCase):
+    def test_it_joins_alerts_on_the_same_subject_within_an_open_incident(self) -> None:
+        first = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
+        second = self.fire(
+            "PodCrashLooping",
+            {"namespace": "vision", "job_name": "resnet-train", "pod": "resnet-train-0"},
+            at=T0 + timedelta(minutes=10),
+            severity="critical",
+        )
+        self.assertEqual(first.pk, second.pk)
+        inc = Incident.objects.get(pk=first.pk)
+        self.assertEqual(inc.alerts.count(), 2)
+        self.assertEqual(inc.severity, "critical")  # a joining alert escalates
+        self.assertIn("pod vision/resnet-train-0", self.subjects(inc))  # promoted from related to subject
+
+    def test_it_opens_a_new_incident_once_the_old_one_is_resolved(self) -> None:
+        first = self.fire("NodeNotReady", {"node": "h100-01"})
+        set_status(first, "resolved", self.alice)
+        second = self.fire("NodeNotReady", {"node": "h100-01"}, at=T0 + timedelta(hours=1))
+        self.assertNotEqual(first.pk, second.pk)
+
+    def test_it_opens_a_new_incident_when_the_alert_starts_after_the_window_closed(self) -> None:
+        body = alert("NodeNotReady", {"node": "h100-01"}, T0, ends=T0 + timedelta(minutes=5))
+        ingest_alertmanager(payload([body]))
+        first = group_alert(Alert.objects.get())
+        self.assertEqual(first.window_end, T0 + timedelta(minutes=5))
+        later = self.fire("NodeNotReady", {"node": "h100-01"}, at=T0 + timedelta(hours=2))
+        soon = self.fire("GPUXidError", {"node": "h100-01"}, at=T0 + timedelta(minutes=20))
+        self.assertNotEqual(first.pk, later.pk)
+        self.assertEqual(first.pk, soon.pk)  # within JOIN_GRACE of the window's end
+
+    def test_it_keeps_a_resent_alert_in_its_incident_and_closes_the_window_when_it_resolves(self) -> None:
+        body = alert("NodeNotReady", {"node": "h100-01"}, T0)
+        ingest_alertmanager(payload([body]))
+        inc = group_alert(Alert.objects.get())
+        ingest_alertmanager(payload([{**body, "status": "resolved", "endsAt": "2026-11-29T03:40:00Z"}]))
+        again = group_alert(Alert.objects.get())
+        self.assertEqual(inc.pk, again.pk)
+        self.assertEqual(again.window_end.isoformat(), "2026-11-29T03:40:00+00:00")
+
+
+class RelatedIncidentRuleTests(GroupingTestCase):
+    def test_it_links_a_gpu_fault_and_a_job_pending_on_that_node(self) -> None:
+        job = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
+        gpu = self.fire(
+            "GPUXidError",
+            {"UUID": gpu_uuid("h100-01", 3), "Hostname": "h100-01"},
+            at=T0 + timedelta(minutes=3),
+        )
+        self.assertNotEqual(job.pk, gpu.pk)
+        self.assertEqual(list(job.related.values_list("pk", flat=True)), [gpu.pk])
+
+    def test_it_links_a_node_incident_and_a_pod_running_on_that_node(self) -> None:
+        from collectors.inventory import Observed, record_states
+
+        record_states(
+            self.cluster,
+            [
+                Observed(
+                    "pod",
+                    "serve-0",
+                    {"phase": "Running", "node": "h100-02"},
+                    namespace="nlp",
+                    hot={"phase": "Running", "node": "h100-02"},
+                )
+            ],
+            T0 - timedelta(hours=1),
+        )
+        node = self.fire("NodeNotReady", {"node": "h100-02"})
+        pod = self.fire(
+            "PodCrashLooping", {"namespace": "nlp", "pod": "serve-0"}, at=T0 + timedelta(minutes=1)
+        )
+        self.assertIn(pod.pk, list(node.related.values_list("pk", flat=True)))
+
+    def test_it_does_not_link_two_pending_jobs_only_because_they_share_candidate_nodes(self) -> None:
+        from collectors.inventory import Observed, record_states
+
+        record_states(
+            self.cluster,
+            [
+                Observed(
+                    "job",
+                    "bert",
+                    {"phase": "Pending", "node_selector": {}},
+                    namespace="nlp",
+                    hot={"phase": "Pending"},
+                )
+            ],
+            T0 - timedelta(hours=1),
+        )
+        a = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
+        b = self.fire("GPUJobPendingTooLong", {"namespace": "nlp", "job_name": "bert"})
+        self.assertNotEqual(a.pk, b.pk)
+        self.assertEqual(a.related.count(), 0)
+        self.assertTrue(Entity.objects.filter(kind="job", name="bert").exists())
