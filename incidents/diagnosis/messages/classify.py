@@ -90,7 +90,10 @@ _NOT_ENOUGH_RE = re.compile(
     r"didn't have enough (?:resources?|of mig profile):\s*(?P<res>.+?)(?=,\s|\.\s|\.*$)", re.I
 )
 _TAINT_RE = re.compile(r"taint\s*\{(?P<key>[^:{}]*):\s?(?P<value>[^{}]*)\}", re.I)
-_PLUGINS_RE = re.compile(r"didn't satisfy plugin\(?s?\)?\s*\[(?P<plugins>[^\]]*)\]", re.I)
+# "didn't satisfy plugin(s) [NodeAffinity]", "... [A B] simultaneously", "didn't satisfy plugin NodeAffinity"
+_PLUGINS_RE = re.compile(
+    r"didn't satisfy plugin(?:\(s\)|s)?\s+\[?(?P<plugins>[A-Za-z][A-Za-z0-9 ,]*)\]?", re.I
+)
 
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"too many pods|pod number exceeded", re.I), t.TOO_MANY_PODS),
@@ -193,7 +196,8 @@ def classify(text: str) -> Classified:
 
     m = _PLUGINS_RE.search(s)
     if m:
-        plugins = [p.strip().lower() for p in re.split(r"[,\s]+", m.group("plugins")) if p.strip()]
+        words = re.split(r"[,\s]+", m.group("plugins"))
+        plugins = [p.strip().lower() for p in words if p.strip() and p.lower() != "simultaneously"]
         codes = [_NAMED[p] for p in plugins if p in _NAMED]
         return Classified(codes[0] if codes else t.OTHER)
 

@@ -147,6 +147,7 @@ def parse(text: str, reason: str | None = None) -> t.ParsedMessage | None:
             break
     else:
         p.cause = REASON_CAUSES.get(reason or "") or t.CAUSE_OTHER
+        p.reasons = [t.Reason(code=p.cause, count=None, resource=None, text=s[:500])]
     said = f" ({reason})" if reason else ""
     p.summary = p.summary or f"KAI Scheduler{said}: {s[:200]}"
     return p

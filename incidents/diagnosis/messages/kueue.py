@@ -252,7 +252,14 @@ def parse(text: str, reason: str | None = None) -> t.ParsedMessage | None:
             chosen = t.CAUSE_WAITING_FOR_PREEMPTION
         if chosen is None and reason in REASON_CAUSES:
             chosen = REASON_CAUSES[reason]
+            if chosen is not None:
+                p.cause = chosen
+                p.reasons = [t.Reason(code=chosen, count=None, resource=None, text=s[:500])]
+                p.summary = f"Kueue reports {reason}: {s[:200]}"
+                return p
         p.cause = chosen or t.CAUSE_OTHER
+        if not p.reasons:
+            p.reasons = [t.Reason(code=p.cause, count=None, resource=None, text=s[:500])]
         for (kind, m), r in zip(matches, reasons, strict=True):
             if r.code == p.cause:
                 p.resource = r.resource
