@@ -1,0 +1,529 @@
+"""Proposed actions for the top hypotheses, with impact computed from inventory at t. Never executed by rcaweb.
+
+Each action says what to run by hand, who else it touches (the pods, jobs,
+projects and queues on the same node or sharing the same quota, as they were
+at t), how to verify it worked and how to roll it back.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from incidents.diagnosis import codes as C
+from incidents.diagnosis import fit as F
+from incidents.diagnosis.quota import is_pending, project_allocated
+from incidents.diagnosis.types import ActionDraft, DiagnosisInput, EntityState, Finding, Ref
+
+logger = logging.getLogger(__name__)
+
+TOP_N = 3
+
+
+def propose(di: DiagnosisInput, ranked: list[Finding], top_n: int = TOP_N) -> list[ActionDraft]:
+    out: list[ActionDraft] = []
+    for f in [f for f in ranked if f.supported][:top_n]:
+        builder = BUILDERS.get(f.code)
+        if builder is None:
+            continue
+        try:
+            out.extend(builder(di, f))
+        except (KeyError, TypeError, ValueError) as exc:  # a missing fact must not lose the other actions
+            logger.warning("no action for %s: %s", f.code, exc)
+    return out
+
+
+#
+# Impact helpers
+#
+def _pods_on(di: DiagnosisInput, node: str) -> list[EntityState]:
+    return [p for p in di.pods_on_node(node) if p.get("phase") == "Running" or p.get("node")]
+
+
+def _describe_pods(pods: list[EntityState]) -> str:
+    if not pods:
+        return "no running pods"
+    by_project: dict[str, list[str]] = {}
+    for p in pods:
+        by_project.setdefault(p.get("project") or p.namespace, []).append(
+            f"{p.ref.label} ({p.get('gpus') or 0} GPU, {p.get('priority_class') or 'train'})"
+        )
+    return "; ".join(
+        f"project {proj}: {', '.join(names[:5])}{' …' if len(names) > 5 else ''}"
+        for proj, names in sorted(by_project.items())
+    )
+
+
+def _pending_that_fit_after(di: DiagnosisInput, gained: dict[str, int]) -> list[str]:
+    """Pending jobs that would fit if ``gained`` GPUs (per node) became free."""
+    names = []
+    for job in di.jobs:
+        if not is_pending(job):
+            continue
+        req = F.job_request(di, job)
+        rows = F.node_fits(di, req)
+        before = F.fits(rows, req)
+        for r in rows:
+            if r.node in gained:
+                r.allocatable = min(r.allocatable + gained[r.node], max(r.capacity, r.nominal))
+                r.pods_fit = min(r.free // max(req.gpus_per_pod, 1), req.pods)
+        if not before and F.fits(rows, req):
+            names.append(job.ref.label)
+    return names
+
+
+#
+# Builders, one per code
+#
+def _drain(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    node = f.facts.get("node") or (f.subject.name if f.subject and f.subject.kind == "node" else None)
+    if not node:
+        return []
+    pods = _pods_on(di, node)
+    n = di.find("node", node)
+    gpus = F.node_nominal_gpus(n) if n else 0
+    pool = (n.get("nodepool") if n else "") or ""
+    pool_total = sum(F.node_nominal_gpus(x) for x in di.nodes if (x.get("nodepool") or "") == pool)
+    idx = f.facts.get("index")
+    actions = [
+        ActionDraft(
+            f.code,
+            f"Cordon and drain {node}",
+            f"kubectl cordon {node} && kubectl drain {node} --ignore-daemonsets --delete-emptydir-data",
+            f"Evicts {len(pods)} pod(s) holding {sum(int(p.get('gpus') or 0) for p in pods)} GPUs: {_describe_pods(pods)}. "
+            f"Removes {gpus} GPUs from {'pool ' + pool if pool else 'the cluster'} ({pool_total} → {pool_total - gpus}) "
+            "until it is back.",
+            f"kubectl get node {node} shows SchedulingDisabled; no pods but DaemonSets remain on it; the evicted jobs "
+            "are Running elsewhere or queued.",
+            f"kubectl uncordon {node} (after the GPU was reset/serviced and `nvidia-smi -q` shows it healthy).",
+            Ref("node", node),
+        )
+    ]
+    if f.code == C.GPU_XID_FAULT and idx is not None and f.facts.get("xid") != 79:
+        holder = [
+            p
+            for p in pods
+            if any(
+                g.name == f.facts.get("gpu") and g.get("pod") == f"{p.namespace}/{p.name}" for g in di.gpus
+            )
+        ]
+        actions.append(
+            ActionDraft(
+                f.code,
+                f"Reset GPU {idx} on {node} once drained",
+                f"nvidia-smi -r -i {idx}   # on {node}, with no process on the GPU",
+                f"Only after the drain: kills whatever still runs on GPU {idx} ({_describe_pods(holder)}).",
+                f"nvidia-smi -q -i {idx} shows no pending retired pages/row remaps; DCGM_FI_DEV_XID_ERRORS stays 0.",
+                "None needed (a reset does not change configuration); uncordon the node when healthy.",
+                Ref("node", node),
+            )
+        )
+    return actions
+
+
+def _xid(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    if f.facts.get("drain_node"):
+        return _drain(di, f)
+    node = f.facts.get("node", "")
+    holders = [
+        p
+        for p in di.pods
+        if any(g.name == f.facts.get("gpu") and g.get("pod") == f"{p.namespace}/{p.name}" for g in di.gpus)
+    ]
+    return [
+        ActionDraft(
+            f.code,
+            f"Restart the application on GPU {f.facts.get('index')} of {node} (Xid {f.facts.get('xid')} is "
+            "application-side)",
+            "kubectl delete pod " + " ".join(f"-n {p.namespace} {p.name}" for p in holders[:1]),
+            f"Restarts {_describe_pods(holders)}; the node stays in service. {f.facts.get('action', '')}",
+            "The Xid does not recur after the restart; if it does across different applications, run DCGM diagnostics.",
+            "Nothing to roll back (the job controller recreates the pod).",
+            Ref("node", node) if node else None,
+        )
+    ]
+
+
+def _device_plugin(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    node = f.facts.get("node") or next(iter(f.facts.get("nodes", [])), None)
+    if not node:
+        return []
+    pending = _pending_that_fit_after(di, {node: f.facts.get("capacity", 8)})
+    return [
+        ActionDraft(
+            f.code,
+            f"Restart the NVIDIA device plugin on {node}",
+            f"kubectl -n gpu-operator delete pod -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName={node}",
+            f"Running pods on {node} keep their GPUs ({_describe_pods(_pods_on(di, node))}); if the plugin comes back "
+            f"healthy, pending jobs that would then fit: {', '.join(pending) or 'none'}.",
+            f"kubectl get node {node} -o jsonpath='{{.status.allocatable.nvidia\\.com/gpu}}' equals its capacity.",
+            "Nothing to roll back (the DaemonSet recreates the pod); if GPUs stay unhealthy, drain the node.",
+            Ref("node", node),
+        )
+    ]
+
+
+def _node_unavailable(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    node = f.facts.get("node") or next(iter(f.facts.get("nodes", [])), None)
+    if not node:
+        return []
+    n = di.find("node", node)
+    if n is not None and n.get("unschedulable") and n.get("ready", True):
+        pending = _pending_that_fit_after(di, {})
+        return [
+            ActionDraft(
+                f.code,
+                f"Uncordon {node} if its maintenance is over",
+                f"kubectl uncordon {node}",
+                f"Opens {F.node_nominal_gpus(n)} GPUs to new pods; pending jobs that could land there: "
+                f"{', '.join(pending) or 'see the queue'}.",
+                f"kubectl get node {node} no longer shows SchedulingDisabled; pending pods bind to it.",
+                f"kubectl cordon {node}",
+                Ref("node", node),
+            )
+        ]
+    pods = _pods_on(di, node)
+    return [
+        ActionDraft(
+            f.code,
+            f"Investigate the kubelet on {node}, drain it if it does not recover",
+            f"ssh {node} 'systemctl status kubelet; journalctl -u kubelet --since -30m'",
+            f"Pods stranded on {node}: {_describe_pods(pods)}.",
+            f"kubectl get node {node} reports Ready=True.",
+            "No change made by the investigation itself.",
+            Ref("node", node),
+        )
+    ]
+
+
+def _quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    proj, queue = f.facts["project"], f.facts.get("queue") or f.facts["project"]
+    quota, limit, alloc, need = (
+        f.facts.get("quota"),
+        f.facts.get("limit"),
+        f.facts["allocated"],
+        f.facts["requested"],
+    )
+    new_quota = max(alloc + need, quota or 0)
+    new_limit = max(new_quota, limit) if limit is not None else None
+    total = sum(F.node_nominal_gpus(n) for n in di.nodes)
+    deserved = sum(int(q.get("quota_gpus") or 0) for q in di.queues if q.name != queue) + new_quota
+    over = [
+        f"{q.name} ({project_allocated(di, q.get('project') or q.name, q.name)} of {q.get('quota_gpus')})"
+        for q in di.queues
+        if q.name != queue
+        and project_allocated(di, q.get("project") or q.name, q.name) > int(q.get("quota_gpus") or 0)
+    ]
+    cut = f.facts.get("cut")
+    res = {"quota": new_quota, "limit": new_limit if new_limit is not None else -1}
+    cmd = (
+        f"kubectl patch queue {queue} --type merge -p "
+        f'\'{{"spec":{{"resources":{{"gpu":{{"quota":{res["quota"]},"limit":{res["limit"]}}}}}}}}}\''
+        if di.scheduler == "kai"
+        else f"kubectl edit clusterqueue {queue}   # nominalQuota of nvidia.com/gpu: {quota} -> {new_quota}"
+    )
+    title = (
+        f"Restore project {proj}'s quota to {cut['old']} (cut by {cut['actor'] or 'someone'})"
+        if cut and cut.get("old") is not None and float(cut["old"]) >= alloc + need
+        else f"Raise project {proj}'s GPU quota from {quota} to {new_quota}"
+        + (f" and limit to {new_limit}" if limit is not None and new_limit != limit else "")
+    )
+    job = f.facts.get("job")
+    return [
+        ActionDraft(
+            f.code,
+            title,
+            cmd,
+            f"Deserved quotas would sum to {deserved} of {total} GPUs in the cluster"
+            + (" (over-committed: other projects may be reclaimed)" if deserved > total else "")
+            + (
+                f"; projects running over their quota that a reclaim could preempt: {', '.join(over)}"
+                if over
+                else "; no other project is over its quota, so nothing is preempted by this change"
+            )
+            + ".",
+            f"{job.label if job else 'the job'} is admitted/Running; the queue's allocated GPUs rise by {need}.",
+            f"Set quota back to {quota}"
+            + (f" and limit to {limit}" if limit is not None else "")
+            + " the same way.",
+            Ref("queue", queue),
+        ),
+        ActionDraft(
+            f.code,
+            f"Or lower {job.label if job else 'the job'}'s request to fit the {max((quota or 0) - alloc, 0)} "
+            "GPUs left in quota",
+            f"resubmit with at most {max((limit if limit is not None else quota or 0) - alloc, 0)} GPUs",
+            "Only this job is affected (smaller, longer run); no other project changes.",
+            "The job is admitted with the smaller request.",
+            "Resubmit with the original size.",
+            job,
+        ),
+    ]
+
+
+def _capacity(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    job = f.facts.get("job")
+    idle = [p for p in di.pods if p.get("phase") == "Running" and p.get("project") and p.get("gpus")]
+    return [
+        ActionDraft(
+            f.code,
+            f"Lower {job.label if job else 'the job'}'s request to {f.facts.get('free', 0)} GPUs or wait for "
+            "capacity",
+            "resubmit with fewer GPUs per pod / fewer pods",
+            f"Only this job changes; {len(idle)} running GPU pods keep their GPUs. Adding nodes to the pool affects no one.",
+            "The job's pods bind (PodScheduled=True).",
+            "Resubmit with the original size.",
+            job,
+        )
+    ]
+
+
+def _fragmentation(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    job = f.facts.get("job")
+    largest, per_pod = f.facts.get("largest", 0), f.facts.get("per_pod", 0)
+    nodes = f.facts.get("nodes", [])
+    small = [p for n in nodes for p in _pods_on(di, n) if int(p.get("gpus") or 0) < per_pod]
+    return [
+        ActionDraft(
+            f.code,
+            f"Resubmit {job.label if job else 'the job'} with pods of at most {largest} GPUs, or consolidate",
+            f"# split into pods of {largest} GPUs; or drain the small pods from one of: {', '.join(nodes[:4])}",
+            f"Consolidating moves {len(small)} small pod(s): {_describe_pods(small[:8])}.",
+            "The job's pods bind on one node each.",
+            "Resubmit with the original shape; uncordon any node drained.",
+            job,
+        )
+    ]
+
+
+def _taint(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    job = f.facts.get("job")
+    taints = f.facts.get("taints", [])
+    nodes = f.facts.get("nodes", [])
+    if not taints:
+        return []
+    t = taints[0]
+    spec = f"{t['key']}={t.get('value') or ''}:{t['effect']}"
+    others = [j.ref.label for j in di.jobs if is_pending(j) and j.ref != job]
+    return [
+        ActionDraft(
+            f.code,
+            f"Remove the taint {spec} from {', '.join(nodes[:4])} if it is no longer needed",
+            " && ".join(f"kubectl taint nodes {n} {spec}-" for n in nodes[:4]),
+            f"Every pod may land on {len(nodes)} node(s) again; pending jobs that could: "
+            f"{', '.join(others[:6]) or 'only this one'}.",
+            "The job's pods bind to those nodes.",
+            " && ".join(f"kubectl taint nodes {n} {spec}" for n in nodes[:4]),
+            Ref("node", nodes[0]),
+        ),
+        ActionDraft(
+            f.code,
+            f"Or add a toleration for {spec} to {job.label if job else 'the job'}",
+            f"tolerations: [{{key: {t['key']}, operator: Exists, effect: {t['effect']}}}]",
+            "Only this job changes.",
+            "The job's pods bind.",
+            "Remove the toleration.",
+            job,
+        ),
+    ]
+
+
+def _selector(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    job = f.facts.get("job")
+    return [
+        ActionDraft(
+            f.code,
+            f"Fix {job.label if job else 'the job'}'s node selector to match existing node labels",
+            "resubmit with a nodeSelector that some GPU node carries (kubectl get nodes --show-labels)",
+            "Only this job changes.",
+            "The job's pods bind.",
+            "Resubmit with the original selector.",
+            job,
+        )
+    ]
+
+
+def _request(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    job, old = f.facts.get("job"), f.facts.get("old", {})
+    return [
+        ActionDraft(
+            f.code,
+            f"Resubmit {job.label if job else 'the job'} at its previous size "
+            f"{old.get('pods')}×{old.get('gpus_per_pod')} GPUs",
+            "resubmit with the previous request",
+            "Only this job changes (it trains with fewer GPUs).",
+            "The job is admitted and Running.",
+            "Resubmit with the larger request.",
+            job,
+        )
+    ]
+
+
+def _queue(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    job = f.facts.get("job")
+    ahead = [r.label for r in f.facts.get("ahead", [])]
+    return [
+        ActionDraft(
+            f.code,
+            f"Raise {job.label if job else 'the job'}'s priority, or hold the jobs ahead",
+            "set a higher priorityClassName / queue priority (scheduler policy)",
+            f"Delays the jobs ahead of it: {', '.join(ahead[:6])}.",
+            "The job is scheduled before them.",
+            "Restore the previous priority.",
+            job,
+        )
+    ]
+
+
+def _workload(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    pod = f.facts.get("pod")
+    what = {
+        C.CRASHLOOP_CONFIG_ERROR: (
+            "Fix the configuration the log names",
+            f"fix: {str(f.facts.get('line', ''))[:120]}",
+        ),
+        C.OOM_KILLED: (
+            "Raise the container memory limit or reduce host-side memory use",
+            "resources.limits.memory: raise, or lower dataloader workers/prefetch",
+        ),
+        C.GPU_OOM: (
+            "Lower the batch size (or use gradient checkpointing / more GPU memory)",
+            "reduce batch size; or request a GPU product with more memory",
+        ),
+        C.PREEMPTED: (
+            "Run within the project's quota or as non-preemptible",
+            "resubmit within quota (or with priorityClassName inference if allowed)",
+        ),
+    }[f.code]
+    return [
+        ActionDraft(
+            f.code,
+            what[0],
+            what[1],
+            f"Only {pod.label if pod else 'this workload'} is affected.",
+            "The pod stays Running with no new restarts for 10 minutes.",
+            "Resubmit with the previous settings.",
+            pod,
+        )
+    ]
+
+
+def _image(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    prev, cur, pod = f.facts.get("previous_image"), f.facts.get("image"), f.facts.get("pod")
+    if prev:
+        return [
+            ActionDraft(
+                f.code,
+                f"Roll the image back to {prev}",
+                f"resubmit with image {prev} (was {cur})",
+                f"Only {pod.label if pod else 'this workload'} is affected.",
+                "The pod's container starts (no ErrImagePull/ImagePullBackOff).",
+                f"Resubmit with {cur} once the tag exists.",
+                pod,
+            )
+        ]
+    return [
+        ActionDraft(
+            f.code,
+            f"Fix the image reference {cur} or the pull secret",
+            f"crane manifest {cur}   # does the tag exist?",
+            f"Only {pod.label if pod else 'this workload'} is affected.",
+            "The pod's container starts.",
+            "Resubmit with the previous image.",
+            pod,
+        )
+    ]
+
+
+def _idle(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    pod = f.facts.get("pod")
+    gpus = f.facts.get("gpus", [])
+    node = f.facts.get("node") or ""
+    could = _pending_that_fit_after_release(di, {node: len(gpus)}) if node else []
+    return [
+        ActionDraft(
+            f.code,
+            f"Ask the owner of {pod.label if pod else 'the pod'} to release its {len(gpus)} idle GPU(s)",
+            f"kubectl -n {pod.namespace} delete pod {pod.name}   # only with the owner's agreement"
+            if pod
+            else "",
+            f"Frees {len(gpus)} GPUs on {node} for project {f.facts.get('project') or '?'}; pending jobs that would then "
+            f"fit: {', '.join(could) or 'none right now'}.",
+            "The GPUs show as free (no pod) and DCGM_FI_PROF_SM_ACTIVE of the next holder is above 0.1.",
+            "Resubmit the job.",
+            pod,
+        )
+    ]
+
+
+def _pending_that_fit_after_release(di: DiagnosisInput, freed: dict[str, int]) -> list[str]:
+    names = []
+    for job in di.jobs:
+        if not is_pending(job):
+            continue
+        req = F.job_request(di, job)
+        rows = F.node_fits(di, req)
+        if F.fits(rows, req):
+            continue
+        for r in rows:
+            if r.node in freed:
+                r.allocated = max(r.allocated - freed[r.node], 0)
+                r.pods_fit = min(r.free // max(req.gpus_per_pod, 1), req.pods)
+        if F.fits(rows, req):
+            names.append(job.ref.label)
+    return names
+
+
+def _over_requested(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    pod = f.facts.get("pod")
+    used, req = f.facts.get("used", 0), f.facts.get("requested", 0)
+    return [
+        ActionDraft(
+            f.code,
+            f"Resubmit with {used} GPU(s) instead of {req}",
+            f"request nvidia.com/gpu: {used}",
+            f"Frees {req - used} GPUs for other jobs; only this job changes.",
+            "All requested GPUs show SM activity above 0.1.",
+            f"Resubmit with {req} GPUs.",
+            pod,
+        )
+    ]
+
+
+def _thermal(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    node = f.facts.get("node", "")
+    return [
+        ActionDraft(
+            f.code,
+            f"Check cooling of {node}; drain it if the GPU keeps throttling",
+            f"kubectl cordon {node}   # then inspect fans/airflow",
+            f"Cordoning stops new pods on {node}; running: {_describe_pods(_pods_on(di, node))}.",
+            "DCGM_FI_DEV_GPU_TEMP stays below 85 °C and the SM clock recovers.",
+            f"kubectl uncordon {node}",
+            Ref("node", node),
+        )
+    ]
+
+
+BUILDERS = {
+    C.GPU_XID_FAULT: _xid,
+    C.GPU_ECC_ERRORS: _drain,
+    C.GPU_MISSING: _drain,
+    C.NVLINK_ERRORS: _drain,
+    C.DEVICE_PLUGIN_UNHEALTHY: _device_plugin,
+    C.GPU_NODE_UNAVAILABLE: _node_unavailable,
+    C.PROJECT_QUOTA_EXHAUSTED: _quota,
+    C.GPU_CAPACITY_SHORTAGE: _capacity,
+    C.GPU_FRAGMENTATION: _fragmentation,
+    C.UNTOLERATED_TAINT: _taint,
+    C.NODE_SELECTOR_MISMATCH: _selector,
+    C.REQUEST_SIZE_CHANGED: _request,
+    C.QUEUE_PRIORITY: _queue,
+    C.CRASHLOOP_CONFIG_ERROR: _workload,
+    C.OOM_KILLED: _workload,
+    C.GPU_OOM: _workload,
+    C.PREEMPTED: _workload,
+    C.IMAGE_PULL_ERROR: _image,
+    C.IDLE_GPU_ALLOCATION: _idle,
+    C.OVER_REQUESTED: _over_requested,
+    C.GPU_THERMAL_THROTTLING: _thermal,
+}

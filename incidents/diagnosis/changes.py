@@ -1,0 +1,228 @@
+"""recent_change: what someone changed on related objects shortly before the onset.
+
+Only deliberate changes count (policy, request, image, selectors, taints,
+cordons, external change events), not what the system itself moves every
+sweep (phases, conditions, placements) nor faults (readiness, allocatable,
+Xid counters), which have their own checks. A change is context: rank.py puts
+it below any mechanism that explains the symptom on its own, and raises its
+confidence when it touches what that mechanism is about.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from incidents.diagnosis import codes as C
+from incidents.diagnosis.types import (
+    REFUTED,
+    SUPPORTED,
+    ChangeRec,
+    Derived,
+    DiagnosisInput,
+    Finding,
+    Ref,
+    cite_change,
+    hhmm,
+    iso,
+)
+
+logger = logging.getLogger(__name__)
+
+LOOKBACK = timedelta(hours=3)
+
+# Field (leaf or top-level key) -> category, which links a change to a mechanism.
+CATEGORIES = {
+    "quota_gpus": "quota",
+    "limit_gpus": "quota",
+    "over_quota_weight": "quota",
+    "priority": "priority",
+    "image": "image",
+    "containers": "image",
+    "gpus_per_pod": "request",
+    "pods": "request",
+    "gpus_total": "request",
+    "node_selector": "selector",
+    "tolerations": "taint",
+    "taints": "taint",
+    "unschedulable": "cordon",
+    "labels": "selector",
+    "priority_class": "priority",
+}
+# Which mechanisms a category of change can cause.
+LINKS = {
+    "quota": (C.PROJECT_QUOTA_EXHAUSTED, C.PREEMPTED),
+    "priority": (C.QUEUE_PRIORITY, C.PREEMPTED),
+    "image": (C.IMAGE_PULL_ERROR, C.CRASHLOOP_CONFIG_ERROR, C.GPU_OOM, C.OOM_KILLED),
+    "request": (
+        C.REQUEST_SIZE_CHANGED,
+        C.GPU_CAPACITY_SHORTAGE,
+        C.GPU_FRAGMENTATION,
+        C.PROJECT_QUOTA_EXHAUSTED,
+    ),
+    "selector": (C.NODE_SELECTOR_MISMATCH,),
+    "taint": (C.UNTOLERATED_TAINT,),
+    "cordon": (C.GPU_NODE_UNAVAILABLE, C.GPU_CAPACITY_SHORTAGE),
+    "external": (),
+}
+IGNORED_TOP = {
+    "phase",
+    "conditions",
+    "active",
+    "succeeded",
+    "failed",
+    "scheduling",
+    "node",
+    "started",
+    "admitted",
+    "ready",
+    "ready_reason",
+    "allocatable",
+    "capacity",
+    "xid_last",
+    "ecc_dbe_total",
+    "ecc_sbe_total",
+    "present",
+    "pod",
+    "namespace",
+    "generation",
+    "created",
+    "deleted",
+    "state",
+    "restart_count",
+}
+
+
+def category(ch: ChangeRec) -> str | None:
+    if ch.source == "external":
+        return "external"
+    parts = ch.field.split(".")
+    for key in (parts[-1], parts[0]):
+        if key in CATEGORIES:
+            if key == "labels" and ch.entity is not None and ch.entity.kind != "node":
+                return None
+            return CATEGORIES[key]
+    if parts[0] in IGNORED_TOP or parts[-1] in IGNORED_TOP:
+        return None
+    return None
+
+
+def related_refs(di: DiagnosisInput) -> set[Ref]:
+    """The subjects and what they depend on: pods, queue/project, nodes (all GPU nodes for a waiting job)."""
+    refs: set[Ref] = set(di.subjects)
+    for ref in di.subjects:
+        if ref.kind == "job":
+            job = di.find("job", ref.name, ref.namespace)
+            if job is None:
+                continue
+            pods = di.pods_of_job(job)
+            refs.update(p.ref for p in pods)
+            for name in {job.get("queue"), job.get("project")} - {None, ""}:
+                refs.update({Ref("queue", name), Ref("project", name)})
+            nodes = {p.get("node") for p in pods if p.get("node")}
+            if not nodes:  # waiting: any node could be where it should have gone
+                nodes = {n.name for n in di.nodes}
+            refs.update(Ref("node", n) for n in nodes)
+        elif ref.kind == "pod":
+            pod = di.find("pod", ref.name, ref.namespace)
+            if pod is not None:
+                if pod.get("job"):
+                    refs.add(Ref("job", pod.get("job"), pod.namespace))
+                if pod.get("node"):
+                    refs.add(Ref("node", pod.get("node")))
+                for name in {pod.get("queue"), pod.get("project")} - {None, ""}:
+                    refs.update({Ref("queue", name), Ref("project", name)})
+        elif ref.kind == "gpu":
+            g = di.find("gpu", ref.name)
+            if g is not None and g.get("node"):
+                refs.add(Ref("node", g.get("node")))
+        elif ref.kind == "node":
+            refs.update(g.ref for g in di.gpus_of_node(ref.name))
+        elif ref.kind == "project":
+            refs.add(Ref("queue", ref.name))
+    return refs
+
+
+def check_changes(di: DiagnosisInput, lookback: timedelta = LOOKBACK) -> list[Finding]:
+    refs = related_refs(di)
+    start = di.onset - lookback
+    picked: list[tuple[ChangeRec, str]] = []
+    for ch in di.changes:
+        if ch.time < start or ch.time > di.t:
+            continue
+        if ch.entity is not None and ch.entity not in refs:
+            continue
+        cat = category(ch)
+        if cat is None:
+            continue
+        picked.append((ch, cat))
+    subject = di.subjects[0] if di.subjects else None
+    if not picked:
+        absent = Derived(
+            kind="changes_window",
+            locator=f"inventory changes of {len(refs)} related object(s) between {iso(start)} and {iso(di.t)}",
+            content={
+                "objects": sorted(str(r) for r in refs),
+                "start": iso(start),
+                "end": iso(di.t),
+                "changes": [],
+            },
+            summary=f"no deliberate change on related objects from {hhmm(start)} to {hhmm(di.t)}",
+            observed_at=di.t,
+        )
+        return [
+            Finding(
+                C.RECENT_CHANGE,
+                f"Nothing was changed on the {len(refs)} related object(s) from "
+                f"{hhmm(start)} to {hhmm(di.t)}.",
+                REFUTED,
+                0.6,
+                refutes=[absent],
+                subject=subject,
+                sources=("change",),
+                why="no policy, request, image, selector, taint or cordon change in the window",
+            )
+        ]
+    picked.sort(key=lambda p: p[0].time, reverse=True)
+    parts = []
+    for ch, _cat in picked[:3]:
+        who = f"{ch.actor} " if ch.actor else ""
+        target = f"{ch.entity.kind} {ch.entity.label}" if ch.entity else "external"
+        what = ch.summary or f"{ch.field.rsplit('.', 1)[-1]} {_short(ch.old)} → {_short(ch.new)}"
+        parts.append(f"{who}changed {target} {what} at {hhmm(ch.time)}")
+    more = f" (+{len(picked) - 3} more)" if len(picked) > 3 else ""
+    return [
+        Finding(
+            C.RECENT_CHANGE,
+            f"{len(picked)} change(s) on related objects shortly before or since onset: "
+            + "; ".join(parts)
+            + more
+            + ".",
+            SUPPORTED,
+            0.5,
+            supports=[cite_change(ch) for ch, _ in picked[:8]],
+            subject=subject,
+            sources=("change",),
+            since=picked[-1][0].time,
+            facts={
+                "categories": sorted({cat for _, cat in picked}),
+                "changes": [
+                    {
+                        "time": iso(ch.time),
+                        "field": ch.field,
+                        "old": ch.old,
+                        "new": ch.new,
+                        "actor": ch.actor,
+                        "entity": str(ch.entity) if ch.entity else None,
+                    }
+                    for ch, _ in picked[:8]
+                ],
+            },
+            next_questions=["Was the change intended, and can it be reverted safely?"],
+        )
+    ]
+
+
+def _short(v: object) -> str:
+    s = str(v)
+    return s if len(s) <= 60 else s[:57] + "…"

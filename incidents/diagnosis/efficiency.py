@@ -1,0 +1,188 @@
+"""Allocated but unused GPUs: idle allocations and jobs requesting more GPUs than they use.
+
+Activity is DCGM_FI_PROF_SM_ACTIVE (fraction of time at least one warp was
+resident on an SM); where the exporter does not enable profiling metrics,
+DCGM_FI_DEV_GPU_UTIL / 100 stands in (coarser: it counts any kernel running).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from incidents.diagnosis import codes as C
+from incidents.diagnosis.types import (
+    REFUTED,
+    SUPPORTED,
+    UNVERIFIED,
+    Cite,
+    DiagnosisInput,
+    EntityState,
+    Finding,
+    Series,
+    cite_series,
+    cite_state,
+    hhmm,
+)
+
+logger = logging.getLogger(__name__)
+
+IDLE_BELOW = 0.10
+IDLE_FOR = timedelta(hours=1)
+SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+
+
+def activity(di: DiagnosisInput, gpu_uuid: str) -> tuple[Series | None, float]:
+    """The activity series of a GPU and the factor that turns it into a 0..1 fraction."""
+    util = None
+    for s in di.series:
+        if s.uuid != gpu_uuid:
+            continue
+        if s.metric == SM_ACTIVE:
+            return s, 1.0
+        if s.metric == GPU_UTIL:
+            util = s
+    return (util, 0.01) if util is not None else (None, 1.0)
+
+
+def idle_since(points: list[tuple[datetime, float]], t: datetime, factor: float) -> datetime | None:
+    """Start of the trailing spell (ending at t) in which activity stayed below IDLE_BELOW; None if active at t."""
+    since = None
+    for ts, v in sorted(points):
+        if ts > t:
+            break
+        if v * factor < IDLE_BELOW:
+            since = since or ts
+        else:
+            since = None
+    return since
+
+
+def _pods_of_interest(di: DiagnosisInput) -> list[EntityState]:
+    pods: list[EntityState] = []
+    for ref in di.subjects:
+        if ref.kind == "pod":
+            p = di.find("pod", ref.name, ref.namespace)
+            pods += [p] if p else []
+        elif ref.kind == "job":
+            j = di.find("job", ref.name, ref.namespace)
+            pods += di.pods_of_job(j) if j else []
+        elif ref.kind == "gpu":
+            g = di.find("gpu", ref.name)
+            if g is not None and g.get("pod") and "/" in g.get("pod"):
+                ns, name = g.get("pod").split("/", 1)
+                p = di.find("pod", name, ns)
+                pods += [p] if p else []
+    seen: list[EntityState] = []
+    for p in pods:
+        if p not in seen and p.get("phase") == "Running":
+            seen.append(p)
+    return seen
+
+
+def check_efficiency(di: DiagnosisInput, idle_for: timedelta = IDLE_FOR) -> list[Finding]:
+    out: list[Finding] = []
+    for pod in _pods_of_interest(di):
+        gpus = [g for g in di.gpus if g.get("pod") == f"{pod.namespace}/{pod.name}"]
+        if not gpus and not pod.get("gpus"):
+            continue
+        rows = []
+        for g in gpus:
+            s, factor = activity(di, g.name)
+            if s is None:
+                rows.append((g, None, factor, None, None))
+                continue
+            vals = [v * factor for ts, v in s.points if ts <= di.t and ts >= di.t - idle_for]
+            mean = sum(vals) / len(vals) if vals else None
+            rows.append((g, s, factor, mean, idle_since(s.points, di.t, factor)))
+        pcite = cite_state(pod, di.t)
+        measured = [r for r in rows if r[1] is not None and r[3] is not None]
+        if not measured:
+            if "GPUIdleAllocated" in di.alertnames:
+                out.append(
+                    Finding(
+                        C.IDLE_GPU_ALLOCATION,
+                        f"{pod.ref.label} holds {pod.get('gpus') or len(gpus)} GPU(s) but no "
+                        "activity series was collected for them.",
+                        UNVERIFIED,
+                        0.3,
+                        supports=[pcite],
+                        subject=pod.ref,
+                        sources=("prometheus",),
+                        why="no DCGM activity series for the pod's GPUs",
+                        next_questions=["Does the DCGM exporter export DCGM_FI_PROF_SM_ACTIVE on this node?"],
+                    )
+                )
+            continue
+        idle = [r for r in measured if r[4] is not None and di.t - r[4] >= idle_for]
+        active = [r for r in measured if r[4] is None]
+        cites: list[Cite] = [pcite, *[cite_series(r[1]) for r in measured[:8]]]
+        where = measured[0][0].get("node") or pod.get("node")
+        if idle and len(idle) == len(measured):
+            since = min(r[4] for r in idle)
+            mean = sum(r[3] for r in idle) / len(idle)
+            out.append(
+                Finding(
+                    C.IDLE_GPU_ALLOCATION,
+                    f"{pod.ref.label} holds {len(idle)} GPU(s) on {where} with mean SM activity {mean:.2f} "
+                    f"(< {IDLE_BELOW:.2f}) since {hhmm(since)} ({_dur(di.t - since)}).",
+                    SUPPORTED,
+                    0.85,
+                    supports=cites,
+                    subject=pod.ref,
+                    sources=("prometheus",),
+                    since=since,
+                    facts={
+                        "pod": pod.ref,
+                        "gpus": [r[0].name for r in idle],
+                        "node": where,
+                        "job": pod.get("job"),
+                        "project": pod.get("project"),
+                    },
+                    next_questions=["Is the job waiting on data/IO or stuck, or is it a forgotten notebook?"],
+                )
+            )
+        elif idle:
+            out.append(
+                Finding(
+                    C.OVER_REQUESTED,
+                    f"{pod.ref.label} uses {len(active)} of its {len(measured)} GPUs; {len(idle)} stayed below "
+                    f"{IDLE_BELOW:.2f} SM activity for over {_dur(idle_for)}.",
+                    SUPPORTED,
+                    0.75,
+                    supports=cites,
+                    subject=pod.ref,
+                    sources=("prometheus",),
+                    since=min(r[4] for r in idle),
+                    facts={
+                        "pod": pod.ref,
+                        "used": len(active),
+                        "requested": len(measured),
+                        "job": pod.get("job"),
+                    },
+                    next_questions=[
+                        "Does the code actually use all visible GPUs (DDP world size, CUDA_VISIBLE_DEVICES)?"
+                    ],
+                )
+            )
+        elif "GPUIdleAllocated" in di.alertnames or any(r.kind == "gpu" for r in di.subjects):
+            mean = sum(r[3] for r in measured) / len(measured)
+            out.append(
+                Finding(
+                    C.IDLE_GPU_ALLOCATION,
+                    f"{pod.ref.label}'s GPUs are busy: mean SM activity {mean:.2f} over the last {_dur(idle_for)}.",
+                    REFUTED,
+                    0.75,
+                    refutes=cites,
+                    subject=pod.ref,
+                    sources=("prometheus",),
+                    why=f"activity above {IDLE_BELOW:.2f} at {hhmm(di.t)}",
+                )
+            )
+    return out
+
+
+def _dur(d: timedelta) -> str:
+    mins = int(d.total_seconds() // 60)
+    return f"{mins // 60}h{mins % 60:02d}m" if mins >= 60 else f"{mins}m"

@@ -1,0 +1,486 @@
+"""GPU and node health at t: Xid (through NVIDIA's catalog), ECC, missing GPUs, device plugin, thermal, NVLink.
+
+Which nodes are examined: the incident's node and GPU subjects, the nodes its
+pods run on, and — for a waiting job — every GPU node (a fault elsewhere is
+what shrinks the capacity the job waits for). Non-subject nodes only yield
+supported findings: a healthy bystander is not worth a refuted line.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import datetime
+from typing import Any
+
+from incidents.diagnosis import codes as C
+from incidents.diagnosis.fit import node_nominal_gpus
+from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.types import (
+    REFUTED,
+    SUPPORTED,
+    Cite,
+    DiagnosisInput,
+    EntityState,
+    Finding,
+    Ref,
+    Series,
+    cite_event,
+    cite_series,
+    cite_state,
+    gpus_of,
+    hhmm,
+)
+from incidents.diagnosis.xid import explain_xid
+
+logger = logging.getLogger(__name__)
+
+XID_METRIC = "DCGM_FI_DEV_XID_ERRORS"
+TEMP_METRIC = "DCGM_FI_DEV_GPU_TEMP"
+SM_CLOCK_METRIC = "DCGM_FI_DEV_SM_CLOCK"
+DBE_METRIC = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+SBE_METRIC = "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"
+NVLINK_METRIC = "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
+THERMAL_LIMIT_C = 85.0  # data-center GPUs start slowing down in the mid to high 80s (H100 slowdown ~87 °C)
+SBE_NOISE = 100  # single-bit errors are corrected; only a burst is worth a line
+ECC_XIDS = {48, 63, 64, 92, 94, 95}
+_XID_TEXT = re.compile(r"\bXid\b[^0-9]*(?:\([^)]*\))?[:\s]*(\d{1,3})", re.I)
+
+
+def examined_nodes(di: DiagnosisInput) -> tuple[set[str], set[str]]:
+    """(subject nodes, all nodes worth examining)."""
+    subject: set[str] = set()
+    for ref in di.subjects:
+        if ref.kind == "node":
+            subject.add(ref.name)
+        elif ref.kind == "gpu":
+            g = di.find("gpu", ref.name)
+            if g is not None and g.get("node"):
+                subject.add(g.get("node"))
+        elif ref.kind == "pod":
+            p = di.find("pod", ref.name, ref.namespace)
+            if p is not None and p.get("node"):
+                subject.add(p.get("node"))
+        elif ref.kind == "job":
+            j = di.find("job", ref.name, ref.namespace)
+            if j is not None:
+                subject.update(p.get("node") for p in di.pods_of_job(j) if p.get("node"))
+    wide = set(subject)
+    pending = any(
+        (j := di.find("job", r.name, r.namespace)) is not None and is_pending(j)
+        for r in di.subjects
+        if r.kind == "job"
+    )
+    if pending or not subject:
+        wide.update(n.name for n in di.nodes)
+    return subject, wide
+
+
+def check_health(di: DiagnosisInput) -> list[Finding]:
+    subject_nodes, nodes = examined_nodes(di)
+    subject_gpus = {r.name for r in di.subjects if r.kind == "gpu"}
+    out: list[Finding] = []
+    for name in sorted(nodes):
+        node = di.find("node", name)
+        if node is None:
+            continue
+        is_subject = name in subject_nodes
+        out.extend(_node_findings(di, node, is_subject))
+        for gpu in di.gpus_of_node(name):
+            out.extend(_gpu_findings(di, node, gpu, is_subject or gpu.name in subject_gpus))
+    return out
+
+
+def _series(di: DiagnosisInput, metric: str, uuid: str, node: str = "", index: Any = None) -> Series | None:
+    for s in di.series:
+        if s.metric == metric and (s.uuid == uuid or (not s.uuid and node and s.node == node)):
+            return s
+    return None
+
+
+def _gpu_label(gpu: EntityState) -> str:
+    return f"GPU {gpu.get('index', '?')} ({gpu.name}) on {gpu.get('node', '?')}"
+
+
+def _first_change(di: DiagnosisInput, ref: Ref, leaf: str) -> datetime | None:
+    times = [
+        c.time
+        for c in di.changes
+        if c.entity == ref and c.field.rsplit(".", 1)[-1] == leaf and c.time <= di.t
+    ]
+    return max(times) if times else None
+
+
+def _since_in_history(di: DiagnosisInput, es: EntityState, pred: Any) -> datetime | None:
+    since = None
+    for v in reversed(di.history.get(es.ref) or []):
+        if pred(v.state):
+            since = v.valid_from
+        else:
+            break
+    return since or es.valid_from
+
+
+#
+# Xid
+#
+def xid_codes(di: DiagnosisInput, gpu: EntityState) -> list[tuple[int, datetime | None, Cite]]:
+    """Every Xid the GPU reported up to t, oldest first, each with where it was seen."""
+    found: dict[int, tuple[datetime | None, Cite]] = {}
+    s = _series(di, XID_METRIC, gpu.name)
+    if s is not None:
+        for ts, v in s.points:
+            if ts <= di.t and v and int(v) > 0 and int(v) not in found:
+                found[int(v)] = (ts, cite_series(s))
+    last = gpu.get("xid_last") or 0
+    if last and int(last) not in found:
+        found[int(last)] = (_first_change(di, gpu.ref, "xid_last") or gpu.valid_from, cite_state(gpu, di.t))
+    node = gpu.get("node") or ""
+    for ev in di.events:
+        if ev.time > di.t or not ev.involved or ev.involved.name != node:
+            continue
+        m = _XID_TEXT.search(ev.message or "")
+        if m and int(m.group(1)) not in found:
+            found[int(m.group(1))] = (ev.time, cite_event(ev))
+    return sorted(((x, ts, c) for x, (ts, c) in found.items()), key=lambda i: i[1] or di.t)
+
+
+def _gpu_findings(di: DiagnosisInput, node: EntityState, gpu: EntityState, is_subject: bool) -> list[Finding]:
+    out: list[Finding] = []
+    label = _gpu_label(gpu)
+    gcite = cite_state(gpu, di.t)
+    xids = xid_codes(di, gpu)
+    for code, ts, cite in xids:
+        info = explain_xid(code)
+        drain = bool(info.get("drain_node"))
+        explains: tuple[str, ...] = ()
+        if drain:
+            explains = (
+                C.GPU_MISSING,
+                C.DEVICE_PLUGIN_UNHEALTHY,
+                C.GPU_CAPACITY_SHORTAGE,
+                C.GPU_FRAGMENTATION,
+                C.GPU_NODE_UNAVAILABLE,
+                C.CRASHLOOP_CONFIG_ERROR,
+                C.PREEMPTED,
+                C.NVLINK_ERRORS,
+            )
+        side = "does not condemn the node" if not drain else "NVIDIA treats it as fatal to the GPU"
+        statement = (
+            f"{label} reported Xid {code} ({info['title']}) at {hhmm(ts)}: likely {info['likely_cause']}; "
+            f"{side}."
+        )
+        conf = 0.9 if drain else 0.6
+        out.append(
+            Finding(
+                C.GPU_XID_FAULT,
+                statement,
+                SUPPORTED,
+                conf,
+                supports=[cite, gcite] if cite != gcite else [cite],
+                subject=gpu.ref,
+                sources=("prometheus",),
+                since=ts,
+                explains=explains,
+                facts={
+                    "xid": code,
+                    "drain_node": drain,
+                    "node": node.name,
+                    "gpu": gpu.name,
+                    "index": gpu.get("index"),
+                    "action": info.get("action"),
+                    "likely_cause": info.get("likely_cause"),
+                },
+                next_questions=[
+                    f"Does dmesg on {node.name} show more Xid lines around {hhmm(ts)}?",
+                    *(
+                        ["Did the application on this GPU change (Xid from application faults)?"]
+                        if not drain
+                        else [f"Has this GPU reported Xid {code} before (RMA candidate)?"]
+                    ),
+                ],
+            )
+        )
+    if not xids and is_subject and "GPUXidError" in di.alertnames:
+        s = _series(di, XID_METRIC, gpu.name)
+        cites = [cite_series(s)] if s else [gcite]
+        out.append(
+            Finding(
+                C.GPU_XID_FAULT,
+                f"{label} shows no Xid error up to {hhmm(di.t)}.",
+                REFUTED,
+                0.6,
+                refutes=cites,
+                subject=gpu.ref,
+                sources=("prometheus",),
+                why="no non-zero DCGM_FI_DEV_XID_ERRORS sample and xid_last is 0",
+            )
+        )
+
+    missing = gpu.get("present") is False or gpu.get("phase") == "missing"
+    if missing:
+        since = _since_in_history(
+            di, gpu, lambda st: st.get("present") is False or st.get("phase") == "missing"
+        )
+        after_xid = [x for x, ts, _ in xids if ts is None or since is None or ts <= since]
+        cause = f" after Xid {after_xid[-1]}" if after_xid else ""
+        pods = [p.name for p in di.pods_on_node(node.name)]
+        out.append(
+            Finding(
+                C.GPU_MISSING,
+                f"{label} stopped reporting at {hhmm(since)}{cause}; {node.name} now advertises "
+                f"{gpus_of(node.get('capacity') or {})} of {node_nominal_gpus(node, di.history.get(node.ref))} GPUs.",
+                SUPPORTED,
+                0.85,
+                supports=[gcite, cite_state(node, di.t)],
+                subject=gpu.ref,
+                sources=("prometheus", "k8s"),
+                since=since,
+                explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.DEVICE_PLUGIN_UNHEALTHY),
+                facts={"node": node.name, "gpu": gpu.name, "index": gpu.get("index"), "pods": pods},
+                next_questions=[f"Is the GPU visible in nvidia-smi / lspci on {node.name}?"],
+            )
+        )
+    elif is_subject and "GPUMissing" in di.alertnames:
+        out.append(
+            Finding(
+                C.GPU_MISSING,
+                f"{label} is present and reporting at {hhmm(di.t)}.",
+                REFUTED,
+                0.7,
+                refutes=[gcite],
+                subject=gpu.ref,
+                sources=("prometheus",),
+                why="the GPU reports",
+            )
+        )
+
+    dbe = int(gpu.get("ecc_dbe_total") or 0)
+    sbe = int(gpu.get("ecc_sbe_total") or 0)
+    s_dbe = _series(di, DBE_METRIC, gpu.name)
+    if s_dbe is not None:
+        dbe = max([dbe, *[int(v) for ts, v in s_dbe.points if ts <= di.t]])
+    if dbe > 0 or sbe >= SBE_NOISE:
+        cites = [gcite] + ([cite_series(s_dbe)] if s_dbe is not None else [])
+        since = _first_change(di, gpu.ref, "ecc_dbe_total") or (
+            next((ts for ts, v in s_dbe.points if v > 0), None) if s_dbe else None
+        )
+        kind = f"{dbe} double-bit (uncorrectable)" if dbe else f"{sbe} single-bit (corrected)"
+        out.append(
+            Finding(
+                C.GPU_ECC_ERRORS,
+                f"{label} counts {kind} ECC errors" + (f" since {hhmm(since)}" if since else "") + ".",
+                SUPPORTED,
+                0.85 if dbe else 0.45,
+                supports=cites,
+                subject=gpu.ref,
+                sources=("prometheus",),
+                since=since,
+                explains=(C.GPU_XID_FAULT, C.CRASHLOOP_CONFIG_ERROR) if dbe else (),
+                facts={"node": node.name, "gpu": gpu.name, "index": gpu.get("index"), "dbe": dbe, "sbe": sbe},
+                next_questions=[
+                    "Are rows pending remap (DCGM_FI_DEV_ROW_REMAP_PENDING), and did remapping fail?"
+                ],
+            )
+        )
+    elif is_subject and "GPUECCDoubleBitError" in di.alertnames:
+        out.append(
+            Finding(
+                C.GPU_ECC_ERRORS,
+                f"{label} counts no double-bit ECC errors at {hhmm(di.t)}.",
+                REFUTED,
+                0.7,
+                refutes=[gcite],
+                subject=gpu.ref,
+                sources=("prometheus",),
+                why="DBE counter is 0",
+            )
+        )
+
+    temp = _series(di, TEMP_METRIC, gpu.name)
+    if temp is not None:
+        vals = [(ts, v) for ts, v in temp.points if ts <= di.t]
+        hot = [(ts, v) for ts, v in vals if v >= THERMAL_LIMIT_C]
+        if hot:
+            clock = _series(di, SM_CLOCK_METRIC, gpu.name)
+            throttled = ""
+            cites = [cite_series(temp)]
+            if clock is not None:
+                cv = [v for _, v in clock.points if v > 0]
+                if cv and min(cv) < 0.85 * max(cv):
+                    throttled = f"; SM clock fell from {max(cv):.0f} to {min(cv):.0f} MHz"
+                    cites.append(cite_series(clock))
+            out.append(
+                Finding(
+                    C.GPU_THERMAL_THROTTLING,
+                    f"{label} reached {max(v for _, v in hot):.0f} °C at {hhmm(hot[0][0])} (limit {THERMAL_LIMIT_C:.0f} °C)"
+                    f"{throttled}.",
+                    SUPPORTED,
+                    0.85 if throttled else 0.7,
+                    supports=cites,
+                    subject=gpu.ref,
+                    sources=("prometheus",),
+                    since=hot[0][0],
+                    facts={
+                        "node": node.name,
+                        "gpu": gpu.name,
+                        "index": gpu.get("index"),
+                        "max_c": max(v for _, v in hot),
+                    },
+                    next_questions=[
+                        f"Are the fans/airflow of {node.name} healthy, and are its sibling GPUs also hot?"
+                    ],
+                )
+            )
+        elif is_subject and "GPUHighTemperature" in di.alertnames and vals:
+            out.append(
+                Finding(
+                    C.GPU_THERMAL_THROTTLING,
+                    f"{label} stayed at or below {max(v for _, v in vals):.0f} °C.",
+                    REFUTED,
+                    0.7,
+                    refutes=[cite_series(temp)],
+                    subject=gpu.ref,
+                    sources=("prometheus",),
+                    why=f"below {THERMAL_LIMIT_C:.0f} °C",
+                )
+            )
+
+    nv = _series(di, NVLINK_METRIC, gpu.name)
+    if nv is not None:
+        vals = [v for ts, v in nv.points if ts <= di.t]
+        if vals and max(vals) - min(vals) > 0:
+            out.append(
+                Finding(
+                    C.NVLINK_ERRORS,
+                    f"{label}'s NVLink CRC flit error counter rose by {max(vals) - min(vals):.0f} in the "
+                    "window.",
+                    SUPPORTED,
+                    0.6,
+                    supports=[cite_series(nv)],
+                    subject=gpu.ref,
+                    sources=("prometheus",),
+                    facts={"node": node.name, "gpu": gpu.name, "index": gpu.get("index")},
+                    next_questions=[
+                        "Does nvidia-smi nvlink -e show the same link erroring, and is Xid 74 logged?"
+                    ],
+                )
+            )
+    return out
+
+
+#
+# Node-level: device plugin, readiness
+#
+def _node_findings(di: DiagnosisInput, node: EntityState, is_subject: bool) -> list[Finding]:
+    out: list[Finding] = []
+    st = node.state
+    capacity = gpus_of(st.get("capacity") or {})
+    allocatable = gpus_of(st.get("allocatable") or {}) if "allocatable" in st else capacity
+    ready = bool(st.get("ready", True))
+    ncite = cite_state(node, di.t)
+    plugin_pods = [p for p in di.pods if p.get("node") == node.name and "device-plugin" in p.name]
+    if ready and capacity > allocatable:
+        since = _first_change(di, node.ref, "nvidia.com/gpu") or _since_in_history(
+            di, node, lambda s: gpus_of(s.get("allocatable") or {}) < gpus_of(s.get("capacity") or {})
+        )
+        pods = di.pods_on_node(node.name)
+        cites: list[Cite] = [ncite, *[cite_state(p, di.t) for p in plugin_pods[:2]]]
+        out.append(
+            Finding(
+                C.DEVICE_PLUGIN_UNHEALTHY,
+                f"{node.name} is Ready but advertises {allocatable} of {capacity} GPUs as allocatable"
+                + (f" since {hhmm(since)}" if since else "")
+                + ": the NVIDIA device plugin reports them unhealthy.",
+                SUPPORTED,
+                0.85,
+                supports=cites,
+                subject=node.ref,
+                sources=("k8s",),
+                since=since,
+                explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.GPU_NODE_UNAVAILABLE),
+                facts={
+                    "node": node.name,
+                    "capacity": capacity,
+                    "allocatable": allocatable,
+                    "pods": [p.ref for p in pods],
+                },
+                next_questions=[
+                    f"What do the nvidia-device-plugin logs on {node.name} say?",
+                    "Did an Xid precede the drop in allocatable GPUs?",
+                ],
+            )
+        )
+    elif is_subject and ready and capacity:
+        out.append(
+            Finding(
+                C.DEVICE_PLUGIN_UNHEALTHY,
+                f"{node.name} advertises all {capacity} GPUs as allocatable.",
+                REFUTED,
+                0.7,
+                refutes=[ncite],
+                subject=node.ref,
+                sources=("k8s",),
+                why="allocatable equals capacity",
+            )
+        )
+    if not ready or st.get("unschedulable"):
+        what = (
+            "NotReady" + (f" ({st.get('ready_reason')})" if st.get("ready_reason") else "")
+            if not ready
+            else "cordoned"
+        )
+        since = _since_in_history(
+            di,
+            node,
+            lambda s: (
+                (not s.get("ready", True)) == (not ready)
+                and bool(s.get("unschedulable")) == bool(st.get("unschedulable"))
+            ),
+        )
+        pods = di.pods_on_node(node.name)
+        held = sum(int(p.get("gpus") or 0) for p in pods)
+        if is_subject or not ready:
+            out.append(
+                Finding(
+                    C.GPU_NODE_UNAVAILABLE,
+                    f"{node.name} is {what} since {hhmm(since)}; its {capacity} GPUs take no new pods"
+                    + (
+                        f" and {len(pods)} pod(s) holding {held} GPUs are stranded on it."
+                        if pods and not ready
+                        else "."
+                    ),
+                    SUPPORTED,
+                    0.85,
+                    supports=[ncite],
+                    subject=node.ref,
+                    sources=("k8s",),
+                    since=since,
+                    explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION),
+                    facts={
+                        "node": node.name,
+                        "ready": ready,
+                        "cordoned": bool(st.get("unschedulable")),
+                        "pods": [p.ref for p in pods],
+                    },
+                    next_questions=[
+                        f"Is the kubelet on {node.name} running, and is the node reachable?"
+                        if not ready
+                        else f"Who cordoned {node.name}, and why?"
+                    ],
+                )
+            )
+    elif is_subject and "NodeNotReady" in di.alertnames:
+        out.append(
+            Finding(
+                C.GPU_NODE_UNAVAILABLE,
+                f"{node.name} is Ready and schedulable at {hhmm(di.t)}.",
+                REFUTED,
+                0.7,
+                refutes=[ncite],
+                subject=node.ref,
+                sources=("k8s",),
+                why="node Ready",
+            )
+        )
+    return out

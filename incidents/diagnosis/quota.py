@@ -1,0 +1,274 @@
+"""A project's quota, limit and allocation at t, and the jobs ahead of a job in its queue.
+
+Allocation is computed from the pods bound at t (what the scheduler charges
+against the queue), not read from a status counter, so it is as-of-t exact and
+citable as one computed fact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from incidents.diagnosis.fit import ACTIVE_POD_PHASES, Request
+from incidents.diagnosis.types import ChangeRec, DiagnosisInput, EntityState
+
+QUOTA_FIELDS = ("quota_gpus", "limit_gpus", "over_quota_weight", "priority")
+
+
+@dataclass
+class QuotaAt:
+    """Quota/limit/allocation of a job's project at t, and what it means for the job's request."""
+
+    project: str
+    queue: str
+    quota: int | None
+    limit: int | None
+    allocated: int
+    requested: int  # what the job still needs
+    preemptible: bool
+    free_for_borrowing: int  # unused GPUs over-quota could use
+    policy: EntityState | None = None  # the queue (or project) state it was read from
+    changes: list[ChangeRec] = field(default_factory=list)  # quota/limit changes before t, oldest first
+
+    @property
+    def after(self) -> int:
+        return self.allocated + self.requested
+
+    @property
+    def within_quota(self) -> bool:
+        return self.quota is None or self.after <= self.quota
+
+    @property
+    def over_limit(self) -> bool:
+        return self.limit is not None and self.after > self.limit
+
+    @property
+    def over_quota_possible(self) -> bool:
+        """Whether the scheduler may run this job over its quota at all (preemptible and within the limit)."""
+        return self.preemptible and not self.over_limit
+
+    @property
+    def blocks(self) -> bool:
+        """True when the quota policy alone keeps the job from running now."""
+        if self.within_quota:
+            return False
+        if self.over_limit or not self.preemptible:
+            return True
+        return self.free_for_borrowing < self.requested
+
+    @property
+    def reason(self) -> str:
+        if self.within_quota:
+            return "within quota"
+        if self.over_limit:
+            return "over limit"
+        if not self.preemptible:
+            return "non-preemptible over quota"
+        if self.free_for_borrowing < self.requested:
+            return "over quota, nothing to borrow"
+        return "over quota, borrowing possible"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "queue": self.queue,
+            "quota": self.quota,
+            "limit": self.limit,
+            "allocated": self.allocated,
+            "requested": self.requested,
+            "after": self.after,
+            "preemptible": self.preemptible,
+            "free_for_borrowing": self.free_for_borrowing,
+            "within_quota": self.within_quota,
+            "over_limit": self.over_limit,
+            "over_quota_possible": self.over_quota_possible,
+            "blocks": self.blocks,
+            "reason": self.reason,
+        }
+
+
+def policy_of(di: DiagnosisInput, job: EntityState) -> EntityState | None:
+    """The queue the job is charged to (KAI Queue / Kueue ClusterQueue), else its project."""
+    queue = job.get("queue") or ""
+    project = job.get("project") or ""
+    for name in (queue, project):
+        if not name:
+            continue
+        found = di.find("queue", name) or None
+        if found is not None:
+            return found
+    for q in di.queues:
+        if project and q.get("project") == project:
+            return q
+    return di.find("project", project) if project else None
+
+
+def project_allocated(di: DiagnosisInput, project: str, queue: str) -> int:
+    """GPUs held at t by bound, unfinished pods of the project (or queue)."""
+    total = 0
+    for p in di.pods:
+        if not p.get("node") or p.get("phase") not in ACTIVE_POD_PHASES:
+            continue
+        if (project and p.get("project") == project) or (queue and p.get("queue") == queue):
+            total += int(p.get("gpus") or 0)
+    return total
+
+
+def quota_at(di: DiagnosisInput, job: EntityState, req: Request, free_for_borrowing: int) -> QuotaAt | None:
+    policy = policy_of(di, job)
+    if policy is None:
+        return None
+    st = policy.state
+    quota = st.get("quota_gpus")
+    limit = st.get("limit_gpus")
+    project = job.get("project") or st.get("project") or policy.name
+    queue = job.get("queue") or (policy.name if policy.kind == "queue" else st.get("queue", ""))
+    changes = [
+        c
+        for c in di.changes
+        if c.entity is not None
+        and c.entity.kind in ("queue", "project")
+        and c.entity.name in (project, queue)
+        and _field_leaf(c.field) in QUOTA_FIELDS
+        and c.time <= di.t
+    ]
+    return QuotaAt(
+        project=project,
+        queue=queue,
+        quota=int(quota) if quota is not None and int(quota) >= 0 else None,
+        limit=int(limit) if limit is not None and int(limit) >= 0 else None,
+        allocated=project_allocated(di, project, queue),
+        requested=req.total,
+        preemptible=req.preemptible,
+        free_for_borrowing=free_for_borrowing,
+        policy=policy,
+        changes=sorted(changes, key=lambda c: c.time),
+    )
+
+
+def _field_leaf(path: str) -> str:
+    return path.rsplit(".", 1)[-1]
+
+
+@dataclass
+class QueuedJob:
+    """A pending job the scheduler considers before this one."""
+
+    job: EntityState
+    queue: str
+    queue_priority: int
+    priority_class: str
+    submitted: str
+    gpus: int
+    why: str  # "higher queue priority" | "same queue, submitted earlier" | "higher priority class"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.job.namespace,
+            "name": self.job.name,
+            "queue": self.queue,
+            "queue_priority": self.queue_priority,
+            "priority_class": self.priority_class,
+            "submitted": self.submitted,
+            "gpus": self.gpus,
+            "why": self.why,
+        }
+
+
+_CLASS_RANK = {"inference": 1, "train": 0}
+
+
+def _queue_priority(di: DiagnosisInput, name: str) -> int:
+    q = di.find("queue", name) or di.find("project", name)
+    try:
+        return int((q.get("priority") if q else 0) or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def is_pending(job: EntityState) -> bool:
+    return job.get("phase") in ("Pending", "Suspended") or (
+        job.get("phase") is None and not job.get("active")
+    )
+
+
+def jobs_ahead(di: DiagnosisInput, job: EntityState) -> list[QueuedJob]:
+    """Pending jobs the scheduler serves first: higher queue priority, then priority class, then FIFO."""
+    mine_q = job.get("queue") or job.get("project") or ""
+    my_key = (_queue_priority(di, mine_q), _CLASS_RANK.get(job.get("priority_class") or "train", 0))
+    my_submit = job.get("submitted") or ""
+    out = []
+    for other in di.jobs:
+        if (
+            other is job
+            or (other.name == job.name and other.namespace == job.namespace)
+            or not is_pending(other)
+        ):
+            continue
+        q = other.get("queue") or other.get("project") or ""
+        key = (_queue_priority(di, q), _CLASS_RANK.get(other.get("priority_class") or "train", 0))
+        submitted = other.get("submitted") or ""
+        if key[0] > my_key[0]:
+            why = "higher queue priority"
+        elif key[0] == my_key[0] and key[1] > my_key[1]:
+            why = "higher priority class"
+        elif key == my_key and q == mine_q and submitted and my_submit and submitted < my_submit:
+            why = "same queue, submitted earlier"
+        else:
+            continue
+        out.append(
+            QueuedJob(
+                other,
+                q,
+                key[0],
+                other.get("priority_class") or "",
+                submitted,
+                int(other.get("gpus_total") or other.get("gpus") or 0),
+                why,
+            )
+        )
+    out.sort(key=lambda j: (-j.queue_priority, -_CLASS_RANK.get(j.priority_class, 0), j.submitted))
+    return out
+
+
+def request_history(di: DiagnosisInput, job: EntityState) -> list[dict[str, Any]]:
+    """Each distinct request the job had (pods × GPUs per pod), oldest first, with who changed it."""
+    versions = di.history.get(job.ref) or [job]
+    out: list[dict[str, Any]] = []
+    for v in versions:
+        st = v.state
+        pods = int(st.get("pods") or 1)
+        per = st.get("gpus_per_pod")
+        total = int(st.get("gpus_total") or st.get("gpus") or (pods * int(per or 0)))
+        per = int(per) if per is not None else (total // pods if pods else total)
+        if out and (out[-1]["pods"], out[-1]["gpus_per_pod"]) == (pods, per):
+            continue
+        actor = ""
+        for c in di.changes:
+            if c.entity == job.ref and v.valid_from and c.time == v.valid_from and c.actor:
+                actor = c.actor
+                break
+        out.append(
+            {
+                "from": v.valid_from,
+                "pods": pods,
+                "gpus_per_pod": per,
+                "gpus_total": total,
+                "actor": actor,
+                "image": st.get("image"),
+            }
+        )
+    return out
+
+
+def first_pending_since(di: DiagnosisInput, job: EntityState) -> datetime | None:
+    """When the job's current pending spell began, from its history."""
+    since = None
+    for v in reversed(di.history.get(job.ref) or [job]):
+        if is_pending(v):
+            since = v.valid_from
+        else:
+            break
+    return since

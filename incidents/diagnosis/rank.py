@@ -1,0 +1,221 @@
+"""Merge, adjust and order findings: the cause before its symptoms, context after mechanisms.
+
+Order: supported, then unverified, then refuted. Among supported findings a
+finding that *explains* another (an Xid 79 explains the missing GPU, which
+explains the capacity shortage; a device plugin failure explains "insufficient
+GPUs") comes first whatever the confidences; otherwise higher confidence
+first. ``recent_change`` is context: it comes after every supported mechanism,
+and its confidence rises when the change touches what a supported mechanism is
+about (a quota cut next to an exhausted quota).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from incidents.diagnosis import codes as C
+from incidents.diagnosis.changes import LINKS
+from incidents.diagnosis.types import (
+    FAILED_SOURCE_FACTOR,
+    REFUTED,
+    SUPPORTED,
+    UNVERIFIED,
+    Cite,
+    DiagnosisInput,
+    Finding,
+    Ref,
+)
+
+logger = logging.getLogger(__name__)
+
+STATUS_ORDER = {SUPPORTED: 0, UNVERIFIED: 1, REFUTED: 2}
+MAX_CONFIDENCE = 0.95
+# Health findings about objects the incident is not about matter only when they cost the subject capacity.
+CAPACITY_SYMPTOMS = {
+    C.GPU_CAPACITY_SHORTAGE,
+    C.GPU_FRAGMENTATION,
+    C.DEVICE_PLUGIN_UNHEALTHY,
+    C.GPU_MISSING,
+    C.GPU_NODE_UNAVAILABLE,
+}
+
+
+def finalize(di: DiagnosisInput, findings: list[Finding]) -> list[Finding]:
+    """What diagnose persists: relevant, merged, adjusted for failed sources, in rank order."""
+    findings = drop_bystanders(di, findings)
+    findings = merge(findings)
+    link_changes(findings)
+    apply_source_failures(di, findings)
+    for f in findings:
+        f.confidence = round(max(0.0, min(f.confidence, MAX_CONFIDENCE)), 2)
+    return rank(findings)
+
+
+def _key(c: Cite) -> object:
+    return c if isinstance(c, int) else c.key
+
+
+def _dedupe(cites: list[Cite]) -> list[Cite]:
+    seen: set[object] = set()
+    out = []
+    for c in cites:
+        k = _key(c)
+        if k not in seen:
+            seen.add(k)
+            out.append(c)
+    return out
+
+
+def related_nodes(di: DiagnosisInput) -> set[str]:
+    nodes: set[str] = set()
+    for ref in di.subjects:
+        if ref.kind == "node":
+            nodes.add(ref.name)
+        elif ref.kind == "gpu":
+            g = di.find("gpu", ref.name)
+            if g is not None:
+                nodes.add(g.get("node") or "")
+        elif ref.kind in ("pod", "job"):
+            es = di.find(ref.kind, ref.name, ref.namespace)
+            pods = [es] if ref.kind == "pod" else (di.pods_of_job(es) if es else [])
+            nodes.update(p.get("node") for p in pods if p and p.get("node"))
+    return nodes
+
+
+def _finding_node(f: Finding) -> str | None:
+    node = f.facts.get("node")
+    if node:
+        return node
+    if f.subject is not None and f.subject.kind == "node":
+        return f.subject.name
+    return None
+
+
+def drop_bystanders(di: DiagnosisInput, findings: list[Finding]) -> list[Finding]:
+    """Keep health findings on unrelated nodes only when the subject's scheduling findings show lost capacity."""
+    mine = related_nodes(di)
+    subject_gpus = {r.name for r in di.subjects if r.kind == "gpu"}
+    capacity_hit = any(
+        f.supported and f.code in CAPACITY_SYMPTOMS and f.subject is not None and f.subject.kind == "job"
+        for f in findings
+    )
+    blocked_nodes = {
+        n
+        for f in findings
+        if f.subject is not None and f.subject.kind == "job"
+        for n in f.facts.get("nodes", [])
+    }
+    out = []
+    for f in findings:
+        node = _finding_node(f)
+        bystander = (
+            node is not None
+            and node not in mine
+            and not (f.subject and f.subject.name in subject_gpus)
+            and not (f.subject is not None and f.subject.kind == "job")
+        )
+        if bystander:
+            if not f.supported or not capacity_hit:
+                continue
+            if (
+                f.code in (C.GPU_THERMAL_THROTTLING, C.NVLINK_ERRORS, C.GPU_ECC_ERRORS)
+                and node not in blocked_nodes
+            ):
+                continue
+        out.append(f)
+    return out
+
+
+def merge(findings: list[Finding]) -> list[Finding]:
+    """One hypothesis per code: the strongest reading, citing everything the others cited."""
+    by_code: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_code.setdefault(f.code, []).append(f)
+    out = []
+    for code, group in by_code.items():
+        group.sort(key=lambda f: (STATUS_ORDER.get(f.status, 3), -f.confidence))
+        best = group[0]
+        if len(group) > 1:
+            same = [g for g in group[1:] if g.status == best.status]
+            best.supports = _dedupe([*best.supports, *[c for g in same for c in g.supports]])
+            best.refutes = _dedupe([*best.refutes, *[c for g in same for c in g.refutes]])
+            best.explains = tuple(dict.fromkeys([*best.explains, *[e for g in same for e in g.explains]]))
+            best.next_questions = list(
+                dict.fromkeys([*best.next_questions, *[q for g in same for q in g.next_questions]])
+            )[:5]
+            others = [g for g in same if g.statement != best.statement and (g.subject != best.subject)]
+            if others and best.supported:
+                best.statement += f" Also: {others[0].statement}" + (
+                    f" (+{len(others) - 1} more)" if len(others) > 1 else ""
+                )
+            nodes = list(
+                dict.fromkeys(
+                    [*best.facts.get("nodes", []), *[n for g in same for n in g.facts.get("nodes", [])]]
+                )
+            )
+            if nodes:
+                best.facts["nodes"] = nodes
+            best.facts.setdefault("subjects", [g.subject for g in group if g.subject])
+        best.supports = _dedupe(best.supports)
+        best.refutes = _dedupe(best.refutes)
+        out.append(best)
+        logger.debug("merged %d finding(s) for %s", len(group), code)
+    return out
+
+
+def link_changes(findings: list[Finding]) -> None:
+    """A change that touches what a supported mechanism is about is more likely the trigger."""
+    mechanisms = {f.code for f in findings if f.supported and f.code != C.RECENT_CHANGE}
+    for f in findings:
+        if f.code != C.RECENT_CHANGE or not f.supported:
+            continue
+        linked = sorted(
+            {m for cat in f.facts.get("categories", []) for m in LINKS.get(cat, ()) if m in mechanisms}
+        )
+        if linked:
+            f.confidence = max(f.confidence, 0.75)
+            f.facts["linked"] = linked
+            f.statement += f" It bears on {', '.join(linked)}."
+        else:
+            f.confidence = min(f.confidence, 0.4)
+
+
+def apply_source_failures(di: DiagnosisInput, findings: list[Finding]) -> None:
+    """A source that could not answer lowers the confidence of every finding that relies on it."""
+    failed = {fl.source for fl in di.failures}
+    if not failed:
+        return
+    for f in findings:
+        hit = sorted(set(f.sources) & failed) or (sorted(failed) if not f.sources else [])
+        if not hit:
+            continue
+        f.confidence *= FAILED_SOURCE_FACTOR
+        errors = "; ".join(f"{fl.source}: {fl.error[:80]}" for fl in di.failures if fl.source in hit)[:300]
+        f.why = (f.why + " " if f.why else "") + f"Lower confidence: {', '.join(hit)} failed ({errors})."
+        f.next_questions.append(f"Re-collect once {', '.join(hit)} answers: does the finding hold?")
+
+
+def rank(findings: list[Finding]) -> list[Finding]:
+    supported = [f for f in findings if f.supported and f.code != C.RECENT_CHANGE]
+    context = [f for f in findings if f.supported and f.code == C.RECENT_CHANGE]
+    rest = [f for f in findings if not f.supported]
+    ordered: list[Finding] = []
+    remaining = sorted(supported, key=lambda f: -f.confidence)
+    while remaining:
+        codes = {f.code for f in remaining}
+        # A finding goes next when no remaining supported finding explains it.
+        nxt = next(
+            (f for f in remaining if not any(f.code in g.explains and g is not f for g in remaining)), None
+        )
+        if nxt is None:  # a cycle of "explains": fall back to confidence
+            nxt = remaining[0]
+        ordered.append(nxt)
+        remaining.remove(nxt)
+        logger.debug("rank %d: %s (remaining %s)", len(ordered), nxt.code, codes)
+    ordered += sorted(context, key=lambda f: -f.confidence)
+    ordered += sorted(rest, key=lambda f: (STATUS_ORDER.get(f.status, 3), -f.confidence))
+    return ordered
+
+
+def subject_of(f: Finding) -> Ref | None:
+    return f.subject

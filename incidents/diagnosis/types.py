@@ -1,0 +1,357 @@
+"""Plain data the diagnosis checks read and return.
+
+The checks never touch the database: ``incidents.diagnose`` loads the
+incident's observations and the inventory as of t into a
+:class:`DiagnosisInput`, the checks turn it into :class:`Finding` objects,
+and ``incidents.diagnose`` persists them. Every fact a finding cites is either
+an existing Observation (its id) or a :class:`Derived` fact computed from the
+inventory (a fit table, the quota usage at t), which the loader stores as an
+Observation with source "inventory" before citing it — so "no citation, no
+hypothesis" holds for computed facts too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+SUPPORTED = "supported"
+REFUTED = "refuted"
+UNVERIFIED = "unverified"
+STATUSES = (SUPPORTED, REFUTED, UNVERIFIED)
+
+# Confidence lost when a source the finding relies on failed to answer.
+FAILED_SOURCE_FACTOR = 0.6
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Identity of an inventory object (docs/inventory.md)."""
+
+    kind: str
+    name: str
+    namespace: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.label}"
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A fact computed from the inventory at t, stored as an Observation (source "inventory") when cited."""
+
+    kind: str
+    locator: str
+    content: dict[str, Any]
+    summary: str
+    observed_at: datetime
+    entity: Ref | None = None
+    source: str = "inventory"
+
+    @property
+    def key(self) -> str:
+        return f"{self.source}:{self.kind}:{self.locator}"
+
+
+Cite = int | Derived  # an Observation id, or a computed fact
+
+
+@dataclass
+class EntityState:
+    """One inventory object as of t: its normalized state (docs/inventory.md) and where it was observed."""
+
+    kind: str
+    name: str
+    namespace: str = ""
+    state: dict[str, Any] = field(default_factory=dict)
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    obs_id: int | None = None  # the incident Observation showing this state, when one exists
+
+    @property
+    def ref(self) -> Ref:
+        return Ref(self.kind, self.name, self.namespace)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.state.get(key, default)
+
+
+@dataclass
+class ChangeRec:
+    """A field-level change on an inventory object (or an external change)."""
+
+    time: datetime
+    entity: Ref | None
+    field: str
+    old: Any = None
+    new: Any = None
+    actor: str = ""
+    source: str = ""
+    summary: str = ""
+    link: str = ""
+    obs_id: int | None = None
+
+
+@dataclass
+class EventRec:
+    """A Kubernetes Event about an object."""
+
+    time: datetime  # last_time
+    reason: str
+    message: str
+    involved: Ref | None
+    type: str = "Normal"
+    count: int = 1
+    component: str = ""
+    first_time: datetime | None = None
+    obs_id: int | None = None
+
+
+@dataclass
+class Series:
+    """One DCGM metric of one GPU over the window."""
+
+    metric: str
+    uuid: str
+    node: str
+    points: list[tuple[datetime, float]]
+    locator: str = ""
+    obs_id: int | None = None
+    pod: str = ""  # "ns/name" holding the GPU, when the labels say
+
+    def values(self, start: datetime | None = None, end: datetime | None = None) -> list[float]:
+        return [v for (ts, v) in self.points if (start is None or ts >= start) and (end is None or ts <= end)]
+
+
+@dataclass
+class LogRec:
+    """Log lines of one container (``previous``: the last terminated instance)."""
+
+    pod: Ref
+    container: str
+    lines: list[str]
+    previous: bool = False
+    obs_id: int | None = None
+
+
+@dataclass
+class SourceFailure:
+    """A source that could not answer while evidence was collected (an Observation with ``error``)."""
+
+    source: str
+    locator: str
+    error: str
+    obs_id: int | None = None
+
+
+@dataclass
+class DiagnosisInput:
+    """Everything the checks may read: inventory as of ``t``, history around it, and incident evidence."""
+
+    t: datetime
+    onset: datetime
+    cluster: str
+    scheduler: str = "kai"
+    subjects: list[Ref] = field(default_factory=list)
+    alertnames: list[str] = field(default_factory=list)
+    nodes: list[EntityState] = field(default_factory=list)
+    gpus: list[EntityState] = field(default_factory=list)
+    pods: list[EntityState] = field(default_factory=list)
+    jobs: list[EntityState] = field(default_factory=list)
+    queues: list[EntityState] = field(default_factory=list)
+    projects: list[EntityState] = field(default_factory=list)
+    # Versions over the lookback window for the subjects and what they depend on, oldest first.
+    history: dict[Ref, list[EntityState]] = field(default_factory=dict)
+    changes: list[ChangeRec] = field(default_factory=list)
+    events: list[EventRec] = field(default_factory=list)
+    series: list[Series] = field(default_factory=list)
+    logs: list[LogRec] = field(default_factory=list)
+    failures: list[SourceFailure] = field(default_factory=list)
+    alert_obs: list[int] = field(default_factory=list)  # Observation ids of the incident's alerts
+
+    #
+    # Lookups
+    #
+    def find(self, kind: str, name: str, namespace: str = "") -> EntityState | None:
+        for es in self._of(kind):
+            if es.name == name and (not namespace or es.namespace == namespace):
+                return es
+        return None
+
+    def _of(self, kind: str) -> list[EntityState]:
+        return {
+            "node": self.nodes,
+            "gpu": self.gpus,
+            "pod": self.pods,
+            "job": self.jobs,
+            "queue": self.queues,
+            "project": self.projects,
+        }.get(kind, [])
+
+    def subjects_of(self, kind: str) -> list[Ref]:
+        return [s for s in self.subjects if s.kind == kind]
+
+    def pods_of_job(self, job: EntityState) -> list[EntityState]:
+        return [p for p in self.pods if p.namespace == job.namespace and p.get("job") == job.name]
+
+    def pods_on_node(self, node: str) -> list[EntityState]:
+        return [p for p in self.pods if p.get("node") == node and p.get("phase") in ("Running", "Pending")]
+
+    def gpus_of_node(self, node: str) -> list[EntityState]:
+        return sorted((g for g in self.gpus if g.get("node") == node), key=lambda g: g.get("index", 0) or 0)
+
+    def source_failed(self, source: str) -> bool:
+        return any(f.source == source for f in self.failures)
+
+
+@dataclass
+class Finding:
+    """One hypothesis as a check proposes it; ``incidents.diagnose`` persists it with its citations."""
+
+    code: str
+    statement: str
+    status: str
+    confidence: float
+    supports: list[Cite] = field(default_factory=list)
+    refutes: list[Cite] = field(default_factory=list)
+    next_questions: list[str] = field(default_factory=list)
+    why: str = ""  # for refuted/unverified: why
+    subject: Ref | None = None
+    sources: tuple[
+        str, ...
+    ] = ()  # the sources the finding relies on (k8s, prometheus, kai, kueue, log, change)
+    since: datetime | None = None  # when the mechanism began, where known
+    explains: tuple[str, ...] = ()  # codes this finding is a cause of (rank puts it before them)
+    facts: dict[str, Any] = field(default_factory=dict)  # numbers and names the actions use
+
+    @property
+    def cites(self) -> list[Cite]:
+        return [*self.supports, *self.refutes]
+
+    @property
+    def supported(self) -> bool:
+        return self.status == SUPPORTED
+
+
+@dataclass
+class ActionDraft:
+    """A proposed action with its computed impact, verification and rollback. rcaweb never executes it."""
+
+    code: str  # the hypothesis it answers
+    title: str
+    command: str
+    impact: str
+    verify: str
+    rollback: str
+    subject: Ref | None = None
+
+
+def cite_state(es: EntityState, t: datetime) -> Cite:
+    """Cite an object's state at t: its incident observation when collected, else the inventory fact."""
+    if es.obs_id is not None:
+        return es.obs_id
+    return Derived(
+        kind=f"{es.kind}_state",
+        locator=f"inventory {es.kind} {es.ref.label} as of {iso(t)}",
+        content={"state": es.state, "valid_from": iso(es.valid_from), "valid_to": iso(es.valid_to)},
+        summary=f"{es.kind} {es.ref.label} as of {hhmm(t)}",
+        observed_at=es.valid_from or t,
+        entity=es.ref,
+    )
+
+
+def cite_change(ch: ChangeRec) -> Cite:
+    if ch.obs_id is not None:
+        return ch.obs_id
+    who = f" by {ch.actor}" if ch.actor else ""
+    target = ch.entity.label if ch.entity else "external"
+    return Derived(
+        kind="change",
+        locator=f"inventory change {ch.entity.kind if ch.entity else 'external'} {target} {ch.field} at {iso(ch.time)}",
+        content={
+            "field": ch.field,
+            "old": ch.old,
+            "new": ch.new,
+            "actor": ch.actor,
+            "source": ch.source,
+            "summary": ch.summary,
+            "link": ch.link,
+            "entity": {"kind": ch.entity.kind, "namespace": ch.entity.namespace, "name": ch.entity.name}
+            if ch.entity
+            else None,
+        },
+        summary=f"{target} {ch.field}: {ch.old!r} -> {ch.new!r}{who}",
+        observed_at=ch.time,
+        entity=ch.entity,
+        source="change",
+    )
+
+
+def cite_event(ev: EventRec) -> Cite:
+    if ev.obs_id is not None:
+        return ev.obs_id
+    target = ev.involved.label if ev.involved else "?"
+    return Derived(
+        kind="event",
+        locator=f"inventory event {ev.involved.kind if ev.involved else ''} {target} {ev.reason} at {iso(ev.time)}",
+        content={
+            "reason": ev.reason,
+            "message": ev.message,
+            "type": ev.type,
+            "count": ev.count,
+            "component": ev.component,
+            "last_time": iso(ev.time),
+            "first_time": iso(ev.first_time),
+            "involved": {
+                "kind": ev.involved.kind,
+                "namespace": ev.involved.namespace,
+                "name": ev.involved.name,
+            }
+            if ev.involved
+            else None,
+        },
+        summary=f"{ev.reason} on {target}: {ev.message[:200]}",
+        observed_at=ev.time,
+        entity=ev.involved,
+        source="k8s",
+    )
+
+
+def cite_series(s: Series) -> Cite:
+    if s.obs_id is not None:
+        return s.obs_id
+    return Derived(
+        kind="dcgm_series",
+        locator=s.locator or f'{s.metric}{{UUID="{s.uuid}"}}',
+        content={
+            "metric": s.metric,
+            "uuid": s.uuid,
+            "node": s.node,
+            "points": [[iso(ts), v] for ts, v in s.points],
+        },
+        summary=f"{s.metric} of {s.uuid} on {s.node}",
+        observed_at=s.points[-1][0] if s.points else datetime.min,
+        entity=Ref("gpu", s.uuid),
+        source="prometheus",
+    )
+
+
+def iso(t: datetime | None) -> str | None:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
+
+
+def hhmm(t: datetime | None) -> str:
+    return t.strftime("%H:%M") if t else "?"
+
+
+def gpus_of(state: dict[str, Any], key: str = "nvidia.com/gpu") -> int:
+    """A GPU count from a capacity/allocatable map ('8', 8, None -> 8, 8, 0)."""
+    try:
+        return int(float(state.get(key) or 0))
+    except (TypeError, ValueError):
+        return 0

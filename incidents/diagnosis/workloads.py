@@ -1,0 +1,379 @@
+"""Why a GPU job fails: crash loops and the log line that explains them, OOM (host vs GPU), image pulls, preemption.
+
+Container memory OOM (the kernel's OOMKilled, exit 137) and CUDA out-of-memory
+(a Python/C++ exception in the log, usually exit 1) are different fixes, so
+they are told apart from the termination reason and the log, never guessed
+from the exit code alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from incidents.diagnosis import codes as C
+from incidents.diagnosis.types import (
+    REFUTED,
+    SUPPORTED,
+    Cite,
+    DiagnosisInput,
+    EntityState,
+    EventRec,
+    Finding,
+    LogRec,
+    cite_change,
+    cite_event,
+    cite_state,
+    hhmm,
+)
+
+logger = logging.getLogger(__name__)
+
+CUDA_OOM = re.compile(
+    r"CUDA out of memory|CUDA error: out of memory|cudaErrorMemoryAllocation|OutOfMemoryError: CUDA|"
+    r"CUBLAS_STATUS_ALLOC_FAILED|RESOURCE_EXHAUSTED: Out of memory while trying to allocate|"
+    r"out of memory on device|NCCL.*(?:out of memory|cudaMalloc)",
+    re.I,
+)
+# Log lines that explain a crash, most specific first: (pattern, what it means).
+EXPLAINERS: list[tuple[re.Pattern[str], str]] = [
+    (
+        re.compile(r"FileNotFoundError|No such file or directory|ENOENT|does not exist", re.I),
+        "a missing file or config",
+    ),
+    (
+        re.compile(r"PermissionError|Permission denied|EACCES|Operation not permitted", re.I),
+        "a permission problem",
+    ),
+    (
+        re.compile(r"ModuleNotFoundError|ImportError|No module named|cannot import name", re.I),
+        "an import error",
+    ),
+    (
+        re.compile(
+            r"KeyError|yaml\.\w+Error|json\.decoder|JSONDecodeError|ValidationError|invalid (?:config|value|argument)|"
+            r"unrecognized arguments|error: argument",
+            re.I,
+        ),
+        "a configuration error",
+    ),
+    (
+        re.compile(
+            r"Connection refused|Name or service not known|Temporary failure in name resolution|timed out",
+            re.I,
+        ),
+        "a dependency it cannot reach",
+    ),
+    (re.compile(r"Traceback|Error|Exception|FATAL|panic:", re.I), "an error"),
+]
+PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+CRASH_REASONS = (
+    "CrashLoopBackOff",
+    "RunContainerError",
+    "CreateContainerError",
+    "CreateContainerConfigError",
+)
+PREEMPT_REASONS = ("Preempted", "Preempting", "Evicted", "PreemptedByScheduler", "Eviction")
+
+
+def related_pods(di: DiagnosisInput) -> list[EntityState]:
+    pods: list[EntityState] = []
+    for ref in di.subjects:
+        if ref.kind == "pod":
+            p = di.find("pod", ref.name, ref.namespace)
+            if p is not None:
+                pods.append(p)
+        elif ref.kind == "job":
+            j = di.find("job", ref.name, ref.namespace)
+            if j is not None:
+                pods.extend(di.pods_of_job(j))
+    return pods
+
+
+def check_workloads(di: DiagnosisInput) -> list[Finding]:
+    out: list[Finding] = []
+    for pod in related_pods(di):
+        out.extend(pod_findings(di, pod))
+    out.extend(preemption_findings(di))
+    return out
+
+
+def _containers(pod: EntityState) -> list[dict[str, Any]]:
+    return list(pod.get("containers") or [])
+
+
+def _logs_of(di: DiagnosisInput, pod: EntityState) -> list[LogRec]:
+    return [lg for lg in di.logs if lg.pod.name == pod.name and lg.pod.namespace == pod.namespace]
+
+
+def explaining_line(lines: list[str]) -> tuple[str, str] | None:
+    """The log line that best explains a crash, and what it means (None when nothing explains it)."""
+    for pattern, meaning in EXPLAINERS:
+        for line in reversed(lines):  # the last matching line is the one the process died on
+            if pattern.search(line):
+                return line.strip(), meaning
+    return None
+
+
+def pod_findings(di: DiagnosisInput, pod: EntityState) -> list[Finding]:
+    out: list[Finding] = []
+    pcite = cite_state(pod, di.t)
+    logs = _logs_of(di, pod)
+    log_lines = [ln for lg in logs for ln in lg.lines]
+    cuda_line = next((ln for ln in reversed(log_lines) if CUDA_OOM.search(ln)), None)
+    log_cites: list[Cite] = [lg.obs_id for lg in logs if lg.obs_id is not None]
+    for c in _containers(pod):
+        waiting = (c.get("state") or {}).get("waiting") or {}
+        term = (c.get("last_state") or {}).get("terminated") or (c.get("state") or {}).get("terminated") or {}
+        reason = waiting.get("reason") or ""
+        restarts = int(c.get("restart_count") or 0)
+        exit_code = term.get("exitCode", term.get("exit_code"))
+        t_reason = term.get("reason") or ""
+        name = f"{pod.ref.label} container {c.get('name', 'main')}"
+
+        if reason in PULL_REASONS:
+            out.append(_image_pull(di, pod, c, reason, waiting.get("message") or "", pcite))
+            continue
+        crashed = (
+            reason in CRASH_REASONS or (restarts > 0 and term) or (t_reason and exit_code not in (None, 0))
+        )
+        if not crashed:
+            continue
+        if t_reason == "OOMKilled" or (exit_code == 137 and t_reason != "Error" and not cuda_line):
+            out.append(
+                Finding(
+                    C.OOM_KILLED,
+                    f"{name} was OOMKilled (exit {exit_code}) after {restarts} restart(s): the container "
+                    "hit its memory limit (host memory, not GPU memory).",
+                    SUPPORTED,
+                    0.9,
+                    supports=[pcite, *log_cites],
+                    subject=pod.ref,
+                    sources=("k8s",),
+                    since=_ts(term.get("finishedAt")),
+                    facts={"pod": pod.ref, "container": c.get("name"), "exit_code": exit_code},
+                    next_questions=[
+                        "What is the container's memory limit, and does the data loader's memory grow?"
+                    ],
+                )
+            )
+            if cuda_line is None:
+                out.append(
+                    Finding(
+                        C.GPU_OOM,
+                        f"No CUDA out-of-memory line in {name}'s log: the OOM is host memory.",
+                        REFUTED,
+                        0.6,
+                        refutes=[pcite, *log_cites],
+                        subject=pod.ref,
+                        sources=("log",),
+                        why="termination reason OOMKilled and no CUDA OOM in the log",
+                    )
+                )
+            continue
+        if cuda_line is not None:
+            out.append(
+                Finding(
+                    C.GPU_OOM,
+                    f"{name} exits {exit_code if exit_code is not None else '?'} with CUDA out of memory "
+                    f"({cuda_line.strip()[:160]}): the model or batch does not fit the GPU's memory.",
+                    SUPPORTED,
+                    0.9,
+                    supports=[*log_cites, pcite] if log_cites else [pcite],
+                    subject=pod.ref,
+                    sources=("log",),
+                    since=_ts(term.get("finishedAt")),
+                    facts={
+                        "pod": pod.ref,
+                        "container": c.get("name"),
+                        "line": cuda_line,
+                        "gpus": pod.get("gpus"),
+                    },
+                    next_questions=[
+                        "Did the batch size, sequence length or model change with the last image?"
+                    ],
+                )
+            )
+            out.append(
+                Finding(
+                    C.OOM_KILLED,
+                    f"{name} was not OOMKilled by the kernel (reason {t_reason or 'unknown'}, "
+                    f"exit {exit_code}).",
+                    REFUTED,
+                    0.7,
+                    refutes=[pcite],
+                    subject=pod.ref,
+                    sources=("k8s",),
+                    why="the termination reason is not OOMKilled; the log shows a CUDA OOM instead",
+                )
+            )
+            continue
+        line = explaining_line(log_lines)
+        if line is not None:
+            text, meaning = line
+            conf = 0.85 if meaning not in ("an error",) else 0.6
+            out.append(
+                Finding(
+                    C.CRASHLOOP_CONFIG_ERROR,
+                    f"{name} is in {reason or 'a crash loop'} after {restarts} restart(s), exit code {exit_code} "
+                    f"({t_reason or 'Error'}); the log shows {meaning}: {text[:200]}",
+                    SUPPORTED,
+                    conf,
+                    supports=[*log_cites, pcite] if log_cites else [pcite],
+                    subject=pod.ref,
+                    sources=("k8s", "log"),
+                    since=_ts(term.get("finishedAt")),
+                    facts={
+                        "pod": pod.ref,
+                        "container": c.get("name"),
+                        "line": text,
+                        "meaning": meaning,
+                        "exit_code": exit_code,
+                        "image": c.get("image"),
+                    },
+                    next_questions=["Which config/volume/secret does the job expect, and did it change?"],
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    C.CRASHLOOP_CONFIG_ERROR,
+                    f"{name} is in {reason or 'a crash loop'} after {restarts} restart(s), exit code {exit_code}; "
+                    "no log line explains it" + (" (log not collected)" if not logs else "") + ".",
+                    "unverified",
+                    0.35,
+                    supports=[pcite],
+                    subject=pod.ref,
+                    sources=("k8s", "log"),
+                    why="the log does not say why" if logs else "no log was collected",
+                    facts={"pod": pod.ref, "container": c.get("name"), "exit_code": exit_code},
+                    next_questions=[f"What does `kubectl logs --previous {pod.name}` show?"],
+                )
+            )
+    return out
+
+
+def _image_pull(
+    di: DiagnosisInput, pod: EntityState, c: dict[str, Any], reason: str, message: str, pcite: Cite
+) -> Finding:
+    image = c.get("image") or ""
+    job_name = pod.get("job") or ""
+    related = {pod.ref}
+    job = di.find("job", job_name, pod.namespace) if job_name else None
+    if job is not None:
+        related.add(job.ref)
+    changes = [ch for ch in di.changes if ch.entity in related and "image" in ch.field and ch.time <= di.t]
+    cites: list[Cite] = [pcite]
+    evs = [
+        e
+        for e in di.events
+        if e.involved
+        and e.involved.name == pod.name
+        and e.time <= di.t
+        and ("pull" in (e.message or "").lower() or e.reason in ("Failed", "BackOff", "ErrImagePull"))
+    ]
+    cites += [cite_event(e) for e in evs[-2:]]
+    change_words = ""
+    prev_image = None
+    if changes:
+        ch = max(changes, key=lambda x: x.time)
+        prev_image = ch.old
+        who = f" by {ch.actor}" if ch.actor else ""
+        change_words = f"; the image changed from {ch.old} to {ch.new} at {hhmm(ch.time)}{who}"
+        cites.append(cite_change(ch))
+    detail = (message or (evs[-1].message if evs else ""))[:160]
+    return Finding(
+        C.IMAGE_PULL_ERROR,
+        f"{pod.ref.label} cannot pull {image} ({reason}{': ' + detail if detail else ''}){change_words}.",
+        SUPPORTED,
+        0.9 if changes else 0.8,
+        supports=cites,
+        subject=pod.ref,
+        sources=("k8s",),
+        since=max(changes, key=lambda x: x.time).time if changes else None,
+        facts={"pod": pod.ref, "image": image, "previous_image": prev_image, "job": job.ref if job else None},
+        next_questions=[
+            f"Does the tag {image.rsplit(':', 1)[-1] if ':' in image else image} exist in the registry, "
+            "and can the node's pull secret read it?"
+        ],
+    )
+
+
+def _ts(raw: Any) -> Any:
+    from datetime import datetime
+
+    if not raw:
+        return None
+    try:
+        return datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+#
+# Preemption
+#
+def preemption_findings(di: DiagnosisInput) -> list[Finding]:
+    out: list[Finding] = []
+    names: set[tuple[str, str]] = set()
+    jobs: list[EntityState] = []
+    for ref in di.subjects:
+        if ref.kind in ("job", "pod"):
+            names.add((ref.namespace, ref.name))
+        if ref.kind == "job":
+            j = di.find("job", ref.name, ref.namespace)
+            if j is not None:
+                jobs.append(j)
+                names.update((p.namespace, p.name) for p in di.pods_of_job(j))
+    evs: list[EventRec] = []
+    for e in di.events:
+        if e.time > di.t or e.involved is None:
+            continue
+        hit = (e.involved.namespace, e.involved.name) in names or any(
+            e.involved.name.startswith(f"{j.name}-")
+            or e.involved.name.endswith(f"-{j.name}")
+            or f"-{j.name}-" in e.involved.name
+            for j in jobs
+        )
+        if hit and (e.reason in PREEMPT_REASONS or "preempt" in (e.message or "").lower()):
+            evs.append(e)
+    sched_cites: list[Cite] = []
+    for j in jobs:
+        s = j.get("scheduling") or {}
+        if "preempt" in f"{s.get('reason', '')} {s.get('message', '')}".lower():
+            sched_cites.append(cite_state(j, di.t))
+    if not evs and not sched_cites:
+        return out
+    ev = max(evs, key=lambda e: e.time) if evs else None
+    by = _preemptor(ev.message if ev else "")
+    subject = jobs[0].ref if jobs else (ev.involved if ev else None)
+    statement = (
+        f"{subject.label if subject else 'the workload'} was preempted"
+        + (f" at {hhmm(ev.time)}" if ev else "")
+        + (f" by {by}" if by else "")
+        + (f": {ev.message[:180]}" if ev and ev.message else ".")
+    )
+    out.append(
+        Finding(
+            C.PREEMPTED,
+            statement,
+            SUPPORTED,
+            0.85 if ev else 0.6,
+            supports=[*(cite_event(e) for e in evs[-3:]), *sched_cites],
+            subject=subject,
+            sources=("k8s",),
+            since=ev.time if ev else None,
+            facts={"by": by, "job": subject},
+            next_questions=["Was the preempting queue under its quota (reclaim) or higher priority?"],
+        )
+    )
+    return out
+
+
+def _preemptor(message: str) -> str:
+    m = re.search(r"(?:preempted|evicted) by ([\w./:-]+(?: in queue [\w-]+)?)", message or "", re.I)
+    if m:
+        return m.group(1).rstrip(".,;")
+    m = re.search(r"(?:to accommodate|for) (?:workload |pod )?([\w./-]+)", message or "", re.I)
+    return m.group(1).rstrip(".,;") if m else ""

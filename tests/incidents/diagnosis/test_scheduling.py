@@ -1,0 +1,190 @@
+"""Scheduling checks on hand-built inventory: fit, capacity vs fragmentation, taints, selectors, quota, queue, request."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from incidents.diagnosis import codes as C
+from incidents.diagnosis import fit as F
+from incidents.diagnosis.checks import run_checks
+from incidents.diagnosis.scheduling import check_scheduling
+from incidents.diagnosis.types import Derived, Ref
+
+from .dx_world import T0, T, change, job, node, pod, queue, world
+
+JOB = Ref("job", "train", "vision")
+
+
+def by_code(findings):
+    return {f.code: f for f in findings}
+
+
+def test_it_refutes_capacity_and_quota_when_the_job_fits_and_quota_is_fine():
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01"), node("h100-02")],
+        jobs=[job("train")],
+        queues=[queue("vision", 16, 24)],
+    )
+    found = by_code(check_scheduling(di))
+    assert found[C.GPU_CAPACITY_SHORTAGE].status == "refuted"
+    quota = found[C.PROJECT_QUOTA_EXHAUSTED]
+    assert quota.status == "refuted"
+    assert quota.refutes, "a refuted hypothesis still cites what refutes it"
+    assert any(isinstance(c, Derived) and c.kind == "quota_usage" for c in quota.refutes)
+
+
+def test_it_supports_quota_exhausted_over_the_limit_and_names_the_cut():
+    running = pod("other-0", "other", "vision", node_name="h100-01", gpus=8)
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01"), node("h100-02"), node("h100-03")],
+        jobs=[job("train", pods=1, gpus_per_pod=8), job("other", phase="Running")],
+        pods=[running],
+        queues=[queue("vision", 8, 8)],
+        changes=[
+            change("queue", "vision", "quota_gpus", 16, 8, T0 + timedelta(hours=2), "platform-admin"),
+            change("queue", "vision", "limit_gpus", 24, 8, T0 + timedelta(hours=2), "platform-admin"),
+        ],
+    )
+    found = by_code(check_scheduling(di))
+    q = found[C.PROJECT_QUOTA_EXHAUSTED]
+    assert q.status == "supported"
+    assert "uses 8 of 8" in q.statement and "platform-admin" in q.statement and "02:00" in q.statement
+    assert found[C.GPU_CAPACITY_SHORTAGE].status == "refuted"
+
+
+def test_it_tells_fragmentation_from_capacity_shortage():
+    # 4 free GPUs on each of two nodes: 8 free in total, but no node has 8.
+    pods = [
+        pod("a-0", "a", "nlp", node_name="h100-01", gpus=4),
+        pod("b-0", "b", "nlp", node_name="h100-02", gpus=4),
+    ]
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01"), node("h100-02")],
+        jobs=[job("train")],
+        pods=pods,
+        queues=[queue("vision", 16)],
+    )
+    found = by_code(check_scheduling(di))
+    assert found[C.GPU_FRAGMENTATION].status == "supported"
+    assert "largest free block on one node is 4" in found[C.GPU_FRAGMENTATION].statement
+    assert found[C.GPU_CAPACITY_SHORTAGE].status == "refuted"
+
+    full = [
+        pod("a-0", "a", "nlp", node_name="h100-01", gpus=8),
+        pod("b-0", "b", "nlp", node_name="h100-02", gpus=4),
+    ]
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01"), node("h100-02")],
+        jobs=[job("train")],
+        pods=full,
+        queues=[queue("vision", 16)],
+    )
+    found = by_code(check_scheduling(di))
+    assert found[C.GPU_CAPACITY_SHORTAGE].status == "supported"
+    assert found[C.GPU_FRAGMENTATION].status == "refuted"
+
+
+def test_it_finds_the_untolerated_taint_that_alone_blocks_the_job():
+    taint = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}
+    busy = pod("a-0", "a", "nlp", node_name="h100-02", gpus=8)
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01", taints=[taint]), node("h100-02")],
+        jobs=[job("train")],
+        pods=[busy],
+        queues=[queue("vision", 16)],
+    )
+    found = by_code(check_scheduling(di))
+    t = found[C.UNTOLERATED_TAINT]
+    assert t.status == "supported" and t.confidence >= 0.8
+    assert "maintenance=true:NoSchedule" in t.statement and "h100-01" in t.statement
+    assert C.GPU_CAPACITY_SHORTAGE in t.explains
+
+
+def test_it_respects_tolerations_and_cordon_taints():
+    taint = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+    tol = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01", taints=[taint])],
+        jobs=[job("train", tolerations=tol)],
+        queues=[queue("vision", 16)],
+    )
+    assert F.fits(F.node_fits(di, F.job_request(di, di.jobs[0])), F.job_request(di, di.jobs[0]))
+    cordoned = node(
+        "h100-01",
+        unschedulable=True,
+        taints=[{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}],
+    )
+    di = world(subjects=[JOB], nodes=[cordoned], jobs=[job("train")], queues=[queue("vision", 16)])
+    found = by_code(check_scheduling(di))
+    assert found[C.GPU_NODE_UNAVAILABLE].status == "supported"
+    assert C.UNTOLERATED_TAINT not in found or found[C.UNTOLERATED_TAINT].status == "refuted"
+
+
+def test_it_reports_a_selector_nothing_matches():
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01"), node("h100-02")],
+        jobs=[job("train", node_selector={"nvidia.com/gpu.product": "NVIDIA-B200"})],
+        queues=[queue("vision", 16)],
+    )
+    found = by_code(check_scheduling(di))
+    sel = found[C.NODE_SELECTOR_MISMATCH]
+    assert sel.status == "supported" and "NVIDIA-B200" in sel.statement
+
+
+def test_it_blames_the_device_plugin_before_the_capacity_shortage():
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01", allocatable=0), node("h100-02")],
+        pods=[pod("a-0", "a", "nlp", node_name="h100-02", gpus=8)],
+        jobs=[job("train")],
+        queues=[queue("vision", 16)],
+    )
+    ranked = run_checks(di).findings
+    codes = [f.code for f in ranked if f.status == "supported"]
+    assert codes.index(C.DEVICE_PLUGIN_UNHEALTHY) < codes.index(C.GPU_CAPACITY_SHORTAGE)
+    assert ranked[0].code == C.DEVICE_PLUGIN_UNHEALTHY
+
+
+def test_it_sees_the_jobs_ahead_in_the_queue():
+    ahead = job("first", submitted=T0, pods=1, gpus_per_pod=8)
+    mine = job("train", submitted=T0 + timedelta(minutes=30), pods=1, gpus_per_pod=8)
+    di = world(subjects=[JOB], nodes=[node("h100-01")], jobs=[ahead, mine], queues=[queue("vision", 16)])
+    found = by_code(check_scheduling(di))
+    assert found[C.QUEUE_PRIORITY].status == "supported"
+    assert "vision/first" in found[C.QUEUE_PRIORITY].statement
+    di = world(subjects=[JOB], nodes=[node("h100-01")], jobs=[mine], queues=[queue("vision", 16)])
+    assert by_code(check_scheduling(di))[C.QUEUE_PRIORITY].status == "refuted"
+
+
+def test_it_notices_a_request_that_grew_past_what_fits():
+    old = job("train", pods=1, gpus_per_pod=8, valid_from=T0)
+    old.valid_to = T0 + timedelta(hours=2)
+    new = job("train", pods=2, gpus_per_pod=8, valid_from=T0 + timedelta(hours=2))
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01"), node("h100-02")],
+        jobs=[new],
+        pods=[pod("a-0", "a", "nlp", node_name="h100-02", gpus=8)],
+        queues=[queue("vision", 32)],
+        history={JOB: [old, new]},
+        changes=[change("job", "train", "pods", 1, 2, T0 + timedelta(hours=2), "alice", "vision")],
+    )
+    found = by_code(check_scheduling(di))
+    r = found[C.REQUEST_SIZE_CHANGED]
+    assert r.status == "supported" and r.confidence >= 0.8
+    assert "1×8 to 2×8" in r.statement and "alice" in r.statement
+
+
+def test_it_cites_inventory_facts_for_every_finding():
+    di = world(
+        subjects=[JOB], nodes=[node("h100-01")], jobs=[job("train")], queues=[queue("vision", 16)], t=T
+    )
+    for f in check_scheduling(di):
+        assert f.cites, f.code
