@@ -1,0 +1,342 @@
+"""Evidence collection: every kind of fact with provenance, idempotent reruns, failures recorded as evidence."""
+
+from __future__ import annotations
+
+import sys
+import types
+from datetime import timedelta
+from unittest import mock
+
+from collectors.inventory import Observed, record_states
+from collectors.models import Change, Entity, KubeEvent, TelemetrySample
+from collectors.sources.errors import SourceError
+from collectors.sources.prometheus import Series
+from incidents.evidence import collect_evidence
+from incidents.grouping import group_alert
+from incidents.intake import ingest_alertmanager
+from incidents.models import Alert, Incident, Observation
+from tests.base import T0, BaseTestCase
+from tests.incidents.fixtures.alertmanager import alert, gpu_uuid, payload, small_world
+
+NOW = T0 + timedelta(minutes=30)
+
+
+class EvidenceTestCase(BaseTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        small_world(self.cluster, T0)
+        self.uuid = gpu_uuid("h100-01", 3)
+        # The world changes inside the window: quota cut, the pod's condition, an event, telemetry.
+        record_states(
+            self.cluster,
+            [
+                Observed(
+                    "queue",
+                    "vision",
+                    {"project": "vision", "quota_gpus": 8, "limit_gpus": 8},
+                    hot={"project": "vision", "gpus": 8, "gpus_allocatable": 8},
+                    actor="platform-admin",
+                )
+            ],
+            T0 - timedelta(minutes=20),
+        )
+        KubeEvent.objects.create(
+            cluster=self.cluster,
+            uid="ev-1",
+            count=3,
+            namespace="vision",
+            involved_kind="Pod",
+            involved_name="resnet-train-0",
+            involved_namespace="vision",
+            reason="FailedScheduling",
+            message="0/2 nodes are available: 2 Insufficient nvidia.com/gpu.",
+            type="Warning",
+            component="kai-scheduler",
+            first_time=T0 - timedelta(minutes=10),
+            last_time=T0 - timedelta(minutes=2),
+        )
+        KubeEvent.objects.create(
+            cluster=self.cluster,
+            uid="ev-old",
+            count=1,
+            namespace="vision",
+            involved_kind="Pod",
+            involved_name="resnet-train-0",
+            involved_namespace="vision",
+            reason="Ancient",
+            message="before the window",
+            first_time=T0 - timedelta(hours=5),
+            last_time=T0 - timedelta(hours=4),
+        )
+        gpu = Entity.objects.get(kind="gpu", name=self.uuid)
+        for i in range(6):
+            TelemetrySample.objects.create(
+                cluster=self.cluster,
+                gpu=gpu,
+                metric="DCGM_FI_DEV_GPU_TEMP",
+                time=T0 - timedelta(minutes=25 - 5 * i),
+                value=70 + 5 * i,
+            )
+        self.incident = self.fire(
+            alert(
+                "GPUJobPendingTooLong",
+                {"cluster": "gpu-prod", "namespace": "vision", "job_name": "resnet-train"},
+                T0,
+            )
+        )
+        self.gpu_incident = self.fire(
+            alert(
+                "GPUXidError",
+                {"cluster": "gpu-prod", "UUID": self.uuid, "Hostname": "h100-01", "xid": "79"},
+                T0,
+                severity="critical",
+            )
+        )
+
+    def fire(self, body: dict) -> Incident:
+        ingest_alertmanager(payload([body]))
+        return group_alert(Alert.objects.get(fingerprint=body["fingerprint"]))
+
+    def kinds(self, incident: Incident) -> set[str]:
+        return set(incident.observations.values_list("kind", flat=True))
+
+
+class CollectTests(EvidenceTestCase):
+    def test_it_writes_states_events_changes_alerts_and_telemetry_with_provenance(self) -> None:
+        written = collect_evidence(self.incident.pk, now=NOW)
+        self.assertGreater(written, 0)
+        self.assertTrue(
+            {
+                "alert",
+                "job_state",
+                "pod_state",
+                "node_state",
+                "gpu_state",
+                "queue_state",
+                "project_state",
+                "event",
+                "change",
+                "dcgm_series",
+            }
+            <= self.kinds(self.incident)
+        )
+        pod = Observation.objects.get(
+            incident=self.incident, kind="pod_state", locator="/api/v1/namespaces/vision/pods/resnet-train-0"
+        )
+        self.assertEqual(pod.content["state"]["phase"], "Pending")
+        self.assertEqual(set(pod.content), {"state", "valid_from", "valid_to"})
+        self.assertEqual(pod.source, "k8s")
+        self.assertEqual(pod.collected_at, NOW)
+        ev = Observation.objects.get(incident=self.incident, kind="event")
+        self.assertEqual(ev.content["reason"], "FailedScheduling")
+        self.assertEqual(
+            ev.content["involved"], {"kind": "Pod", "namespace": "vision", "name": "resnet-train-0"}
+        )
+        self.assertEqual(ev.observed_at, T0 - timedelta(minutes=2))
+        ch = Observation.objects.filter(
+            incident=self.incident, kind="change", content__field="quota_gpus"
+        ).get()
+        self.assertEqual(
+            (ch.content["old"], ch.content["new"], ch.content["actor"]), (16, 8, "platform-admin")
+        )
+        self.assertEqual(ch.content["entity"], {"kind": "queue", "namespace": "", "name": "vision"})
+        queue_versions = Observation.objects.filter(incident=self.incident, kind="queue_state").order_by(
+            "observed_at"
+        )
+        self.assertEqual([o.content["state"]["quota_gpus"] for o in queue_versions], [16, 8])
+        self.assertEqual(queue_versions[0].source, "kai")
+        al = Observation.objects.get(incident=self.incident, kind="alert")
+        self.assertEqual(al.content["name"], "GPUJobPendingTooLong")
+        self.assertFalse(Observation.objects.filter(content__reason="Ancient").exists())  # outside the window
+        self.incident.refresh_from_db()
+        self.assertEqual((self.incident.collection_state, self.incident.collected_at), ("done", NOW))
+
+    def test_it_is_idempotent(self) -> None:
+        collect_evidence(self.incident.pk, now=NOW)
+        count = self.incident.observations.count()
+        self.assertEqual(collect_evidence(self.incident.pk, now=NOW), 0)
+        self.assertEqual(self.incident.observations.count(), count)
+
+    def test_it_refreshes_a_version_that_closed_since_the_last_run(self) -> None:
+        collect_evidence(self.incident.pk, now=NOW)
+        record_states(
+            self.cluster,
+            [
+                Observed(
+                    "pod",
+                    "resnet-train-0",
+                    {"phase": "Running", "node": "h100-01"},
+                    namespace="vision",
+                    hot={"phase": "Running", "node": "h100-01"},
+                )
+            ],
+            T0 + timedelta(minutes=20),
+        )
+        collect_evidence(self.incident.pk, now=NOW)
+        pods = self.incident.observations.filter(kind="pod_state", entity__name="resnet-train-0").order_by(
+            "observed_at"
+        )
+        self.assertEqual([o.content["valid_to"] for o in pods], ["2026-11-29T03:20:00Z", None])
+
+    def test_it_falls_back_to_inventory_samples_without_prometheus(self) -> None:
+        collect_evidence(self.gpu_incident.pk, now=NOW)
+        series = Observation.objects.get(
+            incident=self.gpu_incident, kind="dcgm_series", content__uuid=self.uuid
+        )
+        self.assertEqual(series.source, "inventory")
+        self.assertEqual(series.content["metric"], "DCGM_FI_DEV_GPU_TEMP")
+        self.assertEqual(len(series.content["points"]), 6)
+        anomaly = Observation.objects.get(incident=self.gpu_incident, kind="telemetry_anomaly")
+        self.assertIn("temperature 85", anomaly.summary)
+
+    def test_it_calls_the_diagnosis_when_it_is_installed(self) -> None:
+        fake = types.ModuleType("incidents.diagnose")
+        fake.diagnose_incident = mock.Mock()  # type: ignore[attr-defined]
+        with mock.patch.dict(sys.modules, {"incidents.diagnose": fake}):
+            collect_evidence(self.incident.pk, now=NOW)
+        fake.diagnose_incident.assert_called_once_with(self.incident.pk)  # type: ignore[attr-defined]
+
+    def test_it_marks_the_collection_failed_when_it_breaks(self) -> None:
+        with mock.patch("incidents.evidence.collect_events", side_effect=RuntimeError("boom")):
+            with self.assertRaises(RuntimeError):
+                collect_evidence(self.incident.pk, now=NOW)
+        self.assertEqual(Incident.objects.get(pk=self.incident.pk).collection_state, "failed")
+
+
+class PrometheusTests(EvidenceTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.cluster.prometheus_url = "http://prometheus.test:9090"
+        self.cluster.save()
+
+    def series(self, minutes: range) -> list[Series]:
+        pts = [(T0 + timedelta(minutes=m), 79.0 if m >= 0 else 0.0) for m in minutes]
+        return [Series({"__name__": "DCGM_FI_DEV_XID_ERRORS", "UUID": self.uuid, "Hostname": "h100-01"}, pts)]
+
+    def test_it_freezes_live_series_and_keeps_them_when_prometheus_later_fails(self) -> None:
+        def answer(promql, start, end, step):  # type: ignore[no-untyped-def]
+            return self.series(range(-30, 10)) if promql.startswith("DCGM_FI_DEV_XID_ERRORS") else []
+
+        with mock.patch(
+            "collectors.sources.prometheus.PrometheusSource.query_range", side_effect=answer
+        ) as q:
+            collect_evidence(self.gpu_incident.pk, now=NOW)
+        first = q.call_args_list[0].args[0]
+        # One query per metric for all the incident's GPUs (the node's 8), the subject GPU first.
+        self.assertTrue(first.startswith(f'DCGM_FI_DEV_XID_ERRORS{{UUID=~"{self.uuid}|'), first)
+        self.assertEqual(first.count("GPU-"), 8)
+        obs = Observation.objects.get(
+            incident=self.gpu_incident, kind="dcgm_series", content__uuid=self.uuid, source="prometheus"
+        )
+        self.assertEqual(obs.locator, first)
+        self.assertEqual(len(obs.content["points"]), 40)
+        self.assertTrue(
+            Observation.objects.filter(
+                incident=self.gpu_incident, kind="telemetry_anomaly", summary__contains="Xid 79"
+            ).exists()
+        )
+
+        failure = SourceError(
+            "prometheus", "query_range", "did not answer within 10 s (http://prometheus.test:9090)"
+        )
+        with mock.patch("collectors.sources.prometheus.PrometheusSource.query_range", side_effect=failure):
+            collect_evidence(self.gpu_incident.pk, now=NOW + timedelta(minutes=5))
+        obs.refresh_from_db()
+        self.assertEqual(len(obs.content["points"]), 40)  # what was frozen stays
+        err = (
+            Observation.objects.filter(incident=self.gpu_incident, kind="dcgm_series")
+            .exclude(error="")
+            .first()
+        )
+        self.assertIn("Prometheus did not answer: did not answer within 10 s", err.error)
+        self.assertEqual(err.content["source"], "prometheus")
+
+    def test_it_merges_points_when_retention_dropped_the_oldest(self) -> None:
+        with mock.patch(
+            "collectors.sources.prometheus.PrometheusSource.query_range",
+            side_effect=lambda q, *a: self.series(range(-30, 0)) if "XID" in q else [],
+        ):
+            collect_evidence(self.gpu_incident.pk, now=NOW)
+        with mock.patch(
+            "collectors.sources.prometheus.PrometheusSource.query_range",
+            side_effect=lambda q, *a: self.series(range(-5, 10)) if "XID" in q else [],
+        ):
+            collect_evidence(self.gpu_incident.pk, now=NOW)
+        obs = Observation.objects.get(
+            incident=self.gpu_incident, kind="dcgm_series", source="prometheus", content__uuid=self.uuid
+        )
+        self.assertEqual(len(obs.content["points"]), 40)
+
+
+class LogTests(EvidenceTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        record_states(
+            self.cluster,
+            [
+                Observed(
+                    "pod",
+                    "resnet-train-0",
+                    {
+                        "phase": "Running",
+                        "node": "h100-01",
+                        "containers": [
+                            {
+                                "name": "main",
+                                "restart_count": 4,
+                                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                                "last_state": {"terminated": {"reason": "Error", "exitCode": 1}},
+                            }
+                        ],
+                    },
+                    namespace="vision",
+                    hot={"phase": "Running", "node": "h100-01", "job": "resnet-train"},
+                )
+            ],
+            T0 + timedelta(minutes=1),
+        )
+
+    def test_it_keeps_the_previous_log_of_a_crashing_pod(self) -> None:
+        log = "epoch 1\nFileNotFoundError: [Errno 2] No such file or directory: '/config/train.yaml'\n"
+        with (
+            mock.patch("collectors.sources.kubernetes._api_client"),
+            mock.patch("collectors.sources.kubernetes.KubeSource.pod_log", return_value=log) as pod_log,
+        ):
+            collect_evidence(self.incident.pk, now=NOW)
+        pod_log.assert_called_once_with(
+            "vision", "resnet-train-0", container="main", previous=True, tail_lines=200
+        )
+        obs = Observation.objects.get(incident=self.incident, kind="log")
+        self.assertEqual(obs.content, {"container": "main", "previous": True, "lines": log.splitlines()})
+        self.assertEqual(obs.source, "log")
+
+    def test_it_records_a_log_that_could_not_be_read_as_an_error(self) -> None:
+        collect_evidence(
+            self.incident.pk, now=NOW
+        )  # no kubeconfig in tests: the client cannot load credentials
+        obs = Observation.objects.get(incident=self.incident, kind="log")
+        self.assertTrue(obs.error.startswith("Kubernetes:"))
+        self.assertEqual(obs.content["call"], "log vision/resnet-train-0 previous")
+
+
+class SurvivalTests(EvidenceTestCase):
+    def test_it_shows_events_and_telemetry_after_the_sources_forgot_them(self) -> None:
+        collect_evidence(self.gpu_incident.pk, now=NOW)
+        collect_evidence(self.incident.pk, now=NOW)
+        KubeEvent.objects.all().delete()  # event TTL, and our own pruning
+        TelemetrySample.objects.all().delete()  # retention
+        Change.objects.all().delete()
+        self.cluster.prometheus_url = "http://prometheus.test:9090"
+        self.cluster.save()
+        with mock.patch(
+            "collectors.sources.prometheus.PrometheusSource.query_range",
+            side_effect=SourceError("prometheus", "query_range", "cannot connect"),
+        ):
+            collect_evidence(self.gpu_incident.pk, now=NOW + timedelta(hours=1))
+            collect_evidence(self.incident.pk, now=NOW + timedelta(hours=1))
+        html = self.client.get(self.incident.get_absolute_url() + "?kind=event").content.decode()
+        self.assertIn("0/2 nodes are available: 2 Insufficient nvidia.com/gpu.", html)
+        html = self.client.get(self.gpu_incident.get_absolute_url()).content.decode()
+        self.assertIn("temperature 85", html)
+        self.assertIn(f"DCGM_FI_DEV_GPU_TEMP on {self.uuid}: 6 points", html)
+        self.assertIn("Prometheus did not answer", html)  # the failure is shown as evidence too
