@@ -169,7 +169,10 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "var" / "static"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# plotly.js is served from the plotly Python package (no CDN: clusters are often air-gapped).
+import plotly as _plotly  # noqa: E402
+
+STATICFILES_DIRS = [BASE_DIR / "static", ("vendor/plotly", str(Path(_plotly.__file__).resolve().parent / "package_data"))]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

@@ -8,6 +8,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from rcaweb import metrics, views
+from rcaweb.console import views as console_views
 from rcaweb.throttle import ThrottledLoginView
 
 urlpatterns = [
@@ -21,7 +22,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("collectors.urls")),
     path("", include("incidents.urls")),
-    path("", views.home, name="home"),
+    path("", include("rcaweb.console.urls")),
+    path("", console_views.home_view, name="home"),  # base.html's {% cursor_url 'home' %}
 ]
 
 handler500 = "rcaweb.views.server_error"

@@ -1,4 +1,4 @@
-"""The on-call console home, health probes and the admin audit log."""
+"""Health probes and the admin audit log (the console home lives in rcaweb.console.views)."""
 
 from __future__ import annotations
 
@@ -13,19 +13,10 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from collectors.models import Cluster, SourceRun
-from incidents.models import AuditEntry, Incident
+from collectors.models import SourceRun
+from incidents.models import AuditEntry
 from rcaweb.http import RcaRequest
 from rcaweb.roles import admin_required
-
-
-@require_GET
-def home(request: RcaRequest) -> HttpResponse:
-    ctx = {
-        "clusters": Cluster.objects.all(),
-        "incidents": Incident.objects.exclude(status="resolved").select_related("cluster").order_by("-onset")[:50],
-    }
-    return render(request, "home.html", ctx)
 
 
 @require_GET

@@ -1,0 +1,158 @@
+"""Create and edit handoff notes; every write leaves an AuditEntry with before/after (CONVENTIONS 12-13)."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django import forms
+from django.db import transaction
+from django.db.models import Prefetch, Q
+from django.utils import timezone
+
+from collectors.models import Entity
+from incidents import audit
+from incidents.models import AuditEntry, HandoffNote, Hypothesis, Incident
+from rcaweb.cursor import MAX_WINDOW, Cursor
+
+logger = logging.getLogger(__name__)
+
+FIELDS = ("summary", "checked", "missing", "next_steps", "owner")
+LABELS = {
+    "summary": "Summary",
+    "checked": "Hypotheses checked (with result)",
+    "missing": "Evidence still missing",
+    "next_steps": "Next steps",
+    "owner": "Owner",
+}
+
+
+class HandoffForm(forms.Form):
+    """The structured note. ``note`` names the note being edited; absent (or ``new`` pressed) = a new note."""
+
+    summary = forms.CharField(max_length=5000, widget=forms.Textarea(attrs={"rows": 3}))
+    checked = forms.CharField(max_length=10000, required=False, widget=forms.Textarea(attrs={"rows": 5}))
+    missing = forms.CharField(max_length=5000, required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    next_steps = forms.CharField(max_length=5000, required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    owner = forms.CharField(max_length=150, required=False)
+    note = forms.IntegerField(required=False, widget=forms.HiddenInput)
+
+
+def snapshot(note: HandoffNote) -> dict[str, str]:
+    return {f: getattr(note, f) for f in FIELDS}
+
+
+@transaction.atomic
+def create_handoff(incident: Incident, user: Any, data: dict[str, Any], request_id: str = "") -> HandoffNote:
+    now = timezone.now()
+    note = HandoffNote.objects.create(
+        incident=incident,
+        author=user if getattr(user, "is_authenticated", False) else None,
+        author_name=user.get_username()
+        if getattr(user, "is_authenticated", False)
+        else str(user or "system"),
+        created=now,
+        updated=now,
+        **{f: (data.get(f) or "").strip() for f in FIELDS},
+    )
+    audit.record(
+        user=user,
+        action="handoff.create",
+        target=note,
+        before=None,
+        after=snapshot(note),
+        request_id=request_id,
+    )
+    return note
+
+
+@transaction.atomic
+def edit_handoff(note: HandoffNote, user: Any, data: dict[str, Any], request_id: str = "") -> bool:
+    """Apply an edit; returns False (and writes nothing) when no field changed."""
+    note = HandoffNote.objects.select_for_update().get(pk=note.pk)
+    before = snapshot(note)
+    after = {f: (data.get(f) or "").strip() for f in FIELDS}
+    if after == before:
+        return False
+    for f, v in after.items():
+        setattr(note, f, v)
+    note.updated = timezone.now()
+    note.save(update_fields=[*FIELDS, "updated"])
+    audit.record(
+        user=user, action="handoff.edit", target=note, before=before, after=after, request_id=request_id
+    )
+    return True
+
+
+def prefill(incident: Incident, user: Any = None) -> dict[str, str]:
+    """A starting note from the incident's current hypotheses, open questions, failed sources and actions."""
+    hyps = list(incident.hypotheses.order_by("rank", "id"))
+    top = next((h for h in hyps if h.status == "supported"), hyps[0] if hyps else None)
+    summary = f"{incident.title} — {incident.get_status_display()}, {incident.get_severity_display()}."
+    if top is not None:
+        summary += f" Leading hypothesis: {top.code} ({top.status}, confidence {top.confidence:.2f}): {top.statement}"
+    checked = "\n".join(
+        f"- {h.code}: {h.status} (confidence {h.confidence:.2f}) — {h.statement}"
+        + (f" Why: {h.why}" if h.why else "")
+        for h in hyps
+    )
+    questions: list[str] = []
+    for h in hyps:
+        if h.status != "refuted":
+            questions += [str(q) for q in h.next_questions or [] if str(q) not in questions]
+    failed = incident.observations.exclude(error="").values_list("source", "locator", "error")[:20]
+    missing = "\n".join(
+        [f"- {q}" for q in questions]
+        + [f"- {src} could not answer {loc}: {err[:160]}" for src, loc, err in failed]
+    )
+    actions = incident.actions.order_by("rank", "id").values_list("title", flat=True)[:10]
+    owner = incident.owner or (user.get_username() if getattr(user, "is_authenticated", False) else "")
+    return {
+        "summary": summary,
+        "checked": checked,
+        "missing": missing,
+        "next_steps": "\n".join(f"- {a}" for a in actions),
+        "owner": owner,
+    }
+
+
+def history(notes: Iterable[HandoffNote]) -> dict[int, list[AuditEntry]]:
+    """Edit entries (newest first) per note id, in one query."""
+    ids = [n.pk for n in notes]
+    out: dict[int, list[AuditEntry]] = defaultdict(list)
+    if ids:
+        for e in AuditEntry.objects.filter(
+            target_type="handoffnote", target_id__in=ids, action="handoff.edit"
+        ).order_by("-time", "-id"):
+            out[e.target_id].append(e)
+    return dict(out)
+
+
+def incident_cursor(incident: Incident) -> Cursor:
+    """The moment a handoff link should open an incident at: its onset, with its evidence window behind it."""
+    window = incident.onset - incident.window_start if incident.window_start else timedelta(0)
+    window = min(max(window, timedelta(minutes=30)), MAX_WINDOW)
+    return Cursor(at=incident.onset.replace(microsecond=0), window=window, window_given=True)
+
+
+def open_incidents_with_notes(t: datetime) -> list[Incident]:
+    """Incidents open at t, each with ``latest`` (its newest note or None) and ``ranked`` hypotheses (3 queries)."""
+    qs = (
+        Incident.objects.filter(onset__lte=t)
+        .filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=t))
+        .exclude(status="resolved", resolved_at__isnull=True)
+        .select_related("cluster")
+        .prefetch_related(
+            Prefetch("handoffs", queryset=HandoffNote.objects.order_by("-created", "-id"), to_attr="notes"),
+            Prefetch("hypotheses", queryset=Hypothesis.objects.order_by("rank", "id"), to_attr="ranked"),
+            Prefetch("subjects", queryset=Entity.objects.select_related("cluster").order_by("kind", "name")),
+        )
+        .order_by("-onset")[:200]
+    )
+    out = list(qs)
+    for inc in out:
+        inc.latest = inc.notes[0] if inc.notes else None  # type: ignore[attr-defined]
+    return out

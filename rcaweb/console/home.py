@@ -1,0 +1,139 @@
+"""What the home page shows at t: a fixed number of queries whatever the cluster size.
+
+Each panel is one query over all clusters (no per-row lookups), so the page costs the same
+for 4 nodes as for 600; a test holds that.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import F, Prefetch, Q
+
+from collectors.models import EntityVersion, SourceRun
+from incidents.models import Alert, Hypothesis, Incident
+from rcaweb.console.common import one_line, parse_time
+from rcaweb.cursor import Cursor
+
+logger = logging.getLogger(__name__)
+
+PENDING_THRESHOLD = timedelta(minutes=int(getattr(settings, "RCAWEB_PENDING_THRESHOLD_MIN", 15)))
+PANEL_LIMIT = 50
+
+
+@dataclass
+class PendingJob:
+    version: EntityVersion
+    waiting: timedelta
+    since: datetime
+    reason: str
+
+
+@dataclass
+class SourceErrors:
+    cluster: str
+    source: str
+    count: int
+    last_time: datetime
+    last_call: str
+    last_error: str
+
+
+def open_incidents(t: datetime) -> list[Incident]:
+    """Incidents open at t (onset <= t, not resolved by t), with their top hypothesis in one prefetch."""
+    qs = (
+        Incident.objects.filter(onset__lte=t)
+        .filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=t))
+        .select_related("cluster")
+        .prefetch_related(
+            Prefetch("hypotheses", queryset=Hypothesis.objects.order_by("rank", "id"), to_attr="ranked")
+        )
+        .order_by("-onset")[:PANEL_LIMIT]
+    )
+    out = list(qs)
+    for inc in out:
+        inc.top_hypothesis = inc.ranked[0] if inc.ranked else None  # type: ignore[attr-defined]
+        inc.age = t - inc.onset  # type: ignore[attr-defined]
+    return out
+
+
+def loose_alerts(t: datetime) -> list[Alert]:
+    """Alerts firing at t that no incident has taken yet (intake has not grouped them, or it failed)."""
+    firing_at_t = Q(starts_at__lte=t) & ~(Q(status="resolved") & Q(ends_at__lte=t))
+    return list(Alert.objects.filter(firing_at_t, incident__isnull=True).order_by("-starts_at")[:PANEL_LIMIT])
+
+
+def pending_jobs(t: datetime, threshold: timedelta = PENDING_THRESHOLD) -> list[PendingJob]:
+    """GPU jobs pending at t for longer than ``threshold``, longest wait first, with their one-line reason."""
+    qs = (
+        EntityVersion.objects.as_of(t)
+        .filter(kind="job", phase="Pending", gpus__gt=0)
+        .select_related("entity", "entity__cluster")
+        .order_by("valid_from")[:2000]
+    )
+    out: list[PendingJob] = []
+    for v in qs:
+        since = parse_time(v.state.get("submitted")) or v.entity.first_seen
+        waiting = t - since
+        if waiting < threshold:
+            continue
+        sched: dict[str, Any] = v.state.get("scheduling") or {}
+        out.append(PendingJob(v, waiting, since, one_line(sched.get("reason", ""), sched.get("message", ""))))
+    out.sort(key=lambda p: p.waiting, reverse=True)
+    return out[:PANEL_LIMIT]
+
+
+def unhealthy_nodes(t: datetime) -> list[EntityVersion]:
+    """Nodes not Ready at t, or whose allocatable GPUs fell below capacity (device plugin, lost GPU)."""
+    return list(
+        EntityVersion.objects.as_of(t)
+        .filter(kind="node")
+        .filter(Q(ready=False) | Q(phase__in=["NotReady", "Unknown"]) | Q(gpus_allocatable__lt=F("gpus")))
+        .select_related("entity", "entity__cluster")
+        .order_by("cluster_id", "entity__name")[:PANEL_LIMIT]
+    )
+
+
+def unhealthy_gpus(t: datetime) -> list[EntityVersion]:
+    return list(
+        EntityVersion.objects.as_of(t)
+        .filter(kind="gpu", phase__in=["faulty", "missing"])
+        .select_related("entity", "entity__cluster")
+        .order_by("cluster_id", "node", "entity__name")[:PANEL_LIMIT]
+    )
+
+
+def source_errors(cursor: Cursor) -> list[SourceErrors]:
+    """Sources whose calls failed inside the window, newest error first, grouped by (cluster, source)."""
+    rows = (
+        SourceRun.objects.filter(ok=False, time__gte=cursor.start, time__lte=cursor.t)
+        .select_related("cluster")
+        .order_by("-time")[:500]
+    )
+    groups: dict[tuple[str, str], SourceErrors] = {}
+    for r in rows:
+        key = (r.cluster.name, r.source)
+        if key in groups:
+            groups[key].count += 1
+        else:
+            groups[key] = SourceErrors(r.cluster.name, r.source, 1, r.time, r.call, r.error[:300])
+    return list(groups.values())
+
+
+def home_context(cursor: Cursor) -> dict[str, Any]:
+    t = cursor.t
+    bad_nodes, bad_gpus = unhealthy_nodes(t), unhealthy_gpus(t)
+    return {
+        "incidents": open_incidents(t),
+        "alerts": loose_alerts(t),
+        "pending": pending_jobs(t),
+        "pending_threshold": PENDING_THRESHOLD,
+        "bad_nodes": bad_nodes,
+        "bad_gpus": bad_gpus,
+        "unhealthy_count": len(bad_nodes) + len(bad_gpus),
+        "source_errors": source_errors(cursor),
+    }

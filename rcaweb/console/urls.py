@@ -1,0 +1,18 @@
+"""Console URLs (DESIGN.md section 6). Names: console:<name>; the home page is also the root name ``home``."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from rcaweb.console import views
+
+app_name = "console"
+
+urlpatterns = [
+    path("", views.home_view, name="home"),
+    path("fleet/", views.fleet_view, name="fleet"),
+    path("slo/", views.slo_view, name="slo"),
+    path("slo/jobs/", views.slo_jobs_view, name="slo_jobs"),
+    path("changes/", views.changes_view, name="changes"),
+    path("charts/<slug:cluster>/<str:kind>/<path:ident>/<str:name>/", views.chart_view, name="chart"),
+]
