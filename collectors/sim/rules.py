@@ -179,80 +179,58 @@ class AlertRules:
         now = w.now
         for node in w.nodes.values():
             for gpu in node.gpus:
-                key = f"{node.name}/{gpu.index}"
-                labels = {**self._base(name), **self._gpu_labels(node, gpu)}
-                where = f"GPU {gpu.index} ({gpu.uuid}) on {node.name}"
+                # Cheap state checks first; the metric is read only where the rule could hold.
                 if name == "GPUMissing":
                     if not gpu.present:
-                        yield (
-                            key,
-                            (
-                                labels,
-                                {
-                                    "summary": "GPU missing",
-                                    "description": f"{where} is no longer visible to DCGM.",
-                                },
-                            ),
-                        )
+                        yield self._gpu_hit(name, node, gpu, "GPU missing", "is no longer visible to DCGM.")
                 elif name == "GPUXidError":
                     visible = gpu.present or (gpu.xid_at and (now - gpu.xid_at).total_seconds() <= STALE_S)
                     if gpu.xid_last and visible and node.ready:
-                        yield (
-                            f"{key}/{gpu.xid_last}",
-                            (
-                                {**labels, "xid": str(gpu.xid_last)},
-                                {
-                                    "summary": "GPU Xid error",
-                                    "description": f"{where} reported Xid {gpu.xid_last}.",
-                                },
-                            ),
+                        key, (labels, ann) = self._gpu_hit(
+                            name, node, gpu, "GPU Xid error", f"reported Xid {gpu.xid_last}."
                         )
-                else:
-                    metric = {
-                        "GPUIdleAllocated": "DCGM_FI_PROF_SM_ACTIVE",
-                        "GPUHighTemperature": "DCGM_FI_DEV_GPU_TEMP",
-                        "GPUECCDoubleBitError": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-                    }[name]
-                    if name == "GPUIdleAllocated" and not gpu.pod:
+                        yield f"{key}/{gpu.xid_last}", ({**labels, "xid": str(gpu.xid_last)}, ann)
+                elif name == "GPUIdleAllocated":
+                    if not gpu.pod or gpu.pod not in w.pods:
                         continue
-                    value = w.gpu_metric(node.name, gpu.index, metric)
-                    if value is None:
-                        continue
-                    if name == "GPUIdleAllocated" and value < IDLE_SM_ACTIVE and gpu.pod in w.pods:
+                    value = w.gpu_metric(node.name, gpu.index, "DCGM_FI_PROF_SM_ACTIVE")
+                    if value is not None and value < IDLE_SM_ACTIVE:
                         pod = w.pods[gpu.pod]
                         job = w.jobs[pod.job]
-                        yield (
-                            f"{key}/{gpu.pod}",
-                            (
-                                {**labels, **self._job_labels(job), "pod": pod.name},
-                                {
-                                    "summary": "Allocated GPU is idle",
-                                    "description": f"{where} is held by {gpu.pod} with SM activity {value:.2f}.",
-                                },
-                            ),
+                        key, (labels, ann) = self._gpu_hit(
+                            name,
+                            node,
+                            gpu,
+                            "Allocated GPU is idle",
+                            f"is held by {gpu.pod} with SM activity {value:.2f}.",
                         )
-                    elif name == "GPUHighTemperature" and value >= HIGH_TEMP_C:
-                        yield (
-                            key,
-                            (
-                                labels,
-                                {
-                                    "summary": "GPU temperature high",
-                                    "description": f"{where} is at {value:.0f} C.",
-                                },
-                            ),
+                        yield f"{key}/{gpu.pod}", ({**labels, **self._job_labels(job), "pod": pod.name}, ann)
+                elif name == "GPUHighTemperature":
+                    # Without an override the load model stays below 75 C (telemetry.py).
+                    if gpu.temp_override_c is None:
+                        continue
+                    value = w.gpu_metric(node.name, gpu.index, "DCGM_FI_DEV_GPU_TEMP")
+                    if value is not None and value >= HIGH_TEMP_C:
+                        yield self._gpu_hit(name, node, gpu, "GPU temperature high", f"is at {value:.0f} C.")
+                elif name == "GPUECCDoubleBitError":
+                    if not gpu.ecc_dbe_total:
+                        continue
+                    value = w.gpu_metric(node.name, gpu.index, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
+                    if value:
+                        yield self._gpu_hit(
+                            name,
+                            node,
+                            gpu,
+                            "GPU double-bit ECC errors",
+                            f"has {value:.0f} volatile DBE errors.",
                         )
-                    elif name == "GPUECCDoubleBitError" and value > 0:
-                        yield (
-                            key,
-                            (
-                                labels,
-                                {
-                                    "summary": "GPU double-bit ECC errors",
-                                    "description": f"{where} has {value:.0f} volatile DBE errors.",
-                                },
-                            ),
-                        )
+
+    def _gpu_hit(
+        self, name: str, node: SimNode, gpu: SimGPU, summary: str, what: str
+    ) -> tuple[str, tuple[dict[str, str], dict[str, str]]]:
+        labels = {**self._base(name), **self._gpu_labels(node, gpu)}
+        where = f"GPU {gpu.index} ({gpu.uuid}) on {node.name}"
+        return f"{node.name}/{gpu.index}", (labels, {"summary": summary, "description": f"{where} {what}"})
 
 
 def _crashlooping(pod: SimPod, now: datetime) -> bool:

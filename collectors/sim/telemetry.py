@@ -203,9 +203,6 @@ class Telemetry:
         tdp, idle_w, max_clock, mem_clock, reserved = s.specs
         pod, level, fb = s.activity.at(ts)
         n = self.noise(s.uuid, metric, ts)
-        override = s.temp.at(ts)
-        temp = override if override is not None else 31 + 42 * level + 2 * self.noise(s.uuid, "temp", ts)
-        throttled = temp >= THROTTLE_TEMP_C
         busy = level > 0.0
         if metric == "DCGM_FI_PROF_SM_ACTIVE":
             return round(_clamp(level + 0.04 * n), 4) if busy else 0.0
@@ -217,6 +214,9 @@ class Telemetry:
             return float(round(100 * _clamp(min(1.0, level * 1.2) + 0.03 * n))) if busy else 0.0
         if metric == "DCGM_FI_DEV_MEM_COPY_UTIL":
             return float(max(0, round(level * 38 + 2 * n))) if busy else 0.0
+        override = s.temp.at(ts)
+        temp = override if override is not None else 31 + 42 * level + 2 * self.noise(s.uuid, "temp", ts)
+        throttled = temp >= THROTTLE_TEMP_C
         used = min(s.memory_mib - reserved, max(0, fb + (int(64 * n) if fb else 0)))
         if metric == "DCGM_FI_DEV_FB_USED":
             return float(used)

@@ -179,6 +179,8 @@ def _set_ready(world: World, node: SimNode, ready: bool) -> None:
                 lifecycle.release(world, pod, world.now)
                 world.pods.pop(f"{pod.namespace}/{pod.name}", None)
                 world.deleted_pods.append(pod)
+                if pod in world._pods_by_job.get(pod.job, []):
+                    world._pods_by_job[pod.job].remove(pod)
             elif not ready:
                 pod.ready = False
             world.touch(pod)

@@ -35,6 +35,18 @@ def backoff_s(restarts: int) -> int:
     return min(MAX_BACKOFF_S, 10 * 2 ** max(0, restarts - 1))
 
 
+def gpu_levels(sm_activity: float, n: int) -> list[float]:
+    """SM activity per GPU of a pod whose mean is ``sm_activity``.
+
+    When the mean is less than one GPU's worth of work (n x mean < 0.9), the work
+    sits on the pod's first GPU and the others stay idle, as with a program that
+    only uses ``cuda:0`` on a multi-GPU allocation; otherwise it is spread evenly.
+    """
+    if n > 1 and sm_activity * n < 0.9:
+        return [round(sm_activity * n, 4)] + [0.0] * (n - 1)
+    return [sm_activity] * n
+
+
 def failure_of(world: World, job: SimJob) -> dict | None:
     """The job's failure, if it applies now (with image events it starts at the first one)."""
     if not job.failure:
@@ -82,6 +94,7 @@ def create_pods(world: World, job: SimJob) -> None:
             priority_class=job.priority_class,
         )
         world.pods[f"{pod.namespace}/{pod.name}"] = pod
+        world._pods_by_job.setdefault(job.name, []).append(pod)
         world.touch(pod)
         world.emit(
             world.involved_job(job), "SuccessfulCreate", f"Created pod: {name}", component="job-controller"
@@ -160,6 +173,9 @@ def delete_pod(
     release(world, pod, world.now)
     world.pods.pop(f"{pod.namespace}/{pod.name}", None)
     world.deleted_pods.append(pod)
+    siblings = world._pods_by_job.get(pod.job, [])
+    if pod in siblings:
+        siblings.remove(pod)
     world.touch(pod)
 
 
@@ -268,15 +284,9 @@ def _start_container(world: World, pod: SimPod, job: SimJob, fail: dict | None, 
     if fail is None:
         pod.ready = True
         pod.next_restart_at = None
-        for i in pod.gpu_indices:
-            world.telemetry.set_activity(
-                pod.node,
-                i,
-                at,
-                f"{pod.namespace}/{pod.name}",
-                job.sm_activity,
-                int(mem * (0.35 + 0.55 * job.sm_activity)),
-            )
+        for i, level in zip(pod.gpu_indices, gpu_levels(job.sm_activity, len(pod.gpu_indices)), strict=True):
+            fb = int(mem * (0.35 + 0.55 * level)) if level > 0 else 512
+            world.telemetry.set_activity(pod.node, i, at, f"{pod.namespace}/{pod.name}", level, fb)
     else:
         kind = fail["kind"]
         r = unit(world.seed, "crash", pod.uid, pod.restart_count)

@@ -204,7 +204,7 @@ def _queue_positions(world: World, waiting: list[SimJob]) -> None:
 
 
 def _admit_kueue(
-    world: World, placer: Placer, usage_: dict[str, int], usage_np: dict[str, int], waiting: list[SimJob]
+    world: World, usage_: dict[str, int], usage_np: dict[str, int], waiting: list[SimJob]
 ) -> None:
     queue = sorted(
         (j for j in world.jobs.values() if j.state == "Pending" and j.suspended),

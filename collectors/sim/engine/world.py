@@ -63,6 +63,7 @@ class World:
         self._logged: dict[str, float] = {}
         self._pull_attempts: dict[str, int] = {}
         self._image_changed: set[str] = set()
+        self._pods_by_job: dict[str, list[SimPod]] = {}
         from ..rules import AlertRules
 
         self.rules = AlertRules(self, scenario.alerts)
@@ -263,7 +264,8 @@ class World:
         }
 
     def pods_of(self, job: SimJob) -> list[SimPod]:
-        return [p for p in self.pods.values() if p.job == job.name and p.deleted_at is None]
+        """The job's pods that are not being deleted (including finished ones the Job keeps)."""
+        return [p for p in self._pods_by_job.get(job.name, ()) if p.deleted_at is None]
 
     def log(self, pod: SimPod, at: datetime, line: str) -> None:
         pod.logs.append(f"{rfc3339(at)} {line}")
