@@ -83,6 +83,7 @@ _NAMED: dict[str, str] = {
     "noderesourcesfit": t.INSUFFICIENT_OTHER_RESOURCE,
 }
 
+_CAMEL_RE = re.compile(r"(?:[A-Z][a-z0-9]+){2,}|HostName|NodeName")
 _INSUFFICIENT_RE = re.compile(r"^insufficient\s+(?P<res>[^\s,()]+)", re.I)
 # KAI: "node(s) didn't have enough resources: GPUs", "Node didn't have enough
 # resources: CPU cores, requested: 1.5, ...", "didn't have enough of mig profile: nvidia.com/mig-1g.5gb"
@@ -201,7 +202,8 @@ def classify(text: str) -> Classified:
         codes = [_NAMED[p] for p in plugins if p in _NAMED]
         return Classified(codes[0] if codes else t.OTHER)
 
-    named = _NAMED.get(re.sub(r"[^a-z]", "", s.lower())) if re.fullmatch(r"[A-Za-z]+", s) else None
+    # Predicate/plugin names are CamelCase identifiers ("MatchNodeSelector"), never shouted or lower-case words.
+    named = _NAMED.get(s.lower()) if _CAMEL_RE.fullmatch(s) else None
     if named:
         return Classified(named)
 

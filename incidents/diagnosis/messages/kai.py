@@ -81,7 +81,7 @@ _NO_NODE_HAS_RE = re.compile(
 )
 _FIT_PREFIX_RE = re.compile(
     r"(?:no nodes with enough resources were found|Unable to schedule podgroup|Not enough resources for the workload|"
-    r"Unable to schedule pod)\s*:\s*",
+    r"Unable to schedule pod|\d+/(?P<total>\d+) nodes are available)\s*:\s*",
     re.I,
 )
 _NODE_DETAIL_RE = re.compile(
@@ -268,7 +268,7 @@ def _fit_errors(s: str, p: t.ParsedMessage) -> bool:
     prefixes = list(_FIT_PREFIX_RE.finditer(s))
     if prefixes:
         body = s[prefixes[-1].end() :]
-        for piece in re.split(r"\.\s+|\.$", body):
+        for piece in re.split(r"\.\s+|\.$|,\s+(?=\d+\s)", body):
             item = piece.strip().rstrip(".").strip()
             if not item or _NODE_DETAIL_RE.search(item):
                 continue
@@ -278,6 +278,8 @@ def _fit_errors(s: str, p: t.ParsedMessage) -> bool:
             reasons.append(t.Reason(code=c.code, count=count, resource=c.resource, text=txt, taint=c.taint))
     if not reasons and not prefixes:
         return False
+    totals = [int(m["total"]) for m in prefixes if m["total"]]
+    p.total_nodes = totals[-1] if totals else None
     p.reasons = reasons
     insufficient = [r for r in reasons if r.code.startswith("insufficient_")]
     p.cause = t.CAUSE_INSUFFICIENT_CAPACITY if insufficient else t.CAUSE_OTHER
@@ -285,7 +287,12 @@ def _fit_errors(s: str, p: t.ParsedMessage) -> bool:
         top = max(insufficient, key=lambda r: r.count or 0)
         p.resource = top.resource
     clauses = ", ".join(describe_reason(r) for r in ranked(reasons)) or "no details given"
-    p.summary = f"KAI found no node with room for the pods: {clauses}."
+    lead = (
+        f"KAI considered {p.total_nodes} nodes"
+        if p.total_nodes
+        else "KAI found no node with room for the pods"
+    )
+    p.summary = f"{lead}: {clauses}."
     return True
 
 

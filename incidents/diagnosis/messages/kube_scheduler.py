@@ -42,6 +42,10 @@ _PAREN_COUNT_RE = re.compile(r"^(?P<text>.+?)\s*\((?P<count>\d+)\)$")
 _SENTENCE_END_RE = re.compile(r"\.(?:\s|$)")
 _NOT_ELIGIBLE_RE = re.compile(r"not eligible due to preemptionPolicy=Never", re.I)
 
+# Without a header, an uncounted item must still use the scheduler's own phrasing.
+_SCHEDULER_PHRASE_RE = re.compile(
+    r"node\(s\)|^Insufficient \S|unbound immediate PersistentVolumeClaims|^Too many pods$", re.I
+)
 _NO_VICTIMS_RE = re.compile(r"no (?:preemption )?victims found", re.I)
 _NOT_HELPFUL_RE = re.compile(r"preemption is not helpful", re.I)
 
@@ -157,7 +161,7 @@ def parse(text: str) -> t.ParsedMessage | None:
         reason = t.Reason(code=t.NO_NODES, count=0, resource=None, text="no nodes available to schedule pods")
         return _finish(s, 0, [reason], preemption)
 
-    if preemption is not None:
+    if preemption is not None and preemption.total_nodes is not None:
         # A bare PreFilter message with a tail: "pod has unbound immediate
         # PersistentVolumeClaims. preemption: 0/2 nodes are available: ..."
         body = _body_until_sentence_end(head)
@@ -177,6 +181,9 @@ def parse_bare(text: str) -> t.ParsedMessage | None:
     """
     s = _body_until_sentence_end(t.normalize(text))
     if not s or len(s) > 2000:
+        return None
+    items = [i.strip() for i in _ITEM_SPLIT_RE.split(s) if i.strip()]
+    if not items or not all(_COUNTED_RE.match(i) or _SCHEDULER_PHRASE_RE.search(i) for i in items):
         return None
     reasons = _reasons_from_histogram(s, None)
     if reasons and all(r.code != t.OTHER for r in reasons):

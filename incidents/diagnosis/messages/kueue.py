@@ -70,7 +70,7 @@ _MARKERS_RE = re.compile(
     r"assign flavors|assign a flavor|\bin flavor\b|\bflavor \S+ (?:doesn't|does not|not found)|"
     r"\b(?:Cluster|Local)Queue\b|didn't fit in the remaining quota|Pending the preemption of|"
     r"(?:Preempted|Evicted) to accommodate|insufficient (?:unused )?quota|no longer fits after processing|"
-    r"resource flavor|kueue",
+    r"resource flavor",
     re.I,
 )
 _PODSET_RE = re.compile(

@@ -222,3 +222,15 @@ def test_it_reads_kai_consolidation_as_preemption():
         "Pod ns/p-0 was preempted and rescheduled due to bin packing (resource consolidation) procedure"
     )
     assert (p.source, p.cause) == ("kai", "preempted")
+
+
+def test_it_reads_kai_fit_errors_under_a_kube_style_header():
+    p = parse_message(
+        "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 node(s) didn't have enough resources: GPUs."
+    )
+    assert (p.source, p.total_nodes, p.cause, p.resource) == ("kai", 3, "insufficient_capacity", "gpu")
+    assert [(r.code, r.count) for r in p.reasons] == [("node_selector_mismatch", 1), ("insufficient_gpu", 2)]
+    assert (
+        p.summary
+        == "KAI considered 3 nodes: 2 lack free gpu, 1 does not match the pod's node selector/affinity."
+    )
