@@ -179,6 +179,8 @@ PILL_CLASSES = {
     "errimagepull": "bad",
     "imagepullbackoff": "bad",
     "error": "bad",
+    "cordoned": "warn",
+    "unschedulable": "warn",
 }
 
 

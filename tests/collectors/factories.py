@@ -28,6 +28,7 @@ from typing import Any
 from collectors import inventory
 from collectors.inventory import Observed
 from collectors.models import Cluster, Entity, KubeEvent, SourceRun
+from tests.base import BaseTestCase
 
 T0 = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
@@ -688,3 +689,52 @@ def deepen_history(
                 Observed(kind=v.kind, name=v.entity.name, namespace=v.entity.namespace, state=state, hot=hot)
             )
         inventory.record_states(cluster, obs, at)
+
+
+#
+# A test case with the story recorded
+#
+
+
+def at(t: datetime, w: str = "2h") -> str:
+    """The cursor query string for ``t``."""
+    return f"t={iso(t)}&w={w}"
+
+
+class PageTestCase(BaseTestCase):
+    """BaseTestCase personas plus the small cluster; ``get(path, t)`` fetches a page as alice at t."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.story = build_small_cluster(self.cluster)
+        self.times = self.story.times
+
+    def get(self, path: str, t: datetime | None = None, client: Any = None, **kw: Any) -> Any:
+        sep = "&" if "?" in path else "?"
+        return (client or self.client).get(path + (sep + at(t) if t else ""), **kw)
+
+    def assert_page_basics(self, path: str, t: datetime) -> None:
+        """What every entity page owes (CONVENTIONS 20): login, bob may read, htmx gets only #page."""
+        anon = self.get(path, t, client=self.anon)
+        assert anon.status_code == 302 and anon["Location"].startswith("/accounts/login/"), anon
+        bob = self.get(path, t, client=self.login_as(self.bob))
+        assert bob.status_code == 200
+        full = bob.content.decode()
+        assert "<html" in full and 'id="page"' in full
+        frag = self.get(path, t, headers={"HX-Request": "true"})
+        assert frag.status_code == 200
+        body = frag.content.decode()
+        assert body.lstrip().startswith('<div id="page">'), body[:200]
+        assert "<html" not in body and 'class="top"' not in body and "cursor-bar" in body
+        assert "HX-Request" in frag.get("Vary", "")
+        # An htmx history restore (cache miss) needs the whole page again.
+        restore = self.get(path, t, headers={"HX-Request": "true", "HX-History-Restore-Request": "true"})
+        assert "<html" in restore.content.decode()
+
+    def assert_absent_before_first_version(self, path: str, first: datetime) -> None:
+        """Before it existed, the page says so and links to when it first existed."""
+        r = self.get(path, first - timedelta(hours=1))
+        assert r.status_code == 200
+        html = r.content.decode()
+        assert "did not exist at" in html and 'id="absent"' in html
+        assert f"t={iso(first).replace(':', '%3A')}" in html or f"t={iso(first)}" in html

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+from tests.collectors.factories import T0, PageTestCase
+
+PATH = "/c/gpu-prod/jobs/nlp/bert-eval/"
+
+
+class JobDetailTest(PageTestCase):
+    def test_it_requires_login_lets_bob_read_and_swaps_only_the_page_for_htmx(self):
+        self.assert_page_basics(PATH, self.times["end"])
+
+    def test_it_links_project_queue_pods_and_nodes(self):
+        html = self.get("/c/gpu-prod/jobs/vision/resnet-train/", self.times["end"]).content.decode()
+        for href in (
+            "/c/gpu-prod/projects/vision/",
+            "/c/gpu-prod/queues/vision/",
+            "/c/gpu-prod/pods/vision/resnet-train-0/",
+            "/c/gpu-prod/pods/vision/resnet-train-1/",
+            "/c/gpu-prod/nodes/h100-01/",
+            "/c/gpu-prod/nodes/h100-02/",
+        ):
+            assert href in html, href
+        assert "Pods (2, 2 running)" in html
+
+    def test_it_shows_the_request_as_of_t_and_its_history(self):
+        four = self.get(PATH, self.times["bert_4"] + timedelta(minutes=5))
+        eight = self.get(PATH, self.times["bert_8"] + timedelta(minutes=5))
+        assert four.context["state"]["gpus_per_pod"] == 4 and eight.context["state"]["gpus_per_pod"] == 8
+        assert "1 pod × 4" in four.content.decode() and "1 pod × 8" in eight.content.decode()
+        hist = [(c.field, c.old, c.new) for c in eight.context["request_history"]]
+        assert ("gpus_per_pod", 4, 8) in hist and ("created", None, None) in hist
+
+    def test_it_shows_the_scheduling_message_and_the_queue_position(self):
+        r = self.get(PATH, self.times["end"])
+        html = r.content.decode()
+        assert "0/4 nodes are available: 2 Insufficient nvidia.com/gpu" in html
+        assert r.context["queue_position"] == (1, 1)
+        assert "/c/gpu-prod/jobs/?queue=nlp&amp;phase=Pending&amp;t=" in html
+
+    def test_it_leaves_the_why_pending_slot(self):
+        html = self.get(PATH, self.times["end"]).content.decode()
+        assert '<section class="panel" id="why-pending">' in html
+
+    def test_it_shows_events_of_its_pods(self):
+        r = self.get(PATH, self.times["bert_8"])
+        assert [(e.involved_name, e.reason) for e in r.context["events"]] == [
+            ("bert-eval-0", "FailedScheduling")
+        ]
+
+    def test_it_says_plainly_when_the_job_did_not_exist(self):
+        self.assert_absent_before_first_version(PATH, T0 + timedelta(minutes=30))
+        r = self.get("/c/gpu-prod/jobs/nlp/old-sweep/", self.times["end"])
+        assert (
+            "did not exist at" in r.content.decode()
+            and r.context["existed_until"] == self.times["sweep_gone"]
+        )

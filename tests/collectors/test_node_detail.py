@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+from collectors.models import SourceRun
+from tests.collectors.factories import T0, PageTestCase, gpu_uuid, iso
+
+PATH = "/c/gpu-prod/nodes/h100-01/"
+
+
+class NodeDetailTest(PageTestCase):
+    def test_it_requires_login_lets_bob_read_and_swaps_only_the_page_for_htmx(self):
+        self.assert_page_basics(PATH, self.times["end"])
+
+    def test_it_lists_each_gpu_with_the_pod_using_it(self):
+        html = self.get(PATH, self.times["end"]).content.decode()
+        assert html.count('class="ent ent-gpu"') == 8
+        assert f"/c/gpu-prod/gpus/{gpu_uuid('h100-01', 0)}/" in html
+        # the pod using GPU 0 is a link to its page, and so is its job
+        assert "/c/gpu-prod/pods/vision/resnet-train-0/" in html
+        assert "/c/gpu-prod/jobs/vision/resnet-train/" in html
+        assert "Pods on this node (1)" in html
+
+    def test_it_shows_the_state_as_of_t(self):
+        before = self.get(
+            "/c/gpu-prod/nodes/h100-04/", self.times["cordon"] - timedelta(minutes=1)
+        ).content.decode()
+        after = self.get(
+            "/c/gpu-prod/nodes/h100-04/", self.times["plugin_down"] + timedelta(minutes=1)
+        ).content.decode()
+        assert "capacity 8 · allocatable 8" in before and "cordoned" not in before
+        assert "capacity 8 · allocatable 0" in after and "cordoned" in after
+        assert "device plugin reports fewer GPUs" in after
+        assert "node.kubernetes.io/unschedulable:NoSchedule" in after
+
+    def test_it_shows_labels_that_matter_and_taints(self):
+        html = self.get("/c/gpu-prod/nodes/h100-03/", self.times["end"]).content.decode()
+        assert "NVIDIA-H100-80GB-HBM3" in html and "run.ai/node-pool" in html
+        assert "nvidia.com/gpu=true:NoSchedule" in html
+
+    def test_it_links_the_pod_count_to_the_filtered_job_list(self):
+        html = self.get(PATH, self.times["end"]).content.decode()
+        assert "/c/gpu-prod/jobs/?node=h100-01&amp;t=" in html
+
+    def test_it_lists_changes_around_t_with_links_that_move_the_cursor(self):
+        r = self.get("/c/gpu-prod/nodes/h100-04/", self.times["cordon"] + timedelta(minutes=5))
+        html = r.content.decode()
+        assert "unschedulable" in html and "false → true" in html
+        jump = iso(self.times["cordon"]).replace(":", "%3A")
+        assert f'href="/c/gpu-prod/nodes/h100-04/?t={jump}&amp;w=2h"' in html
+        assert r.context["cursor_prev_change"] == self.times["cordon"]
+        assert r.context["cursor_next_change"] == self.times["plugin_down"]
+        assert 'id="cursor-prev-change"' in html and 'id="cursor-next-change"' in html
+
+    def test_it_says_plainly_when_the_node_did_not_exist(self):
+        self.assert_absent_before_first_version(PATH, T0)
+
+    def test_it_shows_a_calm_notice_when_prometheus_did_not_answer(self):
+        html = self.get(PATH, self.times["end"]).content.decode()
+        assert "Prometheus did not answer at 03:12; GPU telemetry missing for this window" in html
+        SourceRun.objects.all().delete()
+        assert "did not answer" not in self.get(PATH, self.times["end"]).content.decode()
+
+    def test_it_is_a_404_for_an_unknown_node_or_cluster(self):
+        assert self.get("/c/gpu-prod/nodes/nope/").status_code == 404
+        assert self.get("/c/other/nodes/h100-01/").status_code == 404

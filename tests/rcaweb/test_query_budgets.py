@@ -1,0 +1,64 @@
+"""Entity pages cost a fixed number of queries: not more for a node with 500 pods, nor for 50 versions each.
+
+DESIGN §10: query-count budgets are tests. Each page is measured on the small story, then again after
+every entity got 50 more versions and one node got ~500 pods (each with its own job in queue nlp).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from collectors.models import EntityVersion
+from tests.collectors.factories import PageTestCase, crowd_node, deepen_history, gpu_uuid, iso
+
+# Budget per page: session + user (2), entity (1), version (1), the page's own related queries,
+# changes/prev/next/collection errors (4). A failing budget names the queries it ran.
+BUDGETS = {
+    "/c/gpu-prod/nodes/h100-01/": 10,
+    f"/c/gpu-prod/gpus/{gpu_uuid('h100-01', 0)}/": 9,
+    "/c/gpu-prod/pods/vision/resnet-train-0/": 10,
+    "/c/gpu-prod/jobs/vision/resnet-train/": 11,  # + request history
+    "/c/gpu-prod/jobs/nlp/bert-eval/": 12,  # + its queue's waiting jobs (position)
+    "/c/gpu-prod/queues/nlp/": 11,
+    "/c/gpu-prod/projects/nlp/": 11,
+    "/c/gpu-prod/jobs/?queue=nlp": 5,
+    "/c/gpu-prod/jobs/?node=h100-01&phase=Running": 5,
+}
+
+
+class QueryBudgetTest(PageTestCase):
+    def count(self, path: str, t) -> tuple[int, list[str]]:
+        sep = "&" if "?" in path else "?"
+        with CaptureQueriesContext(connection) as ctx:
+            r = self.client.get(f"{path}{sep}t={iso(t)}&w=2h")
+        assert r.status_code == 200, (path, r.status_code)
+        return len(ctx.captured_queries), [q["sql"][:160] for q in ctx.captured_queries]
+
+    def test_it_keeps_every_entity_page_within_budget_and_flat_as_data_grows(self):
+        small_t = self.times["end"]
+        small = {path: self.count(path, small_t) for path in BUDGETS}
+
+        deepen_history(self.cluster, small_t + timedelta(minutes=1), versions=50, step=timedelta(seconds=10))
+        big_t = small_t + timedelta(minutes=20)
+        crowd_node(self.cluster, "h100-01", 498, big_t - timedelta(minutes=1))
+        node_pods = EntityVersion.objects.as_of(big_t).filter(kind="pod", node="h100-01").count()
+        assert node_pods == 499
+        node = self.story.entity("node", "h100-01")
+        assert node.versions.count() >= 51
+        big = {path: self.count(path, big_t) for path in BUDGETS}
+
+        for path, budget in BUDGETS.items():
+            n_small, sql_small = small[path]
+            n_big, sql_big = big[path]
+            assert n_small <= budget, (path, n_small, sql_small)
+            assert n_big == n_small, (path, n_small, n_big, sql_big)
+
+    def test_it_renders_the_crowded_node_page_with_all_its_pods(self):
+        at = self.times["end"]
+        crowd_node(self.cluster, "h100-02", 200, at)
+        r = self.client.get(f"/c/gpu-prod/nodes/h100-02/?t={iso(at + timedelta(minutes=1))}")
+        assert len(r.context["pods"]) == 201
+        assert "Pods on this node (201)" in r.content.decode()
