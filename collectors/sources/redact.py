@@ -27,7 +27,7 @@ _TEXT_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (
         re.compile(
             r"(?i)\b([A-Za-z0-9_\-]*(?:password|passwd|pwd|secret|api[_\-]?key|access[_\-]?key|token))"
-            r"(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)"
+            r"([\"']?\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)"
         ),
         r"\1\2" + REDACTED,
     ),

@@ -1,0 +1,112 @@
+"""KubeSource against the simulator's API server over HTTP, and against injected faults."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from collectors.models import Cluster
+from collectors.sources.errors import SourceError
+from collectors.sources.kai import KaiSource
+from collectors.sources.kubernetes import KubeSource
+from tests.collectors.faultserver import fault_server, kubeconfig_for, refused_url
+from tests.collectors.simhelpers import served, small_world
+
+
+@pytest.fixture(scope="module")
+def sim():
+    world = small_world("kai")
+    with served(world) as server:
+        server.advance_to(world.start + timedelta(minutes=40))
+        yield server
+
+
+def _source(path: str, **kw) -> KubeSource:
+    return KubeSource(Cluster(name="t", kubeconfig=path), **kw)
+
+
+def test_it_lists_every_kind_as_plain_json(sim):
+    kube = _source(sim.kubeconfig_path)
+    nodes, pods, jobs = kube.list_nodes(), kube.list_pods(), kube.list_jobs()
+    assert [n["metadata"]["name"] for n in nodes] == ["h100-01", "h100-02", "h100-03"]
+    assert {p["metadata"]["labels"]["job-name"] for p in pods} >= {"resnet-train", "crashy"}
+    assert {j["metadata"]["name"] for j in jobs} == {"resnet-train", "big", "crashy", "small"}
+    assert isinstance(pods[0]["spec"]["containers"][0]["resources"], dict)
+    queues = KaiSource(kube).list_queues()
+    assert {q["metadata"]["name"] for q in queues} >= {"vision", "nlp"}
+    assert kube.list_events()
+
+
+def test_it_paginates_with_limit_and_continue(sim):
+    kube = _source(sim.kubeconfig_path, page_size=1)
+    with fault_server(upstream=sim.kube_url) as proxy:
+        kube = _source(kubeconfig_for(proxy.url, sim.kubeconfig_path + ".proxy"), page_size=1)
+        pods = kube.list_pods()
+    assert len(pods) == len(_source(sim.kubeconfig_path).list_pods()) >= 3
+    assert sum("continue=" in p for p in proxy.paths) == len(pods) - 1
+    assert all("limit=1" in p for p in proxy.paths)
+
+
+def test_it_reads_a_redacted_log_tail_current_and_previous(sim):
+    kube = _source(sim.kubeconfig_path)
+    crashy = next(p for p in kube.list_pods() if p["metadata"]["name"].startswith("crashy"))
+    ns, name = crashy["metadata"]["namespace"], crashy["metadata"]["name"]
+    previous = kube.pod_log(ns, name, previous=True, tail_lines=20)
+    assert "KeyError" in previous
+    assert "abcdefghijklmnop1234" not in previous and "[redacted]" in previous
+    assert len(previous.splitlines()) <= 20
+    with pytest.raises(SourceError, match="container"):
+        kube.pod_log(ns, name, container="nope")
+
+
+@pytest.mark.parametrize(
+    ("fault", "words"),
+    [
+        ("500", "server error 500"),
+        ("401", "unauthorized"),
+        ("403", "forbidden"),
+        ("garbage", "not JSON"),
+        ("hang", "did not answer"),
+    ],
+)
+def test_it_turns_every_fault_into_a_source_error(sim, tmp_path, fault, words):
+    with fault_server(upstream=sim.kube_url, faults={"/api/v1/nodes": fault}, hang_s=2) as proxy:
+        kube = _source(kubeconfig_for(proxy.url, str(tmp_path / "kc")), timeout=0.5)
+        with pytest.raises(SourceError) as err:
+            kube.list_nodes()
+        assert kube.list_jobs()  # other calls through the same server still work
+    assert err.value.source == "k8s" and err.value.call == "list nodes" and words in err.value.message
+
+
+def test_it_reports_refused_and_bad_credentials(tmp_path):
+    kube = _source(kubeconfig_for(refused_url(), str(tmp_path / "kc")), timeout=1)
+    with pytest.raises(SourceError, match="cannot connect|did not answer"):
+        kube.list_pods()
+    with pytest.raises(SourceError, match="cannot load Kubernetes credentials"):
+        _source(str(tmp_path / "missing-kubeconfig"))
+
+
+def test_it_watches_events_and_asks_for_a_relist_on_410(sim, tmp_path):
+    kube = _source(sim.kubeconfig_path)
+    kube.list_events()
+    rv = kube.last_resource_version["list events"]
+    assert rv
+    sim.advance_to(sim.world.now + timedelta(minutes=2))
+    events = list(kube.watch_events(rv, timeout_s=1))
+    assert all(e["type"] in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK") for e in events)
+    with fault_server(upstream=sim.kube_url, faults={"watch=": "expired-watch"}) as proxy:
+        stale = _source(kubeconfig_for(proxy.url, str(tmp_path / "kc")))
+        with pytest.raises(SourceError) as err:
+            list(stale.watch_events("1", timeout_s=1))
+    assert err.value.gone and "too old resource version" in err.value.message
+
+
+def test_it_lists_again_when_a_continue_token_expires(sim, tmp_path):
+    with fault_server(upstream=sim.kube_url, faults={"continue=": "410"}) as proxy:
+        kube = _source(kubeconfig_for(proxy.url, str(tmp_path / "kc")), page_size=2)
+        with pytest.raises(SourceError) as err:
+            kube.list_pods()
+    assert err.value.gone
+    # one restart from the first page, then the second expiry is reported
+    assert sum("continue=" not in p for p in proxy.paths) == 2
