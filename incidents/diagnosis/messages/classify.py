@@ -98,13 +98,20 @@ _PLUGINS_RE = re.compile(
 
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"too many pods|pod number exceeded", re.I), t.TOO_MANY_PODS),
+    # Dynamic Resource Allocation (DRA, 1.32+): devices such as GPUs requested through ResourceClaims.
+    (
+        re.compile(
+            r"cannot allocate all claims|resourceclaims? .*not (?:yet )?allocated|device(?:s| class)\b", re.I
+        ),
+        t.INSUFFICIENT_OTHER_RESOURCE,
+    ),
     (re.compile(r"anti-affinity rules|existing pods anti-affinity", re.I), t.ANTI_AFFINITY),
     (re.compile(r"volume node affinity|volume zone", re.I), t.VOLUME_NODE_AFFINITY),
     (re.compile(r"pod affinity|inter-?pod affinity", re.I), t.AFFINITY_MISMATCH),
     (
         re.compile(
             r"persistent ?volume|persistentvolumeclaim|\bpvc|\bpv\(s\)|free storage|available disk|"
-            r"volume count|readwriteoncepod|resourceclaim|\bvolumes?\b",
+            r"volume count|readwriteoncepod|\bvolumes?\b",
             re.I,
         ),
         t.VOLUME_BINDING,

@@ -213,7 +213,7 @@ def describe_reason(r: t.Reason, *, subject: str = "") -> str:
     do = "does" if r.count == 1 else "do"
     code = r.code
     if code in (t.INSUFFICIENT_GPU, t.INSUFFICIENT_CPU, t.INSUFFICIENT_MEMORY, t.INSUFFICIENT_OTHER_RESOURCE):
-        return f"{n}{lack} free {r.resource or 'resources'}"
+        return f"{n}{lack} free {r.resource}" if r.resource else f"{n}{lack} free resources ({r.text})"
     if code == t.UNTOLERATED_TAINT:
         taint = f" ({_taint_str(r.taint)})" if r.taint else ""
         return f"{n}{have} a taint the pod does not tolerate{taint}"

@@ -121,6 +121,7 @@ _PREEMPTED_RE = re.compile(
 )
 _PENDING_PREEMPTION_RE = re.compile(r"Pending the preemption of (?P<n>\d+) workload\(s\)", re.I)
 _WAITING_PREEMPTED_RE = re.compile(r"waiting for (?:the )?preempted workloads?", re.I)
+_ADMITTED_RE = re.compile(r"(?:Quota reserved in|Admitted by) ClusterQueue (?P<cq>[^\s,]+)", re.I)
 _NO_FIT_RE = re.compile(
     r"didn't fit in the remaining quota|no longer fits after processing another workload", re.I
 )
@@ -239,6 +240,12 @@ def parse(text: str, reason: str | None = None) -> t.ParsedMessage | None:
         p.reasons = [
             t.Reason(code=p.cause, count=None, resource=None, text=_NS_SELECTOR_RE.search(s).group(0))
         ]
+    elif _ADMITTED_RE.search(s) and not reasons:
+        am = _ADMITTED_RE.search(s)
+        p.cause, p.queue = t.CAUSE_OTHER, am["cq"]
+        p.reasons = [t.Reason(code=p.cause, count=None, resource=None, text=s[:500])]
+        p.summary = f"Kueue admitted the workload: {s[:200]}"
+        return p
     elif pm:
         p.cause = t.CAUSE_PREEMPTED
         p.reasons = [t.Reason(code=p.cause, count=None, resource=None, text=pm.group(0))]

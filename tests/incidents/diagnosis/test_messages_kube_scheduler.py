@@ -134,6 +134,14 @@ def test_it_reads_a_kubectl_wrapped_message():
     assert [(r.code, r.count) for r in p.reasons] == [("untolerated_taint", 1), ("insufficient_memory", 2)]
 
 
+def test_it_reads_a_dra_claim_allocation_failure_as_a_resource_shortage():
+    p = parse_message(
+        "0/2 nodes are available: 2 cannot allocate all claims. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
+    assert [(r.code, r.count, r.resource) for r in p.reasons] == [("insufficient_other_resource", 2, None)]
+    assert "lack free resources (cannot allocate all claims)" in p.summary
+
+
 def test_it_reads_no_nodes_available():
     p = parse_message("no nodes available to schedule pods")
     assert p.total_nodes == 0 and p.reasons[0].code == "no_nodes"

@@ -160,6 +160,12 @@ def test_it_reads_kueue_queue_states(text, queue):
     assert (p.source, p.cause, p.queue) == ("kueue", "queue_missing_or_inactive", queue)
 
 
+def test_it_reads_a_kueue_admission_as_admission_not_as_a_blocker():
+    p = parse_message("Quota reserved in ClusterQueue gpu-cq, wait time since queued was 3s")
+    assert (p.source, p.cause, p.queue) == ("kueue", "other", "gpu-cq")
+    assert p.summary.startswith("Kueue admitted the workload")
+
+
 def test_it_uses_a_granular_kueue_reason_when_the_text_is_new():
     p = parse_message("the workload asks for more than ever fits", reason="ExceedsMaxQuota")
     assert (p.source, p.cause) == ("kueue", "exceeds_max_capacity")
