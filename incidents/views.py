@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
 from django.db.models import Count, Prefetch, Q
@@ -119,18 +120,14 @@ def _act(request: RcaRequest, incident: Incident, cursor) -> HttpResponse:  # ty
     except services.TransitionError as exc:
         return HttpResponseBadRequest(f"{exc}\n")
     if request.htmx:
-        ctx = {
-            "incident": incident,
-            "cursor": cursor,
-            "transitions": services.allowed_transitions(incident.status),
-            "responder": True,
-        }
-        return render(request, "incidents/incident_detail.html#status", ctx)
+        return render(
+            request, "incidents/incident_detail.html#status", _status_context(request, incident, cursor)
+        )
     return redirect(cursor.link(incident.get_absolute_url()))
 
 
-def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: str | None) -> dict:  # type: ignore[no-untyped-def]
-    ctx: dict = {
+def _status_context(request: RcaRequest, incident: Incident, cursor) -> dict:  # type: ignore[no-untyped-def]
+    return {
         "incident": incident,
         "cursor": cursor,
         "cursor_anchor": ("incident start", incident.onset),
@@ -138,13 +135,18 @@ def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: s
         "responder": can_respond(request.user),
         "duration": (incident.window_end or incident.resolved_at or cursor.t) - incident.onset,
     }
+
+
+def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: str | None) -> dict:  # type: ignore[no-untyped-def]
+    ctx = _status_context(request, incident, cursor)
     if fragment in (None, "evidence"):
         page = ctx["evidence"] = _evidence_page(request, incident)
-        base = incident.get_absolute_url()
+        keep = {k: request.GET[k] for k in ("kind", "errors") if request.GET.get(k)}
+        base = incident.get_absolute_url() + "?" + (urlencode(keep) + "&" if keep else "")
         if page.has_previous():
-            ctx["evidence_prev_url"] = cursor.link(f"{base}?page={page.previous_page_number()}")
+            ctx["evidence_prev_url"] = cursor.link(f"{base}page={page.previous_page_number()}")
         if page.has_next():
-            ctx["evidence_next_url"] = cursor.link(f"{base}?page={page.next_page_number()}")
+            ctx["evidence_next_url"] = cursor.link(f"{base}page={page.next_page_number()}")
     if fragment in (None, "timeline"):
         ctx["timeline"], ctx["timeline_truncated"] = _timeline(incident)
     if fragment is not None:

@@ -1,0 +1,246 @@
+"""The incident page: facts as of the cursor (default: onset), timeline, evidence, actions for responders only."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from unittest import mock
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from collectors.models import KubeEvent
+from incidents.evidence import collect_evidence
+from incidents.grouping import group_alert
+from incidents.intake import ingest_alertmanager
+from incidents.models import Alert, AuditEntry, Citation, Hypothesis, Incident, Observation
+from tests.base import T0, BaseTestCase
+from tests.incidents.fixtures.alertmanager import alert, payload, small_world
+
+NOW = T0 + timedelta(minutes=30)
+
+
+class IncidentPageTestCase(BaseTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        small_world(self.cluster, T0)
+        KubeEvent.objects.create(
+            cluster=self.cluster,
+            uid="ev-1",
+            count=1,
+            namespace="vision",
+            involved_kind="Pod",
+            involved_name="resnet-train-0",
+            involved_namespace="vision",
+            reason="FailedScheduling",
+            message="0/2 nodes are available: 2 Insufficient nvidia.com/gpu.",
+            type="Warning",
+            first_time=T0 - timedelta(minutes=12),
+            last_time=T0 - timedelta(minutes=12),
+        )
+        body = alert(
+            "GPUJobPendingTooLong",
+            {"cluster": "gpu-prod", "namespace": "vision", "job_name": "resnet-train"},
+            T0,
+        )
+        ingest_alertmanager(payload([body]))
+        self.incident = group_alert(Alert.objects.get())
+        collect_evidence(self.incident.pk, now=NOW)
+        self.url = self.incident.get_absolute_url()
+
+
+class IncidentDetailTests(IncidentPageTestCase):
+    def test_it_redirects_anonymous_users_to_login(self) -> None:
+        r = self.anon.get(self.url)
+        self.assertEqual(r.status_code, 302)
+        self.assertIn("/accounts/login/", r["Location"])
+
+    def test_it_shows_status_subjects_alerts_timeline_and_evidence(self) -> None:
+        r = self.client.get(self.url)
+        self.assertEqual(r.status_code, 200)
+        html = r.content.decode()
+        self.assertIn("GPUJobPendingTooLong", html)
+        self.assertIn(
+            'href="/c/gpu-prod/jobs/vision/resnet-train/?t=2026-11-29T03%3A00%3A00Z&amp;w=2h"', html
+        )
+        self.assertIn("12m before", html)  # the event, relative to the onset
+        self.assertIn("FailedScheduling", html)
+        self.assertIn("/api/v1/namespaces/vision/pods/resnet-train-0", html)  # provenance: the locator
+        self.assertIn('id="cursor-anchor"', html)
+
+    def test_it_defaults_the_cursor_to_the_onset_and_keeps_it_in_every_link(self) -> None:
+        html = self.client.get(self.url).content.decode()
+        # The cursor bar's "now" button is the one link that drops t, by design (it means "live").
+        html = re.sub(r'<a class="btn" id="cursor-live"[^>]*>', "", html)
+        internal = [
+            h
+            for h in re.findall(r'href="([^"]+)"', html)
+            if h.startswith("/") and not h.startswith("/static/")
+        ]
+        internal = [h for h in internal if not h.startswith(("/accounts/",))]
+        self.assertTrue(internal)
+        for href in internal:
+            self.assertIn("t=", href, href)
+        self.assertIn('data-t="2026-11-29T03:00:00Z"', html)
+
+    def test_it_renders_as_of_the_cursor_when_one_is_given(self) -> None:
+        html = self.client.get(self.url + "?t=2026-11-29T03:20:00Z").content.decode()
+        self.assertIn('data-t="2026-11-29T03:20:00Z"', html)
+        self.assertIn("/c/gpu-prod/jobs/vision/resnet-train/?t=2026-11-29T03%3A20%3A00Z", html)
+
+    def test_it_rejects_a_malformed_cursor(self) -> None:
+        self.assertEqual(self.client.get(self.url + "?t=yesterday").status_code, 400)
+
+    def test_it_shows_action_buttons_to_responders_only(self) -> None:
+        self.assertIn('name="status" value="investigating"', self.client.get(self.url).content.decode())
+        html = self.login_as(self.bob).get(self.url).content.decode()
+        self.assertNotIn('name="status"', html)
+        self.assertNotIn('name="ack"', html)
+
+    def test_it_forbids_viewers_to_post(self) -> None:
+        r = self.login_as(self.bob).post(self.url, {"status": "resolved"})
+        self.assertEqual(r.status_code, 403)
+        self.assertEqual(Incident.objects.get().status, "open")
+        self.assertEqual(AuditEntry.objects.count(), 0)
+
+    def test_it_changes_status_with_post_redirect_get_and_audits_it(self) -> None:
+        r = self.client.post(self.url, {"status": "investigating"})
+        self.assertEqual(r.status_code, 302)
+        self.assertEqual(r["Location"], self.url + "?t=2026-11-29T03%3A00%3A00Z&w=2h")
+        self.assertEqual(Incident.objects.get().status, "investigating")
+        entry = AuditEntry.objects.get()
+        self.assertEqual(
+            (entry.user_name, entry.before, entry.after),
+            ("alice", {"status": "open"}, {"status": "investigating"}),
+        )
+        history = self.client.get(f"/incidents/{self.incident.pk}/history/").content.decode()
+        self.assertIn("incident.status", history)
+        self.assertIn("investigating", history)
+
+    def test_it_answers_400_to_an_impossible_transition(self) -> None:
+        r = self.client.post(self.url, {"status": "open"})
+        self.assertEqual(r.status_code, 400)
+        self.assertEqual(self.client.post(self.url, {"status": "exploded"}).status_code, 400)
+
+    def test_it_needs_a_csrf_token_to_post(self) -> None:
+        from django.test import Client
+
+        c = Client(enforce_csrf_checks=True)
+        c.force_login(self.alice)
+        self.assertEqual(c.post(self.url, {"status": "resolved"}).status_code, 403)
+
+    def test_it_acknowledges_and_sets_the_owner(self) -> None:
+        self.client.post(self.url, {"ack": "1"})
+        inc = Incident.objects.get()
+        self.assertEqual((inc.owner, inc.status), ("alice", "investigating"))
+        self.client.post(self.url, {"owner": "carol"})
+        self.assertEqual(Incident.objects.get().owner, "carol")
+
+    def test_it_returns_only_the_status_fragment_to_htmx_posts(self) -> None:
+        r = self.client.post(
+            self.url, {"status": "mitigated"}, headers={"HX-Request": "true", "HX-Target": "status-panel"}
+        )
+        html = r.content.decode()
+        self.assertEqual(r.status_code, 200)
+        self.assertTrue(html.strip().startswith('<section class="panel" id="status-panel">'))
+        self.assertNotIn("<html", html)
+
+    def test_it_returns_only_the_evidence_fragment_to_htmx(self) -> None:
+        r = self.client.get(self.url + "?page=1", headers={"HX-Request": "true", "HX-Target": "evidence"})
+        html = r.content.decode()
+        self.assertTrue(html.strip().startswith('<section class="panel" id="evidence">'))
+        self.assertNotIn("cursor-bar", html)
+
+    def test_it_polls_collection_progress_until_done_then_stops(self) -> None:
+        Incident.objects.filter(pk=self.incident.pk).update(collection_state="running")
+        html = self.client.get(self.url).content.decode()
+        self.assertIn('hx-trigger="every 2s"', html)
+        r = self.client.get(self.url, headers={"HX-Request": "true", "HX-Target": "collection-progress"})
+        self.assertEqual(r.status_code, 200)
+        self.assertIn("Collecting evidence", r.content.decode())
+        Incident.objects.filter(pk=self.incident.pk).update(collection_state="done")
+        r = self.client.get(self.url, headers={"HX-Request": "true", "HX-Target": "collection-progress"})
+        self.assertEqual(r.status_code, 286)  # HttpResponseStopPolling
+        self.assertNotIn("every 2s", r.content.decode())
+
+    def test_it_shows_hypotheses_with_their_evidence(self) -> None:
+        obs = Observation.objects.filter(incident=self.incident, kind="event").first()
+        h = Hypothesis.objects.create(
+            incident=self.incident,
+            code="gpu_capacity_shortage",
+            status="supported",
+            confidence=0.6,
+            statement="No node has 8 free GPUs",
+            next_questions=["Which jobs hold them?"],
+        )
+        Citation.objects.create(hypothesis=h, observation=obs)
+        html = self.client.get(self.url).content.decode()
+        self.assertIn("gpu_capacity_shortage", html)
+        self.assertIn("Which jobs hold them?", html)
+        self.assertIn(f"#obs-{obs.pk}", html)
+
+    def test_its_query_count_does_not_grow_with_the_observations(self) -> None:
+        def count() -> int:
+            with CaptureQueriesContext(connection) as ctx:
+                self.assertEqual(self.client.get(self.url).status_code, 200)
+            return len(ctx.captured_queries)
+
+        before = count()
+        Observation.objects.bulk_create(
+            [
+                Observation(
+                    incident=self.incident,
+                    source="k8s",
+                    kind="event",
+                    locator="/x",
+                    observed_at=T0 + timedelta(seconds=i),
+                    collected_at=NOW,
+                    summary=f"event {i}",
+                    dedup_key=f"bulk:{i}",
+                    content={"reason": "x"},
+                )
+                for i in range(400)
+            ]
+        )
+        self.assertEqual(count(), before)
+        with self.assertNumQueries(before):
+            self.client.get(self.url)
+        self.assertLessEqual(before, 20)  # 16 today: session, user, roles, incident, subjects, versions, ...
+
+    def test_it_paginates_the_evidence(self) -> None:
+        Observation.objects.bulk_create(
+            [
+                Observation(
+                    incident=self.incident,
+                    source="k8s",
+                    kind="event",
+                    locator="/x",
+                    observed_at=T0 + timedelta(seconds=i),
+                    collected_at=NOW,
+                    summary=f"bulk event {i}",
+                    dedup_key=f"bulk:{i}",
+                )
+                for i in range(120)
+            ]
+        )
+        html = self.client.get(self.url + "?kind=event&page=3").content.decode()
+        self.assertIn("page 3 of 3", html)
+        self.assertIn(
+            f'href="/incidents/{self.incident.pk}/?kind=event&amp;page=2&amp;t=2026-11-29T03%3A00%3A00Z',
+            html,
+        )
+
+    def test_it_shows_unresolved_subjects(self) -> None:
+        ingest_alertmanager(payload([alert("Mystery", {"node": "h100-77"}, T0)]))
+        inc = group_alert(Alert.objects.get(name="Mystery"))
+        html = self.client.get(inc.get_absolute_url()).content.decode()
+        self.assertIn("node=h100-77", html)
+        self.assertIn("unresolved", html)
+
+    def test_it_404s_for_an_unknown_incident(self) -> None:
+        self.assertEqual(self.client.get("/incidents/999999/").status_code, 404)
+
+    def test_it_polls_nothing_for_a_collected_incident(self) -> None:
+        with mock.patch("incidents.views.neighbour_change_times", return_value=(None, None)):
+            html = self.client.get(self.url).content.decode()
+        self.assertNotIn("every 2s", html)
