@@ -42,7 +42,7 @@ class SimServer:
         runai_token: str = "sim-runai-token",
         disabled_metrics: tuple[str, ...] | set[str] | frozenset[str] = (),
         scrape_interval_s: int = 30,
-        retention_s: int = 15 * 86400,
+        retention_s: int | None = None,
     ) -> None:
         self.world = world
         self.host = host
@@ -53,6 +53,8 @@ class SimServer:
         variant = getattr(world, "dcgm_labels", None) or getattr(
             getattr(getattr(world, "scenario", None), "cluster", None), "dcgm_labels", "classic"
         )
+        if retention_s is None:  # what the world's telemetry keeps, else Prometheus' default 15 d
+            retention_s = getattr(getattr(world, "telemetry", None), "retention_s", 15 * 86400)
         self.source = DcgmSource(world, variant, disabled_metrics, scrape_interval_s, retention_s)
         with self.lock:
             self.store.sync(world)
@@ -61,7 +63,15 @@ class SimServer:
             world, self.lock, self.source, host, port_base + 1 if port_base else 0
         )
         self.runai = RunaiServer(world, self.lock, runai_token, host, port_base + 2 if port_base else 0)
-        self.alert_sender = AlertSender(alert_url, alert_token, alert_sink, generator_url=self.prometheus.url)
+        # Like Prometheus' --web.external-url: a stable name, so payloads do not depend on the free port chosen.
+        cluster = getattr(world, "cluster_name", None) or "sim"
+        self.alert_sender = AlertSender(
+            alert_url,
+            alert_token,
+            alert_sink,
+            generator_url=f"http://prometheus.{cluster}.sim:9090",
+            external_url=f"http://alertmanager.{cluster}.sim:9093",
+        )
         self._dir = Path(tempfile.mkdtemp(prefix="rcaweb-sim-"))
         self.kubeconfig_path = str(self._dir / "kubeconfig")
         self._write_kubeconfig()

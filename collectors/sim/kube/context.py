@@ -43,6 +43,11 @@ class RenderContext:
     last_change: dict[tuple[str, str], SimChange] = field(default_factory=dict)  # (kind, target) -> latest
 
     @property
+    def heartbeat(self) -> datetime:
+        """kubelet reports an unchanged node status every 5 minutes (nodeStatusReportFrequency)."""
+        return self.now.replace(minute=self.now.minute - self.now.minute % 5, second=0, microsecond=0)
+
+    @property
     def scheduler_name(self) -> str:
         return "kai-scheduler" if self.scheduler == "kai" else "default-scheduler"
 

@@ -50,16 +50,23 @@ def node(ctx: RenderContext, n: SimNode) -> dict[str, Any]:
             "status": "True",
             "reason": "KubeletReady",
             "message": "kubelet is posting ready status",
-            "lastHeartbeatTime": ts(ctx.now),
+            "lastHeartbeatTime": ts(ctx.heartbeat),
             "lastTransitionTime": transition,
         }
     else:
+        # NodeStatusUnknown: the node controller lost the kubelet; KubeletNotReady: the kubelet says so itself
+        reason = getattr(n, "ready_reason", "") or "NodeStatusUnknown"
+        if reason == "KubeletReady":
+            reason = "NodeStatusUnknown"
+        unknown = reason == "NodeStatusUnknown"
         ready = {
             "type": "Ready",
-            "status": "Unknown",
-            "reason": getattr(n, "ready_reason", "NodeStatusUnknown") or "NodeStatusUnknown",
-            "message": "Kubelet stopped posting node status.",
-            "lastHeartbeatTime": ts(n.ready_changed_at or ctx.now),
+            "status": "Unknown" if unknown else "False",
+            "reason": reason,
+            "message": "Kubelet stopped posting node status."
+            if unknown
+            else "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady",
+            "lastHeartbeatTime": ts(n.ready_changed_at or ctx.now) if unknown else ts(ctx.heartbeat),
             "lastTransitionTime": transition,
         }
     pressure = [
@@ -76,7 +83,9 @@ def node(ctx: RenderContext, n: SimNode) -> dict[str, Any]:
             managed_field(manager, "v1", changed, {"f:spec": {"f:taints": {}, "f:unschedulable": {}}})
         )
     managed.append(
-        managed_field("kubelet", "v1", ctx.now, {"f:status": {"f:conditions": {}}}, subresource="status")
+        managed_field(
+            "kubelet", "v1", ctx.heartbeat, {"f:status": {"f:conditions": {}}}, subresource="status"
+        )
     )
     return {
         "kind": "Node",
@@ -313,8 +322,10 @@ def pod_status(ctx: RenderContext, p: SimPod) -> dict[str, Any]:
         return status
     started = ts(p.started_at) if p.started_at else None
     running = p.phase == "Running" and "running" in (p.container_state or {"running": {}})
+    if hasattr(p, "ready") and p.phase == "Running" and p.container_state:
+        running = running and bool(p.ready)
     ready = "True" if running else "False"
-    bound = ts(p.started_at or p.created_at)
+    bound = ts(getattr(p, "scheduled_at", None) or p.started_at or p.created_at)
     status["conditions"] = [
         {
             "type": "PodReadyToStartContainers",

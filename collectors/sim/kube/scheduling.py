@@ -22,6 +22,17 @@ FLAVOR = messages.KUEUE_FLAVOR
 COHORT = messages.KUEUE_COHORT
 
 
+def _status_time(job: SimJob) -> Any:
+    """When the scheduler last wrote the status: a stable time, so unchanged objects stay unchanged."""
+    return (
+        getattr(job, "condition_changed_at", None)
+        or getattr(job, "admitted_at", None)
+        or job.finished_at
+        or job.started_at
+        or job.submit_at
+    )
+
+
 def _gpus(n: float | int) -> dict[str, str]:
     return {GPU: str(int(n)) if float(n).is_integer() else str(n)}
 
@@ -89,7 +100,13 @@ def kai_queue(ctx: RenderContext, project: SimProject) -> dict[str, Any]:
         )
     )
     managed.append(
-        managed_field("queue-controller", f"{KAI_GROUP}/v2", ctx.now, {"f:status": {}}, subresource="status")
+        managed_field(
+            "queue-controller",
+            f"{KAI_GROUP}/v2",
+            getattr(project, "changed_at", None) or project.created_at,
+            {"f:status": {}},
+            subresource="status",
+        )
     )
     return {
         "apiVersion": f"{KAI_GROUP}/v2",
@@ -167,7 +184,11 @@ def kai_podgroup(ctx: RenderContext, job: SimJob) -> dict[str, Any]:
             "managedFields": [
                 managed_field("pod-grouper", f"{KAI_GROUP}/v2alpha2", job.submit_at, {"f:spec": {}}),
                 managed_field(
-                    "kai-scheduler", f"{KAI_GROUP}/v2alpha2", ctx.now, {"f:status": {}}, subresource="status"
+                    "kai-scheduler",
+                    f"{KAI_GROUP}/v2alpha2",
+                    _status_time(job),
+                    {"f:status": {}},
+                    subresource="status",
                 ),
             ],
         },
@@ -296,7 +317,11 @@ def kueue_cluster_queue(ctx: RenderContext, project: SimProject) -> dict[str, An
                     {"f:spec": {"f:resourceGroups": {}}},
                 ),
                 managed_field(
-                    "kueue", f"{KUEUE_GROUP}/v1beta1", ctx.now, {"f:status": {}}, subresource="status"
+                    "kueue",
+                    f"{KUEUE_GROUP}/v1beta1",
+                    getattr(project, "changed_at", None) or project.created_at,
+                    {"f:status": {}},
+                    subresource="status",
                 ),
             ],
         },
@@ -499,7 +524,11 @@ def kueue_workload(ctx: RenderContext, job: SimJob) -> dict[str, Any]:
             ],
             "managedFields": [
                 managed_field(
-                    "kueue", f"{KUEUE_GROUP}/v1beta1", ctx.now, {"f:status": {}}, subresource="status"
+                    "kueue",
+                    f"{KUEUE_GROUP}/v1beta1",
+                    _status_time(job),
+                    {"f:status": {}},
+                    subresource="status",
                 )
             ],
         },

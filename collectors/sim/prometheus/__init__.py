@@ -87,16 +87,13 @@ class PrometheusHandler(BaseHTTPRequestHandler):
             if path.startswith("/nodes/") and path.endswith("/metrics"):
                 return self._exposition(path[len("/nodes/") : -len("/metrics")])
             with self.sim.lock:
-                if path == "/api/v1/query":
-                    return self._ok(self._query(one))
-                if path == "/api/v1/query_range":
-                    return self._ok(self._query_range(one))
-                if path == "/api/v1/series":
-                    return self._ok(self._series(params.get("match[]", []), one))
-                if path == "/api/v1/labels":
-                    return self._ok(self._label_names())
-                if path.startswith("/api/v1/label/") and path.endswith("/values"):
-                    return self._ok(self._label_values(path[len("/api/v1/label/") : -len("/values")]))
+                self.sim.source.begin()
+                try:
+                    data = self._api(path, params, one)
+                finally:
+                    self.sim.source.end()
+            if data is not None:
+                return self._ok(data)
             self._json(
                 404, {"status": "error", "errorType": "not_found", "error": f"unknown path {url.path}"}
             )
@@ -106,6 +103,19 @@ class PrometheusHandler(BaseHTTPRequestHandler):
             pass
 
     # API
+
+    def _api(self, path: str, params: dict[str, list[str]], one: dict[str, str]) -> Any:
+        if path == "/api/v1/query":
+            return self._query(one)
+        if path == "/api/v1/query_range":
+            return self._query_range(one)
+        if path == "/api/v1/series":
+            return self._series(params.get("match[]", []), one)
+        if path == "/api/v1/labels":
+            return self._label_names()
+        if path.startswith("/api/v1/label/") and path.endswith("/values"):
+            return self._label_values(path[len("/api/v1/label/") : -len("/values")])
+        return None
 
     def _now(self) -> float:
         return self.sim.world.now.timestamp()

@@ -78,6 +78,14 @@ class DcgmSource:
         self.retention = retention_s
         self.metrics = tuple(m for m in METRICS if m[0] not in self.disabled)
         self.metric_names = {m[0] for m in self.metrics}
+        self.cache: dict[tuple[Any, ...], Any] | None = None  # per query: range steps overlap
+
+    def begin(self) -> None:
+        """Start memoising world reads for one query (the caller holds the world lock throughout)."""
+        self.cache = {}
+
+    def end(self) -> None:
+        self.cache = None
 
     # Labels
 
@@ -115,7 +123,13 @@ class DcgmSource:
         return labels
 
     def pod_labels(self, node: Any, gpu: Any, t: datetime) -> Labels:
-        held = self.world.gpu_pod_at(node.name, gpu.index, t)
+        if self.cache is not None:
+            key = ("pod", node.name, gpu.index, t)
+            if key not in self.cache:
+                self.cache[key] = self.world.gpu_pod_at(node.name, gpu.index, t)
+            held = self.cache[key]
+        else:
+            held = self.world.gpu_pod_at(node.name, gpu.index, t)
         if not held:
             return {}
         namespace, _, pod = held.partition("/")
@@ -138,7 +152,13 @@ class DcgmSource:
         when = datetime.fromtimestamp(t, UTC)
         if when < node.created_at:
             return None
-        value = self.world.gpu_metric(node.name, gpu.index, metric, when)
+        if self.cache is not None:
+            key = (node.name, gpu.index, metric, t)
+            if key not in self.cache:
+                self.cache[key] = self.world.gpu_metric(node.name, gpu.index, metric, when)
+            value = self.cache[key]
+        else:
+            value = self.world.gpu_metric(node.name, gpu.index, metric, when)
         return None if value is None else float(value)
 
     def select(self, selector: Selector, start: float, end: float) -> dict[tuple, list[tuple[float, float]]]:

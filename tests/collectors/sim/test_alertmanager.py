@@ -150,4 +150,7 @@ def test_it_runs_after_each_advance_of_the_sim_server() -> None:
         assert sim.advance_to(world.now + timedelta(seconds=10)) == []
         sim.advance_to(world.now + timedelta(minutes=1))
     assert [p["alerts"][0]["labels"]["job_name"] for p in got] == ["resnet-train"]
-    assert got[0]["alerts"][0]["generatorURL"].startswith(sim.prometheus_url + "/graph?g0.expr=")
+    assert got[0]["alerts"][0]["generatorURL"].startswith(
+        "http://prometheus.gpu-prod.sim:9090/graph?g0.expr="
+    )
+    assert got[0]["externalURL"] == "http://alertmanager.gpu-prod.sim:9093"
