@@ -113,6 +113,7 @@ def preempt_kai(
     mine = world.projects[job.project]
     for kind, victim in victims:
         vq = world.projects[victim.project]
+        _record(world, kind, victim, job, alloc)
         for pod in world.pods_of(victim):
             if kind == "reclaim":
                 msg = "\n".join(
@@ -137,6 +138,26 @@ def preempt_kai(
             world, victim, "preempted", status_reason="Preempted", message="Preempted by the scheduler"
         )
     placer.refresh(touched)
+
+
+def _record(world: World, kind: str, victim: SimJob, by: SimJob, used: dict[str, int]) -> None:
+    """Keep every preemption with the numbers it was decided on (``world.preemptions``)."""
+    world.preemptions.append(
+        {
+            "time": world.now,
+            "kind": kind,  # reclaim (cross-queue) | preempt (same queue, higher priority)
+            "victim": f"{victim.namespace}/{victim.name}",
+            "victim_project": victim.project,
+            "victim_priority_class": victim.priority_class,
+            "victim_project_allocated": used[victim.project],
+            "victim_project_quota": world.projects[victim.project].quota_gpus,
+            "preemptor": f"{by.namespace}/{by.name}",
+            "preemptor_project": by.project,
+            "preemptor_project_allocated": used[by.project],
+            "preemptor_project_quota": world.projects[by.project].quota_gpus,
+            "preemptor_gpus": by.pods * by.gpus_per_pod,
+        }
+    )
 
 
 def _mark_preempted(world: World, victim: SimJob, by: SimJob) -> None:
@@ -196,6 +217,7 @@ def kueue_victims(world: World, job: SimJob, used: dict[str, int]) -> list[tuple
 def preempt_kueue(world: World, job: SimJob, victims: list[tuple[str, SimJob]], used: dict[str, int]) -> None:
     group_uid = world.involved_group(job)["uid"]
     for kind, victim in victims:
+        _record(world, kind, victim, job, used)
         msg = messages.kueue_preempted(group_uid, job.uid, kind == "reclaim")
         world.emit(world.involved_group(victim), "Preempted", msg, component="kueue-admission")
         world.emit(world.involved_job(victim), "Stopped", msg, component="kueue-job-controller")

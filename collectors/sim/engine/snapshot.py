@@ -37,5 +37,6 @@ def snapshot(world: World) -> dict[str, Any]:
         "deleted_pods": [_plain(p) for p in world.deleted_pods],
         "events": [_plain(e) for e in world.events],
         "changes": [_plain(c) for c in world.changes],
+        "preemptions": _plain(world.preemptions),
         "alerts": world.alerts(include_pending=True),
     }

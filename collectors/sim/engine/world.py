@@ -46,6 +46,7 @@ class World:
         self.deleted_pods: list[SimPod] = []  # gone from the API; kept for history and watchers
         self.events: list[SimEvent] = []
         self.changes: list[SimChange] = []
+        self.preemptions: list[dict[str, Any]] = []  # every eviction by the scheduler, with its numbers
         self.telemetry = Telemetry(self.seed, retention_s=retention_s)
         self._pool_counts: dict[str, int] = {}
         self._pool_width: dict[str, int] = {}
