@@ -247,7 +247,8 @@ def _max_node(s: str, p: t.ParsedMessage) -> bool:
     largest = t.to_number(m.groupdict().get("max")) if m.groupdict().get("max") else 0
     req = _requested_of(m["reqs"], res_label)
     p.numbers = {k: v for k, v in (("requested", req), ("largest_node", largest)) if v is not None}
-    p.cause = t.CAUSE_EXCEEDS_MAX_CAPACITY
+    # A node-size limit, not a queue limit: no node in the pool is big enough for one pod.
+    p.cause = t.CAUSE_INSUFFICIENT_CAPACITY
     p.needed = _round(req - largest) if req is not None and largest is not None else None
     code = classify(f"Insufficient {p.resource}").code
     p.reasons = [t.Reason(code=code, count=None, resource=p.resource, text=m.group(0).strip())]

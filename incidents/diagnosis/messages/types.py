@@ -76,7 +76,8 @@ CAUSE_FLAVOR_MISMATCH = "flavor_mismatch"
 CAUSE_QUEUE_MISSING_OR_INACTIVE = "queue_missing_or_inactive"
 CAUSE_PREEMPTED = "preempted"
 CAUSE_WAITING_FOR_PREEMPTION = "waiting_for_preemption"
-# KAI only: the queue admits the job but no node (or node group) has room for its pods.
+# KAI only: the queue admits the job but no node (or node group) has room for its pods,
+# including "Max GPU resources available in a single node in the X node-pool is topped at N".
 CAUSE_INSUFFICIENT_CAPACITY = "insufficient_capacity"
 CAUSE_OTHER = "other"
 

@@ -212,7 +212,7 @@ def test_it_reads_kai_no_node_in_node_pool_has_the_resource():
         "The pod a/b requires GPU: 1, CPU: 0 (cores), memory: 0 (GB), pods: 1. No node in the cpu-only node-pool has GPU resources"
     )
     assert (p.cause, p.resource, p.numbers) == (
-        "exceeds_max_capacity",
+        "insufficient_capacity",
         "gpu",
         {"requested": 1, "largest_node": 0},
     )
