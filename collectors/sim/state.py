@@ -68,10 +68,10 @@ class SimNode:
             return 0
         return sum(1 for g in self.gpus if g.present and g.healthy)
 
-    # Added by the engine:
-    # node.kubernetes.io/not-ready and node.kubernetes.io/unschedulable taints are put into
-    # ``taints`` as the node lifecycle controller would; ``ready_reason`` is the Ready condition reason.
-    ready_reason: str = "KubeletReady"
+    # Added by the engine. ``taints`` holds only the scenario's taints: the controller-added
+    # node.kubernetes.io/unschedulable (cordon) and node.kubernetes.io/unreachable (NotReady) taints
+    # are derived from ``unschedulable`` / ``ready`` (the scheduler counts them, the servers render them).
+    ready_reason: str = "KubeletReady"  # Ready condition reason: KubeletReady | NodeStatusUnknown
     device_plugin_changed_at: datetime | None = None
     index: int = 0  # the node's number in its pool (h100-03 -> 3)
 
