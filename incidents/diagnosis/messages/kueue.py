@@ -161,7 +161,7 @@ def _item(code: str, m: re.Match[str], res: str | None = None, flavor: str | Non
 
 
 def _flavor_reasons(s: str) -> tuple[list[t.Reason], list[tuple[str, re.Match[str]]]]:
-    """Every per-flavor reason in message order, plus the numbers they carry."""
+    """Every per-flavor reason in message order, with the kind and match each came from."""
     found: list[tuple[int, t.Reason, str, re.Match[str]]] = []
     for m in _MAX_NEW_RE.finditer(s):
         found.append((m.start(), _item(t.CAUSE_EXCEEDS_MAX_CAPACITY, m, m["res"], m["flavor"]), "max_new", m))
@@ -227,21 +227,18 @@ def parse(text: str, reason: str | None = None) -> t.ParsedMessage | None:
     podset = podset_m["ps"].strip() if podset_m else None
 
     qm = _QUEUE_RE.search(s)
+    nsm = _NS_SELECTOR_RE.search(s)
+    am = _ADMITTED_RE.search(s)
     pm = _PREEMPTED_RE.search(s)
     reasons, matches = _flavor_reasons(s)
     p.reasons = reasons
     waiting = _PENDING_PREEMPTION_RE.search(s)
 
-    if qm:
-        p.cause, p.queue = t.CAUSE_QUEUE_MISSING_OR_INACTIVE, qm["name"]
-        p.reasons = [t.Reason(code=p.cause, count=None, resource=None, text=qm.group(0))]
-    elif _NS_SELECTOR_RE.search(s):
+    if qm or nsm:
         p.cause = t.CAUSE_QUEUE_MISSING_OR_INACTIVE
-        p.reasons = [
-            t.Reason(code=p.cause, count=None, resource=None, text=_NS_SELECTOR_RE.search(s).group(0))
-        ]
-    elif _ADMITTED_RE.search(s) and not reasons:
-        am = _ADMITTED_RE.search(s)
+        p.queue = qm["name"] if qm else None
+        p.reasons = [t.Reason(code=p.cause, count=None, resource=None, text=(qm or nsm).group(0))]
+    elif am and not reasons:
         p.cause, p.queue = t.CAUSE_OTHER, am["cq"]
         p.reasons = [t.Reason(code=p.cause, count=None, resource=None, text=s[:500])]
         p.summary = f"Kueue admitted the workload: {s[:200]}"
@@ -252,9 +249,10 @@ def parse(text: str, reason: str | None = None) -> t.ParsedMessage | None:
     else:
         causes = [r.code for r in reasons]
         chosen = next((c for c in _CAUSE_ORDER if c in causes), None)
-        if chosen is None and _NO_FIT_RE.search(s):
+        no_fit = _NO_FIT_RE.search(s)
+        if chosen is None and no_fit:
             chosen = t.CAUSE_QUOTA_EXHAUSTED
-            p.reasons = [t.Reason(code=chosen, count=None, resource=None, text=_NO_FIT_RE.search(s).group(0))]
+            p.reasons = [t.Reason(code=chosen, count=None, resource=None, text=no_fit.group(0))]
         if chosen is None and _WAITING_PREEMPTED_RE.search(s):
             chosen = t.CAUSE_WAITING_FOR_PREEMPTION
         if chosen is None and reason in REASON_CAUSES:
