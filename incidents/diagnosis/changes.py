@@ -11,9 +11,10 @@ confidence when it touches what that mechanism is about.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from incidents.diagnosis import codes as C
+from incidents.diagnosis.quota import first_pending_since, is_pending
 from incidents.diagnosis.types import (
     REFUTED,
     SUPPORTED,
@@ -30,6 +31,7 @@ from incidents.diagnosis.types import (
 logger = logging.getLogger(__name__)
 
 LOOKBACK = timedelta(hours=3)
+ONSET_GRACE = timedelta(minutes=2)  # sweeps see a change and its effect in the same pass
 
 # Field (leaf or top-level key) -> category, which links a change to a mechanism.
 CATEGORIES = {
@@ -143,10 +145,29 @@ def related_refs(di: DiagnosisInput) -> set[Ref]:
     return refs
 
 
+def symptom_onset(di: DiagnosisInput) -> datetime:
+    """When the symptom began: a waiting job's pending spell start, else the incident onset (whichever is first).
+
+    Alerts fire after their ``for``; a change made after the job already waited cannot be why it waits.
+    """
+    onset = di.onset
+    for ref in di.subjects:
+        if ref.kind != "job":
+            continue
+        job = di.find("job", ref.name, ref.namespace)
+        if job is not None and is_pending(job):
+            since = first_pending_since(di, job)
+            if since is not None and since < onset:
+                onset = since
+    return onset
+
+
 def check_changes(di: DiagnosisInput, lookback: timedelta = LOOKBACK) -> list[Finding]:
     refs = related_refs(di)
-    start = di.onset - lookback
+    onset = symptom_onset(di)
+    start = onset - lookback
     picked: list[tuple[ChangeRec, str]] = []
+    late: list[ChangeRec] = []
     for ch in di.changes:
         if ch.time < start or ch.time > di.t:
             continue
@@ -155,8 +176,34 @@ def check_changes(di: DiagnosisInput, lookback: timedelta = LOOKBACK) -> list[Fi
         cat = category(ch)
         if cat is None:
             continue
+        if ch.time > onset + ONSET_GRACE:
+            late.append(ch)
+            continue
         picked.append((ch, cat))
     subject = di.subjects[0] if di.subjects else None
+    if not picked and late:
+        first = min(late, key=lambda c: c.time)
+        who = f" by {first.actor}" if first.actor else ""
+        return [
+            Finding(
+                C.RECENT_CHANGE,
+                f"The only change(s) on related objects came after the symptom began at {hhmm(onset)}: "
+                f"{first.field.rsplit('.', 1)[-1]} {_short(first.old)} → {_short(first.new)}{who} at "
+                f"{hhmm(first.time)}" + (f" (+{len(late) - 1} more)" if len(late) > 1 else "") + ".",
+                REFUTED,
+                0.7,
+                refutes=[cite_change(c) for c in late[:8]],
+                subject=subject,
+                sources=("change",),
+                why=f"changed after onset ({hhmm(onset)}): cannot have caused it",
+                # rank.link_changes revives it when such a change is what a supported mechanism is about
+                # (a quota cut while the job already waited for something else now keeps it waiting).
+                facts={
+                    "late_categories": sorted({c for c in (category(ch) for ch in late) if c}),
+                    "late_summary": "; ".join(_describe(ch) for ch in sorted(late, key=lambda c: c.time)[:3]),
+                },
+            )
+        ]
     if not picked:
         absent = Derived(
             kind="changes_window",
@@ -194,7 +241,7 @@ def check_changes(di: DiagnosisInput, lookback: timedelta = LOOKBACK) -> list[Fi
     return [
         Finding(
             C.RECENT_CHANGE,
-            f"{len(picked)} change(s) on related objects shortly before or since onset: "
+            f"{len(picked)} change(s) on related objects shortly before the symptom began: "
             + "; ".join(parts)
             + more
             + ".",
@@ -221,6 +268,13 @@ def check_changes(di: DiagnosisInput, lookback: timedelta = LOOKBACK) -> list[Fi
             next_questions=["Was the change intended, and can it be reverted safely?"],
         )
     ]
+
+
+def _describe(ch: ChangeRec) -> str:
+    who = f"{ch.actor} " if ch.actor else ""
+    target = f"{ch.entity.kind} {ch.entity.label}" if ch.entity else "external"
+    what = ch.summary or f"{ch.field.rsplit('.', 1)[-1]} {_short(ch.old)} → {_short(ch.new)}"
+    return f"{who}changed {target} {what} at {hhmm(ch.time)}"
 
 
 def _short(v: object) -> str:

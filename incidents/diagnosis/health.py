@@ -44,6 +44,7 @@ NVLINK_METRIC = "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
 THERMAL_LIMIT_C = 85.0  # data-center GPUs start slowing down in the mid to high 80s (H100 slowdown ~87 °C)
 SBE_NOISE = 100  # single-bit errors are corrected; only a burst is worth a line
 ECC_XIDS = {48, 63, 64, 92, 94, 95}
+NVLINK_XID = 74
 _XID_TEXT = re.compile(r"\bXid\b[^0-9]*(?:\([^)]*\))?[:\s]*(\d{1,3})", re.I)
 
 
@@ -163,7 +164,6 @@ def _gpu_findings(di: DiagnosisInput, node: EntityState, gpu: EntityState, is_su
                 C.GPU_NODE_UNAVAILABLE,
                 C.CRASHLOOP_CONFIG_ERROR,
                 C.PREEMPTED,
-                C.NVLINK_ERRORS,
             )
         side = "does not condemn the node" if not drain else "NVIDIA treats it as fatal to the GPU"
         statement = (
@@ -276,7 +276,8 @@ def _gpu_findings(di: DiagnosisInput, node: EntityState, gpu: EntityState, is_su
                 subject=gpu.ref,
                 sources=("prometheus",),
                 since=since,
-                explains=(C.GPU_XID_FAULT, C.CRASHLOOP_CONFIG_ERROR) if dbe else (),
+                explains=((C.GPU_XID_FAULT,) if any(x in ECC_XIDS for x, _, _ in xids) else ())
+                + ((C.CRASHLOOP_CONFIG_ERROR,) if dbe else ()),
                 facts={"node": node.name, "gpu": gpu.name, "index": gpu.get("index"), "dbe": dbe, "sbe": sbe},
                 next_questions=[
                     "Are rows pending remap (DCGM_FI_DEV_ROW_REMAP_PENDING), and did remapping fail?"
@@ -347,25 +348,34 @@ def _gpu_findings(di: DiagnosisInput, node: EntityState, gpu: EntityState, is_su
             )
 
     nv = _series(di, NVLINK_METRIC, gpu.name)
-    if nv is not None:
-        vals = [v for ts, v in nv.points if ts <= di.t]
-        if vals and max(vals) - min(vals) > 0:
-            out.append(
-                Finding(
-                    C.NVLINK_ERRORS,
-                    f"{label}'s NVLink CRC flit error counter rose by {max(vals) - min(vals):.0f} in the "
-                    "window.",
-                    SUPPORTED,
-                    0.6,
-                    supports=[cite_series(nv)],
-                    subject=gpu.ref,
-                    sources=("prometheus",),
-                    facts={"node": node.name, "gpu": gpu.name, "index": gpu.get("index")},
-                    next_questions=[
-                        "Does nvidia-smi nvlink -e show the same link erroring, and is Xid 74 logged?"
-                    ],
-                )
+    vals = [v for ts, v in nv.points if ts <= di.t] if nv is not None else []
+    rose = max(vals) - min(vals) if vals else 0
+    xid74 = [(ts, c) for x, ts, c in xids if x == NVLINK_XID]
+    if rose > 0 or xid74:
+        words = (
+            f"{label}'s NVLink CRC flit error counter rose by {rose:.0f} in the window"
+            if rose > 0
+            else (f"{label} reported Xid {NVLINK_XID}, NVIDIA's NVLink error")
+        )
+        cites = ([cite_series(nv)] if nv is not None and rose > 0 else []) + [c for _, c in xid74[:1]]
+        out.append(
+            Finding(
+                C.NVLINK_ERRORS,
+                words
+                + (f"; Xid {NVLINK_XID} followed at {hhmm(xid74[0][0])}." if xid74 and rose > 0 else "."),
+                SUPPORTED,
+                0.8 if rose > 0 and xid74 else 0.6,
+                supports=cites,
+                subject=gpu.ref,
+                sources=("prometheus",),
+                since=xid74[0][0] if xid74 else None,
+                explains=(C.GPU_XID_FAULT,) if xid74 else (),
+                facts={"node": node.name, "gpu": gpu.name, "index": gpu.get("index"), "xid": NVLINK_XID},
+                next_questions=[
+                    "Does nvidia-smi nvlink -e show the same link erroring, and is Xid 74 logged?"
+                ],
             )
+        )
     return out
 
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from incidents.diagnosis.fit import ACTIVE_POD_PHASES, Request
-from incidents.diagnosis.types import ChangeRec, DiagnosisInput, EntityState
+from incidents.diagnosis.types import ChangeRec, DiagnosisInput, EntityState, parse_ts
 
 QUOTA_FIELDS = ("quota_gpus", "limit_gpus", "over_quota_weight", "priority")
 
@@ -51,12 +51,14 @@ class QuotaAt:
 
     @property
     def blocks(self) -> bool:
-        """True when the quota policy alone keeps the job from running now."""
+        """True when the quota policy alone keeps the job from running, whatever the free capacity.
+
+        Over quota but preemptible and within the limit is not a quota block: the job may borrow
+        unused GPUs, so what it waits for then is capacity (or its turn), not policy.
+        """
         if self.within_quota:
             return False
-        if self.over_limit or not self.preemptible:
-            return True
-        return self.free_for_borrowing < self.requested
+        return self.over_limit or not self.preemptible
 
     @property
     def reason(self) -> str:
@@ -272,3 +274,35 @@ def first_pending_since(di: DiagnosisInput, job: EntityState) -> datetime | None
         else:
             break
     return since
+
+
+def precedes(di: DiagnosisInput, other: EntityState, job: EntityState) -> bool:
+    """Whether the scheduler serves ``other``'s queue/priority class before ``job``'s."""
+    mine = (
+        _queue_priority(di, job.get("queue") or job.get("project") or ""),
+        _CLASS_RANK.get(job.get("priority_class") or "train", 0),
+    )
+    theirs = (
+        _queue_priority(di, other.get("queue") or other.get("project") or ""),
+        _CLASS_RANK.get(other.get("priority_class") or "train", 0),
+    )
+    return theirs > mine
+
+
+def overtaking_pods(di: DiagnosisInput, job: EntityState, since: datetime | None) -> list[EntityState]:
+    """Pods of jobs with precedence that started after ``job`` began waiting and hold GPUs at t."""
+    if since is None:
+        return []
+    out = []
+    for p in di.pods:
+        if not p.get("node") or p.get("phase") not in ACTIVE_POD_PHASES or not p.get("gpus"):
+            continue
+        if p.get("job") == job.name and p.namespace == job.namespace:
+            continue
+        started = parse_ts(p.get("started")) or parse_ts(p.get("created")) or p.valid_from
+        if started is None or started <= since:
+            continue
+        owner = di.find("job", p.get("job") or "", p.namespace)
+        if owner is not None and precedes(di, owner, job):
+            out.append(p)
+    return out

@@ -167,7 +167,22 @@ def link_changes(findings: list[Finding]) -> None:
     """A change that touches what a supported mechanism is about is more likely the trigger."""
     mechanisms = {f.code for f in findings if f.supported and f.code != C.RECENT_CHANGE}
     for f in findings:
-        if f.code != C.RECENT_CHANGE or not f.supported:
+        if f.code != C.RECENT_CHANGE:
+            continue
+        if f.status == REFUTED and f.facts.get("late_categories"):
+            late = sorted(
+                {m for cat in f.facts["late_categories"] for m in LINKS.get(cat, ()) if m in mechanisms}
+            )
+            if late:
+                f.status, f.supports, f.refutes, f.confidence = SUPPORTED, f.refutes, [], 0.7
+                f.statement = (
+                    f"{f.facts['late_summary']}, while the symptom had already begun; since then "
+                    f"{', '.join(late)} holds it."
+                )
+                f.why = "the change came after onset but is what the supported mechanism is about"
+                f.facts["linked"] = late
+            continue
+        if not f.supported:
             continue
         linked = sorted(
             {m for cat in f.facts.get("categories", []) for m in LINKS.get(cat, ()) if m in mechanisms}

@@ -10,6 +10,7 @@ instead of it.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from incidents.diagnosis import codes as C
@@ -19,6 +20,7 @@ from incidents.diagnosis.quota import (
     first_pending_since,
     is_pending,
     jobs_ahead,
+    overtaking_pods,
     quota_at,
     request_history,
 )
@@ -30,6 +32,7 @@ from incidents.diagnosis.types import (
     DiagnosisInput,
     EntityState,
     Finding,
+    Ref,
     cite_change,
     cite_event,
     cite_state,
@@ -415,12 +418,9 @@ def quota_findings(
             why = f"{ref.label} needs {q.requested} more, {q.after} would exceed the limit of {q.limit}"
         elif not q.preemptible:
             why = f"{ref.label} is non-preemptible and needs {q.requested} more, {q.after} would exceed the quota"
-        else:
-            why = (
-                f"{ref.label} needs {q.requested} more ({q.after} > quota) and only {q.free_for_borrowing} "
-                "unused GPUs are free to borrow"
-            )
-        conf = 0.9 if (q.over_limit or not q.preemptible) else 0.6
+        else:  # pragma: no cover - QuotaAt.blocks implies one of the two above
+            why = f"{ref.label} needs {q.requested} more, {q.after} would exceed the quota"
+        conf = 0.9
         if said_cite is not None:
             cites.append(said_cite)
             conf = min(conf + 0.05, 0.95)
@@ -535,6 +535,65 @@ def queue_findings(
         observed_at=di.t,
         entity=ref,
     )
+    overtook = overtaking_pods(di, job, since)
+    if overtook and not fits_now:
+        freed: dict[str, int] = {}
+        for p in overtook:
+            freed[p.get("node")] = freed.get(p.get("node"), 0) + int(p.get("gpus") or 0)
+        without = [replace(r, allocated=max(r.allocated - freed.get(r.node, 0), 0)) for r in rows]
+        if F.fits(without, req):
+            held = sum(freed.values())
+            owners = sorted({f"{p.namespace}/{p.get('job')}" for p in overtook})
+            queues = sorted({p.get("queue") or p.get("project") or "?" for p in overtook})
+            overtake_cite = Derived(
+                kind="queue_overtaking",
+                locator=f"inventory pods with precedence over {ref.label} started after {iso(since)}, as of {iso(di.t)}",
+                content={
+                    "job": ref.label,
+                    "pending_since": iso(since),
+                    "freed_per_node": freed,
+                    "pods": [
+                        {
+                            "pod": p.ref.label,
+                            "job": p.get("job"),
+                            "queue": p.get("queue"),
+                            "gpus": p.get("gpus"),
+                            "node": p.get("node"),
+                            "started": p.get("started"),
+                        }
+                        for p in overtook
+                    ],
+                },
+                summary=f"{len(overtook)} pod(s) of higher-priority queue(s) {', '.join(queues)} started after "
+                f"{ref.label} began waiting, holding {held} GPUs",
+                observed_at=di.t,
+                entity=ref,
+            )
+            return [
+                Finding(
+                    C.QUEUE_PRIORITY,
+                    f"{ref.label} has waited since {hhmm(since)} while {len(owners)} later job(s) of higher-priority "
+                    f"queue(s) {', '.join(queues)} got GPUs first ({', '.join(owners[:4])}"
+                    f"{' …' if len(owners) > 4 else ''}, {held} GPUs at {hhmm(di.t)}); without them it would fit.",
+                    SUPPORTED,
+                    0.85,
+                    supports=[base[0], overtake_cite, base[1]],
+                    subject=ref,
+                    sources=("k8s",),
+                    since=since,
+                    explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION),
+                    facts={
+                        "ahead": [Ref("job", p.get("job"), p.namespace) for p in overtook],
+                        "demand": held,
+                        "job": ref,
+                        "queues": queues,
+                    },
+                    next_questions=[
+                        f"Should {ref.label}'s queue get a higher priority or a larger deserved quota?",
+                        "Is the higher-priority queue within its own quota, or borrowing?",
+                    ],
+                )
+            ]
     if not ahead:
         return [
             Finding(

@@ -355,3 +355,15 @@ def gpus_of(state: dict[str, Any], key: str = "nvidia.com/gpu") -> int:
         return int(float(state.get(key) or 0))
     except (TypeError, ValueError):
         return 0
+
+
+def parse_ts(raw: Any) -> datetime | None:
+    """An ISO 8601 time from a state ('2026-11-29T03:12:00Z'), or None."""
+    if isinstance(raw, datetime):
+        return raw
+    if not raw:
+        return None
+    try:
+        return datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    except ValueError:
+        return None

@@ -74,7 +74,7 @@ CRASH_REASONS = (
     "CreateContainerError",
     "CreateContainerConfigError",
 )
-PREEMPT_REASONS = ("Preempted", "Preempting", "Evicted", "PreemptedByScheduler", "Eviction")
+PREEMPT_REASONS = ("Preempted", "Preempting", "Evicted", "Evict", "PreemptedByScheduler", "Eviction")
 
 
 def related_pods(di: DiagnosisInput) -> list[EntityState]:
@@ -347,6 +347,10 @@ def preemption_findings(di: DiagnosisInput) -> list[Finding]:
         return out
     ev = max(evs, key=lambda e: e.time) if evs else None
     by = _preemptor(ev.message if ev else "")
+    by_job = _preemptor_job(di, by) if by else None
+    if by_job is not None:
+        q = by_job.get("queue") or by_job.get("project")
+        by = f"{by_job.ref.label} (queue {q}, {by_job.get('priority_class') or 'train'})"
     subject = jobs[0].ref if jobs else (ev.involved if ev else None)
     statement = (
         f"{subject.label if subject else 'the workload'} was preempted"
@@ -364,6 +368,8 @@ def preemption_findings(di: DiagnosisInput) -> list[Finding]:
             subject=subject,
             sources=("k8s",),
             since=ev.time if ev else None,
+            # A preempted job that waits again waits for the GPUs its preemptor took.
+            explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.QUEUE_PRIORITY),
             facts={"by": by, "job": subject},
             next_questions=["Was the preempting queue under its quota (reclaim) or higher priority?"],
         )
@@ -372,8 +378,27 @@ def preemption_findings(di: DiagnosisInput) -> list[Finding]:
 
 
 def _preemptor(message: str) -> str:
-    m = re.search(r"(?:preempted|evicted) by ([\w./:-]+(?: in queue [\w-]+)?)", message or "", re.I)
+    """Who preempted, as the scheduler's message names it (KAI: workload ns/podgroup; Kueue: the workload UID)."""
+    m = re.search(
+        r"(?:preempted|evicted) by (?:higher[- ]priority )?(?:workload |pod |podgroup )?([\w./:-]+)",
+        message or "",
+        re.I,
+    )
     if m:
         return m.group(1).rstrip(".,;")
-    m = re.search(r"(?:to accommodate|for) (?:workload |pod )?([\w./-]+)", message or "", re.I)
+    m = re.search(r"to accommodate an? (?:workload|pod) \(UID: ([\w-]+)", message or "", re.I)
+    if m:
+        return f"workload UID {m.group(1)}"
+    m = re.search(r"to accommodate (?:workload |pod )?([\w./-]+)", message or "", re.I)
     return m.group(1).rstrip(".,;") if m else ""
+
+
+def _preemptor_job(di: DiagnosisInput, token: str) -> EntityState | None:
+    """The job a PodGroup/Workload name ("pg-<job>-<uid>", "job-<job>-<hash>") belongs to."""
+    name = token.rsplit("/", 1)[-1]
+    best = None
+    for j in di.jobs:
+        if name == j.name or f"-{j.name}-" in f"-{name}-":
+            if best is None or len(j.name) > len(best.name):
+                best = j
+    return best
