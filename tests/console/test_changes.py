@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from collectors.models import Change
+from tests.collectors.factories import T0, PageTestCase, iso
+
+W = "4h"
+
+
+class ChangesTest(PageTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.t = self.times["end"]
+        Change.objects.create(
+            cluster=self.cluster,
+            time=T0 + timedelta(minutes=100),
+            field="deploy",
+            source="external",
+            actor="ci",
+            summary="rolled out scheduler config v42",
+            link="https://ci.example.org/run/42",
+        )
+
+    def page(self, query: str = "", client=None):
+        sep = "&" if query else ""
+        return (client or self.client).get(f"/changes/?{query}{sep}t={iso(self.t)}&w={W}")
+
+    def rows(self, html: str) -> list[str]:
+        body = re.search(r'<section class="panel" id="change-list">(.*?)</section>', html, re.S).group(1)
+        return re.findall(r"<tr><td><time.*?</tr>", body, re.S)
+
+    def test_it_lists_every_change_of_the_window_newest_first(self) -> None:
+        html = self.page().content.decode()
+        start = self.t - timedelta(hours=4)
+        want = Change.objects.filter(time__gte=start, time__lte=self.t).count()
+        rows = self.rows(html)
+        assert len(rows) == min(want, 100) and f"{want} changes" in html
+        times = re.findall(r'<time datetime="([^"]+)"', "".join(rows))
+        assert times == sorted(times, reverse=True)
+        assert "rolled out scheduler config v42" in html and 'href="https://ci.example.org/run/42"' in html
+
+    def test_each_object_links_to_itself_at_the_time_of_its_change(self) -> None:
+        html = self.page("project=vision&kind=project").content.decode()
+        rows = self.rows(html)
+        assert rows
+        cut = [r for r in rows if "quota_gpus" in r]
+        assert cut, rows
+        assert (
+            f"/c/gpu-prod/projects/vision/?t={iso(self.times['quota_cut']).replace(':', '%3A')}&amp;w={W}"
+            in cut[0]
+        )
+        assert "alice@example.org" in cut[0]
+
+    def test_it_filters_by_cluster_project_node_kind_actor_and_source(self) -> None:
+        def names(q: str) -> set[str]:
+            return set(
+                re.findall(
+                    r'class="ent ent-\w+" href="/c/gpu-prod/\w+/(?:[\w-]+/)?([\w.-]+)/',
+                    self.page(q).content.decode(),
+                )
+            )
+
+        assert names("kind=node") <= {"h100-01", "h100-02", "h100-03", "h100-04"} and "h100-04" in names(
+            "kind=node"
+        )
+        on_node = names("node=h100-04")
+        assert "h100-04" in on_node and "vit-large" not in on_node
+        assert names("project=nlp") and not names("project=nlp") & {"vision", "resnet-train", "vit-large"}
+        assert names("actor=alice") == {"vision"}
+        assert "rolled out" in self.page("source=external").content.decode()
+        assert "rolled out" not in self.page("source=k8s").content.decode()
+        assert "No change in the window" in self.page("cluster=gpu-prod&actor=nobody").content.decode()
+
+    def test_an_invalid_filter_is_a_400_naming_the_field(self) -> None:
+        for q, field in (
+            ("kind=planet", "kind"),
+            ("cluster=nope", "cluster"),
+            ("page=0", "page"),
+            ("source=ftp", "source"),
+        ):
+            r = self.page(q)
+            assert r.status_code == 400 and field.encode() in r.content, q
+
+    def test_it_is_bounded_and_paginated(self) -> None:
+        Change.objects.bulk_create(
+            [
+                Change(
+                    cluster=self.cluster,
+                    time=self.t - timedelta(seconds=i),
+                    field="x",
+                    source="external",
+                    summary=f"s{i}",
+                )
+                for i in range(250)
+            ]
+        )
+        html = self.page().content.decode()
+        assert len(self.rows(html)) == 100 and "page 1 of" in html
+        older = re.search(r'<a class="btn" href="([^"]+)">older', html).group(1).replace("&amp;", "&")
+        assert "page=2" in older and "t=" in older and "w=4h" in older
+        assert len(self.rows(self.client.get(older).content.decode())) == 100
+
+    def test_personas_and_fragments(self) -> None:
+        assert self.anon.get("/changes/").status_code == 302
+        assert (
+            'method="post"'
+            not in self.page(client=self.login_as(self.bob)).content.decode().split('<main class="page">')[1]
+        )
+        r = self.client.get(
+            f"/changes/?kind=node&t={iso(self.t)}&w={W}",
+            headers={"HX-Request": "true", "HX-Target": "change-list"},
+        )
+        assert r.content.decode().lstrip().startswith('<section class="panel" id="change-list">')
