@@ -204,6 +204,8 @@ def _collect_gpus(
     inventory = runner.call(
         "prometheus", f"query {promql.GPU_INVENTORY}", lambda: prom.query(promql.GPU_INVENTORY, at)
     )
+    if inventory is None:
+        return  # Prometheus is down or broken: one recorded error is enough, do not wait on every query
     facts: dict[str, list[Series] | None] = {}
     facts_ok = True
     for key, query in promql.GPU_STATE_QUERIES.items():
@@ -221,7 +223,7 @@ def _collect_gpus(
             facts[key] = None
         else:
             facts[key] = series
-    if inventory is None or not facts_ok:
+    if not facts_ok:
         return
     if observed.get("node") is not None:
         nodes = {o.name: o.state for o in observed["node"] or []}

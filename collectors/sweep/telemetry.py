@@ -76,8 +76,8 @@ def _sweep(
         .values_list("metric", "t")
     )
     for metric in metrics:
-        start = last[metric] + STEP if metric in last else _floor(end - backfill)
-        start = max(start, _floor(end - backfill))
+        earliest = _floor(end - backfill) + STEP  # (end - backfill, end]: a 1 h backfill is 12 points
+        start = max(last[metric] + STEP, earliest) if metric in last else earliest
         if start > end:
             continue
         query = promql.telemetry(metric)

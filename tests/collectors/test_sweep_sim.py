@@ -1,0 +1,147 @@
+"""End to end over real HTTP: the simulator serves a cluster, the real collectors sweep it, and the inventory
+as of t equals the simulator's state at t, for every kind, on KAI and on Kueue."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from collectors import inventory
+from collectors.models import Change, EntityVersion, KubeEvent, SourceRun, TelemetrySample
+from collectors.sim.kube.context import build_context
+from collectors.sweep import sweep_cluster, sweep_events, sweep_telemetry
+from tests.collectors.simhelpers import register, served, small_world
+
+pytestmark = pytest.mark.django_db
+
+
+def expected(world: Any) -> dict[str, dict]:
+    """What the simulator says is true now, per kind, in the inventory's terms."""
+    ctx = build_context(world)
+    out: dict[str, dict] = {"node": {}, "pod": {}, "job": {}, "project": {}, "gpu": {}}
+    for n in world.nodes.values():
+        out["node"][("", n.name)] = {"ready": n.ready, "gpus": n.capacity_gpus, "gpus_allocatable": n.allocatable_gpus,
+                                     "unschedulable": n.unschedulable}
+        for g in n.gpus:
+            out["gpu"][("", g.uuid)] = {"node": n.name, "pod": (g.pod or "") if g.present else "",
+                                        "present": g.present}
+    for p in ctx.live_pods:
+        out["pod"][(p.namespace, p.name)] = {"phase": p.phase, "node": p.node or "", "job": p.job,
+                                             "gpus": p.gpus_requested}
+    for j in world.jobs.values():
+        if j.submit_at <= world.now and j.state != "Waiting":
+            out["job"][(j.namespace, j.name)] = {"phase": j.state, "project": j.project, "gpus": j.pods * j.gpus_per_pod}
+    for pr in world.projects.values():
+        out["project"][("", pr.name)] = {"quota": pr.quota_gpus, "limit": pr.limit_gpus, "namespace": pr.namespace}
+    return out
+
+
+def recorded(cluster, t) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for kind in ("node", "pod", "job", "project", "gpu", "queue"):
+        out[kind] = {}
+        for v in inventory.as_of(cluster, kind, t):
+            key = (v.entity.namespace, v.entity.name)
+            if kind == "node":
+                out[kind][key] = {"ready": v.ready, "gpus": v.gpus, "gpus_allocatable": v.gpus_allocatable,
+                                  "unschedulable": v.state["unschedulable"]}
+            elif kind == "gpu":
+                out[kind][key] = {"node": v.node, "pod": v.pod, "present": v.state["present"]}
+            elif kind == "pod":
+                out[kind][key] = {"phase": v.phase, "node": v.node, "job": v.job, "gpus": v.gpus}
+            elif kind == "job":
+                out[kind][key] = {"phase": v.phase, "project": v.project, "gpus": v.gpus}
+            elif kind == "project":
+                out[kind][key] = {"quota": v.state["quota_gpus"], "limit": v.state["limit_gpus"],
+                                  "namespace": v.state["namespace"]}
+            else:
+                if v.state["project"]:
+                    out[kind][("", v.state["project"])] = {"quota": v.state["quota_gpus"], "limit": v.state["limit_gpus"]}
+    return out
+
+
+@pytest.mark.parametrize(("scheduler", "labels"), [("kai", "classic"), ("kueue", "scraped"), ("kai", "current")])
+def test_it_records_what_the_simulator_serves_at_every_sweep_time(scheduler, labels):
+    world = small_world(scheduler, labels)
+    truth: dict = {}
+    with served(world) as sim:
+        cluster = register(sim)
+        for minutes in (15, 45, 75, 105):
+            t = world.start + timedelta(minutes=minutes)
+            sim.advance_to(t)
+            truth[t] = expected(world)
+            summary = sweep_cluster(cluster.name, t)
+            assert summary.errors == [] and summary.skipped_kinds == []
+    assert EntityVersion.objects.filter(valid_to__isnull=True).values("entity").count() == \
+        EntityVersion.objects.filter(valid_to__isnull=True).values("entity").distinct().count()
+    for t, want in truth.items():  # history, read back after all sweeps: as of t == the world at t
+        got = recorded(cluster, t)
+        for kind in ("node", "pod", "job", "project", "gpu"):
+            assert got[kind] == want[kind], (t, kind)
+        assert got["queue"] == {k: {"quota": v["quota"], "limit": v["limit"]} for k, v in want["project"].items()}
+
+
+def test_a_second_sweep_over_an_unchanged_cluster_writes_nothing():
+    world = small_world("kai")
+    with served(world) as sim:
+        cluster = register(sim)
+        t = world.start + timedelta(minutes=40)
+        sim.advance_to(t)
+        first = sweep_cluster(cluster.name, t)
+        assert first.opened > 20
+        counts = (EntityVersion.objects.count(), Change.objects.count())
+        second = sweep_cluster(cluster.name, t + timedelta(seconds=30))
+    assert second.opened == 0 and second.changes == 0 and second.errors == []
+    assert (EntityVersion.objects.count(), Change.objects.count()) == counts
+
+
+def test_a_quota_change_is_one_change_on_the_project_with_old_new_and_actor():
+    world = small_world("kai")
+    with served(world) as sim:
+        cluster = register(sim)
+        for minutes in (50, 70):  # the scenario cuts vision's quota 16 -> 8 at 1h
+            t = world.start + timedelta(minutes=minutes)
+            sim.advance_to(t)
+            sweep_cluster(cluster.name, t)
+    changes = list(Change.objects.filter(entity__kind="project", entity__name="vision").exclude(field="created"))
+    assert [(c.field, c.old, c.new, c.actor, c.source) for c in changes] == [
+        ("quota_gpus", 16, 8, "platform-admin", "kai")]
+    assert changes[0].time == world.start + timedelta(minutes=70)
+
+
+def test_it_keeps_events_past_their_ttl_without_duplicates():
+    world = small_world("kai")
+    with served(world) as sim:
+        cluster = register(sim)
+        t = world.start + timedelta(minutes=30)
+        sim.advance_to(t)
+        first = sweep_events(cluster.name, t)
+        again = sweep_events(cluster.name, t)
+        sim.advance_to(t + timedelta(hours=2))  # the first events expired from the API server
+        sweep_events(cluster.name, world.now)
+    assert first.events_new > 0 and again.events_new == 0
+    early = KubeEvent.objects.filter(cluster=cluster, last_time__lte=t)
+    assert early.count() >= first.events_new  # still here, 2 h later
+    assert not KubeEvent.objects.filter(message__contains="abcdefghijklmnop1234").exists()
+
+
+def test_it_stores_five_minute_telemetry_and_marks_absent_counters_as_no_data():
+    world = small_world("kai")
+    with served(world, disabled_metrics=("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")) as sim:
+        cluster = register(sim)
+        t = world.start + timedelta(minutes=60)
+        sim.advance_to(t)
+        sweep_cluster(cluster.name, t)
+        summary = sweep_telemetry(cluster.name, t)
+        again = sweep_telemetry(cluster.name, t)
+    assert summary.errors == [] and summary.samples_written > 0 and again.samples_written == 0
+    assert set(summary.no_data) == {"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"}
+    assert not TelemetrySample.objects.filter(metric__in=summary.no_data).exists()  # never zero
+    note = SourceRun.objects.filter(call="no data DCGM_FI_PROF_SM_ACTIVE").first()  # noted by each sweep
+    assert not note.ok and "default counter set" in note.error
+    times = sorted(set(TelemetrySample.objects.filter(metric="DCGM_FI_DEV_GPU_UTIL").values_list("time", flat=True)))
+    assert all(x.minute % 5 == 0 and x.second == 0 for x in times) and len(times) == 12
+    gpu = EntityVersion.objects.filter(kind="gpu", valid_to__isnull=True).first()
+    assert gpu.state["ecc_dbe_total"] is None and "ecc_dbe_total" in gpu.state["unreported"]
