@@ -81,7 +81,7 @@ _NO_NODE_HAS_RE = re.compile(
 )
 _FIT_PREFIX_RE = re.compile(
     r"(?:no nodes with enough resources were found|Unable to schedule podgroup|Not enough resources for the workload|"
-    r"Unable to schedule pod|\d+/(?P<total>\d+) nodes are available)\s*:\s*",
+    r"Unable to schedule pod|\d+/(?P<total>\d+) nodes are available|cannot be scheduled on node \S+?\.\s*reasons)\s*:\s*",
     re.I,
 )
 _NODE_DETAIL_RE = re.compile(
@@ -101,7 +101,7 @@ _PREEMPTED_RE = re.compile(
 )
 _GANG_EVICT_RE = re.compile(r"Workload doesn't meet the minimum required number of pods", re.I)
 _MARKERS_RE = re.compile(
-    r"Non-preemptible workload|quota has reached the allowable limit|Queue '[^']+' does not exist|node-pool|"
+    r"Non-preemptible workload|quota has reached the allowable limit|cannot be scheduled on node \S+ reasons:|Queue '[^']+' does not exist|node-pool|"
     r"no nodes with enough resources were found|didn't have enough (?:resources?|of mig profile)|"
     r"Unable to schedule podgroup|Not enough resources for the workload|Job is not ready for scheduling|"
     r"was preempted by (?:higher priority )?workload|bin packing \(resource consolidation\)|"

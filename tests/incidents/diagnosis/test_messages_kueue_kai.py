@@ -240,3 +240,11 @@ def test_it_reads_kai_fit_errors_under_a_kube_style_header():
         p.summary
         == "KAI considered 3 nodes: 2 lack free gpu, 1 does not match the pod's node selector/affinity."
     )
+
+
+def test_it_reads_a_kai_single_node_fit_error():
+    p = parse_message(
+        "Pod ns/p-0 cannot be scheduled on node gpu-07. reasons: node(s) didn't have enough resources: GPUs. \nnode(s) had untolerated taint {maintenance: true}"
+    )
+    assert p.source == "kai" and p.cause == "insufficient_capacity"
+    assert [(r.code, r.count) for r in p.reasons] == [("insufficient_gpu", 1), ("untolerated_taint", 1)]
