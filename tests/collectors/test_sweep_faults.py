@@ -25,12 +25,20 @@ def sim(settings):
 
 
 def _open(kind: str) -> set[str]:
-    return set(EntityVersion.objects.filter(kind=kind, valid_to__isnull=True).values_list("entity__name", flat=True))
+    return set(
+        EntityVersion.objects.filter(kind=kind, valid_to__isnull=True).values_list("entity__name", flat=True)
+    )
 
 
-@pytest.mark.parametrize(("fault", "words"), [
-    ("500", "server error 500"), ("hang", "did not answer within 1 s"), ("401", "unauthorized"), ("garbage", "not JSON"),
-])
+@pytest.mark.parametrize(
+    ("fault", "words"),
+    [
+        ("500", "server error 500"),
+        ("hang", "did not answer within 1 s"),
+        ("401", "unauthorized"),
+        ("garbage", "not JSON"),
+    ],
+)
 def test_a_failing_prometheus_is_recorded_and_kubernetes_is_still_collected(sim, fault, words):
     with fault_server(upstream=sim.prometheus_url, faults={"/api/v1/query": fault}, hang_s=2.5) as prom:
         cluster = register(sim, prometheus_url=prom.url)
@@ -52,7 +60,9 @@ def test_a_failing_scheduler_listing_keeps_jobs_as_they_were(sim, tmp_path):
     with fault_server(upstream=sim.kube_url, faults={"podgroups": "500"}) as proxy:
         register(sim, kubeconfig=kubeconfig_for(proxy.url, str(tmp_path / "kc")))
         summary = sweep_cluster(cluster.name, sim.world.now)
-    assert [e.split(":")[0:2] for e in summary.errors] == [["k8s", " list podgroups.scheduling.run.ai/v2alpha2"]]
+    assert [e.split(":")[0:2] for e in summary.errors] == [
+        ["k8s", " list podgroups.scheduling.run.ai/v2alpha2"]
+    ]
     assert "job" in summary.skipped_kinds and "pod" not in summary.skipped_kinds
     assert _open("job") >= jobs_before  # not deleted, not rewritten without their scheduling state
     assert not EntityVersion.objects.filter(kind="job", valid_from=sim.world.now).exists()
@@ -67,8 +77,9 @@ def test_an_unreachable_api_server_deletes_nothing_and_prometheus_still_runs(sim
     summary = sweep_cluster(cluster.name, sim.world.now + timedelta(minutes=1))
     assert summary.errors and summary.closed == 0
     assert {k: _open(k) for k in before} == before
-    assert SourceRun.objects.filter(cluster=cluster, source="prometheus", ok=True,
-                                    time=sim.world.now + timedelta(minutes=1)).exists()
+    assert SourceRun.objects.filter(
+        cluster=cluster, source="prometheus", ok=True, time=sim.world.now + timedelta(minutes=1)
+    ).exists()
 
 
 def test_a_401_from_kubernetes_is_named_as_such(sim, tmp_path):

@@ -22,19 +22,38 @@ def expected(world: Any) -> dict[str, dict]:
     ctx = build_context(world)
     out: dict[str, dict] = {"node": {}, "pod": {}, "job": {}, "project": {}, "gpu": {}}
     for n in world.nodes.values():
-        out["node"][("", n.name)] = {"ready": n.ready, "gpus": n.capacity_gpus, "gpus_allocatable": n.allocatable_gpus,
-                                     "unschedulable": n.unschedulable}
+        out["node"][("", n.name)] = {
+            "ready": n.ready,
+            "gpus": n.capacity_gpus,
+            "gpus_allocatable": n.allocatable_gpus,
+            "unschedulable": n.unschedulable,
+        }
         for g in n.gpus:
-            out["gpu"][("", g.uuid)] = {"node": n.name, "pod": (g.pod or "") if g.present else "",
-                                        "present": g.present}
+            out["gpu"][("", g.uuid)] = {
+                "node": n.name,
+                "pod": (g.pod or "") if g.present else "",
+                "present": g.present,
+            }
     for p in ctx.live_pods:
-        out["pod"][(p.namespace, p.name)] = {"phase": p.phase, "node": p.node or "", "job": p.job,
-                                             "gpus": p.gpus_requested}
+        out["pod"][(p.namespace, p.name)] = {
+            "phase": p.phase,
+            "node": p.node or "",
+            "job": p.job,
+            "gpus": p.gpus_requested,
+        }
     for j in world.jobs.values():
         if j.submit_at <= world.now and j.state != "Waiting":
-            out["job"][(j.namespace, j.name)] = {"phase": j.state, "project": j.project, "gpus": j.pods * j.gpus_per_pod}
+            out["job"][(j.namespace, j.name)] = {
+                "phase": j.state,
+                "project": j.project,
+                "gpus": j.pods * j.gpus_per_pod,
+            }
     for pr in world.projects.values():
-        out["project"][("", pr.name)] = {"quota": pr.quota_gpus, "limit": pr.limit_gpus, "namespace": pr.namespace}
+        out["project"][("", pr.name)] = {
+            "quota": pr.quota_gpus,
+            "limit": pr.limit_gpus,
+            "namespace": pr.namespace,
+        }
     return out
 
 
@@ -45,8 +64,12 @@ def recorded(cluster, t) -> dict[str, dict]:
         for v in inventory.as_of(cluster, kind, t):
             key = (v.entity.namespace, v.entity.name)
             if kind == "node":
-                out[kind][key] = {"ready": v.ready, "gpus": v.gpus, "gpus_allocatable": v.gpus_allocatable,
-                                  "unschedulable": v.state["unschedulable"]}
+                out[kind][key] = {
+                    "ready": v.ready,
+                    "gpus": v.gpus,
+                    "gpus_allocatable": v.gpus_allocatable,
+                    "unschedulable": v.state["unschedulable"],
+                }
             elif kind == "gpu":
                 out[kind][key] = {"node": v.node, "pod": v.pod, "present": v.state["present"]}
             elif kind == "pod":
@@ -54,15 +77,23 @@ def recorded(cluster, t) -> dict[str, dict]:
             elif kind == "job":
                 out[kind][key] = {"phase": v.phase, "project": v.project, "gpus": v.gpus}
             elif kind == "project":
-                out[kind][key] = {"quota": v.state["quota_gpus"], "limit": v.state["limit_gpus"],
-                                  "namespace": v.state["namespace"]}
+                out[kind][key] = {
+                    "quota": v.state["quota_gpus"],
+                    "limit": v.state["limit_gpus"],
+                    "namespace": v.state["namespace"],
+                }
             else:
                 if v.state["project"]:
-                    out[kind][("", v.state["project"])] = {"quota": v.state["quota_gpus"], "limit": v.state["limit_gpus"]}
+                    out[kind][("", v.state["project"])] = {
+                        "quota": v.state["quota_gpus"],
+                        "limit": v.state["limit_gpus"],
+                    }
     return out
 
 
-@pytest.mark.parametrize(("scheduler", "labels"), [("kai", "classic"), ("kueue", "scraped"), ("kai", "current")])
+@pytest.mark.parametrize(
+    ("scheduler", "labels"), [("kai", "classic"), ("kueue", "scraped"), ("kai", "current")]
+)
 def test_it_records_what_the_simulator_serves_at_every_sweep_time(scheduler, labels):
     world = small_world(scheduler, labels)
     truth: dict = {}
@@ -74,13 +105,17 @@ def test_it_records_what_the_simulator_serves_at_every_sweep_time(scheduler, lab
             truth[t] = expected(world)
             summary = sweep_cluster(cluster.name, t)
             assert summary.errors == [] and summary.skipped_kinds == []
-    assert EntityVersion.objects.filter(valid_to__isnull=True).values("entity").count() == \
-        EntityVersion.objects.filter(valid_to__isnull=True).values("entity").distinct().count()
+    assert (
+        EntityVersion.objects.filter(valid_to__isnull=True).values("entity").count()
+        == EntityVersion.objects.filter(valid_to__isnull=True).values("entity").distinct().count()
+    )
     for t, want in truth.items():  # history, read back after all sweeps: as of t == the world at t
         got = recorded(cluster, t)
         for kind in ("node", "pod", "job", "project", "gpu"):
             assert got[kind] == want[kind], (t, kind)
-        assert got["queue"] == {k: {"quota": v["quota"], "limit": v["limit"]} for k, v in want["project"].items()}
+        assert got["queue"] == {
+            k: {"quota": v["quota"], "limit": v["limit"]} for k, v in want["project"].items()
+        }
 
 
 def test_a_second_sweep_over_an_unchanged_cluster_writes_nothing():
@@ -105,9 +140,12 @@ def test_a_quota_change_is_one_change_on_the_project_with_old_new_and_actor():
             t = world.start + timedelta(minutes=minutes)
             sim.advance_to(t)
             sweep_cluster(cluster.name, t)
-    changes = list(Change.objects.filter(entity__kind="project", entity__name="vision").exclude(field="created"))
+    changes = list(
+        Change.objects.filter(entity__kind="project", entity__name="vision").exclude(field="created")
+    )
     assert [(c.field, c.old, c.new, c.actor, c.source) for c in changes] == [
-        ("quota_gpus", 16, 8, "platform-admin", "kai")]
+        ("quota_gpus", 16, 8, "platform-admin", "kai")
+    ]
     assert changes[0].time == world.start + timedelta(minutes=70)
 
 
@@ -141,7 +179,9 @@ def test_it_stores_five_minute_telemetry_and_marks_absent_counters_as_no_data():
     assert not TelemetrySample.objects.filter(metric__in=summary.no_data).exists()  # never zero
     note = SourceRun.objects.filter(call="no data DCGM_FI_PROF_SM_ACTIVE").first()  # noted by each sweep
     assert not note.ok and "default counter set" in note.error
-    times = sorted(set(TelemetrySample.objects.filter(metric="DCGM_FI_DEV_GPU_UTIL").values_list("time", flat=True)))
+    times = sorted(
+        set(TelemetrySample.objects.filter(metric="DCGM_FI_DEV_GPU_UTIL").values_list("time", flat=True))
+    )
     assert all(x.minute % 5 == 0 and x.second == 0 for x in times) and len(times) == 12
     gpu = EntityVersion.objects.filter(kind="gpu", valid_to__isnull=True).first()
     assert gpu.state["ecc_dbe_total"] is None and "ecc_dbe_total" in gpu.state["unreported"]
