@@ -1,6 +1,6 @@
 """A big synthetic world for the simulator bench (``bench/sim.py``): 1,000 nodes, 8,000 GPUs, 20,000 pods.
 
-Built from a programmatic scenario and advanced one tick, so every object went
+Built from a programmatic scenario and advanced two ticks, so every object went
 through the real scheduler: 8,000 single-GPU pods run, the rest wait with
 KAI's OverLimit reason (each project's limit is its share of the cluster).
 """
@@ -70,7 +70,8 @@ def big_scenario(
 
 
 def build_big_world(**kwargs: int) -> World:
-    """The bench world after its first tick (arguments as ``big_scenario``)."""
+    """The bench world after two ticks, its placed pods Running (arguments as ``big_scenario``)."""
     world = World.from_scenario(big_scenario(**kwargs))
+    world.step()
     world.step()
     return world

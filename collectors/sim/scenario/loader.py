@@ -32,7 +32,7 @@ from .model import (
     ProjectSpec,
     Scenario,
 )
-from .nodes import Reader, line_of
+from .nodes import Reader, line_of, parse_duration
 from .sections import read_alerts, read_events, read_expect
 
 logger = logging.getLogger(__name__)
@@ -131,6 +131,9 @@ def _read(r: Reader, root: yaml.Node, source: str | None, now: datetime | None) 
     jobs, generate = _read_jobs(r, top.get("jobs"), project_names, seed or 0)
     job_names = {j.name for j in jobs} | _declared_names(r, top.get("jobs"))
     events = read_events(r, top.get("events"), cluster, project_names, job_names)
+    if duration is not None:
+        _check_within(r, top.get("jobs"), "jobs", "submit", duration)
+        _check_within(r, top.get("events"), "events", "at", duration)
     alerts = read_alerts(r, top.get("alerts"))
     expect = read_expect(r, top.get("expect"), alerts, cluster, events, project_names, job_names)
     if r.problems or None in (fmt, name, duration, seed, start, cluster):
@@ -153,6 +156,25 @@ def _read(r: Reader, root: yaml.Node, source: str | None, now: datetime | None) 
         expect=tuple(expect),
         source=source,
     )
+
+
+def _check_within(r: Reader, node: yaml.Node | None, section: str, key: str, duration: int) -> None:
+    """An offset past the end would silently never happen: most likely a typo."""
+    if not isinstance(node, yaml.SequenceNode):
+        return
+    for i, item in enumerate(node.value):
+        if not isinstance(item, yaml.MappingNode):
+            continue
+        for k, v in item.value:
+            if r._safe(k) == key:
+                value = r._safe(v)
+                seconds = parse_duration(value) if isinstance(value, str) else None
+                if seconds is not None and seconds > duration:
+                    r.problem(
+                        f"{section}[{i}].{key}",
+                        v,
+                        f"{value} is after the end of the scenario (duration {r._safe_text(duration)})",
+                    )
 
 
 def _declared_names(r: Reader, node: yaml.Node | None) -> set[str]:

@@ -201,6 +201,12 @@ class Reader:
                 out[key] = value
         return out
 
+    @staticmethod
+    def _safe_text(seconds: int) -> str:
+        h, rem = divmod(seconds, 3600)
+        m, sec = divmod(rem, 60)
+        return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (sec, "s")) if v) or "0s"
+
     def _is_null(self, node: yaml.Node) -> bool:
         return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
 

@@ -259,6 +259,7 @@ def read_expect(
                 node_name(pool, k, max(pools[pool][0], 1))
                 for k in range(start + 1, start + e.args["count"] + 1)
             )
+    gpn = {n: pools[n.rsplit("-", 1)[0]][1] for n in nodes if n.rsplit("-", 1)[0] in pools}
     rules = {a.name for a in alerts}
     out: list[ExpectSpec] = []
     for i, xnode in enumerate(r.sequence(node, "expect") or []):
@@ -275,7 +276,7 @@ def read_expect(
         if alert is not None and alert not in rules:
             r.problem(f"{path}.alert", keys["alert"], f"alert {alert!r} is not among this scenario's alerts")
             alert = None
-        subject = _subject(r, keys.get("subject"), f"{path}.subject", nodes, projects, jobs)
+        subject = _subject(r, keys.get("subject"), f"{path}.subject", nodes, projects, jobs, gpn)
         top = r.choice(keys.get("top"), f"{path}.top", DIAGNOSIS_CODES) if "top" in keys else None
         sup = _codes(r, keys.get("supported"), f"{path}.supported")
         nsup = _codes(r, keys.get("not_supported"), f"{path}.not_supported")
@@ -286,7 +287,13 @@ def read_expect(
 
 
 def _subject(
-    r: Reader, node: yaml.Node | None, path: str, nodes: set[str], projects: set[str], jobs: set[str]
+    r: Reader,
+    node: yaml.Node | None,
+    path: str,
+    nodes: set[str],
+    projects: set[str],
+    jobs: set[str],
+    gpus_per_node: dict[str, int],
 ) -> dict[str, Any] | None:
     keys = r.mapping(node, path, ("job", "node", "gpu", "project"))
     if keys is None:
@@ -303,6 +310,11 @@ def _subject(
         idx = r.integer(g.get("index"), f"{path}.gpu.index", minimum=0)
         if n is not None and n not in nodes:
             r.problem(f"{path}.gpu.node", g["node"], f"unknown node {n!r}")
+            return None
+        if n is not None and idx is not None and idx >= gpus_per_node.get(n, idx + 1):
+            r.problem(
+                f"{path}.gpu.index", g["index"], f"node {n} has GPUs 0..{gpus_per_node[n] - 1}, got {idx}"
+            )
             return None
         return None if n is None or idx is None else {"gpu": {"node": n, "index": idx}}
     name = r.string(vnode, f"{path}.{kind}")

@@ -391,3 +391,14 @@ def test_it_forgets_telemetry_beyond_retention() -> None:
     at(w, 180)
     assert w.gpu_metric("h100-01", 0, "DCGM_FI_DEV_GPU_TEMP", w.start.replace(hour=2, minute=30)) is not None
     assert w.gpu_metric("h100-01", 0, "DCGM_FI_DEV_GPU_TEMP", w.start.replace(hour=1)) is None
+
+
+def test_it_builds_a_big_world_through_the_real_scheduler() -> None:
+    from collectors.sim.engine.big import build_big_world
+
+    w = build_big_world(nodes=20, pods=400, projects=4)
+    assert len(w.nodes) == 20 and sum(len(n.gpus) for n in w.nodes.values()) == 160
+    assert len(w.pods) == 400 and sum(1 for p in w.pods.values() if p.node) == 160
+    assert sum(1 for j in w.jobs.values() if j.state == "Running") == 160
+    waiting = [j for j in w.jobs.values() if j.state == "Pending"]
+    assert len(waiting) == 240 and all(j.condition_message.startswith("OverLimit: ") for j in waiting)

@@ -176,3 +176,15 @@ def test_it_parses_durations() -> None:
     assert parse_duration("30s") == 30
     assert parse_duration("") is None
     assert parse_duration("5") is None
+
+
+def test_it_rejects_offsets_after_the_end() -> None:
+    problems = problems_of(BASE.replace("{at: 30m, cordon", "{at: 3h, cordon"))
+    assert problems == [("events[0].at", 26, "3h is after the end of the scenario (duration 2h)")]
+
+
+def test_it_rejects_a_gpu_index_beyond_the_node_in_expect() -> None:
+    text = BASE.replace("subject: {job: train-a}", "subject: {gpu: {node: a100-01, index: 8}}")
+    assert [(p, m) for p, _l, m in problems_of(text)] == [
+        ("expect[0].subject.gpu.index", "node a100-01 has GPUs 0..7, got 8")
+    ]
