@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from incidents.models import Alert
@@ -220,28 +220,30 @@ def _cluster_of(labels: dict[str, str], common: dict[str, str]) -> str:
 
 
 def ingest_alertmanager(payload: dict, *, received_at: datetime | None = None) -> IntakeResult:
-    """Validate (raises :class:`PayloadError`), store in one transaction, enqueue processing on commit."""
+    """Validate (raises :class:`PayloadError`), store in one transaction, enqueue processing on commit.
+
+    New alerts cost one ``INSERT … ON CONFLICT DO NOTHING RETURNING id`` (the common case: one statement);
+    only identities that already existed are read back and compared, and updated when they changed.
+    """
     group, parsed = validate_alertmanager(payload)
     now = received_at or timezone.now()
     result = IntakeResult(received=len(parsed))
     # Within one notification the same identity may appear twice (it should not); the last one wins.
     by_key = {(a.fingerprint, a.starts_at): a for a in parsed}
     with transaction.atomic():
-        existing = _existing(list(by_key))
-        new_rows: list[Alert] = []
-        for key, a in by_key.items():
-            row = existing.get(key)
-            if row is None:
-                new_rows.append(_new_row(a, group, now))
-                continue
-            if _update_row(row, a, group, now):
-                result.updated += 1
-                result.queued.append(row.pk)
-            else:
-                result.unchanged += 1
-        if new_rows:
-            result.created += len(new_rows)
-            result.queued.extend(_insert(new_rows))
+        new_ids = _insert([_new_row(a, group, now) for a in by_key.values()])
+        result.created = len(new_ids)
+        result.queued.extend(new_ids)
+        if len(new_ids) < len(by_key):  # some identities existed: a resend, a resolution, or a race
+            taken = set(new_ids)
+            for key, row in _existing(list(by_key)).items():
+                if row.pk in taken:
+                    continue
+                if _update_row(row, by_key[key], group, now):
+                    result.updated += 1
+                    result.queued.append(row.pk)
+                else:
+                    result.unchanged += 1
         if result.queued:
             ids = list(result.queued)
             transaction.on_commit(lambda: enqueue_processing(ids))
@@ -303,25 +305,30 @@ def _update_row(row: Alert, a: ParsedAlert, group: dict[str, Any], now: datetime
     return True
 
 
+INSERT_CHUNK = 500  # rows per statement: 17 parameters each stays under SQLite's 32,766 variables
+
+
 def _insert(rows: list[Alert]) -> list[int]:
-    """Insert new alerts; a concurrent identical notification may win the race, then we update instead."""
-    try:
-        with transaction.atomic():
-            created = Alert.objects.bulk_create(rows)
-        if all(r.pk for r in created):
-            return [r.pk for r in created]
-    except IntegrityError:
-        pass
+    """``INSERT … ON CONFLICT (fingerprint, starts_at) DO NOTHING RETURNING id`` (PostgreSQL and SQLite ≥ 3.35).
+
+    Returns the ids of the rows this call created; identities that already existed (or that a concurrent
+    request inserted first) are skipped here and compared by the caller.
+    """
+    fields = [f for f in Alert._meta.concrete_fields if f.attname != "id"]
+    qn = connection.ops.quote_name
+    cols = ", ".join(qn(f.column) for f in fields)
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
     ids: list[int] = []
-    for r in rows:  # slow path: row by row (a race, or a backend that returns no pks)
-        obj, _ = Alert.objects.get_or_create(
-            fingerprint=r.fingerprint,
-            starts_at=r.starts_at,
-            defaults={
-                f.attname: getattr(r, f.attname) for f in Alert._meta.concrete_fields if f.attname != "id"
-            },
-        )
-        ids.append(obj.pk)
+    with connection.cursor() as cur:
+        for start in range(0, len(rows), INSERT_CHUNK):
+            chunk = rows[start : start + INSERT_CHUNK]
+            params = [f.get_db_prep_save(getattr(r, f.attname), connection) for r in chunk for f in fields]
+            cur.execute(
+                f"INSERT INTO {qn(Alert._meta.db_table)} ({cols}) VALUES {', '.join([one] * len(chunk))} "
+                f"ON CONFLICT ({qn('fingerprint')}, {qn('starts_at')}) DO NOTHING RETURNING {qn('id')}",
+                params,
+            )
+            ids.extend(row[0] for row in cur.fetchall())
     return ids
 
 

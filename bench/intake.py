@@ -1,0 +1,359 @@
+"""Benchmark the Alertmanager intake under concurrent load (not a test; prints figures).
+
+Serves rcaweb with gunicorn on a free loopback port against PostgreSQL, posts
+Alertmanager webhook payloads of 10 alerts each from several concurrent
+clients, and prints accepted alerts per second and p50/p95/p99 latency. The
+floor is plain psycopg inserts of the same rows (10 per transaction, same
+number of concurrent connections) into the same table on the same database;
+the ratio says what Django, validation, auth and the enqueue cost on top.
+Target: >= 1,000 alerts/s on a 2-core machine and >= 40 % of the floor.
+
+The intake enqueues ``process_alerts`` to Redis (``REDIS_URL``, db 15 by
+default) with no worker consuming, so the figure is the intake alone
+(store first + enqueue), not grouping; the queued messages are deleted after.
+``--no-redis`` uses Celery's in-memory transport instead (enqueue costs ~0).
+
+    .venv/bin/python bench/intake.py [--requests 2000] [--clients 8] [--workers 4] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_ADMIN = os.environ.get("BENCH_PG_ADMIN", "postgres://postgres@127.0.0.1:5432/postgres")
+DB_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rcaweb_bench")
+REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")
+TOKEN = "bench-webhook-token"
+ALERTS_PER_PAYLOAD = 10
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ensure_database() -> None:
+    name = DB_URL.rsplit("/", 1)[1]
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def env(redis: bool) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "PYTEST_VERSION")}
+    e.update(
+        DATABASE_URL=DB_URL,
+        RCAWEB_SECRET_KEY="bench-secret-key-" + uuid.uuid4().hex,
+        RCAWEB_WEBHOOK_TOKEN=TOKEN,
+        RCAWEB_CELERY_EAGER="false",
+        RCAWEB_LOG_LEVEL="WARNING",
+        RCAWEB_PLAIN_STATIC="true",
+    )
+    if redis:
+        e["REDIS_URL"] = REDIS
+    return e
+
+
+def migrate(redis: bool) -> None:
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env(redis), check=True
+    )
+
+
+def payloads(run: str, count: int, start: datetime) -> list[bytes]:
+    """Distinct GPU alerts (a new fingerprint each) so every request stores 10 new rows."""
+    out = []
+    for i in range(count):
+        alerts = []
+        for j in range(ALERTS_PER_PAYLOAD):
+            n = i * ALERTS_PER_PAYLOAD + j
+            labels = {
+                "alertname": "GPUXidError",
+                "severity": "critical",
+                "cluster": "bench",
+                "Hostname": f"h100-{n % 1000:03d}",
+                "gpu": str(n % 8),
+                "UUID": f"GPU-{run}-{n:08d}",
+                "xid": "79",
+            }
+            alerts.append(
+                {
+                    "status": "firing",
+                    "labels": labels,
+                    "annotations": {"summary": f"Xid 79 on GPU {n % 8} of h100-{n % 1000:03d}"},
+                    "startsAt": (start + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                    "endsAt": "0001-01-01T00:00:00Z",
+                    "generatorURL": "http://prometheus:9090/graph?g0.expr=x",
+                    "fingerprint": f"{run}{n:08x}"[:16],
+                }
+            )
+        body = {
+            "version": "4",
+            "groupKey": '{}:{alertname="GPUXidError", cluster="bench"}',
+            "truncatedAlerts": 0,
+            "status": "firing",
+            "receiver": "rcaweb",
+            "groupLabels": {"alertname": "GPUXidError", "cluster": "bench"},
+            "commonLabels": {"alertname": "GPUXidError", "cluster": "bench"},
+            "commonAnnotations": {},
+            "externalURL": "http://alertmanager:9093",
+            "alerts": alerts,
+        }
+        out.append(json.dumps(body).encode())
+    return out
+
+
+def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"gunicorn exited with {proc.returncode}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/healthz")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit("gunicorn did not become ready")
+
+
+def post_all(
+    port: int, bodies: list[bytes], clients: int, max_seconds: float
+) -> tuple[list[float], int, int, float]:
+    """Each client posts its share; returns latencies (s), accepted alerts, failures, wall time."""
+    lat: list[float] = []
+    accepted = [0]
+    failed = [0]
+    lock = threading.Lock()
+    deadline = time.monotonic() + max_seconds
+
+    def client(share: list[bytes]) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        mine: list[float] = []
+        ok = bad = 0
+        for body in share:
+            if time.monotonic() > deadline:
+                break
+            t0 = time.perf_counter()
+            try:
+                conn.request(
+                    "POST",
+                    "/api/v1/alerts/alertmanager",
+                    body=body,
+                    headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+                )
+                resp = conn.getresponse()
+                resp.read()
+                status = resp.status
+                if resp.getheader("Connection", "").lower() == "close":
+                    conn.close()
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                status = 0
+            mine.append(time.perf_counter() - t0)
+            if status == 200:
+                ok += ALERTS_PER_PAYLOAD
+            else:
+                bad += 1
+        with lock:
+            lat.extend(mine)
+            accepted[0] += ok
+            failed[0] += bad
+
+    threads = [threading.Thread(target=client, args=(bodies[i::clients],)) for i in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return lat, accepted[0], failed[0], time.perf_counter() - t0
+
+
+def floor(bodies: list[bytes], clients: int) -> tuple[int, float]:
+    """Plain psycopg: the same rows, 10 per transaction, ``clients`` concurrent connections."""
+    rows_per_body = []
+    now = datetime.now(UTC)
+    for body in bodies:
+        rows = []
+        for a in json.loads(body)["alerts"]:
+            fp = "f" + a["fingerprint"][1:]
+            rows.append(
+                (
+                    fp,
+                    a["labels"]["alertname"],
+                    "firing",
+                    "critical",
+                    "bench",
+                    Jsonb(a["labels"]),
+                    Jsonb(a["annotations"]),
+                    a["startsAt"],
+                    None,
+                    a["generatorURL"],
+                    "g",
+                    "rcaweb",
+                    Jsonb(a),
+                    now,
+                    now,
+                )
+            )
+        rows_per_body.append(rows)
+    sql = (
+        "INSERT INTO incidents_alert (fingerprint, name, status, severity, cluster_name, labels, annotations, starts_at,"
+        " ends_at, generator_url, group_key, receiver, raw, received_at, updated_at) VALUES "
+        "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    )
+    url = DB_URL.replace("postgres://", "postgresql://", 1)
+    done = [0]
+    lock = threading.Lock()
+
+    def worker(share: list[list[tuple]]) -> None:
+        with psycopg.connect(url) as conn:
+            n = 0
+            for rows in share:
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.executemany(sql, rows)
+                n += len(rows)
+        with lock:
+            done[0] += n
+
+    threads = [threading.Thread(target=worker, args=(rows_per_body[i::clients],)) for i in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return done[0], time.perf_counter() - t0
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    return (
+        statistics.quantiles(values, n=100, method="inclusive")[int(p) - 1] if len(values) > 1 else values[0]
+    )
+
+
+def cleanup(run: str, redis: bool) -> None:
+    url = DB_URL.replace("postgres://", "postgresql://", 1)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "DELETE FROM incidents_alert WHERE cluster_name = 'bench' AND labels->>'UUID' LIKE %s",
+            (f"GPU-{run}-%",),
+        )
+    if redis:
+        try:
+            import redis as redis_lib
+
+            redis_lib.Redis.from_url(REDIS).delete(
+                "celery"
+            )  # the queued process_alerts messages (no worker ran)
+        except Exception as exc:  # the figures stand; say what was left behind
+            print(f"note: could not purge the Redis queue: {exc}", file=sys.stderr)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=2000, help="payloads to post (10 alerts each)")
+    ap.add_argument(
+        "--clients", type=int, default=8, help="concurrent client threads (and floor connections)"
+    )
+    ap.add_argument("--workers", type=int, default=4, help="gunicorn sync workers")
+    ap.add_argument("--max-seconds", type=float, default=120.0, help="stop posting after this long")
+    ap.add_argument(
+        "--no-redis", action="store_true", help="enqueue to Celery's in-memory transport, not Redis"
+    )
+    ap.add_argument("--json", action="store_true", help="print one JSON document")
+    args = ap.parse_args()
+    redis = not args.no_redis
+    ensure_database()
+    migrate(redis)
+    run = uuid.uuid4().hex[:6]
+    bodies = payloads(run, args.requests, datetime(2026, 11, 29, tzinfo=UTC))
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "rcaweb.wsgi",
+            "-b",
+            f"127.0.0.1:{port}",
+            "-w",
+            str(args.workers),
+            "--worker-class",
+            "sync",
+            "--log-level",
+            "warning",
+            "--backlog",
+            "512",
+        ],
+        cwd=ROOT,
+        env=env(redis),
+    )
+    try:
+        wait_ready(port, proc)
+        post_all(port, bodies[: min(50, len(bodies))], args.clients, 30)  # warm-up: imports, connections
+        cleanup(run, redis)
+        lat, accepted, failed, wall = post_all(port, bodies, args.clients, args.max_seconds)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    floor_rows, floor_wall = floor(bodies[: len(lat)], args.clients)
+    cleanup(run, redis)
+    app_rate = accepted / wall if wall else 0.0
+    floor_rate = floor_rows / floor_wall if floor_wall else 0.0
+    result = {
+        "requests": len(lat),
+        "alerts_accepted": accepted,
+        "failed_requests": failed,
+        "clients": args.clients,
+        "gunicorn_workers": args.workers,
+        "broker": "redis" if redis else "memory",
+        "wall_s": round(wall, 2),
+        "alerts_per_s": round(app_rate, 1),
+        "p50_ms": round(pct(lat, 50) * 1000, 1),
+        "p95_ms": round(pct(lat, 95) * 1000, 1),
+        "p99_ms": round(pct(lat, 99) * 1000, 1),
+        "floor_alerts_per_s": round(floor_rate, 1),
+        "ratio_to_floor": round(app_rate / floor_rate, 3) if floor_rate else None,
+        "cpus": os.cpu_count(),
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(
+            f"intake: {accepted} alerts in {len(lat)} requests ({failed} failed) from {args.clients} clients, "
+            f"gunicorn {args.workers} sync workers, broker {result['broker']}, PostgreSQL"
+        )
+        print(f"  accepted alerts/s   {app_rate:10.1f}   (target >= 1000)")
+        print(
+            f"  latency p50/p95/p99 {result['p50_ms']:.1f} / {result['p95_ms']:.1f} / {result['p99_ms']:.1f} ms"
+        )
+        print(
+            f"  psycopg floor       {floor_rate:10.1f} alerts/s (10 rows per transaction, {args.clients} connections)"
+        )
+        print(f"  ratio to floor      {result['ratio_to_floor']:.1%}   (target >= 40 %)")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
