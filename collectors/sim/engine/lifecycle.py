@@ -1,10 +1,7 @@
-"""Jobs and pods over time: arrival, binding, container start, failures, restarts, completion.
+"""Jobs and their pods over time: arrival, binding, release, gang restarts, completion, node loss.
 
-Failures follow what kubelet shows for each kind: a crash loop is a container
-that exits (reason Error, or OOMKilled with 137) and is restarted with a
-back-off of 10s, 20s, 40s … capped at 5m, the pod staying phase Running with
-``waiting: CrashLoopBackOff``; an image that does not exist leaves the pod
-Pending with ``ErrImagePull`` then ``ImagePullBackOff``.
+What happens inside a bound pod's container (start, crash loops, image pulls)
+lives in ``containers.py``.
 """
 
 from __future__ import annotations
@@ -13,8 +10,23 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ..state import SimJob, SimPod
+from .containers import advance_container, backoff_s, crash_once, failure_of, go_duration, gpu_levels
 from .ids import name_suffix, rfc3339, uid, unit
-from .logs import crash_lines, progress_line, startup_lines
+from .logs import progress_line
+
+__all__ = [
+    "backoff_s",
+    "bind",
+    "crash_once",
+    "create_pods",
+    "delete_pod",
+    "go_duration",
+    "gpu_levels",
+    "progress",
+    "release",
+    "restart_job",
+    "submit",
+]
 
 if TYPE_CHECKING:
     from .world import World
@@ -22,38 +34,6 @@ if TYPE_CHECKING:
 THROTTLE_TEMP_C = 85.0  # at or above: clocks slow down (documented threshold, also GPUHighTemperature's)
 THROTTLED_RATE = 0.6  # work done per second while throttled
 NODE_LOST_GRACE_S = 300  # default tolerationSeconds for node.kubernetes.io/unreachable:NoExecute
-MAX_BACKOFF_S = 300
-
-
-def go_duration(seconds: int) -> str:
-    """Go's time.Duration text, as kubelet prints the back-off: ``10s``, ``2m40s``, ``5m0s``."""
-    m, s = divmod(seconds, 60)
-    return f"{m}m{s}s" if m else f"{s}s"
-
-
-def backoff_s(restarts: int) -> int:
-    return min(MAX_BACKOFF_S, 10 * 2 ** max(0, restarts - 1))
-
-
-def gpu_levels(sm_activity: float, n: int) -> list[float]:
-    """SM activity per GPU of a pod whose mean is ``sm_activity``.
-
-    When the mean is less than one GPU's worth of work (n x mean < 0.9), the work
-    sits on the pod's first GPU and the others stay idle, as with a program that
-    only uses ``cuda:0`` on a multi-GPU allocation; otherwise it is spread evenly.
-    """
-    if n > 1 and sm_activity * n < 0.9:
-        return [round(sm_activity * n, 4)] + [0.0] * (n - 1)
-    return [sm_activity] * n
-
-
-def failure_of(world: World, job: SimJob) -> dict | None:
-    """The job's failure, if it applies now (with image events it starts at the first one)."""
-    if not job.failure:
-        return None
-    if job.name in world._failure_from_image_event and job.name not in world._image_changed:
-        return None
-    return job.failure
 
 
 #
@@ -209,155 +189,9 @@ def progress(world: World, prev: datetime, t: datetime) -> None:
         if pod.deleted_at is not None:
             continue
         if pod.node is not None and pod.phase in ("Pending", "Running"):
-            _advance_container(world, pod, t)
+            advance_container(world, pod, t)
     _finish_jobs(world, prev, t)
     _node_lost_evictions(world)
-
-
-def _advance_container(world: World, pod: SimPod, t: datetime) -> None:
-    job = world.jobs[pod.job]
-    fail = failure_of(world, job)
-    while pod.next_restart_at is not None and pod.next_restart_at <= t:
-        at = pod.next_restart_at
-        if job.image_missing:
-            _image_pull_attempt(world, pod, at)
-        elif pod.container_state.get("running"):
-            _crash(world, pod, job, fail, at)  # next_restart_at was the crash time
-        else:
-            _start_container(world, pod, job, fail, at)
-
-
-def _image_pull_attempt(world: World, pod: SimPod, at: datetime) -> None:
-    involved = world.involved_pod(pod)
-    image = pod.image
-    world.emit(involved, "Pulling", f'Pulling image "{image}"', component="kubelet", at=at)
-    world.emit(
-        involved,
-        "Failed",
-        f'Failed to pull image "{image}": rpc error: code = NotFound desc = failed to pull and unpack image '
-        f'"{image}": failed to resolve reference "{image}": {image}: not found',
-        type="Warning",
-        component="kubelet",
-        at=at,
-    )
-    world.emit(involved, "Failed", "Error: ErrImagePull", type="Warning", component="kubelet", at=at)
-    key = f"{pod.namespace}/{pod.name}"
-    attempts = world._pull_attempts.get(key, 0) + 1
-    world._pull_attempts[key] = attempts
-    if attempts == 1:
-        pod.container_state = {
-            "waiting": {
-                "reason": "ErrImagePull",
-                "message": f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": '
-                f'failed to resolve reference "{image}": {image}: not found',
-            }
-        }
-    else:
-        pod.container_state = {
-            "waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}
-        }
-        world.emit(involved, "BackOff", f'Back-off pulling image "{image}"', component="kubelet", at=at)
-        world.emit(involved, "Failed", "Error: ImagePullBackOff", type="Warning", component="kubelet", at=at)
-    pod.next_restart_at = at + timedelta(seconds=backoff_s(attempts))
-    world.touch(pod)
-
-
-def _start_container(world: World, pod: SimPod, job: SimJob, fail: dict | None, at: datetime) -> None:
-    involved = world.involved_pod(pod)
-    if pod.restart_count == 0:
-        world.emit(
-            involved,
-            "Pulled",
-            f'Container image "{pod.image}" already present on machine',
-            component="kubelet",
-            at=at,
-        )
-    world.emit(involved, "Created", "Created container: main", component="kubelet", at=at)
-    world.emit(involved, "Started", "Started container main", component="kubelet", at=at)
-    pod.phase = "Running"
-    pod.started_at = pod.started_at or at
-    pod.container_state = {"running": {"startedAt": rfc3339(at)}}
-    pod.logs = []
-    for line in startup_lines(job, pod):
-        world.log(pod, at, line)
-    mem = world.nodes[pod.node].gpu_memory_mib if pod.node else 0
-    if fail is None:
-        pod.ready = True
-        pod.next_restart_at = None
-        for i, level in zip(pod.gpu_indices, gpu_levels(job.sm_activity, len(pod.gpu_indices)), strict=True):
-            fb = int(mem * (0.35 + 0.55 * level)) if level > 0 else 512
-            world.telemetry.set_activity(pod.node, i, at, f"{pod.namespace}/{pod.name}", level, fb)
-    else:
-        kind = fail["kind"]
-        r = unit(world.seed, "crash", pod.uid, pod.restart_count)
-        after = {"crashloop": 4 + r * 12, "gpu_oom": 40 + r * 80, "oom_killed": 180 + r * 300}.get(kind, 10)
-        pod.ready = kind == "oom_killed"
-        level, fb = {
-            "crashloop": (0.0, 0.0),
-            "gpu_oom": (0.08, 0.98),
-            "oom_killed": (job.sm_activity, 0.6),
-        }.get(kind, (0.0, 0.0))
-        for i in pod.gpu_indices:
-            world.telemetry.set_activity(pod.node, i, at, f"{pod.namespace}/{pod.name}", level, int(mem * fb))
-        pod.next_restart_at = at + timedelta(seconds=int(after))
-    _check_job_running(world, job, at)
-    world.touch(pod)
-
-
-def _crash(world: World, pod: SimPod, job: SimJob, fail: dict | None, at: datetime) -> None:
-    kind = (fail or {}).get("kind", "crashloop")
-    started = pod.container_state.get("running", {}).get("startedAt")
-    for line in crash_lines(job, pod, fail or {}, world.nodes[pod.node].gpu_memory_mib if pod.node else 0):
-        world.log(pod, at, line)
-    if kind == "oom_killed":
-        reason, code = "OOMKilled", 137
-    else:
-        reason, code = "Error", int((fail or {}).get("exit_code") or 1)
-    pod.previous_logs = pod.logs
-    pod.logs = []
-    pod.restart_count += 1
-    pod.ready = False
-    pod.last_state = {
-        "terminated": {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": rfc3339(at)}
-    }
-    delay = backoff_s(pod.restart_count)
-    pod.container_state = {
-        "waiting": {
-            "reason": "CrashLoopBackOff",
-            "message": f"back-off {go_duration(delay)} restarting failed container=main pod={pod.name}_{pod.namespace}({pod.uid})",
-        }
-    }
-    pod.next_restart_at = at + timedelta(seconds=delay)
-    for i in pod.gpu_indices:
-        world.telemetry.set_activity(pod.node, i, at, f"{pod.namespace}/{pod.name}", 0.0, 0)
-    world.emit(
-        world.involved_pod(pod),
-        "BackOff",
-        f"Back-off restarting failed container main in pod {pod.name}_{pod.namespace}({pod.uid})",
-        type="Warning",
-        component="kubelet",
-        at=at,
-    )
-    world.touch(pod)
-
-
-def crash_once(world: World, pod: SimPod, lines: list[str], at: datetime) -> None:
-    """An application error (Xid 13/31/43): the container dies once, kubelet restarts it, the GPU stays."""
-    if not pod.container_state.get("running"):
-        return
-    for line in lines:
-        world.log(pod, at, line)
-    _crash(world, pod, world.jobs[pod.job], {"kind": "crashloop", "exit_code": 1}, at)
-
-
-def _check_job_running(world: World, job: SimJob, at: datetime) -> None:
-    pods = world.pods_of(job)
-    if job.state == "Pending" and pods and all(p.phase == "Running" for p in pods):
-        job.state = "Running"
-        job.started_at = at
-        job.pending_since = None
-        world._progress[job.name] = 0.0
-        world.touch(job)
 
 
 def _finish_jobs(world: World, prev: datetime, t: datetime) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .loader import ScenarioError, expand_generate, load_scenario, node_name
+from .jobs import expand_generate
+from .loader import ScenarioError, load_scenario, node_name
 from .model import (
     ALERT_NAMES,
     DIAGNOSIS_CODES,

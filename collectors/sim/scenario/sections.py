@@ -53,7 +53,8 @@ def read_events(
     project_names: set[str],
     job_names: set[str],
 ) -> list[EventSpec]:
-    from .loader import node_name, read_taint
+    from .cluster import read_taint
+    from .loader import node_name
 
     raw: list[tuple[int, int, str, yaml.Node, dict[str, yaml.Node], str | None, str]] = []
     for i, enode in enumerate(r.sequence(node, "events") or []):
