@@ -68,9 +68,9 @@ class SimNode:
             return 0
         return sum(1 for g in self.gpus if g.present and g.healthy)
 
-    # Added by the engine. ``taints`` holds only the scenario's taints: the controller-added
-    # node.kubernetes.io/unschedulable (cordon) and node.kubernetes.io/unreachable (NotReady) taints
-    # are derived from ``unschedulable`` / ``ready`` (the scheduler counts them, the servers render them).
+    # Added by the engine. ``taints`` is spec.taints: the scenario's taints plus those the node
+    # lifecycle controller adds, node.kubernetes.io/unschedulable:NoSchedule while cordoned and
+    # node.kubernetes.io/unreachable NoSchedule + NoExecute while NotReady (Ready Unknown).
     ready_reason: str = "KubeletReady"  # Ready condition reason: KubeletReady | NodeStatusUnknown
     device_plugin_changed_at: datetime | None = None
     index: int = 0  # the node's number in its pool (h100-03 -> 3)

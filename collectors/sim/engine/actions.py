@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import lifecycle
 from .ids import unit
-from .placement import DEFAULT_TOLERATIONS, tolerates
+from .placement import DEFAULT_TOLERATIONS, UNREACHABLE_TAINTS, UNSCHEDULABLE_TAINT, tolerates
 
 if TYPE_CHECKING:
     from ..scenario import EventSpec
@@ -165,6 +165,10 @@ def _set_ready(world: World, node: SimNode, ready: bool) -> None:
     node.ready = ready
     node.ready_changed_at = world.now
     node.ready_reason = "KubeletReady" if ready else "NodeStatusUnknown"
+    # The node lifecycle controller taints a node whose kubelet stopped posting status.
+    node.taints = [t for t in node.taints if t["key"] != "node.kubernetes.io/unreachable"]
+    if not ready:
+        node.taints.extend(dict(t) for t in UNREACHABLE_TAINTS)
     world.telemetry.set_node_up(node.name, world.now, ready)
     status = "NodeReady" if ready else "NodeNotReady"
     world.emit(
@@ -196,6 +200,9 @@ def _cordon(world: World, a: dict[str, Any], actor: str | None, value: bool = Tr
     if node.unschedulable != value:
         world.change("node", node.name, "spec.unschedulable", node.unschedulable, value, actor)
         node.unschedulable = value
+        node.taints = [t for t in node.taints if t["key"] != UNSCHEDULABLE_TAINT["key"]]
+        if value:  # added by the node lifecycle controller (TaintNodesByCondition)
+            node.taints.append(dict(UNSCHEDULABLE_TAINT))
         status = "NodeNotSchedulable" if value else "NodeSchedulable"
         world.emit(
             world.involved_node(node),

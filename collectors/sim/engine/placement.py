@@ -53,10 +53,8 @@ def tolerates(tol: dict[str, Any], taint: dict[str, str]) -> bool:
 
 
 def node_taints(node: SimNode) -> list[dict[str, str]]:
-    taints = list(node.taints)
-    if not node.ready:
-        taints.extend(UNREACHABLE_TAINTS)
-    return taints
+    """spec.taints, including those the node lifecycle controller adds (see actions.py)."""
+    return node.taints
 
 
 def filter_node(node: SimNode, job: SimJob) -> tuple[str, dict[str, str] | None] | None:
