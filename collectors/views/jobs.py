@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 JOB_PHASES = ["Pending", "Running", "Succeeded", "Failed", "Suspended"]
 REQUEST_FIELDS = ("gpus_per_pod", "pods", "gpus_total", "created")
 WHY_PENDING_TEMPLATE = "incidents/_why_pending.html"
+NO_WHY_PHASES = ("Running", "Succeeded")
 LIST_LIMIT = 500
 
 k8s_name = RegexValidator(
@@ -71,7 +72,9 @@ def job_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
         position = (ids.index(job.pk) + 1, len(ids)) if job.pk in ids else None
     for p in pods:
         p.node_ref = queries.ref(c, "node", p.node)
-    explanation, explanation_template = why_pending(job, t) if version is not None else (None, "")
+    # The diagnosis explains jobs that wait or failed; a running or finished job needs no "why".
+    explain = version is not None and version.phase not in NO_WHY_PHASES
+    explanation, explanation_template = why_pending(job, t) if explain else (None, "")
     ctx.update(
         pods=pods,
         pods_running=sum(1 for p in pods if p.phase == "Running"),

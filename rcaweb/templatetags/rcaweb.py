@@ -126,6 +126,10 @@ def cursor_bar(context: template.Context) -> dict:
         "t_iso": format_t(cur.t),
         "window": format_duration(cur.window),
         "here_path": request.path if request is not None else "/",
+        # the page's own filters (job list ?queue=…) survive a typed-in t/w
+        "keep_params": [(k, v) for k, vs in request.GET.lists() if k not in ("t", "w") for v in vs][:20]
+        if request is not None
+        else [],
     }
 
 

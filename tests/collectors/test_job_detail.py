@@ -56,3 +56,18 @@ class JobDetailTest(PageTestCase):
             "did not exist at" in r.content.decode()
             and r.context["existed_until"] == self.times["sweep_gone"]
         )
+
+
+class JobWhyPendingTest(PageTestCase):
+    def test_it_explains_only_jobs_that_wait_or_failed(self):
+        running = self.get("/c/gpu-prod/jobs/vision/resnet-train/", self.times["end"])
+        assert running.context["why_pending"] is None and 'id="why-pending"' not in running.content.decode()
+
+    def test_it_renders_the_diagnosis_when_the_diagnosis_package_provides_one(self):
+        try:
+            import incidents.diagnosis.explain  # noqa: F401
+        except ImportError:
+            self.skipTest("incidents.diagnosis.explain is not there yet")
+        r = self.get(PATH, self.times["end"])
+        assert r.context["why_pending"] is not None
+        assert r.context["why_pending_template"] == "incidents/_why_pending.html"

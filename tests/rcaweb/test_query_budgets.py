@@ -21,7 +21,8 @@ BUDGETS = {
     f"/c/gpu-prod/gpus/{gpu_uuid('h100-01', 0)}/": 9,
     "/c/gpu-prod/pods/vision/resnet-train-0/": 10,
     "/c/gpu-prod/jobs/vision/resnet-train/": 11,  # + request history
-    "/c/gpu-prod/jobs/nlp/bert-eval/": 12,  # + its queue's waiting jobs (position)
+    # + its queue's waiting jobs (position) + the why-pending diagnosis (incidents.diagnosis.explain: 4)
+    "/c/gpu-prod/jobs/nlp/bert-eval/": 12 + 4,
     "/c/gpu-prod/queues/nlp/": 11,
     "/c/gpu-prod/projects/nlp/": 11,
     "/c/gpu-prod/jobs/?queue=nlp": 5,
