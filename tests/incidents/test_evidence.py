@@ -19,6 +19,8 @@ from tests.base import T0, BaseTestCase
 from tests.incidents.fixtures.alertmanager import alert, gpu_uuid, payload, small_world
 
 NOW = T0 + timedelta(minutes=30)
+# What evidence collection wrote (the diagnosis adds derived facts under "dx:" keys, some of the same kinds).
+OBS = Observation.objects.exclude(dedup_key__startswith="dx:")
 
 
 class EvidenceTestCase(BaseTestCase):
@@ -120,34 +122,34 @@ class CollectTests(EvidenceTestCase):
             }
             <= self.kinds(self.incident)
         )
-        pod = Observation.objects.get(
+        pod = OBS.get(
             incident=self.incident, kind="pod_state", locator="/api/v1/namespaces/vision/pods/resnet-train-0"
         )
         self.assertEqual(pod.content["state"]["phase"], "Pending")
         self.assertEqual(set(pod.content), {"state", "valid_from", "valid_to"})
         self.assertEqual(pod.source, "k8s")
         self.assertEqual(pod.collected_at, NOW)
-        ev = Observation.objects.get(incident=self.incident, kind="event")
+        ev = OBS.get(incident=self.incident, kind="event")
         self.assertEqual(ev.content["reason"], "FailedScheduling")
         self.assertEqual(
             ev.content["involved"], {"kind": "Pod", "namespace": "vision", "name": "resnet-train-0"}
         )
         self.assertEqual(ev.observed_at, T0 - timedelta(minutes=2))
-        ch = Observation.objects.filter(
+        ch = OBS.filter(
             incident=self.incident, kind="change", content__field="quota_gpus"
         ).get()
         self.assertEqual(
             (ch.content["old"], ch.content["new"], ch.content["actor"]), (16, 8, "platform-admin")
         )
         self.assertEqual(ch.content["entity"], {"kind": "queue", "namespace": "", "name": "vision"})
-        queue_versions = Observation.objects.filter(incident=self.incident, kind="queue_state").order_by(
+        queue_versions = OBS.filter(incident=self.incident, kind="queue_state").order_by(
             "observed_at"
         )
         self.assertEqual([o.content["state"]["quota_gpus"] for o in queue_versions], [16, 8])
         self.assertEqual(queue_versions[0].source, "kai")
-        al = Observation.objects.get(incident=self.incident, kind="alert")
+        al = OBS.get(incident=self.incident, kind="alert")
         self.assertEqual(al.content["name"], "GPUJobPendingTooLong")
-        self.assertFalse(Observation.objects.filter(content__reason="Ancient").exists())  # outside the window
+        self.assertFalse(OBS.filter(content__reason="Ancient").exists())  # outside the window
         self.incident.refresh_from_db()
         self.assertEqual((self.incident.collection_state, self.incident.collected_at), ("done", NOW))
 
@@ -180,13 +182,13 @@ class CollectTests(EvidenceTestCase):
 
     def test_it_falls_back_to_inventory_samples_without_prometheus(self) -> None:
         collect_evidence(self.gpu_incident.pk, now=NOW)
-        series = Observation.objects.get(
+        series = OBS.get(
             incident=self.gpu_incident, kind="dcgm_series", content__uuid=self.uuid
         )
         self.assertEqual(series.source, "inventory")
         self.assertEqual(series.content["metric"], "DCGM_FI_DEV_GPU_TEMP")
         self.assertEqual(len(series.content["points"]), 6)
-        anomaly = Observation.objects.get(incident=self.gpu_incident, kind="telemetry_anomaly")
+        anomaly = OBS.get(incident=self.gpu_incident, kind="telemetry_anomaly")
         self.assertIn("temperature 85", anomaly.summary)
 
     def test_it_calls_the_diagnosis_when_it_is_installed(self) -> None:
@@ -225,13 +227,13 @@ class PrometheusTests(EvidenceTestCase):
         # One query per metric for all the incident's GPUs (the node's 8), the subject GPU first.
         self.assertTrue(first.startswith(f'DCGM_FI_DEV_XID_ERRORS{{UUID=~"{self.uuid}|'), first)
         self.assertEqual(first.count("GPU-"), 8)
-        obs = Observation.objects.get(
+        obs = OBS.get(
             incident=self.gpu_incident, kind="dcgm_series", content__uuid=self.uuid, source="prometheus"
         )
         self.assertEqual(obs.locator, first)
         self.assertEqual(len(obs.content["points"]), 40)
         self.assertTrue(
-            Observation.objects.filter(
+            OBS.filter(
                 incident=self.gpu_incident, kind="telemetry_anomaly", summary__contains="Xid 79"
             ).exists()
         )
@@ -244,7 +246,7 @@ class PrometheusTests(EvidenceTestCase):
         obs.refresh_from_db()
         self.assertEqual(len(obs.content["points"]), 40)  # what was frozen stays
         err = (
-            Observation.objects.filter(incident=self.gpu_incident, kind="dcgm_series")
+            OBS.filter(incident=self.gpu_incident, kind="dcgm_series")
             .exclude(error="")
             .first()
         )
@@ -262,7 +264,7 @@ class PrometheusTests(EvidenceTestCase):
             side_effect=lambda q, *a: self.series(range(-5, 10)) if "XID" in q else [],
         ):
             collect_evidence(self.gpu_incident.pk, now=NOW)
-        obs = Observation.objects.get(
+        obs = OBS.get(
             incident=self.gpu_incident, kind="dcgm_series", source="prometheus", content__uuid=self.uuid
         )
         self.assertEqual(len(obs.content["points"]), 40)
@@ -306,7 +308,7 @@ class LogTests(EvidenceTestCase):
         pod_log.assert_called_once_with(
             "vision", "resnet-train-0", container="main", previous=True, tail_lines=200
         )
-        obs = Observation.objects.get(incident=self.incident, kind="log")
+        obs = OBS.get(incident=self.incident, kind="log")
         self.assertEqual(obs.content, {"container": "main", "previous": True, "lines": log.splitlines()})
         self.assertEqual(obs.source, "log")
 
@@ -314,7 +316,7 @@ class LogTests(EvidenceTestCase):
         collect_evidence(
             self.incident.pk, now=NOW
         )  # no kubeconfig in tests: the client cannot load credentials
-        obs = Observation.objects.get(incident=self.incident, kind="log")
+        obs = OBS.get(incident=self.incident, kind="log")
         self.assertTrue(obs.error.startswith("Kubernetes:"))
         self.assertEqual(obs.content["call"], "log vision/resnet-train-0 previous")
 
