@@ -121,10 +121,18 @@ def kai_preempt_message(ns: str, pod: str, job_ns: str, podgroup: str) -> str:
     return f"Pod {ns}/{pod} was preempted by higher priority workload {job_ns}/{podgroup}"
 
 
+def _kai_resources(gpus: float, cpu_cores: float = 0, memory_gb: float = 0) -> str:
+    """KAI's ResourceRequirements.String(): ``GPU: 2, CPU: 16 (cores), memory: 137.44 (GB)``."""
+    return f"GPU: {_fmt_num(round(gpus, 2))}, CPU: {_fmt_num(cpu_cores)} (cores), memory: {_fmt_num(round(memory_gb, 2))} (GB)"
+
+
 def kai_queue_details(queue: str, allocated: float, quota: float, fair_share: float, priority: int) -> str:
+    """One queue's line in a reclaim event. Pods request 8 cores and 64 GiB per GPU (as the servers render them);
+    queues have no CPU or memory quota."""
+    uses = _kai_resources(allocated, 8 * allocated, allocated * 64 * 2**30 / 1e9)
     return (
-        f"{queue} uses <GPU: {_fmt_num(allocated)}> with a quota of <GPU: {_fmt_num(quota)}>, "
-        f"fair-share of <GPU: {_fmt_num(round(fair_share, 2))}> and queue priority of <{priority}>."
+        f"{queue} uses <{uses}> with a quota of <{_kai_resources(quota)}>, "
+        f"fair-share of <{_kai_resources(fair_share)}> and queue priority of <{priority}>."
     )
 
 
