@@ -72,10 +72,10 @@ class FleetTest(BaseTestCase):
 
     def test_it_costs_the_same_queries_for_4_nodes_and_60(self) -> None:
         other = Cluster.objects.create(name="big")
-        build_fleet(other, range(4), T)
+        build_fleet(other, range(4), T, window=timedelta(minutes=15))
         with CaptureQueriesContext(connection) as small:
             assert self.client.get(f"/fleet/?cluster=big&{Q}").status_code == 200
-        build_fleet(other, range(4, 60), T)
+        build_fleet(other, range(4, 60), T, window=timedelta(minutes=15))
         with CaptureQueriesContext(connection) as big:
             r = self.client.get(f"/fleet/?cluster=big&{Q}")
         assert r.status_code == 200 and r.content.decode().count("gcell gcell-") == 60 * 8 + 5
