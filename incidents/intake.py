@@ -23,7 +23,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from incidents.models import Alert
+from incidents.models import Alert, Incident
 
 logger = logging.getLogger(__name__)
 
@@ -369,6 +369,8 @@ def process_alert(alert_id: int) -> int | None:
         outcome = group_alert(alert)
         incident_id = outcome.pk
         if getattr(outcome, "needs_evidence", False):
+            # The page polls while "pending"; the sweeper re-queues collections left pending too long.
+            Incident.objects.filter(pk=incident_id).update(collection_state="pending")
             transaction.on_commit(lambda: enqueue_evidence(incident_id))
     return incident_id
 

@@ -141,6 +141,15 @@ def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: s
     ctx = _status_context(request, incident, cursor)
     if fragment in (None, "evidence"):
         page = ctx["evidence"] = _evidence_page(request, incident)
+        # Observations the hypotheses cite are pinned above the pages, so every "#obs-N" anchor resolves.
+        ctx["cited"] = list(
+            Observation.objects.filter(hypotheses__incident=incident)
+            .defer("content")
+            .distinct()
+            .select_related("entity", "entity__cluster")
+            .order_by("observed_at", "id")[:200]
+        )
+        ctx["cited_ids"] = {o.pk for o in ctx["cited"]}
         keep = {k: request.GET[k] for k in ("kind", "errors") if request.GET.get(k)}
         base = incident.get_absolute_url() + "?" + (urlencode(keep) + "&" if keep else "")
         if page.has_previous():
