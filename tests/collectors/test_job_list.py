@@ -45,3 +45,10 @@ class JobListTest(PageTestCase):
 
     def test_it_is_a_404_for_an_unknown_cluster(self):
         assert self.get("/c/nowhere/jobs/").status_code == 404
+
+
+class JobListCursorFormTest(PageTestCase):
+    def test_it_keeps_the_filters_when_a_time_is_typed_into_the_cursor_bar(self):
+        html = self.get(PATH + "?queue=nlp&phase=Pending", self.times["end"]).content.decode()
+        assert '<input type="hidden" name="queue" value="nlp">' in html
+        assert '<input type="hidden" name="phase" value="Pending">' in html

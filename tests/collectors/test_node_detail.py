@@ -64,3 +64,13 @@ class NodeDetailTest(PageTestCase):
     def test_it_is_a_404_for_an_unknown_node_or_cluster(self):
         assert self.get("/c/gpu-prod/nodes/nope/").status_code == 404
         assert self.get("/c/other/nodes/h100-01/").status_code == 404
+
+
+class NodeLiveTest(PageTestCase):
+    def test_it_renders_live_without_t_and_links_without_a_cursor(self):
+        r = self.client.get(PATH)
+        assert r.status_code == 200
+        html = r.content.decode()
+        assert "live ·" in html
+        assert r.context["version"] is not None  # the story's last versions are still open
+        assert 'href="/c/gpu-prod/pods/vision/resnet-train-0/"' in html
