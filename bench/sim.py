@@ -15,8 +15,10 @@ import argparse
 import resource
 import sys
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -25,8 +27,121 @@ from kubernetes import client, config  # noqa: E402
 from collectors.sim.engine.world import World  # noqa: E402
 from collectors.sim.scenario import load_scenario  # noqa: E402
 from collectors.sim.server import SimServer  # noqa: E402
+from collectors.sim.state import SimChange, SimGPU, SimJob, SimNode, SimPod, SimProject  # noqa: E402
 
 PROJECTS = 200
+T0 = datetime(2026, 11, 29, tzinfo=UTC)
+
+
+class FleetState:
+    """``--serving-only``: the same fleet built directly from state.py objects, without the engine,
+    to measure the servers alone (8,000 pods bound, the rest pending)."""
+
+    def __init__(self, nodes: int, pods: int) -> None:
+        self.now = T0 + timedelta(hours=1)
+        self.tick_seconds = 60
+        self.cluster_name = "gpu-bench"
+        self.dcgm_labels = "classic"
+        self.scenario = SimpleNamespace(
+            cluster=SimpleNamespace(name="gpu-bench", scheduler="kai", dcgm_labels="classic")
+        )
+        self.changes: list[SimChange] = []
+        self.nodes = {}
+        width = len(str(nodes))
+        for i in range(1, nodes + 1):
+            name = f"h100-{i:0{max(2, width)}d}"
+            gpus = [
+                SimGPU(
+                    index=g,
+                    uuid=f"GPU-{i:08x}-0000-0000-0000-{g:012x}",
+                    pci_bus_id=f"00000000:{0x1A + g:02X}:00.0",
+                )
+                for g in range(8)
+            ]
+            self.nodes[name] = SimNode(
+                name=name,
+                nodepool="h100",
+                gpu_product="NVIDIA-H100-80GB-HBM3",
+                gpu_memory_mib=81559,
+                labels={"kubernetes.io/hostname": name},
+                taints=[],
+                gpus=gpus,
+                created_at=T0 - timedelta(days=30),
+                uid=f"node-{i}",
+            )
+        self.projects = {
+            f"team-{i:02d}": SimProject(
+                name=f"team-{i:02d}",
+                namespace=f"team-{i:02d}",
+                quota_gpus=nodes * 8 // PROJECTS,
+                limit_gpus=None,
+                over_quota_weight=1,
+                priority=0,
+                created_at=T0,
+                uid=f"p-{i}",
+            )
+            for i in range(PROJECTS)
+        }
+        self.jobs, self.pods = {}, {}
+        free = [(n, g) for n in self.nodes.values() for g in n.gpus]
+        for k in range(pods):
+            project = f"team-{k % PROJECTS:02d}"
+            job = SimJob(
+                name=f"job-{k:05d}",
+                project=project,
+                namespace=project,
+                uid=f"job-{k}",
+                submit_at=T0,
+                pods=1,
+                gpus_per_pod=1,
+                priority_class="train",
+                runtime_s=None,
+                image="nvcr.io/nvidia/pytorch:24.08-py3",
+                node_selector={},
+                tolerations=[],
+                sm_activity=0.7,
+                failure=None,
+                state="Pending",
+            )
+            pod = SimPod(
+                name=f"job-{k:05d}-0-abcde",
+                namespace=project,
+                job=job.name,
+                index=0,
+                uid=f"pod-{k}",
+                created_at=T0,
+                gpus_requested=1,
+                image=job.image,
+                scheduled_message=f"0/{nodes} nodes are available: {nodes} Insufficient nvidia.com/gpu.",
+            )
+            if k < len(free):
+                node, gpu = free[k]
+                gpu.pod = f"{project}/{pod.name}"
+                pod.node, pod.gpu_indices, pod.phase, pod.started_at, pod.scheduled_message = (
+                    node.name,
+                    [gpu.index],
+                    "Running",
+                    T0,
+                    None,
+                )
+                job.state, job.started_at = "Running", T0
+            self.jobs[f"{project}/{job.name}"] = job
+            self.pods[f"{project}/{pod.name}"] = pod
+
+    def advance_to(self, t: datetime) -> None:
+        self.now = t
+
+    def live_events(self) -> list[Any]:
+        return []
+
+    def gpu_metric(self, node: str, index: int, metric: str, t: datetime) -> float | None:
+        return 50.0
+
+    def gpu_pod_at(self, node: str, index: int, t: datetime) -> str | None:
+        return self.nodes[node].gpus[index].pod
+
+    def alerts(self) -> list[dict[str, Any]]:
+        return []
 
 
 def scenario_text(nodes: int, pods: int, hours: int) -> str:
@@ -71,10 +186,17 @@ def main() -> None:
     parser.add_argument(
         "--max-ticks", type=int, default=0, help="stop advancing after N ticks (0: run the whole span)"
     )
+    parser.add_argument(
+        "--serving-only", action="store_true", help="build the fleet from state objects, without the engine"
+    )
     args = parser.parse_args()
 
     t = time.perf_counter()
-    world = World.from_scenario(load_scenario(scenario_text(args.nodes, args.pods, args.hours)))
+    if args.serving_only:
+        world: Any = FleetState(args.nodes, args.pods)
+        world.end = world.now + timedelta(hours=args.hours)
+    else:
+        world = World.from_scenario(load_scenario(scenario_text(args.nodes, args.pods, args.hours)))
     print(f"world built: {args.nodes} nodes, {args.nodes * 8} GPUs in {time.perf_counter() - t:.1f} s")
 
     with SimServer(world, alert_sink=lambda payload: None) as server:

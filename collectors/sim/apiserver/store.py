@@ -9,6 +9,7 @@ over a consistent snapshot kept for the last few ticks.
 from __future__ import annotations
 
 import bisect
+import gc
 import json
 import logging
 import threading
@@ -51,12 +52,16 @@ class Snapshot:
 
 
 def _prune(value: Any) -> Any:
-    """Drop None values, as Go's omitempty does on the wire."""
-    if isinstance(value, dict):
-        return {k: _prune(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_prune(v) for v in value]
+    """Drop None values, as Go's omitempty does on the wire (recursing only into containers: hot path)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: (_prune(v) if type(v) in _CONTAINERS else v) for k, v in value.items() if v is not None}
+    if kind is list:
+        return [_prune(v) if type(v) in _CONTAINERS else v for v in value]
     return value
+
+
+_CONTAINERS = (dict, list)
 
 
 def _field(obj: dict[str, Any], path: tuple[str, ...]) -> str:
@@ -103,6 +108,17 @@ class Store:
 
     def sync(self, world: Any) -> int:
         """Render the world at world.now, record what changed; returns the number of changes."""
+        # A tick allocates many short-lived objects over a large live heap: the cyclic collector's full
+        # passes would dominate (seconds per tick at 20,000 pods). Nothing here creates cycles.
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._sync(world)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _sync(self, world: Any) -> int:
         ctx = build_context(world)
         self.scheduler = ctx.scheduler
         changes: list[tuple[int, str, str, bytes, Entry]] = []

@@ -27,25 +27,40 @@ def _heartbeat_bucket(ctx: RenderContext) -> int:
 
 
 def _job_sig(ctx: RenderContext, job: Any) -> tuple[Any, ...]:
-    pods = ctx.pods_by_job.get((job.namespace, job.name), [])
-    return (
-        job.state,
-        job.started_at,
-        job.finished_at,
-        job.generation,
-        job.image,
-        job.pods,
-        job.gpus_per_pod,
-        job.preempted_count,
-        job.resource_version,
-        tuple((p.phase, p.node, p.restart_count, repr(p.container_state)) for p in pods),
-    )
+    """What a Job/PodGroup/Workload rendering depends on; memoised per tick (jobs and groups share it)."""
+    key = ("job", job.namespace, job.name)
+    sig = ctx.memo.get(key)
+    if sig is None:
+        pods = ctx.pods_by_job.get((job.namespace, job.name), [])
+        sig = (
+            job.state,
+            job.started_at,
+            job.finished_at,
+            job.generation,
+            job.image,
+            job.pods,
+            job.gpus_per_pod,
+            job.preempted_count,
+            job.resource_version,
+            tuple(
+                (p.phase, p.node, p.restart_count, p.resource_version, repr(p.container_state)) for p in pods
+            ),
+        )
+        ctx.memo[key] = sig
+    return sig
 
 
 def _project_sig(ctx: RenderContext, name: str) -> tuple[Any, ...]:
-    u = ctx.usage.get(name)
-    p = ctx.projects.get(name)
-    return (repr(u), repr(p), ctx.last_change.get(("project", name)))
+    key = ("project", name)
+    sig = ctx.memo.get(key)
+    if sig is None:
+        sig = (
+            repr(ctx.usage.get(name)),
+            repr(ctx.projects.get(name)),
+            ctx.last_change.get(("project", name)),
+        )
+        ctx.memo[key] = sig
+    return sig
 
 
 def _iter_nodes(ctx: RenderContext) -> Iterator[Item]:

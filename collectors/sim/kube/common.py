@@ -6,9 +6,10 @@ set ``metadata.resourceVersion`` (the API server's store owns that counter).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 GPU = "nvidia.com/gpu"
@@ -19,7 +20,13 @@ def ts(value: datetime | None) -> str | None:
     """RFC 3339 UTC with a Z suffix and seconds precision, as the API server writes metav1.Time."""
     if value is None:
         return None
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _ts(value)
+
+
+@functools.lru_cache(maxsize=65536)
+def _ts(value: datetime) -> str:
+    # the same few thousand instants repeat across objects; isoformat is also much cheaper than strftime
+    return value.astimezone(UTC).replace(tzinfo=None, microsecond=0).isoformat() + "Z"
 
 
 def stable_uid(*parts: str) -> str:
