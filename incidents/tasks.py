@@ -32,8 +32,9 @@ def process_alert(alert_id: int) -> int | None:
     return intake.process_alert(int(alert_id))
 
 
-@shared_task(bind=True, ignore_result=True, max_retries=3, retry_backoff=True)
+@shared_task(bind=True, ignore_result=True, autoretry_for=(Exception,), max_retries=3, retry_backoff=True)
 def collect_evidence(self, incident_id: int) -> int:
+    """Reruns are safe (dedup keys): a worker killed mid-way, or a database hiccup, simply retries."""
     return evidence.collect_evidence(int(incident_id))
 
 

@@ -104,8 +104,18 @@ def _from_prometheus(
         return False
     uuids = [u for u, _ in gpus]
     ok = True
+    down = ""  # once Prometheus timed out or refused, the other queries are skipped (bounded collection time)
     for metric in METRICS:
         query = promql(metric, uuids)
+        if down:
+            _error(
+                batch,
+                metric,
+                query,
+                end,
+                f"Prometheus not queried: it did not answer earlier in this collection ({down})",
+            )
+            continue
         try:
             series = source.query_range(query, start, end, step)
             if not series:  # dcgm-exporter spelled the label "uuid" in some releases
@@ -116,6 +126,8 @@ def _from_prometheus(
             ok = False
             message = getattr(exc, "message", None) or str(exc)
             _error(batch, metric, query, end, f"Prometheus did not answer: {message}")
+            if getattr(exc, "status", None) is None:  # no HTTP status: timeout or connection refused
+                down = message[:200]
             continue
         by_uuid: dict[str, list[list[Any]]] = {}
         for s in series:

@@ -135,16 +135,12 @@ class CollectTests(EvidenceTestCase):
             ev.content["involved"], {"kind": "Pod", "namespace": "vision", "name": "resnet-train-0"}
         )
         self.assertEqual(ev.observed_at, T0 - timedelta(minutes=2))
-        ch = OBS.filter(
-            incident=self.incident, kind="change", content__field="quota_gpus"
-        ).get()
+        ch = OBS.filter(incident=self.incident, kind="change", content__field="quota_gpus").get()
         self.assertEqual(
             (ch.content["old"], ch.content["new"], ch.content["actor"]), (16, 8, "platform-admin")
         )
         self.assertEqual(ch.content["entity"], {"kind": "queue", "namespace": "", "name": "vision"})
-        queue_versions = OBS.filter(incident=self.incident, kind="queue_state").order_by(
-            "observed_at"
-        )
+        queue_versions = OBS.filter(incident=self.incident, kind="queue_state").order_by("observed_at")
         self.assertEqual([o.content["state"]["quota_gpus"] for o in queue_versions], [16, 8])
         self.assertEqual(queue_versions[0].source, "kai")
         al = OBS.get(incident=self.incident, kind="alert")
@@ -182,9 +178,7 @@ class CollectTests(EvidenceTestCase):
 
     def test_it_falls_back_to_inventory_samples_without_prometheus(self) -> None:
         collect_evidence(self.gpu_incident.pk, now=NOW)
-        series = OBS.get(
-            incident=self.gpu_incident, kind="dcgm_series", content__uuid=self.uuid
-        )
+        series = OBS.get(incident=self.gpu_incident, kind="dcgm_series", content__uuid=self.uuid)
         self.assertEqual(series.source, "inventory")
         self.assertEqual(series.content["metric"], "DCGM_FI_DEV_GPU_TEMP")
         self.assertEqual(len(series.content["points"]), 6)
@@ -245,11 +239,7 @@ class PrometheusTests(EvidenceTestCase):
             collect_evidence(self.gpu_incident.pk, now=NOW + timedelta(minutes=5))
         obs.refresh_from_db()
         self.assertEqual(len(obs.content["points"]), 40)  # what was frozen stays
-        err = (
-            OBS.filter(incident=self.gpu_incident, kind="dcgm_series")
-            .exclude(error="")
-            .first()
-        )
+        err = OBS.filter(incident=self.gpu_incident, kind="dcgm_series").exclude(error="").first()
         self.assertIn("Prometheus did not answer: did not answer within 10 s", err.error)
         self.assertEqual(err.content["source"], "prometheus")
 
@@ -342,3 +332,22 @@ class SurvivalTests(EvidenceTestCase):
         self.assertIn("temperature 85", html)
         self.assertIn(f"DCGM_FI_DEV_GPU_TEMP on {self.uuid}: 6 points", html)
         self.assertIn("Prometheus did not answer", html)  # the failure is shown as evidence too
+
+
+class BoundedTimeTests(EvidenceTestCase):
+    def test_it_stops_querying_a_prometheus_that_does_not_answer(self) -> None:
+        self.cluster.prometheus_url = "http://prometheus.test:9090"
+        self.cluster.save()
+        hang = SourceError(
+            "prometheus", "query_range", "did not answer within 10 s (http://prometheus.test:9090)"
+        )
+        with mock.patch("collectors.sources.prometheus.PrometheusSource.query_range", side_effect=hang) as q:
+            collect_evidence(self.gpu_incident.pk, now=NOW)
+        self.assertEqual(q.call_count, 1)
+        errors = OBS.filter(incident=self.gpu_incident, kind="dcgm_series").exclude(error="")
+        self.assertEqual(errors.count(), 7)  # one per metric: the first failed, the others were not asked
+        self.assertTrue(errors.filter(error__startswith="Prometheus not queried").exists())
+        # and the inventory's samples still stand in for the live series
+        self.assertTrue(
+            OBS.filter(incident=self.gpu_incident, kind="dcgm_series", source="inventory").exists()
+        )
