@@ -47,6 +47,7 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, str, bool, str | None, list[str
     ),
     (KUEUE, "v1beta1", "workloads"): ("workloads", "Workload", True, "kueue", ["wl"]),
 }
+RESOURCE_KINDS = {res: (f"{g}/{v}" if g else v, kind) for (g, v, _), (res, kind, *_rest) in RESOURCES.items()}
 WATCH_DEFAULT_TIMEOUT = 1800.0
 
 
@@ -74,6 +75,9 @@ class HTTPError(Exception):
 
 class KubeHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = (
+        True  # headers and body go out as separate writes: Nagle + delayed ACK cost 40 ms a request
+    )
     server_version = "sim-kube-apiserver/1.31"
     sim: KubeAPIServer  # set on the handler subclass by KubeAPIServer
 
@@ -386,6 +390,18 @@ class KubeHandler(BaseHTTPRequestHandler):
                     self._chunk(b'{"type":"' + kind.encode() + b'","object":' + data + b"}\n")
                 since = rv
             store.wait(since, max(0.0, min(1.0, deadline - time.monotonic())))
+        if query.get("allowWatchBookmarks") in ("1", "true", "True") and not store.closed:
+            # lets the client resume from here without replaying what it has seen (like the real server)
+            kind = RESOURCE_KINDS.get(resource, ("v1", "Object"))
+            mark = {
+                "type": "BOOKMARK",
+                "object": {
+                    "kind": kind[1],
+                    "apiVersion": kind[0],
+                    "metadata": {"resourceVersion": str(since)},
+                },
+            }
+            self._chunk(json.dumps(mark).encode() + b"\n")
         self._chunk(b"")
 
     #

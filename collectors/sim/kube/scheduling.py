@@ -93,7 +93,7 @@ def kai_queue(ctx: RenderContext, project: SimProject) -> dict[str, Any]:
     ]
     managed.append(
         managed_field(
-            project.last_manager or manager,
+            manager if changed else project.last_manager,
             f"{KAI_GROUP}/v2",
             changed or project.created_at,
             {"f:spec": {"f:resources": {"f:gpu": {"f:quota": {}, "f:limit": {}}}}},
@@ -311,7 +311,7 @@ def kueue_cluster_queue(ctx: RenderContext, project: SimProject) -> dict[str, An
             "finalizers": ["kueue.x-k8s.io/resource-in-use"],
             "managedFields": [
                 managed_field(
-                    project.last_manager or manager,
+                    manager if changed else project.last_manager,
                     f"{KUEUE_GROUP}/v1beta1",
                     changed or project.created_at,
                     {"f:spec": {"f:resourceGroups": {}}},

@@ -405,3 +405,38 @@ def test_it_serves_the_same_bytes_for_the_same_world() -> None:
                 ]
             )
     assert bodies[0] == bodies[1]
+
+
+def test_it_watches_custom_objects_with_bookmarks() -> None:
+    world = SmallWorld()
+
+    def cut_quota(w: SmallWorld) -> None:
+        w.projects["vision"].quota_gpus = 4
+        w.projects["vision"].resource_version += 1
+        w.changes.append(SimChange(w.now, "project", "vision", "quota", 8, 4, "bob"))
+
+    world.plan.append((world.now + timedelta(minutes=1), cut_quota))
+    with SimServer(world) as sim:
+        custom = client.CustomObjectsApi(api(sim))
+        rv = custom.list_cluster_custom_object("scheduling.run.ai", "v2", "queues")["metadata"][
+            "resourceVersion"
+        ]
+        sim.advance_to(world.now + timedelta(minutes=1))
+        events = list(
+            watch.Watch().stream(
+                custom.list_cluster_custom_object,
+                "scheduling.run.ai",
+                "v2",
+                "queues",
+                resource_version=rv,
+                timeout_seconds=1,
+                allow_watch_bookmarks=True,
+            )
+        )
+        assert [e["type"] for e in events] == ["MODIFIED", "BOOKMARK"]
+        assert events[0]["object"]["metadata"]["name"] == "vision"
+        modified = events[0]["object"]
+        assert modified["spec"]["resources"]["gpu"]["quota"] == 4
+        assert "bob" in [m["manager"] for m in modified["metadata"]["managedFields"]]
+        assert events[-1]["type"] == "BOOKMARK"
+        assert events[-1]["object"]["metadata"]["resourceVersion"] == str(sim.store.rv)

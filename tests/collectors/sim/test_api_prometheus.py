@@ -119,3 +119,21 @@ def test_it_serves_series_labels_and_the_exporter_page() -> None:
             'Hostname="h100-02",DCGM_FI_DRIVER_VERSION="550.127.08",container="",namespace="",pod=""} 0'
             in text
         )
+
+
+def test_it_accepts_post_form_queries_and_rfc3339_times() -> None:
+    world = SmallWorld()
+    with SimServer(world) as sim:
+        form = urllib.parse.urlencode(
+            {
+                "query": 'max_over_time(DCGM_FI_DEV_GPU_TEMP{Hostname="h100-02",gpu="7"}[10m])',
+                "time": world.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        ).encode()
+        with urllib.request.urlopen(
+            urllib.request.Request(sim.prometheus_url + "/api/v1/query", data=form)
+        ) as resp:
+            body = json.loads(resp.read())
+        (result,) = body["data"]["result"]
+        assert "__name__" not in result["metric"]  # functions drop the metric name
+        assert result["value"] == [int(world.now.timestamp()), "47"]
