@@ -244,3 +244,43 @@ class IncidentDetailTests(IncidentPageTestCase):
         with mock.patch("incidents.views.neighbour_change_times", return_value=(None, None)):
             html = self.client.get(self.url).content.decode()
         self.assertNotIn("every 2s", html)
+
+
+class TimelineTests(IncidentPageTestCase):
+    def test_it_links_each_timeline_row_to_its_entity_at_that_time(self) -> None:
+        r = self.client.get(self.url, headers={"HX-Request": "true", "HX-Target": "timeline"})
+        html = r.content.decode()
+        self.assertTrue(html.strip().startswith('<section class="panel" id="timeline">'))
+        # the FailedScheduling event 12 minutes before onset links to the pod as of 02:48
+        self.assertIn(
+            'href="/c/gpu-prod/pods/vision/resnet-train-0/?t=2026-11-29T02%3A48%3A00Z&amp;w=2h"', html
+        )
+        self.assertIn("GPUJobPendingTooLong fired", html)
+
+
+class HistoryTests(IncidentPageTestCase):
+    def test_it_redirects_anonymous_users(self) -> None:
+        self.assertEqual(self.anon.get(f"/incidents/{self.incident.pk}/history/").status_code, 302)
+
+    def test_it_lists_who_changed_what_for_viewers_too(self) -> None:
+        self.client.post(self.url, {"status": "investigating"})
+        self.client.post(self.url, {"owner": "alice"})
+        html = self.login_as(self.bob).get(f"/incidents/{self.incident.pk}/history/").content.decode()
+        self.assertIn("incident.status", html)
+        self.assertIn("incident.owner", html)
+        self.assertNotIn('name="status"', html)
+
+    def test_its_query_count_is_bounded(self) -> None:
+        for s in ("investigating", "mitigated", "resolved", "open", "resolved"):
+            self.client.post(self.url, {"status": s})
+        with self.assertNumQueries(6):
+            self.client.get(f"/incidents/{self.incident.pk}/history/")
+
+
+class AlertDetailTests(IncidentPageTestCase):
+    def test_it_shows_the_alert_and_links_its_incident_at_onset(self) -> None:
+        a = Alert.objects.get()
+        html = self.client.get(f"/alerts/{a.pk}/").content.decode()
+        self.assertIn("job_name", html)
+        self.assertIn(f'href="/incidents/{self.incident.pk}/?t=2026-11-29T03%3A00%3A00Z', html)
+        self.assertEqual(self.anon.get(f"/alerts/{a.pk}/").status_code, 302)
