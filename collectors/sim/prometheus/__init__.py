@@ -60,7 +60,9 @@ def parse_step(text: str | None) -> float:
 
 class PrometheusHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out as separate writes: Nagle + delayed ACK cost 40 ms a request
+    disable_nagle_algorithm = (
+        True  # headers and body go out as separate writes: Nagle + delayed ACK cost 40 ms a request
+    )
     server_version = "sim-prometheus/2.55"
     sim: PrometheusServer
 
@@ -192,8 +194,13 @@ class PrometheusHandler(BaseHTTPRequestHandler):
         if name == "__name__":
             return sorted(self.sim.source.metric_names)
         values = set()
+        now = self.sim.world.now
         for node, gpu in self.sim.source.gpus():
-            v = self.sim.source.static_labels(node, gpu).get(name)
+            labels = {
+                **self.sim.source.static_labels(node, gpu),
+                **self.sim.source.pod_labels(node, gpu, now),
+            }
+            v = labels.get(name)
             if v:
                 values.add(v)
         return sorted(values)

@@ -161,8 +161,13 @@ class DcgmSource:
             value = self.world.gpu_metric(node.name, gpu.index, metric, when)
         return None if value is None else float(value)
 
-    def select(self, selector: Selector, start: float, end: float) -> dict[tuple, list[tuple[float, float]]]:
-        """Samples in (start, end] of every series the selector matches, keyed by its label set."""
+    def select(
+        self, selector: Selector, start: float, end: float, last_only: bool = False
+    ) -> dict[tuple, list[tuple[float, float]]]:
+        """Samples in (start, end] of every series the selector matches, keyed by its label set.
+
+        ``last_only``: an instant selector needs only each GPU's latest sample in the lookback window.
+        """
         names = [selector.metric] if selector.metric else sorted(self.metric_names)
         out: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
         times = self.sample_times(start, end)
@@ -181,13 +186,15 @@ class DcgmSource:
                     if m.name in base or not _dynamic(m.name, self.variant)
                 ):
                     continue
-                for t in times:
+                for t in reversed(times) if last_only else times:
                     v = self.value(node, gpu, metric, t)
                     if v is None:
                         continue
                     labels = {**base, **self.pod_labels(node, gpu, datetime.fromtimestamp(t, UTC))}
                     if all(m.matches(labels) for m in selector.matchers):
                         out[_key(labels)].append((t, v))
+                    if last_only:
+                        break
         return out
 
 
@@ -207,7 +214,7 @@ def evaluate(source: DcgmSource, expr: Expr, t: float) -> list[Sample] | float:
     if isinstance(expr, Number):
         return expr.value
     if isinstance(expr, Selector):
-        series = source.select(expr, t - LOOKBACK_S, t)
+        series = source.select(expr, t - LOOKBACK_S, t, last_only=True)
         return [(dict(k), pts[-1][1]) for k, pts in series.items() if pts]
     if isinstance(expr, RangeFunction):
         series = source.select(expr.selector, t - expr.range_s, t)
