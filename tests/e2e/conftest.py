@@ -1,0 +1,131 @@
+"""Fixtures of the browser tests: one real server per session, Debian's chromium, a guard on every context.
+
+Every test in this folder is marked ``e2e``. Chromium is never downloaded: the tests drive
+``/usr/bin/chromium`` (``.ci/run`` installs it with apt) and fail, not skip, when it is missing.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
+
+from tests.e2e import server as srv
+from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, VIEWPORT, Guard
+
+logger = logging.getLogger(__name__)
+
+ARTIFACTS = srv.REPO / "artifacts" / "e2e"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if Path(str(item.fspath)).resolve().parent == here:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    if ARTIFACTS.exists():
+        shutil.rmtree(ARTIFACTS)
+    ARTIFACTS.mkdir(parents=True)
+    return ARTIFACTS
+
+
+@pytest.fixture(scope="session")
+def live(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[srv.Server]:
+    """gunicorn serving the e2e scenario's world (see tests/e2e/server.py)."""
+    server = srv.start(tmp_path_factory.mktemp("e2e"), artifacts)
+    try:
+        yield server
+    finally:
+        srv.stop(server.proc)
+
+
+@pytest.fixture(scope="session")
+def playwright() -> Iterator[Playwright]:
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(
+            f"{CHROMIUM} is missing: the browser tests drive Debian's chromium (apt-get install chromium); "
+            "they never download a browser",
+            pytrace=False,
+        )
+    with sync_playwright() as pw:
+        yield pw
+
+
+@pytest.fixture(scope="session")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    b = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture(scope="session")
+def auth_state(browser: Browser, live: srv.Server, artifacts: Path) -> str:
+    """A session cookie obtained through the login form once (test_navigation logs in by hand too)."""
+    context = browser.new_context(viewport=VIEWPORT)
+    guard = Guard(live.netloc)
+    guard.attach(context)
+    page = context.new_page()
+    page.goto(live.url + "/accounts/login/")
+    page.fill("input[name=username]", srv.USERNAME)
+    page.fill("input[name=password]", srv.PASSWORD)
+    with page.expect_navigation(wait_until="load"):
+        page.click("button[type=submit]")
+    assert page.url == live.url + "/", f"login did not land on the console: {page.url}"
+    path = artifacts / "auth-state.json"
+    context.storage_state(path=str(path))
+    context.close()
+    guard.check()
+    return str(path)
+
+
+class Session:
+    """One browser context for one test, with its guard; ``page`` is its first tab."""
+
+    def __init__(self, context: BrowserContext, guard: Guard, live: srv.Server) -> None:
+        self.context = context
+        self.guard = guard
+        self.live = live
+        self.page = context.new_page()
+
+    def url(self, path: str) -> str:
+        return self.live.url + path
+
+
+def _session(browser: Browser, live: srv.Server, storage_state: str | None) -> Iterator[Session]:
+    context = browser.new_context(viewport=VIEWPORT, storage_state=storage_state, accept_downloads=True)
+    context.set_default_timeout(TIMEOUT_MS)
+    guard = Guard(live.netloc)
+    guard.attach(context)
+    session = Session(context, guard, live)
+    try:
+        yield session
+    finally:
+        context.close()
+    guard.check()
+
+
+@pytest.fixture
+def anon(browser: Browser, live: srv.Server) -> Iterator[Session]:
+    """A fresh browser with no cookie (for the login flow)."""
+    yield from _session(browser, live, None)
+
+
+@pytest.fixture
+def alice(browser: Browser, live: srv.Server, auth_state: str) -> Iterator[Session]:
+    """Alice, a responder, already logged in."""
+    yield from _session(browser, live, auth_state)
+
+
+@pytest.fixture
+def page(alice: Session) -> Page:
+    return alice.page

@@ -1,0 +1,165 @@
+"""The real rcaweb server for the browser tests: a scenario loaded through the real pipeline, served by gunicorn.
+
+Why a subprocess and not pytest-django's ``live_server``: the browser must see what an operator sees, so the
+server runs with production settings (``RCAWEB_DEBUG=false``, no ``PYTEST_VERSION`` in its environment, so
+no test-only shortcuts), in its own process, on a free loopback port. Its data comes from
+``manage.py run_scenario --database configured`` on a fresh SQLite file: simulator → collectors → the
+Alertmanager webhook → intake → evidence → diagnosis, exactly as in production, only in fast forward.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIO = Path(__file__).resolve().parent / "scenario.yaml"
+USERNAME = "alice"
+PASSWORD = "e2e-" + secrets.token_urlsafe(12)
+
+
+@dataclass
+class Server:
+    """A running server and what the scenario produced (the ``run_scenario --json`` document)."""
+
+    url: str
+    run: dict[str, Any]
+    proc: subprocess.Popen[bytes]
+    logs: Path
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def incident(self) -> dict[str, Any]:
+        return self.run["incidents"][0]
+
+    @property
+    def netloc(self) -> str:
+        return self.url.split("://", 1)[1]
+
+
+def server_env(db_path: Path) -> dict[str, str]:
+    """Production-like settings on a private SQLite file; nothing inherited that could point elsewhere."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("RCAWEB_", "PYTEST_", "DJANGO_")) and k not in ("DATABASE_URL", "REDIS_URL")
+    }
+    env.update(
+        {
+            "RCAWEB_DEBUG": "false",
+            "RCAWEB_SECRET_KEY": secrets.token_urlsafe(40),
+            "RCAWEB_SECURE_COOKIES": "false",  # plain http on loopback: secure cookies would never be sent back
+            "RCAWEB_PLAIN_STATIC": "true",  # WhiteNoise serves from the finders; no collectstatic into var/
+            "RCAWEB_SQLITE_PATH": str(db_path),
+            "RCAWEB_CELERY_EAGER": "true",
+            "RCAWEB_ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "RCAWEB_LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _manage(args: list[str], env: dict[str, str], log: Path, timeout: float) -> str:
+    """Run ``manage.py ARGS``; stdout is returned, stderr appended to ``log``; a failure says what and where."""
+    cmd = [sys.executable, str(REPO / "manage.py"), *args]
+    try:
+        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"e2e setup: `manage.py {' '.join(args)}` took over {timeout:.0f} s")
+    with log.open("ab") as fh:
+        fh.write(f"$ manage.py {' '.join(args)}\n".encode() + done.stderr)
+    if done.returncode != 0:
+        tail = done.stderr.decode(errors="replace")[-3000:]
+        raise RuntimeError(f"e2e setup: `manage.py {' '.join(args)}` exited {done.returncode}:\n{tail}")
+    return done.stdout.decode()
+
+
+CREATE_USER = """
+from django.contrib.auth.models import Group, User
+u = User.objects.create_user({username!r}, password={password!r})
+u.groups.add(Group.objects.get_or_create(name="responder")[0])
+"""
+
+
+def wait_until_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"e2e setup: gunicorn exited with {proc.returncode} before answering {url}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"e2e setup: {url} did not answer 200 within {timeout:.0f} s")
+        time.sleep(0.1)  # polling a starting server; there is no event to wait on
+
+
+def start(workdir: Path, artifacts: Path) -> Server:
+    """Migrate, run the scenario, create the responder, start gunicorn; the caller stops ``proc``."""
+    timings: dict[str, float] = {}
+    log = artifacts / "server.log"
+    log.write_bytes(b"")
+    env = server_env(workdir / "e2e.sqlite3")
+    t0 = time.monotonic()
+    _manage(["migrate", "--noinput", "-v0"], env, log, timeout=120)
+    timings["migrate_s"] = round(time.monotonic() - t0, 2)
+    t0 = time.monotonic()
+    out = _manage(
+        ["run_scenario", str(SCENARIO), "--database", "configured", "--json"], env, log, timeout=180
+    )
+    timings["scenario_s"] = round(time.monotonic() - t0, 2)
+    run = json.loads(out)
+    failed = [e for e in run["expect"] if not e["passed"]]
+    if not run["incidents"] or failed:
+        raise RuntimeError(f"e2e setup: the scenario did not produce its incident: {json.dumps(run)[:2000]}")
+    _manage(["shell", "-c", CREATE_USER.format(username=USERNAME, password=PASSWORD)], env, log, timeout=60)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "gunicorn", "rcaweb.wsgi:application", "--bind", f"127.0.0.1:{port}",
+           "--workers", "2", "--threads", "4", "--timeout", "60",
+           "--access-logfile", str(artifacts / "access.log")]  # fmt: skip
+    t0 = time.monotonic()
+    with log.open("ab") as fh:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        wait_until_up(url + "/healthz", proc)
+    except Exception:
+        stop(proc)
+        raise
+    timings["gunicorn_start_s"] = round(time.monotonic() - t0, 2)
+    logger.info("e2e server on %s (%s)", url, timings)
+    return Server(url=url, run=run, proc=proc, logs=log, timings=timings)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the gunicorn this module started (by its own pid)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
