@@ -99,6 +99,11 @@ def category(ch: ChangeRec) -> str | None:
     if ch.source == "external":
         return "external"
     parts = ch.field.split(".")
+    if parts[-1] == "containers" or parts[0] == "containers":
+        # A pod's container list also carries its runtime state: only an image change is a change.
+        return "image" if _images(ch.old) != _images(ch.new) else None
+    if parts[-1] == "taints" and _own_taints(ch.old) == _own_taints(ch.new):
+        return None  # only the node lifecycle controller's condition taints moved (NotReady, cordon mirror)
     for key in (parts[-1], parts[0]):
         if key in CATEGORIES:
             if key == "labels" and ch.entity is not None and ch.entity.kind != "node":
@@ -107,6 +112,23 @@ def category(ch: ChangeRec) -> str | None:
     if parts[0] in IGNORED_TOP or parts[-1] in IGNORED_TOP:
         return None
     return None
+
+
+def _own_taints(taints: object) -> list[str]:
+    """Taints someone set, without the node.kubernetes.io/* ones Kubernetes derives from node conditions."""
+    if not isinstance(taints, list):
+        return []
+    return sorted(
+        f"{t.get('key')}={t.get('value')}:{t.get('effect')}"
+        for t in taints
+        if isinstance(t, dict) and not str(t.get("key", "")).startswith("node.kubernetes.io/")
+    )
+
+
+def _images(containers: object) -> list[str]:
+    if not isinstance(containers, list):
+        return [str(containers)]
+    return [str(c.get("image")) for c in containers if isinstance(c, dict)]
 
 
 def related_refs(di: DiagnosisInput) -> set[Ref]:

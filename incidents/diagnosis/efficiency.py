@@ -76,9 +76,18 @@ def _pods_of_interest(di: DiagnosisInput) -> list[EntityState]:
                 pods += [p] if p else []
     seen: list[EntityState] = []
     for p in pods:
-        if p not in seen and p.get("phase") == "Running":
+        if p not in seen and p.get("phase") == "Running" and not _crashing(p):
             seen.append(p)
     return seen
+
+
+def _crashing(pod: EntityState) -> bool:
+    """A container waiting to restart leaves its GPUs idle by consequence: that is the crash's finding, not this."""
+    for c in pod.get("containers") or []:
+        waiting = (c.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            return True
+    return False
 
 
 def check_efficiency(di: DiagnosisInput, idle_for: timedelta = IDLE_FOR) -> list[Finding]:
@@ -164,6 +173,22 @@ def check_efficiency(di: DiagnosisInput, idle_for: timedelta = IDLE_FOR) -> list
                     next_questions=[
                         "Does the code actually use all visible GPUs (DDP world size, CUDA_VISIBLE_DEVICES)?"
                     ],
+                )
+            )
+        elif any(r[4] is not None for r in measured) and "GPUIdleAllocated" in di.alertnames:
+            since = min(r[4] for r in measured if r[4] is not None)
+            out.append(
+                Finding(
+                    C.IDLE_GPU_ALLOCATION,
+                    f"{pod.ref.label}'s GPUs are below {IDLE_BELOW:.2f} SM activity only since {hhmm(since)} "
+                    f"({_dur(di.t - since)}), shorter than the {_dur(idle_for)} threshold.",
+                    UNVERIFIED,
+                    0.4,
+                    supports=cites,
+                    subject=pod.ref,
+                    sources=("prometheus",),
+                    since=since,
+                    why="idle, but not for long enough to call it an idle allocation",
                 )
             )
         elif "GPUIdleAllocated" in di.alertnames or any(r.kind == "gpu" for r in di.subjects):

@@ -19,6 +19,7 @@ from incidents.diagnosis.quota import is_pending
 from incidents.diagnosis.types import (
     REFUTED,
     SUPPORTED,
+    UNVERIFIED,
     Cite,
     DiagnosisInput,
     EntityState,
@@ -218,7 +219,24 @@ def _gpu_findings(di: DiagnosisInput, node: EntityState, gpu: EntityState, is_su
         )
 
     missing = gpu.get("present") is False or gpu.get("phase") == "missing"
-    if missing:
+    if missing and not node.get("ready", True):
+        # DCGM on a NotReady node cannot be scraped: silence is the node's finding, not a lost GPU.
+        if is_subject:
+            out.append(
+                Finding(
+                    C.GPU_MISSING,
+                    f"{label} stopped reporting, but {node.name} itself is NotReady: its exporter cannot be "
+                    "scraped, so whether the GPU is gone is unknown.",
+                    UNVERIFIED,
+                    0.25,
+                    supports=[gcite, cite_state(node, di.t)],
+                    subject=gpu.ref,
+                    sources=("prometheus", "k8s"),
+                    why="the node is NotReady; its GPUs are silent either way",
+                    next_questions=[f"Once {node.name} is back, does nvidia-smi list all its GPUs?"],
+                )
+            )
+    elif missing:
         since = _since_in_history(
             di, gpu, lambda st: st.get("present") is False or st.get("phase") == "missing"
         )
@@ -277,7 +295,17 @@ def _gpu_findings(di: DiagnosisInput, node: EntityState, gpu: EntityState, is_su
                 sources=("prometheus",),
                 since=since,
                 explains=((C.GPU_XID_FAULT,) if any(x in ECC_XIDS for x, _, _ in xids) else ())
-                + ((C.CRASHLOOP_CONFIG_ERROR,) if dbe else ()),
+                # An uncorrectable error makes the device plugin mark the GPU unhealthy, which costs capacity.
+                + (
+                    (
+                        C.CRASHLOOP_CONFIG_ERROR,
+                        C.DEVICE_PLUGIN_UNHEALTHY,
+                        C.GPU_CAPACITY_SHORTAGE,
+                        C.GPU_FRAGMENTATION,
+                    )
+                    if dbe
+                    else ()
+                ),
                 facts={"node": node.name, "gpu": gpu.name, "index": gpu.get("index"), "dbe": dbe, "sbe": sbe},
                 next_questions=[
                     "Are rows pending remap (DCGM_FI_DEV_ROW_REMAP_PENDING), and did remapping fail?"

@@ -128,6 +128,8 @@ def _said_codes(parsed: Any) -> set[str]:
 #
 def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
     req = F.job_request(di, job)
+    if req.pods == 0:
+        return placed_findings(di, job, req)
     rows = F.node_fits(di, req)
     tot = F.totals(rows)
     fits_now = F.fits(rows, req)
@@ -153,6 +155,7 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
         (C.NODE_SELECTOR_MISMATCH, {F.SELECTOR}),
     ]
     causes: list[str] = []
+    alone_causes: list[str] = []
     for code, blockers in groups:
         hit = [r for r in rows if set(r.blockers) & blockers]
         if not hit:
@@ -175,6 +178,7 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
         nodes = ", ".join(r.node for r in hit[:6]) + (f" and {len(hit) - 6} more" if len(hit) > 6 else "")
         detail = _detail(code, hit, req)
         if alone:
+            alone_causes.append(code)
             statement = f"{ref.label} ({need}) would fit if {detail} on {nodes} were fixed; it does not fit without them."
             conf = 0.85
         elif not fits_now and _blocks_room(hit, req, blockers):
@@ -208,7 +212,24 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
 
     # Capacity vs fragmentation, on the nodes the job may use.
     free_needed = req.total
-    if fits_now:
+    if alone_causes and not fits_now:
+        # The GPUs exist: a blocker hides them. "Insufficient GPUs" is its symptom, not a shortage.
+        for code in (C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION):
+            out.append(
+                Finding(
+                    code,
+                    f"Not a {'capacity shortage' if code == C.GPU_CAPACITY_SHORTAGE else 'fragmentation'}: "
+                    f"{ref.label} ({need}) would fit if {', '.join(alone_causes)} were fixed; the GPUs exist "
+                    f"({tot.capacity} on {tot.nodes} node(s)), they are hidden from it.",
+                    REFUTED,
+                    0.75,
+                    refutes=base,
+                    subject=ref,
+                    sources=("k8s",),
+                    why=f"removing {', '.join(alone_causes)} alone makes the pods fit",
+                )
+            )
+    elif fits_now:
         where = [r.node for r in rows if r.fits][:6]
         out.append(
             Finding(
@@ -301,6 +322,27 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
     out.extend(queue_findings(di, job, req, rows, tot, base, fits_now, since))
     out.extend(request_findings(di, job, req, rows, since))
     return out
+
+
+def placed_findings(di: DiagnosisInput, job: EntityState, req: F.Request) -> list[Finding]:
+    """Every pod is bound to a node: the job waits on something else (image, container start), not on GPUs."""
+    pods = [p for p in di.pods_of_job(job) if p.get("node")]
+    cites: list[Cite] = [cite_state(job, di.t), *[cite_state(p, di.t) for p in pods[:4]]]
+    where = ", ".join(sorted({p.get("node") for p in pods}))
+    return [
+        Finding(
+            code,
+            f"Not a scheduling problem: all {req.bound_pods} pod(s) of {job.ref.label} are bound to {where} at "
+            f"{hhmm(di.t)}; the job waits on its containers, not on GPUs or quota.",
+            REFUTED,
+            0.85,
+            refutes=cites,
+            subject=job.ref,
+            sources=("k8s",),
+            why="every pod of the job has a node",
+        )
+        for code in (C.GPU_CAPACITY_SHORTAGE, C.PROJECT_QUOTA_EXHAUSTED)
+    ]
 
 
 def fit_table_fact(

@@ -74,6 +74,11 @@ CRASH_REASONS = (
     "CreateContainerError",
     "CreateContainerConfigError",
 )
+# "was preempted by …", "Preempted to accommodate a workload …", "evicted by …" — not kube-scheduler's
+# "preemption: 0/8 nodes are available" tail, which says preemption would NOT help this pod.
+PREEMPTED_TEXT = re.compile(
+    r"\bwas preempted\b|\bpreempted (?:by|to accommodate|in favou?r)\b|\bevicted by\b", re.I
+)
 PREEMPT_REASONS = ("Preempted", "Preempting", "Evicted", "Evict", "PreemptedByScheduler", "Eviction")
 
 
@@ -336,12 +341,12 @@ def preemption_findings(di: DiagnosisInput) -> list[Finding]:
             or f"-{j.name}-" in e.involved.name
             for j in jobs
         )
-        if hit and (e.reason in PREEMPT_REASONS or "preempt" in (e.message or "").lower()):
+        if hit and (e.reason in PREEMPT_REASONS or PREEMPTED_TEXT.search(e.message or "")):
             evs.append(e)
     sched_cites: list[Cite] = []
     for j in jobs:
         s = j.get("scheduling") or {}
-        if "preempt" in f"{s.get('reason', '')} {s.get('message', '')}".lower():
+        if s.get("reason") in PREEMPT_REASONS or PREEMPTED_TEXT.search(s.get("message") or ""):
             sched_cites.append(cite_state(j, di.t))
     if not evs and not sched_cites:
         return out

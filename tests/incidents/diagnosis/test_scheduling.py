@@ -138,7 +138,7 @@ def test_it_reports_a_selector_nothing_matches():
     assert sel.status == "supported" and "NVIDIA-B200" in sel.statement
 
 
-def test_it_blames_the_device_plugin_before_the_capacity_shortage():
+def test_it_blames_the_device_plugin_and_refutes_the_shortage_it_fakes():
     di = world(
         subjects=[JOB],
         nodes=[node("h100-01", allocatable=0), node("h100-02")],
@@ -147,9 +147,26 @@ def test_it_blames_the_device_plugin_before_the_capacity_shortage():
         queues=[queue("vision", 16)],
     )
     ranked = run_checks(di).findings
-    codes = [f.code for f in ranked if f.status == "supported"]
-    assert codes.index(C.DEVICE_PLUGIN_UNHEALTHY) < codes.index(C.GPU_CAPACITY_SHORTAGE)
     assert ranked[0].code == C.DEVICE_PLUGIN_UNHEALTHY
+    short = next(f for f in ranked if f.code == C.GPU_CAPACITY_SHORTAGE)
+    assert short.status == "refuted" and "would fit if device_plugin_unhealthy were fixed" in short.statement
+
+
+def test_it_ranks_a_partial_blocker_before_the_real_shortage_it_worsens():
+    # Even a healthy h100-01 would leave the 2x8 job one node short: the shortage is real, the plugin makes it worse.
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01", allocatable=0), node("h100-02"), node("h100-03")],
+        pods=[
+            pod("a-0", "a", "nlp", node_name="h100-02", gpus=8),
+            pod("b-0", "b", "nlp", node_name="h100-03", gpus=4),
+        ],
+        jobs=[job("train", pods=2)],
+        queues=[queue("vision", 16)],
+    )
+    ranked = [f for f in run_checks(di).findings if f.supported]
+    codes = [f.code for f in ranked]
+    assert codes.index(C.DEVICE_PLUGIN_UNHEALTHY) < codes.index(C.GPU_CAPACITY_SHORTAGE)
 
 
 def test_it_sees_the_jobs_ahead_in_the_queue():

@@ -1,0 +1,265 @@
+"""Run a scenario file through the real pipeline in fast forward, and check its ``expect`` block.
+
+simulator (collectors.sim, on loopback HTTP) → collectors (inventory/events/telemetry sweeps at simulated
+time) → the simulator's Alertmanager posts over HTTP to this Django app, served on a free loopback port in a
+thread → intake → grouping → evidence → diagnosis (Celery eager). The driver only moves the simulated clock
+and calls the sweeps, as Celery beat would; it never calls the intake or the diagnosis itself.
+
+Used by ``manage.py run_scenario`` (SCENARIOS.md "Running one") and by the scenario tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.db import connections
+from django.test.testcases import LiveServerThread
+from django.test.utils import override_settings
+
+from collectors.models import Cluster, EntityVersion
+from incidents.models import Alert, Hypothesis, Incident, IncidentSubject
+
+logger = logging.getLogger(__name__)
+
+SWEEP_EVERY = timedelta(minutes=10)  # idle cadence; a sweep also runs whenever an alert starts firing
+TELEMETRY_EVERY = timedelta(minutes=15)  # fleet samples; incident evidence reads Prometheus live
+EVENTS_EVERY = timedelta(minutes=10)  # well inside the 1 h event TTL
+
+
+@dataclass
+class RunResult:
+    scenario: str
+    incidents: list[dict[str, Any]] = field(default_factory=list)
+    expect: list[dict[str, Any]] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The SCENARIOS.md JSON document (exactly these keys)."""
+        return {"scenario": self.scenario, "incidents": self.incidents, "expect": self.expect}
+
+    @property
+    def passed(self) -> bool:
+        return all(e["passed"] for e in self.expect)
+
+
+class _Server:
+    """This Django app on a free loopback port, in a thread (the intake the simulator's Alertmanager posts to)."""
+
+    def __init__(self) -> None:
+        override = {}
+        for conn in connections.all():
+            # An in-memory SQLite database (the test database) is only visible through the same connection.
+            if conn.vendor == "sqlite" and conn.is_in_memory_db():
+                override[conn.alias] = conn
+        self.override = override
+        self.thread = LiveServerThread(
+            "127.0.0.1", lambda handler: handler, connections_override=override or None
+        )
+
+    def __enter__(self) -> _Server:
+        for conn in self.override.values():
+            conn.inc_thread_sharing()
+        self.thread.daemon = True
+        self.thread.start()
+        self.thread.is_ready.wait()
+        if self.thread.error:
+            raise self.thread.error
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.thread.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.thread.terminate()
+        for conn in self.override.values():
+            conn.dec_thread_sharing()
+
+
+def run_scenario_file(path: str, *, sweep_every: timedelta = SWEEP_EVERY, log: Any = None) -> RunResult:
+    """Simulate the scenario at ``path`` end to end; raises ``ScenarioError`` (with ``problems``) for a bad file."""
+    from collectors.sim.engine.world import World
+    from collectors.sim.scenario import load_scenario
+    from collectors.sim.server import SimServer
+    from collectors.sweep import sweep_cluster, sweep_events, sweep_telemetry
+
+    scenario = load_scenario(path)
+    started = time.monotonic()
+    world = World.from_scenario(scenario)
+    token = secrets.token_urlsafe(24)
+    timings: dict[str, float] = {"sweeps_s": 0.0, "advance_s": 0.0}
+    with (
+        _Server() as web,
+        override_settings(WEBHOOK_TOKENS=[token], ALLOWED_HOSTS=["127.0.0.1", "localhost"]),
+    ):
+        intake = f"{web.url}/api/v1/alerts/alertmanager"
+        with SimServer(world, alert_url=intake, alert_token=token) as sim:
+            cluster, _ = Cluster.objects.update_or_create(
+                name=scenario.cluster.name,
+                defaults={
+                    "scheduler": scenario.cluster.scheduler,
+                    "kubeconfig": sim.kubeconfig_path,
+                    "prometheus_url": sim.prometheus_url,
+                    "runai_url": sim.runai_url,
+                },
+            )
+            tick = timedelta(seconds=getattr(world, "tick_seconds", 60))
+            now = world.now
+            last_sweep = last_tel = last_ev = None
+            sweeps = 0
+            notified: set[str] = set()
+            while True:
+                # Sweep at the idle cadence, and right away when an alert starts firing: Alertmanager sends it
+                # group_wait (30 s) later, i.e. during the next advance, and the intake must then find the
+                # inventory of the moment it fired.
+                firing = {a["fingerprint"] for a in world.alerts() if a.get("status") == "firing"}
+                fresh = bool(firing - notified)
+                notified |= firing
+                t0 = time.monotonic()
+                if last_sweep is None or fresh or now - last_sweep >= sweep_every:
+                    sweep_cluster(cluster.name, now)
+                    last_sweep = now
+                    sweeps += 1
+                if last_ev is None or fresh or now - last_ev >= EVENTS_EVERY:
+                    sweep_events(cluster.name, now)
+                    last_ev = now
+                if last_tel is None or now - last_tel >= TELEMETRY_EVERY:
+                    sweep_telemetry(cluster.name, now)
+                    last_tel = now
+                timings["sweeps_s"] += time.monotonic() - t0
+                if now >= scenario.end:
+                    break
+                now = min(now + tick, scenario.end)
+                t0 = time.monotonic()
+                sim.advance_to(
+                    now
+                )  # the sender posts due notifications to the intake, which runs the pipeline
+                timings["advance_s"] += time.monotonic() - t0
+            timings["sweeps"] = sweeps
+    result = RunResult(scenario=scenario.name, incidents=incidents_json(), timings=timings)
+    result.expect = check_expectations(scenario, result.incidents)
+    result.timings["total_s"] = round(time.monotonic() - started, 2)
+    if log is not None:
+        log(
+            f"{scenario.name}: {len(result.incidents)} incident(s) in {result.timings['total_s']} s "
+            f"({sweeps} sweeps)"
+        )
+    return result
+
+
+#
+# The JSON document
+#
+def incidents_json() -> list[dict[str, Any]]:
+    out = []
+    for inc in Incident.objects.order_by("id"):
+        alerts: list[str] = []
+        for name in (
+            Alert.objects.filter(incident=inc).order_by("starts_at", "id").values_list("name", flat=True)
+        ):
+            if name not in alerts:
+                alerts.append(name)
+        subjects = [
+            {"kind": e.kind, "cluster": e.cluster.name, "namespace": e.namespace, "name": e.name}
+            for e in (
+                lk.entity
+                for lk in IncidentSubject.objects.filter(incident=inc, role="subject")
+                .select_related("entity", "entity__cluster")
+                .order_by("id")
+            )
+        ]
+        hyps = [
+            {
+                "code": h.code,
+                "status": h.status,
+                "confidence": round(h.confidence, 2),
+                "statement": h.statement,
+                "evidence": sorted(h.evidence.values_list("id", flat=True)),
+            }
+            for h in Hypothesis.objects.filter(incident=inc).order_by("rank", "id")
+        ]
+        out.append(
+            {
+                "id": inc.pk,
+                "url": inc.get_absolute_url(),
+                "alerts": alerts,
+                "subjects": subjects,
+                "hypotheses": hyps,
+            }
+        )
+    return out
+
+
+#
+# Expectations
+#
+def subject_matches(expect_subject: dict[str, Any], subjects: list[dict[str, Any]], cluster: str) -> bool:
+    for kind in ("job", "node", "project"):
+        if kind in expect_subject:
+            return any(s["kind"] == kind and s["name"] == expect_subject[kind] for s in subjects)
+    gpu = expect_subject.get("gpu")
+    if isinstance(gpu, dict):
+        uuids = gpu_uuids(cluster, str(gpu.get("node")), int(gpu.get("index", -1)))
+        return any(s["kind"] == "gpu" and s["name"] in uuids for s in subjects)
+    return False
+
+
+def gpu_uuids(cluster: str, node: str, index: int) -> set[str]:
+    """UUIDs of the GPU that sat at (node, index) in any version (a GPU entity is named by its UUID)."""
+    out = set()
+    for v in EntityVersion.objects.filter(cluster__name=cluster, kind="gpu", node=node).select_related(
+        "entity"
+    ):
+        if (v.state or {}).get("index") == index:
+            out.add(v.entity.name)
+    return out
+
+
+def check_expectations(scenario: Any, incidents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for exp in scenario.expect:
+        matching = [
+            i
+            for i in incidents
+            if exp.alert in i["alerts"] and subject_matches(exp.subject, i["subjects"], scenario.cluster.name)
+        ]
+        if not matching:
+            seen = sorted({a for i in incidents for a in i["alerts"]})
+            out.append(
+                {
+                    "alert": exp.alert,
+                    "passed": False,
+                    "why": f"no incident with alert {exp.alert} about {exp.subject} (alerts seen: {seen or 'none'})",
+                }
+            )
+            continue
+        problems: list[str] = []
+        inc = matching[0]
+        hyps = inc["hypotheses"]
+        status = {h["code"]: h["status"] for h in hyps}
+        if exp.top is not None:
+            top = hyps[0]["code"] if hyps else None
+            if top != exp.top:
+                problems.append(f"top is {top or 'nothing'}, expected {exp.top}")
+        for code in exp.supported:
+            if status.get(code) != "supported":
+                problems.append(f"{code} is {status.get(code, 'absent')}, expected supported")
+        for code in exp.not_supported:
+            if status.get(code) == "supported":
+                problems.append(f"{code} is supported, expected not")
+        out.append(
+            {
+                "alert": exp.alert,
+                "passed": not problems,
+                "why": f"incident {inc['id']}: " + "; ".join(problems) if problems else "",
+            }
+        )
+    return out
+
+
+__all__ = ["RunResult", "check_expectations", "incidents_json", "run_scenario_file"]

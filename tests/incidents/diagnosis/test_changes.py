@@ -1,0 +1,69 @@
+"""recent_change: deliberate changes on related objects shortly before the symptom began, and only those."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from incidents.diagnosis import codes as C
+from incidents.diagnosis.changes import check_changes
+from incidents.diagnosis.checks import run_checks
+from incidents.diagnosis.types import Ref
+
+from .dx_world import T0, change, job, node, pod, queue, world
+
+JOB = Ref("job", "train", "vision")
+
+
+def test_it_links_a_quota_cut_before_the_wait_to_the_exhausted_quota():
+    pending = job("train", pods=2, valid_from=T0 + timedelta(hours=1, minutes=10))
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01"), node("h100-02")],
+        jobs=[pending],
+        queues=[queue("vision", 8, 8)],
+        t=T0 + timedelta(hours=1, minutes=30),
+        history={JOB: [pending]},
+        changes=[change("queue", "vision", "quota_gpus", 16, 8, T0 + timedelta(hours=1), "platform-admin")],
+    )
+    ranked = run_checks(di).findings
+    assert ranked[0].code == C.PROJECT_QUOTA_EXHAUSTED
+    rc = next(f for f in ranked if f.code == C.RECENT_CHANGE)
+    assert rc.status == "supported" and "platform-admin" in rc.statement and rc.confidence >= 0.7
+    codes = [f.code for f in ranked if f.supported]
+    assert codes.index(C.RECENT_CHANGE) > codes.index(C.PROJECT_QUOTA_EXHAUSTED)
+
+
+def test_it_refutes_a_change_made_after_the_job_already_waited():
+    pending = job("train", pods=2, valid_from=T0 + timedelta(minutes=10))
+    busy = [pod("x-0", "x", "llm", node_name="h100-01"), pod("x-1", "x", "llm", node_name="h100-02")]
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01"), node("h100-02")],
+        jobs=[pending],
+        pods=busy,
+        queues=[queue("vision", 16)],
+        t=T0 + timedelta(hours=1),
+        history={JOB: [pending]},
+        changes=[
+            change("job", "train", "image", "vit:2.1", "vit:2.2", T0 + timedelta(minutes=40), "ci", "vision")
+        ],
+    )
+    rc = next(f for f in run_checks(di).findings if f.code == C.RECENT_CHANGE)
+    assert rc.status == "refuted" and "after the symptom began" in rc.statement and rc.refutes
+
+
+def test_it_refutes_when_nothing_changed_and_cites_the_empty_window():
+    di = world(subjects=[Ref("node", "h100-01")], nodes=[node("h100-01")])
+    f = check_changes(di)[0]
+    assert f.status == "refuted" and f.refutes[0].kind == "changes_window"
+
+
+def test_it_ignores_what_the_system_moves_by_itself():
+    di = world(
+        subjects=[Ref("node", "h100-01")],
+        nodes=[node("h100-01")],
+        changes=[
+            change("node", "h100-01", "conditions.Ready.status", "True", "False", T0 + timedelta(hours=2))
+        ],
+    )
+    assert check_changes(di)[0].status == "refuted"

@@ -1,0 +1,38 @@
+"""The job page's "why is this not running at t" panel on hand-built inventory."""
+
+from __future__ import annotations
+
+from incidents.diagnosis.explain import explain_job
+from incidents.diagnosis.types import Ref
+
+from .dx_world import job, node, pod, queue, world
+
+JOB = Ref("job", "train", "vision")
+
+
+def test_it_shows_per_node_blockers_totals_quota_and_the_queue():
+    taint = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01", taints=[taint]), node("h100-02", unschedulable=True), node("h100-03")],
+        pods=[pod("a-0", "a", "nlp", node_name="h100-03", gpus=4)],
+        jobs=[job("train"), job("other", submitted=job("x").valid_from)],
+        queues=[queue("vision", 16, 24)],
+    )
+    ex = explain_job(di, di.find("job", "train", "vision"))
+    rows = {r.node: r for r in ex.nodes}
+    assert "taint" in rows["h100-01"].blockers and "cordoned" in rows["h100-02"].blockers
+    assert rows["h100-03"].free == 4 and "insufficient_gpu" in rows["h100-03"].blockers
+    assert (
+        ex.totals.capacity == 24
+        and ex.totals.largest_free_block == 8
+        and ex.totals.largest_eligible_block == 4
+    )
+    assert ex.quota.quota == 16 and ex.quota.over_quota_possible
+    assert any("Not enough GPUs" in v for v in ex.verdict)
+    assert ex.to_dict()["nodes"][0]["node"] == "h100-01"
+
+
+def test_it_says_when_the_job_did_not_exist():
+    di = world(subjects=[JOB])
+    assert not explain_job(di, None, "vision/train").exists
