@@ -228,6 +228,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
+# A task whose worker died (SIGKILL, OOM, lost node) stays unacked in Redis and is redelivered after the
+# visibility timeout, which must exceed the longest task or a running task is delivered twice (kombu's default,
+# 1 h). The fault tests lower it to seconds, and then scan for such tasks every second rather than every 100 s.
+_BROKER_VISIBILITY_S = envint("RCAWEB_BROKER_VISIBILITY_TIMEOUT_S", 3600)
+CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] = _BROKER_VISIBILITY_S
+if _BROKER_VISIBILITY_S < 600:
+    CELERY_BROKER_TRANSPORT_OPTIONS |= {"unacked_restore_interval": 1, "unacked_restore_throttle": 1}
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE: dict = {}  # filled by collectors/incidents apps' `beat_schedule()` in rcaweb.celery_schedule
 
