@@ -23,10 +23,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Max, Q
 from django.utils import timezone
 
-from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent
+from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
 from incidents import telemetry
 from incidents.models import Alert, Incident, IncidentSubject, Observation
 
@@ -87,7 +87,7 @@ def collect_evidence(incident_id: int, now: datetime | None = None) -> int:
     try:
         incident = Incident.objects.select_related("cluster").get(pk=incident_id)
         start = incident.window_start or (incident.onset - LOOKBACK)
-        end = incident.window_end or incident.resolved_at or now
+        end = incident.window_end or incident.resolved_at or cluster_now(incident.cluster, now)
         if end < incident.onset:
             end = incident.onset
         batch = Batch(incident, now)
@@ -109,6 +109,21 @@ def collect_evidence(incident_id: int, now: datetime | None = None) -> int:
     Incident.objects.filter(pk=incident_id).update(collection_state="done", collected_at=now)
     run_diagnosis(incident_id)
     return written
+
+
+CLUSTER_CLOCK_SLACK = timedelta(minutes=10)
+
+
+def cluster_now(cluster: Cluster | None, now: datetime) -> datetime:
+    """ "Now" as far as the cluster's sources are concerned: never past the last sweep by more than the slack.
+
+    Live, sweeps run every 30 s and this is ``now``. A simulated cluster in fast forward (run_scenario)
+    lives hours behind the wall clock: its window must end at its own present, not ours.
+    """
+    if cluster is None:
+        return now
+    last = SourceRun.objects.filter(cluster=cluster).aggregate(t=Max("time"))["t"]
+    return min(now, last + CLUSTER_CLOCK_SLACK) if last else now
 
 
 def run_diagnosis(incident_id: int) -> None:

@@ -107,6 +107,7 @@ def _from_prometheus(
     down = ""  # once Prometheus timed out or refused, the other queries are skipped (bounded collection time)
     for metric in METRICS:
         query = promql(metric, uuids)
+        label = "UUID"
         if down:
             _error(
                 batch,
@@ -121,7 +122,8 @@ def _from_prometheus(
             if not series:  # dcgm-exporter spelled the label "uuid" in some releases
                 lower = promql(metric, uuids, "uuid")
                 series = source.query_range(lower, start, end, step)
-                query = lower if series else query
+                if series:
+                    query, label = lower, "uuid"
         except Exception as exc:
             ok = False
             message = getattr(exc, "message", None) or str(exc)
@@ -134,12 +136,28 @@ def _from_prometheus(
             labels = s.labels
             uuid = labels.get("UUID") or labels.get("uuid") or ""
             by_uuid.setdefault(uuid, []).extend([_iso(t), v] for t, v in s.points)
+        lasts = [s.points[-1][0] for s in series if s.points]
+        freshest = max(lasts) if lasts else None
         for uuid, entity in gpus:
             if uuid not in by_uuid and not series:
                 continue  # the metric is not exported at all (counter set): one "no series" fact is enough
             points = sorted(by_uuid.get(uuid, []))
+            # The locator is the selector that reproduces this one series; the batched query that fetched it
+            # (all the incident's GPUs at once) is kept in content["query"].
+            one = promql(metric, [uuid], label)
             _series(
-                batch, metric, uuid, node_of.get(uuid, ""), entity, query, "prometheus", points, end, step
+                batch,
+                metric,
+                uuid,
+                node_of.get(uuid, ""),
+                entity,
+                one,
+                "prometheus",
+                points,
+                end,
+                step,
+                query=query,
+                freshest=freshest,
             )
         if not series:
             batch.add(
@@ -198,8 +216,12 @@ def _series(
     end: datetime,
     step: int,
     key_prefix: str = "dcgm",
+    query: str = "",
+    freshest: datetime | None = None,
 ) -> None:
-    content = {"metric": metric, "uuid": uuid, "node": node, "points": points}
+    content: dict[str, Any] = {"metric": metric, "uuid": uuid, "node": node, "points": points}
+    if query:
+        content["query"] = query
     first = datetime.fromisoformat(points[0][0].replace("Z", "+00:00")) if points else end
     summary = (
         f"{metric} on {uuid}: {len(points)} points"
@@ -216,7 +238,7 @@ def _series(
         entity=entity,
         summary=summary,
     )
-    for when, what, value in anomalies(metric, points, end, step, live=source == "prometheus"):
+    for when, what, value in anomalies(metric, points, freshest or end, step, live=source == "prometheus"):
         batch.add(
             kind="telemetry_anomaly",
             source=source,
@@ -230,9 +252,13 @@ def _series(
 
 
 def anomalies(
-    metric: str, points: list[list[Any]], end: datetime, step: int, *, live: bool
+    metric: str, points: list[list[Any]], freshest: datetime, step: int, *, live: bool
 ) -> list[tuple[datetime, str, float]]:
-    """The points an on-call would circle: Xid raised, temperature over the limit, new DBE errors, silence."""
+    """The points an on-call would circle: Xid raised, temperature over the limit, new DBE errors, silence.
+
+    Silence is relative: a GPU whose series ends well before the freshest sibling series (``freshest``)
+    stopped reporting (Xid 79: fell off the bus); if every GPU went quiet, the node's state says why.
+    """
     out: list[tuple[datetime, str, float]] = []
     prev: float | None = None
     for t, v in points:
@@ -248,7 +274,7 @@ def anomalies(
             break
     if live and metric == "DCGM_FI_DEV_GPU_UTIL" and points:
         last = datetime.fromisoformat(points[-1][0].replace("Z", "+00:00"))
-        if (end - last).total_seconds() > 4 * step:
+        if (freshest - last).total_seconds() > 4 * step:
             out.append((last, "stopped reporting (last sample)", float(points[-1][1])))
     return out
 

@@ -8,6 +8,7 @@ Query counts are bounded: the timeline and the evidence list are capped/paginate
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlencode
@@ -63,6 +64,7 @@ class Row:
     entity: object = None
     url: str = ""
     error: str = ""
+    gist: str = ""  # what several simultaneous rows have in common, when they are folded into one
 
 
 @require_GET
@@ -236,11 +238,46 @@ def _timeline(incident: Incident) -> tuple[list[Row], bool]:
     )
     obs = list(obs)
     for o in obs[:TIMELINE_MAX]:
+        text = o.summary or o.locator
         rows.append(
-            Row(o.observed_at, o.kind, o.source, o.summary or o.locator, entity=o.entity, error=o.error)
+            Row(o.observed_at, o.kind, o.source, text, entity=o.entity, error=o.error, gist=_gist(o, text))
         )
-    rows.sort(key=lambda r: r.time)
-    return rows, len(obs) > TIMELINE_MAX
+    rows.sort(key=lambda r: (r.time, r.kind != "alert", r.kind))
+    return _collapse(rows), len(obs) > TIMELINE_MAX
+
+
+COLLAPSE_OVER = 3
+
+
+def _gist(o: Observation, text: str) -> str:
+    """ "gpu created", "gpu pod", "Ready": the part simultaneous rows share (changes: kind + field; states: the tail)."""
+    if o.kind == "change" and o.entity is not None:
+        field = text[len(str(o.entity)) :].strip().split(":", 1)[0]
+        return f"{o.entity.kind} {field}"
+    if o.kind.endswith("_state"):
+        return text.rsplit(" · ", 1)[-1] if " · " in text else "recorded"
+    return ""
+
+
+def _collapse(rows: list[Row]) -> list[Row]:
+    """Many state versions or changes of one kind at the same instant (a first sweep: 16 GPUs "ok") become one row."""
+    out: list[Row] = []
+    i = 0
+    while i < len(rows):
+        j = i
+        while j < len(rows) and rows[j].kind == rows[i].kind and rows[j].time == rows[i].time:
+            j += 1
+        group = rows[i:j]
+        foldable = rows[i].kind == "change" or rows[i].kind.endswith("_state")
+        if len(group) > COLLAPSE_OVER and foldable and not any(r.error for r in group):
+            gists = Counter(r.gist or "other" for r in group)
+            what = ", ".join(f"{g} ×{n}" for g, n in gists.most_common(4))
+            noun = "changes" if rows[i].kind == "change" else rows[i].kind.replace("_state", "") + " versions"
+            out.append(Row(rows[i].time, rows[i].kind, rows[i].source, f"{len(group)} {noun}: {what}"))
+        else:
+            out.extend(group)
+        i = j
+    return out
 
 
 @require_GET

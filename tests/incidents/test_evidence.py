@@ -149,6 +149,16 @@ class CollectTests(EvidenceTestCase):
         self.incident.refresh_from_db()
         self.assertEqual((self.incident.collection_state, self.incident.collected_at), ("done", NOW))
 
+    def test_it_ends_the_window_at_the_clusters_own_present(self) -> None:
+        from collectors.models import SourceRun
+
+        SourceRun.objects.create(cluster=self.cluster, source="k8s", call="list pods", time=NOW, ok=True)
+        with mock.patch("incidents.evidence.telemetry.collect_dcgm") as dcgm:
+            collect_evidence(
+                self.gpu_incident.pk, now=NOW + timedelta(days=1)
+            )  # the wall clock is a day ahead
+        self.assertEqual(dcgm.call_args.args[4], NOW + timedelta(minutes=10))  # end = last sweep + slack
+
     def test_it_is_idempotent(self) -> None:
         collect_evidence(self.incident.pk, now=NOW)
         count = self.incident.observations.count()
@@ -224,7 +234,10 @@ class PrometheusTests(EvidenceTestCase):
         obs = OBS.get(
             incident=self.gpu_incident, kind="dcgm_series", content__uuid=self.uuid, source="prometheus"
         )
-        self.assertEqual(obs.locator, first)
+        self.assertEqual(
+            obs.locator, f'DCGM_FI_DEV_XID_ERRORS{{UUID=~"{self.uuid}"}}'
+        )  # reproduces this series
+        self.assertEqual(obs.content["query"], first)  # the batched query that fetched it
         self.assertEqual(len(obs.content["points"]), 40)
         self.assertTrue(
             OBS.filter(
@@ -351,3 +364,45 @@ class BoundedTimeTests(EvidenceTestCase):
         self.assertTrue(
             OBS.filter(incident=self.gpu_incident, kind="dcgm_series", source="inventory").exists()
         )
+
+
+class AnomalyTests(BaseTestCase):
+    def test_it_flags_a_gpu_that_stopped_reporting_while_its_siblings_did_not(self) -> None:
+        from incidents.telemetry import anomalies
+
+        pts = [[f"2026-11-29T03:{m:02d}:00Z", 50.0] for m in range(0, 30)]
+        fresh = T0 + timedelta(minutes=29)
+        self.assertEqual(anomalies("DCGM_FI_DEV_GPU_UTIL", pts, fresh, 60, live=True), [])
+        gone = anomalies("DCGM_FI_DEV_GPU_UTIL", pts[:10], fresh, 60, live=True)
+        self.assertEqual(
+            [(w.isoformat(), what) for w, what, _ in gone],
+            [("2026-11-29T03:09:00+00:00", "stopped reporting (last sample)")],
+        )
+
+    def test_it_flags_xid_temperature_and_ecc(self) -> None:
+        from incidents.telemetry import anomalies
+
+        xid = anomalies(
+            "DCGM_FI_DEV_XID_ERRORS",
+            [["2026-11-29T03:00:00Z", 0], ["2026-11-29T03:01:00Z", 79]],
+            T0,
+            60,
+            live=False,
+        )
+        self.assertEqual(xid[0][1], "Xid 79 reported")
+        temp = anomalies(
+            "DCGM_FI_DEV_GPU_TEMP",
+            [["2026-11-29T03:00:00Z", 80], ["2026-11-29T03:01:00Z", 93]],
+            T0,
+            60,
+            live=False,
+        )
+        self.assertIn("temperature 93", temp[0][1])
+        ecc = anomalies(
+            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+            [["2026-11-29T03:00:00Z", 0], ["2026-11-29T03:01:00Z", 2]],
+            T0,
+            60,
+            live=False,
+        )
+        self.assertEqual(ecc[0][1], "double-bit ECC errors: 2")
