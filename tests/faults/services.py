@@ -147,10 +147,10 @@ class Proc:
         self._fh.close()
 
     def stop(self) -> None:
-        """SIGTERM (warm shutdown), SIGKILL if it lingers."""
+        """SIGTERM to the main process (warm shutdown: running tasks finish), SIGKILL if it lingers."""
         if self.alive():
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
+                os.kill(self.proc.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(8)
         self.kill()
