@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
-from collectors.sim.kube import core, scheduling
+from collectors.sim.kube import core, kai, kueue, nodes, pods
 from collectors.sim.kube.context import RenderContext, build_context
 
 __all__ = ["EVENT_TTL", "RenderContext", "build_context", "resources"]
@@ -80,7 +80,7 @@ def _iter_nodes(ctx: RenderContext) -> Iterator[Item]:
             ctx.last_change.get(("node", n.name)),
             hb,
         )
-        yield ("", n.name), sig, (lambda n=n: core.node(ctx, n))
+        yield ("", n.name), sig, (lambda n=n: nodes.node(ctx, n))
 
 
 def _iter_pods(ctx: RenderContext) -> Iterator[Item]:
@@ -98,7 +98,7 @@ def _iter_pods(ctx: RenderContext) -> Iterator[Item]:
             p.resource_version,
             p.image,
         )
-        yield (p.namespace, p.name), sig, (lambda p=p: core.pod(ctx, p))
+        yield (p.namespace, p.name), sig, (lambda p=p: pods.pod(ctx, p))
 
 
 def _iter_events(ctx: RenderContext) -> Iterator[Item]:
@@ -131,7 +131,7 @@ def _iter_jobs(ctx: RenderContext) -> Iterator[Item]:
 
 
 def _iter_kai_queues(ctx: RenderContext) -> Iterator[Item]:
-    queues = scheduling.kai_queues(ctx)  # few objects: render them every tick and compare
+    queues = kai.kai_queues(ctx)  # few objects: render them every tick and compare
     for q in queues:
         yield ("", q["metadata"]["name"]), repr(q), (lambda q=q: q)
 
@@ -142,25 +142,25 @@ def _iter_podgroups(ctx: RenderContext) -> Iterator[Item]:
             continue
         usage = _project_sig(ctx, job.project) if job.state == "Pending" else None
         yield (
-            (job.namespace, scheduling.podgroup_name(job)),
+            (job.namespace, kai.podgroup_name(job)),
             (_job_sig(ctx, job), usage),
-            (lambda job=job: scheduling.kai_podgroup(ctx, job)),
+            (lambda job=job: kai.kai_podgroup(ctx, job)),
         )
 
 
 def _iter_flavors(ctx: RenderContext) -> Iterator[Item]:
-    yield ("", scheduling.FLAVOR), None, (lambda: scheduling.kueue_flavor(ctx))
+    yield ("", kai.FLAVOR), None, (lambda: kueue.kueue_flavor(ctx))
 
 
 def _iter_cluster_queues(ctx: RenderContext) -> Iterator[Item]:
     for p in ctx.projects.values():
-        obj = scheduling.kueue_cluster_queue(ctx, p)
+        obj = kueue.kueue_cluster_queue(ctx, p)
         yield ("", p.name), repr(obj), (lambda obj=obj: obj)
 
 
 def _iter_local_queues(ctx: RenderContext) -> Iterator[Item]:
     for p in ctx.projects.values():
-        obj = scheduling.kueue_local_queue(ctx, p)
+        obj = kueue.kueue_local_queue(ctx, p)
         yield (p.namespace, p.name), repr(obj), (lambda obj=obj: obj)
 
 
@@ -170,9 +170,9 @@ def _iter_workloads(ctx: RenderContext) -> Iterator[Item]:
             continue
         usage = _project_sig(ctx, job.project) if job.state == "Pending" else None
         yield (
-            (job.namespace, scheduling.workload_name(job)),
+            (job.namespace, kueue.workload_name(job)),
             (_job_sig(ctx, job), usage, ctx.job_admitted(job)),
-            (lambda job=job: scheduling.kueue_workload(ctx, job)),
+            (lambda job=job: kueue.kueue_workload(ctx, job)),
         )
 
 

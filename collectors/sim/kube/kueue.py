@@ -1,0 +1,284 @@
+"""Kueue objects (kueue.x-k8s.io/v1beta1): ResourceFlavor, ClusterQueue, LocalQueue, Workload.
+
+Field names follow kubernetes-sigs/kueue apis/kueue/v1beta1. One project is one
+ClusterQueue in the cohort with a LocalQueue of the same name in its namespace.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from collectors.sim.engine import messages
+from collectors.sim.kube.common import GPU, managed_field, short_hash, stable_uid, ts
+from collectors.sim.kube.context import RenderContext
+from collectors.sim.kube.kai import COHORT, FLAVOR, KUEUE_GROUP, cluster_created, status_time
+from collectors.sim.state import SimJob, SimProject
+
+
+def kueue_flavor(ctx: RenderContext) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{KUEUE_GROUP}/v1beta1",
+        "kind": "ResourceFlavor",
+        "metadata": {
+            "name": FLAVOR,
+            "uid": stable_uid("flavor", FLAVOR),
+            "creationTimestamp": cluster_created(ctx),
+            "generation": 1,
+            "finalizers": ["kueue.x-k8s.io/resource-in-use"],
+        },
+        "spec": {},
+    }
+
+
+def kueue_cluster_queue(ctx: RenderContext, project: SimProject) -> dict[str, Any]:
+    u = ctx.usage[project.name]
+    gpu_res: dict[str, Any] = {"name": GPU, "nominalQuota": str(project.quota_gpus)}
+    if project.limit_gpus is not None:
+        gpu_res["borrowingLimit"] = str(max(0, project.limit_gpus - project.quota_gpus))
+    borrowed = max(0, u.allocated - project.quota_gpus)
+    usage = [
+        {"name": FLAVOR, "resources": [{"name": GPU, "total": str(u.allocated), "borrowed": str(borrowed)}]}
+    ]
+    manager, changed = ctx.manager_for("project", project.name, project.last_manager)
+    return {
+        "apiVersion": f"{KUEUE_GROUP}/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {
+            "name": project.name,
+            "uid": project.uid,
+            "creationTimestamp": ts(project.created_at),
+            "generation": 1,
+            "finalizers": ["kueue.x-k8s.io/resource-in-use"],
+            "managedFields": [
+                managed_field(
+                    manager if changed else project.last_manager,
+                    f"{KUEUE_GROUP}/v1beta1",
+                    changed or project.created_at,
+                    {"f:spec": {"f:resourceGroups": {}}},
+                ),
+                managed_field(
+                    "kueue",
+                    f"{KUEUE_GROUP}/v1beta1",
+                    getattr(project, "changed_at", None) or project.created_at,
+                    {"f:status": {}},
+                    subresource="status",
+                ),
+            ],
+        },
+        "spec": {
+            "cohort": COHORT,
+            "namespaceSelector": {},
+            "queueingStrategy": "BestEffortFIFO",
+            "flavorFungibility": {"whenCanBorrow": "Borrow", "whenCanPreempt": "TryNextFlavor"},
+            "preemption": {
+                "borrowWithinCohort": {"policy": "Never"},
+                "reclaimWithinCohort": "Any",
+                "withinClusterQueue": "LowerPriority",
+            },
+            "stopPolicy": "None",
+            "resourceGroups": [
+                {"coveredResources": [GPU], "flavors": [{"name": FLAVOR, "resources": [gpu_res]}]}
+            ],
+        },
+        "status": {
+            "flavorsReservation": usage,
+            "flavorsUsage": usage,
+            "pendingWorkloads": u.pending_jobs
+            - sum(
+                1
+                for j in ctx.jobs.values()
+                if j.project == project.name and j.state == "Pending" and ctx.job_admitted(j)
+            ),
+            "reservingWorkloads": u.admitted_jobs,
+            "admittedWorkloads": u.admitted_jobs,
+            "conditions": [
+                {
+                    "type": "Active",
+                    "status": "True",
+                    "reason": "Ready",
+                    "message": "Can admit new workloads",
+                    "lastTransitionTime": ts(project.created_at),
+                    "observedGeneration": 1,
+                }
+            ],
+        },
+    }
+
+
+def kueue_local_queue(ctx: RenderContext, project: SimProject) -> dict[str, Any]:
+    u = ctx.usage[project.name]
+    cq = kueue_cluster_queue(ctx, project)
+    return {
+        "apiVersion": f"{KUEUE_GROUP}/v1beta1",
+        "kind": "LocalQueue",
+        "metadata": {
+            "name": project.name,
+            "namespace": project.namespace,
+            "uid": stable_uid("localqueue", project.uid),
+            "creationTimestamp": ts(project.created_at),
+            "generation": 1,
+        },
+        "spec": {"clusterQueue": project.name, "stopPolicy": "None"},
+        "status": {
+            "pendingWorkloads": cq["status"]["pendingWorkloads"],
+            "reservingWorkloads": u.admitted_jobs,
+            "admittedWorkloads": u.admitted_jobs,
+            "flavorsReservation": cq["status"]["flavorsReservation"],
+            "flavorUsage": cq["status"]["flavorsUsage"],
+            "conditions": [
+                {
+                    "type": "Active",
+                    "status": "True",
+                    "reason": "Ready",
+                    "message": "Can submit new workloads to localQueue",
+                    "lastTransitionTime": ts(project.created_at),
+                    "observedGeneration": 1,
+                }
+            ],
+        },
+    }
+
+
+def workload_name(job: SimJob) -> str:
+    return getattr(job, "podgroup", "") or f"job-{job.name}-{short_hash(job.uid)}"
+
+
+def kueue_workload(ctx: RenderContext, job: SimJob) -> dict[str, Any]:
+    admitted = ctx.job_admitted(job)
+    since = ts(job.started_at or job.submit_at)
+    conditions: list[dict[str, Any]] = []
+    if admitted:
+        conditions.append(
+            {
+                "type": "QuotaReserved",
+                "status": "True",
+                "reason": "QuotaReserved",
+                "message": f"Quota reserved in ClusterQueue {job.project}",
+                "lastTransitionTime": since,
+                "observedGeneration": 1,
+            }
+        )
+        conditions.append(
+            {
+                "type": "Admitted",
+                "status": "True",
+                "reason": "Admitted",
+                "message": "The workload is admitted",
+                "lastTransitionTime": since,
+                "observedGeneration": 1,
+            }
+        )
+    else:
+        short = max(1, ctx.quota_shortfall(job))
+        conditions.append(
+            {
+                "type": "QuotaReserved",
+                "status": "False",
+                "reason": "Pending",
+                "message": getattr(job, "condition_message", None) or messages.kueue_insufficient(short),
+                "lastTransitionTime": ts(job.submit_at),
+                "observedGeneration": 1,
+            }
+        )
+    if job.preempted_count:
+        conditions.append(
+            {
+                "type": "Evicted",
+                "status": "True" if job.state == "Pending" else "False",
+                "reason": "Preempted",
+                "message": "Preempted to accommodate a workload in the ClusterQueue",
+                "lastTransitionTime": since,
+                "observedGeneration": 1,
+            }
+        )
+        conditions.append(
+            {
+                "type": "Preempted",
+                "status": "True" if job.state == "Pending" else "False",
+                "reason": "InClusterQueue",
+                "message": "Preempted to accommodate a workload in the ClusterQueue",
+                "lastTransitionTime": since,
+                "observedGeneration": 1,
+            }
+        )
+    if job.state in ("Succeeded", "Failed"):
+        conditions.append(
+            {
+                "type": "Finished",
+                "status": "True",
+                "reason": job.state,
+                "message": "Job finished successfully" if job.state == "Succeeded" else "Job failed",
+                "lastTransitionTime": ts(job.finished_at),
+                "observedGeneration": 1,
+            }
+        )
+    status: dict[str, Any] = {"conditions": conditions}
+    if admitted and job.state in ("Pending", "Running"):
+        status["admission"] = {
+            "clusterQueue": job.project,
+            "podSetAssignments": [
+                {
+                    "name": "main",
+                    "flavors": {GPU: FLAVOR},
+                    "resourceUsage": {GPU: str(job.pods * job.gpus_per_pod)},
+                    "count": job.pods,
+                }
+            ],
+        }
+    template = {
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": job.image,
+                    "resources": {
+                        "requests": {GPU: str(job.gpus_per_pod)},
+                        "limits": {GPU: str(job.gpus_per_pod)},
+                    },
+                }
+            ],
+            "priorityClassName": job.priority_class,
+            "nodeSelector": dict(job.node_selector) or None,
+            "tolerations": [dict(t) for t in job.tolerations] or None,
+        }
+    }
+    return {
+        "apiVersion": f"{KUEUE_GROUP}/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": workload_name(job),
+            "namespace": job.namespace,
+            "uid": stable_uid("workload", job.uid, str(job.generation)),
+            "creationTimestamp": ts(job.submit_at),
+            "generation": job.generation,
+            "labels": {"kueue.x-k8s.io/job-uid": job.uid},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": job.name,
+                    "uid": job.uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+            "managedFields": [
+                managed_field(
+                    "kueue",
+                    f"{KUEUE_GROUP}/v1beta1",
+                    status_time(job),
+                    {"f:status": {}},
+                    subresource="status",
+                )
+            ],
+        },
+        "spec": {
+            "queueName": job.project,
+            "priority": 100 if job.priority_class == "inference" else 50,
+            "priorityClassName": job.priority_class,
+            "priorityClassSource": "scheduling.k8s.io/priorityclass",
+            "active": True,
+            "podSets": [{"name": "main", "count": job.pods, "template": template}],
+        },
+        "status": status,
+    }
