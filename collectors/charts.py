@@ -3,11 +3,12 @@
 Every figure draws the cursor as a vertical line shape named ``cursor``, and puts changes,
 alerts and GPU error events as clickable markers on a hidden second y axis (0..1), so
 ``static/js/charts.js`` can move the cursor to any of them. Times are written as naive UTC
-strings (``2026-11-29 03:12:00``): plotly.js has no time zones, and the axis says "UTC".
+strings (``2026-11-29 03:12:00``): plotly.js has no time zones, and each title says "(UTC)".
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -76,20 +77,25 @@ def base_layout(
         yaxis["range"] = list(y_range)
     lo, hi = min(start, cursor_t), max(end, cursor_t)
     return {
-        "title": {"text": title, "font": {"size": 13}, "x": 0.01, "xanchor": "left"},
-        "height": 240,
-        "margin": {"l": 50, "r": 12, "t": 30, "b": 34},
+        "title": {
+            "text": f"{title} <span style='font-size:10px;color:#6b7385'>(UTC)</span>",
+            "font": {"size": 13},
+            "x": 0.01,
+            "xanchor": "left",
+        },
+        "height": 270,
+        "margin": {"l": 50, "r": 12, "t": 30, "b": 20},
         "xaxis": {
             "type": "date",
             "range": [px(lo), px(hi)],
-            "title": {"text": "UTC"},
             "gridcolor": "#eceff4",
+            "hoverformat": "%H:%M:%S UTC",
         },
         "yaxis": yaxis,
         "yaxis2": {"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True},
         "shapes": [cursor_shape(cursor_t)],
         "showlegend": True,
-        "legend": {"orientation": "h", "y": -0.25, "font": {"size": 10}},
+        "legend": {"orientation": "h", "x": 0, "y": -0.18, "yanchor": "top", "font": {"size": 10}},
         "hovermode": "closest",
         "clickmode": "event",
         "paper_bgcolor": "#ffffff",
@@ -206,6 +212,11 @@ def error_markers(samples: dict[str, Sequence[tuple[datetime, float]]], label: s
     return out
 
 
+def _natural(label: str) -> list[Any]:
+    """ "GPU 2" before "GPU 10"; "h100-02/GPU 3" by node then index."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", label)]
+
+
 def gpu_metric_figure(
     name: str,
     per_gpu: dict[str, dict[str, Sequence[tuple[datetime, float]]]],
@@ -222,7 +233,7 @@ def gpu_metric_figure(
     title, y_title, metrics, _scale, y_range = METRIC_CHARTS[name]
     series: list[Series] = []
     all_markers = list(markers)
-    for label, by_metric in per_gpu.items():
+    for i, (label, by_metric) in enumerate(sorted(per_gpu.items(), key=lambda kv: _natural(kv[0]))):
         for metric in metrics:
             pts = by_metric.get(metric)
             if not pts:
@@ -233,6 +244,7 @@ def gpu_metric_figure(
                     f"{label} {mname}".strip(),
                     [(t, metric_value(metric, v)) for t, v in pts],
                     dash="dot" if metric == "DCGM_FI_DEV_GPU_UTIL" and len(metrics) > 1 else "",
+                    color=PALETTE[i % len(PALETTE)] if len(per_gpu) > 1 else "",  # one colour per GPU
                 )
             )
         all_markers += error_markers(by_metric, label)

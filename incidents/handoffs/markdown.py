@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from incidents.handoffs.services import FIELDS, LABELS, incident_cursor
+from incidents.handoffs.services import FIELDS, LABELS, incident_cursor, key_subjects
 from incidents.models import AuditEntry, HandoffNote, Incident
 from rcaweb.cursor import format_t
 
@@ -28,13 +28,13 @@ def incident_markdown(incident: Incident, note: HandoffNote | None, edits: Itera
         f" · Cluster: {incident.cluster.name if incident.cluster else '—'}",
         f"- Link: [{url}]({url})",
     ]
-    subjects = list(incident.subjects.all())
+    subjects, more = key_subjects(incident, limit=10)
     if subjects:
         links = ", ".join(
             f"[{s.kind} {s.namespace + '/' if s.namespace else ''}{_md_escape(s.name)}]({cur.link(s.get_absolute_url())})"
             for s in subjects
         )
-        lines.append(f"- Subjects: {links}")
+        lines.append(f"- Subjects: {links}" + (f" and {more} more (see the incident page)" if more else ""))
     if note is None:
         lines += ["", "_No handoff note yet._", ""]
         for f in FIELDS:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -33,11 +34,19 @@ LABELS = {
 class HandoffForm(forms.Form):
     """The structured note. ``note`` names the note being edited; absent (or ``new`` pressed) = a new note."""
 
-    summary = forms.CharField(max_length=5000, widget=forms.Textarea(attrs={"rows": 3}))
-    checked = forms.CharField(max_length=10000, required=False, widget=forms.Textarea(attrs={"rows": 5}))
-    missing = forms.CharField(max_length=5000, required=False, widget=forms.Textarea(attrs={"rows": 3}))
-    next_steps = forms.CharField(max_length=5000, required=False, widget=forms.Textarea(attrs={"rows": 3}))
-    owner = forms.CharField(max_length=150, required=False)
+    summary = forms.CharField(
+        label=LABELS["summary"], max_length=5000, widget=forms.Textarea(attrs={"rows": 3})
+    )
+    checked = forms.CharField(
+        label=LABELS["checked"], max_length=10000, required=False, widget=forms.Textarea(attrs={"rows": 6})
+    )
+    missing = forms.CharField(
+        label=LABELS["missing"], max_length=5000, required=False, widget=forms.Textarea(attrs={"rows": 4})
+    )
+    next_steps = forms.CharField(
+        label=LABELS["next_steps"], max_length=5000, required=False, widget=forms.Textarea(attrs={"rows": 3})
+    )
+    owner = forms.CharField(label=LABELS["owner"], max_length=150, required=False)
     note = forms.IntegerField(required=False, widget=forms.HiddenInput)
 
 
@@ -119,6 +128,12 @@ def prefill(incident: Incident, user: Any = None) -> dict[str, str]:
     }
 
 
+def _gist(text: str, limit: int = 200) -> str:
+    """The first sentence of a hypothesis statement, bounded: the note is for reading at a shift change."""
+    first = re.split(r"(?<=[.!?])\s", (text or "").strip(), maxsplit=1)[0]
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
 def history(notes: Iterable[HandoffNote]) -> dict[int, list[AuditEntry]]:
     """Edit entries (newest first) per note id, in one query."""
     ids = [n.pk for n in notes]
@@ -129,6 +144,20 @@ def history(notes: Iterable[HandoffNote]) -> dict[int, list[AuditEntry]]:
         ).order_by("-time", "-id"):
             out[e.target_id].append(e)
     return dict(out)
+
+
+SUBJECT_ORDER = {"job": 0, "node": 1, "gpu": 2, "project": 3, "queue": 4, "pod": 5}
+
+
+def key_subjects(incident: Incident, limit: int = 8) -> tuple[list[Entity], int]:
+    """The subjects worth naming in a handoff (jobs, nodes, GPUs first) and how many more there are.
+
+    Incidents about fleet-wide alerts can have hundreds of related objects; the page links them all.
+    """
+    subjects = sorted(
+        incident.subjects.all(), key=lambda e: (SUBJECT_ORDER.get(e.kind, 9), e.namespace, e.name)
+    )
+    return subjects[:limit], max(0, len(subjects) - limit)
 
 
 def incident_cursor(incident: Incident) -> Cursor:
@@ -155,4 +184,5 @@ def open_incidents_with_notes(t: datetime) -> list[Incident]:
     out = list(qs)
     for inc in out:
         inc.latest = inc.notes[0] if inc.notes else None  # type: ignore[attr-defined]
+        inc.key_subjects, inc.more_subjects = key_subjects(inc)  # type: ignore[attr-defined]
     return out

@@ -44,6 +44,8 @@ def percentile(values: Sequence[float], p: float) -> float | None:
 
 
 _WS = re.compile(r"\s+")
+# KAI's fit errors wrap the reason: "Resources were not found for pod ns/x due to: no nodes with enough resources".
+_KAI_WRAPPER = re.compile(r"Resources were not found for pod(?: group)? \S+? due to: ", re.I)
 
 
 def one_line(reason: str, message: str, limit: int = 140) -> str:
@@ -52,12 +54,24 @@ def one_line(reason: str, message: str, limit: int = 140) -> str:
     Scheduler messages run to several hundred characters ("0/60 nodes are available: 12 Insufficient
     nvidia.com/gpu, … preemption: …"); the console row needs the gist, the job page has the rest.
     """
-    msg = _WS.sub(" ", message or "").strip()
+    msg = _KAI_WRAPPER.sub("", _WS.sub(" ", message or "").strip())
     head = msg.split(". ", 1)[0] if msg else ""
     if "preemption:" in head:
         head = head.split("preemption:", 1)[0].rstrip(" .")
+    if reason and head.lower().startswith(reason.lower()):
+        head = head[len(reason) :].lstrip(" :")  # "OverLimit: OverLimit: …" -> "OverLimit: …"
     text = f"{reason}: {head}" if reason and head else (reason or head or "no reason reported")
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def fmt_age(seconds: float) -> str:
+    """``42m`` / ``3h05m`` / ``2d04h``: minute precision, for ages and waits in tables."""
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes}m"
+    if minutes < 48 * 60:
+        return f"{minutes // 60}h{minutes % 60:02d}m"
+    return f"{minutes // 1440}d{(minutes % 1440) // 60:02d}h"
 
 
 def fmt_minutes(seconds: float | None) -> str:

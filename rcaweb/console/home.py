@@ -16,7 +16,7 @@ from django.db.models import F, Prefetch, Q
 
 from collectors.models import EntityVersion, SourceRun
 from incidents.models import Alert, Hypothesis, Incident
-from rcaweb.console.common import one_line, parse_time
+from rcaweb.console.common import fmt_age, one_line, parse_time
 from rcaweb.cursor import Cursor
 
 logger = logging.getLogger(__name__)
@@ -31,6 +31,10 @@ class PendingJob:
     waiting: timedelta
     since: datetime
     reason: str
+
+    @property
+    def waiting_label(self) -> str:
+        return fmt_age(self.waiting.total_seconds())
 
 
 @dataclass
@@ -57,7 +61,7 @@ def open_incidents(t: datetime) -> list[Incident]:
     out = list(qs)
     for inc in out:
         inc.top_hypothesis = inc.ranked[0] if inc.ranked else None  # type: ignore[attr-defined]
-        inc.age = t - inc.onset  # type: ignore[attr-defined]
+        inc.age = fmt_age((t - inc.onset).total_seconds())  # type: ignore[attr-defined]
     return out
 
 

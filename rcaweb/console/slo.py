@@ -11,6 +11,7 @@ A fixed number of queries whatever the cluster size: each table is one query, gr
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -29,6 +30,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_TARGET = timedelta(minutes=int(getattr(settings, "RCAWEB_SLO_QUEUE_TARGET_MIN", 30)))
 HISTOGRAM_EDGES_MIN = (0, 5, 15, 30, 60, 120, 240, 480)
 ROW_LIMIT = 5000
+_PREEMPTED_POD = re.compile(r"\bPod ([a-z0-9][-a-z0-9.]*)/([a-z0-9][-a-z0-9.]*) was preempted", re.I)
 
 
 @dataclass
@@ -281,6 +283,7 @@ def _restarts_and_preemptions(
     restarts: dict[str, int] = defaultdict(int)
     restart_pods: dict[str, list[tuple[EntityVersion, int]]] = defaultdict(list)
     project_of_pod: dict[tuple[int, str, str], str] = {}
+    project_of_ns: dict[tuple[int, str], str] = {}
     for versions in by_pod.values():
         counts = [
             sum(int(c.get("restart_count") or 0) for c in v.state.get("containers") or []) for v in versions
@@ -290,21 +293,32 @@ def _restarts_and_preemptions(
         last = versions[-1]
         project = last.project or "—"
         project_of_pod[(last.cluster_id, last.entity.namespace, last.entity.name)] = project
+        if last.project:
+            project_of_ns[(last.cluster_id, last.entity.namespace)] = last.project
         if grew > 0:
             restarts[project] += grew
             restart_pods[project].append((last, grew))
     preemptions: dict[str, int] = defaultdict(int)
     preempted: dict[str, list[KubeEvent]] = defaultdict(list)
     ev_scope = {"cluster": scope["cluster"]} if scope else {}
+    # kube-scheduler: "Preempted" on the victim pod; KAI: "Evict" on the victim's PodGroup ("Pod ns/x was preempted by …").
     events = (
-        KubeEvent.objects.filter(last_time__gte=start, first_time__lte=t, involved_kind="Pod", **ev_scope)
-        .filter(Q(reason="Preempted") | Q(reason__icontains="preempt") | Q(message__icontains="preempted"))
+        KubeEvent.objects.filter(last_time__gte=start, first_time__lte=t, **ev_scope)
+        .filter(Q(reason__in=["Preempted", "Evict"]) | Q(message__icontains="was preempted"))
         .select_related("cluster")
         .order_by("last_time")[:ROW_LIMIT]
     )
     for ev in events:
+        m = _PREEMPTED_POD.search(ev.message or "")
+        if m:
+            ev.pod_namespace, ev.pod_name = m.group(1), m.group(2)  # type: ignore[attr-defined]
+        elif ev.involved_kind == "Pod":
+            ev.pod_namespace, ev.pod_name = ev.involved_namespace, ev.involved_name  # type: ignore[attr-defined]
+        else:
+            ev.pod_namespace, ev.pod_name = ev.involved_namespace, ""  # type: ignore[attr-defined]
         project = project_of_pod.get(
-            (ev.cluster_id, ev.involved_namespace, ev.involved_name), ev.involved_namespace or "—"
+            (ev.cluster_id, ev.pod_namespace, ev.pod_name),  # type: ignore[attr-defined]
+            project_of_ns.get((ev.cluster_id, ev.involved_namespace), ev.involved_namespace or "—"),
         )
         preemptions[project] += 1
         preempted[project].append(ev)

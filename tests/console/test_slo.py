@@ -206,9 +206,23 @@ class SloTest(BaseTestCase):
             first_time=T0 + timedelta(minutes=50),
             last_time=T0 + timedelta(minutes=50),
         )
+        # KAI reports a preemption as "Evict" on the victim's PodGroup, naming the pod in the message.
+        KubeEvent.objects.create(
+            cluster=c,
+            uid="p2",
+            involved_kind="PodGroup",
+            involved_namespace="nlp",
+            involved_name="pg-h-1234",
+            reason="Evict",
+            message="Pod nlp/h-0 was preempted by workload vision/pg-a-99.\nnlp uses <GPU: 9>",
+            first_time=T0 + timedelta(minutes=70),
+            last_time=T0 + timedelta(minutes=70),
+        )
         got = slo.compute(CURSOR)
         assert got.restarts == {"nlp": 3, "vision": 1}
-        assert got.preemptions == {"vision": 1}
+        assert got.preemptions == {"vision": 1, "nlp": 1}
+        page = self.client.get(f"/slo/jobs/?metric=preemptions&project=nlp&{Q}").content.decode()
+        assert "/c/gpu-prod/pods/nlp/h-0/?t=" in page
 
     def test_each_number_links_to_the_jobs_behind_it(self) -> None:
         html = self.client.get(f"/slo/?target=30m&{Q}").content.decode()
