@@ -83,12 +83,7 @@ def kueue_cluster_queue(ctx: RenderContext, project: SimProject) -> dict[str, An
         "status": {
             "flavorsReservation": usage,
             "flavorsUsage": usage,
-            "pendingWorkloads": u.pending_jobs
-            - sum(
-                1
-                for j in ctx.jobs.values()
-                if j.project == project.name and j.state == "Pending" and ctx.job_admitted(j)
-            ),
+            "pendingWorkloads": _pending(ctx, project),
             "reservingWorkloads": u.admitted_jobs,
             "admittedWorkloads": u.admitted_jobs,
             "conditions": [
@@ -103,6 +98,17 @@ def kueue_cluster_queue(ctx: RenderContext, project: SimProject) -> dict[str, An
             ],
         },
     }
+
+
+def _pending(ctx: RenderContext, project: SimProject) -> int:
+    """Workloads waiting for quota: the engine's count when it keeps one, else counted here."""
+    if getattr(project, "pending_workloads", None) is not None and hasattr(project, "admitted_workloads"):
+        return int(project.pending_workloads)
+    return sum(
+        1
+        for j in ctx.jobs.values()
+        if j.project == project.name and j.state == "Pending" and not ctx.job_admitted(j)
+    )
 
 
 def kueue_local_queue(ctx: RenderContext, project: SimProject) -> dict[str, Any]:
