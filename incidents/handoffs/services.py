@@ -102,10 +102,10 @@ def prefill(incident: Incident, user: Any = None) -> dict[str, str]:
     top = next((h for h in hyps if h.status == "supported"), hyps[0] if hyps else None)
     summary = f"{incident.title} — {incident.get_status_display()}, {incident.get_severity_display()}."
     if top is not None:
-        summary += f" Leading hypothesis: {top.code} ({top.status}, confidence {top.confidence:.2f}): {top.statement}"
+        summary += f" Leading hypothesis: {top.code} ({top.status}, confidence {top.confidence:.2f}): {_gist(top.statement, 300)}"
     checked = "\n".join(
-        f"- {h.code}: {h.status} (confidence {h.confidence:.2f}) — {h.statement}"
-        + (f" Why: {h.why}" if h.why else "")
+        f"- {h.code}: {h.status} (confidence {h.confidence:.2f}) — {_gist(h.statement)}"
+        + (f" Why: {_gist(h.why)}" if h.why else "")
         for h in hyps
     )
     questions: list[str] = []
