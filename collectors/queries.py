@@ -102,13 +102,20 @@ def existence_around(entity: Entity, t: datetime) -> tuple[datetime | None, date
 #
 
 
-def related_q(entity_ids: Sequence[int], names: Iterable[tuple[str, str, str]] = ()) -> Q:
-    """Changes of these entity ids, or of entities named (kind, namespace, name) — joined, not looked up first."""
-    q = Q(entity_id__in=list(entity_ids)[:MAX_RELATED_IDS])
+def related_q(cluster: Cluster, entity_ids: Sequence[int], names: Iterable[tuple[str, str, str]] = ()) -> Q:
+    """Changes of these entity ids and of the entities named (kind, namespace, name).
+
+    Names are resolved to ids first (one query on the identity index) so the change queries run on
+    (entity, time) alone: a join on the entity's name made SQLite scan every change of the cluster.
+    """
+    ids = list(entity_ids)
+    named = Q()
     for kind, ns, name in names:
         if name:
-            q |= Q(entity__kind=kind, entity__namespace=ns, entity__name=name)
-    return q
+            named |= Q(kind=kind, namespace=ns, name=name)
+    if named:
+        ids += Entity.objects.filter(cluster=cluster).filter(named).values_list("id", flat=True)
+    return Q(entity_id__in=ids[:MAX_RELATED_IDS])
 
 
 def changes_around(

@@ -93,7 +93,7 @@ def job_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
         why_pending=explanation,
         why_pending_template=explanation_template,
     )
-    related = queries.related_q([job.pk] + [p.entity_id for p in pods], [("queue", "", queue_name)])
+    related = queries.related_q(c, [job.pk] + [p.entity_id for p in pods], [("queue", "", queue_name)])
     return render_page(request, "collectors/job_detail.html", finish(request, ctx, related))
 
 

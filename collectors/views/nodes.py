@@ -63,7 +63,7 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         all_labels=sorted(labels.items()),
         conditions=sorted((state.get("conditions") or {}).items()),
     )
-    related = queries.related_q([node.pk] + [g.entity_id for g in gpus] + [p.entity_id for p in pods])
+    related = queries.related_q(c, [node.pk] + [g.entity_id for g in gpus] + [p.entity_id for p in pods])
     return render_page(request, "collectors/node_detail.html", finish(request, ctx, related))
 
 
@@ -82,5 +82,5 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         pod_ref=queries.ref(c, "pod", version.pod if version else ""),
         users=users,
     )
-    related = queries.related_q([gpu.pk], [("node", "", node_name)])
+    related = queries.related_q(c, [gpu.pk], [("node", "", node_name)])
     return render_page(request, "collectors/gpu_detail.html", finish(request, ctx, related))

@@ -15,17 +15,17 @@ from collectors.models import EntityVersion
 from tests.collectors.factories import PageTestCase, crowd_node, deepen_history, gpu_uuid, iso
 
 # Budget per page: session + user (2), entity (1), version (1), the page's own related queries,
-# changes/prev/next/collection errors (4). A failing budget names the queries it ran.
+# changes / previous / next / collection errors (4). A failing budget names the queries it ran.
 BUDGETS = {
-    "/c/gpu-prod/nodes/h100-01/": 10,
-    f"/c/gpu-prod/gpus/{gpu_uuid('h100-01', 0)}/": 9,
-    "/c/gpu-prod/pods/vision/resnet-train-0/": 10,
-    "/c/gpu-prod/jobs/vision/resnet-train/": 11,  # + request history
+    "/c/gpu-prod/nodes/h100-01/": 10,  # + GPUs, pods
+    f"/c/gpu-prod/gpus/{gpu_uuid('h100-01', 0)}/": 10,  # + users in window, related ids
+    "/c/gpu-prod/pods/vision/resnet-train-0/": 11,  # + GPUs, events, related ids
+    "/c/gpu-prod/jobs/vision/resnet-train/": 12,  # + pods, events, request history, related ids
     # + its queue's waiting jobs (position) + the why-pending diagnosis (incidents.diagnosis.explain: 4)
-    "/c/gpu-prod/jobs/nlp/bert-eval/": 12 + 4,
-    "/c/gpu-prod/queues/nlp/": 11,
-    "/c/gpu-prod/projects/nlp/": 11,
-    "/c/gpu-prod/jobs/?queue=nlp": 5,
+    "/c/gpu-prod/jobs/nlp/bert-eval/": 13 + 4,
+    "/c/gpu-prod/queues/nlp/": 12,  # + usage, jobs, policy changes, related ids
+    "/c/gpu-prod/projects/nlp/": 12,
+    "/c/gpu-prod/jobs/?queue=nlp": 5,  # session, user, cluster, count, rows
     "/c/gpu-prod/jobs/?node=h100-01&phase=Running": 5,
 }
 
