@@ -95,7 +95,7 @@ def base_layout(
         "yaxis2": {"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True},
         "shapes": [cursor_shape(cursor_t)],
         "showlegend": True,
-        "legend": {"orientation": "h", "x": 0, "y": -0.18, "yanchor": "top", "font": {"size": 10}},
+        "legend": {"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top", "font": {"size": 10}},
         "hovermode": "closest",
         "clickmode": "event",
         "paper_bgcolor": "#ffffff",
@@ -296,13 +296,31 @@ def queue_length_figure(
     cursor_t: datetime,
     markers: Iterable[Marker] = (),
 ) -> dict[str, Any]:
-    series = [
-        Series("jobs pending", pending_jobs, step=True, color=PALETTE[0]),
-        Series("GPUs requested by pending jobs", pending_gpus, step=True, dash="dash", color=PALETTE[3]),
-    ]
-    return line_figure(
-        "Queue length", series, start=start, end=end, cursor_t=cursor_t, y_title="count", markers=markers
+    """Jobs waiting (left axis) and the GPUs they ask for (right axis: ten times larger, it would flatten jobs)."""
+    fig = line_figure(
+        "Queue length",
+        [Series("jobs pending", pending_jobs, step=True, color=PALETTE[0])],
+        start=start,
+        end=end,
+        cursor_t=cursor_t,
+        y_title="jobs",
+        markers=markers,
     )
+    gpus = series_trace(
+        Series("GPUs requested (right axis)", pending_gpus, step=True, dash="dash", color=PALETTE[3]), 1
+    )
+    gpus["yaxis"] = "y3"
+    fig["data"].insert(1, gpus)
+    fig["layout"]["yaxis3"] = {
+        "overlaying": "y",
+        "side": "right",
+        "title": {"text": "GPUs"},
+        "rangemode": "tozero",
+        "showgrid": False,
+    }
+    fig["layout"]["yaxis"]["rangemode"] = "tozero"
+    fig["layout"]["margin"]["r"] = 45
+    return fig
 
 
 def histogram_figure(

@@ -189,10 +189,19 @@ def _telemetry(scope: Scope, name: str, result: ChartResult) -> None:
 
 
 def _grid(scope: Scope) -> list[datetime]:
+    """Points from the range start to its end, but never past the last inventory sweep: an open version
+    says "still true at the last look", not "true forever", so the line stops where knowledge stops."""
+    last = (
+        SourceRun.objects.filter(cluster=scope.cluster, source="k8s", ok=True, time__lte=scope.end)
+        .order_by("-time")
+        .values_list("time", flat=True)
+        .first()
+    )
+    stop = max(min(scope.end, last), scope.t) if last is not None else scope.end
     span = scope.end - scope.start
     step = max(timedelta(minutes=1), span / MAX_POINTS)
     out, g = [], scope.start
-    while g <= scope.end:
+    while g <= stop:
         out.append(g)
         g += step
     if scope.t not in out and scope.start <= scope.t <= scope.end:
