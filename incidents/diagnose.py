@@ -60,6 +60,15 @@ SAMPLE_METRICS = (
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
 )
 KINDS = ("node", "gpu", "pod", "job", "queue", "project")
+# DCGM fields the checks read (health, efficiency); other evidence series are not parsed.
+USED_METRICS = frozenset(
+    {
+        *SAMPLE_METRICS,
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+    }
+)
 
 
 class NoEvidence(ValueError):
@@ -101,6 +110,7 @@ def load_job_input(entity: Entity, t: datetime) -> tuple[DiagnosisInput, EntityS
         t=t, onset=t, cluster=entity.cluster.name, scheduler=entity.cluster.scheduler, subjects=[ref]
     )
     _load_inventory(di, entity.cluster, t, subject_entities=[entity], obs_by_key={})
+    _load_samples(di, entity.cluster, t)
     return di, di.find("job", entity.name, entity.namespace)
 
 
@@ -127,6 +137,7 @@ def load_incident_input(incident: Incident, t: datetime | None = None) -> Diagno
         _load_inventory(di, cluster, t, subject_entities=subjects, obs_by_key=obs_by_key)
     _load_observations(di, observations)
     if cluster is not None:
+        _load_samples(di, cluster, t)  # only where the evidence holds no live series
         _load_source_runs(di, cluster, t)
     return di
 
@@ -168,7 +179,8 @@ def _load_inventory(
         di._of(v.entity.kind).append(_state(v, obs_by_key))
     start = min(di.onset, t) - HISTORY
     # History of what the checks read over time: subject objects, their jobs/pods, nodes, GPUs and policy.
-    wanted = Q(entity_id__in=subject_ids) | Q(kind__in=("node", "queue", "project", "gpu"))
+    # (GPU history only for subject GPUs: a fleet's GPUs would dominate the load for nothing.)
+    wanted = Q(entity_id__in=subject_ids) | Q(kind__in=("node", "queue", "project"))
     job_names = [e.name for e in subject_entities if e.kind == "job"]
     pod_jobs = [
         s.get("job")
@@ -209,7 +221,6 @@ def _load_inventory(
             )
         )
     _load_events(di, cluster, start, t, obs_by_key)
-    _load_samples(di, cluster, t)
 
 
 def _load_events(
@@ -271,6 +282,10 @@ def _load_samples(di: DiagnosisInput, cluster: Cluster, t: datetime) -> None:
             nodes.add(g.get("node"))
     if not uuids:
         return
+    have = {(s.uuid, s.metric) for s in di.series}
+    uuids = {u for u in uuids if any((u, m) not in have for m in SAMPLE_METRICS)}
+    if not uuids:
+        return
     start = min(di.onset, t) - HISTORY
     rows = (
         TelemetrySample.objects.filter(
@@ -282,6 +297,8 @@ def _load_samples(di: DiagnosisInput, cluster: Cluster, t: datetime) -> None:
     node_of = {g.name: g.get("node") or "" for g in di.gpus}
     series: dict[tuple[str, str], Series] = {}
     for uuid, metric, ts, value in rows:
+        if (uuid, metric) in have:
+            continue
         s = series.setdefault(
             (uuid, metric),
             Series(
@@ -329,15 +346,10 @@ def _load_observations(di: DiagnosisInput, observations: list[Observation]) -> N
                     obs_id=o.pk,
                 )
             )
-        elif o.kind == "dcgm_series" and c.get("points"):
-            points = [(parse_ts(ts), float(v)) for ts, v in c["points"] if parse_ts(ts) is not None]
+        elif o.kind == "dcgm_series" and c.get("points") and c.get("metric") in USED_METRICS:
+            points = [(p, float(v)) for p, v in ((parse_ts(ts), v) for ts, v in c["points"]) if p is not None]
             uuid = c.get("uuid") or (o.entity.name if o.entity and o.entity.kind == "gpu" else "")
-            # Evidence series (raw points, live from Prometheus) replace the stored 5-minute samples.
-            di.series = [
-                s
-                for s in di.series
-                if not (s.metric == c.get("metric") and s.uuid == uuid and s.obs_id is None)
-            ]
+            # Evidence series (raw points, live from Prometheus) are read first; stored samples fill gaps only.
             di.series.append(
                 Series(
                     c.get("metric", ""),

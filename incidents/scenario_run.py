@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -57,9 +58,18 @@ class _Server:
             if conn.vendor == "sqlite" and conn.is_in_memory_db():
                 override[conn.alias] = conn
         self.override = override
-        self.thread = LiveServerThread(
-            "127.0.0.1", lambda handler: handler, connections_override=override or None
-        )
+        # Held while the app handles a request: the driver takes it before sweeping, so the pipeline a
+        # notification started (which may outlive the sender's 10 s timeout) never writes concurrently with
+        # a sweep (SQLite has one writer).
+        self.busy = threading.Lock()
+        self.thread = LiveServerThread("127.0.0.1", self._serialized, connections_override=override or None)
+
+    def _serialized(self, app: Any) -> Any:
+        def handle(environ: dict[str, Any], start_response: Any) -> Any:
+            with self.busy:
+                return list(app(environ, start_response))
+
+        return handle
 
     def __enter__(self) -> _Server:
         for conn in self.override.values():
@@ -121,24 +131,24 @@ def run_scenario_file(path: str, *, sweep_every: timedelta = SWEEP_EVERY, log: A
                 fresh = bool(firing - notified)
                 notified |= firing
                 t0 = time.monotonic()
-                if last_sweep is None or fresh or now - last_sweep >= sweep_every:
-                    sweep_cluster(cluster.name, now)
-                    last_sweep = now
-                    sweeps += 1
-                if last_ev is None or fresh or now - last_ev >= EVENTS_EVERY:
-                    sweep_events(cluster.name, now)
-                    last_ev = now
-                if last_tel is None or now - last_tel >= TELEMETRY_EVERY:
-                    sweep_telemetry(cluster.name, now)
-                    last_tel = now
+                with web.busy:  # wait for a pipeline run still in flight
+                    if last_sweep is None or fresh or now - last_sweep >= sweep_every:
+                        sweep_cluster(cluster.name, now)
+                        last_sweep = now
+                        sweeps += 1
+                    if last_ev is None or fresh or now - last_ev >= EVENTS_EVERY:
+                        sweep_events(cluster.name, now)
+                        last_ev = now
+                    if last_tel is None or now - last_tel >= TELEMETRY_EVERY:
+                        sweep_telemetry(cluster.name, now)
+                        last_tel = now
                 timings["sweeps_s"] += time.monotonic() - t0
                 if now >= scenario.end:
                     break
                 now = min(now + tick, scenario.end)
                 t0 = time.monotonic()
-                sim.advance_to(
-                    now
-                )  # the sender posts due notifications to the intake, which runs the pipeline
+                # The sender posts due notifications to the intake, which runs the pipeline.
+                sim.advance_to(now)
                 timings["advance_s"] += time.monotonic() - t0
             timings["sweeps"] = sweeps
     result = RunResult(scenario=scenario.name, incidents=incidents_json(), timings=timings)

@@ -364,6 +364,6 @@ def parse_ts(raw: Any) -> datetime | None:
     if not raw:
         return None
     try:
-        return datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+        return datetime.fromisoformat(raw if isinstance(raw, str) else str(raw))  # 3.11 reads the "Z" suffix
     except ValueError:
         return None

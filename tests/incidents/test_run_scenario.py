@@ -1,0 +1,120 @@
+"""``manage.py run_scenario``: the JSON contract (SCENARIOS.md), exit status 2 for a bad file, expectation matching."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from incidents.scenario_run import check_expectations
+
+TINY = """
+format: 1
+name: tiny-taint
+summary: A nightly eval job that does not tolerate the taint on every node.
+start: 2026-11-29T00:00:00Z
+duration: 40m
+seed: 3
+cluster:
+  name: gpu-tiny
+  scheduler: kai
+  nodepools:
+    - name: h100
+      nodes: 2
+      gpus_per_node: 8
+      gpu_product: NVIDIA-H100-80GB-HBM3
+      taints: [{key: dedicated, value: train, effect: NoSchedule}]
+projects:
+  - {name: eval, quota: {gpu: 8}}
+jobs:
+  - {name: eval-nightly, project: eval, submit: 2m, pods: 1, gpus_per_pod: 4}
+alerts:
+  - {name: GPUJobPendingTooLong, for: 10m}
+expect:
+  - alert: GPUJobPendingTooLong
+    subject: {job: eval-nightly}
+    top: untolerated_taint
+    not_supported: [gpu_capacity_shortage, project_quota_exhausted]
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_prints_the_scenarios_md_json_document(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY)
+    out = StringIO()
+    call_command("run_scenario", str(path), "--json", "--database", "configured", stdout=out)
+    doc = json.loads(out.getvalue())
+    assert set(doc) == {"scenario", "incidents", "expect"} and doc["scenario"] == "tiny-taint"
+    inc = doc["incidents"][0]
+    assert set(inc) == {"id", "url", "alerts", "subjects", "hypotheses"}
+    assert inc["url"] == f"/incidents/{inc['id']}/" and inc["alerts"] == ["GPUJobPendingTooLong"]
+    assert {"kind": "job", "cluster": "gpu-tiny", "namespace": "eval", "name": "eval-nightly"} in inc[
+        "subjects"
+    ]
+    top = inc["hypotheses"][0]
+    assert set(top) == {"code", "status", "confidence", "statement", "evidence"}
+    assert top["code"] == "untolerated_taint" and top["status"] == "supported" and top["evidence"]
+    assert "dedicated=train:NoSchedule" in top["statement"]
+    assert doc["expect"] == [{"alert": "GPUJobPendingTooLong", "passed": True, "why": ""}]
+
+
+def test_it_exits_2_with_the_loaders_problems_for_a_bad_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(TINY.replace("duration: 40m", "duration: 40m\nduraton: 1h"))
+    err = StringIO()
+    with pytest.raises(CommandError) as exc:
+        call_command("run_scenario", str(path), "--json", "--database", "configured", stderr=err)
+    assert exc.value.returncode == 2
+    assert "duraton" in err.getvalue()
+
+
+def _incident(alerts, subjects, codes):
+    return {
+        "id": 1,
+        "url": "/incidents/1/",
+        "alerts": alerts,
+        "subjects": [{"kind": k, "cluster": "c", "namespace": "ns", "name": n} for k, n in subjects],
+        "hypotheses": [
+            {"code": c, "status": s, "confidence": 0.8, "statement": "", "evidence": [1]} for c, s in codes
+        ],
+    }
+
+
+def test_it_checks_top_supported_and_not_supported_per_expectation() -> None:
+    exp = SimpleNamespace(
+        alert="GPUJobPendingTooLong",
+        subject={"job": "train"},
+        top="project_quota_exhausted",
+        supported=("recent_change",),
+        not_supported=("gpu_capacity_shortage",),
+    )
+    scenario = SimpleNamespace(expect=[exp], cluster=SimpleNamespace(name="c"))
+    good = _incident(
+        ["GPUJobPendingTooLong"],
+        [("job", "train")],
+        [
+            ("project_quota_exhausted", "supported"),
+            ("recent_change", "supported"),
+            ("gpu_capacity_shortage", "refuted"),
+        ],
+    )
+    assert check_expectations(scenario, [good])[0]["passed"]
+    bad = _incident(
+        ["GPUJobPendingTooLong"],
+        [("job", "train")],
+        [("gpu_capacity_shortage", "supported"), ("recent_change", "refuted")],
+    )
+    why = check_expectations(scenario, [bad])[0]["why"]
+    assert (
+        "top is gpu_capacity_shortage" in why
+        and "recent_change is refuted" in why
+        and "is supported, expected not" in why
+    )
+    other = _incident(["NodeNotReady"], [("job", "train")], [("project_quota_exhausted", "supported")])
+    assert "no incident with alert GPUJobPendingTooLong" in check_expectations(scenario, [other])[0]["why"]
