@@ -80,6 +80,7 @@ class Guard:
             problems.append(
                 f"requests to hosts other than the server {self.netloc}: {sorted(self.external_hosts())}"
             )
+        self.problems.clear()
         assert not problems, "browser problems:\n  " + "\n  ".join(problems)
 
 
@@ -152,6 +153,8 @@ def parse_z(value: str) -> datetime:
 
 
 def screenshot(page: Page, artifacts: Path, name: str) -> Path:
+    """``name.png`` (the whole page) and ``name-top.png`` (what the first screen shows, readable at full size)."""
     path = artifacts / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(artifacts / f"{name}-top.png"))
     return path

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Playwright, sync_playwright
 
 from tests.e2e import server as srv
 from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, VIEWPORT, Guard
@@ -126,6 +126,10 @@ def alice(browser: Browser, live: srv.Server, auth_state: str) -> Iterator[Sessi
     yield from _session(browser, live, auth_state)
 
 
-@pytest.fixture
-def page(alice: Session) -> Page:
-    return alice.page
+@pytest.fixture(scope="module")
+def alice_tour(browser: Browser, live: srv.Server, auth_state: str) -> Iterator[Session]:
+    """Alice in one browser for a whole module (a tour of many pages shares the HTTP cache, as a person's does).
+
+    Tests using it call ``guard.check()`` themselves, so a problem is pinned on the page that caused it.
+    """
+    yield from _session(browser, live, auth_state)

@@ -1,0 +1,65 @@
+"""Flows 5 and 6 (issue #5): every main page, at the incident's time, loads clean and is photographed.
+
+"Clean" is the guard's rule (no console error, no failed request, no other host) plus: the cursor bar
+shows the URL's t, the lazy panels and charts finished, and every link to another rcaweb page keeps t and w
+(except the cursor bar's "now", which goes live on purpose).
+Screenshots land in artifacts/e2e/<name>.png for a human to look at.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.browser import bar_t, goto, screenshot, url_params
+from tests.e2e.conftest import Session
+
+T = "2026-11-29T00:14:00Z"
+Q = f"?t={T}&w=2h"
+
+PAGES = [
+    ("home", "/" + Q),
+    ("incident", "{incident}" + Q),
+    ("job", "/c/gpu-prod/jobs/llm/llama-ft/" + Q),
+    ("queue", "/c/gpu-prod/queues/llm/" + Q),
+    ("project", "/c/gpu-prod/projects/nlp/" + Q),
+    ("node", "/c/gpu-prod/nodes/{node}/" + Q),
+    ("gpu", "/c/gpu-prod/nodes/{node}/" + Q),  # then its first GPU's link
+    ("fleet", "/fleet/" + Q),
+    ("slo", "/slo/" + Q),
+    ("changes", "/changes/" + Q),
+    ("handoffs", "/handoffs/" + Q),
+]
+
+LINKS_WITHOUT_CURSOR = """() => [...document.querySelectorAll("a[href]:not(#cursor-live)")]
+  .map((a) => new URL(a.getAttribute("href"), location.href))
+  .filter((u) => u.origin === location.origin && !u.hash && !/^\\/(static|accounts|admin)\\//.test(u.pathname)
+                 && !/\\.md$|^\\/api\\//.test(u.pathname))
+  .filter((u) => !u.searchParams.get("t") || !u.searchParams.get("w"))
+  .map((u) => u.pathname + u.search)"""
+
+
+def subject(session: Session, kind: str) -> str:
+    for s in session.live.incident["subjects"]:
+        if s["kind"] == kind:
+            return s["name"]
+    raise AssertionError(f"the e2e incident has no {kind} subject: {session.live.incident['subjects']}")
+
+
+@pytest.mark.parametrize("name,path", PAGES, ids=[p[0] for p in PAGES])
+def test_it_renders_each_main_page_clean_at_the_incident_time(
+    alice_tour: Session, name: str, path: str
+) -> None:
+    page = alice_tour.page
+    url = path.format(incident=alice_tour.live.incident["url"], node=subject(alice_tour, "node"))
+    goto(page, alice_tour.url(url))
+    if name == "gpu":
+        goto(page, alice_tour.url(page.locator("main a.ent-gpu").first.get_attribute("href") or ""))
+        assert "/gpus/" in page.url
+    assert url_params(page.url).get("t") == T
+    assert bar_t(page) == T, f"{name}: the cursor bar shows another time than the URL"
+    main = page.locator("main").inner_text()
+    assert "Server Error" not in main and "Traceback" not in main
+    missing = page.evaluate(LINKS_WITHOUT_CURSOR)
+    assert not missing, f"{name}: links that drop the cursor: {missing[:10]}"
+    screenshot(page, alice_tour.live.logs.parent, name)
+    alice_tour.guard.check()
