@@ -96,7 +96,7 @@ def base_layout(
         "shapes": [cursor_shape(cursor_t)],
         "showlegend": True,
         "legend": {"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top", "font": {"size": 10}},
-        "hovermode": "closest",
+        "hovermode": "x",  # a click anywhere in the plot picks the points at that time
         "clickmode": "event",
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",

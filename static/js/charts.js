@@ -36,14 +36,26 @@
     return url.pathname + "?" + params.toString();
   }
 
+  // The request's source carries hx-push-url, so htmx snapshots the page and pushes the URL exactly as
+  // it does for the cursor bar's links: Back restores the previous moment.
+  function navSource() {
+    var el = document.getElementById("chart-cursor-nav");
+    if (!el) {
+      el = document.createElement("span");
+      el.id = "chart-cursor-nav";
+      el.hidden = true;
+      el.setAttribute("hx-push-url", "true");
+      document.body.appendChild(el);
+    }
+    return el;
+  }
+
   function moveCursor(x) {
     var t = toIsoZ(x);
     if (!t) return;
     var url = cursorUrl(t);
     if (window.htmx && document.getElementById("page")) {
-      window.htmx.ajax("GET", url, { target: "#page", select: "#page", swap: "outerHTML" }).then(function () {
-        window.history.pushState({}, "", url);
-      });
+      window.htmx.ajax("GET", url, { source: navSource(), target: "#page", select: "#page", swap: "outerHTML" });
     } else {
       window.location.assign(url);
     }
