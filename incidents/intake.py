@@ -381,6 +381,7 @@ def enqueue_processing(alert_ids: list[int]) -> bool:
 
 OUTBOX_GRACE_S = 10  # the sweeper leaves fresh rows to the task enqueued on commit
 OUTBOX_BATCH = 1000
+GROUPING_LOCK = 0x7263_6177  # PostgreSQL advisory lock key ("rcaw") held by process_alert's transaction
 
 
 def process_alert(alert_id: int) -> int | None:
@@ -393,6 +394,9 @@ def process_alert(alert_id: int) -> int | None:
     from incidents.grouping import group_alert
 
     with transaction.atomic():
+        if connection.vendor == "postgresql":  # one grouper at a time, or two workers open two incidents for one job
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_advisory_xact_lock(%s)", [GROUPING_LOCK])
         claimed = Alert.objects.filter(pk=alert_id, processed_at=None).update(processed_at=timezone.now())
         if claimed != 1:
             return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -119,3 +120,39 @@ def test_it_stores_every_alert_while_redis_is_down_and_processes_each_once_when_
     assert sorted(counts.values()) == [1] + [len(RULES)] * len(JOBS)  # + the late job's incident
     assert Incident.objects.count() == len(JOBS) + 1
     assert set(Incident.objects.values_list("collection_state", flat=True)) == {"done"}
+
+
+def test_it_opens_one_incident_per_job_when_a_worker_groups_notifications_concurrently(
+    redis_server, procs, tmp_path
+):
+    """The companion without an outage: Alertmanager sends one notification per rule (group_by alertname),
+    all after the same group_wait, so a worker with several processes groups them at the same moment.
+    Must hold: alerts naming the same job still end in one incident."""
+    env = app_env(database=database_url(), redis=redis_server.url)
+    worker = procs.add(start_worker("worker", env, tmp_path, concurrency=2))
+    web, base = start_gunicorn(env, tmp_path, workers=1, threads=4)
+    procs.add(web)
+    auth = {"Authorization": f"Bearer {settings.WEBHOOK_TOKENS[0]}"}
+    t0 = timezone.now().replace(microsecond=0) - timedelta(minutes=20)
+    with ThreadPoolExecutor(len(RULES)) as pool:
+        answers = list(
+            pool.map(
+                lambda rule: requests.post(base + URL, json=notification(rule, t0), headers=auth, timeout=20),
+                RULES,
+            )
+        )
+    assert [r.status_code for r in answers] == [200] * len(RULES)
+    wait_until(
+        lambda: (
+            broker_idle(redis_server.url) and not Alert.objects.filter(processed_at__isnull=True).exists()
+        ),
+        30,
+        "every alert to be grouped",
+    )
+    assert worker.alive()
+    per_job = {
+        job: set(Alert.objects.filter(labels__job_name=job).values_list("incident_id", flat=True))
+        for job in JOBS
+    }
+    assert all(len(ids) == 1 for ids in per_job.values()), per_job
+    assert Incident.objects.count() == len(JOBS)
