@@ -101,5 +101,5 @@ def incident_handoff_markdown(request: RcaRequest, pk: int) -> HttpResponse:
 
 def _markdown_response(text: str, filename: str) -> HttpResponse:
     resp = HttpResponse(text, content_type="text/markdown; charset=utf-8")
-    resp["Content-Disposition"] = f'inline; filename="{filename}"'
+    resp["Content-Disposition"] = f'attachment; filename="{filename}"'  # an export: save it, paste it
     return resp
