@@ -61,6 +61,7 @@ class Resolution:
 
     cluster: Cluster | None = None
     subjects: list[Entity] = field(default_factory=list)
+    context: list[Entity] = field(default_factory=list)  # named by labels, less specific: attached as related
     unresolved: list[str] = field(default_factory=list)
 
     @property
@@ -73,7 +74,8 @@ def group_alert(alert: Alert) -> Incident:
 
     Rules, in order:
       1. an alert already in an incident stays there (resends, resolutions) and only moves its window;
-      2. its labels resolve to subject entities (cluster, pod, job, project, queue, node, GPU);
+      2. its labels resolve to entities; the most specific are its subjects (GPU+node > pod/job > node >
+         queue/project), the others are context (attached as related);
       3. it joins an open incident of the same cluster that has one of those subjects, within its window;
       4. labels that resolved to nothing join an open incident with the same unresolved labels;
       5. otherwise a new incident opens at the alert's start;
@@ -94,7 +96,8 @@ def group_alert(alert: Alert) -> Incident:
     Alert.objects.filter(pk=alert.pk).update(incident=incident)
     alert.incident = incident
     attach_subjects(incident, res.subjects, role="subject")
-    attach_subjects(incident, related_entities(res.subjects, alert.starts_at), role="related")  # rule 6
+    related = res.context + related_entities(res.subjects, alert.starts_at)
+    attach_subjects(incident, related, role="related")  # rule 6
     link_related_incidents(incident)  # rule 7
     update_window(incident)
     incident.needs_evidence = True  # new, grown, or at least one more alert: all are new evidence
@@ -134,6 +137,7 @@ def resolve_subjects(alert: Alert) -> Resolution:
     pod = labels.get("exported_pod") or labels.get("pod", "")
     node = labels.get("node") or labels.get("Hostname") or labels.get("hostname") or ""
     wanted: list[tuple[str, str, str, str]] = []  # (kind, namespace, name, label text)
+    found: list[Entity] = []
     if pod and namespace:
         wanted.append(("pod", namespace, pod, f"pod={namespace}/{pod}"))
     if labels.get("job_name"):
@@ -153,7 +157,7 @@ def resolve_subjects(alert: Alert) -> Resolution:
                 found = list(Entity.objects.filter(cluster=res.cluster, kind="job", name=name)[:2])
                 ent = found[0] if len(found) == 1 else None
         if ent is not None:
-            res.subjects.append(ent)
+            found.append(ent)
         else:
             res.unresolved.append(text)
     if labels.get("gpu") and not labels.get("UUID"):
@@ -161,9 +165,10 @@ def resolve_subjects(alert: Alert) -> Resolution:
             gpu_by_index(res.cluster, node, labels["gpu"], alert.starts_at) if res.cluster and node else None
         )
         if gpu is not None:
-            res.subjects.append(gpu)
+            found.append(gpu)
         else:
             res.unresolved.append(f"gpu={node}/{labels['gpu']}")
+    res.subjects, res.context = most_specific(found)
     if not res.subjects and not res.unresolved:
         # Nothing identifying at all: the alert is its own subject (by name and its distinguishing labels).
         rest = sorted(f"{k}={v}" for k, v in labels.items() if k not in ("severity", "alertname"))
@@ -171,6 +176,24 @@ def resolve_subjects(alert: Alert) -> Resolution:
             f"alertname={labels.get('alertname', '')}" + (", " + ", ".join(rest) if rest else "")
         )
     return res
+
+
+# Which named entities an alert is *about*, most specific first; the rest of what its labels name is context.
+# A GPU alert is about the GPU and its node (dcgm labels always carry both), even when a pod holds the GPU;
+# a pod/job alert is about the workload, not the node it ran on or the project/queue it belongs to —
+# otherwise every pending job of a project would join one incident through the project label.
+def most_specific(found: list[Entity]) -> tuple[list[Entity], list[Entity]]:
+    """Split resolved entities into (subjects, context): GPU(+node) > pod/job > node > queue/project."""
+    kinds = {e.kind for e in found}
+    if "gpu" in kinds:
+        tier = {"gpu", "node"}
+    elif kinds & {"pod", "job"}:
+        tier = {"pod", "job"}
+    elif "node" in kinds:
+        tier = {"node"}
+    else:
+        tier = {"queue", "project"}
+    return [e for e in found if e.kind in tier], [e for e in found if e.kind not in tier]
 
 
 def gpu_by_index(cluster: Cluster, node: str, index: str, at: datetime) -> Entity | None:

@@ -221,3 +221,44 @@ class RelatedIncidentRuleTests(GroupingTestCase):
         self.assertNotEqual(a.pk, b.pk)
         self.assertEqual(a.related.count(), 0)
         self.assertTrue(Entity.objects.filter(kind="job", name="bert").exists())
+
+
+class SpecificityRuleTests(GroupingTestCase):
+    def test_it_keeps_project_and_queue_labels_as_context_of_a_job_alert(self) -> None:
+        from collectors.inventory import Observed, record_states
+
+        record_states(
+            self.cluster,
+            [
+                Observed(
+                    "job",
+                    "other",
+                    {"phase": "Pending"},
+                    namespace="vision",
+                    hot={"phase": "Pending", "project": "vision", "queue": "vision"},
+                )
+            ],
+            T0 - timedelta(hours=1),
+        )
+        labels = {"namespace": "vision", "project": "vision", "queue": "vision"}
+        a = self.fire("GPUJobPendingTooLong", {**labels, "job_name": "resnet-train"})
+        b = self.fire("GPUJobPendingTooLong", {**labels, "job_name": "other"}, at=T0 + timedelta(minutes=1))
+        self.assertNotEqual(a.pk, b.pk)  # two jobs of one project are two incidents
+        self.assertEqual(self.subjects(a), {"job vision/resnet-train"})
+        self.assertTrue({"project vision", "queue vision"} <= self.subjects(a, "related"))
+
+    def test_it_makes_a_gpu_alert_about_the_gpu_even_when_a_pod_holds_it(self) -> None:
+        uuid = gpu_uuid("h100-01", 2)
+        inc = self.fire(
+            "GPUIdleAllocated",
+            {"UUID": uuid, "Hostname": "h100-01", "gpu": "2", "namespace": "vision", "pod": "resnet-train-0"},
+        )
+        self.assertEqual(self.subjects(inc), {f"gpu {uuid}", "node h100-01"})
+        self.assertIn("pod vision/resnet-train-0", self.subjects(inc, "related"))
+
+    def test_it_makes_a_pod_alert_about_the_pod_not_the_node_it_ran_on(self) -> None:
+        inc = self.fire(
+            "PodCrashLooping", {"namespace": "vision", "pod": "resnet-train-1", "node": "h100-02"}
+        )
+        self.assertEqual(self.subjects(inc), {"pod vision/resnet-train-1"})
+        self.assertIn("node h100-02", self.subjects(inc, "related"))
