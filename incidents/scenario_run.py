@@ -152,7 +152,7 @@ def run_scenario_file(path: str, *, sweep_every: timedelta = SWEEP_EVERY, log: A
                 timings["advance_s"] += time.monotonic() - t0
             timings["sweeps"] = sweeps
     result = RunResult(scenario=scenario.name, incidents=incidents_json(), timings=timings)
-    result.expect = check_expectations(scenario, result.incidents)
+    result.expect = check_expectations(scenario, result.incidents, related_json())
     result.timings["total_s"] = round(time.monotonic() - started, 2)
     if log is not None:
         log(
@@ -205,6 +205,17 @@ def incidents_json() -> list[dict[str, Any]]:
     return out
 
 
+def related_json() -> dict[int, list[dict[str, Any]]]:
+    """Per incident, the entities linked as related (context), in the same shape as subjects."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for lk in IncidentSubject.objects.exclude(role="subject").select_related("entity", "entity__cluster"):
+        e = lk.entity
+        out.setdefault(lk.incident_id, []).append(
+            {"kind": e.kind, "cluster": e.cluster.name, "namespace": e.namespace, "name": e.name}
+        )
+    return out
+
+
 #
 # Expectations
 #
@@ -230,13 +241,26 @@ def gpu_uuids(cluster: str, node: str, index: int) -> set[str]:
     return out
 
 
-def check_expectations(scenario: Any, incidents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def check_expectations(
+    scenario: Any, incidents: list[dict[str, Any]], related: dict[int, list[dict[str, Any]]] | None = None
+) -> list[dict[str, Any]]:
+    """Each expect entry against the incident with its alert about its subject.
+
+    The subject is looked for among the incident's subjects first, then among the entities linked to it as
+    related (a GPU alert that names the pod holding the GPU is grouped about the GPU, with the pod and job
+    as context; the expectation names the job).
+    """
+    related = related or {}
     out = []
     for exp in scenario.expect:
+        with_alert = [i for i in incidents if exp.alert in i["alerts"]]
         matching = [
+            i for i in with_alert if subject_matches(exp.subject, i["subjects"], scenario.cluster.name)
+        ]
+        matching = matching or [
             i
-            for i in incidents
-            if exp.alert in i["alerts"] and subject_matches(exp.subject, i["subjects"], scenario.cluster.name)
+            for i in with_alert
+            if subject_matches(exp.subject, related.get(i["id"], []), scenario.cluster.name)
         ]
         if not matching:
             seen = sorted({a for i in incidents for a in i["alerts"]})
