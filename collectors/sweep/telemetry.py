@@ -37,7 +37,10 @@ def sweep_telemetry(
     *,
     backfill: timedelta = DEFAULT_BACKFILL,
     metrics: tuple[str, ...] = promql.TELEMETRY_METRICS,
+    since: datetime | None = None,
 ) -> SweepSummary:
+    """Fill 5-minute points up to ``at``: from the last stored point, at most ``backfill`` back. With ``since``,
+    exactly (since, at] whatever is stored (existing points are kept): to backfill older history."""
     cluster, at = resolve(cluster_name, at)
     summary = SweepSummary(cluster=cluster.name, at=at, kind="telemetry")
     started = time.monotonic()
@@ -49,7 +52,7 @@ def sweep_telemetry(
             return summary
         runner = Runner(cluster, at, summary)
         try:
-            _sweep(cluster, at, runner, summary, backfill, metrics)
+            _sweep(cluster, at, runner, summary, backfill, metrics, since)
         finally:
             runner.save()
     summary.duration_s = time.monotonic() - started
@@ -63,6 +66,7 @@ def _sweep(
     summary: SweepSummary,
     backfill: timedelta,
     metrics: tuple[str, ...],
+    since: datetime | None = None,
 ) -> None:
     gpus = dict(Entity.objects.filter(cluster=cluster, kind="gpu").values_list("name", "pk"))
     if not gpus:
@@ -78,6 +82,8 @@ def _sweep(
     for metric in metrics:
         earliest = _floor(end - backfill) + STEP  # (end - backfill, end]: a 1 h backfill is 12 points
         start = max(last[metric] + STEP, earliest) if metric in last else earliest
+        if since is not None:
+            start = _floor(since) + STEP
         if start > end:
             continue
         query = promql.telemetry(metric)
