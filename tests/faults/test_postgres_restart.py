@@ -16,6 +16,7 @@ import itertools
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from unittest import mock
@@ -62,9 +63,18 @@ class Answer:
         return self.notification["alerts"][0]["fingerprint"] if self.notification else ""
 
 
-def test_it_answers_503_while_the_database_restarts_and_recovers_without_a_500(redis_server, procs, tmp_path):
+@pytest.fixture
+def proxy(postgres) -> Iterator[TcpProxy]:  # type: ignore[no-untyped-def]
     s = connection.settings_dict
-    proxy = TcpProxy(int(s["PORT"] or 5432), s["HOST"] or "127.0.0.1").start()
+    server = TcpProxy(int(s["PORT"] or 5432), s["HOST"] or "127.0.0.1").start()
+    yield server
+    server.cut()
+
+
+def test_it_answers_503_while_the_database_restarts_and_recovers_without_a_500(
+    redis_server, procs, proxy, tmp_path
+):
+    s = connection.settings_dict
     viewer = User.objects.create_user("vera", password="x")
     viewer.groups.add(Group.objects.get_or_create(name="viewer")[0])
     browser = Client()

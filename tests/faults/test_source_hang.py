@@ -78,7 +78,7 @@ def test_a_silent_source_bounds_the_sweep_and_the_other_source_is_still_collecte
     assert errors and {source for source, *_ in errors} == {hanging}, errors
     assert all("did not answer within 1 s" in error for _, _, error, _ in errors), errors
     # Each silent call gave up after the timeout (plus scheduling noise), and so did the whole sweep.
-    assert all(900 <= ms < 3000 for *_, ms in errors), errors
+    assert all(900 <= ms < 4000 for *_, ms in errors), errors
     assert took < 30
     if hanging == "prometheus":
         assert SourceRun.objects.filter(cluster=cluster, ok=True, source="k8s", call="list pods").exists()
