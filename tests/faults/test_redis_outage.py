@@ -12,9 +12,10 @@ all, one incident per job (never two for one job, never an alert in two), eviden
 from __future__ import annotations
 
 import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 import requests
@@ -47,7 +48,7 @@ JOBS = [f"train-{i}" for i in range(6)]
 RULES = ["GPUJobPendingTooLong", "GPUJobLowUtilization", "GPUJobRestarting"]
 
 
-def notification(rule: str, t0) -> dict:  # type: ignore[no-untyped-def]
+def notification(rule: str, t0: datetime) -> dict:
     """What Alertmanager sends when it groups by alertname: one rule, firing for every job."""
     return payload([alert(rule, {"namespace": "vision", "job_name": job}, t0) for job in JOBS])
 
@@ -108,6 +109,9 @@ def test_it_stores_every_alert_while_redis_is_down_and_processes_each_once_when_
         "evidence collection of every incident",
     )
     assert worker.alive()
+    # sweep_outbox returns how many rows it claimed and grouped: together, each stored alert exactly once.
+    claimed = re.findall(r"sweep_outbox\[[0-9a-f-]+\] succeeded in [0-9.]+s: (\d+)", worker.output())
+    assert len(claimed) == 2 and sum(map(int, claimed)) == stored, claimed
 
     alerts = Alert.objects.filter(name__in=RULES)
     assert alerts.count() == stored and not alerts.filter(incident__isnull=True).exists()
