@@ -177,6 +177,7 @@ def _load_inventory(
     qs = qs.exclude(Q(kind="pod") & Q(phase__in=("Succeeded", "Failed")) & ~Q(entity_id__in=subject_ids))
     for v in qs[:MAX_VERSIONS]:
         di._of(v.entity.kind).append(_state(v, obs_by_key))
+    _load_vanished_gpus(di, cluster, t, [e for e in subject_entities if e.kind == "gpu"], obs_by_key)
     start = min(di.onset, t) - HISTORY
     # History of what the checks read over time: subject objects, their jobs/pods, nodes, GPUs and policy.
     # (GPU history only for subject GPUs: a fleet's GPUs would dominate the load for nothing.)
@@ -221,6 +222,28 @@ def _load_inventory(
             )
         )
     _load_events(di, cluster, start, t, obs_by_key)
+
+
+def _load_vanished_gpus(
+    di: DiagnosisInput, cluster: Cluster, t: datetime, gpus: list[Entity], obs_by_key: dict[str, Observation]
+) -> None:
+    """A subject GPU with no version at t stopped being listed by DCGM: keep its last state, marked missing."""
+    have = {g.name for g in di.gpus}
+    for ent in gpus:
+        if ent.name in have:
+            continue
+        last = (
+            EntityVersion.objects.filter(entity=ent, valid_from__lte=t, deleted=False)
+            .select_related("entity")
+            .order_by("-valid_from")
+            .first()
+        )
+        if last is None:
+            continue
+        es = _state(last, obs_by_key)
+        es.state = {**es.state, "present": False, "phase": "missing"}
+        es.valid_from = last.valid_to or es.valid_from
+        di.gpus.append(es)
 
 
 def _load_events(
@@ -329,6 +352,9 @@ def _load_observations(di: DiagnosisInput, observations: list[Observation]) -> N
             continue
         if o.kind == "alert":
             di.alert_obs.append(o.pk)
+            di.alerts.append(
+                (o.pk, dict(c.get("labels") or {}), parse_ts(c.get("starts_at")) or o.observed_at)
+            )
         elif o.kind == "event" and o.pk not in seen_events:
             inv = c.get("involved") or {}
             di.events.append(

@@ -89,7 +89,8 @@ def check_health(di: DiagnosisInput) -> list[Finding]:
         is_subject = name in subject_nodes
         out.extend(_node_findings(di, node, is_subject))
         for gpu in di.gpus_of_node(name):
-            out.extend(_gpu_findings(di, node, gpu, is_subject or gpu.name in subject_gpus))
+            # With GPU subjects, their siblings are context (supported findings only), not subjects.
+            out.extend(_gpu_findings(di, node, gpu, gpu.name in subject_gpus if subject_gpus else is_subject))
     return out
 
 
@@ -138,6 +139,14 @@ def xid_codes(di: DiagnosisInput, gpu: EntityState) -> list[tuple[int, datetime 
     if last and int(last) not in found:
         found[int(last)] = (_first_change(di, gpu.ref, "xid_last") or gpu.valid_from, cite_state(gpu, di.t))
     node = gpu.get("node") or ""
+    for obs_id, labels, starts in di.alerts:  # GPUXidError carries the code as a label (dcgm-exporter rules)
+        raw = labels.get("xid") or labels.get("Xid") or labels.get("err_code")
+        same = labels.get("UUID") == gpu.name or (
+            (labels.get("node") or labels.get("Hostname") or labels.get("hostname")) == node
+            and str(labels.get("gpu", "")) == str(gpu.get("index"))
+        )
+        if raw and str(raw).isdigit() and same and int(raw) > 0 and int(raw) not in found:
+            found[int(raw)] = (starts, obs_id)
     for ev in di.events:
         if ev.time > di.t or not ev.involved or ev.involved.name != node:
             continue
@@ -460,6 +469,30 @@ def _node_findings(di: DiagnosisInput, node: EntityState, is_subject: bool) -> l
                 subject=node.ref,
                 sources=("k8s",),
                 why="allocatable equals capacity",
+            )
+        )
+    nominal = node_nominal_gpus(node, di.history.get(node.ref))
+    if ready and nominal > capacity:
+        since = _first_change(di, node.ref, "nvidia.com/gpu") or _since_in_history(
+            di, node, lambda s: gpus_of(s.get("capacity") or {}) < nominal
+        )
+        out.append(
+            Finding(
+                C.GPU_MISSING,
+                f"{node.name} advertises {capacity} of its {nominal} GPUs"
+                + (f" since {hhmm(since)}" if since else "")
+                + ": a GPU is no longer visible to the driver or the device plugin.",
+                SUPPORTED,
+                0.8,
+                supports=[ncite],
+                subject=node.ref,
+                sources=("k8s",),
+                since=since,
+                explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.DEVICE_PLUGIN_UNHEALTHY),
+                facts={"node": node.name, "capacity": capacity, "nominal": nominal},
+                next_questions=[
+                    f"Does nvidia-smi on {node.name} list {nominal} GPUs, and is there an Xid 79 in dmesg?"
+                ],
             )
         )
     if not ready or st.get("unschedulable"):

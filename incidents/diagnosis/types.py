@@ -173,6 +173,9 @@ class DiagnosisInput:
     logs: list[LogRec] = field(default_factory=list)
     failures: list[SourceFailure] = field(default_factory=list)
     alert_obs: list[int] = field(default_factory=list)  # Observation ids of the incident's alerts
+    alerts: list[tuple[int, dict[str, Any], datetime | None]] = field(
+        default_factory=list
+    )  # (obs id, labels, startsAt)
 
     #
     # Lookups

@@ -177,3 +177,16 @@ def test_it_explains_the_same_job_differently_when_the_cluster_changed(world):
     assert before.quota.quota == 16 and after.quota.quota == 8
     assert not before.quota.blocks and after.quota.blocks
     assert before.to_dict() != after.to_dict()
+
+
+def test_it_shows_ranked_and_ruled_out_hypotheses_and_never_executed_actions(world, admin_client):
+    _, incident, job = world
+    diagnose_incident(incident.pk)
+    html = admin_client.get(incident.get_absolute_url()).content.decode()
+    assert "project_quota_exhausted" in html and "Ruled out" in html
+    assert "never executed by rcaweb" in html
+    assert (
+        html.index("project_quota_exhausted") < html.index("Ruled out") < html.index("gpu_capacity_shortage")
+    )
+    page = admin_client.get(job.get_absolute_url() + "?t=2026-11-29T02:10:00Z").content.decode()
+    assert "over limit" in page and "h100-01" in page
