@@ -12,63 +12,42 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import Q
 from django.utils import timezone
 
-from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun, TelemetrySample
+from collectors.models import Entity
+from incidents.diagnose_input import default_t, load_incident_input, load_job_input
 from incidents.diagnosis.checks import Diagnosis, run_checks
 from incidents.diagnosis.types import (
     ActionDraft,
-    ChangeRec,
     Cite,
     Derived,
     DiagnosisInput,
-    EntityState,
-    EventRec,
     Finding,
-    LogRec,
     Ref,
-    Series,
-    SourceFailure,
-    parse_ts,
 )
 from incidents.models import (
-    Alert,
     Citation,
     Hypothesis,
     Incident,
-    IncidentSubject,
     Observation,
     ProposedAction,
 )
 
 logger = logging.getLogger(__name__)
 
-HISTORY = timedelta(hours=3)  # request history, quota changes, "shortly before onset"
-MAX_VERSIONS = 20000
-MAX_CHANGES = 3000
-MAX_EVENTS = 2000
-SAMPLE_METRICS = (
-    "DCGM_FI_PROF_SM_ACTIVE",
-    "DCGM_FI_DEV_GPU_UTIL",
-    "DCGM_FI_DEV_GPU_TEMP",
-    "DCGM_FI_DEV_XID_ERRORS",
-    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-)
-KINDS = ("node", "gpu", "pod", "job", "queue", "project")
-# DCGM fields the checks read (health, efficiency); other evidence series are not parsed.
-USED_METRICS = frozenset(
-    {
-        *SAMPLE_METRICS,
-        "DCGM_FI_DEV_SM_CLOCK",
-        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-    }
-)
+__all__ = [
+    "NoEvidence",
+    "default_t",
+    "diagnose_incident",
+    "load_incident_input",
+    "load_job_input",
+    "save_hypothesis",
+]
 
 
 class NoEvidence(ValueError):
@@ -86,330 +65,6 @@ def diagnose_incident(incident_id: int, t: datetime | None = None) -> list[Hypot
     saved = persist(incident, di, result)
     logger.info("incident %s diagnosed at %s: %s", incident_id, di.t, [h.code for h in saved])
     return saved
-
-
-def default_t(incident: Incident) -> datetime:
-    """The newest moment the inventory knows about (the last sweep), within the incident's window."""
-    latest = None
-    if incident.cluster_id:
-        latest = SourceRun.objects.filter(cluster_id=incident.cluster_id).aggregate(m=Max("time"))["m"]
-        if latest is None:
-            latest = EntityVersion.objects.filter(cluster_id=incident.cluster_id).aggregate(
-                m=Max("valid_from")
-            )["m"]
-    t = latest or timezone.now()
-    if incident.window_end is not None and t > incident.window_end:
-        t = incident.window_end
-    return max(t, incident.onset)
-
-
-def load_job_input(entity: Entity, t: datetime) -> tuple[DiagnosisInput, EntityState | None]:
-    """Input for the job page's "why not running at t" panel (no incident: inventory only)."""
-    ref = Ref("job", entity.name, entity.namespace)
-    di = DiagnosisInput(
-        t=t, onset=t, cluster=entity.cluster.name, scheduler=entity.cluster.scheduler, subjects=[ref]
-    )
-    _load_inventory(di, entity.cluster, t, subject_entities=[entity], obs_by_key={})
-    _load_samples(di, entity.cluster, t)
-    return di, di.find("job", entity.name, entity.namespace)
-
-
-def load_incident_input(incident: Incident, t: datetime | None = None) -> DiagnosisInput:
-    t = t or default_t(incident)
-    cluster = incident.cluster
-    links = list(
-        IncidentSubject.objects.filter(incident=incident).select_related("entity", "entity__cluster")
-    )
-    if cluster is None and links:
-        cluster = links[0].entity.cluster
-    subjects = [lk.entity for lk in links if lk.role == "subject"]
-    di = DiagnosisInput(
-        t=t,
-        onset=incident.onset,
-        cluster=cluster.name if cluster else "",
-        scheduler=cluster.scheduler if cluster else "kai",
-        subjects=[Ref(e.kind, e.name, e.namespace) for e in subjects],
-        alertnames=sorted(set(Alert.objects.filter(incident=incident).values_list("name", flat=True))),
-    )
-    observations = list(Observation.objects.filter(incident=incident).select_related("entity"))
-    obs_by_key = {o.dedup_key: o for o in observations}
-    if cluster is not None:
-        _load_inventory(di, cluster, t, subject_entities=subjects, obs_by_key=obs_by_key)
-    _load_observations(di, observations)
-    if cluster is not None:
-        _load_samples(di, cluster, t)  # only where the evidence holds no live series
-        _load_source_runs(di, cluster, t)
-    return di
-
-
-#
-# Inventory as of t
-#
-def _state(v: EntityVersion, obs_by_key: dict[str, Observation]) -> EntityState:
-    obs = obs_by_key.get(f"state:{v.pk}")
-    return EntityState(
-        v.entity.kind,
-        v.entity.name,
-        v.entity.namespace,
-        state=v.state or {},
-        valid_from=v.valid_from,
-        valid_to=v.valid_to,
-        obs_id=obs.pk if obs else None,
-    )
-
-
-def _load_inventory(
-    di: DiagnosisInput,
-    cluster: Cluster,
-    t: datetime,
-    *,
-    subject_entities: list[Entity],
-    obs_by_key: dict[str, Observation],
-) -> None:
-    qs = (
-        EntityVersion.objects.as_of(t)
-        .filter(cluster=cluster, kind__in=KINDS, deleted=False)
-        .select_related("entity")
-        .order_by("kind", "entity__namespace", "entity__name")
-    )
-    # Finished pods hold nothing and block nothing: skip them unless the incident is about them.
-    subject_ids = {e.pk for e in subject_entities}
-    qs = qs.exclude(Q(kind="pod") & Q(phase__in=("Succeeded", "Failed")) & ~Q(entity_id__in=subject_ids))
-    for v in qs[:MAX_VERSIONS]:
-        di._of(v.entity.kind).append(_state(v, obs_by_key))
-    _load_vanished_gpus(di, cluster, t, [e for e in subject_entities if e.kind == "gpu"], obs_by_key)
-    start = min(di.onset, t) - HISTORY
-    # History of what the checks read over time: subject objects, their jobs/pods, nodes, GPUs and policy.
-    # (GPU history only for subject GPUs: a fleet's GPUs would dominate the load for nothing.)
-    wanted = Q(entity_id__in=subject_ids) | Q(kind__in=("node", "queue", "project"))
-    job_names = [e.name for e in subject_entities if e.kind == "job"]
-    pod_jobs = [
-        s.get("job")
-        for s in di.pods
-        if (s.kind, s.name, s.namespace) in {("pod", e.name, e.namespace) for e in subject_entities}
-    ]
-    if job_names or pod_jobs:
-        wanted |= Q(kind="job", entity__name__in=[*job_names, *[j for j in pod_jobs if j]])
-    hist = (
-        EntityVersion.objects.filter(cluster=cluster, valid_from__lte=t, deleted=False)
-        .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=start))
-        .filter(wanted)
-        .select_related("entity")
-        .order_by("valid_from", "id")
-    )
-    for v in hist[:MAX_VERSIONS]:
-        es = _state(v, obs_by_key)
-        di.history.setdefault(es.ref, []).append(es)
-    for ch in (
-        Change.objects.filter(cluster=cluster, time__gte=start, time__lte=t)
-        .select_related("entity")
-        .order_by("time", "id")[:MAX_CHANGES]
-    ):
-        ent = ch.entity
-        obs = obs_by_key.get(f"change:{ch.pk}")
-        di.changes.append(
-            ChangeRec(
-                time=ch.time,
-                entity=Ref(ent.kind, ent.name, ent.namespace) if ent else None,
-                field=ch.field,
-                old=ch.old,
-                new=ch.new,
-                actor=ch.actor,
-                source=ch.source,
-                summary=ch.summary,
-                link=ch.link,
-                obs_id=obs.pk if obs else None,
-            )
-        )
-    _load_events(di, cluster, start, t, obs_by_key)
-
-
-def _load_vanished_gpus(
-    di: DiagnosisInput, cluster: Cluster, t: datetime, gpus: list[Entity], obs_by_key: dict[str, Observation]
-) -> None:
-    """A subject GPU with no version at t stopped being listed by DCGM: keep its last state, marked missing."""
-    have = {g.name for g in di.gpus}
-    for ent in gpus:
-        if ent.name in have:
-            continue
-        last = (
-            EntityVersion.objects.filter(entity=ent, valid_from__lte=t, deleted=False)
-            .select_related("entity")
-            .order_by("-valid_from")
-            .first()
-        )
-        if last is None:
-            continue
-        es = _state(last, obs_by_key)
-        es.state = {**es.state, "present": False, "phase": "missing"}
-        es.valid_from = last.valid_to or es.valid_from
-        di.gpus.append(es)
-
-
-def _load_events(
-    di: DiagnosisInput, cluster: Cluster, start: datetime, t: datetime, obs_by_key: dict[str, Observation]
-) -> None:
-    names = {r.name for r in di.subjects}
-    for r in di.subjects:
-        if r.kind == "job":
-            job = di.find("job", r.name, r.namespace)
-            if job is not None:
-                names.update(p.name for p in di.pods_of_job(job))
-    names.update(n.name for n in di.nodes)
-    if not names:
-        return
-    q = Q(involved_name__in=names)
-    for r in di.subjects:
-        if r.kind == "job":
-            q |= Q(involved_kind__in=("PodGroup", "Workload"), involved_name__contains=r.name)
-    qs = (
-        KubeEvent.objects.filter(cluster=cluster, last_time__gte=start, first_time__lte=t)
-        .filter(q)
-        .order_by("last_time")[:MAX_EVENTS]
-    )
-    for ev in qs:
-        obs = obs_by_key.get(f"event:{ev.cluster_id}:{ev.uid}:{ev.count}")
-        di.events.append(
-            EventRec(
-                time=ev.last_time,
-                reason=ev.reason,
-                message=ev.message,
-                involved=Ref(ev.involved_kind.lower(), ev.involved_name, ev.involved_namespace),
-                type=ev.type,
-                count=ev.count,
-                component=ev.component,
-                first_time=ev.first_time,
-                obs_id=obs.pk if obs else None,
-            )
-        )
-
-
-def _load_samples(di: DiagnosisInput, cluster: Cluster, t: datetime) -> None:
-    """Downsampled telemetry of the GPUs the incident touches (evidence series replace these when present)."""
-    uuids: set[str] = set()
-    nodes: set[str] = set()
-    for r in di.subjects:
-        if r.kind == "gpu":
-            uuids.add(r.name)
-        elif r.kind == "node":
-            nodes.add(r.name)
-        elif r.kind in ("pod", "job"):
-            es = di.find(r.kind, r.name, r.namespace)
-            pods = [es] if r.kind == "pod" else (di.pods_of_job(es) if es else [])
-            uuids.update(
-                g.name for g in di.gpus if any(g.get("pod") == f"{p.namespace}/{p.name}" for p in pods if p)
-            )
-    for g in di.gpus:
-        if g.get("node") in nodes or g.name in uuids:
-            uuids.add(g.name)
-            nodes.add(g.get("node"))
-    if not uuids:
-        return
-    have = {(s.uuid, s.metric) for s in di.series}
-    uuids = {u for u in uuids if any((u, m) not in have for m in SAMPLE_METRICS)}
-    if not uuids:
-        return
-    start = min(di.onset, t) - HISTORY
-    rows = (
-        TelemetrySample.objects.filter(
-            cluster=cluster, gpu__name__in=uuids, metric__in=SAMPLE_METRICS, time__gte=start, time__lte=t
-        )
-        .values_list("gpu__name", "metric", "time", "value")
-        .order_by("time")[:50000]
-    )
-    node_of = {g.name: g.get("node") or "" for g in di.gpus}
-    series: dict[tuple[str, str], Series] = {}
-    for uuid, metric, ts, value in rows:
-        if (uuid, metric) in have:
-            continue
-        s = series.setdefault(
-            (uuid, metric),
-            Series(
-                metric,
-                uuid,
-                node_of.get(uuid, ""),
-                [],
-                locator=f'avg_over_time({metric}{{UUID="{uuid}"}}[5m]) (stored samples)',
-            ),
-        )
-        s.points.append((ts, value))
-    di.series.extend(series.values())
-
-
-#
-# The incident's own observations
-#
-def _load_observations(di: DiagnosisInput, observations: list[Observation]) -> None:
-    seen_events = {e.obs_id for e in di.events if e.obs_id}
-    for o in observations:
-        c = o.content or {}
-        if o.error:
-            di.failures.append(
-                SourceFailure(
-                    source=c.get("source") or o.source, locator=o.locator, error=o.error, obs_id=o.pk
-                )
-            )
-            continue
-        if o.kind == "alert":
-            di.alert_obs.append(o.pk)
-            di.alerts.append(
-                (o.pk, dict(c.get("labels") or {}), parse_ts(c.get("starts_at")) or o.observed_at)
-            )
-        elif o.kind == "event" and o.pk not in seen_events:
-            inv = c.get("involved") or {}
-            di.events.append(
-                EventRec(
-                    time=parse_ts(c.get("last_time")) or o.observed_at,
-                    reason=c.get("reason", ""),
-                    message=c.get("message", ""),
-                    type=c.get("type", "Normal"),
-                    count=int(c.get("count") or 1),
-                    component=c.get("component", ""),
-                    first_time=parse_ts(c.get("first_time")),
-                    involved=Ref(
-                        str(inv.get("kind", "")).lower(), inv.get("name", ""), inv.get("namespace", "")
-                    ),
-                    obs_id=o.pk,
-                )
-            )
-        elif o.kind == "dcgm_series" and c.get("points") and c.get("metric") in USED_METRICS:
-            points = [(p, float(v)) for p, v in ((parse_ts(ts), v) for ts, v in c["points"]) if p is not None]
-            uuid = c.get("uuid") or (o.entity.name if o.entity and o.entity.kind == "gpu" else "")
-            # Evidence series (raw points, live from Prometheus) are read first; stored samples fill gaps only.
-            di.series.append(
-                Series(
-                    c.get("metric", ""),
-                    uuid,
-                    c.get("node", ""),
-                    sorted(points),
-                    locator=o.locator,
-                    obs_id=o.pk,
-                )
-            )
-        elif o.kind == "log" and o.entity is not None:
-            di.logs.append(
-                LogRec(
-                    Ref("pod", o.entity.name, o.entity.namespace),
-                    c.get("container", ""),
-                    list(c.get("lines") or []),
-                    bool(c.get("previous")),
-                    obs_id=o.pk,
-                )
-            )
-
-
-def _load_source_runs(di: DiagnosisInput, cluster: Cluster, t: datetime) -> None:
-    """A source whose latest call before t failed: the inventory it feeds may be stale."""
-    recent = SourceRun.objects.filter(
-        cluster=cluster, time__lte=t, time__gte=t - timedelta(minutes=30)
-    ).order_by("time")
-    latest: dict[tuple[str, str], SourceRun] = {}
-    for run in recent:
-        latest[(run.source, run.call)] = run
-    known = {(f.source, f.locator) for f in di.failures}
-    for (source, call), run in latest.items():
-        if not run.ok and (source, call) not in known:
-            di.failures.append(SourceFailure(source=source, locator=call, error=run.error or "failed"))
 
 
 #

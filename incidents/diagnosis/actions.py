@@ -11,8 +11,17 @@ import logging
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.actions_workloads import (
+    describe_pods,
+    idle,
+    image,
+    over_requested,
+    pods_on,
+    thermal,
+    workload,
+)
 from incidents.diagnosis.quota import is_pending, project_allocated
-from incidents.diagnosis.types import ActionDraft, DiagnosisInput, EntityState, Finding, Ref
+from incidents.diagnosis.types import ActionDraft, DiagnosisInput, Finding, Ref
 
 logger = logging.getLogger(__name__)
 
@@ -35,24 +44,6 @@ def propose(di: DiagnosisInput, ranked: list[Finding], top_n: int = TOP_N) -> li
 #
 # Impact helpers
 #
-def _pods_on(di: DiagnosisInput, node: str) -> list[EntityState]:
-    return [p for p in di.pods_on_node(node) if p.get("phase") == "Running" or p.get("node")]
-
-
-def _describe_pods(pods: list[EntityState]) -> str:
-    if not pods:
-        return "no running pods"
-    by_project: dict[str, list[str]] = {}
-    for p in pods:
-        by_project.setdefault(p.get("project") or p.namespace, []).append(
-            f"{p.ref.label} ({p.get('gpus') or 0} GPU, {p.get('priority_class') or 'train'})"
-        )
-    return "; ".join(
-        f"project {proj}: {', '.join(names[:5])}{' …' if len(names) > 5 else ''}"
-        for proj, names in sorted(by_project.items())
-    )
-
-
 def _pending_that_fit_after(di: DiagnosisInput, gained: dict[str, int]) -> list[str]:
     """Pending jobs that would fit if ``gained`` GPUs (per node) became free."""
     names = []
@@ -78,7 +69,7 @@ def _drain(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     node = f.facts.get("node") or (f.subject.name if f.subject and f.subject.kind == "node" else None)
     if not node:
         return []
-    pods = _pods_on(di, node)
+    pods = pods_on(di, node)
     n = di.find("node", node)
     gpus = F.node_nominal_gpus(n) if n else 0
     pool = (n.get("nodepool") if n else "") or ""
@@ -89,7 +80,7 @@ def _drain(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
             f.code,
             f"Cordon and drain {node}",
             f"kubectl cordon {node} && kubectl drain {node} --ignore-daemonsets --delete-emptydir-data",
-            f"Evicts {len(pods)} pod(s) holding {sum(int(p.get('gpus') or 0) for p in pods)} GPUs: {_describe_pods(pods)}. "
+            f"Evicts {len(pods)} pod(s) holding {sum(int(p.get('gpus') or 0) for p in pods)} GPUs: {describe_pods(pods)}. "
             f"Removes {gpus} GPUs from {'pool ' + pool if pool else 'the cluster'} ({pool_total} → {pool_total - gpus}) "
             "until it is back.",
             f"kubectl get node {node} shows SchedulingDisabled; no pods but DaemonSets remain on it; the evicted jobs "
@@ -111,7 +102,7 @@ def _drain(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
                 f.code,
                 f"Reset GPU {idx} on {node} once drained",
                 f"nvidia-smi -r -i {idx}   # on {node}, with no process on the GPU",
-                f"Only after the drain: kills whatever still runs on GPU {idx} ({_describe_pods(holder)}).",
+                f"Only after the drain: kills whatever still runs on GPU {idx} ({describe_pods(holder)}).",
                 f"nvidia-smi -q -i {idx} shows no pending retired pages/row remaps; DCGM_FI_DEV_XID_ERRORS stays 0.",
                 "None needed (a reset does not change configuration); uncordon the node when healthy.",
                 Ref("node", node),
@@ -135,7 +126,7 @@ def _xid(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
             f"Restart the application on GPU {f.facts.get('index')} of {node} (Xid {f.facts.get('xid')} is "
             "application-side)",
             "kubectl delete pod " + " ".join(f"-n {p.namespace} {p.name}" for p in holders[:1]),
-            f"Restarts {_describe_pods(holders)}; the node stays in service. {f.facts.get('action', '')}",
+            f"Restarts {describe_pods(holders)}; the node stays in service. {f.facts.get('action', '')}",
             "The Xid does not recur after the restart; if it does across different applications, run DCGM diagnostics.",
             "Nothing to roll back (the job controller recreates the pod).",
             Ref("node", node) if node else None,
@@ -153,7 +144,7 @@ def _device_plugin(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
             f.code,
             f"Restart the NVIDIA device plugin on {node}",
             f"kubectl -n gpu-operator delete pod -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName={node}",
-            f"Running pods on {node} keep their GPUs ({_describe_pods(_pods_on(di, node))}); if the plugin comes back "
+            f"Running pods on {node} keep their GPUs ({describe_pods(pods_on(di, node))}); if the plugin comes back "
             f"healthy, pending jobs that would then fit: {', '.join(pending) or 'none'}.",
             f"kubectl get node {node} -o jsonpath='{{.status.allocatable.nvidia\\.com/gpu}}' equals its capacity.",
             "Nothing to roll back (the DaemonSet recreates the pod); if GPUs stay unhealthy, drain the node.",
@@ -181,13 +172,13 @@ def _node_unavailable(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
                 Ref("node", node),
             )
         ]
-    pods = _pods_on(di, node)
+    pods = pods_on(di, node)
     return [
         ActionDraft(
             f.code,
             f"Investigate the kubelet on {node}, drain it if it does not recover",
             f"ssh {node} 'systemctl status kubelet; journalctl -u kubelet --since -30m'",
-            f"Pods stranded on {node}: {_describe_pods(pods)}.",
+            f"Pods stranded on {node}: {describe_pods(pods)}.",
             f"kubectl get node {node} reports Ready=True.",
             "No change made by the investigation itself.",
             Ref("node", node),
@@ -281,13 +272,13 @@ def _fragmentation(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     job = f.facts.get("job")
     largest, per_pod = f.facts.get("largest", 0), f.facts.get("per_pod", 0)
     nodes = f.facts.get("nodes", [])
-    small = [p for n in nodes for p in _pods_on(di, n) if int(p.get("gpus") or 0) < per_pod]
+    small = [p for n in nodes for p in pods_on(di, n) if int(p.get("gpus") or 0) < per_pod]
     return [
         ActionDraft(
             f.code,
             f"Resubmit {job.label if job else 'the job'} with pods of at most {largest} GPUs, or consolidate",
             f"# split into pods of {largest} GPUs; or drain the small pods from one of: {', '.join(nodes[:4])}",
-            f"Consolidating moves {len(small)} small pod(s): {_describe_pods(small[:8])}.",
+            f"Consolidating moves {len(small)} small pod(s): {describe_pods(small[:8])}.",
             "The job's pods bind on one node each.",
             "Resubmit with the original shape; uncordon any node drained.",
             job,
@@ -374,136 +365,6 @@ def _queue(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     ]
 
 
-def _workload(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
-    pod = f.facts.get("pod")
-    what = {
-        C.CRASHLOOP_CONFIG_ERROR: (
-            "Fix the configuration the log names",
-            f"fix: {str(f.facts.get('line', ''))[:120]}",
-        ),
-        C.OOM_KILLED: (
-            "Raise the container memory limit or reduce host-side memory use",
-            "resources.limits.memory: raise, or lower dataloader workers/prefetch",
-        ),
-        C.GPU_OOM: (
-            "Lower the batch size (or use gradient checkpointing / more GPU memory)",
-            "reduce batch size; or request a GPU product with more memory",
-        ),
-        C.PREEMPTED: (
-            "Run within the project's quota or as non-preemptible",
-            "resubmit within quota (or with priorityClassName inference if allowed)",
-        ),
-    }[f.code]
-    return [
-        ActionDraft(
-            f.code,
-            what[0],
-            what[1],
-            f"Only {pod.label if pod else 'this workload'} is affected.",
-            "The pod stays Running with no new restarts for 10 minutes.",
-            "Resubmit with the previous settings.",
-            pod,
-        )
-    ]
-
-
-def _image(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
-    prev, cur, pod = f.facts.get("previous_image"), f.facts.get("image"), f.facts.get("pod")
-    if prev:
-        return [
-            ActionDraft(
-                f.code,
-                f"Roll the image back to {prev}",
-                f"resubmit with image {prev} (was {cur})",
-                f"Only {pod.label if pod else 'this workload'} is affected.",
-                "The pod's container starts (no ErrImagePull/ImagePullBackOff).",
-                f"Resubmit with {cur} once the tag exists.",
-                pod,
-            )
-        ]
-    return [
-        ActionDraft(
-            f.code,
-            f"Fix the image reference {cur} or the pull secret",
-            f"crane manifest {cur}   # does the tag exist?",
-            f"Only {pod.label if pod else 'this workload'} is affected.",
-            "The pod's container starts.",
-            "Resubmit with the previous image.",
-            pod,
-        )
-    ]
-
-
-def _idle(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
-    pod = f.facts.get("pod")
-    gpus = f.facts.get("gpus", [])
-    node = f.facts.get("node") or ""
-    could = _pending_that_fit_after_release(di, {node: len(gpus)}) if node else []
-    return [
-        ActionDraft(
-            f.code,
-            f"Ask the owner of {pod.label if pod else 'the pod'} to release its {len(gpus)} idle GPU(s)",
-            f"kubectl -n {pod.namespace} delete pod {pod.name}   # only with the owner's agreement"
-            if pod
-            else "",
-            f"Frees {len(gpus)} GPUs on {node} for project {f.facts.get('project') or '?'}; pending jobs that would then "
-            f"fit: {', '.join(could) or 'none right now'}.",
-            "The GPUs show as free (no pod) and DCGM_FI_PROF_SM_ACTIVE of the next holder is above 0.1.",
-            "Resubmit the job.",
-            pod,
-        )
-    ]
-
-
-def _pending_that_fit_after_release(di: DiagnosisInput, freed: dict[str, int]) -> list[str]:
-    names = []
-    for job in di.jobs:
-        if not is_pending(job):
-            continue
-        req = F.job_request(di, job)
-        rows = F.node_fits(di, req)
-        if F.fits(rows, req):
-            continue
-        for r in rows:
-            if r.node in freed:
-                r.allocated = max(r.allocated - freed[r.node], 0)
-                r.pods_fit = min(r.free // max(req.gpus_per_pod, 1), req.pods)
-        if F.fits(rows, req):
-            names.append(job.ref.label)
-    return names
-
-
-def _over_requested(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
-    pod = f.facts.get("pod")
-    used, req = f.facts.get("used", 0), f.facts.get("requested", 0)
-    return [
-        ActionDraft(
-            f.code,
-            f"Resubmit with {used} GPU(s) instead of {req}",
-            f"request nvidia.com/gpu: {used}",
-            f"Frees {req - used} GPUs for other jobs; only this job changes.",
-            "All requested GPUs show SM activity above 0.1.",
-            f"Resubmit with {req} GPUs.",
-            pod,
-        )
-    ]
-
-
-def _thermal(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
-    node = f.facts.get("node", "")
-    return [
-        ActionDraft(
-            f.code,
-            f"Check cooling of {node}; drain it if the GPU keeps throttling",
-            f"kubectl cordon {node}   # then inspect fans/airflow",
-            f"Cordoning stops new pods on {node}; running: {_describe_pods(_pods_on(di, node))}.",
-            "DCGM_FI_DEV_GPU_TEMP stays below 85 °C and the SM clock recovers.",
-            f"kubectl uncordon {node}",
-            Ref("node", node),
-        )
-    ]
-
-
 BUILDERS = {
     C.GPU_XID_FAULT: _xid,
     C.GPU_ECC_ERRORS: _drain,
@@ -518,12 +379,12 @@ BUILDERS = {
     C.NODE_SELECTOR_MISMATCH: _selector,
     C.REQUEST_SIZE_CHANGED: _request,
     C.QUEUE_PRIORITY: _queue,
-    C.CRASHLOOP_CONFIG_ERROR: _workload,
-    C.OOM_KILLED: _workload,
-    C.GPU_OOM: _workload,
-    C.PREEMPTED: _workload,
-    C.IMAGE_PULL_ERROR: _image,
-    C.IDLE_GPU_ALLOCATION: _idle,
-    C.OVER_REQUESTED: _over_requested,
-    C.GPU_THERMAL_THROTTLING: _thermal,
+    C.CRASHLOOP_CONFIG_ERROR: workload,
+    C.OOM_KILLED: workload,
+    C.GPU_OOM: workload,
+    C.PREEMPTED: workload,
+    C.IMAGE_PULL_ERROR: image,
+    C.IDLE_GPU_ALLOCATION: idle,
+    C.OVER_REQUESTED: over_requested,
+    C.GPU_THERMAL_THROTTLING: thermal,
 }

@@ -15,6 +15,7 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.fit import node_nominal_gpus
+from incidents.diagnosis.nodes import node_findings
 from incidents.diagnosis.quota import is_pending
 from incidents.diagnosis.types import (
     REFUTED,
@@ -87,7 +88,7 @@ def check_health(di: DiagnosisInput) -> list[Finding]:
         if node is None:
             continue
         is_subject = name in subject_nodes
-        out.extend(_node_findings(di, node, is_subject))
+        out.extend(node_findings(di, node, is_subject))
         for gpu in di.gpus_of_node(name):
             # With GPU subjects, their siblings are context (supported findings only), not subjects.
             out.extend(_gpu_findings(di, node, gpu, gpu.name in subject_gpus if subject_gpus else is_subject))
@@ -411,147 +412,6 @@ def _gpu_findings(di: DiagnosisInput, node: EntityState, gpu: EntityState, is_su
                 next_questions=[
                     "Does nvidia-smi nvlink -e show the same link erroring, and is Xid 74 logged?"
                 ],
-            )
-        )
-    return out
-
-
-#
-# Node-level: device plugin, readiness
-#
-def _node_findings(di: DiagnosisInput, node: EntityState, is_subject: bool) -> list[Finding]:
-    out: list[Finding] = []
-    st = node.state
-    capacity = gpus_of(st.get("capacity") or {})
-    allocatable = gpus_of(st.get("allocatable") or {}) if "allocatable" in st else capacity
-    ready = bool(st.get("ready", True))
-    ncite = cite_state(node, di.t)
-    plugin_pods = [p for p in di.pods if p.get("node") == node.name and "device-plugin" in p.name]
-    if ready and capacity > allocatable:
-        since = _first_change(di, node.ref, "nvidia.com/gpu") or _since_in_history(
-            di, node, lambda s: gpus_of(s.get("allocatable") or {}) < gpus_of(s.get("capacity") or {})
-        )
-        pods = di.pods_on_node(node.name)
-        cites: list[Cite] = [ncite, *[cite_state(p, di.t) for p in plugin_pods[:2]]]
-        out.append(
-            Finding(
-                C.DEVICE_PLUGIN_UNHEALTHY,
-                f"{node.name} is Ready but advertises {allocatable} of {capacity} GPUs as allocatable"
-                + (f" since {hhmm(since)}" if since else "")
-                + ": the NVIDIA device plugin reports them unhealthy.",
-                SUPPORTED,
-                0.85,
-                supports=cites,
-                subject=node.ref,
-                sources=("k8s",),
-                since=since,
-                explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.GPU_NODE_UNAVAILABLE),
-                facts={
-                    "node": node.name,
-                    "capacity": capacity,
-                    "allocatable": allocatable,
-                    "pods": [p.ref for p in pods],
-                },
-                next_questions=[
-                    f"What do the nvidia-device-plugin logs on {node.name} say?",
-                    "Did an Xid precede the drop in allocatable GPUs?",
-                ],
-            )
-        )
-    elif is_subject and ready and capacity:
-        out.append(
-            Finding(
-                C.DEVICE_PLUGIN_UNHEALTHY,
-                f"{node.name} advertises all {capacity} GPUs as allocatable.",
-                REFUTED,
-                0.7,
-                refutes=[ncite],
-                subject=node.ref,
-                sources=("k8s",),
-                why="allocatable equals capacity",
-            )
-        )
-    nominal = node_nominal_gpus(node, di.history.get(node.ref))
-    if ready and nominal > capacity:
-        since = _first_change(di, node.ref, "nvidia.com/gpu") or _since_in_history(
-            di, node, lambda s: gpus_of(s.get("capacity") or {}) < nominal
-        )
-        out.append(
-            Finding(
-                C.GPU_MISSING,
-                f"{node.name} advertises {capacity} of its {nominal} GPUs"
-                + (f" since {hhmm(since)}" if since else "")
-                + ": a GPU is no longer visible to the driver or the device plugin.",
-                SUPPORTED,
-                0.8,
-                supports=[ncite],
-                subject=node.ref,
-                sources=("k8s",),
-                since=since,
-                explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.DEVICE_PLUGIN_UNHEALTHY),
-                facts={"node": node.name, "capacity": capacity, "nominal": nominal},
-                next_questions=[
-                    f"Does nvidia-smi on {node.name} list {nominal} GPUs, and is there an Xid 79 in dmesg?"
-                ],
-            )
-        )
-    if not ready or st.get("unschedulable"):
-        what = (
-            "NotReady" + (f" ({st.get('ready_reason')})" if st.get("ready_reason") else "")
-            if not ready
-            else "cordoned"
-        )
-        since = _since_in_history(
-            di,
-            node,
-            lambda s: (
-                (not s.get("ready", True)) == (not ready)
-                and bool(s.get("unschedulable")) == bool(st.get("unschedulable"))
-            ),
-        )
-        pods = di.pods_on_node(node.name)
-        held = sum(int(p.get("gpus") or 0) for p in pods)
-        if is_subject or not ready:
-            out.append(
-                Finding(
-                    C.GPU_NODE_UNAVAILABLE,
-                    f"{node.name} is {what} since {hhmm(since)}; its {capacity} GPUs take no new pods"
-                    + (
-                        f" and {len(pods)} pod(s) holding {held} GPUs are stranded on it."
-                        if pods and not ready
-                        else "."
-                    ),
-                    SUPPORTED,
-                    0.85,
-                    supports=[ncite],
-                    subject=node.ref,
-                    sources=("k8s",),
-                    since=since,
-                    explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION),
-                    facts={
-                        "node": node.name,
-                        "ready": ready,
-                        "cordoned": bool(st.get("unschedulable")),
-                        "pods": [p.ref for p in pods],
-                    },
-                    next_questions=[
-                        f"Is the kubelet on {node.name} running, and is the node reachable?"
-                        if not ready
-                        else f"Who cordoned {node.name}, and why?"
-                    ],
-                )
-            )
-    elif is_subject and "NodeNotReady" in di.alertnames:
-        out.append(
-            Finding(
-                C.GPU_NODE_UNAVAILABLE,
-                f"{node.name} is Ready and schedulable at {hhmm(di.t)}.",
-                REFUTED,
-                0.7,
-                refutes=[ncite],
-                subject=node.ref,
-                sources=("k8s",),
-                why="node Ready",
             )
         )
     return out

@@ -1,0 +1,185 @@
+"""Node-level health at t: a device plugin hiding GPUs, GPUs gone from capacity, NotReady or cordoned nodes.
+
+Split from ``health`` (GPU-level: Xid, ECC, thermal, NVLink); ``health.check_health`` calls
+:func:`node_findings` for every node it examines.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from incidents.diagnosis import codes as C
+from incidents.diagnosis.fit import node_nominal_gpus
+from incidents.diagnosis.types import (
+    REFUTED,
+    SUPPORTED,
+    Cite,
+    DiagnosisInput,
+    EntityState,
+    Finding,
+    Ref,
+    cite_state,
+    gpus_of,
+    hhmm,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def _first_change(di: DiagnosisInput, ref: Ref, leaf: str) -> datetime | None:
+    times = [
+        c.time
+        for c in di.changes
+        if c.entity == ref and c.field.rsplit(".", 1)[-1] == leaf and c.time <= di.t
+    ]
+    return max(times) if times else None
+
+
+def _since_in_history(di: DiagnosisInput, es: EntityState, pred: Any) -> datetime | None:
+    since = None
+    for v in reversed(di.history.get(es.ref) or []):
+        if pred(v.state):
+            since = v.valid_from
+        else:
+            break
+    return since or es.valid_from
+
+
+def node_findings(di: DiagnosisInput, node: EntityState, is_subject: bool) -> list[Finding]:
+    out: list[Finding] = []
+    st = node.state
+    capacity = gpus_of(st.get("capacity") or {})
+    allocatable = gpus_of(st.get("allocatable") or {}) if "allocatable" in st else capacity
+    ready = bool(st.get("ready", True))
+    ncite = cite_state(node, di.t)
+    plugin_pods = [p for p in di.pods if p.get("node") == node.name and "device-plugin" in p.name]
+    if ready and capacity > allocatable:
+        since = _first_change(di, node.ref, "nvidia.com/gpu") or _since_in_history(
+            di, node, lambda s: gpus_of(s.get("allocatable") or {}) < gpus_of(s.get("capacity") or {})
+        )
+        pods = di.pods_on_node(node.name)
+        cites: list[Cite] = [ncite, *[cite_state(p, di.t) for p in plugin_pods[:2]]]
+        out.append(
+            Finding(
+                C.DEVICE_PLUGIN_UNHEALTHY,
+                f"{node.name} is Ready but advertises {allocatable} of {capacity} GPUs as allocatable"
+                + (f" since {hhmm(since)}" if since else "")
+                + ": the NVIDIA device plugin reports them unhealthy.",
+                SUPPORTED,
+                0.85,
+                supports=cites,
+                subject=node.ref,
+                sources=("k8s",),
+                since=since,
+                explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.GPU_NODE_UNAVAILABLE),
+                facts={
+                    "node": node.name,
+                    "capacity": capacity,
+                    "allocatable": allocatable,
+                    "pods": [p.ref for p in pods],
+                },
+                next_questions=[
+                    f"What do the nvidia-device-plugin logs on {node.name} say?",
+                    "Did an Xid precede the drop in allocatable GPUs?",
+                ],
+            )
+        )
+    elif is_subject and ready and capacity:
+        out.append(
+            Finding(
+                C.DEVICE_PLUGIN_UNHEALTHY,
+                f"{node.name} advertises all {capacity} GPUs as allocatable.",
+                REFUTED,
+                0.7,
+                refutes=[ncite],
+                subject=node.ref,
+                sources=("k8s",),
+                why="allocatable equals capacity",
+            )
+        )
+    nominal = node_nominal_gpus(node, di.history.get(node.ref))
+    if ready and nominal > capacity:
+        since = _first_change(di, node.ref, "nvidia.com/gpu") or _since_in_history(
+            di, node, lambda s: gpus_of(s.get("capacity") or {}) < nominal
+        )
+        out.append(
+            Finding(
+                C.GPU_MISSING,
+                f"{node.name} advertises {capacity} of its {nominal} GPUs"
+                + (f" since {hhmm(since)}" if since else "")
+                + ": a GPU is no longer visible to the driver or the device plugin.",
+                SUPPORTED,
+                0.8,
+                supports=[ncite],
+                subject=node.ref,
+                sources=("k8s",),
+                since=since,
+                explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.DEVICE_PLUGIN_UNHEALTHY),
+                facts={"node": node.name, "capacity": capacity, "nominal": nominal},
+                next_questions=[
+                    f"Does nvidia-smi on {node.name} list {nominal} GPUs, and is there an Xid 79 in dmesg?"
+                ],
+            )
+        )
+    if not ready or st.get("unschedulable"):
+        what = (
+            "NotReady" + (f" ({st.get('ready_reason')})" if st.get("ready_reason") else "")
+            if not ready
+            else "cordoned"
+        )
+        since = _since_in_history(
+            di,
+            node,
+            lambda s: (
+                (not s.get("ready", True)) == (not ready)
+                and bool(s.get("unschedulable")) == bool(st.get("unschedulable"))
+            ),
+        )
+        pods = di.pods_on_node(node.name)
+        held = sum(int(p.get("gpus") or 0) for p in pods)
+        if is_subject or not ready:
+            out.append(
+                Finding(
+                    C.GPU_NODE_UNAVAILABLE,
+                    f"{node.name} is {what} since {hhmm(since)}; its {capacity} GPUs take no new pods"
+                    + (
+                        f" and {len(pods)} pod(s) holding {held} GPUs are stranded on it."
+                        if pods and not ready
+                        else "."
+                    ),
+                    SUPPORTED,
+                    0.85,
+                    supports=[ncite],
+                    subject=node.ref,
+                    sources=("k8s",),
+                    since=since,
+                    explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION),
+                    facts={
+                        "node": node.name,
+                        "ready": ready,
+                        "cordoned": bool(st.get("unschedulable")),
+                        "pods": [p.ref for p in pods],
+                    },
+                    next_questions=[
+                        f"Is the kubelet on {node.name} running, and is the node reachable?"
+                        if not ready
+                        else f"Who cordoned {node.name}, and why?"
+                    ],
+                )
+            )
+    elif is_subject and "NodeNotReady" in di.alertnames:
+        out.append(
+            Finding(
+                C.GPU_NODE_UNAVAILABLE,
+                f"{node.name} is Ready and schedulable at {hhmm(di.t)}.",
+                REFUTED,
+                0.7,
+                refutes=[ncite],
+                subject=node.ref,
+                sources=("k8s",),
+                why="node Ready",
+            )
+        )
+    return out

@@ -1,0 +1,363 @@
+"""Why a GPU job waits, on the policy side: quota/limit at t, queue order and overtaking, request history.
+
+Split from ``scheduling`` (the per-node fit side); ``scheduling.check_job`` calls these with the fit it
+computed, so the quota, queue and request readings share one fit table and one set of citations.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from incidents.diagnosis import codes as C
+from incidents.diagnosis import fit as F
+from incidents.diagnosis.quota import QuotaAt, jobs_ahead, overtaking_pods, quota_at, request_history
+from incidents.diagnosis.types import (
+    REFUTED,
+    SUPPORTED,
+    Cite,
+    Derived,
+    DiagnosisInput,
+    EntityState,
+    Finding,
+    Ref,
+    cite_change,
+    cite_state,
+    hhmm,
+    iso,
+)
+
+logger = logging.getLogger(__name__)
+
+
+#
+# Quota
+#
+def quota_findings(
+    di: DiagnosisInput,
+    job: EntityState,
+    req: F.Request,
+    tot: F.Totals,
+    base: list[Cite],
+    said_cite: Cite | None,
+    since: Any,
+) -> list[Finding]:
+    q = quota_at(di, job, req, tot.eligible_free)
+    if q is None:
+        return []
+    fact = quota_fact(di, q)
+    cites: list[Cite] = [base[0], fact, cite_state(q.policy, di.t)] if q.policy else [base[0], fact]
+    cut = _last_cut(q)
+    cut_words = ""
+    if cut is not None:
+        who = f"{cut.actor} " if cut.actor else ""
+        cut_words = f" since {hhmm(cut.time)}, when {who}changed {cut.field.rsplit('.', 1)[-1]} from {cut.old} to {cut.new}"
+        cites.append(cite_change(cut))
+    limit_words = f", limit {q.limit}" if q.limit is not None else ", no limit"
+    head = (
+        f"project {q.project} uses {q.allocated} of {q.quota if q.quota is not None else '∞'} GPUs of quota"
+        f"{limit_words}{cut_words}"
+    )
+    ref = job.ref
+    if q.blocks:
+        if q.over_limit:
+            why = f"{ref.label} needs {q.requested} more, {q.after} would exceed the limit of {q.limit}"
+        elif not q.preemptible:
+            why = f"{ref.label} is non-preemptible and needs {q.requested} more, {q.after} would exceed the quota"
+        else:  # pragma: no cover - QuotaAt.blocks implies one of the two above
+            why = f"{ref.label} needs {q.requested} more, {q.after} would exceed the quota"
+        conf = 0.9
+        if said_cite is not None:
+            cites.append(said_cite)
+            conf = min(conf + 0.05, 0.95)
+        return [
+            Finding(
+                C.PROJECT_QUOTA_EXHAUSTED,
+                f"{head}; {why}.",
+                SUPPORTED,
+                conf,
+                supports=cites,
+                subject=ref,
+                sources=("k8s", di.scheduler),
+                since=cut.time if cut else since,
+                facts={
+                    "project": q.project,
+                    "queue": q.queue,
+                    "quota": q.quota,
+                    "limit": q.limit,
+                    "allocated": q.allocated,
+                    "requested": q.requested,
+                    "job": ref,
+                    "cut": {"old": cut.old, "new": cut.new, "actor": cut.actor, "field": cut.field}
+                    if cut
+                    else None,
+                },
+                next_questions=[
+                    f"Can project {q.project} borrow unused quota, or should its quota be raised?",
+                    *([f"Was the quota change by {cut.actor} at {hhmm(cut.time)} intended?"] if cut else []),
+                ],
+            )
+        ]
+    if said_cite is not None:
+        # The scheduler says quota, the inventory says fine: say both, claim nothing.
+        return [
+            Finding(
+                C.PROJECT_QUOTA_EXHAUSTED,
+                f"The scheduler reports a quota problem, but at {hhmm(di.t)} {head} and {ref.label}'s {q.requested} "
+                f"more GPUs are {q.reason}.",
+                "unverified",
+                0.4,
+                supports=[said_cite],
+                refutes=cites,
+                subject=ref,
+                sources=("k8s", di.scheduler),
+                why="scheduler message and computed quota usage disagree",
+                next_questions=[
+                    "Does the scheduler count allocations rcaweb does not see (other node pools, reservations)?"
+                ],
+            )
+        ]
+    return [
+        Finding(
+            C.PROJECT_QUOTA_EXHAUSTED,
+            f"Quota is not what holds {ref.label}: {head}, and its {q.requested} more GPUs are {q.reason}.",
+            REFUTED,
+            0.85,
+            refutes=cites,
+            subject=ref,
+            sources=("k8s", di.scheduler),
+            why=f"{q.after} ≤ quota {q.quota}" if q.within_quota else f"over-quota is possible ({q.reason})",
+        )
+    ]
+
+
+def quota_fact(di: DiagnosisInput, q: QuotaAt) -> Derived:
+    return Derived(
+        kind="quota_usage",
+        locator=f"inventory quota of project {q.project} (queue {q.queue}) and GPUs of its bound pods as of {iso(di.t)}",
+        content=q.to_dict(),
+        summary=f"project {q.project}: {q.allocated} allocated of quota {q.quota}, limit {q.limit}; "
+        f"job needs {q.requested} ({q.reason})",
+        observed_at=di.t,
+    )
+
+
+def _last_cut(q: QuotaAt) -> Any:
+    """The latest change that lowered the quota or limit before t."""
+    for c in reversed(q.changes):
+        try:
+            if (
+                c.field.rsplit(".", 1)[-1] in ("quota_gpus", "limit_gpus")
+                and c.old is not None
+                and (c.new is None or float(c.new) < float(c.old) or float(c.new) < 0 <= float(c.old))
+            ):
+                return c
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+#
+# Queue order
+#
+def queue_findings(
+    di: DiagnosisInput,
+    job: EntityState,
+    req: F.Request,
+    rows: list[F.NodeFit],
+    tot: F.Totals,
+    base: list[Cite],
+    fits_now: bool,
+    since: Any,
+) -> list[Finding]:
+    ahead = jobs_ahead(di, job)
+    ref = job.ref
+    ahead_cite = Derived(
+        kind="queue_order",
+        locator=f"inventory pending jobs ordered before {ref.label} (queue priority, priority class, submission) "
+        f"as of {iso(di.t)}",
+        content={"job": ref.label, "ahead": [a.to_dict() for a in ahead]},
+        summary=f"{len(ahead)} pending job(s) ahead of {ref.label} at {hhmm(di.t)}",
+        observed_at=di.t,
+        entity=ref,
+    )
+    overtook = overtaking_pods(di, job, since)
+    if overtook and not fits_now:
+        freed: dict[str, int] = {}
+        for p in overtook:
+            freed[p.get("node")] = freed.get(p.get("node"), 0) + int(p.get("gpus") or 0)
+        without = [replace(r, allocated=max(r.allocated - freed.get(r.node, 0), 0)) for r in rows]
+        if F.fits(without, req):
+            held = sum(freed.values())
+            owners = sorted({f"{p.namespace}/{p.get('job')}" for p in overtook})
+            queues = sorted({p.get("queue") or p.get("project") or "?" for p in overtook})
+            overtake_cite = Derived(
+                kind="queue_overtaking",
+                locator=f"inventory pods with precedence over {ref.label} started after {iso(since)}, as of {iso(di.t)}",
+                content={
+                    "job": ref.label,
+                    "pending_since": iso(since),
+                    "freed_per_node": freed,
+                    "pods": [
+                        {
+                            "pod": p.ref.label,
+                            "job": p.get("job"),
+                            "queue": p.get("queue"),
+                            "gpus": p.get("gpus"),
+                            "node": p.get("node"),
+                            "started": p.get("started"),
+                        }
+                        for p in overtook
+                    ],
+                },
+                summary=f"{len(overtook)} pod(s) of higher-priority queue(s) {', '.join(queues)} started after "
+                f"{ref.label} began waiting, holding {held} GPUs",
+                observed_at=di.t,
+                entity=ref,
+            )
+            return [
+                Finding(
+                    C.QUEUE_PRIORITY,
+                    f"{ref.label} has waited since {hhmm(since)} while {len(owners)} later job(s) of higher-priority "
+                    f"queue(s) {', '.join(queues)} got GPUs first ({', '.join(owners[:4])}"
+                    f"{' …' if len(owners) > 4 else ''}, {held} GPUs at {hhmm(di.t)}); without them it would fit.",
+                    SUPPORTED,
+                    0.85,
+                    supports=[base[0], overtake_cite, base[1]],
+                    subject=ref,
+                    sources=("k8s",),
+                    since=since,
+                    explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION),
+                    facts={
+                        "ahead": [Ref("job", p.get("job"), p.namespace) for p in overtook],
+                        "demand": held,
+                        "job": ref,
+                        "queues": queues,
+                    },
+                    next_questions=[
+                        f"Should {ref.label}'s queue get a higher priority or a larger deserved quota?",
+                        "Is the higher-priority queue within its own quota, or borrowing?",
+                    ],
+                )
+            ]
+    if not ahead:
+        return [
+            Finding(
+                C.QUEUE_PRIORITY,
+                f"No pending job is ordered before {ref.label} at {hhmm(di.t)}.",
+                REFUTED,
+                0.8,
+                refutes=[base[0], ahead_cite],
+                subject=ref,
+                sources=("k8s",),
+                why="nothing ahead in the queue order",
+            )
+        ]
+    demand = sum(a.gpus for a in ahead)
+    names = ", ".join(f"{a.job.ref.label} ({a.gpus} GPUs, {a.why})" for a in ahead[:4])
+    if fits_now or tot.eligible_free >= req.total:
+        conf = 0.7 if tot.eligible_free < req.total + demand else 0.45
+        return [
+            Finding(
+                C.QUEUE_PRIORITY,
+                f"{len(ahead)} pending job(s) are served before {ref.label}: {names}; together they want {demand} "
+                f"of the {tot.eligible_free} free GPUs.",
+                SUPPORTED,
+                conf,
+                supports=[base[0], ahead_cite, base[1]],
+                subject=ref,
+                sources=("k8s",),
+                since=since,
+                facts={"ahead": [a.job.ref for a in ahead], "demand": demand, "job": ref},
+                next_questions=[
+                    "Should this job's queue or priority class be raised, or the jobs ahead be held?"
+                ],
+            )
+        ]
+    return [
+        Finding(
+            C.QUEUE_PRIORITY,
+            f"{len(ahead)} pending job(s) are ordered before {ref.label} ({names}), but it would not fit even "
+            "if they were gone.",
+            "unverified",
+            0.3,
+            supports=[ahead_cite],
+            refutes=[base[1]],
+            subject=ref,
+            sources=("k8s",),
+            why="the job does not fit on free capacity by itself, so order is not the binding reason",
+            facts={"ahead": [a.job.ref for a in ahead], "demand": demand, "job": ref},
+        )
+    ]
+
+
+#
+# Request history
+#
+def request_findings(
+    di: DiagnosisInput, job: EntityState, req: F.Request, rows: list[F.NodeFit], since: Any
+) -> list[Finding]:
+    hist = request_history(di, job)
+    if len(hist) < 2:
+        return []
+    prev, cur = hist[-2], hist[-1]
+    if cur["gpus_total"] <= prev["gpus_total"] and cur["gpus_per_pod"] <= prev["gpus_per_pod"]:
+        return []
+    ref = job.ref
+    old_req = F.Request(
+        pods=prev["pods"],
+        gpus_per_pod=prev["gpus_per_pod"],
+        node_selector=req.node_selector,
+        tolerations=req.tolerations,
+        preemptible=req.preemptible,
+    )
+    old_fits = F.fits(rows, old_req)
+    q_old = quota_at(di, job, old_req, F.totals(rows).eligible_free)
+    old_ok = old_fits and (q_old is None or not q_old.blocks)
+    who = f" by {cur['actor']}" if cur["actor"] else ""
+    cites: list[Cite] = [cite_state(job, di.t)]
+    for c in di.changes:
+        if (
+            c.entity == ref
+            and cur["from"]
+            and c.time == cur["from"]
+            and c.field.rsplit(".", 1)[-1] in ("gpus_per_pod", "pods", "gpus_total", "gpus")
+        ):
+            cites.append(cite_change(c))
+    hist_cite = Derived(
+        kind="request_history",
+        locator=f"inventory versions of job {ref.label} up to {iso(di.t)}",
+        content={"history": [{**h, "from": iso(h["from"])} for h in hist]},
+        summary=f"request history of {ref.label}: "
+        + " -> ".join(f"{h['pods']}×{h['gpus_per_pod']}" for h in hist),
+        observed_at=cur["from"] or di.t,
+        entity=ref,
+    )
+    cites.append(hist_cite)
+    statement = (
+        f"{ref.label}'s request grew from {prev['pods']}×{prev['gpus_per_pod']} to "
+        f"{cur['pods']}×{cur['gpus_per_pod']} GPUs at {hhmm(cur['from'])}{who}; "
+        + (
+            "with the old size it would be placed now."
+            if old_ok
+            else "the old size would not be placed now either."
+        )
+    )
+    return [
+        Finding(
+            C.REQUEST_SIZE_CHANGED,
+            statement,
+            SUPPORTED,
+            0.8 if old_ok else 0.45,
+            supports=cites,
+            subject=ref,
+            sources=("k8s",),
+            since=cur["from"],
+            facts={"job": ref, "old": prev, "new": cur, "old_fits": old_ok},
+            explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.PROJECT_QUOTA_EXHAUSTED)
+            if old_ok
+            else (),
+            next_questions=[f"Does {ref.label} need {cur['gpus_total']} GPUs, or was the resize a mistake?"],
+        )
+    ]
