@@ -49,7 +49,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         from datetime import timedelta
 
-        from collectors.sim.scenario import ScenarioError
+        from collectors.sim.scenario import ScenarioError, load_scenario
         from incidents.scenario_run import run_scenario_file
 
         path = Path(opts["file"])
@@ -57,18 +57,15 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: no such scenario file", returncode=2)
         logging.getLogger("collectors").setLevel(logging.WARNING)
         logging.getLogger("incidents").setLevel(logging.WARNING)
+        try:
+            load_scenario(str(path))  # validate before creating a database for it
+        except ScenarioError as exc:
+            for where, line, msg in exc.problems:
+                self.stderr.write(f"{where or path} (line {line}): {msg}")
+            raise CommandError(f"{path}: bad scenario file ({len(exc.problems)} problem(s))", returncode=2)
         tmp = _use_temp_database() if opts["database"] == "temp" else None
         try:
-            try:
-                result = run_scenario_file(
-                    str(path), sweep_every=timedelta(seconds=max(opts["sweep_every"], 60))
-                )
-            except ScenarioError as exc:
-                for where, line, msg in exc.problems:
-                    self.stderr.write(f"{where or path} (line {line}): {msg}")
-                raise CommandError(
-                    f"{path}: bad scenario file ({len(exc.problems)} problem(s))", returncode=2
-                )
+            result = run_scenario_file(str(path), sweep_every=timedelta(seconds=max(opts["sweep_every"], 60)))
         finally:
             if tmp is not None:
                 connections.close_all()
