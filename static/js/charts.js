@@ -84,4 +84,6 @@
 
   document.addEventListener("DOMContentLoaded", function () { render(document); });
   document.addEventListener("htmx:afterSettle", function (ev) { render(ev.target); });
+  // Back/Forward: htmx restores a snapshot whose charts are dead SVG copies (or, on a cache miss, undrawn): draw again.
+  document.addEventListener("htmx:historyRestore", function () { document.querySelectorAll(".plotly-chart[data-rendered]").forEach(function (el) { el.removeAttribute("data-rendered"); el.textContent = ""; }); render(document); });
 })();
