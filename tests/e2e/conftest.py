@@ -7,7 +7,6 @@ Every test in this folder is marked ``e2e``. Chromium is never downloaded: the t
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,9 +30,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def artifacts() -> Path:
-    if ARTIFACTS.exists():
-        shutil.rmtree(ARTIFACTS)
-    ARTIFACTS.mkdir(parents=True)
+    """Screenshots, server logs, the downloaded export. Overwritten, never emptied: runs may overlap."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
 
 
@@ -69,7 +67,7 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 
 
 @pytest.fixture(scope="session")
-def auth_state(browser: Browser, live: srv.Server, artifacts: Path) -> str:
+def auth_state(browser: Browser, live: srv.Server, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A session cookie obtained through the login form once (test_navigation logs in by hand too)."""
     context = browser.new_context(viewport=VIEWPORT)
     guard = Guard(live.netloc)
@@ -81,7 +79,7 @@ def auth_state(browser: Browser, live: srv.Server, artifacts: Path) -> str:
     with page.expect_navigation(wait_until="load"):
         page.click("button[type=submit]")
     assert page.url == live.url + "/", f"login did not land on the console: {page.url}"
-    path = artifacts / "auth-state.json"
+    path = tmp_path_factory.mktemp("auth") / "state.json"  # a session cookie: not an artifact to keep
     context.storage_state(path=str(path))
     context.close()
     guard.check()

@@ -39,6 +39,7 @@ class Server:
     run: dict[str, Any]
     proc: subprocess.Popen[bytes]
     logs: Path
+    artifacts: Path
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -140,7 +141,8 @@ def start(workdir: Path, artifacts: Path) -> Server:
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "gunicorn", "rcaweb.wsgi:application", "--bind", f"127.0.0.1:{port}",
            "--workers", "2", "--threads", "4", "--timeout", "60",
-           "--access-logfile", str(artifacts / "access.log")]  # fmt: skip
+           "--access-logfile", str(artifacts / "access.log"),
+           "--access-logformat", '%(h)s "%(r)s" %(s)s %(b)s %(L)ss']  # fmt: skip
     t0 = time.monotonic()
     with log.open("ab") as fh:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
@@ -151,7 +153,7 @@ def start(workdir: Path, artifacts: Path) -> Server:
         raise
     timings["gunicorn_start_s"] = round(time.monotonic() - t0, 2)
     logger.info("e2e server on %s (%s)", url, timings)
-    return Server(url=url, run=run, proc=proc, logs=log, timings=timings)
+    return Server(url=url, run=run, proc=proc, logs=log, artifacts=artifacts, timings=timings)
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

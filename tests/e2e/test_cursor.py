@@ -45,6 +45,15 @@ def assert_at(page: Page, t: str, expected_quota: str) -> None:
         f"at {t} the nlp quota should read {expected_quota!r}, not {quota(page)!r}"
     )
     assert page.evaluate("window.__marker") == "kept", f"a full page load happened on the way to {page.url}"
+    # Every chart is a live Plotly graph (clickable) drawing the cursor at t, also after Back/Forward.
+    lines = page.evaluate(CURSOR_LINES)
+    assert lines and all(x == [t.replace("T", " ").rstrip("Z")] for x in lines), (
+        f"chart cursor lines at {t}: {lines}"
+    )
+
+
+CURSOR_LINES = """() => [...document.querySelectorAll(".plotly-chart")].map((el) =>
+  el.data && el._fullLayout ? el.layout.shapes.filter((s) => s.name === "cursor").map((s) => s.x0) : "not a live chart")"""
 
 
 def test_it_moves_the_cursor_with_buttons_and_keys_without_reloading(alice: Session) -> None:

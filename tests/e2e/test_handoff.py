@@ -42,4 +42,4 @@ def test_it_writes_a_handoff_note_that_the_handoffs_page_and_its_export_carry(al
     text = path.read_text(encoding="utf-8")
     assert summary in text and next_steps in text, f"the Markdown export lacks the note:\n{text[:1500]}"
     assert f"#{incident['id']}" in text
-    (alice.live.logs.parent / download.suggested_filename).write_text(text, encoding="utf-8")
+    (alice.live.artifacts / download.suggested_filename).write_text(text, encoding="utf-8")

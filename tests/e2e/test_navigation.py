@@ -147,7 +147,7 @@ def test_it_reaches_a_gpus_telemetry_from_the_console_in_at_most_four_clicks(ali
     logger.warning(
         "clicks from the console to a GPU's telemetry: %d via Related, %d via job → node", shortest, via_job
     )
-    (alice.live.logs.parent / "clicks.txt").write_text(
+    (alice.live.artifacts / "clicks.txt").write_text(
         f"console → incident → GPU: {shortest} clicks\nconsole → incident → job → node → GPU: {via_job} clicks\n"
     )
     assert shortest <= 4
