@@ -90,11 +90,13 @@ class RedisServer:
         self.proc = None
 
 
-def database_url() -> str:
-    """The test database (``test_…``) as a URL for subprocesses, so they see what the test writes."""
+def database_url(*, via_port: int | None = None) -> str:
+    """The test database (``test_…``) as a URL for subprocesses, so they see what the test writes;
+    ``via_port``: through a loopback proxy on that port instead."""
     s = connection.settings_dict
     auth = quote(s["USER"]) + (f":{quote(s['PASSWORD'])}" if s["PASSWORD"] else "")
-    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+    where = f"127.0.0.1:{via_port}" if via_port else f"{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}"
+    return f"postgres://{auth}@{where}/{quote(s['NAME'])}"
 
 
 def app_env(*, database: str, redis: str = "", **extra: str) -> dict[str, str]:

@@ -32,7 +32,7 @@ from django.utils import timezone
 from incidents.grouping import group_alert
 from incidents.intake import ingest_alertmanager
 from incidents.models import Alert
-from tests.faults.services import TcpProxy, app_env, start_gunicorn
+from tests.faults.services import TcpProxy, app_env, database_url, start_gunicorn
 from tests.incidents.fixtures.alertmanager import alert, payload
 
 pytestmark = [
@@ -74,7 +74,6 @@ def proxy(postgres) -> Iterator[TcpProxy]:  # type: ignore[no-untyped-def]
 def test_it_answers_503_while_the_database_restarts_and_recovers_without_a_500(
     redis_server, procs, proxy, tmp_path
 ):
-    s = connection.settings_dict
     viewer = User.objects.create_user("vera", password="x")
     viewer.groups.add(Group.objects.get_or_create(name="viewer")[0])
     browser = Client()
@@ -87,9 +86,8 @@ def test_it_answers_503_while_the_database_restarts_and_recovers_without_a_500(
     incident = group_alert(Alert.objects.get())
     pages = {"home": "/", "incidents": "/incidents/", "incident": incident.get_absolute_url()}
 
-    user = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
     env = app_env(
-        database=f"postgres://{user}@127.0.0.1:{proxy.port}/{s['NAME']}",
+        database=database_url(via_port=proxy.port),
         redis=redis_server.url,  # notifications are queued there (no worker needed: the rows are the point)
     )
     web, base = start_gunicorn(env, tmp_path, workers=2, threads=4)

@@ -23,6 +23,7 @@ from unittest import mock
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from django.utils import timezone
 
 from collectors.models import Cluster
 from incidents import evidence
@@ -95,8 +96,6 @@ class Prometheus:
 
 @pytest.fixture
 def prometheus(postgres) -> Iterator[Prometheus]:  # type: ignore[no-untyped-def]
-    from django.utils import timezone
-
     server = Prometheus((timezone.now() - timedelta(minutes=30)).timestamp() // 60 * 60)
     yield server
     server.stop()
@@ -115,16 +114,13 @@ def facts(incident: Incident) -> list[tuple]:
 def test_it_reruns_evidence_collection_killed_mid_way_and_writes_each_fact_once(
     redis_server, procs, prometheus, tmp_path
 ):
-    from django.utils import timezone
-
     t0 = timezone.now().replace(microsecond=0) - timedelta(minutes=30)
     cluster = Cluster.objects.create(name="gpu-prod", scheduler="kai", prometheus_url=prometheus.url)
     small_world(cluster, t0)
     uuid = gpu_uuid("h100-01", 3)
     body = alert("GPUXidError", {"cluster": "gpu-prod", "UUID": uuid, "Hostname": "h100-01", "xid": "79"}, t0)
-    with mock.patch(
-        "incidents.intake.enqueue_processing"
-    ):  # grouped here; only the evidence goes to a worker
+    # Grouped here, inline; only the evidence collection goes to the worker.
+    with mock.patch("incidents.intake.enqueue_processing"):
         ingest_alertmanager(payload([body]))
     incident = group_alert(Alert.objects.get())
     Alert.objects.update(processed_at=timezone.now())
@@ -164,5 +160,4 @@ def test_it_reruns_evidence_collection_killed_mid_way_and_writes_each_fact_once(
     # The reference: the same incident collected from scratch without interruption (in this process).
     Observation.objects.filter(incident=incident).delete()
     evidence.collect_evidence(incident.pk)
-    ref = facts(incident)
-    assert ref == after_rerun
+    assert facts(incident) == after_rerun
