@@ -103,12 +103,16 @@ def unhealthy_nodes(t: datetime) -> list[EntityVersion]:
 
 
 def unhealthy_gpus(t: datetime) -> list[EntityVersion]:
-    return list(
+    """Faulty or missing GPUs at t, each with ``label`` ("h100-03 GPU 4": operators think in node and index)."""
+    out = list(
         EntityVersion.objects.as_of(t)
         .filter(kind="gpu", phase__in=["faulty", "missing"])
         .select_related("entity", "entity__cluster")
         .order_by("cluster_id", "node", "entity__name")[:PANEL_LIMIT]
     )
+    for g in out:
+        g.label = f"{g.node or '?'} GPU {g.state.get('index', '?')}"  # type: ignore[attr-defined]
+    return out
 
 
 def source_errors(cursor: Cursor) -> list[SourceErrors]:
