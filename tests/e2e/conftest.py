@@ -2,6 +2,10 @@
 
 Every test in this folder is marked ``e2e``. Chromium is never downloaded: the tests drive
 ``/usr/bin/chromium`` (``.ci/run`` installs it with apt) and fail, not skip, when it is missing.
+
+Run: ``.venv/bin/pytest tests/e2e -q`` (or ``-m e2e``). Artifacts land in ``artifacts/e2e/``: a full-page and a
+first-screen screenshot per main page, ``server.log``/``access.log`` of gunicorn (with request times),
+``clicks.txt`` (clicks from the console to a GPU's telemetry) and the downloaded handoff export.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = Path(__file__).resolve().parent / "scenario.yaml"
+JOB = "llm/llama-ft"  # the scenario's crash-looping job
 USERNAME = "alice"
 PASSWORD = "e2e-" + secrets.token_urlsafe(12)
 
@@ -44,7 +45,8 @@ class Server:
 
     @property
     def incident(self) -> dict[str, Any]:
-        return self.run["incidents"][0]
+        """The incident about the crash-looping job (the one every flow starts from)."""
+        return next(i for i in self.run["incidents"] if _is_subject_incident(i))
 
     @property
     def netloc(self) -> str:
@@ -119,7 +121,7 @@ def wait_until_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) 
 
 
 def start(workdir: Path, artifacts: Path) -> Server:
-    """Migrate, run the scenario, create the responder, start gunicorn; the caller stops ``proc``."""
+    """Migrate, start gunicorn, run the scenario meanwhile, create the responder; the caller stops ``proc``."""
     timings: dict[str, float] = {}
     log = artifacts / "server.log"
     log.write_bytes(b"")
@@ -127,33 +129,41 @@ def start(workdir: Path, artifacts: Path) -> Server:
     t0 = time.monotonic()
     _manage(["migrate", "--noinput", "-v0"], env, log, timeout=120)
     timings["migrate_s"] = round(time.monotonic() - t0, 2)
-    t0 = time.monotonic()
-    out = _manage(
-        ["run_scenario", str(SCENARIO), "--database", "configured", "--json"], env, log, timeout=180
-    )
-    timings["scenario_s"] = round(time.monotonic() - t0, 2)
-    run = json.loads(out)
-    failed = [e for e in run["expect"] if not e["passed"]]
-    if not run["incidents"] or failed:
-        raise RuntimeError(f"e2e setup: the scenario did not produce its incident: {json.dumps(run)[:2000]}")
-    _manage(["shell", "-c", CREATE_USER.format(username=USERNAME, password=PASSWORD)], env, log, timeout=60)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "gunicorn", "rcaweb.wsgi:application", "--bind", f"127.0.0.1:{port}",
            "--workers", "2", "--threads", "4", "--timeout", "60",
            "--access-logfile", str(artifacts / "access.log"),
            "--access-logformat", '%(h)s "%(r)s" %(s)s %(b)s %(L)ss']  # fmt: skip
-    t0 = time.monotonic()
-    with log.open("ab") as fh:
+    with log.open("ab") as fh:  # gunicorn boots while the scenario runs (it reads the database per request)
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
     try:
+        t0 = time.monotonic()
+        out = _manage(
+            ["run_scenario", str(SCENARIO), "--database", "configured", "--json"], env, log, timeout=180
+        )
+        timings["scenario_s"] = round(time.monotonic() - t0, 2)
+        run = json.loads(out)
+        if not any(_is_subject_incident(i) for i in run["incidents"]):
+            raise RuntimeError(
+                f"e2e setup: the scenario opened no incident about job {JOB}: {json.dumps(run)[:2000]}"
+            )
+        for e in run["expect"]:
+            if not e["passed"]:  # the diagnosis tests judge this; the browser tests only need the incident
+                logger.warning("e2e scenario expectation not met: %s", e)
+        _manage(
+            ["shell", "-c", CREATE_USER.format(username=USERNAME, password=PASSWORD)], env, log, timeout=60
+        )
         wait_until_up(url + "/healthz", proc)
-    except Exception:
+    except BaseException:
         stop(proc)
         raise
-    timings["gunicorn_start_s"] = round(time.monotonic() - t0, 2)
     logger.info("e2e server on %s (%s)", url, timings)
     return Server(url=url, run=run, proc=proc, logs=log, artifacts=artifacts, timings=timings)
+
+
+def _is_subject_incident(incident: dict[str, Any]) -> bool:
+    return any(s["kind"] == "job" and f"{s['namespace']}/{s['name']}" == JOB for s in incident["subjects"])
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

@@ -15,7 +15,7 @@ from playwright.sync_api import Page
 from tests.e2e.browser import TIMEOUT_MS, as_of, bar_t, goto, parse_z, settle, url_params
 from tests.e2e.conftest import Session
 
-T0 = "2026-11-29T00:14:00Z"  # before the quota raise at 00:20
+T0 = "2026-11-29T00:15:00Z"  # before the quota raise at 00:20; T0 + 10m is after it (swept by 00:24)
 PROJECT = "/c/gpu-prod/projects/nlp/"
 
 WAIT_CURSOR = """(t) => new URL(location.href).searchParams.get("t") === t
@@ -103,7 +103,7 @@ def test_it_steps_to_the_next_change_with_the_bracket_key(alice: Session) -> Non
     page.evaluate("window.__marker = 'kept'")
     nxt = page.locator("#cursor-next-change").get_attribute("href") or ""
     t_change = url_params(nxt).get("t", "")
-    assert parse_z(T0) < parse_z(t_change) <= parse_z("2026-11-29T00:25:00Z"), f"next change link: {nxt}"
+    assert parse_z(T0) < parse_z(t_change) <= parse_z("2026-11-29T00:30:00Z"), f"next change link: {nxt}"
     page.keyboard.press("]")
     wait_cursor(page, t_change)
     assert_at(page, t_change, "12 GPUs")
