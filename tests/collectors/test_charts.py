@@ -189,3 +189,20 @@ class ChartEndpointTest(BaseTestCase):
         )
         assert len(loaders) == 4 and all(a == b and "t=2026-11-29T06%3A00%3A00Z" in a for a, b in loaders)
         assert "Loading GPU utilization" in html
+
+    def test_each_entity_kind_loads_its_own_charts(self) -> None:
+        pages = {
+            "/c/gpu-prod/projects/team0/": {"allocation", "queue_length"},
+            "/c/gpu-prod/queues/team0/": {"allocation", "queue_length"},
+            "/c/gpu-prod/jobs/team0/job-0/": {"utilization", "memory"},
+            f"/c/gpu-prod/gpus/{gpu_uuid(node_name(0), 0)}/": {
+                "utilization",
+                "memory",
+                "power",
+                "temperature",
+            },
+        }
+        for path, names in pages.items():
+            html = self.client.get(f"{path}?{Q}").content.decode()
+            got = set(re.findall(r'hx-get="/charts/gpu-prod/\w+/[^"]*/(\w+)/\?t=', html))
+            assert got == names, (path, got)
