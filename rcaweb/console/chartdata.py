@@ -139,6 +139,7 @@ def _telemetry(scope: Scope, name: str, result: ChartResult) -> None:
     base = TelemetrySample.objects.filter(cluster=scope.cluster, time__gte=scope.start, time__lte=scope.end)
     per_gpu: dict[str, dict[str, list[tuple[datetime, float]]]] = defaultdict(lambda: defaultdict(list))
     n = 0
+    labels: dict[int, str] = {}
     if scope.entity is None:  # fleet: mean over every GPU, per point
         rows = (
             base.filter(metric__in=metrics).values("time", "metric").annotate(v=Avg("value")).order_by("time")
@@ -158,6 +159,12 @@ def _telemetry(scope: Scope, name: str, result: ChartResult) -> None:
                 per_gpu[labels[gpu_id]][metric].append((t, v))
                 n += metric in metrics
     failures = _source_failures(scope, ("prometheus",))
+    if scope.entity is not None and not labels:
+        held = "held no GPU" if scope.kind == "job" else "reported no GPU"
+        result.why = failures or (
+            f"this {scope.kind} {held} between {format_t(scope.start)} and {format_t(scope.end)}"
+        )
+        return
     if n == 0:
         what = (
             "this GPU"

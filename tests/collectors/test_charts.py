@@ -172,6 +172,28 @@ class ChartEndpointTest(BaseTestCase):
         body = self.get(f"/charts/gpu-prod/gpu/{gpu_uuid(node_name(0), 0)}/memory/").content.decode()
         assert "no data: no memory used samples for this GPU between 2026-11-29T04:00:00Z" in body
 
+    def test_a_job_that_held_no_gpu_says_so(self) -> None:
+        from collectors import inventory
+        from tests.collectors.factories import job_obs
+
+        inventory.record_states(
+            self.cluster,
+            [
+                job_obs(
+                    "team0",
+                    "waiting",
+                    queue="team0",
+                    phase="Pending",
+                    pods=1,
+                    gpus_per_pod=8,
+                    submitted=T - timedelta(hours=1),
+                )
+            ],
+            T - timedelta(hours=1),
+        )
+        body = self.get("/charts/gpu-prod/job/team0/waiting/utilization/").content.decode()
+        assert "no data: this job held no GPU between 2026-11-29T04:00:00Z" in body
+
     def test_unknown_things_are_404(self) -> None:
         assert self.get("/charts/gpu-prod/gpu/GPU-nope/utilization/").status_code == 404
         assert self.get("/charts/gpu-prod/node/gpu-000/allocation/").status_code == 404
