@@ -87,6 +87,8 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rcaweb.settings")
     os.environ.setdefault("RCAWEB_DEBUG", "true")
+    # The simulated Prometheus evaluates 8,000 series in Python: give it time (a real one answers in ms).
+    os.environ.setdefault("RCAWEB_SOURCE_TIMEOUT_S", "120")
     if args.serve_sim:
         serve_sim(args.nodes, args.pods)
         return

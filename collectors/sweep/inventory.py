@@ -1,8 +1,10 @@
 """The inventory sweep: list everything once, map it, record it by diff (collectors.inventory).
 
-Each kind is recorded in its own transaction, and only when every source it depends on answered: a
-failed listing never deletes entities and never writes half-known states (a job without its PodGroup would
-otherwise open a version that says "no scheduling condition").
+Each kind is recorded in its own transaction as soon as it is mapped, and only when every source it depends
+on answered: a failed listing never deletes entities and never writes half-known states (a job without its
+PodGroup would otherwise open a version that says "no scheduling condition"). Between kinds only compact
+indexes are kept (what jobs need of pods, what GPUs need of nodes), so 20,000 pods and 20,000 jobs never sit
+in memory twice.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -44,7 +47,7 @@ def sweep_cluster(
             return summary
         runner = Runner(cluster, at, summary)
         try:
-            _sweep(cluster, at, runner, summary, progress or (lambda what, n: None))
+            _Sweep(cluster, at, runner, summary, progress or (lambda what, n: None)).run()
         finally:
             runner.save()
     summary.duration_s = time.monotonic() - started
@@ -52,218 +55,309 @@ def sweep_cluster(
     return summary
 
 
-def _sweep(cluster: Cluster, at: datetime, runner: Runner, summary: SweepSummary, progress: Progress) -> None:
-    observed: dict[str, list[Observed] | None] = {}
-    kube = runner.call("k8s", "connect", lambda: KubeSource(cluster))
-    scheduler = cluster.scheduler
-    try:
-        _collect_kube(cluster, kube, scheduler, runner, observed, progress)
-    finally:
-        if kube is not None:
-            kube.close()
-    _collect_gpus(cluster, at, runner, observed)
-    if runai_enabled(cluster.runai_url):
-        _apply_runai_actors(cluster, at, runner, observed)
-    source_of = {
-        "project": scheduler_source(scheduler),
-        "queue": scheduler_source(scheduler),
-        "gpu": "prometheus",
-    }
-    for kind in ("project", "queue", "node", "job", "pod", "gpu"):
-        items = observed.get(kind)
-        if items is None:
-            if kind not in ("project", "queue") or scheduler != "default":
-                summary.skipped_kinds.append(kind)
-            continue
-        source = source_of.get(kind, "k8s")
-        result = record_states(cluster, items, at, source=source)
-        if kind != "gpu":  # a GPU that stops reporting is "missing", never deleted (map_gpus keeps it)
-            result += record_absent(cluster, kind, [(o.namespace, o.name) for o in items], at, source=source)
-        summary.add(result)
-        progress(f"recorded {kind}s", len(items))
-
-
 def scheduler_source(scheduler: str) -> str:
     return {"kai": "kai", "kueue": "kueue"}.get(scheduler, "k8s")
 
 
-def _collect_kube(
-    cluster: Cluster,
-    kube: KubeSource | None,
-    scheduler: str,
-    runner: Runner,
-    observed: dict[str, list[Observed] | None],
-    progress: Progress,
-) -> None:
-    if kube is None:
-        return
-    raw_nodes = runner.call("k8s", "list nodes", kube.list_nodes)
-    if raw_nodes is not None:
-        observed["node"] = [mapping.map_node(n) for n in raw_nodes]
-        runner.set_rows("list nodes", len(raw_nodes))
-        progress("nodes", len(raw_nodes))
+@dataclass
+class _Pods:
+    """What the job and GPU mappers need of the pods, without the pods."""
 
-    # Scheduler objects first: pods need the queue → project map.
-    sched_ok = True
-    project_of: dict[tuple[str, str], str] = {}
-    podgroups: list[dict[str, Any]] | None = None
-    workloads: list[dict[str, Any]] | None = None
-    local_queues: dict[tuple[str, str], str] = {}
-    lq_ok = False
-    if scheduler == "kai":
-        kai = KaiSource(kube)
-        queues = runner.call("kai", "list queues", kai.list_queues)
-        podgroups = runner.call("kai", "list podgroups", kai.list_podgroups)
-        namespaces = runner.call("k8s", "list namespaces", kube.list_namespaces)
-        sched_ok = queues is not None and podgroups is not None
-        if queues is not None and namespaces is not None:
-            qs = mapping.map_kai_queues(queues, mapping.kai_namespaces(namespaces))
-            observed["queue"] = [o for o in qs if o.kind == "queue"]
-            observed["project"] = [o for o in qs if o.kind == "project"]
-            project_of = {("", o.name): o.state["project"] for o in observed["queue"] if o.state["project"]}
-    elif scheduler == "kueue":
-        kueue = KueueSource(kube)
-        cqs = runner.call("kueue", "list clusterqueues", kueue.list_cluster_queues)
-        lqs = runner.call("kueue", "list localqueues", kueue.list_local_queues)
-        workloads = runner.call("kueue", "list workloads", kueue.list_workloads)
-        runner.call("kueue", "list resourceflavors", kueue.list_resource_flavors)
-        sched_ok = cqs is not None and lqs is not None and workloads is not None
-        lq_ok = lqs is not None
-        if lqs is not None:
-            local_queues = mapping.kueue_local_queue_map(lqs)
+    by_job: dict[tuple[str, str], list[Observed]] = field(default_factory=lambda: defaultdict(list))
+    on_node: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+
+
+def _lite(pod: Observed) -> Observed:
+    cond = (pod.state.get("conditions") or {}).get("PodScheduled")
+    state = {
+        "phase": pod.state.get("phase"),
+        "node": pod.state.get("node"),
+        "conditions": {"PodScheduled": cond} if cond else {},
+    }
+    return Observed(kind="pod", name=pod.name, namespace=pod.namespace, state=state)
+
+
+def _slim(obj: dict[str, Any], status_keys: tuple[str, ...]) -> dict[str, Any]:
+    """A scheduler object reduced to what the job mappers read (no managedFields, templates, usage)."""
+    m = obj.get("metadata") or {}
+    return {
+        "metadata": {k: m[k] for k in ("name", "namespace", "uid", "labels", "ownerReferences") if k in m},
+        "spec": {
+            k: v for k, v in (obj.get("spec") or {}).items() if k in ("queue", "queueName", "preemptibility")
+        },
+        "status": {k: v for k, v in (obj.get("status") or {}).items() if k in status_keys},
+    }
+
+
+class _Sweep:
+    def __init__(
+        self, cluster: Cluster, at: datetime, runner: Runner, summary: SweepSummary, progress: Progress
+    ):
+        self.cluster, self.at, self.runner, self.summary, self.progress = (
+            cluster,
+            at,
+            runner,
+            summary,
+            progress,
+        )
+        self.scheduler = cluster.scheduler
+        self.nodes: dict[str, dict[str, Any]] | None = None  # node name -> state (GPU host resolution)
+        self.pods: _Pods | None = None
+
+    def run(self) -> None:
+        actors = self._runai_actors() if runai_enabled(self.cluster.runai_url) else {}
+        kube = self.runner.call("k8s", "connect", lambda: KubeSource(self.cluster))
+        if kube is None:
+            self.summary.skipped_kinds += ["node", "pod", "job"] + (
+                ["project", "queue"] if self.scheduler != "default" else []
+            )
+        else:
+            try:
+                self._kube(kube, actors)
+            finally:
+                kube.close()
+        self._gpus()
+
+    def record(self, kind: str, items: list[Observed] | None, source: str = "k8s") -> None:
+        if items is None:
+            self.summary.skipped_kinds.append(kind)
+            return
+        result = record_states(self.cluster, items, self.at, source=source)
+        if kind != "gpu":  # a GPU that stops reporting is "missing", never deleted (map_gpus keeps it)
+            keys = {(o.namespace, o.name) for o in items}
+            still_open = EntityVersion.objects.filter(
+                cluster=self.cluster, kind=kind, valid_to__isnull=True
+            ).count()
+            if still_open != len(
+                keys
+            ):  # something open was not listed: it is gone (one COUNT spares a full read)
+                result += record_absent(self.cluster, kind, keys, self.at, source=source)
+        self.summary.add(result)
+        self.progress(f"recorded {kind}s", len(items))
+
+    #
+    # Kubernetes and the scheduler
+    #
+
+    def _kube(self, kube: KubeSource, actors: dict[str, str]) -> None:
+        runner = self.runner
+        raw_nodes = runner.call("k8s", "list nodes", kube.list_nodes)
+        if raw_nodes is not None:
+            nodes = [mapping.map_node(n) for n in raw_nodes]
+            runner.set_rows("list nodes", len(nodes))
+            self.record("node", nodes)
+            self.nodes = {o.name: o.state for o in nodes}
+        else:
+            self.summary.skipped_kinds.append("node")
+
+        # Scheduler objects first: pods need the queue -> project map, jobs the PodGroups/Workloads.
+        sched_ok = True
+        project_of: dict[tuple[str, str], str] = {}
+        index = mapping.SchedulingIndex()
+        local_queues: dict[tuple[str, str], str] = {}
+        lq_ok = True
+        source = scheduler_source(self.scheduler)
+        if self.scheduler == "kai":
+            kai = KaiSource(kube)
+            queues = runner.call("kai", "list queues", kai.list_queues)
+            podgroups = runner.call(
+                "kai",
+                "list podgroups",
+                lambda: [
+                    _slim(o, ("schedulingConditions",))
+                    for o in kube.iter_custom("scheduling.run.ai", "v2alpha2", "podgroups")
+                ],
+            )
+            namespaces = runner.call("k8s", "list namespaces", kube.list_namespaces)
+            sched_ok = queues is not None and podgroups is not None
+            index = mapping.SchedulingIndex.build(podgroups or [])
+            qs = (
+                mapping.map_kai_queues(queues, mapping.kai_namespaces(namespaces))
+                if queues is not None and namespaces is not None
+                else None
+            )
+            self._record_queues(qs, actors, source)
+            project_of = {
+                ("", o.name): o.state["project"] for o in qs or [] if o.kind == "queue" and o.state["project"]
+            }
+        elif self.scheduler == "kueue":
+            kueue = KueueSource(kube)
+            cqs = runner.call("kueue", "list clusterqueues", kueue.list_cluster_queues)
+            lqs = runner.call("kueue", "list localqueues", kueue.list_local_queues)
+            workloads = runner.call(
+                "kueue",
+                "list workloads",
+                lambda: [
+                    _slim(o, ("conditions", "admission"))
+                    for o in kube.iter_custom("kueue.x-k8s.io", "v1beta1", "workloads")
+                ],
+            )
+            runner.call("kueue", "list resourceflavors", kueue.list_resource_flavors)
+            sched_ok = cqs is not None and lqs is not None and workloads is not None
+            lq_ok = lqs is not None
+            local_queues = mapping.kueue_local_queue_map(lqs or [])
             project_of = dict(local_queues)
-        if cqs is not None and lqs is not None:
-            qs = mapping.map_kueue_queues(cqs, lqs)
-            observed["queue"] = [o for o in qs if o.kind == "queue"]
-            observed["project"] = [o for o in qs if o.kind == "project"]
-    else:
-        observed["queue"] = observed["project"] = None
+            index = mapping.SchedulingIndex.build(workloads or [], uid_label="kueue.x-k8s.io/job-uid")
+            self._record_queues(
+                mapping.map_kueue_queues(cqs, lqs) if cqs is not None and lqs is not None else None,
+                actors,
+                source,
+            )
 
-    def list_pods() -> list[Observed]:
+        pods = runner.call("k8s", "list pods", lambda: self._list_pods(kube, project_of))
+        if pods is not None:
+            runner.set_rows("list pods", len(pods))
+            # Kueue: a pod's queue label names a LocalQueue; without the LocalQueue list its project is unknown.
+            self.record("pod", pods if lq_ok else None)
+            self.pods = _Pods()
+            for p in pods:
+                if p.state.get("job"):
+                    self.pods.by_job[(p.namespace, p.state["job"])].append(_lite(p))
+                if p.state.get("node") and p.state.get("phase") in ("Running", "Pending"):
+                    self.pods.on_node[p.state["node"]].add(f"{p.namespace}/{p.name}")
+            del pods
+        else:
+            self.summary.skipped_kinds.append("pod")
+
+        if self.pods is None or not sched_ok:
+            self.summary.skipped_kinds.append("job")
+            return
+        queue_project = {q: p for (_, q), p in project_of.items()}
+        jobs = runner.call(
+            "k8s", "list jobs", lambda: self._list_jobs(kube, index, queue_project, local_queues)
+        )
+        if jobs is not None:
+            runner.set_rows("list jobs", len(jobs))
+        self.record("job", jobs)
+
+    def _record_queues(self, qs: list[Observed] | None, actors: dict[str, str], source: str) -> None:
+        if qs is None:
+            self.summary.skipped_kinds += ["project", "queue"]
+            return
+        for o in qs:
+            who = actors.get(o.state.get("project") or o.name)
+            if who:
+                o.actor = who
+        self.record("project", [o for o in qs if o.kind == "project"], source)
+        self.record("queue", [o for o in qs if o.kind == "queue"], source)
+
+    def _list_pods(self, kube: KubeSource, project_of: dict[tuple[str, str], str]) -> list[Observed]:
         out = []
         for n, raw in enumerate(kube.iter_pods(), 1):
             out.append(mapping.map_pod(raw, project_of))
             if n % 2000 == 0:
-                progress("pods", n)
+                self.progress("pods", n)
+        self.progress("pods", len(out))
         return out
 
-    pods = runner.call("k8s", "list pods", list_pods)
-    if pods is not None:
-        runner.set_rows("list pods", len(pods))
-        progress("pods", len(pods))
-        # Kueue: a pod's queue label names a LocalQueue; without the LocalQueue list its project is unknown.
-        if scheduler != "kueue" or lq_ok:
-            observed["pod"] = pods
-    raw_jobs = runner.call("k8s", "list jobs", kube.list_jobs)
-    if raw_jobs is None or pods is None or not sched_ok:
-        return
-    runner.set_rows("list jobs", len(raw_jobs))
-    pods_by_job: dict[tuple[str, str], list[Observed]] = defaultdict(list)
-    for p in pods:
-        if p.state.get("job"):
-            pods_by_job[(p.namespace, p.state["job"])].append(p)
-    queue_project = {q: p for (_, q), p in project_of.items()}
-    pg_index = mapping.SchedulingIndex.build(podgroups or [])
-    wl_index = mapping.SchedulingIndex.build(workloads or [], uid_label="kueue.x-k8s.io/job-uid")
-    jobs: list[Observed] = []
-    for job in raw_jobs:
-        m = job.get("metadata") or {}
-        jpods = pods_by_job.get((m.get("namespace", ""), m.get("name", "")), [])
-        if scheduler == "kai":
-            js = mapping.kai_job_scheduling(pg_index.find(job), jpods, queue_project)
-        elif scheduler == "kueue":
-            js = mapping.kueue_job_scheduling(wl_index.find(job), jpods, local_queues)
-        else:
-            js = mapping.pod_job_scheduling(jpods)
-        jobs.append(
-            mapping.map_job(
-                job,
-                pod_phases=[p.state.get("phase", "") for p in jpods],
-                queue=js.queue,
-                project=js.project,
-                scheduling=js.scheduling,
-                admitted=js.admitted,
-                preemptible=js.preemptible,
-                waiting_for_admission=js.waiting_for_admission,
+    def _list_jobs(
+        self,
+        kube: KubeSource,
+        index: mapping.SchedulingIndex,
+        queue_project: dict[str, str],
+        local_queues: dict[tuple[str, str], str],
+    ) -> list[Observed]:
+        assert self.pods is not None
+        out = []
+        for job in kube.iter_items("list jobs", kube.batch.list_job_for_all_namespaces):
+            m = job.get("metadata") or {}
+            jpods = self.pods.by_job.get((m.get("namespace", ""), m.get("name", "")), [])
+            if self.scheduler == "kai":
+                js = mapping.kai_job_scheduling(index.find(job), jpods, queue_project)
+            elif self.scheduler == "kueue":
+                js = mapping.kueue_job_scheduling(index.find(job), jpods, local_queues)
+            else:
+                js = mapping.pod_job_scheduling(jpods)
+            out.append(
+                mapping.map_job(
+                    job,
+                    pod_phases=[p.state.get("phase", "") for p in jpods],
+                    queue=js.queue,
+                    project=js.project,
+                    scheduling=js.scheduling,
+                    admitted=js.admitted,
+                    preemptible=js.preemptible,
+                    waiting_for_admission=js.waiting_for_admission,
+                )
             )
-        )
-    observed["job"] = jobs
-    progress("jobs", len(jobs))
+        self.progress("jobs", len(out))
+        return out
 
+    #
+    # GPUs (DCGM through Prometheus)
+    #
 
-def _collect_gpus(
-    cluster: Cluster, at: datetime, runner: Runner, observed: dict[str, list[Observed] | None]
-) -> None:
-    """GPUs from DCGM: needs the inventory query, every fact query, and the node list (to resolve hosts)."""
-    if not cluster.prometheus_url:
-        runner.note(
-            "prometheus", "configure", "no Prometheus URL configured: GPUs and telemetry are not collected"
-        )
-        return
-    prom = PrometheusSource(cluster.prometheus_url)
-    inventory = runner.call(
-        "prometheus", f"query {promql.GPU_INVENTORY}", lambda: prom.query(promql.GPU_INVENTORY, at)
-    )
-    if inventory is None:
-        return  # Prometheus is down or broken: one recorded error is enough, do not wait on every query
-    facts: dict[str, list[Series] | None] = {}
-    facts_ok = True
-    for key, query in promql.GPU_STATE_QUERIES.items():
-        series = runner.call("prometheus", f"query {query}", lambda q=query: prom.query(q, at))
-        if series is None:
-            facts_ok = False
-        elif not series and inventory:
-            metric = promql.GPU_STATE_METRICS[key]
-            why = promql.ABSENT_WHY.get(metric, "the exporter does not export it")
+    def _gpus(self) -> None:
+        """GPUs need the inventory query and every fact query; hosts resolve against the nodes just listed
+        (or, if that listing failed, the nodes recorded last time)."""
+        cluster, at, runner = self.cluster, self.at, self.runner
+        if not cluster.prometheus_url:
             runner.note(
                 "prometheus",
-                f"no data {metric}",
-                f"no data: {metric} has no series ({why}); GPU {key} is unknown, not zero",
+                "configure",
+                "no Prometheus URL configured: GPUs and telemetry are not collected",
             )
-            facts[key] = None
-        else:
-            facts[key] = series
-    if not facts_ok:
-        return
-    if observed.get("node") is not None:
-        nodes = {o.name: o.state for o in observed["node"] or []}
-    else:  # the node listing failed: resolve hosts against the nodes recorded last time
-        nodes = {
+            return
+        prom = PrometheusSource(cluster.prometheus_url)
+        inventory = runner.call(
+            "prometheus", f"query {promql.GPU_INVENTORY}", lambda: prom.query(promql.GPU_INVENTORY, at)
+        )
+        if inventory is None:
+            self.summary.skipped_kinds.append("gpu")
+            return  # Prometheus is down or broken: one recorded error is enough, do not wait on every query
+        facts: dict[str, list[Series] | None] = {}
+        for key, query in promql.GPU_STATE_QUERIES.items():
+            series = runner.call("prometheus", f"query {query}", lambda q=query: prom.query(q, at))
+            if series is None:
+                self.summary.skipped_kinds.append("gpu")
+                return
+            if not series and inventory:
+                metric = promql.GPU_STATE_METRICS[key]
+                why = promql.ABSENT_WHY.get(metric, "the exporter does not export it")
+                runner.note(
+                    "prometheus",
+                    f"no data {metric}",
+                    f"no data: {metric} has no series ({why}); GPU {key} is unknown, not zero",
+                )
+                facts[key] = None
+            else:
+                facts[key] = series
+        nodes = self.nodes
+        if nodes is None:
+            nodes = {
+                v.entity.name: v.state
+                for v in EntityVersion.objects.filter(
+                    cluster=cluster, kind="node", valid_to__isnull=True
+                ).select_related("entity")
+            }
+        previous = {
             v.entity.name: v.state
             for v in EntityVersion.objects.filter(
-                cluster=cluster, kind="node", valid_to__isnull=True
+                cluster=cluster, kind="gpu", valid_to__isnull=True
             ).select_related("entity")
         }
-    running: dict[str, set[str]] = defaultdict(set)
-    for p in observed.get("pod") or []:
-        if p.state.get("node") and p.state.get("phase") in ("Running", "Pending"):
-            running[p.state["node"]].add(f"{p.namespace}/{p.name}")
-    previous = {
-        v.entity.name: v.state
-        for v in EntityVersion.objects.filter(
-            cluster=cluster, kind="gpu", valid_to__isnull=True
-        ).select_related("entity")
-    }
-    observed["gpu"] = mapping.map_gpus(
-        inventory, facts, nodes=nodes, running_pods_on_node=running, previous=previous
-    )
-    runner.set_rows(f"query {promql.GPU_INVENTORY}", len(inventory))
+        gpus = mapping.map_gpus(
+            inventory,
+            facts,
+            nodes=nodes,
+            previous=previous,
+            running_pods_on_node=self.pods.on_node if self.pods else None,
+        )
+        runner.set_rows(f"query {promql.GPU_INVENTORY}", len(inventory))
+        self.record("gpu", gpus, "prometheus")
 
+    #
+    # Run:ai
+    #
 
-def _apply_runai_actors(
-    cluster: Cluster, at: datetime, runner: Runner, observed: dict[str, list[Observed] | None]
-) -> None:
-    """Run:ai's audit log names the user behind a project change: it beats the managedFields manager."""
-    source = RunaiSource(cluster.runai_url)
-    logs = runner.call("runai", "audit log", lambda: source.audit_log(at - timedelta(hours=1), at))
-    if not logs:
-        return
-    who: dict[str, str] = {}
-    for entry in logs:  # oldest first: the last write wins
-        if entry.get("entityType") == "project" and entry.get("entityName") and entry.get("subject"):
-            who[str(entry["entityName"])] = str(entry["subject"])
-    for kind in ("project", "queue"):
-        for o in observed.get(kind) or []:
-            name = o.state.get("project") or o.name
-            if name in who:
-                o.actor = who[name]
+    def _runai_actors(self) -> dict[str, str]:
+        """Run:ai's audit log names the user behind a project change: it beats the managedFields manager."""
+        source = RunaiSource(self.cluster.runai_url)
+        logs = self.runner.call(
+            "runai", "audit log", lambda: source.audit_log(self.at - timedelta(hours=1), self.at)
+        )
+        who: dict[str, str] = {}
+        for entry in logs or []:  # oldest first: the last write wins
+            if entry.get("entityType") == "project" and entry.get("entityName") and entry.get("subject"):
+                who[str(entry["entityName"])] = str(entry["subject"])
+        return who
