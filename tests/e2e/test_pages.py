@@ -33,6 +33,9 @@ PAGES: list[tuple[str, str, list[str]]] = [
     ("handoffs", "/handoffs/" + Q, []),
 ]
 
+# Panels also photographed on their own (the full page of an incident is too tall to read as one image).
+PANELS = {"incident": ["#hypotheses", "#timeline", "#handoff"]}
+
 LINKS_WITHOUT_CURSOR = """() => [...document.querySelectorAll("a[href]:not(#cursor-live)")]
   .map((a) => new URL(a.getAttribute("href"), location.href))
   .filter((u) => u.origin === location.origin && !u.hash && !/^\\/(static|accounts|admin)\\//.test(u.pathname)
@@ -57,4 +60,7 @@ def test_it_renders_each_main_page_clean_at_the_incident_time(
     missing = page.evaluate(LINKS_WITHOUT_CURSOR)
     assert not missing, f"{name}: links that drop the cursor: {missing[:10]}"
     screenshot(page, alice_tour.live.artifacts, name)
+    for selector in PANELS.get(name, []):
+        panel = page.locator(selector).first
+        panel.screenshot(path=str(alice_tour.live.artifacts / f"{name}-{selector.split()[0].strip('#')}.png"))
     alice_tour.guard.check()
