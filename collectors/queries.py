@@ -313,6 +313,30 @@ def _submitted(state: dict[str, Any]) -> str:
         return str(s)
 
 
+def queue_position(cluster: Cluster, queue: str, t: datetime, entity_id: int) -> tuple[int, int] | None:
+    """(position, waiting) of one job among its queue's pending jobs at t, in queue order (one light query).
+
+    Only the sort keys leave the database (JSON keys extracted there), not every job's whole state.
+    """
+    rows = list(
+        EntityVersion.objects.as_of(t)
+        .filter(cluster=cluster, kind="job", queue=queue, phase="Pending", deleted=False)
+        .values_list(
+            "entity_id", "state__priority", "state__priority_class", "state__submitted", "entity__name"
+        )
+    )
+    keys = sorted(
+        rows,
+        key=lambda r: (
+            -job_priority({"priority": r[1], "priority_class": r[2]}),
+            _submitted({"submitted": r[3]}),
+            r[4],
+        ),
+    )
+    ids = [r[0] for r in keys]
+    return (ids.index(entity_id) + 1, len(ids)) if entity_id in ids else None
+
+
 def queue_order(jobs: Iterable[EntityVersion]) -> list[EntityVersion]:
     """Waiting jobs in the order the scheduler considers them: higher priority first, then earlier submission."""
     return sorted(

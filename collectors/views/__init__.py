@@ -5,7 +5,8 @@ One module per family (CONVENTIONS 1); page queries live in ``collectors.queries
 
 from __future__ import annotations
 
-from collectors.views.jobs import job_detail, job_list
+from collectors.views.joblist import job_list
+from collectors.views.jobs import job_detail, job_why
 from collectors.views.nodes import gpu_detail, node_detail
 from collectors.views.pods import pod_detail
 from collectors.views.policy import project_detail, queue_detail
@@ -14,6 +15,7 @@ __all__ = [
     "gpu_detail",
     "job_detail",
     "job_list",
+    "job_why",
     "node_detail",
     "pod_detail",
     "project_detail",

@@ -59,15 +59,33 @@ class JobDetailTest(PageTestCase):
 
 
 class JobWhyPendingTest(PageTestCase):
+    WHY = PATH + "why/"
+
     def test_it_explains_only_jobs_that_wait_or_failed(self):
         running = self.get("/c/gpu-prod/jobs/vision/resnet-train/", self.times["end"])
-        assert running.context["why_pending"] is None and 'id="why-pending"' not in running.content.decode()
+        assert running.context["explain"] is False and 'id="why-pending"' not in running.content.decode()
+
+    def test_it_loads_the_explanation_lazily_with_a_link_that_works_without_js(self):
+        html = self.get(PATH, self.times["end"]).content.decode()
+        url = "/c/gpu-prod/jobs/nlp/bert-eval/why/?t=2026-11-29T03%3A20%3A00Z&amp;w=2h"
+        assert f'hx-get="{url}" hx-trigger="load"' in html and f'<a href="{url}">' in html
+
+    def test_it_serves_the_panel_as_a_fragment_to_htmx_and_as_a_page_without_js(self):
+        frag = self.get(self.WHY, self.times["end"], headers={"HX-Request": "true"})
+        assert frag.status_code == 200 and "<html" not in frag.content.decode()
+        page = self.get(self.WHY, self.times["end"])
+        assert "<html" in page.content.decode() and 'id="why-pending"' in page.content.decode()
+        assert self.get(self.WHY, self.times["end"], client=self.anon).status_code == 302
 
     def test_it_renders_the_diagnosis_when_the_diagnosis_package_provides_one(self):
         try:
             import incidents.diagnosis.explain  # noqa: F401
         except ImportError:
             self.skipTest("incidents.diagnosis.explain is not there yet")
-        r = self.get(PATH, self.times["end"])
+        r = self.get(self.WHY, self.times["end"], headers={"HX-Request": "true"})
         assert r.context["why_pending"] is not None
         assert r.context["why_pending_template"] == "incidents/_why_pending.html"
+
+    def test_it_says_so_when_the_job_did_not_exist(self):
+        r = self.get(self.WHY, self.story.t0, headers={"HX-Request": "true"})
+        assert "did not exist" in r.content.decode()

@@ -21,8 +21,7 @@ BUDGETS = {
     f"/c/gpu-prod/gpus/{gpu_uuid('h100-01', 0)}/": 10,  # + users in window, related ids
     "/c/gpu-prod/pods/vision/resnet-train-0/": 11,  # + GPUs, events, related ids
     "/c/gpu-prod/jobs/vision/resnet-train/": 12,  # + pods, events, request history, related ids
-    # + its queue's waiting jobs (position) + the why-pending diagnosis (incidents.diagnosis.explain: 4)
-    "/c/gpu-prod/jobs/nlp/bert-eval/": 13 + 4,
+    "/c/gpu-prod/jobs/nlp/bert-eval/": 13,  # + its queue's waiting jobs (position); why-pending loads lazily
     "/c/gpu-prod/queues/nlp/": 12,  # + usage, jobs, policy changes, related ids
     "/c/gpu-prod/projects/nlp/": 12,
     "/c/gpu-prod/jobs/?queue=nlp": 5,  # session, user, cluster, count, rows

@@ -1,0 +1,83 @@
+"""The job list: jobs as of t, filtered by queue, project, namespace, node and phase (CONVENTIONS 6)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django import forms
+from django.core.validators import RegexValidator
+from django.db.models import Exists, OuterRef
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+
+from collectors import queries
+from collectors.models import Cluster, EntityVersion
+from collectors.views.common import render_page
+from rcaweb.http import RcaRequest
+
+logger = logging.getLogger(__name__)
+
+JOB_PHASES = ["Pending", "Running", "Succeeded", "Failed", "Suspended"]
+LIST_LIMIT = 500
+
+k8s_name = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+    "must be a Kubernetes object name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit",
+)
+
+
+class JobFilterForm(forms.Form):
+    """Filters of the job list, named after the hot columns (CONVENTIONS 6); invalid values are a 400."""
+
+    queue = forms.CharField(required=False, max_length=253, validators=[k8s_name])
+    project = forms.CharField(required=False, max_length=253, validators=[k8s_name])
+    namespace = forms.CharField(required=False, max_length=63, validators=[k8s_name])
+    node = forms.CharField(required=False, max_length=253, validators=[k8s_name])
+    phase = forms.ChoiceField(required=False, choices=[("", "any")] + [(p, p) for p in JOB_PHASES])
+
+    def active(self) -> dict[str, str]:
+        return {k: v for k, v in self.cleaned_data.items() if v}
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+def job_list(request: RcaRequest, cluster: str) -> HttpResponse:
+    c = get_object_or_404(Cluster, name=cluster)
+    t = request.cursor.t
+    form = JobFilterForm(request.GET)
+    ctx: dict[str, Any] = {"cluster": c, "form": form, "t": t, "phases": JOB_PHASES}
+    if not form.is_valid():
+        ctx.update(versions=[], total=0, bad_filter=True)
+        return render_page(request, "collectors/job_list.html", ctx, status=400)
+    f = form.active()
+    qs = EntityVersion.objects.as_of(t).filter(cluster=c, kind="job", deleted=False).select_related("entity")
+    for key in ("queue", "project", "namespace", "phase"):
+        if key in f:
+            qs = qs.filter(**{key: f[key]})
+    if "node" in f:
+        pods_there = EntityVersion.objects.as_of(t).filter(
+            cluster=c,
+            kind="pod",
+            node=f["node"],
+            namespace=OuterRef("namespace"),
+            job=OuterRef("entity__name"),
+        )
+        qs = qs.filter(Exists(pods_there))
+    total = qs.count()
+    if f.get("phase") == "Pending" and total <= 5 * LIST_LIMIT:
+        versions = queries.queue_order(qs)[:LIST_LIMIT]  # waiting jobs read in scheduling order
+        ordered_by = "priority, then submission time"
+    else:
+        versions = list(qs.order_by("entity__namespace", "entity__name")[:LIST_LIMIT])
+        ordered_by = "namespace and name"
+    for v in versions:
+        v.entity.cluster = c
+        v.queue_ref = queries.ref(c, "queue", v.queue)
+        v.project_ref = queries.ref(c, "project", v.project)
+    ctx.update(
+        versions=versions, total=total, filters=f, ordered_by=ordered_by, limited=total > len(versions)
+    )
+    return render_page(request, "collectors/job_list.html", ctx)
