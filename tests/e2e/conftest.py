@@ -11,6 +11,7 @@ first-screen screenshot per main page, ``server.log``/``access.log`` of gunicorn
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,7 +43,10 @@ def artifacts() -> Path:
 @pytest.fixture(scope="session")
 def live(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[srv.Server]:
     """gunicorn serving the e2e scenario's world (see tests/e2e/server.py)."""
+    started = time.monotonic()
     server = srv.start(tmp_path_factory.mktemp("e2e"), artifacts)
+    server.timings["setup_s"] = round(time.monotonic() - started, 2)
+    (artifacts / "setup-timings.txt").write_text("".join(f"{k} {v}\n" for k, v in server.timings.items()))
     try:
         yield server
     finally:
