@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Max, Q
+from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun, TelemetrySample
@@ -75,7 +77,6 @@ def load_job_input(entity: Entity, t: datetime) -> tuple[DiagnosisInput, EntityS
         t=t, onset=t, cluster=entity.cluster.name, scheduler=entity.cluster.scheduler, subjects=[ref]
     )
     _load_inventory(di, entity.cluster, t, subject_entities=[entity], obs_by_key={})
-    _load_samples(di, entity.cluster, t)
     return di, di.find("job", entity.name, entity.namespace)
 
 
@@ -131,17 +132,16 @@ def _load_inventory(
     subject_entities: list[Entity],
     obs_by_key: dict[str, Observation],
 ) -> None:
-    qs = (
-        EntityVersion.objects.as_of(t)
-        .filter(cluster=cluster, kind__in=KINDS, deleted=False)
-        .select_related("entity")
-        .order_by("kind", "entity__namespace", "entity__name")
-    )
-    # Finished pods hold nothing and block nothing: skip them unless the incident is about them.
     subject_ids = {e.pk for e in subject_entities}
-    qs = qs.exclude(Q(kind="pod") & Q(phase__in=("Succeeded", "Failed")) & ~Q(entity_id__in=subject_ids))
-    for v in qs[:MAX_VERSIONS]:
-        di._of(v.entity.kind).append(_state(v, obs_by_key))
+    base = EntityVersion.objects.as_of(t).filter(cluster=cluster, deleted=False)
+    for kind in ("node", "gpu", "job", "queue", "project"):  # one bounded query per kind
+        for v in (
+            base.filter(kind=kind)
+            .select_related("entity")
+            .order_by("entity__namespace", "entity__name")[:MAX_VERSIONS]
+        ):
+            di._of(kind).append(_state(v, obs_by_key))
+    _load_pods(di, base, subject_entities, obs_by_key)
     _load_vanished_gpus(di, cluster, t, [e for e in subject_entities if e.kind == "gpu"], obs_by_key)
     start = min(di.onset, t) - HISTORY
     # History of what the checks read over time: subject objects, their jobs/pods, nodes, GPUs and policy.
@@ -189,6 +189,66 @@ def _load_inventory(
     _load_events(di, cluster, start, t, obs_by_key)
 
 
+def _load_pods(
+    di: DiagnosisInput, base: Any, subject_entities: list[Entity], obs_by_key: dict[str, Observation]
+) -> None:
+    """Subject pods and pods of subject jobs in full; every other unfinished pod by its hot columns only.
+
+    The checks need only where other pods run, what they hold and when they started (fit, quota usage,
+    overtaking); decoding 20,000 pod states for that would dominate the diagnosis.
+    """
+    subject_ids = {e.pk for e in subject_entities}
+    full = Q(entity_id__in=subject_ids)
+    for e in subject_entities:
+        if e.kind == "job":
+            full |= Q(job=e.name, namespace=e.namespace)
+    pods = base.filter(kind="pod")
+    for v in pods.filter(full).select_related("entity")[:MAX_VERSIONS]:
+        di.pods.append(_state(v, obs_by_key))
+    slim = (
+        pods.exclude(full)
+        .exclude(phase__in=("Succeeded", "Failed"))
+        .annotate(
+            s_started=KeyTextTransform("started", "state"),
+            s_created=KeyTextTransform("created", "state"),
+            s_class=KeyTextTransform("priority_class", "state"),
+        )
+        .values_list(
+            "pk",
+            "entity__name",
+            "entity__namespace",
+            "phase",
+            "node",
+            "job",
+            "queue",
+            "project",
+            "gpus",
+            "valid_from",
+            "s_started",
+            "s_created",
+            "s_class",
+        )
+    )
+    for pk, name, ns, phase, node, job, queue, project, gpus, since, started, created, klass in slim[
+        :MAX_VERSIONS
+    ]:
+        obs = obs_by_key.get(f"state:{pk}")
+        state = {
+            "phase": phase,
+            "node": node or None,
+            "job": job,
+            "queue": queue,
+            "project": project,
+            "gpus": gpus or 0,
+            "started": started,
+            "created": created,
+            "priority_class": klass or "",
+        }
+        di.pods.append(
+            EntityState("pod", name, ns, state=state, valid_from=since, obs_id=obs.pk if obs else None)
+        )
+
+
 def _load_vanished_gpus(
     di: DiagnosisInput, cluster: Cluster, t: datetime, gpus: list[Entity], obs_by_key: dict[str, Observation]
 ) -> None:
@@ -220,7 +280,12 @@ def _load_events(
             job = di.find("job", r.name, r.namespace)
             if job is not None:
                 names.update(p.name for p in di.pods_of_job(job))
-    names.update(n.name for n in di.nodes)
+    for r in di.subjects:  # the nodes the incident is about, or its pods run on (not the whole fleet)
+        if r.kind == "gpu":
+            g = di.find("gpu", r.name)
+            if g is not None and g.get("node"):
+                names.add(g.get("node"))
+    names.update(p.get("node") for p in di.pods if p.get("node") and p.ref in set(di.subjects))
     if not names:
         return
     q = Q(involved_name__in=names)

@@ -27,8 +27,10 @@ from incidents.models import Alert, Hypothesis, Incident, IncidentSubject
 
 logger = logging.getLogger(__name__)
 
-SWEEP_EVERY = timedelta(minutes=10)  # idle cadence; a sweep also runs whenever an alert starts firing
-TELEMETRY_EVERY = timedelta(minutes=15)  # fleet samples; incident evidence reads Prometheus live
+SWEEP_EVERY = timedelta(
+    minutes=15
+)  # idle cadence; a sweep also runs whenever an alert starts pending or firing
+TELEMETRY_EVERY = timedelta(minutes=30)  # fleet samples; incident evidence reads Prometheus live
 EVENTS_EVERY = timedelta(minutes=10)  # well inside the 1 h event TTL
 
 
@@ -124,12 +126,13 @@ def run_scenario_file(path: str, *, sweep_every: timedelta = SWEEP_EVERY, log: A
             sweeps = 0
             notified: set[str] = set()
             while True:
-                # Sweep at the idle cadence, and right away when an alert starts firing: Alertmanager sends it
+                # Sweep at the idle cadence, and right away when an alert starts pending or firing: Alertmanager sends it
                 # group_wait (30 s) later, i.e. during the next advance, and the intake must then find the
                 # inventory of the moment it fired.
-                firing = {a["fingerprint"] for a in world.alerts() if a.get("status") == "firing"}
-                fresh = bool(firing - notified)
-                notified |= firing
+                # A condition that starts holding (pending) is swept too: it dates the symptom's onset.
+                active = {f"{a['fingerprint']}:{a.get('status')}" for a in world.alerts(include_pending=True)}
+                fresh = bool(active - notified)
+                notified |= active
                 t0 = time.monotonic()
                 with web.busy:  # wait for a pipeline run still in flight
                     if last_sweep is None or fresh or now - last_sweep >= sweep_every:

@@ -188,5 +188,5 @@ def test_it_shows_ranked_and_ruled_out_hypotheses_and_never_executed_actions(wor
     assert (
         html.index("project_quota_exhausted") < html.index("Ruled out") < html.index("gpu_capacity_shortage")
     )
-    page = admin_client.get(job.get_absolute_url() + "?t=2026-11-29T02:10:00Z").content.decode()
+    page = admin_client.get(job.get_absolute_url() + "why/?t=2026-11-29T02:10:00Z").content.decode()
     assert "over limit" in page and "h100-01" in page

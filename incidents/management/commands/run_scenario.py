@@ -40,10 +40,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--sweep-every",
             type=int,
-            default=600,
+            default=900,
             metavar="SECONDS",
-            help="idle inventory sweep cadence in simulated seconds (default 600; a sweep also runs "
-            "whenever an alert starts firing)",
+            help="idle inventory sweep cadence in simulated seconds (default 900; a sweep also runs "
+            "whenever an alert starts pending or firing)",
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
