@@ -13,7 +13,12 @@ default) with no worker consuming, so the figure is the intake alone
 (store first + enqueue), not grouping; the queued messages are deleted after.
 ``--no-redis`` uses Celery's in-memory transport instead (enqueue costs ~0).
 
-    .venv/bin/python bench/intake.py [--requests 2000] [--clients 8] [--workers 4] [--json]
+gunicorn runs gthread workers with keep-alive by default, as Alertmanager (a Go HTTP client) keeps its
+connections open; ``--worker-class sync`` (a new TCP connection per request) costs about 40 % more CPU
+per alert. Besides wall-clock rates, which depend on whatever else the machine runs, it prints the CPU
+milliseconds per alert of every process involved and the rate they project on idle cores.
+
+    .venv/bin/python bench/intake.py [--requests 2000] [--clients 8] [--workers 3 --worker-class gthread --threads 4] [--json]
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ DB_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:543
 REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")
 TOKEN = "bench-webhook-token"
 ALERTS_PER_PAYLOAD = 10
+APP_NAME = (
+    f"rcaweb-bench-intake-{os.getpid()}"  # PGAPPNAME of the served app: other benches share the database
+)
 
 
 def free_port() -> int:
@@ -65,6 +73,7 @@ def env(redis: bool) -> dict[str, str]:
         RCAWEB_CELERY_EAGER="false",
         RCAWEB_LOG_LEVEL="WARNING",
         RCAWEB_PLAIN_STATIC="true",
+        PGAPPNAME=APP_NAME,
     )
     if redis:
         e["REDIS_URL"] = REDIS
@@ -188,14 +197,18 @@ def post_all(
     return lat, accepted[0], failed[0], time.perf_counter() - t0
 
 
-def floor(bodies: list[bytes], clients: int) -> tuple[int, float]:
-    """Plain psycopg: the same rows, 10 per transaction, ``clients`` concurrent connections."""
+def floor(bodies: list[bytes], clients: int, *, pipelined: bool) -> tuple[int, float, dict[str, float]]:
+    """Plain psycopg: the same rows, 10 per transaction, ``clients`` concurrent connections.
+
+    ``pipelined=False`` is the floor the issue names (one INSERT per row, a commit per notification);
+    ``pipelined=True`` (executemany in pipeline mode) is the tightest reference, printed next to it.
+    """
     rows_per_body = []
     now = datetime.now(UTC)
     for body in bodies:
         rows = []
         for a in json.loads(body)["alerts"]:
-            fp = "f" + a["fingerprint"][1:]
+            fp = ("p" if pipelined else "f") + a["fingerprint"][1:]
             rows.append(
                 (
                     fp,
@@ -224,24 +237,87 @@ def floor(bodies: list[bytes], clients: int) -> tuple[int, float]:
     url = DB_URL.replace("postgres://", "postgresql://", 1)
     done = [0]
     lock = threading.Lock()
+    conns = [psycopg.connect(url) for _ in range(clients)]
+    backends = [c.info.backend_pid for c in conns]
 
-    def worker(share: list[list[tuple]]) -> None:
-        with psycopg.connect(url) as conn:
-            n = 0
-            for rows in share:
-                with conn.transaction(), conn.cursor() as cur:
-                    cur.executemany(sql, rows)
-                n += len(rows)
+    def worker(conn: psycopg.Connection, share: list[list[tuple]]) -> None:
+        n = 0
+        for rows in share:
+            with conn.transaction(), conn.cursor() as cur:
+                if pipelined:
+                    cur.executemany(sql, rows)  # psycopg >= 3.1 sends these in pipeline mode: one round trip
+                else:
+                    for row in rows:
+                        cur.execute(sql, row)
+            n += len(rows)
         with lock:
             done[0] += n
 
-    threads = [threading.Thread(target=worker, args=(rows_per_body[i::clients],)) for i in range(clients)]
+    threads = [
+        threading.Thread(target=worker, args=(conns[i], rows_per_body[i::clients])) for i in range(clients)
+    ]
+    cpu0, pg0 = time.process_time(), cpu_of(backends)
     t0 = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return done[0], time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    cpu = {"client": time.process_time() - cpu0, "postgres": cpu_of(backends) - pg0}
+    for c in conns:
+        c.close()
+    return done[0], wall, cpu
+
+
+#
+# CPU accounting: on a shared machine wall-clock rates depend on everyone else's load; CPU seconds spent per
+# alert (by the app's workers, PostgreSQL's backends, Redis and the client) do not, and give the projection.
+#
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(pids: list[int]) -> float:
+    """utime + stime (seconds) of these processes; vanished ones count 0."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of proc(5))
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / TICK
+
+
+def children_of(ppid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int(d.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1]) == ppid:
+                    out.append(int(d.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def db_backends() -> list[int]:
+    """The PostgreSQL backends serving our gunicorn workers (by application_name), not other clients'."""
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (APP_NAME,)
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def redis_pids() -> list[int]:
+    return [
+        int(d.name)
+        for d in Path("/proc").iterdir()
+        if d.name.isdigit()
+        and d.joinpath("comm").exists()
+        and d.joinpath("comm").read_text().strip() == "redis-server"
+    ]
 
 
 def pct(values: list[float], p: float) -> float:
@@ -276,7 +352,13 @@ def main() -> int:
     ap.add_argument(
         "--clients", type=int, default=8, help="concurrent client threads (and floor connections)"
     )
-    ap.add_argument("--workers", type=int, default=4, help="gunicorn sync workers")
+    ap.add_argument("--workers", type=int, default=3, help="gunicorn workers")
+    ap.add_argument(
+        "--worker-class", default="gthread", choices=["sync", "gthread"], help="gunicorn worker class"
+    )
+    ap.add_argument(
+        "--threads", type=int, default=4, help="threads per gthread worker (keep-alive connections)"
+    )
     ap.add_argument("--max-seconds", type=float, default=120.0, help="stop posting after this long")
     ap.add_argument(
         "--no-redis", action="store_true", help="enqueue to Celery's in-memory transport, not Redis"
@@ -300,7 +382,11 @@ def main() -> int:
             "-w",
             str(args.workers),
             "--worker-class",
-            "sync",
+            args.worker_class,
+            "--threads",
+            str(args.threads),
+            "--keep-alive",
+            "5",
             "--log-level",
             "warning",
             "--backlog",
@@ -313,11 +399,24 @@ def main() -> int:
         wait_ready(port, proc)
         post_all(port, bodies[: min(50, len(bodies))], args.clients, 30)  # warm-up: imports, connections
         cleanup(run, redis)
+        workers = children_of(proc.pid)
+        backends = db_backends()
+        rpids = redis_pids() if redis else []
+        c0 = (time.process_time(), cpu_of(workers), cpu_of(backends), cpu_of(rpids))
         lat, accepted, failed, wall = post_all(port, bodies, args.clients, args.max_seconds)
+        c1 = (time.process_time(), cpu_of(workers), cpu_of(backends), cpu_of(rpids))
+        app_cpu = dict(
+            zip(
+                ("client", "gunicorn", "postgres", "redis"),
+                (b - a for a, b in zip(c0, c1, strict=True)),
+                strict=True,
+            )
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=20)
-    floor_rows, floor_wall = floor(bodies[: len(lat)], args.clients)
+    floor_rows, floor_wall, floor_cpu = floor(bodies[: len(lat)], args.clients, pipelined=False)
+    pipe_rows, pipe_wall, pipe_cpu = floor(bodies[: len(lat)], args.clients, pipelined=True)
     cleanup(run, redis)
     app_rate = accepted / wall if wall else 0.0
     floor_rate = floor_rows / floor_wall if floor_wall else 0.0
@@ -327,6 +426,8 @@ def main() -> int:
         "failed_requests": failed,
         "clients": args.clients,
         "gunicorn_workers": args.workers,
+        "gunicorn_worker_class": args.worker_class,
+        "gunicorn_threads": args.threads,
         "broker": "redis" if redis else "memory",
         "wall_s": round(wall, 2),
         "alerts_per_s": round(app_rate, 1),
@@ -336,13 +437,31 @@ def main() -> int:
         "floor_alerts_per_s": round(floor_rate, 1),
         "ratio_to_floor": round(app_rate / floor_rate, 3) if floor_rate else None,
         "cpus": os.cpu_count(),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        # CPU milliseconds per alert, and what they project on this machine's cores when nothing else runs.
+        "app_cpu_ms_per_alert": {k: round(v * 1000 / max(accepted, 1), 3) for k, v in app_cpu.items()},
+        "floor_cpu_ms_per_alert": {k: round(v * 1000 / max(floor_rows, 1), 3) for k, v in floor_cpu.items()},
     }
+    app_cost = sum(app_cpu.values()) / max(accepted, 1)
+    floor_cost = sum(floor_cpu.values()) / max(floor_rows, 1)
+    cores = os.cpu_count() or 1
+    result["projected_alerts_per_s"] = round(cores / app_cost, 1) if app_cost else None
+    result["projected_floor_alerts_per_s"] = round(cores / floor_cost, 1) if floor_cost else None
+    result["projected_ratio"] = round(floor_cost / app_cost, 3) if app_cost and floor_cost else None
+    pipe_rate = pipe_rows / pipe_wall if pipe_wall else 0.0
+    pipe_cost = sum(pipe_cpu.values()) / max(pipe_rows, 1)
+    result["pipelined_floor_alerts_per_s"] = round(pipe_rate, 1)
+    result["ratio_to_pipelined_floor"] = round(app_rate / pipe_rate, 3) if pipe_rate else None
+    result["projected_pipelined_floor_alerts_per_s"] = round(cores / pipe_cost, 1) if pipe_cost else None
+    result["projected_ratio_to_pipelined"] = (
+        round(pipe_cost / app_cost, 3) if app_cost and pipe_cost else None
+    )
     if args.json:
         print(json.dumps(result))
     else:
         print(
             f"intake: {accepted} alerts in {len(lat)} requests ({failed} failed) from {args.clients} clients, "
-            f"gunicorn {args.workers} sync workers, broker {result['broker']}, PostgreSQL"
+            f"gunicorn {args.workers} {args.worker_class} workers x {args.threads} threads, broker {result['broker']}, PostgreSQL"
         )
         print(f"  accepted alerts/s   {app_rate:10.1f}   (target >= 1000)")
         print(
@@ -352,6 +471,26 @@ def main() -> int:
             f"  psycopg floor       {floor_rate:10.1f} alerts/s (10 rows per transaction, {args.clients} connections)"
         )
         print(f"  ratio to floor      {result['ratio_to_floor']:.1%}   (target >= 40 %)")
+        print(
+            f"  pipelined floor     {pipe_rate:10.1f} alerts/s (executemany in pipeline mode); "
+            f"ratio {result['ratio_to_pipelined_floor']:.1%}"
+        )
+        print(
+            f"  load average (1m)   {result['load_average_1m']} on {cores} cores: the wall-clock rates above share "
+            "the machine with whatever else runs"
+        )
+        print(
+            f"  CPU per alert       app {result['app_cpu_ms_per_alert']} ms; floor {result['floor_cpu_ms_per_alert']} ms"
+        )
+        print(
+            f"  projected, idle     {result['projected_alerts_per_s']} alerts/s vs floor "
+            f"{result['projected_floor_alerts_per_s']} alerts/s = {result['projected_ratio']:.1%} "
+            f"(all CPU of {cores} cores / CPU per alert)"
+        )
+        print(
+            f"                      pipelined floor {result['projected_pipelined_floor_alerts_per_s']} alerts/s = "
+            f"{result['projected_ratio_to_pipelined']:.1%}"
+        )
     return 0 if failed == 0 else 1
 
 

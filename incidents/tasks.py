@@ -12,7 +12,7 @@ from datetime import timedelta
 from celery import shared_task
 from django.utils import timezone
 
-from incidents import evidence, intake
+from incidents import evidence, outbox
 from incidents.models import Incident
 
 logger = logging.getLogger(__name__)
@@ -24,12 +24,12 @@ STALE_COLLECTION = timedelta(
 
 @shared_task(ignore_result=True)
 def process_alerts(alert_ids: list[int]) -> int:
-    return intake.process_alerts([int(i) for i in alert_ids])
+    return outbox.process_alerts([int(i) for i in alert_ids])
 
 
 @shared_task(ignore_result=True)
 def process_alert(alert_id: int) -> int | None:
-    return intake.process_alert(int(alert_id))
+    return outbox.process_alert(int(alert_id))
 
 
 @shared_task(bind=True, ignore_result=True, autoretry_for=(Exception,), max_retries=3, retry_backoff=True)
@@ -40,7 +40,7 @@ def collect_evidence(self, incident_id: int) -> int:
 
 @shared_task(ignore_result=True)
 def sweep_outbox() -> int:
-    processed = intake.sweep_outbox()
+    processed = outbox.sweep_outbox()
     stale = timezone.now() - STALE_COLLECTION
     lost = list(
         Incident.objects.filter(collection_state__in=("pending", "running"), created__lte=stale)
@@ -48,7 +48,7 @@ def sweep_outbox() -> int:
         .values_list("id", flat=True)[:50]
     )
     for incident_id in lost:
-        intake.enqueue_evidence(incident_id)
+        outbox.enqueue_evidence(incident_id)
     return processed
 
 

@@ -82,3 +82,43 @@ class OutboxTests(BaseTestCase):
         self.assertEqual(
             tasks.beat_schedule()["incidents-sweep-outbox"]["task"], "incidents.tasks.sweep_outbox"
         )
+
+
+class PublisherTests(BaseTestCase):
+    """With a real broker, on-commit enqueues are coalesced by one publisher thread per process."""
+
+    def test_it_sends_the_ids_of_several_notifications_in_one_message(self) -> None:
+        from django.test import override_settings
+
+        from incidents.outbox import enqueue_processing, publisher
+
+        with (
+            override_settings(CELERY_TASK_ALWAYS_EAGER=False),
+            mock.patch.object(tasks.process_alerts, "delay") as delay,
+        ):
+            for ids in ([1, 2], [3], [4, 5, 6]):
+                self.assertTrue(enqueue_processing(ids))
+            publisher.flush()
+        sent = [i for call in delay.call_args_list for i in call.args[0]]
+        self.assertEqual(sorted(sent), [1, 2, 3, 4, 5, 6])
+        self.assertLessEqual(delay.call_count, 3)
+
+    def test_it_survives_a_broker_outage_and_keeps_sending_afterwards(self) -> None:
+        from django.test import override_settings
+
+        from incidents.outbox import enqueue_processing, publisher
+
+        with (
+            override_settings(CELERY_TASK_ALWAYS_EAGER=False),
+            mock.patch.object(tasks.process_alerts, "delay", side_effect=OperationalError("refused")) as down,
+        ):
+            enqueue_processing([7])
+            publisher.flush()
+        self.assertEqual(down.call_count, 1)
+        with (
+            override_settings(CELERY_TASK_ALWAYS_EAGER=False),
+            mock.patch.object(tasks.process_alerts, "delay") as up,
+        ):
+            enqueue_processing([8])
+            publisher.flush()
+        up.assert_called_once_with([8])

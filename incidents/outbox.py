@@ -1,0 +1,173 @@
+"""The outbox: alerts stored by the intake are grouped here, each exactly once, whenever the broker allows.
+
+``enqueue_processing`` runs on the intake's commit. Under eager Celery (tests, demo) it processes inline;
+with a real broker it hands the ids to a per-process publisher thread that coalesces the notifications of
+the last few milliseconds into one ``process_alerts`` message (one broker round trip instead of one per
+request, the most expensive part of the webhook after the insert). Nothing depends on that message
+arriving: rows stay ``processed_at IS NULL`` until grouped, and ``sweep_outbox`` (beat) processes any left
+behind — a broker outage, a worker that died before its publisher flushed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from incidents.models import Alert, Incident
+
+logger = logging.getLogger(__name__)
+
+PUBLISH_COALESCE_S = 0.02  # how long the publisher waits for more ids before sending one message
+
+
+def _publish(alert_ids: list[int]) -> bool:
+    from incidents.tasks import process_alerts
+
+    try:
+        process_alerts.delay(alert_ids)
+    except Exception as exc:  # kombu.OperationalError, redis.ConnectionError, ...: the rows are safe
+        logger.warning("broker unavailable, %d alerts left for the outbox sweeper: %s", len(alert_ids), exc)
+        return False
+    return True
+
+
+class _Publisher:
+    """One daemon thread per process that sends the pending ids as one message every few milliseconds."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.pending: list[int] = []
+        self.pid = 0
+        self.thread: threading.Thread | None = None
+        self.sent = 0  # messages, for tests and curiosity
+        self.busy = False  # ids taken, message not yet handed to the broker
+
+    def add(self, alert_ids: list[int]) -> None:
+        with self.lock:
+            if self.thread is None or self.pid != os.getpid() or not self.thread.is_alive():
+                # First use in this process (or after a fork: threads do not survive it).
+                self.pid = os.getpid()
+                self.pending = []
+                self.thread = threading.Thread(target=self._run, name="rcaweb-outbox-publisher", daemon=True)
+                self.thread.start()
+            self.pending.extend(alert_ids)
+        self.wake.set()
+
+    def _run(self) -> None:
+        while True:
+            self.wake.wait()
+            time.sleep(PUBLISH_COALESCE_S)
+            with self.lock:
+                ids, self.pending = self.pending, []
+                self.wake.clear()
+                self.busy = bool(ids)
+            if ids:
+                try:
+                    _publish(ids)
+                    self.sent += 1
+                finally:
+                    with self.lock:
+                        self.busy = False
+
+    def flush(self, timeout: float = 2.0) -> None:
+        """Wait until everything added so far was sent (tests; a graceful shutdown)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if not self.pending and not self.wake.is_set() and not self.busy:
+                    return
+            time.sleep(0.005)
+
+
+publisher = _Publisher()
+
+
+def enqueue_processing(alert_ids: list[int]) -> bool:
+    """Hand stored alerts to Celery: inline when eager, else through the coalescing publisher thread."""
+    if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False):
+        return _publish(alert_ids)
+    publisher.add(list(alert_ids))
+    return True
+
+
+#
+# Processing (claimed atomically: each alert is grouped once, whoever gets there first)
+#
+
+OUTBOX_GRACE_S = 10  # the sweeper leaves fresh rows to the task enqueued on commit
+OUTBOX_BATCH = 1000
+GROUPING_LOCK = 0x7263_6177  # PostgreSQL advisory lock key ("rcaw") held by process_alert's transaction
+
+
+def process_alert(alert_id: int) -> int | None:
+    """Claim the alert and group it; returns the incident id, or None when someone else had it.
+
+    The claim and the grouping share one transaction: if grouping fails, the claim rolls back
+    and the sweeper retries later; on PostgreSQL a concurrent claimer waits on the row lock and
+    then sees ``processed_at`` set, so an alert is never grouped twice.
+    """
+    from incidents.grouping import group_alert
+
+    with transaction.atomic():
+        if (
+            connection.vendor == "postgresql"
+        ):  # one grouper at a time, or two workers open two incidents for one job
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_advisory_xact_lock(%s)", [GROUPING_LOCK])
+        claimed = Alert.objects.filter(pk=alert_id, processed_at=None).update(processed_at=timezone.now())
+        if claimed != 1:
+            return None
+        alert = Alert.objects.get(pk=alert_id)
+        outcome = group_alert(alert)
+        incident_id = outcome.pk
+        if getattr(outcome, "needs_evidence", False):
+            # The page polls while "pending"; the sweeper re-queues collections left pending too long.
+            Incident.objects.filter(pk=incident_id).update(collection_state="pending")
+            transaction.on_commit(lambda: enqueue_evidence(incident_id))
+    return incident_id
+
+
+def process_alerts(alert_ids: list[int]) -> int:
+    """Process several alerts; one failure does not stop the others (the sweeper retries it)."""
+    done = 0
+    for alert_id in alert_ids:
+        try:
+            if process_alert(alert_id) is not None:
+                done += 1
+        except Exception:
+            logger.exception("grouping alert %s failed; the outbox sweeper will retry it", alert_id)
+    return done
+
+
+def sweep_outbox(
+    *, now: datetime | None = None, grace_s: int = OUTBOX_GRACE_S, limit: int = OUTBOX_BATCH
+) -> int:
+    """Process alerts still unprocessed ``grace_s`` after they arrived (the broker was down, a worker died)."""
+    cutoff = (now or timezone.now()) - timezone.timedelta(seconds=grace_s)
+    ids = list(
+        Alert.objects.filter(processed_at__isnull=True, received_at__lte=cutoff)
+        .order_by("received_at", "id")
+        .values_list("id", flat=True)[:limit]
+    )
+    if ids:
+        logger.info("outbox sweeper: %d unprocessed alerts", len(ids))
+    return process_alerts(ids)
+
+
+def enqueue_evidence(incident_id: int) -> bool:
+    from incidents.tasks import collect_evidence
+
+    try:
+        collect_evidence.delay(incident_id)
+    except Exception as exc:
+        logger.warning("broker unavailable, evidence for incident %s not queued: %s", incident_id, exc)
+        return False
+    return True
