@@ -22,8 +22,8 @@ def postgres(transactional_db: None) -> None:
 
 
 @pytest.fixture
-def redis_server(postgres: None) -> Iterator[RedisServer]:
-    server = RedisServer().start()
+def redis_server(postgres: None, tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path).start()
     yield server
     server.stop()
 

@@ -59,28 +59,32 @@ def port_open(port: int) -> bool:
 class RedisServer:
     """A private ``redis-server`` on a free loopback port, no persistence: stop() is a real outage."""
 
-    def __init__(self) -> None:
+    def __init__(self, workdir: Path) -> None:
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.dir = workdir  # its own --dir: never loads a dump.rdb someone left in the working directory
+        self.log = workdir / "redis.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> RedisServer:
-        self.proc = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        argv = [
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]
+        argv += ["--dir", str(self.dir), "--logfile", str(self.log)]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(
+            lambda: port_open(self.port) or self.proc.poll() is not None, 10, f"redis on port {self.port}"
         )
-        wait_until(lambda: port_open(self.port), 10, f"redis-server on port {self.port}")
+        if self.proc.poll() is not None:  # e.g. the port was taken meanwhile: then that is not our Redis
+            raise AssertionError(f"redis-server exited:\n{self.log.read_text(errors='replace')[-2000:]}")
         return self
 
     def stop(self) -> None:
@@ -88,6 +92,8 @@ class RedisServer:
             self.proc.kill()
             self.proc.wait(10)
         self.proc = None
+        if port_open(self.port):
+            raise AssertionError(f"port {self.port} still answers after our redis-server was killed")
 
 
 def database_url(*, via_port: int | None = None) -> str:
@@ -213,7 +219,8 @@ def start_gunicorn(
         log_dir,
     )
     try:
-        wait_until(lambda: port_open(port) or not web.alive(), 30, "gunicorn to listen")
+        listening = f"Listening at: http://127.0.0.1:{port} "
+        wait_until(lambda: listening in web.output() or not web.alive(), 30, "gunicorn to listen")
     except AssertionError:
         web.kill()
         raise
