@@ -84,6 +84,19 @@ class Guard:
         assert not problems, "browser problems:\n  " + "\n  ".join(problems)
 
 
+class Session:
+    """One browser context for one test, with its guard; ``page`` is its first tab."""
+
+    def __init__(self, context: BrowserContext, guard: Guard, live: Any) -> None:
+        self.context = context
+        self.guard = guard
+        self.live = live
+        self.page = context.new_page()
+
+    def url(self, path: str) -> str:
+        return self.live.url + path
+
+
 #
 # Waiting without sleeping
 #

@@ -16,21 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Playwright, sync_playwright
+from playwright.sync_api import Browser, Playwright, sync_playwright
 
 from tests.e2e import server as srv
-from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, VIEWPORT, Guard
+from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, VIEWPORT, Guard, Session
 
 logger = logging.getLogger(__name__)
 
 ARTIFACTS = srv.REPO / "artifacts" / "e2e"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).resolve().parent
-    for item in items:
-        if Path(str(item.fspath)).resolve().parent == here:
-            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session")
@@ -92,19 +85,6 @@ def auth_state(browser: Browser, live: srv.Server, tmp_path_factory: pytest.Temp
     context.close()
     guard.check()
     return str(path)
-
-
-class Session:
-    """One browser context for one test, with its guard; ``page`` is its first tab."""
-
-    def __init__(self, context: BrowserContext, guard: Guard, live: srv.Server) -> None:
-        self.context = context
-        self.guard = guard
-        self.live = live
-        self.page = context.new_page()
-
-    def url(self, path: str) -> str:
-        return self.live.url + path
 
 
 def _session(browser: Browser, live: srv.Server, storage_state: str | None) -> Iterator[Session]:

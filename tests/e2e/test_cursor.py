@@ -12,10 +12,12 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+import pytest
 from playwright.sync_api import Page
 
-from tests.e2e.browser import TIMEOUT_MS, as_of, bar_t, goto, parse_z, settle, url_params
-from tests.e2e.conftest import Session
+from tests.e2e.browser import TIMEOUT_MS, Session, as_of, bar_t, goto, parse_z, settle, url_params
+
+pytestmark = pytest.mark.e2e
 
 START = "2026-11-29T00:05:00Z"  # the project exists, with its first quota
 PROJECT = "/c/gpu-prod/projects/nlp/"

@@ -5,8 +5,11 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from tests.e2e.browser import TIMEOUT_MS, bar_t, click_and_load, goto, settle, url_params, url_path
-from tests.e2e.conftest import Session
+import pytest
+
+from tests.e2e.browser import TIMEOUT_MS, Session, bar_t, click_and_load, goto, settle, url_params, url_path
+
+pytestmark = pytest.mark.e2e
 
 
 def test_it_writes_a_handoff_note_that_the_handoffs_page_and_its_export_carry(alice: Session) -> None:

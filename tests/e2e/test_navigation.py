@@ -9,11 +9,23 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+import pytest
 from playwright.sync_api import Page
 
 from tests.e2e import server as srv
-from tests.e2e.browser import as_of, bar_t, bar_window, click_and_load, parse_z, settle, url_params, url_path
-from tests.e2e.conftest import Session
+from tests.e2e.browser import (
+    Session,
+    as_of,
+    bar_t,
+    bar_window,
+    click_and_load,
+    parse_z,
+    settle,
+    url_params,
+    url_path,
+)
+
+pytestmark = pytest.mark.e2e
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,9 @@ from html import unescape
 
 import pytest
 
-from tests.e2e.browser import bar_t, goto, screenshot, url_params
-from tests.e2e.conftest import Session
+from tests.e2e.browser import Session, bar_t, goto, screenshot, url_params
+
+pytestmark = pytest.mark.e2e
 
 T = "2026-11-29T00:14:00Z"
 Q = f"?t={T}&w=2h"
