@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Sum, Value, When
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
 from django.urls import reverse
 
 from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
@@ -77,7 +79,10 @@ def get_entity(cluster: str, kind: str, name: str, namespace: str = "") -> Entit
 def version_at(entity: Entity, t: datetime) -> EntityVersion | None:
     """The version valid at t (None when the object did not exist, including tombstones)."""
     v = EntityVersion.objects.as_of(t).filter(entity=entity).order_by("-valid_from").first()
-    return None if v is None or v.deleted else v
+    if v is None or v.deleted:
+        return None
+    v.entity = entity  # no lazy query when a page reads version.entity
+    return v
 
 
 def existence_around(entity: Entity, t: datetime) -> tuple[datetime | None, datetime | None]:
@@ -313,28 +318,41 @@ def _submitted(state: dict[str, Any]) -> str:
         return str(s)
 
 
-def queue_position(cluster: Cluster, queue: str, t: datetime, entity_id: int) -> tuple[int, int] | None:
-    """(position, waiting) of one job among its queue's pending jobs at t, in queue order (one light query).
+def _priority_expr() -> Coalesce:
+    """SQL for :func:`job_priority`: state.priority, else the PriorityClass default, else 0."""
+    by_class = Case(
+        *[
+            When(**{"state__priority_class": name}, then=Value(v))
+            for name, v in PRIORITY_CLASS_VALUES.items()
+        ],
+        default=Value(0),
+        output_field=IntegerField(),
+    )
+    return Coalesce(Cast(KT("state__priority"), IntegerField()), by_class)
 
-    Only the sort keys leave the database (JSON keys extracted there), not every job's whole state.
+
+def queue_position(cluster: Cluster, version: EntityVersion, t: datetime) -> tuple[int, int] | None:
+    """(position, waiting) of a pending job in its queue at t, in :func:`queue_order` order.
+
+    One aggregate query: the jobs ahead are counted in the database (priority, then submission
+    time, then name), so a queue with thousands of waiting jobs costs no more than a short one.
     """
-    rows = list(
+    state = version.state or {}
+    mine_p, mine_sub, mine_name = job_priority(state), str(state.get("submitted") or ""), version.entity.name
+    ahead = (
+        Q(p__gt=mine_p)
+        | Q(p=mine_p, sub__lt=mine_sub)
+        | Q(p=mine_p, sub=mine_sub, entity__name__lt=mine_name)
+    )
+    agg = (
         EntityVersion.objects.as_of(t)
-        .filter(cluster=cluster, kind="job", queue=queue, phase="Pending", deleted=False)
-        .values_list(
-            "entity_id", "state__priority", "state__priority_class", "state__submitted", "entity__name"
-        )
+        .filter(cluster=cluster, kind="job", queue=version.queue, phase="Pending", deleted=False)
+        .annotate(p=_priority_expr(), sub=KT("state__submitted"))
+        .aggregate(total=Count("id"), ahead=Count("id", filter=ahead))
     )
-    keys = sorted(
-        rows,
-        key=lambda r: (
-            -job_priority({"priority": r[1], "priority_class": r[2]}),
-            _submitted({"submitted": r[3]}),
-            r[4],
-        ),
-    )
-    ids = [r[0] for r in keys]
-    return (ids.index(entity_id) + 1, len(ids)) if entity_id in ids else None
+    if not agg["total"]:
+        return None
+    return (agg["ahead"] + 1, agg["total"])
 
 
 def queue_order(jobs: Iterable[EntityVersion]) -> list[EntityVersion]:

@@ -21,6 +21,7 @@ from rcaweb.http import RcaRequest
 logger = logging.getLogger(__name__)
 
 FRAGMENT_TEMPLATE = "collectors/_fragment.html"
+CHANGES_SHOWN = 50  # rows of "changes around t" (rendering dominates a page's cost; 50 nearest t read well)
 
 
 def entity_or_404(cluster: str, kind: str, name: str, namespace: str = "") -> Entity:
@@ -55,9 +56,13 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: Q) -> dict[str, An
     cur = request.cursor
     cluster = ctx["cluster"]
     changes = queries.changes_around(cluster, related, cur.t, cur.window)
+    ctx["changes_total"] = len(changes)
+    ctx["changes_limited"] = len(changes) >= queries.CHANGES_LIMIT
+    if len(changes) > CHANGES_SHOWN:  # the ones nearest t; the rest are a cursor step away
+        changes = sorted(changes, key=lambda ch: abs((ch.time - cur.t).total_seconds()))[:CHANGES_SHOWN]
+        changes.sort(key=lambda ch: (ch.time, ch.id))
     ctx["changes"] = changes
     ctx["changes_before"] = sum(1 for ch in changes if ch.time <= cur.t)
-    ctx["changes_limited"] = len(changes) >= queries.CHANGES_LIMIT
     ctx["cursor_prev_change"], ctx["cursor_next_change"] = queries.neighbour_changes(cluster, related, cur.t)
     ctx["collection_errors"] = queries.collection_errors(cluster, cur.start, cur.t)
     return ctx

@@ -57,7 +57,7 @@ def job_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
     queue_name = version.queue if version else ""
     position = None
     if version is not None and version.phase == "Pending" and queue_name:
-        position = queries.queue_position(c, queue_name, t, job.pk)
+        position = queries.queue_position(c, version, t)
     for p in pods:
         p.node_ref = queries.ref(c, "node", p.node)
     # The diagnosis explains jobs that wait or failed (a running or finished job needs no "why"). It reads

@@ -6,6 +6,7 @@ internal href carries ``t``/``w`` (CONVENTIONS 4-5).
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta
 
 from django import template
@@ -18,6 +19,38 @@ from rcaweb.cursor import Cursor, format_duration, format_t
 register = template.Library()
 
 
+@functools.lru_cache(maxsize=16384)
+def _link(cur: Cursor, url: str) -> str:
+    """``cur.link(url)``, memoized: a page builds hundreds of links from a handful of cursors and paths."""
+    return cur.link(url)
+
+
+_URLS: dict[tuple[str, ...], str] = {}
+
+
+def _absolute_url(entity: object) -> str:
+    """``entity.get_absolute_url()`` (the one URL builder), memoized by what the URL is made of.
+
+    Keyed on (type, kind, cluster, namespace, name), never on a primary key (tests reuse them).
+    """
+    cluster = getattr(entity, "cluster", None)
+    key = (
+        type(entity).__name__,
+        str(getattr(entity, "kind", "")),
+        str(getattr(cluster, "name", "")),
+        str(getattr(entity, "namespace", "")),
+        str(getattr(entity, "name", "")),
+    )
+    if not key[1] or not key[2] or not key[4]:
+        return entity.get_absolute_url()  # type: ignore[attr-defined]
+    url = _URLS.get(key)
+    if url is None:
+        url = entity.get_absolute_url()  # type: ignore[attr-defined]
+        if len(_URLS) < 50_000:
+            _URLS[key] = url
+    return url
+
+
 def _cursor(context: template.Context) -> Cursor:
     cur = context.get("cursor")
     if cur is None and "request" in context:
@@ -28,20 +61,20 @@ def _cursor(context: template.Context) -> Cursor:
 @register.simple_tag(takes_context=True)
 def cursor_url(context: template.Context, viewname: str, *args: object, **kwargs: object) -> str:
     """``{% cursor_url 'collectors:node' cluster name %}``: reverse() plus the page's t/w."""
-    return _cursor(context).link(reverse(viewname, args=args, kwargs=kwargs or None))
+    return _link(_cursor(context), reverse(viewname, args=args, kwargs=kwargs or None))
 
 
 @register.simple_tag(takes_context=True)
 def cursor_link(context: template.Context, url: str) -> str:
     """Carry the cursor onto an already-built path (``obj.get_absolute_url``)."""
-    return _cursor(context).link(url)
+    return _link(_cursor(context), url)
 
 
 @register.simple_tag(takes_context=True)
 def at_time_url(context: template.Context, url: str, when: datetime | None) -> str:
     """``url`` with the cursor moved to ``when`` (same window): "jump to this change"."""
     cur = _cursor(context)
-    return cur.moved_to(when).link(url) if when else cur.link(url)
+    return _link(cur.moved_to(when), url) if when else _link(cur, url)
 
 
 @register.simple_tag(takes_context=True)
@@ -54,7 +87,7 @@ def entity_link(
     cur = _cursor(context)
     if when is not None:
         cur = cur.moved_to(when)
-    url = cur.link(entity.get_absolute_url())  # type: ignore[attr-defined]
+    url = _link(cur, _absolute_url(entity))
     kind = getattr(entity, "kind", "")
     text = label or (
         f"{entity.namespace}/{entity.name}"  # type: ignore[attr-defined]
@@ -150,7 +183,7 @@ def list_url(context: template.Context, viewname: str, *args: object, **filters:
     params = {k: str(v) for k, v in filters.items() if v not in (None, "")}
     if params:
         url += "?" + urlencode(params)
-    return _cursor(context).link(url)
+    return _link(_cursor(context), url)
 
 
 @register.filter

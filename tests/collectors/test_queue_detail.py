@@ -68,6 +68,10 @@ class QueueDetailTest(PageTestCase):
         ]
         assert [j.position for j in r.context["pending"]] == [1, 2, 3, 4]
         assert r.context["pending_count"] == 4 and r.context["pending_gpus"] == 1 + 1 + 2 + 8
+        # each job page counts the same position in the database
+        for pos, name in enumerate(["inference-x", "late-build", "early-train", "bert-eval"], start=1):
+            job = self.get(f"/c/gpu-prod/jobs/nlp/{name}/", at + timedelta(minutes=1))
+            assert job.context["queue_position"] == (pos, 4), name
 
     def test_it_lists_running_jobs_and_gpus_in_use(self):
         r = self.get(PATH, self.times["end"])
