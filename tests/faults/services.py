@@ -196,6 +196,13 @@ def start_worker(name: str, env: dict[str, str], log_dir: Path, *, concurrency: 
     return worker
 
 
+def _no_control_socket() -> list[str]:
+    """gunicorn >= 27 opens a control socket at one fixed path per user; parallel test servers must not share it."""
+    import gunicorn
+
+    return ["--no-control-socket"] if int(gunicorn.__version__.split(".")[0]) >= 27 else []
+
+
 def start_gunicorn(
     env: dict[str, str], log_dir: Path, *, workers: int = 2, threads: int = 4
 ) -> tuple[Proc, str]:
@@ -214,6 +221,7 @@ def start_gunicorn(
             str(threads),
             "--timeout",
             "30",
+            *_no_control_socket(),
         ],
         env,
         log_dir,
