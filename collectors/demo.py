@@ -187,12 +187,12 @@ class Demo:
         report = time.monotonic()
         while True:
             key = _alert_key(world)
-            if (
-                last_sweep is None
-                or t - last_sweep >= self.opts.sweep_every
-                or key != self.alert_key
-                or t >= now
-            ):
+            # A newly firing alert: the intake will want inventory from around its start, so sweep early, but
+            # at most every half interval (dozens of per-GPU alerts fire within minutes of each other).
+            new_alert = bool(key - self.alert_key) and (
+                last_sweep is None or t - last_sweep >= max(timedelta(minutes=5), self.opts.sweep_every / 2)
+            )
+            if last_sweep is None or t - last_sweep >= self.opts.sweep_every or new_alert or t >= now:
                 self._sweep(t, events=True)
                 last_sweep = t
                 self.alert_key = key
