@@ -338,11 +338,12 @@ def queue_position(cluster: Cluster, version: EntityVersion, t: datetime) -> tup
     time, then name), so a queue with thousands of waiting jobs costs no more than a short one.
     """
     state = version.state or {}
-    mine_p, mine_sub, mine_name = job_priority(state), str(state.get("submitted") or ""), version.entity.name
+    mine_p, mine_sub = job_priority(state), str(state.get("submitted") or "")
+    # ties go to the job recorded first (entity id): no join to the entity table
     ahead = (
         Q(p__gt=mine_p)
         | Q(p=mine_p, sub__lt=mine_sub)
-        | Q(p=mine_p, sub=mine_sub, entity__name__lt=mine_name)
+        | Q(p=mine_p, sub=mine_sub, entity_id__lt=version.entity_id)
     )
     agg = (
         EntityVersion.objects.as_of(t)
@@ -356,7 +357,8 @@ def queue_position(cluster: Cluster, version: EntityVersion, t: datetime) -> tup
 
 
 def queue_order(jobs: Iterable[EntityVersion]) -> list[EntityVersion]:
-    """Waiting jobs in the order the scheduler considers them: higher priority first, then earlier submission."""
-    return sorted(
-        jobs, key=lambda v: (-job_priority(v.state), _submitted(v.state), v.entity.namespace, v.entity.name)
-    )
+    """Waiting jobs in the order the scheduler considers them: higher priority first, then earlier submission.
+
+    Ties go to the job recorded first (entity id), the same rule :func:`queue_position` counts in SQL.
+    """
+    return sorted(jobs, key=lambda v: (-job_priority(v.state), _submitted(v.state), v.entity_id))
