@@ -134,7 +134,7 @@ def start(workdir: Path, artifacts: Path) -> Server:
     cmd = [sys.executable, "-m", "gunicorn", "rcaweb.wsgi:application", "--bind", f"127.0.0.1:{port}",
            "--workers", "2", "--threads", "4", "--timeout", "60",
            "--access-logfile", str(artifacts / "access.log"),
-           "--access-logformat", '%(h)s "%(r)s" %(s)s %(b)s %(L)ss']  # fmt: skip
+           "--access-logformat", '%(h)s "%(r)s" %(s)s %(b)s %(L)ss', *_no_control_socket()]  # fmt: skip
     with log.open("ab") as fh:  # gunicorn boots while the scenario runs (it reads the database per request)
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
     try:
@@ -160,6 +160,13 @@ def start(workdir: Path, artifacts: Path) -> Server:
         raise
     logger.info("e2e server on %s (%s)", url, timings)
     return Server(url=url, run=run, proc=proc, logs=log, artifacts=artifacts, timings=timings)
+
+
+def _no_control_socket() -> list[str]:
+    """gunicorn >= 27 opens a control socket at one fixed path per user; parallel test servers must not share it."""
+    import gunicorn
+
+    return ["--no-control-socket"] if int(gunicorn.__version__.split(".")[0]) >= 27 else []
 
 
 def _is_subject_incident(incident: dict[str, Any]) -> bool:
