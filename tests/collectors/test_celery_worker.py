@@ -36,20 +36,34 @@ def test_a_real_worker_sweeps_the_simulated_cluster(transactional_db, tmp_path):
         with served(world) as sim:
             sim.advance_to(world.start + timedelta(minutes=30))
             cluster = register(sim)
-            worker = start_worker("collectors-worker", app_env(database=database_url(), redis=redis.url), tmp_path)
+            worker = start_worker(
+                "collectors-worker", app_env(database=database_url(), redis=redis.url), tmp_path
+            )
             at = world.now.strftime("%Y-%m-%dT%H:%M:%SZ")
             send_task(redis.url, "collectors.tasks.sweep_inventory", cluster.name, at)
             send_task(redis.url, "collectors.tasks.sweep_events", cluster.name, at)
-            wait_until(lambda: SourceRun.objects.filter(cluster=cluster, call="list pods", ok=True).exists(), 60,
-                       "the worker's inventory sweep")
-            wait_until(lambda: KubeEvent.objects.filter(cluster=cluster).exists(), 30, "the worker's events sweep")
+            wait_until(
+                lambda: SourceRun.objects.filter(cluster=cluster, call="list pods", ok=True).exists(),
+                60,
+                "the worker's inventory sweep",
+            )
+            wait_until(
+                lambda: KubeEvent.objects.filter(cluster=cluster).exists(), 30, "the worker's events sweep"
+            )
             log = worker.output()
         assert "collectors.tasks.sweep_inventory" in log and "succeeded" in log, log[-3000:]
         open_versions = EntityVersion.objects.filter(cluster=cluster, valid_to__isnull=True)
         assert open_versions.filter(kind="node").count() == 3
         assert open_versions.filter(kind="gpu").count() == 24
-        assert set(open_versions.filter(kind="project").values_list("entity__name", flat=True)) == {"vision", "nlp"}
-        assert not SourceRun.objects.filter(cluster=cluster, ok=False).exclude(error__startswith="no data").exists()
+        assert set(open_versions.filter(kind="project").values_list("entity__name", flat=True)) == {
+            "vision",
+            "nlp",
+        }
+        assert (
+            not SourceRun.objects.filter(cluster=cluster, ok=False)
+            .exclude(error__startswith="no data")
+            .exists()
+        )
     finally:
         if worker is not None:
             worker.kill()

@@ -50,11 +50,28 @@ def test_the_audit_user_is_the_actor_of_a_project_change(settings):
     settings.RCAWEB_RUNAI_ENABLED = True
     settings.RCAWEB_RUNAI_TOKEN = "sim-runai-token"
     world = small_world("kai")
-    audit = {"logs": [{"id": "1", "timestamp": "2026-11-29T01:00:00Z", "subject": "jane@example.org",
-                       "subjectType": "User", "action": "Update", "httpMethod": "PUT", "entityType": "project",
-                       "entityId": "p1", "entityName": "vision", "success": True,
-                       "details": {"field": "quota", "old": 16, "new": 8}}], "total": 1}
-    with served(world) as sim, fault_server(bodies={"/api/v1/audit/log": json.dumps(audit).encode()}) as runai:
+    audit = {
+        "logs": [
+            {
+                "id": "1",
+                "timestamp": "2026-11-29T01:00:00Z",
+                "subject": "jane@example.org",
+                "subjectType": "User",
+                "action": "Update",
+                "httpMethod": "PUT",
+                "entityType": "project",
+                "entityId": "p1",
+                "entityName": "vision",
+                "success": True,
+                "details": {"field": "quota", "old": 16, "new": 8},
+            }
+        ],
+        "total": 1,
+    }
+    with (
+        served(world) as sim,
+        fault_server(bodies={"/api/v1/audit/log": json.dumps(audit).encode()}) as runai,
+    ):
         cluster = register(sim, runai_url=runai.url)
         for minutes in (50, 70):
             sim.advance_to(world.start + timedelta(minutes=minutes))

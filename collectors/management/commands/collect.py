@@ -22,7 +22,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--cluster", required=True, help="cluster name (see the admin or `Cluster` rows)")
-        parser.add_argument("--once", action="store_true", help="one sweep, then exit (default: keep sweeping)")
+        parser.add_argument(
+            "--once", action="store_true", help="one sweep, then exit (default: keep sweeping)"
+        )
         parser.add_argument("--kind", choices=["inventory", "telemetry", "events", "all"], default="all")
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -39,7 +41,9 @@ class Command(BaseCommand):
                 break
             time.sleep(settings.RCAWEB_SWEEP_INVENTORY_S)
         if failed:
-            self.stderr.write("some sources failed: see the errors above (they are recorded as collection errors)")
+            self.stderr.write(
+                "some sources failed: see the errors above (they are recorded as collection errors)"
+            )
 
     def _one(self, name: str, kind: str) -> bool:
         tty = self.stdout.isatty() if hasattr(self.stdout, "isatty") else sys.stdout.isatty()
@@ -63,5 +67,7 @@ class Command(BaseCommand):
         for metric in summary.no_data:
             self.stdout.write(f"  no data: {metric}")
         if summary.skipped_kinds:
-            self.stdout.write(f"  not recorded (a source they need failed): {', '.join(summary.skipped_kinds)}")
+            self.stdout.write(
+                f"  not recorded (a source they need failed): {', '.join(summary.skipped_kinds)}"
+            )
         return summary.ok
