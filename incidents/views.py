@@ -174,7 +174,7 @@ def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: s
         v.entity_id: v
         for v in EntityVersion.objects.as_of(cursor.t)
         .filter(entity_id__in=[s.entity_id for s in shown])
-        .only("entity_id", "phase", "deleted", "valid_from")
+        .only("entity_id", "phase", "deleted", "valid_from", "gpus", "kind")
     }
     ids = [s.entity_id for s in subjects] or [s.entity_id for s in shown]
     prev_change, next_change = neighbour_change_times(ids, cursor.t) if ids else (None, None)
