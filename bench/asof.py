@@ -11,6 +11,8 @@ and a trivial one-query view (the floor), and prints medians, ratios and query c
     .venv/bin/python bench/asof.py --rebuild --samples 50
 
 Target: each page <= 5x the floor, and query counts constant (the same for every sampled page).
+The job page's why-pending panel (incidents.diagnosis, loaded lazily from .../why/) is timed on its own
+with --diagnosis-samples requests: it reads the whole cluster as of t.
 """
 
 from __future__ import annotations
@@ -441,7 +443,7 @@ def main() -> None:
     def node_url() -> str:
         return f"/c/{CLUSTER}/nodes/node-{rnd.randrange(NODES):04d}/?t={rand_t()}&w=1h"
 
-    def job_url(pending: bool) -> Callable[[], str]:
+    def job_url(pending: bool, suffix: str = "") -> Callable[[], str]:
         """A random job at a t inside one of its versions that is Pending (k % 4 == 0) or Running."""
         span = STEP * (VERSIONS // JOB_VERSIONS)
         ks = [k for k in range(1, JOB_VERSIONS) if (k % 4 == 0) == pending]
@@ -450,37 +452,28 @@ def main() -> None:
             n, j, k = rnd.randrange(NODES), rnd.randrange(PODS_PER_NODE // PODS_PER_JOB), rnd.choice(ks)
             # version k spans [k*span + offset, (k+1)*span + offset) with offset < STEP
             t = B0 + k * span + STEP + timedelta(seconds=rnd.randrange(int((span - STEP).total_seconds())))
-            return f"/c/{CLUSTER}/jobs/{QUEUES[(n + j) % len(QUEUES)]}/job-{n:04d}-{j:02d}/?t={iso(t)}&w=1h"
+            ns = QUEUES[(n + j) % len(QUEUES)]
+            return f"/c/{CLUSTER}/jobs/{ns}/job-{n:04d}-{j:02d}/{suffix}?t={iso(t)}&w=1h"
 
         return make
 
     def floor_url() -> str:
         return f"/bench-floor/?t={rand_t()}&w=1h"
 
-    import collectors.views.jobs as job_views
-
-    with_diagnosis = job_views.why_pending
-
-    def no_diagnosis(entity: Entity, t: datetime) -> tuple[None, str]:
-        return None, ""
-
-    pages: list[tuple[str, Callable[[], str], Callable]] = [
-        ("floor (1-query view)", floor_url, with_diagnosis),
-        ("node page", node_url, with_diagnosis),
-        ("job page, running", job_url(False), with_diagnosis),
-        ("job page, pending", job_url(True), no_diagnosis),
-        ("  + why-pending", job_url(True), with_diagnosis),
+    pages: list[tuple[str, Callable[[], str], int]] = [
+        ("floor (1-query view)", floor_url, args.samples),
+        ("node page", node_url, args.samples),
+        ("job page, running", job_url(False), args.samples),
+        ("job page, pending", job_url(True), args.samples),
+        ("why-pending panel", job_url(True, "why/"), args.diagnosis_samples),
     ]
-    for _, make, why in pages:  # warm caches and templates
-        job_views.why_pending = why
-        for _ in range(1 if why is with_diagnosis and make is not floor_url else 3):
+    for _, make, n in pages:  # warm caches and templates
+        for _ in range(3 if n == args.samples else 1):
             measure(client, make())
     results: dict[str, tuple[float, set[int]]] = {}
     print(f"\n{'':22} {'median ms':>10} {'min ms':>8} {'x floor':>8}  queries", flush=True)
-    for label, make, why in pages:
-        job_views.why_pending = why
+    for label, make, n in pages:
         times, queries = [], set()
-        n = args.samples if why is no_diagnosis or "why" not in label else args.diagnosis_samples
         for _ in range(n):
             el, q = measure(client, make())
             times.append(el)
@@ -494,12 +487,11 @@ def main() -> None:
             f"{label:22} {med * 1000:10.1f} {min(times) * 1000:8.1f} {med / floor:8.1f}  {qs}{flag}",
             flush=True,
         )
-    job_views.why_pending = with_diagnosis
     mine = [results[k][0] / floor for k in ("node page", "job page, running", "job page, pending")]
     constant = all(len(q) == 1 for _, q in results.values())
     print(
         f"\ntarget: entity pages <= 5x floor -> {'met' if max(mine) <= 5 else 'MISSED'} (worst {max(mine):.1f}x); "
-        f"with the why-pending diagnosis {results['  + why-pending'][0] / floor:.1f}x; "
+        f"the lazy why-pending panel (incidents.diagnosis) {results['why-pending panel'][0] / floor:.1f}x; "
         f"queries constant -> {'yes' if constant else 'NO'}"
     )
 
