@@ -32,5 +32,8 @@ test: install-dev
 bench: install-dev
 	$(BIN)/python bench/run_all.py
 
+e2e: install-dev
+	$(BIN)/pytest tests/e2e -q
+
 clean:
 	rm -rf var/ .pytest_cache
