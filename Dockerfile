@@ -12,4 +12,4 @@ RUN RCAWEB_SECRET_KEY=build-only python manage.py collectstatic --noinput -v0
 RUN useradd --system --uid 10001 rcaweb && mkdir -p /app/var && chown rcaweb /app/var
 USER rcaweb
 EXPOSE 8000
-CMD ["gunicorn", "rcaweb.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "30", "--access-logfile", "-"]
+CMD ["gunicorn", "rcaweb.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--worker-class", "gthread", "--threads", "4", "--timeout", "30", "--access-logfile", "-"]

@@ -18,21 +18,12 @@ SCENARIOS = sorted(
     for p in (Path(__file__).resolve().parents[2] / "collectors" / "sim" / "scenarios").glob("*.yaml")
     if p.name != "demo.yaml"
 )
-# Known contradictions in a scenario file, each with why (strict: the test fails once the file is fixed).
-CONTRADICTIONS = {
-    "xid79-gpu-missing": "GPUMissing and GPUXidError for the same GPU group into one incident, which cannot have "
-    "both gpu_missing and gpu_xid_fault on top; rcaweb ranks the Xid 79 (the cause) first (docs/decisions.md)",
-}
-PARAMS = [
-    pytest.param(p, id=p.stem, marks=pytest.mark.xfail(strict=True, reason=CONTRADICTIONS[p.stem]))
-    if p.stem in CONTRADICTIONS
-    else pytest.param(p, id=p.stem)
-    for p in SCENARIOS
-]
+# The slowest tests of the suite: CI runs them once, in the SQLite pass (.ci/run deselects "scenarios" on PostgreSQL).
+pytestmark = pytest.mark.scenarios
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("path", PARAMS)
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_it_meets_the_scenario_expectations(path: Path) -> None:
     result = run_scenario_file(str(path))
     assert result.expect, f"{path.name} has no expect block"
