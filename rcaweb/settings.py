@@ -81,7 +81,7 @@ if TESTING:
 _DEFAULT_SECRET = "rcaweb-insecure-development-key-change-me"
 SECRET_KEY = envsecret("RCAWEB_SECRET_KEY", "")
 if not SECRET_KEY:
-    if not DEBUG and not envbool("RCAWEB_ALLOW_DEFAULT_SECRET", False):
+    if not DEBUG:
         raise ImproperlyConfigured(
             "RCAWEB_SECRET_KEY is missing: set it (or RCAWEB_SECRET_KEY_FILE), or set RCAWEB_DEBUG=true for development"
         )

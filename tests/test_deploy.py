@@ -73,3 +73,9 @@ def test_example_rules_name_alerts_the_simulator_and_grouping_know():
     names = {r["alert"] for g in rules["spec"]["groups"] for r in g["rules"]}
     assert {"GPUXidError", "GPUMissing", "GPUJobPendingTooLong", "NodeNotReady", "PodCrashLooping", "GPUIdleAllocated",
             "GPUHighTemperature", "GPUECCDoubleBitError"} <= names
+
+
+def test_env_example_lists_every_variable_settings_read():
+    example = {line.split("=", 1)[0].lstrip("# ").strip() for line in (ROOT / ".env.example").read_text().splitlines() if "=" in line}
+    read = {n for n in _env_names_read_by_settings() if not n.endswith("_FILE")}
+    assert not sorted(read - example), f"missing from .env.example: {sorted(read - example)}"
