@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Avg, Count, Q
+from django.db.models import Avg, Count, OuterRef, Subquery
 
 from collectors.models import Cluster, EntityVersion, TelemetrySample
 from rcaweb.console.common import ACTIVE_SM, SAMPLE_STEP_MIN, SM_METRIC, WELL_USED_SM
@@ -138,6 +138,7 @@ def compute(cursor: Cursor, cluster: Cluster | None = None) -> Fleet:
         )
     )
     sm = _sm_by_gpu(cursor, [g.entity_id for g in gpus] if len(gpus) <= 900 else None, scope)
+    idle_points = _idle_points_while_allocated(cursor, {g.entity_id: g.pod for g in gpus if g.pod}, scope)
 
     pod_by_key = {(p.cluster_id, f"{p.entity.namespace}/{p.entity.name}"): p for p in pods}
     rows: dict[tuple[int, str], NodeRow] = {}
@@ -184,7 +185,7 @@ def compute(cursor: Cursor, cluster: Cluster | None = None) -> Fleet:
         elif cell.allocated:
             cell.state = "allocated" if cell.sm is None or cell.active else "idle"
         if cell.allocated:
-            cell.idle_hours = stats.get("idle_points", 0) * SAMPLE_STEP_MIN / 60.0
+            cell.idle_hours = idle_points.get(g.entity_id, 0) * SAMPLE_STEP_MIN / 60.0
         row.cells.append(cell)
         funnel.add(cell)
         by_pool[row.nodepool].add(cell)
@@ -209,16 +210,50 @@ def compute(cursor: Cursor, cluster: Cluster | None = None) -> Fleet:
 def _sm_by_gpu(
     cursor: Cursor, gpu_ids: list[int] | None, scope: dict[str, Any]
 ) -> dict[int, dict[str, float]]:
-    """Per GPU: mean SM activity near t, and how many window points were below ACTIVE_SM (one query)."""
+    """Per GPU: mean SM activity near t (one query)."""
     t = cursor.t
-    qs = TelemetrySample.objects.filter(metric=SM_METRIC, time__gt=cursor.start, time__lte=t, **scope)
+    qs = TelemetrySample.objects.filter(
+        metric=SM_METRIC, time__gt=max(cursor.start, t - NEAR_T), time__lte=t, **scope
+    )
     if gpu_ids is not None:
         qs = qs.filter(gpu_id__in=gpu_ids)
-    rows = qs.values("gpu_id").annotate(
-        recent=Avg("value", filter=Q(time__gt=t - NEAR_T)),
-        idle_points=Count("id", filter=Q(value__lt=ACTIVE_SM)),
+    rows = qs.values("gpu_id").annotate(recent=Avg("value"))
+    return {r["gpu_id"]: {"recent": r["recent"]} for r in rows}
+
+
+def _idle_points_while_allocated(
+    cursor: Cursor, pod_by_gpu: dict[int, str], scope: dict[str, Any]
+) -> dict[int, int]:
+    """Per GPU held at t: window points below ACTIVE_SM while the GPU was held by that same pod (one query).
+
+    A point at time T averages (T-5m, T]; it counts when the GPU's version at T-5m names the pod holding it
+    at t, so a GPU allocated 12 minutes ago counts at most the two points wholly inside its allocation (not
+    the idle hours before it, when it was free or someone else's).
+    """
+    if not pod_by_gpu:
+        return {}
+    step = timedelta(minutes=SAMPLE_STEP_MIN)
+    pod_at_span_start = (
+        EntityVersion.objects.filter(entity_id=OuterRef("gpu_id"), valid_from__lte=OuterRef("time") - step)
+        .order_by("-valid_from")
+        .values("pod")[:1]
     )
-    return {r["gpu_id"]: {"recent": r["recent"], "idle_points": r["idle_points"]} for r in rows}
+    qs = TelemetrySample.objects.filter(
+        metric=SM_METRIC, time__gt=cursor.start, time__lte=cursor.t, value__lt=ACTIVE_SM, **scope
+    )
+    if len(pod_by_gpu) <= 900:
+        qs = qs.filter(gpu_id__in=list(pod_by_gpu))
+    rows = (
+        qs.annotate(alloc_pod=Subquery(pod_at_span_start))
+        .values("gpu_id", "alloc_pod")
+        .annotate(points=Count("id"))
+        .order_by()
+    )
+    return {
+        r["gpu_id"]: r["points"]
+        for r in rows
+        if r["alloc_pod"] and r["alloc_pod"] == pod_by_gpu.get(r["gpu_id"])
+    }
 
 
 def _over_requesting(cells: list[Cell]) -> list[JobUse]:

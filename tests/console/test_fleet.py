@@ -6,11 +6,13 @@ from datetime import timedelta
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from collectors import inventory
 from collectors.models import Cluster
 from rcaweb.console import fleet
 from rcaweb.cursor import Cursor
 from tests.base import T0, BaseTestCase
-from tests.console.factories import build_fleet
+from tests.collectors.factories import gpu_obs, gpu_uuid
+from tests.console.factories import build_fleet, node_name
 
 T = T0 + timedelta(hours=3)
 Q = "t=2026-11-29T06:00:00Z&w=2h"
@@ -98,3 +100,18 @@ class FleetTest(BaseTestCase):
         # The cursor bar's swap targets #page and gets the whole page (it selects #page from it).
         r = self.client.get(f"/fleet/?{Q}", headers={"HX-Request": "true", "HX-Target": "page"})
         assert 'id="page"' in r.content.decode()
+
+
+class FleetIdleWhileAllocatedTest(BaseTestCase):
+    def test_it_counts_idle_hours_only_while_the_gpu_was_allocated(self) -> None:
+        build_fleet(self.cluster, range(1), T)
+        # GPU 6 of gpu-000 sat free and idle (SM 0.0) the whole 2 h window; a pod took it 12 minutes before t.
+        inventory.record_states(
+            self.cluster, [gpu_obs(node_name(0), 6, pod="team0/idle-0-0")], T - timedelta(minutes=12)
+        )
+        got = fleet.compute(Cursor(at=T, window=timedelta(hours=2)))
+        cell = next(c for c in got.idle if c.version.entity.name == gpu_uuid(node_name(0), 6))
+        assert 0 < cell.idle_hours <= 0.2
+        # The GPUs held for the whole window still count every point.
+        held = next(c for c in got.idle if c.version.entity.name == gpu_uuid(node_name(0), 4))
+        assert held.idle_hours == 24 * 5 / 60
