@@ -60,6 +60,11 @@ class AlertRules:
         self.world = world
         self.specs = specs
         self.active: dict[tuple[str, str], _Instance] = {}
+        # The same instances per rule name, in the same order: clearing one rule walks only its own.
+        self._by_rule: dict[str, dict[str, _Instance]] = {}
+        # GPUJobPendingTooLong per job: (what its text depends on, labels, annotations), so that
+        # 10,000 waiting jobs do not re-format their dates every tick.
+        self._pending_text: dict[str, tuple[tuple, dict[str, str], dict[str, str]]] = {}
         self.resolved: list[_Instance] = []
 
     def evaluate(self) -> None:
@@ -67,18 +72,21 @@ class AlertRules:
         now = w.now
         for spec in self.specs:
             current = dict(self._conditions(spec.name))
+            mine = self._by_rule.setdefault(spec.name, {})
             for key, (labels, ann) in current.items():
-                inst = self.active.get((spec.name, key))
+                inst = mine.get(key)
                 if inst is None:
                     inst = _Instance(labels, ann, now)
                     self.active[(spec.name, key)] = inst
+                    mine[key] = inst
                 else:
                     inst.annotations = ann
                 if inst.fired_at is None and (now - inst.active_since).total_seconds() >= spec.for_s:
                     inst.fired_at = now
-            for (name, key), inst in list(self.active.items()):
-                if name == spec.name and key not in current:
-                    del self.active[(name, key)]
+            if len(mine) > len(current):
+                for key in [k for k in mine if k not in current]:
+                    inst = mine.pop(key)
+                    del self.active[(spec.name, key)]
                     if inst.fired_at is not None:
                         inst.resolved_at = now
                         self.resolved.append(inst)
@@ -123,21 +131,21 @@ class AlertRules:
         w = self.world
         now = w.now
         if name == "GPUJobPendingTooLong":
+            cache = self._pending_text
             for job in w.jobs.values():
                 if job.state == "Pending":
-                    labels = {**self._base(name), **self._job_labels(job)}
                     since = job.pending_since or now
-                    yield (
-                        job.name,
-                        (
-                            labels,
-                            {
-                                "summary": "GPU job pending too long",
-                                "description": f"Job {job.namespace}/{job.name} ({job.pods} x {job.gpus_per_pod} GPU) has been "
-                                f"pending since {since:%Y-%m-%dT%H:%M:%SZ}.",
-                            },
-                        ),
-                    )
+                    sig = (since, job.pods, job.gpus_per_pod, job.namespace, job.project)
+                    hit = cache.get(job.name)
+                    if hit is None or hit[0] != sig:
+                        labels = {**self._base(name), **self._job_labels(job)}
+                        ann = {
+                            "summary": "GPU job pending too long",
+                            "description": f"Job {job.namespace}/{job.name} ({job.pods} x {job.gpus_per_pod} GPU) has been "
+                            f"pending since {since:%Y-%m-%dT%H:%M:%SZ}.",
+                        }
+                        hit = cache[job.name] = (sig, labels, ann)
+                    yield job.name, (dict(hit[1]), dict(hit[2]))
         elif name == "NodeNotReady":
             for node in w.nodes.values():
                 if not node.ready:

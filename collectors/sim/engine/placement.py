@@ -90,6 +90,7 @@ class Placer:
         self.free: dict[str, list[int]] = {n: free_gpus(node) for n, node in world.nodes.items()}
         self._filters: dict[tuple, dict[str, tuple[str, dict[str, str] | None] | None]] = {}
         self.version = 0  # bumps on every bind/release, to invalidate cached failures
+        self.memo: dict[Any, tuple[int, Any]] = {}  # (version, value): per-pass results valid until it moves
 
     def shape(self, job: SimJob) -> tuple:
         return (

@@ -39,13 +39,19 @@ def usage(world: World) -> tuple[dict[str, int], dict[str, int]]:
     return alloc, alloc_np
 
 
-def _bound_jobs(world: World) -> list[SimJob]:
+def _bound_jobs(world: World, placer: Placer) -> list[SimJob]:
+    """Jobs holding GPUs, by name. Cached for the pass until the placer's version moves (bind or preemption)."""
+    cached = placer.memo.get("bound")
+    if cached is not None and cached[0] == placer.version:
+        return cached[1]
     names = {
         p.job
         for p in world.pods.values()
         if p.node is not None and p.deleted_at is None and p.phase in ("Pending", "Running")
     }
-    return [world.jobs[n] for n in sorted(names)]
+    bound = [world.jobs[n] for n in sorted(names)]
+    placer.memo["bound"] = (placer.version, bound)
+    return bound
 
 
 def _started(job: SimJob) -> datetime:
@@ -61,8 +67,13 @@ def kai_victims(world: World, placer: Placer, job: SimJob, alloc: dict[str, int]
     proj = world.projects[job.project]
     r = job.pods * job.gpus_per_pod
     cands: list[tuple[str, SimJob]] = []
-    bound = _bound_jobs(world)
-    if alloc[proj.name] + r <= proj.quota_gpus:
+    reclaim = alloc[proj.name] + r <= proj.quota_gpus and any(
+        alloc[n] > p.quota_gpus for n, p in world.projects.items()
+    )
+    if not reclaim and job.priority_class != "inference":
+        return []  # no queue over quota to reclaim from, nothing of its own to preempt
+    bound = _bound_jobs(world, placer)
+    if reclaim:
         others = [
             j
             for j in bound
@@ -172,10 +183,16 @@ def _mark_preempted(world: World, victim: SimJob, by: SimJob) -> None:
 #
 
 
-def kueue_available(world: World, project: str, used: dict[str, int]) -> int:
-    """GPUs the ClusterQueue can still reserve: unused cohort quota, capped by nominal + borrowing limit."""
+def kueue_available(
+    world: World, project: str, used: dict[str, int], cohort_unused: int | None = None
+) -> int:
+    """GPUs the ClusterQueue can still reserve: unused cohort quota, capped by nominal + borrowing limit.
+
+    ``cohort_unused`` (total quota minus total use) may be passed when the caller keeps it (one pass over
+    10,000 waiting workloads would otherwise sum every queue for each of them)."""
     proj = world.projects[project]
-    cohort_unused = sum(p.quota_gpus for p in world.projects.values()) - sum(used.values())
+    if cohort_unused is None:
+        cohort_unused = sum(p.quota_gpus for p in world.projects.values()) - sum(used.values())
     cap = math.inf if proj.limit_gpus is None else proj.limit_gpus - used[project]
     return int(max(0, min(cohort_unused, cap)))
 
@@ -183,13 +200,18 @@ def kueue_available(world: World, project: str, used: dict[str, int]) -> int:
 def kueue_victims(world: World, job: SimJob, used: dict[str, int]) -> list[tuple[str, SimJob]]:
     proj = world.projects[job.project]
     r = job.pods * job.gpus_per_pod
+    reclaim = used[proj.name] + r <= proj.quota_gpus and any(
+        used[n] > p.quota_gpus for n, p in world.projects.items()
+    )
+    if not reclaim and job.priority_class != "inference":
+        return []  # no borrower to reclaim from, nothing of its own to preempt
     admitted = [
         j
         for j in world.jobs.values()
         if j.admitted and j.state in ("Pending", "Running") and j.priority_class == "train"
     ]
     cands: list[tuple[str, SimJob]] = []
-    if used[proj.name] + r <= proj.quota_gpus:
+    if reclaim:
         borrowers = [
             j
             for j in admitted

@@ -82,7 +82,7 @@ def schedule(world: World) -> None:
                 placement, placed, counts = placer.place(job)
         if placement is None:
             failed[key] = (placer.version, placed, counts)
-            _node_unschedulable(world, placer, job, placed, counts)
+            _node_unschedulable(world, placer, job, placed, counts, key)
             waiting.append(job)
             continue
         lifecycle.bind(world, job, placement)
@@ -128,18 +128,26 @@ def _kai_quota_block(
 
 
 def _node_unschedulable(
-    world: World, placer: Placer, job: SimJob, placed: int, counts: dict[str, int]
+    world: World, placer: Placer, job: SimJob, placed: int, counts: dict[str, int], key: tuple
 ) -> None:
-    reasons = placer.reasons(job, counts)
-    pods = sorted(world.pods_of(job), key=lambda p: p.index)
+    # The per-node reasons depend only on the job's shape and the free counts: every job of one
+    # shape that fails while the placer's version holds shares the text (one node scan, not one per job).
+    memo = placer.memo.get(("fit", key))
+    if memo is not None and memo[0] == placer.version and memo[1][0] is counts:
+        text = memo[1][1]
+    else:
+        reasons = placer.reasons(job, counts)
+        if world.scheduler == "kai":
+            text = messages.kai_fit_reasons(reasons)
+        else:
+            text = messages.kube_fit_message(len(world.nodes), reasons)
+        placer.memo[("fit", key)] = (placer.version, (counts, text))
     if world.scheduler == "kai":
-        msg = messages.kai_fit_message(
-            job.namespace, pods[0].name, placed, job.pods, messages.kai_fit_reasons(reasons)
-        )
+        first = min(world.pods_of(job), key=lambda p: p.index)
+        msg = messages.kai_fit_message(job.namespace, first.name, placed, job.pods, text)
         _unschedulable(world, job, "Unschedulable", msg, [])
     else:
-        msg = messages.kube_fit_message(len(world.nodes), reasons)
-        _unschedulable(world, job, None, msg, [], pod_only=True)
+        _unschedulable(world, job, None, text, [], pod_only=True)
 
 
 def _unschedulable(
@@ -210,20 +218,24 @@ def _admit_kueue(
         (j for j in world.jobs.values() if j.state == "Pending" and j.suspended),
         key=lambda j: order_key(world, j),
     )
+    quota_total = sum(p.quota_gpus for p in world.projects.values())
+    unused = quota_total - sum(usage_.values())  # kept up to date below: one sum per change, not per workload
     for job in queue:
         r = job.pods * job.gpus_per_pod
-        avail = kueue_available(world, job.project, usage_)
+        avail = kueue_available(world, job.project, usage_, unused)
         if r > avail:
             victims = kueue_victims(world, job, usage_)
             if victims:
                 preempt_kueue(world, job, victims, usage_)
-                avail = kueue_available(world, job.project, usage_)
+                unused = quota_total - sum(usage_.values())
+                avail = kueue_available(world, job.project, usage_, unused)
         if r > avail:
             msg = messages.kueue_insufficient(r - avail)
             _unschedulable(world, job, "Pending", msg, [])
             waiting.append(job)
             continue
         usage_[job.project] += r
+        unused = quota_total - sum(usage_.values())
         if job.priority_class == "inference":
             usage_np[job.project] += r
         _admit(world, job)
