@@ -10,6 +10,8 @@ Everything is batched per kind so a 20,000-pod sweep costs a few queries.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -85,6 +87,12 @@ def _hot_values(obs: Observed) -> dict[str, Any]:
     return hot
 
 
+def state_hash(state: dict[str, Any]) -> str:
+    """A stable digest of a normalized state: unchanged objects are recognised without decoding stored JSON."""
+    blob = json.dumps(state, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()
+
+
 def record_states(
     cluster: Cluster, observed: Sequence[Observed], at: datetime, *, source: str = "k8s"
 ) -> RecordResult:
@@ -92,6 +100,8 @@ def record_states(
 
     Idempotent: recording the same states again writes no rows. ``at`` earlier than an
     open version's ``valid_from`` is refused for that object (history is append-only).
+    An unchanged object costs one digest comparison: open versions are read as
+    (entity, pk, digest, valid_from) tuples, and only changed ones have their JSON read for the diff.
     """
     result = RecordResult(seen=len(observed))
     if not observed:
@@ -101,18 +111,20 @@ def record_states(
         by_kind.setdefault(obs.kind, []).append(obs)
 
     with transaction.atomic():
-        for kind, items in by_kind.items():
+        for kind, raw_items in by_kind.items():
+            items = _unique(raw_items)
             names = {o.name for o in items}
-            existing: dict[tuple[str, str, str], Entity] = {}
+            small = len(names) <= 500  # small batches look up by name; bigger ones read the whole kind once
+            ids: dict[tuple[str, str], int] = {}
             ent_qs = Entity.objects.filter(cluster=cluster, kind=kind)
-            if len(names) <= 500:  # small batches look up by name; full sweeps read the whole kind once
+            if small:
                 ent_qs = ent_qs.filter(name__in=names)
-            for ent in ent_qs:
-                existing[(ent.kind, ent.namespace, ent.name)] = ent
+            for ns, name, pk in ent_qs.values_list("namespace", "name", "pk"):
+                ids[(ns, name)] = pk
             new_entities = [
                 Entity(cluster=cluster, kind=kind, namespace=o.namespace, name=o.name, uid=o.uid, first_seen=at, last_seen=at)
-                for o in _unique(items)
-                if o.key not in existing
+                for o in items
+                if (o.namespace, o.name) not in ids
             ]
             if new_entities:
                 Entity.objects.bulk_create(new_entities, batch_size=2000)
@@ -121,43 +133,56 @@ def record_states(
                 new_qs = Entity.objects.filter(cluster=cluster, kind=kind)
                 if len(new_entities) <= 500:
                     new_qs = new_qs.filter(name__in={e.name for e in new_entities})
-                for ent in new_qs:
-                    existing[(ent.kind, ent.namespace, ent.name)] = ent
+                for ns, name, pk in new_qs.values_list("namespace", "name", "pk"):
+                    ids[(ns, name)] = pk
             ov_qs = EntityVersion.objects.filter(cluster=cluster, kind=kind, valid_to__isnull=True)
-            if len(items) <= 500:
-                ov_qs = ov_qs.filter(entity_id__in=[existing[o.key].pk for o in items])
-            open_versions = {v.entity_id: v for v in ov_qs}
+            if small:
+                ov_qs = ov_qs.filter(entity_id__in=[ids[(o.namespace, o.name)] for o in items])
+            open_versions = {
+                eid: (pk, digest, valid_from)
+                for eid, pk, digest, valid_from in ov_qs.values_list("entity_id", "pk", "state_hash", "valid_from")
+            }
+            changed: list[tuple[Observed, int, str, tuple[int, str, datetime] | None]] = []
+            for obs in items:
+                eid = ids[(obs.namespace, obs.name)]
+                digest = state_hash(obs.state)
+                current = open_versions.get(eid)
+                if current is not None and current[1] == digest:
+                    continue
+                if current is not None and at <= current[2]:
+                    logger.warning("refusing out-of-order state for %s %s/%s at %s", kind, obs.namespace, obs.name, at)
+                    continue
+                changed.append((obs, eid, digest, current))
+            if not changed:
+                continue
+            old_states = dict(
+                EntityVersion.objects.filter(pk__in=[c[3][0] for c in changed if c[3] is not None]).values_list("pk", "state")
+            )
             to_close: list[int] = []
             to_open: list[EntityVersion] = []
             changes: list[Change] = []
             touched: list[int] = []
-            for obs in _unique(items):
-                ent = existing[obs.key]
-                current = open_versions.get(ent.pk)
-                if current is not None and current.state == obs.state:
-                    continue
-                if current is not None and at <= current.valid_from:
-                    logger.warning("refusing out-of-order state for %s at %s", ent, at)
-                    continue
+            for obs, eid, digest, current in changed:
                 if current is not None:
-                    to_close.append(current.pk)
-                    diffs = diff_states(current.state, obs.state)
+                    to_close.append(current[0])
+                    diffs = diff_states(old_states.get(current[0]), obs.state)
                     if len(diffs) > MAX_CHANGES_PER_DIFF:
                         diffs = [("state", None, f"{len(diffs)} fields changed")]
                     for path, old, new in diffs:
                         changes.append(
-                            Change(cluster=cluster, entity=ent, kind=kind, time=at, field=path, old=old, new=new,
+                            Change(cluster=cluster, entity_id=eid, kind=kind, time=at, field=path, old=old, new=new,
                                    source=source, actor=obs.actor)
                         )
                 else:
                     changes.append(
-                        Change(cluster=cluster, entity=ent, kind=kind, time=at, field="created", old=None, new=None,
+                        Change(cluster=cluster, entity_id=eid, kind=kind, time=at, field="created", old=None, new=None,
                                source=source, actor=obs.actor)
                     )
                 to_open.append(
-                    EntityVersion(entity=ent, cluster=cluster, kind=kind, valid_from=at, state=obs.state, **_hot_values(obs))
+                    EntityVersion(entity_id=eid, cluster=cluster, kind=kind, valid_from=at, state=obs.state,
+                                  state_hash=digest, **_hot_values(obs))
                 )
-                touched.append(ent.pk)
+                touched.append(eid)
             if to_close:
                 for chunk in _chunks(to_close, 900):
                     EntityVersion.objects.filter(pk__in=chunk).update(valid_to=at)

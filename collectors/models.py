@@ -93,6 +93,7 @@ class EntityVersion(models.Model):
     valid_to = models.DateTimeField(null=True, blank=True)
     deleted = models.BooleanField(default=False, help_text="a tombstone: the object was gone from valid_from")
     state = models.JSONField(default=dict)
+    state_hash = models.CharField(max_length=32, blank=True, default="")  # inventory.state_hash: unchanged = no decode
     # Hot columns (typed, indexed where pages filter on them).
     phase = models.CharField(max_length=32, blank=True, default="")  # pod/job phase, node Ready/NotReady, gpu state
     node = models.CharField(max_length=253, blank=True, default="")  # pod/gpu -> node name
