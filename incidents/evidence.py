@@ -239,7 +239,10 @@ def state_summary(kind: str, name: str, version: EntityVersion) -> str:
     if isinstance(sched, dict) and sched.get("status") == "False":
         bits.append(f"{sched.get('reason', '')}: {sched.get('message', '')}".strip(": "))
     if kind in ("queue", "project") and st.get("quota_gpus") is not None:
-        bits.append(f"quota {st.get('quota_gpus')} GPUs, limit {st.get('limit_gpus')}")
+        limit = st.get("limit_gpus")
+        bits.append(
+            f"quota {st.get('quota_gpus')} GPUs, " + (f"limit {limit}" if limit is not None else "no limit")
+        )
     if kind == "node" and st.get("unschedulable"):
         bits.append("cordoned")
     if kind == "node" and version.gpus_allocatable is not None:

@@ -144,8 +144,8 @@ def _verdict(ex: JobExplanation) -> list[str]:
     if q is not None:
         over = "over-quota is possible" if q.over_quota_possible else "over-quota is not possible"
         out.append(
-            f"Project {q.project}: {q.allocated} allocated of quota {q.quota}, limit "
-            f"{q.limit if q.limit is not None else 'none'}; the job needs {q.requested} more ({q.reason}; "
+            f"Project {q.project}: {q.allocated} allocated of quota {q.quota if q.quota is not None else '∞'}, "
+            f"{f'limit {q.limit}' if q.limit is not None else 'no limit'}; the job needs {q.requested} more ({q.reason}; "
             f"{over})."
         )
     if ex.ahead:

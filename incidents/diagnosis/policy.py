@@ -137,7 +137,8 @@ def quota_fact(di: DiagnosisInput, q: QuotaAt) -> Derived:
         kind="quota_usage",
         locator=f"inventory quota of project {q.project} (queue {q.queue}) and GPUs of its bound pods as of {iso(di.t)}",
         content=q.to_dict(),
-        summary=f"project {q.project}: {q.allocated} allocated of quota {q.quota}, limit {q.limit}; "
+        summary=f"project {q.project}: {q.allocated} allocated of quota {q.quota if q.quota is not None else '∞'}, "
+        f"{f'limit {q.limit}' if q.limit is not None else 'no limit'}; "
         f"job needs {q.requested} ({q.reason})",
         observed_at=di.t,
     )
