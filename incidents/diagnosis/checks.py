@@ -28,11 +28,12 @@ class Diagnosis:
 def run_checks(di: DiagnosisInput) -> Diagnosis:
     """All findings with at least one citation, ranked, and actions for the top ones."""
     raw: list[Finding] = []
-    for check in CHECKS:
-        try:
-            raw.extend(check(di))
-        except Exception:  # one broken check must not hide what the others found
-            logger.exception("diagnosis check %s failed", check.__name__)
-    cited = [f for f in raw if f.cites]
-    ranked = finalize(di, cited)
-    return Diagnosis(findings=ranked, actions=propose(di, ranked))
+    with di.indexed():  # the checks only read the input: look entities up by index, not by scanning the fleet
+        for check in CHECKS:
+            try:
+                raw.extend(check(di))
+            except Exception:  # one broken check must not hide what the others found
+                logger.exception("diagnosis check %s failed", check.__name__)
+        cited = [f for f in raw if f.cites]
+        ranked = finalize(di, cited)
+        return Diagnosis(findings=ranked, actions=propose(di, ranked))

@@ -54,7 +54,7 @@ def node_findings(di: DiagnosisInput, node: EntityState, is_subject: bool) -> li
     allocatable = gpus_of(st.get("allocatable") or {}) if "allocatable" in st else capacity
     ready = bool(st.get("ready", True))
     ncite = cite_state(node, di.t)
-    plugin_pods = [p for p in di.pods if p.get("node") == node.name and "device-plugin" in p.name]
+    plugin_pods = [p for p in di.pods_bound_to(node.name) if "device-plugin" in p.name]
     if ready and capacity > allocatable:
         since = _first_change(di, node.ref, "nvidia.com/gpu") or _since_in_history(
             di, node, lambda s: gpus_of(s.get("allocatable") or {}) < gpus_of(s.get("capacity") or {})

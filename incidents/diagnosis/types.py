@@ -12,6 +12,8 @@ hypothesis" holds for computed facts too.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -176,12 +178,15 @@ class DiagnosisInput:
     alerts: list[tuple[int, dict[str, Any], datetime | None]] = field(
         default_factory=list
     )  # (obs id, labels, startsAt)
+    _index: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     #
     # Lookups
     #
     def find(self, kind: str, name: str, namespace: str = "") -> EntityState | None:
-        for es in self._of(kind):
+        by_name = self._indexed(f"find:{kind}", lambda: _group(self._of(kind), lambda es: es.name))
+        candidates = by_name.get(name, ()) if by_name is not None else self._of(kind)
+        for es in candidates:
             if es.name == name and (not namespace or es.namespace == namespace):
                 return es
         return None
@@ -200,13 +205,50 @@ class DiagnosisInput:
         return [s for s in self.subjects if s.kind == kind]
 
     def pods_of_job(self, job: EntityState) -> list[EntityState]:
+        by_job = self._indexed(
+            "pods_of_job", lambda: _group(self.pods, lambda p: (p.namespace, p.get("job")))
+        )
+        if by_job is not None:
+            return list(by_job.get((job.namespace, job.name), ()))
         return [p for p in self.pods if p.namespace == job.namespace and p.get("job") == job.name]
 
     def pods_on_node(self, node: str) -> list[EntityState]:
-        return [p for p in self.pods if p.get("node") == node and p.get("phase") in ("Running", "Pending")]
+        return [p for p in self.pods_bound_to(node) if p.get("phase") in ("Running", "Pending")]
+
+    def pods_bound_to(self, node: str) -> list[EntityState]:
+        """Every pod the inventory places on the node, whatever its phase."""
+        by_node = self._indexed("pods_by_node", lambda: _group(self.pods, lambda p: p.get("node")))
+        if by_node is not None:
+            return list(by_node.get(node, ()))
+        return [p for p in self.pods if p.get("node") == node]
 
     def gpus_of_node(self, node: str) -> list[EntityState]:
-        return sorted((g for g in self.gpus if g.get("node") == node), key=lambda g: g.get("index", 0) or 0)
+        by_node = self._indexed("gpus_by_node", lambda: _group(self.gpus, lambda g: g.get("node")))
+        gpus = (
+            by_node.get(node, ()) if by_node is not None else (g for g in self.gpus if g.get("node") == node)
+        )
+        return sorted(gpus, key=lambda g: g.get("index", 0) or 0)
+
+    @contextmanager
+    def indexed(self) -> Iterator[DiagnosisInput]:
+        """Within this block lookups use indexes built once (a fleet: 1,000 nodes x 20,000 pods scanned per node
+        took a minute). The input must not change inside the block; outside it every lookup scans, as before."""
+        outer = self._index
+        if outer is None:
+            self._index = {}
+        try:
+            yield self
+        finally:
+            if outer is None:
+                self._index = None
+
+    def _indexed(self, name: str, build: Callable[[], dict[Any, list[EntityState]]]) -> dict | None:
+        if self._index is None:
+            return None
+        got = self._index.get(name)
+        if got is None:
+            got = self._index[name] = build()
+        return got
 
     def source_failed(self, source: str) -> bool:
         return any(f.source == source for f in self.failures)
@@ -370,3 +412,11 @@ def parse_ts(raw: Any) -> datetime | None:
         return datetime.fromisoformat(raw if isinstance(raw, str) else str(raw))  # 3.11 reads the "Z" suffix
     except ValueError:
         return None
+
+
+def _group(items: list[EntityState], key: Callable[[EntityState], Any]) -> dict[Any, list[EntityState]]:
+    """Items by key, each group in list order (so an indexed lookup returns what a scan would, in order)."""
+    out: dict[Any, list[EntityState]] = {}
+    for it in items:
+        out.setdefault(key(it), []).append(it)
+    return out
