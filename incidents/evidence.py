@@ -20,12 +20,12 @@ import importlib
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from collectors.changefmt import describe_change
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
 from incidents import pod_logs, telemetry
 from incidents.models import Alert, Incident, IncidentSubject, Observation
@@ -357,7 +357,7 @@ def collect_changes(batch: Batch, entities: list[Entity], start: datetime, end: 
             "summary": ch.summary,
             "link": ch.link,
         }
-        what = ch.summary or f"{ch.field}: {_short(ch.old)} → {_short(ch.new)}"
+        what = ch.summary or describe_change(ch.field, ch.old, ch.new)
         batch.add(
             kind="change",
             source="change",
@@ -368,8 +368,3 @@ def collect_changes(batch: Batch, entities: list[Entity], start: datetime, end: 
             entity=ent,
             summary=f"{ent or ''} {what}{' by ' + ch.actor if ch.actor else ''}".strip(),
         )
-
-
-def _short(value: Any) -> str:
-    text = "∅" if value is None else str(value)
-    return text if len(text) <= 60 else text[:60] + "…"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
+from collectors.changefmt import describe_change
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.quota import first_pending_since, is_pending
 from incidents.diagnosis.types import (
@@ -210,7 +211,7 @@ def check_changes(di: DiagnosisInput, lookback: timedelta = LOOKBACK) -> list[Fi
             Finding(
                 C.RECENT_CHANGE,
                 f"The only change(s) on related objects came after the symptom began at {hhmm(onset)}: "
-                f"{first.field.rsplit('.', 1)[-1]} {_short(first.old)} → {_short(first.new)}{who} at "
+                f"{describe_change(first.field.rsplit('.', 1)[-1], first.old, first.new)}{who} at "
                 f"{hhmm(first.time)}" + (f" (+{len(late) - 1} more)" if len(late) > 1 else "") + ".",
                 REFUTED,
                 0.7,
@@ -257,7 +258,7 @@ def check_changes(di: DiagnosisInput, lookback: timedelta = LOOKBACK) -> list[Fi
     for ch, _cat in picked[:3]:
         who = f"{ch.actor} " if ch.actor else ""
         target = f"{ch.entity.kind} {ch.entity.label}" if ch.entity else "external"
-        what = ch.summary or f"{ch.field.rsplit('.', 1)[-1]} {_short(ch.old)} → {_short(ch.new)}"
+        what = ch.summary or describe_change(ch.field.rsplit(".", 1)[-1], ch.old, ch.new)
         parts.append(f"{who}changed {target} {what} at {hhmm(ch.time)}")
     more = f" (+{len(picked) - 3} more)" if len(picked) > 3 else ""
     return [
@@ -295,10 +296,5 @@ def check_changes(di: DiagnosisInput, lookback: timedelta = LOOKBACK) -> list[Fi
 def _describe(ch: ChangeRec) -> str:
     who = f"{ch.actor} " if ch.actor else ""
     target = f"{ch.entity.kind} {ch.entity.label}" if ch.entity else "external"
-    what = ch.summary or f"{ch.field.rsplit('.', 1)[-1]} {_short(ch.old)} → {_short(ch.new)}"
+    what = ch.summary or describe_change(ch.field.rsplit(".", 1)[-1], ch.old, ch.new)
     return f"{who}changed {target} {what} at {hhmm(ch.time)}"
-
-
-def _short(v: object) -> str:
-    s = str(v)
-    return s if len(s) <= 60 else s[:57] + "…"

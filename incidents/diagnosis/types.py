@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from collectors.changefmt import describe_change
+
 SUPPORTED = "supported"
 REFUTED = "refuted"
 UNVERIFIED = "unverified"
@@ -330,7 +332,7 @@ def cite_change(ch: ChangeRec) -> Cite:
             if ch.entity
             else None,
         },
-        summary=f"{target} {ch.field}: {ch.old!r} -> {ch.new!r}{who}",
+        summary=f"{target} {describe_change(ch.field, ch.old, ch.new)}{who}",
         observed_at=ch.time,
         entity=ch.entity,
         source="change",

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from collectors.changefmt import Leaf, diff_leaves
 from rcaweb.cursor import Cursor, format_duration, format_t
 
 register = template.Library()
@@ -184,6 +185,15 @@ def list_url(context: template.Context, viewname: str, *args: object, **filters:
     if params:
         url += "?" + urlencode(params)
     return _link(_cursor(context), url)
+
+
+@register.simple_tag
+def change_diff(change: object) -> list[Leaf]:
+    """``{% change_diff ch as parts %}``: the differing parts of a recorded change (collectors.changefmt),
+    so a list of containers shows ``[main].image 1.4 → 1.5``, not the same cut-off prefix twice."""
+    return diff_leaves(
+        getattr(change, "field", ""), getattr(change, "old", None), getattr(change, "new", None)
+    )
 
 
 @register.filter

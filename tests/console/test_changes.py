@@ -113,3 +113,26 @@ class ChangesTest(PageTestCase):
             headers={"HX-Request": "true", "HX-Target": "change-list"},
         )
         assert r.content.decode().lstrip().startswith('<section class="panel" id="change-list">')
+
+
+class ChangeDiffTest(PageTestCase):
+    def test_a_container_list_change_shows_the_field_that_differs(self) -> None:
+        t = self.times["end"]
+        pod = self.cluster.entities.filter(kind="pod").first()
+        assert pod is not None
+        runtime = {"gpus": 8, "env": {}, "ready": True, "restart_count": 0}
+        image = "nvcr.io/nvidia/pytorch:24.08-py3-research-"
+        Change.objects.create(
+            cluster=self.cluster,
+            entity=pod,
+            kind="pod",
+            time=t - timedelta(minutes=5),
+            field="containers",
+            old=[{"name": "main", "image": image + "1.4", **runtime}],
+            new=[{"name": "main", "image": image + "1.5", **runtime}],
+            source="k8s",
+        )
+        html = self.client.get(f"/changes/?kind=pod&t={iso(t)}&w=1h").content.decode()
+        row = next(r for r in re.findall(r"<tr><td><time.*?</tr>", html, re.S) if "containers" in r)
+        assert "<code>[main].image</code>" in row, row
+        assert f'<span class="old">{image}1.4</span> → <span class="new">{image}1.5</span>' in row, row

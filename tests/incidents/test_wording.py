@@ -6,12 +6,13 @@ from datetime import timedelta
 
 from django.test import SimpleTestCase
 
-from collectors.models import EntityVersion
+from collectors.models import Change, Entity, EntityVersion
 from incidents.diagnosis.policy import quota_fact
 from incidents.diagnosis.quota import QuotaAt
 from incidents.diagnosis.types import DiagnosisInput
-from incidents.evidence import state_summary
-from tests.base import T0
+from incidents.evidence import Batch, collect_changes, state_summary
+from incidents.models import Incident
+from tests.base import T0, BaseTestCase
 
 
 class LimitWordingTest(SimpleTestCase):
@@ -38,3 +39,28 @@ class LimitWordingTest(SimpleTestCase):
         summary = quota_fact(di, q).summary
         assert "None" not in summary and "of quota 8, no limit;" in summary
         assert "limit 10;" in quota_fact(di, QuotaAt("llm", "llm", 8, 10, 6, 4, True, 2)).summary
+
+
+class ChangeWordingTest(BaseTestCase):
+    def test_the_timeline_names_the_container_field_that_changed(self) -> None:
+        pod = Entity.objects.create(
+            cluster=self.cluster, kind="pod", namespace="llm", name="train-0", first_seen=T0, last_seen=T0
+        )
+        runtime = {"gpus": 8, "env": {}, "ready": False, "restart_count": 0}
+        Change.objects.create(
+            cluster=self.cluster,
+            entity=pod,
+            kind="pod",
+            time=T0,
+            field="containers",
+            old=[{"name": "main", "image": "nvcr.io/nvidia/pytorch:24.08-py3-research-1.4", **runtime}],
+            new=[{"name": "main", "image": "nvcr.io/nvidia/pytorch:24.08-py3-research-1.5", **runtime}],
+            actor="ci",
+        )
+        batch = Batch(incident=Incident(), collected_at=T0)
+        collect_changes(batch, [pod], T0 - timedelta(minutes=5), T0 + timedelta(minutes=5))
+        (obs,) = batch.items.values()
+        assert obs.summary.endswith(
+            "containers[main].image: nvcr.io/nvidia/pytorch:24.08-py3-research-1.4 → "
+            "nvcr.io/nvidia/pytorch:24.08-py3-research-1.5 by ci"
+        ), obs.summary

@@ -67,3 +67,26 @@ def test_it_ignores_what_the_system_moves_by_itself():
         ],
     )
     assert check_changes(di)[0].status == "refuted"
+
+
+def test_it_words_a_container_image_change_by_the_field_that_differs():
+    pending = job("train", pods=2, valid_from=T0 + timedelta(hours=1, minutes=10))
+    runtime = {"gpus": 8, "env": {}, "ready": True, "restart_count": 0}
+    old = [{"name": "main", "image": "nvcr.io/nvidia/pytorch:24.08-py3-research-build-1.4", **runtime}]
+    new = [{"name": "main", "image": "nvcr.io/nvidia/pytorch:24.08-py3-research-build-1.5", **runtime}]
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01")],
+        jobs=[pending],
+        pods=[pod("train-0", "train", "vision", phase="Pending", containers=new)],
+        queues=[queue("vision", 16)],
+        t=T0 + timedelta(hours=1, minutes=30),
+        history={JOB: [pending]},
+        changes=[change("pod", "train-0", "containers", old, new, T0 + timedelta(hours=1), "ci", "vision")],
+    )
+    rc = next(f for f in run_checks(di).findings if f.code == C.RECENT_CHANGE)
+    assert rc.status == "supported", rc.statement
+    assert (
+        "containers[main].image: nvcr.io/nvidia/pytorch:24.08-py3-research-build-1.4 → "
+        "nvcr.io/nvidia/pytorch:24.08-py3-research-build-1.5" in rc.statement
+    ), rc.statement
