@@ -134,13 +134,26 @@ def _load_inventory(
 ) -> None:
     subject_ids = {e.pk for e in subject_entities}
     base = EntityVersion.objects.as_of(t).filter(cluster=cluster, deleted=False)
-    for kind in ("node", "gpu", "job", "queue", "project"):  # one bounded query per kind
-        for v in (
+    for kind in ("node", "gpu", "job", "queue", "project"):  # one bounded query per kind, no model objects
+        rows = (
             base.filter(kind=kind)
-            .select_related("entity")
-            .order_by("entity__namespace", "entity__name")[:MAX_VERSIONS]
-        ):
-            di._of(kind).append(_state(v, obs_by_key))
+            .order_by("entity__namespace", "entity__name")
+            .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")
+        )
+        into = di._of(kind)
+        for pk, name, ns, state, since, until in rows[:MAX_VERSIONS]:
+            obs = obs_by_key.get(f"state:{pk}")
+            into.append(
+                EntityState(
+                    kind,
+                    name,
+                    ns,
+                    state=state or {},
+                    valid_from=since,
+                    valid_to=until,
+                    obs_id=obs.pk if obs else None,
+                )
+            )
     _load_pods(di, base, subject_entities, obs_by_key)
     _load_vanished_gpus(di, cluster, t, [e for e in subject_entities if e.kind == "gpu"], obs_by_key)
     start = min(di.onset, t) - HISTORY

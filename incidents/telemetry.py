@@ -31,6 +31,9 @@ METRICS = (
     "DCGM_FI_DEV_FB_USED",
     "DCGM_FI_DEV_POWER_USAGE",
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_SM_CLOCK",
 )
 MAX_GPUS = 32
 MAX_POINTS = 240
@@ -49,7 +52,13 @@ def promql(metric: str, uuids: list[str], label: str = "UUID") -> str:
 
 
 def pick_gpus(links: list[IncidentSubject]) -> list[tuple[str, Any]]:
-    """The GPUs worth series, most relevant first: subject GPUs, GPUs of subject nodes, then the rest."""
+    """The GPUs worth series, most relevant first: subject GPUs, GPUs of subject nodes, then those the pods used.
+
+    GPUs linked only because their node is a candidate for a pending job are left out when they are more
+    than one query's worth (MAX_GPUS): a pending job has no GPU telemetry of its own (the node fit table
+    says why it waits), and on a fleet those candidates are hundreds of GPUs, an arbitrary 32 of which
+    would cost the collection seconds and tell the on-call nothing.
+    """
     subject_nodes = {s.entity.name for s in links if s.entity.kind == "node" and s.role == "subject"}
     gpus = [s for s in links if s.entity.kind == "gpu"]
     if not gpus:
@@ -59,13 +68,28 @@ def pick_gpus(links: list[IncidentSubject]) -> list[tuple[str, Any]]:
         .order_by("entity_id", "valid_from")
         .values_list("entity_id", "node")
     )
+    pods = [s.entity for s in links if s.entity.kind == "pod"]
+    pod_nodes = (
+        set(EntityVersion.objects.filter(entity__in=pods).exclude(node="").values_list("node", flat=True))
+        if pods
+        else set()
+    )
 
     def rank(s: IncidentSubject) -> tuple[int, str]:
         if s.role == "subject":
             return (0, s.entity.name)
         return (1 if nodes.get(s.entity.pk) in subject_nodes else 2, s.entity.name)
 
-    return [(s.entity.name, s.entity) for s in sorted(gpus, key=rank)[:MAX_GPUS]]
+    wanted = [
+        s
+        for s in gpus
+        if s.role == "subject"
+        or nodes.get(s.entity.pk) in subject_nodes
+        or nodes.get(s.entity.pk) in pod_nodes
+    ]
+    if len(gpus) <= MAX_GPUS:  # a small cluster's candidates are cheap context: keep them all
+        wanted = gpus
+    return [(s.entity.name, s.entity) for s in sorted(wanted, key=rank)[:MAX_GPUS]]
 
 
 def collect_dcgm(

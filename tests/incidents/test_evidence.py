@@ -15,6 +15,7 @@ from incidents.evidence import collect_evidence
 from incidents.grouping import group_alert
 from incidents.intake import ingest_alertmanager
 from incidents.models import Alert, Incident, Observation
+from incidents.telemetry import METRICS
 from tests.base import T0, BaseTestCase
 from tests.incidents.fixtures.alertmanager import alert, gpu_uuid, payload, small_world
 
@@ -358,7 +359,8 @@ class BoundedTimeTests(EvidenceTestCase):
             collect_evidence(self.gpu_incident.pk, now=NOW)
         self.assertEqual(q.call_count, 1)
         errors = OBS.filter(incident=self.gpu_incident, kind="dcgm_series").exclude(error="")
-        self.assertEqual(errors.count(), 7)  # one per metric: the first failed, the others were not asked
+        self.assertEqual(errors.count(), len(METRICS))  # one per metric: the first failed, the others not asked
+        self.assertEqual(len(METRICS), 10)
         self.assertTrue(errors.filter(error__startswith="Prometheus not queried").exists())
         # and the inventory's samples still stand in for the live series
         self.assertTrue(
