@@ -359,7 +359,8 @@ class BoundedTimeTests(EvidenceTestCase):
             collect_evidence(self.gpu_incident.pk, now=NOW)
         self.assertEqual(q.call_count, 1)
         errors = OBS.filter(incident=self.gpu_incident, kind="dcgm_series").exclude(error="")
-        self.assertEqual(errors.count(), len(METRICS))  # one per metric: the first failed, the others not asked
+        # one per metric: the first failed, the others were not asked
+        self.assertEqual(errors.count(), len(METRICS))
         self.assertEqual(len(METRICS), 10)
         self.assertTrue(errors.filter(error__startswith="Prometheus not queried").exists())
         # and the inventory's samples still stand in for the live series
