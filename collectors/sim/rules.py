@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class _Instance:
     active_since: datetime
     fired_at: datetime | None = None
     resolved_at: datetime | None = None
+    fp: str | None = None  # fingerprint(labels), computed once: labels never change for an instance
 
 
 class AlertRules:
@@ -257,14 +259,21 @@ def _crashlooping(pod: SimPod, now: datetime) -> bool:
     return False
 
 
+@lru_cache(maxsize=4096)
+def _stamp(t: datetime) -> str:
+    """Alert times are tick times: few distinct values shared by thousands of alerts."""
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _render(inst: _Instance, status: str) -> dict[str, Any]:
-    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    if inst.fp is None:
+        inst.fp = fingerprint(inst.labels)
     return {
         "labels": dict(inst.labels),
         "annotations": dict(inst.annotations),
-        "startsAt": (inst.fired_at or inst.active_since).strftime(fmt),
-        "endsAt": inst.resolved_at.strftime(fmt) if inst.resolved_at else None,
-        "activeAt": inst.active_since.strftime(fmt),
+        "startsAt": _stamp(inst.fired_at or inst.active_since),
+        "endsAt": _stamp(inst.resolved_at) if inst.resolved_at else None,
+        "activeAt": _stamp(inst.active_since),
         "status": status,
-        "fingerprint": fingerprint(inst.labels),
+        "fingerprint": inst.fp,
     }

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.sim.kube import build_context, resources
+from collectors.sim.kube import EVENT_TTL, build_context, core, resources
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +105,9 @@ class Store:
         self.cond = threading.Condition()
         self.scheduler = "kai"
         self.closed = False
+        # Incremental events: the world's resourceVersion at the last sync, and the synced event objects.
+        self._world_rv: int | None = None
+        self._event_objs: dict[Key, Any] = {}
 
     def sync(self, world: Any) -> int:
         """Render the world at world.now, record what changed; returns the number of changes."""
@@ -124,10 +127,23 @@ class Store:
         changes: list[tuple[int, str, str, bytes, Entry]] = []
         new_entries = dict(self.entries)
         new_order = dict(self.order)
+        world_rv = getattr(world, "resource_version", None)
+        incremental_events = (
+            "events" in self.entries
+            and isinstance(world_rv, int)
+            and self._world_rv is not None
+            and world_rv >= self._world_rv
+            and isinstance(getattr(world, "events", None), list)
+        )
         for resource, items in resources(ctx).items():
             old = self.entries.get(resource, {})
             current: dict[Key, Entry] = {}
             changed = False
+            gone: list[Key] | None = None
+            if resource == "events" and incremental_events:
+                items, current, gone = self._event_changes(ctx, world, old)
+            elif resource == "events":
+                items = self._record_events(ctx, items)
             for key, sig, render in items:
                 prev = old.get(key)
                 if prev is not None and sig is not None and prev.sig == sig:
@@ -150,14 +166,17 @@ class Store:
                 changes.append(
                     (entry.rv, resource, "MODIFIED" if prev is not None else "ADDED", entry.data, entry)
                 )
-            for key, prev in old.items():
+            for key in old if gone is None else gone:
                 if key not in current:
+                    prev = old[key]
                     self.rv += 1
                     changed = True
                     changes.append((self.rv, resource, "DELETED", with_rv(prev, self.rv), prev))
             if changed or resource not in self.entries:
                 new_entries[resource] = current
                 new_order[resource] = sorted(current)
+        if isinstance(world_rv, int):
+            self._world_rv = world_rv
         with self.cond:
             self.entries = new_entries
             self.order = new_order
@@ -173,6 +192,38 @@ class Store:
                 self.snapshots.pop(next(iter(self.snapshots)))
             self.cond.notify_all()
         return len(changes)
+
+    def _record_events(self, ctx: Any, items: Any) -> Any:
+        """Full pass over the events: remember each synced event object for the incremental passes."""
+        self._event_objs = {}
+        for item in items:
+            self._event_objs[item[0]] = item[3] if len(item) > 3 else None
+            yield item[:3]
+
+    def _event_changes(self, ctx: Any, world: Any, old: dict[Key, Entry]) -> tuple[list, dict, list[Key]]:
+        """Events since the last sync, without walking every event's signature.
+
+        Same result as the full pass (``kube._iter_events``): an Event only changes through the
+        world's ``emit``, which stamps it with a new resourceVersion, and an expired one never comes
+        back (the correlator starts a new Event). So the changed ones are those stamped after the
+        last sync, and the ones to delete are those past the TTL, in the previous listing's order.
+        """
+        cutoff = ctx.now - EVENT_TTL
+        now = ctx.now
+        last = self._world_rv
+        objs = self._event_objs
+        gone = [k for k, e in objs.items() if e is None or e.last_time <= cutoff or e.first_time > now]
+        for k in gone:
+            del objs[k]
+        current = {k: old[k] for k in objs if k in old}
+        items = []
+        for e in world.events:
+            if e.resource_version > last and e.last_time > cutoff and e.first_time <= now:
+                key = (e.namespace, e.name)
+                objs[key] = e
+                sig = (e.count, e.last_time, e.message, e.resource_version)
+                items.append((key, sig, (lambda e=e: core.event(ctx, e))))
+        return items, current, gone
 
     def snapshot(self, rv: int | None = None) -> Snapshot | None:
         with self.cond:

@@ -107,7 +107,12 @@ def _iter_events(ctx: RenderContext) -> Iterator[Item]:
         if e.last_time < ctx.now - EVENT_TTL or e.first_time > ctx.now:
             continue
         sig = (e.count, e.last_time, e.message, e.resource_version)
-        yield (e.namespace, e.name), sig, (lambda e=e: core.event(ctx, e))
+        yield (
+            (e.namespace, e.name),
+            sig,
+            (lambda e=e: core.event(ctx, e)),
+            e,
+        )  # the event: the store's incremental pass
 
 
 def _iter_namespaces(ctx: RenderContext) -> Iterator[Item]:
