@@ -17,6 +17,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Prefetch, Q
 from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseStopPolling
@@ -128,11 +129,21 @@ def _act(request: RcaRequest, incident: Incident, cursor) -> HttpResponse:  # ty
     return redirect(cursor.link(incident.get_absolute_url()))
 
 
+def now_at(incident: Incident) -> datetime:
+    """Where the cursor bar's "now" goes on an incident's pages: the incident's end once resolved, else the present.
+
+    These pages default to the onset when the URL has no ``t``, so a "now" without ``t`` would land there.
+    """
+    end = incident.window_end or incident.resolved_at
+    return end if end is not None else timezone.now().replace(microsecond=0)
+
+
 def _status_context(request: RcaRequest, incident: Incident, cursor) -> dict:  # type: ignore[no-untyped-def]
     return {
         "incident": incident,
         "cursor": cursor,
         "cursor_anchor": ("incident start", incident.onset),
+        "cursor_now_at": now_at(incident),
         "transitions": services.allowed_transitions(incident.status),
         "responder": can_respond(request.user),
         "duration": (incident.window_end or incident.resolved_at or cursor.t) - incident.onset,
@@ -294,6 +305,7 @@ def incident_history(request: RcaRequest, pk: int) -> HttpResponse:
         "incident": incident,
         "cursor": cursor,
         "cursor_anchor": ("incident start", incident.onset),
+        "cursor_now_at": now_at(incident),
         "page": page,
     }
     return render(request, "incidents/incident_history.html", ctx)

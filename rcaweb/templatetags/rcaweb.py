@@ -140,7 +140,8 @@ def cursor_bar(context: template.Context) -> dict:
     """The cursor bar on every page: steps, now, incident start, previous/next change.
 
     Pages may put ``cursor_prev_change``, ``cursor_next_change`` and ``cursor_anchor``
-    (e.g. the incident onset) in their context.
+    (e.g. the incident onset) in their context, and ``cursor_now_at``: where "now" goes on a page that
+    defaults to another time when the URL has no ``t`` (an incident page opens at its onset).
     """
     request = context.get("request")
     cur = _cursor(context)
@@ -149,10 +150,11 @@ def cursor_bar(context: template.Context) -> dict:
     prev_change = context.get("cursor_prev_change")
     next_change = context.get("cursor_next_change")
     anchor = context.get("cursor_anchor")
+    now_at = context.get("cursor_now_at")
     return {
         "cursor": cur,
         "steps": steps,
-        "now_url": cur.moved_to(None).link(here),
+        "now_url": cur.moved_to(now_at).link(here),
         "prev_url": cur.moved_to(prev_change).link(here) if prev_change else "",
         "next_url": cur.moved_to(next_change).link(here) if next_change else "",
         "anchor_url": cur.moved_to(anchor[1]).link(here) if anchor else "",
