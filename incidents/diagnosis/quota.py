@@ -109,6 +109,9 @@ def policy_of(di: DiagnosisInput, job: EntityState) -> EntityState | None:
 
 def project_allocated(di: DiagnosisInput, project: str, queue: str) -> int:
     """GPUs held at t by bound, unfinished pods of the project (or queue)."""
+    held = di.memo("gpus_held_by_project_queue", lambda: _held(di))
+    if held is not None:  # indexed (run_checks): sum per (project, queue) once, not a fleet scan per queue
+        return sum(n for (p, q), n in held.items() if (project and p == project) or (queue and q == queue))
     total = 0
     for p in di.pods:
         if not p.get("node") or p.get("phase") not in ACTIVE_POD_PHASES:
@@ -116,6 +119,16 @@ def project_allocated(di: DiagnosisInput, project: str, queue: str) -> int:
         if (project and p.get("project") == project) or (queue and p.get("queue") == queue):
             total += int(p.get("gpus") or 0)
     return total
+
+
+def _held(di: DiagnosisInput) -> dict[tuple[str, str], int]:
+    out: dict[tuple[str, str], int] = {}
+    for p in di.pods:
+        if not p.get("node") or p.get("phase") not in ACTIVE_POD_PHASES:
+            continue
+        key = (p.get("project"), p.get("queue"))
+        out[key] = out.get(key, 0) + int(p.get("gpus") or 0)
+    return out
 
 
 def quota_at(di: DiagnosisInput, job: EntityState, req: Request, free_for_borrowing: int) -> QuotaAt | None:

@@ -244,7 +244,11 @@ class DiagnosisInput:
             if outer is None:
                 self._index = None
 
-    def _indexed(self, name: str, build: Callable[[], dict[Any, list[EntityState]]]) -> dict | None:
+    def memo(self, name: str, build: Callable[[], Any]) -> Any:
+        """``build()`` computed once per indexed block (None outside one: callers then compute as before)."""
+        return self._indexed(name, build)
+
+    def _indexed(self, name: str, build: Callable[[], Any]) -> Any:
         if self._index is None:
             return None
         got = self._index.get(name)
