@@ -3,6 +3,11 @@
 A GPU is identified by its UUID. The host label may name the node, the exporter pod (no NODE_NAME) or be
 missing; the node is then found from a relabelled ``node`` label or the scrape ``instance`` address.
 A GPU seen before that no longer reports is kept, with ``present: false`` and phase "missing".
+
+The state holds slowly changing facts only (docs/inventory.md): which exporter label spelling carried the pod
+(``pod`` or ``exported_pod``, ``Hostname`` or ``hostname``), the driver version and the exporter's own pod are
+not facts about the GPU, and the pod's namespace is part of ``pod`` (kept in the ``namespace`` hot column only),
+so a GPU version changes when the GPU is allocated, released, fails or goes missing, never per sweep.
 """
 
 from __future__ import annotations
@@ -89,8 +94,8 @@ def map_gpus(
             "model": first["model"] or (nodes.get(node, {}).get("gpu_product", "").replace("-", " ")),
             "pci_bus_id": first["pci_bus_id"],
             "present": True,
+            # The pod is the fact; its namespace is not stored again (one allocation = one change, not two).
             "pod": pod or None,
-            "namespace": pod.split("/", 1)[0] if pod else None,
             "xid_last": int(xid) if xid is not None else None,
             "ecc_dbe_total": int(dbe) if dbe is not None else None,
             "ecc_sbe_total": int(sbe) if sbe is not None else None,
@@ -106,14 +111,15 @@ def map_gpus(
                     "node": node,
                     "pod": pod,
                     "phase": "faulty" if faulty else "ok",
-                    "namespace": state["namespace"] or "",
+                    "namespace": pod.split("/", 1)[0] if pod else "",
                 },
             )
         )
     for uuid, last in sorted((previous or {}).items()):
         if uuid in by_uuid:
             continue
-        state = {**last, "present": False, "pod": None, "namespace": None}
+        kept = {k: v for k, v in last.items() if k != "namespace"}  # states recorded before it was dropped
+        state = {**kept, "present": False, "pod": None}
         out.append(
             Observed(
                 kind="gpu",

@@ -174,7 +174,7 @@ def compute(cursor: Cursor, cluster: Cluster | None = None) -> Fleet:
             sm=stats.get("recent"),
             idle_hours=0.0,
             pod=g.pod,
-            project=(pod.project if pod else "") or str(g.state.get("namespace") or ""),
+            project=(pod.project if pod else "") or (g.pod.split("/", 1)[0] if g.pod else ""),
             job=pod.job if pod else "",
             job_namespace=pod.entity.namespace if pod else "",
         )
