@@ -29,7 +29,7 @@ pytestmark = [
 def test_a_real_worker_sweeps_the_simulated_cluster(transactional_db, tmp_path):
     if connection.vendor != "postgresql":
         pytest.skip("the worker must see the test database: needs PostgreSQL (DATABASE_URL=postgres://…)")
-    redis = RedisServer().start()
+    redis = RedisServer(tmp_path).start()
     world = small_world("kai")
     worker = None
     try:
