@@ -13,10 +13,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Max, Q
-from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun, TelemetrySample
+from incidents import snapshot
 from incidents.diagnosis.types import (
     ChangeRec,
     DiagnosisInput,
@@ -134,14 +134,10 @@ def _load_inventory(
 ) -> None:
     subject_ids = {e.pk for e in subject_entities}
     base = EntityVersion.objects.as_of(t).filter(cluster=cluster, deleted=False)
-    for kind in ("node", "gpu", "job", "queue", "project"):  # one bounded query per kind, no model objects
-        rows = (
-            base.filter(kind=kind)
-            .order_by("entity__namespace", "entity__name")
-            .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")
-        )
+    fleet = snapshot.fleet_rows(cluster, t)
+    for kind in snapshot.KINDS:
         into = di._of(kind)
-        for pk, name, ns, state, since, until in rows[:MAX_VERSIONS]:
+        for pk, name, ns, state, since, until in fleet[kind][:MAX_VERSIONS]:
             obs = obs_by_key.get(f"state:{pk}")
             into.append(
                 EntityState(
@@ -154,7 +150,7 @@ def _load_inventory(
                     obs_id=obs.pk if obs else None,
                 )
             )
-    _load_pods(di, base, subject_entities, obs_by_key)
+    _load_pods(di, base, fleet["pod"], subject_entities, obs_by_key)
     _load_vanished_gpus(di, cluster, t, [e for e in subject_entities if e.kind == "gpu"], obs_by_key)
     start = min(di.onset, t) - HISTORY
     # History of what the checks read over time: subject objects, their jobs/pods, nodes, GPUs and policy.
@@ -203,7 +199,11 @@ def _load_inventory(
 
 
 def _load_pods(
-    di: DiagnosisInput, base: Any, subject_entities: list[Entity], obs_by_key: dict[str, Observation]
+    di: DiagnosisInput,
+    base: Any,
+    slim: list[tuple[Any, ...]],
+    subject_entities: list[Entity],
+    obs_by_key: dict[str, Observation],
 ) -> None:
     """Subject pods and pods of subject jobs in full; every other unfinished pod by its hot columns only.
 
@@ -215,48 +215,18 @@ def _load_pods(
     for e in subject_entities:
         if e.kind == "job":
             full |= Q(job=e.name, namespace=e.namespace)
-    pods = base.filter(kind="pod")
-    for v in pods.filter(full).select_related("entity")[:MAX_VERSIONS]:
+    seen: set[int] = set()
+    for v in base.filter(kind="pod").filter(full).select_related("entity")[:MAX_VERSIONS]:
+        seen.add(v.pk)
         di.pods.append(_state(v, obs_by_key))
-    slim = (
-        pods.exclude(full)
-        .exclude(phase__in=("Succeeded", "Failed"))
-        .annotate(
-            s_started=KeyTextTransform("started", "state"),
-            s_created=KeyTextTransform("created", "state"),
-            s_class=KeyTextTransform("priority_class", "state"),
-        )
-        .values_list(
-            "pk",
-            "entity__name",
-            "entity__namespace",
-            "phase",
-            "node",
-            "job",
-            "queue",
-            "project",
-            "gpus",
-            "valid_from",
-            "s_started",
-            "s_created",
-            "s_class",
-        )
-    )
-    for pk, name, ns, phase, node, job, queue, project, gpus, since, started, created, klass in slim[
-        :MAX_VERSIONS
-    ]:
+    kept = 0
+    for pk, name, ns, state, since in slim:
+        if pk in seen:
+            continue
+        if kept >= MAX_VERSIONS:
+            break
+        kept += 1
         obs = obs_by_key.get(f"state:{pk}")
-        state = {
-            "phase": phase,
-            "node": node or None,
-            "job": job,
-            "queue": queue,
-            "project": project,
-            "gpus": gpus or 0,
-            "started": started,
-            "created": created,
-            "priority_class": klass or "",
-        }
         di.pods.append(
             EntityState("pod", name, ns, state=state, valid_from=since, obs_id=obs.pk if obs else None)
         )
