@@ -1,0 +1,51 @@
+"""The fleet snapshot: read once per sweep for large inventories, read again as soon as the inventory moves."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from unittest import mock
+
+from collectors.inventory import Observed, record_states
+from collectors.models import SourceRun
+from incidents import snapshot
+from tests.base import T0, BaseTestCase
+from tests.incidents.fixtures.alertmanager import small_world
+
+T = T0 + timedelta(minutes=5)
+
+
+class SnapshotTests(BaseTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        small_world(self.cluster, T0)
+        snapshot.forget()
+        self.addCleanup(snapshot.forget)  # a rolled-back test database reuses ids: never leak an entry
+
+    def test_it_reads_a_small_inventory_every_time(self) -> None:
+        self.assertIsNot(snapshot.fleet_rows(self.cluster, T), snapshot.fleet_rows(self.cluster, T))
+
+    def test_it_shares_a_large_inventory_until_a_sweep_moves_it(self) -> None:
+        with mock.patch.object(snapshot, "MIN_CACHED_ROWS", 1):
+            first = snapshot.fleet_rows(self.cluster, T)
+            self.assertIs(snapshot.fleet_rows(self.cluster, T), first)
+            self.assertIsNot(snapshot.fleet_rows(self.cluster, T + timedelta(seconds=1)), first)  # another t
+            again = snapshot.fleet_rows(self.cluster, T)
+            SourceRun.objects.create(cluster=self.cluster, source="k8s", call="list nodes", time=T, ok=True)
+            self.assertIsNot(snapshot.fleet_rows(self.cluster, T), again)
+            before = snapshot.fleet_rows(self.cluster, T)
+            record_states(
+                self.cluster, [Observed("queue", "late", {"quota_gpus": 4})], T - timedelta(minutes=1)
+            )
+            after = snapshot.fleet_rows(self.cluster, T)
+        self.assertIsNot(after, before)
+        self.assertIn("late", [name for _, name, *_ in after["queue"]])
+        self.assertNotIn("late", [name for _, name, *_ in before["queue"]])
+
+    def test_it_keeps_hot_columns_only_for_pods(self) -> None:
+        pods = snapshot.fleet_rows(self.cluster, T)["pod"]
+        self.assertTrue(pods)
+        _, _, _, state, _ = pods[0]
+        self.assertEqual(
+            set(state),
+            {"phase", "node", "job", "queue", "project", "gpus", "started", "created", "priority_class"},
+        )
