@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from collectors.models import Cluster, EntityVersion, TelemetrySample
@@ -54,10 +54,10 @@ def promql(metric: str, uuids: list[str], label: str = "UUID") -> str:
 def pick_gpus(links: list[IncidentSubject]) -> list[tuple[str, Any]]:
     """The GPUs worth series, most relevant first: subject GPUs, GPUs of subject nodes, then those the pods used.
 
-    GPUs linked only because their node is a candidate for a pending job are left out when they are more
-    than one query's worth (MAX_GPUS): a pending job has no GPU telemetry of its own (the node fit table
-    says why it waits), and on a fleet those candidates are hundreds of GPUs, an arbitrary 32 of which
-    would cost the collection seconds and tell the on-call nothing.
+    GPUs linked only because their node is a candidate for a pending job are left out: a pending job has
+    no GPU telemetry of its own (the node fit table says why it waits; the inventory's GPU states and
+    samples stay available to the diagnosis), and on a fleet those candidates are hundreds of GPUs, an
+    arbitrary 32 of which would cost the collection seconds and tell the on-call nothing.
     """
     subject_nodes = {s.entity.name for s in links if s.entity.kind == "node" and s.role == "subject"}
     gpus = [s for s in links if s.entity.kind == "gpu"]
@@ -87,8 +87,6 @@ def pick_gpus(links: list[IncidentSubject]) -> list[tuple[str, Any]]:
         or nodes.get(s.entity.pk) in subject_nodes
         or nodes.get(s.entity.pk) in pod_nodes
     ]
-    if len(gpus) <= MAX_GPUS:  # a small cluster's candidates are cheap context: keep them all
-        wanted = gpus
     return [(s.entity.name, s.entity) for s in sorted(wanted, key=rank)[:MAX_GPUS]]
 
 
@@ -129,9 +127,11 @@ def _from_prometheus(
     uuids = [u for u, _ in gpus]
     ok = True
     down = ""  # once Prometheus timed out or refused, the other queries are skipped (bounded collection time)
+    labels_seen: list[str] = []  # the label spelling this exporter uses, once one query found series
+    frozen = _frozen(batch, uuids)
     for metric in METRICS:
-        query = promql(metric, uuids)
-        label = "UUID"
+        query = promql(metric, uuids, labels_seen[0] if labels_seen else "UUID")
+        label = labels_seen[0] if labels_seen else "UUID"
         if down:
             _error(
                 batch,
@@ -141,13 +141,12 @@ def _from_prometheus(
                 f"Prometheus not queried: it did not answer earlier in this collection ({down})",
             )
             continue
+        since = _resume_from(frozen, metric, uuids, start, step)
         try:
-            series = source.query_range(query, start, end, step)
-            if not series:  # dcgm-exporter spelled the label "uuid" in some releases
-                lower = promql(metric, uuids, "uuid")
-                series = source.query_range(lower, start, end, step)
-                if series:
-                    query, label = lower, "uuid"
+            series, query, label = _fetch(source, metric, uuids, since, end, step, labels_seen)
+            if not series and since > start:  # nothing recent: the whole window says whether it exists
+                since = start
+                series, query, label = _fetch(source, metric, uuids, since, end, step, labels_seen)
         except Exception as exc:
             ok = False
             message = getattr(exc, "message", None) or str(exc)
@@ -155,6 +154,8 @@ def _from_prometheus(
             if getattr(exc, "status", None) is None:  # no HTTP status: timeout or connection refused
                 down = message[:200]
             continue
+        if series and label not in labels_seen:
+            labels_seen.append(label)
         by_uuid: dict[str, list[list[Any]]] = {}
         for s in series:
             labels = s.labels
@@ -166,6 +167,10 @@ def _from_prometheus(
             if uuid not in by_uuid and not series:
                 continue  # the metric is not exported at all (counter set): one "no series" fact is enough
             points = sorted(by_uuid.get(uuid, []))
+            if since > start:  # a rerun fetched only the recent part: the frozen points are the rest
+                points = merge_points({"points": frozen.get((metric, uuid)) or []}, {"points": points})[
+                    "points"
+                ]
             # The locator is the selector that reproduces this one series; the batched query that fetched it
             # (all the incident's GPUs at once) is kept in content["query"].
             one = promql(metric, [uuid], label)
@@ -194,6 +199,61 @@ def _from_prometheus(
                 summary=f"{metric}: no series for these GPUs in the window",
             )
     return ok
+
+
+def _fetch(
+    source: Any,
+    metric: str,
+    uuids: list[str],
+    start: datetime,
+    end: datetime,
+    step: int,
+    labels_seen: list[str],
+) -> tuple[list[Any], str, str]:
+    """One range query for all the GPUs; the other label spelling only while none is known to work."""
+    tried = labels_seen[:1] or ["UUID", "uuid"]  # dcgm-exporter spelled the label "uuid" in some releases
+    query, label, series = promql(metric, uuids, tried[0]), tried[0], []
+    for lab in tried:
+        q = promql(metric, uuids, lab)
+        series = source.query_range(q, start, end, step)
+        if series or lab == tried[0]:
+            query, label = q, lab
+        if series:
+            break
+    return series, query, label
+
+
+def _frozen(batch: Batch, uuids: list[str]) -> dict[tuple[str, str], list[list[Any]]]:
+    """Points of the live series an earlier collection of this incident froze, by (metric, GPU)."""
+    keys = [f"dcgm:{m}:{u}" for m in METRICS for u in uuids]
+    if batch.incident.pk is None:
+        return {}
+    rows = batch.incident.observations.filter(dedup_key__in=keys, error="").values_list(
+        "dedup_key", "content"
+    )
+    out: dict[tuple[str, str], list[list[Any]]] = {}
+    for key, content in rows:
+        _, metric, uuid = key.split(":", 2)
+        out[(metric, uuid)] = list((content or {}).get("points") or [])
+    return out
+
+
+def _resume_from(
+    frozen: dict[tuple[str, str], list[list[Any]]], metric: str, uuids: list[str], start: datetime, step: int
+) -> datetime:
+    """Where a rerun's query may start: shortly before the freshest frozen point, on the query's step grid.
+
+    Points before it are already frozen (and Prometheus answers the same for the same grid); a GPU without
+    a frozen series, or no point at all, means the whole window again.
+    """
+    if any((metric, u) not in frozen for u in uuids):
+        return start
+    lasts = [pts[-1][0] for pts in (frozen[(metric, u)] for u in uuids) if pts]
+    if not lasts:
+        return start
+    freshest = datetime.fromisoformat(max(lasts).replace("Z", "+00:00"))
+    steps = int(max((freshest - start).total_seconds() - 2 * step, 0) // step)
+    return start + timedelta(seconds=steps * step)
 
 
 def _from_samples(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import types
-from datetime import timedelta
+from datetime import datetime, timedelta
 from unittest import mock
 
 from collectors.inventory import Observed, record_states
@@ -119,10 +119,14 @@ class CollectTests(EvidenceTestCase):
                 "project_state",
                 "event",
                 "change",
-                "dcgm_series",
             }
             <= self.kinds(self.incident)
         )
+        # A pending job has no GPU telemetry of its own: its candidate nodes' GPUs get no series;
+        # a GPU incident gets them.
+        self.assertNotIn("dcgm_series", self.kinds(self.incident))
+        collect_evidence(self.gpu_incident.pk, now=NOW)
+        self.assertIn("dcgm_series", self.kinds(self.gpu_incident))
         pod = OBS.get(
             incident=self.incident, kind="pod_state", locator="/api/v1/namespaces/vision/pods/resnet-train-0"
         )
@@ -272,6 +276,36 @@ class PrometheusTests(EvidenceTestCase):
             incident=self.gpu_incident, kind="dcgm_series", source="prometheus", content__uuid=self.uuid
         )
         self.assertEqual(len(obs.content["points"]), 40)
+
+    def test_it_asks_a_rerun_only_for_points_after_those_it_froze(self) -> None:
+        starts: list[datetime] = []
+
+        def answer(promql, start, end, step):  # type: ignore[no-untyped-def]
+            if not promql.startswith("DCGM_FI_DEV_XID_ERRORS"):
+                return []
+            starts.append(start)
+            (whole,) = self.series(range(-30, 40))
+            return [Series(whole.labels, [p for p in whole.points if start <= p[0] <= end])]
+
+        source = "collectors.sources.prometheus.PrometheusSource.query_range"
+        with mock.patch(source, side_effect=answer):
+            collect_evidence(self.gpu_incident.pk, now=NOW)
+        obs = OBS.get(
+            incident=self.gpu_incident, kind="dcgm_series", source="prometheus", content__uuid=self.uuid
+        )
+        before = len(obs.content["points"])
+        anomalies = OBS.filter(incident=self.gpu_incident, kind="telemetry_anomaly").count()
+        with mock.patch(source, side_effect=answer):
+            collect_evidence(self.gpu_incident.pk, now=NOW + timedelta(minutes=5))
+        first, rerun = starts
+        self.assertGreater(rerun, first)  # not the whole window again
+        obs.refresh_from_db()
+        times = [p[0] for p in obs.content["points"]]
+        self.assertEqual(times, sorted(set(times)))
+        self.assertGreater(len(times), before)  # the frozen points and the new ones
+        self.assertEqual(times[0], f"{(T0 - timedelta(minutes=30)):%Y-%m-%dT%H:%M:%SZ}")
+        # the frozen points were merged first, so Xid 79 is not "raised" again where the rerun's range starts
+        self.assertEqual(OBS.filter(incident=self.gpu_incident, kind="telemetry_anomaly").count(), anomalies)
 
 
 class LogTests(EvidenceTestCase):
