@@ -73,14 +73,15 @@ def _field(obj: dict[str, Any], path: tuple[str, ...]) -> str:
     return "" if cur is None else str(cur)
 
 
-def encode(obj: dict[str, Any], rv: int) -> Entry:
+def encode(obj: dict[str, Any], rv: int, sig: Any = None) -> Entry:
     obj = _prune(obj)
     obj.setdefault("metadata", {})["resourceVersion"] = str(rv)
     labels = dict(obj["metadata"].get("labels") or {})
     fields = {name: _field(obj, path) for name, path in FIELD_PATHS.items()}
-    return Entry(
-        sig=None, rv=rv, data=json.dumps(obj, separators=(",", ":")).encode(), labels=labels, fields=fields
-    )
+    return Entry(sig=sig, rv=rv, data=_dumps(obj).encode(), labels=labels, fields=fields)
+
+
+_dumps = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps without its per-call keyword checks
 
 
 def with_rv(entry: Entry, rv: int) -> bytes:
@@ -153,9 +154,15 @@ class Store:
                     current[key] = prev
                     continue
                 self.rv += 1
-                entry = encode(render(), self.rv)
-                entry = Entry(sig=sig, rv=entry.rv, data=entry.data, labels=entry.labels, fields=entry.fields)
-                if prev is not None and _same_object(prev.data, entry.data):
+                entry = encode(render(), self.rv, sig)
+                # An Event's count is in its rendering: a new count is a real change, no need to compare.
+                recount = (
+                    resource == "events"
+                    and prev is not None
+                    and prev.sig is not None
+                    and prev.sig[0] != sig[0]
+                )
+                if prev is not None and not recount and _same_object(prev.data, entry.data):
                     self.rv -= 1
                     current[key] = Entry(
                         sig=sig, rv=prev.rv, data=prev.data, labels=prev.labels, fields=prev.fields
