@@ -128,11 +128,33 @@ def process_alert(alert_id: int) -> int | None:
         alert = Alert.objects.get(pk=alert_id)
         outcome = group_alert(alert)
         incident_id = outcome.pk
-        if getattr(outcome, "needs_evidence", False):
+        if getattr(outcome, "needs_evidence", False) and not _already_queued(incident_id, alert_id):
             # The page polls while "pending"; the sweeper re-queues collections left pending too long.
             Incident.objects.filter(pk=incident_id).update(collection_state="pending")
             transaction.on_commit(lambda: enqueue_evidence(incident_id))
     return incident_id
+
+
+def _already_queued(incident_id: int, alert_id: int) -> bool:
+    """A collection is queued and not started yet: it will see this alert, so a burst queues one, not one each.
+
+    "pending" is also a new incident's state, so it counts only once an earlier alert of the incident was
+    processed (and queued the collection). The incident row stays locked until this transaction commits,
+    and a collection marks itself "running" (an update of that row) before it reads anything: it cannot
+    start, and miss this alert, in between.
+    """
+    state = (
+        Incident.objects.select_for_update()
+        .filter(pk=incident_id)
+        .values_list("collection_state", flat=True)
+        .first()
+    )
+    return (
+        state == "pending"
+        and Alert.objects.filter(incident_id=incident_id, processed_at__isnull=False)
+        .exclude(pk=alert_id)
+        .exists()
+    )
 
 
 def process_alerts(alert_ids: list[int]) -> int:

@@ -72,6 +72,29 @@ class OutboxTests(BaseTestCase):
         self.assertIsNone(Alert.objects.get().processed_at)  # the claim rolled back with the failure
         self.assertEqual(intake.sweep_outbox(now=later), 1)
 
+    def test_it_queues_one_collection_for_a_burst_of_alerts_joining_an_incident(self) -> None:
+        from incidents import outbox
+
+        def process(name: str) -> int:
+            intake.ingest_alertmanager(payload([alert(name, {"node": "x"}, T0)]))
+            alert_id = Alert.objects.get(name=name).pk
+            with self.captureOnCommitCallbacks(execute=True):
+                incident_id = outbox.process_alert(alert_id)
+            assert incident_id is not None
+            return incident_id
+
+        with mock.patch.object(tasks.collect_evidence, "delay") as delay:
+            incident_id = process("A")  # a new incident ("pending" by default) queues its collection
+            self.assertEqual(delay.call_count, 1)
+            self.assertEqual(process("B"), incident_id)  # joins while that collection is still queued
+            self.assertEqual(delay.call_count, 1)
+            Incident.objects.filter(pk=incident_id).update(collection_state="running")
+            process("C")  # the running collection may have read the alerts already: collect again
+            self.assertEqual(delay.call_count, 2)
+            Incident.objects.filter(pk=incident_id).update(collection_state="done")
+            process("D")
+            self.assertEqual(delay.call_count, 3)
+
     def test_it_runs_the_beat_task_through_celery(self) -> None:
         intake.ingest_alertmanager(
             payload([alert("A", {"node": "x"}, T0)]), received_at=timezone.now() - timedelta(minutes=5)
