@@ -135,21 +135,23 @@ def _load_inventory(
     subject_ids = {e.pk for e in subject_entities}
     base = EntityVersion.objects.as_of(t).filter(cluster=cluster, deleted=False)
     fleet = snapshot.fleet_rows(cluster, t)
+    # Observation id per version id, once (not one key string per fleet row).
+    state_obs = {
+        int(k[6:]): o.pk for k, o in obs_by_key.items() if k.startswith("state:") and k[6:].isdigit()
+    }
     for kind in snapshot.KINDS:
-        into = di._of(kind)
-        for pk, name, ns, state, since, until in fleet[kind][:MAX_VERSIONS]:
-            obs = obs_by_key.get(f"state:{pk}")
-            into.append(
-                EntityState(
-                    kind,
-                    name,
-                    ns,
-                    state=state or {},
-                    valid_from=since,
-                    valid_to=until,
-                    obs_id=obs.pk if obs else None,
-                )
+        di._of(kind).extend(
+            EntityState(
+                kind,
+                name,
+                ns,
+                state=state or {},
+                valid_from=since,
+                valid_to=until,
+                obs_id=state_obs.get(pk),
             )
+            for pk, name, ns, state, since, until in fleet[kind][:MAX_VERSIONS]
+        )
     _load_pods(di, base, fleet["pod"], subject_entities, obs_by_key)
     _load_vanished_gpus(di, cluster, t, [e for e in subject_entities if e.kind == "gpu"], obs_by_key)
     start = min(di.onset, t) - HISTORY
