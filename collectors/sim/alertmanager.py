@@ -95,6 +95,9 @@ class AlertSender:
         self.groups: dict[tuple[tuple[str, str], ...], _Group] = {}
         self.sent: list[tuple[datetime, dict[str, Any]]] = []
         self.failures: list[tuple[datetime, str]] = []
+        # fingerprint -> (the raw alert's fields, its payload form): 10,000 firing alerts that did not
+        # change since the last tick are not converted again.
+        self._converted: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
 
     #
     # Alert state
@@ -123,7 +126,7 @@ class AlertSender:
         for raw in alerts:
             if raw.get("status") == "pending":
                 continue
-            alert = self._alert(raw, now)
+            alert = self._convert(raw, now)
             key = tuple((name, alert["labels"].get(name, "")) for name in self.group_by)
             group = self.groups.get(key)
             if group is None:
@@ -155,7 +158,30 @@ class AlertSender:
                     break
         for key in [k for k, g in self.groups.items() if not g.alerts]:
             del self.groups[key]
+        if len(self._converted) > 2 * len(seen) + 1000:
+            self._converted = {fp: c for fp, c in self._converted.items() if fp in seen}
         return sent
+
+    def _convert(self, raw: dict[str, Any], now: datetime) -> dict[str, Any]:
+        """``_alert``, reusing last tick's result when the raw alert is the same (and does not depend on now)."""
+        fp = raw.get("fingerprint")
+        status = raw.get("status") or "firing"
+        if not fp or (status == "resolved" and not raw.get("endsAt")):
+            return self._alert(raw, now)
+        key = (
+            status,
+            raw.get("startsAt"),
+            raw.get("endsAt"),
+            raw.get("expr"),
+            raw["labels"],
+            raw.get("annotations"),
+        )
+        hit = self._converted.get(fp)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        alert = self._alert(raw, now)
+        self._converted[fp] = (key, alert)
+        return alert
 
     def _flush(self, group: _Group) -> dict[str, Any] | None:
         if not group.alerts:
@@ -184,7 +210,10 @@ class AlertSender:
         return {
             "receiver": self.receiver,
             "status": "firing" if any(a["status"] == "firing" for a in alerts) else "resolved",
-            "alerts": [dict(a) for a in alerts],
+            # own label and annotation dicts: the converted alerts are reused across ticks (_convert)
+            "alerts": [
+                {**a, "labels": dict(a["labels"]), "annotations": dict(a["annotations"])} for a in alerts
+            ],
             "groupLabels": dict(sorted(group_labels.items())),
             "commonLabels": dict(sorted(common_labels.items())),
             "commonAnnotations": dict(sorted(common_ann.items())),
