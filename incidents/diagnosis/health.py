@@ -15,7 +15,7 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.fit import node_nominal_gpus
-from incidents.diagnosis.nodes import node_findings
+from incidents.diagnosis.nodes import _first_change, _since_in_history, node_findings
 from incidents.diagnosis.quota import is_pending
 from incidents.diagnosis.types import (
     REFUTED,
@@ -25,7 +25,6 @@ from incidents.diagnosis.types import (
     DiagnosisInput,
     EntityState,
     Finding,
-    Ref,
     Series,
     cite_event,
     cite_series,
@@ -104,25 +103,6 @@ def _series(di: DiagnosisInput, metric: str, uuid: str, node: str = "", index: A
 
 def _gpu_label(gpu: EntityState) -> str:
     return f"GPU {gpu.get('index', '?')} ({gpu.name}) on {gpu.get('node', '?')}"
-
-
-def _first_change(di: DiagnosisInput, ref: Ref, leaf: str) -> datetime | None:
-    times = [
-        c.time
-        for c in di.changes
-        if c.entity == ref and c.field.rsplit(".", 1)[-1] == leaf and c.time <= di.t
-    ]
-    return max(times) if times else None
-
-
-def _since_in_history(di: DiagnosisInput, es: EntityState, pred: Any) -> datetime | None:
-    since = None
-    for v in reversed(di.history.get(es.ref) or []):
-        if pred(v.state):
-            since = v.valid_from
-        else:
-            break
-    return since or es.valid_from
 
 
 #
