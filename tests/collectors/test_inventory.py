@@ -15,7 +15,9 @@ T0 = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)
 
 
 def node(name: str, **state) -> Observed:
-    return Observed(kind="node", name=name, state={"ready": True, "gpus": 8, **state}, hot={"gpus": state.get("gpus", 8)})
+    return Observed(
+        kind="node", name=name, state={"ready": True, "gpus": 8, **state}, hot={"gpus": state.get("gpus", 8)}
+    )
 
 
 class RecordStatesTest(TestCase):
@@ -62,11 +64,18 @@ class RecordStatesTest(TestCase):
 
 
 def test_diff_states_names_nested_fields():
-    assert diff_states({"a": {"b": 1, "c": 2}}, {"a": {"b": 1, "c": 3}, "d": 4}) == [("a.c", 2, 3), ("d", None, 4)]
+    assert diff_states({"a": {"b": 1, "c": 2}}, {"a": {"b": 1, "c": 3}, "d": 4}) == [
+        ("a.c", 2, 3),
+        ("d", None, 4),
+    ]
 
 
 # Random histories: a list of (minute offset, state value or None for "absent") steps.
-steps = st.lists(st.tuples(st.integers(min_value=1, max_value=30), st.one_of(st.none(), st.integers(0, 3))), min_size=1, max_size=12)
+steps = st.lists(
+    st.tuples(st.integers(min_value=1, max_value=30), st.one_of(st.none(), st.integers(0, 3))),
+    min_size=1,
+    max_size=12,
+)
 
 
 class AsOfPropertyTest(HypothesisTestCase):
