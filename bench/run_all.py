@@ -2,7 +2,7 @@
 
 Each script runs in its own process on its own PostgreSQL database (created if missing). Scripts that
 accept ``--json`` feed the table; the full output of every script is kept in var/bench/<name>.log.
-Figures depend on the machine: the table header names it and the date.
+Figures depend on the machine: the table header names it and the date. Name scripts to run only those.
 """
 
 from __future__ import annotations
@@ -60,8 +60,11 @@ def run(script: str, extra: list[str], db: str) -> tuple[int, str, dict | None]:
 def main() -> int:
     print(f"rcaweb benchmarks, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
           f"{os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}")
+    only = set(sys.argv[1:])  # e.g. `python bench/run_all.py pages.py latency.py`
     results = {}
     for script, extra, db in RUNS:
+        if only and script not in only:
+            continue
         results[script] = run(script, extra, db)
     print("\n| benchmark | figure | value |\n|---|---|---|")
     for script, (code, out, data) in results.items():
@@ -69,7 +72,12 @@ def main() -> int:
             for key, value in data.items():
                 if key in ("bench",):
                     continue
-                print(f"| {script} | {key} | {json.dumps(value) if isinstance(value, dict | list) else value} |")
+                if isinstance(value, dict):  # e.g. pages: one row per page
+                    for sub, v in value.items():
+                        shown = ", ".join(f"{k} {x}" for k, x in v.items()) if isinstance(v, dict) else v
+                        print(f"| {script} | {key}: {sub} | {shown} |")
+                else:
+                    print(f"| {script} | {key} | {json.dumps(value) if isinstance(value, list) else value} |")
         else:
             tail = [ln for ln in out.strip().splitlines() if ln.strip()][-6:]
             for ln in tail:
