@@ -12,9 +12,11 @@ import logging
 import threading
 import uuid
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from collectors.sim.loopback import LoopbackServer
 
 logger = logging.getLogger(__name__)
 _NS = uuid.UUID("0c6f7f1a-8d0e-4f7e-9d5c-3a1b2c4d5e6f")
@@ -165,7 +167,8 @@ class RunaiApi:
 
 class RunaiHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out as separate writes: Nagle + delayed ACK cost 40 ms a request
+    # Headers and body go out as separate writes: Nagle + delayed ACK cost 40 ms a request.
+    disable_nagle_algorithm = True
     server_version = "sim-runai/2.20"
     sim: RunaiServer
 
@@ -243,31 +246,13 @@ class RunaiHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class RunaiServer:
+class RunaiServer(LoopbackServer):
+    thread_name = "sim-runai"
+
     def __init__(
         self, world: Any, lock: threading.RLock, token: str, host: str = "127.0.0.1", port: int = 0
     ) -> None:
         self.world = world
         self.lock = lock
         self.token = token
-        handler = type("BoundRunaiHandler", (RunaiHandler,), {"sim": self})
-        self.httpd = ThreadingHTTPServer((host, port), handler)
-        self.httpd.daemon_threads = True
-        self.host, self.port = self.httpd.server_address[:2]
-        self.thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self) -> None:
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, args=(0.05,), name="sim-runai", daemon=True
-        )
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        if self.thread:
-            self.thread.join(timeout=5)
+        self._bind(RunaiHandler, host, port)

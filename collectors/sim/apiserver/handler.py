@@ -30,9 +30,8 @@ logger = logging.getLogger(__name__)
 
 class KubeHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = (
-        True  # headers and body go out as separate writes: Nagle + delayed ACK cost 40 ms a request
-    )
+    # Headers and body go out as separate writes: Nagle + delayed ACK cost 40 ms a request.
+    disable_nagle_algorithm = True
     server_version = "sim-kube-apiserver/1.31"
     sim: KubeAPIServer  # set on the handler subclass by KubeAPIServer
 

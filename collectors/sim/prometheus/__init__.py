@@ -11,10 +11,11 @@ import json
 import logging
 import threading
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from collectors.sim.loopback import LoopbackServer
 from collectors.sim.prometheus.promql import PromQLError, Selector, parse, parse_duration
 from collectors.sim.prometheus.series import DcgmSource, evaluate, format_ts, format_value
 
@@ -60,9 +61,8 @@ def parse_step(text: str | None) -> float:
 
 class PrometheusHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = (
-        True  # headers and body go out as separate writes: Nagle + delayed ACK cost 40 ms a request
-    )
+    # Headers and body go out as separate writes: Nagle + delayed ACK cost 40 ms a request.
+    disable_nagle_algorithm = True
     server_version = "sim-prometheus/2.55"
     sim: PrometheusServer
 
@@ -234,22 +234,16 @@ def _sorted(result: list[tuple[dict[str, str], float]]) -> list[tuple[dict[str, 
     return sorted(result, key=lambda item: sorted(item[0].items()))
 
 
-class PrometheusServer:
+class PrometheusServer(LoopbackServer):
+    thread_name = "sim-prometheus"
+
     def __init__(
         self, world: Any, lock: threading.RLock, source: DcgmSource, host: str = "127.0.0.1", port: int = 0
     ) -> None:
         self.world = world
         self.lock = lock
         self.source = source
-        handler = type("BoundPrometheusHandler", (PrometheusHandler,), {"sim": self})
-        self.httpd = ThreadingHTTPServer((host, port), handler)
-        self.httpd.daemon_threads = True
-        self.host, self.port = self.httpd.server_address[:2]
-        self.thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        self._bind(PrometheusHandler, host, port)
 
     def exposition(self, node_name: str) -> str | None:
         """dcgm-exporter's /metrics for one node at world.now (the exporter's labels, before Prometheus)."""
@@ -282,18 +276,6 @@ class PrometheusServer:
                 )
                 lines.append(f"{metric}{{{body}}} {shown}")
         return "\n".join(lines) + "\n"
-
-    def start(self) -> None:
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, args=(0.05,), name="sim-prometheus", daemon=True
-        )
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        if self.thread:
-            self.thread.join(timeout=5)
 
 
 _ = UTC
