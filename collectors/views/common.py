@@ -13,10 +13,13 @@ from typing import Any
 from django.db.models import Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.utils.html import format_html
+from django.utils.timezone import localtime
 
 from collectors import queries
-from collectors.models import Entity
+from collectors.models import Change, Entity
 from rcaweb.http import RcaRequest
+from rcaweb.templatetags.rcaweb import at_time_link, compact, entity_link_html, relative
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +66,51 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: Q) -> dict[str, An
         changes.sort(key=lambda ch: (ch.time, ch.id))
     ctx["changes"] = changes
     ctx["changes_before"] = sum(1 for ch in changes if ch.time <= cur.t)
+    ctx["change_rows"] = change_rows(request, ctx["entity"], changes, ctx["changes_before"])
     ctx["cursor_prev_change"], ctx["cursor_next_change"] = queries.neighbour_changes(cluster, related, cur.t)
     ctx["collection_errors"] = queries.collection_errors(cluster, cur.start, cur.t)
     return ctx
+
+
+def change_rows(
+    request: RcaRequest, entity: Entity, changes: list[Change], before: int
+) -> list[dict[str, Any]]:
+    """The "changes around t" table, one dict per row with its links and texts built here.
+
+    The same links and words the row's template tags made (``at_time_url``, ``entity_link … when=``,
+    ``relative``, ``compact``), each built once in Python: a page shows up to 50 rows, and per-row tags
+    were most of its rendering time. ``cursor_before`` marks the row the "t = …" line goes above.
+    """
+    cur, path, t = request.cursor, request.path, request.cursor.t
+    rows = []
+    for i, ch in enumerate(changes):
+        moved = cur.moved_to(ch.time)
+        if ch.entity_id == entity.pk:
+            obj = format_html('<span class="muted">this {}</span>', entity.kind)
+        elif ch.entity is not None:
+            obj = format_html(
+                '<span class="kind">{}</span> {}', ch.entity.kind, entity_link_html(ch.entity, moved)
+            )
+        else:
+            obj = format_html('<span class="muted">{}</span>', ch.summary or "—")
+        rows.append(
+            {
+                "cursor_before": i == before,
+                "after": ch.time > t,
+                "at_url": at_time_link(cur, path, ch.time),
+                "hms": localtime(ch.time).strftime("%H:%M:%S"),
+                "relative": relative(ch.time, t),
+                "object": obj,
+                "field": ch.field,
+                "values": ch.field
+                if ch.field in ("created", "deleted")
+                else f"{compact(ch.old)} → {compact(ch.new)}",
+                "source": ch.source,
+                "actor": ch.actor or "",
+                "link": ch.link,
+            }
+        )
+    return rows
 
 
 def render_page(request: RcaRequest, template: str, ctx: dict[str, Any], status: int = 200) -> HttpResponse:

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from django import template
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import conditional_escape, escape, format_html
 from django.utils.safestring import mark_safe
 
 from collectors.changefmt import Leaf, diff_leaves
@@ -20,10 +20,29 @@ from rcaweb.cursor import Cursor, format_duration, format_t
 register = template.Library()
 
 
-@functools.lru_cache(maxsize=16384)
+@functools.lru_cache(maxsize=4096)
+def cursor_query(cur: Cursor) -> str:
+    """``cur.query()`` (the ``t=…&w=…`` of a cursor), encoded once per cursor rather than once per link."""
+    return cur.query()
+
+
 def _link(cur: Cursor, url: str) -> str:
-    """``cur.link(url)``, memoized: a page builds hundreds of links from a handful of cursors and paths."""
+    """``cur.link(url)``: a plain path (what reverse() returns) takes the cursor's query as is; the rest,
+    a URL with its own query or fragment, goes through :meth:`Cursor.link` (memoized)."""
+    if url[:1] == "/" and url[1:2] != "/" and "?" not in url and "#" not in url:
+        q = cursor_query(cur)
+        return f"{url}?{q}" if q else url
+    return _full_link(cur, url)
+
+
+@functools.lru_cache(maxsize=4096)
+def _full_link(cur: Cursor, url: str) -> str:
     return cur.link(url)
+
+
+def at_time_link(cur: Cursor, url: str, when: datetime | None) -> str:
+    """``url`` with the cursor moved to ``when`` (same window); the cursor itself when ``when`` is empty."""
+    return _link(cur.moved_to(when), url) if when else _link(cur, url)
 
 
 _URLS: dict[tuple[str, ...], str] = {}
@@ -74,8 +93,26 @@ def cursor_link(context: template.Context, url: str) -> str:
 @register.simple_tag(takes_context=True)
 def at_time_url(context: template.Context, url: str, when: datetime | None) -> str:
     """``url`` with the cursor moved to ``when`` (same window): "jump to this change"."""
-    cur = _cursor(context)
-    return _link(cur.moved_to(when), url) if when else _link(cur, url)
+    return at_time_link(_cursor(context), url, when)
+
+
+_DASH = mark_safe('<span class="muted">—</span>')
+
+
+def entity_link_html(entity: object, cur: Cursor, label: str | None = None) -> str:
+    """The markup of :func:`entity_link` for a cursor: views that build table rows in Python call this,
+    so every page still names an object the one way."""
+    if entity is None:
+        return _DASH
+    url = _link(cur, _absolute_url(entity))
+    kind = getattr(entity, "kind", "")
+    text = label or (
+        f"{entity.namespace}/{entity.name}"  # type: ignore[attr-defined]
+        if getattr(entity, "namespace", "") and kind in ("job", "pod")
+        else getattr(entity, "name", str(entity))
+    )
+    # format_html('<a class="ent ent-{}" href="{}">{}</a>', …) without its per-call overhead: same escaping
+    return mark_safe(f'<a class="ent ent-{escape(kind)}" href="{escape(url)}">{conditional_escape(text)}</a>')
 
 
 @register.simple_tag(takes_context=True)
@@ -84,18 +121,11 @@ def entity_link(
 ) -> str:
     """``{% entity_link obj %}``: the one way a page names an object (NetBox linkify)."""
     if entity is None:
-        return mark_safe('<span class="muted">—</span>')
+        return _DASH
     cur = _cursor(context)
     if when is not None:
         cur = cur.moved_to(when)
-    url = _link(cur, _absolute_url(entity))
-    kind = getattr(entity, "kind", "")
-    text = label or (
-        f"{entity.namespace}/{entity.name}"  # type: ignore[attr-defined]
-        if getattr(entity, "namespace", "") and kind in ("job", "pod")
-        else getattr(entity, "name", str(entity))
-    )
-    return format_html('<a class="ent ent-{}" href="{}">{}</a>', kind, url, text)
+    return entity_link_html(entity, cur, label)
 
 
 @register.filter
