@@ -11,16 +11,18 @@ Everything is batched per kind so a 20,000-pod sweep costs a few queries.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
+from collectors.bulk import insert_rows
 from collectors.models import Change, Cluster, Entity, EntityVersion
 
 logger = logging.getLogger(__name__)
@@ -88,20 +90,31 @@ def _hot_values(obs: Observed) -> dict[str, Any]:
 
 
 def state_hash(state: dict[str, Any]) -> str:
-    """A stable digest of a normalized state: unchanged objects are recognised without decoding stored JSON."""
-    blob = json.dumps(state, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()
+    """A stable digest of a normalized state: unchanged objects are recognised without decoding stored JSON.
+
+    A digest computed another way (older rows) only costs one diff: an empty diff refreshes the digest.
+    """
+    blob = orjson.dumps(state, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+    return hashlib.blake2b(blob, digest_size=16).hexdigest()
 
 
 def record_states(
-    cluster: Cluster, observed: Sequence[Observed], at: datetime, *, source: str = "k8s"
+    cluster: Cluster,
+    observed: Sequence[Observed],
+    at: datetime,
+    *,
+    source: str = "k8s",
+    batch: int | None = None,
 ) -> RecordResult:
-    """Record many observed objects of any kinds at ``at`` in one transaction.
+    """Record many observed objects of any kinds at ``at``.
 
     Idempotent: recording the same states again writes no rows. ``at`` earlier than an
     open version's ``valid_from`` is refused for that object (history is append-only).
-    An unchanged object costs one digest comparison: open versions are read as
-    (entity, pk, digest, valid_from) tuples, and only changed ones have their JSON read for the diff.
+    An unchanged object costs one digest comparison: the open versions are read once per kind as
+    (namespace, name, entity, pk, digest) tuples, and only changed ones have their JSON read.
+
+    ``batch=None`` writes everything in one transaction. ``batch=n`` commits every n changed objects
+    (a sweep of 20,000 pods): a failure then leaves whole objects recorded or not, never half of one.
     """
     result = RecordResult(seen=len(observed))
     if not observed:
@@ -109,91 +122,118 @@ def record_states(
     by_kind: dict[str, list[Observed]] = {}
     for obs in observed:
         by_kind.setdefault(obs.kind, []).append(obs)
-
-    with transaction.atomic():
+    with transaction.atomic() if batch is None else nullcontext():
         for kind, raw_items in by_kind.items():
-            items = _unique(raw_items)
-            names = {o.name for o in items}
-            small = len(names) <= 500  # small batches look up by name; bigger ones read the whole kind once
-            ids: dict[tuple[str, str], int] = {}
-            ent_qs = Entity.objects.filter(cluster=cluster, kind=kind)
-            if small:
-                ent_qs = ent_qs.filter(name__in=names)
-            for ns, name, pk in ent_qs.values_list("namespace", "name", "pk"):
-                ids[(ns, name)] = pk
-            new_entities = [
-                Entity(cluster=cluster, kind=kind, namespace=o.namespace, name=o.name, uid=o.uid, first_seen=at, last_seen=at)
-                for o in items
-                if (o.namespace, o.name) not in ids
-            ]
-            if new_entities:
-                Entity.objects.bulk_create(new_entities, batch_size=2000)
-                result.created += len(new_entities)
-                # Re-read: bulk_create does not return pks on every backend.
-                new_qs = Entity.objects.filter(cluster=cluster, kind=kind)
-                if len(new_entities) <= 500:
-                    new_qs = new_qs.filter(name__in={e.name for e in new_entities})
-                for ns, name, pk in new_qs.values_list("namespace", "name", "pk"):
-                    ids[(ns, name)] = pk
-            ov_qs = EntityVersion.objects.filter(cluster=cluster, kind=kind, valid_to__isnull=True)
-            if small:
-                ov_qs = ov_qs.filter(entity_id__in=[ids[(o.namespace, o.name)] for o in items])
-            open_versions = {
-                eid: (pk, digest, valid_from)
-                for eid, pk, digest, valid_from in ov_qs.values_list("entity_id", "pk", "state_hash", "valid_from")
-            }
-            changed: list[tuple[Observed, int, str, tuple[int, str, datetime] | None]] = []
-            for obs in items:
-                eid = ids[(obs.namespace, obs.name)]
-                digest = state_hash(obs.state)
-                current = open_versions.get(eid)
-                if current is not None and current[1] == digest:
-                    continue
-                if current is not None and at <= current[2]:
-                    logger.warning("refusing out-of-order state for %s %s/%s at %s", kind, obs.namespace, obs.name, at)
-                    continue
-                changed.append((obs, eid, digest, current))
-            if not changed:
-                continue
-            old_states = dict(
-                EntityVersion.objects.filter(pk__in=[c[3][0] for c in changed if c[3] is not None]).values_list("pk", "state")
+            pending = _pending(cluster, kind, _unique(raw_items), at)
+            step = batch or len(pending) or 1
+            for i in range(0, len(pending), step):
+                with transaction.atomic() if batch is not None else nullcontext():
+                    result += _write(cluster, kind, pending[i : i + step], at, source)
+    return result
+
+
+# (observed, entity id or None, new digest, open version pk or None)
+_Pending = tuple[Observed, int | None, str, int | None]
+
+
+def _pending(cluster: Cluster, kind: str, items: list[Observed], at: datetime) -> list[_Pending]:
+    """The observed objects whose state differs from their open version (or that have none)."""
+    names = {o.name for o in items}
+    # Open versions are the live objects: their count does not grow with history (closed ones are never read).
+    ov_qs = EntityVersion.objects.filter(cluster=cluster, kind=kind, valid_to__isnull=True)
+    if len(names) <= 500:
+        ov_qs = ov_qs.filter(entity__name__in=names)
+    open_versions = {
+        (ns, name): (eid, pk, digest)
+        for ns, name, eid, pk, digest in ov_qs.values_list(
+            "entity__namespace", "entity__name", "entity_id", "pk", "state_hash"
+        )
+    }
+    out: list[_Pending] = []
+    for obs in items:
+        digest = state_hash(obs.state)
+        current = open_versions.get((obs.namespace, obs.name))
+        if current is None:
+            out.append((obs, None, digest, None))
+            continue
+        eid, pk, old_digest = current
+        if old_digest != digest:
+            out.append((obs, eid, digest, pk))
+    return out
+
+
+def _entity_ids(cluster: Cluster, kind: str, names: set[str]) -> dict[tuple[str, str], int]:
+    """(namespace, name) → entity pk for these names (500 per query: SQLite's variable limit, short plans)."""
+    ids: dict[tuple[str, str], int] = {}
+    for chunk in _chunks(sorted(names), 500):
+        qs = Entity.objects.filter(cluster=cluster, kind=kind, name__in=chunk)
+        ids.update(((ns, name), pk) for ns, name, pk in qs.values_list("namespace", "name", "pk"))
+    return ids
+
+
+def _write(cluster: Cluster, kind: str, pending: list[_Pending], at: datetime, source: str) -> RecordResult:
+    """Open new versions (and entities) for ``pending``, close the old ones, record one Change per field."""
+    result = RecordResult()
+    # Objects without an open version: an entity that existed before (closed) is reused, others are created.
+    ids: dict[tuple[str, str], int] = {}
+    missing = [obs for obs, eid, _, _ in pending if eid is None]
+    if missing:
+        ids = _entity_ids(cluster, kind, {o.name for o in missing})
+        new = [o for o in missing if (o.namespace, o.name) not in ids]
+        if new:
+            insert_rows(
+                Entity,
+                [
+                    {"cluster_id": cluster.pk, "kind": kind, "namespace": o.namespace, "name": o.name,
+                     "uid": o.uid, "first_seen": at, "last_seen": at}
+                    for o in new
+                ],
             )
-            to_close: list[int] = []
-            to_open: list[EntityVersion] = []
-            changes: list[Change] = []
-            touched: list[int] = []
-            for obs, eid, digest, current in changed:
-                if current is not None:
-                    to_close.append(current[0])
-                    diffs = diff_states(old_states.get(current[0]), obs.state)
-                    if len(diffs) > MAX_CHANGES_PER_DIFF:
-                        diffs = [("state", None, f"{len(diffs)} fields changed")]
-                    for path, old, new in diffs:
-                        changes.append(
-                            Change(cluster=cluster, entity_id=eid, kind=kind, time=at, field=path, old=old, new=new,
-                                   source=source, actor=obs.actor)
-                        )
-                else:
-                    changes.append(
-                        Change(cluster=cluster, entity_id=eid, kind=kind, time=at, field="created", old=None, new=None,
-                               source=source, actor=obs.actor)
-                    )
-                to_open.append(
-                    EntityVersion(entity_id=eid, cluster=cluster, kind=kind, valid_from=at, state=obs.state,
-                                  state_hash=digest, **_hot_values(obs))
-                )
-                touched.append(eid)
-            if to_close:
-                for chunk in _chunks(to_close, 900):
-                    EntityVersion.objects.filter(pk__in=chunk).update(valid_to=at)
-            if to_open:
-                EntityVersion.objects.bulk_create(to_open, batch_size=2000)
-            if changes:
-                Change.objects.bulk_create(changes, batch_size=2000)
-            for chunk in _chunks(touched, 900):
-                Entity.objects.filter(pk__in=chunk).update(last_seen=at)
-            result.opened += len(to_open)
-            result.changes += len(changes)
+            result.created += len(new)
+            ids.update(_entity_ids(cluster, kind, {o.name for o in new}))
+    previous: dict[int, tuple[Any, datetime]] = {}
+    for chunk in _chunks([pk for _, _, _, pk in pending if pk is not None], 500):
+        qs = EntityVersion.objects.filter(pk__in=chunk).values_list("pk", "state", "valid_from")
+        previous.update((pk, (state, valid_from)) for pk, state, valid_from in qs)
+    to_close: list[int] = []
+    healed: list[EntityVersion] = []
+    versions: list[dict[str, Any]] = []
+    changes: list[dict[str, Any]] = []
+    touched: list[int] = []
+    base = {"cluster_id": cluster.pk, "kind": kind, "time": at, "source": source}
+    for obs, eid, digest, current in pending:
+        eid = eid if eid is not None else ids[(obs.namespace, obs.name)]
+        if current is not None:
+            old_state, valid_from = previous[current]
+            if at <= valid_from:
+                logger.warning("refusing out-of-order state for %s %s/%s at %s", kind, obs.namespace, obs.name, at)
+                continue
+            diffs = diff_states(old_state, obs.state)
+            if not diffs:  # same state, digest computed another way: remember the new digest, open nothing
+                healed.append(EntityVersion(pk=current, state_hash=digest))
+                continue
+            to_close.append(current)
+            if len(diffs) > MAX_CHANGES_PER_DIFF:
+                diffs = [("state", None, f"{len(diffs)} fields changed")]
+            for path, old, new in diffs:
+                changes.append({**base, "entity_id": eid, "field": path, "old": old, "new": new, "actor": obs.actor})
+        else:
+            changes.append({**base, "entity_id": eid, "field": "created", "old": None, "new": None, "actor": obs.actor})
+        versions.append(
+            {"entity_id": eid, "cluster_id": cluster.pk, "kind": kind, "valid_from": at, "state": obs.state,
+             "state_hash": digest, **_hot_values(obs)}
+        )
+        touched.append(eid)
+    for chunk in _chunks(to_close, 900):
+        EntityVersion.objects.filter(pk__in=chunk).update(valid_to=at)
+    if healed:
+        EntityVersion.objects.bulk_update(healed, ["state_hash"], batch_size=1000)
+    insert_rows(EntityVersion, versions)
+    insert_rows(Change, changes)
+    for chunk in _chunks(touched, 900):
+        Entity.objects.filter(pk__in=chunk).update(last_seen=at)
+    result.opened += len(versions)
+    result.changes += len(changes)
     return result
 
 
@@ -278,10 +318,10 @@ def _unique(items: list[Observed]) -> list[Observed]:
     """Last one wins when a listing returned the same object twice (paginated lists can)."""
     seen: dict[tuple[str, str, str], Observed] = {}
     for o in items:
-        seen[o.key] = o
+        seen[(o.kind, o.namespace, o.name)] = o
     return list(seen.values())
 
 
-def _chunks(seq: list[int], size: int) -> Iterable[list[int]]:
+def _chunks(seq: list[Any], size: int) -> Iterable[list[Any]]:
     for i in range(0, len(seq), size):
         yield seq[i : i + size]

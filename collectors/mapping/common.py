@@ -16,6 +16,9 @@ NODEPOOL_LABELS = (
 )
 
 
+_QUANTITY_SUFFIXES = (("Ki", 1024), ("Mi", 1024**2), ("Gi", 1024**3), ("k", 1000), ("M", 1000**2), ("G", 1000**3))
+
+
 def meta(obj: dict[str, Any]) -> dict[str, Any]:
     return obj.get("metadata") or {}
 
@@ -29,11 +32,12 @@ def int_quantity(value: Any) -> int | None:
     if isinstance(value, int | float):
         return int(value)
     text = str(value).strip()
-    mult = {"k": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3}
-    for suffix in ("Ki", "Mi", "Gi", "k", "M", "G"):
+    if text.isdigit():  # "8": nearly every GPU quantity
+        return int(text)
+    for suffix, mult in _QUANTITY_SUFFIXES:
         if text.endswith(suffix):
             try:
-                return int(float(text[: -len(suffix)]) * mult[suffix])
+                return int(float(text[: -len(suffix)]) * mult)
             except ValueError:
                 return None
     if text.endswith("m"):  # milli-units: 1000m GPUs = 1
@@ -83,13 +87,16 @@ def actor(obj: dict[str, Any], *, spec_only: bool = False) -> str:
     kubectl for spec). ``spec_only`` skips the status subresource, for objects whose inventory state is
     all spec (queues: the quota writer, not the controller that refreshes usage). "" when nobody is named.
     """
-    entries = [e for e in meta(obj).get("managedFields") or [] if isinstance(e, dict) and e.get("manager")]
-    if spec_only:
-        entries = [e for e in entries if e.get("subresource") != "status"]
-    if not entries:
-        return ""
-    latest = max(enumerate(entries), key=lambda ie: (str(ie[1].get("time") or ""), ie[0]))[1]
-    return str(latest.get("manager", ""))[:200]
+    latest, latest_time = "", None
+    for e in meta(obj).get("managedFields") or ():
+        if not isinstance(e, dict) or not e.get("manager"):
+            continue
+        if spec_only and e.get("subresource") == "status":
+            continue
+        when = str(e.get("time") or "")
+        if latest_time is None or when >= latest_time:  # ties: the later entry wins
+            latest, latest_time = str(e["manager"]), when
+    return latest[:200]
 
 
 def spec_writer_time(obj: dict[str, Any]) -> tuple[str, str]:

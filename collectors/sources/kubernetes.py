@@ -1,8 +1,10 @@
 """Kubernetes API through the official client: nodes, pods, events, jobs, custom objects, pod logs. Read only.
 
 Lists are paginated (``limit``/``continue``; an expired continue token, 410, restarts the listing once) and
-come back as plain JSON dicts exactly as the API server sent them (``_preload_content=False``): deserializing
-20,000 pods into generated model classes costs seconds and hundreds of MB for nothing. Every failure —
+come back as plain JSON dicts exactly as the API server sent them (``_preload_content=False``, decoded by
+orjson): deserializing 20,000 pods into generated model classes costs seconds and hundreds of MB for nothing.
+While the caller maps one page, the next one is already being fetched (one page ahead, one thread), so the
+API server's time to answer overlaps ours. Every failure —
 timeout, refused, 401/403/5xx, an answer that is not JSON — is a :class:`SourceError`.
 Only read verbs are called here; ``tests/collectors/test_readonly.py`` proves it.
 """
@@ -12,8 +14,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import orjson
 import urllib3
 from django.conf import settings
 from kubernetes import client, config
@@ -103,37 +107,52 @@ class KubeSource:
         return self.iter_items(f"list {plural}.{group}/{version}", call)
 
     def iter_items(self, call: str, fn: Callable[..., Any], **params: Any) -> Iterator[dict[str, Any]]:
-        """Yield the items of a paginated list, page by page (memory stays at one page of raw JSON).
+        """Yield the items of a paginated list, page by page (memory stays at two pages of raw JSON).
 
         A 410 on a continue token means the snapshot expired mid-listing: start again, once.
         """
         for attempt in (1, 2):
-            token: str | None = None
+            pages = 0
             try:
-                while True:
-                    kw: dict[str, Any] = {"limit": self.page_size, **params}
-                    if token:
-                        kw["_continue"] = token
-                    page = self._json(call, fn, **kw)
-                    items = page.get("items")
-                    if not isinstance(items, list):
-                        raise SourceError(SOURCE, call, "malformed answer: no items list")
-                    for item in items:
+                for page in self._pages(call, fn, params):
+                    pages += 1
+                    for item in page["items"]:
                         if not isinstance(item, dict):
                             raise SourceError(SOURCE, call, "malformed answer: an item is not an object")
                         if is_secret_object(item):
                             continue  # Secrets are never stored, whatever listed them
                         yield item
-                    meta = page.get("metadata") or {}
-                    token = meta.get("continue") or None
-                    if not token:
-                        self.last_resource_version[call] = str(meta.get("resourceVersion") or "")
-                        return
+                return
             except SourceError as exc:
-                if exc.gone and token and attempt == 1:
+                if exc.gone and pages and attempt == 1:  # the failed request carried a continue token
                     logger.info("%s: continue token expired, listing again", call)
                     continue
                 raise
+
+    def _pages(self, call: str, fn: Callable[..., Any], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The pages of one listing; page n+1 is requested (in a worker thread) as soon as page n arrived."""
+
+        def get(token: str | None) -> dict[str, Any]:
+            kw: dict[str, Any] = {"limit": self.page_size, **params}
+            if token:
+                kw["_continue"] = token
+            page = self._json(call, fn, **kw)
+            if not isinstance(page.get("items"), list):
+                raise SourceError(SOURCE, call, "malformed answer: no items list")
+            if not isinstance(page.get("metadata") or {}, dict):
+                raise SourceError(SOURCE, call, "malformed answer: metadata is not an object")
+            return page
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="k8s-page") as ahead:
+            pending = ahead.submit(get, None)
+            while pending is not None:
+                page = pending.result()
+                meta = page.get("metadata") or {}
+                token = meta.get("continue") or None
+                pending = ahead.submit(get, str(token)) if token else None
+                if not token:
+                    self.last_resource_version[call] = str(meta.get("resourceVersion") or "")
+                yield page
 
     #
     # Watch
@@ -258,8 +277,8 @@ class KubeSource:
         finally:
             resp.release_conn()
         try:
-            body = json.loads(raw)
-        except ValueError:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
             raise SourceError(SOURCE, call, f"malformed answer (not JSON): {raw[:120]!r}")
         if not isinstance(body, dict):
             raise SourceError(SOURCE, call, "malformed answer: not a JSON object")

@@ -8,6 +8,7 @@ because every team invents its own names.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 REDACTED = "[redacted]"
@@ -40,6 +41,7 @@ _TEXT_PATTERNS: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
+@lru_cache(maxsize=4096)  # 20,000 pods share a few hundred env names
 def is_secret_name(name: str) -> bool:
     """True when an environment variable's name says it holds a credential."""
     if _NOT_SECRET.search(name):
@@ -90,8 +92,10 @@ def redact_container_env(env_list: list[dict[str, Any]] | None) -> dict[str, Any
     for name, value in env.items():
         if isinstance(value, str) and value.startswith("(from "):
             out[name] = value
+        elif is_secret_name(str(name)):
+            out[name] = REDACTED
         else:
-            out[name] = redact_env({name: value})[name]
+            out[name] = redact_text(value) if isinstance(value, str) else value
     return out
 
 
@@ -99,6 +103,17 @@ def redact_text(text: str) -> str:
     """Mask bearer tokens, ``password=``-style assignments, credentials in URLs and well-known token shapes."""
     if not text:
         return text
+    if len(text) <= 512:  # env values and container args repeat across a job's pods: remember short ones
+        return _redact_short(text)
+    return _redact(text)
+
+
+@lru_cache(maxsize=8192)
+def _redact_short(text: str) -> str:
+    return _redact(text)
+
+
+def _redact(text: str) -> str:
     for pattern, repl in _TEXT_PATTERNS:
         text = pattern.sub(repl, text)
     return text

@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from collectors import mapping
-from collectors.inventory import Observed, RecordResult, record_absent, record_states
+from collectors.inventory import Observed, record_absent, record_states
 from collectors.models import Cluster, EntityVersion
 from collectors.sources import promql
 from collectors.sources.kai import KaiSource
@@ -107,29 +108,43 @@ class _Sweep:
         self.pods: _Pods | None = None
 
     def run(self) -> None:
-        actors = self._runai_actors() if runai_enabled(self.cluster.runai_url) else {}
-        kube = self.runner.call("k8s", "connect", lambda: KubeSource(self.cluster))
-        if kube is None:
-            self.summary.skipped_kinds += ["node", "pod", "job"] + (
-                ["project", "queue"] if self.scheduler != "default" else []
-            )
-        else:
-            try:
-                self._kube(kube, actors)
-            finally:
-                kube.close()
-        self._gpus()
+        # Prometheus is asked in the background while Kubernetes is listed and mapped: the two wait on
+        # different servers. The worker thread only talks HTTP; everything touching the database stays here.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="prometheus") as background:
+            gpu_series = background.submit(self._gpu_series) if self.cluster.prometheus_url else None
+            actors = self._runai_actors() if runai_enabled(self.cluster.runai_url) else {}
+            kube = self.runner.call("k8s", "connect", lambda: KubeSource(self.cluster))
+            if kube is None:
+                self.summary.skipped_kinds += ["node", "pod", "job"] + (
+                    ["project", "queue"] if self.scheduler != "default" else []
+                )
+            else:
+                try:
+                    self._kube(kube, actors)
+                finally:
+                    kube.close()
+            if gpu_series is None:
+                self.runner.note(
+                    "prometheus",
+                    "configure",
+                    "no Prometheus URL configured: GPUs and telemetry are not collected",
+                )
+            else:
+                try:
+                    fetched = gpu_series.result()
+                except Exception as exc:  # a bug in the worker thread must not stop the sweep
+                    logger.exception("prometheus: GPU queries failed")
+                    self.summary.errors.append(f"prometheus: GPU queries: unexpected {type(exc).__name__}: {exc}")
+                    fetched = None
+                self._gpus(fetched)
 
     def record(self, kind: str, items: list[Observed] | None, source: str = "k8s") -> None:
         if items is None:
             self.summary.skipped_kinds.append(kind)
             return
-        result = RecordResult()
-        # Batches of at most 500: record_states then reads only the batch's entities and open versions
-        # (larger calls read the whole kind at once, which costs ~300 MB at 20,000 pods). One transaction
-        # per batch: a failure leaves whole entities recorded or not, never half an entity.
-        for i in range(0, len(items), BATCH):
-            result += record_states(self.cluster, items[i : i + BATCH], self.at, source=source)
+        # One read of the kind's open versions (digests only), then the changed objects are written in
+        # transactions of at most 500: a failure leaves whole entities recorded or not, never half an entity.
+        result = record_states(self.cluster, items, self.at, source=source, batch=BATCH)
         if kind != "gpu":  # a GPU that stops reporting is "missing", never deleted (map_gpus keeps it)
             keys = {(o.namespace, o.name) for o in items}
             still_open = EntityVersion.objects.filter(
@@ -294,30 +309,23 @@ class _Sweep:
     # GPUs (DCGM through Prometheus)
     #
 
-    def _gpus(self) -> None:
-        """GPUs need the inventory query and every fact query; hosts resolve against the nodes just listed
-        (or, if that listing failed, the nodes recorded last time)."""
-        cluster, at, runner = self.cluster, self.at, self.runner
-        if not cluster.prometheus_url:
-            runner.note(
-                "prometheus",
-                "configure",
-                "no Prometheus URL configured: GPUs and telemetry are not collected",
-            )
-            return
-        prom = PrometheusSource(cluster.prometheus_url)
+    def _gpu_series(self) -> tuple[list[Series], dict[str, list[Series] | None]] | None:
+        """The GPU inventory query and every fact query (HTTP only: runs in a worker thread).
+
+        None when Prometheus failed (recorded once: after the first failure the others are not waited on).
+        """
+        at, runner = self.at, self.runner
+        prom = PrometheusSource(self.cluster.prometheus_url)
         inventory = runner.call(
             "prometheus", f"query {promql.GPU_INVENTORY}", lambda: prom.query(promql.GPU_INVENTORY, at)
         )
         if inventory is None:
-            self.summary.skipped_kinds.append("gpu")
-            return  # Prometheus is down or broken: one recorded error is enough, do not wait on every query
+            return None
         facts: dict[str, list[Series] | None] = {}
         for key, query in promql.GPU_STATE_QUERIES.items():
             series = runner.call("prometheus", f"query {query}", lambda q=query: prom.query(q, at))
             if series is None:
-                self.summary.skipped_kinds.append("gpu")
-                return
+                return None
             if not series and inventory:
                 metric = promql.GPU_STATE_METRICS[key]
                 why = promql.ABSENT_WHY.get(metric, "the exporter does not export it")
@@ -329,20 +337,21 @@ class _Sweep:
                 facts[key] = None
             else:
                 facts[key] = series
+        return inventory, facts
+
+    def _gpus(self, fetched: tuple[list[Series], dict[str, list[Series] | None]] | None) -> None:
+        """GPUs need the inventory query and every fact query; hosts resolve against the nodes just listed
+        (or, if that listing failed, the nodes recorded last time)."""
+        cluster, runner = self.cluster, self.runner
+        if fetched is None:
+            self.summary.skipped_kinds.append("gpu")
+            return
+        inventory, facts = fetched
+        open_states = EntityVersion.objects.filter(cluster=cluster, valid_to__isnull=True)
         nodes = self.nodes
         if nodes is None:
-            nodes = {
-                v.entity.name: v.state
-                for v in EntityVersion.objects.filter(
-                    cluster=cluster, kind="node", valid_to__isnull=True
-                ).select_related("entity")
-            }
-        previous = {
-            v.entity.name: v.state
-            for v in EntityVersion.objects.filter(
-                cluster=cluster, kind="gpu", valid_to__isnull=True
-            ).select_related("entity")
-        }
+            nodes = dict(open_states.filter(kind="node").values_list("entity__name", "state"))
+        previous = dict(open_states.filter(kind="gpu").values_list("entity__name", "state"))
         gpus = mapping.map_gpus(
             inventory,
             facts,

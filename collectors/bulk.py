@@ -1,0 +1,59 @@
+"""Insert many plain rows fast: PostgreSQL ``COPY … FROM STDIN``, ``bulk_create`` elsewhere.
+
+A first sweep of a 20,000-pod cluster writes ~150,000 rows (entities, versions, changes). Through
+``bulk_create`` each row becomes a model instance, every value goes through the field's ``get_db_prep_save``,
+and Django 5.2 sends them as ``UNNEST`` arrays whose text encoding escapes every quote of the JSON state
+one regex substitution at a time: ~40 s of CPU. ``COPY`` takes the same rows as a stream: ~2 s.
+
+Rows are dicts of attribute name → value (``cluster_id``, not ``cluster``); a missing key takes the
+field's default, a JSON field's value is encoded here (None is SQL NULL where the field allows it).
+Returns nothing: callers that need primary keys read them back by their natural key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from django.db import connections, models, router
+
+_NO_DEFAULT = object()
+
+
+def json_text(value: Any) -> str:
+    """The JSON text stored for ``value`` (orjson: compact; keys of any type; unknown types as str)."""
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+
+
+def insert_rows(model: type[models.Model], rows: Sequence[dict[str, Any]]) -> int:
+    """Insert ``rows`` into ``model``'s table in one statement per backend batch; returns the row count."""
+    if not rows:
+        return 0
+    conn = connections[router.db_for_write(model)]
+    if conn.vendor != "postgresql":
+        model._default_manager.bulk_create([model(**row) for row in rows], batch_size=2000)
+        return len(rows)
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    unknown = set().union(*(row.keys() for row in rows[:1])) - {f.attname for f in fields}
+    if unknown:
+        raise TypeError(f"{model.__name__} has no field {', '.join(sorted(unknown))}")
+    plan = []
+    for f in fields:
+        default = f.get_default() if f.has_default() or f.null else _NO_DEFAULT
+        plan.append((f.attname, isinstance(f, models.JSONField), f.null, default))
+    table = conn.ops.quote_name(model._meta.db_table)
+    cols = ", ".join(conn.ops.quote_name(f.column) for f in fields)
+    conn.ensure_connection()
+    with conn.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+        for row in rows:
+            values = []
+            for attname, is_json, nullable, default in plan:
+                value = row.get(attname, default)
+                if value is _NO_DEFAULT:
+                    raise TypeError(f"{model.__name__}.{attname} has no value and no default")
+                if is_json and not (value is None and nullable):
+                    value = json_text(value)
+                values.append(value)
+            copy.write_row(values)
+    return len(rows)
