@@ -12,9 +12,9 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
-from django.db.models import Case, Count, IntegerField, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Subquery, Sum, Value, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 from django.urls import reverse
@@ -123,29 +123,59 @@ def related_q(cluster: Cluster, entity_ids: Sequence[int], names: Iterable[tuple
     return Q(entity_id__in=ids[:MAX_RELATED_IDS])
 
 
+class ChangeLine(NamedTuple):
+    """One row of "changes around t": a :class:`Change`'s fields, and the object it changed as a :class:`Ref`.
+
+    Read with ``values_list`` (no model instances: a page reads up to 200 of them and shows 50).
+    """
+
+    id: int
+    time: datetime
+    entity_id: int | None
+    entity: Ref | None
+    field: str
+    old: Any
+    new: Any
+    source: str
+    actor: str
+    summary: str
+    link: str
+
+
 def changes_around(
     cluster: Cluster, related: Q, t: datetime, window: timedelta, limit: int = CHANGES_LIMIT
-) -> list[Change]:
+) -> list[ChangeLine]:
     """Changes within [t - w, t + w] of the related entities, oldest first (one query, bounded)."""
-    qs = (
+    rows = (
         Change.objects.filter(cluster=cluster, time__gte=t - window, time__lte=t + window)
         .filter(related)
-        .select_related("entity")
-        .order_by("time", "id")[:limit]
-    )
-    out = list(qs)
-    for ch in out:
-        if ch.entity is not None:
-            ch.entity.cluster = cluster  # links without one query per row
-    return out
+        .order_by("time", "id")
+        .values_list(
+            "id", "time", "entity_id", "entity__kind", "entity__namespace", "entity__name",
+            "field", "old", "new", "source", "actor", "summary", "link",
+        )[:limit]
+    )  # fmt: skip
+    return [
+        ChangeLine(
+            pk, time, entity_id, None if entity_id is None else Ref(cluster, kind, name, namespace), *rest
+        )
+        for pk, time, entity_id, kind, namespace, name, *rest in rows
+    ]
 
 
 def neighbour_changes(cluster: Cluster, related: Q, t: datetime) -> tuple[datetime | None, datetime | None]:
-    """The related change times just before and just after t (cursor bar ⇤/⇥), two indexed queries."""
+    """The related change times just before and just after t (cursor bar ⇤/⇥): one query of two indexed
+    scalar subqueries (each still ``ORDER BY time LIMIT 1`` on the (entity, time) index)."""
     qs = Change.objects.filter(cluster=cluster).filter(related)
-    prev = qs.filter(time__lt=t).order_by("-time").values_list("time", flat=True).first()
-    nxt = qs.filter(time__gt=t).order_by("time").values_list("time", flat=True).first()
-    return prev, nxt
+    prev = qs.filter(time__lt=t).order_by("-time").values("time")[:1]
+    nxt = qs.filter(time__gt=t).order_by("time").values("time")[:1]
+    row = (
+        Cluster.objects.filter(pk=cluster.pk)
+        .annotate(prev=Subquery(prev), next=Subquery(nxt))
+        .values_list("prev", "next")
+        .first()
+    )
+    return row if row is not None else (None, None)
 
 
 def field_history(entity: Entity, fields: Sequence[str], limit: int = 50) -> list[Change]:
@@ -222,10 +252,29 @@ def pods_on_node(cluster: Cluster, node: str, t: datetime) -> list[EntityVersion
     )
 
 
+def _gpu_order(v: EntityVersion) -> tuple[bool, Any, str]:
+    return (v.state.get("index") is None, v.state.get("index", 0), v.entity.name)
+
+
 def gpus_of_node(cluster: Cluster, node: str, t: datetime) -> list[EntityVersion]:
     rows = _with_cluster(_as_of(cluster, "gpu", t).filter(node=node), cluster)
-    rows.sort(key=lambda v: (v.state.get("index") is None, v.state.get("index", 0), v.entity.name))
+    rows.sort(key=_gpu_order)
     return rows
+
+
+def gpus_and_pods_on_node(
+    cluster: Cluster, node: str, t: datetime
+) -> tuple[list[EntityVersion], list[EntityVersion]]:
+    """:func:`gpus_of_node` and :func:`pods_on_node` (same orders) in one query on the (node) index."""
+    rows = _with_cluster(
+        EntityVersion.objects.as_of(t)
+        .filter(cluster=cluster, kind__in=("gpu", "pod"), node=node, deleted=False)
+        .select_related("entity")
+        .order_by("entity__namespace", "entity__name"),
+        cluster,
+    )
+    gpus = sorted((v for v in rows if v.kind == "gpu"), key=_gpu_order)
+    return gpus, [v for v in rows if v.kind == "pod"]
 
 
 def gpus_of_pod(cluster: Cluster, namespace: str, name: str, t: datetime) -> list[EntityVersion]:

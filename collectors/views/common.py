@@ -13,11 +13,12 @@ from typing import Any
 from django.db.models import Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
-from django.utils.html import format_html
-from django.utils.timezone import localtime
+from django.utils.html import escape, format_html
+from django.utils.safestring import mark_safe
+from django.utils.timezone import get_current_timezone
 
 from collectors import queries
-from collectors.models import Change, Entity
+from collectors.models import Entity
 from rcaweb.http import RcaRequest
 from rcaweb.templatetags.rcaweb import at_time_link, compact, entity_link_html, relative
 
@@ -73,7 +74,7 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: Q) -> dict[str, An
 
 
 def change_rows(
-    request: RcaRequest, entity: Entity, changes: list[Change], before: int
+    request: RcaRequest, entity: Entity, changes: list[queries.ChangeLine], before: int
 ) -> list[dict[str, Any]]:
     """The "changes around t" table, one dict per row with its links and texts built here.
 
@@ -82,14 +83,16 @@ def change_rows(
     were most of its rendering time. ``cursor_before`` marks the row the "t = …" line goes above.
     """
     cur, path, t = request.cursor, request.path, request.cursor.t
+    tz = get_current_timezone()  # the |date filter shows times in it
+    this_entity = format_html('<span class="muted">this {}</span>', entity.kind)
     rows = []
     for i, ch in enumerate(changes):
-        moved = cur.moved_to(ch.time)
         if ch.entity_id == entity.pk:
-            obj = format_html('<span class="muted">this {}</span>', entity.kind)
+            obj = this_entity
         elif ch.entity is not None:
-            obj = format_html(
-                '<span class="kind">{}</span> {}', ch.entity.kind, entity_link_html(ch.entity, moved)
+            kind = escape(ch.entity.kind)
+            obj = mark_safe(
+                f'<span class="kind">{kind}</span> {entity_link_html(ch.entity, cur, when=ch.time)}'
             )
         else:
             obj = format_html('<span class="muted">{}</span>', ch.summary or "—")
@@ -98,7 +101,7 @@ def change_rows(
                 "cursor_before": i == before,
                 "after": ch.time > t,
                 "at_url": at_time_link(cur, path, ch.time),
-                "hms": localtime(ch.time).strftime("%H:%M:%S"),
+                "hms": ch.time.astimezone(tz).strftime("%H:%M:%S"),
                 "relative": relative(ch.time, t),
                 "object": obj,
                 "field": ch.field,

@@ -37,8 +37,7 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     node = entity_or_404(cluster, "node", name)
     ctx = entity_context(request, node)
     c, t, state = node.cluster, ctx["t"], ctx["state"]
-    gpus = queries.gpus_of_node(c, name, t)
-    pods = queries.pods_on_node(c, name, t)
+    gpus, pods = queries.gpus_and_pods_on_node(c, name, t)
     pods_by_key = {f"{p.entity.namespace}/{p.entity.name}": p.entity for p in pods}
     for g in gpus:
         g.pod_ref = pods_by_key.get(g.pod) or queries.ref(c, "pod", g.pod)

@@ -26,10 +26,23 @@ def cursor_query(cur: Cursor) -> str:
     return cur.query()
 
 
+@functools.lru_cache(maxsize=4096)
+def moved_query(window: timedelta, when: datetime) -> str:
+    """``Cursor(…, window).moved_to(when).query()`` without building the cursor: a moved cursor always has
+    both t and w, and ``format_t``/``format_duration`` print nothing ``urlencode`` would change but the
+    colons of t (tests/rcaweb/test_links_keep_cursor.py checks it against ``Cursor.query``)."""
+    return f"t={format_t(when).replace(':', '%3A')}&w={format_duration(window)}"
+
+
+def _plain_path(url: str) -> bool:
+    """A path as reverse() returns it: no scheme or host, query or fragment to keep."""
+    return url[:1] == "/" and url[1:2] != "/" and "?" not in url and "#" not in url
+
+
 def _link(cur: Cursor, url: str) -> str:
-    """``cur.link(url)``: a plain path (what reverse() returns) takes the cursor's query as is; the rest,
-    a URL with its own query or fragment, goes through :meth:`Cursor.link` (memoized)."""
-    if url[:1] == "/" and url[1:2] != "/" and "?" not in url and "#" not in url:
+    """``cur.link(url)``: a plain path takes the cursor's query as is; the rest, a URL with its own
+    query or fragment, goes through :meth:`Cursor.link` (memoized)."""
+    if _plain_path(url):
         q = cursor_query(cur)
         return f"{url}?{q}" if q else url
     return _full_link(cur, url)
@@ -42,7 +55,11 @@ def _full_link(cur: Cursor, url: str) -> str:
 
 def at_time_link(cur: Cursor, url: str, when: datetime | None) -> str:
     """``url`` with the cursor moved to ``when`` (same window); the cursor itself when ``when`` is empty."""
-    return _link(cur.moved_to(when), url) if when else _link(cur, url)
+    if not when:
+        return _link(cur, url)
+    if _plain_path(url):
+        return f"{url}?{moved_query(cur.window, when)}"
+    return _full_link(cur.moved_to(when), url)
 
 
 _URLS: dict[tuple[str, ...], str] = {}
@@ -99,12 +116,15 @@ def at_time_url(context: template.Context, url: str, when: datetime | None) -> s
 _DASH = mark_safe('<span class="muted">—</span>')
 
 
-def entity_link_html(entity: object, cur: Cursor, label: str | None = None) -> str:
-    """The markup of :func:`entity_link` for a cursor: views that build table rows in Python call this,
-    so every page still names an object the one way."""
+def entity_link_html(
+    entity: object, cur: Cursor, label: str | None = None, when: datetime | None = None
+) -> str:
+    """The markup of :func:`entity_link`: views that build table rows in Python call this, so every page
+    still names an object the one way. ``when`` moves the link's cursor there (same window)."""
     if entity is None:
         return _DASH
-    url = _link(cur, _absolute_url(entity))
+    url = _absolute_url(entity)
+    href = _link(cur, url) if when is None else at_time_link(cur, url, when)
     kind = getattr(entity, "kind", "")
     text = label or (
         f"{entity.namespace}/{entity.name}"  # type: ignore[attr-defined]
@@ -112,7 +132,9 @@ def entity_link_html(entity: object, cur: Cursor, label: str | None = None) -> s
         else getattr(entity, "name", str(entity))
     )
     # format_html('<a class="ent ent-{}" href="{}">{}</a>', …) without its per-call overhead: same escaping
-    return mark_safe(f'<a class="ent ent-{escape(kind)}" href="{escape(url)}">{conditional_escape(text)}</a>')
+    return mark_safe(
+        f'<a class="ent ent-{escape(kind)}" href="{escape(href)}">{conditional_escape(text)}</a>'
+    )
 
 
 @register.simple_tag(takes_context=True)
@@ -122,10 +144,7 @@ def entity_link(
     """``{% entity_link obj %}``: the one way a page names an object (NetBox linkify)."""
     if entity is None:
         return _DASH
-    cur = _cursor(context)
-    if when is not None:
-        cur = cur.moved_to(when)
-    return entity_link_html(entity, cur, label)
+    return entity_link_html(entity, _cursor(context), label, when)
 
 
 @register.filter

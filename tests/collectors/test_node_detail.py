@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from collectors import queries
 from collectors.models import SourceRun
-from tests.collectors.factories import T0, PageTestCase, gpu_uuid, iso
+from tests.collectors.factories import T0, PageTestCase, crowd_node, gpu_uuid, iso
 
 PATH = "/c/gpu-prod/nodes/h100-01/"
 
@@ -51,6 +52,16 @@ class NodeDetailTest(PageTestCase):
         assert r.context["cursor_prev_change"] == self.times["cordon"]
         assert r.context["cursor_next_change"] == self.times["plugin_down"]
         assert 'id="cursor-prev-change"' in html and 'id="cursor-next-change"' in html
+
+    def test_it_reads_its_gpus_and_pods_in_one_query_in_the_orders_of_the_separate_ones(self):
+        at = self.times["end"]
+        crowd_node(self.cluster, "h100-01", 30, at)
+        t = at + timedelta(minutes=1)
+        with self.assertNumQueries(1):
+            gpus, pods = queries.gpus_and_pods_on_node(self.cluster, "h100-01", t)
+        assert [g.pk for g in gpus] == [g.pk for g in queries.gpus_of_node(self.cluster, "h100-01", t)]
+        assert [p.pk for p in pods] == [p.pk for p in queries.pods_on_node(self.cluster, "h100-01", t)]
+        assert len(gpus) == 8 and len(pods) == 31
 
     def test_it_says_plainly_when_the_node_did_not_exist(self):
         self.assert_absent_before_first_version(PATH, T0)

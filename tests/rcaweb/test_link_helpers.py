@@ -1,0 +1,89 @@
+"""The fast link helpers of rcaweb.templatetags.rcaweb build exactly what Cursor.link / format_html would."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from django.utils.html import format_html
+
+from rcaweb.cursor import Cursor
+from rcaweb.templatetags.rcaweb import _link, at_time_link, entity_link_html, moved_query
+
+T = datetime(2026, 11, 29, 3, 12, 7, tzinfo=UTC)
+CURSORS = [
+    Cursor(),  # live, default window: no query at all
+    Cursor(window=timedelta(minutes=30), window_given=True),  # live with w
+    Cursor(at=T),
+    Cursor(at=T, window=timedelta(hours=1, minutes=30), window_given=True),
+]
+URLS = [
+    "/c/gpu-prod/nodes/h100-01/",
+    "/c/gpu-prod/jobs/?queue=nlp&phase=Pending",
+    "/c/gpu-prod/jobs/?t=2026-01-01T00:00:00Z&queue=nlp",
+    "/incidents/4/#handoff",
+    "/c/gpu-prod/nodes/odd%20name/",
+    "https://example.org/x",
+    "//host/x",
+    "",
+]
+
+
+@pytest.mark.parametrize("cur", CURSORS)
+@pytest.mark.parametrize("url", URLS)
+def test_it_links_like_cursor_link(cur: Cursor, url: str) -> None:
+    assert _link(cur, url) == cur.link(url)
+
+
+@pytest.mark.parametrize("cur", CURSORS)
+@pytest.mark.parametrize("url", URLS)
+@pytest.mark.parametrize(
+    "when",
+    [
+        None,
+        T - timedelta(minutes=3),
+        datetime(2026, 11, 29, 5, 0, 0, 999_999, tzinfo=UTC),  # microseconds are dropped
+        datetime(2026, 11, 29, 5, 0, 0, tzinfo=timezone(timedelta(hours=2))),  # shown in UTC
+    ],
+)
+def test_it_moves_the_cursor_like_moved_to(cur: Cursor, url: str, when: datetime | None) -> None:
+    expected = cur.moved_to(when).link(url) if when else cur.link(url)
+    assert at_time_link(cur, url, when) == expected
+    if when:
+        assert moved_query(cur.window, when) == cur.moved_to(when).query()
+
+
+class Named:
+    def __init__(self, kind: str, name: str, namespace: str = "") -> None:
+        self.kind, self.name, self.namespace = kind, name, namespace
+
+    def get_absolute_url(self) -> str:
+        return f"/x/{self.kind}/{self.name}/"
+
+
+@pytest.mark.parametrize(
+    "entity,label",
+    [
+        (Named("pod", "train-0", "vision"), None),
+        (Named("node", "h100-01"), None),
+        (Named("job", "<b>&", 'ns"'), None),
+        (Named("gpu", "GPU-1"), "0 · h100-01"),
+        (Named('k"<', "n"), "<i>"),
+    ],
+)
+def test_it_writes_entity_links_as_format_html_did(entity: Named, label: str | None) -> None:
+    cur = CURSORS[3]
+    text = label or (
+        f"{entity.namespace}/{entity.name}"
+        if entity.namespace and entity.kind in ("job", "pod")
+        else entity.name
+    )
+    for when in (None, T + timedelta(seconds=5)):
+        url = (
+            cur.moved_to(when).link(entity.get_absolute_url())
+            if when
+            else cur.link(entity.get_absolute_url())
+        )
+        expected = format_html('<a class="ent ent-{}" href="{}">{}</a>', entity.kind, url, text)
+        assert entity_link_html(entity, cur, label, when) == expected
+    assert entity_link_html(None, cur) == '<span class="muted">—</span>'
