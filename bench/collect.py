@@ -92,6 +92,7 @@ def main() -> None:
     )
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=20000)
+    parser.add_argument("--timeline", action="store_true", help="print when each phase of each sweep ended")
     parser.add_argument("--serve-sim", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rcaweb.settings")
@@ -113,6 +114,15 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     from collectors.models import Change, Cluster, Entity, EntityVersion, SourceRun
     from collectors.sweep import sweep_cluster
+
+    progress = None
+    mark = [time.monotonic()]
+    if args.timeline:
+
+        def progress(what: str, n: int) -> None:
+            now = time.monotonic()
+            print(f"    {now - mark[0]:5.2f} s  {what} ({n:,})")
+            mark[0] = now
 
     started = time.monotonic()
     child = subprocess.Popen(
@@ -148,7 +158,7 @@ def main() -> None:
         print(f"warm-up:      {time.monotonic() - t0:6.1f} s   (kubernetes client import, once per process)")
         rss_before = rss_mb()
         c0, s0 = time.process_time(), cpu_s(child.pid)
-        t0 = time.monotonic()
+        t0 = mark[0] = time.monotonic()
         if os.environ.get("BENCH_PROFILE"):
             import cProfile
             import pstats
@@ -157,7 +167,7 @@ def main() -> None:
             first = prof.runcall(sweep_cluster, CLUSTER, at)
             pstats.Stats(prof).sort_stats(os.environ["BENCH_PROFILE"]).print_stats(25)
         else:
-            first = sweep_cluster(CLUSTER, at)
+            first = sweep_cluster(CLUSTER, at, progress=progress)
         first_s = time.monotonic() - t0
         first_cpu, first_sim = time.process_time() - c0, cpu_s(child.pid) - s0
         rss_first = rss_mb()
@@ -168,16 +178,16 @@ def main() -> None:
             f"   errors {len(first.errors)}"
         )
         c0, s0 = time.process_time(), cpu_s(child.pid)
-        t0 = time.monotonic()
+        t0 = mark[0] = time.monotonic()
         if os.environ.get("BENCH_PROFILE2"):
             import cProfile
             import pstats
 
             prof = cProfile.Profile()
             second = prof.runcall(sweep_cluster, CLUSTER, at + timedelta(seconds=30))
-            pstats.Stats(prof).sort_stats(os.environ["BENCH_PROFILE2"]).print_stats(30)
+            pstats.Stats(prof).sort_stats(os.environ["BENCH_PROFILE2"]).print_stats(os.environ.get("BENCH_PROFILE_FILTER", ""), 40)
         else:
-            second = sweep_cluster(CLUSTER, at + timedelta(seconds=30))
+            second = sweep_cluster(CLUSTER, at + timedelta(seconds=30), progress=progress)
         second_s = time.monotonic() - t0
         second_cpu, second_sim = time.process_time() - c0, cpu_s(child.pid) - s0
         print(

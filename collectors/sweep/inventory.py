@@ -9,10 +9,13 @@ in memory twice.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -50,12 +53,31 @@ def sweep_cluster(
             return summary
         runner = Runner(cluster, at, summary)
         try:
-            _Sweep(cluster, at, runner, summary, progress or (lambda what, n: None)).run()
+            with _no_cyclic_gc():
+                _Sweep(cluster, at, runner, summary, progress or (lambda what, n: None)).run()
         finally:
             runner.save()
     summary.duration_s = time.monotonic() - started
     logger.info("%s", summary.line())
     return summary
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector for one sweep.
+
+    A sweep allocates millions of small dicts (decoded JSON, mapped states) and holds ~100,000 of them at
+    once; each generation-2 pass walks them all, ~20% of a re-sweep's CPU, to find no cycle (decoded JSON
+    has none). Reference counting still frees everything; one collection runs at the end.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+        gc.collect()
 
 
 def scheduler_source(scheduler: str) -> str:
