@@ -62,6 +62,43 @@ class RecordStatesTest(TestCase):
             rows = list(inventory.as_of(self.cluster, "node", T0 + timedelta(seconds=1)))
         assert len(rows) == 20 and rows[0].entity.cluster.name == "c1"
 
+    def test_batched_recording_commits_each_batch_and_writes_the_same_rows(self):
+        nodes = [node(f"n{i:03d}", gpus=i % 8) for i in range(1203)]
+        result = inventory.record_states(self.cluster, nodes, T0, batch=500)
+        assert (result.created, result.opened, result.changes) == (1203, 1203, 1203)
+        assert EntityVersion.objects.filter(valid_to__isnull=True).count() == 1203
+        changed = [node(f"n{i:03d}", gpus=i % 8, ready=i % 2 == 0) for i in range(1203)]
+        result = inventory.record_states(self.cluster, changed, T0 + timedelta(minutes=1), batch=500)
+        assert (result.created, result.opened, result.changes) == (0, 601, 601)  # the 601 odd ones went NotReady
+        assert EntityVersion.objects.filter(valid_to__isnull=True).count() == 1203
+
+    def test_an_old_style_digest_is_refreshed_without_opening_a_version(self):
+        inventory.record_states(self.cluster, [node("n1")], T0)
+        EntityVersion.objects.update(state_hash="computed-another-way")
+        result = inventory.record_states(self.cluster, [node("n1")], T0 + timedelta(minutes=1))
+        assert result.opened == 0 and result.changes == 0
+        v = EntityVersion.objects.get()
+        assert v.state_hash == inventory.state_hash(node("n1").state) and v.valid_to is None
+
+    def test_an_object_that_comes_back_reuses_its_entity(self):
+        inventory.record_states(self.cluster, [node("n1")], T0)
+        inventory.record_absent(self.cluster, "node", [], T0 + timedelta(minutes=1))
+        result = inventory.record_states(self.cluster, [node("n1")], T0 + timedelta(minutes=2))
+        assert (result.created, result.opened) == (0, 1)
+        assert Entity.objects.count() == 1
+        assert [ch.field for ch in Change.objects.order_by("time")] == ["created", "deleted", "created"]
+
+    def test_values_round_trip_through_the_bulk_path(self):
+        tricky = {"ready": True, "msg": 'tab\there "quoted" \\ back\nslash', "uni": "GPU — H100 µs", "none": None,
+                  "nested": {"list": [1, 2.5, None, {"k": "v"}]}}
+        inventory.record_states(self.cluster, [Observed(kind="node", name="n1", state=tricky)], T0)
+        assert EntityVersion.objects.get().state == tricky
+        inventory.record_states(
+            self.cluster, [Observed(kind="node", name="n1", state={**tricky, "none": "set"})], T0 + timedelta(1)
+        )
+        ch = Change.objects.get(field="none")
+        assert (ch.old, ch.new) == (None, "set")
+
 
 def test_diff_states_names_nested_fields():
     assert diff_states({"a": {"b": 1, "c": 2}}, {"a": {"b": 1, "c": 3}, "d": 4}) == [

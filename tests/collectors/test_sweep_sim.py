@@ -3,6 +3,7 @@ as of t equals the simulator's state at t, for every kind, on KAI and on Kueue."
 
 from __future__ import annotations
 
+import gc
 from datetime import timedelta
 from typing import Any
 
@@ -130,6 +131,7 @@ def test_a_second_sweep_over_an_unchanged_cluster_writes_nothing():
         second = sweep_cluster(cluster.name, t + timedelta(seconds=30))
     assert second.opened == 0 and second.changes == 0 and second.errors == []
     assert (EntityVersion.objects.count(), Change.objects.count()) == counts
+    assert gc.isenabled()  # the sweep pauses the cyclic collector and gives it back
 
 
 def test_a_quota_change_is_one_change_on_the_project_with_old_new_and_actor():
