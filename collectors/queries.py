@@ -164,13 +164,18 @@ def changes_around(
 
 
 def neighbour_changes(cluster: Cluster, related: Q, t: datetime) -> tuple[datetime | None, datetime | None]:
-    """The related change times just before and just after t (cursor bar ⇤/⇥): one query of two indexed
-    scalar subqueries (each still ``ORDER BY time LIMIT 1`` on the (entity, time) index)."""
+    """The related change times just before and just after t (cursor bar ⇤/⇥), in one query.
+
+    Two scalar subqueries, each the ``ORDER BY time LIMIT 1`` query this used to run on its own, so
+    both backends plan each side as before (an aggregate over the cluster's changes could scan
+    them all on an un-ANALYZEd SQLite database).
+    """
     qs = Change.objects.filter(cluster=cluster).filter(related)
     prev = qs.filter(time__lt=t).order_by("-time").values("time")[:1]
     nxt = qs.filter(time__gt=t).order_by("time").values("time")[:1]
     row = (
         Cluster.objects.filter(pk=cluster.pk)
+        .order_by()
         .annotate(prev=Subquery(prev), next=Subquery(nxt))
         .values_list("prev", "next")
         .first()

@@ -7,10 +7,11 @@ internal href carries ``t``/``w`` (CONVENTIONS 4-5).
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django import template
-from django.urls import reverse
+from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
 from django.utils.html import conditional_escape, escape, format_html
 from django.utils.safestring import mark_safe
 
@@ -62,6 +63,30 @@ def at_time_link(cur: Cursor, url: str, when: datetime | None) -> str:
     return _full_link(cur.moved_to(when), url)
 
 
+@functools.lru_cache(maxsize=8192)
+def _reverse_memo(resolver: object, prefix: str, viewname: str, args: tuple, kwargs: tuple) -> str:
+    return reverse(viewname, args=[a for _, a in args], kwargs={k: v for k, _, v in kwargs} or None)
+
+
+def cached_reverse(
+    viewname: str, args: Iterable[object] = (), kwargs: dict[str, object] | None = None
+) -> str:
+    """``reverse()``, memoized per URL conf, script prefix, name and arguments (typed: 1 is not "1").
+
+    The resolver object is part of the key, so ``clear_url_caches()`` (a changed URL conf) starts afresh.
+    """
+    try:
+        return _reverse_memo(
+            get_resolver(get_urlconf()),
+            get_script_prefix(),
+            viewname,
+            tuple((type(a), a) for a in args),
+            tuple((k, type(v), v) for k, v in sorted((kwargs or {}).items())),
+        )
+    except TypeError:  # an unhashable argument
+        return reverse(viewname, args=list(args), kwargs=kwargs or None)
+
+
 _URLS: dict[tuple[str, ...], str] = {}
 
 
@@ -98,7 +123,7 @@ def _cursor(context: template.Context) -> Cursor:
 @register.simple_tag(takes_context=True)
 def cursor_url(context: template.Context, viewname: str, *args: object, **kwargs: object) -> str:
     """``{% cursor_url 'collectors:node' cluster name %}``: reverse() plus the page's t/w."""
-    return _link(_cursor(context), reverse(viewname, args=args, kwargs=kwargs or None))
+    return _link(_cursor(context), cached_reverse(viewname, args, kwargs))
 
 
 @register.simple_tag(takes_context=True)
@@ -231,7 +256,7 @@ def list_url(context: template.Context, viewname: str, *args: object, **filters:
     """
     from urllib.parse import urlencode
 
-    url = reverse(viewname, args=args)
+    url = cached_reverse(viewname, args)
     params = {k: str(v) for k, v in filters.items() if v not in (None, "")}
     if params:
         url += "?" + urlencode(params)
