@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from django.db.models import Case, Count, IntegerField, Q, QuerySet, Subquery, Sum, Value, When
+from django.db.models import Case, Count, IntegerField, Max, Min, Q, QuerySet, Sum, Value, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 from django.urls import reverse
@@ -164,23 +164,17 @@ def changes_around(
 
 
 def neighbour_changes(cluster: Cluster, related: Q, t: datetime) -> tuple[datetime | None, datetime | None]:
-    """The related change times just before and just after t (cursor bar ⇤/⇥), in one query.
+    """The related change times just before and just after t (cursor bar ⇤/⇥), in one aggregate query.
 
-    Two scalar subqueries, each the ``ORDER BY time LIMIT 1`` query this used to run on its own, so
-    both backends plan each side as before (an aggregate over the cluster's changes could scan
-    them all on an un-ANALYZEd SQLite database).
+    ``related`` names entities of this cluster, so the query filters on them alone: both backends then
+    read the (entity, time) index (with a cluster condition an un-ANALYZEd SQLite database picks the
+    (cluster, time) index and reads every change of the cluster). MAX/MIN read the same index rows as
+    ``ORDER BY time LIMIT 1`` per side did: an IN list cannot walk that index in time order either.
     """
-    qs = Change.objects.filter(cluster=cluster).filter(related)
-    prev = qs.filter(time__lt=t).order_by("-time").values("time")[:1]
-    nxt = qs.filter(time__gt=t).order_by("time").values("time")[:1]
-    row = (
-        Cluster.objects.filter(pk=cluster.pk)
-        .order_by()
-        .annotate(prev=Subquery(prev), next=Subquery(nxt))
-        .values_list("prev", "next")
-        .first()
+    agg = Change.objects.filter(related).aggregate(
+        prev=Max("time", filter=Q(time__lt=t)), next=Min("time", filter=Q(time__gt=t))
     )
-    return row if row is not None else (None, None)
+    return agg["prev"], agg["next"]
 
 
 def field_history(entity: Entity, fields: Sequence[str], limit: int = 50) -> list[Change]:

@@ -6,13 +6,17 @@ internal href carries ``t``/``w`` (CONVENTIONS 4-5).
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
+import html
+import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django import template
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
-from django.utils.html import conditional_escape, escape, format_html
+from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import mark_safe
 
 from collectors.changefmt import Leaf, diff_leaves
@@ -89,11 +93,42 @@ def cached_reverse(
 
 _URLS: dict[tuple[str, ...], str] = {}
 
+# A name made only of these needs no percent-encoding. The stand-in's marks use each of these classes,
+# so a route whose converter took the marks takes any such name (str and path do; slug, int and uuid
+# reject a dot, and those routes always go through the builder).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]+\Z")
+_NAME_MARK, _NS_MARK = "rcaweb.Name_mark-0", "rcaweb.Ns_mark-0"
+_URL_FORMS: dict[tuple[object, ...], tuple[str, bool] | None] = {}
+
+
+def _url_form(entity: object, key: tuple[object, ...]) -> tuple[str, bool] | None:
+    """The object's own ``get_absolute_url()`` for a stand-in named with marks (once per type, kind,
+    cluster and URL conf), and whether its namespace is part of the URL; None if that cannot work."""
+    form = _URL_FORMS.get(key, False)
+    if form is not False:
+        return form  # type: ignore[return-value]
+    try:
+        if dataclasses.is_dataclass(entity):
+            twin = dataclasses.replace(entity, name=_NAME_MARK, namespace=_NS_MARK)  # type: ignore[type-var]
+        else:
+            twin = copy.copy(entity)
+            twin.name, twin.namespace = _NAME_MARK, _NS_MARK  # type: ignore[attr-defined]
+        url = twin.get_absolute_url()  # type: ignore[attr-defined]
+        ok = url.count(_NAME_MARK) == 1 and url.count(_NS_MARK) <= 1 and url.startswith("/")
+        form = (url, _NS_MARK in url) if ok else None
+    except Exception:  # noqa: BLE001 - no form: every URL of this key goes through get_absolute_url
+        form = None
+    if len(_URL_FORMS) < 1000:
+        _URL_FORMS[key] = form
+    return form
+
 
 def _absolute_url(entity: object) -> str:
     """``entity.get_absolute_url()`` (the one URL builder), memoized by what the URL is made of.
 
-    Keyed on (type, kind, cluster, namespace, name), never on a primary key (tests reuse them).
+    Keyed on (type, kind, cluster, namespace, name), never on a primary key (tests reuse them). A name
+    not seen yet is put into the URL the builder made for a stand-in of the same type, kind and cluster
+    (reverse() per pattern, not per object) when it needs no encoding; otherwise the builder runs.
     """
     cluster = getattr(entity, "cluster", None)
     key = (
@@ -107,7 +142,13 @@ def _absolute_url(entity: object) -> str:
         return entity.get_absolute_url()  # type: ignore[attr-defined]
     url = _URLS.get(key)
     if url is None:
-        url = entity.get_absolute_url()  # type: ignore[attr-defined]
+        form = _url_form(
+            entity, (type(entity), key[1], key[2], get_resolver(get_urlconf()), get_script_prefix())
+        )
+        if form is not None and _PLAIN_NAME.match(key[4]) and (not form[1] or _PLAIN_NAME.match(key[3])):
+            url = form[0].replace(_NAME_MARK, key[4]).replace(_NS_MARK, key[3])
+        else:
+            url = entity.get_absolute_url()  # type: ignore[attr-defined]
         if len(_URLS) < 50_000:
             _URLS[key] = url
     return url
@@ -156,10 +197,10 @@ def entity_link_html(
         if getattr(entity, "namespace", "") and kind in ("job", "pod")
         else getattr(entity, "name", str(entity))
     )
-    # format_html('<a class="ent ent-{}" href="{}">{}</a>', …) without its per-call overhead: same escaping
-    return mark_safe(
-        f'<a class="ent ent-{escape(kind)}" href="{escape(href)}">{conditional_escape(text)}</a>'
-    )
+    # format_html('<a class="ent ent-{}" href="{}">{}</a>', …) without its per-call overhead: the same
+    # escaping (django's escape() is html.escape() behind a lazy-string wrapper)
+    text = conditional_escape(text) if hasattr(text, "__html__") else html.escape(str(text))
+    return mark_safe(f'<a class="ent ent-{html.escape(str(kind))}" href="{html.escape(href)}">{text}</a>')
 
 
 @register.simple_tag(takes_context=True)

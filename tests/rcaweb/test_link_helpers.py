@@ -5,10 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from django.urls import NoReverseMatch
 from django.utils.html import format_html
 
+from collectors.models import Cluster, Entity
+from collectors.queries import Ref
 from rcaweb.cursor import Cursor
-from rcaweb.templatetags.rcaweb import _link, at_time_link, entity_link_html, moved_query
+from rcaweb.templatetags.rcaweb import _absolute_url, _link, at_time_link, entity_link_html, moved_query
 
 T = datetime(2026, 11, 29, 3, 12, 7, tzinfo=UTC)
 CURSORS = [
@@ -87,3 +90,34 @@ def test_it_writes_entity_links_as_format_html_did(entity: Named, label: str | N
         expected = format_html('<a class="ent ent-{}" href="{}">{}</a>', entity.kind, url, text)
         assert entity_link_html(entity, cur, label, when) == expected
     assert entity_link_html(None, cur) == '<span class="muted">—</span>'
+
+
+@pytest.mark.parametrize("kind", ["node", "gpu", "queue", "project", "job", "pod"])
+@pytest.mark.parametrize(
+    "namespace,name",
+    [
+        ("vision", "resnet-train-0"),
+        ("team.a", "ip-10-0-1-2.ec2.internal"),
+        ("ns_1", "GPU-00010200-0000-0000-0000-000000000000"),
+        ("x", "ünïcode"),
+        ("a b", "with space"),
+        ("p%", "100%"),
+        ("q", "a~b"),
+    ],
+)
+def test_it_builds_entity_urls_as_get_absolute_url_does(kind: str, namespace: str, name: str) -> None:
+    cluster = Cluster(name="gpu-prod")
+    for obj in (
+        Entity(cluster=cluster, kind=kind, namespace=namespace, name=name),
+        Ref(cluster, kind, name, namespace),
+    ):
+        assert _absolute_url(obj) == obj.get_absolute_url()
+        assert _absolute_url(obj) == obj.get_absolute_url()  # memoized
+
+
+def test_it_fails_like_get_absolute_url_for_a_pod_without_namespace() -> None:
+    pod = Entity(cluster=Cluster(name="gpu-prod"), kind="pod", namespace="", name="lonely")
+    with pytest.raises(NoReverseMatch):
+        pod.get_absolute_url()
+    with pytest.raises(NoReverseMatch):
+        _absolute_url(pod)
