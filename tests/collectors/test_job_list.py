@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from unittest.mock import patch
 
-from tests.collectors.factories import PageTestCase
+from tests.collectors.factories import PageTestCase, iso
 
 PATH = "/c/gpu-prod/jobs/"
 
@@ -52,3 +53,58 @@ class JobListCursorFormTest(PageTestCase):
         html = self.get(PATH + "?queue=nlp&phase=Pending", self.times["end"]).content.decode()
         assert '<input type="hidden" name="queue" value="nlp">' in html
         assert '<input type="hidden" name="phase" value="Pending">' in html
+
+
+@patch("collectors.views.joblist.LIST_LIMIT", 3)
+class JobListPagesTest(PageTestCase):
+    """More jobs than a page holds (LIST_LIMIT patched to 3: the story has 4 jobs at its end)."""
+
+    def page(self, query: str, status: int = 200) -> tuple[list[str], str, dict]:
+        r = self.get(PATH + query, self.times["end"])
+        assert r.status_code == status, r.content[:500]
+        return [v.entity.name for v in r.context["versions"]], r.content.decode(), r.context
+
+    def test_it_shows_the_count_and_links_the_next_and_last_pages_keeping_t_w_and_filters(self):
+        names, html, ctx = self.page("")
+        assert names == ["bert-eval", "llama-ft", "resnet-train"]
+        assert "4 jobs, ordered by namespace and name; 1–3 shown (page 1 of 2)." in html
+        t = iso(self.times["end"]).replace(":", "%3A")
+        assert ctx["next_url"] == ctx["last_url"] == f"{PATH}?page=2&t={t}&w=2h"
+        assert f'href="{PATH}?page=2&amp;t={t}&amp;w=2h" rel="next"' in html
+        assert ctx["prev_url"] == ctx["first_url"] == ""
+
+        names, html, ctx = self.page("?page=2")
+        assert names == ["vit-large"]
+        assert "4 jobs, ordered by namespace and name; 4–4 shown (page 2 of 2)." in html
+        assert ctx["prev_url"] == ctx["first_url"] == f"{PATH}?page=1&t={t}&w=2h"
+        assert ctx["next_url"] == ctx["last_url"] == ""
+
+    def test_it_keeps_the_filters_in_the_page_links(self):
+        with patch("collectors.views.joblist.LIST_LIMIT", 1):
+            _, _, ctx = self.page("?queue=nlp")
+        t = iso(self.times["end"]).replace(":", "%3A")
+        assert ctx["next_url"] == f"{PATH}?queue=nlp&page=2&t={t}&w=2h"
+
+    def test_it_numbers_waiting_jobs_across_pages_in_queue_order(self):
+        with patch("collectors.views.joblist.LIST_LIMIT", 1):
+            first, html1, _ = self.page("?phase=Pending")
+            second, html2, ctx = self.page("?phase=Pending&page=2")
+        everything, _, _ = self.page("?phase=Pending")
+        assert first + second == everything and len(everything) == 2
+        assert '<td class="num">1</td>' in html1 and '<td class="num">2</td>' in html2
+        assert [v.position for v in ctx["versions"]] == [2]
+
+    def test_it_shows_the_last_page_when_the_page_asked_for_is_past_it(self):
+        names, html, ctx = self.page("?page=9")
+        assert names == ["vit-large"] and ctx["page"] == 2
+        assert "There is no page 9 at this time (4 jobs): this is the last page." in html
+
+    def test_it_rejects_a_page_that_is_not_a_positive_number_with_a_400(self):
+        for query in ("?page=0", "?page=-1", "?page=two", "?page=" + "9" * 12):
+            _, html, _ = self.page(query, status=400)
+            assert "<code>page</code>" in html, query
+
+    def test_it_shows_no_pager_when_everything_fits(self):
+        with patch("collectors.views.joblist.LIST_LIMIT", 500):
+            names, html, _ = self.page("")
+        assert len(names) == 4 and 'class="pager"' not in html and "shown (page" not in html
