@@ -86,6 +86,13 @@ def explain_job(di: DiagnosisInput, job: EntityState | None, label: str = "") ->
         return JobExplanation(
             job=label, t=di.t, exists=False, verdict=[f"The job did not exist at {iso(di.t)}."]
         )
+    # Read-only from here: per-node lookups use indexes built once (1,000 nodes x 20,000 pods scanned per
+    # node took seconds).
+    with di.indexed():
+        return _explain(di, job)
+
+
+def _explain(di: DiagnosisInput, job: EntityState) -> JobExplanation:
     req = F.job_request(di, job)
     rows = F.node_fits(di, req)
     tot = F.totals(rows)
