@@ -9,6 +9,7 @@ and a trivial one-query view (the floor), and prints medians, ratios and query c
     .venv/bin/python bench/asof.py                       # SQLite
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/rcaweb_bench .venv/bin/python bench/asof.py
     .venv/bin/python bench/asof.py --rebuild --samples 50
+    .venv/bin/python bench/asof.py --breakdown 40          # then: where each page's time goes
 
 Target: each page <= 5x the floor, and query counts constant (the same for every sampled page).
 The job page's why-pending panel (incidents.diagnosis, loaded lazily from .../why/) is timed on its own
@@ -396,6 +397,14 @@ def main() -> None:
     ap.add_argument(
         "--diagnosis-samples", type=int, default=5, help="requests of the page with the diagnosis"
     )
+    ap.add_argument(
+        "--breakdown",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the figures, N more requests per page kind split into template rendering, SQL "
+        "compilation, database calls and the rest (instrumented: not comparable with the figures)",
+    )
     args = ap.parse_args()
 
     db = connection.settings_dict
@@ -494,6 +503,71 @@ def main() -> None:
         f"the lazy why-pending panel (incidents.diagnosis) {results['why-pending panel'][0] / floor:.1f}x; "
         f"queries constant -> {'yes' if constant else 'NO'}"
     )
+    if args.breakdown:
+        breakdown(client, [(label, make) for label, make, n in pages if n == args.samples], args.breakdown)
+
+
+def breakdown(client: Client, pages: list[tuple[str, Callable[[], str]]], n: int) -> None:
+    """Median ms per request of each part: Django template rendering (``Template.render``, the view's
+    own Python inside it included), SQL compilation (``SQLCompiler.as_sql``), database calls (cursor
+    execute: round trip, server time, adapting parameters) and the rest (middleware, view Python,
+    ORM row and model building, the test client)."""
+    from django.db.models.sql.compiler import SQLCompiler
+    from django.template.backends.django import Template
+
+    acc = {"render": 0.0, "compile": 0.0, "db": 0.0}
+    depth = {"compile": 0, "render": 0}  # queries run while rendering count as rendering
+    orig_render, orig_as_sql = Template.render, SQLCompiler.as_sql
+
+    def render(self: Any, *a: Any, **k: Any) -> Any:
+        depth["render"] += 1
+        t0 = time.perf_counter()
+        try:
+            return orig_render(self, *a, **k)
+        finally:
+            depth["render"] -= 1
+            if not depth["render"]:
+                acc["render"] += time.perf_counter() - t0
+
+    def as_sql(self: Any, *a: Any, **k: Any) -> Any:
+        depth["compile"] += 1
+        t0 = time.perf_counter()
+        try:
+            return orig_as_sql(self, *a, **k)
+        finally:
+            depth["compile"] -= 1
+            if not depth["compile"] and not depth["render"]:  # subqueries compile inside their query
+                acc["compile"] += time.perf_counter() - t0
+
+    def db(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            if not depth["render"]:
+                acc["db"] += time.perf_counter() - t0
+
+    Template.render, SQLCompiler.as_sql = render, as_sql  # type: ignore[method-assign]
+    try:
+        print(f"\nbreakdown, median ms of {n} instrumented requests (queries run while rendering count as")
+        print("rendering; the rest is middleware, view Python, ORM query building, rows and models):")
+        print(f"{'':22} {'total':>7} {'render':>7} {'compile':>8} {'db':>6} {'rest':>6}")
+        with connection.execute_wrapper(db):
+            for label, make in pages:
+                rows = []
+                for _ in range(n):
+                    url = make()
+                    for key in acc:
+                        acc[key] = 0.0
+                    t0 = time.perf_counter()
+                    client.get(url)
+                    total = time.perf_counter() - t0
+                    rows.append((total, acc["render"], acc["compile"], acc["db"]))
+                med = [statistics.median(col) * 1000 for col in zip(*rows, strict=True)]
+                rest = med[0] - med[1] - med[2] - med[3]
+                print(f"{label:22} {med[0]:7.1f} {med[1]:7.1f} {med[2]:8.1f} {med[3]:6.1f} {rest:6.1f}")
+    finally:
+        Template.render, SQLCompiler.as_sql = orig_render, orig_as_sql  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":
