@@ -76,6 +76,26 @@ def get_entity(cluster: str, kind: str, name: str, namespace: str = "") -> Entit
     )
 
 
+def entity_at(
+    cluster: str, kind: str, name: str, namespace: str, t: datetime
+) -> tuple[Entity | None, EntityVersion | None]:
+    """The entity with its cluster and its version at t, as :func:`get_entity` and :func:`version_at`
+    return them, in one query when the object existed at t (the entity page's usual case); when it
+    did not, the entity is read on its own (None if never recorded)."""
+    v = (
+        EntityVersion.objects.as_of(t)
+        .filter(
+            entity__cluster__name=cluster, entity__kind=kind, entity__namespace=namespace, entity__name=name
+        )
+        .select_related("entity__cluster")
+        .order_by("-valid_from")
+        .first()
+    )
+    if v is None:
+        return get_entity(cluster, kind, name, namespace), None
+    return v.entity, None if v.deleted else v
+
+
 def version_at(entity: Entity, t: datetime) -> EntityVersion | None:
     """The version valid at t (None when the object did not exist, including tombstones)."""
     v = EntityVersion.objects.as_of(t).filter(entity=entity).order_by("-valid_from").first()

@@ -18,7 +18,7 @@ from django.utils.safestring import mark_safe
 from django.utils.timezone import get_current_timezone
 
 from collectors import queries
-from collectors.models import Entity
+from collectors.models import Entity, EntityVersion
 from rcaweb.http import RcaRequest
 from rcaweb.templatetags.rcaweb import at_time_link, compact, entity_link_html, relative
 
@@ -28,18 +28,25 @@ FRAGMENT_TEMPLATE = "collectors/_fragment.html"
 CHANGES_SHOWN = 50  # rows of "changes around t" (rendering dominates a page's cost; 50 nearest t read well)
 
 
+def not_found(cluster: str, kind: str, name: str, namespace: str = "") -> Http404:
+    return Http404(f"No {kind} {namespace + '/' if namespace else ''}{name} in cluster {cluster}")
+
+
 def entity_or_404(cluster: str, kind: str, name: str, namespace: str = "") -> Entity:
     """The entity (with its cluster), whatever its lifespan; the page itself says whether it existed at t."""
     entity = queries.get_entity(cluster, kind, name, namespace)
     if entity is None:
-        raise Http404(f"No {kind} {namespace + '/' if namespace else ''}{name} in cluster {cluster}")
+        raise not_found(cluster, kind, name, namespace)
     return entity
 
 
 def entity_context(request: RcaRequest, entity: Entity) -> dict[str, Any]:
     """The version at t and, when there is none, when the object existed before/after t."""
+    return _context_at(request, entity, queries.version_at(entity, request.cursor.t))
+
+
+def _context_at(request: RcaRequest, entity: Entity, version: EntityVersion | None) -> dict[str, Any]:
     t = request.cursor.t
-    version = queries.version_at(entity, t)
     ctx: dict[str, Any] = {
         "entity": entity,
         "cluster": entity.cluster,
@@ -53,6 +60,16 @@ def entity_context(request: RcaRequest, entity: Entity) -> dict[str, Any]:
             # valid_to is the first moment it was gone: show it one second earlier, when it still existed.
             ctx["last_seen_at"] = ctx["existed_until"] - timedelta(seconds=1)
     return ctx
+
+
+def entity_page_context(
+    request: RcaRequest, cluster: str, kind: str, name: str, namespace: str = ""
+) -> dict[str, Any]:
+    """:func:`entity_or_404` then :func:`entity_context`, the entity and its version at t read together."""
+    entity, version = queries.entity_at(cluster, kind, name, namespace, request.cursor.t)
+    if entity is None:
+        raise not_found(cluster, kind, name, namespace)
+    return _context_at(request, entity, version)
 
 
 def finish(request: RcaRequest, ctx: dict[str, Any], related: Q) -> dict[str, Any]:

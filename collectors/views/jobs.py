@@ -15,7 +15,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from collectors import queries
 from collectors.models import Entity
-from collectors.views.common import entity_context, entity_or_404, finish, render_page
+from collectors.views.common import entity_page_context, finish, not_found, render_page
 from rcaweb.http import RcaRequest
 
 logger = logging.getLogger(__name__)
@@ -49,8 +49,8 @@ def why_pending(entity: Entity, t: datetime) -> tuple[Any, str]:
 @require_GET
 @vary_on_headers("HX-Request")
 def job_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
-    job = entity_or_404(cluster, "job", name, namespace)
-    ctx = entity_context(request, job)
+    ctx = entity_page_context(request, cluster, "job", name, namespace)
+    job = ctx["entity"]
     c, t, version, state = job.cluster, ctx["t"], ctx["version"], ctx["state"]
     pods = queries.pods_of_job(c, namespace, name, t)
     nodes = sorted({p.node for p in pods if p.node})
@@ -88,9 +88,10 @@ def job_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
 @vary_on_headers("HX-Request")
 def job_why(request: RcaRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
     """The why-pending panel of a job at t: the job page loads it lazily; without JS it is its own page."""
-    job = entity_or_404(cluster, "job", name, namespace)
     t = request.cursor.t
-    version = queries.version_at(job, t)
+    job, version = queries.entity_at(cluster, "job", name, namespace, t)
+    if job is None:
+        raise not_found(cluster, "job", name, namespace)
     explanation, template = why_pending(job, t) if version is not None else (None, "")
     ctx = {
         "entity": job,

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from collectors import queries
-from collectors.views.common import entity_context, entity_or_404, finish, render_page
+from collectors.views.common import entity_page_context, finish, render_page
 from rcaweb.http import RcaRequest
 from rcaweb.templatetags.rcaweb import entity_link_html
 
@@ -35,8 +35,8 @@ LABELS_THAT_MATTER = (
 @require_GET
 @vary_on_headers("HX-Request")
 def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
-    node = entity_or_404(cluster, "node", name)
-    ctx = entity_context(request, node)
+    ctx = entity_page_context(request, cluster, "node", name)
+    node = ctx["entity"]
     c, t, state = node.cluster, ctx["t"], ctx["state"]
     gpus, pods = queries.gpus_and_pods_on_node(c, name, t)
     pods_by_key = {f"{p.entity.namespace}/{p.entity.name}": p.entity for p in pods}
@@ -77,8 +77,8 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
 @require_GET
 @vary_on_headers("HX-Request")
 def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
-    gpu = entity_or_404(cluster, "gpu", name)
-    ctx = entity_context(request, gpu)
+    ctx = entity_page_context(request, cluster, "gpu", name)
+    gpu = ctx["entity"]
     c, version, cur = gpu.cluster, ctx["version"], request.cursor
     node_name = version.node if version else ""
     users = queries.gpu_users_in_window(gpu, cur.t - cur.window, cur.t + cur.window)

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from collectors import queries
-from collectors.views.common import entity_context, entity_or_404, finish, render_page
+from collectors.views.common import entity_page_context, finish, render_page
 from rcaweb.http import RcaRequest
 
 logger = logging.getLogger(__name__)
@@ -38,8 +38,8 @@ def container_state_text(st: dict[str, Any] | None) -> tuple[str, str, str]:
 @require_GET
 @vary_on_headers("HX-Request")
 def pod_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
-    pod = entity_or_404(cluster, "pod", name, namespace)
-    ctx = entity_context(request, pod)
+    ctx = entity_page_context(request, cluster, "pod", name, namespace)
+    pod = ctx["entity"]
     c, t, version, state = pod.cluster, ctx["t"], ctx["version"], ctx["state"]
     containers = []
     for ct in state.get("containers") or []:

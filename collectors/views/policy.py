@@ -11,7 +11,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from collectors import queries
 from collectors.models import Change
-from collectors.views.common import entity_context, entity_or_404, finish, render_page
+from collectors.views.common import entity_page_context, finish, render_page
 from rcaweb.http import RcaRequest
 
 logger = logging.getLogger(__name__)
@@ -59,8 +59,8 @@ def _policy_changes(cluster: Any, related: Any, t: Any, limit: int = 20) -> list
 @require_GET
 @vary_on_headers("HX-Request")
 def project_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
-    project = entity_or_404(cluster, "project", name)
-    ctx = entity_context(request, project)
+    ctx = entity_page_context(request, cluster, "project", name)
+    project = ctx["entity"]
     c, t, state = project.cluster, ctx["t"], ctx["state"]
     queue_name = state.get("queue") or ""
     in_use = queries.running_gpus(c, t, project=name)
@@ -82,8 +82,8 @@ def project_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse
 @require_GET
 @vary_on_headers("HX-Request")
 def queue_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
-    queue = entity_or_404(cluster, "queue", name)
-    ctx = entity_context(request, queue)
+    ctx = entity_page_context(request, cluster, "queue", name)
+    queue = ctx["entity"]
     c, t, state = queue.cluster, ctx["t"], ctx["state"]
     project_name = state.get("project") or ""
     in_use = queries.running_gpus(c, t, queue=name)

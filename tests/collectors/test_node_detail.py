@@ -63,6 +63,16 @@ class NodeDetailTest(PageTestCase):
         assert [p.pk for p in pods] == [p.pk for p in queries.pods_on_node(self.cluster, "h100-01", t)]
         assert len(gpus) == 8 and len(pods) == 31
 
+    def test_it_reads_the_node_with_its_version_at_t_in_one_query(self):
+        t = self.times["end"]
+        with self.assertNumQueries(1):
+            node, version = queries.entity_at("gpu-prod", "node", "h100-01", "", t)
+            assert node.cluster.name == "gpu-prod"  # selected with it
+        assert node == queries.get_entity("gpu-prod", "node", "h100-01")
+        assert version == queries.version_at(node, t) and version.entity is node
+        assert queries.entity_at("gpu-prod", "node", "h100-01", "", T0 - timedelta(minutes=1)) == (node, None)
+        assert queries.entity_at("gpu-prod", "node", "nowhere", "", t) == (None, None)
+
     def test_it_says_plainly_when_the_node_did_not_exist(self):
         self.assert_absent_before_first_version(PATH, T0)
 
