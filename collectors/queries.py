@@ -14,7 +14,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from django.db.models import Case, Count, IntegerField, Max, Min, Q, QuerySet, Sum, Value, When
+from django.db.models import (
+    Case,
+    Count,
+    IntegerField,
+    Max,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 from django.urls import reverse
@@ -250,24 +263,41 @@ def collection_errors(cluster: Cluster, start: datetime, end: datetime) -> list[
 #
 
 
-def _as_of(cluster: Cluster, kind: str, t: datetime) -> QuerySet[EntityVersion]:
+# The entity's namespace and name come by correlated subquery (one primary-key probe per row), not by a
+# join: PostgreSQL misestimates the as-of filter (valid_from <= t AND (valid_to IS NULL OR valid_to > t))
+# by 10-20x and then hashes the whole entity table, which grows with history (22 ms instead of 0.3 ms for
+# the pods on one node at 39,000 entities).
+_ENTITY_COLUMNS = {
+    f"_entity_{f}": Subquery(Entity.objects.filter(pk=OuterRef("entity_id")).values(f)[:1])
+    for f in ("namespace", "name")
+}
+_ENTITY_LOADED = ["id", "cluster_id", "kind", "namespace", "name"]  # the rest is loaded on access
+
+
+def _as_of(cluster: Cluster, kind: str | Sequence[str], t: datetime) -> QuerySet[EntityVersion]:
+    kinds = {"kind": kind} if isinstance(kind, str) else {"kind__in": list(kind)}
     return (
         EntityVersion.objects.as_of(t)
-        .filter(cluster=cluster, kind=kind, deleted=False)
-        .select_related("entity")
+        .filter(cluster=cluster, deleted=False, **kinds)
+        .annotate(**_ENTITY_COLUMNS)
     )
 
 
 def _with_cluster(versions: Iterable[EntityVersion], cluster: Cluster) -> list[EntityVersion]:
+    """The versions of an :func:`_as_of` query, each with its entity (and the entity's cluster) attached."""
     out = list(versions)
     for v in out:
-        v.entity.cluster = cluster
+        entity = Entity.from_db(
+            v._state.db, _ENTITY_LOADED, [v.entity_id, cluster.pk, v.kind, v._entity_namespace, v._entity_name]
+        )
+        entity.cluster = cluster
+        v.entity = entity
     return out
 
 
 def pods_on_node(cluster: Cluster, node: str, t: datetime) -> list[EntityVersion]:
     return _with_cluster(
-        _as_of(cluster, "pod", t).filter(node=node).order_by("entity__namespace", "entity__name"), cluster
+        _as_of(cluster, "pod", t).filter(node=node).order_by("_entity_namespace", "_entity_name"), cluster
     )
 
 
@@ -286,10 +316,7 @@ def gpus_and_pods_on_node(
 ) -> tuple[list[EntityVersion], list[EntityVersion]]:
     """:func:`gpus_of_node` and :func:`pods_on_node` (same orders) in one query on the (node) index."""
     rows = _with_cluster(
-        EntityVersion.objects.as_of(t)
-        .filter(cluster=cluster, kind__in=("gpu", "pod"), node=node, deleted=False)
-        .select_related("entity")
-        .order_by("entity__namespace", "entity__name"),
+        _as_of(cluster, ("gpu", "pod"), t).filter(node=node).order_by("_entity_namespace", "_entity_name"),
         cluster,
     )
     gpus = sorted((v for v in rows if v.kind == "gpu"), key=_gpu_order)
@@ -304,7 +331,7 @@ def gpus_of_pod(cluster: Cluster, namespace: str, name: str, t: datetime) -> lis
 
 def pods_of_job(cluster: Cluster, namespace: str, job: str, t: datetime) -> list[EntityVersion]:
     return _with_cluster(
-        _as_of(cluster, "pod", t).filter(namespace=namespace, job=job).order_by("entity__name"), cluster
+        _as_of(cluster, "pod", t).filter(namespace=namespace, job=job).order_by("_entity_name"), cluster
     )
 
 
