@@ -35,7 +35,7 @@ def insert_rows(model: type[models.Model], rows: Sequence[dict[str, Any]]) -> in
         model._default_manager.bulk_create([model(**row) for row in rows], batch_size=2000)
         return len(rows)
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    unknown = set().union(*(row.keys() for row in rows[:1])) - {f.attname for f in fields}
+    unknown = set(rows[0]) - {f.attname for f in fields}  # rows share their keys: the first one tells
     if unknown:
         raise TypeError(f"{model.__name__} has no field {', '.join(sorted(unknown))}")
     plan = []
@@ -44,7 +44,6 @@ def insert_rows(model: type[models.Model], rows: Sequence[dict[str, Any]]) -> in
         plan.append((f.attname, isinstance(f, models.JSONField), f.null, default))
     table = conn.ops.quote_name(model._meta.db_table)
     cols = ", ".join(conn.ops.quote_name(f.column) for f in fields)
-    conn.ensure_connection()
     with conn.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
         for row in rows:
             values = []
