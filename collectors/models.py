@@ -120,6 +120,12 @@ class EntityVersion(models.Model):
             models.Index(fields=["cluster", "kind", "queue", "valid_from"], name="ev_queue"),
             models.Index(fields=["cluster", "kind", "project", "valid_from"], name="ev_project"),
             models.Index(fields=["cluster", "kind", "job", "valid_from"], name="ev_job"),
+            # a pending job's queue position: the queue's pending jobs at t, without reading its running ones
+            models.Index(
+                fields=["cluster", "queue", "valid_from"],
+                condition=models.Q(kind="job", phase="Pending"),
+                name="ev_pending_job",
+            ),
         ]
         constraints = [
             # Never two open versions of one entity (a sweep must close before it opens).

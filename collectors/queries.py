@@ -14,25 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from django.db.models import (
-    Case,
-    Count,
-    IntegerField,
-    Max,
-    Min,
-    OuterRef,
-    Q,
-    QuerySet,
-    Subquery,
-    Sum,
-    Value,
-    When,
-)
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Coalesce
+from django.db import connection
+from django.db.models import Count, Sum
 from django.urls import reverse
 
-from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
+from collectors import readsql
+from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity, EntityVersion, KubeEvent
 from rcaweb.cursor import parse_t
 
 logger = logging.getLogger(__name__)
@@ -89,30 +76,57 @@ def get_entity(cluster: str, kind: str, name: str, namespace: str = "") -> Entit
     )
 
 
+_ENTITY_AT = f"""
+SELECT {readsql.ENTITY_SELECT}, {readsql.CLUSTER_SELECT}, {readsql.EV_SELECT}
+FROM {readsql.ENTITY} e
+JOIN {readsql.CLUSTER} c ON c.id = e.cluster_id
+LEFT JOIN {readsql.EV} v ON v.id = (
+    SELECT v1.id FROM {readsql.EV} v1 WHERE v1.entity_id = e.id AND v1.valid_from <= %s
+    ORDER BY v1.valid_from DESC LIMIT 1
+)
+WHERE c.name = %s AND e.kind = %s AND e.namespace = %s AND e.name = %s"""
+_AT_CLUSTER = len(readsql.ENTITY_FIELDS)
+_AT_VERSION = _AT_CLUSTER + len(readsql.CLUSTER_FIELDS)
+
+
 def entity_at(
     cluster: str, kind: str, name: str, namespace: str, t: datetime
 ) -> tuple[Entity | None, EntityVersion | None]:
-    """The entity with its cluster and its version at t, as :func:`get_entity` and :func:`version_at`
-    return them, in one query when the object existed at t (the entity page's usual case); when it
-    did not, the entity is read on its own (None if never recorded)."""
-    v = (
-        EntityVersion.objects.as_of(t)
-        .filter(
-            entity__cluster__name=cluster, entity__kind=kind, entity__namespace=namespace, entity__name=name
-        )
-        .select_related("entity__cluster")
-        .order_by("-valid_from")
-        .first()
-    )
-    if v is None:
-        return get_entity(cluster, kind, name, namespace), None
-    return v.entity, None if v.deleted else v
+    """The entity with its cluster, and its version at t (None when it did not exist then, tombstones
+    included), as :func:`get_entity` and :func:`version_at` return them, in one query; (None, None)
+    when the object was never recorded. The entity page's first query.
+
+    The version is the last one started at or before t, one step back along the (entity, valid_from)
+    index whatever the length of history; it is the version at t unless it ended by t.
+    """
+    found = readsql.fetch(_ENTITY_AT, [readsql.db_time(t), cluster, kind, namespace, name])
+    if not found:
+        return None, None
+    row = found[0]
+    entity = readsql.entity(row)
+    entity.cluster = readsql.cluster(row, _AT_CLUSTER)
+    if row[_AT_VERSION] is None:  # no version started by t (LEFT JOIN)
+        return entity, None
+    v = readsql.version(row, _AT_VERSION)
+    if v.deleted or (v.valid_to is not None and v.valid_to <= t):
+        return entity, None
+    v.entity = entity
+    return entity, v
+
+
+_VERSION_AT = (
+    f"SELECT {readsql.EV_SELECT} FROM {readsql.EV} v WHERE v.entity_id = %s AND v.valid_from <= %s "
+    "ORDER BY v.valid_from DESC LIMIT 1"
+)
 
 
 def version_at(entity: Entity, t: datetime) -> EntityVersion | None:
     """The version valid at t (None when the object did not exist, including tombstones)."""
-    v = EntityVersion.objects.as_of(t).filter(entity=entity).order_by("-valid_from").first()
-    if v is None or v.deleted:
+    found = readsql.fetch(_VERSION_AT, [entity.pk, readsql.db_time(t)])
+    if not found:
+        return None
+    v = readsql.version(found[0])
+    if v.deleted or (v.valid_to is not None and v.valid_to <= t):  # the last version started by t ended by t
         return None
     v.entity = entity  # no lazy query when a page reads version.entity
     return v
@@ -140,20 +154,25 @@ def existence_around(entity: Entity, t: datetime) -> tuple[datetime | None, date
 #
 
 
-def related_q(cluster: Cluster, entity_ids: Sequence[int], names: Iterable[tuple[str, str, str]] = ()) -> Q:
-    """Changes of these entity ids and of the entities named (kind, namespace, name).
+def related_ids(
+    cluster: Cluster, entity_ids: Sequence[int], names: Iterable[tuple[str, str, str]] = ()
+) -> list[int]:
+    """The ids whose changes a page shows: these entity ids, and the entities named (kind, namespace, name).
 
-    Names are resolved to ids first (one query on the identity index) so the change queries run on
-    (entity, time) alone: a join on the entity's name made SQLite scan every change of the cluster.
+    Names are resolved to ids first (one query on the identity index, only when a name is given) so the
+    change queries run on (entity, time) alone: a join on the entity's name made SQLite scan every
+    change of the cluster. At most :data:`MAX_RELATED_IDS` (SQLite's host-parameter limit).
     """
     ids = list(entity_ids)
-    named = Q()
+    terms, params = [], [cluster.pk]
     for kind, ns, name in names:
         if name:
-            named |= Q(kind=kind, namespace=ns, name=name)
-    if named:
-        ids += Entity.objects.filter(cluster=cluster).filter(named).values_list("id", flat=True)
-    return Q(entity_id__in=ids[:MAX_RELATED_IDS])
+            terms.append("(kind = %s AND namespace = %s AND name = %s)")
+            params += [kind, ns, name]
+    if terms:
+        sql = f"SELECT id FROM {readsql.ENTITY} WHERE cluster_id = %s AND ({' OR '.join(terms)}) ORDER BY id"
+        ids += [pk for (pk,) in readsql.fetch(sql, params)]
+    return ids[:MAX_RELATED_IDS]
 
 
 class ChangeLine(NamedTuple):
@@ -176,43 +195,73 @@ class ChangeLine(NamedTuple):
 
 
 def changes_around(
-    cluster: Cluster, related: Q, t: datetime, window: timedelta, limit: int = CHANGES_LIMIT
+    cluster: Cluster, related: Sequence[int], t: datetime, window: timedelta, limit: int = CHANGES_LIMIT
 ) -> list[ChangeLine]:
-    """Changes within [t - w, t + w] of the related entities, oldest first (one query, bounded)."""
-    rows = (
-        Change.objects.filter(cluster=cluster, time__gte=t - window, time__lte=t + window)
-        .filter(related)
-        .order_by("time", "id")
-        .values_list(
-            "id", "time", "entity_id", "entity__kind", "entity__namespace", "entity__name",
-            "field", "old", "new", "source", "actor", "summary", "link",
-        )[:limit]
-    )  # fmt: skip
+    """Changes within [t - w, t + w] of the related entity ids, oldest first (one query, bounded)."""
+    if not related:
+        return []
+    ids_sql, ids_params = readsql.any_of("ch.entity_id", related)
+    sql = f"""
+SELECT ch.id, ch.time, ch.entity_id, e.kind, e.namespace, e.name,
+       ch.field, ch.old, ch.new, ch.source, ch.actor, ch.summary, ch.link
+FROM {readsql.CHANGE} ch LEFT JOIN {readsql.ENTITY} e ON e.id = ch.entity_id
+WHERE ch.cluster_id = %s AND ch.time >= %s AND ch.time <= %s AND {ids_sql}
+ORDER BY ch.time, ch.id
+LIMIT %s"""
+    params = [cluster.pk, readsql.db_time(t - window), readsql.db_time(t + window), *ids_params, limit]
+    aware, load = readsql.aware, readsql.load_json
     return [
         ChangeLine(
-            pk, time, entity_id, None if entity_id is None else Ref(cluster, kind, name, namespace), *rest
+            pk,
+            aware(time),
+            entity_id,
+            None if entity_id is None else Ref(cluster, kind, name, namespace),
+            field,
+            load(old),
+            load(new),
+            source,
+            actor,
+            summary,
+            link,
         )
-        for pk, time, entity_id, kind, namespace, name, *rest in rows
+        for pk, time, entity_id, kind, namespace, name, field, old, new, source, actor, summary, link in readsql.fetch(
+            sql, params
+        )
     ]
 
 
-def neighbour_changes(cluster: Cluster, related: Q, t: datetime) -> tuple[datetime | None, datetime | None]:
+def neighbour_changes(
+    cluster: Cluster, related: Sequence[int], t: datetime
+) -> tuple[datetime | None, datetime | None]:
     """The related change times just before and just after t (cursor bar ⇤/⇥), in one aggregate query.
 
-    ``related`` names entities of this cluster, so the query filters on them alone: both backends then
+    ``related`` are entities of this cluster, so the query filters on them alone: both backends then
     read the (entity, time) index (with a cluster condition an un-ANALYZEd SQLite database picks the
     (cluster, time) index and reads every change of the cluster). MAX/MIN read the same index rows as
     ``ORDER BY time LIMIT 1`` per side did: an IN list cannot walk that index in time order either.
     """
-    agg = Change.objects.filter(related).aggregate(
-        prev=Max("time", filter=Q(time__lt=t)), next=Min("time", filter=Q(time__gt=t))
+    if not related:
+        return None, None
+    at = readsql.db_time(t)
+    ids_sql, ids_params = readsql.any_of("entity_id", related)
+    sql = (
+        "SELECT MAX(time) FILTER (WHERE time < %s), MIN(time) FILTER (WHERE time > %s) "
+        f"FROM {readsql.CHANGE} WHERE {ids_sql}"
     )
-    return agg["prev"], agg["next"]
+    prev, nxt = readsql.fetch(sql, [at, at, *ids_params])[0]
+    return readsql.time_value(prev), readsql.time_value(nxt)
+
+
+_FIELD_HISTORY = (
+    f"SELECT {readsql.CHANGE_SELECT} FROM {readsql.CHANGE} ch WHERE ch.entity_id = %s AND ch.field IN ({{fields}}) "
+    "ORDER BY ch.time DESC, ch.id DESC LIMIT %s"
+)
 
 
 def field_history(entity: Entity, fields: Sequence[str], limit: int = 50) -> list[Change]:
     """Changes of some fields of one entity over its whole life, newest first (request-size history)."""
-    return list(Change.objects.filter(entity=entity, field__in=fields).order_by("-time", "-id")[:limit])
+    sql = _FIELD_HISTORY.format(fields=readsql.in_list(fields))
+    return [readsql.change(r) for r in readsql.fetch(sql, [entity.pk, *fields, limit])]
 
 
 #
@@ -240,13 +289,18 @@ class SourceTrouble:
     error: str
 
 
+_COLLECTION_ERRORS = (
+    f"SELECT {readsql.SOURCE_RUN_SELECT} FROM {readsql.SOURCE_RUN} sr "
+    "WHERE sr.cluster_id = %s AND NOT sr.ok AND sr.time >= %s AND sr.time <= %s ORDER BY sr.time LIMIT 200"
+)
+
+
 def collection_errors(cluster: Cluster, start: datetime, end: datetime) -> list[SourceTrouble]:
     """Failed source calls of this cluster in the window, one line per source (one query)."""
-    rows = SourceRun.objects.filter(cluster=cluster, ok=False, time__gte=start, time__lte=end).order_by(
-        "time"
-    )[:200]
+    found = readsql.fetch(_COLLECTION_ERRORS, [cluster.pk, readsql.db_time(start), readsql.db_time(end)])
+    runs = [readsql.source_run(r) for r in found]
     out: dict[str, SourceTrouble] = {}
-    for r in rows:
+    for r in runs:
         label, consequence = SOURCE_LABELS.get(
             r.source, (r.source, "its data may be missing for this window")
         )
@@ -267,38 +321,45 @@ def collection_errors(cluster: Cluster, start: datetime, end: datetime) -> list[
 # join: PostgreSQL misestimates the as-of filter (valid_from <= t AND (valid_to IS NULL OR valid_to > t))
 # by 10-20x and then hashes the whole entity table, which grows with history (22 ms instead of 0.3 ms for
 # the pods on one node at 39,000 entities).
-_ENTITY_COLUMNS = {
-    f"_entity_{f}": Subquery(Entity.objects.filter(pk=OuterRef("entity_id")).values(f)[:1])
-    for f in ("namespace", "name")
-}
+_VERSIONS_AT = f"""
+SELECT {readsql.EV_SELECT},
+       (SELECT e.namespace FROM {readsql.ENTITY} e WHERE e.id = v.entity_id) AS entity_namespace,
+       (SELECT e.name FROM {readsql.ENTITY} e WHERE e.id = v.entity_id) AS entity_name
+FROM {readsql.EV} v
+WHERE v.cluster_id = %s AND {readsql.AS_OF} AND NOT v.deleted AND v.kind IN ({{kinds}}) AND {{where}}
+{{order}}"""
 _ENTITY_LOADED = ["id", "cluster_id", "kind", "namespace", "name"]  # the rest is loaded on access
+_HOT_COLUMNS = frozenset({"node", "namespace", "queue", "project", "job", "pod", "phase"})
 
 
-def _as_of(cluster: Cluster, kind: str | Sequence[str], t: datetime) -> QuerySet[EntityVersion]:
-    kinds = {"kind": kind} if isinstance(kind, str) else {"kind__in": list(kind)}
-    return (
-        EntityVersion.objects.as_of(t)
-        .filter(cluster=cluster, deleted=False, **kinds)
-        .annotate(**_ENTITY_COLUMNS)
+def _versions_at(
+    cluster: Cluster, kinds: Sequence[str], t: datetime, order: str = "", **hot: str
+) -> list[EntityVersion]:
+    """Versions of ``kinds`` at t whose hot columns equal ``hot``, each with its entity (and the entity's
+    cluster) attached, in one query on the (cluster, kind, <hot column>, valid_from) index.
+    ``order``: "name" (namespace, name) or "" (the callers sort)."""
+    unknown = set(hot) - _HOT_COLUMNS
+    if unknown:
+        raise ValueError(f"not a hot column of EntityVersion: {', '.join(sorted(unknown))}")
+    at = readsql.db_time(t)
+    sql = _VERSIONS_AT.format(
+        kinds=readsql.in_list(kinds),
+        where=" AND ".join(f"v.{col} = %s" for col in hot) or "1 = 1",
+        order="ORDER BY entity_namespace, entity_name" if order == "name" else "",
     )
-
-
-def _with_cluster(versions: Iterable[EntityVersion], cluster: Cluster) -> list[EntityVersion]:
-    """The versions of an :func:`_as_of` query, each with its entity (and the entity's cluster) attached."""
-    out = list(versions)
-    for v in out:
-        entity = Entity.from_db(
-            v._state.db, _ENTITY_LOADED, [v.entity_id, cluster.pk, v.kind, v._entity_namespace, v._entity_name]
-        )
+    db = connection.alias
+    out = []
+    for row in readsql.fetch(sql, [cluster.pk, at, at, *kinds, *hot.values()]):
+        v = readsql.version(row)
+        entity = Entity.from_db(db, _ENTITY_LOADED, [v.entity_id, cluster.pk, v.kind, row[-2], row[-1]])
         entity.cluster = cluster
         v.entity = entity
+        out.append(v)
     return out
 
 
 def pods_on_node(cluster: Cluster, node: str, t: datetime) -> list[EntityVersion]:
-    return _with_cluster(
-        _as_of(cluster, "pod", t).filter(node=node).order_by("_entity_namespace", "_entity_name"), cluster
-    )
+    return _versions_at(cluster, ["pod"], t, order="name", node=node)
 
 
 def _gpu_order(v: EntityVersion) -> tuple[bool, Any, str]:
@@ -306,37 +367,30 @@ def _gpu_order(v: EntityVersion) -> tuple[bool, Any, str]:
 
 
 def gpus_of_node(cluster: Cluster, node: str, t: datetime) -> list[EntityVersion]:
-    rows = _with_cluster(_as_of(cluster, "gpu", t).filter(node=node), cluster)
-    rows.sort(key=_gpu_order)
-    return rows
+    return sorted(_versions_at(cluster, ["gpu"], t, node=node), key=_gpu_order)
 
 
 def gpus_and_pods_on_node(
     cluster: Cluster, node: str, t: datetime
 ) -> tuple[list[EntityVersion], list[EntityVersion]]:
     """:func:`gpus_of_node` and :func:`pods_on_node` (same orders) in one query on the (node) index."""
-    rows = _with_cluster(
-        _as_of(cluster, ("gpu", "pod"), t).filter(node=node).order_by("_entity_namespace", "_entity_name"),
-        cluster,
-    )
-    gpus = sorted((v for v in rows if v.kind == "gpu"), key=_gpu_order)
-    return gpus, [v for v in rows if v.kind == "pod"]
+    found = _versions_at(cluster, ["gpu", "pod"], t, order="name", node=node)
+    gpus = sorted((v for v in found if v.kind == "gpu"), key=_gpu_order)
+    return gpus, [v for v in found if v.kind == "pod"]
 
 
 def gpus_of_pod(cluster: Cluster, namespace: str, name: str, t: datetime) -> list[EntityVersion]:
-    rows = _with_cluster(_as_of(cluster, "gpu", t).filter(pod=f"{namespace}/{name}"), cluster)
-    rows.sort(key=lambda v: (v.node, v.state.get("index", 0)))
-    return rows
+    found = _versions_at(cluster, ["gpu"], t, pod=f"{namespace}/{name}")
+    found.sort(key=lambda v: (v.node, v.state.get("index", 0)))
+    return found
 
 
 def pods_of_job(cluster: Cluster, namespace: str, job: str, t: datetime) -> list[EntityVersion]:
-    return _with_cluster(
-        _as_of(cluster, "pod", t).filter(namespace=namespace, job=job).order_by("_entity_name"), cluster
-    )
+    return _versions_at(cluster, ["pod"], t, order="name", namespace=namespace, job=job)
 
 
-def jobs_where(cluster: Cluster, t: datetime, **hot: Any) -> list[EntityVersion]:
-    return _with_cluster(_as_of(cluster, "job", t).filter(**hot), cluster)
+def jobs_where(cluster: Cluster, t: datetime, **hot: str) -> list[EntityVersion]:
+    return _versions_at(cluster, ["job"], t, **hot)
 
 
 def gpu_users_in_window(gpu: Entity, start: datetime, end: datetime, limit: int = 50) -> list[EntityVersion]:
@@ -351,7 +405,12 @@ def gpu_users_in_window(gpu: Entity, start: datetime, end: datetime, limit: int 
 
 def running_gpus(cluster: Cluster, t: datetime, **hot: Any) -> int:
     """GPUs held at t by running pods matching ``hot`` (project=…, queue=…): one aggregate query."""
-    agg = _as_of(cluster, "pod", t).filter(phase="Running", **hot).exclude(node="").aggregate(n=Sum("gpus"))
+    agg = (
+        EntityVersion.objects.as_of(t)
+        .filter(cluster=cluster, kind="pod", deleted=False, phase="Running", **hot)
+        .exclude(node="")
+        .aggregate(n=Sum("gpus"))
+    )
     return int(agg["n"] or 0)
 
 
@@ -376,14 +435,16 @@ def events_near(
     """Kubernetes events of these (kind, namespace, name) objects seen within [t - w, t + w] (one query)."""
     if not objects:
         return []
-    q = Q()
+    terms, params = [], [cluster.pk, readsql.db_time(t - window), readsql.db_time(t + window)]
     for kind, ns, name in objects[:200]:
-        q |= Q(involved_kind=kind, involved_namespace=ns, involved_name=name)
-    rows = list(
-        KubeEvent.objects.filter(cluster=cluster, last_time__gte=t - window, first_time__lte=t + window)
-        .filter(q)
-        .order_by("last_time", "id")[:limit]
+        terms.append("(ev.involved_kind = %s AND ev.involved_namespace = %s AND ev.involved_name = %s)")
+        params += [kind, ns, name]
+    sql = (
+        f"SELECT {readsql.EVENT_SELECT} FROM {readsql.EVENT} ev "
+        f"WHERE ev.cluster_id = %s AND ev.last_time >= %s AND ev.first_time <= %s AND ({' OR '.join(terms)}) "
+        "ORDER BY ev.last_time, ev.id LIMIT %s"
     )
+    rows = [readsql.event(r) for r in readsql.fetch(sql, [*params, limit])]
     for ev in rows:
         kind = EVENT_KINDS.get(ev.involved_kind)
         ev.ref = ref(cluster, kind, ev.involved_name, ev.involved_namespace) if kind else None
@@ -398,7 +459,7 @@ def events_near(
 def job_priority(state: dict[str, Any]) -> int:
     """Numeric priority of a job: ``state.priority`` when the collector has it, else its PriorityClass' default."""
     p = state.get("priority")
-    if isinstance(p, int):
+    if isinstance(p, int) and not isinstance(p, bool):
         return p
     return PRIORITY_CLASS_VALUES.get(str(state.get("priority_class") or ""), 0)
 
@@ -413,42 +474,56 @@ def _submitted(state: dict[str, Any]) -> str:
         return str(s)
 
 
-def _priority_expr() -> Coalesce:
-    """SQL for :func:`job_priority`: state.priority, else the PriorityClass default, else 0."""
-    by_class = Case(
-        *[
-            When(**{"state__priority_class": name}, then=Value(v))
-            for name, v in PRIORITY_CLASS_VALUES.items()
-        ],
-        default=Value(0),
-        output_field=IntegerField(),
+def _priority_sql() -> tuple[str, list[Any]]:
+    """SQL (and its parameters) for :func:`job_priority` of a version aliased v: state.priority when it is an
+    integer, else the PriorityClass default, else 0."""
+    by_class = " ".join("WHEN %s THEN %s" for _ in PRIORITY_CLASS_VALUES)
+    params = [x for item in PRIORITY_CLASS_VALUES.items() for x in item]
+    if connection.vendor == "postgresql":
+        return (
+            "CASE WHEN jsonb_typeof(v.state -> 'priority') = 'number' AND v.state ->> 'priority' ~ '^-?[0-9]+$' "
+            f"THEN (v.state ->> 'priority')::bigint ELSE CASE v.state ->> 'priority_class' {by_class} ELSE 0 END END",
+            params,
+        )
+    return (
+        "CASE WHEN json_type(v.state, '$.priority') = 'integer' THEN json_extract(v.state, '$.priority') "
+        f"ELSE CASE json_extract(v.state, '$.priority_class') {by_class} ELSE 0 END END",
+        params,
     )
-    return Coalesce(Cast(KT("state__priority"), IntegerField()), by_class)
+
+
+def _submitted_sql() -> str:
+    if connection.vendor == "postgresql":
+        return "v.state ->> 'submitted'"
+    return "json_extract(v.state, '$.submitted')"
 
 
 def queue_position(cluster: Cluster, version: EntityVersion, t: datetime) -> tuple[int, int] | None:
     """(position, waiting) of a pending job in its queue at t, in :func:`queue_order` order.
 
-    One aggregate query: the jobs ahead are counted in the database (priority, then submission
-    time, then name), so a queue with thousands of waiting jobs costs no more than a short one.
+    One aggregate query on the pending-jobs index: the jobs ahead are counted in the database
+    (priority, then submission time, then entity id), so a queue with thousands of waiting jobs costs
+    no more than a short one. ``kind`` and ``phase`` are literals: that partial index applies only then.
     """
     state = version.state or {}
     mine_p, mine_sub = job_priority(state), str(state.get("submitted") or "")
-    # ties go to the job recorded first (entity id): no join to the entity table
-    ahead = (
-        Q(p__gt=mine_p)
-        | Q(p=mine_p, sub__lt=mine_sub)
-        | Q(p=mine_p, sub=mine_sub, entity_id__lt=version.entity_id)
-    )
-    agg = (
-        EntityVersion.objects.as_of(t)
-        .filter(cluster=cluster, kind="job", queue=version.queue, phase="Pending", deleted=False)
-        .annotate(p=_priority_expr(), sub=KT("state__submitted"))
-        .aggregate(total=Count("id"), ahead=Count("id", filter=ahead))
-    )
-    if not agg["total"]:
+    priority, params = _priority_sql()
+    submitted = _submitted_sql()
+    at = readsql.db_time(t)
+    sql = f"""
+SELECT COUNT(*), COALESCE(SUM(CASE WHEN p > %s OR (p = %s AND (sub < %s OR (sub = %s AND entity_id < %s)))
+                                   THEN 1 ELSE 0 END), 0)
+FROM (SELECT v.entity_id, {priority} AS p, {submitted} AS sub
+      FROM {readsql.EV} v
+      WHERE v.kind = 'job' AND v.phase = 'Pending' AND v.cluster_id = %s AND v.queue = %s AND {readsql.AS_OF}
+        AND NOT v.deleted) pending"""
+    total, ahead = readsql.fetch(
+        sql,
+        [mine_p, mine_p, mine_sub, mine_sub, version.entity_id, *params, cluster.pk, version.queue, at, at],
+    )[0]
+    if not total:
         return None
-    return (agg["ahead"] + 1, agg["total"])
+    return (int(ahead) + 1, int(total))
 
 
 def queue_order(jobs: Iterable[EntityVersion]) -> list[EntityVersion]:

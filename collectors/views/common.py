@@ -1,6 +1,6 @@
 """What every entity page shares: lookup or 404, existence at t, changes around t, collection errors, fragments.
 
-A page view builds its kind-specific context, then calls :func:`finish` with the Q of its related
+A page view builds its kind-specific context, then calls :func:`finish` with the ids of its related
 entities; :func:`render_page` returns the whole page, or only ``#page`` for an htmx cursor move.
 """
 
@@ -10,7 +10,6 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.utils.html import escape, format_html
@@ -20,7 +19,8 @@ from django.utils.timezone import get_current_timezone
 from collectors import queries
 from collectors.models import Entity, EntityVersion
 from rcaweb.http import RcaRequest
-from rcaweb.templatetags.rcaweb import at_time_link, compact, entity_link_html, relative
+from rcaweb.rows import render_rows
+from rcaweb.templatetags.rcaweb import at_time_link, compact, entity_link_html, relative, utc
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def entity_page_context(
     return _context_at(request, entity, version)
 
 
-def finish(request: RcaRequest, ctx: dict[str, Any], related: Q) -> dict[str, Any]:
+def finish(request: RcaRequest, ctx: dict[str, Any], related: list[int]) -> dict[str, Any]:
     """Add changes around t, cursor ⇤/⇥ targets and collection errors (four queries)."""
     cur = request.cursor
     cluster = ctx["cluster"]
@@ -84,7 +84,12 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: Q) -> dict[str, An
         changes.sort(key=lambda ch: (ch.time, ch.id))
     ctx["changes"] = changes
     ctx["changes_before"] = sum(1 for ch in changes if ch.time <= cur.t)
-    ctx["change_rows"] = change_rows(request, ctx["entity"], changes, ctx["changes_before"])
+    ctx["change_rows_html"] = render_rows(
+        "collectors/_change_rows.jinja",
+        rows=change_rows(request, ctx["entity"], changes, ctx["changes_before"]),
+        before=ctx["changes_before"],
+        t_utc=utc(cur.t),
+    )
     ctx["cursor_prev_change"], ctx["cursor_next_change"] = queries.neighbour_changes(cluster, related, cur.t)
     ctx["collection_errors"] = queries.collection_errors(cluster, cur.start, cur.t)
     return ctx
@@ -93,7 +98,7 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: Q) -> dict[str, An
 def change_rows(
     request: RcaRequest, entity: Entity, changes: list[queries.ChangeLine], before: int
 ) -> list[dict[str, Any]]:
-    """The "changes around t" table, one dict per row with its links and texts built here.
+    """The "changes around t" rows (``collectors/_change_rows.jinja``), one dict per row with its links and texts built here.
 
     The same links and words the row's template tags made (``at_time_url``, ``entity_link … when=``,
     ``relative``, ``compact``), each built once in Python: a page shows up to 50 rows, and per-row tags
@@ -122,7 +127,7 @@ def change_rows(
                 "relative": relative(ch.time, t),
                 "object": obj,
                 "field": ch.field,
-                "values": ch.field
+                "old_new": ch.field
                 if ch.field in ("created", "deleted")
                 else f"{compact(ch.old)} → {compact(ch.new)}",
                 "source": ch.source,

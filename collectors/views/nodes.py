@@ -11,6 +11,7 @@ from django.views.decorators.vary import vary_on_headers
 from collectors import queries
 from collectors.views.common import entity_page_context, finish, render_page
 from rcaweb.http import RcaRequest
+from rcaweb.rows import render_rows
 from rcaweb.templatetags.rcaweb import entity_link_html
 
 logger = logging.getLogger(__name__)
@@ -69,8 +70,10 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         labels_that_matter=[(k, labels[k]) for k in LABELS_THAT_MATTER if k in labels],
         all_labels=sorted(labels.items()),
         conditions=sorted((state.get("conditions") or {}).items()),
+        gpu_rows_html=render_rows("collectors/_node_rows.jinja", table="gpus", rows=gpus),
+        pod_rows_html=render_rows("collectors/_node_rows.jinja", table="pods", rows=pods),
     )
-    related = queries.related_q(c, [node.pk] + [g.entity_id for g in gpus] + [p.entity_id for p in pods])
+    related = queries.related_ids(c, [node.pk] + [g.entity_id for g in gpus] + [p.entity_id for p in pods])
     return render_page(request, "collectors/node_detail.html", finish(request, ctx, related))
 
 
@@ -89,5 +92,5 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         pod_ref=queries.ref(c, "pod", version.pod if version else ""),
         users=users,
     )
-    related = queries.related_q(c, [gpu.pk], [("node", "", node_name)])
+    related = queries.related_ids(c, [gpu.pk], [("node", "", node_name)])
     return render_page(request, "collectors/gpu_detail.html", finish(request, ctx, related))
