@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.django import TestCase as HypothesisTestCase
 
-from collectors import inventory
+from collectors import inventory, queries
 from collectors.inventory import Observed, diff_states
 from collectors.models import Change, Cluster, Entity, EntityVersion
 
@@ -142,3 +142,11 @@ class AsOfPropertyTest(HypothesisTestCase):
             got = [v.state["v"] for v in inventory.as_of(cluster, "node", at)]
             expected = brute(at)
             assert got == ([] if expected is None else [expected]), (at, timeline)
+            # the entity page's reads (hand-written SQL, one step back on the entity index) agree too
+            entity, version = queries.entity_at("prop", "node", "n", "", at)
+            assert (None if version is None else version.state["v"]) == expected, (at, timeline)
+            if entity is None:  # only when no state was ever recorded
+                assert all(value is None for _, value in timeline)
+                continue
+            alone = queries.version_at(entity, at)
+            assert (None if alone is None else alone.pk) == (None if version is None else version.pk)
