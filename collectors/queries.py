@@ -509,12 +509,14 @@ def queue_position(cluster: Cluster, version: EntityVersion, t: datetime) -> tup
     mine_p, mine_sub = job_priority(state), str(state.get("submitted") or "")
     priority, params = _priority_sql()
     submitted = _submitted_sql()
+    # SQLite ranks the (cluster, kind, queue, valid_from) index as high and reads the running jobs too
+    pending_index = "" if connection.vendor == "postgresql" else "INDEXED BY ev_pending_job"
     at = readsql.db_time(t)
     sql = f"""
 SELECT COUNT(*), COALESCE(SUM(CASE WHEN p > %s OR (p = %s AND (sub < %s OR (sub = %s AND entity_id < %s)))
                                    THEN 1 ELSE 0 END), 0)
 FROM (SELECT v.entity_id, {priority} AS p, {submitted} AS sub
-      FROM {readsql.EV} v
+      FROM {readsql.EV} v {pending_index}
       WHERE v.kind = 'job' AND v.phase = 'Pending' AND v.cluster_id = %s AND v.queue = %s AND {readsql.AS_OF}
         AND NOT v.deleted) pending"""
     total, ahead = readsql.fetch(
