@@ -114,15 +114,17 @@ class EntityVersion(models.Model):
             models.Index(fields=["entity", "valid_from"], name="ev_entity_from"),
             # "all nodes/jobs of a cluster at t": WHERE cluster_id=? AND kind=? AND valid_from<=t AND valid_to>t
             models.Index(fields=["cluster", "kind", "valid_to", "valid_from"], name="ev_cluster_kind"),
-            # "pods on node X at t", "gpus of node X at t"
-            models.Index(fields=["cluster", "kind", "node", "valid_from"], name="ev_node"),
-            # "jobs of queue/project at t"
-            models.Index(fields=["cluster", "kind", "queue", "valid_from"], name="ev_queue"),
-            models.Index(fields=["cluster", "kind", "project", "valid_from"], name="ev_project"),
-            models.Index(fields=["cluster", "kind", "job", "valid_from"], name="ev_job"),
+            # "pods on node X at t", "gpus of node X at t", "jobs of queue/project at t", "pods of job at t".
+            # valid_to before valid_from: an as-of read asks for the open versions (valid_to IS NULL) and the
+            # closed ones that end after t (valid_to > t), and valid_from <= t is checked in the index, so only
+            # the versions valid at t are read from the table (queries._VERSIONS_AT).
+            models.Index(fields=["cluster", "kind", "node", "valid_to", "valid_from"], name="ev_node_at"),
+            models.Index(fields=["cluster", "kind", "queue", "valid_to", "valid_from"], name="ev_queue_at"),
+            models.Index(fields=["cluster", "kind", "project", "valid_to", "valid_from"], name="ev_project_at"),
+            models.Index(fields=["cluster", "kind", "job", "valid_to", "valid_from"], name="ev_job_at"),
             # a pending job's queue position: the queue's pending jobs at t, without reading its running ones
             models.Index(
-                fields=["cluster", "queue", "valid_from"],
+                fields=["cluster", "queue", "valid_to", "valid_from"],
                 condition=models.Q(kind="job", phase="Pending"),
                 name="ev_pending_job",
             ),

@@ -194,26 +194,52 @@ class ChangeLine(NamedTuple):
     link: str
 
 
+class ChangesAround(NamedTuple):
+    """What an entity page shows of its objects' changes: the ones near t, and the nearest on each side."""
+
+    lines: list[ChangeLine]  # within [t - w, t + w], oldest first, at most ``limit``
+    prev: datetime | None  # the last change before t, however old (cursor bar ⇤)
+    next: datetime | None  # the first change after t, however far (cursor bar ⇥)
+
+
 def changes_around(
     cluster: Cluster, related: Sequence[int], t: datetime, window: timedelta, limit: int = CHANGES_LIMIT
-) -> list[ChangeLine]:
-    """Changes within [t - w, t + w] of the related entity ids, oldest first (one query, bounded)."""
+) -> ChangesAround:
+    """Changes of the related entity ids near t, and the change times just before and after t, in one query.
+
+    The one-row aggregate (previous/next) is joined to the window's rows, so an empty window still
+    returns it. ``related`` are entities of this cluster, so the aggregate filters on them alone: both
+    backends then read the (entity, time) index (with a cluster condition an un-ANALYZEd SQLite database
+    picks the (cluster, time) index and reads every change of the cluster).
+    """
     if not related:
-        return []
-    ids_sql, ids_params = readsql.any_of("ch.entity_id", related)
+        return ChangesAround([], None, None)
+    at = readsql.db_time(t)
+    near_ids, near_params = readsql.any_of("ch.entity_id", related)
+    all_ids, all_params = readsql.any_of("entity_id", related)
     sql = f"""
-SELECT ch.id, ch.time, ch.entity_id, e.kind, e.namespace, e.name,
-       ch.field, ch.old, ch.new, ch.source, ch.actor, ch.summary, ch.link
-FROM {readsql.CHANGE} ch LEFT JOIN {readsql.ENTITY} e ON e.id = ch.entity_id
-WHERE ch.cluster_id = %s AND ch.time >= %s AND ch.time <= %s AND {ids_sql}
-ORDER BY ch.time, ch.id
-LIMIT %s"""
-    params = [cluster.pk, readsql.db_time(t - window), readsql.db_time(t + window), *ids_params, limit]
-    aware, load = readsql.aware, readsql.load_json
-    return [
+SELECT n.prev, n.next, w.*
+FROM (SELECT MAX(time) FILTER (WHERE time < %s) AS prev, MIN(time) FILTER (WHERE time > %s) AS next
+      FROM {readsql.CHANGE} WHERE {all_ids}) n
+LEFT JOIN (
+    SELECT ch.id, ch.time, ch.entity_id, e.kind, e.namespace, e.name,
+           ch.field, ch.old, ch.new, ch.source, ch.actor, ch.summary, ch.link
+    FROM {readsql.CHANGE} ch LEFT JOIN {readsql.ENTITY} e ON e.id = ch.entity_id
+    WHERE ch.cluster_id = %s AND ch.time >= %s AND ch.time <= %s AND {near_ids}
+    ORDER BY ch.time, ch.id
+    LIMIT %s
+) w ON 1 = 1
+ORDER BY w.time, w.id"""
+    params = [
+        at, at, *all_params,
+        cluster.pk, readsql.db_time(t - window), readsql.db_time(t + window), *near_params, limit,
+    ]  # fmt: skip
+    rows = readsql.fetch(sql, params)
+    time_value, load = readsql.time_value, readsql.load_json
+    lines = [
         ChangeLine(
             pk,
-            aware(time),
+            time_value(time),
             entity_id,
             None if entity_id is None else Ref(cluster, kind, name, namespace),
             field,
@@ -224,32 +250,10 @@ LIMIT %s"""
             summary,
             link,
         )
-        for pk, time, entity_id, kind, namespace, name, field, old, new, source, actor, summary, link in readsql.fetch(
-            sql, params
-        )
+        for _, _, pk, time, entity_id, kind, namespace, name, field, old, new, source, actor, summary, link in rows
+        if pk is not None  # the lone aggregate row of an empty window
     ]
-
-
-def neighbour_changes(
-    cluster: Cluster, related: Sequence[int], t: datetime
-) -> tuple[datetime | None, datetime | None]:
-    """The related change times just before and just after t (cursor bar ⇤/⇥), in one aggregate query.
-
-    ``related`` are entities of this cluster, so the query filters on them alone: both backends then
-    read the (entity, time) index (with a cluster condition an un-ANALYZEd SQLite database picks the
-    (cluster, time) index and reads every change of the cluster). MAX/MIN read the same index rows as
-    ``ORDER BY time LIMIT 1`` per side did: an IN list cannot walk that index in time order either.
-    """
-    if not related:
-        return None, None
-    at = readsql.db_time(t)
-    ids_sql, ids_params = readsql.any_of("entity_id", related)
-    sql = (
-        "SELECT MAX(time) FILTER (WHERE time < %s), MIN(time) FILTER (WHERE time > %s) "
-        f"FROM {readsql.CHANGE} WHERE {ids_sql}"
-    )
-    prev, nxt = readsql.fetch(sql, [at, at, *ids_params])[0]
-    return readsql.time_value(prev), readsql.time_value(nxt)
+    return ChangesAround(lines, time_value(rows[0][0]), time_value(rows[0][1]))
 
 
 _FIELD_HISTORY = (
@@ -321,13 +325,22 @@ def collection_errors(cluster: Cluster, start: datetime, end: datetime) -> list[
 # join: PostgreSQL misestimates the as-of filter (valid_from <= t AND (valid_to IS NULL OR valid_to > t))
 # by 10-20x and then hashes the whole entity table, which grows with history (22 ms instead of 0.3 ms for
 # the pods on one node at 39,000 entities).
-_VERSIONS_AT = f"""
+_VERSIONS_AT_ARM = f"""
 SELECT {readsql.EV_SELECT},
        (SELECT e.namespace FROM {readsql.ENTITY} e WHERE e.id = v.entity_id) AS entity_namespace,
        (SELECT e.name FROM {readsql.ENTITY} e WHERE e.id = v.entity_id) AS entity_name
 FROM {readsql.EV} v
-WHERE v.cluster_id = %s AND {readsql.AS_OF} AND NOT v.deleted AND v.kind IN ({{kinds}}) AND {{where}}
-{{order}}"""
+WHERE v.cluster_id = %s AND v.kind IN ({{kinds}}) AND {{where}} AND ENDS AND v.valid_from <= %s AND NOT v.deleted"""
+# Versions valid at t, as two ranges of the (cluster, kind, <hot column>, valid_to, valid_from) indexes: the
+# open versions, and the closed ones ending after t; valid_from <= t is checked on the index entries. One
+# condition "valid_to IS NULL OR valid_to > t" cannot bound an index range: both backends then read from the
+# table every version started by t, the history before t, which keeps growing.
+_VERSIONS_AT = (
+    _VERSIONS_AT_ARM.replace("ENDS", "v.valid_to IS NULL")
+    + "\nUNION ALL"
+    + _VERSIONS_AT_ARM.replace("ENDS", "v.valid_to > %s")
+    + "\n{order}"
+)
 _ENTITY_LOADED = ["id", "cluster_id", "kind", "namespace", "name"]  # the rest is loaded on access
 _HOT_COLUMNS = frozenset({"node", "namespace", "queue", "project", "job", "pod", "phase"})
 
@@ -336,7 +349,7 @@ def _versions_at(
     cluster: Cluster, kinds: Sequence[str], t: datetime, order: str = "", **hot: str
 ) -> list[EntityVersion]:
     """Versions of ``kinds`` at t whose hot columns equal ``hot``, each with its entity (and the entity's
-    cluster) attached, in one query on the (cluster, kind, <hot column>, valid_from) index.
+    cluster) attached, in one query on the (cluster, kind, <hot column>, valid_to, valid_from) index.
     ``order``: "name" (namespace, name) or "" (the callers sort)."""
     unknown = set(hot) - _HOT_COLUMNS
     if unknown:
@@ -347,9 +360,10 @@ def _versions_at(
         where=" AND ".join(f"v.{col} = %s" for col in hot) or "1 = 1",
         order="ORDER BY entity_namespace, entity_name" if order == "name" else "",
     )
+    arm = [cluster.pk, *kinds, *hot.values()]
     db = connection.alias
     out = []
-    for row in readsql.fetch(sql, [cluster.pk, at, at, *kinds, *hot.values()]):
+    for row in readsql.fetch(sql, [*arm, at, *arm, at, at]):
         v = readsql.version(row)
         entity = Entity.from_db(db, _ENTITY_LOADED, [v.entity_id, cluster.pk, v.kind, row[-2], row[-1]])
         entity.cluster = cluster
@@ -509,19 +523,23 @@ def queue_position(cluster: Cluster, version: EntityVersion, t: datetime) -> tup
     mine_p, mine_sub = job_priority(state), str(state.get("submitted") or "")
     priority, params = _priority_sql()
     submitted = _submitted_sql()
-    # SQLite ranks the (cluster, kind, queue, valid_from) index as high and reads the running jobs too
+    # SQLite ranks the general queue index as high, and would read the queue's running jobs too
     pending_index = "" if connection.vendor == "postgresql" else "INDEXED BY ev_pending_job"
     at = readsql.db_time(t)
+    arm = f"""
+      SELECT v.entity_id, {priority} AS p, {submitted} AS sub
+      FROM {readsql.EV} v {pending_index}
+      WHERE v.kind = 'job' AND v.phase = 'Pending' AND v.cluster_id = %s AND v.queue = %s AND ENDS
+        AND v.valid_from <= %s AND NOT v.deleted"""
     sql = f"""
 SELECT COUNT(*), COALESCE(SUM(CASE WHEN p > %s OR (p = %s AND (sub < %s OR (sub = %s AND entity_id < %s)))
                                    THEN 1 ELSE 0 END), 0)
-FROM (SELECT v.entity_id, {priority} AS p, {submitted} AS sub
-      FROM {readsql.EV} v {pending_index}
-      WHERE v.kind = 'job' AND v.phase = 'Pending' AND v.cluster_id = %s AND v.queue = %s AND {readsql.AS_OF}
-        AND NOT v.deleted) pending"""
+FROM ({arm.replace("ENDS", "v.valid_to IS NULL")}
+      UNION ALL {arm.replace("ENDS", "v.valid_to > %s")}) pending"""  # the two ranges of _VERSIONS_AT
+    arm_params = [*params, cluster.pk, version.queue]
     total, ahead = readsql.fetch(
         sql,
-        [mine_p, mine_p, mine_sub, mine_sub, version.entity_id, *params, cluster.pk, version.queue, at, at],
+        [mine_p, mine_p, mine_sub, mine_sub, version.entity_id, *arm_params, at, *arm_params, at, at],
     )[0]
     if not total:
         return None

@@ -73,10 +73,12 @@ def entity_page_context(
 
 
 def finish(request: RcaRequest, ctx: dict[str, Any], related: list[int]) -> dict[str, Any]:
-    """Add changes around t, cursor ⇤/⇥ targets and collection errors (four queries)."""
+    """Add changes around t with the cursor's ⇤/⇥ targets, and collection errors (two queries)."""
     cur = request.cursor
     cluster = ctx["cluster"]
-    changes = queries.changes_around(cluster, related, cur.t, cur.window)
+    changes, ctx["cursor_prev_change"], ctx["cursor_next_change"] = queries.changes_around(
+        cluster, related, cur.t, cur.window
+    )
     ctx["changes_total"] = len(changes)
     ctx["changes_limited"] = len(changes) >= queries.CHANGES_LIMIT
     if len(changes) > CHANGES_SHOWN:  # the ones nearest t; the rest are a cursor step away
@@ -90,7 +92,6 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: list[int]) -> dict
         before=ctx["changes_before"],
         t_utc=utc(cur.t),
     )
-    ctx["cursor_prev_change"], ctx["cursor_next_change"] = queries.neighbour_changes(cluster, related, cur.t)
     ctx["collection_errors"] = queries.collection_errors(cluster, cur.start, cur.t)
     return ctx
 
