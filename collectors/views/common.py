@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
@@ -96,14 +96,31 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: list[int]) -> dict
     return ctx
 
 
+class ChangeRow(NamedTuple):
+    """One row of ``collectors/_change_rows.jinja``, its links and texts built (attribute access: Jinja2
+    reads a NamedTuple's fields directly, a dict's only after a failed attribute lookup)."""
+
+    cursor_before: bool  # the "t = …" line goes above this row
+    after: bool
+    at_url: str
+    hms: str
+    relative: str
+    object: str
+    field: str
+    old_new: str
+    source: str
+    actor: str
+    link: str
+
+
 def change_rows(
     request: RcaRequest, entity: Entity, changes: list[queries.ChangeLine], before: int
-) -> list[dict[str, Any]]:
-    """The "changes around t" rows (``collectors/_change_rows.jinja``), one dict per row with its links and texts built here.
+) -> list[ChangeRow]:
+    """The "changes around t" rows, each with its links and texts built here.
 
     The same links and words the row's template tags made (``at_time_url``, ``entity_link … when=``,
     ``relative``, ``compact``), each built once in Python: a page shows up to 50 rows, and per-row tags
-    were most of its rendering time. ``cursor_before`` marks the row the "t = …" line goes above.
+    were most of its rendering time.
     """
     cur, path, t = request.cursor, request.path, request.cursor.t
     tz = get_current_timezone()  # the |date filter shows times in it
@@ -120,21 +137,21 @@ def change_rows(
         else:
             obj = format_html('<span class="muted">{}</span>', ch.summary or "—")
         rows.append(
-            {
-                "cursor_before": i == before,
-                "after": ch.time > t,
-                "at_url": at_time_link(cur, path, ch.time),
-                "hms": ch.time.astimezone(tz).strftime("%H:%M:%S"),
-                "relative": relative(ch.time, t),
-                "object": obj,
-                "field": ch.field,
-                "old_new": ch.field
+            ChangeRow(
+                cursor_before=i == before,
+                after=ch.time > t,
+                at_url=at_time_link(cur, path, ch.time),
+                hms=ch.time.astimezone(tz).strftime("%H:%M:%S"),
+                relative=relative(ch.time, t),
+                object=obj,
+                field=ch.field,
+                old_new=ch.field
                 if ch.field in ("created", "deleted")
                 else f"{compact(ch.old)} → {compact(ch.new)}",
-                "source": ch.source,
-                "actor": ch.actor or "",
-                "link": ch.link,
-            }
+                source=ch.source,
+                actor=ch.actor or "",
+                link=ch.link,
+            )
         )
     return rows
 

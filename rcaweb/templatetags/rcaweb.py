@@ -320,6 +320,10 @@ def compact(value: object, limit: int = 120) -> str:
 
     if value is None:
         return "—"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if type(value) is int:  # what json.dumps prints, without its encoder's set-up (most changed values)
+        return str(value)
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(", ", ": "))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -36,3 +36,13 @@ def test_hostile_text_is_escaped_and_safe_markup_kept():
 def test_a_misspelt_name_fails_instead_of_rendering_empty():
     with pytest.raises(jinja2.UndefinedError):
         environment().from_string("{{ row.nope }}").render(row={})
+
+
+@pytest.mark.parametrize("value", [True, False, 0, -7, 2**70, 1.5, "x", [1, {"b": 2, "a": None}], {"k": True}])
+def test_compact_prints_what_json_prints(value):
+    import json
+
+    from rcaweb.templatetags.rcaweb import compact
+
+    expected = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(", ", ": "))
+    assert compact(value) == expected
