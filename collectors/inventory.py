@@ -24,10 +24,12 @@ from django.db.models import Q, QuerySet
 
 from collectors.bulk import insert_rows
 from collectors.models import Change, Cluster, Entity, EntityVersion
+from collectors.queue_order import job_priority, job_submitted
 
 logger = logging.getLogger(__name__)
 
 HOT_FIELDS = ("phase", "node", "namespace", "queue", "project", "job", "pod", "gpus", "gpus_allocatable", "ready")
+# and, for jobs, the queue-order columns derived from their state (_hot_values)
 MAX_CHANGES_PER_DIFF = 50  # a wholesale rewrite is summarized rather than exploded into thousands of rows
 
 
@@ -86,6 +88,9 @@ def _hot_values(obs: Observed) -> dict[str, Any]:
     for k in ("phase", "node", "namespace", "queue", "project", "job", "pod"):
         if hot.get(k) is None:
             hot[k] = ""
+    if obs.kind == "job":
+        hot["priority"] = job_priority(obs.state)
+        hot["submitted"] = job_submitted(obs.state)
     return hot
 
 

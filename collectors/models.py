@@ -105,6 +105,9 @@ class EntityVersion(models.Model):
     gpus = models.IntegerField(null=True, blank=True)  # requested (pod: per pod, job: total) or capacity (node)
     gpus_allocatable = models.IntegerField(null=True, blank=True)  # node
     ready = models.BooleanField(null=True, blank=True)
+    # job: the order its scheduler considers it in while it waits (collectors.queue_order), for queue positions
+    priority = models.IntegerField(null=True, blank=True)
+    submitted = models.DateTimeField(null=True, blank=True)
 
     objects = EntityVersionQuerySet.as_manager()
 
@@ -122,10 +125,11 @@ class EntityVersion(models.Model):
             models.Index(fields=["cluster", "kind", "queue", "valid_to", "valid_from"], name="ev_queue_at"),
             models.Index(fields=["cluster", "kind", "project", "valid_to", "valid_from"], name="ev_project_at"),
             models.Index(fields=["cluster", "kind", "job", "valid_to", "valid_from"], name="ev_job_at"),
-            # a pending job's queue position: the queue's pending jobs at t, without reading its running ones
+            # a pending job's queue position: counted from this index alone (queries.queue_position), without
+            # reading the queue's running jobs or any state
             models.Index(
-                fields=["cluster", "queue", "valid_to", "valid_from"],
-                condition=models.Q(kind="job", phase="Pending"),
+                fields=["cluster", "queue", "valid_to", "valid_from", "priority", "submitted", "entity"],
+                condition=models.Q(kind="job", phase="Pending", deleted=False),
                 name="ev_pending_job",
             ),
         ]

@@ -20,7 +20,7 @@ from django.urls import reverse
 
 from collectors import readsql
 from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity, EntityVersion, KubeEvent
-from rcaweb.cursor import parse_t
+from collectors.queue_order import NEVER_SUBMITTED, job_priority, order_key
 
 logger = logging.getLogger(__name__)
 
@@ -31,8 +31,6 @@ CHANGES_LIMIT = 200
 EVENT_KINDS = {"Pod": "pod", "Job": "job", "Node": "node"}  # involvedObject kinds that have a page
 EVENTS_LIMIT = 100
 
-# KAI Scheduler / Run:ai default PriorityClasses (value used when a job state carries no numeric priority).
-PRIORITY_CLASS_VALUES = {"inference": 125, "build": 100, "interactive-preemptible": 75, "train": 50}
 
 
 @dataclass(frozen=True)
@@ -470,80 +468,45 @@ def events_near(
 #
 
 
-def job_priority(state: dict[str, Any]) -> int:
-    """Numeric priority of a job: ``state.priority`` when the collector has it, else its PriorityClass' default."""
-    p = state.get("priority")
-    if isinstance(p, int) and not isinstance(p, bool):
-        return p
-    return PRIORITY_CLASS_VALUES.get(str(state.get("priority_class") or ""), 0)
-
-
-def _submitted(state: dict[str, Any]) -> str:
-    s = state.get("submitted")
-    if not s:
-        return "9999"
-    try:
-        return parse_t(str(s)).isoformat()
-    except ValueError:
-        return str(s)
-
-
-def _priority_sql() -> tuple[str, list[Any]]:
-    """SQL (and its parameters) for :func:`job_priority` of a version aliased v: state.priority when it is an
-    integer, else the PriorityClass default, else 0."""
-    by_class = " ".join("WHEN %s THEN %s" for _ in PRIORITY_CLASS_VALUES)
-    params = [x for item in PRIORITY_CLASS_VALUES.items() for x in item]
-    if connection.vendor == "postgresql":
-        return (
-            "CASE WHEN jsonb_typeof(v.state -> 'priority') = 'number' AND v.state ->> 'priority' ~ '^-?[0-9]+$' "
-            f"THEN (v.state ->> 'priority')::bigint ELSE CASE v.state ->> 'priority_class' {by_class} ELSE 0 END END",
-            params,
-        )
-    return (
-        "CASE WHEN json_type(v.state, '$.priority') = 'integer' THEN json_extract(v.state, '$.priority') "
-        f"ELSE CASE json_extract(v.state, '$.priority_class') {by_class} ELSE 0 END END",
-        params,
-    )
-
-
-def _submitted_sql() -> str:
-    if connection.vendor == "postgresql":
-        return "v.state ->> 'submitted'"
-    return "json_extract(v.state, '$.submitted')"
+_QUEUE_POSITION_ARM = f"""
+      SELECT v.entity_id, v.priority, COALESCE(v.submitted, %s) AS submitted
+      FROM {readsql.EV} v INDEXED_BY
+      WHERE v.kind = 'job' AND v.phase = 'Pending' AND NOT v.deleted AND v.cluster_id = %s AND v.queue = %s
+        AND ENDS AND v.valid_from <= %s"""
+_QUEUE_POSITION = f"""
+SELECT COUNT(*),
+       COALESCE(SUM(CASE WHEN p.priority > %s
+                           OR (p.priority = %s AND (p.submitted < %s OR (p.submitted = %s AND p.entity_id < %s)))
+                         THEN 1 ELSE 0 END), 0)
+FROM ({_QUEUE_POSITION_ARM.replace("ENDS", "v.valid_to IS NULL")}
+      UNION ALL {_QUEUE_POSITION_ARM.replace("ENDS", "v.valid_to > %s")}) p"""  # the two ranges of _VERSIONS_AT
 
 
 def queue_position(cluster: Cluster, version: EntityVersion, t: datetime) -> tuple[int, int] | None:
     """(position, waiting) of a pending job in its queue at t, in :func:`queue_order` order.
 
-    One aggregate query on the pending-jobs index: the jobs ahead are counted in the database
-    (priority, then submission time, then entity id), so a queue with thousands of waiting jobs costs
-    no more than a short one. ``kind`` and ``phase`` are literals: that partial index applies only then.
+    One aggregate query that reads only the pending-jobs index (``ev_pending_job``: the typed priority and
+    submission time are index columns), so a queue with thousands of waiting jobs costs little more than a
+    short one. ``kind``, ``phase`` and ``deleted`` are literals: the partial index applies only then.
     """
-    state = version.state or {}
-    mine_p, mine_sub = job_priority(state), str(state.get("submitted") or "")
-    priority, params = _priority_sql()
-    submitted = _submitted_sql()
+    _, mine_sub, mine_id = queue_order_key(version)
+    mine_p = version.priority if version.priority is not None else job_priority(version.state or {})
     # SQLite ranks the general queue index as high, and would read the queue's running jobs too
-    pending_index = "" if connection.vendor == "postgresql" else "INDEXED BY ev_pending_job"
-    at = readsql.db_time(t)
-    arm = f"""
-      SELECT v.entity_id, {priority} AS p, {submitted} AS sub
-      FROM {readsql.EV} v {pending_index}
-      WHERE v.kind = 'job' AND v.phase = 'Pending' AND v.cluster_id = %s AND v.queue = %s AND ENDS
-        AND v.valid_from <= %s AND NOT v.deleted"""
-    sql = f"""
-SELECT COUNT(*), COALESCE(SUM(CASE WHEN p > %s OR (p = %s AND (sub < %s OR (sub = %s AND entity_id < %s)))
-                                   THEN 1 ELSE 0 END), 0)
-FROM ({arm.replace("ENDS", "v.valid_to IS NULL")}
-      UNION ALL {arm.replace("ENDS", "v.valid_to > %s")}) pending"""  # the two ranges of _VERSIONS_AT
-    arm_params = [*params, cluster.pk, version.queue]
+    indexed_by = "" if connection.vendor == "postgresql" else "INDEXED BY ev_pending_job"
+    at, never, sub = readsql.db_time(t), readsql.db_time(NEVER_SUBMITTED), readsql.db_time(mine_sub)
+    arm = [never, cluster.pk, version.queue]
     total, ahead = readsql.fetch(
-        sql,
-        [mine_p, mine_p, mine_sub, mine_sub, version.entity_id, *arm_params, at, *arm_params, at, at],
+        _QUEUE_POSITION.replace("INDEXED_BY", indexed_by),
+        [mine_p, mine_p, sub, sub, mine_id, *arm, at, *arm, at, at],
     )[0]
     if not total:
         return None
     return (int(ahead) + 1, int(total))
+
+
+def queue_order_key(version: EntityVersion) -> tuple[int, datetime, int]:
+    """:func:`collectors.queue_order.order_key` of a job version."""
+    return order_key(version.state or {}, version.entity_id)
 
 
 def queue_order(jobs: Iterable[EntityVersion]) -> list[EntityVersion]:
@@ -551,4 +514,4 @@ def queue_order(jobs: Iterable[EntityVersion]) -> list[EntityVersion]:
 
     Ties go to the job recorded first (entity id), the same rule :func:`queue_position` counts in SQL.
     """
-    return sorted(jobs, key=lambda v: (-job_priority(v.state), _submitted(v.state), v.entity_id))
+    return sorted(jobs, key=queue_order_key)
