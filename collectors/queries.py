@@ -32,7 +32,6 @@ EVENT_KINDS = {"Pod": "pod", "Job": "job", "Node": "node"}  # involvedObject kin
 EVENTS_LIMIT = 100
 
 
-
 @dataclass(frozen=True)
 class Ref:
     """An object named by another object's state (a pod's node, a GPU's pod): linkable without a query."""
@@ -152,25 +151,33 @@ def existence_around(entity: Entity, t: datetime) -> tuple[datetime | None, date
 #
 
 
-def related_ids(
-    cluster: Cluster, entity_ids: Sequence[int], names: Iterable[tuple[str, str, str]] = ()
-) -> list[int]:
-    """The ids whose changes a page shows: these entity ids, and the entities named (kind, namespace, name).
+Related = dict[int, Ref]  # the entities whose changes a page shows: id -> what to call it
 
-    Names are resolved to ids first (one query on the identity index, only when a name is given) so the
-    change queries run on (entity, time) alone: a join on the entity's name made SQLite scan every
-    change of the cluster. At most :data:`MAX_RELATED_IDS` (SQLite's host-parameter limit).
+
+def related_ids(
+    cluster: Cluster, entities: Iterable[Entity], names: Iterable[tuple[str, str, str]] = ()
+) -> Related:
+    """The entities whose changes a page shows, by id: these entities, and the ones named (kind, namespace, name).
+
+    Names are resolved first (one query on the identity index, only when a name is given) so the change
+    queries run on (entity, time) alone (a join on the entity's name made SQLite scan every change of the
+    cluster), and so they need not read each change's entity back: the page already knows them all.
+    At most :data:`MAX_RELATED_IDS` (SQLite's host-parameter limit).
     """
-    ids = list(entity_ids)
+    related: Related = {e.pk: Ref(cluster, e.kind, e.name, e.namespace) for e in entities}
     terms, params = [], [cluster.pk]
     for kind, ns, name in names:
         if name:
             terms.append("(kind = %s AND namespace = %s AND name = %s)")
             params += [kind, ns, name]
     if terms:
-        sql = f"SELECT id FROM {readsql.ENTITY} WHERE cluster_id = %s AND ({' OR '.join(terms)}) ORDER BY id"
-        ids += [pk for (pk,) in readsql.fetch(sql, params)]
-    return ids[:MAX_RELATED_IDS]
+        sql = (
+            f"SELECT id, kind, namespace, name FROM {readsql.ENTITY} "
+            f"WHERE cluster_id = %s AND ({' OR '.join(terms)}) ORDER BY id"
+        )
+        for pk, kind, ns, name in readsql.fetch(sql, params):
+            related.setdefault(pk, Ref(cluster, kind, name, ns))
+    return dict(list(related.items())[:MAX_RELATED_IDS])
 
 
 class ChangeLine(NamedTuple):
@@ -201,9 +208,9 @@ class ChangesAround(NamedTuple):
 
 
 def changes_around(
-    cluster: Cluster, related: Sequence[int], t: datetime, window: timedelta, limit: int = CHANGES_LIMIT
+    cluster: Cluster, related: Related, t: datetime, window: timedelta, limit: int = CHANGES_LIMIT
 ) -> ChangesAround:
-    """Changes of the related entity ids near t, and the change times just before and after t, in one query.
+    """Changes of the related entities near t, and the change times just before and after t, in one query.
 
     The one-row aggregate (previous/next) is joined to the window's rows, so an empty window still
     returns it. ``related`` are entities of this cluster, so the aggregate filters on them alone: both
@@ -213,16 +220,16 @@ def changes_around(
     if not related:
         return ChangesAround([], None, None)
     at = readsql.db_time(t)
-    near_ids, near_params = readsql.any_of("ch.entity_id", related)
-    all_ids, all_params = readsql.any_of("entity_id", related)
+    ids = list(related)
+    near_ids, near_params = readsql.any_of("ch.entity_id", ids)
+    all_ids, all_params = readsql.any_of("entity_id", ids)
     sql = f"""
 SELECT n.prev, n.next, w.*
 FROM (SELECT MAX(time) FILTER (WHERE time < %s) AS prev, MIN(time) FILTER (WHERE time > %s) AS next
       FROM {readsql.CHANGE} WHERE {all_ids}) n
 LEFT JOIN (
-    SELECT ch.id, ch.time, ch.entity_id, e.kind, e.namespace, e.name,
-           ch.field, ch.old, ch.new, ch.source, ch.actor, ch.summary, ch.link
-    FROM {readsql.CHANGE} ch LEFT JOIN {readsql.ENTITY} e ON e.id = ch.entity_id
+    SELECT ch.id, ch.time, ch.entity_id, ch.field, ch.old, ch.new, ch.source, ch.actor, ch.summary, ch.link
+    FROM {readsql.CHANGE} ch
     WHERE ch.cluster_id = %s AND ch.time >= %s AND ch.time <= %s AND {near_ids}
     ORDER BY ch.time, ch.id
     LIMIT %s
@@ -239,7 +246,7 @@ ORDER BY w.time, w.id"""
             pk,
             time_value(time),
             entity_id,
-            None if entity_id is None else Ref(cluster, kind, name, namespace),
+            related.get(entity_id),
             field,
             load(old),
             load(new),
@@ -248,7 +255,7 @@ ORDER BY w.time, w.id"""
             summary,
             link,
         )
-        for _, _, pk, time, entity_id, kind, namespace, name, field, old, new, source, actor, summary, link in rows
+        for _, _, pk, time, entity_id, field, old, new, source, actor, summary, link in rows
         if pk is not None  # the lone aggregate row of an empty window
     ]
     return ChangesAround(lines, time_value(rows[0][0]), time_value(rows[0][1]))

@@ -1,7 +1,7 @@
 """What every entity page shares: lookup or 404, existence at t, changes around t, collection errors, fragments.
 
-A page view builds its kind-specific context, then calls :func:`finish` with the ids of its related
-entities; :func:`render_page` returns the whole page, or only ``#page`` for an htmx cursor move.
+A page view builds its kind-specific context, then calls :func:`finish` with its related
+entities (``queries.related_ids``); :func:`render_page` returns the whole page, or only ``#page`` for an htmx cursor move.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def entity_page_context(
     return _context_at(request, entity, version)
 
 
-def finish(request: RcaRequest, ctx: dict[str, Any], related: list[int]) -> dict[str, Any]:
+def finish(request: RcaRequest, ctx: dict[str, Any], related: queries.Related) -> dict[str, Any]:
     """Add changes around t with the cursor's ⇤/⇥ targets, and collection errors (two queries)."""
     cur = request.cursor
     cluster = ctx["cluster"]

@@ -76,6 +76,6 @@ def pod_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
         node_selector=sorted((state.get("node_selector") or {}).items()),
     )
     related = queries.related_ids(
-        c, [pod.pk] + [g.entity_id for g in gpus], [("job", namespace, job_name), ("node", "", node_name)]
+        c, [pod] + [g.entity for g in gpus], [("job", namespace, job_name), ("node", "", node_name)]
     )
     return render_page(request, "collectors/pod_detail.html", finish(request, ctx, related))
