@@ -20,11 +20,24 @@ from collectors import queries
 from collectors.models import Entity, EntityVersion
 from rcaweb.http import RcaRequest
 from rcaweb.rows import render_rows
-from rcaweb.templatetags.rcaweb import at_time_link, compact, entity_link_html, relative, utc
+from rcaweb.templatetags.rcaweb import at_time_link, compact, cursor_reverse, entity_link_html, relative, utc
 
 logger = logging.getLogger(__name__)
 
 FRAGMENT_TEMPLATE = "collectors/_fragment.html"
+# The charts of each kind's page (console:chart names and titles), loaded lazily by htmx so the page paints first.
+ENTITY_CHARTS: dict[str, list[tuple[str, str]]] = {
+    "gpu": [
+        ("utilization", "GPU utilization / SM activity"),
+        ("memory", "GPU memory used"),
+        ("power", "power"),
+        ("temperature", "temperature"),
+    ],
+    "job": [("utilization", "GPU utilization / SM activity of its GPUs"), ("memory", "GPU memory used")],
+    "project": [("allocation", "GPUs allocated vs quota"), ("queue_length", "queue length")],
+}
+ENTITY_CHARTS["node"] = ENTITY_CHARTS["gpu"]
+ENTITY_CHARTS["queue"] = ENTITY_CHARTS["project"]
 CHANGES_SHOWN = 50  # rows of "changes around t" (rendering dominates a page's cost; 50 nearest t read well)
 
 
@@ -53,6 +66,7 @@ def _context_at(request: RcaRequest, entity: Entity, version: EntityVersion | No
         "version": version,
         "state": version.state if version else {},
         "t": t,
+        "entity_charts": entity_charts(request, entity),
     }
     if version is None:
         ctx["existed_until"], ctx["exists_from"] = queries.existence_around(entity, t)
@@ -60,6 +74,16 @@ def _context_at(request: RcaRequest, entity: Entity, version: EntityVersion | No
             # valid_to is the first moment it was gone: show it one second earlier, when it still existed.
             ctx["last_seen_at"] = ctx["existed_until"] - timedelta(seconds=1)
     return ctx
+
+
+def entity_charts(request: RcaRequest, entity: Entity) -> list[tuple[str, str]]:
+    """(URL with the cursor, title) of each chart of this entity's page (partials/entity_charts.html)."""
+    ident = f"{entity.namespace}/{entity.name}" if entity.namespace else entity.name
+    cur, cluster = request.cursor, entity.cluster.name
+    return [
+        (cursor_reverse(cur, "console:chart", cluster, entity.kind, ident, name), title)
+        for name, title in ENTITY_CHARTS.get(entity.kind, [])
+    ]
 
 
 def entity_page_context(

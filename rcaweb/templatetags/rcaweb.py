@@ -164,7 +164,12 @@ def _cursor(context: template.Context) -> Cursor:
 @register.simple_tag(takes_context=True)
 def cursor_url(context: template.Context, viewname: str, *args: object, **kwargs: object) -> str:
     """``{% cursor_url 'collectors:node' cluster name %}``: reverse() plus the page's t/w."""
-    return _link(_cursor(context), cached_reverse(viewname, args, kwargs))
+    return cursor_reverse(_cursor(context), viewname, *args, **kwargs)
+
+
+def cursor_reverse(cur: Cursor, viewname: str, *args: object, **kwargs: object) -> str:
+    """:func:`cursor_url` for views that build links in Python."""
+    return _link(cur, cached_reverse(viewname, args, kwargs))
 
 
 @register.simple_tag(takes_context=True)
