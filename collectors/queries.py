@@ -202,42 +202,56 @@ class ChangeLine(NamedTuple):
 class ChangesAround(NamedTuple):
     """What an entity page shows of its objects' changes: the ones near t, and the nearest on each side."""
 
-    lines: list[ChangeLine]  # within [t - w, t + w], oldest first, at most ``limit``
+    lines: list[ChangeLine]  # within [t - w, t + w], oldest first: the ``limit`` nearest t on each side
     prev: datetime | None  # the last change before t, however old (cursor bar ⇤)
     next: datetime | None  # the first change after t, however far (cursor bar ⇥)
+    limited: bool  # a side had more than ``limit`` changes in the window
 
 
 def changes_around(
-    cluster: Cluster, related: Related, t: datetime, window: timedelta, limit: int = CHANGES_LIMIT
+    cluster: Cluster, related: Related, t: datetime, window: timedelta, limit: int = CHANGES_LIMIT // 2
 ) -> ChangesAround:
     """Changes of the related entities near t, and the change times just before and after t, in one query.
 
-    The one-row aggregate (previous/next) is joined to the window's rows, so an empty window still
-    returns it. ``related`` are entities of this cluster, so the aggregate filters on them alone: both
-    backends then read the (entity, time) index (with a cluster condition an un-ANALYZEd SQLite database
-    picks the (cluster, time) index and reads every change of the cluster).
+    Each side of t reads its ``limit`` changes nearest t in the window, so a busy window still shows the
+    changes around t (not the oldest of the window). The previous and next change come from those rows;
+    only when a side of the window is empty are they looked up further, one index probe per entity
+    (COALESCE stops at its first value). So the cost follows the window and the number of entities, never
+    the length of history. ``related`` are entities of this cluster, so the lookups filter on them alone:
+    both backends then read the (entity, time) index.
     """
     if not related:
-        return ChangesAround([], None, None)
+        return ChangesAround([], None, None, False)
     at = readsql.db_time(t)
     ids = list(related)
     near_ids, near_params = readsql.any_of("ch.entity_id", ids)
-    all_ids, all_params = readsql.any_of("entity_id", ids)
-    sql = f"""
-SELECT n.prev, n.next, w.*
-FROM (SELECT MAX(time) FILTER (WHERE time < %s) AS prev, MIN(time) FILTER (WHERE time > %s) AS next
-      FROM {readsql.CHANGE} WHERE {all_ids}) n
-LEFT JOIN (
+    id_rows, id_params, id_col = readsql.id_rows(ids)
+    side = f"""
     SELECT ch.id, ch.time, ch.entity_id, ch.field, ch.old, ch.new, ch.source, ch.actor, ch.summary, ch.link
     FROM {readsql.CHANGE} ch
-    WHERE ch.cluster_id = %s AND ch.time >= %s AND ch.time <= %s AND {near_ids}
-    ORDER BY ch.time, ch.id
-    LIMIT %s
-) w ON 1 = 1
+    WHERE ch.cluster_id = %s AND {near_ids} AND WHEN_
+    ORDER BY ORDER_
+    LIMIT %s"""
+    sql = f"""
+WITH side_before AS ({side.replace("WHEN_", "ch.time >= %s AND ch.time <= %s").replace("ORDER_", "ch.time DESC, ch.id DESC")}),
+     side_after AS ({side.replace("WHEN_", "ch.time > %s AND ch.time <= %s").replace("ORDER_", "ch.time, ch.id")})
+SELECT n.prev, n.next, w.*
+FROM (SELECT COALESCE(
+          (SELECT MAX(time) FROM side_before WHERE time < %s),
+          (SELECT MAX((SELECT c.time FROM {readsql.CHANGE} c WHERE c.entity_id = {id_col} AND c.time < %s
+                       ORDER BY c.time DESC LIMIT 1)) FROM {id_rows})) AS prev,
+        COALESCE(
+          (SELECT MIN(time) FROM side_after),
+          (SELECT MIN((SELECT c.time FROM {readsql.CHANGE} c WHERE c.entity_id = {id_col} AND c.time > %s
+                       ORDER BY c.time LIMIT 1)) FROM {id_rows})) AS next) n
+LEFT JOIN (SELECT * FROM side_before UNION ALL SELECT * FROM side_after) w ON 1 = 1
 ORDER BY w.time, w.id"""
+    start, end = readsql.db_time(t - window), readsql.db_time(t + window)
     params = [
-        at, at, *all_params,
-        cluster.pk, readsql.db_time(t - window), readsql.db_time(t + window), *near_params, limit,
+        cluster.pk, *near_params, start, at, limit,
+        cluster.pk, *near_params, at, end, limit,
+        at, at, *id_params,
+        at, *id_params,
     ]  # fmt: skip
     rows = readsql.fetch(sql, params)
     time_value, load = readsql.time_value, readsql.load_json
@@ -258,7 +272,9 @@ ORDER BY w.time, w.id"""
         for _, _, pk, time, entity_id, field, old, new, source, actor, summary, link in rows
         if pk is not None  # the lone aggregate row of an empty window
     ]
-    return ChangesAround(lines, time_value(rows[0][0]), time_value(rows[0][1]))
+    at_or_before = sum(1 for line in lines if line.time <= t)
+    limited = at_or_before >= limit or len(lines) - at_or_before >= limit
+    return ChangesAround(lines, time_value(rows[0][0]), time_value(rows[0][1]), limited)
 
 
 _FIELD_HISTORY = (

@@ -94,6 +94,13 @@ def in_list(values: Sequence[Any]) -> str:
     return ", ".join(["%s"] * len(values))
 
 
+def id_rows(ids: Sequence[int]) -> tuple[str, list[Any], str]:
+    """A FROM item with one row per id (not empty): (its SQL, its parameters, its id column)."""
+    if connection.vendor == "postgresql":
+        return "unnest(%s::bigint[]) AS ids(id)", [list(ids)], "ids.id"
+    return f"(VALUES {', '.join(['(%s)'] * len(ids))}) AS ids", list(ids), "ids.column1"
+
+
 def any_of(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
     """SQL and parameters for "column is one of values" (not empty): on PostgreSQL one array parameter,
     so the statement's text (and its prepared plan) does not change with the number of values."""

@@ -100,11 +100,10 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: queries.Related) -
     """Add changes around t with the cursor's ⇤/⇥ targets, and collection errors (two queries)."""
     cur = request.cursor
     cluster = ctx["cluster"]
-    changes, ctx["cursor_prev_change"], ctx["cursor_next_change"] = queries.changes_around(
-        cluster, related, cur.t, cur.window
+    changes, ctx["cursor_prev_change"], ctx["cursor_next_change"], ctx["changes_limited"] = (
+        queries.changes_around(cluster, related, cur.t, cur.window)
     )
     ctx["changes_total"] = len(changes)
-    ctx["changes_limited"] = len(changes) >= queries.CHANGES_LIMIT
     if len(changes) > CHANGES_SHOWN:  # the ones nearest t; the rest are a cursor step away
         changes = sorted(changes, key=lambda ch: abs((ch.time - cur.t).total_seconds()))[:CHANGES_SHOWN]
         changes.sort(key=lambda ch: (ch.time, ch.id))

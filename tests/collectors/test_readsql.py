@@ -61,3 +61,36 @@ def test_entity_at_says_absent_between_versions_and_never_recorded(small):
     assert node is not None and version is None and node.cluster == small.cluster
     assert queries.entity_at("gpu-a", "node", "no-such-node", "", T0) == (None, None)
     assert queries.entity_at("no-such-cluster", "node", "h100-01", "", T0) == (None, None)
+
+
+def test_a_busy_window_shows_the_changes_nearest_t_and_exact_neighbours(small):
+    node = small.entity("node", "h100-01")
+    related = queries.related_ids(small.cluster, [node])
+    t = T0 + timedelta(hours=5)
+    rows = [
+        Change(cluster=small.cluster, entity=node, kind="node", time=t - timedelta(seconds=s), field=f"b{s}")
+        for s in range(1, 31)
+    ] + [
+        Change(cluster=small.cluster, entity=node, kind="node", time=t + timedelta(seconds=s), field=f"a{s}")
+        for s in range(1, 4)
+    ]
+    Change.objects.bulk_create(rows)
+    got = queries.changes_around(small.cluster, related, t, timedelta(hours=1), limit=10)
+    assert [c.field for c in got.lines] == [f"b{s}" for s in range(10, 0, -1)] + ["a1", "a2", "a3"]
+    assert (got.prev, got.next, got.limited) == (t - timedelta(seconds=1), t + timedelta(seconds=1), True)
+    assert got.lines[0].entity.name == "h100-01"
+
+
+def test_neighbours_beyond_an_empty_window_come_from_the_whole_history(small):
+    node = small.entity("node", "h100-01")
+    related = queries.related_ids(small.cluster, [node])
+    t = T0 + timedelta(days=3)
+    far_before, far_after = t - timedelta(days=1), t + timedelta(days=1)
+    Change.objects.bulk_create(
+        [
+            Change(cluster=small.cluster, entity=node, kind="node", time=far_before, field="x"),
+            Change(cluster=small.cluster, entity=node, kind="node", time=far_after, field="y"),
+        ]
+    )
+    got = queries.changes_around(small.cluster, related, t, timedelta(hours=1))
+    assert (got.lines, got.prev, got.next, got.limited) == ([], far_before, far_after, False)
