@@ -394,6 +394,13 @@ def measure(client: Client, url: str) -> tuple[float, int]:
     return el, len(ctx.captured_queries)
 
 
+def sample(client: Client, into: tuple[list[float], set[int]], make: Callable[[], str]) -> None:
+    """One request of a page kind: its time and query count added to ``into``."""
+    el, q = measure(client, make())
+    into[0].append(el)
+    into[1].add(q)
+
+
 def report(how: str, samples: dict[str, tuple[list[float], set[int]]]) -> None:
     """Medians, ratios to the floor and query counts of one way of measuring, and whether the target is met."""
     floor = statistics.median(samples["floor (1-query view)"][0])
@@ -511,18 +518,12 @@ def main() -> None:
     batch: dict[str, tuple[list[float], set[int]]] = {label: ([], set()) for label, _, _ in pages}
     for label, make, n in pages:
         for _ in range(n):
-            el, q = measure(client, make())
-            batch[label][0].append(el)
-            batch[label][1].add(q)
-    rounds: dict[str, tuple[list[float], set[int]]] = {
-        label: ([], set()) for label, _, n in pages if n == args.samples
-    }
+            sample(client, batch[label], make)
+    per_round = [(label, make) for label, make, n in pages if n == args.samples]
+    rounds: dict[str, tuple[list[float], set[int]]] = {label: ([], set()) for label, _ in per_round}
     for _ in range(args.samples):
-        for label, make, n in pages:
-            if n == args.samples:
-                el, q = measure(client, make())
-                rounds[label][0].append(el)
-                rounds[label][1].add(q)
+        for label, make in per_round:
+            sample(client, rounds[label], make)
     report("in batches, one page kind after another", batch)
     report("in rounds, one request of each kind per round", rounds)
     if args.breakdown:

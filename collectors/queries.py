@@ -20,14 +20,14 @@ from django.urls import reverse
 
 from collectors import readsql
 from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity, EntityVersion, KubeEvent
-from collectors.queue_order import NEVER_SUBMITTED, job_priority, order_key
+from collectors.queue_order import NEVER_SUBMITTED, order_key
 
 logger = logging.getLogger(__name__)
 
 MAX_RELATED_IDS = (
     900  # SQLite's default host-parameter limit is 999; beyond this, related changes narrow to the entity
 )
-CHANGES_LIMIT = 200
+CHANGES_PER_SIDE = 100  # changes of "changes around t" read on each side of t
 EVENT_KINDS = {"Pod": "pod", "Job": "job", "Node": "node"}  # involvedObject kinds that have a page
 EVENTS_LIMIT = 100
 
@@ -82,8 +82,8 @@ LEFT JOIN {readsql.EV} v ON v.id = (
     ORDER BY v1.valid_from DESC LIMIT 1
 )
 WHERE c.name = %s AND e.kind = %s AND e.namespace = %s AND e.name = %s"""
-_AT_CLUSTER = len(readsql.ENTITY_FIELDS)
-_AT_VERSION = _AT_CLUSTER + len(readsql.CLUSTER_FIELDS)
+_AT_CLUSTER = readsql.entity.width
+_AT_VERSION = _AT_CLUSTER + readsql.cluster.width
 
 
 def entity_at(
@@ -154,7 +154,7 @@ def existence_around(entity: Entity, t: datetime) -> tuple[datetime | None, date
 Related = dict[int, Ref]  # the entities whose changes a page shows: id -> what to call it
 
 
-def related_ids(
+def related_entities(
     cluster: Cluster, entities: Iterable[Entity], names: Iterable[tuple[str, str, str]] = ()
 ) -> Related:
     """The entities whose changes a page shows, by id: these entities, and the ones named (kind, namespace, name).
@@ -209,7 +209,7 @@ class ChangesAround(NamedTuple):
 
 
 def changes_around(
-    cluster: Cluster, related: Related, t: datetime, window: timedelta, limit: int = CHANGES_LIMIT // 2
+    cluster: Cluster, related: Related, t: datetime, window: timedelta, limit: int = CHANGES_PER_SIDE
 ) -> ChangesAround:
     """Changes of the related entities near t, and the change times just before and after t, in one query.
 
@@ -224,12 +224,11 @@ def changes_around(
         return ChangesAround([], None, None, False)
     at = readsql.db_time(t)
     ids = list(related)
-    near_ids, near_params = readsql.any_of("ch.entity_id", ids)
     id_rows, id_params, id_col = readsql.id_rows(ids)
     side = f"""
     SELECT ch.id, ch.time, ch.entity_id, ch.field, ch.old, ch.new, ch.source, ch.actor, ch.summary, ch.link
     FROM {readsql.CHANGE} ch
-    WHERE ch.cluster_id = %s AND {near_ids} AND WHEN_
+    WHERE ch.cluster_id = %s AND ch.entity_id IN ({readsql.in_list(ids)}) AND WHEN_
     ORDER BY ORDER_
     LIMIT %s"""
     sql = f"""
@@ -248,8 +247,8 @@ LEFT JOIN (SELECT * FROM side_before UNION ALL SELECT * FROM side_after) w ON 1 
 ORDER BY w.time, w.id"""
     start, end = readsql.db_time(t - window), readsql.db_time(t + window)
     params = [
-        cluster.pk, *near_params, start, at, limit,
-        cluster.pk, *near_params, at, end, limit,
+        cluster.pk, *ids, start, at, limit,
+        cluster.pk, *ids, at, end, limit,
         at, at, *id_params,
         at, *id_params,
     ]  # fmt: skip
@@ -346,22 +345,13 @@ def collection_errors(cluster: Cluster, start: datetime, end: datetime) -> list[
 # join: PostgreSQL misestimates the as-of filter (valid_from <= t AND (valid_to IS NULL OR valid_to > t))
 # by 10-20x and then hashes the whole entity table, which grows with history (22 ms instead of 0.3 ms for
 # the pods on one node at 39,000 entities).
-_VERSIONS_AT_ARM = f"""
+_VERSIONS_AT = readsql.valid_at(f"""
 SELECT {readsql.EV_SELECT},
        (SELECT e.namespace FROM {readsql.ENTITY} e WHERE e.id = v.entity_id) AS entity_namespace,
        (SELECT e.name FROM {readsql.ENTITY} e WHERE e.id = v.entity_id) AS entity_name
 FROM {readsql.EV} v
-WHERE v.cluster_id = %s AND v.kind IN ({{kinds}}) AND {{where}} AND ENDS AND v.valid_from <= %s AND NOT v.deleted"""
-# Versions valid at t, as two ranges of the (cluster, kind, <hot column>, valid_to, valid_from) indexes: the
-# open versions, and the closed ones ending after t; valid_from <= t is checked on the index entries. One
-# condition "valid_to IS NULL OR valid_to > t" cannot bound an index range: both backends then read from the
-# table every version started by t, the history before t, which keeps growing.
-_VERSIONS_AT = (
-    _VERSIONS_AT_ARM.replace("ENDS", "v.valid_to IS NULL")
-    + "\nUNION ALL"
-    + _VERSIONS_AT_ARM.replace("ENDS", "v.valid_to > %s")
-    + "\n{order}"
-)
+WHERE v.cluster_id = %s AND v.kind IN ({{kinds}}) AND {{where}} AND VALID_TO AND v.valid_from <= %s
+  AND NOT v.deleted""") + "\n{order}"
 _ENTITY_LOADED = ["id", "cluster_id", "kind", "namespace", "name"]  # the rest is loaded on access
 _HOT_COLUMNS = frozenset({"node", "namespace", "queue", "project", "job", "pod", "phase"})
 
@@ -370,7 +360,8 @@ def _versions_at(
     cluster: Cluster, kinds: Sequence[str], t: datetime, order: str = "", **hot: str
 ) -> list[EntityVersion]:
     """Versions of ``kinds`` at t whose hot columns equal ``hot``, each with its entity (and the entity's
-    cluster) attached, in one query on the (cluster, kind, <hot column>, valid_to, valid_from) index.
+    cluster) attached, in one query on two ranges of the (cluster, kind, <hot column>, valid_to,
+    valid_from) index (:func:`readsql.valid_at`).
     ``order``: "name" (namespace, name) or "" (the callers sort)."""
     unknown = set(hot) - _HOT_COLUMNS
     if unknown:
@@ -491,18 +482,17 @@ def events_near(
 #
 
 
-_QUEUE_POSITION_ARM = f"""
+_PENDING_AT = readsql.valid_at(f"""
       SELECT v.entity_id, v.priority, COALESCE(v.submitted, %s) AS submitted
       FROM {readsql.EV} v INDEXED_BY
       WHERE v.kind = 'job' AND v.phase = 'Pending' AND NOT v.deleted AND v.cluster_id = %s AND v.queue = %s
-        AND ENDS AND v.valid_from <= %s"""
+        AND VALID_TO AND v.valid_from <= %s""")
 _QUEUE_POSITION = f"""
 SELECT COUNT(*),
        COALESCE(SUM(CASE WHEN p.priority > %s
                            OR (p.priority = %s AND (p.submitted < %s OR (p.submitted = %s AND p.entity_id < %s)))
                          THEN 1 ELSE 0 END), 0)
-FROM ({_QUEUE_POSITION_ARM.replace("ENDS", "v.valid_to IS NULL")}
-      UNION ALL {_QUEUE_POSITION_ARM.replace("ENDS", "v.valid_to > %s")}) p"""  # the two ranges of _VERSIONS_AT
+FROM ({_PENDING_AT}) p"""
 
 
 def queue_position(cluster: Cluster, version: EntityVersion, t: datetime) -> tuple[int, int] | None:
@@ -512,8 +502,8 @@ def queue_position(cluster: Cluster, version: EntityVersion, t: datetime) -> tup
     submission time are index columns), so a queue with thousands of waiting jobs costs little more than a
     short one. ``kind``, ``phase`` and ``deleted`` are literals: the partial index applies only then.
     """
-    _, mine_sub, mine_id = queue_order_key(version)
-    mine_p = version.priority if version.priority is not None else job_priority(version.state or {})
+    neg_priority, mine_sub, mine_id = queue_order_key(version)
+    mine_p = -neg_priority
     # SQLite ranks the general queue index as high, and would read the queue's running jobs too
     indexed_by = "" if connection.vendor == "postgresql" else "INDEXED BY ev_pending_job"
     at, never, sub = readsql.db_time(t), readsql.db_time(NEVER_SUBMITTED), readsql.db_time(mine_sub)

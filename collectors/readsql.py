@@ -4,7 +4,7 @@ An entity page runs six to ten small queries. Through the ORM each one costs abo
 before the database sees it (filter building, SQL compilation) and as much again turning rows into
 model instances; the database answers most of them in 0.05-0.3 ms. The statements here are written
 once as text, with ``%s`` parameters for both backends, and their rows become model instances through
-``Model.from_db`` after the same conversions the fields would apply (:func:`version`, :func:`change`).
+``Model.from_db`` after the same conversions the fields would apply (:class:`Reader`).
 
 Only what the SQL needs differs by backend: datetime parameters (:func:`db_time`), naive datetimes
 read back from SQLite (:func:`aware`), and JSON text (:func:`load_json`).
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from django.db import connection
+from django.db import connection, models
 
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
 
@@ -30,23 +30,28 @@ EVENT = KubeEvent._meta.db_table
 SOURCE_RUN = SourceRun._meta.db_table
 
 
-def _columns(model: type, alias: str) -> tuple[list[str], str]:
-    """(attnames, "alias.col, alias.col, …") of a model's concrete fields, in field order."""
-    fields = model._meta.concrete_fields
-    return [f.attname for f in fields], ", ".join(
-        f"{alias}.{connection.ops.quote_name(f.column)}" for f in fields
-    )
+class Reader:
+    """The columns of a model's table under an alias (``select``), and rows of them as model instances.
 
+    ``reader(row, start)`` turns ``row[start:start + width]`` into an instance after the conversions its
+    fields would apply: every DateTimeField made aware, every JSONField decoded.
+    """
 
-EV_FIELDS, EV_SELECT = _columns(EntityVersion, "v")
-ENTITY_FIELDS, ENTITY_SELECT = _columns(Entity, "e")
-CLUSTER_FIELDS, CLUSTER_SELECT = _columns(Cluster, "c")
-CHANGE_FIELDS, CHANGE_SELECT = _columns(Change, "ch")
-EVENT_FIELDS, EVENT_SELECT = _columns(KubeEvent, "ev")
-SOURCE_RUN_FIELDS, SOURCE_RUN_SELECT = _columns(SourceRun, "sr")
+    def __init__(self, model: type[models.Model], alias: str) -> None:
+        fields = model._meta.concrete_fields
+        self.model, self.width = model, len(fields)
+        self.fields = [f.attname for f in fields]
+        self.select = ", ".join(f"{alias}.{connection.ops.quote_name(f.column)}" for f in fields)
+        self._times = [i for i, f in enumerate(fields) if f.get_internal_type() == "DateTimeField"]
+        self._jsons = [i for i, f in enumerate(fields) if f.get_internal_type() == "JSONField"]
 
-# The as-of condition of an EntityVersion aliased v, with the same t twice: valid_from <= t < valid_to.
-AS_OF = "v.valid_from <= %s AND (v.valid_to IS NULL OR v.valid_to > %s)"
+    def __call__(self, row: Sequence[Any], start: int = 0) -> Any:
+        values = list(row[start : start + self.width])
+        for i in self._times:
+            values[i] = aware(values[i])
+        for i in self._jsons:
+            values[i] = load_json(values[i])
+        return self.model.from_db(connection.alias, self.fields, values)
 
 
 def fetch(sql: str, params: Sequence[Any]) -> list[tuple]:
@@ -94,77 +99,28 @@ def in_list(values: Sequence[Any]) -> str:
     return ", ".join(["%s"] * len(values))
 
 
+def valid_at(arm: str) -> str:
+    """The versions valid at t, as two ranges of an index ending in (valid_to, valid_from).
+
+    ``arm`` selects from EntityVersion ``v`` with ``VALID_TO`` in its WHERE where the end condition goes
+    (and ``v.valid_from <= %s`` after it). The result is the open versions, UNION ALL the closed ones ending
+    after t; the second arm takes one more parameter, t, at the marker. One condition "valid_to IS NULL OR
+    valid_to > t" cannot bound an index range: both backends then read every version started by t from
+    the table, the history before t, which keeps growing.
+    """
+    return f"{arm.replace('VALID_TO', 'v.valid_to IS NULL')}\nUNION ALL{arm.replace('VALID_TO', 'v.valid_to > %s')}"
+
+
 def id_rows(ids: Sequence[int]) -> tuple[str, list[Any], str]:
     """A FROM item with one row per id (not empty): (its SQL, its parameters, its id column)."""
-    if connection.vendor == "postgresql":
-        return "unnest(%s::bigint[]) AS ids(id)", [list(ids)], "ids.id"
     return f"(VALUES {', '.join(['(%s)'] * len(ids))}) AS ids", list(ids), "ids.column1"
 
 
-def any_of(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-    """SQL and parameters for "column is one of values" (not empty): on PostgreSQL one array parameter,
-    so the statement's text (and its prepared plan) does not change with the number of values."""
-    if connection.vendor == "postgresql":
-        return f"{column} = ANY(%s)", [list(values)]
-    return f"{column} IN ({in_list(values)})", list(values)
-
-
-_EV_VALID_FROM = EV_FIELDS.index("valid_from")
-_EV_VALID_TO = EV_FIELDS.index("valid_to")
-_EV_STATE = EV_FIELDS.index("state")
-
-
-def version(row: Sequence[Any], start: int = 0) -> EntityVersion:
-    """An EntityVersion from ``row[start:start + len(EV_FIELDS)]`` (columns of ``EV_SELECT``)."""
-    values = list(row[start : start + len(EV_FIELDS)])
-    values[_EV_VALID_FROM] = aware(values[_EV_VALID_FROM])
-    values[_EV_VALID_TO] = aware(values[_EV_VALID_TO])
-    values[_EV_STATE] = load_json(values[_EV_STATE])
-    return EntityVersion.from_db(connection.alias, EV_FIELDS, values)
-
-
-_E_FIRST, _E_LAST = ENTITY_FIELDS.index("first_seen"), ENTITY_FIELDS.index("last_seen")
-
-
-def entity(row: Sequence[Any], start: int = 0) -> Entity:
-    values = list(row[start : start + len(ENTITY_FIELDS)])
-    values[_E_FIRST], values[_E_LAST] = aware(values[_E_FIRST]), aware(values[_E_LAST])
-    return Entity.from_db(connection.alias, ENTITY_FIELDS, values)
-
-
-_C_CREATED = CLUSTER_FIELDS.index("created")
-
-
-def cluster(row: Sequence[Any], start: int = 0) -> Cluster:
-    values = list(row[start : start + len(CLUSTER_FIELDS)])
-    values[_C_CREATED] = aware(values[_C_CREATED])
-    return Cluster.from_db(connection.alias, CLUSTER_FIELDS, values)
-
-
-_CH_TIME, _CH_OLD, _CH_NEW = (CHANGE_FIELDS.index(f) for f in ("time", "old", "new"))
-
-
-def change(row: Sequence[Any], start: int = 0) -> Change:
-    values = list(row[start : start + len(CHANGE_FIELDS)])
-    values[_CH_TIME] = aware(values[_CH_TIME])
-    values[_CH_OLD], values[_CH_NEW] = load_json(values[_CH_OLD]), load_json(values[_CH_NEW])
-    return Change.from_db(connection.alias, CHANGE_FIELDS, values)
-
-
-_EVENT_TIMES = [EVENT_FIELDS.index("first_time"), EVENT_FIELDS.index("last_time")]
-
-
-def event(row: Sequence[Any], start: int = 0) -> KubeEvent:
-    values = list(row[start : start + len(EVENT_FIELDS)])
-    for i in _EVENT_TIMES:
-        values[i] = aware(values[i])
-    return KubeEvent.from_db(connection.alias, EVENT_FIELDS, values)
-
-
-_SR_TIME = SOURCE_RUN_FIELDS.index("time")
-
-
-def source_run(row: Sequence[Any], start: int = 0) -> SourceRun:
-    values = list(row[start : start + len(SOURCE_RUN_FIELDS)])
-    values[_SR_TIME] = aware(values[_SR_TIME])
-    return SourceRun.from_db(connection.alias, SOURCE_RUN_FIELDS, values)
+version = Reader(EntityVersion, "v")
+entity = Reader(Entity, "e")
+cluster = Reader(Cluster, "c")
+change = Reader(Change, "ch")
+event = Reader(KubeEvent, "ev")
+source_run = Reader(SourceRun, "sr")
+EV_SELECT, ENTITY_SELECT, CLUSTER_SELECT = version.select, entity.select, cluster.select
+CHANGE_SELECT, EVENT_SELECT, SOURCE_RUN_SELECT = change.select, event.select, source_run.select

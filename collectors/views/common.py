@@ -1,7 +1,7 @@
 """What every entity page shares: lookup or 404, existence at t, changes around t, collection errors, fragments.
 
 A page view builds its kind-specific context, then calls :func:`finish` with its related
-entities (``queries.related_ids``); :func:`render_page` returns the whole page, or only ``#page`` for an htmx cursor move.
+entities (``queries.related_entities``); :func:`render_page` returns the whole page, or only ``#page`` for an htmx cursor move.
 """
 
 from __future__ import annotations

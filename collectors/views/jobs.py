@@ -80,7 +80,7 @@ def job_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
         ),
         explain=explain,
     )
-    related = queries.related_ids(c, [job] + [p.entity for p in pods], [("queue", "", queue_name)])
+    related = queries.related_entities(c, [job] + [p.entity for p in pods], [("queue", "", queue_name)])
     return render_page(request, "collectors/job_detail.html", finish(request, ctx, related))
 
 

@@ -73,7 +73,7 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         gpu_rows_html=render_rows("collectors/_node_rows.jinja", table="gpus", rows=gpus),
         pod_rows_html=render_rows("collectors/_node_rows.jinja", table="pods", rows=pods),
     )
-    related = queries.related_ids(c, [node] + [g.entity for g in gpus] + [p.entity for p in pods])
+    related = queries.related_entities(c, [node] + [g.entity for g in gpus] + [p.entity for p in pods])
     return render_page(request, "collectors/node_detail.html", finish(request, ctx, related))
 
 
@@ -92,5 +92,5 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         pod_ref=queries.ref(c, "pod", version.pod if version else ""),
         users=users,
     )
-    related = queries.related_ids(c, [gpu], [("node", "", node_name)])
+    related = queries.related_entities(c, [gpu], [("node", "", node_name)])
     return render_page(request, "collectors/gpu_detail.html", finish(request, ctx, related))

@@ -75,7 +75,7 @@ def pod_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
         tolerations=state.get("tolerations") or [],
         node_selector=sorted((state.get("node_selector") or {}).items()),
     )
-    related = queries.related_ids(
+    related = queries.related_entities(
         c, [pod] + [g.entity for g in gpus], [("job", namespace, job_name), ("node", "", node_name)]
     )
     return render_page(request, "collectors/pod_detail.html", finish(request, ctx, related))

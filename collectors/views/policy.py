@@ -74,7 +74,7 @@ def project_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse
         usage_pct=round(100 * in_use / quota) if quota else None,
         **_split_jobs(queries.jobs_where(c, t, project=name)),
     )
-    related = queries.related_ids(c, [project], [("queue", "", queue_name)])
+    related = queries.related_entities(c, [project], [("queue", "", queue_name)])
     ctx["policy_changes"] = _policy_changes(c, related, t)
     return render_page(request, "collectors/project_detail.html", finish(request, ctx, related))
 
@@ -97,6 +97,6 @@ def queue_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         over_quota=quota is not None and in_use > int(quota),
         **_split_jobs(queries.jobs_where(c, t, queue=name)),
     )
-    related = queries.related_ids(c, [queue], [("project", "", project_name)])
+    related = queries.related_entities(c, [queue], [("project", "", project_name)])
     ctx["policy_changes"] = _policy_changes(c, related, t)
     return render_page(request, "collectors/queue_detail.html", finish(request, ctx, related))

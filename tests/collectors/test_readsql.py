@@ -18,15 +18,18 @@ def small():
     return build_small_cluster(Cluster.objects.create(name="gpu-a"))
 
 
-def test_a_version_read_by_sql_equals_the_orm_one(small):
+@pytest.mark.parametrize("kind", ["node", "gpu", "pod", "job"])
+def test_a_version_read_by_sql_equals_the_orm_one(small, kind):
     t = T0 + timedelta(minutes=30)
-    orm = EntityVersion.objects.as_of(t).filter(cluster=small.cluster, kind="node").order_by("entity_id")[0]
+    orm = EntityVersion.objects.as_of(t).filter(cluster=small.cluster, kind=kind).order_by("entity_id")[0]
     row = readsql.fetch(f"SELECT {readsql.EV_SELECT} FROM {readsql.EV} v WHERE v.id = %s", [orm.pk])[0]
     got = readsql.version(row)
     assert got.pk == orm.pk and got._state.adding is False
     for f in EntityVersion._meta.concrete_fields:
         assert getattr(got, f.attname) == getattr(orm, f.attname), f.attname
     assert got.valid_from.utcoffset() == timedelta(0)  # aware UTC on SQLite too
+    if kind == "job":  # every datetime field is converted, the typed queue-order column too
+        assert got.submitted is not None and got.submitted.utcoffset() == timedelta(0)
 
 
 def test_change_values_keep_json_types_and_sql_null(small):
@@ -65,7 +68,7 @@ def test_entity_at_says_absent_between_versions_and_never_recorded(small):
 
 def test_a_busy_window_shows_the_changes_nearest_t_and_exact_neighbours(small):
     node = small.entity("node", "h100-01")
-    related = queries.related_ids(small.cluster, [node])
+    related = queries.related_entities(small.cluster, [node])
     t = T0 + timedelta(hours=5)
     rows = [
         Change(cluster=small.cluster, entity=node, kind="node", time=t - timedelta(seconds=s), field=f"b{s}")
@@ -83,7 +86,7 @@ def test_a_busy_window_shows_the_changes_nearest_t_and_exact_neighbours(small):
 
 def test_neighbours_beyond_an_empty_window_come_from_the_whole_history(small):
     node = small.entity("node", "h100-01")
-    related = queries.related_ids(small.cluster, [node])
+    related = queries.related_entities(small.cluster, [node])
     t = T0 + timedelta(days=3)
     far_before, far_after = t - timedelta(days=1), t + timedelta(days=1)
     Change.objects.bulk_create(
