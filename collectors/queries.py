@@ -202,26 +202,33 @@ class ChangeLine(NamedTuple):
 class ChangesAround(NamedTuple):
     """What an entity page shows of its objects' changes: the ones near t, and the nearest on each side."""
 
-    lines: list[ChangeLine]  # within [t - w, t + w], oldest first: the ``limit`` nearest t on each side
+    lines: list[ChangeLine]  # within [t - w, t + w], oldest first: the ``shown`` nearest t of those read
     prev: datetime | None  # the last change before t, however old (cursor bar ⇤)
     next: datetime | None  # the first change after t, however far (cursor bar ⇥)
     limited: bool  # a side had more than ``limit`` changes in the window
+    total: int  # changes read in the window (at most ``limit`` each side): ``lines`` are the nearest of them
 
 
 def changes_around(
-    cluster: Cluster, related: Related, t: datetime, window: timedelta, limit: int = CHANGES_PER_SIDE
+    cluster: Cluster,
+    related: Related,
+    t: datetime,
+    window: timedelta,
+    limit: int = CHANGES_PER_SIDE,
+    shown: int | None = None,
 ) -> ChangesAround:
     """Changes of the related entities near t, and the change times just before and after t, in one query.
 
     Each side of t reads its ``limit`` changes nearest t in the window, so a busy window still shows the
-    changes around t (not the oldest of the window). The previous and next change come from those rows;
+    changes around t (not the oldest of the window); of those, the ``shown`` nearest t (all when None)
+    become lines, and only theirs values are decoded. The previous and next change come from those rows;
     only when a side of the window is empty are they looked up further, one index probe per entity
     (COALESCE stops at its first value). So the cost follows the window and the number of entities, never
     the length of history. ``related`` are entities of this cluster, so the lookups filter on them alone:
     both backends then read the (entity, time) index.
     """
     if not related:
-        return ChangesAround([], None, None, False)
+        return ChangesAround([], None, None, False, 0)
     at = readsql.db_time(t)
     ids = list(related)
     id_rows, id_params, id_col = readsql.id_rows(ids)
@@ -254,26 +261,20 @@ ORDER BY w.time, w.id"""
     ]  # fmt: skip
     rows = readsql.fetch(sql, params)
     time_value, load = readsql.time_value, readsql.load_json
+    found = [(time_value(row[3]), row) for row in rows if row[2] is not None]  # not the lone aggregate row
+    at_or_before = sum(1 for when, _ in found if when <= t)
+    limited = at_or_before >= limit or len(found) - at_or_before >= limit
+    keep = found
+    if shown is not None and len(found) > shown:  # the nearest t, back in time order (they are sorted)
+        nearest = sorted(range(len(found)), key=lambda i: abs(found[i][0] - t))[:shown]
+        keep = [found[i] for i in sorted(nearest)]
     lines = [
         ChangeLine(
-            pk,
-            time_value(time),
-            entity_id,
-            related.get(entity_id),
-            field,
-            load(old),
-            load(new),
-            source,
-            actor,
-            summary,
-            link,
+            pk, when, entity_id, related.get(entity_id), field, load(old), load(new), source, actor, summary, link
         )
-        for _, _, pk, time, entity_id, field, old, new, source, actor, summary, link in rows
-        if pk is not None  # the lone aggregate row of an empty window
+        for when, (_, _, pk, _, entity_id, field, old, new, source, actor, summary, link) in keep
     ]
-    at_or_before = sum(1 for line in lines if line.time <= t)
-    limited = at_or_before >= limit or len(lines) - at_or_before >= limit
-    return ChangesAround(lines, time_value(rows[0][0]), time_value(rows[0][1]), limited)
+    return ChangesAround(lines, time_value(rows[0][0]), time_value(rows[0][1]), limited, len(found))
 
 
 _FIELD_HISTORY = (
@@ -341,19 +342,22 @@ def collection_errors(cluster: Cluster, start: datetime, end: datetime) -> list[
 #
 
 
-# The entity's namespace and name come by correlated subquery (one primary-key probe per row), not by a
+# The entity's "namespace/name" comes by correlated subquery (one primary-key probe per row), not by a
 # join: PostgreSQL misestimates the as-of filter (valid_from <= t AND (valid_to IS NULL OR valid_to > t))
 # by 10-20x and then hashes the whole entity table, which grows with history (22 ms instead of 0.3 ms for
-# the pods on one node at 39,000 entities).
+# the pods on one node at 39,000 entities). One subquery for both (a namespace has no "/").
 _VERSIONS_AT = readsql.valid_at(f"""
 SELECT {readsql.EV_SELECT},
-       (SELECT e.namespace FROM {readsql.ENTITY} e WHERE e.id = v.entity_id) AS entity_namespace,
-       (SELECT e.name FROM {readsql.ENTITY} e WHERE e.id = v.entity_id) AS entity_name
+       (SELECT e.namespace || '/' || e.name FROM {readsql.ENTITY} e WHERE e.id = v.entity_id) AS entity_key
 FROM {readsql.EV} v
 WHERE v.cluster_id = %s AND v.kind IN ({{kinds}}) AND {{where}} AND VALID_TO AND v.valid_from <= %s
-  AND NOT v.deleted""") + "\n{order}"
+  AND NOT v.deleted""")
 _ENTITY_LOADED = ["id", "cluster_id", "kind", "namespace", "name"]  # the rest is loaded on access
 _HOT_COLUMNS = frozenset({"node", "namespace", "queue", "project", "job", "pod", "phase"})
+
+
+def _by_name(v: EntityVersion) -> tuple[str, str]:
+    return v.entity.namespace, v.entity.name
 
 
 def _versions_at(
@@ -362,25 +366,25 @@ def _versions_at(
     """Versions of ``kinds`` at t whose hot columns equal ``hot``, each with its entity (and the entity's
     cluster) attached, in one query on two ranges of the (cluster, kind, <hot column>, valid_to,
     valid_from) index (:func:`readsql.valid_at`).
-    ``order``: "name" (namespace, name) or "" (the callers sort)."""
+    ``order``: "name" (namespace, name; sorted here, the same on both backends) or "" (the callers sort)."""
     unknown = set(hot) - _HOT_COLUMNS
     if unknown:
         raise ValueError(f"not a hot column of EntityVersion: {', '.join(sorted(unknown))}")
     at = readsql.db_time(t)
     sql = _VERSIONS_AT.format(
-        kinds=readsql.in_list(kinds),
-        where=" AND ".join(f"v.{col} = %s" for col in hot) or "1 = 1",
-        order="ORDER BY entity_namespace, entity_name" if order == "name" else "",
+        kinds=readsql.in_list(kinds), where=" AND ".join(f"v.{col} = %s" for col in hot) or "1 = 1"
     )
     arm = [cluster.pk, *kinds, *hot.values()]
-    db = connection.alias
     out = []
     for row in readsql.fetch(sql, [*arm, at, *arm, at, at]):
         v = readsql.version(row)
-        entity = Entity.from_db(db, _ENTITY_LOADED, [v.entity_id, cluster.pk, v.kind, row[-2], row[-1]])
+        namespace, _, name = row[-1].partition("/")
+        entity = readsql.instance(Entity, _ENTITY_LOADED, [v.entity_id, cluster.pk, v.kind, namespace, name])
         entity.cluster = cluster
         v.entity = entity
         out.append(v)
+    if order == "name":
+        out.sort(key=_by_name)
     return out
 
 

@@ -3,8 +3,9 @@
 An entity page runs six to ten small queries. Through the ORM each one costs about 0.5 ms of Python
 before the database sees it (filter building, SQL compilation) and as much again turning rows into
 model instances; the database answers most of them in 0.05-0.3 ms. The statements here are written
-once as text, with ``%s`` parameters for both backends, and their rows become model instances through
-``Model.from_db`` after the same conversions the fields would apply (:class:`Reader`).
+once as text, with ``%s`` parameters for both backends, and their rows become model
+instances (as ``Model.from_db`` builds them) after the same conversions the fields would apply
+(:class:`Reader`, :func:`instance`).
 
 Only what the SQL needs differs by backend: datetime parameters (:func:`db_time`), naive datetimes
 read back from SQLite (:func:`aware`), and JSON text (:func:`load_json`).
@@ -18,7 +19,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, models
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
 
@@ -51,7 +54,25 @@ class Reader:
             values[i] = aware(values[i])
         for i in self._jsons:
             values[i] = load_json(values[i])
-        return self.model.from_db(connection.alias, self.fields, values)
+        return instance(self.model, self.fields, values)
+
+
+def instance(model: type[models.Model], attnames: Sequence[str], values: Sequence[Any]) -> Any:
+    """``model.from_db(connection.alias, attnames, values)`` for values already converted, built directly.
+
+    ``from_db`` runs ``Model.__init__``: a setattr per field through its descriptor, signals, and the
+    connection proxy's thread-local lookup, about 20 µs a row; a node page builds 60 such instances.
+    What it leaves behind is the same: the field values in the instance's ``__dict__`` (fields not read
+    stay deferred, loaded on access) and a ModelState saying the row came from the default database.
+    A model with pre/post_init receivers (none here today) still goes through ``from_db``.
+    """
+    if pre_init.has_listeners(model) or post_init.has_listeners(model):
+        return model.from_db(DEFAULT_DB_ALIAS, list(attnames), list(values))
+    obj = model.__new__(model)
+    obj.__dict__.update(zip(attnames, values, strict=True))
+    state = obj._state = ModelState()
+    state.adding, state.db = False, DEFAULT_DB_ALIAS
+    return obj
 
 
 def fetch(sql: str, params: Sequence[Any]) -> list[tuple]:

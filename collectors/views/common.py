@@ -12,15 +12,23 @@ from typing import Any, NamedTuple
 
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
-from django.utils.html import escape, format_html
-from django.utils.safestring import mark_safe
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.utils.timezone import get_current_timezone
 
 from collectors import queries
 from collectors.models import Entity, EntityVersion
 from rcaweb.http import RcaRequest
 from rcaweb.rows import render_rows
-from rcaweb.templatetags.rcaweb import at_time_link, compact, cursor_reverse, entity_link_html, relative, utc
+from rcaweb.templatetags.rcaweb import (
+    at_time_link,
+    compact,
+    cursor_reverse,
+    entity_link_parts,
+    link_markup,
+    relative,
+    utc,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -100,13 +108,10 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: queries.Related) -
     """Add changes around t with the cursor's ⇤/⇥ targets, and collection errors (two queries)."""
     cur = request.cursor
     cluster = ctx["cluster"]
-    changes, ctx["cursor_prev_change"], ctx["cursor_next_change"], ctx["changes_limited"] = (
-        queries.changes_around(cluster, related, cur.t, cur.window)
-    )
-    ctx["changes_total"] = len(changes)
-    if len(changes) > CHANGES_SHOWN:  # the ones nearest t; the rest are a cursor step away
-        changes = sorted(changes, key=lambda ch: abs((ch.time - cur.t).total_seconds()))[:CHANGES_SHOWN]
-        changes.sort(key=lambda ch: (ch.time, ch.id))
+    around = queries.changes_around(cluster, related, cur.t, cur.window, shown=CHANGES_SHOWN)
+    changes = around.lines  # the ones nearest t; the rest are a cursor step away
+    ctx["cursor_prev_change"], ctx["cursor_next_change"] = around.prev, around.next
+    ctx["changes_limited"], ctx["changes_total"] = around.limited, around.total
     ctx["changes"] = changes
     ctx["changes_before"] = sum(1 for ch in changes if ch.time <= cur.t)
     ctx["change_rows_html"] = render_rows(
@@ -143,29 +148,32 @@ def change_rows(
 
     The same links and words the row's template tags made (``at_time_url``, ``entity_link … when=``,
     ``relative``, ``compact``), each built once in Python: a page shows up to 50 rows, and per-row tags
-    were most of its rendering time.
+    were most of its rendering time. An object's link parts are made once per object, not per row.
     """
     cur, path, t = request.cursor, request.path, request.cursor.t
     tz = get_current_timezone()  # the |date filter shows times in it
     this_entity = format_html('<span class="muted">this {}</span>', entity.kind)
+    objects: dict[int, tuple[tuple[str, str, str], str]] = {}  # entity id -> (link parts, kind markup)
     rows = []
     for i, ch in enumerate(changes):
+        when = ch.time
         if ch.entity_id == entity.pk:
             obj = this_entity
         elif ch.entity is not None:
-            kind = escape(ch.entity.kind)
-            obj = mark_safe(
-                f'<span class="kind">{kind}</span> {entity_link_html(ch.entity, cur, when=ch.time)}'
-            )
+            known = objects.get(ch.entity_id)  # type: ignore[arg-type]
+            if known is None:
+                parts = entity_link_parts(ch.entity)
+                known = objects[ch.entity_id] = (parts, f'<span class="kind">{parts[0]}</span> ')  # type: ignore[index]
+            obj = SafeString(known[1] + link_markup(known[0], at_time_link(cur, known[0][1], when)))
         else:
             obj = format_html('<span class="muted">{}</span>', ch.summary or "—")
         rows.append(
             ChangeRow(
                 cursor_before=i == before,
-                after=ch.time > t,
-                at_url=at_time_link(cur, path, ch.time),
-                hms=ch.time.astimezone(tz).strftime("%H:%M:%S"),
-                relative=relative(ch.time, t),
+                after=when > t,
+                at_url=at_time_link(cur, path, when),
+                hms=when.astimezone(tz).strftime("%H:%M:%S"),
+                relative=relative(when, t),
                 object=obj,
                 field=ch.field,
                 old_new=ch.field

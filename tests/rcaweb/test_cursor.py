@@ -54,3 +54,15 @@ def test_it_links_carry_only_t_and_w():
     assert cur.link("/c/x/jobs/?queue=a&t=2020-01-01T00:00:00Z") == "/c/x/jobs/?queue=a&t=2026-11-29T03%3A12%3A00Z&w=30m"
     assert format_t(cur.shifted(timedelta(minutes=-10)).t) == "2026-11-29T03:02:00Z"
     assert cur.start == datetime(2026, 11, 29, 2, 42, tzinfo=UTC)
+
+
+@given(
+    st.one_of(st.none(), st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC))),
+    st.integers(min_value=1, max_value=30 * 86400),
+    st.booleans(),
+)
+def test_its_written_out_query_is_what_urlencode_makes(at, seconds, window_given):
+    from urllib.parse import urlencode
+
+    cur = Cursor(at=at, window=timedelta(seconds=seconds), window_given=window_given)
+    assert cur.query() == urlencode(cur.params())
