@@ -270,7 +270,17 @@ ORDER BY w.time, w.id"""
         keep = [found[i] for i in sorted(nearest)]
     lines = [
         ChangeLine(
-            pk, when, entity_id, related.get(entity_id), field, load(old), load(new), source, actor, summary, link
+            pk,
+            when,
+            entity_id,
+            related.get(entity_id),
+            field,
+            load(old),
+            load(new),
+            source,
+            actor,
+            summary,
+            link,
         )
         for when, (_, _, pk, _, entity_id, field, old, new, source, actor, summary, link) in keep
     ]

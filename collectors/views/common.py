@@ -108,7 +108,10 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: queries.Related) -
     """Add changes around t with the cursor's ⇤/⇥ targets, and collection errors (two queries)."""
     cur = request.cursor
     cluster = ctx["cluster"]
-    around = queries.changes_around(cluster, related, cur.t, cur.window, shown=CHANGES_SHOWN)
+    # each side reads as many as are shown: enough for the nearest CHANGES_SHOWN, whichever side they are on
+    around = queries.changes_around(
+        cluster, related, cur.t, cur.window, limit=CHANGES_SHOWN, shown=CHANGES_SHOWN
+    )
     changes = around.lines  # the ones nearest t; the rest are a cursor step away
     ctx["cursor_prev_change"], ctx["cursor_next_change"] = around.prev, around.next
     ctx["changes_limited"], ctx["changes_total"] = around.limited, around.total
