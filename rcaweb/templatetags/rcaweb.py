@@ -266,6 +266,34 @@ def relative(value: datetime | None, ref: datetime | None) -> str:
 CURSOR_STEPS = [("-1h", -3600), ("-10m", -600), ("-1m", -60), ("+1m", 60), ("+10m", 600), ("+1h", 3600)]
 
 
+MAIN_NAV = [
+    ("home", "Console"),
+    ("incidents:incidents", "Incidents"),
+    ("incidents:handoffs", "Handoffs"),
+    ("console:fleet", "Fleet"),
+    ("console:slo", "SLO"),
+    ("console:changes", "Changes"),
+]
+
+
+@register.simple_tag(takes_context=True)
+def top_bar(context: template.Context) -> SafeString:
+    """The header of every page (``_top_bar.jinja``): brand and, when logged in, the main navigation with the
+    cursor, the user and the log-out form (with the page's one CSRF token)."""
+    from rcaweb.rows import render_rows  # rows imports this module's pill()
+
+    cur, user = _cursor(context), context.get("user")
+    logged_in = user is not None and user.is_authenticated
+    return render_rows(
+        "_top_bar.jinja",
+        home_url=cursor_reverse(cur, "home"),
+        nav=[(cursor_reverse(cur, name), label) for name, label in MAIN_NAV] if logged_in else [],
+        username=user.get_username() if logged_in else None,
+        logout_url=cached_reverse("logout"),
+        csrf_token=str(context.get("csrf_token", "")) if logged_in else "",
+    )
+
+
 @register.simple_tag(takes_context=True)
 def cursor_bar(context: template.Context) -> SafeString:
     """The cursor bar on every page: steps, now, incident start, previous/next change.
