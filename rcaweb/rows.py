@@ -1,4 +1,5 @@
-"""Table rows of the busiest pages, rendered by Jinja2; pages, layout and every tag stay Django templates.
+"""Fragments of the busiest pages rendered by Jinja2: table rows, the header and cursor bar of every page, and
+the top and bottom of every entity page. Pages, their layout and every tag stay Django templates.
 
 Django's engine resolves each ``{{ … }}`` through its generic lookup chain and wraps it in
 localization and escaping calls: about 5-8 µs a variable. The "changes around t" table of an entity
@@ -18,9 +19,11 @@ from typing import Any
 
 import jinja2
 from django.conf import settings
+from django.templatetags.static import static
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import Truncator
 
-from rcaweb.templatetags.rcaweb import pill
+from rcaweb.templatetags.rcaweb import at_time_link, duration, hm, pill, utc, when
 
 
 @functools.cache
@@ -33,8 +36,15 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.globals["pill"] = pill
+    # the template tags and filters the fragments use, under the same names
+    env.globals.update(pill=pill, when=when, at_time_link=at_time_link, static=static)
+    env.filters.update(utc=utc, duration=duration, hm=hm, truncatechars=truncatechars)
     return env
+
+
+def truncatechars(value: object, length: int) -> str:
+    """Django's ``|truncatechars``: at most ``length`` characters, the last one "…" when cut."""
+    return Truncator(value).chars(length)
 
 
 def render_rows(template: str, **context: Any) -> SafeString:

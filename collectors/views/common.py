@@ -76,6 +76,7 @@ def _context_at(request: RcaRequest, entity: Entity, version: EntityVersion | No
         "t": t,
         "entity_charts": entity_charts(request, entity),
     }
+    ctx["existed_until"] = ctx["exists_from"] = ctx["last_seen_at"] = None
     if version is None:
         ctx["existed_until"], ctx["exists_from"] = queries.existence_around(entity, t)
         if ctx["existed_until"] is not None:
@@ -105,7 +106,8 @@ def entity_page_context(
 
 
 def finish(request: RcaRequest, ctx: dict[str, Any], related: queries.Related) -> dict[str, Any]:
-    """Add changes around t with the cursor's ⇤/⇥ targets, and collection errors (two queries)."""
+    """Add changes around t with the cursor's ⇤/⇥ targets, and collection errors (two queries), and render
+    the page's top (``entity_head_html``) and bottom (``entity_foot_html``): call it last."""
     cur = request.cursor
     cluster = ctx["cluster"]
     # each side reads as many as are shown: enough for the nearest CHANGES_SHOWN, whichever side they are on
@@ -124,6 +126,10 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: queries.Related) -
         t_utc=utc(cur.t),
     )
     ctx["collection_errors"] = queries.collection_errors(cluster, cur.start, cur.t)
+    # the top and bottom every entity page shares, by Jinja2 (rcaweb.rows): about 0.45 ms in Django templates
+    parts = {**ctx, "cursor": cur, "request_path": request.path}
+    ctx["entity_head_html"] = render_rows("collectors/_entity_head.jinja", **parts)
+    ctx["entity_foot_html"] = render_rows("collectors/_entity_foot.jinja", **parts)
     return ctx
 
 

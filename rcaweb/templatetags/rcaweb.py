@@ -18,6 +18,7 @@ from django import template
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.timezone import localtime
 
 from collectors.changefmt import Leaf, diff_leaves
 from rcaweb.cursor import Cursor, format_duration, format_t
@@ -248,6 +249,11 @@ def when(value: datetime | None) -> str:
     )
 
 
+def hm(value: datetime | None) -> str:
+    """``{{ value|date:"H:i" }}``: hours and minutes in the current time zone (UTC here)."""
+    return localtime(value).strftime("%H:%M") if value else ""
+
+
 @register.filter
 def duration(value: timedelta | None) -> str:
     return format_duration(value) if value is not None else ""
@@ -410,6 +416,16 @@ def pill(value: object, label: str | None = None) -> str:
     """A small coloured state word (Running, NotReady, faulty…): calm colours, the word carries the meaning."""
     if value is None or value == "":
         return mark_safe('<span class="muted">—</span>')
-    word = str(value)
+    if label is None and not hasattr(value, "__html__"):
+        return _pill(str(value))  # a handful of plain words on every row: each made once
+    return _pill_markup(str(value), label)
+
+
+@functools.lru_cache(maxsize=1024)
+def _pill(word: str) -> str:
+    return _pill_markup(word, None)
+
+
+def _pill_markup(word: str, label: str | None) -> str:
     cls = PILL_CLASSES.get(word.lower().replace(" ", ""), "")
     return format_html('<span class="pill {}">{}</span>', cls, label or word)

@@ -121,3 +121,14 @@ def test_it_fails_like_get_absolute_url_for_a_pod_without_namespace() -> None:
         pod.get_absolute_url()
     with pytest.raises(NoReverseMatch):
         _absolute_url(pod)
+
+
+def test_a_remembered_pill_never_mixes_plain_and_safe_text() -> None:
+    from django.utils.safestring import mark_safe
+
+    from rcaweb.templatetags.rcaweb import pill
+
+    assert pill("Running") == '<span class="pill ok">Running</span>' and pill("Running") is pill("Running")
+    assert str(pill(mark_safe("<b>x</b>"))) == '<span class="pill "><b>x</b></span>'
+    assert str(pill("<b>x</b>")) == '<span class="pill ">&lt;b&gt;x&lt;/b&gt;</span>'
+    assert str(pill("Running", "ok <now>")) == '<span class="pill ok">ok &lt;now&gt;</span>'
