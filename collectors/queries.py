@@ -19,7 +19,7 @@ from django.db.models import Count, Sum
 from django.urls import reverse
 
 from collectors import readsql
-from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity, EntityVersion, KubeEvent
+from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
 from collectors.queue_order import NEVER_SUBMITTED, order_key
 
 logger = logging.getLogger(__name__)
@@ -73,8 +73,8 @@ def get_entity(cluster: str, kind: str, name: str, namespace: str = "") -> Entit
     )
 
 
-_ENTITY_AT = f"""
-SELECT {readsql.ENTITY_SELECT}, {readsql.CLUSTER_SELECT}, {readsql.EV_SELECT}
+_ENTITY_AT_COLUMNS = f"{readsql.ENTITY_SELECT}, {readsql.CLUSTER_SELECT}, {readsql.EV_SELECT}"
+_ENTITY_AT_FROM = f"""
 FROM {readsql.ENTITY} e
 JOIN {readsql.CLUSTER} c ON c.id = e.cluster_id
 LEFT JOIN {readsql.EV} v ON v.id = (
@@ -82,8 +82,10 @@ LEFT JOIN {readsql.EV} v ON v.id = (
     ORDER BY v1.valid_from DESC LIMIT 1
 )
 WHERE c.name = %s AND e.kind = %s AND e.namespace = %s AND e.name = %s"""
+_ENTITY_AT = f"SELECT {_ENTITY_AT_COLUMNS}{_ENTITY_AT_FROM}"
 _AT_CLUSTER = readsql.entity.width
 _AT_VERSION = _AT_CLUSTER + readsql.cluster.width
+_AT_WIDTH = _AT_VERSION + readsql.version.width
 
 
 def entity_at(
@@ -91,15 +93,17 @@ def entity_at(
 ) -> tuple[Entity | None, EntityVersion | None]:
     """The entity with its cluster, and its version at t (None when it did not exist then, tombstones
     included), as :func:`get_entity` and :func:`version_at` return them, in one query; (None, None)
-    when the object was never recorded. The entity page's first query.
+    when the object was never recorded.
 
     The version is the last one started at or before t, one step back along the (entity, valid_from)
     index whatever the length of history; it is the version at t unless it ended by t.
     """
     found = readsql.fetch(_ENTITY_AT, [readsql.db_time(t), cluster, kind, namespace, name])
-    if not found:
-        return None, None
-    row = found[0]
+    return _entity_and_version(found[0], t) if found else (None, None)
+
+
+def _entity_and_version(row: Sequence[Any], t: datetime) -> tuple[Entity, EntityVersion | None]:
+    """An :data:`_ENTITY_AT_COLUMNS` row as :func:`entity_at` returns it."""
     entity = readsql.entity(row)
     entity.cluster = readsql.cluster(row, _AT_CLUSTER)
     if row[_AT_VERSION] is None:  # no version started by t (LEFT JOIN)
@@ -333,7 +337,11 @@ _COLLECTION_ERRORS = (
 def collection_errors(cluster: Cluster, start: datetime, end: datetime) -> list[SourceTrouble]:
     """Failed source calls of this cluster in the window, one line per source (one query)."""
     found = readsql.fetch(_COLLECTION_ERRORS, [cluster.pk, readsql.db_time(start), readsql.db_time(end)])
-    runs = [readsql.source_run(r) for r in found]
+    return _troubles(readsql.source_run(r) for r in found)
+
+
+def _troubles(runs: Iterable[SourceRun]) -> list[SourceTrouble]:
+    """Failed source calls (oldest first), one line per source."""
     out: dict[str, SourceTrouble] = {}
     for r in runs:
         label, consequence = SOURCE_LABELS.get(
@@ -345,6 +353,43 @@ def collection_errors(cluster: Cluster, start: datetime, end: datetime) -> list[
         else:
             tr.last, tr.count, tr.call, tr.error = r.time, tr.count + 1, r.call, r.error
     return list(out.values())
+
+
+# The entity page's first query: the entity and its version at t (one row, part 0), UNION ALL the failed
+# source calls of its cluster in the window (part 1), each part's columns NULL in the other's rows.
+_RUN_TIME = 1 + 1 + _AT_WIDTH + readsql.source_run.fields.index("time")  # ORDER BY ordinal
+_ENTITY_PAGE_AT = f"""
+SELECT 0 AS part, {_ENTITY_AT_COLUMNS}, {", ".join(["NULL"] * readsql.source_run.width)}{_ENTITY_AT_FROM}
+UNION ALL
+SELECT 1, {", ".join(["NULL"] * _AT_WIDTH)}, {readsql.SOURCE_RUN_SELECT}
+FROM (SELECT r.* FROM {readsql.SOURCE_RUN} r JOIN {readsql.CLUSTER} rc ON rc.id = r.cluster_id
+      WHERE rc.name = %s AND NOT r.ok AND r.time >= %s AND r.time <= %s ORDER BY r.time LIMIT 200) sr
+ORDER BY 1, {_RUN_TIME}"""
+
+
+def entity_page_at(
+    cluster: str, kind: str, name: str, namespace: str, t: datetime, errors_since: datetime
+) -> tuple[Entity | None, EntityVersion | None, list[SourceTrouble]]:
+    """:func:`entity_at` and :func:`collection_errors` of its cluster from ``errors_since`` to t, in one
+    query (a round trip fewer on every entity page); (None, None, []) when the object was never recorded."""
+    found = readsql.fetch(
+        _ENTITY_PAGE_AT,
+        [
+            readsql.db_time(t),
+            cluster,
+            kind,
+            namespace,
+            name,
+            cluster,
+            readsql.db_time(errors_since),
+            readsql.db_time(t),
+        ],
+    )
+    if not found or found[0][0] != 0:
+        return None, None, []
+    entity, version = _entity_and_version(found[0][1:], t)
+    runs = [readsql.source_run(row, 1 + _AT_WIDTH) for row in found[1:]]
+    return entity, version, _troubles(runs)
 
 
 #

@@ -50,8 +50,8 @@ class Reader:
 
     def __call__(self, row: Sequence[Any], start: int = 0) -> Any:
         values = list(row[start : start + self.width])
-        for i in self._times:
-            values[i] = aware(values[i])
+        for i in self._times:  # text where SQLite lost the column's type (a UNION arm of NULLs)
+            values[i] = time_value(values[i])
         for i in self._jsons:
             values[i] = load_json(values[i])
         return instance(self.model, self.fields, values)

@@ -98,11 +98,15 @@ def entity_charts(request: RcaRequest, entity: Entity) -> list[tuple[str, str]]:
 def entity_page_context(
     request: RcaRequest, cluster: str, kind: str, name: str, namespace: str = ""
 ) -> dict[str, Any]:
-    """:func:`entity_or_404` then :func:`entity_context`, the entity and its version at t read together."""
-    entity, version = queries.entity_at(cluster, kind, name, namespace, request.cursor.t)
+    """:func:`entity_or_404` then :func:`entity_context`, the entity, its version at t and the cluster's
+    collection errors in the window read together (``queries.entity_page_at``)."""
+    cur = request.cursor
+    entity, version, troubles = queries.entity_page_at(cluster, kind, name, namespace, cur.t, cur.start)
     if entity is None:
         raise not_found(cluster, kind, name, namespace)
-    return _context_at(request, entity, version)
+    ctx = _context_at(request, entity, version)
+    ctx["collection_errors"] = troubles
+    return ctx
 
 
 def finish(request: RcaRequest, ctx: dict[str, Any], related: queries.Related) -> dict[str, Any]:
@@ -125,7 +129,8 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: queries.Related) -
         before=ctx["changes_before"],
         t_utc=utc(cur.t),
     )
-    ctx["collection_errors"] = queries.collection_errors(cluster, cur.start, cur.t)
+    if "collection_errors" not in ctx:  # entity_page_context read them with the entity
+        ctx["collection_errors"] = queries.collection_errors(cluster, cur.start, cur.t)
     # the top and bottom every entity page shares, by Jinja2 (rcaweb.rows): about 0.45 ms in Django templates
     parts = {**ctx, "cursor": cur, "request_path": request.path}
     ctx["entity_head_html"] = render_rows("collectors/_entity_head.jinja", **parts)

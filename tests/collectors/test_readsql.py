@@ -35,9 +35,13 @@ def test_a_version_read_by_sql_equals_the_orm_one(small, kind):
 def test_change_values_keep_json_types_and_sql_null(small):
     e = small.entity("node", "h100-01")
     for old, new in [(None, {"a": [1, 2.5, "x"]}), ("it's <b>", True), (0, None)]:
-        Change.objects.create(cluster=small.cluster, entity=e, kind="node", time=T0, field="f", old=old, new=new)
+        Change.objects.create(
+            cluster=small.cluster, entity=e, kind="node", time=T0, field="f", old=old, new=new
+        )
     orm = list(Change.objects.filter(entity=e, field="f").order_by("id"))
-    rows = readsql.fetch(f"SELECT {readsql.CHANGE_SELECT} FROM {readsql.CHANGE} ch WHERE ch.field = 'f' ORDER BY ch.id", [])
+    rows = readsql.fetch(
+        f"SELECT {readsql.CHANGE_SELECT} FROM {readsql.CHANGE} ch WHERE ch.field = 'f' ORDER BY ch.id", []
+    )
     got = [readsql.change(r) for r in rows]
     assert [(c.old, c.new, c.time) for c in got] == [(c.old, c.new, c.time) for c in orm]
 
@@ -97,3 +101,35 @@ def test_neighbours_beyond_an_empty_window_come_from_the_whole_history(small):
     )
     got = queries.changes_around(small.cluster, related, t, timedelta(hours=1))
     assert (got.lines, got.prev, got.next, got.limited) == ([], far_before, far_after, False)
+
+
+def test_the_entity_page_query_reads_the_entity_and_its_clusters_collection_errors(small):
+    from collectors.models import SourceRun
+
+    t = T0 + timedelta(minutes=30)
+    other = Cluster.objects.create(name="gpu-b")
+    for cluster, source, minute, ok in [
+        (small.cluster, "prometheus", 10, False),
+        (small.cluster, "prometheus", 20, False),
+        (small.cluster, "k8s", 25, False),
+        (small.cluster, "k8s", 26, True),  # a success is no trouble
+        (small.cluster, "kai", 45, False),  # after t
+        (other, "k8s", 15, False),  # another cluster's
+    ]:
+        SourceRun.objects.create(
+            cluster=cluster,
+            source=source,
+            call=f"{source} call",
+            time=T0 + timedelta(minutes=minute),
+            ok=ok,
+            error="boom",
+        )
+    entity, version, troubles = queries.entity_page_at("gpu-a", "node", "h100-01", "", t, T0)
+    assert (entity, version) == queries.entity_at("gpu-a", "node", "h100-01", "", t)
+    assert version is not None and version.valid_from.utcoffset() == timedelta(0)
+    assert troubles == queries.collection_errors(small.cluster, T0, t)
+    assert [(tr.source, tr.count, tr.first, tr.last) for tr in troubles] == [
+        ("prometheus", 2, T0 + timedelta(minutes=10), T0 + timedelta(minutes=20)),
+        ("k8s", 1, T0 + timedelta(minutes=25), T0 + timedelta(minutes=25)),
+    ]
+    assert queries.entity_page_at("gpu-a", "node", "no-such-node", "", t, T0) == (None, None, [])

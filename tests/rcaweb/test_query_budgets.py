@@ -14,16 +14,16 @@ from django.test.utils import CaptureQueriesContext
 from collectors.models import EntityVersion
 from tests.collectors.factories import PageTestCase, crowd_node, deepen_history, gpu_uuid, iso
 
-# Budget per page: session + user (2), entity with its version at t (1), the page's own related queries,
-# changes / previous+next / collection errors (3). A failing budget names the queries it ran.
+# Budget per page: session + user (2), entity with its version at t and the collection errors (1), the page's
+# own related queries, changes with previous/next (1). A failing budget names the queries it ran.
 BUDGETS = {
-    "/c/gpu-prod/nodes/h100-01/": 7,  # + its GPUs and pods (one query)
-    f"/c/gpu-prod/gpus/{gpu_uuid('h100-01', 0)}/": 8,  # + users in window, related ids
-    "/c/gpu-prod/pods/vision/resnet-train-0/": 9,  # + GPUs, events, related ids
-    "/c/gpu-prod/jobs/vision/resnet-train/": 10,  # + pods, events, request history, related ids
-    "/c/gpu-prod/jobs/nlp/bert-eval/": 11,  # + its queue's waiting jobs (position); why-pending loads lazily
-    "/c/gpu-prod/queues/nlp/": 10,  # + usage, jobs, policy changes, related ids
-    "/c/gpu-prod/projects/nlp/": 10,
+    "/c/gpu-prod/nodes/h100-01/": 5,  # + its GPUs and pods (one query)
+    f"/c/gpu-prod/gpus/{gpu_uuid('h100-01', 0)}/": 6,  # + users in window, related ids
+    "/c/gpu-prod/pods/vision/resnet-train-0/": 7,  # + GPUs, events, related ids
+    "/c/gpu-prod/jobs/vision/resnet-train/": 8,  # + pods, events, request history, related ids
+    "/c/gpu-prod/jobs/nlp/bert-eval/": 9,  # + its queue's waiting jobs (position); why-pending loads lazily
+    "/c/gpu-prod/queues/nlp/": 8,  # + usage, jobs, policy changes, related ids
+    "/c/gpu-prod/projects/nlp/": 8,
     "/c/gpu-prod/jobs/?queue=nlp": 5,  # session, user, cluster, count, rows
     "/c/gpu-prod/jobs/?node=h100-01&phase=Running": 5,
 }
