@@ -19,11 +19,10 @@ from typing import Any
 
 import jinja2
 from django.conf import settings
-from django.templatetags.static import static
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
-from rcaweb.templatetags.rcaweb import at_time_link, duration, hm, pill, utc, when
+from rcaweb.templatetags.rcaweb import asset, at_time_link, duration, hm, pill, utc, when
 
 
 @functools.cache
@@ -37,7 +36,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     # the template tags and filters the fragments use, under the same names
-    env.globals.update(pill=pill, when=when, at_time_link=at_time_link, static=static)
+    env.globals.update(pill=pill, when=when, at_time_link=at_time_link, static=asset)
     env.filters.update(utc=utc, duration=duration, hm=hm, truncatechars=truncatechars)
     return env
 

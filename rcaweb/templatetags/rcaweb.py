@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django import template
+from django.templatetags.static import static
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
@@ -282,6 +283,24 @@ MAIN_NAV = [
 ]
 
 
+@functools.lru_cache(maxsize=16)
+def _main_nav(resolver: object, prefix: str) -> tuple[str, list[tuple[str, str]]]:
+    """The home path and the (path, label) of each main navigation link, per URL conf and script prefix."""
+    return reverse("home"), [(reverse(name), label) for name, label in MAIN_NAV]
+
+
+@register.simple_tag
+def asset(path: str) -> str:
+    """``{% static path %}``, remembered: an asset's URL does not change while the process runs (the manifest
+    is read once), and the layout asks for six on every page."""
+    return _asset(path)
+
+
+@functools.lru_cache(maxsize=256)
+def _asset(path: str) -> str:
+    return static(path)
+
+
 @register.simple_tag(takes_context=True)
 def top_bar(context: template.Context) -> SafeString:
     """The header of every page (``_top_bar.jinja``): brand and, when logged in, the main navigation with the
@@ -290,10 +309,11 @@ def top_bar(context: template.Context) -> SafeString:
 
     cur, user = _cursor(context), context.get("user")
     logged_in = user is not None and user.is_authenticated
+    home, nav = _main_nav(get_resolver(get_urlconf()), get_script_prefix())
     return render_rows(
         "_top_bar.jinja",
-        home_url=cursor_reverse(cur, "home"),
-        nav=[(cursor_reverse(cur, name), label) for name, label in MAIN_NAV] if logged_in else [],
+        home_url=_link(cur, home),
+        nav=[(_link(cur, path), label) for path, label in nav] if logged_in else [],
         username=user.get_username() if logged_in else None,
         logout_url=cached_reverse("logout"),
         csrf_token=str(context.get("csrf_token", "")) if logged_in else "",
