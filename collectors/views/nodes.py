@@ -12,7 +12,7 @@ from collectors import queries
 from collectors.views.common import entity_page_context, finish, render_page
 from rcaweb.http import RcaRequest
 from rcaweb.rows import render_rows
-from rcaweb.templatetags.rcaweb import entity_link_html
+from rcaweb.templatetags.rcaweb import entity_link_html, list_link
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +70,13 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         labels_that_matter=[(k, labels[k]) for k in LABELS_THAT_MATTER if k in labels],
         all_labels=sorted(labels.items()),
         conditions=sorted((state.get("conditions") or {}).items()),
-        gpu_rows_html=render_rows("collectors/_node_rows.jinja", table="gpus", rows=gpus),
-        pod_rows_html=render_rows("collectors/_node_rows.jinja", table="pods", rows=pods),
+        pods_list_url=list_link(cur, "collectors:jobs", c.name, node=name),
     )
     related = queries.related_entities(c, [node] + [g.entity for g in gpus] + [p.entity for p in pods])
-    return render_page(request, "collectors/node_detail.html", finish(request, ctx, related))
+    ctx = finish(request, ctx, related)
+    # the busiest entity page's body is Jinja2 (rcaweb.rows), inside its Django page (layout, htmx fragment)
+    ctx["body_html"] = render_rows("collectors/_node_body.jinja", **ctx)
+    return render_page(request, "collectors/node_detail.html", ctx)
 
 
 @require_GET

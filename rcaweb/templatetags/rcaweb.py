@@ -374,13 +374,18 @@ def list_url(context: template.Context, viewname: str, *args: object, **filters:
 
     Empty filter values are dropped, so one tag serves "all jobs" and "pending jobs of queue x".
     """
+    return list_link(_cursor(context), viewname, *args, **filters)
+
+
+def list_link(cur: Cursor, viewname: str, *args: object, **filters: object) -> str:
+    """:func:`list_url` for views that build links in Python."""
     from urllib.parse import urlencode
 
     url = cached_reverse(viewname, args)
     params = {k: str(v) for k, v in filters.items() if v not in (None, "")}
     if params:
         url += "?" + urlencode(params)
-    return _link(_cursor(context), url)
+    return _link(cur, url)
 
 
 @register.simple_tag
