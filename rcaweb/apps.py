@@ -6,3 +6,8 @@ from django.apps import AppConfig
 class RcawebConfig(AppConfig):
     name = "rcaweb"
     verbose_name = "rcaweb"
+
+    def ready(self) -> None:
+        from rcaweb import pgtime
+
+        pgtime.connect()
