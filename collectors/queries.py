@@ -225,7 +225,7 @@ def changes_around(
 
     Each side of t reads its ``limit`` changes nearest t in the window, so a busy window still shows the
     changes around t (not the oldest of the window); of those, the ``shown`` nearest t (all when None)
-    become lines, and only theirs values are decoded. The previous and next change come from those rows;
+    become lines, and only their values are decoded. The previous and next change come from those rows;
     only when a side of the window is empty are they looked up further, one index probe per entity
     (COALESCE stops at its first value). So the cost follows the window and the number of entities, never
     the length of history. ``related`` are entities of this cluster, so the lookups filter on them alone:
