@@ -156,7 +156,7 @@ def _verdict(ex: JobExplanation) -> list[str]:
             f"{over})."
         )
     if ex.ahead:
-        out.append(f"{len(ex.ahead)} pending job(s) ahead in the queue order.")
+        out.append(f"{len(ex.ahead)} pending job(s) ahead in the scheduler's order, across queues.")
     if len(ex.history) > 1:
         a, b = ex.history[-2], ex.history[-1]
         out.append(
