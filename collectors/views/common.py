@@ -110,8 +110,9 @@ def entity_page_context(
 
 
 def finish(request: RcaRequest, ctx: dict[str, Any], related: queries.Related) -> dict[str, Any]:
-    """Add changes around t with the cursor's ⇤/⇥ targets, and collection errors (two queries), and render
-    the page's top (``entity_head_html``) and bottom (``entity_foot_html``): call it last."""
+    """Add changes around t with the cursor's ⇤/⇥ targets (one query), the collection errors if the page did
+    not read them with its entity, and render the page's top (``entity_head_html``) and bottom
+    (``entity_foot_html``): call it last."""
     cur = request.cursor
     cluster = ctx["cluster"]
     # each side reads as many as are shown: enough for the nearest CHANGES_SHOWN, whichever side they are on
