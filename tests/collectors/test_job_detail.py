@@ -37,6 +37,7 @@ class JobDetailTest(PageTestCase):
         html = r.content.decode()
         assert "0/4 nodes are available: 2 Insufficient nvidia.com/gpu" in html
         assert r.context["queue_position"] == (1, 1)
+        assert "position 1 of 1 waiting in this queue</a>" in html  # not the scheduler's order across queues
         assert "/c/gpu-prod/jobs/?queue=nlp&amp;phase=Pending&amp;t=" in html
 
     def test_it_leaves_the_why_pending_slot(self):

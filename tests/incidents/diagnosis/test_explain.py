@@ -36,3 +36,15 @@ def test_it_shows_per_node_blockers_totals_quota_and_the_queue():
 def test_it_says_when_the_job_did_not_exist():
     di = world(subjects=[JOB])
     assert not explain_job(di, None, "vision/train").exists
+
+
+def test_its_jobs_ahead_are_the_schedulers_order_across_queues():
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01")],
+        jobs=[job("train"), job("first", "nlp")],
+        queues=[queue("vision", 16, 24, priority=1), queue("nlp", 16, 24, priority=5)],
+    )
+    ex = explain_job(di, di.find("job", "train", "vision"))
+    assert [(a.queue, a.why) for a in ex.ahead] == [("nlp", "higher queue priority")]
+    assert "1 pending job(s) ahead in the scheduler's order, across queues." in ex.verdict
