@@ -72,6 +72,12 @@ def format_t(value: datetime) -> str:
     return value.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def query_at(at: datetime, window: timedelta) -> str:
+    """The query of a cursor at ``at`` (``t=…&w=…``), written out rather than through ``urlencode``: of what
+    :func:`format_t` and :func:`format_duration` print, only the colons of t need encoding."""
+    return f"t={format_t(at).replace(':', '%3A')}&w={format_duration(window)}"
+
+
 def parse_w(text: str) -> timedelta:
     try:
         value = parse_duration(text)
@@ -127,10 +133,9 @@ class Cursor:
         return out
 
     def query(self) -> str:
-        """``urlencode(self.params())``, written out: of what ``format_t`` and ``format_duration`` print,
-        only the colons of t need encoding (tests/rcaweb/test_cursor.py checks it against urlencode)."""
+        """``urlencode(self.params())`` (tests/rcaweb/test_cursor.py checks it against urlencode)."""
         if self.at is not None:
-            return f"t={format_t(self.at).replace(':', '%3A')}&w={format_duration(self.window)}"
+            return query_at(self.at, self.window)
         return f"w={format_duration(self.window)}" if self.window_given else ""
 
     def link(self, url: str) -> str:

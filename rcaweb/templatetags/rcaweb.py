@@ -22,7 +22,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.timezone import localtime
 
 from collectors.changefmt import Leaf, diff_leaves
-from rcaweb.cursor import Cursor, format_duration, format_t
+from rcaweb.cursor import Cursor, format_duration, format_t, query_at
 
 register = template.Library()
 
@@ -35,10 +35,9 @@ def cursor_query(cur: Cursor) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def moved_query(window: timedelta, when: datetime) -> str:
-    """``Cursor(…, window).moved_to(when).query()`` without building the cursor: a moved cursor always has
-    both t and w, and ``format_t``/``format_duration`` print nothing ``urlencode`` would change but the
-    colons of t (tests/rcaweb/test_links_keep_cursor.py checks it against ``Cursor.query``)."""
-    return f"t={format_t(when).replace(':', '%3A')}&w={format_duration(window)}"
+    """``Cursor(…, window).moved_to(when).query()`` without building the cursor (a moved cursor always has
+    both t and w), memoized: a page moves the cursor to each of its 50 changes."""
+    return query_at(when, window)
 
 
 def _plain_path(url: str) -> bool:
