@@ -1,6 +1,6 @@
 """What every entity page shares: lookup or 404, existence at t, changes around t, collection errors, fragments.
 
-A page view builds its kind-specific context, then calls :func:`finish` with its related
+A page view starts from :func:`entity_page_context`, adds its kind-specific context, then calls :func:`finish` with its related
 entities (``queries.related_entities``); :func:`render_page` returns the whole page, or only ``#page`` for an htmx cursor move.
 """
 
@@ -53,19 +53,6 @@ def not_found(cluster: str, kind: str, name: str, namespace: str = "") -> Http40
     return Http404(f"No {kind} {namespace + '/' if namespace else ''}{name} in cluster {cluster}")
 
 
-def entity_or_404(cluster: str, kind: str, name: str, namespace: str = "") -> Entity:
-    """The entity (with its cluster), whatever its lifespan; the page itself says whether it existed at t."""
-    entity = queries.get_entity(cluster, kind, name, namespace)
-    if entity is None:
-        raise not_found(cluster, kind, name, namespace)
-    return entity
-
-
-def entity_context(request: RcaRequest, entity: Entity) -> dict[str, Any]:
-    """The version at t and, when there is none, when the object existed before/after t."""
-    return _context_at(request, entity, queries.version_at(entity, request.cursor.t))
-
-
 def _context_at(request: RcaRequest, entity: Entity, version: EntityVersion | None) -> dict[str, Any]:
     t = request.cursor.t
     ctx: dict[str, Any] = {
@@ -98,8 +85,9 @@ def entity_charts(request: RcaRequest, entity: Entity) -> list[tuple[str, str]]:
 def entity_page_context(
     request: RcaRequest, cluster: str, kind: str, name: str, namespace: str = ""
 ) -> dict[str, Any]:
-    """:func:`entity_or_404` then :func:`entity_context`, the entity, its version at t and the cluster's
-    collection errors in the window read together (``queries.entity_page_at``)."""
+    """The entity page's context: the entity (404 if never recorded; an entity absent at t still has its
+    page, which says so), its version at t and the cluster's collection errors in the window, read together
+    (``queries.entity_page_at``), and when an absent object existed before/after t."""
     cur = request.cursor
     entity, version, troubles = queries.entity_page_at(cluster, kind, name, namespace, cur.t, cur.start)
     if entity is None:
@@ -110,9 +98,8 @@ def entity_page_context(
 
 
 def finish(request: RcaRequest, ctx: dict[str, Any], related: queries.Related) -> dict[str, Any]:
-    """Add changes around t with the cursor's ⇤/⇥ targets (one query), the collection errors if the page did
-    not read them with its entity, and render the page's top (``entity_head_html``) and bottom
-    (``entity_foot_html``): call it last."""
+    """Add changes around t with the cursor's ⇤/⇥ targets (one query), and render the page's top
+    (``entity_head_html``) and bottom (``entity_foot_html``): call it last, on an :func:`entity_page_context`."""
     cur = request.cursor
     cluster = ctx["cluster"]
     # each side reads as many as are shown: enough for the nearest CHANGES_SHOWN, whichever side they are on
@@ -130,8 +117,6 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: queries.Related) -
         before=ctx["changes_before"],
         t_utc=utc(cur.t),
     )
-    if "collection_errors" not in ctx:  # entity_page_context read them with the entity
-        ctx["collection_errors"] = queries.collection_errors(cluster, cur.start, cur.t)
     # the top and bottom every entity page shares, by Jinja2 (rcaweb.rows): about 0.45 ms in Django templates
     parts = {**ctx, "cursor": cur, "request_path": request.path}
     ctx["entity_head_html"] = render_rows("collectors/_entity_head.jinja", **parts)
