@@ -19,10 +19,10 @@ from typing import Any
 
 import jinja2
 from django.conf import settings
+from django.template.defaultfilters import date, truncatechars
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.text import Truncator
 
-from rcaweb.templatetags.rcaweb import asset, at_time_link, duration, hm, pill, utc, when
+from rcaweb.templatetags.rcaweb import asset, at_time_link, duration, pill, utc, when
 
 
 @functools.cache
@@ -37,13 +37,8 @@ def environment() -> jinja2.Environment:
     )
     # the template tags and filters the fragments use, under the same names
     env.globals.update(pill=pill, when=when, at_time_link=at_time_link, static=asset)
-    env.filters.update(utc=utc, duration=duration, hm=hm, truncatechars=truncatechars)
+    env.filters.update(utc=utc, duration=duration, date=date, truncatechars=truncatechars)
     return env
-
-
-def truncatechars(value: object, length: int) -> str:
-    """Django's ``|truncatechars``: at most ``length`` characters, the last one "…" when cut."""
-    return Truncator(value).chars(length)
 
 
 def render_rows(template: str, **context: Any) -> SafeString:

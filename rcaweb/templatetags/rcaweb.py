@@ -19,7 +19,6 @@ from django.templatetags.static import static
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.timezone import localtime
 
 from collectors.changefmt import Leaf, diff_leaves
 from rcaweb.cursor import Cursor, format_duration, format_t, query_at
@@ -247,11 +246,6 @@ def when(value: datetime | None) -> str:
         iso,
         value.strftime("%Y-%m-%d %H:%M:%S") + "Z",
     )
-
-
-def hm(value: datetime | None) -> str:
-    """``{{ value|date:"H:i" }}``: hours and minutes in the current time zone (UTC here)."""
-    return localtime(value).strftime("%H:%M") if value else ""
 
 
 @register.filter
