@@ -236,7 +236,8 @@ def incident_facts(incident: Incident, request: HttpRequest | None = None) -> di
 
     subjects = IncidentSubject.objects.filter(incident=incident).select_related("entity", "entity__cluster")
     observations = list(incident.observations.order_by("observed_at", "id")[: MAX_API_OBSERVATIONS + 1])
-    hypotheses = incident.hypotheses.prefetch_related("citation_set", "actions")
+    hypotheses = incident.hypotheses.current().prefetch_related("citation_set", "actions")
+    runs = list(incident.diagnoses.order_by("at", "id"))
     return {
         "id": incident.pk,
         "url": url(incident.get_absolute_url()),
@@ -300,6 +301,7 @@ def incident_facts(incident: Incident, request: HttpRequest | None = None) -> di
                 "status": h.status,
                 "confidence": h.confidence,
                 "rank": h.rank,
+                "scope": h.scope,
                 "why": h.why,
                 "next_questions": h.next_questions,
                 "evidence": [{"observation": c.observation_id, "role": c.role} for c in h.citation_set.all()],
@@ -318,7 +320,19 @@ def incident_facts(incident: Incident, request: HttpRequest | None = None) -> di
                 "rollback": a.rollback,
                 "rank": a.rank,
             }
-            for a in incident.actions.all()
+            for a in incident.actions.current()
+        ],
+        "diagnoses": [
+            {
+                "at": iso(r.at),
+                "made_at": iso(r.made_at),
+                "trigger": r.trigger,
+                "top": r.top_code or None,
+                "top_statement": r.top_statement,
+                "supported": r.supported,
+                "current": r is runs[-1],
+            }
+            for r in runs
         ],
         "handoff_notes": [
             {

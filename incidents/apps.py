@@ -6,3 +6,9 @@ from django.apps import AppConfig
 class IncidentsConfig(AppConfig):
     name = "incidents"
     verbose_name = "Alerts and incidents"
+
+    def ready(self) -> None:
+        from collectors.signals import inventory_swept
+        from incidents.diagnose import after_sweep
+
+        inventory_swept.connect(after_sweep, dispatch_uid="incidents.rediagnose")

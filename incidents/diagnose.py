@@ -1,18 +1,22 @@
 """Diagnose an incident: load observations and inventory as of t, run the pure checks, persist the hypotheses.
 
 Not pure (it reads and writes the database); everything it decides is decided
-in ``incidents.diagnosis``. Persistence replaces the incident's previous
-hypotheses and actions in one transaction, stores the computed facts it cites
-as Observations (source "inventory"), and enforces "no citation, no
-hypothesis" in :func:`save_hypothesis`, the only writer of Hypothesis rows in
-the pipeline.
+in ``incidents.diagnosis``. Each diagnosis describes one moment: the onset (the
+first alert's firing time), then the firing time of every alert that joins, then
+the moments a subject changed while the incident still fires
+(:func:`rediagnose_changed`). Every run is kept (``DiagnosisRun``): persisting a
+new moment marks the previous hypotheses and actions superseded instead of
+deleting them; re-diagnosing the same moment (more evidence) replaces that run.
+Computed facts it cites are stored as Observations (source "inventory"), and
+"no citation, no hypothesis" is enforced in :func:`save_hypothesis`, the only
+writer of Hypothesis rows in the pipeline.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -20,7 +24,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from collectors.models import Entity
-from incidents.diagnose_input import default_t, load_incident_input, load_job_input
+from incidents.diagnose_input import default_t, diagnosis_moment, load_incident_input, load_job_input
 from incidents.diagnosis.checks import Diagnosis, run_checks
 from incidents.diagnosis.types import (
     ActionDraft,
@@ -32,6 +36,7 @@ from incidents.diagnosis.types import (
 )
 from incidents.models import (
     Citation,
+    DiagnosisRun,
     Hypothesis,
     Incident,
     Observation,
@@ -44,8 +49,12 @@ __all__ = [
     "NoEvidence",
     "default_t",
     "diagnose_incident",
+    "diagnosis_moment",
     "load_incident_input",
     "load_job_input",
+    "rediagnose_changed",
+    "pick_run",
+    "run_for",
     "save_hypothesis",
 ]
 
@@ -57,23 +66,119 @@ class NoEvidence(ValueError):
 #
 # Entry points
 #
-def diagnose_incident(incident_id: int, t: datetime | None = None) -> list[Hypothesis]:
-    """(Re)diagnose the incident at t (default: the newest inventory moment within its window)."""
+def diagnose_incident(
+    incident_id: int, t: datetime | None = None, trigger: str | None = None
+) -> list[Hypothesis]:
+    """Diagnose the incident as of t (default: the firing time of its newest alert, see ``diagnosis_moment``)."""
     incident = Incident.objects.select_related("cluster").get(pk=incident_id)
+    if t is None:
+        t, moment_trigger = diagnosis_moment(incident)
+        trigger = trigger or moment_trigger
     di = load_incident_input(incident, t)
     result = run_checks(di)
-    saved = persist(incident, di, result)
+    saved = persist(incident, di, result, trigger=trigger or "manual")
     logger.info("incident %s diagnosed at %s: %s", incident_id, di.t, [h.code for h in saved])
     return saved
+
+
+SETTLE = timedelta(
+    minutes=10
+)  # a subject change that the alert outlives by this much did not end the symptom
+REDIAGNOSE_LIMIT = 200
+
+
+def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = None) -> int:
+    """Diagnose again every firing incident whose subjects changed since its latest diagnosis; returns how many.
+
+    "Changed" is a new inventory version of a subject (a quota raised while the job still waits, a node
+    back Ready while its GPU is still missing) after the moment the latest run describes, and at least
+    ``SETTLE`` before ``now`` while an alert of the incident still fires: a change that ended the symptom
+    (the job started, so its alert resolves) is not a new moment of the problem. The new run describes the
+    moment of that change, not "now", so a page at any t shows what was true then. Incidents whose alerts
+    all resolved keep their last firing answer.
+    """
+    from collectors.models import EntityVersion
+    from incidents.models import IncidentSubject
+
+    now = now or timezone.now()
+    firing = Incident.objects.exclude(status="resolved").filter(alerts__status="firing")
+    if cluster_id is not None:
+        firing = firing.filter(cluster_id=cluster_id)
+    ids = sorted(set(firing.values_list("pk", flat=True)))[:REDIAGNOSE_LIMIT]
+    last_at: dict[int, datetime] = {}
+    for incident_id, at in DiagnosisRun.objects.filter(incident_id__in=ids).values_list("incident_id", "at"):
+        last_at[incident_id] = max(at, last_at.get(incident_id, at))
+    done = 0
+    for incident_id in ids:
+        last = last_at.get(incident_id)
+        if last is None or last > now - SETTLE:
+            continue  # never diagnosed yet (its evidence collection will), or diagnosed moments ago
+        subjects = IncidentSubject.objects.filter(incident_id=incident_id, role="subject").values("entity_id")
+        newest = (
+            EntityVersion.objects.filter(
+                entity_id__in=subjects, valid_from__gt=last, valid_from__lte=now - SETTLE
+            )
+            .order_by("-valid_from")
+            .values_list("valid_from", flat=True)
+            .first()
+        )
+        if newest is None:
+            continue
+        diagnose_incident(incident_id, newest, trigger="change")
+        Incident.objects.filter(pk=incident_id).update(diagnosed_at=timezone.now())
+        done += 1
+    return done
+
+
+def after_sweep(sender: object = None, *, cluster: str, at: datetime, **kwargs: Any) -> None:
+    """``collectors.signals.inventory_swept`` receiver: re-diagnose what changed, as of the sweep's moment."""
+    from collectors.models import Cluster
+
+    cluster_id = Cluster.objects.filter(name=cluster).values_list("pk", flat=True).first()
+    if cluster_id is not None:
+        rediagnose_changed(at, cluster_id)
+
+
+def run_for(incident: Incident, t: datetime | None) -> DiagnosisRun | None:
+    """The run a page at t shows: the latest made for a moment at or before t, else the first (onset) one."""
+    return pick_run(list(DiagnosisRun.objects.filter(incident=incident).order_by("at", "id")), t)
+
+
+def pick_run(runs: list[DiagnosisRun], t: datetime | None) -> DiagnosisRun | None:
+    """:func:`run_for` over runs already read, oldest first."""
+    if not runs:
+        return None
+    if t is None:
+        return runs[-1]
+    before = [r for r in runs if r.at <= t]
+    return before[-1] if before else runs[0]
 
 
 #
 # Persistence
 #
-def persist(incident: Incident, di: DiagnosisInput, result: Diagnosis) -> list[Hypothesis]:
+def persist(
+    incident: Incident, di: DiagnosisInput, result: Diagnosis, trigger: str = "manual"
+) -> list[Hypothesis]:
     with transaction.atomic():
-        ProposedAction.objects.filter(incident=incident).delete()
-        Hypothesis.objects.filter(incident=incident).delete()
+        same = DiagnosisRun.objects.filter(incident=incident, at=di.t)
+        if same.exists():  # the same moment again (more evidence): this run replaces it
+            trigger = same.order_by("id").values_list("trigger", flat=True).first() or trigger
+            same.delete()
+        if not DiagnosisRun.objects.filter(incident=incident).exists():
+            trigger = "onset"
+        causes = [f for f in result.findings if f.scope == "cause"]
+        top = next((f for f in causes if f.supported), None)
+        run = DiagnosisRun.objects.create(
+            incident=incident,
+            at=di.t,
+            made_at=timezone.now(),
+            trigger=trigger,
+            top_code=top.code if top else "",
+            top_statement=top.statement if top else "",
+            supported=sum(1 for f in causes if f.supported),
+            checked=sorted({f.code for f in causes}),
+        )
         derived_ids = _store_derived(incident, di, result.findings)
         saved: list[Hypothesis] = []
         by_code: dict[str, Hypothesis] = {}
@@ -91,11 +196,28 @@ def persist(incident: Incident, di: DiagnosisInput, result: Diagnosis) -> list[H
                 why=f.why,
                 subject=_entity(incident, f.subject),
                 evidence=evidence,
+                run=run,
+                scope=f.scope,
             )
             saved.append(h)
-            by_code.setdefault(f.code, h)
-        save_actions(incident, result.actions, by_code)
+            if f.scope == "cause":
+                by_code.setdefault(f.code, h)
+        save_actions(incident, result.actions, by_code, run=run)
+        _mark_current(incident)
     return saved
+
+
+def _mark_current(incident: Incident) -> None:
+    """The run describing the latest moment is the current one; every other run's rows are superseded."""
+    current = (
+        DiagnosisRun.objects.filter(incident=incident).order_by("-at", "-id").values_list("pk", flat=True)
+    )
+    current_id = current.first()
+    for model in (Hypothesis, ProposedAction):
+        model.objects.filter(incident=incident, superseded=False).exclude(run_id=current_id).update(
+            superseded=True
+        )
+        model.objects.filter(incident=incident, run_id=current_id, superseded=True).update(superseded=False)
 
 
 def save_hypothesis(
@@ -110,6 +232,8 @@ def save_hypothesis(
     next_questions: list[str] | None = None,
     why: str = "",
     subject: Entity | None = None,
+    run: DiagnosisRun | None = None,
+    scope: str = "cause",
 ) -> Hypothesis:
     """Create a hypothesis with its citations; refuses one without evidence or citing another incident's facts."""
     ids = [oid for oid, _ in evidence if oid]
@@ -130,8 +254,10 @@ def save_hypothesis(
         next_questions=next_questions or [],
         why=why,
         subject=subject,
+        run=run,
+        scope=scope,
     )
-    h.full_clean(exclude=["incident", "subject", "next_questions", "why"])
+    h.full_clean(exclude=["incident", "subject", "next_questions", "why", "run"])
     h.save()
     seen: set[int] = set()
     rows = []
@@ -143,11 +269,17 @@ def save_hypothesis(
     return h
 
 
-def save_actions(incident: Incident, actions: list[ActionDraft], by_code: dict[str, Hypothesis]) -> None:
+def save_actions(
+    incident: Incident,
+    actions: list[ActionDraft],
+    by_code: dict[str, Hypothesis],
+    run: DiagnosisRun | None = None,
+) -> None:
     ProposedAction.objects.bulk_create(
         [
             ProposedAction(
                 incident=incident,
+                run=run,
                 hypothesis=by_code.get(a.code),
                 title=a.title[:300],
                 command=a.command,

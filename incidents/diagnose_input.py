@@ -70,6 +70,21 @@ def default_t(incident: Incident) -> datetime:
     return max(t, incident.onset)
 
 
+def diagnosis_moment(incident: Incident) -> tuple[datetime, str]:
+    """The moment the next diagnosis describes, and why: the firing time of the incident's newest alert.
+
+    The first run describes the onset; each alert that joins later moves it to that alert's firing time.
+    Never past what the inventory knows (the last sweep) nor past the incident's end, never before the onset.
+    """
+    from incidents.models import DiagnosisRun
+
+    newest = Alert.objects.filter(incident=incident).order_by("-starts_at").values_list("starts_at", flat=True)
+    t = max([incident.onset, *newest[:1]])
+    t = min(t, default_t(incident))
+    first = not DiagnosisRun.objects.filter(incident=incident).exists()
+    return max(t, incident.onset), "onset" if first or t <= incident.onset else "alert"
+
+
 def load_job_input(entity: Entity, t: datetime) -> tuple[DiagnosisInput, EntityState | None]:
     """Input for the job page's "why not running at t" panel (no incident: inventory only)."""
     ref = Ref("job", entity.name, entity.namespace)

@@ -133,12 +133,64 @@ class Observation(models.Model):
         return f"[{self.source}] {self.summary or self.locator}"
 
 
+class DiagnosisRun(models.Model):
+    """One diagnosis of an incident, as of the moment ``at`` it describes; every run is kept.
+
+    The first describes the onset (the first alert's firing time); later runs come when an alert joins
+    or a subject changes while the incident fires. Pages show the run for the cursor (the latest with
+    ``at`` at or before t); the hypotheses and actions of older runs are kept with ``superseded`` set.
+    """
+
+    TRIGGERS = [
+        ("onset", "onset"),
+        ("alert", "an alert joined"),
+        ("change", "a subject changed"),
+        ("manual", "asked by hand"),
+    ]
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="diagnoses")
+    at = models.DateTimeField()  # the moment the inventory was read as of
+    made_at = models.DateTimeField()
+    trigger = models.CharField(max_length=16, choices=TRIGGERS, default="onset")
+    top_code = models.CharField(max_length=48, blank=True, default="")  # "" = no cause found
+    top_statement = models.TextField(blank=True, default="")
+    supported = models.IntegerField(default=0)  # supported causes (not counting "elsewhere" context)
+    checked = models.JSONField(default=list)  # codes examined, for "no cause found: checked …"
+
+    class Meta:
+        indexes = [models.Index(fields=["incident", "at"], name="diagnosis_incident_at")]
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"diagnosis of incident {self.incident_id} at {self.at:%Y-%m-%d %H:%M} ({self.top_code or 'no cause'})"
+
+
+class DiagnosisQuerySet(models.QuerySet):
+    """Hypotheses and actions: ``current()`` is the latest diagnosis only (older runs are kept superseded)."""
+
+    def current(self) -> DiagnosisQuerySet:
+        return self.filter(superseded=False)
+
+    def causes(self) -> DiagnosisQuerySet:
+        """Current hypotheses about the subject (not the faults "also happening in the cluster")."""
+        return self.filter(superseded=False, scope="cause")
+
+
 class Hypothesis(models.Model):
-    """A candidate explanation built only from cited observations (no citation, no hypothesis)."""
+    """A candidate explanation built only from cited observations (no citation, no hypothesis).
+
+    ``scope`` "cause" is about the incident's subject and its causal neighbourhood; "elsewhere" is a fault
+    seen in the cluster at the same moment that touches nothing the subject needs: listed as context,
+    never ranked as a cause.
+    """
 
     STATUSES = [("supported", "supported"), ("refuted", "refuted"), ("unverified", "unverified")]
+    SCOPES = [("cause", "cause"), ("elsewhere", "also happening in the cluster")]
 
     incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="hypotheses")
+    run = models.ForeignKey(DiagnosisRun, on_delete=models.CASCADE, null=True, blank=True, related_name="hypotheses")
+    superseded = models.BooleanField(default=False)  # a later run replaced it (kept for the history)
+    scope = models.CharField(max_length=16, choices=SCOPES, default="cause")
     code = models.CharField(max_length=48)  # incidents.diagnosis.codes
     statement = models.TextField()
     status = models.CharField(max_length=16, choices=STATUSES)
@@ -150,7 +202,10 @@ class Hypothesis(models.Model):
     evidence = models.ManyToManyField(Observation, through="Citation", related_name="hypotheses")
     created = models.DateTimeField(auto_now_add=True)
 
+    objects = DiagnosisQuerySet.as_manager()
+
     class Meta:
+        indexes = [models.Index(fields=["incident", "superseded", "rank"], name="hypothesis_current")]
         ordering = ["rank", "id"]
 
     def __str__(self) -> str:
@@ -179,6 +234,8 @@ class ProposedAction(models.Model):
     """What an operator could do, with its impact, verification and rollback. rcaweb never executes it."""
 
     incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="actions")
+    run = models.ForeignKey(DiagnosisRun, on_delete=models.CASCADE, null=True, blank=True, related_name="actions")
+    superseded = models.BooleanField(default=False)
     hypothesis = models.ForeignKey(Hypothesis, on_delete=models.CASCADE, null=True, blank=True, related_name="actions")
     title = models.CharField(max_length=300)
     command = models.TextField(blank=True, default="")  # e.g. the kubectl command to run by hand
@@ -187,6 +244,8 @@ class ProposedAction(models.Model):
     rollback = models.TextField()
     rank = models.IntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
+
+    objects = DiagnosisQuerySet.as_manager()
 
     class Meta:
         ordering = ["rank", "id"]

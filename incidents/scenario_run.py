@@ -15,7 +15,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 from django.db import connections
@@ -23,7 +23,7 @@ from django.test.testcases import LiveServerThread
 from django.test.utils import override_settings
 
 from collectors.models import Cluster, EntityVersion
-from incidents.models import Alert, Hypothesis, Incident, IncidentSubject
+from incidents.models import Alert, DiagnosisRun, Hypothesis, Incident, IncidentSubject
 
 logger = logging.getLogger(__name__)
 
@@ -39,11 +39,17 @@ class RunResult:
     scenario: str
     incidents: list[dict[str, Any]] = field(default_factory=list)
     expect: list[dict[str, Any]] = field(default_factory=list)
+    precision: float | None = None  # supported causes matching an expected cause of their subject / all supported
     timings: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The SCENARIOS.md JSON document (exactly these keys)."""
-        return {"scenario": self.scenario, "incidents": self.incidents, "expect": self.expect}
+        """The JSON document of docs/scenarios.md (exactly these keys)."""
+        return {
+            "scenario": self.scenario,
+            "incidents": self.incidents,
+            "expect": self.expect,
+            "precision": self.precision,
+        }
 
     @property
     def passed(self) -> bool:
@@ -155,7 +161,9 @@ def run_scenario_file(path: str, *, sweep_every: timedelta = SWEEP_EVERY, log: A
                 timings["advance_s"] += time.monotonic() - t0
             timings["sweeps"] = sweeps
     result = RunResult(scenario=scenario.name, incidents=incidents_json(), timings=timings)
-    result.expect = check_expectations(scenario, result.incidents, related_json())
+    related = related_json()
+    result.expect = check_expectations(scenario, result.incidents, related)
+    result.precision = precision(scenario, result.incidents, related)
     result.timings["total_s"] = round(time.monotonic() - started, 2)
     if log is not None:
         log(
@@ -194,14 +202,16 @@ def incidents_json() -> list[dict[str, Any]]:
                 "statement": h.statement,
                 "evidence": sorted(h.evidence.values_list("id", flat=True)),
             }
-            for h in Hypothesis.objects.filter(incident=inc).order_by("rank", "id")
+            for h in Hypothesis.objects.causes().filter(incident=inc).order_by("rank", "id")
         ]
+        run = DiagnosisRun.objects.filter(incident=inc).order_by("-at", "-id").first()
         out.append(
             {
                 "id": inc.pk,
                 "url": inc.get_absolute_url(),
                 "alerts": alerts,
                 "subjects": subjects,
+                "diagnosed_at": run.at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if run else None,
                 "hypotheses": hyps,
             }
         )
@@ -256,15 +266,7 @@ def check_expectations(
     related = related or {}
     out = []
     for exp in scenario.expect:
-        with_alert = [i for i in incidents if exp.alert in i["alerts"]]
-        matching = [
-            i for i in with_alert if subject_matches(exp.subject, i["subjects"], scenario.cluster.name)
-        ]
-        matching = matching or [
-            i
-            for i in with_alert
-            if subject_matches(exp.subject, related.get(i["id"], []), scenario.cluster.name)
-        ]
+        matching = incidents_for(scenario, exp, incidents, related)
         if not matching:
             seen = sorted({a for i in incidents for a in i["alerts"]})
             out.append(
@@ -280,9 +282,9 @@ def check_expectations(
         hyps = inc["hypotheses"]
         status = {h["code"]: h["status"] for h in hyps}
         if exp.top is not None:
-            top = hyps[0]["code"] if hyps else None
+            top = top_code(hyps)
             if top != exp.top:
-                problems.append(f"top is {top or 'nothing'}, expected {exp.top}")
+                problems.append(f"top is {top or 'no cause found'}, expected {exp.top}")
         for code in exp.supported:
             if status.get(code) != "supported":
                 problems.append(f"{code} is {status.get(code, 'absent')}, expected supported")
@@ -299,4 +301,46 @@ def check_expectations(
     return out
 
 
-__all__ = ["RunResult", "check_expectations", "incidents_json", "run_scenario_file"]
+def top_code(hyps: list[dict[str, Any]]) -> str | None:
+    """The incident's top: its first supported hypothesis (a refuted or unverified one is never the top)."""
+    return next((h["code"] for h in hyps if h["status"] == "supported"), None)
+
+
+def incidents_for(
+    scenario: Any, exp: Any, incidents: list[dict[str, Any]], related: dict[int, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The incidents with the expectation's alert about its subject (subjects first, then related)."""
+    with_alert = [i for i in incidents if exp.alert in i["alerts"]]
+    matching = [i for i in with_alert if subject_matches(exp.subject, i["subjects"], scenario.cluster.name)]
+    return matching or [
+        i for i in with_alert if subject_matches(exp.subject, related.get(i["id"], []), scenario.cluster.name)
+    ]
+
+
+def precision(
+    scenario: Any, incidents: list[dict[str, Any]], related: dict[int, list[dict[str, Any]]] | None = None
+) -> float | None:
+    """Of the supported hypotheses of the incidents an expectation is about, the share it expects.
+
+    An expected cause is the expectation's ``top`` or one of its ``supported`` codes; several expectations
+    about one incident pool their codes. None when no expected incident has a supported hypothesis.
+    """
+    related = related or {}
+    wanted: dict[int, set[str]] = {}
+    for exp in scenario.expect:
+        for inc in incidents_for(scenario, exp, incidents, related)[:1]:
+            codes = wanted.setdefault(inc["id"], set())
+            codes.update([exp.top] if exp.top else [])
+            codes.update(exp.supported)
+    supported = matched = 0
+    for inc in incidents:
+        if inc["id"] not in wanted:
+            continue
+        for h in inc["hypotheses"]:
+            if h["status"] == "supported":
+                supported += 1
+                matched += h["code"] in wanted[inc["id"]]
+    return round(matched / supported, 3) if supported else None
+
+
+__all__ = ["RunResult", "check_expectations", "incidents_json", "precision", "run_scenario_file", "top_code"]

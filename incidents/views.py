@@ -25,6 +25,7 @@ from django_htmx.http import HttpResponseStopPolling
 from collectors.inventory import neighbour_change_times
 from collectors.models import EntityVersion
 from incidents import services
+from incidents.diagnose import pick_run
 from incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
 from incidents.models import Alert, AuditEntry, Citation, Hypothesis, Incident, IncidentSubject, Observation
 from rcaweb.http import RcaRequest
@@ -46,6 +47,7 @@ TIMELINE_KINDS = (
 TIMELINE_MAX = 300
 EVIDENCE_PAGE = 50
 RELATED_SHOWN = 24
+RUNS_SHOWN = 50
 FRAGMENTS = {
     "collection-progress": "progress",
     "evidence": "evidence",
@@ -152,11 +154,19 @@ def _status_context(request: RcaRequest, incident: Incident, cursor) -> dict:  #
 
 def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: str | None) -> dict:  # type: ignore[no-untyped-def]
     ctx = _status_context(request, incident, cursor)
+    # Every run of the incident in one query (bounded); the page shows the one for the cursor.
+    runs = list(incident.diagnoses.order_by("at", "id")[:RUNS_SHOWN])
+    run = ctx["diagnosis"] = pick_run(runs, cursor.t)
     if fragment in (None, "evidence"):
         page = ctx["evidence"] = _evidence_page(request, incident)
         # Observations the hypotheses cite are pinned above the pages, so every "#obs-N" anchor resolves.
+        cited = (
+            Q(hypotheses__run=run)
+            if run is not None and run is not runs[-1]
+            else Q(hypotheses__incident=incident, hypotheses__superseded=False)
+        )
         ctx["cited"] = list(
-            Observation.objects.filter(hypotheses__incident=incident)
+            Observation.objects.filter(cited)
             .defer("content")
             .distinct()
             .select_related("entity", "entity__cluster")
@@ -188,6 +198,16 @@ def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: s
         .only("entity_id", "phase", "deleted", "valid_from", "gpus", "kind")
     }
     ids = [s.entity_id for s in subjects] or [s.entity_id for s in shown]
+    # The diagnosis the page shows is the one for the cursor (the latest made at or before t); older and
+    # newer runs are listed with the moment each describes.
+    current = run is None or run is runs[-1]
+    mine = incident.hypotheses.current() if current else Hypothesis.objects.filter(run=run)
+    hypotheses = list(
+        mine.select_related("subject", "subject__cluster").prefetch_related(
+            Prefetch("citation_set", queryset=Citation.objects.select_related("observation")), "actions"
+        )
+    )
+    runs = list(incident.diagnoses.order_by("at", "id")[:RUNS_SHOWN])
     prev_change, next_change = neighbour_change_times(ids, cursor.t) if ids else (None, None)
     ctx.update(
         subjects=[(s, versions.get(s.entity_id)) for s in subjects],
@@ -195,13 +215,11 @@ def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: s
         related_more=max(0, len(related) - RELATED_SHOWN),
         alerts=list(incident.alerts.order_by("starts_at", "id")),
         related_incidents=list(incident.related.order_by("-onset")[:20]),
-        hypotheses=list(
-            Hypothesis.objects.filter(incident=incident)
-            .select_related("subject", "subject__cluster")
-            .prefetch_related(
-                Prefetch("citation_set", queryset=Citation.objects.select_related("observation")), "actions"
-            )
-        ),
+        hypotheses=[h for h in hypotheses if h.scope != "elsewhere"],
+        elsewhere=[h for h in hypotheses if h.scope == "elsewhere"],
+        top=next((h for h in hypotheses if h.scope != "elsewhere" and h.status == "supported"), None),
+        runs=runs,
+        onset_run=runs[0] if runs else None,
         cursor_prev_change=prev_change,
         cursor_next_change=next_change,
         hypotheses_templates=["incidents/_hypotheses.html", "incidents/_hypotheses_basic.html"],

@@ -23,6 +23,7 @@ from typing import Any
 from collectors import mapping
 from collectors.inventory import Observed, record_absent, record_states
 from collectors.models import Cluster, EntityVersion
+from collectors.signals import inventory_swept
 from collectors.sources import promql
 from collectors.sources.kai import KaiSource
 from collectors.sources.kubernetes import KubeSource
@@ -59,6 +60,9 @@ def sweep_cluster(
             runner.save()
     summary.duration_s = time.monotonic() - started
     logger.info("%s", summary.line())
+    for receiver, result in inventory_swept.send_robust(sender=sweep_cluster, cluster=cluster.name, at=at):
+        if isinstance(result, Exception):
+            logger.error("after the sweep of %s: %s failed: %r", cluster.name, receiver, result)
     return summary
 
 
@@ -156,7 +160,9 @@ class _Sweep:
                     fetched = gpu_series.result()
                 except Exception as exc:  # a bug in the worker thread must not stop the sweep
                     logger.exception("prometheus: GPU queries failed")
-                    self.summary.errors.append(f"prometheus: GPU queries: unexpected {type(exc).__name__}: {exc}")
+                    self.summary.errors.append(
+                        f"prometheus: GPU queries: unexpected {type(exc).__name__}: {exc}"
+                    )
                     fetched = None
                 self._gpus(fetched)
 

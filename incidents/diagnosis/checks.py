@@ -10,6 +10,7 @@ from incidents.diagnosis.changes import check_changes
 from incidents.diagnosis.efficiency import check_efficiency
 from incidents.diagnosis.health import check_health
 from incidents.diagnosis.rank import finalize
+from incidents.diagnosis.relevance import CAUSE
 from incidents.diagnosis.scheduling import check_scheduling
 from incidents.diagnosis.types import ActionDraft, DiagnosisInput, Finding
 from incidents.diagnosis.workloads import check_workloads
@@ -36,4 +37,6 @@ def run_checks(di: DiagnosisInput) -> Diagnosis:
                 logger.exception("diagnosis check %s failed", check.__name__)
         cited = [f for f in raw if f.cites]
         ranked = finalize(di, cited)
-        return Diagnosis(findings=ranked, actions=propose(di, ranked))
+        # Actions answer causes only: never drain a node the subject does not need.
+        causes = [f for f in ranked if f.scope == CAUSE]
+        return Diagnosis(findings=ranked, actions=propose(di, causes))

@@ -15,7 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.quota import QueuedJob, QuotaAt, is_pending, jobs_ahead, quota_at, request_history
+from incidents.diagnosis.relevance import CAUSE
 from incidents.diagnosis.scheduling import scheduler_said
 from incidents.diagnosis.types import DiagnosisInput, EntityState, hhmm, iso
 
@@ -40,6 +42,13 @@ class JobExplanation:
     history: list[dict[str, Any]] = field(default_factory=list)
     message: dict[str, Any] | None = None
     verdict: list[str] = field(default_factory=list)
+    cluster: str = ""
+    # The same engine as the incident's diagnosis (run_checks), as of the same t: supported causes first.
+    causes: list[dict[str, Any]] = field(default_factory=list)
+    ruled_out: list[dict[str, Any]] = field(default_factory=list)
+    # Every pod bound to a node while the job is not running: it waits on its containers, not on placement.
+    placed: bool = False
+    containers: list[dict[str, Any]] = field(default_factory=list)  # pod, container, reason, exit code, restarts
 
     @property
     def nodes_that_fit(self) -> list[str]:
@@ -67,6 +76,10 @@ class JobExplanation:
             "history": [{**h, "from": iso(h["from"])} for h in self.history],
             "message": self.message,
             "verdict": self.verdict,
+            "placed": self.placed,
+            "containers": self.containers,
+            "causes": self.causes,
+            "ruled_out": self.ruled_out,
         }
 
 
@@ -113,19 +126,67 @@ def _explain(di: DiagnosisInput, job: EntityState) -> JobExplanation:
         ahead=jobs_ahead(di, job) if is_pending(job) else [],
         history=request_history(di, job),
     )
+    ex.cluster = di.cluster
+    ex.placed = req.pods == 0 and req.bound_pods > 0
+    ex.containers = waiting_containers(di, job)
     parsed, _cite = scheduler_said(di, job)
-    if parsed is not None:
+    if parsed is not None and not ex.placed:
         ex.message = parsed.to_dict()
+    for f in run_checks(di).findings:
+        if f.scope != CAUSE:
+            continue
+        row = {"code": f.code, "status": f.status, "statement": f.statement}
+        (ex.causes if f.supported else ex.ruled_out if f.status == "refuted" else ex.causes).append(row)
     ex.verdict = _verdict(ex)
     return ex
 
 
+def waiting_containers(di: DiagnosisInput, job: EntityState) -> list[dict[str, Any]]:
+    """Containers of the job's pods that are not running and ready: why each waits or ended, with its numbers."""
+    out = []
+    for pod in di.pods_of_job(job):
+        for c in pod.get("containers") or []:
+            state = c.get("state") or {}
+            waiting = state.get("waiting") or {}
+            terminated = state.get("terminated") or (c.get("last_state") or {}).get("terminated") or {}
+            reason = waiting.get("reason") or (terminated.get("reason") if not c.get("ready") else "")
+            if not reason or c.get("ready"):
+                continue
+            out.append(
+                {
+                    "pod": pod.name,
+                    "node": pod.get("node") or "",
+                    "container": c.get("name") or "",
+                    "reason": reason,
+                    "message": (waiting.get("message") or terminated.get("message") or "")[:300],
+                    "exit_code": terminated.get("exitCode", terminated.get("exit_code")),
+                    "restarts": c.get("restart_count", c.get("restartCount", 0)),
+                }
+            )
+    return out
+
+
 def _verdict(ex: JobExplanation) -> list[str]:
+    lead = _lead(ex)
+    if ex.placed:
+        where = ", ".join(sorted({c["node"] for c in ex.containers if c["node"]})) or "their nodes"
+        words = "; ".join(
+            f"{c['pod']}/{c['container']}: {c['reason']}"
+            + (f" (exit code {c['exit_code']})" if c["exit_code"] not in (None, "") else "")
+            + (f", {c['restarts']} restarts" if c["restarts"] else "")
+            for c in ex.containers[:4]
+        )
+        assert ex.request is not None
+        return [
+            *lead,
+            f"Not a placement problem: all {ex.request.bound_pods} pod(s) are scheduled on {where} at "
+            f"{hhmm(ex.t)}; " + (f"their containers wait: {words}." if words else "their containers have not started."),
+        ]
     if not ex.pending:
-        return [f"{ex.job} is {ex.phase or 'not pending'} at {hhmm(ex.t)}."]
+        return [*lead, f"{ex.job} is {ex.phase or 'not pending'} at {hhmm(ex.t)}."]
     assert ex.request is not None and ex.totals is not None
     req, tot = ex.request, ex.totals
-    out = []
+    out = list(lead)
     if F.fits(ex.nodes, req):
         out.append(
             f"The pods fit now on {', '.join(ex.nodes_that_fit[:5])}: nodes are not what blocks the job."
@@ -164,6 +225,17 @@ def _verdict(ex: JobExplanation) -> list[str]:
             f"{hhmm(b['from'])}."
         )
     return out
+
+
+def _lead(ex: JobExplanation) -> list[str]:
+    """The diagnosis' answer first: the best supported cause, or "no cause found" with what was checked."""
+    supported = [c for c in ex.causes if c["status"] == "supported"]
+    if supported:
+        return [f"Cause: {supported[0]['statement']}"]
+    if ex.pending or ex.containers:
+        checked = sorted({c["code"] for c in [*ex.causes, *ex.ruled_out]})
+        return [f"No cause found at {hhmm(ex.t)}" + (f" (checked {', '.join(checked)})." if checked else ".")]
+    return []
 
 
 def explain_job_at(entity: Any, t: datetime) -> JobExplanation:

@@ -12,7 +12,14 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import QuotaAt, jobs_ahead, overtaking_pods, quota_at, request_history
+from incidents.diagnosis.quota import (
+    QuotaAt,
+    jobs_ahead,
+    overtaking_pods,
+    precedence,
+    quota_at,
+    request_history,
+)
 from incidents.diagnosis.types import (
     REFUTED,
     SUPPORTED,
@@ -193,6 +200,15 @@ def queue_findings(
             held = sum(freed.values())
             owners = sorted({f"{p.namespace}/{p.get('job')}" for p in overtook})
             queues = sorted({p.get("queue") or p.get("project") or "?" for p in overtook})
+            mechanisms = sorted(
+                {
+                    m
+                    for p in overtook
+                    if (owner := di.find("job", p.get("job") or "", p.namespace)) is not None
+                    and (m := precedence(di, owner, job))
+                }
+            )
+            by = "; ".join(mechanisms) or "scheduler precedence"
             overtake_cite = Derived(
                 kind="queue_overtaking",
                 locator=f"inventory pods with precedence over {ref.label} started after {iso(since)}, as of {iso(di.t)}",
@@ -212,16 +228,16 @@ def queue_findings(
                         for p in overtook
                     ],
                 },
-                summary=f"{len(overtook)} pod(s) of higher-priority queue(s) {', '.join(queues)} started after "
-                f"{ref.label} began waiting, holding {held} GPUs",
+                summary=f"{len(overtook)} pod(s) served first ({by}) in queue(s) {', '.join(queues)} started "
+                f"after {ref.label} began waiting, holding {held} GPUs",
                 observed_at=di.t,
                 entity=ref,
             )
             return [
                 Finding(
                     C.QUEUE_PRIORITY,
-                    f"{ref.label} has waited since {hhmm(since)} while {len(owners)} later job(s) of higher-priority "
-                    f"queue(s) {', '.join(queues)} got GPUs first ({', '.join(owners[:4])}"
+                    f"{ref.label} has waited since {hhmm(since)} while {len(owners)} later job(s) in queue(s) "
+                    f"{', '.join(queues)} got GPUs first by {by} ({', '.join(owners[:4])}"
                     f"{' …' if len(owners) > 4 else ''}, {held} GPUs at {hhmm(di.t)}); without them it would fit.",
                     SUPPORTED,
                     0.85,
@@ -235,10 +251,11 @@ def queue_findings(
                         "demand": held,
                         "job": ref,
                         "queues": queues,
+                        "mechanisms": mechanisms,
                     },
                     next_questions=[
                         f"Should {ref.label}'s queue get a higher priority or a larger deserved quota?",
-                        "Is the higher-priority queue within its own quota, or borrowing?",
+                        "Are the jobs served first within their own queue's quota, or borrowing (reclaimable)?",
                     ],
                 )
             ]

@@ -291,15 +291,25 @@ def first_pending_since(di: DiagnosisInput, job: EntityState) -> datetime | None
 
 def precedes(di: DiagnosisInput, other: EntityState, job: EntityState) -> bool:
     """Whether the scheduler serves ``other``'s queue/priority class before ``job``'s."""
-    mine = (
-        _queue_priority(di, job.get("queue") or job.get("project") or ""),
-        _CLASS_RANK.get(job.get("priority_class") or "train", 0),
-    )
-    theirs = (
-        _queue_priority(di, other.get("queue") or other.get("project") or ""),
-        _CLASS_RANK.get(other.get("priority_class") or "train", 0),
-    )
-    return theirs > mine
+    return precedence(di, other, job) is not None
+
+
+def precedence(di: DiagnosisInput, other: EntityState, job: EntityState) -> str | None:
+    """By which mechanism the scheduler serves ``other`` before ``job`` (None when it does not).
+
+    Queue priority first (KAI Queue spec.priority), then the priority class (inference before train):
+    the wording names the one that applies, never "higher-priority queue" between queues of equal priority.
+    """
+    mine_q = job.get("queue") or job.get("project") or ""
+    their_q = other.get("queue") or other.get("project") or ""
+    mine_p, their_p = _queue_priority(di, mine_q), _queue_priority(di, their_q)
+    if their_p != mine_p:
+        return f"queue priority {their_p} > {mine_p}" if their_p > mine_p else None
+    mine_c = job.get("priority_class") or "train"
+    their_c = other.get("priority_class") or "train"
+    if _CLASS_RANK.get(their_c, 0) > _CLASS_RANK.get(mine_c, 0):
+        return f"priority class {their_c} over {mine_c}"
+    return None
 
 
 def overtaking_pods(di: DiagnosisInput, job: EntityState, since: datetime | None) -> list[EntityState]:

@@ -1,5 +1,7 @@
 """Merge, adjust and order findings: the cause before its symptoms, context after mechanisms.
 
+Findings are first scoped (``relevance``): only those about the subject's causal
+neighbourhood are causes; supported faults elsewhere are kept last, as context.
 Order: supported, then unverified, then refuted. Among supported findings a
 finding that *explains* another (an Xid 79 explains the missing GPU, which
 explains the capacity shortage; a device plugin failure explains "insufficient
@@ -15,6 +17,7 @@ import logging
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.changes import LINKS
+from incidents.diagnosis.relevance import ELSEWHERE, apply_scope
 from incidents.diagnosis.types import (
     FAILED_SOURCE_FACTOR,
     REFUTED,
@@ -30,19 +33,11 @@ logger = logging.getLogger(__name__)
 
 STATUS_ORDER = {SUPPORTED: 0, UNVERIFIED: 1, REFUTED: 2}
 MAX_CONFIDENCE = 0.95
-# Health findings about objects the incident is not about matter only when they cost the subject capacity.
-CAPACITY_SYMPTOMS = {
-    C.GPU_CAPACITY_SHORTAGE,
-    C.GPU_FRAGMENTATION,
-    C.DEVICE_PLUGIN_UNHEALTHY,
-    C.GPU_MISSING,
-    C.GPU_NODE_UNAVAILABLE,
-}
 
 
 def finalize(di: DiagnosisInput, findings: list[Finding]) -> list[Finding]:
     """What diagnose persists: relevant, merged, adjusted for failed sources, in rank order."""
-    findings = drop_bystanders(di, findings)
+    findings = apply_scope(di, findings)
     findings = merge(findings)
     link_changes(findings)
     apply_source_failures(di, findings)
@@ -66,73 +61,13 @@ def _dedupe(cites: list[Cite]) -> list[Cite]:
     return out
 
 
-def related_nodes(di: DiagnosisInput) -> set[str]:
-    nodes: set[str] = set()
-    for ref in di.subjects:
-        if ref.kind == "node":
-            nodes.add(ref.name)
-        elif ref.kind == "gpu":
-            g = di.find("gpu", ref.name)
-            if g is not None:
-                nodes.add(g.get("node") or "")
-        elif ref.kind in ("pod", "job"):
-            es = di.find(ref.kind, ref.name, ref.namespace)
-            pods = [es] if ref.kind == "pod" else (di.pods_of_job(es) if es else [])
-            nodes.update(p.get("node") for p in pods if p and p.get("node"))
-    return nodes
-
-
-def _finding_node(f: Finding) -> str | None:
-    node = f.facts.get("node")
-    if node:
-        return node
-    if f.subject is not None and f.subject.kind == "node":
-        return f.subject.name
-    return None
-
-
-def drop_bystanders(di: DiagnosisInput, findings: list[Finding]) -> list[Finding]:
-    """Keep health findings on unrelated nodes only when the subject's scheduling findings show lost capacity."""
-    mine = related_nodes(di)
-    subject_gpus = {r.name for r in di.subjects if r.kind == "gpu"}
-    capacity_hit = any(
-        f.supported and f.code in CAPACITY_SYMPTOMS and f.subject is not None and f.subject.kind == "job"
-        for f in findings
-    )
-    blocked_nodes = {
-        n
-        for f in findings
-        if f.subject is not None and f.subject.kind == "job"
-        for n in f.facts.get("nodes", [])
-    }
-    out = []
-    for f in findings:
-        node = _finding_node(f)
-        bystander = (
-            node is not None
-            and node not in mine
-            and not (f.subject and f.subject.name in subject_gpus)
-            and not (f.subject is not None and f.subject.kind == "job")
-        )
-        if bystander:
-            if not f.supported or not capacity_hit:
-                continue
-            if (
-                f.code in (C.GPU_THERMAL_THROTTLING, C.NVLINK_ERRORS, C.GPU_ECC_ERRORS)
-                and node not in blocked_nodes
-            ):
-                continue
-        out.append(f)
-    return out
-
-
 def merge(findings: list[Finding]) -> list[Finding]:
     """One hypothesis per code: the strongest reading, citing everything the others cited."""
-    by_code: dict[str, list[Finding]] = {}
+    by_code: dict[tuple[str, str], list[Finding]] = {}
     for f in findings:
-        by_code.setdefault(f.code, []).append(f)
+        by_code.setdefault((f.code, f.scope), []).append(f)
     out = []
-    for code, group in by_code.items():
+    for (code, _scope), group in by_code.items():
         group.sort(key=lambda f: (STATUS_ORDER.get(f.status, 3), -f.confidence))
         best = group[0]
         if len(group) > 1:
@@ -165,7 +100,9 @@ def merge(findings: list[Finding]) -> list[Finding]:
 
 def link_changes(findings: list[Finding]) -> None:
     """A change that touches what a supported mechanism is about is more likely the trigger."""
-    mechanisms = {f.code for f in findings if f.supported and f.code != C.RECENT_CHANGE}
+    mechanisms = {
+        f.code for f in findings if f.supported and f.code != C.RECENT_CHANGE and f.scope != ELSEWHERE
+    }
     for f in findings:
         if f.code != C.RECENT_CHANGE:
             continue
@@ -211,6 +148,10 @@ def apply_source_failures(di: DiagnosisInput, findings: list[Finding]) -> None:
 
 
 def rank(findings: list[Finding]) -> list[Finding]:
+    """Supported causes (a cause before what it explains), then changes as context, then unverified, then
+    refuted; faults elsewhere in the cluster last: a refuted or unrelated finding is never first."""
+    elsewhere = [f for f in findings if f.scope == ELSEWHERE]
+    findings = [f for f in findings if f.scope != ELSEWHERE]
     supported = [f for f in findings if f.supported and f.code != C.RECENT_CHANGE]
     context = [f for f in findings if f.supported and f.code == C.RECENT_CHANGE]
     rest = [f for f in findings if not f.supported]
@@ -229,6 +170,7 @@ def rank(findings: list[Finding]) -> list[Finding]:
         logger.debug("rank %d: %s (remaining %s)", len(ordered), nxt.code, codes)
     ordered += sorted(context, key=lambda f: -f.confidence)
     ordered += sorted(rest, key=lambda f: (STATUS_ORDER.get(f.status, 3), -f.confidence))
+    ordered += sorted(elsewhere, key=lambda f: -f.confidence)
     return ordered
 
 

@@ -279,6 +279,9 @@ class Finding:
     since: datetime | None = None  # when the mechanism began, where known
     explains: tuple[str, ...] = ()  # codes this finding is a cause of (rank puts it before them)
     facts: dict[str, Any] = field(default_factory=dict)  # numbers and names the actions use
+    # "cause": about the subject's causal neighbourhood; "elsewhere": a fault seen in the cluster that touches
+    # nothing the subject needs (relevance.py decides; rank lists it as context, never as a cause).
+    scope: str = "cause"
 
     @property
     def cites(self) -> list[Cite]:

@@ -98,8 +98,8 @@ def edit_handoff(note: HandoffNote, user: Any, data: dict[str, Any], request_id:
 
 def prefill(incident: Incident, user: Any = None) -> dict[str, str]:
     """A starting note from the incident's current hypotheses, open questions, failed sources and actions."""
-    hyps = list(incident.hypotheses.order_by("rank", "id"))
-    top = next((h for h in hyps if h.status == "supported"), hyps[0] if hyps else None)
+    hyps = list(incident.hypotheses.causes().order_by("rank", "id"))
+    top = next((h for h in hyps if h.status == "supported"), None)
     summary = f"{incident.title} — {incident.get_status_display()}, {incident.get_severity_display()}."
     if top is not None:
         summary += f" Leading hypothesis: {top.code} ({top.status}, confidence {top.confidence:.2f}): {_gist(top.statement, 300)}"
@@ -117,7 +117,7 @@ def prefill(incident: Incident, user: Any = None) -> dict[str, str]:
         [f"- {q}" for q in questions]
         + [f"- {src} could not answer {loc}: {err[:160]}" for src, loc, err in failed]
     )
-    actions = incident.actions.order_by("rank", "id").values_list("title", flat=True)[:10]
+    actions = incident.actions.current().order_by("rank", "id").values_list("title", flat=True)[:10]
     owner = incident.owner or (user.get_username() if getattr(user, "is_authenticated", False) else "")
     return {
         "summary": summary,
@@ -176,7 +176,9 @@ def open_incidents_with_notes(t: datetime) -> list[Incident]:
         .select_related("cluster")
         .prefetch_related(
             Prefetch("handoffs", queryset=HandoffNote.objects.order_by("-created", "-id"), to_attr="notes"),
-            Prefetch("hypotheses", queryset=Hypothesis.objects.order_by("rank", "id"), to_attr="ranked"),
+            Prefetch(
+                "hypotheses", queryset=Hypothesis.objects.causes().order_by("rank", "id"), to_attr="ranked"
+            ),
             Prefetch("subjects", queryset=Entity.objects.select_related("cluster").order_by("kind", "name")),
         )
         .order_by("-onset")[:200]
@@ -184,5 +186,6 @@ def open_incidents_with_notes(t: datetime) -> list[Incident]:
     out = list(qs)
     for inc in out:
         inc.latest = inc.notes[0] if inc.notes else None  # type: ignore[attr-defined]
+        inc.top = next((h for h in inc.ranked if h.status == "supported"), None)  # type: ignore[attr-defined]
         inc.key_subjects, inc.more_subjects = key_subjects(inc)  # type: ignore[attr-defined]
     return out

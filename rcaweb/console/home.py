@@ -54,12 +54,17 @@ def open_incidents(t: datetime) -> list[Incident]:
         .filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=t))
         .select_related("cluster")
         .prefetch_related(
-            Prefetch("hypotheses", queryset=Hypothesis.objects.order_by("rank", "id"), to_attr="ranked")
+            Prefetch(
+                "hypotheses",
+                queryset=Hypothesis.objects.causes().filter(status="supported").order_by("rank", "id"),
+                to_attr="ranked",
+            )
         )
         .order_by("-onset")[:PANEL_LIMIT]
     )
     out = list(qs)
     for inc in out:
+        # The top is the best supported cause; none means "no cause found" (a refuted one is never the top).
         inc.top_hypothesis = inc.ranked[0] if inc.ranked else None  # type: ignore[attr-defined]
         inc.age = fmt_age((t - inc.onset).total_seconds())  # type: ignore[attr-defined]
     return out

@@ -232,7 +232,8 @@ def _diagnosed(
     """Supported hypothesis codes of incidents with onset in the window, per project of their subject (two queries)."""
     inc_scope = {"incident__cluster": scope["cluster"]} if scope else {}
     hyps = list(
-        Hypothesis.objects.filter(
+        Hypothesis.objects.causes()
+        .filter(
             status="supported", incident__onset__gte=cursor.start, incident__onset__lte=cursor.t, **inc_scope
         )
         .select_related("incident", "subject", "subject__cluster")

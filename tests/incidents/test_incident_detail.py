@@ -205,7 +205,7 @@ class IncidentDetailTests(IncidentPageTestCase):
         self.assertEqual(count(), before)
         with self.assertNumQueries(before):
             self.client.get(self.url)
-        self.assertLessEqual(before, 20)  # 16 today: session, user, roles, incident, subjects, versions, ...
+        self.assertLessEqual(before, 21)  # session, user, roles, incident, diagnoses kept, subjects, versions, ...
 
     def test_it_paginates_the_evidence(self) -> None:
         Observation.objects.bulk_create(

@@ -50,9 +50,9 @@ def test_it_prints_the_scenarios_md_json_document(tmp_path: Path) -> None:
     out = StringIO()
     call_command("run_scenario", str(path), "--json", "--database", "configured", stdout=out)
     doc = json.loads(out.getvalue())
-    assert set(doc) == {"scenario", "incidents", "expect"} and doc["scenario"] == "tiny-taint"
+    assert set(doc) == {"scenario", "incidents", "expect", "precision"} and doc["scenario"] == "tiny-taint"
     inc = doc["incidents"][0]
-    assert set(inc) == {"id", "url", "alerts", "subjects", "hypotheses"}
+    assert set(inc) == {"id", "url", "alerts", "subjects", "diagnosed_at", "hypotheses"}
     assert inc["url"] == f"/incidents/{inc['id']}/" and inc["alerts"] == ["GPUJobPendingTooLong"]
     assert {"kind": "job", "cluster": "gpu-tiny", "namespace": "eval", "name": "eval-nightly"} in inc[
         "subjects"

@@ -1,0 +1,188 @@
+"""Causal relevance: which findings are about the incident's subject, and which only happen in the same cluster.
+
+A finding may be a *cause* only when what it is about lies in the subject's causal neighbourhood at t:
+
+- a waiting job: the nodes that would otherwise take its pods (no taint or selector keeps it off them, and
+  without their fault they would have room), and only through the capacity a fault costs there (a missing
+  GPU, a device plugin hiding GPUs, a NotReady or cordoned node, an Xid that condemns the GPU, double-bit
+  ECC errors); a hot GPU or NVLink errors on such a node cost the job nothing;
+- a placed job or pod: the nodes its pods run on and the GPUs they hold;
+- a node: the node, its GPUs and its workloads;
+- a GPU: that GPU, and its node's own node-level faults.
+
+Anything else a check reports (a fault on a node the job never needed, a sibling GPU's temperature) is
+scoped "elsewhere": listed as also happening in the cluster when supported, dropped otherwise, never ranked
+as a cause and never the reason for an action. Pure: it reads the DiagnosisInput and the findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from incidents.diagnosis import codes as C
+from incidents.diagnosis import fit as F
+from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.types import DiagnosisInput, EntityState, Finding
+
+CAUSE = "cause"
+ELSEWHERE = "elsewhere"
+
+# Faults that take GPUs away from a node (and so from a job that would otherwise be placed there).
+CAPACITY_CODES = frozenset(
+    {C.GPU_MISSING, C.DEVICE_PLUGIN_UNHEALTHY, C.GPU_NODE_UNAVAILABLE, C.GPU_XID_FAULT, C.GPU_ECC_ERRORS}
+)
+NODE_LEVEL_CODES = frozenset({C.GPU_NODE_UNAVAILABLE, C.DEVICE_PLUGIN_UNHEALTHY, C.GPU_MISSING})
+WORKLOAD_KINDS = ("job", "pod", "queue", "project")
+
+
+@dataclass
+class Neighbourhood:
+    """What the subject's symptom can depend on at t."""
+
+    nodes: set[str] = field(default_factory=set)  # any fault of these nodes (and their GPUs) can be a cause
+    gpus: set[str] = field(default_factory=set)  # GPU-level faults of these GPUs are causes
+    node_level: set[str] = field(default_factory=set)  # only node-level faults of these nodes are causes
+    capacity: dict[str, str] = field(default_factory=dict)  # node -> why: only capacity-costing faults count
+    workloads: set[tuple[str, str, str]] = field(default_factory=set)  # (kind, namespace, name)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "nodes": sorted(self.nodes),
+            "gpus": sorted(self.gpus),
+            "node_level": sorted(self.node_level),
+            "capacity": dict(sorted(self.capacity.items())),
+        }
+
+
+def neighbourhood(di: DiagnosisInput) -> Neighbourhood:
+    hood = Neighbourhood()
+    for ref in di.subjects:
+        hood.workloads.add((ref.kind, ref.namespace, ref.name))
+        if ref.kind == "node":
+            hood.nodes.add(ref.name)
+            hood.gpus.update(g.name for g in di.gpus_of_node(ref.name))
+        elif ref.kind == "gpu":
+            hood.gpus.add(ref.name)
+            g = di.find("gpu", ref.name)
+            if g is not None and g.get("node"):
+                hood.node_level.add(g.get("node"))
+        elif ref.kind == "pod":
+            pod = di.find("pod", ref.name, ref.namespace)
+            if pod is not None:
+                _placed(di, hood, [pod])
+                if pod.get("job"):
+                    hood.workloads.add(("job", pod.namespace, pod.get("job")))
+        elif ref.kind == "job":
+            job = di.find("job", ref.name, ref.namespace)
+            if job is None:
+                continue
+            pods = di.pods_of_job(job)
+            hood.workloads.update(("pod", p.namespace, p.name) for p in pods)
+            _placed(di, hood, [p for p in pods if p.get("node")])
+            if is_pending(job):
+                _candidates(di, hood, job)
+    return hood
+
+
+def _placed(di: DiagnosisInput, hood: Neighbourhood, pods: list[EntityState]) -> None:
+    """Placed pods: their nodes' node-level faults, and the GPUs they hold (all of the node's if unknown)."""
+    for pod in pods:
+        node = pod.get("node")
+        if not node:
+            continue
+        hood.node_level.add(node)
+        key = f"{pod.namespace}/{pod.name}"
+        held = [g.name for g in di.gpus_of_node(node) if g.get("pod") == key]
+        if held:
+            hood.gpus.update(held)
+        elif int(pod.get("gpus") or 0) > 0:  # which GPUs it holds is not known: any of the node's may be its
+            hood.gpus.update(g.name for g in di.gpus_of_node(node))
+
+
+def _candidates(di: DiagnosisInput, hood: Neighbourhood, job: EntityState) -> None:
+    """Nodes that would take a pod of the waiting job if their own fault were gone."""
+    req = F.job_request(di, job)
+    if req.pods == 0:
+        return
+    per_pod = max(req.gpus_per_pod, 1)
+    for row in F.node_fits(di, req):
+        if row.fits or F.TAINT in row.blockers or F.SELECTOR in row.blockers:
+            continue
+        faults = {F.NOT_READY, F.CORDONED, F.DEVICE_PLUGIN, F.MISSING_GPU}
+        room = row.free_if(faults)
+        if F.NOT_READY in row.blockers or F.CORDONED in row.blockers:
+            room = max(room, max(row.nominal, row.capacity) - row.allocated)
+        if room < per_pod:
+            continue  # full of other work: its faults cost this job nothing now
+        lost = [b for b in row.blockers if b in faults]
+        if lost or row.nominal > row.allocatable:
+            hood.capacity[row.node] = ", ".join(lost) or "fewer GPUs allocatable than installed"
+
+
+def _node_of(f: Finding) -> str | None:
+    node = f.facts.get("node")
+    if node:
+        return node
+    if f.subject is not None and f.subject.kind == "node":
+        return f.subject.name
+    return None
+
+
+def costs_capacity(f: Finding) -> bool:
+    """Whether the fault takes GPUs away from its node (what a waiting job can be short of)."""
+    if f.code not in CAPACITY_CODES:
+        return False
+    if f.code == C.GPU_XID_FAULT:
+        return bool(f.facts.get("drain_node"))
+    if f.code == C.GPU_ECC_ERRORS:
+        return int(f.facts.get("dbe") or 0) > 0
+    return True
+
+
+def scope_of(di: DiagnosisInput, hood: Neighbourhood, f: Finding) -> str:
+    subject = f.subject
+    if subject is None:
+        return CAUSE
+    if subject.kind in WORKLOAD_KINDS:
+        if subject.kind in ("job", "pod"):
+            return CAUSE if (subject.kind, subject.namespace, subject.name) in hood.workloads else ELSEWHERE
+        return CAUSE
+    node = _node_of(f)
+    if subject.kind == "gpu":
+        if subject.name in hood.gpus or (node in hood.nodes):
+            return CAUSE
+        if node in hood.capacity and costs_capacity(f):
+            return CAUSE
+        return ELSEWHERE
+    if subject.kind == "node" and node is not None:
+        if node in hood.nodes:
+            return CAUSE
+        if node in hood.node_level and f.code in NODE_LEVEL_CODES:
+            return CAUSE
+        if node in hood.capacity and costs_capacity(f):
+            return CAUSE
+        return ELSEWHERE
+    return CAUSE
+
+
+def apply_scope(di: DiagnosisInput, findings: list[Finding]) -> list[Finding]:
+    """Scope every finding; findings elsewhere are kept only when supported (as context, not as causes)."""
+    hood = di.memo("neighbourhood", lambda: neighbourhood(di)) or neighbourhood(di)
+    out = []
+    for f in findings:
+        f.scope = scope_of(di, hood, f)
+        if f.scope == ELSEWHERE and not f.supported:
+            continue
+        out.append(f)
+    return out
+
+
+__all__ = [
+    "CAUSE",
+    "ELSEWHERE",
+    "Neighbourhood",
+    "apply_scope",
+    "costs_capacity",
+    "neighbourhood",
+    "scope_of",
+]
