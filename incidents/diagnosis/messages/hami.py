@@ -27,10 +27,12 @@ from incidents.diagnosis.messages.classify import classify
 from incidents.diagnosis.messages.kube_scheduler import describe_reason, ranked
 
 _NO_NODE_RE = re.compile(
-    r"\bno available node, (?:(?P<n>\d+) nodes do not meet|all node scores do not meet)", re.I
+    r"\bno available node, (?:(?P<n>\d{1,9}) nodes do not meet|all node scores do not meet)", re.I
 )
-_PER_REASON_RE = re.compile(r"\b(?P<n>\d+) nodes (?P<reason>[A-Z][A-Za-z]{2,60})\((?P<nodes>[^()]{0,4000})\)")
-_CARD_RATIO_RE = re.compile(r"(?:^|,\s)(?P<cards>\d+)/(?P<of>\d+) (?P<reason>[A-Z][A-Za-z]{2,60})\b")
+_PER_REASON_RE = re.compile(
+    r"(?<!\d)(?P<n>\d{1,9}) nodes (?P<reason>[A-Z][A-Za-z]{2,60})\((?P<nodes>[^()]{0,4000})\)"
+)
+_CARD_RATIO_RE = re.compile(r"(?:^|,\s)(?P<cards>\d{1,9})/(?P<of>\d{1,9}) (?P<reason>[A-Z][A-Za-z]{2,60})\b")
 
 
 def looks_like(text: str) -> bool:

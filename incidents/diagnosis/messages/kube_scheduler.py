@@ -33,7 +33,9 @@ from incidents.diagnosis.messages.classify import classify
 
 logger = logging.getLogger(__name__)
 
-_HEADER_RE = re.compile(r"(?P<avail>\d+)/(?P<total>\d+) nodes are available\b:?\s*", re.I)
+# Counts are bounded (and must not start inside a longer digit run) so a hostile
+# digit string costs linear time and never reaches int() with thousands of digits.
+_HEADER_RE = re.compile(r"(?<!\d)(?P<avail>\d{1,9})/(?P<total>\d{1,9}) nodes are available\b:?\s*", re.I)
 _PREEMPTION_RE = re.compile(r"\bpreemption:\s*", re.I)
 _OLD_PREDICATES_RE = re.compile(
     r"no nodes are available that match all of the following predicates:*\s*", re.I
@@ -47,8 +49,8 @@ _DETAIL_PART_RE = re.compile(r"^(?:requested|used|capacity):", re.I)
 _MAX_NODE_LINES = 500
 _NO_NODES_RE = re.compile(r"\bno nodes available to schedule pods\b", re.I)
 _ITEM_SPLIT_RE = re.compile(r",\s+(?=\d+\s)")
-_COUNTED_RE = re.compile(r"^(?P<count>\d+)\s+(?P<text>.+)$", re.S)
-_PAREN_COUNT_RE = re.compile(r"^(?P<text>.+?)\s*\((?P<count>\d+)\)$")
+_COUNTED_RE = re.compile(r"^(?P<count>\d{1,9})\s+(?P<text>.+)$", re.S)
+_PAREN_COUNT_RE = re.compile(r"^(?P<text>.+?)\s*\((?P<count>\d{1,9})\)$")
 _SENTENCE_END_RE = re.compile(r"\.(?:\s|$)")
 _NOT_ELIGIBLE_RE = re.compile(r"not eligible due to preemptionPolicy=Never", re.I)
 

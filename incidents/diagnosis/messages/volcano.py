@@ -27,20 +27,20 @@ from incidents.diagnosis.messages import types as t
 from incidents.diagnosis.messages.kube_scheduler import describe_reason, ranked, reasons_from_histogram
 
 _NODES_RE = re.compile(
-    r"(?:In hyperNode (?P<hyper>\S+): )?(?:(?P<avail>\d+)/(?P<total>\d+) nodes|all nodes) are unavailable:?\s*",
+    r"(?:In hyperNode (?P<hyper>\S+): )?(?:(?<!\d)(?P<avail>\d{1,9})/(?P<total>\d{1,9}) nodes|all nodes) are unavailable:?\s*",
     re.I,
 )
 _TASK_FIT_RE = re.compile(r"task (?P<task>\S+) on node (?P<node>\S+) fit failed:\s*", re.I)
 _GANG_RE = re.compile(
-    r"(?P<unready>\d+)/(?P<tasks>\d+) tasks in gang unschedulable:\s*pod group is (?P<state>not ready|ready)"
-    r"(?P<hist>(?:, \d+ [A-Za-z]+){0,12})(?:; Pending: (?P<pending>(?:\d+ [A-Za-z]+(?:, )?){1,12}))?",
+    r"(?<!\d)(?P<unready>\d{1,9})/(?P<tasks>\d{1,9}) tasks in gang unschedulable:\s*pod group is (?P<state>not ready|ready)"
+    r"(?P<hist>(?:, \d{1,9} [A-Za-z]{1,40}){0,12})(?:; Pending: (?P<pending>(?:\d{1,9} [A-Za-z]{1,40}(?:, )?){1,12}))?",
     re.I,
 )
 _ORIGIN_RE = re.compile(r"Origin reason is(?: (?P<task>[^:]{1,253}))?:\s*", re.I)
 _RES_LIST = r"(?P<res>(?:insufficient|overused) [^\s,;]+(?:, (?:insufficient|overused) [^\s,;]+){0,20})"
 _QUEUE_QUOTA_RE = re.compile(rf"queue resource quota insufficient(?::\s*{_RES_LIST})?", re.I)
 _OVERUSED_RE = re.compile(rf"resource in cluster is overused(?::\s*{_RES_LIST})?", re.I)
-_HIST_ITEM_RE = re.compile(r"(?P<n>\d+) (?P<what>[A-Za-z]+)")
+_HIST_ITEM_RE = re.compile(r"(?P<n>\d{1,9}) (?P<what>[A-Za-z]{1,40})")
 _RES_ITEM_RE = re.compile(r"(?:insufficient|overused) (?P<res>[^\s,]+)", re.I)
 
 
