@@ -103,17 +103,29 @@ def _said_codes(parsed: Any) -> set[str]:
     if cause in ("insufficient_capacity",):
         out.add(C.GPU_CAPACITY_SHORTAGE)
     for r in getattr(parsed, "reasons", []) or []:
-        code = {
-            "insufficient_gpu": C.GPU_CAPACITY_SHORTAGE,
-            "untolerated_taint": C.UNTOLERATED_TAINT,
-            "node_selector_mismatch": C.NODE_SELECTOR_MISMATCH,
-            "affinity_mismatch": C.NODE_SELECTOR_MISMATCH,
-            "unschedulable_node": C.GPU_NODE_UNAVAILABLE,
-            "node_not_ready": C.GPU_NODE_UNAVAILABLE,
-        }.get(r.code)
+        code = _REASON_HYPOTHESIS.get(r.code)
         if code:
             out.add(code)
     return out
+
+
+# Parsed reason code -> the hypothesis it corroborates. A pressure node
+# (pre-1.13 "had disk pressure") is what the *-pressure taint says today, which
+# the fit table counts as a taint; a node group at its maximum size or a cluster
+# at its resource limit means the autoscaler cannot add the GPUs. Volume attach
+# limits (volume_node_limit), HAMi device mismatches and the autoscaler's backoff
+# point at no hypothesis here, so they corroborate none.
+_REASON_HYPOTHESIS = {
+    "insufficient_gpu": C.GPU_CAPACITY_SHORTAGE,
+    "untolerated_taint": C.UNTOLERATED_TAINT,
+    "node_pressure": C.UNTOLERATED_TAINT,
+    "node_selector_mismatch": C.NODE_SELECTOR_MISMATCH,
+    "affinity_mismatch": C.NODE_SELECTOR_MISMATCH,
+    "unschedulable_node": C.GPU_NODE_UNAVAILABLE,
+    "node_not_ready": C.GPU_NODE_UNAVAILABLE,
+    "max_node_group_size": C.GPU_CAPACITY_SHORTAGE,
+    "max_cluster_resources": C.GPU_CAPACITY_SHORTAGE,
+}
 
 
 #

@@ -1,4 +1,5 @@
-"""Read scheduler messages: kube-scheduler, Kueue and KAI Scheduler (Run:ai).
+"""Read scheduler messages: kube-scheduler, Kueue, KAI Scheduler (Run:ai), Volcano,
+HAMi and the cluster autoscaler.
 
 `parse_message(text, reason=None)` detects which scheduler wrote the text and
 returns a `ParsedMessage`. Unrecognised text is `source="unknown"` with no
@@ -11,15 +12,19 @@ per-node fit and the queue state at t from inventory before it claims a cause.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
-from incidents.diagnosis.messages import kai, kube_scheduler, kueue
+from incidents.diagnosis.messages import autoscaler, hami, kai, kube_scheduler, kueue, volcano
 from incidents.diagnosis.messages.types import (
     CAUSES,
     NODE_REASON_CODES,
+    SOURCE_CLUSTER_AUTOSCALER,
+    SOURCE_HAMI,
     SOURCE_KAI,
     SOURCE_KUBE_SCHEDULER,
     SOURCE_KUEUE,
     SOURCE_UNKNOWN,
+    SOURCE_VOLCANO,
     ParsedMessage,
     Preemption,
     Reason,
@@ -32,6 +37,14 @@ logger = logging.getLogger(__name__)
 MAX_TEXT = 16_000
 
 UNKNOWN_SUMMARY = "Not a scheduler message rcaweb recognises; nothing was inferred from it."
+
+
+Parser = Callable[[str, "str | None"], "ParsedMessage | None"]
+
+
+def _own(parse: Callable[[str], ParsedMessage | None]) -> Parser:
+    """A parser that reads the text alone (the reason hint is Kueue's and KAI's)."""
+    return lambda text, _reason: parse(text)
 
 
 def unknown(text: str = "", summary: str = UNKNOWN_SUMMARY) -> ParsedMessage:
@@ -59,11 +72,17 @@ def parse_message(text: str, reason: str | None = None) -> ParsedMessage:
 
 
 def _parse(text: str, reason: str | None) -> ParsedMessage:
-    order = [kai.parse, kueue.parse, kube_scheduler.parse]
+    # Headers only one component writes go first; KAI and Kueue recognise their
+    # texts by markers, kube-scheduler by its "0/N nodes are available" header,
+    # which KAI also uses (so KAI is tried before it).
+    order: list[Parser] = [_own(autoscaler.parse), _own(volcano.parse), kai.parse, kueue.parse]
     if reason in kueue.DETECTING_REASONS:
-        order = [kueue.parse, kai.parse, kube_scheduler.parse]
+        order = [kueue.parse, _own(autoscaler.parse), _own(volcano.parse), kai.parse]
+    if kube_scheduler.has_legacy_header(text):
+        order.insert(0, _own(kube_scheduler.parse))
+    order += [_own(kube_scheduler.parse), _own(hami.parse)]
     for parser in order:
-        parsed = parser(text) if parser is kube_scheduler.parse else parser(text, reason)
+        parsed = parser(text, reason)
         if parsed is not None:
             return parsed
     bare = kube_scheduler.parse_bare(text)
@@ -76,10 +95,13 @@ __all__ = [
     "CAUSES",
     "MAX_TEXT",
     "NODE_REASON_CODES",
+    "SOURCE_CLUSTER_AUTOSCALER",
+    "SOURCE_HAMI",
     "SOURCE_KAI",
     "SOURCE_KUBE_SCHEDULER",
     "SOURCE_KUEUE",
     "SOURCE_UNKNOWN",
+    "SOURCE_VOLCANO",
     "ParsedMessage",
     "Preemption",
     "Reason",

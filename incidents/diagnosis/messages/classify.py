@@ -16,18 +16,13 @@ from dataclasses import dataclass
 
 from incidents.diagnosis.messages import types as t
 
-# Taints the node lifecycle controller sets from node conditions: they mean
-# "this node is unhealthy", not "this node is reserved", so they are not-ready.
+# Taints the node lifecycle controller sets when the node stops reporting or has
+# no network: "this node is unhealthy", so they are not-ready. The condition
+# taints for pressure (node.kubernetes.io/disk-pressure, memory-pressure,
+# pid-pressure, and the old out-of-disk) are set on a Ready node and are
+# tolerable: they are untolerated taints, as fit.py counts them.
 _HEALTH_TAINT_PREFIX = "node.kubernetes.io/"
-_NOT_READY_TAINTS = {
-    "not-ready",
-    "unreachable",
-    "network-unavailable",
-    "out-of-disk",
-    "memory-pressure",
-    "disk-pressure",
-    "pid-pressure",
-}
+_NOT_READY_TAINTS = {"not-ready", "unreachable", "network-unavailable"}
 _UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 # Accelerator resource names: vendor device plugins (nvidia.com/gpu, amd.com/gpu,
@@ -53,12 +48,17 @@ _NAMED: dict[str, str] = {
     "volumezone": t.VOLUME_NODE_AFFINITY,
     "nodiskconflict": t.VOLUME_BINDING,
     "volumerestrictions": t.VOLUME_BINDING,
-    "maxebsvolumecount": t.VOLUME_BINDING,
-    "maxgcepdvolumecount": t.VOLUME_BINDING,
-    "maxazurediskvolumecount": t.VOLUME_BINDING,
-    "maxcindervolumecount": t.VOLUME_BINDING,
-    "maxcsivolumecountpred": t.VOLUME_BINDING,
-    "nodevolumelimits": t.VOLUME_BINDING,
+    "maxvolumecount": t.VOLUME_NODE_LIMIT,
+    "maxebsvolumecount": t.VOLUME_NODE_LIMIT,
+    "maxgcepdvolumecount": t.VOLUME_NODE_LIMIT,
+    "maxazurediskvolumecount": t.VOLUME_NODE_LIMIT,
+    "maxcindervolumecount": t.VOLUME_NODE_LIMIT,
+    "maxcsivolumecountpred": t.VOLUME_NODE_LIMIT,
+    "nodevolumelimits": t.VOLUME_NODE_LIMIT,
+    "ebslimits": t.VOLUME_NODE_LIMIT,
+    "gcepdlimits": t.VOLUME_NODE_LIMIT,
+    "azuredisklimits": t.VOLUME_NODE_LIMIT,
+    "cinderlimits": t.VOLUME_NODE_LIMIT,
     "checkvolumebinding": t.VOLUME_BINDING,
     "volumebinding": t.VOLUME_BINDING,
     "matchinterpodaffinity": t.AFFINITY_MISMATCH,
@@ -68,22 +68,54 @@ _NAMED: dict[str, str] = {
     "checknodecondition": t.NODE_NOT_READY,
     "nodenotready": t.NODE_NOT_READY,
     "nodeunknowncondition": t.NODE_NOT_READY,
-    "checknodememorypressure": t.NODE_NOT_READY,
-    "checknodediskpressure": t.NODE_NOT_READY,
-    "checknodepidpressure": t.NODE_NOT_READY,
-    "nodeundermemorypressure": t.NODE_NOT_READY,
-    "nodeunderdiskpressure": t.NODE_NOT_READY,
-    "nodeunderpidpressure": t.NODE_NOT_READY,
-    "nodeoutofdisk": t.NODE_NOT_READY,
+    "checknodememorypressure": t.NODE_PRESSURE,
+    "checknodediskpressure": t.NODE_PRESSURE,
+    "checknodepidpressure": t.NODE_PRESSURE,
+    "nodeundermemorypressure": t.NODE_PRESSURE,
+    "nodeunderdiskpressure": t.NODE_PRESSURE,
+    "nodeunderpidpressure": t.NODE_PRESSURE,
+    "nodeoutofdisk": t.NODE_PRESSURE,
     "nodenetworkunavailable": t.NODE_NOT_READY,
     "nodeunschedulable": t.UNSCHEDULABLE_NODE,
     "checknodeunschedulable": t.UNSCHEDULABLE_NODE,
     "evenpodsspread": t.TOPOLOGY_SPREAD,
     "podtopologyspread": t.TOPOLOGY_SPREAD,
     "noderesourcesfit": t.INSUFFICIENT_OTHER_RESOURCE,
+    # HAMi scheduler extender reasons (Project-HAMi/HAMi pkg/device/common/common.go)
+    "cardinsufficientmemory": t.INSUFFICIENT_GPU,
+    "cardinsufficientcore": t.INSUFFICIENT_GPU,
+    "cardtimeslicingexhausted": t.INSUFFICIENT_GPU,
+    "cardcomputeunitsexhausted": t.INSUFFICIENT_GPU,
+    "cardmigtopologyinfeasible": t.INSUFFICIENT_GPU,
+    "nodeinsufficientdevice": t.INSUFFICIENT_GPU,
+    "allocatedcardsinsufficientrequest": t.INSUFFICIENT_GPU,
+    "exclusivedeviceallocateconflict": t.INSUFFICIENT_GPU,
+    "numanotfit": t.INSUFFICIENT_GPU,
+    "cardtypemismatch": t.DEVICE_MISMATCH,
+    "carduuidmismatch": t.DEVICE_MISMATCH,
+    "cardnotfoundcustomfilterrule": t.DEVICE_MISMATCH,
+    "modenotfit": t.DEVICE_MISMATCH,
+    "cardnothealth": t.GPU_UNAVAILABLE,
+    "cardcordoned": t.GPU_UNAVAILABLE,
+    "resourcequotanotfit": t.RESOURCE_QUOTA,
+}
+
+# What each HAMi reason says ran out, for the summary ("lack free gpu-memory").
+_HAMI_RESOURCE = {
+    "cardinsufficientmemory": "gpu-memory",
+    "cardinsufficientcore": "gpu-cores",
+    "cardtimeslicingexhausted": "gpu-shares",
+    "cardcomputeunitsexhausted": "gpu-compute-units",
+    "cardmigtopologyinfeasible": "gpu-mig-slot",
+    "nodeinsufficientdevice": "gpu",
+    "allocatedcardsinsufficientrequest": "gpu",
+    "exclusivedeviceallocateconflict": "gpu",
+    "numanotfit": "gpu-in-one-numa-node",
 }
 
 _CAMEL_RE = re.compile(r"(?:[A-Z][a-z0-9]+){2,}|HostName|NodeName")
+# HAMi's per-node form "2/4 CardInsufficientMemory" (cards with the reason / cards on the node).
+_HAMI_RATIO_RE = re.compile(r"^\d+/\d+\s+(?=[A-Z][a-z])")
 _INSUFFICIENT_RE = re.compile(r"^insufficient\s+(?P<res>[^\s,()]+)", re.I)
 # KAI: "node(s) didn't have enough resources: GPUs", "Node didn't have enough
 # resources: CPU cores, requested: 1.5, ...", "didn't have enough of mig profile: nvidia.com/mig-1g.5gb"
@@ -98,6 +130,25 @@ _PLUGINS_RE = re.compile(
 
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"too many pods|pod number exceeded", re.I), t.TOO_MANY_PODS),
+    # cluster-autoscaler's skipped-node-group reasons (cluster-autoscaler/core/scaleup/orchestrator/skippedreasons.go)
+    (re.compile(r"max node group size reached|^max limit reached$", re.I), t.MAX_NODE_GROUP_SIZE),
+    (re.compile(r"max cluster .{0,80}limit reached|max cluster size reached", re.I), t.MAX_CLUSTER_RESOURCES),
+    (re.compile(r"in backoff after failed scale-up", re.I), t.SCALE_UP_BACKOFF),
+    (re.compile(r"not ready for scale-up", re.I), t.NODE_GROUP_NOT_READY),
+    # Volcano NodeResourceFitFailed: a resource did not fit, without naming it
+    (re.compile(r"^node\(s\) resource fit failed$", re.I), t.INSUFFICIENT_OTHER_RESOURCE),
+    # HAMi: the node has no HAMi device registration ("node unregistered", an old build wrote "unregisterd")
+    (re.compile(r"^node unregister(?:e)?d$|^node usage unavailable$", re.I), t.GPU_UNAVAILABLE),
+    # NodeVolumeLimits / MaxVolumeCount: the node's attach limit, not the claims
+    (
+        re.compile(
+            r"exceed(?:s|ed)? max volume count|max volume count exceeded|attachable volumes|volume limit",
+            re.I,
+        ),
+        t.VOLUME_NODE_LIMIT,
+    ),
+    # CheckNodeMemoryPressure/DiskPressure/PIDPressure predicates (1.8–1.12): a Ready node under pressure
+    (re.compile(r"(?:memory|disk|pid) pressure|out of disk", re.I), t.NODE_PRESSURE),
     # Dynamic Resource Allocation (DRA, 1.32+): devices such as GPUs requested through ResourceClaims.
     (
         re.compile(
@@ -111,7 +162,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
             r"persistent ?volume|persistentvolumeclaim|\bpvc|\bpv\(s\)|free storage|available disk|"
-            r"volume count|readwriteoncepod|\bvolumes?\b",
+            r"readwriteoncepod|\bvolumes?\b",
             re.I,
         ),
         t.VOLUME_BINDING,
@@ -129,8 +180,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"topology spread", re.I), t.TOPOLOGY_SPREAD),
     (
         re.compile(
-            r"had condition|not ready|notready|unknown condition|out of disk|memory pressure|disk pressure|"
-            r"pid pressure|unavailable network|network unavailable|unreachable",
+            r"had condition|not ready|notready|unknown condition|unavailable network|network unavailable|"
+            r"unreachable",
             re.I,
         ),
         t.NODE_NOT_READY,
@@ -154,6 +205,8 @@ def resource_code(resource: str) -> str:
         return t.INSUFFICIENT_MEMORY
     if name == "pods":
         return t.TOO_MANY_PODS
+    if name.startswith("attachable-volumes-"):  # 1.11–1.16 per-driver attach limits as node resources
+        return t.VOLUME_NODE_LIMIT
     if _ACCELERATOR_RE.search(name):
         return t.INSUFFICIENT_GPU
     return t.INSUFFICIENT_OTHER_RESOURCE
@@ -183,6 +236,7 @@ def classify(text: str) -> Classified:
     s = text.strip().rstrip(".").strip()
     if not s:
         return Classified(t.OTHER)
+    s = _HAMI_RATIO_RE.sub("", s, count=1)
 
     m = _INSUFFICIENT_RE.match(s)
     if m:
@@ -212,7 +266,7 @@ def classify(text: str) -> Classified:
     # Predicate/plugin names are CamelCase identifiers ("MatchNodeSelector"), never shouted or lower-case words.
     named = _NAMED.get(s.lower()) if _CAMEL_RE.fullmatch(s) else None
     if named:
-        return Classified(named)
+        return Classified(named, resource=_HAMI_RESOURCE.get(s.lower()))
 
     for pattern, code in _PATTERNS:
         if pattern.search(s):

@@ -81,7 +81,7 @@ _NO_NODE_HAS_RE = re.compile(
 )
 _FIT_PREFIX_RE = re.compile(
     r"(?:no nodes with enough resources were found|Unable to schedule podgroup|Not enough resources for the workload|"
-    r"Unable to schedule pod|\d+/(?P<total>\d+) nodes are available|cannot be scheduled on node \S+?\.\s*reasons)\s*:\s*",
+    r"Unable to schedule pod|(?<!\d)\d{1,9}/(?P<total>\d{1,9}) nodes are available|cannot be scheduled on node \S+?\.\s*reasons)\s*:\s*",
     re.I,
 )
 _NODE_DETAIL_RE = re.compile(

@@ -2,6 +2,10 @@
 
 The formats, oldest first (the builders live in kubernetes/kubernetes):
 
+- 1.2–1.5: "pod (x) failed to fit in any node\\nfit failure on node (node-1):
+  Insufficient cpu\\nfit failure on node (node-2): PodToleratesNodeTaints" — one
+  line per node, its reasons joined by ", " (1.2–1.4 wrote "Node didn't have
+  enough resource: CPU, requested: 1000, used: 1420, capacity: 2000")
 - 1.5–1.6: "pod (x) failed to fit in any node\\nfit failure summary on nodes :
   PodToleratesNodeTaints (1), Insufficient cpu (2)"
 - 1.7: "No nodes are available that match all of the following predicates::
@@ -29,16 +33,24 @@ from incidents.diagnosis.messages.classify import classify
 
 logger = logging.getLogger(__name__)
 
-_HEADER_RE = re.compile(r"(?P<avail>\d+)/(?P<total>\d+) nodes are available\b:?\s*", re.I)
+# Counts are bounded (and must not start inside a longer digit run) so a hostile
+# digit string costs linear time and never reaches int() with thousands of digits.
+_HEADER_RE = re.compile(r"(?<!\d)(?P<avail>\d{1,9})/(?P<total>\d{1,9}) nodes are available\b:?\s*", re.I)
 _PREEMPTION_RE = re.compile(r"\bpreemption:\s*", re.I)
 _OLD_PREDICATES_RE = re.compile(
     r"no nodes are available that match all of the following predicates:*\s*", re.I
 )
 _FIT_SUMMARY_RE = re.compile(r"fit failure summary on nodes\s*:\s*", re.I)
+_FIT_ON_NODE_RE = re.compile(r"fit failure on node \(", re.I)
+_NODE_LINE_RE = re.compile(r"^(?P<node>[^()]{1,253})\):\s*(?P<body>.*)$", re.S)
+# The 1.2–1.4 resource reason carries its own commas: keep "requested: 1000" with its reason.
+_DETAIL_PART_RE = re.compile(r"^(?:requested|used|capacity):", re.I)
+# Nodes listed per message at most; a longer list is cut, not parsed past the bound.
+_MAX_NODE_LINES = 500
 _NO_NODES_RE = re.compile(r"\bno nodes available to schedule pods\b", re.I)
 _ITEM_SPLIT_RE = re.compile(r",\s+(?=\d+\s)")
-_COUNTED_RE = re.compile(r"^(?P<count>\d+)\s+(?P<text>.+)$", re.S)
-_PAREN_COUNT_RE = re.compile(r"^(?P<text>.+?)\s*\((?P<count>\d+)\)$")
+_COUNTED_RE = re.compile(r"^(?P<count>\d{1,9})\s+(?P<text>.+)$", re.S)
+_PAREN_COUNT_RE = re.compile(r"^(?P<text>.+?)\s*\((?P<count>\d{1,9})\)$")
 _SENTENCE_END_RE = re.compile(r"\.(?:\s|$)")
 _NOT_ELIGIBLE_RE = re.compile(r"not eligible due to preemptionPolicy=Never", re.I)
 
@@ -56,7 +68,15 @@ def looks_like(text: str) -> bool:
         _HEADER_RE.search(text)
         or _OLD_PREDICATES_RE.search(text)
         or _FIT_SUMMARY_RE.search(text)
+        or _FIT_ON_NODE_RE.search(text)
         or _NO_NODES_RE.search(text)
+    )
+
+
+def has_legacy_header(text: str) -> bool:
+    """A pre-1.8 header ("fit failure on node (", "...following predicates:"): no other scheduler writes these."""
+    return bool(
+        _OLD_PREDICATES_RE.search(text) or _FIT_SUMMARY_RE.search(text) or _FIT_ON_NODE_RE.search(text)
     )
 
 
@@ -79,6 +99,9 @@ def _reasons_from_histogram(body: str, total: int | None) -> list[t.Reason]:
     return reasons
 
 
+reasons_from_histogram = _reasons_from_histogram  # shared with the autoscaler and Volcano parsers
+
+
 def _reasons_from_predicates(body: str) -> list[t.Reason]:
     """'Insufficient cpu (9), MatchNodeSelector (18)' (1.5–1.7 formats)."""
     reasons: list[t.Reason] = []
@@ -90,6 +113,46 @@ def _reasons_from_predicates(body: str) -> list[t.Reason]:
         count, text = (int(m.group("count")), m.group("text")) if m else (None, item)
         reasons.append(_reason(text, count))
     return reasons
+
+
+def _reasons_per_node(s: str) -> tuple[int, list[t.Reason]]:
+    """'fit failure on node (n1): Insufficient cpu fit failure on node (n2): ...' ->
+    (nodes listed, one Reason per distinct mechanism with the number of nodes it hit)."""
+    lines = _FIT_ON_NODE_RE.split(s)[1 : _MAX_NODE_LINES + 1]
+    nodes = 0
+    merged: dict[tuple[str, str | None, str | None], t.Reason] = {}
+    for line in lines:
+        m = _NODE_LINE_RE.match(line.strip())
+        if not m:
+            continue
+        nodes += 1
+        seen: set[tuple[str, str | None, str | None]] = set()
+        for text in _node_reason_texts(_body_until_sentence_end(m["body"])):
+            r = _reason(text, 1)
+            key = (r.code, r.resource, (r.taint or {}).get("key"))
+            if key in seen:
+                continue
+            seen.add(key)
+            if key in merged:
+                prev = merged[key]
+                merged[key] = t.Reason(prev.code, (prev.count or 0) + 1, prev.resource, prev.text, prev.taint)
+            else:
+                merged[key] = r
+    return nodes, list(merged.values())
+
+
+def _node_reason_texts(body: str) -> list[str]:
+    """Split one node's reasons on ', ', keeping 'requested: N, used: N' with their reason."""
+    out: list[str] = []
+    for part in re.split(r",\s+", body):
+        part = part.strip()
+        if not part:
+            continue
+        if out and _DETAIL_PART_RE.match(part):
+            out[-1] = f"{out[-1]}, {part}"
+        else:
+            out.append(part)
+    return out
 
 
 def _reason(text: str, count: int | None) -> t.Reason:
@@ -151,6 +214,11 @@ def parse(text: str) -> t.ParsedMessage | None:
         body = _body_until_sentence_end(head[m.end() :])
         reasons = _reasons_from_histogram(body, total) if body else []
         return _finish(s, total, reasons, preemption)
+
+    if _FIT_ON_NODE_RE.search(head) and not _FIT_SUMMARY_RE.search(head):
+        nodes, reasons = _reasons_per_node(head)
+        if nodes:
+            return _finish(s, nodes, reasons, preemption)
 
     m = _OLD_PREDICATES_RE.search(head) or _FIT_SUMMARY_RE.search(head)
     if m:
@@ -232,6 +300,26 @@ def describe_reason(r: t.Reason, *, subject: str = "") -> str:
         return f"{n}{are} outside the node affinity/zone of the pod's volumes"
     if code == t.VOLUME_BINDING:
         return f"{n}cannot provide the pod's volumes ({r.text})"
+    if code == t.VOLUME_NODE_LIMIT:
+        return f"{n}{have} no volume attachments left (the node's volume limit is reached)"
+    if code == t.NODE_PRESSURE:
+        return f"{n}{are} under resource pressure ({r.text})"
+    if code == t.DEVICE_MISMATCH:
+        return f"{n}{have} no GPU of the type, UUID or mode the pod asks for ({r.text})"
+    if code == t.GPU_UNAVAILABLE:
+        return f"{n}{have} no usable GPU registered (unhealthy, cordoned or unregistered: {r.text})"
+    if code == t.RESOURCE_QUOTA:
+        return f"{n}would exceed the namespace's GPU resource quota"
+    if code == t.MAX_NODE_GROUP_SIZE:
+        return f"{n}{are} at {'its' if r.count == 1 else 'their'} maximum size"
+    if code == t.MAX_CLUSTER_RESOURCES:
+        return f"{n}would exceed the cluster's resource limits ({r.text})"
+    if code == t.SCALE_UP_BACKOFF:
+        return f"{n}{are} in backoff after a failed scale-up"
+    if code == t.NODE_GROUP_NOT_READY:
+        return f"{n}{are} not ready for scale-up"
+    if code == t.SCALE_UP_TRIGGERED:
+        return f"{n}{are} growing for the pod ({r.text})"
     if code == t.PORTS:
         return f"{n}{have} no free host ports for the pod"
     if code == t.TOO_MANY_PODS:

@@ -38,6 +38,17 @@ FRAGMENTS = [
     " is inactive",
     "Max GPU resources available in a single node in the ",
     " node-pool is topped at ",
+    "pod didn't trigger scale-up: ",
+    "max node group size reached",
+    " tasks in gang unschedulable: pod group is not ready",
+    "; Pending: ",
+    " nodes are unavailable: ",
+    "no available node, ",
+    " nodes CardInsufficientMemory(",
+    "fit failure on node (",
+    "The workload is deactivated due to ",
+    "Exceeded the PodsReady timeout ",
+    "AdmissionCheck in Rejected state: ",
 ]
 
 
@@ -45,7 +56,15 @@ FRAGMENTS = [
 @given(st.text(max_size=400))
 def test_it_never_raises_on_arbitrary_text(text):
     d = parse_message(text).to_dict()
-    assert d["source"] in ("kube-scheduler", "kueue", "kai", "unknown")
+    assert d["source"] in (
+        "kube-scheduler",
+        "kueue",
+        "kai",
+        "volcano",
+        "hami",
+        "cluster-autoscaler",
+        "unknown",
+    )
     json.dumps(d)
 
 
