@@ -35,7 +35,13 @@ from incidents.diagnosis.types import (
 
 logger = logging.getLogger(__name__)
 
-SCHEDULING_EVENT_REASONS = ("FailedScheduling", "Unschedulable", "NotReady", "PodGroupUnschedulable")
+SCHEDULING_EVENT_REASONS = (
+    "FailedScheduling",
+    "Unschedulable",
+    "NotReady",
+    "PodGroupUnschedulable",
+    "NotTriggerScaleUp",  # cluster-autoscaler: why adding a node would not help either
+)
 
 
 def pending_jobs(di: DiagnosisInput) -> list[EntityState]:
@@ -180,13 +186,24 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
                 )
             continue
         alone = not fits_now and F.fits(rows, req, blockers)
+        # Nodes the job could use but for this blocker: another static blocker (a taint it does not
+        # tolerate, a selector it does not match) keeps it off them anyway, so this one costs it nothing.
+        others = set(F.STATIC_BLOCKERS) - blockers
+        usable = [r for r in hit if not set(r.blockers) & others]
+        if not alone:
+            hit = usable
         nodes = ", ".join(r.node for r in hit[:6]) + (f" and {len(hit) - 6} more" if len(hit) > 6 else "")
-        detail = _detail(code, hit, req)
+        detail = _detail(code, hit, req) if hit else ""
         if alone:
             alone_causes.append(code)
             statement = f"{ref.label} ({need}) would fit if {detail} on {nodes} were fixed; it does not fit without them."
             conf = 0.85
-        elif not fits_now and _blocks_room(hit, req, blockers):
+        elif (
+            not fits_now
+            and hit
+            and code not in (C.UNTOLERATED_TAINT, C.NODE_SELECTOR_MISMATCH)  # constraints, not faults: alone only
+            and _blocks_room(hit, req, blockers)
+        ):
             statement = (
                 f"{detail} on {nodes} keep(s) {ref.label} ({need}) off nodes that would otherwise have room."
             )
