@@ -16,7 +16,7 @@ from incidents.diagnosis import codes as C
 from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.types import Ref
 
-from .dx_world import T, T0, gpu, job, node, pod, queue, series, world
+from .dx_world import T0, T, gpu, job, node, pod, queue, series, world
 
 TAINT = {"key": "dedicated", "value": "inference", "effect": "NoSchedule"}
 
