@@ -187,6 +187,37 @@ def check_incident(incident: Incident, now: datetime) -> str:
     return incident.status  # a person took it between the read and the lock
 
 
+def explain(incident: Incident, now: datetime) -> str:
+    """The incident page's one sentence on where the lifecycle stands ("" while alerts fire: the table says so)."""
+    period = format_duration(auto_resolve_after())
+    if incident.status == "resolved":
+        if incident.auto_resolved and incident.resolved_at:
+            return (
+                f"Resolved automatically at {format_t(incident.resolved_at)}: its alerts had resolved and its "
+                f"subject stayed healthy for {period} (the history says why)."
+            )
+        return ""
+    holder = incident.owner or "whoever holds it"
+    if incident.all_clear_at is not None:
+        return (
+            f"All clear since {format_t(incident.all_clear_at)}: every alert resolved and the subject stayed "
+            f"healthy for {period}. rcaweb does not close a {incident.status} incident: it is {holder}'s to close."
+        )
+    v = verdict(incident, now)
+    if v.state == "firing":
+        return ""
+    if v.state == "troubled":
+        return v.text[:1].upper() + v.text[1:] + "."
+    assert v.resolves_at is not None and v.quiet_since is not None
+    then = (
+        f"it is flagged all clear for {holder} to close (status {incident.status})"
+        if held(incident, v.quiet_since)
+        else "it resolves automatically"
+    )
+    when = "at the next check" if v.state == "over" else f"at {format_t(v.resolves_at)} if nothing fires"
+    return f"{v.text[:1].upper() + v.text[1:]}: {then} {when}."
+
+
 def settle(now: datetime, *, limit: int = SETTLE_BATCH) -> dict[str, int]:
     """Check every unresolved incident whose alerts all ended a quiet period before ``now`` (one query when none)."""
     cutoff = now - auto_resolve_after()
@@ -209,6 +240,7 @@ __all__ = [
     "Verdict",
     "auto_resolve_after",
     "check_incident",
+    "explain",
     "reopen_window",
     "resolve_if_over",
     "settle",

@@ -185,4 +185,5 @@ def open_incidents_with_notes(t: datetime) -> list[Incident]:
     for inc in out:
         inc.latest = inc.notes[0] if inc.notes else None  # type: ignore[attr-defined]
         inc.key_subjects, inc.more_subjects = key_subjects(inc)  # type: ignore[attr-defined]
+        inc.duration = inc.duration_at(t)  # type: ignore[attr-defined]  # open at t: onset → t
     return out

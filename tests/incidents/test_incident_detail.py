@@ -132,7 +132,7 @@ class IncidentDetailTests(IncidentPageTestCase):
     def test_it_acknowledges_and_sets_the_owner(self) -> None:
         self.client.post(self.url, {"ack": "1"})
         inc = Incident.objects.get()
-        self.assertEqual((inc.owner, inc.status), ("alice", "investigating"))
+        self.assertEqual((inc.owner, inc.status), ("alice", "acknowledged"))
         self.client.post(self.url, {"owner": "carol"})
         self.assertEqual(Incident.objects.get().owner, "carol")
 
