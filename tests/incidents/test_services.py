@@ -52,7 +52,9 @@ class ServicesTests(BaseTestCase):
         self.assertEqual(
             allowed_transitions("open"), ["acknowledged", "investigating", "mitigated", "resolved"]
         )
-        self.assertEqual(allowed_transitions("acknowledged"), ["investigating", "mitigated", "resolved", "open"])
+        self.assertEqual(
+            allowed_transitions("acknowledged"), ["investigating", "mitigated", "resolved", "open"]
+        )
         self.assertEqual(allowed_transitions("mitigated"), ["investigating", "resolved", "open"])
         self.assertEqual(allowed_transitions("resolved"), ["open"])
 
