@@ -4,9 +4,10 @@ it comes back, never closed under a person, every transition audited, and the du
 from __future__ import annotations
 
 import os
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from unittest import mock
 
+import pytest
 import time_machine
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
@@ -20,11 +21,13 @@ from incidents.handoffs.markdown import incident_markdown
 from incidents.intake import ingest_alertmanager
 from incidents.models import Alert, AuditEntry, Incident
 from incidents.outbox import process_alert
+from rcaweb.cursor import format_t
 from rcaweb.settings import envduration
 from tests.base import T0, BaseTestCase
 from tests.incidents.fixtures.alertmanager import AUTH, alert, payload, small_world
 
 NODE = {"cluster": "gpu-prod", "node": "h100-01"}
+T_SIM = datetime(2026, 11, 29, tzinfo=UTC)  # FLAPPING_NODE's start
 
 
 def minutes(n: float) -> timedelta:
@@ -362,3 +365,47 @@ class DurationTests(LifecycleTestCase):
         self.assertIn("Duration: 5m (ongoing)", incident_markdown(self.inc, None, now=T0 + minutes(5)))
         home = self.client.get("/?t=2026-11-29T04:30:00Z").content.decode()
         self.assertNotIn(self.inc.title, home)  # resolved by then
+
+
+FLAPPING_NODE = """
+format: 1
+name: flapping-node
+summary: A node goes NotReady, recovers, and fails again 35 minutes after it recovered.
+start: 2026-11-29T00:00:00Z
+duration: 80m
+seed: 5
+cluster:
+  name: gpu-flap
+  scheduler: kai
+  nodepools:
+    - {name: h100, nodes: 2, gpus_per_node: 8, gpu_product: NVIDIA-H100-80GB-HBM3}
+projects:
+  - {name: eval, quota: {gpu: 8}}
+events:
+  - {at: 5m, node_ready: {node: h100-02, ready: false}}
+  - {at: 20m, node_ready: {node: h100-02, ready: true}}
+  - {at: 55m, node_ready: {node: h100-02, ready: false}}
+alerts:
+  - {name: NodeNotReady, for: 5m}
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fast_forwarded_scenario_resolves_and_reopens_at_simulated_time(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from incidents.scenario_run import run_scenario_file
+
+    path = tmp_path / "flap.yaml"
+    path.write_text(FLAPPING_NODE)
+    result = run_scenario_file(str(path))
+    [inc] = result.incidents  # the re-fire 35 min after the resolution reopened it: one incident
+    assert inc["alerts"] == ["NodeNotReady"]
+    incident = Incident.objects.get(pk=inc["id"])
+    assert incident.status == "open" and incident.alerts.count() == 2
+    entries = list(AuditEntry.objects.filter(target_id=incident.pk).order_by("id"))
+    assert [(e.user_name, e.after["status"]) for e in entries] == [("rcaweb", "resolved"), ("rcaweb", "open")]
+    resolved = entries[0]
+    # Resolved by the driver's tick at simulated time, 15 min after the alert's end (the node Ready again).
+    ends_at = incident.alerts.order_by("starts_at").first().ends_at
+    assert resolved.after["resolved_at"] == format_t(ends_at)
+    assert ends_at + timedelta(minutes=15) <= resolved.time <= ends_at + timedelta(minutes=17)
+    assert T_SIM < ends_at < T_SIM + timedelta(minutes=30)
