@@ -96,32 +96,38 @@ def trouble(version: EntityVersion) -> str:
     return ""
 
 
-def subject_trouble(incident: Incident, since: datetime, now: datetime) -> tuple[str, datetime | None]:
-    """(what is still wrong at ``now``, or ""; the end of the last trouble after ``since``, or None).
+def quiet_start(incident: Incident, ended: datetime, now: datetime) -> tuple[datetime | None, str]:
+    """(the start of the first quiet period after ``ended``, or None; what is still wrong at ``now``, or "").
 
-    Reads the subjects' versions overlapping [since, now] (one query); queues and projects have no
-    health to read, unresolved subjects no inventory: then the alerts' resolution alone decides.
+    Walks the subjects' bad versions between ``ended`` (the last alert's end) and ``now`` in order (one
+    query): the quiet period starts at ``ended`` and restarts at the end of each trouble that begins before
+    it has run its length. A trouble that begins only after a full quiet period is a new episode (its alert,
+    if it fires, reopens the incident), so the answer does not depend on how late the check runs. Queues and
+    projects have no health to read, unresolved subjects no inventory: then the alerts alone decide.
     """
     ids = list(
         IncidentSubject.objects.filter(incident=incident, role="subject").values_list("entity_id", flat=True)
     )
     if not ids:
-        return "", None
+        return ended, ""
     versions = (
         EntityVersion.objects.filter(entity_id__in=ids, valid_from__lte=now)
-        .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=since))
+        .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=ended))
         .select_related("entity")
-        .order_by("valid_from")
+        .order_by("valid_from", "id")
     )
-    recovered: datetime | None = None
+    period = auto_resolve_after()
+    quiet = ended
     for v in versions:
         what = trouble(v)
         if not what:
             continue
+        if v.valid_from >= quiet + period:
+            break  # over before this began
         if v.valid_to is None or v.valid_to > now:
-            return f"{v.entity} is still {what} (inventory at {format_t(max(v.valid_from, since))})", None
-        recovered = max(recovered or v.valid_to, v.valid_to)
-    return "", recovered
+            return None, f"{v.entity} is still {what} (inventory since {format_t(max(v.valid_from, ended))})"
+        quiet = max(quiet, v.valid_to)
+    return quiet, ""
 
 
 def verdict(incident: Incident, now: datetime) -> Verdict:
@@ -134,16 +140,19 @@ def verdict(incident: Incident, now: datetime) -> Verdict:
         firing = len(alerts) - len(ends)
         return Verdict("firing", f"{firing} of {len(alerts)} alert{'s' if len(alerts) != 1 else ''} firing")
     ended = max(ends)
-    still, recovered = subject_trouble(incident, ended, now)
-    if still:
+    quiet_since, still = quiet_start(incident, ended, now)
+    if quiet_since is None:
         return Verdict("troubled", f"all alerts resolved at {format_t(ended)}, but {still}")
-    quiet_since = max(ended, recovered) if recovered else ended
     resolves_at = quiet_since + auto_resolve_after()
     why = f"{'the alert' if len(alerts) == 1 else f'all {len(alerts)} alerts'} resolved at {format_t(ended)}"
-    if recovered and recovered > ended:
-        why += f", subject healthy again at {format_t(recovered)}"
-    why += f"; quiet for {format_duration(now - quiet_since)} (RCAWEB_AUTO_RESOLVE_AFTER {format_duration(auto_resolve_after())})"
+    if quiet_since > ended:
+        why += f", subject healthy again at {format_t(quiet_since)}"
+    period = format_duration(auto_resolve_after())
     state = "over" if now >= resolves_at else "quiet"
+    if state == "over":
+        why += f"; stayed quiet for {period} (RCAWEB_AUTO_RESOLVE_AFTER)"
+    else:
+        why += f"; quiet for {format_duration(now - quiet_since)} of {period} (RCAWEB_AUTO_RESOLVE_AFTER)"
     return Verdict(state, why, quiet_since=quiet_since, resolves_at=resolves_at)
 
 
