@@ -6,8 +6,8 @@ For each unresolved incident whose alerts all ended at least ``RCAWEB_AUTO_RESOL
 
 - the alerts' resolution is the signal; the inventory confirms it where a subject's state says something
   (``subject_trouble``): a job still Pending, a pod still Pending or in CrashLoopBackOff, a node NotReady or
-  with fewer allocatable GPUs than it has, a GPU faulty or missing. A bad version at any time since the
-  alerts ended restarts the quiet period at its end; one still open keeps the incident open;
+  with fewer allocatable GPUs than it has, a GPU faulty or missing. A bad version that begins before the
+  quiet period has run restarts it at its end; one still open keeps the incident open (``quiet_start``);
 - an *open* incident then resolves automatically (``services.auto_resolve``), at the start of its quiet
   period, audited with why;
 - a *held* one (acknowledged, investigating, mitigated, or put back to open by a person after its alerts
