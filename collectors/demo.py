@@ -229,14 +229,19 @@ class Demo:
             logger.warning("demo sweep at %s: %s", t, "; ".join(summary.errors))
 
     def _live(self) -> None:
-        """Real time: advance the world with the wall clock; inventory every 30 s, events 15 s, telemetry 60 s."""
+        """Real time: advance the world with the wall clock; inventory every 30 s, events 15 s, telemetry 60 s, and
+        the incident lifecycle every minute (as beat would), at the world's time."""
         assert self.cluster is not None
         sim_start, wall_start = self.sim.world.now, time.monotonic()
-        due = {"inventory": 0.0, "events": 0.0, "telemetry": 0.0}
+        from incidents.lifecycle import settle
+        from incidents.tasks import SETTLE_EVERY_S
+
+        due = {"inventory": 0.0, "events": 0.0, "telemetry": 0.0, "lifecycle": 0.0}
         every = {
             "inventory": settings.RCAWEB_SWEEP_INVENTORY_S,
             "events": settings.RCAWEB_SWEEP_EVENTS_S,
             "telemetry": settings.RCAWEB_SWEEP_TELEMETRY_S,
+            "lifecycle": SETTLE_EVERY_S,
         }
         while not self.stop.is_set():
             try:
@@ -255,6 +260,9 @@ class Demo:
                 if wall >= due["telemetry"]:
                     sweep_telemetry(self.cluster.name, t)
                     due["telemetry"] = wall + every["telemetry"]
+                if wall >= due["lifecycle"]:  # beat's settle_incidents: no worker runs beat in the demo
+                    settle(t)
+                    due["lifecycle"] = wall + every["lifecycle"]
             except Exception:  # the demo keeps going; the error is in the log
                 logger.exception("demo live loop")
             finally:

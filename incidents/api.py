@@ -19,6 +19,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
@@ -238,6 +239,7 @@ def incident_facts(incident: Incident, request: HttpRequest | None = None) -> di
     observations = list(incident.observations.order_by("observed_at", "id")[: MAX_API_OBSERVATIONS + 1])
     hypotheses = incident.hypotheses.current().prefetch_related("citation_set", "actions")
     runs = list(incident.diagnoses.order_by("at", "id"))
+    now = timezone.now()
     return {
         "id": incident.pk,
         "url": url(incident.get_absolute_url()),
@@ -248,6 +250,11 @@ def incident_facts(incident: Incident, request: HttpRequest | None = None) -> di
         "onset": iso(incident.onset),
         "window": {"start": iso(incident.window_start), "end": iso(incident.window_end)},
         "resolved_at": iso(incident.resolved_at),
+        "resolved_automatically": incident.auto_resolved,
+        "all_clear_since": iso(incident.all_clear_at),
+        # onset → resolution, or → now while unresolved (the incident page shows the same)
+        "duration_s": int(incident.duration_at(now).total_seconds()),
+        "ongoing": incident.ended_at(now) is None,
         "owner": incident.owner,
         "unresolved_subject": incident.unresolved_subject,
         "collection": {"state": incident.collection_state, "collected_at": iso(incident.collected_at)},

@@ -12,16 +12,14 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Q
+from django.db.models import QuerySet
 
 from collectors.models import Cluster, Entity, EntityVersion
+from incidents import lifecycle, services
 from incidents.models import Alert, Incident, IncidentSubject
 
 logger = logging.getLogger(__name__)
 
-JOIN_GRACE = timedelta(
-    minutes=30
-)  # an alert up to this long after an incident's window closed still joins it
 EVIDENCE_LOOKBACK = timedelta(hours=1)  # evidence window starts this long before onset
 MAX_CANDIDATE_NODES = 64  # a pending job on a 1,000-node cluster: keep the first 64 candidates, not all
 MAX_RELATED = 600
@@ -76,9 +74,13 @@ def group_alert(alert: Alert) -> Incident:
       1. an alert already in an incident stays there (resends, resolutions) and only moves its window;
       2. its labels resolve to entities; the most specific are its subjects (GPU+node > pod/job > node >
          queue/project), the others are context (attached as related);
-      3. it joins an open incident of the same cluster that has one of those subjects, within its window;
-      4. labels that resolved to nothing join an open incident with the same unresolved labels;
-      5. otherwise a new incident opens at the alert's start;
+      3. it joins an unresolved incident of the same cluster that has one of those subjects (repeats of an
+         alert on the same subject join its open incident, however long ago its alerts ended) — unless that
+         incident was already over when this alert started (incidents.lifecycle, at the alert's start: the
+         outcome does not depend on when the lifecycle's periodic check last ran);
+      4. labels that resolved to nothing join an unresolved incident with the same unresolved labels;
+      5. otherwise it reopens the incident of those subjects resolved at most RCAWEB_REOPEN_WINDOW before it
+         started (audited), or a new incident opens at the alert's start;
       6. related entities (job → project, queue, pods, candidate nodes and their GPUs; node → GPUs, pods) attach;
       7. open incidents sharing a faulty node or GPU with this one are linked.
     ``incident.needs_evidence`` is True when the incident is new or grew (collect evidence again).
@@ -89,8 +91,15 @@ def group_alert(alert: Alert) -> Incident:
         return incident
     res = resolve_subjects(alert)  # rule 2
     incident = find_open_incident(res, alert.starts_at)  # rule 3 and 4
+    if incident is not None and lifecycle.resolve_if_over(incident, alert.starts_at):
+        incident = None  # it was over before this alert: resolved as of then, and a re-fire from now on
     if incident is None:  # rule 5
-        incident = open_incident(alert, res)
+        incident = find_reopenable(res, alert.starts_at)
+        if incident is not None:
+            services.reopen_for_alert(incident, alert, lifecycle.reopen_window())
+            escalate(incident, alert)
+        else:
+            incident = open_incident(alert, res)
     else:
         escalate(incident, alert)
     Alert.objects.filter(pk=alert.pk).update(incident=incident)
@@ -100,6 +109,9 @@ def group_alert(alert: Alert) -> Incident:
     attach_subjects(incident, related, role="related")  # rule 6
     link_related_incidents(incident)  # rule 7
     update_window(incident)
+    if incident.all_clear_at is not None and incident.window_end is None:
+        # A held incident flagged all clear is not over after all.
+        services.withdraw_all_clear(incident, alert)
     incident.needs_evidence = True  # new, grown, or at least one more alert: all are new evidence
     return incident
 
@@ -219,16 +231,28 @@ def gpu_by_index(cluster: Cluster, node: str, index: str, at: datetime) -> Entit
 
 
 def find_open_incident(res: Resolution, starts_at: datetime) -> Incident | None:
-    """An unresolved incident with one of these subjects (or the same unresolved labels) whose window admits ``starts_at``."""
-    window = Q(window_end__isnull=True) | Q(window_end__gte=starts_at - JOIN_GRACE)
-    qs = Incident.objects.exclude(status="resolved").filter(window).order_by("onset", "id")
+    """The oldest unresolved incident with one of these subjects (or the same unresolved labels)."""
+    return _about(Incident.objects.exclude(status="resolved"), res).order_by("onset", "id").first()
+
+
+def find_reopenable(res: Resolution, starts_at: datetime) -> Incident | None:
+    """The incident about these subjects resolved most recently, at most the reopen window before ``starts_at``.
+
+    Only a re-fire: an alert that started before the resolution (delivered late) does not undo it.
+    """
+    window = lifecycle.reopen_window()
+    if window <= timedelta(0):
+        return None
+    qs = Incident.objects.filter(
+        status="resolved", resolved_at__gte=starts_at - window, resolved_at__lte=starts_at
+    )
+    return _about(qs, res).order_by("-resolved_at", "-id").first()
+
+
+def _about(qs: QuerySet[Incident], res: Resolution) -> QuerySet[Incident]:
     if res.subjects:
-        return (
-            qs.filter(incidentsubject__entity__in=res.subjects, incidentsubject__role="subject")
-            .distinct()
-            .first()
-        )
-    return qs.filter(cluster=res.cluster, unresolved_subject=res.unresolved_key).first()
+        return qs.filter(incidentsubject__entity__in=res.subjects, incidentsubject__role="subject").distinct()
+    return qs.filter(cluster=res.cluster, unresolved_subject=res.unresolved_key)
 
 
 def normalize_severity(value: str) -> str:
@@ -267,10 +291,16 @@ def escalate(incident: Incident, alert: Alert) -> None:
 
 
 def update_window(incident: Incident) -> bool:
-    """All alerts resolved → the window closes at the last endsAt; one firing again → it reopens."""
-    alerts = list(Alert.objects.filter(incident=incident).values_list("status", "ends_at"))
-    firing = any(s == "firing" for s, _ in alerts)
-    end = None if firing or not alerts else max((e for _, e in alerts if e), default=None)
+    """All alerts resolved → the window closes at the last endsAt; one firing again → it reopens.
+
+    A resolved alert without endsAt ends when its resolution arrived. A resolved incident keeps its window
+    (a late firing resend does not reopen it; only a new alert can, through rule 5).
+    """
+    alerts = list(Alert.objects.filter(incident=incident).values_list("status", "ends_at", "updated_at"))
+    firing = any(s == "firing" for s, _, _ in alerts)
+    if firing and incident.status == "resolved":
+        return False
+    end = None if firing or not alerts else max(e or u for _, e, u in alerts)
     if end != incident.window_end:
         Incident.objects.filter(pk=incident.pk).update(window_end=end)
         incident.window_end = end

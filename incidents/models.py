@@ -5,6 +5,8 @@ Incidents point at inventory (``collectors.Entity``), never the other way round.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -52,7 +54,14 @@ class Alert(models.Model):
 class Incident(models.Model):
     """An alert (or several) about the same subjects, with the evidence frozen for its window."""
 
-    STATUSES = [("open", "open"), ("investigating", "investigating"), ("mitigated", "mitigated"), ("resolved", "resolved")]
+    STATUSES = [
+        ("open", "open"),
+        ("acknowledged", "acknowledged"),
+        ("investigating", "investigating"),
+        ("mitigated", "mitigated"),
+        ("resolved", "resolved"),
+    ]
+    HUMAN_STATUSES = ("acknowledged", "investigating", "mitigated")  # someone holds it: never auto-resolved
     SEVERITIES = [("critical", "critical"), ("warning", "warning"), ("info", "info")]
 
     title = models.CharField(max_length=300)
@@ -63,6 +72,11 @@ class Incident(models.Model):
     window_start = models.DateTimeField()
     window_end = models.DateTimeField(null=True, blank=True)  # NULL while open
     resolved_at = models.DateTimeField(null=True, blank=True)
+    # incidents.lifecycle: resolved by rcaweb (alerts resolved, subject healthy for the quiet period), not a person
+    auto_resolved = models.BooleanField(default=False)
+    # a held incident (HUMAN_STATUSES) whose alerts resolved and subject stayed healthy: since when, for its holder
+    all_clear_at = models.DateTimeField(null=True, blank=True)
+    status_set_at = models.DateTimeField(null=True, blank=True)  # when a person last set the status (services)
     owner = models.CharField(max_length=150, blank=True, default="")
     subjects = models.ManyToManyField(Entity, through="IncidentSubject", related_name="incidents")
     related = models.ManyToManyField("self", blank=True, symmetrical=True)
@@ -81,6 +95,16 @@ class Incident(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("incidents:incident", args=[self.pk])
+
+    def ended_at(self, now: datetime) -> datetime | None:
+        """The resolution, when it happened by ``now``; None while the incident is still going on at ``now``."""
+        if self.status == "resolved" and self.resolved_at is not None and self.resolved_at <= now:
+            return self.resolved_at
+        return None
+
+    def duration_at(self, now: datetime) -> timedelta:
+        """Onset → resolution, or → ``now`` while unresolved (never negative: ``now`` may precede the onset)."""
+        return max(timedelta(0), (self.ended_at(now) or now) - self.onset)
 
 
 class IncidentSubject(models.Model):

@@ -3,7 +3,8 @@
 simulator (collectors.sim, on loopback HTTP) → collectors (inventory/events/telemetry sweeps at simulated
 time) → the simulator's Alertmanager posts over HTTP to this Django app, served on a free loopback port in a
 thread → intake → grouping → evidence → diagnosis (Celery eager). The driver only moves the simulated clock
-and calls the sweeps, as Celery beat would; it never calls the intake or the diagnosis itself.
+and calls the sweeps and the incident lifecycle (incidents.lifecycle.settle), as Celery beat would; it never
+calls the intake or the diagnosis itself.
 
 Used by ``manage.py run_scenario`` (SCENARIOS.md "Running one") and by the scenario tests.
 """
@@ -105,6 +106,7 @@ def run_scenario_file(path: str, *, sweep_every: timedelta = SWEEP_EVERY, log: A
     from collectors.sim.scenario import load_scenario
     from collectors.sim.server import SimServer
     from collectors.sweep import sweep_cluster, sweep_events, sweep_telemetry
+    from incidents.lifecycle import settle
 
     scenario = load_scenario(path)
     started = time.monotonic()
@@ -151,6 +153,8 @@ def run_scenario_file(path: str, *, sweep_every: timedelta = SWEEP_EVERY, log: A
                     if last_tel is None or now - last_tel >= TELEMETRY_EVERY:
                         sweep_telemetry(cluster.name, now)
                         last_tel = now
+                    # What beat's settle_incidents does, at simulated time: one query on a tick with nothing to do.
+                    settle(now)
                 timings["sweeps_s"] += time.monotonic() - t0
                 if now >= scenario.end:
                     break

@@ -1,11 +1,15 @@
-"""What humans do to incidents: status transitions, owner, acknowledge — each audited (CONVENTIONS 12).
+"""Incident status changes, each audited (CONVENTIONS 12): what humans do (transitions, owner, acknowledge)
+and the three things rcaweb does by itself (incidents.lifecycle and incidents.grouping call them):
+``auto_resolve`` an open incident that is over, ``flag_all_clear`` a held one for its holder to close, and
+``reopen_for_alert`` a resolved one whose alert fired again within the reopen window.
 
-Views, the API and tests call these; nothing writes incident status anywhere else.
+Views, the API, the lifecycle, grouping and tests call these; nothing writes incident status anywhere else.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -13,10 +17,12 @@ from django.utils import timezone
 
 from incidents.audit import record
 from incidents.models import Incident
+from rcaweb.cursor import format_duration, format_t
 
 logger = logging.getLogger(__name__)
 
-ORDER = ["open", "investigating", "mitigated", "resolved"]
+ORDER = ["open", "acknowledged", "investigating", "mitigated", "resolved"]
+SYSTEM = "rcaweb"  # the audit's user name for what rcaweb does by itself
 
 
 class TransitionError(ValueError):
@@ -48,16 +54,20 @@ def set_status(incident: Incident, new_status: str, user: Any, request_id: str =
             )
         now = timezone.now()
         locked.status = new_status
-        fields = ["status"]
+        locked.status_set_at = now  # a person decided: the lifecycle never overrides it on older evidence
+        fields = ["status", "status_set_at"]
         if new_status == "resolved":
             locked.resolved_at = now
+            locked.auto_resolved = False
             if locked.window_end is None:
                 locked.window_end = now
-            fields += ["resolved_at", "window_end"]
+            fields += ["resolved_at", "window_end", "auto_resolved"]
         elif old == "resolved":  # reopened: the window is open again
             locked.resolved_at = None
             locked.window_end = None
-            fields += ["resolved_at", "window_end"]
+            locked.auto_resolved = False
+            locked.all_clear_at = None
+            fields += ["resolved_at", "window_end", "auto_resolved", "all_clear_at"]
         locked.save(update_fields=fields)
         record(
             user=user,
@@ -95,13 +105,138 @@ def assign_owner(incident: Incident, owner: str, user: Any, request_id: str = ""
 
 
 def acknowledge(incident: Incident, user: Any, request_id: str = "") -> Incident:
-    """ "I'm on it": the user becomes the owner and an open incident moves to investigating."""
+    """ "I'm on it": the user becomes the owner and an open incident moves to acknowledged."""
     assign_owner(incident, user.get_username(), user, request_id)
     if incident.status == "open":
-        set_status(incident, "investigating", user, request_id)
+        set_status(incident, "acknowledged", user, request_id)
     return incident
 
 
+#
+# What rcaweb does by itself (incidents.lifecycle, incidents.grouping): audited as user "rcaweb", with why
+#
+
+
+def auto_resolve(incident: Incident, *, resolved_at: datetime, now: datetime, why: str) -> bool:
+    """Resolve an *open* incident that is over: "resolved automatically", at ``resolved_at`` (when its quiet
+    period began: the last alert's end, or the subject's recovery if later). False when it is no longer open
+    (a person took it meanwhile: their state stands)."""
+    with transaction.atomic():
+        locked = Incident.objects.select_for_update().get(pk=incident.pk)
+        if locked.status != "open":
+            return False
+        locked.status = "resolved"
+        locked.resolved_at = resolved_at
+        locked.window_end = locked.window_end or resolved_at
+        locked.auto_resolved = True
+        locked.all_clear_at = None
+        locked.save(update_fields=["status", "resolved_at", "window_end", "auto_resolved", "all_clear_at"])
+        record(
+            user=SYSTEM,
+            action="incident.status",
+            target=locked,
+            before={"status": "open"},
+            after={"status": "resolved", "automatically": True, "resolved_at": _iso(resolved_at), "why": why},
+            time=now,
+        )
+    logger.info("incident %s resolved automatically: %s", locked.pk, why)
+    _refresh(incident, locked)
+    return True
+
+
+def flag_all_clear(incident: Incident, *, since: datetime, now: datetime, why: str) -> bool:
+    """A held incident (acknowledged, investigating, mitigated, or reopened by a person) that would have resolved:
+    its status stays, ``all_clear_at`` tells its holder it is theirs to close. Audited once."""
+    with transaction.atomic():
+        locked = Incident.objects.select_for_update().get(pk=incident.pk)
+        if locked.status == "resolved" or locked.all_clear_at is not None:
+            return False
+        locked.all_clear_at = since
+        locked.save(update_fields=["all_clear_at"])
+        record(
+            user=SYSTEM,
+            action="incident.all_clear",
+            target=locked,
+            before={"status": locked.status},
+            after={"status": locked.status, "all_clear_since": _iso(since), "why": why},
+            time=now,
+        )
+    logger.info(
+        "incident %s all clear, left %s for %s to close",
+        locked.pk,
+        locked.status,
+        locked.owner or "its holder",
+    )
+    _refresh(incident, locked)
+    return True
+
+
+def withdraw_all_clear(incident: Incident, alert: Any) -> bool:
+    """An alert of a flagged incident fired again: it is not over after all (audited)."""
+    with transaction.atomic():
+        locked = Incident.objects.select_for_update().get(pk=incident.pk)
+        if locked.all_clear_at is None:
+            return False
+        before = _iso(locked.all_clear_at)
+        locked.all_clear_at = None
+        locked.save(update_fields=["all_clear_at"])
+        record(
+            user=SYSTEM,
+            action="incident.all_clear",
+            target=locked,
+            before={"status": locked.status, "all_clear_since": before},
+            after={"status": locked.status, "all_clear_since": None, "why": _fired_again(alert)},
+        )
+    _refresh(incident, locked)
+    return True
+
+
+def reopen_for_alert(incident: Incident, alert: Any, window: timedelta) -> bool:
+    """A resolved incident whose alert fired again within ``window`` of the resolution: open again (audited)."""
+    with transaction.atomic():
+        locked = Incident.objects.select_for_update().get(pk=incident.pk)
+        if locked.status != "resolved":
+            return False
+        before = {
+            "status": "resolved",
+            "resolved_at": _iso(locked.resolved_at),
+            "automatically": locked.auto_resolved,
+        }
+        locked.status = "open"
+        locked.resolved_at = None
+        locked.window_end = None
+        locked.auto_resolved = False
+        locked.all_clear_at = None
+        locked.save(update_fields=["status", "resolved_at", "window_end", "auto_resolved", "all_clear_at"])
+        why = f"{_fired_again(alert)}, within the {format_duration(window)} reopen window"
+        record(
+            user=SYSTEM,
+            action="incident.status",
+            target=locked,
+            before=before,
+            after={"status": "open", "reopened_by_alert": alert.pk, "why": why},
+        )
+    logger.info("incident %s reopened: %s", locked.pk, why)
+    _refresh(incident, locked)
+    return True
+
+
+def _fired_again(alert: Any) -> str:
+    return f"{alert.name} fired again at {_iso(alert.starts_at)}"
+
+
+def _iso(value: datetime | None) -> str | None:
+    return format_t(value) if value is not None else None
+
+
 def _refresh(target: Incident, source: Incident) -> None:
-    for f in ("status", "resolved_at", "window_end", "owner"):
+    for f in (
+        "status",
+        "resolved_at",
+        "window_end",
+        "owner",
+        "auto_resolved",
+        "all_clear_at",
+        "status_set_at",
+    ):
         setattr(target, f, getattr(source, f))

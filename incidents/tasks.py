@@ -2,6 +2,8 @@
 
 Arguments are primitives. ``sweep_outbox`` runs on beat: it processes alerts the
 broker never delivered and re-queues evidence collections that were never started.
+``settle_incidents`` runs on beat too: incidents whose alerts all resolved a quiet period ago
+resolve (or are flagged all clear for whoever holds them), see incidents.lifecycle.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from datetime import timedelta
 from celery import shared_task
 from django.utils import timezone
 
-from incidents import evidence, outbox
+from incidents import evidence, lifecycle, outbox
 from incidents.models import Incident
 
 logger = logging.getLogger(__name__)
@@ -52,6 +54,17 @@ def sweep_outbox() -> int:
     return processed
 
 
+@shared_task(ignore_result=True)
+def settle_incidents() -> dict[str, int]:
+    return lifecycle.settle(timezone.now())
+
+
+SETTLE_EVERY_S = 60.0  # the quiet period is minutes long: a minute late is well within it
+
+
 def beat_schedule() -> dict:
     """Entries for CELERY_BEAT_SCHEDULE (rcaweb wires every app's schedule)."""
-    return {"incidents-sweep-outbox": {"task": "incidents.tasks.sweep_outbox", "schedule": 30.0}}
+    return {
+        "incidents-sweep-outbox": {"task": "incidents.tasks.sweep_outbox", "schedule": 30.0},
+        "incidents-settle": {"task": "incidents.tasks.settle_incidents", "schedule": SETTLE_EVERY_S},
+    }

@@ -24,7 +24,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from collectors.inventory import neighbour_change_times
 from collectors.models import EntityVersion
-from incidents import services
+from incidents import lifecycle, services
 from incidents.diagnose import pick_run
 from incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
 from incidents.models import Alert, AuditEntry, Citation, Hypothesis, Incident, IncidentSubject, Observation
@@ -77,6 +77,10 @@ def incident_list(request: RcaRequest) -> HttpResponse:
         return render(request, "incidents/incident_list.html", {"form": form, "page": None}, status=400)
     qs = form.filter(Incident.objects.select_related("cluster").annotate(n_alerts=Count("alerts")))
     page = Paginator(qs.order_by("-onset", "-id"), 50).get_page(form.cleaned_data.get("page") or 1)
+    now = timezone.now()
+    for inc in page:
+        inc.duration = inc.duration_at(now)  # type: ignore[attr-defined]
+        inc.ongoing = inc.ended_at(now) is None  # type: ignore[attr-defined]
     return render(request, "incidents/incident_list.html", {"form": form, "page": page})
 
 
@@ -141,6 +145,8 @@ def now_at(incident: Incident) -> datetime:
 
 
 def _status_context(request: RcaRequest, incident: Incident, cursor) -> dict:  # type: ignore[no-untyped-def]
+    # Duration is onset → resolution, or → the present: never → the cursor (which defaults to the onset).
+    now = timezone.now()
     return {
         "incident": incident,
         "cursor": cursor,
@@ -148,7 +154,9 @@ def _status_context(request: RcaRequest, incident: Incident, cursor) -> dict:  #
         "cursor_now_at": now_at(incident),
         "transitions": services.allowed_transitions(incident.status),
         "responder": can_respond(request.user),
-        "duration": (incident.window_end or incident.resolved_at or cursor.t) - incident.onset,
+        "duration": incident.duration_at(now),
+        "ongoing": incident.ended_at(now) is None,
+        "lifecycle": lifecycle.explain(incident, now),
     }
 
 

@@ -8,6 +8,8 @@ PostgreSQL and Redis. Every variable is listed in .env.example.
 from __future__ import annotations
 
 import os
+import re
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -37,6 +39,18 @@ def envint(name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name}={raw!r}: expected an integer")
+
+
+def envduration(name: str, default: str) -> timedelta:
+    """``30s``, ``15m``, ``1h``, ``1h30m``, ``1d`` (as the cursor's ``w`` is written) or ``0``; else an error."""
+    raw = (os.environ.get(name) or default).strip()
+    if raw == "0":
+        return timedelta(0)
+    m = re.fullmatch(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", raw)
+    if not raw or not m:
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected a duration such as 30s, 15m, 1h or 1h30m")
+    d, h, mi, s = (int(g or 0) for g in m.groups())
+    return timedelta(days=d, hours=h, minutes=mi, seconds=s)
 
 
 def envsecret(name: str, default: str = "") -> str:
@@ -245,6 +259,11 @@ RCAWEB_SWEEP_EVENTS_S = envint("RCAWEB_SWEEP_EVENTS_S", 15)
 RCAWEB_SOURCE_TIMEOUT_S = envint("RCAWEB_SOURCE_TIMEOUT_S", 10)
 RCAWEB_RUNAI_ENABLED = envbool("RCAWEB_RUNAI_ENABLED", False)
 RCAWEB_RUNAI_TOKEN = envsecret("RCAWEB_RUNAI_TOKEN", "")  # bearer token for the Run:ai REST API
+
+# Incident lifecycle (incidents.lifecycle): an open incident whose alerts have all resolved, and whose subject
+# stayed healthy this long, resolves by itself; an alert firing again this soon after the resolution reopens it.
+RCAWEB_AUTO_RESOLVE_AFTER = envduration("RCAWEB_AUTO_RESOLVE_AFTER", "15m")
+RCAWEB_REOPEN_WINDOW = envduration("RCAWEB_REOPEN_WINDOW", "1h")
 
 LOGGING = {
     "version": 1,

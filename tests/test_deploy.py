@@ -13,7 +13,7 @@ SETTINGS_TEXT = (ROOT / "rcaweb" / "settings.py").read_text()
 
 
 def _env_names_read_by_settings() -> set[str]:
-    names = set(re.findall(r'env(?:bool|int|secret)?\("([A-Z_]+)"', SETTINGS_TEXT))
+    names = set(re.findall(r'env(?:bool|int|secret|duration)?\("([A-Z_]+)"', SETTINGS_TEXT))
     names |= set(re.findall(r'os\.environ\.get\("([A-Z_]+)"', SETTINGS_TEXT))
     return names | {f"{n}_FILE" for n in re.findall(r'envsecret\("([A-Z_]+)"', SETTINGS_TEXT)}
 

@@ -61,11 +61,16 @@ def neighbourhood(di: DiagnosisInput) -> Neighbourhood:
         if ref.kind == "node":
             hood.nodes.add(ref.name)
             hood.gpus.update(g.name for g in di.gpus_of_node(ref.name))
+            _workloads_on(hood, di.pods_bound_to(ref.name))
         elif ref.kind == "gpu":
             hood.gpus.add(ref.name)
             g = di.find("gpu", ref.name)
             if g is not None and g.get("node"):
                 hood.node_level.add(g.get("node"))
+                held = g.get("pod") or ""
+                _workloads_on(
+                    hood, [p for p in di.pods_bound_to(g.get("node")) if f"{p.namespace}/{p.name}" == held]
+                )
         elif ref.kind == "pod":
             pod = di.find("pod", ref.name, ref.namespace)
             if pod is not None:
@@ -82,6 +87,14 @@ def neighbourhood(di: DiagnosisInput) -> Neighbourhood:
             if is_pending(job):
                 _candidates(di, hood, job)
     return hood
+
+
+def _workloads_on(hood: Neighbourhood, pods: list[EntityState]) -> None:
+    """The workloads a node or GPU alert touches: the pods on it and their jobs."""
+    for p in pods:
+        hood.workloads.add(("pod", p.namespace, p.name))
+        if p.get("job"):
+            hood.workloads.add(("job", p.namespace, p.get("job")))
 
 
 def _placed(di: DiagnosisInput, hood: Neighbourhood, pods: list[EntityState]) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from django.utils import timezone
+
 from incidents.handoffs.services import FIELDS, LABELS, incident_cursor, key_subjects
 from incidents.models import AuditEntry, HandoffNote, Incident
-from rcaweb.cursor import format_t
+from rcaweb.cursor import format_duration, format_t
 
 
 def _md_escape(text: str) -> str:
@@ -18,13 +20,22 @@ def _when(value: datetime | None) -> str:
     return format_t(value) if value else "—"
 
 
-def incident_markdown(incident: Incident, note: HandoffNote | None, edits: Iterable[AuditEntry] = ()) -> str:
+def incident_markdown(
+    incident: Incident,
+    note: HandoffNote | None,
+    edits: Iterable[AuditEntry] = (),
+    now: datetime | None = None,
+) -> str:
+    """``now``: the moment the export describes (the page's cursor); the duration runs onset → resolution or → it."""
     cur = incident_cursor(incident)
     url = cur.link(incident.get_absolute_url())
+    now = now or timezone.now()
+    ongoing = " (ongoing)" if incident.ended_at(now) is None else ""
     lines = [
         f"## [Incident #{incident.pk}: {_md_escape(incident.title)}]({url})",
         "",
         f"- Status: {incident.status} · Severity: {incident.severity} · Onset: {_when(incident.onset)}"
+        f" · Duration: {format_duration(incident.duration_at(now))}{ongoing}"
         f" · Cluster: {incident.cluster.name if incident.cluster else '—'}",
         f"- Link: [{url}]({url})",
     ]
@@ -54,5 +65,5 @@ def incident_markdown(incident: Incident, note: HandoffNote | None, edits: Itera
 def page_markdown(incidents: Iterable[Incident], edits: dict[int, list[AuditEntry]], t: datetime) -> str:
     incs = list(incidents)
     head = [f"# Handoff: {len(incs)} open incident{'s' if len(incs) != 1 else ''} as of {format_t(t)}", ""]
-    body = [incident_markdown(i, i.latest, edits.get(i.latest.pk, []) if i.latest else []) for i in incs]  # type: ignore[attr-defined]
+    body = [incident_markdown(i, i.latest, edits.get(i.latest.pk, []) if i.latest else [], t) for i in incs]  # type: ignore[attr-defined]
     return "\n".join(head) + "\n".join(body) if body else "\n".join([*head, "No open incidents."]) + "\n"

@@ -188,4 +188,5 @@ def open_incidents_with_notes(t: datetime) -> list[Incident]:
         inc.latest = inc.notes[0] if inc.notes else None  # type: ignore[attr-defined]
         inc.top = next((h for h in inc.ranked if h.status == "supported"), None)  # type: ignore[attr-defined]
         inc.key_subjects, inc.more_subjects = key_subjects(inc)  # type: ignore[attr-defined]
+        inc.duration = inc.duration_at(t)  # type: ignore[attr-defined]  # open at t: onset → t
     return out

@@ -95,7 +95,8 @@ def incident_handoff_markdown(request: RcaRequest, pk: int) -> HttpResponse:
     latest = incident.handoffs.order_by("-created", "-id").first()
     edits = services.history([latest]).get(latest.pk, []) if latest else []
     return _markdown_response(
-        markdown.incident_markdown(incident, latest, edits), f"incident-{incident.pk}-handoff.md"
+        markdown.incident_markdown(incident, latest, edits, request.cursor.t),
+        f"incident-{incident.pk}-handoff.md",
     )
 
 

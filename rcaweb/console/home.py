@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db.models import F, Prefetch, Q
 
 from collectors.models import EntityVersion, SourceRun
+from incidents.lifecycle import auto_resolve_after
 from incidents.models import Alert, Hypothesis, Incident
 from rcaweb.console.common import fmt_age, one_line, parse_time
 from rcaweb.cursor import Cursor
@@ -66,7 +67,9 @@ def open_incidents(t: datetime) -> list[Incident]:
     for inc in out:
         # The top is the best supported cause; none means "no cause found" (a refuted one is never the top).
         inc.top_hypothesis = inc.ranked[0] if inc.ranked else None  # type: ignore[attr-defined]
-        inc.age = fmt_age((t - inc.onset).total_seconds())  # type: ignore[attr-defined]
+        inc.age = fmt_age(inc.duration_at(t).total_seconds())  # type: ignore[attr-defined]  # onset → t: open at t
+        # held, its alerts resolved and subject healthy for the quiet period by t: for its holder to close
+        inc.all_clear = inc.all_clear_at is not None and inc.all_clear_at + auto_resolve_after() <= t  # type: ignore[attr-defined]
     return out
 
 

@@ -147,15 +147,28 @@ class JoinRuleTests(GroupingTestCase):
         second = self.fire("NodeNotReady", {"node": "h100-01"}, at=T0 + timedelta(hours=1))
         self.assertNotEqual(first.pk, second.pk)
 
-    def test_it_opens_a_new_incident_when_the_alert_starts_after_the_window_closed(self) -> None:
+    def test_it_opens_a_new_incident_when_the_alert_starts_after_the_old_one_was_over(self) -> None:
         body = alert("NodeNotReady", {"node": "h100-01"}, T0, ends=T0 + timedelta(minutes=5))
         ingest_alertmanager(payload([body]))
         first = group_alert(Alert.objects.get())
         self.assertEqual(first.window_end, T0 + timedelta(minutes=5))
         later = self.fire("NodeNotReady", {"node": "h100-01"}, at=T0 + timedelta(hours=2))
-        soon = self.fire("GPUXidError", {"node": "h100-01"}, at=T0 + timedelta(minutes=20))
         self.assertNotEqual(first.pk, later.pk)
-        self.assertEqual(first.pk, soon.pk)  # within JOIN_GRACE of the window's end
+        first.refresh_from_db()  # over 15 min after its alert ended, as of the new alert's start
+        self.assertEqual((first.status, first.resolved_at), ("resolved", T0 + timedelta(minutes=5)))
+
+    def test_it_joins_an_unresolved_incident_however_long_ago_its_alerts_ended(self) -> None:
+        body = alert("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"}, T0)
+        ingest_alertmanager(payload([{**body, "status": "resolved", "endsAt": "2026-11-29T03:10:00Z"}]))
+        first = group_alert(Alert.objects.get())
+        set_status(first, "investigating", self.alice)  # held: never resolved by rcaweb
+        again = self.fire(
+            "GPUJobPendingTooLong",
+            {"namespace": "vision", "job_name": "resnet-train"},
+            at=T0 + timedelta(hours=3),
+        )
+        self.assertEqual(first.pk, again.pk)
+        self.assertEqual(Incident.objects.count(), 1)
 
     def test_it_keeps_a_resent_alert_in_its_incident_and_closes_the_window_when_it_resolves(self) -> None:
         body = alert("NodeNotReady", {"node": "h100-01"}, T0)

@@ -132,7 +132,7 @@ class IncidentDetailTests(IncidentPageTestCase):
     def test_it_acknowledges_and_sets_the_owner(self) -> None:
         self.client.post(self.url, {"ack": "1"})
         inc = Incident.objects.get()
-        self.assertEqual((inc.owner, inc.status), ("alice", "investigating"))
+        self.assertEqual((inc.owner, inc.status), ("alice", "acknowledged"))
         self.client.post(self.url, {"owner": "carol"})
         self.assertEqual(Incident.objects.get().owner, "carol")
 
@@ -205,7 +205,7 @@ class IncidentDetailTests(IncidentPageTestCase):
         self.assertEqual(count(), before)
         with self.assertNumQueries(before):
             self.client.get(self.url)
-        self.assertLessEqual(before, 21)  # session, user, roles, incident, diagnoses kept, subjects, versions, ...
+        self.assertLessEqual(before, 22)  # session, user, roles, incident, diagnoses kept, lifecycle, subjects, versions, ...
 
     def test_it_paginates_the_evidence(self) -> None:
         Observation.objects.bulk_create(

@@ -49,7 +49,12 @@ class ServicesTests(BaseTestCase):
         self.assertEqual(AuditEntry.objects.count(), 0)
 
     def test_it_lists_the_allowed_moves(self) -> None:
-        self.assertEqual(allowed_transitions("open"), ["investigating", "mitigated", "resolved"])
+        self.assertEqual(
+            allowed_transitions("open"), ["acknowledged", "investigating", "mitigated", "resolved"]
+        )
+        self.assertEqual(
+            allowed_transitions("acknowledged"), ["investigating", "mitigated", "resolved", "open"]
+        )
         self.assertEqual(allowed_transitions("mitigated"), ["investigating", "resolved", "open"])
         self.assertEqual(allowed_transitions("resolved"), ["open"])
 
@@ -61,10 +66,10 @@ class ServicesTests(BaseTestCase):
             list(AuditEntry.objects.values_list("action", "after")), [("incident.owner", {"owner": "bob"})]
         )
 
-    def test_it_acknowledges_by_taking_ownership_and_investigating(self) -> None:
+    def test_it_acknowledges_by_taking_ownership(self) -> None:
         acknowledge(self.incident, self.alice)
         self.incident.refresh_from_db()
-        self.assertEqual((self.incident.owner, self.incident.status), ("alice", "investigating"))
+        self.assertEqual((self.incident.owner, self.incident.status), ("alice", "acknowledged"))
         self.assertEqual(AuditEntry.objects.count(), 2)
 
     def test_it_records_system_actions_without_a_user(self) -> None:
