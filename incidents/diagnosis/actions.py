@@ -219,7 +219,8 @@ def _quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
         + (f" and limit to {new_limit}" if limit is not None and new_limit != limit else "")
     )
     job = f.facts.get("job")
-    return [
+    unblocked = _pending_in_project_within(di, proj, queue, new_quota if limit is None else new_limit, job)
+    out = [
         ActionDraft(
             f.code,
             title,
@@ -231,24 +232,62 @@ def _quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
                 if over
                 else "; no other project is over its quota, so nothing is preempted by this change"
             )
+            + (
+                f"; it would also admit {len(unblocked)} other waiting job(s) of {proj}: {', '.join(unblocked[:5])}"
+                if unblocked
+                else ""
+            )
             + ".",
             f"{job.label if job else 'the job'} is admitted/Running; the queue's allocated GPUs rise by {need}.",
             f"Set quota back to {quota}"
             + (f" and limit to {limit}" if limit is not None else "")
             + " the same way.",
             Ref("queue", queue),
-        ),
-        ActionDraft(
-            f.code,
-            f"Or lower {job.label if job else 'the job'}'s request to fit the {max((quota or 0) - alloc, 0)} "
-            "GPUs left in quota",
-            f"resubmit with at most {max((limit if limit is not None else quota or 0) - alloc, 0)} GPUs",
-            "Only this job is affected (smaller, longer run); no other project changes.",
-            "The job is admitted with the smaller request.",
-            "Resubmit with the original size.",
-            job,
-        ),
+        )
     ]
+    # A smaller request only helps when the room left in the quota holds at least one pod of the job:
+    # "resubmit with at most 0 GPUs" helps nobody.
+    ceiling = limit if limit is not None else quota
+    left = max((ceiling or 0) - alloc, 0)
+    per_pod = int(f.facts.get("per_pod") or 1)
+    if job is not None and left >= max(per_pod, 1) and left < need:
+        pods = left // max(per_pod, 1)
+        out.append(
+            ActionDraft(
+                f.code,
+                f"Or resubmit {job.label} with {pods} pod(s) × {per_pod} GPU ({pods * per_pod} GPUs), "
+                f"which fits the {left} GPUs left in {proj}'s {'limit' if limit is not None else 'quota'}",
+                f"resubmit {job.label} with {pods} pod(s) of {per_pod} GPUs",
+                "Only this job is affected (smaller, longer run); no other project changes.",
+                "The job is admitted with the smaller request.",
+                "Resubmit with the original size.",
+                job,
+            )
+        )
+    return out
+
+
+def _pending_in_project_within(
+    di: DiagnosisInput, project: str, queue: str, ceiling: int | None, job: Ref | None
+) -> list[str]:
+    """Other waiting jobs of the project that a quota (or limit) of ``ceiling`` would have room for, in order."""
+    if ceiling is None:
+        return []
+    room = ceiling - project_allocated(di, project, queue)
+    if job is not None:
+        mine = di.find("job", job.name, job.namespace)
+        room -= int(mine.get("gpus_total") or 0) if mine else 0
+    out = []
+    for other in di.jobs:
+        if not is_pending(other) or (other.get("project") or other.get("queue")) not in (project, queue):
+            continue
+        if job is not None and other.name == job.name and other.namespace == job.namespace:
+            continue
+        want = int(other.get("gpus_total") or 0)
+        if 0 < want <= room:
+            room -= want
+            out.append(other.ref.label)
+    return out
 
 
 def _capacity(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:

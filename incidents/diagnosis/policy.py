@@ -95,6 +95,7 @@ def quota_findings(
                     "limit": q.limit,
                     "allocated": q.allocated,
                     "requested": q.requested,
+                    "per_pod": req.gpus_per_pod,
                     "job": ref,
                     "cut": {"old": cut.old, "new": cut.new, "actor": cut.actor, "field": cut.field}
                     if cut

@@ -45,3 +45,21 @@ def test_it_proposes_restoring_a_cut_quota_with_its_impact_on_other_projects():
     assert "sum to 32 of 32 GPUs" in acts[0].impact and "no other project is over its quota" in acts[0].impact
     assert "kubectl patch queue vision" in acts[0].command
     assert "back to 8" in acts[0].rollback
+
+
+def test_it_never_proposes_a_smaller_request_that_cannot_fit_the_quota_left():
+    """The project's limit is used up: "resubmit with at most 0 GPUs" helps nobody, so it is not proposed."""
+    pending = job("train", pods=2, valid_from=T0 + timedelta(hours=1, minutes=10))
+    di = world(
+        subjects=[Ref("job", "train", "vision")],
+        nodes=[node(f"h100-0{i}") for i in range(1, 5)],
+        jobs=[pending, job("other", phase="Running")],
+        queues=[queue("vision", 8, 8), queue("nlp", 16, 16)],
+        pods=[pod("o-0", "other", "vision", node_name="h100-01")],
+        t=T0 + timedelta(hours=1, minutes=30),
+        history={Ref("job", "train", "vision"): [pending]},
+    )
+    acts = [a for a in run_checks(di).actions if a.code == C.PROJECT_QUOTA_EXHAUSTED]
+    assert acts, "the quota change is still proposed"
+    assert not any("resubmit" in a.command and "0 GPUs" in a.command for a in acts)
+    assert not any(a.title.startswith("Or resubmit") for a in acts)
