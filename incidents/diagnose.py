@@ -90,8 +90,8 @@ REDIAGNOSE_LIMIT = 200
 def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = None) -> int:
     """Diagnose again every firing incident whose subjects changed since its latest diagnosis; returns how many.
 
-    "Changed" is a new inventory version of a subject (a quota raised while the job still waits, a node
-    back Ready while its GPU is still missing) after the moment the latest run describes, and at least
+    "Changed" is a new inventory version of a subject, or of the queue or project linked to the incident (a
+    quota raised while the job still waits, a node back Ready while its GPU is still missing) after the moment the latest run describes, and at least
     ``SETTLE`` before ``now`` while an alert of the incident still fires: a change that ended the symptom
     (the job started, so its alert resolves) is not a new moment of the problem. The new run describes the
     moment of that change, not "now", so a page at any t shows what was true then. Incidents whose alerts
@@ -113,10 +113,14 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
         last = last_at.get(incident_id)
         if last is None or last > now - SETTLE:
             continue  # never diagnosed yet (its evidence collection will), or diagnosed moments ago
-        subjects = IncidentSubject.objects.filter(incident_id=incident_id, role="subject").values("entity_id")
+        # The subjects, and the policy a subject job waits on (its queue and project: a quota raised
+        # while it still waits changes why it waits).
+        watched = IncidentSubject.objects.filter(incident_id=incident_id).filter(
+            Q(role="subject") | Q(entity__kind__in=("queue", "project"))
+        )
         newest = (
             EntityVersion.objects.filter(
-                entity_id__in=subjects, valid_from__gt=last, valid_from__lte=now - SETTLE
+                entity_id__in=watched.values("entity_id"), valid_from__gt=last, valid_from__lte=now - SETTLE
             )
             .order_by("-valid_from")
             .values_list("valid_from", flat=True)

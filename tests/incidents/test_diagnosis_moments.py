@@ -1,0 +1,86 @@
+"""Each incident is diagnosed at its own moment, every diagnosis is kept, and pages show the one for t.
+
+Through the real pipeline (simulator, collectors, intake, evidence, diagnosis): vision's quota is cut, so
+its training job waits on the quota; later the quota is restored, but by then nlp holds every GPU, so the
+same job now waits on capacity. The onset answer and the later answer differ, both are kept, and the
+incident page at each cursor shows the matching one.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+
+from incidents.models import DiagnosisRun, Hypothesis, Incident
+from incidents.scenario_run import run_scenario_file
+
+SCENARIO = """
+format: 1
+name: quota-then-capacity
+summary: >
+  The vision quota is cut at 10m and vision/train (2 x 8) waits on it; nlp takes every GPU at 40m; the quota
+  is restored at 1h20m, and train now waits on capacity instead.
+start: 2026-11-29T00:00:00Z
+duration: 2h30m
+seed: 4
+cluster:
+  name: gpu-moments
+  scheduler: kai
+  nodepools:
+    - {name: h100, nodes: 2, gpus_per_node: 8, gpu_product: NVIDIA-H100-80GB-HBM3}
+projects:
+  - {name: vision, quota: {gpu: 16}, limit: {gpu: 16}}
+  - {name: nlp, quota: {gpu: 16}, limit: {gpu: 16}}
+jobs:
+  - {name: train, project: vision, submit: 15m, pods: 2, gpus_per_pod: 8, runtime: 4h}
+  - {name: pretrain, project: nlp, submit: 40m, pods: 2, gpus_per_pod: 8, runtime: 4h}
+events:
+  - {at: 10m, quota: {project: vision, quota: {gpu: 8}, limit: {gpu: 8}}, actor: platform-admin}
+  - {at: 1h20m, quota: {project: vision, quota: {gpu: 16}, limit: {gpu: 16}}, actor: platform-admin}
+alerts:
+  - {name: GPUJobPendingTooLong, for: 10m}
+expect:
+  - alert: GPUJobPendingTooLong
+    subject: {job: train}
+    top: gpu_capacity_shortage
+"""
+
+
+def _top(run: DiagnosisRun) -> str:
+    return run.top_code
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_onset_answer_and_the_later_one_differ_and_each_cursor_shows_its_own(
+    tmp_path: Path, client
+) -> None:
+    path = tmp_path / "moments.yaml"
+    path.write_text(SCENARIO)
+    run_scenario_file(str(path))
+    incident = Incident.objects.get(alerts__name="GPUJobPendingTooLong")
+    runs = list(DiagnosisRun.objects.filter(incident=incident).order_by("at"))
+    assert len(runs) >= 2, [(r.at, r.trigger, r.top_code) for r in runs]
+    onset, last = runs[0], runs[-1]
+    assert onset.trigger == "onset" and abs(onset.at - incident.onset) < timedelta(minutes=1)
+    assert _top(onset) == "project_quota_exhausted", onset.top_statement
+    assert _top(last) == "gpu_capacity_shortage", last.top_statement
+    assert last.trigger == "change" and last.at > onset.at
+    # The older run's hypotheses are kept, superseded; the current ones are the latest run's.
+    assert Hypothesis.objects.filter(run=onset, superseded=True).exists()
+    assert set(Hypothesis.objects.filter(incident=incident).current().values_list("run_id", flat=True)) == {
+        last.pk
+    }
+
+    User.objects.create_user("ana", password="pw-long-enough-1")
+    client.login(username="ana", password="pw-long-enough-1")
+    at_onset = client.get(f"/incidents/{incident.pk}/?t={onset.at:%Y-%m-%dT%H:%M:%SZ}&w=1h").content.decode()
+    answer = at_onset.split('id="answer"', 1)[1].split("</section>", 1)[0]
+    assert "project_quota_exhausted" in answer and "(the onset)" in answer
+    later = last.at + timedelta(minutes=5)
+    at_later = client.get(f"/incidents/{incident.pk}/?t={later:%Y-%m-%dT%H:%M:%SZ}&w=1h").content.decode()
+    answer = at_later.split('id="answer"', 1)[1].split("</section>", 1)[0]
+    assert "gpu_capacity_shortage" in answer
+    assert "At the onset" in answer and "project_quota_exhausted" in answer  # never silently replaced
