@@ -23,6 +23,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity
+from collectors.sources.redact import redact_text, redact_value
 from incidents import intake
 from incidents.evidence import iso
 from incidents.intake import PayloadError, parse_rfc3339
@@ -180,6 +181,7 @@ def record_change(data: dict[str, Any]) -> tuple[Change, bool]:
         cluster=cluster, kind=t["kind"], namespace=t["namespace"], name=t["name"]
     ).first()
     target_text = f"{t['kind']} {t['namespace'] + '/' if t['namespace'] else ''}{t['name']}"
+    data = {**data, "what": redact_text(data["what"]), "old": redact_value(data["old"]), "new": redact_value(data["new"])}
     summary = data["what"] if entity else f"{data['what']} (target {target_text}, not in the inventory)"
     if data["source"]:
         summary = f"{summary} [via {data['source']}]"
@@ -221,7 +223,8 @@ def external_change(request: HttpRequest) -> HttpResponse:
 @bearer_token(allow_session=True)
 def incident_json(request: HttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
-    return JsonResponse(incident_facts(incident, request))
+    # Redacted again on the way out: rows stored before a redaction pattern existed do not leak either.
+    return JsonResponse(redact_value(incident_facts(incident, request)))
 
 
 MAX_API_OBSERVATIONS = 2000

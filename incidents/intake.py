@@ -23,6 +23,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from collectors.sources.redact import redact_text, redact_value
 from incidents.models import Alert
 
 logger = logging.getLogger(__name__)
@@ -198,15 +199,18 @@ def _parse_alert(item: Any, path: str) -> ParsedAlert:
     fingerprint = _string(item.get("fingerprint"), f"{path}.fingerprint", max_len=64) or label_fingerprint(
         labels
     )
+    annotations = _kv(item.get("annotations"), f"{path}.annotations")
+    generator_url = _string(item.get("generatorURL"), f"{path}.generatorURL", max_len=2000)
+    # Redacted after the fingerprint is taken (identity stays Alertmanager's), before anything is stored.
     return ParsedAlert(
         fingerprint=fingerprint,
         status=status,
-        labels=labels,
-        annotations=_kv(item.get("annotations"), f"{path}.annotations"),
+        labels=redact_value(labels),
+        annotations=redact_value(annotations),
         starts_at=starts_at,
         ends_at=ends_at,
-        generator_url=_string(item.get("generatorURL"), f"{path}.generatorURL", max_len=2000),
-        raw=item,
+        generator_url=redact_text(generator_url),
+        raw=redact_value(item),
     )
 
 
