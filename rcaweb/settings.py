@@ -211,7 +211,11 @@ SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}  # login throttling (per process)
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}  # per process: nothing shared lives here
+# Login throttling (rcaweb/throttle.py, counts in the database): free failures per username and per address,
+# then a doubling delay (429 + Retry-After) capped at LOGIN_MAX_DELAY_S.
+LOGIN_FREE_ATTEMPTS = envint("RCAWEB_LOGIN_FREE_ATTEMPTS", 5)
+LOGIN_MAX_DELAY_S = envint("RCAWEB_LOGIN_MAX_DELAY_S", 900)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # Alertmanager bodies over 1 MiB are a 413
 
 # Celery: no REDIS_URL -> tasks run inline (demo, make test).
