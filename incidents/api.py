@@ -138,6 +138,10 @@ def validate_change(payload: Any) -> dict[str, Any]:
     "field"?, "old"?, "new"?}``."""
     if not isinstance(payload, dict):
         raise PayloadError("", "expected a JSON object")
+    try:
+        payload = intake.clean_text(payload)
+    except RecursionError:
+        raise PayloadError("", "JSON nested too deeply")
     out: dict[str, Any] = {
         "time": parse_rfc3339(payload.get("time"), "time"),
         "cluster": _field(payload, "cluster", required=True, max_len=63),

@@ -28,6 +28,33 @@ class RequestIdMiddleware:
         return response
 
 
+class TextInputMiddleware:
+    """A NUL byte in a query or form parameter is a 400 naming the parameter, on every page and database.
+
+    PostgreSQL refuses NUL in any text value, so a filter like ``?kind=%00`` was a 500 there and a silent
+    empty list on SQLite. Lone surrogates cannot arrive here: Django decodes query strings and forms as
+    UTF-8 with replacement characters.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        sources = [("query", request.GET)]
+        if not request.path.startswith(
+            "/api/"
+        ):  # the API reads its JSON body itself (incidents.api.read_json)
+            sources.append(("form", request.POST))
+        for where, params in sources:
+            for key, values in params.lists():
+                if "\x00" in key or any("\x00" in v for v in values):
+                    msg = f"{where} parameter {key.replace(chr(0), '?')[:40]!r} contains a NUL byte"
+                    if request.path.startswith("/api/"):
+                        return JsonResponse({"error": msg}, status=400)
+                    return HttpResponseBadRequest(msg + "\n", content_type="text/plain; charset=utf-8")
+        return self.get_response(request)
+
+
 class CursorMiddleware:
     """Sets ``request.cursor``; a malformed ``t``/``w`` is a 400 naming the expected format."""
 
@@ -40,7 +67,9 @@ class CursorMiddleware:
         except CursorError as exc:
             if request.path.startswith("/api/"):
                 return JsonResponse({"error": str(exc)}, status=400)
-            return HttpResponseBadRequest(f"Bad time cursor: {exc}\n", content_type="text/plain; charset=utf-8")
+            return HttpResponseBadRequest(
+                f"Bad time cursor: {exc}\n", content_type="text/plain; charset=utf-8"
+            )
         return self.get_response(request)
 
 

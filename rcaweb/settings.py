@@ -123,6 +123,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "rcaweb.middleware.TextInputMiddleware",
     "rcaweb.middleware.CursorMiddleware",
     "rcaweb.middleware.LoginRequiredEverywhereMiddleware",
     "rcaweb.middleware.SecurityHeadersMiddleware",
