@@ -204,9 +204,7 @@ def _store_derived(incident: Incident, di: DiagnosisInput, findings: list[Findin
                 dedup_key=keys[k],
             )
         elif obs.content != content:
-            Observation.objects.filter(pk=obs.pk).update(
-                content=content, summary=summary, collected_at=now
-            )
+            Observation.objects.filter(pk=obs.pk).update(content=content, summary=summary, collected_at=now)
         out[k] = obs.pk
     return out
 

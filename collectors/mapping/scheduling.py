@@ -252,7 +252,9 @@ def kai_job_scheduling(
             "type": c.get("type", ""),
             "status": "False",  # KAI's condition says "Unschedulable...: True"; normalized: scheduled = False
             "reason": reasons[0].get("reason") if reasons else (c.get("reason") or ""),
-            "reasons": [{"reason": r.get("reason", ""), "message": redact_text(r.get("message", ""))} for r in reasons],
+            "reasons": [
+                {"reason": r.get("reason", ""), "message": redact_text(r.get("message", ""))} for r in reasons
+            ],
             "message": redact_text(c.get("message") or ""),
             "since": c.get("lastTransitionTime"),
             "nodepool": c.get("nodePool") or "",
