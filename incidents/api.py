@@ -24,6 +24,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity
+from collectors.sources.redact import redact_text, redact_value
 from incidents import intake
 from incidents.evidence import iso
 from incidents.intake import PayloadError, parse_rfc3339
@@ -41,7 +42,7 @@ def error(message: str, status: int) -> JsonResponse:
     return resp
 
 
-def token_ok(header: str) -> bool:
+def token_ok(header: str, tokens: list[str] | None = None) -> bool:
     """``Bearer <token>`` (Alertmanager's ``http_config.authorization``), or Basic with the token as password.
 
     Every configured token is compared, in constant time, so timing says nothing about which one matched.
@@ -61,23 +62,32 @@ def token_ok(header: str) -> bool:
     if not value:
         return False
     matched = False
-    for token in settings.WEBHOOK_TOKENS:
+    for token in settings.WEBHOOK_TOKENS if tokens is None else tokens:
         matched |= hmac.compare_digest(value.encode(), token.encode())
     return matched
 
 
-def bearer_token(view: Callable[..., HttpResponse] | None = None, *, allow_session: bool = False) -> Any:
-    """401 unless the request carries a valid webhook token (or, with ``allow_session``, a logged-in user)."""
+def bearer_token(
+    view: Callable[..., HttpResponse] | None = None, *, allow_session: bool = False, scope: str = "ingest"
+) -> Any:
+    """401 unless the request carries a valid token of ``scope`` (or, with ``allow_session``, a logged-in user).
+
+    Scopes: ``ingest`` (alerts and changes: ``RCAWEB_WEBHOOK_TOKEN``) and ``read`` (the incident JSON:
+    ``RCAWEB_API_TOKEN``). A token of one scope is wrong for the other.
+    """
+    setting, env = {
+        "ingest": ("WEBHOOK_TOKENS", "RCAWEB_WEBHOOK_TOKEN"),
+        "read": ("API_TOKENS", "RCAWEB_API_TOKEN"),
+    }[scope]
 
     def decorate(fn: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         @wraps(fn)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             session_ok = allow_session and request.user.is_authenticated
-            if not session_ok and not token_ok(request.headers.get("Authorization", "")):
+            tokens = getattr(settings, setting)
+            if not session_ok and not token_ok(request.headers.get("Authorization", ""), tokens):
                 what = "missing" if not request.headers.get("Authorization") else "wrong"
-                return error(
-                    f"authorization {what}: send 'Authorization: Bearer <RCAWEB_WEBHOOK_TOKEN>'", 401
-                )
+                return error(f"authorization {what}: send 'Authorization: Bearer <{env}>'", 401)
             return fn(request, *args, **kwargs)
 
         return csrf_exempt(wrapper)
@@ -138,6 +148,10 @@ def validate_change(payload: Any) -> dict[str, Any]:
     "field"?, "old"?, "new"?}``."""
     if not isinstance(payload, dict):
         raise PayloadError("", "expected a JSON object")
+    try:
+        payload = intake.clean_text(payload)
+    except RecursionError:
+        raise PayloadError("", "JSON nested too deeply")
     out: dict[str, Any] = {
         "time": parse_rfc3339(payload.get("time"), "time"),
         "cluster": _field(payload, "cluster", required=True, max_len=63),
@@ -181,6 +195,12 @@ def record_change(data: dict[str, Any]) -> tuple[Change, bool]:
         cluster=cluster, kind=t["kind"], namespace=t["namespace"], name=t["name"]
     ).first()
     target_text = f"{t['kind']} {t['namespace'] + '/' if t['namespace'] else ''}{t['name']}"
+    data = {
+        **data,
+        "what": redact_text(data["what"]),
+        "old": redact_value(data["old"]),
+        "new": redact_value(data["new"]),
+    }
     summary = data["what"] if entity else f"{data['what']} (target {target_text}, not in the inventory)"
     if data["source"]:
         summary = f"{summary} [via {data['source']}]"
@@ -219,10 +239,11 @@ def external_change(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@bearer_token(allow_session=True)
+@bearer_token(allow_session=True, scope="read")
 def incident_json(request: HttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
-    return JsonResponse(incident_facts(incident, request))
+    # Redacted again on the way out: rows stored before a redaction pattern existed do not leak either.
+    return JsonResponse(redact_value(incident_facts(incident, request)))
 
 
 MAX_API_OBSERVATIONS = 2000

@@ -24,6 +24,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from collectors.models import Entity
+from collectors.sources.redact import redact_text, redact_value
 from incidents.diagnose_input import default_t, diagnosis_moment, load_incident_input, load_job_input
 from incidents.diagnosis.checks import Diagnosis, run_checks
 from incidents.diagnosis.types import (
@@ -179,7 +180,7 @@ def persist(
             made_at=timezone.now(),
             trigger=trigger,
             top_code=top.code if top else "",
-            top_statement=top.statement if top else "",
+            top_statement=redact_text(top.statement) if top else "",
             supported=sum(1 for f in causes if f.supported),
             checked=sorted({f.code for f in causes}),
         )
@@ -251,12 +252,12 @@ def save_hypothesis(
     h = Hypothesis(
         incident=incident,
         code=code,
-        statement=statement,
+        statement=redact_text(statement),
         status=status,
         confidence=max(0.0, min(float(confidence), 1.0)),
         rank=rank,
-        next_questions=next_questions or [],
-        why=why,
+        next_questions=redact_value(next_questions or []),
+        why=redact_text(why),
         subject=subject,
         run=run,
         scope=scope,
@@ -285,11 +286,11 @@ def save_actions(
                 incident=incident,
                 run=run,
                 hypothesis=by_code.get(a.code),
-                title=a.title[:300],
-                command=a.command,
-                impact=a.impact,
-                verify=a.verify,
-                rollback=a.rollback,
+                title=redact_text(a.title[:300]),
+                command=redact_text(a.command),
+                impact=redact_text(a.impact),
+                verify=redact_text(a.verify),
+                rollback=redact_text(a.rollback),
                 rank=i,
             )
             for i, a in enumerate(actions, start=1)
@@ -322,7 +323,8 @@ def _store_derived(incident: Incident, di: DiagnosisInput, findings: list[Findin
     entities = _entities_for(incident, [d.entity for d in facts.values() if d.entity])
     out: dict[str, int] = {}
     for k, d in facts.items():
-        content = _jsonable(d.content)
+        content = redact_value(_jsonable(d.content))
+        summary = redact_text(d.summary[:500])
         obs = existing.get(keys[k])
         if obs is None:
             obs = Observation.objects.create(
@@ -334,13 +336,11 @@ def _store_derived(incident: Incident, di: DiagnosisInput, findings: list[Findin
                 observed_at=_aware(d.observed_at, di.t),
                 collected_at=now,
                 content=content,
-                summary=d.summary[:500],
+                summary=summary,
                 dedup_key=keys[k],
             )
         elif obs.content != content:
-            Observation.objects.filter(pk=obs.pk).update(
-                content=content, summary=d.summary[:500], collected_at=now
-            )
+            Observation.objects.filter(pk=obs.pk).update(content=content, summary=summary, collected_at=now)
         out[k] = obs.pk
     return out
 

@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from collectors.changefmt import describe_change
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
+from collectors.sources.redact import redact_text, redact_value
 from incidents import pod_logs, telemetry
 from incidents.models import Alert, Incident, IncidentSubject, Observation
 
@@ -69,12 +70,12 @@ class Batch:
             entity=entity,
             source=source,
             kind=kind,
-            locator=locator[:1000],
+            locator=redact_text(locator[:1000]),
             observed_at=observed_at,
             collected_at=self.collected_at,
-            content=content,
-            summary=summary[:500],
-            error=error,
+            content=redact_value(content),
+            summary=redact_text(summary[:500]),
+            error=redact_text(error),
             dedup_key=key[:300],
         )
 

@@ -23,7 +23,9 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from collectors.sources.redact import redact_text, redact_value
 from incidents.models import Alert
+from rcaweb.cursor import LATEST
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +101,34 @@ def parse_rfc3339(value: Any, path: str) -> datetime:
         )
     except ValueError:
         raise PayloadError(path, f"{value[:40]!r} is not a valid date/time")
-    return parsed.astimezone(UTC) if parsed.year > 1 else parsed
+    if parsed.year <= 1:
+        return parsed  # Go's zero time (endsAt of a firing alert); callers treat years before 1970 as absent
+    try:
+        utc = parsed.astimezone(UTC)  # 9999-12-31T23:59:59-01:00 is past datetime's year 9999
+    except OverflowError:
+        utc = LATEST
+    if utc >= LATEST:
+        raise PayloadError(path, f"{value[:40]!r} is after 2099: not a time an alert or a change can have")
+    return utc
+
+
+_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def clean_text(value: Any) -> Any:
+    """``value`` with NUL bytes and lone surrogates replaced by U+FFFD in every string and key.
+
+    Both are valid JSON (``\\u0000``, ``\\ud800``) but PostgreSQL refuses NUL in text and jsonb, and a lone
+    surrogate cannot be encoded as UTF-8 for either database. Replacing them keeps the alert (and the
+    valid alerts of the same notification: Alertmanager does not retry a 4xx) with the damage visible.
+    """
+    if isinstance(value, str):
+        return _BAD_TEXT.sub("\ufffd", value) if "\x00" in value or not value.isascii() else value
+    if isinstance(value, dict):
+        return {clean_text(k): clean_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_text(v) for v in value]
+    return value
 
 
 def _type(value: Any) -> str:
@@ -144,6 +173,10 @@ def validate_alertmanager(payload: Any) -> tuple[dict[str, Any], list[ParsedAler
     """Check the webhook shape (version "4"; unknown keys tolerated, as newer Alertmanagers add some)."""
     if not isinstance(payload, dict):
         raise PayloadError("", f"expected a JSON object, got {_type(payload)}")
+    try:
+        payload = clean_text(payload)
+    except RecursionError:
+        raise PayloadError("", "JSON nested too deeply")
     version = payload.get("version")
     if version is not None and version != "4":
         raise PayloadError("version", f'expected "4" (the Alertmanager webhook format), got {version!r}')
@@ -198,15 +231,18 @@ def _parse_alert(item: Any, path: str) -> ParsedAlert:
     fingerprint = _string(item.get("fingerprint"), f"{path}.fingerprint", max_len=64) or label_fingerprint(
         labels
     )
+    annotations = _kv(item.get("annotations"), f"{path}.annotations")
+    generator_url = _string(item.get("generatorURL"), f"{path}.generatorURL", max_len=2000)
+    # Redacted after the fingerprint is taken (identity stays Alertmanager's), before anything is stored.
     return ParsedAlert(
         fingerprint=fingerprint,
         status=status,
-        labels=labels,
-        annotations=_kv(item.get("annotations"), f"{path}.annotations"),
+        labels=redact_value(labels),
+        annotations=redact_value(annotations),
         starts_at=starts_at,
         ends_at=ends_at,
-        generator_url=_string(item.get("generatorURL"), f"{path}.generatorURL", max_len=2000),
-        raw=item,
+        generator_url=redact_text(generator_url),
+        raw=redact_value(item),
     )
 
 

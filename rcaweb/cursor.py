@@ -22,7 +22,10 @@ MAX_WINDOW = timedelta(days=30)
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2100, 1, 1, tzinfo=UTC)
 
-_DURATION_RE = re.compile(r"^(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
+# At most 6 digits per unit: bounded before any arithmetic (timedelta overflows past 999,999,999 days).
+_DURATION_RE = re.compile(
+    r"^(?:(?P<d>\d{1,6})d)?(?:(?P<h>\d{1,6})h)?(?:(?P<m>\d{1,6})m)?(?:(?P<s>\d{1,6})s)?$"
+)
 _T_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]00:?00)$")
 
 
@@ -33,11 +36,13 @@ class CursorError(ValueError):
 def parse_duration(text: str) -> timedelta:
     """Parse ``30s``, ``15m``, ``2h``, ``1h30m``, ``1d`` into a timedelta (raises ValueError)."""
     text = (text or "").strip()
-    m = _DURATION_RE.match(text)
+    m = _DURATION_RE.match(text) if len(text) <= 40 else None
     if not text or not m or not any(m.groupdict().values()):
-        raise ValueError(f"{text!r} is not a duration like 30s, 15m, 2h or 1h30m")
+        raise ValueError(f"{text[:40]!r} is not a duration like 30s, 15m, 2h or 1h30m")
     parts = {k: int(v) for k, v in m.groupdict().items() if v}
-    return timedelta(days=parts.get("d", 0), hours=parts.get("h", 0), minutes=parts.get("m", 0), seconds=parts.get("s", 0))
+    return timedelta(
+        days=parts.get("d", 0), hours=parts.get("h", 0), minutes=parts.get("m", 0), seconds=parts.get("s", 0)
+    )
 
 
 def format_duration(delta: timedelta) -> str:
@@ -63,7 +68,7 @@ def parse_t(text: str) -> datetime:
     except ValueError:
         raise CursorError(f"t={text[:40]!r} is not valid: {T_FORMAT_HELP}")
     if not (EARLIEST <= value < LATEST):
-        raise CursorError(f"t={text!r} is out of range (2000-2099): {T_FORMAT_HELP}")
+        raise CursorError(f"t={text[:40]!r} is out of range (2000-2099): {T_FORMAT_HELP}")
     return value.astimezone(UTC)
 
 
@@ -84,7 +89,7 @@ def parse_w(text: str) -> timedelta:
     except ValueError:
         raise CursorError(f"w={text[:20]!r} is not valid: {W_FORMAT_HELP}")
     if not (MIN_WINDOW <= value <= MAX_WINDOW):
-        raise CursorError(f"w={text!r} is out of range: {W_FORMAT_HELP}")
+        raise CursorError(f"w={text[:20]!r} is out of range: {W_FORMAT_HELP}")
     return value
 
 

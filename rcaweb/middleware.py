@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
+from http import HTTPStatus
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.utils.cache import patch_cache_control
 
 from rcaweb.cursor import Cursor, CursorError
 
@@ -16,16 +19,51 @@ from rcaweb.cursor import Cursor, CursorError
 PUBLIC_PREFIXES = ("/accounts/login/", "/healthz", "/readyz", "/static/", "/api/", "/metrics", "/oidc/")
 
 
+# What a client's X-Request-Id may be before it is trusted into the audit log and the answer's headers:
+# the shapes proxies and tracers send (UUIDs, hex, W3C trace ids, "abc-123.4"), nothing that can forge a log line.
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,63}$")
+
+
 class RequestIdMiddleware:
+    """``request.request_id``: the client's ``X-Request-Id`` when it is a plain id, else a fresh one."""
+
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        rid = request.headers.get("X-Request-Id", "")[:64] or uuid.uuid4().hex
+        given = request.headers.get("X-Request-Id", "")
+        rid = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
         request.request_id = rid  # type: ignore[attr-defined]
         response = self.get_response(request)
         response["X-Request-Id"] = rid
         return response
+
+
+class TextInputMiddleware:
+    """A NUL byte in a query or form parameter is a 400 naming the parameter, on every page and database.
+
+    PostgreSQL refuses NUL in any text value, so a filter like ``?kind=%00`` was a 500 there and a silent
+    empty list on SQLite. Lone surrogates cannot arrive here: Django decodes query strings and forms as
+    UTF-8 with replacement characters.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        sources = [("query", request.GET)]
+        if not request.path.startswith(
+            "/api/"
+        ):  # the API reads its JSON body itself (incidents.api.read_json)
+            sources.append(("form", request.POST))
+        for where, params in sources:
+            for key, values in params.lists():
+                if "\x00" in key or any("\x00" in v for v in values):
+                    msg = f"{where} parameter {key.replace(chr(0), '?')[:40]!r} contains a NUL byte"
+                    if request.path.startswith("/api/"):
+                        return JsonResponse({"error": msg}, status=400)
+                    return HttpResponseBadRequest(msg + "\n", content_type="text/plain; charset=utf-8")
+        return self.get_response(request)
 
 
 class CursorMiddleware:
@@ -40,7 +78,9 @@ class CursorMiddleware:
         except CursorError as exc:
             if request.path.startswith("/api/"):
                 return JsonResponse({"error": str(exc)}, status=400)
-            return HttpResponseBadRequest(f"Bad time cursor: {exc}\n", content_type="text/plain; charset=utf-8")
+            return HttpResponseBadRequest(
+                f"Bad time cursor: {exc}\n", content_type="text/plain; charset=utf-8"
+            )
         return self.get_response(request)
 
 
@@ -71,4 +111,34 @@ class SecurityHeadersMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
         response.setdefault("Content-Security-Policy", self.CSP)
+        # Signed-in pages and API answers hold incident facts: no shared or browser cache keeps a copy.
+        user = getattr(request, "user", None)
+        if request.path.startswith("/api/") or (user is not None and user.is_authenticated):
+            patch_cache_control(response, no_store=True, private=True)
+        return response
+
+
+class ApiErrorsMiddleware:
+    """Under /api/ every error is JSON ``{"error": ...}``: a 404, a 405 or a CSRF 403 from Django included."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if (
+            request.path.startswith("/api/")
+            and response.status_code >= 400
+            and not response.get("Content-Type", "").startswith("application/json")
+        ):
+            try:
+                phrase = HTTPStatus(response.status_code).phrase.lower()
+            except ValueError:
+                phrase = "error"
+            what = f"{phrase}: {request.method} {request.path[:200]}"
+            json_response = JsonResponse({"error": what}, status=response.status_code)
+            for header in ("Allow", "Retry-After", "WWW-Authenticate", "X-Request-Id"):
+                if header in response:
+                    json_response[header] = response[header]
+            return json_response
         return response

@@ -90,6 +90,7 @@ TESTING = "PYTEST_VERSION" in os.environ
 if TESTING:
     os.environ.setdefault("RCAWEB_SECRET_KEY", "test-only-secret-key-not-for-production")
     os.environ.setdefault("RCAWEB_WEBHOOK_TOKEN", "test-webhook-token")
+    os.environ.setdefault("RCAWEB_API_TOKEN", "test-api-token")
     os.environ.setdefault("RCAWEB_PLAIN_STATIC", "true")
     os.environ.setdefault("RCAWEB_SECURE_COOKIES", "false")
 _DEFAULT_SECRET = "rcaweb-insecure-development-key-change-me"
@@ -109,6 +110,9 @@ if DEBUG:
 WEBHOOK_TOKENS = [
     t for t in (envsecret("RCAWEB_WEBHOOK_TOKEN", ""), envsecret("RCAWEB_WEBHOOK_TOKEN_PREVIOUS", "")) if t
 ]
+# Bearer tokens that read the API (GET /api/v1/incidents/<id>): a scope of their own, so the webhook's
+# token, which Alertmanager and CI hold, can write alerts and changes but read nothing back.
+API_TOKENS = [t for t in (envsecret("RCAWEB_API_TOKEN", ""), envsecret("RCAWEB_API_TOKEN_PREVIOUS", "")) if t]
 METRICS_TOKEN = envsecret("RCAWEB_METRICS_TOKEN", "")
 
 INSTALLED_APPS = [
@@ -129,6 +133,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "rcaweb.middleware.ApiErrorsMiddleware",
     "rcaweb.middleware.RequestIdMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -137,6 +142,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "rcaweb.middleware.TextInputMiddleware",
     "rcaweb.middleware.CursorMiddleware",
     "rcaweb.middleware.LoginRequiredEverywhereMiddleware",
     "rcaweb.middleware.SecurityHeadersMiddleware",
@@ -225,7 +231,17 @@ SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}  # login throttling (per process)
+# HSTS on HTTPS answers when not DEBUG (Django sends it only on secure requests). 0 turns it off.
+SECURE_HSTS_SECONDS = 0 if DEBUG else envint("RCAWEB_HSTS_SECONDS", 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("RCAWEB_HSTS_INCLUDE_SUBDOMAINS", False)
+# Behind a TLS-terminating proxy: trust its X-Forwarded-Proto so Django knows the request was HTTPS.
+if envbool("RCAWEB_TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}  # per process: nothing shared lives here
+# Login throttling (rcaweb/throttle.py, counts in the database): free failures per username and per address,
+# then a doubling delay (429 + Retry-After) capped at LOGIN_MAX_DELAY_S.
+LOGIN_FREE_ATTEMPTS = envint("RCAWEB_LOGIN_FREE_ATTEMPTS", 5)
+LOGIN_MAX_DELAY_S = envint("RCAWEB_LOGIN_MAX_DELAY_S", 900)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # Alertmanager bodies over 1 MiB are a 413
 
 # Celery: no REDIS_URL -> tasks run inline (demo, make test).

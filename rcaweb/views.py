@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 from datetime import timedelta
 
 from django.conf import settings
@@ -53,21 +54,41 @@ def readyz(request: HttpRequest) -> HttpResponse:
         .order_by("cluster__name", "source")
     )
     sweeps = [
-        {"cluster": r["cluster__name"], "source": r["source"], "last_success": r["last"].isoformat().replace("+00:00", "Z"),
-         "age_s": int((now - r["last"]).total_seconds())}
+        {
+            "cluster": r["cluster__name"],
+            "source": r["source"],
+            "last_success": r["last"].isoformat().replace("+00:00", "Z"),
+            "age_s": int((now - r["last"]).total_seconds()),
+        }
         for r in last_ok
     ]
     broker = _broker_status()
     ready = not broker.startswith("error")
-    body = {"ready": ready, "database": "ok", "broker": broker, "sweeps": sweeps}
+    body: dict = {"ready": ready, "database": "ok", "broker": broker}
+    if _may_see_details(request):  # cluster and source names are for operators, not for any prober
+        body["sweeps"] = sweeps
     return JsonResponse(body, status=200 if ready else 503)
+
+
+def _may_see_details(request: HttpRequest) -> bool:
+    if request.user.is_authenticated:
+        return True
+    given = request.headers.get("Authorization", "")
+    token = settings.METRICS_TOKEN
+    return (
+        bool(token)
+        and given.startswith("Bearer ")
+        and hmac.compare_digest(given[7:].encode(), token.encode())
+    )
 
 
 @require_GET
 @admin_required
 def audit_log(request: RcaRequest) -> HttpResponse:
     """Every write by a person (who, what, when), newest first; admins only."""
-    page = Paginator(AuditEntry.objects.select_related("user").order_by("-time", "-id"), 100).get_page(request.GET.get("page"))
+    page = Paginator(AuditEntry.objects.select_related("user").order_by("-time", "-id"), 100).get_page(
+        request.GET.get("page")
+    )
     return render(request, "audit_log.html", {"page": page})
 
 

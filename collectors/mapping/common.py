@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from collectors.sources.redact import redact_text
+
 GPU = "nvidia.com/gpu"
 QUEUE_LABELS = ("kai.scheduler/queue", "runai/queue", "kueue.x-k8s.io/queue-name")
 NODEPOOL_LABELS = (
@@ -65,7 +67,7 @@ def conditions(items: list[dict[str, Any]] | None, *, with_message: bool = True)
             continue
         entry: dict[str, Any] = {"status": c.get("status"), "reason": c.get("reason") or ""}
         if with_message:
-            entry["message"] = c.get("message") or ""
+            entry["message"] = redact_text(c.get("message") or "")
         entry["since"] = c.get("lastTransitionTime")
         out[str(c["type"])] = entry
     return out

@@ -17,7 +17,7 @@ from collectors.mapping.common import (
     queue_label,
     spec_writer_time,
 )
-from collectors.sources.redact import redact_container_env
+from collectors.sources.redact import redact_container_env, redact_text, redact_value
 
 #
 # Nodes
@@ -80,11 +80,12 @@ def map_node(obj: dict[str, Any]) -> Observed:
 
 
 def _container_state(status: dict[str, Any] | None) -> dict[str, Any]:
-    """{waiting|running|terminated: {...}} without containerID/imageID noise."""
+    """{waiting|running|terminated: {...}} without containerID/imageID noise; a termination ``message`` (the
+    container's /dev/termination-log, often its last stderr lines) and a waiting message are redacted."""
     out: dict[str, Any] = {}
     for key, value in (status or {}).items():
         if isinstance(value, dict):
-            out[key] = {k: v for k, v in value.items() if k not in ("containerID",)}
+            out[key] = redact_value({k: v for k, v in value.items() if k not in ("containerID",)})
     return out
 
 
@@ -134,7 +135,7 @@ def map_pod(obj: dict[str, Any], project_of_queue: dict[tuple[str, str], str] | 
         "started": status.get("startTime"),
         "deleting": m.get("deletionTimestamp"),
         "reason": status.get("reason") or "",
-        "message": status.get("message") or "",
+        "message": redact_text(status.get("message") or ""),
         "conditions": conditions(status.get("conditions")),
         "containers": containers,
     }

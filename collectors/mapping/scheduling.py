@@ -13,6 +13,7 @@ from typing import Any
 
 from collectors.inventory import Observed
 from collectors.mapping.common import GPU, actor, int_quantity, limit_or_none, meta, owner, queue_label
+from collectors.sources.redact import redact_text
 
 #
 # Queues and projects
@@ -251,8 +252,10 @@ def kai_job_scheduling(
             "type": c.get("type", ""),
             "status": "False",  # KAI's condition says "Unschedulable...: True"; normalized: scheduled = False
             "reason": reasons[0].get("reason") if reasons else (c.get("reason") or ""),
-            "reasons": [{"reason": r.get("reason", ""), "message": r.get("message", "")} for r in reasons],
-            "message": c.get("message") or "",
+            "reasons": [
+                {"reason": r.get("reason", ""), "message": redact_text(r.get("message", ""))} for r in reasons
+            ],
+            "message": redact_text(c.get("message") or ""),
             "since": c.get("lastTransitionTime"),
             "nodepool": c.get("nodePool") or "",
         }
@@ -289,7 +292,7 @@ def kueue_job_scheduling(
             "type": ctype,
             "status": c.get("status", ""),
             "reason": c.get("reason") or "",
-            "message": c.get("message") or "",
+            "message": redact_text(c.get("message") or ""),
             "since": c.get("lastTransitionTime"),
         }
         break
@@ -307,7 +310,7 @@ def pod_job_scheduling(pods: list[Observed]) -> JobScheduling:
                 "type": "PodScheduled",
                 "status": "False",
                 "reason": c.get("reason") or "",
-                "message": c.get("message") or "",
+                "message": redact_text(c.get("message") or ""),
                 "since": c.get("since"),
             }
             break

@@ -2,18 +2,36 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import datetime
 
 from django.utils import timezone
 
+from collectors.sources.redact import redact_text
 from incidents.handoffs.services import FIELDS, LABELS, incident_cursor, key_subjects
 from incidents.models import AuditEntry, HandoffNote, Incident
 from rcaweb.cursor import format_duration, format_t
 
+# Characters that start links, images, raw HTML, emphasis or code in CommonMark/GFM.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]()!|~])")
+# A line that would become a heading, quote, rule or setext underline where the export is pasted.
+_MD_LINE_START = re.compile(r"^(\s*)(#|>|=+\s*$|-{3,}\s*$|\+\s)")
 
-def _md_escape(text: str) -> str:
-    return text.replace("[", "\\[").replace("]", "\\]")
+
+def _md_escape(text: str, *, multiline: bool = False) -> str:
+    """Alert- and operator-derived text as inert Markdown: secrets redacted, no links, images, raw HTML or
+    fake headings (the export is pasted into chat and tickets that render Markdown, and alert text is
+    written by whoever can reach Alertmanager)."""
+    text = redact_text(text or "")
+    lines = text.splitlines() if multiline else [" ".join(text.split())]
+    out = []
+    for line in lines:
+        line = line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        line = _MD_SPECIAL.sub(r"\\\1", line)
+        line = _MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), line)
+        out.append(line)
+    return "\n".join(out)
 
 
 def _when(value: datetime | None) -> str:
@@ -52,12 +70,12 @@ def incident_markdown(
             lines += [f"### {LABELS[f]}", "", "—", ""]
         return "\n".join(lines).rstrip() + "\n"
     edited = list(edits)
-    by = f"- Handoff by {note.author_name} at {_when(note.created)}"
+    by = f"- Handoff by {_md_escape(note.author_name)} at {_when(note.created)}"
     if edited:
-        by += f" (edited {_when(edited[0].time)} by {edited[0].user_name}; {len(edited)} edit{'s' if len(edited) != 1 else ''})"
+        by += f" (edited {_when(edited[0].time)} by {_md_escape(edited[0].user_name)}; {len(edited)} edit{'s' if len(edited) != 1 else ''})"
     lines += [by, ""]
     for f in FIELDS:
-        value = getattr(note, f).strip() or "—"
+        value = _md_escape(getattr(note, f).strip(), multiline=True) or "—"
         lines += [f"### {LABELS[f]}", "", value, ""]
     return "\n".join(lines).rstrip() + "\n"
 

@@ -15,6 +15,7 @@ from django.db.models import Prefetch, Q
 from django.utils import timezone
 
 from collectors.models import Entity
+from collectors.sources.redact import redact_text
 from incidents import audit
 from incidents.models import AuditEntry, HandoffNote, Hypothesis, Incident
 from rcaweb.cursor import MAX_WINDOW, Cursor
@@ -50,6 +51,11 @@ class HandoffForm(forms.Form):
     note = forms.IntegerField(required=False, widget=forms.HiddenInput)
 
 
+def _fields(data: dict[str, Any]) -> dict[str, str]:
+    """The note's fields as stored: stripped, and redacted (a pasted log line may carry a credential)."""
+    return {f: redact_text((data.get(f) or "").strip()) for f in FIELDS}
+
+
 def snapshot(note: HandoffNote) -> dict[str, str]:
     return {f: getattr(note, f) for f in FIELDS}
 
@@ -65,7 +71,7 @@ def create_handoff(incident: Incident, user: Any, data: dict[str, Any], request_
         else str(user or "system"),
         created=now,
         updated=now,
-        **{f: (data.get(f) or "").strip() for f in FIELDS},
+        **_fields(data),
     )
     audit.record(
         user=user,
@@ -83,7 +89,7 @@ def edit_handoff(note: HandoffNote, user: Any, data: dict[str, Any], request_id:
     """Apply an edit; returns False (and writes nothing) when no field changed."""
     note = HandoffNote.objects.select_for_update().get(pk=note.pk)
     before = snapshot(note)
-    after = {f: (data.get(f) or "").strip() for f in FIELDS}
+    after = _fields(data)
     if after == before:
         return False
     for f, v in after.items():

@@ -9,7 +9,7 @@ from incidents.grouping import group_alert
 from incidents.intake import ingest_alertmanager
 from incidents.models import Alert, Citation, HandoffNote, Hypothesis, ProposedAction
 from tests.base import T0, BaseTestCase
-from tests.incidents.fixtures.alertmanager import AUTH, alert, payload, small_world
+from tests.incidents.fixtures.alertmanager import API_AUTH, AUTH, alert, payload, small_world
 
 
 class IncidentApiTests(BaseTestCase):
@@ -63,8 +63,34 @@ class IncidentApiTests(BaseTestCase):
         self.assertEqual(r.status_code, 401)
         self.assertIn("error", r.json())
 
-    def test_it_answers_with_the_bearer_token(self) -> None:
-        self.assertEqual(self.anon.get(self.url, **AUTH).status_code, 200)
+    def test_it_answers_with_the_api_token(self) -> None:
+        self.assertEqual(self.anon.get(self.url, **API_AUTH).status_code, 200)
+
+    def test_the_webhook_token_cannot_read_an_incident(self) -> None:
+        r = self.anon.get(
+            self.url, **AUTH
+        )  # Alertmanager's and CI's token writes alerts; it reads nothing back
+        self.assertEqual(r.status_code, 401)
+        self.assertIn("RCAWEB_API_TOKEN", r.json()["error"])
+
+    def test_the_api_token_cannot_post_alerts(self) -> None:
+        r = self.anon.post(
+            "/api/v1/alerts/alertmanager", data="{}", content_type="application/json", **API_AUTH
+        )
+        self.assertEqual(r.status_code, 401)
+
+    def test_it_answers_404_and_405_as_json(self) -> None:
+        r = self.anon.get("/api/v1/incidents/424242", **API_AUTH)
+        self.assertEqual((r.status_code, r["Content-Type"]), (404, "application/json"))
+        self.assertIn("error", r.json())
+        r = self.anon.get("/api/v1/no-such-endpoint")
+        self.assertEqual((r.status_code, r["Content-Type"]), (404, "application/json"))
+        r = self.anon.put(self.url, **API_AUTH)
+        self.assertEqual((r.status_code, r["Content-Type"]), (405, "application/json"))
+        self.assertEqual(r["Allow"], "GET")
+
+    def test_it_tells_no_cache_to_keep_the_answer(self) -> None:
+        self.assertIn("no-store", self.anon.get(self.url, **API_AUTH)["Cache-Control"])
 
     def test_it_answers_to_a_logged_in_viewer(self) -> None:
         self.assertEqual(self.login_as(self.bob).get(self.url).status_code, 200)
@@ -98,8 +124,8 @@ class IncidentApiTests(BaseTestCase):
         self.assertEqual(self.client.get("/api/v1/incidents/424242").status_code, 404)
 
     def test_it_refuses_post(self) -> None:
-        self.assertEqual(self.anon.post(self.url, **AUTH).status_code, 405)
+        self.assertEqual(self.anon.post(self.url, **API_AUTH).status_code, 405)
 
     def test_its_query_count_is_bounded(self) -> None:
         with self.assertNumQueries(11):  # + the diagnoses kept (one query, whatever their number)
-            self.anon.get(self.url, **AUTH)
+            self.anon.get(self.url, **API_AUTH)

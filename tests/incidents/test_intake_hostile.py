@@ -105,3 +105,44 @@ class HostileInputTests(BaseTestCase):
         self.assertIn("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;", html)
         self.assertNotIn("<b>", html.split("<main", 1)[1])
         self.assertEqual(self.client.get(f"/alerts/{Alert.objects.get().pk}/").status_code, 200)
+
+    #
+    # Issue 17, finding 3: these answered 500 (NUL on PostgreSQL, lone surrogates everywhere, far times).
+    #
+
+    def test_it_keeps_an_alert_with_a_nul_byte_and_its_valid_neighbours(self) -> None:
+        bad = alert("A", {"node": "h100-01", "pod": "p\x00q"}, T0, annotations={"description": "x\x00y"})
+        good = alert("B", {"node": "h100-02"}, T0)
+        r = self.post(payload([bad, good]))
+        self.assertEqual(r.status_code, 200, r.content)
+        self.assertEqual(r.json()["created"], 2)
+        stored = Alert.objects.get(name="A")
+        self.assertEqual(stored.labels["pod"], "p\ufffdq")  # the damage stays visible
+        self.assertEqual(stored.annotations["description"], "x\ufffdy")
+
+    def test_it_keeps_an_alert_with_a_lone_surrogate_in_a_label_or_a_key(self) -> None:
+        bad = alert("A", {"node": "h100-01", "team": "\ud800"}, T0)
+        bad["labels"]["k\udfff"] = "v"
+        r = self.post(payload([bad]))  # json.dumps writes \\ud800 escapes, as a broken client would
+        self.assertEqual(r.status_code, 200, r.content)
+        stored = Alert.objects.get()
+        self.assertEqual(stored.labels["team"], "\ufffd")
+        self.assertIn("k\ufffd", stored.labels)
+
+    def test_it_refuses_a_start_at_the_end_of_the_calendar_naming_the_field(self) -> None:
+        a = alert("A", {"node": "h100-01"}, T0)
+        a["startsAt"] = "9999-12-31T23:59:59Z"
+        self.assertRejected(self.post(payload([alert("B", {"node": "h"}, T0), a])), 400, "alerts[1].startsAt")
+
+    def test_it_refuses_an_offset_that_carries_a_time_past_the_calendar(self) -> None:
+        a = alert("A", {"node": "h100-01"}, T0, ends=T0 + timedelta(minutes=5))
+        a["endsAt"] = "9999-12-31T23:59:59-01:00"  # UTC year 10000: datetime overflowed, the webhook 500ed
+        self.assertRejected(
+            self.post(payload([a])), 400, "alerts[0].endsAt: '9999-12-31T23:59:59-01:00' is after 2099"
+        )
+
+    def test_it_accepts_an_offset_near_the_start_of_the_calendar_as_no_end(self) -> None:
+        a = alert("A", {"node": "h100-01"}, T0)
+        a["endsAt"] = "0001-01-01T00:00:00-01:00"
+        r = self.post(payload([a]))
+        self.assertEqual(r.status_code, 200, r.content)
