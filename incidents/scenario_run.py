@@ -198,6 +198,10 @@ def incidents_json() -> list[dict[str, Any]]:
                 .order_by("id")
             )
         ]
+        # The onset's diagnosis: what on-call sees first, about the problem the scenario injected. Later
+        # runs (joining alerts, subject changes) are kept on the incident and shown at their own t.
+        run = DiagnosisRun.objects.filter(incident=inc).order_by("at", "id").first()
+        mine = Hypothesis.objects.filter(run=run) if run else Hypothesis.objects.current()
         hyps = [
             {
                 "code": h.code,
@@ -206,9 +210,8 @@ def incidents_json() -> list[dict[str, Any]]:
                 "statement": h.statement,
                 "evidence": sorted(h.evidence.values_list("id", flat=True)),
             }
-            for h in Hypothesis.objects.causes().filter(incident=inc).order_by("rank", "id")
+            for h in mine.filter(incident=inc, scope="cause").order_by("rank", "id")
         ]
-        run = DiagnosisRun.objects.filter(incident=inc).order_by("-at", "-id").first()
         out.append(
             {
                 "id": inc.pk,

@@ -22,6 +22,7 @@ from incidents.diagnosis.quota import (
 from incidents.diagnosis.types import (
     REFUTED,
     SUPPORTED,
+    UNVERIFIED,
     Cite,
     Derived,
     DiagnosisInput,
@@ -336,14 +337,26 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
                 )
             )
 
-    out.extend(
-        quota_findings(
-            di, job, req, tot, base, said_cite if C.PROJECT_QUOTA_EXHAUSTED in said else None, since
-        )
+    quota = quota_findings(
+        di, job, req, tot, base, said_cite if C.PROJECT_QUOTA_EXHAUSTED in said else None, since
     )
-    out.extend(queue_findings(di, job, req, rows, tot, base, fits_now, since))
+    out.extend(quota)
+    queue = queue_findings(di, job, req, rows, tot, base, fits_now, since)
+    if any(f.code == C.PROJECT_QUOTA_EXHAUSTED and f.supported for f in quota):
+        queue = [_moot_order(f) for f in queue]
+    out.extend(queue)
     out.extend(request_findings(di, job, req, rows, since))
     return out
+
+
+def _moot_order(f: Finding) -> Finding:
+    """The quota holds the job whatever its turn: queue order is not what keeps it waiting now."""
+    if f.code != C.QUEUE_PRIORITY or not f.supported:
+        return f
+    f.status, f.confidence = UNVERIFIED, min(f.confidence, 0.3)
+    f.why = "the project's quota holds the job whatever its turn; order matters once the quota allows it"
+    f.explains = ()
+    return f
 
 
 def placed_findings(di: DiagnosisInput, job: EntityState, req: F.Request) -> list[Finding]:

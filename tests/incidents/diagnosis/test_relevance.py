@@ -187,3 +187,21 @@ def test_a_refuted_finding_is_never_first():
     findings = run_checks(di).findings
     assert findings and (findings[0].supported or not any(f.supported for f in findings))
     assert findings[0].status != "refuted" or all(f.status == "refuted" for f in findings)
+
+
+def test_queue_order_is_not_a_cause_while_the_quota_holds_the_job():
+    """vision is at its limit: the jobs ahead of train do not keep it waiting, the quota does."""
+    ahead = job("first", pods=1, gpus_per_pod=8, submitted=T0)
+    mine = job("train", pods=1, gpus_per_pod=8, submitted=T0 + timedelta(minutes=5))
+    di = world(
+        subjects=[Ref("job", "train", "vision")],
+        nodes=[node("h100-01"), node("h100-02")],
+        pods=[pod("run-0", "run", "vision", node_name="h100-01", gpus=8)],
+        jobs=[ahead, mine, job("run", phase="Running")],
+        queues=[queue("vision", 8, 8)],
+        t=T,
+    )
+    findings = run_checks(di).findings
+    causes = {f.code for f in findings if f.supported and f.scope == "cause"}
+    assert C.PROJECT_QUOTA_EXHAUSTED in causes
+    assert C.QUEUE_PRIORITY not in causes
