@@ -28,6 +28,7 @@ RUNS = [
     ("pages.py", [], "rcaweb_bench_pages"),
     ("latency.py", ["--alerts", "20"], "rcaweb_bench_latency"),
     ("sim.py", ["--serving-only"], ""),
+    ("diagnosis.py", [], ""),  # every bundled scenario + a 200-node busy cluster, temporary SQLite each
 ]
 
 
