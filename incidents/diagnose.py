@@ -68,23 +68,32 @@ class NoEvidence(ValueError):
 # Entry points
 #
 def diagnose_incident(
-    incident_id: int, t: datetime | None = None, trigger: str | None = None
+    incident_id: int, t: datetime | None = None, trigger: str | None = None, only_if_changed: bool = False
 ) -> list[Hypothesis]:
-    """Diagnose the incident as of t (default: the firing time of its newest alert, see ``diagnosis_moment``)."""
+    """Diagnose the incident as of t (default: the firing time of its newest alert, see ``diagnosis_moment``).
+
+    ``only_if_changed``: keep the result as a new run only when its answer differs from the latest run's
+    (else mark the latest run as checked up to t and return nothing).
+    """
     incident = Incident.objects.select_related("cluster").get(pk=incident_id)
     if t is None:
         t, moment_trigger = diagnosis_moment(incident)
         trigger = trigger or moment_trigger
     di = load_incident_input(incident, t)
     result = run_checks(di)
+    if only_if_changed:
+        last = DiagnosisRun.objects.filter(incident=incident).order_by("-at", "-id").first()
+        if last is not None and _answer(result) == _run_answer(last):
+            DiagnosisRun.objects.filter(pk=last.pk).update(seen_until=t)
+            return []
     saved = persist(incident, di, result, trigger=trigger or "manual")
     logger.info("incident %s diagnosed at %s: %s", incident_id, di.t, [h.code for h in saved])
     return saved
 
 
-SETTLE = timedelta(
-    minutes=10
-)  # a subject change that the alert outlives by this much did not end the symptom
+# A subject change that the alert outlives by SETTLE did not end the symptom.
+SETTLE = timedelta(minutes=10)
+SPACING = timedelta(minutes=15)  # at most one new moment per incident per this much cluster time
 REDIAGNOSE_LIMIT = 200
 
 
@@ -92,11 +101,14 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
     """Diagnose again every firing incident whose subjects changed since its latest diagnosis; returns how many.
 
     "Changed" is a new inventory version of a subject, or of the queue or project linked to the incident (a
-    quota raised while the job still waits, a node back Ready while its GPU is still missing) after the moment the latest run describes, and at least
-    ``SETTLE`` before ``now`` while an alert of the incident still fires: a change that ended the symptom
-    (the job started, so its alert resolves) is not a new moment of the problem. The new run describes the
-    moment of that change, not "now", so a page at any t shows what was true then. Incidents whose alerts
-    all resolved keep their last firing answer.
+    quota raised while the job still waits, a node back Ready while its GPU is still missing), after the
+    moment the latest run describes, and at least ``SETTLE`` before ``now`` while an alert of the incident
+    still fires: a change that ended the symptom (the job started, so its alert resolves) is not a new
+    moment of the problem. The new diagnosis describes the moment of that change, not "now", so a page at
+    any t shows what was true then; it is kept as a new run only when its answer differs (another top
+    cause, or other supported causes), else the latest run notes that it was checked up to there. At most
+    one new moment per ``SPACING`` of cluster time. Incidents whose alerts all resolved keep their last
+    firing answer.
     """
     from collectors.models import EntityVersion
     from incidents.models import IncidentSubject
@@ -106,14 +118,17 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
     if cluster_id is not None:
         firing = firing.filter(cluster_id=cluster_id)
     ids = sorted(set(firing.values_list("pk", flat=True)))[:REDIAGNOSE_LIMIT]
-    last_at: dict[int, datetime] = {}
-    for incident_id, at in DiagnosisRun.objects.filter(incident_id__in=ids).values_list("incident_id", "at"):
-        last_at[incident_id] = max(at, last_at.get(incident_id, at))
+    latest: dict[int, DiagnosisRun] = {}
+    for run in DiagnosisRun.objects.filter(incident_id__in=ids).order_by("at", "id"):
+        latest[run.incident_id] = run
     done = 0
     for incident_id in ids:
-        last = last_at.get(incident_id)
-        if last is None or last > now - SETTLE:
-            continue  # never diagnosed yet (its evidence collection will), or diagnosed moments ago
+        last = latest.get(incident_id)
+        if last is None:
+            continue  # never diagnosed yet: its evidence collection will
+        since = max(last.at + SPACING, last.seen_until or last.at)
+        if since > now - SETTLE:
+            continue
         # The subjects, and the policy a subject job waits on (its queue and project: a quota raised
         # while it still waits changes why it waits).
         watched = IncidentSubject.objects.filter(incident_id=incident_id).filter(
@@ -121,7 +136,7 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
         )
         newest = (
             EntityVersion.objects.filter(
-                entity_id__in=watched.values("entity_id"), valid_from__gt=last, valid_from__lte=now - SETTLE
+                entity_id__in=watched.values("entity_id"), valid_from__gt=since, valid_from__lte=now - SETTLE
             )
             .order_by("-valid_from")
             .values_list("valid_from", flat=True)
@@ -129,10 +144,22 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
         )
         if newest is None:
             continue
-        diagnose_incident(incident_id, newest, trigger="change")
-        Incident.objects.filter(pk=incident_id).update(diagnosed_at=timezone.now())
-        done += 1
+        if diagnose_incident(incident_id, newest, trigger="change", only_if_changed=True):
+            Incident.objects.filter(pk=incident_id).update(diagnosed_at=timezone.now())
+            done += 1
     return done
+
+
+def _answer(result: Diagnosis) -> tuple[str, frozenset[str]]:
+    causes = [f for f in result.findings if f.scope == "cause" and f.supported]
+    return (causes[0].code if causes else "", frozenset(f.code for f in causes))
+
+
+def _run_answer(run: DiagnosisRun) -> tuple[str, frozenset[str]]:
+    codes = Hypothesis.objects.filter(run=run, scope="cause", status="supported").values_list(
+        "code", flat=True
+    )
+    return (run.top_code, frozenset(codes))
 
 
 def after_sweep(sender: object = None, *, cluster: str, at: datetime, **kwargs: Any) -> None:

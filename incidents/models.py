@@ -180,6 +180,8 @@ class DiagnosisRun(models.Model):
     top_statement = models.TextField(blank=True, default="")
     supported = models.IntegerField(default=0)  # supported causes (not counting "elsewhere" context)
     checked = models.JSONField(default=list)  # codes examined, for "no cause found: checked …"
+    # Changes up to this moment were diagnosed again and left the answer as it is (no new run for them).
+    seen_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["incident", "at"], name="diagnosis_incident_at")]

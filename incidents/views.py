@@ -46,7 +46,8 @@ TIMELINE_KINDS = (
 )
 TIMELINE_MAX = 300
 EVIDENCE_PAGE = 50
-RELATED_SHOWN = 24
+RELATED_MAX = 500  # related entities read (one query); the page lists problems and counts the rest
+HEALTHY = {"gpu": {"ok"}, "node": {"Ready"}, "pod": {"Running", "Succeeded"}, "job": {"Running", "Succeeded"}}
 RUNS_SHOWN = 50
 FRAGMENTS = {
     "collection-progress": "progress",
@@ -198,7 +199,7 @@ def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: s
     )
     subjects = [s for s in links if s.role == "subject"]
     related = [s for s in links if s.role != "subject"]
-    shown = subjects + related[:RELATED_SHOWN]
+    shown = subjects + related[:RELATED_MAX]
     versions = {
         v.entity_id: v
         for v in EntityVersion.objects.as_of(cursor.t)
@@ -219,8 +220,8 @@ def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: s
     prev_change, next_change = neighbour_change_times(ids, cursor.t) if ids else (None, None)
     ctx.update(
         subjects=[(s, versions.get(s.entity_id)) for s in subjects],
-        related=[(s, versions.get(s.entity_id)) for s in related[:RELATED_SHOWN]],
-        related_more=max(0, len(related) - RELATED_SHOWN),
+        related_groups=related_groups([(s, versions.get(s.entity_id)) for s in related[:RELATED_MAX]]),
+        related_more=max(0, len(related) - RELATED_MAX),
         alerts=list(incident.alerts.order_by("starts_at", "id")),
         related_incidents=list(incident.related.order_by("-onset")[:20]),
         hypotheses=[h for h in hypotheses if h.scope != "elsewhere"],
@@ -234,6 +235,33 @@ def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: s
         handoff_templates=["incidents/_handoff_panel.html", "incidents/_handoff_basic.html"],
     )
     return ctx
+
+
+@dataclass
+class RelatedGroup:
+    """Related entities of one kind: the ones in trouble at t listed first, the healthy ones only counted."""
+
+    kind: str
+    problems: list
+    healthy: list
+
+    @property
+    def total(self) -> int:
+        return len(self.problems) + len(self.healthy)
+
+
+def related_groups(rows: list) -> list[RelatedGroup]:
+    """(link, version) rows grouped by kind; a row is a problem when its phase at t is not a healthy one
+    (absent at t counts as a problem: a GPU that vanished, a pod that died)."""
+    groups: dict[str, RelatedGroup] = {}
+    for link, version in rows:
+        kind = link.entity.kind
+        g = groups.setdefault(kind, RelatedGroup(kind, [], []))
+        ok = HEALTHY.get(kind)
+        healthy = version is not None and (ok is None or (version.phase or "") in ok)
+        (g.healthy if healthy else g.problems).append((link, version))
+    order = {"node": 0, "gpu": 1, "job": 2, "pod": 3, "queue": 4, "project": 5}
+    return sorted(groups.values(), key=lambda g: (not g.problems, order.get(g.kind, 9)))
 
 
 def _evidence_page(request: RcaRequest, incident: Incident):  # type: ignore[no-untyped-def]

@@ -38,6 +38,7 @@ class Migration(migrations.Migration):
                 ('top_statement', models.TextField(blank=True, default='')),
                 ('supported', models.IntegerField(default=0)),
                 ('checked', models.JSONField(default=list)),
+                ('seen_until', models.DateTimeField(blank=True, null=True)),
                 ('incident', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='diagnoses', to='incidents.incident')),
             ],
             options={
