@@ -3,7 +3,7 @@
 Every job, pod, node, GPU, queue and project page lists the incidents that name the object (as a subject
 or as related), open at t or whose evidence window covers t, each with its status and its top cause as the
 incident page would show it at t, linking to the incident with the page's cursor. One query whatever the
-number of incidents: the rows are capped at ``SHOWN`` and the total comes from a window count.
+number of incidents: the rows are capped at ``SHOWN`` and the totals come from window counts.
 ``collectors.views.common`` imports this inside a function, like the why-pending panel.
 """
 
@@ -63,8 +63,30 @@ def covering(t: datetime) -> Q:
     return open_at_t | window
 
 
-def incidents_about(entity: Entity, cursor: Cursor) -> tuple[list[IncidentAbout], int]:
-    """(the first ``SHOWN`` incidents about ``entity`` at the cursor's t, how many there are in all).
+@dataclass(frozen=True)
+class About:
+    """What an entity page shows: the first ``SHOWN`` rows, and how many incidents have it as a subject and
+    how many only relate it (a node is related to the incident of every pending job that could use it)."""
+
+    rows: list[IncidentAbout]
+    subject_total: int
+    related_total: int
+
+    @property
+    def subjects(self) -> list[IncidentAbout]:
+        return [r for r in self.rows if r.role == "subject"]
+
+    @property
+    def related(self) -> list[IncidentAbout]:
+        return [r for r in self.rows if r.role != "subject"]
+
+    @property
+    def total(self) -> int:
+        return self.subject_total + self.related_total
+
+
+def incidents_about(entity: Entity, cursor: Cursor) -> About:
+    """The first ``SHOWN`` incidents about ``entity`` at the cursor's t, with the totals (one query).
 
     Order: the ones it is the subject of first, then open at t, severity (critical first), newest onset.
     """
@@ -87,6 +109,7 @@ def incidents_about(entity: Entity, cursor: Cursor) -> tuple[list[IncidentAbout]
             run_code=_run_field("top_code", t),
             run_statement=_run_field("top_statement", t),
             total=Window(Count("id")),
+            subject_total=Window(Count("id", filter=Q(role="subject"))),
         )
         .order_by(
             Case(When(role="subject", then=Value(0)), default=Value(1)),
@@ -107,12 +130,13 @@ def incidents_about(entity: Entity, cursor: Cursor) -> tuple[list[IncidentAbout]
             "run_code",
             "run_statement",
             "total",
+            "subject_total",
         )[:SHOWN]
     )
     out: list[IncidentAbout] = []
-    totals: list[int] = [0]
-    for pk, title, status, severity, role, onset, resolved_at, open_at_t, code, statement, n in rows:
-        totals.append(n)
+    totals: list[tuple[int, int]] = [(0, 0)]
+    for pk, title, status, severity, role, onset, resolved_at, open_at_t, code, statement, n, n_subj in rows:
+        totals.append((n, n_subj))
         out.append(
             IncidentAbout(
                 pk=pk,
@@ -129,4 +153,5 @@ def incidents_about(entity: Entity, cursor: Cursor) -> tuple[list[IncidentAbout]
                 url=cursor_reverse(cursor, "incidents:incident", pk),
             )
         )
-    return out, totals[-1]
+    total, subject_total = totals[-1]
+    return About(out, subject_total, total - subject_total)

@@ -102,7 +102,7 @@ class OrderingTests(BaseTestCase):
         shown = re.findall(r'<a href="/incidents/\d+/[^"]*">([^<]*)</a>', panel)
         self.assertEqual(shown, self.EXPECTED)
         self.assertIn("16 GPUs", panel)
-        self.assertIn('<span class="pill warn">inference</span> 1 GPU<', panel)
+        self.assertIn('1 GPU<br><span class="pill warn">inference</span>', panel)
 
     def test_home_counts_every_open_incident_and_its_queries_do_not_grow(self) -> None:
         url = f"/?t={self.t:%Y-%m-%dT%H:%M:%SZ}"
