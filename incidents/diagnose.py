@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from collectors.models import Entity
 from collectors.sources.redact import redact_text, redact_value
+from incidents import titles
 from incidents.diagnose_input import default_t, diagnosis_moment, load_incident_input, load_job_input
 from incidents.diagnosis.checks import Diagnosis, run_checks
 from incidents.diagnosis.types import (
@@ -236,6 +237,7 @@ def persist(
                 by_code.setdefault(f.code, h)
         save_actions(incident, result.actions, by_code, run=run)
         _mark_current(incident)
+        titles.refresh_title(incident)  # "<subject> <symptom>: <top cause>", or the alert-only title
     return saved
 
 

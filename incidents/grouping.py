@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from django.db.models import QuerySet
 
 from collectors.models import Cluster, Entity, EntityVersion
-from incidents import lifecycle, services
+from incidents import lifecycle, services, titles
 from incidents.models import Alert, Incident, IncidentSubject
 
 logger = logging.getLogger(__name__)
@@ -262,10 +262,7 @@ def normalize_severity(value: str) -> str:
 
 
 def open_incident(alert: Alert, res: Resolution) -> Incident:
-    subject = res.subjects[0] if res.subjects else None
-    summary = alert.annotations.get("summary", "")
-    about = f"{subject}" if subject else (res.unresolved_key or "unresolved")
-    title = f"{alert.name}: {summary}" if summary else f"{alert.name} on {about}"
+    title = titles.alert_title(alert, [(e.kind, e.namespace, e.name) for e in res.subjects])
     return Incident.objects.create(
         title=title[:300],
         severity=normalize_severity(alert.severity),

@@ -14,7 +14,7 @@ from datetime import datetime
 from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
-from django.db.models import Count, Prefetch, Q
+from django.db.models import Case, Count, Prefetch, Q, Value, When
 from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -28,6 +28,7 @@ from incidents import lifecycle, services
 from incidents.diagnose import pick_run
 from incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
 from incidents.models import Alert, AuditEntry, Citation, Hypothesis, Incident, IncidentSubject, Observation
+from incidents.ordering import URGENCY_ORDER, with_impact
 from rcaweb.http import RcaRequest
 from rcaweb.roles import can_respond
 
@@ -77,8 +78,12 @@ def incident_list(request: RcaRequest) -> HttpResponse:
     if not form.is_valid():
         return render(request, "incidents/incident_list.html", {"form": form, "page": None}, status=400)
     qs = form.filter(Incident.objects.select_related("cluster").annotate(n_alerts=Count("alerts")))
-    page = Paginator(qs.order_by("-onset", "-id"), 50).get_page(form.cleaned_data.get("page") or 1)
     now = timezone.now()
+    # Unresolved first, then the order to work them in (incidents.ordering: severity, impact, age).
+    ordered = with_impact(qs, request.cursor.t).order_by(
+        Case(When(status="resolved", then=Value(1)), default=Value(0)), *URGENCY_ORDER
+    )
+    page = Paginator(ordered, 50).get_page(form.cleaned_data.get("page") or 1)
     for inc in page:
         inc.duration = inc.duration_at(now)  # type: ignore[attr-defined]
         inc.ongoing = inc.ended_at(now) is None  # type: ignore[attr-defined]

@@ -115,6 +115,23 @@ WEBHOOK_TOKENS = [
 API_TOKENS = [t for t in (envsecret("RCAWEB_API_TOKEN", ""), envsecret("RCAWEB_API_TOKEN_PREVIOUS", "")) if t]
 METRICS_TOKEN = envsecret("RCAWEB_METRICS_TOKEN", "")
 
+
+def base_url(value: str) -> str:
+    """``RCAWEB_BASE_URL``: where operators reach rcaweb (``https://rcaweb.example.org``), for absolute links in
+    exports; empty = the host each export was requested on."""
+    value = value.strip().rstrip("/")
+    if not value:
+        return ""
+    p = urlparse(value)
+    if p.scheme not in ("http", "https") or not p.netloc or p.query or p.fragment or p.params:
+        raise ImproperlyConfigured(
+            f"RCAWEB_BASE_URL={value!r}: expected http(s)://host[:port][/prefix], without query or fragment"
+        )
+    return value
+
+
+RCAWEB_BASE_URL = base_url(os.environ.get("RCAWEB_BASE_URL", ""))
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

@@ -117,11 +117,25 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: queries.Related) -
         before=ctx["changes_before"],
         t_utc=utc(cur.t),
     )
+    ctx["incidents_about"] = incidents_about(ctx["entity"], request)
     # the top and bottom every entity page shares, by Jinja2 (rcaweb.rows): about 0.45 ms in Django templates
     parts = {**ctx, "cursor": cur, "request_path": request.path}
     ctx["entity_head_html"] = render_rows("collectors/_entity_head.jinja", **parts)
     ctx["entity_foot_html"] = render_rows("collectors/_entity_foot.jinja", **parts)
     return ctx
+
+
+def incidents_about(entity: Entity, request: RcaRequest) -> Any:
+    """The incidents about this object at t (one query), from ``incidents.about``; none without that app.
+
+    Imported here, not at module level: collectors knows nothing of incidents (DESIGN), and its pages
+    render without them.
+    """
+    try:
+        from incidents.about import incidents_about as about  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return about(entity, request.cursor)
 
 
 class ChangeRow(NamedTuple):

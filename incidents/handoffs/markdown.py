@@ -1,4 +1,8 @@
-"""Handoff notes as Markdown for chat and tickets; every link is an absolute path carrying the incident's cursor."""
+"""Handoff notes as Markdown for chat and tickets.
+
+Every link is absolute and carries the exporting page's cursor (``links``, incidents.handoffs.links); without
+``links`` a link is a path carrying the incident's own cursor. Empty fields are left out, not shown as "—".
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,11 @@ import re
 from collections.abc import Iterable
 from datetime import datetime
 
+from django.urls import reverse
 from django.utils import timezone
 
 from collectors.sources.redact import redact_text
+from incidents.handoffs.links import ExportLinks
 from incidents.handoffs.services import FIELDS, LABELS, incident_cursor, key_subjects
 from incidents.models import AuditEntry, HandoffNote, Incident
 from rcaweb.cursor import format_duration, format_t
@@ -43,45 +49,66 @@ def incident_markdown(
     note: HandoffNote | None,
     edits: Iterable[AuditEntry] = (),
     now: datetime | None = None,
+    links: ExportLinks | None = None,
 ) -> str:
     """``now``: the moment the export describes (the page's cursor); the duration runs onset → resolution or → it."""
-    cur = incident_cursor(incident)
-    url = cur.link(incident.get_absolute_url())
+    if links is None:
+        cur = incident_cursor(incident)
+        link = cur.link
+    else:
+        link = links.url
+    url = link(incident.get_absolute_url())
     now = now or timezone.now()
     ongoing = " (ongoing)" if incident.ended_at(now) is None else ""
+    facts = [
+        f"Status: {incident.status}",
+        f"Severity: {incident.severity}",
+        f"Onset: {_when(incident.onset)}",
+        f"Duration: {format_duration(incident.duration_at(now))}{ongoing}",
+    ]
+    if incident.cluster:
+        facts.append(f"Cluster: {incident.cluster.name}")
+    if incident.owner:
+        facts.append(f"Owner: {incident.owner}")
     lines = [
         f"## [Incident #{incident.pk}: {_md_escape(incident.title)}]({url})",
         "",
-        f"- Status: {incident.status} · Severity: {incident.severity} · Onset: {_when(incident.onset)}"
-        f" · Duration: {format_duration(incident.duration_at(now))}{ongoing}"
-        f" · Cluster: {incident.cluster.name if incident.cluster else '—'}",
+        "- " + " · ".join(facts),
         f"- Link: [{url}]({url})",
     ]
     subjects, more = key_subjects(incident, limit=10)
     if subjects:
-        links = ", ".join(
-            f"[{s.kind} {s.namespace + '/' if s.namespace else ''}{_md_escape(s.name)}]({cur.link(s.get_absolute_url())})"
+        names = ", ".join(
+            f"[{s.kind} {s.namespace + '/' if s.namespace else ''}{_md_escape(s.name)}]({link(s.get_absolute_url())})"
             for s in subjects
         )
-        lines.append(f"- Subjects: {links}" + (f" and {more} more (see the incident page)" if more else ""))
+        lines.append(f"- Subjects: {names}" + (f" and {more} more (see the incident page)" if more else ""))
     if note is None:
-        lines += ["", "_No handoff note yet._", ""]
-        for f in FIELDS:
-            lines += [f"### {LABELS[f]}", "", "—", ""]
-        return "\n".join(lines).rstrip() + "\n"
+        return "\n".join([*lines, "", "_No handoff note yet._"]) + "\n"
     edited = list(edits)
     by = f"- Handoff by {_md_escape(note.author_name)} at {_when(note.created)}"
     if edited:
         by += f" (edited {_when(edited[0].time)} by {_md_escape(edited[0].user_name)}; {len(edited)} edit{'s' if len(edited) != 1 else ''})"
     lines += [by, ""]
     for f in FIELDS:
-        value = _md_escape(getattr(note, f).strip(), multiline=True) or "—"
-        lines += [f"### {LABELS[f]}", "", value, ""]
+        value = _md_escape(getattr(note, f).strip(), multiline=True)
+        if value:  # an empty field says nothing: no heading with a placeholder under it
+            lines += [f"### {LABELS[f]}", "", value, ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def page_markdown(incidents: Iterable[Incident], edits: dict[int, list[AuditEntry]], t: datetime) -> str:
+def page_markdown(
+    incidents: Iterable[Incident],
+    edits: dict[int, list[AuditEntry]],
+    t: datetime,
+    links: ExportLinks | None = None,
+) -> str:
     incs = list(incidents)
     head = [f"# Handoff: {len(incs)} open incident{'s' if len(incs) != 1 else ''} as of {format_t(t)}", ""]
-    body = [incident_markdown(i, i.latest, edits.get(i.latest.pk, []) if i.latest else [], t) for i in incs]  # type: ignore[attr-defined]
+    if links is not None:
+        head[1:1] = ["", f"Page: {links.url(reverse('incidents:handoffs'))}"]
+    body = [
+        incident_markdown(i, i.latest, edits.get(i.latest.pk, []) if i.latest else [], t, links)  # type: ignore[attr-defined]
+        for i in incs
+    ]
     return "\n".join(head) + "\n".join(body) if body else "\n".join([*head, "No open incidents."]) + "\n"

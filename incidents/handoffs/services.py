@@ -11,13 +11,15 @@ from typing import Any
 
 from django import forms
 from django.db import transaction
-from django.db.models import Prefetch, Q
+from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from collectors.models import Entity
 from collectors.sources.redact import redact_text
 from incidents import audit
-from incidents.models import AuditEntry, HandoffNote, Hypothesis, Incident
+from incidents.models import AuditEntry, HandoffNote, Hypothesis, Incident, IncidentSubject
+from incidents.ordering import by_urgency
 from rcaweb.cursor import MAX_WINDOW, Cursor
 
 logger = logging.getLogger(__name__)
@@ -156,14 +158,22 @@ SUBJECT_ORDER = {"job": 0, "node": 1, "gpu": 2, "project": 3, "queue": 4, "pod":
 
 
 def key_subjects(incident: Incident, limit: int = 8) -> tuple[list[Entity], int]:
-    """The subjects worth naming in a handoff (jobs, nodes, GPUs first) and how many more there are.
+    """The subjects worth naming in a handoff (jobs, nodes, GPUs first) and how many more objects there are.
 
-    Incidents about fleet-wide alerts can have hundreds of related objects; the page links them all.
+    Only the incident's subjects are named; its related objects (a pending job's incident relates up to 64
+    candidate nodes and their GPUs: hundreds of rows) are only counted, and the incident page links them.
+    :func:`open_incidents_with_notes` prefetches both (``subject_links``, ``n_related``); otherwise two
+    queries.
     """
-    subjects = sorted(
-        incident.subjects.all(), key=lambda e: (SUBJECT_ORDER.get(e.kind, 9), e.namespace, e.name)
-    )
-    return subjects[:limit], max(0, len(subjects) - limit)
+    links = getattr(incident, "subject_links", None)
+    if links is not None:
+        entities, n_related = [link.entity for link in links], incident.n_related  # type: ignore[attr-defined]
+    else:
+        rows = IncidentSubject.objects.filter(incident=incident)
+        entities = [link.entity for link in rows.filter(role="subject").select_related("entity__cluster")]
+        n_related = rows.exclude(role="subject").count()
+    subjects = sorted(entities, key=lambda e: (SUBJECT_ORDER.get(e.kind, 9), e.namespace, e.name))
+    return subjects[:limit], max(0, len(subjects) - limit) + n_related
 
 
 def incident_cursor(incident: Incident) -> Cursor:
@@ -174,20 +184,40 @@ def incident_cursor(incident: Incident) -> Cursor:
 
 
 def open_incidents_with_notes(t: datetime) -> list[Incident]:
-    """Incidents open at t, each with ``latest`` (its newest note or None) and ``ranked`` hypotheses (3 queries)."""
+    """Incidents open at t in the order to work them (incidents.ordering), each with ``latest`` (its newest
+    note or None), ``ranked`` hypotheses, its subjects and how many related objects it has: 4 queries,
+    whatever the number of incidents or of their related objects."""
+    related = (
+        IncidentSubject.objects.filter(incident=OuterRef("pk"))
+        .exclude(role="subject")
+        .order_by()
+        .values("incident")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
     qs = (
-        Incident.objects.filter(onset__lte=t)
-        .filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=t))
-        .exclude(status="resolved", resolved_at__isnull=True)
+        by_urgency(
+            Incident.objects.filter(onset__lte=t)
+            .filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=t))
+            .exclude(status="resolved", resolved_at__isnull=True),
+            t,
+        )
+        .annotate(n_related=Coalesce(Subquery(related, output_field=IntegerField()), Value(0)))
         .select_related("cluster")
         .prefetch_related(
             Prefetch("handoffs", queryset=HandoffNote.objects.order_by("-created", "-id"), to_attr="notes"),
             Prefetch(
-                "hypotheses", queryset=Hypothesis.objects.causes().order_by("rank", "id"), to_attr="ranked"
+                "hypotheses",
+                # what the page shows of them: the top's code and status, how many were checked
+                queryset=Hypothesis.objects.causes().only("id", "incident_id", "code", "status", "rank"),
+                to_attr="ranked",
             ),
-            Prefetch("subjects", queryset=Entity.objects.select_related("cluster").order_by("kind", "name")),
-        )
-        .order_by("-onset")[:200]
+            Prefetch(
+                "incidentsubject_set",
+                queryset=IncidentSubject.objects.filter(role="subject").select_related("entity__cluster"),
+                to_attr="subject_links",
+            ),
+        )[:200]
     )
     out = list(qs)
     for inc in out:

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from incidents.handoffs import markdown, services
+from incidents.handoffs.links import export_links
 from incidents.models import HandoffNote, Incident
 from rcaweb.http import RcaRequest
 from rcaweb.roles import can_respond
@@ -79,14 +80,18 @@ def handoff_list(request: RcaRequest) -> HttpResponse:
         )  # type: ignore[attr-defined]
         for i in incidents
     ]
-    return render(request, "incidents/handoff_list.html", {"rows": rows})
+    # asked once here: the context processor's callable would ask the database once per incident row
+    return render(
+        request, "incidents/handoff_list.html", {"rows": rows, "can_respond": can_respond(request.user)}
+    )
 
 
 @require_GET
 def handoff_list_markdown(request: RcaRequest) -> HttpResponse:
-    incidents = services.open_incidents_with_notes(request.cursor.t)
+    links = export_links(request)  # its cursor is the moment the export describes (frozen when live)
+    incidents = services.open_incidents_with_notes(links.cursor.t)
     edits = services.history([i.latest for i in incidents if i.latest])  # type: ignore[attr-defined]
-    return _markdown_response(markdown.page_markdown(incidents, edits, request.cursor.t), "handoffs.md")
+    return _markdown_response(markdown.page_markdown(incidents, edits, links.cursor.t, links), "handoffs.md")
 
 
 @require_GET
@@ -94,8 +99,9 @@ def incident_handoff_markdown(request: RcaRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
     latest = incident.handoffs.order_by("-created", "-id").first()
     edits = services.history([latest]).get(latest.pk, []) if latest else []
+    links = export_links(request)
     return _markdown_response(
-        markdown.incident_markdown(incident, latest, edits, request.cursor.t),
+        markdown.incident_markdown(incident, latest, edits, links.cursor.t, links),
         f"incident-{incident.pk}-handoff.md",
     )
 

@@ -12,11 +12,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F, Prefetch, Q
+from django.db.models import Count, F, Prefetch, Q, QuerySet, Window
 
 from collectors.models import EntityVersion, SourceRun
 from incidents.lifecycle import auto_resolve_after
 from incidents.models import Alert, Hypothesis, Incident
+from incidents.ordering import by_urgency
 from rcaweb.console.common import fmt_age, one_line, parse_time
 from rcaweb.cursor import Cursor
 
@@ -48,11 +49,18 @@ class SourceErrors:
     last_error: str
 
 
+def open_at(t: datetime) -> QuerySet[Incident]:
+    """Incidents open at t: onset <= t, not resolved by t."""
+    return Incident.objects.filter(onset__lte=t).filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=t))
+
+
 def open_incidents(t: datetime) -> list[Incident]:
-    """Incidents open at t (onset <= t, not resolved by t), with their top hypothesis in one prefetch."""
+    """The first PANEL_LIMIT incidents open at t in the order to work them (incidents.ordering: severity,
+    impact, age), with their top hypothesis in one prefetch; ``open_total`` on each counts every incident open
+    at t (a window count in the same query: the panel shows at most PANEL_LIMIT)."""
     qs = (
-        Incident.objects.filter(onset__lte=t)
-        .filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=t))
+        by_urgency(open_at(t), t)
+        .annotate(open_total=Window(Count("id")))
         .select_related("cluster")
         .prefetch_related(
             Prefetch(
@@ -60,8 +68,7 @@ def open_incidents(t: datetime) -> list[Incident]:
                 queryset=Hypothesis.objects.causes().filter(status="supported").order_by("rank", "id"),
                 to_attr="ranked",
             )
-        )
-        .order_by("-onset")[:PANEL_LIMIT]
+        )[:PANEL_LIMIT]
     )
     out = list(qs)
     for inc in out:
@@ -143,8 +150,11 @@ def source_errors(cursor: Cursor) -> list[SourceErrors]:
 def home_context(cursor: Cursor) -> dict[str, Any]:
     t = cursor.t
     bad_nodes, bad_gpus = unhealthy_nodes(t), unhealthy_gpus(t)
+    incidents = open_incidents(t)
     return {
-        "incidents": open_incidents(t),
+        "incidents": incidents,
+        # the panel shows at most PANEL_LIMIT rows; the count is of every incident open at t
+        "incidents_open": incidents[0].open_total if incidents else 0,  # type: ignore[attr-defined]
         "alerts": loose_alerts(t),
         "pending": pending_jobs(t),
         "pending_threshold": PENDING_THRESHOLD,

@@ -6,9 +6,20 @@ import re
 from datetime import timedelta
 from pathlib import Path
 
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
 from collectors.models import Entity
 from incidents.handoffs import services
-from incidents.models import AuditEntry, HandoffNote, Hypothesis, Incident, Observation, ProposedAction
+from incidents.models import (
+    AuditEntry,
+    HandoffNote,
+    Hypothesis,
+    Incident,
+    IncidentSubject,
+    Observation,
+    ProposedAction,
+)
 from tests.base import T0, BaseTestCase
 
 NOTE = {
@@ -168,7 +179,7 @@ class HandoffTest(BaseTestCase):
         note = services.create_handoff(self.incident, self.alice, NOTE)
         services.edit_handoff(note, self.carol, NOTE | {"owner": "carol"})
         for url in (f"/incidents/{self.incident.pk}/handoff.md", "/handoffs.md"):
-            r = self.client.get(url)
+            r = self.client.get(url + "?t=2026-11-29T05:00:00Z&w=2h")
             assert r.status_code == 200 and r["Content-Type"].startswith("text/markdown")
             md = r.content.decode()
             for label in services.LABELS.values():
@@ -177,10 +188,47 @@ class HandoffTest(BaseTestCase):
                 assert NOTE[f] in md
             assert "carol" in md and "edited" in md
             links = re.findall(r"\]\(([^)]+)\)", md)
-            assert f"/incidents/{self.incident.pk}/?t=2026-11-29T03%3A40%3A00Z&w=1h" in links
-            assert "/c/gpu-prod/jobs/vision/vit-large/?t=2026-11-29T03%3A40%3A00Z&w=1h" in links
+            # absolute (pasted into chat they still work), with the exporting page's cursor and window
+            assert f"http://testserver/incidents/{self.incident.pk}/?t=2026-11-29T05%3A00%3A00Z&w=2h" in links
+            assert (
+                "http://testserver/c/gpu-prod/jobs/vision/vit-large/?t=2026-11-29T05%3A00%3A00Z&w=2h" in links
+            )
             for link in links:
-                assert link.startswith("/") and "t=2026-11-29T03%3A40%3A00Z" in link and "w=1h" in link, link
+                assert link.startswith("http://testserver/") and "t=2026-11-29T05%3A00%3A00Z&w=2h" in link, (
+                    link
+                )
+
+    def test_exports_link_to_the_base_url_and_freeze_a_live_cursor(self) -> None:
+        with self.settings(RCAWEB_BASE_URL="https://rcaweb.example.org"):
+            md = self.client.get("/handoffs.md?w=1h").content.decode()
+        links = re.findall(r"\]\(([^)]+)\)", md)
+        assert links and all(link.startswith("https://rcaweb.example.org/") for link in links), links
+        # live: the moment of the export, so a reader later sees what the writer saw
+        stamps = {re.search(r"t=([^&]+)&w=1h", link).group(1) for link in links}
+        assert len(stamps) == 1 and stamps.pop().startswith("20"), links
+        assert "Page: https://rcaweb.example.org/handoffs/?t=" in md
+
+    def test_empty_fields_are_left_out_not_shown_as_placeholders(self) -> None:
+        services.create_handoff(self.incident, self.alice, {"summary": "only a summary"})
+        Incident.objects.create(title="noteless", onset=T0, window_start=T0)  # no cluster, no note
+        md = self.client.get("/handoffs.md?t=2026-11-29T05:00:00Z").content.decode()
+        assert "### Summary" in md and "only a summary" in md
+        for label in ("Hypotheses checked", "Evidence still missing", "Next steps", "### Owner"):
+            assert label not in md, label
+        assert "—" not in md and "Cluster: —" not in md
+        noteless = md.split("noteless", 1)[1]
+        assert "_No handoff note yet._" in noteless and "###" not in noteless
+
+    def test_the_settings_refuse_a_base_url_that_is_not_one(self) -> None:
+        from django.core.exceptions import ImproperlyConfigured
+
+        from rcaweb.settings import base_url
+
+        assert base_url("https://rcaweb.example.org/") == "https://rcaweb.example.org"
+        assert base_url("") == ""
+        for bad in ("rcaweb.example.org", "ftp://x", "https://x/?a=1", "https://x/#f"):
+            with self.assertRaises(ImproperlyConfigured):
+                base_url(bad)
 
     def test_the_handoffs_page_shows_each_open_incident_latest_note_printable(self) -> None:
         services.create_handoff(self.incident, self.alice, NOTE | {"summary": "older"})
@@ -223,3 +271,65 @@ class HandoffTest(BaseTestCase):
         with CaptureQueriesContext(connection) as ctx:
             self.client.get("/handoffs/?t=2026-11-29T05:00:00Z&w=2h")
         return len(ctx)
+
+
+# session + user (2), incidents open at t (1), their notes, hypotheses and subjects (3), note edits (1); the page
+# asks once more whether the user may write handoffs (1)
+HANDOFFS_QUERIES = 8
+HANDOFFS_MD_QUERIES = 7
+# session + user (2), the incident (1), its latest note and its edits (2), subjects and related count (2)
+HANDOFF_MD_QUERIES = 7
+
+
+class HandoffQueryBudgetTest(BaseTestCase):
+    """/handoffs/, /handoffs.md and an incident's handoff.md cost a fixed number of queries: not more for
+    100 incidents than for 2, nor for incidents with hundreds of related objects."""
+
+    def incidents(self, n: int, related: int) -> Incident:
+        entities = [
+            Entity(cluster=self.cluster, kind="gpu", name=f"GPU-{n}-{i}", first_seen=T0, last_seen=T0)
+            for i in range(related + 1)
+        ]
+        Entity.objects.bulk_create(entities)
+        entities = list(Entity.objects.filter(name__startswith=f"GPU-{n}-"))
+        inc = None
+        for i in range(n):
+            inc = Incident.objects.create(title=f"i{n}-{i}", cluster=self.cluster, onset=T0, window_start=T0)
+            IncidentSubject.objects.bulk_create(
+                [
+                    IncidentSubject(incident=inc, entity=e, role="related" if k else "subject")
+                    for k, e in enumerate(entities)
+                ]
+            )
+            Hypothesis.objects.create(
+                incident=inc, code="gpu_xid_fault", statement="s", status="supported", confidence=0.9
+            )
+            if i % 2:
+                note = services.create_handoff(inc, self.alice, NOTE)
+                services.edit_handoff(note, self.alice, NOTE | {"owner": "bob"})
+        return inc
+
+    def count(self, url: str) -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            r = self.client.get(url)
+        assert r.status_code == 200, (url, r.status_code)
+        return len(ctx)
+
+    def test_budgets_do_not_grow_with_incidents_or_related_objects(self) -> None:
+        one = self.incidents(2, related=1)
+        urls = {
+            "/handoffs/?t=2026-11-29T05:00:00Z": HANDOFFS_QUERIES,
+            "/handoffs.md?t=2026-11-29T05:00:00Z": HANDOFFS_MD_QUERIES,
+            f"/incidents/{one.pk}/handoff.md?t=2026-11-29T05:00:00Z": HANDOFF_MD_QUERIES,
+        }
+        small = {u: self.count(u) for u in urls}
+        big_one = self.incidents(100, related=300)
+        urls_big = dict(urls)
+        urls_big[f"/incidents/{big_one.pk}/handoff.md?t=2026-11-29T05:00:00Z"] = urls_big.pop(
+            f"/incidents/{one.pk}/handoff.md?t=2026-11-29T05:00:00Z"
+        )
+        big = {u: self.count(u) for u in urls_big}
+        assert list(small.values()) == list(urls.values()), small
+        assert list(big.values()) == list(urls_big.values()), big
+        md = self.client.get("/handoffs.md?t=2026-11-29T05:00:00Z").content.decode()
+        assert md.startswith("# Handoff: 102 open incidents") and "and 300 more (see the incident page)" in md

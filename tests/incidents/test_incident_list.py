@@ -48,15 +48,15 @@ class IncidentListTests(BaseTestCase):
     def test_it_redirects_anonymous_users(self) -> None:
         self.assertEqual(self.anon.get("/incidents/").status_code, 302)
 
-    def test_it_lists_incidents_newest_first(self) -> None:
-        self.assertEqual(len(self.titles()), 2)
-        self.assertTrue(self.titles()[0].startswith("NodeNotReady"))
+    def test_it_lists_unresolved_incidents_first_each_titled_by_its_subject(self) -> None:
+        # The critical one is resolved: the open warning comes first (then severity, impact, age).
+        self.assertEqual(self.titles(), ["vision/resnet-train pending", "a100-01 not Ready"])
 
     def test_it_filters_by_status_cluster_project_severity_and_time(self) -> None:
         self.assertEqual(len(self.titles("?status=open")), 1)
         self.assertEqual(len(self.titles("?status=active")), 1)
-        self.assertTrue(self.titles("?cluster=gpu-dev")[0].startswith("NodeNotReady"))
-        self.assertTrue(self.titles("?project=vision")[0].startswith("GPUJobPendingTooLong"))
+        self.assertEqual(self.titles("?cluster=gpu-dev"), ["a100-01 not Ready"])
+        self.assertEqual(self.titles("?project=vision"), ["vision/resnet-train pending"])
         self.assertEqual(len(self.titles("?severity=critical")), 1)
         self.assertEqual(len(self.titles("?since=2026-11-29T04:00:00Z")), 1)
         self.assertEqual(len(self.titles("?until=2026-11-29T04:00:00Z")), 1)

@@ -12,21 +12,52 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from collectors.models import EntityVersion
+from incidents.models import DiagnosisRun, Incident, IncidentSubject
 from tests.collectors.factories import PageTestCase, crowd_node, deepen_history, gpu_uuid, iso
 
 # Budget per page: session + user (2), entity with its version at t and the collection errors (1), the page's
-# own related queries, changes with previous/next (1). A failing budget names the queries it ran.
+# own related queries, changes with previous/next (1), the incidents about it at t (1, incidents.about). A
+# failing budget names the queries it ran.
 BUDGETS = {
-    "/c/gpu-prod/nodes/h100-01/": 5,  # + its GPUs and pods (one query)
-    f"/c/gpu-prod/gpus/{gpu_uuid('h100-01', 0)}/": 6,  # + users in window, related ids
-    "/c/gpu-prod/pods/vision/resnet-train-0/": 7,  # + GPUs, events, related ids
-    "/c/gpu-prod/jobs/vision/resnet-train/": 8,  # + pods, events, request history, related ids
-    "/c/gpu-prod/jobs/nlp/bert-eval/": 9,  # + its queue's waiting jobs (position); why-pending loads lazily
-    "/c/gpu-prod/queues/nlp/": 8,  # + usage, jobs, policy changes, related ids
-    "/c/gpu-prod/projects/nlp/": 8,
+    "/c/gpu-prod/nodes/h100-01/": 6,  # + its GPUs and pods (one query)
+    f"/c/gpu-prod/gpus/{gpu_uuid('h100-01', 0)}/": 7,  # + users in window, related ids
+    "/c/gpu-prod/pods/vision/resnet-train-0/": 8,  # + GPUs, events, related ids
+    "/c/gpu-prod/jobs/vision/resnet-train/": 9,  # + pods, events, request history, related ids
+    "/c/gpu-prod/jobs/nlp/bert-eval/": 10,  # + its queue's waiting jobs (position); why-pending loads lazily
+    "/c/gpu-prod/queues/nlp/": 9,  # + usage, jobs, policy changes, related ids
+    "/c/gpu-prod/projects/nlp/": 9,
     "/c/gpu-prod/jobs/?queue=nlp": 5,  # session, user, cluster, count, rows
     "/c/gpu-prod/jobs/?node=h100-01&phase=Running": 5,
 }
+
+
+def about_every_page(story, t, n: int) -> None:  # type: ignore[no-untyped-def]
+    """``n`` open incidents, each diagnosed, naming every object the budgeted pages show."""
+    entities = [
+        story.entity("node", "h100-01"),
+        story.entity("gpu", gpu_uuid("h100-01", 0)),
+        story.entity("pod", "resnet-train-0", "vision"),
+        story.entity("job", "resnet-train", "vision"),
+        story.entity("job", "bert-eval", "nlp"),
+        story.entity("queue", "nlp"),
+        story.entity("project", "nlp"),
+    ]
+    for i in range(n):
+        inc = Incident.objects.create(
+            title=f"incident {i}",
+            cluster=story.cluster,
+            onset=t - timedelta(minutes=5),
+            window_start=t - timedelta(hours=1),
+        )
+        IncidentSubject.objects.bulk_create(
+            [
+                IncidentSubject(incident=inc, entity=e, role="subject" if i % 2 else "related")
+                for e in entities
+            ]
+        )
+        DiagnosisRun.objects.create(
+            incident=inc, at=inc.onset, made_at=inc.onset, top_code="gpu_capacity_shortage"
+        )
 
 
 class QueryBudgetTest(PageTestCase):
@@ -48,6 +79,7 @@ class QueryBudgetTest(PageTestCase):
         assert node_pods == 499
         node = self.story.entity("node", "h100-01")
         assert node.versions.count() >= 51
+        about_every_page(self.story, big_t, 20)  # and 20 incidents about each object, diagnosed
         big = {path: self.count(path, big_t) for path in BUDGETS}
 
         for path, budget in BUDGETS.items():

@@ -1,0 +1,142 @@
+"""incidents.titles: a title names the subject, the symptom and, once diagnosed, the cause with its numbers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from collectors.inventory import record_states
+from collectors.models import Cluster, SourceRun
+from incidents.diagnose import diagnose_incident
+from incidents.grouping import group_alert
+from incidents.models import Alert
+from incidents.titles import build_title, cause_gist, subject_label
+from tests.incidents.test_diagnose import ONSET, T0, _job, _node, _queue
+
+# The statement incidents.diagnosis.policy.quota_findings wrote for the quota-cut-blocks-training scenario
+# (manage.py run_scenario collectors/sim/scenarios/quota-cut-blocks-training.yaml).
+QUOTA_CUT = (
+    "project vision uses 0 of 8 GPUs of quota, limit 8 since 01:05, when platform-admin changed quota_gpus "
+    "from 16 to 8; vision/resnet-train needs 16 more, 16 would exceed the limit of 8."
+)
+
+
+def test_the_subject_is_named_as_operators_say_it() -> None:
+    assert subject_label([("job", "vision", "resnet-train"), ("pod", "vision", "resnet-train-0")], {}) == (
+        "vision/resnet-train-0"
+    )
+    assert subject_label([("job", "vision", "resnet-train")], {"job_name": "resnet-train"}) == (
+        "vision/resnet-train"
+    )
+    gpu = [("gpu", "", "GPU-1c902699"), ("node", "", "h100-02")]
+    assert subject_label(gpu, {"Hostname": "h100-02", "gpu": "3"}) == "h100-02 GPU 3"
+    assert subject_label(gpu, {}) == "h100-02 GPU-1c902699"
+    assert subject_label([("queue", "", "nlp")], {}) == "queue nlp"
+    # Labels that named nothing known still name the subject.
+    assert subject_label([], {"node": "gpu-99"}) == "gpu-99"
+    assert subject_label([], {"namespace": "ml", "pod": "x-0"}) == "ml/x-0"
+    assert subject_label([], {"severity": "warning"}) == ""
+
+
+def test_the_quota_cause_reads_with_its_numbers_and_who_cut_it() -> None:
+    assert cause_gist("project_quota_exhausted", QUOTA_CUT) == (
+        "project vision quota 8 < 16 needed, cut from 16 by platform-admin at 01:05"
+    )
+    raised = QUOTA_CUT.replace("from 16 to 8", "from 4 to 8")
+    assert "changed from 4 by platform-admin" in cause_gist("project_quota_exhausted", raised)
+    no_cut = (
+        "project nlp uses 20 of 24 GPUs of quota, limit 32; nlp/bert is non-preemptible and needs 8 more, "
+        "28 would exceed the quota."
+    )
+    assert cause_gist("project_quota_exhausted", no_cut) == "project nlp quota 24 < 28 needed"
+
+
+def test_other_causes_keep_their_first_sentence_and_numbers() -> None:
+    node = "h100-02 is NotReady (NodeStatusUnknown) since 00:40; its 8 GPUs take no new pods."
+    assert cause_gist("gpu_node_unavailable", node) == (
+        "h100-02 is NotReady (NodeStatusUnknown) since 00:40; its 8 GPUs take no new pods"
+    )
+    also = (
+        "vision/vit-train (2 pod(s) × 8 GPU) would fit if node(s) NotReady on h100-02 were fixed; it does not "
+        "fit without them. Also: h100-02 is NotReady (NodeStatusUnknown) since 00:40."
+    )
+    assert cause_gist("gpu_node_unavailable", also).endswith("it does not fit without them")
+    assert cause_gist("gpu_thermal_throttling", "GPU 3 at 0.02 % over 85 C. More text.") == (
+        "GPU 3 at 0.02 % over 85 C"
+    )
+    long = "word " * 80
+    gist = cause_gist("x", long)
+    assert len(gist) <= 160 and gist.endswith("…")
+
+
+def test_the_title_is_subject_symptom_and_cause() -> None:
+    assert build_title("vision/resnet-train", "GPUJobPendingTooLong", "GPU job pending too long") == (
+        "vision/resnet-train pending"
+    )
+    assert build_title(
+        "vision/resnet-train", "GPUJobPendingTooLong", "", "project_quota_exhausted", QUOTA_CUT
+    ) == (
+        "vision/resnet-train pending: project vision quota 8 < 16 needed, cut from 16 by platform-admin at 01:05"
+    )
+    # An alert rcaweb has no words for keeps its name and summary until a cause is known.
+    assert build_title("h100-01", "DiskFull", "/var is 99% full") == "h100-01: DiskFull — /var is 99% full"
+    assert build_title("", "Watchdog", "") == "Watchdog"
+    assert build_title("", "Watchdog", "always firing") == "Watchdog: always firing"
+    assert len(build_title("x" * 400, "NodeNotReady")) <= 300
+
+
+def test_hostile_label_text_is_kept_as_text_for_the_templates_to_escape() -> None:
+    evil = '<script>alert("x")</script>'
+    assert build_title(subject_label([], {"node": evil}), "NodeNotReady") == f"{evil} not Ready"
+
+
+@pytest.fixture
+def quota_world(db):
+    cluster = Cluster.objects.create(name="gpu-prod", scheduler="kai")
+    record_states(
+        cluster, [_node("h100-01"), _node("h100-02"), _node("h100-03"), *_queue(16, 24), _job()], T0
+    )
+    record_states(cluster, _queue(8, 8), T0 + timedelta(hours=2))  # platform-admin cuts the quota
+    SourceRun.objects.create(
+        cluster=cluster, source="k8s", call="list pods", time=ONSET + timedelta(minutes=5), ok=True
+    )
+    now = timezone.now()
+    alert = Alert.objects.create(
+        fingerprint="fp-pending",
+        name="GPUJobPendingTooLong",
+        severity="warning",
+        cluster_name="gpu-prod",
+        labels={
+            "alertname": "GPUJobPendingTooLong",
+            "cluster": "gpu-prod",
+            "namespace": "vision",
+            "job_name": "resnet-train",
+        },
+        annotations={"summary": "GPU job pending too long"},
+        starts_at=ONSET,
+        received_at=now,
+        updated_at=now,
+    )
+    return group_alert(alert)
+
+
+def test_grouping_names_the_subject_and_diagnosis_adds_the_cause(quota_world) -> None:
+    incident = quota_world
+    assert incident.title == "vision/resnet-train pending"
+    diagnose_incident(incident.pk, ONSET)
+    incident.refresh_from_db()
+    assert incident.title == (
+        "vision/resnet-train pending: project vision quota 8 < 16 needed, cut from 16 by platform-admin at 02:00"
+    )
+
+
+def test_no_cause_found_keeps_the_alert_only_title(quota_world) -> None:
+    incident = quota_world
+    diagnose_incident(incident.pk, ONSET)
+    record_states(incident.cluster, _queue(64, 64), ONSET + timedelta(minutes=5))  # quota back: it fits
+    diagnose_incident(incident.pk, ONSET + timedelta(minutes=10))  # a later moment: the current run
+    incident.refresh_from_db()
+    assert incident.diagnoses.order_by("-at").first().top_code == ""
+    assert incident.title == "vision/resnet-train pending"
