@@ -15,6 +15,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from collectors import queries
 from collectors.models import Entity
+from collectors.podstatus import pod_status, pods_in_trouble
 from collectors.views.common import entity_page_context, finish, not_found, render_page
 from rcaweb.http import RcaRequest
 
@@ -60,12 +61,16 @@ def job_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
         position = queries.queue_position(c, version, t)
     for p in pods:
         p.node_ref = queries.ref(c, "node", p.node)
+        p.status = pod_status(p.state or {}, p.phase)
+    trouble = pods_in_trouble(pods)
     # The diagnosis explains jobs that wait or failed (a running or finished job needs no "why"). It reads
     # the whole cluster as of t, so it loads lazily (job_why) and never delays the page itself.
-    explain = version is not None and version.phase not in NO_WHY_PHASES
+    # A "Running" job whose containers crash or cannot start is explained too.
+    explain = version is not None and (version.phase not in NO_WHY_PHASES or bool(trouble))
     ctx.update(
         pods=pods,
-        pods_running=sum(1 for p in pods if p.phase == "Running"),
+        pods_running=sum(1 for p in pods if p.phase == "Running" and p.status == p.phase),
+        pods_trouble=sorted(trouble.items()),
         node_refs=[queries.ref(c, "node", n) for n in nodes],
         queue_ref=queries.ref(c, "queue", queue_name),
         project_ref=queries.ref(c, "project", version.project if version else ""),

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from collectors import queries
+from collectors.podstatus import pod_status
 from collectors.views.common import entity_page_context, finish, render_page
 from rcaweb.http import RcaRequest
 
@@ -65,6 +66,7 @@ def pod_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
         objects.append(("Job", namespace, job_name))
     ctx.update(
         containers=containers,
+        pod_status=pod_status(state, version.phase if version else ""),
         conditions=sorted((state.get("conditions") or {}).items()),
         node_ref=queries.ref(c, "node", node_name),
         job_ref=queries.ref(c, "job", job_name, namespace),

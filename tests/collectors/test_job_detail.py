@@ -90,3 +90,21 @@ class JobWhyPendingTest(PageTestCase):
     def test_it_says_so_when_the_job_did_not_exist(self):
         r = self.get(self.WHY, self.story.t0, headers={"HX-Request": "true"})
         assert "did not exist" in r.content.decode()
+
+
+class CrashLoopStatusTest(PageTestCase):
+    """A crash-looping job is not a green "Running": its job and pod pages name the container's reason."""
+
+    def test_the_job_page_names_the_crash_loop_and_explains_it(self):
+        r = self.get("/c/gpu-prod/jobs/nlp/llama-ft/", T0 + timedelta(hours=2, minutes=10))
+        html = r.content.decode()
+        assert dict(r.context["pods_trouble"]) == {"CrashLoopBackOff": 1}
+        assert "CrashLoopBackOff" in html and "Why it is not running" in html
+        assert "Pods (1, 0 running)" in html
+        before = self.get("/c/gpu-prod/jobs/nlp/llama-ft/", T0 + timedelta(hours=1))
+        assert not before.context["pods_trouble"] and "Pods (1, 1 running)" in before.content.decode()
+
+    def test_the_pod_page_shows_crashloopbackoff_with_its_phase(self):
+        r = self.get("/c/gpu-prod/pods/nlp/llama-ft-0/", T0 + timedelta(hours=2, minutes=10))
+        assert r.context["pod_status"] == "CrashLoopBackOff"
+        assert "phase Running" in r.content.decode()
