@@ -238,9 +238,25 @@ def redact_value(value: Any) -> Any:
     return value
 
 
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+
+
 def _redact_list(items: list[Any]) -> list[Any]:
     """Each item redacted; in an argv-style list (a container's ``args``) the item after a secret flag too."""
     out = [redact_value(v) for v in items]
+    # A PEM block split over items (log lines): every line between its BEGIN and END lines is key material.
+    inside = False
+    for i, v in enumerate(items):  # the items as given: redact_text closes a lone BEGIN line itself
+        if not isinstance(v, str):
+            continue
+        if _PEM_BEGIN.search(v) and not _PEM_END.search(v):
+            inside = True
+        elif inside:
+            if _PEM_END.search(v):
+                inside = False
+            else:
+                out[i] = REDACTED
     for i in range(len(out) - 1):
         flag = out[i]
         if (

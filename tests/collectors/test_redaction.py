@@ -239,3 +239,19 @@ def test_it_redacts_container_termination_and_waiting_messages():
     )
     assert c["last_state"]["terminated"]["exitCode"] == 1
     assert "hunter2" not in str(c["state"]) and "hunter1" not in state["message"]
+
+
+def test_a_pem_block_split_over_log_lines_is_masked_line_by_line():
+    from collectors.sources.redact import redact_value
+
+    lines = [
+        "starting",
+        "-----BEGIN PRIVATE KEY-----",
+        "MIIEvQIBADANBgkqhkiG9w0Bzz",
+        "AAECAwQF",
+        "-----END PRIVATE KEY-----",
+        "done",
+    ]
+    out = redact_value(lines)
+    assert out[0] == "starting" and out[-1] == "done"
+    assert "MIIEvQIBADANBgkqhkiG9w0Bzz" not in str(out) and "AAECAwQF" not in str(out)
