@@ -5,7 +5,8 @@ A finding may be a *cause* only when what it is about lies in the subject's caus
 - a waiting job: the nodes that would otherwise take its pods (no taint or selector keeps it off them, and
   without their fault they would have room), and only through the capacity a fault costs there (a missing
   GPU, a device plugin hiding GPUs, a NotReady or cordoned node, an Xid that condemns the GPU, double-bit
-  ECC errors); a hot GPU or NVLink errors on such a node cost the job nothing;
+  ECC errors); a hot GPU or NVLink errors on such a node cost the job nothing; none at all while its own
+  quota holds it (KAI OverLimit / NonPreemptibleOverQuota, Kueue over nominal + borrowing limit);
 - a placed job or pod: the nodes its pods run on and the GPUs they hold;
 - a node: the node, its GPUs and its workloads;
 - a GPU: that GPU, and its node's own node-level faults.
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.quota import is_pending, quota_at
 from incidents.diagnosis.types import DiagnosisInput, EntityState, Finding
 
 CAUSE = "cause"
@@ -117,6 +118,9 @@ def _candidates(di: DiagnosisInput, hood: Neighbourhood, job: EntityState) -> No
     req = F.job_request(di, job)
     if req.pods == 0:
         return
+    held = quota_at(di, job, req, 0)
+    if held is not None and held.blocks:
+        return  # its quota holds it before any node is considered: no node's fault is why it waits
     per_pod = max(req.gpus_per_pod, 1)
     for row in F.node_fits(di, req):
         if row.fits or F.TAINT in row.blockers or F.SELECTOR in row.blockers:
