@@ -19,6 +19,7 @@ as a cause and never the reason for an action. Pure: it reads the DiagnosisInput
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
@@ -34,6 +35,8 @@ CAPACITY_CODES = frozenset(
 )
 NODE_LEVEL_CODES = frozenset({C.GPU_NODE_UNAVAILABLE, C.DEVICE_PLUGIN_UNHEALTHY, C.GPU_MISSING})
 WORKLOAD_KINDS = ("job", "pod", "queue", "project")
+# Sweeps and Prometheus' 5-minute lookback date a state a few minutes late: within this, not "after onset".
+AFTER_ONSET_GRACE = timedelta(minutes=10)
 
 
 @dataclass
@@ -172,6 +175,8 @@ def scope_of(di: DiagnosisInput, hood: Neighbourhood, f: Finding) -> str:
             return CAUSE
         return ELSEWHERE
     if subject.kind == "node" and node is not None:
+        if _began_after_onset(di, f):
+            return ELSEWHERE
         if node in hood.nodes:
             return CAUSE
         if node in hood.node_level and f.code in NODE_LEVEL_CODES:
@@ -180,6 +185,20 @@ def scope_of(di: DiagnosisInput, hood: Neighbourhood, f: Finding) -> str:
             return CAUSE
         return ELSEWHERE
     return CAUSE
+
+
+def _began_after_onset(di: DiagnosisInput, f: Finding) -> bool:
+    """A node state that began after the incident's onset (a cordon after a GPU fell off the bus) is not its
+    cause: an incident re-diagnosed later sees it, but an effect cannot precede its cause. Not for a job
+    still waiting, which a later fault can keep waiting.
+    """
+    if f.since is None or f.since <= di.onset + AFTER_ONSET_GRACE:
+        return False
+    return not any(
+        (job := di.find("job", r.name, r.namespace)) is not None and is_pending(job)
+        for r in di.subjects
+        if r.kind == "job"
+    )
 
 
 def apply_scope(di: DiagnosisInput, findings: list[Finding]) -> list[Finding]:

@@ -136,3 +136,35 @@ def test_a_job_its_quota_holds_waits_on_no_nodes_fault():
     causes = _supported(di)
     assert causes[:1] == [C.PROJECT_QUOTA_EXHAUSTED]
     assert C.GPU_MISSING not in causes
+
+
+def _missing_gpu_world(cordoned_at, t=T):
+    """GPU 4 of h100-03 fell off the bus (Xid 79) at the onset; ops-bot cordons the node at ``cordoned_at``."""
+    from incidents.diagnosis.types import EntityState
+
+    onset = T0 + timedelta(hours=1)
+    before = node("h100-03", capacity=7)
+    after = node("h100-03", capacity=7, unschedulable=True)
+    after.valid_from = cordoned_at
+    gpus = [gpu(f"GPU-3-{i}", "h100-03", i, present=i != 4, xid=79 if i == 4 else 0) for i in range(8)]
+    di = world(
+        subjects=[Ref("gpu", "GPU-3-4"), Ref("node", "h100-03")],
+        nodes=[after],
+        gpus=gpus,
+        alertnames=["GPUMissing", "GPUXidError"],
+        t=t,
+        onset=onset,
+    )
+    di.history[after.ref] = [EntityState("node", "h100-03", state=dict(before.state), valid_from=T0), after]
+    return di
+
+
+def test_a_cordon_after_the_gpu_fell_off_the_bus_is_not_its_cause():
+    causes = _supported(_missing_gpu_world(cordoned_at=T0 + timedelta(hours=4), t=T0 + timedelta(hours=4)))
+    assert causes[:1] == [C.GPU_XID_FAULT]
+    assert C.GPU_NODE_UNAVAILABLE not in causes
+
+
+def test_a_node_already_cordoned_at_onset_stays_in_the_gpus_neighbourhood():
+    causes = _supported(_missing_gpu_world(cordoned_at=T0 + timedelta(minutes=30)))
+    assert C.GPU_NODE_UNAVAILABLE in causes
