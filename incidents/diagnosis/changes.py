@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from collectors.changefmt import describe_change
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import first_pending_since, is_pending
+from incidents.diagnosis.quota import first_pending_since, is_pending, quota_at
 from incidents.diagnosis.types import (
     REFUTED,
     SUPPORTED,
@@ -171,7 +171,7 @@ def related_refs(di: DiagnosisInput) -> set[Ref]:
 
 def unusable_nodes(di: DiagnosisInput) -> set[str]:
     """Nodes a waiting subject job could never use, whatever their state: its node selector or tolerations
-    keep it off them, or they have fewer GPUs than one of its pods needs.
+    keep it off them, or they have fewer GPUs than one of its pods needs (all of them while its quota holds it).
 
     related_refs counts every node for a job that waits unplaced; a cordon or repair on one of these cannot
     be why it waits. A selector or taint change there still counts: it may be what keeps the job off.
@@ -183,13 +183,18 @@ def unusable_nodes(di: DiagnosisInput) -> set[str]:
         if job is None or not is_pending(job) or any(p.get("node") for p in di.pods_of_job(job)):
             return set()
         req = F.job_request(di, job)
-        usable = {
-            r.node
-            for r in F.node_fits(di, req)
-            if F.SELECTOR not in r.blockers
-            and F.TAINT not in r.blockers
-            and max(r.nominal, r.capacity) >= req.gpus_per_pod
-        }
+        held = quota_at(di, job, req, 0)
+        usable = (
+            set()  # its quota holds it before any node is considered
+            if held is not None and held.blocks
+            else {
+                r.node
+                for r in F.node_fits(di, req)
+                if F.SELECTOR not in r.blockers
+                and F.TAINT not in r.blockers
+                and max(r.nominal, r.capacity) >= req.gpus_per_pod
+            }
+        )
         mine = {n.name for n in di.nodes} - usable
         never = mine if never is None else never & mine
     return never or set()

@@ -9,7 +9,7 @@ A finding may be a *cause* only when what it is about lies in the subject's caus
   quota holds it (KAI OverLimit / NonPreemptibleOverQuota, Kueue over nominal + borrowing limit);
 - a placed job or pod: the nodes its pods run on and the GPUs they hold;
 - a node: the node, its GPUs and its workloads;
-- a GPU: that GPU, and its node's own node-level faults.
+- a GPU: that GPU, and its node's own node-level faults (also when grouping made the node a subject too).
 
 Anything else a check reports (a fault on a node the job never needed, a sibling GPU's temperature) is
 scoped "elsewhere": listed as also happening in the cluster when supported, dropped otherwise, never ranked
@@ -60,8 +60,13 @@ class Neighbourhood:
 
 def neighbourhood(di: DiagnosisInput) -> Neighbourhood:
     hood = Neighbourhood()
+    gpu_nodes = _nodes_of_gpu_subjects(di)
     for ref in di.subjects:
         hood.workloads.add((ref.kind, ref.namespace, ref.name))
+        if ref.kind == "node" and ref.name in gpu_nodes:
+            # A GPU alert's node is grouped with it as a subject: its node-level faults are in scope (the GPU
+            # branch adds them), its other GPUs' faults are not.
+            continue
         if ref.kind == "node":
             hood.nodes.add(ref.name)
             hood.gpus.update(g.name for g in di.gpus_of_node(ref.name))
@@ -91,6 +96,15 @@ def neighbourhood(di: DiagnosisInput) -> Neighbourhood:
             if is_pending(job):
                 _candidates(di, hood, job)
     return hood
+
+
+def _nodes_of_gpu_subjects(di: DiagnosisInput) -> set[str]:
+    out = set()
+    for ref in di.subjects:
+        g = di.find("gpu", ref.name) if ref.kind == "gpu" else None
+        if g is not None and g.get("node"):
+            out.add(g.get("node"))
+    return out
 
 
 def _workloads_on(hood: Neighbourhood, pods: list[EntityState]) -> None:

@@ -168,3 +168,55 @@ def test_a_cordon_after_the_gpu_fell_off_the_bus_is_not_its_cause():
 def test_a_node_already_cordoned_at_onset_stays_in_the_gpus_neighbourhood():
     causes = _supported(_missing_gpu_world(cordoned_at=T0 + timedelta(minutes=30)))
     assert C.GPU_NODE_UNAVAILABLE in causes
+
+
+def test_a_cordon_is_no_recent_change_for_a_job_its_quota_holds():
+    """misleading-cordon-quota.yaml: speech-xl is over its limit; the cordon ten minutes earlier is a red herring."""
+    cordon = change(
+        "node", "h100-02", "spec.unschedulable", False, True, T0 - timedelta(minutes=10), "ops-bot"
+    )
+    di = world(
+        subjects=[Ref("job", "xl", "speech")],
+        nodes=[node("h100-01"), node("h100-02", unschedulable=True), node("h100-03")],
+        jobs=[job("xl", "speech", pods=3, gpus_per_pod=4)],
+        queues=[queue("speech", 4, 8)],
+        changes=[cordon],
+        t=T,
+    )
+    causes = _supported(di)
+    assert causes[:1] == [C.PROJECT_QUOTA_EXHAUSTED]
+    assert C.RECENT_CHANGE not in causes
+
+
+def test_a_neighbour_gpus_corrected_errors_are_not_why_a_gpu_is_hot():
+    """busy-gpu-neighbours-kai.yaml: grouping names the hot GPU and its node; GPU 5's 150 single-bit errors
+    (corrected) on the same node are context, not the cause."""
+    from .dx_world import series
+
+    gpus = [gpu(f"GPU-{i}", "h100-04", i) for i in range(8)]
+    gpus[5].state["ecc_sbe_total"] = 150
+    hot = series("DCGM_FI_DEV_GPU_TEMP", "GPU-2", "h100-04", [70, 92, 93], start=T - timedelta(minutes=15))
+    di = world(
+        subjects=[Ref("gpu", "GPU-2"), Ref("node", "h100-04")],
+        nodes=[node("h100-04")],
+        gpus=gpus,
+        series=[hot],
+        alertnames=["GPUHighTemperature"],
+        t=T,
+    )
+    findings = run_checks(di).findings
+    assert _supported(di) == [C.GPU_THERMAL_THROTTLING]
+    assert {f.scope for f in findings if f.code == C.GPU_ECC_ERRORS} == {"elsewhere"}
+
+
+def test_the_gpus_own_node_going_not_ready_stays_in_scope():
+    gpus = [gpu(f"GPU-{i}", "h100-04", i, present=i != 2) for i in range(8)]
+    di = world(
+        subjects=[Ref("gpu", "GPU-2"), Ref("node", "h100-04")],
+        nodes=[node("h100-04", ready=False)],
+        gpus=gpus,
+        alertnames=["GPUMissing"],
+        t=T,
+        onset=T,
+    )
+    assert C.GPU_NODE_UNAVAILABLE in _supported(di)
