@@ -15,7 +15,8 @@ from datetime import datetime, timedelta
 
 from collectors.changefmt import describe_change
 from incidents.diagnosis import codes as C
-from incidents.diagnosis.quota import first_pending_since, is_pending
+from incidents.diagnosis import fit as F
+from incidents.diagnosis.quota import first_pending_since, is_pending, quota_at
 from incidents.diagnosis.types import (
     REFUTED,
     SUPPORTED,
@@ -168,6 +169,37 @@ def related_refs(di: DiagnosisInput) -> set[Ref]:
     return refs
 
 
+def unusable_nodes(di: DiagnosisInput) -> set[str]:
+    """Nodes a waiting subject job could never use, whatever their state: its node selector or tolerations
+    keep it off them, or they have fewer GPUs than one of its pods needs (all of them while its quota holds it).
+
+    related_refs counts every node for a job that waits unplaced; a cordon or repair on one of these cannot
+    be why it waits. A selector or taint change there still counts: it may be what keeps the job off.
+    Empty unless every subject is such a job (any other subject's nodes stay related).
+    """
+    never: set[str] | None = None
+    for ref in di.subjects:
+        job = di.find("job", ref.name, ref.namespace) if ref.kind == "job" else None
+        if job is None or not is_pending(job) or any(p.get("node") for p in di.pods_of_job(job)):
+            return set()
+        req = F.job_request(di, job)
+        held = quota_at(di, job, req, 0)
+        usable = (
+            set()  # its quota holds it before any node is considered
+            if held is not None and held.blocks
+            else {
+                r.node
+                for r in F.node_fits(di, req)
+                if F.SELECTOR not in r.blockers
+                and F.TAINT not in r.blockers
+                and max(r.nominal, r.capacity) >= req.gpus_per_pod
+            }
+        )
+        mine = {n.name for n in di.nodes} - usable
+        never = mine if never is None else never & mine
+    return never or set()
+
+
 def symptom_onset(di: DiagnosisInput) -> datetime:
     """When the symptom began: a waiting job's pending spell start, else the incident onset (whichever is first).
 
@@ -187,6 +219,7 @@ def symptom_onset(di: DiagnosisInput) -> datetime:
 
 def check_changes(di: DiagnosisInput, lookback: timedelta = LOOKBACK) -> list[Finding]:
     refs = related_refs(di)
+    never = unusable_nodes(di)
     onset = symptom_onset(di)
     start = onset - lookback
     picked: list[tuple[ChangeRec, str]] = []
@@ -199,6 +232,9 @@ def check_changes(di: DiagnosisInput, lookback: timedelta = LOOKBACK) -> list[Fi
         cat = category(ch)
         if cat is None:
             continue
+        if ch.entity is not None and ch.entity.kind == "node" and ch.entity.name in never:
+            if cat not in ("selector", "taint"):
+                continue
         if ch.time > onset + ONSET_GRACE:
             late.append(ch)
             continue

@@ -5,10 +5,11 @@ A finding may be a *cause* only when what it is about lies in the subject's caus
 - a waiting job: the nodes that would otherwise take its pods (no taint or selector keeps it off them, and
   without their fault they would have room), and only through the capacity a fault costs there (a missing
   GPU, a device plugin hiding GPUs, a NotReady or cordoned node, an Xid that condemns the GPU, double-bit
-  ECC errors); a hot GPU or NVLink errors on such a node cost the job nothing;
+  ECC errors); a hot GPU or NVLink errors on such a node cost the job nothing; none at all while its own
+  quota holds it (KAI OverLimit / NonPreemptibleOverQuota, Kueue over nominal + borrowing limit);
 - a placed job or pod: the nodes its pods run on and the GPUs they hold;
 - a node: the node, its GPUs and its workloads;
-- a GPU: that GPU, and its node's own node-level faults.
+- a GPU: that GPU, and its node's own node-level faults (also when grouping made the node a subject too).
 
 Anything else a check reports (a fault on a node the job never needed, a sibling GPU's temperature) is
 scoped "elsewhere": listed as also happening in the cluster when supported, dropped otherwise, never ranked
@@ -18,10 +19,11 @@ as a cause and never the reason for an action. Pure: it reads the DiagnosisInput
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.quota import is_pending, quota_at
 from incidents.diagnosis.types import DiagnosisInput, EntityState, Finding
 
 CAUSE = "cause"
@@ -33,6 +35,8 @@ CAPACITY_CODES = frozenset(
 )
 NODE_LEVEL_CODES = frozenset({C.GPU_NODE_UNAVAILABLE, C.DEVICE_PLUGIN_UNHEALTHY, C.GPU_MISSING})
 WORKLOAD_KINDS = ("job", "pod", "queue", "project")
+# Sweeps and Prometheus' 5-minute lookback date a state a few minutes late: within this, not "after onset".
+AFTER_ONSET_GRACE = timedelta(minutes=10)
 
 
 @dataclass
@@ -56,8 +60,13 @@ class Neighbourhood:
 
 def neighbourhood(di: DiagnosisInput) -> Neighbourhood:
     hood = Neighbourhood()
+    gpu_nodes = _nodes_of_gpu_subjects(di)
     for ref in di.subjects:
         hood.workloads.add((ref.kind, ref.namespace, ref.name))
+        if ref.kind == "node" and ref.name in gpu_nodes:
+            # A GPU alert's node is grouped with it as a subject: its node-level faults are in scope (the GPU
+            # branch adds them), its other GPUs' faults are not.
+            continue
         if ref.kind == "node":
             hood.nodes.add(ref.name)
             hood.gpus.update(g.name for g in di.gpus_of_node(ref.name))
@@ -89,6 +98,15 @@ def neighbourhood(di: DiagnosisInput) -> Neighbourhood:
     return hood
 
 
+def _nodes_of_gpu_subjects(di: DiagnosisInput) -> set[str]:
+    out = set()
+    for ref in di.subjects:
+        g = di.find("gpu", ref.name) if ref.kind == "gpu" else None
+        if g is not None and g.get("node"):
+            out.add(g.get("node"))
+    return out
+
+
 def _workloads_on(hood: Neighbourhood, pods: list[EntityState]) -> None:
     """The workloads a node or GPU alert touches: the pods on it and their jobs."""
     for p in pods:
@@ -117,6 +135,9 @@ def _candidates(di: DiagnosisInput, hood: Neighbourhood, job: EntityState) -> No
     req = F.job_request(di, job)
     if req.pods == 0:
         return
+    held = quota_at(di, job, req, 0)
+    if held is not None and held.blocks:
+        return  # its quota holds it before any node is considered: no node's fault is why it waits
     per_pod = max(req.gpus_per_pod, 1)
     for row in F.node_fits(di, req):
         if row.fits or F.TAINT in row.blockers or F.SELECTOR in row.blockers:
@@ -168,6 +189,8 @@ def scope_of(di: DiagnosisInput, hood: Neighbourhood, f: Finding) -> str:
             return CAUSE
         return ELSEWHERE
     if subject.kind == "node" and node is not None:
+        if _began_after_onset(di, f):
+            return ELSEWHERE
         if node in hood.nodes:
             return CAUSE
         if node in hood.node_level and f.code in NODE_LEVEL_CODES:
@@ -176,6 +199,20 @@ def scope_of(di: DiagnosisInput, hood: Neighbourhood, f: Finding) -> str:
             return CAUSE
         return ELSEWHERE
     return CAUSE
+
+
+def _began_after_onset(di: DiagnosisInput, f: Finding) -> bool:
+    """A node state that began after the incident's onset (a cordon after a GPU fell off the bus) is not its
+    cause: an incident re-diagnosed later sees it, but an effect cannot precede its cause. Not for a job
+    still waiting, which a later fault can keep waiting.
+    """
+    if f.since is None or f.since <= di.onset + AFTER_ONSET_GRACE:
+        return False
+    return not any(
+        (job := di.find("job", r.name, r.namespace)) is not None and is_pending(job)
+        for r in di.subjects
+        if r.kind == "job"
+    )
 
 
 def apply_scope(di: DiagnosisInput, findings: list[Finding]) -> list[Finding]:

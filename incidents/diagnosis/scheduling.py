@@ -18,6 +18,7 @@ from incidents.diagnosis.policy import queue_findings, quota_findings, request_f
 from incidents.diagnosis.quota import (
     first_pending_since,
     is_pending,
+    quota_at,
 )
 from incidents.diagnosis.types import (
     REFUTED,
@@ -168,6 +169,8 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
     ]
     causes: list[str] = []
     alone_causes: list[str] = []
+    held = quota_at(di, job, req, tot.eligible_free)
+    quota_holds = held is not None and held.blocks  # no node is considered while the quota refuses the job
     for code, blockers in groups:
         hit = [r for r in rows if set(r.blockers) & blockers]
         if not hit:
@@ -186,7 +189,11 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
                     )
                 )
             continue
+        if quota_holds:
+            continue
         alone = not fits_now and F.fits(rows, req, blockers)
+        if alone and code == C.NODE_SELECTOR_MISMATCH and selector_satisfiable(rows, req):
+            alone = False  # the nodes it selects could hold it: what keeps it off them is the cause
         # Nodes the job could use but for this blocker: another static blocker (a taint it does not
         # tolerate, a selector it does not match) keeps it off them anyway, so this one costs it nothing.
         others = set(F.STATIC_BLOCKERS) - blockers
@@ -405,6 +412,21 @@ def fit_table_fact(
         observed_at=di.t,
         entity=job.ref,
     )
+
+
+def selector_satisfiable(rows: list[F.NodeFit], req: F.Request) -> bool:
+    """Whether the nodes the job's selector (and tolerations) admit could hold all its pods, empty and healthy.
+
+    Then the selector does not mismatch the cluster: a 2 x 8 H100 gang whose H100 nodes are busy or faulty
+    waits for them, and "it would fit on the A100s without its selector" is not why it waits.
+    """
+    per_pod = max(req.gpus_per_pod, 1)
+    slots = sum(
+        max(r.nominal, r.capacity) // per_pod
+        for r in rows
+        if F.SELECTOR not in r.blockers and F.TAINT not in r.blockers
+    )
+    return slots >= req.pods
 
 
 def _blocks_room(hit: list[F.NodeFit], req: F.Request, blockers: set[str]) -> bool:
