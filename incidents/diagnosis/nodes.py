@@ -47,6 +47,24 @@ def _since_in_history(di: DiagnosisInput, es: EntityState, pred: Any) -> datetim
     return since or es.valid_from
 
 
+def condemned_gpus(di: DiagnosisInput, node: str) -> list[tuple[EntityState, str]]:
+    """The node's GPUs that the device plugin rightly withdraws: double-bit ECC errors, or an Xid whose
+    documented action condemns the GPU (NVIDIA's Xid catalog), each with why."""
+    from incidents.diagnosis.xid import explain_xid
+
+    out = []
+    for g in di.gpus_of_node(node):
+        if g.get("present") is False:
+            continue  # gone from capacity as well: that is gpu_missing, not a withdrawn GPU
+        dbe = int(g.get("ecc_dbe_total") or 0)
+        xid = int(g.get("xid_last") or 0)
+        if dbe > 0:
+            out.append((g, f"{dbe} double-bit ECC errors"))
+        elif xid and explain_xid(xid).get("drain_node"):
+            out.append((g, f"Xid {xid}"))
+    return out
+
+
 def node_findings(di: DiagnosisInput, node: EntityState, is_subject: bool) -> list[Finding]:
     out: list[Finding] = []
     st = node.state
@@ -55,7 +73,25 @@ def node_findings(di: DiagnosisInput, node: EntityState, is_subject: bool) -> li
     ready = bool(st.get("ready", True))
     ncite = cite_state(node, di.t)
     plugin_pods = [p for p in di.pods_bound_to(node.name) if "device-plugin" in p.name]
-    if ready and capacity > allocatable:
+    condemned = condemned_gpus(di, node.name)
+    if ready and capacity > allocatable and condemned and len(condemned) >= capacity - allocatable:
+        # The plugin withdrew GPUs that are themselves faulty: it is doing its job; the GPU is the cause.
+        if is_subject:
+            words = ", ".join(f"GPU {g.get('index', '?')} ({why})" for g, why in condemned[:4])
+            out.append(
+                Finding(
+                    C.DEVICE_PLUGIN_UNHEALTHY,
+                    f"The device plugin on {node.name} is healthy: it advertises {allocatable} of {capacity} GPUs "
+                    f"because it withdrew {words}; the GPU's fault is the cause, not the plugin.",
+                    REFUTED,
+                    0.75,
+                    refutes=[ncite, *[cite_state(g, di.t) for g, _ in condemned[:2]]],
+                    subject=node.ref,
+                    sources=("k8s", "prometheus"),
+                    why="every withdrawn GPU has a fault of its own (double-bit ECC or a condemning Xid)",
+                )
+            )
+    elif ready and capacity > allocatable:
         since = _first_change(di, node.ref, "nvidia.com/gpu") or _since_in_history(
             di, node, lambda s: gpus_of(s.get("allocatable") or {}) < gpus_of(s.get("capacity") or {})
         )

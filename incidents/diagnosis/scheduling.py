@@ -14,6 +14,7 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.nodes import condemned_gpus
 from incidents.diagnosis.policy import queue_findings, quota_findings, request_findings
 from incidents.diagnosis.quota import (
     first_pending_since,
@@ -173,6 +174,9 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
     quota_holds = held is not None and held.blocks  # no node is considered while the quota refuses the job
     for code, blockers in groups:
         hit = [r for r in rows if set(r.blockers) & blockers]
+        if code == C.DEVICE_PLUGIN_UNHEALTHY:
+            # A plugin that withdrew faulty GPUs is healthy: those nodes' GPU faults are the causes.
+            hit = [r for r in hit if len(condemned_gpus(di, r.node)) < r.capacity - r.allocatable]
         if not hit:
             if code in (C.UNTOLERATED_TAINT, C.NODE_SELECTOR_MISMATCH) and not fits_now:
                 out.append(
@@ -209,7 +213,8 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
         elif (
             not fits_now
             and hit
-            and code not in (C.UNTOLERATED_TAINT, C.NODE_SELECTOR_MISMATCH)  # constraints, not faults: alone only
+            and code
+            not in (C.UNTOLERATED_TAINT, C.NODE_SELECTOR_MISMATCH)  # constraints, not faults: alone only
             and _blocks_room(hit, req, blockers)
         ):
             statement = (

@@ -71,7 +71,11 @@ def _fault_on_tainted_node(kind: str, n: int):
     elif kind == "dbe":
         gpus[2] = gpu(f"GPU-{name}-2", name, 2, dbe=3)
     elif kind == "hot":
-        series_ = [series("DCGM_FI_DEV_GPU_TEMP", f"GPU-{name}-1", name, [70, 93, 95], start=T - timedelta(minutes=15))]
+        series_ = [
+            series(
+                "DCGM_FI_DEV_GPU_TEMP", f"GPU-{name}-1", name, [70, 93, 95], start=T - timedelta(minutes=15)
+            )
+        ]
     elif kind == "cordon":
         bad = node(name, taints=[TAINT], unschedulable=True)
     return {"extra_nodes": [bad], "extra_gpus": gpus, "extra_series": series_, "extra_pods": [serving]}
@@ -116,7 +120,13 @@ KINDS = ["not_ready", "device_plugin", "missing", "xid79", "dbe", "hot", "cordon
 )
 def test_an_unrelated_fault_never_changes_a_waiting_jobs_supported_causes(faults):
     base = _causes(_busy_world())
-    extra: dict[str, list] = {"extra_nodes": [], "extra_gpus": [], "extra_series": [], "extra_pods": [], "extra_jobs": []}
+    extra: dict[str, list] = {
+        "extra_nodes": [],
+        "extra_gpus": [],
+        "extra_series": [],
+        "extra_pods": [],
+        "extra_jobs": [],
+    }
     for i, (where, kind) in enumerate(faults):
         more = _fault_on_tainted_node(kind, i) if where == "node" else _fault_in_other_project(i)
         for key, value in more.items():
@@ -146,7 +156,11 @@ def test_a_fault_on_a_node_the_job_would_otherwise_fit_on_is_a_cause():
 
 def test_a_hot_gpu_on_a_candidate_node_costs_a_waiting_job_nothing():
     di = _busy_world(
-        extra_series=[series("DCGM_FI_DEV_GPU_TEMP", "GPU-2-6", "h100-02", [70, 94, 95], start=T - timedelta(minutes=15))]
+        extra_series=[
+            series(
+                "DCGM_FI_DEV_GPU_TEMP", "GPU-2-6", "h100-02", [70, 94, 95], start=T - timedelta(minutes=15)
+            )
+        ]
     )
     assert C.GPU_THERMAL_THROTTLING not in _causes(di)
     assert C.GPU_THERMAL_THROTTLING in _elsewhere(di)
@@ -205,3 +219,21 @@ def test_queue_order_is_not_a_cause_while_the_quota_holds_the_job():
     causes = {f.code for f in findings if f.supported and f.scope == "cause"}
     assert C.PROJECT_QUOTA_EXHAUSTED in causes
     assert C.QUEUE_PRIORITY not in causes
+
+
+def test_a_device_plugin_that_withdrew_a_faulty_gpu_is_not_called_unhealthy():
+    """Double-bit ECC on GPU 5: the plugin rightly advertises 7 of 8; the GPU is the cause, not the plugin."""
+    gpus = [gpu(f"GPU-{i}", "h100-01", i, dbe=3 if i == 5 else 0) for i in range(8)]
+    di = world(
+        subjects=[Ref("node", "h100-01"), Ref("gpu", "GPU-5")],
+        nodes=[node("h100-01", allocatable=7)],
+        gpus=gpus,
+        alertnames=["GPUECCDoubleBitError"],
+        t=T,
+    )
+    findings = run_checks(di).findings
+    plugin = [f for f in findings if f.code == C.DEVICE_PLUGIN_UNHEALTHY]
+    assert plugin and not any(f.supported for f in plugin)
+    assert "withdrew GPU 5" in plugin[0].statement
+    top = next(f for f in findings if f.supported and f.scope == "cause")
+    assert top.code == C.GPU_ECC_ERRORS
