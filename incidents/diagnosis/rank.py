@@ -39,6 +39,7 @@ def finalize(di: DiagnosisInput, findings: list[Finding]) -> list[Finding]:
     """What diagnose persists: relevant, merged, adjusted for failed sources, in rank order."""
     findings = apply_scope(di, findings)
     findings = merge(findings)
+    idle_from_failure(findings)
     link_changes(findings)
     apply_source_failures(di, findings)
     for f in findings:
@@ -96,6 +97,22 @@ def merge(findings: list[Finding]) -> list[Finding]:
         out.append(best)
         logger.debug("merged %d finding(s) for %s", len(group), code)
     return out
+
+
+FAILURES = (C.CRASHLOOP_CONFIG_ERROR, C.OOM_KILLED, C.GPU_OOM, C.IMAGE_PULL_ERROR)
+
+
+def idle_from_failure(findings: list[Finding]) -> None:
+    """GPUs sit idle while their containers crash or cannot start: the idleness is the failure's symptom."""
+    failing = [f.code for f in findings if f.supported and f.scope == "cause" and f.code in FAILURES]
+    if not failing:
+        return
+    for f in findings:
+        if f.code in C.EFFICIENCY_CODES and f.supported and f.scope == "cause":
+            f.status, f.confidence = UNVERIFIED, min(f.confidence, 0.3)
+            f.why = (f.why + " " if f.why else "") + (
+                f"The containers fail ({', '.join(failing)}): the idle GPUs are its symptom, not a waste to reclaim."
+            )
 
 
 def link_changes(findings: list[Finding]) -> None:

@@ -237,3 +237,16 @@ def test_a_device_plugin_that_withdrew_a_faulty_gpu_is_not_called_unhealthy():
     assert "withdrew GPU 5" in plugin[0].statement
     top = next(f for f in findings if f.supported and f.scope == "cause")
     assert top.code == C.GPU_ECC_ERRORS
+
+
+def test_idle_gpus_of_a_failing_container_are_its_symptom_not_a_cause():
+    from incidents.diagnosis.rank import idle_from_failure
+    from incidents.diagnosis.types import Finding
+
+    oom = Finding(C.GPU_OOM, "CUDA out of memory", "supported", 0.85, supports=[1])
+    idle = Finding(C.IDLE_GPU_ALLOCATION, "holds 4 GPUs at 0.00 SM", "supported", 0.8, supports=[2])
+    idle_from_failure([oom, idle])
+    assert idle.status == "unverified" and "symptom" in idle.why
+    alone = Finding(C.IDLE_GPU_ALLOCATION, "a notebook idles", "supported", 0.8, supports=[3])
+    idle_from_failure([alone])
+    assert alone.supported
