@@ -176,7 +176,13 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
         hit = [r for r in rows if set(r.blockers) & blockers]
         if code == C.DEVICE_PLUGIN_UNHEALTHY:
             # A plugin that withdrew faulty GPUs is healthy: those nodes' GPU faults are the causes.
-            hit = [r for r in hit if len(condemned_gpus(di, r.node)) < r.capacity - r.allocatable]
+            withdrawn = [r for r in hit if len(condemned_gpus(di, r.node)) >= r.capacity - r.allocatable]
+            hit = [r for r in hit if r not in withdrawn]
+            if withdrawn and not hit and not quota_holds and not fits_now and F.fits(rows, req, blockers):
+                fault = _withdrawn_gpu_finding(di, ref, need, base, withdrawn, since)
+                alone_causes.append(fault.code)
+                causes.append(fault.code)
+                out.append(fault)
         if not hit:
             if code in (C.UNTOLERATED_TAINT, C.NODE_SELECTOR_MISMATCH) and not fits_now:
                 out.append(
@@ -359,6 +365,36 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
     out.extend(queue)
     out.extend(request_findings(di, job, req, rows, since))
     return out
+
+
+def _withdrawn_gpu_finding(
+    di: DiagnosisInput, ref: Any, need: str, base: list[Cite], rows: list[F.NodeFit], since: Any
+) -> Finding:
+    """The job would fit but for GPUs the device plugin rightly withdrew (their own fault): that fault is why."""
+    faults = [(r.node, g, why) for r in rows for g, why in condemned_gpus(di, r.node)]
+    code = C.GPU_ECC_ERRORS if any("ECC" in why for _, _, why in faults) else C.GPU_XID_FAULT
+    words = ", ".join(f"GPU {g.get('index', '?')} on {node} ({why})" for node, g, why in faults[:4])
+    node, gpu, _ = faults[0]
+    return Finding(
+        code,
+        f"{ref.label} ({need}) would fit if {words} were repaired or replaced: the device plugin withdrew "
+        "it, and without it the nodes are one GPU short.",
+        SUPPORTED,
+        0.85,
+        supports=[*base, *[cite_state(g, di.t) for _, g, _ in faults[:2]]],
+        subject=ref,
+        sources=("k8s", "prometheus"),
+        since=since,
+        explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.DEVICE_PLUGIN_UNHEALTHY),
+        facts={
+            "nodes": [r.node for r in rows],
+            "job": ref,
+            "node": node,
+            "gpu": gpu.name,
+            "index": gpu.get("index"),
+        },
+        next_questions=[f"Can GPU {gpu.get('index', '?')} on {node} be reset, or must it be replaced (RMA)?"],
+    )
 
 
 def _moot_order(f: Finding) -> Finding:

@@ -150,8 +150,12 @@ def test_a_fault_on_a_node_the_job_would_otherwise_fit_on_is_a_cause():
     )
     causes = _causes(di)
     assert C.GPU_ECC_ERRORS in causes or C.DEVICE_PLUGIN_UNHEALTHY in causes
-    ecc = [f for f in run_checks(di).findings if f.code == C.GPU_ECC_ERRORS]
+    findings = run_checks(di).findings
+    ecc = [f for f in findings if f.code == C.GPU_ECC_ERRORS]
     assert ecc and all(f.scope == "cause" for f in ecc)
+    # The plugin rightly withdrew the faulty GPU: not the plugin's fault, and not a shortage (the GPU exists).
+    assert next(f for f in findings if f.supported).code == C.GPU_ECC_ERRORS
+    assert C.DEVICE_PLUGIN_UNHEALTHY not in causes and C.GPU_CAPACITY_SHORTAGE not in _causes(di)
 
 
 def test_a_hot_gpu_on_a_candidate_node_costs_a_waiting_job_nothing():
