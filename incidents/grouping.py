@@ -67,8 +67,136 @@ class Resolution:
         return ", ".join(self.unresolved)[:500]
 
 
-def group_alert(alert: Alert) -> Incident:
+class Lookups:
+    """What ``resolve_subjects`` reads, prefetched for a batch of alerts in a few queries instead of a few each.
+
+    Valid while the batch holds the grouping lock: clusters, entities and their versions are written by the
+    inventory sweeps, which add rows but never change the ones read here within a transaction's snapshot
+    (PostgreSQL) or while SQLite's write lock is held; a name asked for that was not prefetched is read
+    then (and remembered), so the answers are those of the uncached functions.
+    """
+
+    def __init__(self) -> None:
+        self._clusters: dict[str, Cluster | None] = {}
+        self._only: list[Cluster | None] = []
+        self._entities: dict[tuple[int, str, str, str], Entity | None] = {}
+        self._jobs: dict[tuple[int, str], list[Entity]] = {}
+        self._gpu_versions: dict[tuple[int, str], list[EntityVersion]] = {}
+
+    @classmethod
+    def prefetch(cls, alerts: list[Alert]) -> Lookups:
+        """One query for the clusters, one per kind for the entities, one for the GPUs of named nodes."""
+        self = cls()
+        names = {a.labels.get("cluster", "") for a in alerts}
+        found = {c.name: c for c in Cluster.objects.filter(name__in=names - {""})}
+        self._clusters = {n: found.get(n) for n in names - {""}}
+        if "" in names:
+            self.cluster({})
+        wanted: dict[tuple[int, str], set[tuple[str, str]]] = {}  # (cluster, kind) -> {(namespace, name)}
+        gpu_nodes: dict[int, set[str]] = {}
+        for a in alerts:
+            cluster = self.cluster(a.labels)
+            if cluster is None:
+                continue
+            for kind, ns, name in _identities(a.labels):
+                wanted.setdefault((cluster.pk, kind), set()).add((ns, name))
+            node = _node_label(a.labels)
+            if a.labels.get("gpu") and not a.labels.get("UUID") and node:
+                gpu_nodes.setdefault(cluster.pk, set()).add(node)
+        for (cluster_id, kind), keys in wanted.items():
+            by_key = {
+                (e.namespace, e.name): e
+                for e in Entity.objects.filter(
+                    cluster_id=cluster_id, kind=kind, name__in={n for _, n in keys}
+                )
+            }
+            for ns, name in keys:
+                self._entities[(cluster_id, kind, ns, name)] = by_key.get((ns, name))
+        for cluster_id, nodes in gpu_nodes.items():
+            rows = EntityVersion.objects.filter(cluster_id=cluster_id, kind="gpu", node__in=nodes)
+            for v in rows.select_related("entity").order_by("id"):
+                self._gpu_versions.setdefault((cluster_id, v.node), []).append(v)
+            for node in nodes:
+                self._gpu_versions.setdefault((cluster_id, node), [])
+        return self
+
+    def cluster(self, labels: dict[str, str]) -> Cluster | None:
+        name = labels.get("cluster", "")
+        if name:
+            if name not in self._clusters:
+                self._clusters[name] = Cluster.objects.filter(name=name).first()
+            return self._clusters[name]
+        if not self._only:
+            self._only.append(resolve_cluster({}))
+        return self._only[0]
+
+    def entity(self, cluster: Cluster, kind: str, name: str, namespace: str = "") -> Entity | None:
+        key = (cluster.pk, kind, namespace, name)
+        if key not in self._entities:
+            self._entities[key] = _entity(cluster, kind, name, namespace)
+        return self._entities[key]
+
+    def jobs_named(self, cluster: Cluster, name: str) -> list[Entity]:
+        key = (cluster.pk, name)
+        if key not in self._jobs:
+            self._jobs[key] = list(Entity.objects.filter(cluster=cluster, kind="job", name=name)[:2])
+        return self._jobs[key]
+
+    def gpu_by_index(self, cluster: Cluster, node: str, index: str, at: datetime) -> Entity | None:
+        """As :func:`gpu_by_index`, on the node's prefetched GPU versions."""
+        versions = self._gpu_versions.get((cluster.pk, node))
+        if versions is None:
+            return gpu_by_index(cluster, node, index, at)
+        try:
+            idx = int(index)
+        except ValueError:
+            return None
+        mine = [v for v in versions if v.state.get("index") == idx and v.valid_from <= at]
+        current = [v for v in mine if v.valid_to is None or v.valid_to > at]
+        if not current:  # the GPU vanished before the alert (Xid 79): its last known version
+            current = sorted(mine, key=lambda v: v.valid_from, reverse=True)[:1]
+        return current[0].entity if current else None
+
+
+def _node_label(labels: dict[str, str]) -> str:
+    return labels.get("node") or labels.get("Hostname") or labels.get("hostname") or ""
+
+
+_LABEL_TEXT = {  # how an unresolved identity is named in ``unresolved_subject``
+    "pod": lambda ns, name: f"pod={ns}/{name}",
+    "job": lambda ns, name: f"job_name={name}",
+    "project": lambda ns, name: f"project={name}",
+    "queue": lambda ns, name: f"queue={name}",
+    "node": lambda ns, name: f"node={name}",
+    "gpu": lambda ns, name: f"UUID={name}",
+}
+
+
+def _identities(labels: dict[str, str]) -> list[tuple[str, str, str]]:
+    """The (kind, namespace, name) an alert's identifying labels ask the inventory for (rule 2)."""
+    namespace = labels.get("exported_namespace") or labels.get("namespace", "")
+    pod = labels.get("exported_pod") or labels.get("pod", "")
+    out: list[tuple[str, str, str]] = []
+    if pod and namespace:
+        out.append(("pod", namespace, pod))
+    if labels.get("job_name"):
+        out.append(("job", namespace, labels["job_name"]))
+    for kind in ("project", "queue"):
+        if labels.get(kind):
+            out.append((kind, "", labels[kind]))
+    node = _node_label(labels)
+    if node:
+        out.append(("node", "", node))
+    if labels.get("UUID"):
+        out.append(("gpu", "", labels["UUID"]))
+    return out
+
+
+def group_alert(alert: Alert, *, lookups: Lookups | None = None) -> Incident:
     """Put ``alert`` into an incident (existing or new) and return it.
+
+    ``lookups`` (a batch's prefetched clusters, entities and GPU versions, see :class:`Lookups`) only saves
+    queries: the outcome is the same with or without it.
 
     Rules, in order:
       1. an alert already in an incident stays there (resends, resolutions) and only moves its window;
@@ -89,7 +217,7 @@ def group_alert(alert: Alert) -> Incident:
         incident = Incident.objects.get(pk=alert.incident_id)
         incident.needs_evidence = update_window(incident)
         return incident
-    res = resolve_subjects(alert)  # rule 2
+    res = resolve_subjects(alert, lookups)  # rule 2
     incident = find_open_incident(res, alert.starts_at)  # rule 3 and 4
     if incident is not None and lifecycle.resolve_if_over(incident, alert.starts_at):
         incident = None  # it was over before this alert: resolved as of then, and a re-fire from now on
@@ -134,7 +262,7 @@ def _entity(cluster: Cluster, kind: str, name: str, namespace: str = "") -> Enti
     return Entity.objects.filter(cluster=cluster, kind=kind, namespace=namespace, name=name).first()
 
 
-def resolve_subjects(alert: Alert) -> Resolution:
+def resolve_subjects(alert: Alert, lookups: Lookups | None = None) -> Resolution:
     """Map identifying labels to inventory entities; what names nothing known goes to ``unresolved``.
 
     dcgm-exporter variants: ``Hostname`` (classic) or ``hostname`` (current) name the node, ``UUID`` the GPU
@@ -142,40 +270,39 @@ def resolve_subjects(alert: Alert) -> Resolution:
     workload is in ``exported_pod``/``exported_namespace`` (the plain ones then name the exporter itself).
     """
     labels = alert.labels
-    res = Resolution(cluster=resolve_cluster(labels))
+    res = Resolution(cluster=lookups.cluster(labels) if lookups else resolve_cluster(labels))
     if labels.get("cluster") and res.cluster is None:
         res.unresolved.append(f"cluster={labels['cluster']}")
-    namespace = labels.get("exported_namespace") or labels.get("namespace", "")
-    pod = labels.get("exported_pod") or labels.get("pod", "")
-    node = labels.get("node") or labels.get("Hostname") or labels.get("hostname") or ""
-    wanted: list[tuple[str, str, str, str]] = []  # (kind, namespace, name, label text)
+    node = _node_label(labels)
     found: list[Entity] = []
-    if pod and namespace:
-        wanted.append(("pod", namespace, pod, f"pod={namespace}/{pod}"))
-    if labels.get("job_name"):
-        wanted.append(("job", namespace, labels["job_name"], f"job_name={labels['job_name']}"))
-    for kind in ("project", "queue"):
-        if labels.get(kind):
-            wanted.append((kind, "", labels[kind], f"{kind}={labels[kind]}"))
-    if node:
-        wanted.append(("node", "", node, f"node={node}"))
-    if labels.get("UUID"):
-        wanted.append(("gpu", "", labels["UUID"], f"UUID={labels['UUID']}"))
-    for kind, ns, name, text in wanted:
+    for kind, ns, name in _identities(labels):
+        text = _LABEL_TEXT[kind](ns, name)
         ent = None
         if res.cluster is not None:
-            ent = _entity(res.cluster, kind, name, ns)
+            ent = (
+                lookups.entity(res.cluster, kind, name, ns)
+                if lookups
+                else _entity(res.cluster, kind, name, ns)
+            )
             if ent is None and kind == "job" and not ns:  # job_name without namespace: unique by name
-                found = list(Entity.objects.filter(cluster=res.cluster, kind="job", name=name)[:2])
-                ent = found[0] if len(found) == 1 else None
+                same = (
+                    lookups.jobs_named(res.cluster, name)
+                    if lookups
+                    else list(Entity.objects.filter(cluster=res.cluster, kind="job", name=name)[:2])
+                )
+                ent = same[0] if len(same) == 1 else None
         if ent is not None:
             found.append(ent)
         else:
             res.unresolved.append(text)
     if labels.get("gpu") and not labels.get("UUID"):
-        gpu = (
-            gpu_by_index(res.cluster, node, labels["gpu"], alert.starts_at) if res.cluster and node else None
-        )
+        gpu = None
+        if res.cluster and node:
+            gpu = (
+                lookups.gpu_by_index(res.cluster, node, labels["gpu"], alert.starts_at)
+                if lookups
+                else gpu_by_index(res.cluster, node, labels["gpu"], alert.starts_at)
+            )
         if gpu is not None:
             found.append(gpu)
         else:
@@ -255,6 +382,74 @@ def _about(qs: QuerySet[Incident], res: Resolution) -> QuerySet[Incident]:
     return qs.filter(cluster=res.cluster, unresolved_subject=res.unresolved_key)
 
 
+def open_unresolved(items: list[tuple[Alert, Resolution]]) -> dict[int, Incident]:
+    """Rules 4 and 5 for a batch of new alerts whose labels named nothing known, in a fixed number of queries.
+
+    The storm case: thousands of alerts about things the inventory does not know, each label set its own
+    incident. Alerts are grouped by (cluster, unresolved labels) in their order, as ``group_alert`` would one
+    after the other: the first opens the incident, the next ones join it and escalate it. That needs no
+    entity, related object or linked incident (an incident with unresolved labels has none), so the new
+    incidents are one ``bulk_create`` and the alerts one ``bulk_update``. Label sets that already have an
+    open or reopenable incident, or a resolved alert in the batch (the lifecycle decides those), are left
+    to ``group_alert``: the caller groups every alert missing from the returned ``{alert pk: incident}``.
+    """
+    groups: dict[tuple[int | None, str], list[tuple[Alert, Resolution]]] = {}
+    for alert, res in items:
+        groups.setdefault((res.cluster.pk if res.cluster else None, res.unresolved_key), []).append(
+            (alert, res)
+        )
+    if not groups:
+        return {}
+    keys = {key for _, key in groups}
+    taken = set(
+        Incident.objects.exclude(status="resolved")
+        .filter(unresolved_subject__in=keys)
+        .values_list("cluster_id", "unresolved_subject")
+    )
+    window = lifecycle.reopen_window()
+    if window > timedelta(0):
+        starts = [alert.starts_at for alert, _ in items]
+        taken |= set(
+            Incident.objects.filter(
+                status="resolved",
+                unresolved_subject__in=keys,
+                resolved_at__gte=min(starts) - window,
+                resolved_at__lte=max(starts),
+            ).values_list("cluster_id", "unresolved_subject")
+        )
+    grouped: dict[int, Incident] = {}
+    opened: list[Incident] = []
+    for key, members in groups.items():
+        if key in taken or any(alert.status != "firing" for alert, _ in members):
+            continue
+        first, res = members[0]
+        incident = Incident(
+            title=titles.alert_title(first, [])[:300],
+            severity=normalize_severity(first.severity),
+            cluster=res.cluster,
+            onset=first.starts_at,
+            window_start=first.starts_at - EVIDENCE_LOOKBACK,
+            unresolved_subject=res.unresolved_key or "unresolved",
+        )
+        for alert, _ in members[1:]:  # escalate, in memory
+            sev = normalize_severity(alert.severity)
+            if SEVERITY_ORDER[sev] > SEVERITY_ORDER[incident.severity]:
+                incident.severity = sev
+            if alert.starts_at < incident.onset:
+                incident.onset, incident.window_start = alert.starts_at, alert.starts_at - EVIDENCE_LOOKBACK
+        opened.append(incident)
+        for alert, _ in members:
+            grouped[alert.pk] = incident
+    Incident.objects.bulk_create(opened, batch_size=500)
+    joined = [alert for alert, _ in items if alert.pk in grouped]
+    for alert in joined:
+        alert.incident = grouped[alert.pk]
+    Alert.objects.bulk_update(joined, ["incident"], batch_size=500)
+    for incident in opened:
+        incident.needs_evidence = True
+    return grouped
+
+
 def normalize_severity(value: str) -> str:
     v = (value or "").strip().lower()
     v = SEVERITY_ALIASES.get(v, v)
@@ -312,6 +507,8 @@ def update_window(incident: Incident) -> bool:
 
 def attach_subjects(incident: Incident, entities: list[Entity], *, role: str) -> bool:
     """Attach entities not yet attached; an entity already a subject is never demoted to related."""
+    if not entities:
+        return False
     have = set(IncidentSubject.objects.filter(incident=incident).values_list("entity_id", flat=True))
     if role == "subject":
         promoted = IncidentSubject.objects.filter(
@@ -438,6 +635,8 @@ def fault_nodes(incident: Incident) -> set[int]:
 def link_related_incidents(incident: Incident) -> list[int]:
     """Link open incidents where one's faulty node/GPU is among the other's entities (e.g. a job pending on it)."""
     mine_all = set(IncidentSubject.objects.filter(incident=incident).values_list("entity_id", flat=True))
+    if not mine_all:  # labels that named nothing known: no entity to share with anyone
+        return []
     mine_fault = fault_nodes(incident)
     others = (
         Incident.objects.exclude(pk=incident.pk)
