@@ -82,6 +82,12 @@ class Lookups:
         self._entities: dict[tuple[int, str, str, str], Entity | None] = {}
         self._jobs: dict[tuple[int, str], list[Entity]] = {}
         self._gpu_versions: dict[tuple[int, str], list[EntityVersion]] = {}
+        self._versions: dict[
+            int, list[EntityVersion]
+        ] = {}  # subject entity id -> its versions, by valid_from
+        self._on_node: dict[
+            tuple[int, str, str], list[EntityVersion]
+        ] = {}  # (cluster, kind, node) -> versions
 
     @classmethod
     def prefetch(cls, alerts: list[Alert]) -> Lookups:
@@ -103,22 +109,72 @@ class Lookups:
             node = _node_label(a.labels)
             if a.labels.get("gpu") and not a.labels.get("UUID") and node:
                 gpu_nodes.setdefault(cluster.pk, set()).add(node)
+        clusters = self._by_id = {c.pk: c for c in [*self._clusters.values(), *self._only] if c is not None}
         for (cluster_id, kind), keys in wanted.items():
-            by_key = {
-                (e.namespace, e.name): e
-                for e in Entity.objects.filter(
-                    cluster_id=cluster_id, kind=kind, name__in={n for _, n in keys}
-                )
-            }
+            by_key = {}
+            for e in Entity.objects.filter(cluster_id=cluster_id, kind=kind, name__in={n for _, n in keys}):
+                e.cluster = clusters[cluster_id]  # related_entities reads it: no query per entity
+                by_key[(e.namespace, e.name)] = e
             for ns, name in keys:
                 self._entities[(cluster_id, kind, ns, name)] = by_key.get((ns, name))
         for cluster_id, nodes in gpu_nodes.items():
             rows = EntityVersion.objects.filter(cluster_id=cluster_id, kind="gpu", node__in=nodes)
             for v in rows.select_related("entity").order_by("id"):
+                v.entity.cluster = clusters[cluster_id]
                 self._gpu_versions.setdefault((cluster_id, v.node), []).append(v)
             for node in nodes:
                 self._gpu_versions.setdefault((cluster_id, node), [])
         return self
+
+    def prefetch_related(self, subjects: list[Entity], start: datetime, end: datetime) -> None:
+        """For ``related_entities`` of these subjects at times in [start, end]: their versions, and the GPU and
+        pod versions on subject nodes (three queries)."""
+        ids = {e.pk for e in subjects}
+        if not ids:
+            return
+        for v in EntityVersion.objects.filter(entity_id__in=ids, valid_from__lte=end).order_by(
+            "valid_from", "id"
+        ):
+            self._versions.setdefault(v.entity_id, []).append(v)
+        for pk in ids:
+            self._versions.setdefault(pk, [])
+        nodes: dict[int, set[str]] = {}
+        for e in subjects:
+            if e.kind == "node":
+                nodes.setdefault(e.cluster_id, set()).add(e.name)
+        for cluster_id, names in nodes.items():
+            for kind in ("gpu", "pod"):
+                rows = (
+                    EntityVersion.objects.overlapping(start, end + timedelta(microseconds=1))
+                    .filter(cluster_id=cluster_id, kind=kind, node__in=names)
+                    .select_related("entity")
+                    .order_by("id")
+                )
+                for v in rows:
+                    if cluster_id in self._by_id:
+                        v.entity.cluster = self._by_id[cluster_id]
+                    self._on_node.setdefault((cluster_id, kind, v.node), []).append(v)
+                for name in names:
+                    self._on_node.setdefault((cluster_id, kind, name), [])
+
+    def version(self, ent: Entity, at: datetime) -> EntityVersion | None | bool:
+        """The entity's version at ``at`` (else its last one before), as ``related_entities`` reads it; False
+        when this entity was not prefetched."""
+        versions = self._versions.get(ent.pk)
+        if versions is None:
+            return False
+        current = [v for v in versions if v.valid_from <= at and (v.valid_to is None or v.valid_to > at)]
+        if current:
+            return min(current, key=lambda v: v.pk)
+        before = [v for v in versions if v.valid_from <= at]
+        return before[-1] if before else None
+
+    def on_node(self, cluster: Cluster, kind: str, node: str, at: datetime) -> list[EntityVersion] | None:
+        """Versions of ``kind`` on ``node`` at ``at`` (None when not prefetched)."""
+        versions = self._on_node.get((cluster.pk, kind, node))
+        if versions is None:
+            return None
+        return [v for v in versions if v.valid_from <= at and (v.valid_to is None or v.valid_to > at)]
 
     def cluster(self, labels: dict[str, str]) -> Cluster | None:
         name = labels.get("cluster", "")
@@ -219,6 +275,7 @@ def group_alert(alert: Alert, *, lookups: Lookups | None = None) -> Incident:
         return incident
     res = resolve_subjects(alert, lookups)  # rule 2
     incident = find_open_incident(res, alert.starts_at)  # rule 3 and 4
+    opened = False
     if incident is not None and lifecycle.resolve_if_over(incident, alert.starts_at):
         incident = None  # it was over before this alert: resolved as of then, and a re-fire from now on
     if incident is None:  # rule 5
@@ -228,14 +285,16 @@ def group_alert(alert: Alert, *, lookups: Lookups | None = None) -> Incident:
             escalate(incident, alert)
         else:
             incident = open_incident(alert, res)
+            opened = True
     else:
         escalate(incident, alert)
     Alert.objects.filter(pk=alert.pk).update(incident=incident)
     alert.incident = incident
-    attach_subjects(incident, res.subjects, role="subject")
-    related = res.context + related_entities(res.subjects, alert.starts_at)
-    attach_subjects(incident, related, role="related")  # rule 6
-    link_related_incidents(incident)  # rule 7
+    have: Attached = {} if opened else attached(incident)  # one read for rules 6 and 7
+    attach_subjects(incident, res.subjects, role="subject", have=have)
+    related = res.context + related_entities(res.subjects, alert.starts_at, lookups)
+    attach_subjects(incident, related, role="related", have=have)  # rule 6
+    link_related_incidents(incident, have)  # rule 7
     update_window(incident)
     if incident.all_clear_at is not None and incident.window_end is None:
         # A held incident flagged all clear is not over after all.
@@ -505,21 +564,45 @@ def update_window(incident: Incident) -> bool:
 #
 
 
-def attach_subjects(incident: Incident, entities: list[Entity], *, role: str) -> bool:
-    """Attach entities not yet attached; an entity already a subject is never demoted to related."""
+Attached = dict[int, tuple[str, str]]  # an incident's entities: entity id -> (role, kind)
+
+
+def attached(incident: Incident) -> Attached:
+    return {
+        e: (role, kind)
+        for e, role, kind in IncidentSubject.objects.filter(incident=incident).values_list(
+            "entity_id", "role", "entity__kind"
+        )
+    }
+
+
+def attach_subjects(
+    incident: Incident, entities: list[Entity], *, role: str, have: Attached | None = None
+) -> bool:
+    """Attach entities not yet attached; an entity already a subject is never demoted to related.
+
+    ``have`` is what is attached already (``attached(incident)``, read here when not given); it is kept
+    up to date, so one read serves both roles and rule 7.
+    """
     if not entities:
         return False
-    have = set(IncidentSubject.objects.filter(incident=incident).values_list("entity_id", flat=True))
+    if have is None:
+        have = attached(incident)
+    promoted = 0
     if role == "subject":
-        promoted = IncidentSubject.objects.filter(
-            incident=incident, entity__in=[e.pk for e in entities], role="related"
-        ).update(role="subject")
-    else:
-        promoted = 0
+        related = [e.pk for e in entities if have.get(e.pk, ("",))[0] == "related"]
+        if related:
+            promoted = IncidentSubject.objects.filter(
+                incident=incident, entity__in=related, role="related"
+            ).update(role="subject")
+            for pk in related:
+                have[pk] = ("subject", have[pk][1])
     new = [
         IncidentSubject(incident=incident, entity=e, role=role) for e in _dedup(entities) if e.pk not in have
-    ]
-    IncidentSubject.objects.bulk_create(new[:MAX_RELATED], ignore_conflicts=True)
+    ][:MAX_RELATED]
+    IncidentSubject.objects.bulk_create(new, ignore_conflicts=True)
+    for link in new:
+        have[link.entity.pk] = (role, link.entity.kind)
     return bool(new) or bool(promoted)
 
 
@@ -530,13 +613,18 @@ def _dedup(entities: list[Entity]) -> list[Entity]:
     return list(seen.values())
 
 
-def related_entities(subjects: list[Entity], at: datetime) -> list[Entity]:
-    """What an on-call engineer looks at next: a job's project, queue, pods, candidate nodes and their GPUs."""
+def related_entities(subjects: list[Entity], at: datetime, lookups: Lookups | None = None) -> list[Entity]:
+    """What an on-call engineer looks at next: a job's project, queue, pods, candidate nodes and their GPUs.
+
+    With a batch's ``lookups`` (prefetched versions), a node's or GPU's relations are read from memory.
+    """
     out: list[Entity] = []
     for ent in subjects:
-        version = EntityVersion.objects.as_of(at).filter(entity=ent).first() or (
-            EntityVersion.objects.filter(entity=ent, valid_from__lte=at).order_by("-valid_from").first()
-        )
+        version = lookups.version(ent, at) if lookups else False
+        if version is False:
+            version = EntityVersion.objects.as_of(at).filter(entity=ent).first() or (
+                EntityVersion.objects.filter(entity=ent, valid_from__lte=at).order_by("-valid_from").first()
+            )
         hot = version or EntityVersion()
         cluster = ent.cluster
         if ent.kind == "pod":
@@ -559,6 +647,11 @@ def related_entities(subjects: list[Entity], at: datetime) -> list[Entity]:
             out += node_entities
             out += gpus_of_nodes(cluster, [n.name for n in node_entities], at)
         elif ent.kind == "node":
+            gpus = lookups.on_node(cluster, "gpu", ent.name, at) if lookups else None
+            pods = lookups.on_node(cluster, "pod", ent.name, at) if lookups else None
+            if gpus is not None and pods is not None:
+                out += [v.entity for v in gpus[:MAX_RELATED]] + [v.entity for v in pods[:64]]
+                continue
             out += gpus_of_nodes(cluster, [ent.name], at)
             out += [
                 v.entity
@@ -567,7 +660,11 @@ def related_entities(subjects: list[Entity], at: datetime) -> list[Entity]:
                 .select_related("entity")[:64]
             ]
         elif ent.kind == "gpu":
-            out += _named(cluster, "node", [hot.node])
+            if lookups is not None:
+                node = lookups.entity(cluster, "node", hot.node) if hot.node else None
+                out += [node] if node else []
+            else:
+                out += _named(cluster, "node", [hot.node])
             if hot.pod and "/" in hot.pod:
                 ns, name = hot.pod.split("/", 1)
                 pods = _named(cluster, "pod", [name], ns)
@@ -623,31 +720,33 @@ def gpus_of_nodes(cluster: Cluster, nodes: list[str], at: datetime) -> list[Enti
 #
 
 
-def fault_nodes(incident: Incident) -> set[int]:
+def fault_nodes(incident: Incident, have: Attached | None = None) -> set[int]:
     """Node entity ids this incident is *about*: subject nodes, and the nodes of subject GPUs."""
-    rows = IncidentSubject.objects.filter(incident=incident).values_list("entity_id", "entity__kind", "role")
+    rows = [(e, k, r) for e, (r, k) in (attached(incident) if have is None else have).items()]
     subject_nodes = {e for e, k, r in rows if k == "node" and r == "subject"}
     if any(k == "gpu" and r == "subject" for _, k, r in rows):
         subject_nodes |= {e for e, k, _ in rows if k == "node"}  # a GPU subject's node is attached as related
     return subject_nodes | {e for e, k, r in rows if k == "gpu" and r == "subject"}
 
 
-def link_related_incidents(incident: Incident) -> list[int]:
+def link_related_incidents(incident: Incident, have: Attached | None = None) -> list[int]:
     """Link open incidents where one's faulty node/GPU is among the other's entities (e.g. a job pending on it)."""
-    mine_all = set(IncidentSubject.objects.filter(incident=incident).values_list("entity_id", flat=True))
+    if have is None:
+        have = attached(incident)
+    mine_all = set(have)
     if not mine_all:  # labels that named nothing known: no entity to share with anyone
         return []
-    mine_fault = fault_nodes(incident)
+    mine_fault = fault_nodes(incident, have)
     others = (
         Incident.objects.exclude(pk=incident.pk)
         .exclude(status="resolved")
-        .filter(cluster=incident.cluster, incidentsubject__entity__in=mine_all | mine_fault)
+        .filter(cluster_id=incident.cluster_id, incidentsubject__entity__in=mine_all | mine_fault)
         .distinct()
     )
     linked: list[int] = []
     for other in others[:50]:
-        theirs_all = set(IncidentSubject.objects.filter(incident=other).values_list("entity_id", flat=True))
-        if (mine_fault & theirs_all) or (fault_nodes(other) & mine_all):
+        theirs = attached(other)
+        if (mine_fault & set(theirs)) or (fault_nodes(other, theirs) & mine_all):
             incident.related.add(other)
             linked.append(other.pk)
     return linked

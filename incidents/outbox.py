@@ -208,11 +208,19 @@ def process_batch(alert_ids: list[int]) -> int:
         Alert.objects.filter(pk__in=[a.pk for a in alerts]).update(processed_at=timezone.now())
         lookups = grouping.Lookups.prefetch([a for a in alerts if not a.incident_id])
         unresolved: list[tuple[Alert, grouping.Resolution]] = []
+        subjects: dict[int, tuple[Alert, list]] = {}
         for a in alerts:
             if not a.incident_id:
                 res = grouping.resolve_subjects(a, lookups)
-                if not res.subjects:
+                if res.subjects:
+                    subjects[a.pk] = (a, res.subjects)
+                else:
                     unresolved.append((a, res))
+        if subjects:
+            starts = [a.starts_at for a, _ in subjects.values()]
+            lookups.prefetch_related(
+                [e for _, ents in subjects.values() for e in ents], min(starts), max(starts)
+            )
         grouped = grouping.open_unresolved(unresolved)  # the alerts it leaves are grouped below, in order
         touched: dict[int, bool] = {incident.pk: True for incident in grouped.values()}
         for a in alerts:
