@@ -19,6 +19,17 @@ per alert. Besides wall-clock rates, which depend on whatever else the machine r
 milliseconds per alert of every process involved and the rate they project on idle cores.
 
     .venv/bin/python bench/intake.py [--requests 2000] [--clients 8] [--workers 3 --worker-class gthread --threads 4] [--json]
+
+Storm mode (issue 17): one notification with N distinct alerts, timed from the POST until every alert is
+grouped into an incident, with gunicorn (1 worker) and one real Celery worker on Redis (db 14 by default,
+flushed) against its own database (rcaweb_bench_storm, incidents emptied first); then it waits for the
+evidence collections the storm queued (up to --max-seconds) and counts the ones the worker ran. Alerts name
+GPUs no inventory knows (``unknown``, one incident each) or the GPUs of a seeded 625-node cluster (``gpu``,
+one incident per node; h100-00 is not in the inventory, so its 8 alerts stay unresolved). ``--eager`` runs
+the inline path instead (demo, tests: the webhook's own request groups and collects). Target: 5,000
+alerts grouped in <= 60 s with one worker on a 2-core machine.
+
+    .venv/bin/python bench/intake.py --storm 5000 [--storm-kind unknown|gpu] [--concurrency 1] [--eager] [--json]
 """
 
 from __future__ import annotations

@@ -68,12 +68,13 @@ class Resolution:
 
 
 class Lookups:
-    """What ``resolve_subjects`` reads, prefetched for a batch of alerts in a few queries instead of a few each.
+    """What ``resolve_subjects`` and ``related_entities`` read, prefetched for a batch of alerts in a few
+    queries instead of a few per alert.
 
-    Valid while the batch holds the grouping lock: clusters, entities and their versions are written by the
-    inventory sweeps, which add rows but never change the ones read here within a transaction's snapshot
-    (PostgreSQL) or while SQLite's write lock is held; a name asked for that was not prefetched is read
-    then (and remembered), so the answers are those of the uncached functions.
+    The inventory as of the batch's start: clusters, entities and versions are written only by inventory
+    sweeps, and one that commits while a batch runs is seen by the next batch, as by an alert grouped a
+    moment earlier. Grouping's own writes (incidents, their subjects) are never cached here. A name that
+    was not prefetched is read when asked (and remembered), so the answers are the uncached functions'.
     """
 
     def __init__(self) -> None:
