@@ -19,6 +19,17 @@ per alert. Besides wall-clock rates, which depend on whatever else the machine r
 milliseconds per alert of every process involved and the rate they project on idle cores.
 
     .venv/bin/python bench/intake.py [--requests 2000] [--clients 8] [--workers 3 --worker-class gthread --threads 4] [--json]
+
+Storm mode (issue 17): one notification with N distinct alerts, timed from the POST until every alert is
+grouped into an incident, with gunicorn (1 worker) and one real Celery worker on Redis (db 14 by default,
+flushed) against its own database (rcaweb_bench_storm, incidents emptied first); then it waits for the
+evidence collections the storm queued (up to --max-seconds) and counts the ones the worker ran. Alerts name
+GPUs no inventory knows (``unknown``, one incident each) or the GPUs of a seeded 625-node cluster (``gpu``,
+one incident per node; h100-00 is not in the inventory, so its 8 alerts stay unresolved). ``--eager`` runs
+the inline path instead (demo, tests: the webhook's own request groups and collects). Target: 5,000
+alerts grouped in <= 60 s with one worker on a 2-core machine.
+
+    .venv/bin/python bench/intake.py --storm 5000 [--storm-kind unknown|gpu] [--concurrency 1] [--eager] [--json]
 """
 
 from __future__ import annotations
@@ -27,6 +38,8 @@ import argparse
 import http.client
 import json
 import os
+import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -346,6 +359,276 @@ def cleanup(run: str, redis: bool) -> None:
             print(f"note: could not purge the Redis queue: {exc}", file=sys.stderr)
 
 
+#
+# Storm mode: one notification with N distinct alerts, timed until every alert is grouped into an incident
+#
+
+STORM_DB_URL = os.environ.get(
+    "BENCH_STORM_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rcaweb_bench_storm"
+)
+STORM_REDIS = os.environ.get("BENCH_STORM_REDIS_URL", "redis://127.0.0.1:6379/14")
+STORM_CLUSTER = "storm"
+STORM_START = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
+
+
+def storm_alerts(kind: str, count: int) -> list[dict]:
+    """``count`` distinct firing alerts on GPUs, as lean as dcgm-exporter's labels allow (no UUID, no annotations)
+    so that 5,000 fit in the webhook's 1 MiB: on nodes no inventory knows (``unknown``: one incident each, the attack's storm) or
+    on the seeded cluster's nodes (``gpu``: the 8 GPUs of a node share it, one incident per node)."""
+    out = []
+    prefix = "h100" if kind == "gpu" else "a100"
+    for n in range(count):
+        out.append(
+            {
+                "status": "firing",
+                "labels": {"alertname": "XidError", "Hostname": f"{prefix}-{n // 8:02d}", "gpu": str(n % 8)},
+                "startsAt": (STORM_START + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "endsAt": "0001-01-01T00:00:00Z",
+                "generatorURL": "",
+                "fingerprint": f"{n:016x}",
+            }
+        )
+    return out
+
+
+def storm_body(alerts: list[dict]) -> dict:
+    return {
+        "version": "4",
+        "groupKey": '{}:{alertname="XidError"}',
+        "truncatedAlerts": 0,
+        "status": "firing",
+        "receiver": "rcaweb",
+        "groupLabels": {"alertname": "XidError"},
+        "commonLabels": {"alertname": "XidError"},
+        "commonAnnotations": {},
+        "externalURL": "http://alertmanager:9093",
+        "alerts": alerts,
+    }
+
+
+def storm_setup(kind: str, count: int, *, eager: bool) -> dict[str, str]:
+    """Point this process's Django at the storm database, migrate, empty the incidents, seed the inventory."""
+    e = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "PYTEST_VERSION")}
+    e.update(
+        DATABASE_URL=STORM_DB_URL,
+        DJANGO_SETTINGS_MODULE="rcaweb.settings",
+        RCAWEB_SECRET_KEY="bench-secret-key-" + uuid.uuid4().hex,
+        RCAWEB_WEBHOOK_TOKEN=TOKEN,
+        RCAWEB_CELERY_EAGER="true" if eager else "false",
+        RCAWEB_LOG_LEVEL="WARNING",
+        RCAWEB_PLAIN_STATIC="true",
+        RCAWEB_DEBUG="false",
+    )
+    if not eager:
+        e["REDIS_URL"] = STORM_REDIS
+    os.environ.clear()
+    os.environ.update(e)
+    name = STORM_DB_URL.rsplit("/", 1)[1]
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from collectors.models import Cluster
+    from incidents.models import Alert, Incident
+
+    call_command("migrate", verbosity=0)
+    Incident.objects.all().delete()
+    Alert.objects.all().delete()
+    if kind == "gpu":
+        from tests.incidents.fixtures.alertmanager import small_world
+
+        cluster, created = Cluster.objects.get_or_create(name=STORM_CLUSTER, defaults={"scheduler": "kai"})
+        nodes = (count + 7) // 8
+        if created or not cluster.entities.filter(kind="node", name=f"h100-{nodes - 1:02d}").exists():
+            small_world(cluster, STORM_START, nodes=nodes, pending_job=False)
+    return e
+
+
+def storm_eager(kind: str, count: int) -> dict:
+    """The eager path (demo, tests): the webhook's own transaction groups and collects inline."""
+    storm_setup(kind, count, eager=True)
+    from django.db import connection
+
+    from incidents.intake import ingest_alertmanager
+    from incidents.models import Alert, Incident
+
+    body = storm_body(storm_alerts(kind, count))
+    t0 = time.perf_counter()
+    ingest_alertmanager(body)  # on commit: process_alerts inline, then each incident's collection inline
+    wall = time.perf_counter() - t0
+    grouped = Alert.objects.filter(incident__isnull=False).count()
+    connection.close()
+    return {
+        "mode": "eager",
+        "kind": kind,
+        "alerts": count,
+        "grouped": grouped,
+        "incidents": Incident.objects.count(),
+        "wall_s": round(wall, 2),
+        "collections": Incident.objects.filter(collected_at__isnull=False).count(),
+    }
+
+
+def storm_worker(kind: str, count: int, concurrency: int, timeout: float) -> dict:
+    """gunicorn + one Celery worker on Redis: post the notification, poll until every alert has its incident."""
+    import tempfile
+
+    e = storm_setup(kind, count, eager=False)
+    import redis as redis_lib
+
+    from incidents.models import Alert, Incident
+
+    redis_lib.Redis.from_url(STORM_REDIS).flushdb()
+    port = free_port()
+    log_fd, log_name = tempfile.mkstemp(prefix="storm-worker-", suffix=".log")
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "rcaweb.wsgi",
+                "-b",
+                f"127.0.0.1:{port}",
+                "-w",
+                "1",
+                "--log-level",
+                "warning",
+                "--timeout",
+                "120",
+            ],
+            cwd=ROOT,
+            env=e,
+            start_new_session=True,
+        ),
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "rcaweb",
+                "worker",
+                "--concurrency",
+                str(concurrency),
+                "--loglevel",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            cwd=ROOT,
+            env=e,
+            stdout=log_fd,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        ),
+    ]
+    result: dict = {"mode": "worker", "kind": kind, "alerts": count, "worker_concurrency": concurrency}
+    os.close(log_fd)
+    try:
+        wait_ready(port, procs[0])
+        deadline = time.monotonic() + 30
+        while "ready." not in Path(log_name).read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        body = json.dumps(storm_body(storm_alerts(kind, count)), separators=(",", ":")).encode()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        t0 = time.perf_counter()
+        conn.request(
+            "POST",
+            "/api/v1/alerts/alertmanager",
+            body=body,
+            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+        )
+        resp = conn.getresponse()
+        resp.read()
+        result["webhook_status"] = resp.status
+        result["webhook_s"] = round(time.perf_counter() - t0, 2)
+        if resp.status != 200:
+            raise SystemExit(f"the webhook answered {resp.status} to {len(body)} bytes")
+        grouped = 0
+        last_print = 0.0
+        while time.perf_counter() - t0 < timeout:
+            grouped = Alert.objects.filter(incident__isnull=False, processed_at__isnull=False).count()
+            if grouped >= count:
+                break
+            if time.perf_counter() - last_print > 10:
+                last_print = time.perf_counter()
+                print(
+                    f"  {time.perf_counter() - t0:6.1f} s: {grouped} of {count} grouped",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            time.sleep(0.2)
+        result["grouped"] = grouped
+        result["drained_s"] = round(time.perf_counter() - t0, 2) if grouped >= count else None
+        result["incidents"] = Incident.objects.count()
+        while time.perf_counter() - t0 < timeout:  # then the evidence the burst queued
+            if not Incident.objects.filter(collection_state__in=("pending", "running")).exists():
+                break
+            time.sleep(0.5)
+        left = Incident.objects.filter(collection_state__in=("pending", "running")).count()
+        result["evidence_done_s"] = None if left else round(time.perf_counter() - t0, 2)
+        result["collections_pending_at_timeout"] = left
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(timeout=20)
+            except Exception:
+                os.killpg(p.pid, signal.SIGKILL)
+    text = Path(log_name).read_text()
+    result["collect_evidence_tasks"] = len(
+        re.findall(r"incidents\.tasks\.collect_evidence\[[0-9a-f-]+\] succeeded", text)
+    )
+    result["process_alerts_tasks"] = len(
+        re.findall(r"incidents\.tasks\.process_alerts\[[0-9a-f-]+\] succeeded", text)
+    )
+    result["worker_log"] = log_name
+    result["cpus"] = os.cpu_count()
+    result["load_average_1m"] = round(os.getloadavg()[0], 2)
+    return result
+
+
+def storm_main(args: argparse.Namespace) -> int:
+    if args.eager:
+        result = storm_eager(args.storm_kind, args.storm)
+    else:
+        result = storm_worker(args.storm_kind, args.storm, args.concurrency, args.max_seconds)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(
+        f"storm ({result['mode']}): one notification with {result['alerts']} distinct {result['kind']} alerts, PostgreSQL"
+    )
+    if result["mode"] == "eager":
+        print(
+            f"  grouped {result['grouped']} into {result['incidents']} incidents, {result['collections']} "
+            f"collected, in {result['wall_s']} s (the webhook's own request, inline)"
+        )
+        return 0 if result["grouped"] == result["alerts"] else 1
+    drained = result["drained_s"]
+    print(f"  webhook answered {result['webhook_status']} in {result['webhook_s']} s")
+    print(
+        f"  grouped {result['grouped']} of {result['alerts']} into {result['incidents']} incidents in "
+        f"{drained if drained is not None else '> ' + str(args.max_seconds)} s with one Celery worker "
+        f"(concurrency {result['worker_concurrency']}) on Redis   (target <= 60 s)"
+    )
+    print(
+        f"  evidence: {result['collect_evidence_tasks']} collections ran, all done at {result['evidence_done_s']} s; "
+        f"{result['process_alerts_tasks']} process_alerts messages"
+    )
+    print(
+        f"  load average (1m) {result['load_average_1m']} on {result['cpus']} cores; worker log {result['worker_log']}"
+    )
+    return 0 if drained is not None else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=2000, help="payloads to post (10 alerts each)")
@@ -364,7 +647,24 @@ def main() -> int:
         "--no-redis", action="store_true", help="enqueue to Celery's in-memory transport, not Redis"
     )
     ap.add_argument("--json", action="store_true", help="print one JSON document")
+    ap.add_argument(
+        "--storm",
+        type=int,
+        default=0,
+        metavar="N",
+        help="storm mode: one notification with N distinct alerts, timed until all are grouped",
+    )
+    ap.add_argument(
+        "--storm-kind",
+        default="unknown",
+        choices=["unknown", "gpu"],
+        help="storm alerts on GPUs no inventory knows, or on a seeded cluster's GPUs",
+    )
+    ap.add_argument("--eager", action="store_true", help="storm mode: the inline path, no broker or worker")
+    ap.add_argument("--concurrency", type=int, default=1, help="storm mode: the Celery worker's processes")
     args = ap.parse_args()
+    if args.storm:
+        return storm_main(args)
     redis = not args.no_redis
     ensure_database()
     migrate(redis)

@@ -67,8 +67,193 @@ class Resolution:
         return ", ".join(self.unresolved)[:500]
 
 
-def group_alert(alert: Alert) -> Incident:
+class Lookups:
+    """What ``resolve_subjects`` and ``related_entities`` read, prefetched for a batch of alerts in a few
+    queries instead of a few per alert.
+
+    The inventory as of the batch's start: clusters, entities and versions are written only by inventory
+    sweeps, and one that commits while a batch runs is seen by the next batch, as by an alert grouped a
+    moment earlier. Grouping's own writes (incidents, their subjects) are never cached here. A name that
+    was not prefetched is read when asked (and remembered), so the answers are the uncached functions'.
+    """
+
+    def __init__(self) -> None:
+        self._clusters: dict[str, Cluster | None] = {}
+        self._only: list[Cluster | None] = []
+        self._entities: dict[tuple[int, str, str, str], Entity | None] = {}
+        self._jobs: dict[tuple[int, str], list[Entity]] = {}
+        self._gpu_versions: dict[tuple[int, str], list[EntityVersion]] = {}
+        self._versions: dict[
+            int, list[EntityVersion]
+        ] = {}  # subject entity id -> its versions, by valid_from
+        self._on_node: dict[
+            tuple[int, str, str], list[EntityVersion]
+        ] = {}  # (cluster, kind, node) -> versions
+
+    @classmethod
+    def prefetch(cls, alerts: list[Alert]) -> Lookups:
+        """One query for the clusters, one per kind for the entities, one for the GPUs of named nodes."""
+        self = cls()
+        names = {a.labels.get("cluster", "") for a in alerts}
+        found = {c.name: c for c in Cluster.objects.filter(name__in=names - {""})}
+        self._clusters = {n: found.get(n) for n in names - {""}}
+        if "" in names:
+            self.cluster({})
+        wanted: dict[tuple[int, str], set[tuple[str, str]]] = {}  # (cluster, kind) -> {(namespace, name)}
+        gpu_nodes: dict[int, set[str]] = {}
+        for a in alerts:
+            cluster = self.cluster(a.labels)
+            if cluster is None:
+                continue
+            for kind, ns, name in _identities(a.labels):
+                wanted.setdefault((cluster.pk, kind), set()).add((ns, name))
+            node = _node_label(a.labels)
+            if a.labels.get("gpu") and not a.labels.get("UUID") and node:
+                gpu_nodes.setdefault(cluster.pk, set()).add(node)
+        clusters = self._by_id = {c.pk: c for c in [*self._clusters.values(), *self._only] if c is not None}
+        for (cluster_id, kind), keys in wanted.items():
+            by_key = {}
+            for e in Entity.objects.filter(cluster_id=cluster_id, kind=kind, name__in={n for _, n in keys}):
+                e.cluster = clusters[cluster_id]  # related_entities reads it: no query per entity
+                by_key[(e.namespace, e.name)] = e
+            for ns, name in keys:
+                self._entities[(cluster_id, kind, ns, name)] = by_key.get((ns, name))
+        for cluster_id, nodes in gpu_nodes.items():
+            rows = EntityVersion.objects.filter(cluster_id=cluster_id, kind="gpu", node__in=nodes)
+            for v in rows.select_related("entity").order_by("id"):
+                v.entity.cluster = clusters[cluster_id]
+                self._gpu_versions.setdefault((cluster_id, v.node), []).append(v)
+            for node in nodes:
+                self._gpu_versions.setdefault((cluster_id, node), [])
+        return self
+
+    def prefetch_related(self, subjects: list[Entity], start: datetime, end: datetime) -> None:
+        """For ``related_entities`` of these subjects at times in [start, end]: their versions, and the GPU and
+        pod versions on subject nodes (three queries)."""
+        ids = {e.pk for e in subjects}
+        if not ids:
+            return
+        for v in EntityVersion.objects.filter(entity_id__in=ids, valid_from__lte=end).order_by(
+            "valid_from", "id"
+        ):
+            self._versions.setdefault(v.entity_id, []).append(v)
+        for pk in ids:
+            self._versions.setdefault(pk, [])
+        nodes: dict[int, set[str]] = {}
+        for e in subjects:
+            if e.kind == "node":
+                nodes.setdefault(e.cluster_id, set()).add(e.name)
+        for cluster_id, names in nodes.items():
+            for kind in ("gpu", "pod"):
+                rows = (
+                    EntityVersion.objects.overlapping(start, end + timedelta(microseconds=1))
+                    .filter(cluster_id=cluster_id, kind=kind, node__in=names)
+                    .select_related("entity")
+                    .order_by("id")
+                )
+                for v in rows:
+                    if cluster_id in self._by_id:
+                        v.entity.cluster = self._by_id[cluster_id]
+                    self._on_node.setdefault((cluster_id, kind, v.node), []).append(v)
+                for name in names:
+                    self._on_node.setdefault((cluster_id, kind, name), [])
+
+    def version(self, ent: Entity, at: datetime) -> EntityVersion | None | bool:
+        """The entity's version at ``at`` (else its last one before), as ``related_entities`` reads it; False
+        when this entity was not prefetched."""
+        versions = self._versions.get(ent.pk)
+        if versions is None:
+            return False
+        current = [v for v in versions if v.valid_from <= at and (v.valid_to is None or v.valid_to > at)]
+        if current:
+            return min(current, key=lambda v: v.pk)
+        before = [v for v in versions if v.valid_from <= at]
+        return before[-1] if before else None
+
+    def on_node(self, cluster: Cluster, kind: str, node: str, at: datetime) -> list[EntityVersion] | None:
+        """Versions of ``kind`` on ``node`` at ``at`` (None when not prefetched)."""
+        versions = self._on_node.get((cluster.pk, kind, node))
+        if versions is None:
+            return None
+        return [v for v in versions if v.valid_from <= at and (v.valid_to is None or v.valid_to > at)]
+
+    def cluster(self, labels: dict[str, str]) -> Cluster | None:
+        name = labels.get("cluster", "")
+        if name:
+            if name not in self._clusters:
+                self._clusters[name] = Cluster.objects.filter(name=name).first()
+            return self._clusters[name]
+        if not self._only:
+            self._only.append(resolve_cluster({}))
+        return self._only[0]
+
+    def entity(self, cluster: Cluster, kind: str, name: str, namespace: str = "") -> Entity | None:
+        key = (cluster.pk, kind, namespace, name)
+        if key not in self._entities:
+            self._entities[key] = _entity(cluster, kind, name, namespace)
+        return self._entities[key]
+
+    def jobs_named(self, cluster: Cluster, name: str) -> list[Entity]:
+        key = (cluster.pk, name)
+        if key not in self._jobs:
+            self._jobs[key] = list(Entity.objects.filter(cluster=cluster, kind="job", name=name)[:2])
+        return self._jobs[key]
+
+    def gpu_by_index(self, cluster: Cluster, node: str, index: str, at: datetime) -> Entity | None:
+        """As :func:`gpu_by_index`, on the node's prefetched GPU versions."""
+        versions = self._gpu_versions.get((cluster.pk, node))
+        if versions is None:
+            return gpu_by_index(cluster, node, index, at)
+        try:
+            idx = int(index)
+        except ValueError:
+            return None
+        mine = [v for v in versions if v.state.get("index") == idx and v.valid_from <= at]
+        current = [v for v in mine if v.valid_to is None or v.valid_to > at]
+        if not current:  # the GPU vanished before the alert (Xid 79): its last known version
+            current = sorted(mine, key=lambda v: v.valid_from, reverse=True)[:1]
+        return current[0].entity if current else None
+
+
+def _node_label(labels: dict[str, str]) -> str:
+    return labels.get("node") or labels.get("Hostname") or labels.get("hostname") or ""
+
+
+_LABEL_TEXT = {  # how an unresolved identity is named in ``unresolved_subject``
+    "pod": lambda ns, name: f"pod={ns}/{name}",
+    "job": lambda ns, name: f"job_name={name}",
+    "project": lambda ns, name: f"project={name}",
+    "queue": lambda ns, name: f"queue={name}",
+    "node": lambda ns, name: f"node={name}",
+    "gpu": lambda ns, name: f"UUID={name}",
+}
+
+
+def _identities(labels: dict[str, str]) -> list[tuple[str, str, str]]:
+    """The (kind, namespace, name) an alert's identifying labels ask the inventory for (rule 2)."""
+    namespace = labels.get("exported_namespace") or labels.get("namespace", "")
+    pod = labels.get("exported_pod") or labels.get("pod", "")
+    out: list[tuple[str, str, str]] = []
+    if pod and namespace:
+        out.append(("pod", namespace, pod))
+    if labels.get("job_name"):
+        out.append(("job", namespace, labels["job_name"]))
+    for kind in ("project", "queue"):
+        if labels.get(kind):
+            out.append((kind, "", labels[kind]))
+    node = _node_label(labels)
+    if node:
+        out.append(("node", "", node))
+    if labels.get("UUID"):
+        out.append(("gpu", "", labels["UUID"]))
+    return out
+
+
+def group_alert(alert: Alert, *, lookups: Lookups | None = None) -> Incident:
     """Put ``alert`` into an incident (existing or new) and return it.
+
+    ``lookups`` (a batch's prefetched clusters, entities and GPU versions, see :class:`Lookups`) only saves
+    queries: the outcome is the same with or without it.
 
     Rules, in order:
       1. an alert already in an incident stays there (resends, resolutions) and only moves its window;
@@ -89,8 +274,9 @@ def group_alert(alert: Alert) -> Incident:
         incident = Incident.objects.get(pk=alert.incident_id)
         incident.needs_evidence = update_window(incident)
         return incident
-    res = resolve_subjects(alert)  # rule 2
+    res = resolve_subjects(alert, lookups)  # rule 2
     incident = find_open_incident(res, alert.starts_at)  # rule 3 and 4
+    opened = False
     if incident is not None and lifecycle.resolve_if_over(incident, alert.starts_at):
         incident = None  # it was over before this alert: resolved as of then, and a re-fire from now on
     if incident is None:  # rule 5
@@ -100,14 +286,16 @@ def group_alert(alert: Alert) -> Incident:
             escalate(incident, alert)
         else:
             incident = open_incident(alert, res)
+            opened = True
     else:
         escalate(incident, alert)
     Alert.objects.filter(pk=alert.pk).update(incident=incident)
     alert.incident = incident
-    attach_subjects(incident, res.subjects, role="subject")
-    related = res.context + related_entities(res.subjects, alert.starts_at)
-    attach_subjects(incident, related, role="related")  # rule 6
-    link_related_incidents(incident)  # rule 7
+    have: Attached = {} if opened else attached(incident)  # one read for rules 6 and 7
+    attach_subjects(incident, res.subjects, role="subject", have=have)
+    related = res.context + related_entities(res.subjects, alert.starts_at, lookups)
+    attach_subjects(incident, related, role="related", have=have)  # rule 6
+    link_related_incidents(incident, have)  # rule 7
     update_window(incident)
     if incident.all_clear_at is not None and incident.window_end is None:
         # A held incident flagged all clear is not over after all.
@@ -134,7 +322,7 @@ def _entity(cluster: Cluster, kind: str, name: str, namespace: str = "") -> Enti
     return Entity.objects.filter(cluster=cluster, kind=kind, namespace=namespace, name=name).first()
 
 
-def resolve_subjects(alert: Alert) -> Resolution:
+def resolve_subjects(alert: Alert, lookups: Lookups | None = None) -> Resolution:
     """Map identifying labels to inventory entities; what names nothing known goes to ``unresolved``.
 
     dcgm-exporter variants: ``Hostname`` (classic) or ``hostname`` (current) name the node, ``UUID`` the GPU
@@ -142,40 +330,39 @@ def resolve_subjects(alert: Alert) -> Resolution:
     workload is in ``exported_pod``/``exported_namespace`` (the plain ones then name the exporter itself).
     """
     labels = alert.labels
-    res = Resolution(cluster=resolve_cluster(labels))
+    res = Resolution(cluster=lookups.cluster(labels) if lookups else resolve_cluster(labels))
     if labels.get("cluster") and res.cluster is None:
         res.unresolved.append(f"cluster={labels['cluster']}")
-    namespace = labels.get("exported_namespace") or labels.get("namespace", "")
-    pod = labels.get("exported_pod") or labels.get("pod", "")
-    node = labels.get("node") or labels.get("Hostname") or labels.get("hostname") or ""
-    wanted: list[tuple[str, str, str, str]] = []  # (kind, namespace, name, label text)
+    node = _node_label(labels)
     found: list[Entity] = []
-    if pod and namespace:
-        wanted.append(("pod", namespace, pod, f"pod={namespace}/{pod}"))
-    if labels.get("job_name"):
-        wanted.append(("job", namespace, labels["job_name"], f"job_name={labels['job_name']}"))
-    for kind in ("project", "queue"):
-        if labels.get(kind):
-            wanted.append((kind, "", labels[kind], f"{kind}={labels[kind]}"))
-    if node:
-        wanted.append(("node", "", node, f"node={node}"))
-    if labels.get("UUID"):
-        wanted.append(("gpu", "", labels["UUID"], f"UUID={labels['UUID']}"))
-    for kind, ns, name, text in wanted:
+    for kind, ns, name in _identities(labels):
+        text = _LABEL_TEXT[kind](ns, name)
         ent = None
         if res.cluster is not None:
-            ent = _entity(res.cluster, kind, name, ns)
+            ent = (
+                lookups.entity(res.cluster, kind, name, ns)
+                if lookups
+                else _entity(res.cluster, kind, name, ns)
+            )
             if ent is None and kind == "job" and not ns:  # job_name without namespace: unique by name
-                found = list(Entity.objects.filter(cluster=res.cluster, kind="job", name=name)[:2])
-                ent = found[0] if len(found) == 1 else None
+                same = (
+                    lookups.jobs_named(res.cluster, name)
+                    if lookups
+                    else list(Entity.objects.filter(cluster=res.cluster, kind="job", name=name)[:2])
+                )
+                ent = same[0] if len(same) == 1 else None
         if ent is not None:
             found.append(ent)
         else:
             res.unresolved.append(text)
     if labels.get("gpu") and not labels.get("UUID"):
-        gpu = (
-            gpu_by_index(res.cluster, node, labels["gpu"], alert.starts_at) if res.cluster and node else None
-        )
+        gpu = None
+        if res.cluster and node:
+            gpu = (
+                lookups.gpu_by_index(res.cluster, node, labels["gpu"], alert.starts_at)
+                if lookups
+                else gpu_by_index(res.cluster, node, labels["gpu"], alert.starts_at)
+            )
         if gpu is not None:
             found.append(gpu)
         else:
@@ -255,6 +442,74 @@ def _about(qs: QuerySet[Incident], res: Resolution) -> QuerySet[Incident]:
     return qs.filter(cluster=res.cluster, unresolved_subject=res.unresolved_key)
 
 
+def open_unresolved(items: list[tuple[Alert, Resolution]]) -> dict[int, Incident]:
+    """Rules 4 and 5 for a batch of new alerts whose labels named nothing known, in a fixed number of queries.
+
+    The storm case: thousands of alerts about things the inventory does not know, each label set its own
+    incident. Alerts are grouped by (cluster, unresolved labels) in their order, as ``group_alert`` would one
+    after the other: the first opens the incident, the next ones join it and escalate it. That needs no
+    entity, related object or linked incident (an incident with unresolved labels has none), so the new
+    incidents are one ``bulk_create`` and the alerts one ``bulk_update``. Label sets that already have an
+    open or reopenable incident, or a resolved alert in the batch (the lifecycle decides those), are left
+    to ``group_alert``: the caller groups every alert missing from the returned ``{alert pk: incident}``.
+    """
+    groups: dict[tuple[int | None, str], list[tuple[Alert, Resolution]]] = {}
+    for alert, res in items:
+        groups.setdefault((res.cluster.pk if res.cluster else None, res.unresolved_key), []).append(
+            (alert, res)
+        )
+    if not groups:
+        return {}
+    keys = {key for _, key in groups}
+    taken = set(
+        Incident.objects.exclude(status="resolved")
+        .filter(unresolved_subject__in=keys)
+        .values_list("cluster_id", "unresolved_subject")
+    )
+    window = lifecycle.reopen_window()
+    if window > timedelta(0):
+        starts = [alert.starts_at for alert, _ in items]
+        taken |= set(
+            Incident.objects.filter(
+                status="resolved",
+                unresolved_subject__in=keys,
+                resolved_at__gte=min(starts) - window,
+                resolved_at__lte=max(starts),
+            ).values_list("cluster_id", "unresolved_subject")
+        )
+    grouped: dict[int, Incident] = {}
+    opened: list[Incident] = []
+    for key, members in groups.items():
+        if key in taken or any(alert.status != "firing" for alert, _ in members):
+            continue
+        first, res = members[0]
+        incident = Incident(
+            title=titles.alert_title(first, [])[:300],
+            severity=normalize_severity(first.severity),
+            cluster=res.cluster,
+            onset=first.starts_at,
+            window_start=first.starts_at - EVIDENCE_LOOKBACK,
+            unresolved_subject=res.unresolved_key or "unresolved",
+        )
+        for alert, _ in members[1:]:  # escalate, in memory
+            sev = normalize_severity(alert.severity)
+            if SEVERITY_ORDER[sev] > SEVERITY_ORDER[incident.severity]:
+                incident.severity = sev
+            if alert.starts_at < incident.onset:
+                incident.onset, incident.window_start = alert.starts_at, alert.starts_at - EVIDENCE_LOOKBACK
+        opened.append(incident)
+        for alert, _ in members:
+            grouped[alert.pk] = incident
+    Incident.objects.bulk_create(opened, batch_size=500)
+    joined = [alert for alert, _ in items if alert.pk in grouped]
+    for alert in joined:
+        alert.incident = grouped[alert.pk]
+    Alert.objects.bulk_update(joined, ["incident"], batch_size=500)
+    for incident in opened:
+        incident.needs_evidence = True
+    return grouped
+
+
 def normalize_severity(value: str) -> str:
     v = (value or "").strip().lower()
     v = SEVERITY_ALIASES.get(v, v)
@@ -310,19 +565,45 @@ def update_window(incident: Incident) -> bool:
 #
 
 
-def attach_subjects(incident: Incident, entities: list[Entity], *, role: str) -> bool:
-    """Attach entities not yet attached; an entity already a subject is never demoted to related."""
-    have = set(IncidentSubject.objects.filter(incident=incident).values_list("entity_id", flat=True))
+Attached = dict[int, tuple[str, str]]  # an incident's entities: entity id -> (role, kind)
+
+
+def attached(incident: Incident) -> Attached:
+    return {
+        e: (role, kind)
+        for e, role, kind in IncidentSubject.objects.filter(incident=incident).values_list(
+            "entity_id", "role", "entity__kind"
+        )
+    }
+
+
+def attach_subjects(
+    incident: Incident, entities: list[Entity], *, role: str, have: Attached | None = None
+) -> bool:
+    """Attach entities not yet attached; an entity already a subject is never demoted to related.
+
+    ``have`` is what is attached already (``attached(incident)``, read here when not given); it is kept
+    up to date, so one read serves both roles and rule 7.
+    """
+    if not entities:
+        return False
+    if have is None:
+        have = attached(incident)
+    promoted = 0
     if role == "subject":
-        promoted = IncidentSubject.objects.filter(
-            incident=incident, entity__in=[e.pk for e in entities], role="related"
-        ).update(role="subject")
-    else:
-        promoted = 0
+        related = [e.pk for e in entities if have.get(e.pk, ("",))[0] == "related"]
+        if related:
+            promoted = IncidentSubject.objects.filter(
+                incident=incident, entity__in=related, role="related"
+            ).update(role="subject")
+            for pk in related:
+                have[pk] = ("subject", have[pk][1])
     new = [
         IncidentSubject(incident=incident, entity=e, role=role) for e in _dedup(entities) if e.pk not in have
-    ]
-    IncidentSubject.objects.bulk_create(new[:MAX_RELATED], ignore_conflicts=True)
+    ][:MAX_RELATED]
+    IncidentSubject.objects.bulk_create(new, ignore_conflicts=True)
+    for link in new:
+        have[link.entity.pk] = (role, link.entity.kind)
     return bool(new) or bool(promoted)
 
 
@@ -333,13 +614,18 @@ def _dedup(entities: list[Entity]) -> list[Entity]:
     return list(seen.values())
 
 
-def related_entities(subjects: list[Entity], at: datetime) -> list[Entity]:
-    """What an on-call engineer looks at next: a job's project, queue, pods, candidate nodes and their GPUs."""
+def related_entities(subjects: list[Entity], at: datetime, lookups: Lookups | None = None) -> list[Entity]:
+    """What an on-call engineer looks at next: a job's project, queue, pods, candidate nodes and their GPUs.
+
+    With a batch's ``lookups`` (prefetched versions), a node's or GPU's relations are read from memory.
+    """
     out: list[Entity] = []
     for ent in subjects:
-        version = EntityVersion.objects.as_of(at).filter(entity=ent).first() or (
-            EntityVersion.objects.filter(entity=ent, valid_from__lte=at).order_by("-valid_from").first()
-        )
+        version = lookups.version(ent, at) if lookups else False
+        if version is False:
+            version = EntityVersion.objects.as_of(at).filter(entity=ent).first() or (
+                EntityVersion.objects.filter(entity=ent, valid_from__lte=at).order_by("-valid_from").first()
+            )
         hot = version or EntityVersion()
         cluster = ent.cluster
         if ent.kind == "pod":
@@ -362,6 +648,11 @@ def related_entities(subjects: list[Entity], at: datetime) -> list[Entity]:
             out += node_entities
             out += gpus_of_nodes(cluster, [n.name for n in node_entities], at)
         elif ent.kind == "node":
+            gpus = lookups.on_node(cluster, "gpu", ent.name, at) if lookups else None
+            pods = lookups.on_node(cluster, "pod", ent.name, at) if lookups else None
+            if gpus is not None and pods is not None:
+                out += [v.entity for v in gpus[:MAX_RELATED]] + [v.entity for v in pods[:64]]
+                continue
             out += gpus_of_nodes(cluster, [ent.name], at)
             out += [
                 v.entity
@@ -370,7 +661,11 @@ def related_entities(subjects: list[Entity], at: datetime) -> list[Entity]:
                 .select_related("entity")[:64]
             ]
         elif ent.kind == "gpu":
-            out += _named(cluster, "node", [hot.node])
+            if lookups is not None:
+                node = lookups.entity(cluster, "node", hot.node) if hot.node else None
+                out += [node] if node else []
+            else:
+                out += _named(cluster, "node", [hot.node])
             if hot.pod and "/" in hot.pod:
                 ns, name = hot.pod.split("/", 1)
                 pods = _named(cluster, "pod", [name], ns)
@@ -426,29 +721,33 @@ def gpus_of_nodes(cluster: Cluster, nodes: list[str], at: datetime) -> list[Enti
 #
 
 
-def fault_nodes(incident: Incident) -> set[int]:
+def fault_nodes(incident: Incident, have: Attached | None = None) -> set[int]:
     """Node entity ids this incident is *about*: subject nodes, and the nodes of subject GPUs."""
-    rows = IncidentSubject.objects.filter(incident=incident).values_list("entity_id", "entity__kind", "role")
+    rows = [(e, k, r) for e, (r, k) in (attached(incident) if have is None else have).items()]
     subject_nodes = {e for e, k, r in rows if k == "node" and r == "subject"}
     if any(k == "gpu" and r == "subject" for _, k, r in rows):
         subject_nodes |= {e for e, k, _ in rows if k == "node"}  # a GPU subject's node is attached as related
     return subject_nodes | {e for e, k, r in rows if k == "gpu" and r == "subject"}
 
 
-def link_related_incidents(incident: Incident) -> list[int]:
+def link_related_incidents(incident: Incident, have: Attached | None = None) -> list[int]:
     """Link open incidents where one's faulty node/GPU is among the other's entities (e.g. a job pending on it)."""
-    mine_all = set(IncidentSubject.objects.filter(incident=incident).values_list("entity_id", flat=True))
-    mine_fault = fault_nodes(incident)
+    if have is None:
+        have = attached(incident)
+    mine_all = set(have)
+    if not mine_all:  # labels that named nothing known: no entity to share with anyone
+        return []
+    mine_fault = fault_nodes(incident, have)
     others = (
         Incident.objects.exclude(pk=incident.pk)
         .exclude(status="resolved")
-        .filter(cluster=incident.cluster, incidentsubject__entity__in=mine_all | mine_fault)
+        .filter(cluster_id=incident.cluster_id, incidentsubject__entity__in=mine_all | mine_fault)
         .distinct()
     )
     linked: list[int] = []
     for other in others[:50]:
-        theirs_all = set(IncidentSubject.objects.filter(incident=other).values_list("entity_id", flat=True))
-        if (mine_fault & theirs_all) or (fault_nodes(other) & mine_all):
+        theirs = attached(other)
+        if (mine_fault & set(theirs)) or (fault_nodes(other, theirs) & mine_all):
             incident.related.add(other)
             linked.append(other.pk)
     return linked

@@ -41,15 +41,21 @@ class OutboxTests(BaseTestCase):
         self.assertEqual(Alert.objects.filter(processed_at__isnull=True).count(), 1000)
 
         calls: Counter[int] = Counter()
-        real = grouping.group_alert
+        real, real_batch = grouping.group_alert, grouping.open_unresolved
 
-        def counting(a):  # type: ignore[no-untyped-def]
+        def counting(a, **kw):  # type: ignore[no-untyped-def]
             calls[a.pk] += 1
-            return real(a)
+            return real(a, **kw)
+
+        def counting_batch(items):  # type: ignore[no-untyped-def]
+            grouped = real_batch(items)
+            calls.update(list(grouped))  # the alerts it grouped; group_alert gets the others
+            return grouped
 
         later = timezone.now() + timedelta(minutes=1)
         with (
             mock.patch("incidents.grouping.group_alert", side_effect=counting),
+            mock.patch("incidents.grouping.open_unresolved", side_effect=counting_batch),
             mock.patch.object(tasks.collect_evidence, "delay"),
         ):
             self.assertEqual(intake.sweep_outbox(now=later, limit=5000), 1000)
@@ -67,7 +73,11 @@ class OutboxTests(BaseTestCase):
     def test_it_retries_an_alert_whose_grouping_failed(self) -> None:
         intake.ingest_alertmanager(payload([alert("A", {"node": "x"}, T0)]))
         later = timezone.now() + timedelta(minutes=1)
-        with mock.patch("incidents.grouping.group_alert", side_effect=RuntimeError("database hiccup")):
+        hiccup = RuntimeError("database hiccup")
+        with (  # wherever grouping happens: a batch of unknown subjects, or one alert at a time
+            mock.patch("incidents.grouping.open_unresolved", side_effect=hiccup),
+            mock.patch("incidents.grouping.group_alert", side_effect=hiccup),
+        ):
             self.assertEqual(intake.sweep_outbox(now=later), 0)
         self.assertIsNone(Alert.objects.get().processed_at)  # the claim rolled back with the failure
         self.assertEqual(intake.sweep_outbox(now=later), 1)
