@@ -70,6 +70,7 @@ def _drain(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     if not node:
         return []
     pods = pods_on(di, node)
+    killed = _held_before(di, f.facts.get("gpu"), {f"{p.namespace}/{p.name}" for p in pods})
     n = di.find("node", node)
     gpus = F.node_nominal_gpus(n) if n else 0
     pool = (n.get("nodepool") if n else "") or ""
@@ -81,7 +82,12 @@ def _drain(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
             f"Cordon and drain {node}",
             f"kubectl cordon {node} && kubectl drain {node} --ignore-daemonsets --delete-emptydir-data",
             f"Evicts {len(pods)} pod(s) holding {sum(int(p.get('gpus') or 0) for p in pods)} GPUs: {describe_pods(pods)}. "
-            f"Removes {gpus} GPUs from {'pool ' + pool if pool else 'the cluster'} ({pool_total} → {pool_total - gpus}) "
+            + (
+                f"The fault already ended {', '.join(killed)}, which held the GPU before it. "
+                if killed
+                else ""
+            )
+            + f"Removes {gpus} GPUs from {'pool ' + pool if pool else 'the cluster'} ({pool_total} → {pool_total - gpus}) "
             "until it is back.",
             f"kubectl get node {node} shows SchedulingDisabled; no pods but DaemonSets remain on it; the evicted jobs "
             "are Running elsewhere or queued.",
@@ -109,6 +115,18 @@ def _drain(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
             )
         )
     return actions
+
+
+def _held_before(di: DiagnosisInput, gpu: str | None, running: set[str]) -> list[str]:
+    """Pods the faulty GPU held shortly before t that no longer run: the workload the fault already hit."""
+    if not gpu:
+        return []
+    out: list[str] = []
+    for v in di.history.get(Ref("gpu", gpu), []):
+        pod = v.state.get("pod") or ""
+        if pod and pod not in running and pod not in out:
+            out.append(pod)
+    return out[-3:]
 
 
 def _xid(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:

@@ -8,7 +8,7 @@ from incidents.diagnosis import codes as C
 from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.types import Ref
 
-from .dx_world import T0, change, gpu, job, node, pod, queue, world
+from .dx_world import T, T0, change, gpu, job, node, pod, queue, world
 
 
 def test_it_proposes_a_drain_naming_the_pods_it_would_evict():
@@ -63,3 +63,19 @@ def test_it_never_proposes_a_smaller_request_that_cannot_fit_the_quota_left():
     assert acts, "the quota change is still proposed"
     assert not any("resubmit" in a.command and "0 GPUs" in a.command for a in acts)
     assert not any(a.title.startswith("Or resubmit") for a in acts)
+
+
+def test_the_drain_impact_names_the_pod_the_fault_already_ended():
+    """Xid 79 killed the serving pod on GPU 4 at the onset: "evicts 0 pods" must not hide that it served one."""
+    before = gpu("GPU-4", "h100-03", 4, pod_ref="prod/llm-serving-2")
+    now = gpu("GPU-4", "h100-03", 4, xid=79)
+    di = world(
+        subjects=[Ref("gpu", "GPU-4"), Ref("node", "h100-03")],
+        nodes=[node("h100-03", capacity=7)],
+        gpus=[now, *[gpu(f"GPU-{i}", "h100-03", i) for i in range(4)]],
+        history={Ref("gpu", "GPU-4"): [before, now]},
+        alertnames=["GPUXidError", "GPUMissing"],
+        t=T,
+    )
+    drains = [a for a in run_checks(di).actions if a.title.startswith("Cordon and drain h100-03")]
+    assert drains and "prod/llm-serving-2" in drains[0].impact
