@@ -8,7 +8,7 @@ from incidents.diagnosis import codes as C
 from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.types import Ref
 
-from .dx_world import T, T0, change, gpu, job, node, pod, queue, world
+from .dx_world import T0, T, change, gpu, job, node, pod, queue, world
 
 
 def test_it_proposes_a_drain_naming_the_pods_it_would_evict():
