@@ -150,10 +150,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="*", default=[], help="scenario file name prefixes")
     ap.add_argument("--nodes", type=int, default=200, help="size of the generated busy cluster (0: none)")
-    ap.add_argument("--hours", type=int, default=4)
+    ap.add_argument("--hours", type=int, default=4, help="duration of the generated cluster (at least 4: its faults run to 3h)")
     ap.add_argument("--no-bundled", action="store_true", help="only the generated busy cluster")
     ap.add_argument("--json", action="store_true", help="print one JSON line of figures at the end")
     args = ap.parse_args()
+    if args.nodes and args.hours < 4:
+        ap.error("--hours must be at least 4: the generated cluster's faults and repairs run until 3h")
 
     files = [] if args.no_bundled else sorted(SCENARIOS.glob("*.yaml"))
     if args.only:
