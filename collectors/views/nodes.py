@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from collectors import queries
+from collectors.podstatus import pod_status
 from collectors.views.common import entity_page_context, finish, render_page
 from rcaweb.http import RcaRequest
 from rcaweb.rows import render_rows
@@ -52,6 +53,7 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         p.job_ref = queries.ref(c, "job", p.job, p.entity.namespace)
         p.link = entity_link_html(p.entity, cur)
         p.job_link = entity_link_html(p.job_ref, cur)
+        p.status = pod_status(p.state or {}, p.phase)
     labels = state.get("labels") or {}
     capacity = (state.get("capacity") or {}).get("nvidia.com/gpu")
     allocatable = (state.get("allocatable") or {}).get("nvidia.com/gpu")
@@ -59,7 +61,7 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     ctx.update(
         gpus=gpus,
         pods=pods,
-        pods_running=sum(1 for p in pods if p.phase == "Running"),
+        pods_running=sum(1 for p in pods if p.phase == "Running" and p.status == p.phase),
         gpus_held=held,
         gpus_free=None if allocatable is None else max(int(allocatable) - held, 0),
         capacity=capacity,

@@ -108,3 +108,8 @@ class CrashLoopStatusTest(PageTestCase):
         r = self.get("/c/gpu-prod/pods/nlp/llama-ft-0/", T0 + timedelta(hours=2, minutes=10))
         assert r.context["pod_status"] == "CrashLoopBackOff"
         assert "phase Running" in r.content.decode()
+
+    def test_the_node_page_names_the_crash_loop_in_its_pod_rows(self):
+        r = self.get("/c/gpu-prod/nodes/h100-03/", T0 + timedelta(hours=2, minutes=10))
+        llama = next(p for p in r.context["pods"] if p.entity.name == "llama-ft-0")
+        assert llama.status == "CrashLoopBackOff" and "CrashLoopBackOff" in r.content.decode()
