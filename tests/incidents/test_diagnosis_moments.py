@@ -84,3 +84,24 @@ def test_the_onset_answer_and_the_later_one_differ_and_each_cursor_shows_its_own
     answer = at_later.split('id="answer"', 1)[1].split("</section>", 1)[0]
     assert "gpu_capacity_shortage" in answer
     assert "At the onset" in answer and "project_quota_exhausted" in answer  # never silently replaced
+
+
+@pytest.mark.django_db
+def test_a_busy_database_postpones_the_re_diagnosis_instead_of_failing_the_sweep(monkeypatch, caplog) -> None:
+    """SQLite has one writer: when the demo's intake holds it, the sweep's re-diagnosis waits for the next sweep."""
+    from datetime import UTC, datetime
+
+    from django.db import OperationalError
+
+    import incidents.diagnose as diagnose
+    from collectors.models import Cluster
+
+    Cluster.objects.create(name="gpu-busy", scheduler="kai")
+
+    def locked(*args, **kwargs):
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(diagnose, "rediagnose_changed", locked)
+    with caplog.at_level("WARNING", logger="incidents.diagnose"):
+        diagnose.after_sweep(cluster="gpu-busy", at=datetime(2026, 11, 29, tzinfo=UTC))
+    assert "postponed to the next sweep" in caplog.text
