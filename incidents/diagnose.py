@@ -73,8 +73,9 @@ def diagnose_incident(
 ) -> list[Hypothesis]:
     """Diagnose the incident as of t (default: the firing time of its newest alert, see ``diagnosis_moment``).
 
-    ``only_if_changed``: keep the result as a new run only when its answer differs from the latest run's
-    (else mark the latest run as checked up to t and return nothing).
+    ``only_if_changed``: keep the result as a new run only when it names another cause than the latest
+    run (else mark the latest run as checked up to t and return nothing); "no cause found" after a cause
+    is the symptom ending, not a new answer.
     """
     incident = Incident.objects.select_related("cluster").get(pk=incident_id)
     if t is None:
@@ -84,7 +85,10 @@ def diagnose_incident(
     result = run_checks(di)
     if only_if_changed:
         last = DiagnosisRun.objects.filter(incident=incident).order_by("-at", "-id").first()
-        if last is not None and _answer(result) == _run_answer(last):
+        new, old = _answer(result), _run_answer(last) if last is not None else None
+        # Nothing supported where a cause was found is the symptom ending (the node is back, the job
+        # started), seen before its alert's resolution arrived: the last answer stands.
+        if old is not None and (new == old or (not new[0] and old[0])):
             DiagnosisRun.objects.filter(pk=last.pk).update(seen_until=t)
             return []
     saved = persist(incident, di, result, trigger=trigger or "manual")

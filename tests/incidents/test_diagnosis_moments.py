@@ -105,3 +105,35 @@ def test_a_busy_database_postpones_the_re_diagnosis_instead_of_failing_the_sweep
     with caplog.at_level("WARNING", logger="incidents.diagnose"):
         diagnose.after_sweep(cluster="gpu-busy", at=datetime(2026, 11, 29, tzinfo=UTC))
     assert "postponed to the next sweep" in caplog.text
+
+
+@pytest.mark.django_db
+def test_no_cause_after_a_cause_is_the_symptom_ending_not_a_new_answer(monkeypatch) -> None:
+    """A subject change seen before the alert's resolution arrives (the node is back): the last answer stands."""
+    from datetime import UTC, datetime
+
+    import incidents.diagnose as diagnose
+    from incidents.diagnosis.checks import Diagnosis
+    from incidents.diagnosis.types import DiagnosisInput
+
+    t0 = datetime(2026, 11, 29, 3, tzinfo=UTC)
+    incident = Incident.objects.create(title="a100-07 not Ready", onset=t0, window_start=t0)
+    run = DiagnosisRun.objects.create(
+        incident=incident, at=t0, made_at=t0, trigger="onset", top_code="gpu_node_unavailable", supported=1
+    )
+    Hypothesis.objects.create(
+        incident=incident,
+        run=run,
+        code="gpu_node_unavailable",
+        status="supported",
+        confidence=0.85,
+        statement="x",
+    )
+    monkeypatch.setattr(
+        diagnose, "load_incident_input", lambda inc, t: DiagnosisInput(t=t, onset=t0, cluster="")
+    )
+    monkeypatch.setattr(diagnose, "run_checks", lambda di: Diagnosis())
+    later = t0 + timedelta(hours=3)
+    assert diagnose.diagnose_incident(incident.pk, later, trigger="change", only_if_changed=True) == []
+    runs = list(DiagnosisRun.objects.filter(incident=incident))
+    assert len(runs) == 1 and runs[0].seen_until == later and runs[0].top_code == "gpu_node_unavailable"
