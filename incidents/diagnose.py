@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from collectors.models import Entity
 from collectors.sources.redact import redact_text, redact_value
-from incidents import titles
+from incidents import problems, titles
 from incidents.diagnose_input import default_t, diagnosis_moment, load_incident_input, load_job_input
 from incidents.diagnosis.checks import Diagnosis, run_checks
 from incidents.diagnosis.types import (
@@ -216,6 +216,7 @@ def persist(
             trigger=trigger,
             top_code=top.code if top else "",
             top_statement=redact_text(top.statement) if top else "",
+            cause_key=problems.cause_key(top),
             supported=sum(1 for f in causes if f.supported),
             checked=sorted({f.code for f in causes}),
         )
@@ -254,6 +255,9 @@ def _mark_current(incident: Incident) -> None:
         DiagnosisRun.objects.filter(incident=incident).order_by("-at", "-id").values_list("pk", flat=True)
     )
     current_id = current.first()
+    key = DiagnosisRun.objects.filter(pk=current_id).values_list("cause_key", flat=True).first() or ""
+    Incident.objects.filter(pk=incident.pk).exclude(cause_key=key).update(cause_key=key)
+    incident.cause_key = key
     for model in (Hypothesis, ProposedAction):
         model.objects.filter(incident=incident, superseded=False).exclude(run_id=current_id).update(
             superseded=True

@@ -30,6 +30,11 @@ class IncidentFilterForm(forms.Form):
     severity = forms.ChoiceField(choices=[("", "any"), *Incident.SEVERITIES], required=False)
     cluster = forms.SlugField(max_length=63, required=False)
     project = forms.CharField(max_length=253, required=False)
+    cause = forms.CharField(
+        max_length=300,
+        required=False,
+        help_text="one problem: the incidents whose current top cause is this shared fault (incidents.problems)",
+    )
     since = UtcTimeField(required=False, help_text="onset at or after (UTC)")
     until = UtcTimeField(required=False, help_text="onset before (UTC)")
     page = forms.IntegerField(min_value=1, max_value=10_000, required=False)
@@ -46,6 +51,8 @@ class IncidentFilterForm(forms.Form):
             qs = qs.exclude(status="resolved")
         elif d.get("status"):
             qs = qs.filter(status=d["status"])
+        if d.get("cause"):
+            qs = qs.filter(cause_key=d["cause"])
         if d.get("severity"):
             qs = qs.filter(severity=d["severity"])
         if d.get("cluster"):

@@ -84,6 +84,8 @@ class Incident(models.Model):
     collection_state = models.CharField(max_length=16, default="pending")  # pending | running | done | failed
     collected_at = models.DateTimeField(null=True, blank=True)
     diagnosed_at = models.DateTimeField(null=True, blank=True)
+    # the current run's cause_key (incidents.problems): incidents sharing one fault are one problem
+    cause_key = models.CharField(max_length=300, blank=True, default="")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -178,6 +180,7 @@ class DiagnosisRun(models.Model):
     trigger = models.CharField(max_length=16, choices=TRIGGERS, default="onset")
     top_code = models.CharField(max_length=48, blank=True, default="")  # "" = no cause found
     top_statement = models.TextField(blank=True, default="")
+    cause_key = models.CharField(max_length=300, blank=True, default="")  # incidents.problems.cause_key(top)
     supported = models.IntegerField(default=0)  # supported causes (not counting "elsewhere" context)
     checked = models.JSONField(default=list)  # codes examined, for "no cause found: checked …"
     # Changes up to this moment were diagnosed again and left the answer as it is (no new run for them).

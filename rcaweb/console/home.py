@@ -10,14 +10,18 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
-from django.db.models import Count, F, Prefetch, Q, QuerySet, Window
+from django.db.models import CharField, Count, F, Prefetch, Q, QuerySet, Sum, Value, Window
+from django.db.models.functions import Cast, Coalesce, NullIf, RowNumber
+from django.urls import reverse
 
 from collectors.models import EntityVersion, SourceRun
+from incidents import problems
 from incidents.lifecycle import auto_resolve_after
 from incidents.models import Alert, Hypothesis, Incident
-from incidents.ordering import by_urgency
+from incidents.ordering import URGENCY_ORDER, with_impact
 from rcaweb.console.common import fmt_age, one_line, parse_time
 from rcaweb.cursor import Cursor
 
@@ -25,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 PENDING_THRESHOLD = timedelta(minutes=int(getattr(settings, "RCAWEB_PENDING_THRESHOLD_MIN", 15)))
 PANEL_LIMIT = 50
+CHILDREN_SHOWN = 8  # a problem's other incidents listed under it; the rest are counted
 
 
 @dataclass
@@ -54,13 +59,29 @@ def open_at(t: datetime) -> QuerySet[Incident]:
     return Incident.objects.filter(onset__lte=t).filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=t))
 
 
+def _problem() -> Coalesce:
+    """The partition of a problem: its cause key, or the incident alone when its cause is its own."""
+    return Coalesce(NullIf(F("cause_key"), Value("")), Cast("id", CharField()))
+
+
 def open_incidents(t: datetime) -> list[Incident]:
-    """The first PANEL_LIMIT incidents open at t in the order to work them (incidents.ordering: severity,
-    impact, age), with their top hypothesis in one prefetch; ``open_total`` on each counts every incident open
-    at t (a window count in the same query: the panel shows at most PANEL_LIMIT)."""
+    """The first PANEL_LIMIT problems open at t in the order to work them (incidents.ordering: severity,
+    impact, age): each row is the most urgent incident of a problem (incidents.problems: incidents whose
+    current top cause is one shared fault), with ``members`` (incidents of the problem open at t),
+    ``problem_gpus`` (their GPUs lost or blocked, summed), ``children`` (the others, at most
+    CHILDREN_SHOWN, most urgent first) and its top hypothesis. ``open_total`` on each counts every incident
+    open at t (a window count) and ``problems_total`` every problem: the panel shows at most PANEL_LIMIT."""
+    urgency = [F(n[1:]).desc() if n.startswith("-") else F(n).asc() for n in URGENCY_ORDER]
+    part = [F("cluster_id"), _problem()]
+    ranked = with_impact(open_at(t), t).annotate(
+        open_total=Window(Count("id")),
+        pos=Window(RowNumber(), partition_by=part, order_by=urgency),
+        members=Window(Count("id"), partition_by=part),
+        problem_gpus=Window(Sum("impact_gpus"), partition_by=part),
+    )
+    leads = ranked.filter(pos=1)
     qs = (
-        by_urgency(open_at(t), t)
-        .annotate(open_total=Window(Count("id")))
+        leads.order_by(*URGENCY_ORDER)
         .select_related("cluster")
         .prefetch_related(
             Prefetch(
@@ -71,12 +92,26 @@ def open_incidents(t: datetime) -> list[Incident]:
         )[:PANEL_LIMIT]
     )
     out = list(qs)
+    problems_total = len(out) if len(out) < PANEL_LIMIT else leads.count()
+    shared = {(inc.cluster_id, inc.cause_key) for inc in out if inc.members > 1}  # type: ignore[attr-defined]
+    children: dict[tuple[int | None, str], list[Incident]] = {}
+    if shared:
+        rows = ranked.filter(cause_key__in={k for _, k in shared}, pos__gt=1, pos__lte=CHILDREN_SHOWN + 1)
+        for child in rows.order_by("pos").only("id", "title", "cluster_id", "cause_key", "onset", "severity"):
+            children.setdefault((child.cluster_id, child.cause_key), []).append(child)
     for inc in out:
+        inc.problems_total = problems_total  # type: ignore[attr-defined]
         # The top is the best supported cause; none means "no cause found" (a refuted one is never the top).
         inc.top_hypothesis = inc.ranked[0] if inc.ranked else None  # type: ignore[attr-defined]
         inc.age = fmt_age(inc.duration_at(t).total_seconds())  # type: ignore[attr-defined]  # onset → t: open at t
         # held, its alerts resolved and subject healthy for the quiet period by t: for its holder to close
         inc.all_clear = inc.all_clear_at is not None and inc.all_clear_at + auto_resolve_after() <= t  # type: ignore[attr-defined]
+        inc.children = children.get((inc.cluster_id, inc.cause_key), []) if inc.members > 1 else []  # type: ignore[attr-defined]
+        inc.more = inc.members - 1 - len(inc.children) if inc.members > 1 else 0  # type: ignore[attr-defined]
+        inc.problem_url = (
+            reverse("incidents:incidents") + "?" + urlencode({"status": "active", "cause": inc.cause_key})
+        )  # type: ignore[attr-defined]
+        inc.problem = problems.describe(inc.cause_key) if inc.members > 1 else None  # type: ignore[attr-defined]
     return out
 
 
@@ -155,6 +190,7 @@ def home_context(cursor: Cursor) -> dict[str, Any]:
         "incidents": incidents,
         # the panel shows at most PANEL_LIMIT rows; the count is of every incident open at t
         "incidents_open": incidents[0].open_total if incidents else 0,  # type: ignore[attr-defined]
+        "problems_open": incidents[0].problems_total if incidents else 0,  # type: ignore[attr-defined]
         "alerts": loose_alerts(t),
         "pending": pending_jobs(t),
         "pending_threshold": PENDING_THRESHOLD,
