@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 CURSOR_COLOR = "#c0392b"
-PALETTE = ["#2f5fa7", "#2e7d4f", "#b7791f", "#8a6fbf", "#16a085", "#d35400", "#7f8c8d", "#c0392b"]
+# Eight colours told apart at a glance (a node's eight GPUs), none the cursor's red.
+PALETTE = ["#2f5fa7", "#2e7d4f", "#b7791f", "#8a6fbf", "#16a085", "#d35400", "#5d6d7e", "#c2185b"]
 MARKER_ROWS = {
     "change": (0.96, "diamond", "#6b7385"),
     "alert": (0.9, "triangle-down", "#c0392b"),
@@ -33,6 +34,8 @@ class Series:
     step: bool = False
     dash: str = ""
     color: str = ""
+    group: str = ""  # legend group: one legend entry per group (a GPU), its other lines share the colour
+    legend: bool = True
 
 
 @dataclass
@@ -71,10 +74,14 @@ def base_layout(
     cursor_t: datetime,
     y_title: str = "",
     y_range: Sequence[float] | None = None,
+    *,
+    from_zero: bool = False,
 ) -> dict[str, Any]:
     yaxis: dict[str, Any] = {"title": {"text": y_title}, "zeroline": False, "gridcolor": "#eceff4"}
     if y_range is not None:
         yaxis["range"] = list(y_range)
+    elif from_zero:
+        yaxis["rangemode"] = "tozero"  # counts and allocations: a bar from 7 to 8 must not look like 0 to 8
     lo, hi = min(start, cursor_t), max(end, cursor_t)
     return {
         "title": {
@@ -119,6 +126,10 @@ def series_trace(s: Series, i: int) -> dict[str, Any]:
         trace["line"]["shape"] = "hv"
     if s.dash:
         trace["line"]["dash"] = s.dash
+    if s.group:
+        trace["legendgroup"] = s.group
+    if not s.legend:
+        trace["showlegend"] = False
     return trace
 
 
@@ -157,10 +168,44 @@ def line_figure(
     y_title: str = "",
     markers: Iterable[Marker] = (),
     y_range: Sequence[float] | None = None,
+    from_zero: bool = False,
+    min_span: float = 0.0,
 ) -> dict[str, Any]:
-    """A time chart: lines (or steps), the cursor line, and event markers."""
-    data = [series_trace(s, i) for i, s in enumerate(series)] + marker_traces(markers)
-    return {"data": data, "layout": base_layout(title, start, end, cursor_t, y_title, y_range)}
+    """A time chart: lines (or steps), the cursor line, and event markers.
+
+    Only what falls inside the drawn range is drawn: a marker before the window is dropped, never pinned
+    to its edge. ``from_zero`` starts the y axis at zero (counts, allocations); ``min_span`` keeps the axis
+    at least that tall around the data, so noise of a fraction of a unit does not fill the chart.
+    """
+    lo, hi = min(start, cursor_t), max(end, cursor_t)
+    inside = [m for m in markers if lo <= m.time <= hi]
+    data = [series_trace(s, i) for i, s in enumerate(series)] + marker_traces(inside)
+    if y_range is None and min_span > 0:
+        y_range = spanned_range(series, min_span, from_zero=from_zero)
+    layout = base_layout(title, start, end, cursor_t, y_title, y_range, from_zero=from_zero)
+    entries = sum(1 for s in series if s.legend) + len({m.kind for m in inside})
+    if entries > 6:  # a horizontal legend wraps at about six entries: grow the chart, never hide one
+        layout["height"] += 18 * ((entries - 1) // 6)
+    return {"data": data, "layout": layout}
+
+
+def spanned_range(series: Sequence[Series], min_span: float, *, from_zero: bool = False) -> list[float] | None:
+    """A y range around the data at least ``min_span`` tall (centred on it; never below zero when the
+    quantity cannot be negative), or None for no data (plotly's autorange)."""
+    values = [v for s in series for _, v in s.points if v is not None]
+    if not values:
+        return None
+    lo, hi = min(values), max(values)
+    if from_zero:
+        lo = min(lo, 0.0)
+    if hi - lo >= min_span:
+        pad = (hi - lo) * 0.05
+        return [lo - pad if not from_zero else lo, hi + pad]
+    mid = (lo + hi) / 2
+    a, b = mid - min_span / 2, mid + min_span / 2
+    if min(values) >= 0 and a < 0:  # a non-negative quantity: shift up rather than show negative values
+        a, b = 0.0, min_span
+    return [round(a, 3), round(b, 3)]
 
 
 #
@@ -168,7 +213,7 @@ def line_figure(
 #
 
 METRIC_CHARTS: dict[str, tuple[str, str, tuple[str, ...], float, Sequence[float] | None]] = {
-    # name: (title, y title, DCGM metrics, scale, y range)
+    # name: (title, y title, DCGM metrics, scale, y range); the y axis of the others: METRIC_AXES
     "utilization": (
         "GPU utilization / SM activity",
         "%",
@@ -186,6 +231,13 @@ METRIC_LABELS = {
     "DCGM_FI_DEV_FB_USED": "memory used",
     "DCGM_FI_DEV_POWER_USAGE": "power",
     "DCGM_FI_DEV_GPU_TEMP": "temperature",
+}
+# name: (from zero, minimum span): memory and power are quantities read from zero; a temperature axis is
+# at least 20 °C tall, so a 0.2 °C wobble stays a flat line.
+METRIC_AXES: dict[str, tuple[bool, float]] = {
+    "memory": (True, 1024.0),
+    "power": (True, 50.0),
+    "temperature": (False, 20.0),
 }
 ERROR_METRICS = ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
 
@@ -231,9 +283,12 @@ def gpu_metric_figure(
     ``per_gpu`` maps a label ("GPU 3", or "" for a single GPU) to metric -> points.
     """
     title, y_title, metrics, _scale, y_range = METRIC_CHARTS[name]
+    from_zero, min_span = METRIC_AXES.get(name, (False, 0.0))
     series: list[Series] = []
     all_markers = list(markers)
+    several = len(per_gpu) > 1
     for i, (label, by_metric) in enumerate(sorted(per_gpu.items(), key=lambda kv: _natural(kv[0]))):
+        shown = False
         for metric in metrics:
             pts = by_metric.get(metric)
             if not pts:
@@ -241,13 +296,22 @@ def gpu_metric_figure(
             mname = METRIC_LABELS[metric]
             series.append(
                 Series(
-                    f"{label} {mname}".strip(),
+                    # several GPUs: one legend entry per GPU (its colour); the line style tells the metric
+                    label if several else f"{label} {mname}".strip(),
                     [(t, metric_value(metric, v)) for t, v in pts],
                     dash="dot" if metric == "DCGM_FI_DEV_GPU_UTIL" and len(metrics) > 1 else "",
-                    color=PALETTE[i % len(PALETTE)] if len(per_gpu) > 1 else "",  # one colour per GPU
+                    color=PALETTE[i % len(PALETTE)] if several else "",
+                    group=label if several else "",
+                    legend=not (several and shown),
                 )
             )
+            shown = True
         all_markers += error_markers(by_metric, label)
+    if several and len(metrics) > 1:
+        styles = " · ".join(
+            f"{'dotted' if m == 'DCGM_FI_DEV_GPU_UTIL' else 'solid'}: {METRIC_LABELS[m]}" for m in metrics
+        )
+        title = f"{title} <span style='font-size:10px;color:#6b7385'>{styles}</span>"
     return line_figure(
         title,
         series,
@@ -257,6 +321,8 @@ def gpu_metric_figure(
         y_title=y_title,
         markers=all_markers,
         y_range=y_range,
+        from_zero=from_zero,
+        min_span=min_span,
     )
 
 
@@ -284,6 +350,7 @@ def allocation_figure(
         cursor_t=cursor_t,
         y_title="GPUs",
         markers=markers,
+        from_zero=True,
     )
 
 
@@ -305,6 +372,7 @@ def queue_length_figure(
         cursor_t=cursor_t,
         y_title="jobs",
         markers=markers,
+        from_zero=True,
     )
     gpus = series_trace(
         Series("GPUs requested (right axis)", pending_gpus, step=True, dash="dash", color=PALETTE[3]), 1
@@ -318,7 +386,6 @@ def queue_length_figure(
         "rangemode": "tozero",
         "showgrid": False,
     }
-    fig["layout"]["yaxis"]["rangemode"] = "tozero"
     fig["layout"]["margin"]["r"] = 45
     return fig
 

@@ -228,3 +228,92 @@ class ChartEndpointTest(BaseTestCase):
             html = self.client.get(f"{path}?{Q}").content.decode()
             got = set(re.findall(r'hx-get="/charts/gpu-prod/\w+/[^"]*/(\w+)/\?t=', html))
             assert got == names, (path, got)
+
+
+class HonestAxesTest(SimpleTestCase):
+    """Charts that do not lie: zero-based counts, a minimum span for metrics, every GPU told apart,
+    nothing outside the window pinned to its edge."""
+
+    t = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
+
+    def pts(self, values: list[float]) -> list[tuple[datetime, float]]:
+        return [(self.t + timedelta(minutes=5 * i), v) for i, v in enumerate(values)]
+
+    def test_allocation_and_queue_axes_start_at_zero(self) -> None:
+        alloc = charts.allocation_figure(
+            self.pts([7, 8, 8]),
+            self.pts([8, 8, 8]),
+            start=self.t,
+            end=self.t + timedelta(hours=1),
+            cursor_t=self.t,
+        )
+        assert alloc["layout"]["yaxis"]["rangemode"] == "tozero"
+        queue = charts.queue_length_figure(
+            self.pts([3, 4]),
+            self.pts([24, 32]),
+            start=self.t,
+            end=self.t + timedelta(hours=1),
+            cursor_t=self.t,
+        )
+        assert (
+            queue["layout"]["yaxis"]["rangemode"] == "tozero"
+            and queue["layout"]["yaxis3"]["rangemode"] == "tozero"
+        )
+
+    def test_a_metric_wobbling_by_noise_stays_a_flat_line(self) -> None:
+        temp = {"": {"DCGM_FI_DEV_GPU_TEMP": self.pts([61.0, 61.02, 60.99, 61.01])}}
+        fig = charts.gpu_metric_figure(
+            "temperature", temp, start=self.t, end=self.t + timedelta(hours=1), cursor_t=self.t
+        )
+        lo, hi = fig["layout"]["yaxis"]["range"]
+        assert hi - lo >= 19.99 and lo < 61 < hi
+        power = {"": {"DCGM_FI_DEV_POWER_USAGE": self.pts([301.0, 301.2, 300.9])}}
+        fig = charts.gpu_metric_figure(
+            "power", power, start=self.t, end=self.t + timedelta(hours=1), cursor_t=self.t
+        )
+        lo, hi = fig["layout"]["yaxis"]["range"]
+        assert lo == 0 and hi > 301
+        # a real swing keeps its own range
+        swing = {"": {"DCGM_FI_DEV_GPU_TEMP": self.pts([40.0, 85.0])}}
+        fig = charts.gpu_metric_figure(
+            "temperature", swing, start=self.t, end=self.t + timedelta(hours=1), cursor_t=self.t
+        )
+        lo, hi = fig["layout"]["yaxis"]["range"]
+        assert lo < 40 and hi > 85 and hi - lo < 60
+
+    def test_a_nodes_eight_gpus_each_have_a_colour_and_a_legend_entry(self) -> None:
+        per_gpu = {
+            f"GPU {i}": {
+                "DCGM_FI_DEV_GPU_UTIL": self.pts([50, 60]),
+                "DCGM_FI_PROF_SM_ACTIVE": self.pts([0.4, 0.5]),
+            }
+            for i in range(8)
+        }
+        fig = charts.gpu_metric_figure(
+            "utilization", per_gpu, start=self.t, end=self.t + timedelta(hours=1), cursor_t=self.t
+        )
+        go.Figure(fig)
+        lines = [d for d in fig["data"] if d.get("mode") == "lines"]
+        legend = [d["name"] for d in lines if d.get("showlegend", True)]
+        assert legend == [f"GPU {i}" for i in range(8)]
+        colours = {d["legendgroup"]: d["line"]["color"] for d in lines}
+        assert len(set(colours.values())) == 8 and charts.CURSOR_COLOR not in colours.values()
+        assert "dotted: GPU util" in fig["layout"]["title"]["text"]
+        assert fig["layout"]["height"] > 270  # room for the whole legend
+
+    def test_markers_outside_the_window_are_not_drawn(self) -> None:
+        start, end = self.t, self.t + timedelta(hours=1)
+        fig = charts.line_figure(
+            "x",
+            [charts.Series("a", self.pts([1, 2]))],
+            start=start,
+            end=end,
+            cursor_t=start + timedelta(minutes=30),
+            markers=[
+                charts.Marker(start - timedelta(hours=3), "change", "long before"),
+                charts.Marker(start + timedelta(minutes=10), "change", "inside"),
+                charts.Marker(end + timedelta(hours=2), "alert", "long after"),
+            ],
+        )
+        texts = [x for d in fig["data"] for x in d.get("text", [])]
+        assert texts == ["inside"]
