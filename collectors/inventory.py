@@ -44,6 +44,20 @@ class Observed:
     uid: str = ""
     hot: dict[str, Any] = field(default_factory=dict)
     actor: str = ""  # who made the change, where the source says (managedFields manager, audit user)
+    # Finer attribution where the source tells writers apart: who created the object, and who wrote its
+    # spec — a change of a key in ``spec_keys`` is the spec writer's (CI bumping an image), not the
+    # controller's that reported status since.
+    creator: str = ""
+    spec_actor: str = ""
+    spec_keys: frozenset[str] = frozenset()
+
+    def actor_of(self, path: str) -> str:
+        """Who changed the state key at ``path`` ("created" for the object's creation)."""
+        if path == "created":
+            return self.creator or self.actor
+        if self.spec_actor and path.split(".", 1)[0] in self.spec_keys:
+            return self.spec_actor
+        return self.actor
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -221,9 +235,10 @@ def _write(cluster: Cluster, kind: str, pending: list[_Pending], at: datetime, s
             if len(diffs) > MAX_CHANGES_PER_DIFF:
                 diffs = [("state", None, f"{len(diffs)} fields changed")]
             for path, old, new in diffs:
-                changes.append({**base, "entity_id": eid, "field": path, "old": old, "new": new, "actor": obs.actor})
+                changes.append({**base, "entity_id": eid, "field": path, "old": old, "new": new, "actor": obs.actor_of(path)})
         else:
-            changes.append({**base, "entity_id": eid, "field": "created", "old": None, "new": None, "actor": obs.actor})
+            changes.append({**base, "entity_id": eid, "field": "created", "old": None, "new": None,
+                            "actor": obs.actor_of("created")})
         versions.append(
             {"entity_id": eid, "cluster_id": cluster.pk, "kind": kind, "valid_from": at, "state": obs.state,
              "state_hash": digest, **_hot_values(obs)}

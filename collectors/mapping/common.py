@@ -18,7 +18,14 @@ NODEPOOL_LABELS = (
 )
 
 
-_QUANTITY_SUFFIXES = (("Ki", 1024), ("Mi", 1024**2), ("Gi", 1024**3), ("k", 1000), ("M", 1000**2), ("G", 1000**3))
+_QUANTITY_SUFFIXES = (
+    ("Ki", 1024),
+    ("Mi", 1024**2),
+    ("Gi", 1024**3),
+    ("k", 1000),
+    ("M", 1000**2),
+    ("G", 1000**3),
+)
 
 
 def meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -99,6 +106,35 @@ def actor(obj: dict[str, Any], *, spec_only: bool = False) -> str:
         if latest_time is None or when >= latest_time:  # ties: the later entry wins
             latest, latest_time = str(e["manager"]), when
     return latest[:200]
+
+
+def _writers(obj: dict[str, Any], *, status: bool) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in meta(obj).get("managedFields") or []
+        if isinstance(e, dict) and e.get("manager") and (e.get("subresource") == "status") == status
+    ]
+
+
+def creator(obj: dict[str, Any]) -> str:
+    """Who created the object: the manager of the oldest spec (non-status) managedFields entry — the job
+    controller for a Job's pod, kubectl or a CI bot for the Job — not the scheduler or kubelet that wrote
+    its status since. "" when nobody is named."""
+    entries = _writers(obj, status=False)
+    if not entries:
+        return ""
+    first = min(enumerate(entries), key=lambda ie: (str(ie[1].get("time") or ""), ie[0]))[1]
+    return str(first.get("manager", ""))[:200]
+
+
+def status_writer(obj: dict[str, Any]) -> str:
+    """The newest writer of the status subresource (the controller reporting what happened), else
+    :func:`actor`."""
+    entries = _writers(obj, status=True)
+    if not entries:
+        return actor(obj)
+    latest = max(enumerate(entries), key=lambda ie: (str(ie[1].get("time") or ""), ie[0]))[1]
+    return str(latest.get("manager", ""))[:200]
 
 
 def spec_writer_time(obj: dict[str, Any]) -> tuple[str, str]:

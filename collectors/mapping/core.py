@@ -10,18 +10,41 @@ from collectors.mapping.common import (
     actor,
     conditions,
     container_gpus,
+    creator,
     int_quantity,
     meta,
     nodepool,
     owner,
     queue_label,
     spec_writer_time,
+    status_writer,
 )
 from collectors.sources.redact import redact_container_env, redact_text, redact_value
 
 #
 # Nodes
 #
+
+# State keys written through the object's spec (or metadata) by people and their tools, not by controllers
+# reporting status: their changes are attributed to the spec writer (Observed.actor_of).
+NODE_SPEC_KEYS = frozenset({"unschedulable", "taints", "labels", "gpu_product", "gpu_memory_mib", "nodepool"})
+JOB_SPEC_KEYS = frozenset(
+    {
+        "pods",
+        "completions",
+        "gpus_per_pod",
+        "gpus_total",
+        "image",
+        "priority_class",
+        "preemptible",
+        "node_selector",
+        "tolerations",
+        "scheduler",
+        "backoff_limit",
+        "suspended",
+        "generation",
+    }
+)
 
 
 def _resources(res: dict[str, Any] | None) -> dict[str, Any]:
@@ -71,7 +94,17 @@ def map_node(obj: dict[str, Any]) -> Observed:
     who, when = spec_writer_time(obj)
     if not who or (ready_cond.get("since") and when < str(ready_cond["since"])):
         who = actor(obj)
-    return Observed(kind="node", name=m["name"], uid=m.get("uid", ""), state=state, hot=hot, actor=who)
+    return Observed(
+        kind="node",
+        name=m["name"],
+        uid=m.get("uid", ""),
+        state=state,
+        hot=hot,
+        actor=who,
+        creator=creator(obj),
+        spec_actor=spec_writer_time(obj)[0],
+        spec_keys=NODE_SPEC_KEYS,
+    )
 
 
 #
@@ -149,7 +182,14 @@ def map_pod(obj: dict[str, Any], project_of_queue: dict[tuple[str, str], str] | 
         "namespace": ns,
     }
     return Observed(
-        kind="pod", name=m["name"], namespace=ns, uid=m.get("uid", ""), state=state, hot=hot, actor=actor(obj)
+        kind="pod",
+        name=m["name"],
+        namespace=ns,
+        uid=m.get("uid", ""),
+        state=state,
+        hot=hot,
+        actor=actor(obj),
+        creator=creator(obj),
     )
 
 
@@ -242,5 +282,8 @@ def map_job(
         uid=m.get("uid", ""),
         state=state,
         hot=hot,
-        actor=actor(obj),
+        actor=status_writer(obj),
+        creator=creator(obj),
+        spec_actor=spec_writer_time(obj)[0],
+        spec_keys=JOB_SPEC_KEYS,
     )

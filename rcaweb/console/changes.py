@@ -1,16 +1,34 @@
-"""Every change in the window, across Kubernetes objects, scheduler policy/quota and external sources."""
+"""Every change in the window, across Kubernetes objects, scheduler policy/quota and external sources.
+
+The signal first: what people and their tools changed — policy and quota (queues, projects), nodes (cordon,
+taints, capacity), a job's spec (image, request, selector) and external changes (CI/CD, tickets) — one row
+each. The churn that a busy cluster makes on its own (pods starting and ending, jobs' status, GPU
+attribution) is summed up per kind, field and source with a count, first and last time; each of those rows
+opens its changes one by one (``show=all``).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet
 
+from collectors.mapping.core import JOB_SPEC_KEYS
 from collectors.models import Change, EntityVersion
 from rcaweb.cursor import Cursor
 
 PAGE_SIZE = 100
+CHURN_ROWS = 40
+SIGNAL_KINDS = ("node", "queue", "project", "department")
+
+
+def signal() -> Q:
+    """Changes someone made on purpose: policy, quota, nodes, a job's spec, external changes."""
+    spec = Q()
+    for key in sorted(JOB_SPEC_KEYS):
+        spec |= Q(field=key) | Q(field__startswith=f"{key}.")
+    return Q(source="external") | Q(kind__in=SIGNAL_KINDS) | (Q(kind="job") & spec)
 
 
 def changes(cursor: Cursor, filters: dict[str, Any]) -> QuerySet[Change]:
@@ -25,6 +43,8 @@ def changes(cursor: Cursor, filters: dict[str, Any]) -> QuerySet[Change]:
         qs = qs.filter(kind=kind)
     if filters.get("source"):
         qs = qs.filter(source=filters["source"])
+    if filters.get("field"):
+        qs = qs.filter(Q(field=filters["field"]) | Q(field__startswith=f"{filters['field']}."))
     if filters.get("actor"):
         qs = qs.filter(actor__icontains=filters["actor"])
     if filters.get("project"):
@@ -42,3 +62,18 @@ def changes(cursor: Cursor, filters: dict[str, Any]) -> QuerySet[Change]:
 def page_of(qs: QuerySet[Change], number: int | None) -> Page:
     """A bounded page (PAGE_SIZE rows); a page number past the end gives the last page."""
     return Paginator(qs, PAGE_SIZE).get_page(number or 1)
+
+
+def signal_first(qs: QuerySet[Change], show_all: bool) -> tuple[QuerySet[Change], list[dict[str, Any]]]:
+    """(the changes listed one by one, the churn summary): the signal and churn grouped, or (show_all)
+    every change and no summary."""
+    if show_all:
+        return qs, []
+    churn = (
+        qs.exclude(signal())
+        .order_by()
+        .values("kind", "field", "source")
+        .annotate(n=Count("id"), first=Min("time"), last=Max("time"), actors=Count("actor", distinct=True))
+        .order_by("-n", "kind", "field")[:CHURN_ROWS]
+    )
+    return qs.filter(signal()), list(churn)

@@ -71,6 +71,11 @@ class ChangeFilterForm(ScopeForm):
     kind = forms.ChoiceField(
         required=False, choices=[("", "any kind"), *KIND_CHOICES, ("external", "external")]
     )
+    field = forms.CharField(required=False, max_length=200)
     actor = forms.CharField(required=False, max_length=200)
     source = forms.ChoiceField(required=False, choices=[("", "any source"), *Change.SOURCES])
+    show = forms.ChoiceField(
+        required=False,
+        choices=[("", "signal first, churn summed"), ("all", "every change, one per row")],
+    )
     page = forms.IntegerField(required=False, min_value=1, max_value=1000)

@@ -13,7 +13,7 @@ from datetime import timedelta
 from urllib.parse import urlencode
 
 from django import forms
-from django.http import HttpResponse, HttpResponseBadRequest
+from django.http import HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
@@ -168,13 +168,28 @@ def _filter_qs(cluster: Cluster | None, target: timedelta | None, cursor: Cursor
     return ("&" + urlencode(params)) if params else ""
 
 
+def _churn_links(request: RcaRequest, params: QueryDict, churn: list[dict]) -> None:
+    """Each churn group's link: its changes one by one (show=all, the group's kind, field and source)."""
+    for row in churn:
+        q = params.copy()
+        q.pop("page", None)
+        for k in ("show", "kind", "field", "source"):
+            q[k] = "all" if k == "show" else row[k] or ""
+        row["url"] = request.cursor.link(f"{request.path}?{q.urlencode()}")
+
+
 @require_GET
 @vary_on_headers("HX-Request", "HX-Target")
 def changes_view(request: RcaRequest) -> HttpResponse:
     form = ChangeFilterForm(request.GET)
     if not form.is_valid():
         return bad_filter(form)
-    page = changes_q.page_of(changes_q.changes(request.cursor, form.cleaned_data), form.cleaned_data["page"])
+    d = form.cleaned_data
+    # every change one by one when asked, or when the filters name what to see (a kind, a field)
+    show_all = d.get("show") == "all" or bool(d.get("kind") or d.get("field"))
+    listed, churn = changes_q.signal_first(changes_q.changes(request.cursor, d), show_all)
+    page = changes_q.page_of(listed, form.cleaned_data["page"])
+    _churn_links(request, request.GET, churn)
     params = request.GET.copy()
     params.pop("page", None)
     base = f"{request.path}?{params.urlencode()}"
@@ -182,6 +197,8 @@ def changes_view(request: RcaRequest) -> HttpResponse:
         "form": form,
         "page": page,
         "filter_qs": params.urlencode(),
+        "churn": churn,
+        "show_all": show_all,
         "page_size": changes_q.PAGE_SIZE,
         "prev_url": request.cursor.link(f"{base}&page={page.previous_page_number()}")
         if page.has_previous()

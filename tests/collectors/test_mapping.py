@@ -222,3 +222,51 @@ def test_every_mapped_state_is_json_and_stable(kai):
     b = [mapping.map_pod(p).state for p in kai["pods"]] + [mapping.map_node(n).state for n in kai["nodes"]]
     assert json.loads(json.dumps(a)) == b
     assert isinstance(mapping.map_node(kai["nodes"][0]), Observed)
+
+
+def test_changes_are_attributed_to_the_writer_of_the_changed_field() -> None:
+    """CI bumps the image; the job controller reports status afterwards: the image change is CI's, the
+    phase change the controller's, and the job's creation whoever applied it first."""
+    from collectors.mapping.core import map_job, map_pod
+
+    def entry(manager: str, when: str, status: bool = False) -> dict:
+        e = {
+            "manager": manager,
+            "operation": "Update",
+            "time": when,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {},
+        }
+        return {**e, "subresource": "status"} if status else e
+
+    job = {
+        "metadata": {
+            "name": "asr",
+            "namespace": "speech",
+            "managedFields": [
+                entry("kubectl-client-side-apply", "2026-11-29T00:00:00Z"),
+                entry("ci", "2026-11-29T04:00:00Z"),
+                entry("kube-controller-manager", "2026-11-29T04:05:00Z", status=True),
+            ],
+        },
+        "spec": {"template": {"spec": {"containers": [{"name": "main", "image": "asr:1.0"}]}}},
+        "status": {},
+    }
+    obs = map_job(job, pod_phases=[])
+    assert obs.actor_of("image") == "ci" and obs.actor_of("node_selector.zone") == "ci"
+    assert obs.actor_of("phase") == "kube-controller-manager"
+    assert obs.actor_of("created") == "kubectl-client-side-apply"
+    pod = {
+        "metadata": {
+            "name": "asr-0",
+            "namespace": "speech",
+            "managedFields": [
+                entry("kube-controller-manager", "2026-11-29T04:06:00Z"),
+                entry("kai-scheduler", "2026-11-29T04:07:00Z", status=True),
+                entry("kubelet", "2026-11-29T04:07:00Z", status=True),
+            ],
+        },
+        "spec": {"containers": [{"name": "main"}]},
+        "status": {"phase": "Running"},
+    }
+    assert map_pod(pod).actor_of("created") == "kube-controller-manager"

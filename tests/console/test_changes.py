@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import html as htmlmod
 import re
 from datetime import timedelta
 
 from collectors.models import Change
+from rcaweb.console import changes as changes_q
 from tests.collectors.factories import T0, PageTestCase, iso
 
 W = "4h"
@@ -32,7 +34,7 @@ class ChangesTest(PageTestCase):
         return re.findall(r"<tr><td><time.*?</tr>", body, re.S)
 
     def test_it_lists_every_change_of_the_window_newest_first(self) -> None:
-        html = self.page().content.decode()
+        html = self.page("show=all").content.decode()
         start = self.t - timedelta(hours=4)
         want = Change.objects.filter(time__gte=start, time__lte=self.t).count()
         rows = self.rows(html)
@@ -40,6 +42,25 @@ class ChangesTest(PageTestCase):
         times = re.findall(r'<time datetime="([^"]+)"', "".join(rows))
         assert times == sorted(times, reverse=True)
         assert "rolled out scheduler config v42" in html and 'href="https://ci.example.org/run/42"' in html
+
+    def test_the_signal_comes_first_and_the_churn_is_summed(self) -> None:
+        html = self.page().content.decode()
+        start = self.t - timedelta(hours=4)
+        window = Change.objects.filter(time__gte=start, time__lte=self.t)
+        signal = window.filter(changes_q.signal())
+        rows = self.rows(html)
+        assert len(rows) == min(signal.count(), 100) and f"{signal.count()} change" in html
+        assert "rolled out scheduler config v42" in html and any("quota_gpus" in r for r in rows)
+        assert not any('<span class="kind">pod</span>' in r for r in rows)
+        churn = html.split('id="churn"')[1]
+        counts = [int(n) for n in re.findall(r'<td class="num">(\d+)</td><td class="num">\d+</td>', churn)]
+        assert sum(counts) == window.count() - signal.count() > 0
+        # a churn group opens its changes one by one
+        link = re.search(r'<a href="([^"]*show=all[^"]*kind=pod[^"]*)"><code>([^<]+)</code>', churn)
+        assert link, churn[:2000]
+        listed = self.client.get(htmlmod.unescape(link.group(1))).content.decode()
+        pod_rows = self.rows(listed)
+        assert pod_rows and all('<span class="kind">pod</span>' in r for r in pod_rows)
 
     def test_each_object_links_to_itself_at_the_time_of_its_change(self) -> None:
         html = self.page("project=vision&kind=project").content.decode()
