@@ -46,6 +46,7 @@ TIMELINE_KINDS = (
     "project_state",
 )
 TIMELINE_MAX = 300
+TIMELINE_SHOWN = 30  # rows in the first view; the rest are folded under "N more rows"
 EVIDENCE_PAGE = 50
 RELATED_MAX = 500  # related entities read (one query); the page lists problems and counts the rest
 HEALTHY = {"gpu": {"ok"}, "node": {"Ready"}, "pod": {"Running", "Succeeded"}, "job": {"Running", "Succeeded"}}
@@ -70,6 +71,8 @@ class Row:
     url: str = ""
     error: str = ""
     gist: str = ""  # what several simultaneous rows have in common, when they are folded into one
+    repeats: int = 1  # the same row seen again later (an event every 5 min): folded into its first
+    last: datetime | None = None  # the time of its last repeat
 
 
 @require_GET
@@ -194,7 +197,14 @@ def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: s
         if page.has_next():
             ctx["evidence_next_url"] = cursor.link(f"{base}page={page.next_page_number()}")
     if fragment in (None, "timeline"):
-        ctx["timeline"], ctx["timeline_truncated"] = _timeline(incident)
+        rows, ctx["timeline_truncated"] = _timeline(incident)
+        ctx["timeline"], ctx["timeline_more"] = rows[:TIMELINE_SHOWN], rows[TIMELINE_SHOWN:]
+    # The whole evidence list is one click away (htmx swaps it in); the first view carries what is cited.
+    ctx["evidence_folded"] = fragment is None and not any(
+        request.GET.get(k) for k in ("evidence", "page", "kind", "errors")
+    )
+    if fragment is None:
+        ctx["evidence_all_url"] = cursor.link(incident.get_absolute_url() + "?evidence=all") + "#evidence"
     if fragment is not None:
         return ctx
     links = list(
@@ -227,7 +237,7 @@ def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: s
         subjects=[(s, versions.get(s.entity_id)) for s in subjects],
         related_groups=related_groups([(s, versions.get(s.entity_id)) for s in related[:RELATED_MAX]]),
         related_more=max(0, len(related) - RELATED_MAX),
-        alerts=list(incident.alerts.order_by("starts_at", "id")),
+        alerts=_with_telling_labels(list(incident.alerts.order_by("starts_at", "id"))),
         related_incidents=list(incident.related.order_by("-onset")[:20]),
         hypotheses=[h for h in hypotheses if h.scope != "elsewhere"],
         elsewhere=[h for h in hypotheses if h.scope == "elsewhere"],
@@ -284,6 +294,27 @@ def _evidence_page(request: RcaRequest, incident: Incident):  # type: ignore[no-
     return Paginator(qs, EVIDENCE_PAGE).get_page(request.GET.get("page"))
 
 
+PLAIN_LABELS = ("alertname", "severity", "cluster")
+
+
+def _with_telling_labels(alerts: list) -> list:
+    """Each alert's ``telling`` labels: those that tell it from the incident's other alerts (the GPU, the
+    pod), not the alertname, severity and cluster every row repeats; the full set stays one click away."""
+    shared: set[tuple[str, str]] | None = None
+    for a in alerts:
+        items = {(k, str(v)) for k, v in (a.labels or {}).items()}
+        shared = items if shared is None else shared & items
+    for a in alerts:
+        labels = a.labels or {}
+        keep = [
+            (k, v)
+            for k, v in labels.items()
+            if k not in PLAIN_LABELS and (len(alerts) == 1 or (k, str(v)) not in (shared or set()))
+        ]
+        a.telling = keep
+    return alerts
+
+
 def _timeline(incident: Incident) -> tuple[list[Row], bool]:
     """Alerts and observations interleaved on one axis (bounded; states only when they say something new)."""
     rows: list[Row] = []
@@ -313,7 +344,27 @@ def _timeline(incident: Incident) -> tuple[list[Row], bool]:
             Row(o.observed_at, o.kind, o.source, text, entity=o.entity, error=o.error, gist=_gist(o, text))
         )
     rows.sort(key=lambda r: (r.time, r.kind != "alert", r.kind))
-    return _collapse(rows), len(obs) > TIMELINE_MAX
+    return _fold_repeats(_collapse(rows)), len(obs) > TIMELINE_MAX
+
+
+def _fold_repeats(rows: list[Row]) -> list[Row]:
+    """A row that says again what an earlier row said (the scheduler's Unschedulable event every 5 min, a
+    state recorded unchanged) is folded into the first: one row with the count and the last time."""
+    out: list[Row] = []
+    first: dict[tuple[str, str, int | None, str], Row] = {}
+    for r in rows:
+        if r.kind == "alert" or r.error:
+            out.append(r)
+            continue
+        key = (r.kind, r.source, getattr(r.entity, "pk", None), r.text)
+        seen = first.get(key)
+        if seen is None:
+            first[key] = r
+            out.append(r)
+        else:
+            seen.repeats += 1
+            seen.last = r.time
+    return out
 
 
 COLLAPSE_OVER = 3

@@ -65,8 +65,53 @@ class IncidentDetailTests(IncidentPageTestCase):
         )
         self.assertIn("12m before", html)  # the event, relative to the onset
         self.assertIn("FailedScheduling", html)
-        self.assertIn("/api/v1/namespaces/vision/pods/resnet-train-0", html)  # provenance: the locator
         self.assertIn('id="cursor-anchor"', html)
+        # the first view carries the cited evidence; every observation is one click (or htmx swap) away
+        self.assertIn("Show all", html)
+        self.assertNotIn("/api/v1/namespaces/vision/pods/resnet-train-0", html.split('id="evidence"')[1])
+        every = self.client.get(self.url + "?evidence=all").content.decode()
+        self.assertIn("/api/v1/namespaces/vision/pods/resnet-train-0", every)  # provenance: the locator
+        swapped = self.client.get(self.url + "?evidence=all", headers={"HX-Request": "true", "HX-Target": "evidence"})
+        self.assertIn("/api/v1/namespaces/vision/pods/resnet-train-0", swapped.content.decode())
+
+    def test_the_timeline_folds_what_repeats_and_what_overflows(self) -> None:
+        from incidents.views import TIMELINE_SHOWN
+
+        Observation.objects.bulk_create(
+            [
+                Observation(
+                    incident=self.incident,
+                    source="k8s",
+                    kind="event",
+                    locator=f"/e/{i}",
+                    observed_at=T0 + timedelta(minutes=5 * i),
+                    collected_at=NOW,
+                    summary="Warning Unschedulable on pod resnet-train-0: gang of 2 waits",
+                    dedup_key=f"rep:{i}",
+                )
+                for i in range(30)
+            ]
+            + [
+                Observation(
+                    incident=self.incident,
+                    source="k8s",
+                    kind="event",
+                    locator=f"/d/{i}",
+                    observed_at=T0 + timedelta(minutes=i, seconds=7),
+                    collected_at=NOW,
+                    summary=f"Normal Pulled on pod p-{i}",
+                    dedup_key=f"dist:{i}",
+                )
+                for i in range(TIMELINE_SHOWN + 5)
+            ]
+        )
+        html = self.client.get(self.url).content.decode()
+        timeline = html.split('id="timeline"')[1].split("</section>")[0]
+        i = timeline.index("gang of 2 waits")
+        assert timeline.count("gang of 2 waits") == 1 and "×30 until 05:25" in timeline, timeline[i : i + 300]
+        first, _, folded = timeline.partition('class="folded"')
+        assert first.count('<tr class="tl-') == TIMELINE_SHOWN and "more rows" in folded
+        assert folded.count('<tr class="tl-') > 5
 
     def test_it_defaults_the_cursor_to_the_onset_and_keeps_it_in_every_link(self) -> None:
         html = self.client.get(self.url).content.decode()
