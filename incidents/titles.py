@@ -117,6 +117,16 @@ def _quota_gist(m: re.Match[str]) -> str:
     return gist
 
 
+_UUID = re.compile(r"\s*\(GPU-[0-9a-fA-F-]{8,}\)")  # "GPU 3 (GPU-4c50…) on h100-02": the index says it
+
+
+def _without_repeats(tail: str, subject: str) -> str:
+    """The gist without the subject it starts with: the title already opens with it."""
+    if subject and tail.startswith(subject + " ") and len(tail) > len(subject) + 12:
+        return tail[len(subject) + 1 :]
+    return tail
+
+
 def _num(text: str | None) -> float:
     try:
         return float(text or "nan")
@@ -139,7 +149,7 @@ def build_title(subject: str, alert_name: str, summary: str = "", code: str = ""
         head = alert_name or "alert"
     summary = " ".join(summary.split())
     if code and statement.strip():
-        tail = cause_gist(code, statement)
+        tail = _without_repeats(cause_gist(code, _UUID.sub("", statement)), subject)
     elif not symptom and summary:
         tail = _cut(summary, GIST_MAX)
     else:

@@ -29,6 +29,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 VIEWPORT = {"width": 1440, "height": 900}
+LAPTOP = {"width": 1280, "height": 900}  # the busy-cluster page-shape tests
 TIMEOUT_MS = 15_000
 
 

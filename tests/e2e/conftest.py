@@ -19,7 +19,7 @@ import pytest
 from playwright.sync_api import Browser, Playwright, sync_playwright
 
 from tests.e2e import server as srv
-from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, VIEWPORT, Guard, Session
+from tests.e2e.browser import CHROMIUM, CHROMIUM_ARGS, LAPTOP, TIMEOUT_MS, VIEWPORT, Guard, Session
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +67,7 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
         b.close()
 
 
-@pytest.fixture(scope="session")
-def auth_state(browser: Browser, live: srv.Server, tmp_path_factory: pytest.TempPathFactory) -> str:
+def _login_state(browser: Browser, live: srv.Server, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A session cookie obtained through the login form once (test_navigation logs in by hand too)."""
     context = browser.new_context(viewport=VIEWPORT)
     guard = Guard(live.netloc)
@@ -87,8 +86,41 @@ def auth_state(browser: Browser, live: srv.Server, tmp_path_factory: pytest.Temp
     return str(path)
 
 
-def _session(browser: Browser, live: srv.Server, storage_state: str | None) -> Iterator[Session]:
-    context = browser.new_context(viewport=VIEWPORT, storage_state=storage_state, accept_downloads=True)
+@pytest.fixture(scope="session")
+def auth_state(browser: Browser, live: srv.Server, tmp_path_factory: pytest.TempPathFactory) -> str:
+    return _login_state(browser, live, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def busy(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[srv.Server]:
+    """gunicorn serving a busy bundled scenario (srv.BUSY: overlapping faults on 18 nodes)."""
+    started = time.monotonic()
+    server = srv.start(
+        tmp_path_factory.mktemp("busy"), artifacts, srv.BUSY, srv.BUSY_JOB, name="busy", scenario_timeout=900
+    )
+    server.timings["setup_s"] = round(time.monotonic() - started, 2)
+    (artifacts / "busy-setup-timings.txt").write_text("".join(f"{k} {v}\n" for k, v in server.timings.items()))
+    try:
+        yield server
+    finally:
+        srv.stop(server.proc)
+
+
+@pytest.fixture(scope="session")
+def busy_auth(browser: Browser, busy: srv.Server, tmp_path_factory: pytest.TempPathFactory) -> str:
+    return _login_state(browser, busy, tmp_path_factory)
+
+
+@pytest.fixture
+def bob(browser: Browser, busy: srv.Server, busy_auth: str) -> Iterator[Session]:
+    """A responder logged in to the busy scenario's server, on a 1280×900 screen (a laptop's)."""
+    yield from _session(browser, busy, busy_auth, LAPTOP)
+
+
+def _session(
+    browser: Browser, live: srv.Server, storage_state: str | None, viewport: dict[str, int] = VIEWPORT
+) -> Iterator[Session]:
+    context = browser.new_context(viewport=viewport, storage_state=storage_state, accept_downloads=True)
     context.set_default_timeout(TIMEOUT_MS)
     guard = Guard(live.netloc)
     guard.attach(context)

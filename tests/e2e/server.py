@@ -28,6 +28,9 @@ logger = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = Path(__file__).resolve().parent / "scenario.yaml"
 JOB = "llm/llama-ft"  # the scenario's crash-looping job
+# A busy bundled scenario (18 nodes, overlapping faults): the page-shape and click-count tests run on it.
+BUSY = REPO / "collectors" / "sim" / "scenarios" / "busy-ecc-gang-kai.yaml"
+BUSY_JOB = "llm/llm-pretrain"  # its gang job, pending behind a GPU the device plugin withdrew
 USERNAME = "alice"
 PASSWORD = "e2e-" + secrets.token_urlsafe(12)
 
@@ -42,11 +45,12 @@ class Server:
     logs: Path
     artifacts: Path
     timings: dict[str, float] = field(default_factory=dict)
+    job: str = JOB
 
     @property
     def incident(self) -> dict[str, Any]:
-        """The incident about the crash-looping job (the one every flow starts from)."""
-        return next(i for i in self.run["incidents"] if _is_subject_incident(i))
+        """The incident about the scenario's job (the crash-looping one every flow starts from)."""
+        return next(i for i in self.run["incidents"] if _is_subject_incident(i, self.job))
 
     @property
     def netloc(self) -> str:
@@ -120,12 +124,19 @@ def wait_until_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) 
         time.sleep(0.1)  # polling a starting server; there is no event to wait on
 
 
-def start(workdir: Path, artifacts: Path) -> Server:
+def start(
+    workdir: Path,
+    artifacts: Path,
+    scenario: Path = SCENARIO,
+    job: str = JOB,
+    name: str = "server",
+    scenario_timeout: float = 180,
+) -> Server:
     """Migrate, start gunicorn, run the scenario meanwhile, create the responder; the caller stops ``proc``."""
     timings: dict[str, float] = {}
-    log = artifacts / "server.log"
+    log = artifacts / f"{name}.log"
     log.write_bytes(b"")
-    env = server_env(workdir / "e2e.sqlite3")
+    env = server_env(workdir / f"{name}.sqlite3")
     t0 = time.monotonic()
     _manage(["migrate", "--noinput", "-v0"], env, log, timeout=120)
     timings["migrate_s"] = round(time.monotonic() - t0, 2)
@@ -133,20 +144,23 @@ def start(workdir: Path, artifacts: Path) -> Server:
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "gunicorn", "rcaweb.wsgi:application", "--bind", f"127.0.0.1:{port}",
            "--workers", "2", "--threads", "4", "--timeout", "60",
-           "--access-logfile", str(artifacts / "access.log"),
+           "--access-logfile", str(artifacts / ("access.log" if name == "server" else f"{name}-access.log")),
            "--access-logformat", '%(h)s "%(r)s" %(s)s %(b)s %(L)ss', *_no_control_socket()]  # fmt: skip
     with log.open("ab") as fh:  # gunicorn boots while the scenario runs (it reads the database per request)
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
     try:
         t0 = time.monotonic()
         out = _manage(
-            ["run_scenario", str(SCENARIO), "--database", "configured", "--json"], env, log, timeout=180
+            ["run_scenario", str(scenario), "--database", "configured", "--json"],
+            env,
+            log,
+            timeout=scenario_timeout,
         )
         timings["scenario_s"] = round(time.monotonic() - t0, 2)
         run = json.loads(out)
-        if not any(_is_subject_incident(i) for i in run["incidents"]):
+        if not any(_is_subject_incident(i, job) for i in run["incidents"]):
             raise RuntimeError(
-                f"e2e setup: the scenario opened no incident about job {JOB}: {json.dumps(run)[:2000]}"
+                f"e2e setup: the scenario opened no incident about job {job}: {json.dumps(run)[:2000]}"
             )
         for e in run["expect"]:
             if not e["passed"]:  # the diagnosis tests judge this; the browser tests only need the incident
@@ -159,7 +173,7 @@ def start(workdir: Path, artifacts: Path) -> Server:
         stop(proc)
         raise
     logger.info("e2e server on %s (%s)", url, timings)
-    return Server(url=url, run=run, proc=proc, logs=log, artifacts=artifacts, timings=timings)
+    return Server(url=url, run=run, proc=proc, logs=log, artifacts=artifacts, timings=timings, job=job)
 
 
 def _no_control_socket() -> list[str]:
@@ -169,8 +183,8 @@ def _no_control_socket() -> list[str]:
     return ["--no-control-socket"] if int(gunicorn.__version__.split(".")[0]) >= 27 else []
 
 
-def _is_subject_incident(incident: dict[str, Any]) -> bool:
-    return any(s["kind"] == "job" and f"{s['namespace']}/{s['name']}" == JOB for s in incident["subjects"])
+def _is_subject_incident(incident: dict[str, Any], job: str = JOB) -> bool:
+    return any(s["kind"] == "job" and f"{s['namespace']}/{s['name']}" == job for s in incident["subjects"])
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

@@ -140,3 +140,30 @@ def test_no_cause_found_keeps_the_alert_only_title(quota_world) -> None:
     incident.refresh_from_db()
     assert incident.diagnoses.order_by("-at").first().top_code == ""
     assert incident.title == "vision/resnet-train pending"
+
+
+def test_the_gist_does_not_repeat_the_subject_nor_spell_gpu_uuids() -> None:
+    from incidents.titles import build_title
+
+    title = build_title(
+        "llm/llm-pretrain",
+        "GPUJobPendingTooLong",
+        code="gpu_ecc_errors",
+        statement="llm/llm-pretrain (2 pod(s) × 8 GPU) would fit if GPU 3 on h100-02 (2 double-bit ECC errors) "
+        "were repaired. Also: more.",
+    )
+    assert title == (
+        "llm/llm-pretrain pending: (2 pod(s) × 8 GPU) would fit if GPU 3 on h100-02 (2 double-bit ECC errors) "
+        "were repaired"
+    )
+    title = build_title(
+        "h100-02 GPU 3",
+        "GPUECCDoubleBitError",
+        code="gpu_ecc_errors",
+        statement="GPU 3 (GPU-4c5017d0-effb-8b3c-e248-f131743a97ec) on h100-02 counts 2 double-bit (uncorrectable) "
+        "ECC errors since 01:00.",
+    )
+    assert title == (
+        "h100-02 GPU 3 double-bit ECC errors: GPU 3 on h100-02 counts 2 double-bit (uncorrectable) ECC errors "
+        "since 01:00"
+    )
