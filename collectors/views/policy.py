@@ -10,7 +10,8 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from collectors import queries
-from collectors.models import Change
+from collectors.models import Change, EntityVersion
+from collectors.podstatus import pods_in_trouble
 from collectors.views.common import entity_page_context, finish, render_page
 from rcaweb.http import RcaRequest
 
@@ -19,7 +20,25 @@ logger = logging.getLogger(__name__)
 SHOWN_JOBS = 200  # longer lists link to the filtered job list
 
 
-def _split_jobs(jobs: list[Any]) -> dict[str, Any]:
+def _troubles(cluster: Any, t: Any, jobs: list[Any]) -> None:
+    """Each running job's ``trouble`` ({reason: pods}): a crash-looping job reads CrashLoopBackOff, not a green
+    Running (kubectl's STATUS of its pods at t, collectors.podstatus). One query for the listed jobs."""
+    names = {j.entity.name for j in jobs}
+    by_job: dict[tuple[str, str], list[Any]] = {}
+    if names:
+        pods = (
+            EntityVersion.objects.as_of(t)
+            .filter(cluster=cluster, kind="pod", job__in=names)
+            .select_related("entity")
+            .only("state", "job", "entity__namespace")
+        )
+        for p in pods:
+            by_job.setdefault((p.entity.namespace, p.job), []).append(p)
+    for j in jobs:
+        j.trouble = pods_in_trouble(by_job.get((j.entity.namespace, j.entity.name), []))
+
+
+def _split_jobs(jobs: list[Any], cluster: Any = None, t: Any = None) -> dict[str, Any]:
     for j in jobs:
         j.queue_ref = queries.ref(j.entity.cluster, "queue", j.queue)
     pending = queries.queue_order([j for j in jobs if j.phase == "Pending"])
@@ -29,6 +48,8 @@ def _split_jobs(jobs: list[Any]) -> dict[str, Any]:
         (j for j in jobs if j.phase == "Running"), key=lambda j: (j.entity.namespace, j.entity.name)
     )
     other = [j for j in jobs if j.phase not in ("Pending", "Running")]
+    if cluster is not None:
+        _troubles(cluster, t, running[:SHOWN_JOBS] + pending[:SHOWN_JOBS])
     return {
         "pending": pending[:SHOWN_JOBS],
         "running": running[:SHOWN_JOBS],
@@ -72,7 +93,7 @@ def project_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse
         limit=state.get("limit_gpus"),
         over_quota=quota is not None and in_use > int(quota),
         usage_pct=round(100 * in_use / quota) if quota else None,
-        **_split_jobs(queries.jobs_where(c, t, project=name)),
+        **_split_jobs(queries.jobs_where(c, t, project=name), c, t),
     )
     related = queries.related_entities(c, [project], [("queue", "", queue_name)])
     ctx["policy_changes"] = _policy_changes(c, related, t)
@@ -95,7 +116,7 @@ def queue_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         quota=quota,
         limit=state.get("limit_gpus"),
         over_quota=quota is not None and in_use > int(quota),
-        **_split_jobs(queries.jobs_where(c, t, queue=name)),
+        **_split_jobs(queries.jobs_where(c, t, queue=name), c, t),
     )
     related = queries.related_entities(c, [queue], [("project", "", project_name)])
     ctx["policy_changes"] = _policy_changes(c, related, t)

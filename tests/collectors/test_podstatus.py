@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from collectors.podstatus import container_trouble, pod_status, pods_in_trouble
 
 
@@ -58,3 +60,29 @@ def test_it_counts_the_reasons_over_a_jobs_pods():
 
     rows = [Row(_state("Running", [CRASH])), Row(_state("Running", [CRASH])), Row(_state("Running", [READY]))]
     assert pods_in_trouble(rows) == {"CrashLoopBackOff": 2}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_crash_looping_job_reads_crashloopbackoff_on_its_project_and_queue_pages():
+    """Through the real pipeline (tests/e2e/scenario.yaml: llama-ft crash-loops with CUDA OOM)."""
+    import re
+    from io import StringIO
+    from pathlib import Path
+
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.test import Client
+
+    scenario = Path(__file__).resolve().parents[1] / "e2e" / "scenario.yaml"
+    call_command("run_scenario", str(scenario), "--json", "--database", "configured", stdout=StringIO())
+    client = Client()
+    client.force_login(User.objects.create_user("op-ps", password="pw-op-12345"))
+    for path in ("/c/gpu-prod/projects/llm/", "/c/gpu-prod/queues/llm/"):
+        html = client.get(path, {"t": "2026-11-29T00:35:00Z", "w": "1h"}).content.decode()
+        running = html.split('id="jobs-running"')[1].split("</section>")[0]
+        row = next(r for r in re.findall(r"<tr>.*?</tr>", running, re.S) if "llama-ft" in r)
+        assert "CrashLoopBackOff" in row, (path, row)
+        bert = html.split('id="jobs-running"')[1]
+        assert "CrashLoopBackOff" not in "".join(
+            r for r in re.findall(r"<tr>.*?</tr>", bert, re.S) if "bert-train" in r
+        )
