@@ -11,6 +11,7 @@ from django.views.decorators.vary import vary_on_headers
 from collectors import queries
 from collectors.podstatus import pod_status
 from collectors.views.common import entity_page_context, finish, render_page
+from collectors.xid import last_xids
 from rcaweb.http import RcaRequest
 from rcaweb.rows import render_rows
 from rcaweb.templatetags.rcaweb import entity_link_html, list_link
@@ -45,7 +46,9 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     # Row links built once here (the entity_link markup, from its one helper): a node has up to
     # hundreds of pods, and a template tag per cell was most of the table's rendering time.
     cur = request.cursor
+    xids = last_xids(gpus, t)
     for g in gpus:
+        g.xid = xids.get(g.entity_id)
         g.pod_ref = pods_by_key.get(g.pod) or queries.ref(c, "pod", g.pod)
         g.link = entity_link_html(g.entity, cur)
         g.pod_link = entity_link_html(g.pod_ref, cur) if g.pod_ref else ""
@@ -92,6 +95,7 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     for u in users:
         u.pod_ref = queries.ref(c, "pod", u.pod)
     ctx.update(
+        xid=last_xids([version], ctx["t"]).get(gpu.pk) if version else None,
         node_ref=queries.ref(c, "node", node_name),
         pod_ref=queries.ref(c, "pod", version.pod if version else ""),
         users=users,

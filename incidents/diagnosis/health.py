@@ -9,7 +9,6 @@ supported findings: a healthy bystander is not worth a refuted line.
 from __future__ import annotations
 
 import logging
-import re
 from datetime import datetime
 from typing import Any
 
@@ -32,7 +31,7 @@ from incidents.diagnosis.types import (
     gpus_of,
     hhmm,
 )
-from incidents.diagnosis.xid import explain_xid
+from incidents.diagnosis.xid import XID_TEXT, explain_xid
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +45,7 @@ THERMAL_LIMIT_C = 85.0  # data-center GPUs start slowing down in the mid to high
 SBE_NOISE = 100  # single-bit errors are corrected; only a burst is worth a line
 ECC_XIDS = {48, 63, 64, 92, 94, 95}
 NVLINK_XID = 74
-_XID_TEXT = re.compile(r"\bXid\b[^0-9]*(?:\([^)]*\))?[:\s]*(\d{1,3})", re.I)
+_XID_TEXT = XID_TEXT  # one reading of the driver's "NVRM: Xid (PCI:…): 79" for pages and diagnosis
 
 
 def examined_nodes(di: DiagnosisInput) -> tuple[set[str], set[str]]:

@@ -22,7 +22,11 @@ one word for a page badge: application | driver | hardware | thermal | system | 
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import asdict, dataclass
+
+# The driver's report of an Xid in kernel logs and the node events relayed from them: "NVRM: Xid (PCI:…): 79".
+XID_TEXT = re.compile(r"\bXid\b[^0-9]*(?:\([^)]*\))?[:\s]*(\d{1,3})", re.I)
 
 logger = logging.getLogger(__name__)
 
