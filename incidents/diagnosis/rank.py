@@ -39,12 +39,32 @@ def finalize(di: DiagnosisInput, findings: list[Finding]) -> list[Finding]:
     """What diagnose persists: relevant, merged, adjusted for failed sources, in rank order."""
     findings = apply_scope(di, findings)
     findings = merge(findings)
+    symptoms_of_causes(findings)
     idle_from_failure(findings)
     link_changes(findings)
     apply_source_failures(di, findings)
     for f in findings:
         f.confidence = round(max(0.0, min(f.confidence, MAX_CONFIDENCE)), 2)
     return rank(findings)
+
+
+SYMPTOMS = ("gpu_capacity_shortage", "gpu_fragmentation")
+
+
+def symptoms_of_causes(findings: list[Finding]) -> None:
+    """Too few free GPUs because a supported cause took or hid them (a reclaim, a withdrawn GPU, a node
+    gone) is that cause's symptom, not a second cause: it stays listed, unverified, naming what explains it."""
+    causes = [f for f in findings if f.supported and f.scope == "cause"]
+    for f in findings:
+        if f.code not in SYMPTOMS or not f.supported or f.scope != "cause":
+            continue
+        # only a cause about the same workload (its preemption, the jobs that overtook it, the blocker whose
+        # removal alone lets it fit): a fault on one candidate node explains part of a shortage, not all of it
+        by = next((c for c in causes if c is not f and f.code in c.explains and c.subject == f.subject), None)
+        if by is None:
+            continue
+        f.status, f.confidence = UNVERIFIED, min(f.confidence, 0.35)
+        f.why = f"a consequence of {by.code}: fixing that gives the job its GPUs back"
 
 
 def _key(c: Cite) -> object:

@@ -362,6 +362,7 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
     queue = queue_findings(di, job, req, rows, tot, base, fits_now, since)
     if any(f.code == C.PROJECT_QUOTA_EXHAUSTED and f.supported for f in quota):
         queue = [_moot_order(f) for f in queue]
+        out = [_moot_capacity(f) for f in out]
     out.extend(queue)
     out.extend(request_findings(di, job, req, rows, since))
     return out
@@ -403,6 +404,20 @@ def _moot_order(f: Finding) -> Finding:
         return f
     f.status, f.confidence = UNVERIFIED, min(f.confidence, 0.3)
     f.why = "the project's quota holds the job whatever its turn; order matters once the quota allows it"
+    f.explains = ()
+    return f
+
+
+def _moot_capacity(f: Finding) -> Finding:
+    """The quota refuses the job before any node is considered: free GPUs are not what it waits for now.
+    Kept as a caveat (raising the quota alone would not be enough), never a cause beside the quota."""
+    if f.code not in (C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION) or not f.supported:
+        return f
+    f.status, f.confidence = UNVERIFIED, min(f.confidence, 0.35)
+    f.why = (
+        "the project's quota refuses the job before any node is considered; once the quota allows it, this is "
+        "what it would wait for next"
+    )
     f.explains = ()
     return f
 
