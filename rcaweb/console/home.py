@@ -13,15 +13,14 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.db.models import CharField, Count, F, Prefetch, Q, QuerySet, Sum, Value, Window
-from django.db.models.functions import Cast, Coalesce, NullIf, RowNumber
+from django.db.models import F, Prefetch, Q, QuerySet
 from django.urls import reverse
 
 from collectors.models import EntityVersion, SourceRun
 from incidents import problems
 from incidents.lifecycle import auto_resolve_after
 from incidents.models import Alert, Hypothesis, Incident
-from incidents.ordering import URGENCY_ORDER, with_impact
+from incidents.ordering import by_urgency
 from rcaweb.console.common import fmt_age, one_line, parse_time
 from rcaweb.cursor import Cursor
 
@@ -59,9 +58,7 @@ def open_at(t: datetime) -> QuerySet[Incident]:
     return Incident.objects.filter(onset__lte=t).filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=t))
 
 
-def _problem() -> Coalesce:
-    """The partition of a problem: its cause key, or the incident alone when its cause is its own."""
-    return Coalesce(NullIf(F("cause_key"), Value("")), Cast("id", CharField()))
+SCAN_LIMIT = 10_000  # open incidents read (id, cause, impact) to group into problems; beyond, counted only
 
 
 def open_incidents(t: datetime) -> list[Incident]:
@@ -70,18 +67,30 @@ def open_incidents(t: datetime) -> list[Incident]:
     current top cause is one shared fault), with ``members`` (incidents of the problem open at t),
     ``problem_gpus`` (their GPUs lost or blocked, summed), ``children`` (the others, at most
     CHILDREN_SHOWN, most urgent first) and its top hypothesis. ``open_total`` on each counts every incident
-    open at t (a window count) and ``problems_total`` every problem: the panel shows at most PANEL_LIMIT."""
-    urgency = [F(n[1:]).desc() if n.startswith("-") else F(n).asc() for n in URGENCY_ORDER]
-    part = [F("cluster_id"), _problem()]
-    ranked = with_impact(open_at(t), t).annotate(
-        open_total=Window(Count("id")),
-        pos=Window(RowNumber(), partition_by=part, order_by=urgency),
-        members=Window(Count("id"), partition_by=part),
-        problem_gpus=Window(Sum("impact_gpus"), partition_by=part),
+    open at t and ``problems_total`` every problem.
+
+    Three queries whatever the number of incidents: the urgency order of every open incident as narrow
+    rows (id, cluster, cause key, impact; SQL orders, Python groups), the rows shown, their hypotheses.
+    """
+    order = list(
+        by_urgency(open_at(t), t).values_list("id", "cluster_id", "cause_key", "impact_gpus")[
+            : SCAN_LIMIT + 1
+        ]
     )
-    leads = ranked.filter(pos=1)
-    qs = (
-        leads.order_by(*URGENCY_ORDER)
+    open_total = len(order) if len(order) <= SCAN_LIMIT else open_at(t).count()
+    groups: dict[tuple[int | None, str], list[tuple[int, int]]] = {}
+    leads: list[tuple[int | None, str]] = []
+    for pk, cluster_id, key, impact in order[:SCAN_LIMIT]:
+        gkey = (cluster_id, key) if key else (cluster_id, f"#{pk}")
+        if gkey not in groups:
+            groups[gkey] = []
+            leads.append(gkey)
+        groups[gkey].append((pk, impact or 0))
+    shown = leads[:PANEL_LIMIT]
+    wanted = [pk for g in shown for pk, _ in groups[g][: CHILDREN_SHOWN + 1]]
+    rows = {
+        inc.pk: inc
+        for inc in Incident.objects.filter(pk__in=wanted)
         .select_related("cluster")
         .prefetch_related(
             Prefetch(
@@ -89,29 +98,35 @@ def open_incidents(t: datetime) -> list[Incident]:
                 queryset=Hypothesis.objects.causes().filter(status="supported").order_by("rank", "id"),
                 to_attr="ranked",
             )
-        )[:PANEL_LIMIT]
-    )
-    out = list(qs)
-    problems_total = len(out) if len(out) < PANEL_LIMIT else leads.count()
-    shared = {(inc.cluster_id, inc.cause_key) for inc in out if inc.members > 1}  # type: ignore[attr-defined]
-    children: dict[tuple[int | None, str], list[Incident]] = {}
-    if shared:
-        rows = ranked.filter(cause_key__in={k for _, k in shared}, pos__gt=1, pos__lte=CHILDREN_SHOWN + 1)
-        for child in rows.order_by("pos").only("id", "title", "cluster_id", "cause_key", "onset", "severity"):
-            children.setdefault((child.cluster_id, child.cause_key), []).append(child)
-    for inc in out:
-        inc.problems_total = problems_total  # type: ignore[attr-defined]
+        )
+    }
+    impact_of = {pk: impact for g in shown for pk, impact in groups[g]}
+    out: list[Incident] = []
+    for g in shown:
+        members = groups[g]
+        inc = rows.get(members[0][0])
+        if inc is None:  # resolved or deleted between the two reads
+            continue
+        inc.impact_gpus = impact_of.get(inc.pk, 0)  # type: ignore[attr-defined]
+        inc.members = len(members)  # type: ignore[attr-defined]
+        inc.problem_gpus = sum(i for _, i in members)  # type: ignore[attr-defined]
+        inc.children = [rows[pk] for pk, _ in members[1 : CHILDREN_SHOWN + 1] if pk in rows]  # type: ignore[attr-defined]
+        inc.more = len(members) - 1 - len(inc.children)  # type: ignore[attr-defined]
+        inc.open_total = open_total  # type: ignore[attr-defined]
+        inc.problems_total = len(leads)  # type: ignore[attr-defined]
         # The top is the best supported cause; none means "no cause found" (a refuted one is never the top).
         inc.top_hypothesis = inc.ranked[0] if inc.ranked else None  # type: ignore[attr-defined]
         inc.age = fmt_age(inc.duration_at(t).total_seconds())  # type: ignore[attr-defined]  # onset → t: open at t
         # held, its alerts resolved and subject healthy for the quiet period by t: for its holder to close
         inc.all_clear = inc.all_clear_at is not None and inc.all_clear_at + auto_resolve_after() <= t  # type: ignore[attr-defined]
-        inc.children = children.get((inc.cluster_id, inc.cause_key), []) if inc.members > 1 else []  # type: ignore[attr-defined]
-        inc.more = inc.members - 1 - len(inc.children) if inc.members > 1 else 0  # type: ignore[attr-defined]
-        inc.problem_url = (
+        shared = len(members) > 1
+        inc.problem = problems.describe(inc.cause_key) if shared else None  # type: ignore[attr-defined]
+        inc.problem_url = (  # type: ignore[attr-defined]
             reverse("incidents:incidents") + "?" + urlencode({"status": "active", "cause": inc.cause_key})
-        )  # type: ignore[attr-defined]
-        inc.problem = problems.describe(inc.cause_key) if inc.members > 1 else None  # type: ignore[attr-defined]
+            if shared
+            else ""
+        )
+        out.append(inc)
     return out
 
 
