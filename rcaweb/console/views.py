@@ -63,7 +63,7 @@ def fleet_view(request: RcaRequest) -> HttpResponse:
         "cluster": cluster,
         "clusters": clusters,
         "chart_clusters": [cluster] if cluster else clusters[:4],
-        "fleet": fleet.compute(request.cursor, cluster),
+        "fleet": fleet.with_cell_html(fleet.compute(request.cursor, cluster), request.cursor),
         "active_sm": fleet.ACTIVE_SM,
         "well_sm": fleet.WELL_USED_SM,
         "fleet_charts": [(n, chartdata.TITLES[n]) for n in chartdata.CHARTS_BY_KIND["fleet"]],
