@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from collectors.models import Cluster, Entity, EntityVersion
 from incidents import lifecycle, services, titles
@@ -61,6 +61,7 @@ class Resolution:
     subjects: list[Entity] = field(default_factory=list)
     context: list[Entity] = field(default_factory=list)  # named by labels, less specific: attached as related
     unresolved: list[str] = field(default_factory=list)
+    workload: str = ""  # the pod its labels name (exported_pod first: the plain label may be the exporter's)
 
     @property
     def unresolved_key(self) -> str:
@@ -368,6 +369,7 @@ def resolve_subjects(alert: Alert, lookups: Lookups | None = None) -> Resolution
         else:
             res.unresolved.append(f"gpu={node}/{labels['gpu']}")
     res.subjects, res.context = most_specific(found)
+    res.workload = labels.get("exported_pod") or labels.get("pod") or ""
     if not res.subjects and not res.unresolved:
         # Nothing identifying at all: the alert is its own subject (by name and its distinguishing labels).
         rest = sorted(f"{k}={v}" for k, v in labels.items() if k not in ("severity", "alertname"))
@@ -437,6 +439,22 @@ def find_reopenable(res: Resolution, starts_at: datetime) -> Incident | None:
 
 
 def _about(qs: QuerySet[Incident], res: Resolution) -> QuerySet[Incident]:
+    gpus = [e for e in res.subjects if e.kind == "gpu"]
+    if gpus and res.workload:
+        # A GPU alert naming the pod that holds the GPU joins the incident about that GPU, or an incident of
+        # its node whose alerts name the same pod or no pod at all (a node's failing GPUs are one problem);
+        # never one about another pod's GPUs only because the node is the same: two pods, two problems.
+        pod = res.workload
+        this_pod = Q(labels__exported_pod=pod) | (Q(labels__pod=pod) & ~Q(labels__has_key="exported_pod"))
+        any_pod = Q(labels__has_key="exported_pod") | Q(labels__has_key="pod")
+        naming_it = Alert.objects.filter(this_pod, incident__isnull=False).values("incident")
+        naming_a_pod = Alert.objects.filter(any_pod, incident__isnull=False).values("incident")  # NOT IN: no NULL
+        nodes = [e for e in res.subjects if e.kind == "node"]
+        same_gpu = Q(incidentsubject__entity__in=gpus, incidentsubject__role="subject")
+        same_node = Q(incidentsubject__entity__in=nodes, incidentsubject__role="subject") & (
+            Q(pk__in=naming_it) | ~Q(pk__in=naming_a_pod)
+        )
+        return qs.filter(same_gpu | same_node).distinct()
     if res.subjects:
         return qs.filter(incidentsubject__entity__in=res.subjects, incidentsubject__role="subject").distinct()
     return qs.filter(cluster=res.cluster, unresolved_subject=res.unresolved_key)

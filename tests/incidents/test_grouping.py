@@ -275,3 +275,26 @@ class SpecificityRuleTests(GroupingTestCase):
         )
         self.assertEqual(self.subjects(inc), {"pod vision/resnet-train-1"})
         self.assertIn("node h100-02", self.subjects(inc, "related"))
+
+
+class GpuAlertJoinTest(GroupingTestCase):
+    def test_idle_gpus_of_two_pods_on_one_node_are_two_incidents_and_one_pods_gpus_one(self) -> None:
+        def idle(index: int, pod: str, minutes: int) -> Incident:
+            return self.fire(
+                "GPUIdleAllocated",
+                {
+                    "UUID": gpu_uuid("h100-01", index),
+                    "Hostname": "h100-01",
+                    "gpu": str(index),
+                    "namespace": "vision",
+                    "pod": pod,
+                },
+                at=T0 + timedelta(minutes=minutes),
+            )
+
+        first = idle(0, "resnet-train-0", 0)
+        same_pod = idle(1, "resnet-train-0", 5)
+        other_pod = idle(2, "resnet-train-1", 6)
+        assert same_pod.pk == first.pk
+        assert other_pod.pk != first.pk
+        assert self.subjects(other_pod) == {f"gpu {gpu_uuid('h100-01', 2)}", "node h100-01"}
