@@ -22,6 +22,7 @@ import yaml
 
 from collectors.sim.alertmanager import AlertSender, Sink
 from collectors.sim.apiserver import KubeAPIServer, Store
+from collectors.sim.apiserver.tls import generate as generate_tls
 from collectors.sim.prometheus import DcgmSource, PrometheusServer
 from collectors.sim.runai import RunaiServer
 
@@ -58,13 +59,16 @@ class SimServer:
         self.source = DcgmSource(world, variant, disabled_metrics, scrape_interval_s, retention_s)
         with self.lock:
             self.store.sync(world)
-        self.kube = KubeAPIServer(world, self.store, self.lock, kube_token, host, port_base)
+        cluster = getattr(world, "cluster_name", None) or "sim"
+        self._dir = Path(tempfile.mkdtemp(prefix="rcaweb-sim-"))
+        # HTTPS with a CA of its own, as kubectl/client-go send a bearer token only over TLS.
+        self.kube_tls = generate_tls(self._dir / "pki", host, cluster)
+        self.kube = KubeAPIServer(world, self.store, self.lock, kube_token, host, port_base, self.kube_tls)
         self.prometheus = PrometheusServer(
             world, self.lock, self.source, host, port_base + 1 if port_base else 0
         )
         self.runai = RunaiServer(world, self.lock, runai_token, host, port_base + 2 if port_base else 0)
         # Like Prometheus' --web.external-url: a stable name, so payloads do not depend on the free port chosen.
-        cluster = getattr(world, "cluster_name", None) or "sim"
         self.alert_sender = AlertSender(
             alert_url,
             alert_token,
@@ -72,7 +76,6 @@ class SimServer:
             generator_url=f"http://prometheus.{cluster}.sim:9090",
             external_url=f"http://alertmanager.{cluster}.sim:9093",
         )
-        self._dir = Path(tempfile.mkdtemp(prefix="rcaweb-sim-"))
         self.kubeconfig_path = str(self._dir / "kubeconfig")
         self._write_kubeconfig()
         self._started = False
@@ -80,6 +83,11 @@ class SimServer:
     @property
     def kube_url(self) -> str:
         return self.kube.url
+
+    @property
+    def kube_ca_path(self) -> str:
+        """PEM of the CA that signed the API server's certificate (also inline in the kubeconfig)."""
+        return self.kube_tls.ca_path
 
     @property
     def prometheus_url(self) -> str:
@@ -94,7 +102,15 @@ class SimServer:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": cluster, "cluster": {"server": self.kube_url}}],
+            "clusters": [
+                {
+                    "name": cluster,
+                    "cluster": {
+                        "server": self.kube_url,
+                        "certificate-authority-data": self.kube_tls.ca_data,
+                    },
+                }
+            ],
             "users": [{"name": "sim-reader", "user": {"token": self.kube_token}}],
             "contexts": [{"name": "sim", "context": {"cluster": cluster, "user": "sim-reader"}}],
             "current-context": "sim",

@@ -57,7 +57,7 @@ def test_a_failing_scheduler_listing_keeps_jobs_as_they_were(sim, tmp_path):
     sweep_cluster(cluster.name, sim.world.now)
     jobs_before = _open("job")
     sim.advance_to(sim.world.now + timedelta(minutes=30))
-    with fault_server(upstream=sim.kube_url, faults={"podgroups": "500"}) as proxy:
+    with fault_server(upstream=sim.kube_url, upstream_ca=sim.kube_ca_path, faults={"podgroups": "500"}) as proxy:
         register(sim, kubeconfig=kubeconfig_for(proxy.url, str(tmp_path / "kc")))
         summary = sweep_cluster(cluster.name, sim.world.now)
     assert [e.split(":")[0:2] for e in summary.errors] == [
