@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -168,14 +168,25 @@ class SimServer:
         return self.advance_to(self.world.now + timedelta(seconds=tick))
 
     def run_realtime(
-        self, speed: float = 1.0, until: datetime | None = None, stop: threading.Event | None = None
+        self,
+        speed: float = 1.0,
+        until: datetime | None = None,
+        stop: threading.Event | None = None,
+        anchor: datetime | None = None,
     ) -> None:
-        """Advance with the wall clock (speed 60 = one simulated minute per second) until ``until`` or ``stop``."""
+        """Advance with the wall clock (speed 60 = one simulated minute per second) until ``until`` or ``stop``.
+
+        ``anchor``: the wall-clock instant at which the world's time was ``world.now`` (default: now). The world's
+        time is then ``world.now + (wall - anchor) * speed``; with a world started at the wall clock and speed 1
+        it *is* the wall clock, so what kubectl computes from it (AGE, event times) is right.
+        """
         end = until or getattr(self.world, "end", None)
         tick = getattr(self.world, "tick_seconds", 60)
-        started_wall, started_sim = time.monotonic(), self.world.now
+        started_sim = self.world.now
+        started_wall = (anchor or datetime.now(UTC)).timestamp()
         while stop is None or not stop.is_set():
-            target = started_sim + timedelta(seconds=(time.monotonic() - started_wall) * speed)
+            target = started_sim + timedelta(seconds=(time.time() - started_wall) * speed)
+            target = target.replace(microsecond=0)
             if end is not None and target >= end:
                 self.advance_to(end)
                 break
@@ -197,15 +208,27 @@ def serve_scenario(
     port_base: int = 0,
     out: Any = None,
     stop: threading.Event | None = None,
+    keep_start: bool = False,
 ) -> None:
-    """Load a scenario and serve it live until its end, ``stop`` or Ctrl-C (``manage.py simulate``)."""
+    """Load a scenario and serve it live until its end, ``stop`` or Ctrl-C (``manage.py simulate``).
+
+    Live means on the wall clock: the scenario starts now (its offsets unchanged), so timestamps, kubectl's
+    AGE and event times are real ones; ``keep_start`` keeps the file's own ``start`` instead (a replay).
+    """
+    import dataclasses
+
     from collectors.sim.engine.world import World
     from collectors.sim.scenario import load_scenario
 
-    world = World.from_scenario(load_scenario(path))
+    wall = datetime.now(UTC).replace(microsecond=0)
+    scenario = load_scenario(path)
+    if not keep_start:
+        scenario = dataclasses.replace(scenario, start=wall)
+    world = World.from_scenario(scenario)
     with SimServer(world, alert_url, alert_token, port_base=port_base) as server:
         if out is not None:
             out.write(f"kubeconfig: {server.kubeconfig_path}\n")
+            out.write(f"kube CA:    {server.kube_ca_path}\n")
             out.write(f"kubernetes: {server.kube_url} (token {server.kube_token})\n")
             out.write(f"prometheus: {server.prometheus_url}\n")
             out.write(f"runai:      {server.runai_url} (token {server.runai_token})\n")
@@ -214,4 +237,4 @@ def serve_scenario(
             )
             out.flush()
         with contextlib.suppress(KeyboardInterrupt):
-            server.run_realtime(speed=speed, stop=stop)
+            server.run_realtime(speed=speed, stop=stop, anchor=None if keep_start else wall)

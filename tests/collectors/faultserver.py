@@ -135,15 +135,19 @@ def refused_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def kubeconfig_for(url: str, path: str, token: str = "sim-kube-token") -> str:
-    """A kubeconfig pointing the kubernetes client at ``url`` (the fault server in front of the simulator)."""
+def kubeconfig_for(url: str, path: str, token: str = "sim-kube-token", ca_file: str | None = None) -> str:
+    """A kubeconfig pointing the kubernetes client at ``url`` (the fault server in front of the simulator, or
+    the simulator itself: then ``ca_file`` is its CA)."""
     import yaml
 
+    cluster: dict[str, str] = {"server": url}
+    if ca_file:
+        cluster["certificate-authority"] = ca_file
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
         "current-context": "t",
-        "clusters": [{"name": "t", "cluster": {"server": url}}],
+        "clusters": [{"name": "t", "cluster": cluster}],
         "users": [{"name": "t", "user": {"token": token}}],
         "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
     }

@@ -83,7 +83,7 @@ def test_an_unreachable_api_server_deletes_nothing_and_prometheus_still_runs(sim
 
 
 def test_a_401_from_kubernetes_is_named_as_such(sim, tmp_path):
-    cluster = register(sim, kubeconfig=kubeconfig_for(sim.kube_url, str(tmp_path / "kc"), token="wrong"))
+    cluster = register(sim, kubeconfig=kubeconfig_for(sim.kube_url, str(tmp_path / "kc"), token="wrong", ca_file=sim.kube_ca_path))
     summary = sweep_cluster(cluster.name, sim.world.now)
     assert any(e.startswith("k8s: list nodes: unauthorized") for e in summary.errors)
     assert not EntityVersion.objects.filter(kind="node").exists()
