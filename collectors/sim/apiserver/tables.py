@@ -10,6 +10,7 @@ the world's clock (the wall clock in live mode).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -343,7 +344,7 @@ def lease_row(obj: dict, now: datetime) -> Row:
 def _path(obj: Any, path: str) -> Any:
     """The simple JSONPath subset CRD printer columns use: .a.b and .a[?(@.type=='X')].b."""
     cur: Any = obj
-    for part in path.strip(".").split("."):
+    for part in re.findall(r"(?:[^.\[]|\[[^\]]*\])+", path):
         if cur is None:
             return None
         if "[?(@." in part:
