@@ -196,6 +196,8 @@ class KubeHandler(BaseHTTPRequestHandler):
                         "kind": kind,
                         "verbs": ["get", "list", "watch"],
                         **({"shortNames": short} if short else {}),
+                        # `kubectl get all` lists the kinds of the "all" category (pods and jobs among ours)
+                        **({"categories": ["all"]} if plural in ("pods", "jobs") else {}),
                     }
                 )
                 if plural == "pods":
