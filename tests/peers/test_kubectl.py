@@ -202,7 +202,6 @@ def test_writes_are_forbidden(kubectl_path: str, sim: SimServer, home: Path) -> 
     assert deleted.stderr.startswith("Error from server (Forbidden): ")
     assert f'pods "{name}" is forbidden: User "sim-reader" cannot delete resource "pods"' in deleted.stderr
     cordon = kubectl(kubectl_path, sim, home, "cordon", "h100-01", check=False)  # kubectl 1.32 exits 0 here
-    assert "error: unable to cordon node" in cordon.stderr
     assert 'nodes "h100-01" is forbidden' in cordon.stderr and "cannot patch" in cordon.stderr
     still = json.loads(kubectl(kubectl_path, sim, home, "get", "node", "h100-01", "-o", "json").stdout)
     assert not still["spec"].get("unschedulable")
