@@ -178,6 +178,27 @@ def scenario_text(nodes: int, pods: int, hours: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def table_listing(server: SimServer) -> tuple[float, int]:
+    """What ``kubectl get pods -A`` makes the API server do: Table pages of 500 over HTTPS, following continue."""
+    import urllib.parse
+    import urllib.request
+
+    accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io"
+    headers = {"Authorization": f"Bearer {server.kube_token}", "Accept": accept}
+    context = server.kube_tls.client_context()
+    rows, token = 0, ""
+    t = time.perf_counter()
+    while True:
+        query = urllib.parse.urlencode({"limit": 500, **({"continue": token} if token else {})})
+        req = urllib.request.Request(f"{server.kube_url}/api/v1/pods?{query}", headers=headers)
+        with urllib.request.urlopen(req, context=context) as resp:
+            page = json.loads(resp.read())
+        rows += len(page["rows"])
+        token = page["metadata"].get("continue") or ""
+        if not token:
+            return time.perf_counter() - t, rows
+
+
 def peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -260,6 +281,11 @@ def main() -> None:
                 break
         print(
             f"paginated pod list (limit 500), kubernetes client: {count} pods in {time.perf_counter() - t:.2f} s"
+        )
+        table_s, rows = table_listing(server)
+        print(
+            f"full pod list as server-side Tables (kubectl get pods -A: Accept as=Table, chunks of 500): "
+            f"{rows} rows in {table_s:.2f} s"
         )
         verdict = "meets" if raw_s < 3 else "misses"
         print(f"target: the full pod list serves in under 3 s -> {verdict} ({raw_s:.2f} s raw)")

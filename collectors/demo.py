@@ -61,6 +61,7 @@ class Demo:
         self.sweeps = 0
         self.poster: AlertPoster | None = None
         self.timings = {"sweeps_s": 0.0, "advance_s": 0.0}
+        self.anchor: datetime | None = None  # the wall-clock instant the fast-forward ends at (world time = wall)
 
     #
     # Setup
@@ -74,6 +75,7 @@ class Demo:
         started = time.monotonic()
         _sqlite_for_concurrency()
         now = timezone.now().replace(second=0, microsecond=0)
+        self.anchor = now
         scenario = load_scenario(self.opts.scenario, now=now)
         if self.opts.serve:  # keep the world going after now: the live part of the timeline
             scenario = dataclasses.replace(
@@ -232,7 +234,11 @@ class Demo:
         """Real time: advance the world with the wall clock; inventory every 30 s, events 15 s, telemetry 60 s, and
         the incident lifecycle every minute (as beat would), at the world's time."""
         assert self.cluster is not None
-        sim_start, wall_start = self.sim.world.now, time.monotonic()
+        # The world's time follows the wall clock from the instant the fast-forward aimed at (self.anchor): the
+        # first advance catches up the startup time, so at speed 1 world time = wall time and kubectl's AGE and
+        # event times are right.
+        sim_start = self.sim.world.now
+        anchor = self.anchor or sim_start
         from incidents.lifecycle import settle
         from incidents.tasks import SETTLE_EVERY_S
 
@@ -245,7 +251,8 @@ class Demo:
         }
         while not self.stop.is_set():
             try:
-                target = sim_start + timedelta(seconds=(time.monotonic() - wall_start) * self.opts.speed)
+                wall_elapsed = (timezone.now() - anchor).total_seconds()
+                target = sim_start + timedelta(seconds=max(0.0, wall_elapsed) * self.opts.speed)
                 if target > self.sim.world.now:
                     self.sim.advance_to(target.replace(microsecond=0))
                 t = self.sim.world.now

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import yaml
 
 from collectors.sim.alertmanager import AlertSender, Sink
 from collectors.sim.apiserver import KubeAPIServer, Store
+from collectors.sim.apiserver.tls import generate as generate_tls
 from collectors.sim.prometheus import DcgmSource, PrometheusServer
 from collectors.sim.runai import RunaiServer
 
@@ -58,13 +59,16 @@ class SimServer:
         self.source = DcgmSource(world, variant, disabled_metrics, scrape_interval_s, retention_s)
         with self.lock:
             self.store.sync(world)
-        self.kube = KubeAPIServer(world, self.store, self.lock, kube_token, host, port_base)
+        cluster = getattr(world, "cluster_name", None) or "sim"
+        self._dir = Path(tempfile.mkdtemp(prefix="rcaweb-sim-"))
+        # HTTPS with a CA of its own, as kubectl/client-go send a bearer token only over TLS.
+        self.kube_tls = generate_tls(self._dir / "pki", host, cluster)
+        self.kube = KubeAPIServer(world, self.store, self.lock, kube_token, host, port_base, self.kube_tls)
         self.prometheus = PrometheusServer(
             world, self.lock, self.source, host, port_base + 1 if port_base else 0
         )
         self.runai = RunaiServer(world, self.lock, runai_token, host, port_base + 2 if port_base else 0)
         # Like Prometheus' --web.external-url: a stable name, so payloads do not depend on the free port chosen.
-        cluster = getattr(world, "cluster_name", None) or "sim"
         self.alert_sender = AlertSender(
             alert_url,
             alert_token,
@@ -72,7 +76,6 @@ class SimServer:
             generator_url=f"http://prometheus.{cluster}.sim:9090",
             external_url=f"http://alertmanager.{cluster}.sim:9093",
         )
-        self._dir = Path(tempfile.mkdtemp(prefix="rcaweb-sim-"))
         self.kubeconfig_path = str(self._dir / "kubeconfig")
         self._write_kubeconfig()
         self._started = False
@@ -80,6 +83,11 @@ class SimServer:
     @property
     def kube_url(self) -> str:
         return self.kube.url
+
+    @property
+    def kube_ca_path(self) -> str:
+        """PEM of the CA that signed the API server's certificate (also inline in the kubeconfig)."""
+        return self.kube_tls.ca_path
 
     @property
     def prometheus_url(self) -> str:
@@ -94,7 +102,15 @@ class SimServer:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": cluster, "cluster": {"server": self.kube_url}}],
+            "clusters": [
+                {
+                    "name": cluster,
+                    "cluster": {
+                        "server": self.kube_url,
+                        "certificate-authority-data": self.kube_tls.ca_data,
+                    },
+                }
+            ],
             "users": [{"name": "sim-reader", "user": {"token": self.kube_token}}],
             "contexts": [{"name": "sim", "context": {"cluster": cluster, "user": "sim-reader"}}],
             "current-context": "sim",
@@ -152,14 +168,25 @@ class SimServer:
         return self.advance_to(self.world.now + timedelta(seconds=tick))
 
     def run_realtime(
-        self, speed: float = 1.0, until: datetime | None = None, stop: threading.Event | None = None
+        self,
+        speed: float = 1.0,
+        until: datetime | None = None,
+        stop: threading.Event | None = None,
+        anchor: datetime | None = None,
     ) -> None:
-        """Advance with the wall clock (speed 60 = one simulated minute per second) until ``until`` or ``stop``."""
+        """Advance with the wall clock (speed 60 = one simulated minute per second) until ``until`` or ``stop``.
+
+        ``anchor``: the wall-clock instant at which the world's time was ``world.now`` (default: now). The world's
+        time is then ``world.now + (wall - anchor) * speed``; with a world started at the wall clock and speed 1
+        it *is* the wall clock, so what kubectl computes from it (AGE, event times) is right.
+        """
         end = until or getattr(self.world, "end", None)
         tick = getattr(self.world, "tick_seconds", 60)
-        started_wall, started_sim = time.monotonic(), self.world.now
+        started_sim = self.world.now
+        started_wall = (anchor or datetime.now(UTC)).timestamp()
         while stop is None or not stop.is_set():
-            target = started_sim + timedelta(seconds=(time.monotonic() - started_wall) * speed)
+            target = started_sim + timedelta(seconds=(time.time() - started_wall) * speed)
+            target = target.replace(microsecond=0)
             if end is not None and target >= end:
                 self.advance_to(end)
                 break
@@ -181,15 +208,27 @@ def serve_scenario(
     port_base: int = 0,
     out: Any = None,
     stop: threading.Event | None = None,
+    keep_start: bool = False,
 ) -> None:
-    """Load a scenario and serve it live until its end, ``stop`` or Ctrl-C (``manage.py simulate``)."""
+    """Load a scenario and serve it live until its end, ``stop`` or Ctrl-C (``manage.py simulate``).
+
+    Live means on the wall clock: the scenario starts now (its offsets unchanged), so timestamps, kubectl's
+    AGE and event times are real ones; ``keep_start`` keeps the file's own ``start`` instead (a replay).
+    """
+    import dataclasses
+
     from collectors.sim.engine.world import World
     from collectors.sim.scenario import load_scenario
 
-    world = World.from_scenario(load_scenario(path))
+    wall = datetime.now(UTC).replace(microsecond=0)
+    scenario = load_scenario(path)
+    if not keep_start:
+        scenario = dataclasses.replace(scenario, start=wall)
+    world = World.from_scenario(scenario)
     with SimServer(world, alert_url, alert_token, port_base=port_base) as server:
         if out is not None:
             out.write(f"kubeconfig: {server.kubeconfig_path}\n")
+            out.write(f"kube CA:    {server.kube_ca_path}\n")
             out.write(f"kubernetes: {server.kube_url} (token {server.kube_token})\n")
             out.write(f"prometheus: {server.prometheus_url}\n")
             out.write(f"runai:      {server.runai_url} (token {server.runai_token})\n")
@@ -198,4 +237,4 @@ def serve_scenario(
             )
             out.flush()
         with contextlib.suppress(KeyboardInterrupt):
-            server.run_realtime(speed=speed, stop=stop)
+            server.run_realtime(speed=speed, stop=stop, anchor=None if keep_start else wall)

@@ -254,13 +254,17 @@ class KubeSource:
                 describe_http_error(exc.status or 0, exc.reason or "", _status_message(exc.body)),
                 status=exc.status,
             )
+        except urllib3.exceptions.NewConnectionError as exc:  # a ConnectTimeoutError subclass, but refused
+            raise SourceError(SOURCE, call, f"cannot connect to {self.api.configuration.host}: {exc}")
         except urllib3.exceptions.TimeoutError:
             raise SourceError(
                 SOURCE, call, f"did not answer within {self.timeout:g} s ({self.api.configuration.host})"
             )
         except urllib3.exceptions.MaxRetryError as exc:
             reason = exc.reason
-            if isinstance(reason, urllib3.exceptions.TimeoutError):
+            if isinstance(reason, urllib3.exceptions.TimeoutError) and not isinstance(
+                reason, urllib3.exceptions.NewConnectionError
+            ):
                 raise SourceError(
                     SOURCE, call, f"did not answer within {self.timeout:g} s ({self.api.configuration.host})"
                 )

@@ -3,6 +3,7 @@ or malformed JSON, and proxies everything else to an upstream (the simulator) un
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 import urllib.error
@@ -21,13 +22,16 @@ class FaultServer:
         faults: dict[str, str] | None = None,
         hang_s: float = 3.0,
         bodies: dict[str, bytes] | None = None,
+        upstream_ca: str | None = None,
     ) -> None:
-        """``faults``: path substring → fault ("500" | "401" | "403" | "hang" | "garbage"); first match wins.
+        """``upstream_ca``: the CA file an https upstream's certificate is checked against (the simulator's).
+        ``faults``: path substring → fault ("500" | "401" | "403" | "hang" | "garbage"); first match wins.
         ``bodies``: path substring → a recorded JSON answer served as is."""
         self.bodies = dict(bodies or {})
         self.upstream = upstream.rstrip("/")
         self.faults = dict(faults or {})
         self.hang_s = hang_s
+        self.upstream_context = ssl.create_default_context(cafile=upstream_ca) if upstream_ca else None
         self.methods: list[str] = []
         self.paths: list[str] = []
         server = self
@@ -72,7 +76,7 @@ class FaultServer:
                     headers={k: v for k, v in self.headers.items() if k.lower() != "host"},
                 )
                 try:
-                    with urllib.request.urlopen(req, timeout=30) as resp:
+                    with urllib.request.urlopen(req, timeout=30, context=server.upstream_context) as resp:
                         self._send(
                             resp.status, resp.read(), resp.headers.get("Content-Type", "application/json")
                         )
@@ -111,8 +115,9 @@ def fault_server(
     faults: dict[str, str] | None = None,
     hang_s: float = 3.0,
     bodies: dict[str, bytes] | None = None,
+    upstream_ca: str | None = None,
 ) -> Iterator[FaultServer]:
-    srv = FaultServer(upstream, faults, hang_s, bodies).start()
+    srv = FaultServer(upstream, faults, hang_s, bodies, upstream_ca).start()
     try:
         yield srv
     finally:
@@ -130,15 +135,19 @@ def refused_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def kubeconfig_for(url: str, path: str, token: str = "sim-kube-token") -> str:
-    """A kubeconfig pointing the kubernetes client at ``url`` (the fault server in front of the simulator)."""
+def kubeconfig_for(url: str, path: str, token: str = "sim-kube-token", ca_file: str | None = None) -> str:
+    """A kubeconfig pointing the kubernetes client at ``url`` (the fault server in front of the simulator, or
+    the simulator itself: then ``ca_file`` is its CA)."""
     import yaml
 
+    cluster: dict[str, str] = {"server": url}
+    if ca_file:
+        cluster["certificate-authority"] = ca_file
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
         "current-context": "t",
-        "clusters": [{"name": "t", "cluster": {"server": url}}],
+        "clusters": [{"name": "t", "cluster": cluster}],
         "users": [{"name": "t", "user": {"token": token}}],
         "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
     }

@@ -57,7 +57,9 @@ def test_a_failing_scheduler_listing_keeps_jobs_as_they_were(sim, tmp_path):
     sweep_cluster(cluster.name, sim.world.now)
     jobs_before = _open("job")
     sim.advance_to(sim.world.now + timedelta(minutes=30))
-    with fault_server(upstream=sim.kube_url, faults={"podgroups": "500"}) as proxy:
+    with fault_server(
+        upstream=sim.kube_url, upstream_ca=sim.kube_ca_path, faults={"podgroups": "500"}
+    ) as proxy:
         register(sim, kubeconfig=kubeconfig_for(proxy.url, str(tmp_path / "kc")))
         summary = sweep_cluster(cluster.name, sim.world.now)
     assert [e.split(":")[0:2] for e in summary.errors] == [
@@ -83,7 +85,12 @@ def test_an_unreachable_api_server_deletes_nothing_and_prometheus_still_runs(sim
 
 
 def test_a_401_from_kubernetes_is_named_as_such(sim, tmp_path):
-    cluster = register(sim, kubeconfig=kubeconfig_for(sim.kube_url, str(tmp_path / "kc"), token="wrong"))
+    cluster = register(
+        sim,
+        kubeconfig=kubeconfig_for(
+            sim.kube_url, str(tmp_path / "kc"), token="wrong", ca_file=sim.kube_ca_path
+        ),
+    )
     summary = sweep_cluster(cluster.name, sim.world.now)
     assert any(e.startswith("k8s: list nodes: unauthorized") for e in summary.errors)
     assert not EntityVersion.objects.filter(kind="node").exists()

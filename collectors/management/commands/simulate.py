@@ -23,6 +23,11 @@ class Command(BaseCommand):
         parser.add_argument("--alert-url", default=None, help="Alertmanager webhook URL to post alerts to")
         parser.add_argument("--alert-token", default=None, help="bearer token for the alert webhook")
         parser.add_argument(
+            "--keep-start",
+            action="store_true",
+            help="keep the file's start time (a replay) instead of starting the scenario at the wall clock",
+        )
+        parser.add_argument(
             "--port-base",
             type=int,
             default=0,
@@ -43,6 +48,7 @@ class Command(BaseCommand):
                 alert_token=options["alert_token"],
                 port_base=options["port_base"],
                 out=self.stdout,
+                keep_start=options["keep_start"],
             )
         except ScenarioError as exc:
             raise CommandError(str(exc)) from exc

@@ -12,15 +12,19 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
+from collectors.sim.apiserver.leases import lease_entries
 from collectors.sim.apiserver.logs import LogError, pod_log
 from collectors.sim.apiserver.resources import (
     RESOURCE_KINDS,
     RESOURCES,
+    USER,
     WATCH_DEFAULT_TIMEOUT,
     HTTPError,
+    forbidden,
     status,
 )
 from collectors.sim.apiserver.selectors import Predicate, SelectorError, field_selector, label_selector
+from collectors.sim.apiserver.tables import table, wants_table
 
 if TYPE_CHECKING:
     from collectors.sim.apiserver import KubeAPIServer
@@ -52,15 +56,17 @@ class KubeHandler(BaseHTTPRequestHandler):
             pass
 
     def _refuse(self) -> None:
+        """Every write is refused as RBAC refuses a read-only user: 403 Forbidden with the real Status."""
         length = int(self.headers.get("Content-Length") or 0)
         if length:
             self.rfile.read(length)
-        body = status(
-            405,
-            "MethodNotAllowed",
-            f"the simulated cluster is read-only: {self.command} is not allowed (the world changes through its scenario)",
-        )
-        self._json(405, body)
+        try:
+            self._authorize()
+            self._json(403, forbidden(self.command, self.path, USER))
+        except HTTPError as exc:
+            self._json(exc.code, exc.body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     do_POST = do_PUT = do_PATCH = do_DELETE = _refuse  # noqa: N815
 
@@ -75,6 +81,7 @@ class KubeHandler(BaseHTTPRequestHandler):
     def _route(self) -> None:
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        self._query = query
         parts = [p for p in url.path.split("/") if p]
         if parts == ["version"]:
             return self._json(
@@ -189,6 +196,8 @@ class KubeHandler(BaseHTTPRequestHandler):
                         "kind": kind,
                         "verbs": ["get", "list", "watch"],
                         **({"shortNames": short} if short else {}),
+                        # `kubectl get all` lists the kinds of the "all" category (pods and jobs among ours)
+                        **({"categories": ["all"]} if plural in ("pods", "jobs") else {}),
                     }
                 )
                 if plural == "pods":
@@ -210,7 +219,7 @@ class KubeHandler(BaseHTTPRequestHandler):
 
     def _get(self, resource: str, kind: str, plural: str, group: str, namespace: str, name: str) -> None:
         snap = self.sim.store.snapshot()
-        entry = snap.entries.get(resource, {}).get((namespace, name)) if snap else None
+        entry = self._entries(resource, snap)[0].get((namespace, name)) if snap else None
         if entry is None:
             qualified = f"{plural}.{group}" if group else plural
             raise HTTPError(
@@ -221,7 +230,22 @@ class KubeHandler(BaseHTTPRequestHandler):
                 if group
                 else {"name": name, "kind": plural},
             )
+        version = wants_table(self.headers.get("Accept"))
+        if version is not None:
+            return self._table(resource, [entry.data], version, {"resourceVersion": str(entry.rv)})
         self._raw(200, entry.data)
+
+    def _entries(self, resource: str, snap: Any) -> tuple[dict[tuple[str, str], Any], list[tuple[str, str]]]:
+        if resource == "leases":
+            return lease_entries(snap, self.sim.world.now)
+        return snap.entries.get(resource, {}), snap.order.get(resource, [])
+
+    def _table(self, resource: str, items: list[bytes], version: str, meta: dict[str, Any]) -> None:
+        include = self._query.get("includeObject") or "Metadata"
+        if include not in ("None", "Metadata", "Object"):
+            raise HTTPError(400, "BadRequest", f"includeObject: unsupported value: {include!r}")
+        body = table(resource, [json.loads(b) for b in items], self.sim.world.now, version, include, meta)
+        self._json(200, body)
 
     def _list(
         self,
@@ -255,8 +279,7 @@ class KubeHandler(BaseHTTPRequestHandler):
             limit = int(query.get("limit") or 0)
         except ValueError as exc:
             raise HTTPError(400, "BadRequest", f"invalid limit: {query.get('limit')}") from exc
-        entries = snap.entries.get(resource, {})
-        order = snap.order.get(resource, [])
+        entries, order = self._entries(resource, snap)
         if namespace is not None:
             lo, hi = (
                 bisect.bisect_left(order, (namespace, "")),
@@ -285,6 +308,9 @@ class KubeHandler(BaseHTTPRequestHandler):
             ).decode()
             if not predicates:
                 meta["remainingItemCount"] = hi - index
+        table_version = wants_table(self.headers.get("Accept"))
+        if table_version is not None:
+            return self._table(resource, items, table_version, meta)
         api_version = f"{group}/{version}" if group else version
         head = json.dumps(
             {"kind": f"{kind}List", "apiVersion": api_version, "metadata": meta}, separators=(",", ":")
@@ -326,12 +352,22 @@ class KubeHandler(BaseHTTPRequestHandler):
                 return False
             return all(p(entry) for p in predicates)
 
-        if since == 0:
+        table_version = wants_table(self.headers.get("Accept"))
+
+        def send(kind: str, data: bytes) -> None:
+            if table_version is not None:
+                obj = table(resource, [json.loads(data)], self.sim.world.now, table_version, include)
+                data = json.dumps(obj, separators=(",", ":")).encode()
+            self._chunk(b'{"type":"' + kind.encode() + b'","object":' + data + b"}\n")
+
+        include = query.get("includeObject") or "Metadata"
+        if since == 0 or resource == "leases":  # leases have no history: a watch starts from what they are
             snap = store.snapshot()
-            for key in snap.order.get(resource, []):
-                entry = snap.entries[resource][key]
-                if matches(entry, resource):
-                    self._chunk(b'{"type":"ADDED","object":' + entry.data + b"}\n")
+            entries, order = self._entries(resource, snap)
+            for key in order:
+                entry = entries[key]
+                if matches(entry, resource) and since == 0:
+                    send("ADDED", entry.data)
             since = snap.rv
         while time.monotonic() < deadline and not store.closed:
             events = store.events_since(since)
@@ -341,7 +377,7 @@ class KubeHandler(BaseHTTPRequestHandler):
                 break
             for rv, res, kind, data, entry in events:
                 if matches(entry, res):
-                    self._chunk(b'{"type":"' + kind.encode() + b'","object":' + data + b"}\n")
+                    send(kind, data)
                 since = rv
             store.wait(since, max(0.0, min(1.0, deadline - time.monotonic())))
         if query.get("allowWatchBookmarks") in ("1", "true", "True") and not store.closed:

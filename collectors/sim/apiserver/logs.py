@@ -35,9 +35,16 @@ def _parse_line(line: str) -> tuple[datetime | None, str]:
 def _waiting_message(pod: Any) -> str:
     waiting = (pod.container_state or {}).get("waiting") or {}
     reason = waiting.get("reason") or "ContainerCreating"
-    if reason in ("ImagePullBackOff", "ErrImagePull"):
+    if reason == "ErrImagePull":
+        return "image can't be pulled"
+    if reason == "ImagePullBackOff":
         return "trying and failing to pull image"
     return reason
+
+
+def _last_terminated(pod: Any) -> bool:
+    """kubelet keeps the last terminated container (lastState.terminated) and serves its log."""
+    return pod.restart_count > 0
 
 
 def pod_log(world: Any, namespace: str, name: str, query: dict[str, str]) -> str:
@@ -45,18 +52,24 @@ def pod_log(world: Any, namespace: str, name: str, query: dict[str, str]) -> str
     container = query.get("container") or CONTAINER
     if container != CONTAINER:
         raise LogError(f"container {container} is not valid for pod {name}")
+    state = pod.container_state or {}
     if query.get("previous") in ("true", "1", "True"):
-        if not pod.previous_logs and pod.restart_count == 0:
+        # the container before the current one: lastState.terminated
+        if not _last_terminated(pod):
             raise LogError(f'previous terminated container "{container}" in pod "{name}" not found')
         lines = list(pod.previous_logs)
     else:
         if not pod.node:
             raise LogError(f"pod {name} does not have a host assigned")
-        if pod.started_at is None or ("waiting" in (pod.container_state or {}) and not pod.logs):
+        if "waiting" in state and _last_terminated(pod) and not pod.logs:
+            # CrashLoopBackOff: no container runs; kubelet answers with the last terminated one's log
+            lines = list(pod.previous_logs)
+        elif pod.started_at is None or ("waiting" in state and not pod.logs):
             raise LogError(
                 f'container "{container}" in pod "{name}" is waiting to start: {_waiting_message(pod)}'
             )
-        lines = list(pod.logs)
+        else:
+            lines = list(pod.logs)
     parsed = [_parse_line(line) for line in lines]
     if query.get("sinceSeconds"):
         try:

@@ -119,6 +119,7 @@ def _iter_namespaces(ctx: RenderContext) -> Iterator[Item]:
     names = {
         "default",
         "kube-system",
+        "kube-node-lease",
         "gpu-operator",
         "kai-scheduler" if ctx.scheduler == "kai" else "kueue-system",
     }

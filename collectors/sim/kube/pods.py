@@ -220,23 +220,36 @@ def pod_status(ctx: RenderContext, p: SimPod) -> dict[str, Any]:
         status["podIPs"] = [{"ip": status["podIP"]}]
     status["startTime"] = bound
     state = jsonable(p.container_state) if p.container_state else _default_state(p)
+    last_state = jsonable(p.last_state) if p.last_state else {}
+    # containerd IDs, one per container instance: the current is instance restart_count, the last terminated
+    # the one before. A container waiting to restart (CrashLoopBackOff) reports the one that died.
+    current_id = _container_id(p, p.restart_count) if p.started_at else None
+    previous_id = _container_id(p, p.restart_count - 1) if p.restart_count > 0 else None
+    if "terminated" in last_state and previous_id:
+        last_state["terminated"] = {**last_state["terminated"], "containerID": previous_id}
+    if "terminated" in state and current_id:
+        state["terminated"] = {**state["terminated"], "containerID": current_id}
+    elif "waiting" in state:
+        current_id = previous_id
     image_id = f"{p.image.split(':')[0]}@sha256:{stable_uid('image', p.image).replace('-', '')}{'0' * 32}"
     cstatus: dict[str, Any] = {
         "name": "main",
         "state": state,
-        "lastState": jsonable(p.last_state) if p.last_state else {},
+        "lastState": last_state,
         "ready": running,
         "restartCount": p.restart_count,
         "image": p.image,
         "imageID": image_id if p.started_at else "",
         "started": running,
     }
-    if p.started_at:
-        cstatus["containerID"] = (
-            f"containerd://{stable_uid('ctr', p.uid, str(p.restart_count)).replace('-', '')}"
-        )
+    if current_id:
+        cstatus["containerID"] = current_id
     status["containerStatuses"] = [cstatus]
     return status
+
+
+def _container_id(p: SimPod, instance: int) -> str:
+    return f"containerd://{stable_uid('ctr', p.uid, str(instance)).replace('-', '')}"
 
 
 def _default_state(p: SimPod) -> dict[str, Any]:

@@ -219,7 +219,7 @@ def raw(server: SimServer, path: str, method: str = "GET", token: str | None = N
         headers={"Authorization": f"Bearer {token or server.kube_token}"},
     )
     try:
-        with urllib.request.urlopen(req) as resp:
+        with urllib.request.urlopen(req, context=server.kube_tls.client_context()) as resp:
             body = resp.read()
             return resp.status, (
                 json.loads(body) if resp.headers.get_content_type() == "application/json" else body.decode()
@@ -382,10 +382,26 @@ def test_it_answers_404_with_a_status_object(sim: SimServer) -> None:
     assert (body["kind"], body["reason"], body["message"]) == ("Status", "NotFound", 'pods "nope" not found')
 
 
-def test_it_refuses_mutating_verbs_and_requests_without_the_token(sim: SimServer) -> None:
-    for method in ("POST", "PUT", "PATCH", "DELETE"):
+def test_it_forbids_every_write_and_refuses_requests_without_the_token(sim: SimServer) -> None:
+    for method, verb in (("PUT", "update"), ("PATCH", "patch"), ("DELETE", "delete")):
         status, body = raw(sim, "/api/v1/namespaces/vision/pods/bert-0", method=method)
-        assert status == 405 and body["reason"] == "MethodNotAllowed"
+        assert (status, body["kind"], body["reason"], body["code"]) == (403, "Status", "Forbidden", 403)
+        assert body["details"] == {"name": "bert-0", "kind": "pods"}
+        assert body["message"].startswith(
+            f'pods "bert-0" is forbidden: User "sim-reader" cannot {verb} resource "pods" in API group "" '
+            'in the namespace "vision"'
+        )
+    status, body = raw(sim, "/api/v1/namespaces/vision/pods/bert-0/eviction", method="POST")
+    assert status == 403 and 'cannot create resource "pods/eviction"' in body["message"]
+    status, body = raw(sim, "/apis/scheduling.run.ai/v2/queues/vision", method="PATCH")
+    assert status == 403 and body["details"] == {
+        "name": "vision",
+        "group": "scheduling.run.ai",
+        "kind": "queues",
+    }
+    assert 'API group "scheduling.run.ai" at the cluster scope' in body["message"]
+    status, body = raw(sim, "/api/v1/namespaces/vision/pods/bert-0", method="DELETE", token="wrong")
+    assert status == 401, "a write without the token is unauthenticated, not forbidden"
     status, body = raw(sim, "/api/v1/nodes", token="wrong")
     assert status == 401 and body["kind"] == "Status"
 

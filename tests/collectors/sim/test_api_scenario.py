@@ -99,7 +99,7 @@ def test_it_serves_identical_payloads_for_the_same_seed() -> None:
             req = urllib.request.Request(
                 sim.kube_url + "/api/v1/pods", headers={"Authorization": f"Bearer {sim.kube_token}"}
             )
-            pods = urllib.request.urlopen(req).read()
+            pods = urllib.request.urlopen(req, context=sim.kube_tls.client_context()).read()
             query = urllib.parse.urlencode(
                 {
                     "query": "DCGM_FI_DEV_GPU_UTIL",
