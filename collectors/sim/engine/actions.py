@@ -104,19 +104,21 @@ def _image(world: World, a: dict[str, Any], actor: str | None) -> None:
 
 
 def _kill_holder(world: World, node: SimNode, gpu: SimGPU, line: str) -> None:
-    """The CUDA process on a failed GPU dies; its gang is torn down and queued again."""
-    if not gpu.pod or gpu.pod not in world.pods:
-        return
-    pod = world.pods[gpu.pod]
-    world.log(pod, world.now, line)
-    pod.last_state = {
-        "terminated": {
-            "exitCode": 1,
-            "reason": "Error",
-            "finishedAt": world.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    """The CUDA processes on a failed GPU die (its holder, every share on it, every MIG instance's pod);
+    their gangs are torn down and queued again."""
+    for key in sorted({gpu.pod, *gpu.shares, *(i.pod for i in gpu.mig)} - {None}):
+        pod = world.pods.get(key)  # type: ignore[arg-type]
+        if pod is None or pod.deleted_at is not None:
+            continue
+        world.log(pod, world.now, line)
+        pod.last_state = {
+            "terminated": {
+                "exitCode": 1,
+                "reason": "Error",
+                "finishedAt": world.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
         }
-    }
-    lifecycle.restart_job(world, world.jobs[pod.job], "gpu-failure", status_reason="Error", message=line)
+        lifecycle.restart_job(world, world.jobs[pod.job], "gpu-failure", status_reason="Error", message=line)
 
 
 def _xid(world: World, a: dict[str, Any], actor: str | None) -> None:

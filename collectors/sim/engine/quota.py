@@ -133,7 +133,11 @@ def kai_victims(world: World, placer: Placer, job: SimJob, alloc: dict[str, int]
                 extra.setdefault(pod.node, []).extend(pod.gpu_indices)
                 released.append(pod)
         # Whole GPUs only: the fast path; shares, MIG instances or counted CPU/memory: the rooms.
-        simple = not placer.counts_resources and not any(p.shared or p.mig_instances for p in released)
+        simple = (
+            not placer.counts_resources
+            and not (job.shared or job.mig_profile)
+            and not any(p.shared or p.mig_instances for p in released)
+        )
         placement, _placed, _counts = (
             placer.place(job, extra) if simple else placer.place(job, released=released)
         )
