@@ -23,12 +23,24 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 
 from collectors.bulk import insert_rows
-from collectors.models import Change, Cluster, Entity, EntityVersion
+from collectors.models import Change, Cluster, Entity, EntityVersion, GpuSlice
 from collectors.queue_order import job_priority, job_submitted
 
 logger = logging.getLogger(__name__)
 
-HOT_FIELDS = ("phase", "node", "namespace", "queue", "project", "job", "pod", "gpus", "gpus_allocatable", "ready")
+HOT_FIELDS = (
+    "phase",
+    "node",
+    "namespace",
+    "queue",
+    "project",
+    "job",
+    "pod",
+    "gpus",
+    "gpus_allocatable",
+    "ready",
+    "gpu_units",
+)
 # and, for jobs, the queue-order columns derived from their state (_hot_values)
 MAX_CHANGES_PER_DIFF = 50  # a wholesale rewrite is summarized rather than exploded into thousands of rows
 
@@ -203,8 +215,15 @@ def _write(cluster: Cluster, kind: str, pending: list[_Pending], at: datetime, s
             insert_rows(
                 Entity,
                 [
-                    {"cluster_id": cluster.pk, "kind": kind, "namespace": o.namespace, "name": o.name,
-                     "uid": o.uid, "first_seen": at, "last_seen": at}
+                    {
+                        "cluster_id": cluster.pk,
+                        "kind": kind,
+                        "namespace": o.namespace,
+                        "name": o.name,
+                        "uid": o.uid,
+                        "first_seen": at,
+                        "last_seen": at,
+                    }
                     for o in new
                 ],
             )
@@ -225,7 +244,9 @@ def _write(cluster: Cluster, kind: str, pending: list[_Pending], at: datetime, s
         if current is not None:
             old_state, valid_from = previous[current]
             if at <= valid_from:
-                logger.warning("refusing out-of-order state for %s %s/%s at %s", kind, obs.namespace, obs.name, at)
+                logger.warning(
+                    "refusing out-of-order state for %s %s/%s at %s", kind, obs.namespace, obs.name, at
+                )
                 continue
             diffs = diff_states(old_state, obs.state)
             if not diffs:  # same state, digest computed another way: remember the new digest, open nothing
@@ -235,13 +256,23 @@ def _write(cluster: Cluster, kind: str, pending: list[_Pending], at: datetime, s
             if len(diffs) > MAX_CHANGES_PER_DIFF:
                 diffs = [("state", None, f"{len(diffs)} fields changed")]
             for path, old, new in diffs:
-                changes.append({**base, "entity_id": eid, "field": path, "old": old, "new": new, "actor": obs.actor_of(path)})
+                changes.append(
+                    {**base, "entity_id": eid, "field": path, "old": old, "new": new, "actor": obs.actor_of(path)}
+                )
         else:
-            changes.append({**base, "entity_id": eid, "field": "created", "old": None, "new": None,
-                            "actor": obs.actor_of("created")})
+            changes.append(
+                {**base, "entity_id": eid, "field": "created", "old": None, "new": None, "actor": obs.actor_of("created")}
+            )
         versions.append(
-            {"entity_id": eid, "cluster_id": cluster.pk, "kind": kind, "valid_from": at, "state": obs.state,
-             "state_hash": digest, **_hot_values(obs)}
+            {
+                "entity_id": eid,
+                "cluster_id": cluster.pk,
+                "kind": kind,
+                "valid_from": at,
+                "state": obs.state,
+                "state_hash": digest,
+                **_hot_values(obs),
+            }
         )
         touched.append(eid)
     for chunk in _chunks(to_close, 900):
@@ -258,7 +289,12 @@ def _write(cluster: Cluster, kind: str, pending: list[_Pending], at: datetime, s
 
 
 def record_absent(
-    cluster: Cluster, kind: str, present: Iterable[tuple[str, str]], at: datetime, *, source: str = "k8s",
+    cluster: Cluster,
+    kind: str,
+    present: Iterable[tuple[str, str]],
+    at: datetime,
+    *,
+    source: str = "k8s",
     namespace: str | None = None,
 ) -> RecordResult:
     """Close the open versions of ``kind`` objects not in ``present`` ((namespace, name) pairs): they were deleted.
@@ -267,17 +303,28 @@ def record_absent(
     """
     keep = set(present)
     result = RecordResult()
-    qs = EntityVersion.objects.filter(cluster=cluster, kind=kind, valid_to__isnull=True).select_related("entity")
+    qs = EntityVersion.objects.filter(cluster=cluster, kind=kind, valid_to__isnull=True).select_related(
+        "entity"
+    )
     if namespace is not None:
         qs = qs.filter(entity__namespace=namespace)
-    gone = [v for v in qs.only("pk", "valid_from", "entity__namespace", "entity__name", "entity__kind") if (v.entity.namespace, v.entity.name) not in keep and v.valid_from < at]
+    gone = [
+        v
+        for v in qs.only("pk", "valid_from", "entity__namespace", "entity__name", "entity__kind")
+        if (v.entity.namespace, v.entity.name) not in keep and v.valid_from < at
+    ]
     if not gone:
         return result
     with transaction.atomic():
         for chunk in _chunks([v.pk for v in gone], 900):
             EntityVersion.objects.filter(pk__in=chunk).update(valid_to=at)
         Change.objects.bulk_create(
-            [Change(cluster=cluster, entity_id=v.entity_id, kind=kind, time=at, field="deleted", source=source) for v in gone],
+            [
+                Change(
+                    cluster=cluster, entity_id=v.entity_id, kind=kind, time=at, field="deleted", source=source
+                )
+                for v in gone
+            ],
             batch_size=2000,
         )
     result.closed = len(gone)
@@ -345,3 +392,104 @@ def _unique(items: list[Observed]) -> list[Observed]:
 def _chunks(seq: list[Any], size: int) -> Iterable[list[Any]]:
     for i in range(0, len(seq), size):
         yield seq[i : i + size]
+
+
+#
+# GPU slices: shares and MIG instances
+#
+
+
+def gpu_slices(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The slices a GPU state describes (its ``shares`` and ``mig`` lists), as GpuSlice field values."""
+    out: list[dict[str, Any]] = []
+    for sh in state.get("shares") or []:
+        out.append(
+            {
+                "kind": "share",
+                "gi_id": None,
+                "profile": "",
+                "pod": sh.get("pod") or "",
+                "fraction": sh.get("fraction"),
+                "memory_mib": sh.get("memory_mib"),
+                "reservation": state.get("reservation") or "",
+            }
+        )
+    for inst in state.get("mig") or []:
+        out.append(
+            {
+                "kind": "mig",
+                "gi_id": inst.get("gi_id"),
+                "profile": inst.get("profile") or "",
+                "pod": inst.get("pod") or "",
+                "fraction": None,
+                "memory_mib": inst.get("memory_mib"),
+                "reservation": "",
+            }
+        )
+    return out
+
+
+def _slice_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    # A MIG instance is one slot whatever holds it; a share is the pod's claim on the GPU.
+    return ("mig", row["gi_id"], row["profile"]) if row["kind"] == "mig" else ("share", row["pod"])
+
+
+_SLICE_FIELDS = ("pod", "fraction", "memory_mib", "reservation", "profile", "gi_id")
+
+
+def record_slices(cluster: Cluster, gpus: Sequence[Observed], at: datetime) -> int:
+    """Record the shares and MIG instances of the observed GPUs by diff; returns rows written (opened + closed).
+
+    A slice whose pod, fraction or memory changed is closed and reopened; one no longer listed is closed.
+    GPUs not observed this time keep their open slices (a GPU that stopped reporting is "missing", its slices
+    stay as last seen, like the GPU's own state).
+    """
+    by_uuid = {o.name: o for o in gpus if o.kind == "gpu"}
+    if not by_uuid:
+        return 0
+    entities = dict(
+        Entity.objects.filter(cluster=cluster, kind="gpu", name__in=list(by_uuid)).values_list("name", "id")
+    )
+    open_rows: dict[int, list[GpuSlice]] = {}
+    for row in GpuSlice.objects.filter(
+        cluster=cluster, gpu_id__in=list(entities.values()), valid_to__isnull=True
+    ):
+        open_rows.setdefault(row.gpu_id, []).append(row)
+    to_close: list[int] = []
+    to_open: list[GpuSlice] = []
+    for uuid, obs in by_uuid.items():
+        gpu_id = entities.get(uuid)
+        if gpu_id is None:
+            continue
+        if not obs.state.get("present", True):
+            continue
+        wanted = {_slice_key(r): r for r in gpu_slices(obs.state)}
+        current = {}
+        for row in open_rows.get(gpu_id, []):
+            current[_slice_key({f: getattr(row, f) for f in ("kind", *_SLICE_FIELDS)})] = row
+        for key, row in current.items():
+            new = wanted.get(key)
+            if new is None or any(getattr(row, f) != new[f] for f in _SLICE_FIELDS):
+                to_close.append(row.pk)
+        for key, new in wanted.items():
+            row = current.get(key)
+            if row is None or any(getattr(row, f) != new[f] for f in _SLICE_FIELDS):
+                to_open.append(
+                    GpuSlice(
+                        cluster=cluster, gpu_id=gpu_id, node=obs.state.get("node") or "", valid_from=at, **new
+                    )
+                )
+    with transaction.atomic():
+        if to_close:
+            GpuSlice.objects.filter(pk__in=to_close).update(valid_to=at)
+        if to_open:
+            GpuSlice.objects.bulk_create(to_open, batch_size=1000)
+    return len(to_close) + len(to_open)
+
+
+def slices_at(gpu: Entity, t: datetime) -> list[GpuSlice]:
+    """A GPU's shares and MIG instances at ``t``, MIG instances by GPU_I_ID, then shares by pod."""
+    rows = GpuSlice.objects.filter(gpu=gpu, valid_from__lte=t).filter(
+        Q(valid_to__isnull=True) | Q(valid_to__gt=t)
+    )
+    return sorted(rows, key=lambda r: (r.kind != "mig", r.gi_id or 0, r.pod))

@@ -21,6 +21,7 @@ KIND_CHOICES = [
     ("pod", "pod"),
     ("node", "node"),
     ("gpu", "gpu"),
+    ("department", "department"),
 ]
 NAMESPACED_KINDS = frozenset({"job", "pod"})
 
@@ -32,7 +33,9 @@ class Cluster(models.Model):
 
     name = models.SlugField(max_length=63, unique=True)
     scheduler = models.CharField(max_length=16, choices=SCHEDULERS, default="kai")
-    kubeconfig = models.CharField(max_length=500, blank=True, help_text="path; blank = in-cluster service account")
+    kubeconfig = models.CharField(
+        max_length=500, blank=True, help_text="path; blank = in-cluster service account"
+    )
     prometheus_url = models.URLField(blank=True)
     runai_url = models.URLField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
@@ -77,10 +80,14 @@ class Entity(models.Model):
 class EntityVersionQuerySet(models.QuerySet):
     def as_of(self, t: datetime) -> EntityVersionQuerySet:
         """Versions valid at ``t``: valid_from <= t < valid_to (open versions have valid_to NULL)."""
-        return self.filter(valid_from__lte=t).filter(models.Q(valid_to__isnull=True) | models.Q(valid_to__gt=t))
+        return self.filter(valid_from__lte=t).filter(
+            models.Q(valid_to__isnull=True) | models.Q(valid_to__gt=t)
+        )
 
     def overlapping(self, start: datetime, end: datetime) -> EntityVersionQuerySet:
-        return self.filter(valid_from__lt=end).filter(models.Q(valid_to__isnull=True) | models.Q(valid_to__gt=start))
+        return self.filter(valid_from__lt=end).filter(
+            models.Q(valid_to__isnull=True) | models.Q(valid_to__gt=start)
+        )
 
 
 class EntityVersion(models.Model):
@@ -93,17 +100,26 @@ class EntityVersion(models.Model):
     valid_to = models.DateTimeField(null=True, blank=True)
     deleted = models.BooleanField(default=False, help_text="a tombstone: the object was gone from valid_from")
     state = models.JSONField(default=dict)
-    state_hash = models.CharField(max_length=32, blank=True, default="")  # inventory.state_hash: unchanged = no decode
+    state_hash = models.CharField(
+        max_length=32, blank=True, default=""
+    )  # inventory.state_hash: unchanged = no decode
     # Hot columns (typed, indexed where pages filter on them).
-    phase = models.CharField(max_length=32, blank=True, default="")  # pod/job phase, node Ready/NotReady, gpu state
+    phase = models.CharField(
+        max_length=32, blank=True, default=""
+    )  # pod/job phase, node Ready/NotReady, gpu state
     node = models.CharField(max_length=253, blank=True, default="")  # pod/gpu -> node name
     namespace = models.CharField(max_length=253, blank=True, default="")
     queue = models.CharField(max_length=253, blank=True, default="")  # job/pod -> queue
     project = models.CharField(max_length=253, blank=True, default="")  # job/pod/queue -> project
     job = models.CharField(max_length=253, blank=True, default="")  # pod -> job name
     pod = models.CharField(max_length=253, blank=True, default="")  # gpu -> "ns/pod" using it
-    gpus = models.IntegerField(null=True, blank=True)  # requested (pod: per pod, job: total) or capacity (node)
+    gpus = models.IntegerField(
+        null=True, blank=True
+    )  # requested (pod: per pod, job: total) or capacity (node)
     gpus_allocatable = models.IntegerField(null=True, blank=True)  # node
+    # pod/job: GPUs it counts in its queue, fractions included (a 0.5 share, a MIG 3g.40gb = 3 under KAI);
+    # queue/project/department: GPUs allocated to it. ``gpus`` stays the whole-device count.
+    gpu_units = models.FloatField(null=True, blank=True)
     ready = models.BooleanField(null=True, blank=True)
     # job: the order its scheduler considers it in while it waits (collectors.queue_order), for queue positions
     priority = models.IntegerField(null=True, blank=True)
@@ -123,7 +139,9 @@ class EntityVersion(models.Model):
             # the versions valid at t are read from the table (queries._VERSIONS_AT).
             models.Index(fields=["cluster", "kind", "node", "valid_to", "valid_from"], name="ev_node_at"),
             models.Index(fields=["cluster", "kind", "queue", "valid_to", "valid_from"], name="ev_queue_at"),
-            models.Index(fields=["cluster", "kind", "project", "valid_to", "valid_from"], name="ev_project_at"),
+            models.Index(
+                fields=["cluster", "kind", "project", "valid_to", "valid_from"], name="ev_project_at"
+            ),
             models.Index(fields=["cluster", "kind", "job", "valid_to", "valid_from"], name="ev_job_at"),
             # a pending job's queue position: counted from this index alone (queries.queue_position), without
             # reading the queue's running jobs or any state
@@ -135,11 +153,52 @@ class EntityVersion(models.Model):
         ]
         constraints = [
             # Never two open versions of one entity (a sweep must close before it opens).
-            models.UniqueConstraint(fields=["entity"], condition=models.Q(valid_to__isnull=True), name="one_open_version"),
+            models.UniqueConstraint(
+                fields=["entity"], condition=models.Q(valid_to__isnull=True), name="one_open_version"
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.entity_id} [{self.valid_from:%Y-%m-%d %H:%M:%S}, {self.valid_to or '…'})"
+
+
+class GpuSlice(models.Model):
+    """One share or one MIG instance of a GPU over [valid_from, valid_to), and the pod on it.
+
+    A shared GPU (KAI GPU sharing) has one slice per pod sharing it, with the fraction of the GPU and the GPU
+    memory it was given; the device itself is held by KAI's reservation pod (``reservation``). A MIG GPU has
+    one slice per GPU instance (``gi_id``, ``profile``), with its pod or none. Written by the inventory sweep
+    by diff (``collectors.inventory.record_slices``): an unchanged slice writes nothing.
+    """
+
+    KINDS = [("share", "GPU share"), ("mig", "MIG instance")]
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    gpu = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="slices")
+    kind = models.CharField(max_length=8, choices=KINDS)
+    node = models.CharField(max_length=253, blank=True, default="")
+    gi_id = models.IntegerField(null=True, blank=True)  # MIG: GPU instance id (DCGM GPU_I_ID)
+    profile = models.CharField(max_length=32, blank=True, default="")  # MIG: "3g.40gb"
+    pod = models.CharField(max_length=507, blank=True, default="")  # "ns/name", "" for a free MIG instance
+    fraction = models.FloatField(
+        null=True, blank=True
+    )  # share: part of the GPU (gpu-fraction, or memory share)
+    memory_mib = models.IntegerField(null=True, blank=True)  # share: GPU memory given; MIG: instance memory
+    reservation = models.CharField(max_length=507, blank=True, default="")  # share: KAI's reservation pod
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # a GPU's slices at t: WHERE gpu_id=? AND valid_from<=t AND (valid_to IS NULL OR valid_to>t)
+            models.Index(fields=["gpu", "valid_to", "valid_from"], name="slice_gpu_at"),
+            # which slice a pod holds at t (pod page, why-pending per node)
+            models.Index(fields=["cluster", "pod", "valid_to"], name="slice_pod_at"),
+        ]
+
+    def __str__(self) -> str:
+        what = f"MIG {self.profile} #{self.gi_id}" if self.kind == "mig" else f"share {self.fraction or 0:g}"
+        return f"{self.gpu_id} {what}: {self.pod or 'free'}"
 
 
 class Change(models.Model):
@@ -155,7 +214,9 @@ class Change(models.Model):
     ]
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="changes")
-    entity = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="changes", null=True, blank=True)
+    entity = models.ForeignKey(
+        Entity, on_delete=models.CASCADE, related_name="changes", null=True, blank=True
+    )
     kind = models.CharField(max_length=16, blank=True, default="")  # copy of entity.kind, for filters
     time = models.DateTimeField()
     field = models.CharField(max_length=200)  # dotted path: "spec.quota.gpu", "created", "deleted"
@@ -168,7 +229,9 @@ class Change(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["entity", "time"], name="change_entity_time"),  # entity page "changes around t"
+            models.Index(
+                fields=["entity", "time"], name="change_entity_time"
+            ),  # entity page "changes around t"
             models.Index(fields=["cluster", "time"], name="change_cluster_time"),  # /changes/ window listing
         ]
         ordering = ["time", "id"]
@@ -198,7 +261,10 @@ class KubeEvent(models.Model):
         constraints = [models.UniqueConstraint(fields=["cluster", "uid", "count"], name="event_uid_count")]
         indexes = [
             # events of one object near t: WHERE involved_kind=? AND involved_namespace=? AND involved_name=? AND last_time BETWEEN
-            models.Index(fields=["cluster", "involved_kind", "involved_namespace", "involved_name", "last_time"], name="event_object"),
+            models.Index(
+                fields=["cluster", "involved_kind", "involved_namespace", "involved_name", "last_time"],
+                name="event_object",
+            ),
             models.Index(fields=["cluster", "last_time"], name="event_time"),
         ]
 
@@ -217,7 +283,9 @@ class TelemetrySample(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["gpu", "metric", "time"], name="sample_identity")]
-        indexes = [models.Index(fields=["cluster", "metric", "time"], name="sample_cluster_metric")]  # fleet charts
+        indexes = [
+            models.Index(fields=["cluster", "metric", "time"], name="sample_cluster_metric")
+        ]  # fleet charts
 
     def __str__(self) -> str:
         return f"{self.metric} {self.time:%H:%M} {self.value}"
@@ -237,8 +305,12 @@ class SourceRun(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["cluster", "source", "time"], name="sourcerun_latest"),  # /readyz last sweep per source
-            models.Index(fields=["ok", "time"], name="sourcerun_errors"),  # home: sources with collection errors
+            models.Index(
+                fields=["cluster", "source", "time"], name="sourcerun_latest"
+            ),  # /readyz last sweep per source
+            models.Index(
+                fields=["ok", "time"], name="sourcerun_errors"
+            ),  # home: sources with collection errors
         ]
 
     def __str__(self) -> str:

@@ -11,6 +11,7 @@ app_name = "collectors"
 urlpatterns = [
     path("c/<slug:cluster>/projects/<str:name>/", views.project_detail, name="project"),
     path("c/<slug:cluster>/queues/<str:name>/", views.queue_detail, name="queue"),
+    path("c/<slug:cluster>/departments/<str:name>/", views.department_detail, name="department"),
     path("c/<slug:cluster>/jobs/", views.job_list, name="jobs"),
     path("c/<slug:cluster>/jobs/<str:namespace>/<str:name>/", views.job_detail, name="job"),
     path("c/<slug:cluster>/jobs/<str:namespace>/<str:name>/why/", views.job_why, name="job_why"),

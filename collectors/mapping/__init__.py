@@ -4,7 +4,7 @@ fixes them. Pure functions: no database, no network; tested on recorded real-for
 from __future__ import annotations
 
 from collectors.mapping.core import job_phase, map_job, map_node, map_pod
-from collectors.mapping.gpus import CRITICAL_XIDS, map_gpus
+from collectors.mapping.gpus import CRITICAL_XIDS, gpu_shares, map_gpus
 from collectors.mapping.scheduling import (
     JobScheduling,
     SchedulingIndex,
@@ -12,7 +12,10 @@ from collectors.mapping.scheduling import (
     kai_namespaces,
     kueue_job_scheduling,
     kueue_local_queue_map,
+    link_departments,
+    map_kai_departments,
     map_kai_queues,
+    map_kueue_departments,
     map_kueue_queues,
     most_common_namespace,
     pod_job_scheduling,
@@ -28,6 +31,10 @@ __all__ = [
     "kueue_job_scheduling",
     "kueue_local_queue_map",
     "map_gpus",
+    "gpu_shares",
+    "map_kai_departments",
+    "map_kueue_departments",
+    "link_departments",
     "map_job",
     "map_kai_queues",
     "map_kueue_queues",

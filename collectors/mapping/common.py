@@ -171,3 +171,41 @@ def container_gpus(container: dict[str, Any]) -> int:
     if value is None:
         value = (res.get("limits") or {}).get(GPU)  # extended resources: limits alone imply requests
     return int_quantity(value) or 0
+
+
+MIG_PREFIX = "nvidia.com/mig-"
+# KAI GPU sharing (KAI Scheduler docs/gpu-sharing; the labels and annotations its binder writes)
+GPU_FRACTION_ANNOTATION = "gpu-fraction"
+GPU_MEMORY_ANNOTATION = "gpu-memory"  # MiB
+GPU_INDEX_ANNOTATION = "runai-gpu"  # the GPU index KAI chose for a shared pod
+GPU_GROUP_LABEL = "runai-gpu-group"
+RESERVATION_NAMESPACE = "runai-reservation"
+RESERVATION_GPU_ANNOTATION = "run.ai/reserve_for_gpu_index"  # the reservation pod's GPU (UUID)
+
+
+def container_mig(container: dict[str, Any]) -> dict[str, int]:
+    """MIG instances a container asks for (mixed strategy): {"3g.40gb": 2}."""
+    res = container.get("resources") or {}
+    out: dict[str, int] = {}
+    for source in (res.get("limits") or {}, res.get("requests") or {}):
+        for name, value in source.items():
+            if str(name).startswith(MIG_PREFIX):
+                out[str(name)[len(MIG_PREFIX) :]] = int_quantity(value) or 0
+    return out
+
+
+def mig_units(profile: str) -> int:
+    """What one MIG instance counts in a KAI queue: the "<n>g" of its profile."""
+    head = profile.split("g.", 1)[0]
+    return int(head) if head.isdigit() else 1
+
+
+def float_quantity(value: Any) -> float | None:
+    """A GPU amount that may be a fraction ("0.5", 0.25, "8"); None when absent or unparseable."""
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        n = int_quantity(value)
+        return None if n is None else float(n)

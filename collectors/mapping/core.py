@@ -7,12 +7,22 @@ from typing import Any
 from collectors.inventory import Observed
 from collectors.mapping.common import (
     GPU,
+    GPU_FRACTION_ANNOTATION,
+    GPU_GROUP_LABEL,
+    GPU_INDEX_ANNOTATION,
+    GPU_MEMORY_ANNOTATION,
+    MIG_PREFIX,
+    RESERVATION_GPU_ANNOTATION,
+    RESERVATION_NAMESPACE,
     actor,
     conditions,
     container_gpus,
+    container_mig,
     creator,
+    float_quantity,
     int_quantity,
     meta,
+    mig_units,
     nodepool,
     owner,
     queue_label,
@@ -53,7 +63,22 @@ def _resources(res: dict[str, Any] | None) -> dict[str, Any]:
     for key in ("cpu", "memory"):
         if key in res:
             out[key] = str(res[key])
+    for key, value in sorted(res.items()):
+        if str(key).startswith(MIG_PREFIX):  # MIG instances, mixed strategy
+            out[str(key)] = int_quantity(value) or 0
     return out
+
+
+def _mig(labels: dict[str, str]) -> dict[str, Any] | None:
+    """The MIG layout as the GPU Operator labels it (mig-manager's config and state), None on a MIG-less node."""
+    config = labels.get("nvidia.com/mig.config")
+    if not config and labels.get("nvidia.com/mig.strategy") is None:
+        return None
+    return {
+        "config": config or "",
+        "state": labels.get("nvidia.com/mig.config.state", ""),
+        "strategy": labels.get("nvidia.com/mig.strategy", ""),
+    }
 
 
 def map_node(obj: dict[str, Any]) -> Observed:
@@ -79,6 +104,7 @@ def map_node(obj: dict[str, Any]) -> Observed:
         "nodepool": nodepool(labels),
         "capacity": capacity,
         "allocatable": allocatable,
+        "mig": _mig(labels),
         "conditions": conds,
         "addresses": {a.get("type", ""): a.get("address", "") for a in status.get("addresses") or []},
     }
@@ -122,9 +148,29 @@ def _container_state(status: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def map_pod(obj: dict[str, Any], project_of_queue: dict[tuple[str, str], str] | None = None) -> Observed:
+def gpu_share(annotations: dict[str, str], labels: dict[str, str]) -> dict[str, Any] | None:
+    """A KAI GPU share: the fraction or GPU memory asked, and once bound the GPU index and group KAI chose."""
+    fraction = float_quantity(annotations.get(GPU_FRACTION_ANNOTATION))
+    memory = int_quantity(annotations.get(GPU_MEMORY_ANNOTATION))
+    if fraction is None and memory is None:
+        return None
+    index = int_quantity(annotations.get(GPU_INDEX_ANNOTATION))
+    return {
+        "fraction": fraction,
+        "memory_mib": memory,
+        "gpu_index": index,
+        "group": labels.get(GPU_GROUP_LABEL) or "",
+    }
+
+
+def map_pod(
+    obj: dict[str, Any],
+    project_of_queue: dict[tuple[str, str], str] | None = None,
+    gpu_memory_mib: int | None = None,
+) -> Observed:
     """``project_of_queue`` maps (namespace, queue label) to the project (KAI: queue → project; Kueue: LocalQueue
-    → ClusterQueue); without an entry the queue name is the project, as Run:ai and the simulator name them."""
+    → ClusterQueue); without an entry the queue name is the project, as Run:ai and the simulator name them.
+    ``gpu_memory_mib``: the memory of the GPUs of the pod's node, to count a gpu-memory share as a fraction."""
     m, spec, status = meta(obj), obj.get("spec") or {}, obj.get("status") or {}
     labels = dict(m.get("labels") or {})
     ns = m.get("namespace", "")
@@ -151,6 +197,21 @@ def map_pod(obj: dict[str, Any], project_of_queue: dict[tuple[str, str], str] | 
         )
     gpus = sum(c["gpus"] for c in containers)
     node = spec.get("nodeName") or None
+    annotations = m.get("annotations") or {}
+    mig: dict[str, int] = {}
+    for c in spec.get("containers") or []:
+        for prof, n in container_mig(c).items():
+            mig[prof] = mig.get(prof, 0) + n
+    share = gpu_share(annotations, labels)
+    units: float | None = gpus + sum(mig_units(p) * n for p, n in mig.items())
+    if share is not None:
+        if share["fraction"] is not None:
+            units = (units or 0) + share["fraction"]
+        elif share["memory_mib"] and gpu_memory_mib:
+            units = (units or 0) + min(1.0, share["memory_mib"] / gpu_memory_mib)
+        else:
+            units = None  # a gpu-memory share on an unknown GPU: its part of a GPU is not known
+    reservation = annotations.get(RESERVATION_GPU_ANNOTATION) if ns == RESERVATION_NAMESPACE else None
     state = {
         "phase": status.get("phase", "Unknown"),
         "node": node,
@@ -171,6 +232,10 @@ def map_pod(obj: dict[str, Any], project_of_queue: dict[tuple[str, str], str] | 
         "message": redact_text(status.get("message") or ""),
         "conditions": conditions(status.get("conditions")),
         "containers": containers,
+        "gpu_share": share,
+        "mig": mig,
+        "gpu_units": None if units is None else round(units, 4),
+        "reservation_for": reservation,
     }
     hot = {
         "phase": state["phase"],
@@ -180,6 +245,7 @@ def map_pod(obj: dict[str, Any], project_of_queue: dict[tuple[str, str], str] | 
         "project": project,
         "gpus": gpus,
         "namespace": ns,
+        "gpu_units": state["gpu_units"],
     }
     return Observed(
         kind="pod",
@@ -237,6 +303,15 @@ def map_job(
     project = project or queue
     pods = int(spec.get("parallelism") if spec.get("parallelism") is not None else 1)
     gpus_per_pod = sum(container_gpus(c) for c in containers)
+    mig: dict[str, int] = {}
+    for c in containers:
+        for prof, n in container_mig(c).items():
+            mig[prof] = mig.get(prof, 0) + n
+    share = gpu_share((template.get("metadata") or {}).get("annotations") or {}, {})
+    units_per_pod: float | None = gpus_per_pod + sum(mig_units(p) * n for p, n in mig.items())
+    if share is not None:
+        units_per_pod = share["fraction"] if share["fraction"] is not None else None
+        units_per_pod = None if units_per_pod is None else gpus_per_pod + units_per_pod
     priority_class = tspec.get("priorityClassName") or ""
     if preemptible is None:
         preemptible = priority_class not in ("inference", "build")
@@ -249,6 +324,9 @@ def map_job(
         "completions": spec.get("completions"),
         "gpus_per_pod": gpus_per_pod,
         "gpus_total": pods * gpus_per_pod,
+        "gpu_share": share,
+        "mig": mig,
+        "gpu_units": None if units_per_pod is None else round(pods * units_per_pod, 4),
         "image": containers[0].get("image", "") if containers else "",
         "priority_class": priority_class,
         "preemptible": preemptible,
@@ -274,6 +352,7 @@ def map_job(
         "project": project,
         "gpus": pods * gpus_per_pod,
         "namespace": m.get("namespace", ""),
+        "gpu_units": state["gpu_units"],
     }
     return Observed(
         kind="job",

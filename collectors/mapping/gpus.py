@@ -44,6 +44,79 @@ def _value_by_uuid(series: list[Series] | None) -> dict[str, float]:
     return out
 
 
+def _instances(
+    idents: list[dict[str, str]], live: set[str] | None, labels: dict[str, str]
+) -> list[dict[str, Any]]:
+    """MIG instances of one GPU from its per-instance series: {gi_id, profile, pod, memory_mib}."""
+    by_id: dict[int, dict[str, Any]] = {}
+    for i in idents:
+        if not i.get("gi_id"):
+            continue
+        try:
+            gid = int(i["gi_id"])
+        except ValueError:
+            continue
+        inst = by_id.setdefault(
+            gid,
+            {
+                "gi_id": gid,
+                "profile": i.get("gi_profile") or "",
+                "pod": None,
+                "memory_mib": _int(labels.get(f"nvidia.com/mig-{i.get('gi_profile')}.memory")),
+            },
+        )
+        holder = f"{i['namespace']}/{i['pod']}" if i["pod"] else None
+        # two pods on one instance within the window: the one still running (the other just ended)
+        if holder and (inst["pod"] is None or (live is not None and holder in live)):
+            inst["pod"] = holder
+    return [by_id[k] for k in sorted(by_id)]
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def gpu_shares(pods: list[Observed], gpu_memory_of_node: dict[str, int | None]) -> dict[str, dict[str, Any]]:
+    """uuid → the KAI shares on that GPU: {"reservation": "ns/pod", "shares": [{pod, fraction, memory_mib}]}.
+
+    KAI's reservation pod names the GPU (``run.ai/reserve_for_gpu_index``, the UUID) and carries the GPU group
+    label its shared pods also carry; a share's memory is what it asked (gpu-memory) or its fraction of the
+    GPU's memory (gpu-fraction).
+    """
+    group_uuid: dict[tuple[str, str], str] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for p in pods:
+        uuid = p.state.get("reservation_for")
+        if uuid and p.state.get("node") and p.state.get("phase") in ("Pending", "Running"):
+            group = (p.state.get("labels") or {}).get("runai-gpu-group", "")
+            group_uuid[(p.state["node"], group)] = uuid
+            out.setdefault(uuid, {"reservation": f"{p.namespace}/{p.name}", "shares": []})
+    for p in pods:
+        share = p.state.get("gpu_share")
+        node = p.state.get("node")
+        if not share or not node or p.state.get("phase") not in ("Pending", "Running"):
+            continue
+        uuid = group_uuid.get((node, share.get("group") or ""))
+        if uuid is None:
+            continue
+        mem = gpu_memory_of_node.get(node)
+        fraction = share.get("fraction")
+        memory = share.get("memory_mib")
+        if fraction is None and memory is not None and mem:
+            fraction = round(min(1.0, memory / mem), 4)
+        if memory is None and fraction is not None and mem:
+            memory = int(mem * fraction)
+        out[uuid]["shares"].append(
+            {"pod": f"{p.namespace}/{p.name}", "fraction": fraction, "memory_mib": memory}
+        )
+    for v in out.values():
+        v["shares"].sort(key=lambda s: s["pod"])
+    return out
+
+
 def map_gpus(
     inventory: list[Series],
     facts: dict[str, list[Series] | None],
@@ -51,13 +124,18 @@ def map_gpus(
     nodes: dict[str, dict[str, Any]],
     running_pods_on_node: dict[str, set[str]] | None = None,
     previous: dict[str, dict[str, Any]] | None = None,
+    shares: dict[str, dict[str, Any]] | None = None,
 ) -> list[Observed]:
     """``inventory``: series of the GPU inventory query; ``facts``: state key → series (None = not exported).
 
     ``nodes``: node name → node state (addresses used to resolve ``instance``); ``running_pods_on_node``:
     "ns/name" of running pods per node, to choose among several pod label sets of one GPU (a pod that just
     ended and the next one, within the query window); ``previous``: uuid → last recorded state, for GPUs that
-    stopped reporting.
+    stopped reporting. ``shares``: uuid → {"reservation", "shares": [{pod, fraction, memory_mib}]} from the
+    pods KAI shares the GPU with (``gpu_shares``): DCGM only sees the reservation pod holding the device.
+
+    MIG: a partitioned GPU reports one series per GPU instance (``GPU_I_ID``/``GPU_I_PROFILE``, with the pod
+    on that instance in any of the label variants); its state lists every instance and its pod.
     """
     ip_to_node = {
         addr: name for name, st in nodes.items() for addr in (st.get("addresses") or {}).values() if addr
@@ -79,6 +157,7 @@ def map_gpus(
             holders = [h for h in holders if h in live] or holders[-1:]
         pod = holders[0] if holders else ""
         first = idents[0]
+        mig = _instances(idents, live, nodes.get(node, {}).get("labels") or {})
         try:
             index: int | None = int(first["gpu"])
         except ValueError:
@@ -101,6 +180,12 @@ def map_gpus(
             "ecc_sbe_total": int(sbe) if sbe is not None else None,
             "unreported": unreported,  # counters the exporter does not export: "no data", never "healthy"
         }
+        if mig:
+            state["mig"] = mig
+        shared = (shares or {}).get(uuid)
+        if shared:
+            state["reservation"] = shared.get("reservation")
+            state["shares"] = shared.get("shares") or []
         out.append(
             Observed(
                 kind="gpu",

@@ -38,6 +38,27 @@ class SimGPU:
     fault_at: datetime | None = None
     ecc_dbe_at: datetime | None = None  # last time the DBE counter moved
     nvlink_errors_at: datetime | None = None  # last time the NVLink CRC counter moved
+    # KAI GPU sharing: "ns/pod" -> fraction of the GPU (a gpu-memory share as its share of the memory).
+    # A shared GPU is held by KAI's reservation pod (``reservation``, "runai-reservation/<name>"), never by
+    # ``pod``; the sum of shares never exceeds 1.
+    shares: dict[str, float] = field(default_factory=dict)
+    reservation: str | None = None
+    mig: list[SimMigInstance] = field(default_factory=list)  # MIG instances, empty when MIG is disabled
+
+    @property
+    def shared_fraction(self) -> float:
+        return sum(self.shares.values())
+
+
+@dataclass
+class SimMigInstance:
+    """One MIG GPU instance (GPU_I_ID) of a partitioned GPU, and the pod using it."""
+
+    profile: str  # "3g.40gb"
+    gi_id: int  # GPU instance id as nvidia-smi / DCGM number it
+    memory_mib: int
+    compute_slices: int
+    pod: str | None = None  # "ns/pod"
 
 
 @dataclass
@@ -59,12 +80,15 @@ class SimNode:
 
     @property
     def capacity_gpus(self) -> int:
+        """status.capacity nvidia.com/gpu: under the mixed MIG strategy, GPUs with MIG enabled are not counted."""
+        if self.mig_layout:
+            return 0
         return sum(1 for g in self.gpus if g.present)
 
     @property
     def allocatable_gpus(self) -> int:
         """status.allocatable nvidia.com/gpu: present GPUs the device plugin reports healthy."""
-        if not self.device_plugin_healthy:
+        if not self.device_plugin_healthy or self.mig_layout:
             return 0
         return sum(1 for g in self.gpus if g.present and g.healthy)
 
@@ -74,6 +98,37 @@ class SimNode:
     ready_reason: str = "KubeletReady"  # Ready condition reason: KubeletReady | NodeStatusUnknown
     device_plugin_changed_at: datetime | None = None
     index: int = 0  # the node's number in its pool (h100-03 -> 3)
+    # Format 1 additions. cpu/memory: allocatable, None = the rendered default, never binding.
+    sharing: bool = False  # KAI GPU sharing allowed on this node's pool
+    cpu_millis: int | None = None
+    memory_bytes: int | None = None
+    mig_layout: dict[str, int] | None = None  # per GPU; None = MIG disabled
+    mig_config: str = ""  # nvidia.com/mig.config (mig-parted config name), "" without MIG support
+    mig_state: str = ""  # nvidia.com/mig.config.state: success | pending | failed ("" = never configured)
+    mig_ready_at: datetime | None = None  # a pending repartition completes then
+
+    @property
+    def mig_enabled(self) -> bool:
+        return bool(self.mig_layout)
+
+    def mig_allocatable(self) -> dict[str, int]:
+        """nvidia.com/mig-<profile> allocatable: instances of present, healthy GPUs (none while repartitioning)."""
+        out: dict[str, int] = {}
+        if not self.mig_layout or self.mig_state == "pending" or not self.device_plugin_healthy:
+            return {p: 0 for p in self.mig_layout or {}}
+        for p in self.mig_layout:
+            out[p] = sum(1 for g in self.gpus if g.present and g.healthy for i in g.mig if i.profile == p)
+        return out
+
+    def mig_capacity(self) -> dict[str, int]:
+        if not self.mig_layout:
+            return {}
+        if self.mig_state == "pending":
+            return {p: 0 for p in self.mig_layout}
+        return {
+            p: sum(1 for g in self.gpus if g.present for i in g.mig if i.profile == p)
+            for p in self.mig_layout
+        }
 
 
 @dataclass
@@ -98,6 +153,23 @@ class SimProject:
     pending_workloads: int = 0
     admitted_workloads: int = 0
     changed_at: datetime | None = None  # last quota/limit change
+    department: str | None = None  # parent queue / cohort
+
+
+@dataclass
+class SimDepartment:
+    """A department: KAI parent Queue of its projects' queues, or the Kueue Cohort of their ClusterQueues."""
+
+    name: str
+    quota_gpus: int
+    limit_gpus: int | None
+    created_at: datetime
+    uid: str
+    resource_version: int = 0
+    last_manager: str = "kai-operator"
+    allocated_gpus: float = 0  # sum of its projects' allocation, recomputed every tick
+    requested_gpus: float = 0
+    changed_at: datetime | None = None
 
 
 @dataclass
@@ -108,7 +180,7 @@ class SimPod:
     index: int  # gang member index
     uid: str
     created_at: datetime
-    gpus_requested: int
+    gpus_requested: int | float
     image: str
     node: str | None = None
     gpu_indices: list[int] = field(default_factory=list)
@@ -137,6 +209,20 @@ class SimPod:
         None  # why it was deleted: preempted | node-lost | resubmitted | job-finished ...
     )
     next_restart_at: datetime | None = None  # crash loop: when kubelet restarts the container
+    # Format 1 additions. gpus_requested is what the pod counts in its queue (a fraction for a share, the
+    # profile's "<n>g" per MIG instance under KAI); these say what it asks the node for.
+    gpu_fraction: float | None = None  # gpu-fraction annotation
+    gpu_memory_mib: int | None = None  # gpu-memory annotation
+    mig_profile: str | None = None
+    mig_count: int = 0  # instances of nvidia.com/mig-<profile>
+    mig_instances: list[tuple[int, int]] = field(default_factory=list)  # (gpu index, GPU_I_ID) once bound
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+    reservation_for: str | None = None  # KAI reservation pods: the GPU UUID it holds for shares
+
+    @property
+    def shared(self) -> bool:
+        return self.gpu_fraction is not None or self.gpu_memory_mib is not None
 
 
 @dataclass
@@ -147,7 +233,7 @@ class SimJob:
     uid: str
     submit_at: datetime
     pods: int
-    gpus_per_pod: int
+    gpus_per_pod: int | float  # what one pod counts in its queue (whole GPUs, a fraction, MIG "<n>g" units)
     priority_class: str  # "train" (preemptible) | "inference" (not preemptible)
     runtime_s: int | None
     image: str
@@ -184,6 +270,24 @@ class SimJob:
     history: list[dict[str, Any]] = field(
         default_factory=list
     )  # [{time, field, old, new, actor}] request/image edits
+    # Format 1 additions: what one pod asks the nodes for (see SimPod).
+    gpu_fraction: float | None = None
+    gpu_memory_mib: int | None = None
+    mig_profile: str | None = None
+    mig_count: int = 0
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+
+    @property
+    def shared(self) -> bool:
+        return self.gpu_fraction is not None or self.gpu_memory_mib is not None
+
+    @property
+    def devices_per_pod(self) -> int:
+        """Whole nvidia.com/gpu devices per pod (0 for a share or a MIG request)."""
+        if self.shared or self.mig_profile:
+            return 0
+        return int(self.gpus_per_pod)
 
 
 @dataclass

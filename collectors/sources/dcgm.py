@@ -58,4 +58,7 @@ def dcgm_identity(labels: dict[str, Any]) -> dict[str, str]:
         "container": container,
         "pci_bus_id": _first(labels, "pci_bus_id"),
         "instance": _first(labels, "instance"),
+        # MIG: the GPU instance a series is about (the parent GPU's UUID and index stay in UUID/gpu)
+        "gi_id": _first(labels, "GPU_I_ID", "gpu_i_id"),
+        "gi_profile": _first(labels, "GPU_I_PROFILE", "gpu_i_profile"),
     }

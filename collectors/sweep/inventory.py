@@ -21,10 +21,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from collectors import mapping
-from collectors.inventory import Observed, record_absent, record_states
+from collectors.inventory import Observed, record_absent, record_slices, record_states
 from collectors.models import Cluster, EntityVersion
 from collectors.signals import inventory_swept
 from collectors.sources import promql
+from collectors.sources.errors import SourceError
 from collectors.sources.kai import KaiSource
 from collectors.sources.kubernetes import KubeSource
 from collectors.sources.kueue import KueueSource
@@ -84,6 +85,16 @@ def _no_cyclic_gc() -> Iterator[None]:
         gc.collect()
 
 
+def _cohorts(kube: KubeSource) -> list[dict[str, Any]]:
+    """Kueue Cohort objects (kueue.x-k8s.io/v1alpha1); a cluster without the Cohort API has none, not an error."""
+    try:
+        return list(kube.iter_custom("kueue.x-k8s.io", "v1alpha1", "cohorts"))
+    except SourceError as exc:
+        if exc.status == 404:
+            return []
+        raise
+
+
 def scheduler_source(scheduler: str) -> str:
     return {"kai": "kai", "kueue": "kueue"}.get(scheduler, "k8s")
 
@@ -94,6 +105,7 @@ class _Pods:
 
     by_job: dict[tuple[str, str], list[Observed]] = field(default_factory=lambda: defaultdict(list))
     on_node: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    shares: dict[str, dict[str, Any]] = field(default_factory=dict)  # GPU uuid -> KAI shares (gpu_shares)
 
 
 def _lite(pod: Observed) -> Observed:
@@ -226,7 +238,11 @@ class _Sweep:
                 if queues is not None and namespaces is not None
                 else None
             )
+            departments = mapping.map_kai_departments(queues) if queues is not None else None
+            if qs is not None and departments is not None:
+                mapping.link_departments(qs, departments)
             self._record_queues(qs, actors, source)
+            self.record("department", departments, source)
             project_of = {
                 ("", o.name): o.state["project"] for o in qs or [] if o.kind == "queue" and o.state["project"]
             }
@@ -248,11 +264,17 @@ class _Sweep:
             local_queues = mapping.kueue_local_queue_map(lqs or [])
             project_of = dict(local_queues)
             index = mapping.SchedulingIndex.build(workloads or [], uid_label="kueue.x-k8s.io/job-uid")
-            self._record_queues(
-                mapping.map_kueue_queues(cqs, lqs) if cqs is not None and lqs is not None else None,
-                actors,
-                source,
+            cohorts = runner.call("kueue", "list cohorts", lambda: _cohorts(kube))
+            qs = mapping.map_kueue_queues(cqs, lqs) if cqs is not None and lqs is not None else None
+            departments = (
+                mapping.map_kueue_departments(cohorts, cqs)
+                if cohorts is not None and cqs is not None
+                else None
             )
+            if qs is not None and departments is not None:
+                mapping.link_departments(qs, departments)
+            self._record_queues(qs, actors, source)
+            self.record("department", departments, source)
 
         pods = runner.call("k8s", "list pods", lambda: self._list_pods(kube, project_of))
         if pods is not None:
@@ -260,6 +282,10 @@ class _Sweep:
             # Kueue: a pod's queue label names a LocalQueue; without the LocalQueue list its project is unknown.
             self.record("pod", pods if lq_ok else None)
             self.pods = _Pods()
+            gpu_memory = {n: (st.get("gpu_memory_mib") or None) for n, st in (self.nodes or {}).items()}
+            self.pods.shares = mapping.gpu_shares(
+                [p for p in pods if p.state.get("gpu_share") or p.state.get("reservation_for")], gpu_memory
+            )
             for p in pods:
                 if p.state.get("job"):
                     self.pods.by_job[(p.namespace, p.state["job"])].append(_lite(p))
@@ -293,8 +319,10 @@ class _Sweep:
 
     def _list_pods(self, kube: KubeSource, project_of: dict[tuple[str, str], str]) -> list[Observed]:
         out = []
+        memory = {n: st.get("gpu_memory_mib") for n, st in (self.nodes or {}).items()}
         for n, raw in enumerate(kube.iter_pods(), 1):
-            out.append(mapping.map_pod(raw, project_of))
+            node = (raw.get("spec") or {}).get("nodeName")
+            out.append(mapping.map_pod(raw, project_of, memory.get(node) if node else None))
             if n % 2000 == 0:
                 self.progress("pods", n)
         self.progress("pods", len(out))
@@ -386,9 +414,17 @@ class _Sweep:
             nodes=nodes,
             previous=previous,
             running_pods_on_node=self.pods.on_node if self.pods else None,
+            shares=self.pods.shares if self.pods else None,
         )
         runner.set_rows(f"query {promql.GPU_INVENTORY}", len(inventory))
         self.record("gpu", gpus, "prometheus")
+        if any(g.state.get("mig") or g.state.get("shares") for g in gpus) or self._had_slices():
+            record_slices(cluster, gpus, self.at)
+
+    def _had_slices(self) -> bool:
+        from collectors.models import GpuSlice
+
+        return GpuSlice.objects.filter(cluster=self.cluster, valid_to__isnull=True).exists()
 
     #
     # Run:ai

@@ -9,9 +9,10 @@ from collectors.views.joblist import job_list
 from collectors.views.jobs import job_detail, job_why
 from collectors.views.nodes import gpu_detail, node_detail
 from collectors.views.pods import pod_detail
-from collectors.views.policy import project_detail, queue_detail
+from collectors.views.policy import department_detail, project_detail, queue_detail
 
 __all__ = [
+    "department_detail",
     "gpu_detail",
     "job_detail",
     "job_list",

@@ -88,6 +88,7 @@ def project_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse
     quota = state.get("quota_gpus")
     ctx.update(
         queue_ref=queries.ref(c, "queue", queue_name),
+        department_ref=queries.ref(c, "department", state.get("department")),
         gpus_in_use=in_use,
         quota=quota,
         limit=state.get("limit_gpus"),
@@ -112,6 +113,7 @@ def queue_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     ctx.update(
         project_ref=queries.ref(c, "project", project_name),
         parent_ref=queries.ref(c, "queue", state.get("parent")),
+        department_ref=queries.ref(c, "department", state.get("department")),
         gpus_in_use=in_use,
         quota=quota,
         limit=state.get("limit_gpus"),
@@ -121,3 +123,38 @@ def queue_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     related = queries.related_entities(c, [queue], [("project", "", project_name)])
     ctx["policy_changes"] = _policy_changes(c, related, t)
     return render_page(request, "collectors/queue_detail.html", finish(request, ctx, related))
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+def department_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
+    """A department (KAI parent queue / Kueue Cohort): its quota and limit, and each project's share of it."""
+    ctx = entity_page_context(request, cluster, "department", name)
+    dept = ctx["entity"]
+    c, t, state = dept.cluster, ctx["t"], ctx["state"]
+    rows = []
+    for project in state.get("projects") or []:
+        pv = queries.get_entity(c.name, "project", project)
+        pstate = (pv.as_of(t).state if pv and pv.as_of(t) else {}) or {}
+        rows.append(
+            {
+                "ref": queries.ref(c, "project", project),
+                "quota": pstate.get("quota_gpus"),
+                "limit": pstate.get("limit_gpus"),
+                "in_use": queries.running_gpu_units(c, t, project=project),
+            }
+        )
+    in_use = round(sum(r["in_use"] for r in rows), 4)
+    quota, limit = state.get("quota_gpus"), state.get("limit_gpus")
+    ctx.update(
+        projects=rows,
+        queue_refs=[queries.ref(c, "queue", q) for q in state.get("queues") or []],
+        gpus_in_use=in_use,
+        quota=quota,
+        limit=limit,
+        at_limit=limit is not None and in_use >= limit,
+        over_quota=quota is not None and in_use > quota,
+    )
+    related = queries.related_entities(c, [dept], [("project", "", p) for p in state.get("projects") or []])
+    ctx["policy_changes"] = _policy_changes(c, related, t)
+    return render_page(request, "collectors/department_detail.html", finish(request, ctx, related))

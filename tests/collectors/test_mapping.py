@@ -128,7 +128,7 @@ def test_it_reads_why_a_kai_gang_waits_from_its_podgroup(kai):
         admitted=js.admitted,
         preemptible=js.preemptible,
     )
-    assert obs.hot == {"phase": "Pending", "queue": "nlp", "project": "nlp", "gpus": 16, "namespace": "nlp"}
+    assert obs.hot == {"phase": "Pending", "queue": "nlp", "project": "nlp", "gpus": 16, "namespace": "nlp", "gpu_units": 16}
     assert obs.state["pods"] == 2 and obs.state["gpus_per_pod"] == 8 and obs.state["preemptible"] is True
 
 

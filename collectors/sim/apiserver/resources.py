@@ -32,6 +32,7 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, str, bool, str | None, list[str
         ["queue", "queues", "lq"],
     ),
     (KUEUE, "v1beta1", "workloads"): ("workloads", "Workload", True, "kueue", ["wl"]),
+    (KUEUE, "v1alpha1", "cohorts"): ("cohorts", "Cohort", False, "kueue", []),
 }
 RESOURCE_KINDS = {res: (f"{g}/{v}" if g else v, kind) for (g, v, _), (res, kind, *_rest) in RESOURCES.items()}
 WATCH_DEFAULT_TIMEOUT = 1800.0

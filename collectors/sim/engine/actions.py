@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from . import lifecycle
+from . import lifecycle, sharing
 from .ids import unit
 from .placement import DEFAULT_TOLERATIONS, UNREACHABLE_TAINTS, UNSCHEDULABLE_TAINT, tolerates
 
@@ -49,12 +49,18 @@ def apply(world: World, ev: EventSpec) -> None:
 
 
 def _quota(world: World, a: dict[str, Any], actor: str | None) -> None:
-    proj = world.projects[a["project"]]
+    if "department" in a:
+        target: Any = world.departments[a["department"]]
+        kind = "department"
+    else:
+        target = world.projects[a["project"]]
+        kind = "project"
+    proj = target
     for key, attr in (("quota", "quota_gpus"), ("limit", "limit_gpus")):
         if key in a:
             old = getattr(proj, attr)
             setattr(proj, attr, a[key])
-            world.change("project", proj.name, key, old, a[key], actor)
+            world.change(kind, proj.name, key, old, a[key], actor)
     proj.last_manager = actor or "system"
     proj.changed_at = world.now
     world.touch(proj)
@@ -68,12 +74,16 @@ def _restart_if_active(world: World, job: Any, reason: str) -> None:
 def _request(world: World, a: dict[str, Any], actor: str | None) -> None:
     job = world.jobs[a["job"]]
     for key in ("pods", "gpus_per_pod"):
-        if key in a and a[key] != getattr(job, key):
+        current = job.mig_count if key == "gpus_per_pod" and job.mig_profile else getattr(job, key)
+        if key in a and a[key] != current:
             job.history.append(
-                {"time": world.now, "field": key, "old": getattr(job, key), "new": a[key], "actor": actor}
+                {"time": world.now, "field": key, "old": current, "new": a[key], "actor": actor}
             )
-            world.change("job", f"{job.namespace}/{job.name}", key, getattr(job, key), a[key], actor)
-            setattr(job, key, a[key])
+            world.change("job", f"{job.namespace}/{job.name}", key, current, a[key], actor)
+            if key == "gpus_per_pod":
+                sharing.resize(world, job, a[key])
+            else:
+                setattr(job, key, a[key])
     job.generation += 1
     world.touch(job)
     _restart_if_active(world, job, "resubmitted")
@@ -94,19 +104,21 @@ def _image(world: World, a: dict[str, Any], actor: str | None) -> None:
 
 
 def _kill_holder(world: World, node: SimNode, gpu: SimGPU, line: str) -> None:
-    """The CUDA process on a failed GPU dies; its gang is torn down and queued again."""
-    if not gpu.pod or gpu.pod not in world.pods:
-        return
-    pod = world.pods[gpu.pod]
-    world.log(pod, world.now, line)
-    pod.last_state = {
-        "terminated": {
-            "exitCode": 1,
-            "reason": "Error",
-            "finishedAt": world.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    """The CUDA processes on a failed GPU die (its holder, every share on it, every MIG instance's pod);
+    their gangs are torn down and queued again."""
+    for key in sorted({gpu.pod, *gpu.shares, *(i.pod for i in gpu.mig)} - {None}):
+        pod = world.pods.get(key)  # type: ignore[arg-type]
+        if pod is None or pod.deleted_at is not None:
+            continue
+        world.log(pod, world.now, line)
+        pod.last_state = {
+            "terminated": {
+                "exitCode": 1,
+                "reason": "Error",
+                "finishedAt": world.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
         }
-    }
-    lifecycle.restart_job(world, world.jobs[pod.job], "gpu-failure", status_reason="Error", message=line)
+        lifecycle.restart_job(world, world.jobs[pod.job], "gpu-failure", status_reason="Error", message=line)
 
 
 def _xid(world: World, a: dict[str, Any], actor: str | None) -> None:
@@ -311,4 +323,5 @@ HANDLERS = {
     "device_plugin": _device_plugin,
     "add_nodes": _add_nodes,
     "resolve": _resolve,
+    "mig": lambda world, a, actor: sharing.repartition(world, world.nodes[a["node"]], a["layout"], actor),
 }

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ..state import SimJob, SimPod
+from . import sharing
 from .ids import rfc3339, unit
 from .logs import crash_lines, startup_lines
 
@@ -122,9 +123,16 @@ def _start_container(world: World, pod: SimPod, job: SimJob, fail: dict | None, 
     if fail is None:
         pod.ready = True
         pod.next_restart_at = None
-        for i, level in zip(pod.gpu_indices, gpu_levels(job.sm_activity, len(pod.gpu_indices)), strict=True):
-            fb = int(mem * (0.35 + 0.55 * level)) if level > 0 else 512
-            world.telemetry.set_activity(pod.node, i, at, f"{pod.namespace}/{pod.name}", level, fb)
+        if pod.mig_instances:
+            sharing.mig_activity(world, pod, world.nodes[pod.node], job.sm_activity, at)
+        elif pod.shared:
+            sharing.share_activity(world, world.nodes[pod.node], pod.gpu_indices[0], at)
+        else:
+            for i, level in zip(
+                pod.gpu_indices, gpu_levels(job.sm_activity, len(pod.gpu_indices)), strict=True
+            ):
+                fb = int(mem * (0.35 + 0.55 * level)) if level > 0 else 512
+                world.telemetry.set_activity(pod.node, i, at, f"{pod.namespace}/{pod.name}", level, fb)
     else:
         kind = fail["kind"]
         r = unit(world.seed, "crash", pod.uid, pod.restart_count)
@@ -135,8 +143,15 @@ def _start_container(world: World, pod: SimPod, job: SimJob, fail: dict | None, 
             "gpu_oom": (0.08, 0.98),
             "oom_killed": (job.sm_activity, 0.6),
         }.get(kind, (0.0, 0.0))
-        for i in pod.gpu_indices:
-            world.telemetry.set_activity(pod.node, i, at, f"{pod.namespace}/{pod.name}", level, int(mem * fb))
+        if pod.mig_instances:
+            sharing.mig_activity(world, pod, world.nodes[pod.node], level, at)
+        elif pod.shared:
+            sharing.share_activity(world, world.nodes[pod.node], pod.gpu_indices[0], at)
+        else:
+            for i in pod.gpu_indices:
+                world.telemetry.set_activity(
+                    pod.node, i, at, f"{pod.namespace}/{pod.name}", level, int(mem * fb)
+                )
         pod.next_restart_at = at + timedelta(seconds=int(after))
     _check_job_running(world, job, at)
     world.touch(pod)
@@ -166,8 +181,13 @@ def _crash(world: World, pod: SimPod, job: SimJob, fail: dict | None, at: dateti
         }
     }
     pod.next_restart_at = at + timedelta(seconds=delay)
-    for i in pod.gpu_indices:
-        world.telemetry.set_activity(pod.node, i, at, f"{pod.namespace}/{pod.name}", 0.0, 0)
+    if pod.mig_instances:
+        sharing.mig_activity(world, pod, world.nodes[pod.node], 0.0, at)
+    elif pod.shared:
+        sharing.share_activity(world, world.nodes[pod.node], pod.gpu_indices[0], at)
+    else:
+        for i in pod.gpu_indices:
+            world.telemetry.set_activity(pod.node, i, at, f"{pod.namespace}/{pod.name}", 0.0, 0)
     world.emit(
         world.involved_pod(pod),
         "BackOff",

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ..state import SimJob, SimPod
+from . import sharing
 from .containers import advance_container, backoff_s, crash_once, failure_of, go_duration, gpu_levels
 from .ids import name_suffix, rfc3339, uid, unit
 from .logs import progress_line
@@ -59,6 +60,7 @@ def submit(world: World, job: SimJob) -> None:
 
 def create_pods(world: World, job: SimJob) -> None:
     attempt = world.next_attempt(job.name)
+    cpu, mem = sharing.cpu_memory_request(job)
     for i in range(job.pods):
         name = f"{job.name}-{i}-{name_suffix(world.seed, job.name, attempt, i)}"
         pod = SimPod(
@@ -72,6 +74,12 @@ def create_pods(world: World, job: SimJob) -> None:
             image=job.image,
             generation=job.generation,
             priority_class=job.priority_class,
+            gpu_fraction=job.gpu_fraction,
+            gpu_memory_mib=job.gpu_memory_mib,
+            mig_profile=job.mig_profile,
+            mig_count=job.mig_count,
+            cpu_millis=cpu,
+            memory_bytes=mem,
         )
         world.pods[f"{pod.namespace}/{pod.name}"] = pod
         world._pods_by_job.setdefault(job.name, []).append(pod)
@@ -98,9 +106,15 @@ def bind(world: World, job: SimJob, placement: list[tuple[str, list[int]]]) -> N
         delay = 5 + int(unit(world.seed, "pull", pod.uid) * 25)
         pod.next_restart_at = world.now + timedelta(seconds=delay)  # first container start
         pod.container_state = {"waiting": {"reason": "ContainerCreating"}}
-        for i in indices:
-            node.gpus[i].pod = key
-            world.telemetry.set_activity(node_name, i, world.now, key, 0.0, 0)
+        if pod.mig_profile:
+            pod.gpu_indices = sorted({gi for gi, _gid in indices})
+            sharing.bind_mig(world, pod, node, list(indices))
+        elif pod.shared:
+            sharing.bind_share(world, pod, node, indices[0])
+        else:
+            for i in indices:
+                node.gpus[i].pod = key
+                world.telemetry.set_activity(node_name, i, world.now, key, 0.0, 0)
         world.touch(node)
         world.touch(pod)
         if world.scheduler == "kai":
@@ -129,6 +143,14 @@ def release(world: World, pod: SimPod, at: datetime) -> None:
         return
     node = world.nodes[pod.node]
     key = f"{pod.namespace}/{pod.name}"
+    if pod.mig_instances:
+        sharing.release_mig(world, pod, node, at)
+        world.touch(node)
+        return
+    if pod.shared:
+        sharing.release_share(world, pod, node, at)
+        world.touch(node)
+        return
     for i in pod.gpu_indices:
         g = node.gpus[i]
         if g.pod == key:

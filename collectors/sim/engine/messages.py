@@ -19,6 +19,7 @@ quota for nvidia.com/gpu in flavor default-flavor, 8 more needed``.
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 KUEUE_FLAVOR = "default-flavor"
 KUEUE_COHORT = "gpu-cohort"
@@ -29,6 +30,15 @@ UNSCHEDULABLE = "unschedulable"
 TAINT = "taint"
 SELECTOR = "selector"
 INSUFFICIENT = "insufficient"
+INSUFFICIENT_GPU_MEMORY = "insufficient-gpu-memory"  # a gpu-memory share larger than the GPU (KAI)
+INSUFFICIENT_CPU = "insufficient-cpu"
+INSUFFICIENT_MEMORY = "insufficient-memory"
+INSUFFICIENT_MIG = "insufficient-mig"  # detail: the profile
+
+
+def _per_node(reasons: list) -> list[list[tuple[str, Any]]]:
+    """Each entry is one node: a (kind, detail) tuple, or a list of them when it failed on several resources."""
+    return [list(r) if isinstance(r, list) else [r] for r in reasons]
 
 
 def _fmt_num(x: float) -> str:
@@ -51,18 +61,26 @@ def kube_fit_message(
     """
     hist: Counter[str] = Counter()
     post: Counter[str] = Counter()
-    for kind, taint in reasons:
-        if kind == UNSCHEDULABLE:
-            hist["node(s) were unschedulable"] += 1
-            post["Preemption is not helpful for scheduling"] += 1
-        elif kind == TAINT:
-            hist[f"node(s) had untolerated taint {taint_text(taint or {})}"] += 1
-            post["Preemption is not helpful for scheduling"] += 1
-        elif kind == SELECTOR:
-            hist["node(s) didn't match Pod's node affinity/selector"] += 1
+    for node_reasons in _per_node(reasons):
+        for kind, taint in node_reasons:
+            if kind == UNSCHEDULABLE:
+                hist["node(s) were unschedulable"] += 1
+            elif kind == TAINT:
+                hist[f"node(s) had untolerated taint {taint_text(taint or {})}"] += 1
+            elif kind == SELECTOR:
+                hist["node(s) didn't match Pod's node affinity/selector"] += 1
+            elif kind == INSUFFICIENT_CPU:
+                hist["Insufficient cpu"] += 1
+            elif kind == INSUFFICIENT_MEMORY:
+                hist["Insufficient memory"] += 1
+            elif kind == INSUFFICIENT_MIG:
+                hist[f"Insufficient nvidia.com/mig-{taint}"] += 1
+            else:
+                hist["Insufficient nvidia.com/gpu"] += 1
+        # The post-filter says one thing per node: resources could be freed by preemption, filters cannot.
+        if any(k in (UNSCHEDULABLE, TAINT, SELECTOR) for k, _t in node_reasons):
             post["Preemption is not helpful for scheduling"] += 1
         else:
-            hist["Insufficient nvidia.com/gpu"] += 1
             post["No preemption victims found for incoming pod"] += 1
     head = f"0/{total_nodes} nodes are available"
     parts = sorted(f"{n} {r}" for r, n in hist.items())
@@ -75,15 +93,22 @@ def kube_fit_message(
 
 def kai_fit_reasons(reasons: list[tuple[str, dict[str, str] | None]]) -> str:
     hist: Counter[str] = Counter()
-    for kind, _taint in reasons:
-        hist[
-            {
-                UNSCHEDULABLE: "node(s) were unschedulable",
-                TAINT: "node(s) had untolerated taint(s)",
-                SELECTOR: "node(s) didn't match Pod's node affinity/selector",
-                INSUFFICIENT: "node(s) didn't have enough resources: GPUs",
-            }[kind]
-        ] += 1
+    for node_reasons in _per_node(reasons):
+        for kind, detail in node_reasons:
+            if kind == INSUFFICIENT_MIG:
+                hist[f"node(s) didn't have enough of mig profile: nvidia.com/mig-{detail}"] += 1
+                continue
+            hist[
+                {
+                    UNSCHEDULABLE: "node(s) were unschedulable",
+                    TAINT: "node(s) had untolerated taint(s)",
+                    SELECTOR: "node(s) didn't match Pod's node affinity/selector",
+                    INSUFFICIENT: "node(s) didn't have enough resources: GPUs",
+                    INSUFFICIENT_GPU_MEMORY: "node(s) didn't have enough resources: GPU memory",
+                    INSUFFICIENT_CPU: "node(s) didn't have enough resources: CPU cores",
+                    INSUFFICIENT_MEMORY: "node(s) didn't have enough resources: memory",
+                }[kind]
+            ] += 1
     parts = sorted(f"{n} {r}" for r, n in hist.items())
     return "no nodes with enough resources were found: " + ". \n".join(parts) + "."
 

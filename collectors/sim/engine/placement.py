@@ -10,13 +10,26 @@ or nothing, bin-packing onto the most allocated node that fits.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .messages import INSUFFICIENT, SELECTOR, TAINT, UNSCHEDULABLE
+from .messages import (
+    INSUFFICIENT,
+    INSUFFICIENT_CPU,
+    INSUFFICIENT_GPU_MEMORY,
+    INSUFFICIENT_MEMORY,
+    INSUFFICIENT_MIG,
+    SELECTOR,
+    TAINT,
+    UNSCHEDULABLE,
+)
+from .sharing import cpu_memory_request, node_requests, share_fraction
 
 if TYPE_CHECKING:
-    from ..state import SimJob, SimNode
+    from ..state import SimJob, SimNode, SimPod
     from .world import World
+
+EPS = 1e-9
 
 UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 UNREACHABLE_TAINTS = (
@@ -73,12 +86,98 @@ def filter_node(node: SimNode, job: SimJob) -> tuple[str, dict[str, str] | None]
 
 def free_gpus(node: SimNode) -> list[int]:
     """Indices a new pod can get: allocatable (present, healthy, plugin up) and not held by a pod."""
-    if not node.device_plugin_healthy:
+    if not node.device_plugin_healthy or node.mig_layout:
         return []
-    held = sum(1 for g in node.gpus if g.pod is not None)
-    free = [g.index for g in node.gpus if g.present and g.healthy and g.pod is None]
+    held = sum(1 for g in node.gpus if g.pod is not None or g.reservation is not None)
+    free = [g.index for g in node.gpus if g.present and g.healthy and g.pod is None and g.reservation is None]
     room = max(0, node.allocatable_gpus - held)
     return free[:room] if room < len(free) else free
+
+
+@dataclass
+class Room:
+    """What one node can still give a pod: whole GPUs, room on shared GPUs, MIG instances, CPU and memory."""
+
+    free: list[int]
+    shared: dict[int, float] = field(default_factory=dict)  # GPU index -> fraction in use (reservation held)
+    mig: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # profile -> free (gpu, GPU_I_ID)
+    cpu: int | None = None  # millicores left; None = not counted (no cpu on the pool)
+    mem: int | None = None
+
+    def copy(self) -> Room:
+        return Room(
+            list(self.free), dict(self.shared), {k: list(v) for k, v in self.mig.items()}, self.cpu, self.mem
+        )
+
+
+def needs_rooms(job: SimJob) -> bool:
+    return job.shared or bool(job.mig_profile)
+
+
+def fit_pod(job: SimJob, node: SimNode, room: Room) -> tuple[Any, list[tuple[str, Any]]]:
+    """(allocation, []) when one pod of the job fits the room, else (None, the node's reasons)."""
+    why: list[tuple[str, Any]] = []
+    alloc: Any = None
+    if job.mig_profile:
+        free = room.mig.get(job.mig_profile, [])
+        if len(free) >= job.mig_count:
+            alloc = free[: job.mig_count]
+        else:
+            why.append((INSUFFICIENT_MIG, job.mig_profile))
+    elif job.shared:
+        frac = share_fraction(job, node)
+        if frac > 1 + EPS:
+            why.append((INSUFFICIENT_GPU_MEMORY, None))
+        elif node.sharing:
+            fits = [(used, i) for i, used in room.shared.items() if used + frac <= 1 + EPS]
+            if fits:
+                alloc = [max(fits, key=lambda t: (t[0], -t[1]))[1]]  # bin-pack: the fullest shared GPU
+            elif room.free:
+                alloc = [min(room.free)]
+        if alloc is None and not why:
+            why.append((INSUFFICIENT, None))
+    else:
+        d = job.devices_per_pod
+        if len(room.free) >= d:
+            alloc = sorted(room.free)[:d]
+        else:
+            why.append((INSUFFICIENT, None))
+    if room.cpu is not None or room.mem is not None:
+        cpu, mem = cpu_memory_request(job)
+        if room.cpu is not None and cpu > room.cpu:
+            why.append((INSUFFICIENT_CPU, None))
+        if room.mem is not None and mem > room.mem:
+            why.append((INSUFFICIENT_MEMORY, None))
+    return (None, why) if why else (alloc, [])
+
+
+def take(job: SimJob, node: SimNode, room: Room, alloc: Any) -> None:
+    if job.mig_profile:
+        room.mig[job.mig_profile] = [x for x in room.mig[job.mig_profile] if x not in alloc]
+    elif job.shared:
+        i = alloc[0]
+        if i in room.free:
+            room.free.remove(i)
+            room.shared[i] = 0.0
+        room.shared[i] = room.shared[i] + share_fraction(job, node)
+    else:
+        room.free = [i for i in room.free if i not in alloc]
+    if room.cpu is not None or room.mem is not None:
+        cpu, mem = cpu_memory_request(job)
+        if room.cpu is not None:
+            room.cpu -= cpu
+        if room.mem is not None:
+            room.mem -= mem
+
+
+def _score(job: SimJob, room: Room, alloc: Any) -> tuple:
+    """Lower is better: bin-pack onto the most allocated node (and, for a share, the fullest GPU)."""
+    if job.mig_profile:
+        return (len(room.mig.get(job.mig_profile, [])),)
+    if job.shared:
+        i = alloc[0]
+        return (0 if i in room.shared else 1, -room.shared.get(i, 0.0), len(room.free))
+    return (len(room.free),)
 
 
 class Placer:
@@ -88,6 +187,11 @@ class Placer:
         self.world = world
         self.order = {name: i for i, name in enumerate(world.nodes)}
         self.free: dict[str, list[int]] = {n: free_gpus(node) for n, node in world.nodes.items()}
+        # CPU and memory count only on pools that set them; then every job goes through the rooms.
+        self.counts_resources = any(
+            n.cpu_millis is not None or n.memory_bytes is not None for n in world.nodes.values()
+        )
+        self._rooms: dict[str, Room] | None = None
         self._filters: dict[tuple, dict[str, tuple[str, dict[str, str] | None] | None]] = {}
         self.version = 0  # bumps on every bind/release, to invalidate cached failures
         self.memo: dict[Any, tuple[int, Any]] = {}  # (version, value): per-pass results valid until it moves
@@ -106,10 +210,71 @@ class Placer:
             self._filters[key] = got
         return got
 
+    def rooms(self) -> dict[str, Room]:
+        if self._rooms is None:
+            used = node_requests(self.world) if self.counts_resources else {}
+            out = {}
+            for n, node in self.world.nodes.items():
+                room = Room(list(self.free[n]))
+                if node.device_plugin_healthy and node.sharing:
+                    room.shared = {
+                        g.index: g.shared_fraction
+                        for g in node.gpus
+                        if g.reservation and g.present and g.healthy
+                    }
+                if node.mig_layout and node.mig_state != "pending" and node.device_plugin_healthy:
+                    for g in node.gpus:
+                        if g.present and g.healthy:
+                            for inst in g.mig:
+                                if inst.pod is None:
+                                    room.mig.setdefault(inst.profile, []).append((g.index, inst.gi_id))
+                c, m = used.get(n, (0, 0))
+                room.cpu = None if node.cpu_millis is None else node.cpu_millis - c
+                room.mem = None if node.memory_bytes is None else node.memory_bytes - m
+                out[n] = room
+            self._rooms = out
+        return self._rooms
+
+    def _released_rooms(self, released: list[SimPod]) -> dict[str, Room]:
+        """Rooms as they would be with ``released`` pods gone (victim search)."""
+        rooms = self.rooms()
+        out: dict[str, Room] = {}
+        for p in released:
+            if p.node is None:
+                continue
+            node = self.world.nodes[p.node]
+            room = out.get(p.node) or rooms[p.node].copy()
+            out[p.node] = room
+            key = f"{p.namespace}/{p.name}"
+            if p.mig_instances:
+                for gi, gid in p.mig_instances:
+                    if p.mig_profile:
+                        room.mig.setdefault(p.mig_profile, []).append((gi, gid))
+            elif p.shared:
+                for i in p.gpu_indices:
+                    frac = node.gpus[i].shares.get(key, 0.0)
+                    if i in room.shared:
+                        room.shared[i] -= frac
+                        if room.shared[i] <= EPS:
+                            del room.shared[i]
+                            room.free.append(i)
+            else:
+                room.free.extend(i for i in p.gpu_indices if i not in room.free)
+            if room.cpu is not None:
+                room.cpu += p.cpu_millis
+            if room.mem is not None:
+                room.mem += p.memory_bytes
+        return out
+
     def place(
-        self, job: SimJob, extra: dict[str, list[int]] | None = None
-    ) -> tuple[list[tuple[str, list[int]]] | None, int, dict[str, int]]:
+        self,
+        job: SimJob,
+        extra: dict[str, list[int]] | None = None,
+        released: list[SimPod] | None = None,
+    ) -> tuple[list[tuple[str, Any]] | None, int, dict[str, Any]]:
         """Place the whole gang or nothing. Returns (placement, pods placed before failing, free counts then)."""
+        if self.counts_resources or needs_rooms(job) or released:
+            return self._place_rooms(job, released or [])
         filt = self.filters(job)
         ok = [n for n, r in filt.items() if r is None]
         counts = {n: len(self.free[n]) + len((extra or {}).get(n, ())) for n in ok}
@@ -134,24 +299,68 @@ class Placer:
             taken[n] = start + gpp
         return out, job.pods, counts
 
-    def commit(self, placement: list[tuple[str, list[int]]]) -> None:
+    def _place_rooms(
+        self, job: SimJob, released: list[SimPod]
+    ) -> tuple[list[tuple[str, Any]] | None, int, dict[str, Any]]:
+        filt = self.filters(job)
+        ok = [n for n, r in filt.items() if r is None]
+        rooms = self.rooms()
+        tent = self._released_rooms(released) if released else {}
+        out: list[tuple[str, Any]] = []
+        for i in range(job.pods):
+            best: tuple | None = None
+            for n in ok:
+                node = self.world.nodes[n]
+                room = tent.get(n) or rooms[n]
+                alloc, _why = fit_pod(job, node, room)
+                if alloc is None:
+                    continue
+                score = (_score(job, room, alloc), self.order[n])
+                if best is None or score < best[0]:
+                    best = (score, n, alloc)
+            if best is None:
+                return None, i, {"rooms": {**rooms, **tent}}
+            _s, n, alloc = best
+            room = tent.get(n)
+            if room is None:
+                room = tent[n] = rooms[n].copy()
+            take(job, self.world.nodes[n], room, alloc)
+            out.append((n, alloc))
+        return out, job.pods, {"rooms": {**rooms, **tent}}
+
+    def commit(self, placement: list[tuple[str, Any]], job: SimJob | None = None) -> None:
+        if self._rooms is not None and job is not None:
+            for n, alloc in placement:
+                take(job, self.world.nodes[n], self._rooms[n], alloc)
         for n, idx in placement:
+            if job is not None and needs_rooms(job):
+                if job.shared and self._rooms is not None:
+                    self.free[n] = list(self._rooms[n].free)
+                continue
             self.free[n] = [i for i in self.free[n] if i not in idx]
         self.version += 1
 
     def refresh(self, nodes: set[str]) -> None:
         for n in nodes:
             self.free[n] = free_gpus(self.world.nodes[n])
+        self._rooms = None
         self.version += 1
 
-    def reasons(self, job: SimJob, counts: dict[str, int]) -> list[tuple[str, dict[str, str] | None]]:
-        """Per-node failure reasons for the pod that did not fit, in node order."""
+    def reasons(self, job: SimJob, counts: dict[str, Any]) -> list[Any]:
+        """Per-node failure reasons for the pod that did not fit, in node order (a list when several)."""
         filt = self.filters(job)
-        out = []
+        rooms = counts.get("rooms") if isinstance(counts.get("rooms"), dict) else None
+        out: list[Any] = []
         for n in self.world.nodes:
             r = filt[n]
             if r is not None:
                 out.append(r)
+            elif rooms is not None:
+                _alloc, why = fit_pod(job, self.world.nodes[n], rooms[n])
+                if len(why) == 1:
+                    out.append(why[0])
+                elif why:
+                    out.append(why)
             elif counts.get(n, 0) < job.gpus_per_pod:
                 out.append((INSUFFICIENT, None))
         return out

@@ -19,10 +19,34 @@ if TYPE_CHECKING:
     from .world import World
 
 
-def usage(world: World) -> tuple[dict[str, int], dict[str, int]]:
-    """GPUs per project held by bound pods (KAI) or reserved by admitted workloads (Kueue); and non-preemptible."""
-    alloc = dict.fromkeys(world.projects, 0)
-    alloc_np = dict.fromkeys(world.projects, 0)
+def department_nominal(world: World, dept: str) -> float:
+    """A department's own nominal quota (Kueue: the Cohort's nominalQuota) on top of its projects' quotas."""
+    d = world.departments[dept]
+    return max(0.0, d.quota_gpus - sum(p.quota_gpus for p in world.projects.values() if p.department == dept))
+
+
+def cohort_quota(world: World) -> float:
+    """All nominal quota of the cohort tree: the ClusterQueues' and the department Cohorts' own."""
+    return sum(p.quota_gpus for p in world.projects.values()) + sum(
+        department_nominal(world, d) for d in world.departments
+    )
+
+
+def department_used(world: World, dept: str, used: dict[str, float]) -> float:
+    return round(sum(used[p.name] for p in world.projects.values() if p.department == dept), 4)
+
+
+def usage(world: World) -> tuple[dict[str, float], dict[str, float]]:
+    """GPUs per project held by bound pods (KAI) or reserved by admitted workloads (Kueue); and non-preemptible.
+
+    Fractions count as themselves (KAI GPU sharing), MIG instances as their "<n>g" under KAI."""
+    alloc, alloc_np = _usage(world)
+    return {k: round(v, 4) for k, v in alloc.items()}, {k: round(v, 4) for k, v in alloc_np.items()}
+
+
+def _usage(world: World) -> tuple[dict[str, float], dict[str, float]]:
+    alloc: dict[str, float] = dict.fromkeys(world.projects, 0)
+    alloc_np: dict[str, float] = dict.fromkeys(world.projects, 0)
     if world.scheduler == "kueue":
         for job in world.jobs.values():
             if job.admitted and job.state in ("Pending", "Running"):
@@ -97,6 +121,7 @@ def kai_victims(world: World, placer: Placer, job: SimJob, alloc: dict[str, int]
     chosen: list[tuple[str, SimJob]] = []
     tentative = dict(alloc)
     extra: dict[str, list[int]] = {}
+    released: list = []
     for kind, victim in cands:
         vq = world.projects[victim.project]
         if kind == "reclaim" and tentative[vq.name] <= vq.quota_gpus:
@@ -106,7 +131,16 @@ def kai_victims(world: World, placer: Placer, job: SimJob, alloc: dict[str, int]
             if pod.node is not None:
                 tentative[vq.name] -= pod.gpus_requested
                 extra.setdefault(pod.node, []).extend(pod.gpu_indices)
-        placement, _placed, _counts = placer.place(job, extra)
+                released.append(pod)
+        # Whole GPUs only: the fast path; shares, MIG instances or counted CPU/memory: the rooms.
+        simple = (
+            not placer.counts_resources
+            and not (job.shared or job.mig_profile)
+            and not any(p.shared or p.mig_instances for p in released)
+        )
+        placement, _placed, _counts = (
+            placer.place(job, extra) if simple else placer.place(job, released=released)
+        )
         if placement is not None:
             return chosen
     return []
@@ -192,8 +226,12 @@ def kueue_available(
     10,000 waiting workloads would otherwise sum every queue for each of them)."""
     proj = world.projects[project]
     if cohort_unused is None:
-        cohort_unused = sum(p.quota_gpus for p in world.projects.values()) - sum(used.values())
+        cohort_unused = cohort_quota(world) - sum(used.values())
     cap = math.inf if proj.limit_gpus is None else proj.limit_gpus - used[project]
+    dept = world.departments.get(proj.department or "")
+    if dept is not None and dept.limit_gpus is not None:
+        # the department Cohort borrows from its parent at most borrowingLimit = limit - its nominal quota
+        cap = min(cap, dept.limit_gpus - department_used(world, dept.name, used))
     return int(max(0, min(cohort_unused, cap)))
 
 
@@ -266,8 +304,14 @@ def update_projects(world: World) -> None:
             admitted[job.project] += 1
         else:
             pending[job.project] += 1
-            requested[job.project] += job.pods * job.gpus_per_pod
+            requested[job.project] = round(requested[job.project] + job.pods * job.gpus_per_pod, 4)
     shares = _fair_shares(world, requested)
+    for dname, dept in world.departments.items():
+        members = [n for n, p in world.projects.items() if p.department == dname]
+        new_d = (round(sum(alloc[n] for n in members), 4), round(sum(requested[n] for n in members), 4))
+        if new_d != (dept.allocated_gpus, dept.requested_gpus):
+            dept.allocated_gpus, dept.requested_gpus = new_d
+            world.touch(dept)
     for name, proj in world.projects.items():
         new = (
             alloc[name],

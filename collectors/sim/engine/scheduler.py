@@ -22,12 +22,14 @@ Inference work is never preempted.
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from . import lifecycle, messages
 from .placement import Placer
 from .quota import (
+    cohort_quota,
     kai_victims,
     kueue_available,
     kueue_victims,
@@ -69,7 +71,17 @@ def schedule(world: World) -> None:
                 _unschedulable(world, job, "Unschedulable", f"{blocked[0]}: {blocked[1]}.", [blocked[2]])
                 waiting.append(job)
                 continue
-        key = (placer.shape(job), job.pods, job.gpus_per_pod)
+        key = (
+            placer.shape(job),
+            job.pods,
+            job.gpus_per_pod,
+            job.gpu_fraction,
+            job.gpu_memory_mib,
+            job.mig_profile,
+            job.mig_count,
+            job.cpu_millis,
+            job.memory_bytes,
+        )
         hit = failed.get(key)
         if hit and hit[0] == placer.version:
             placement, placed, counts = None, hit[1], hit[2]
@@ -86,11 +98,11 @@ def schedule(world: World) -> None:
             waiting.append(job)
             continue
         lifecycle.bind(world, job, placement)
-        placer.commit(placement)
+        placer.commit(placement, job)
         if world.scheduler == "kai":
-            alloc[job.project] += r
+            alloc[job.project] = round(alloc[job.project] + r, 4)
             if job.priority_class == "inference":
-                alloc_np[job.project] += r
+                alloc_np[job.project] = round(alloc_np[job.project] + r, 4)
     _queue_positions(world, waiting)
 
 
@@ -114,10 +126,39 @@ def _kai_quota_block(
             "podGroupRequestedResources": {"gpu": r},
         }
     }
-    if proj.limit_gpus is not None and alloc[proj.name] + r > proj.limit_gpus:
+    if proj.limit_gpus is not None and alloc[proj.name] + r > proj.limit_gpus + 1e-9:
         msg = messages.kai_over_limit(proj.name, proj.limit_gpus, alloc[proj.name], r)
         return "OverLimit", msg, {"reason": "OverLimit", "message": msg, "details": details}
-    if job.priority_class == "inference" and alloc_np[proj.name] + r > proj.quota_gpus:
+    dept = world.departments.get(proj.department or "")
+    if dept is not None:
+        # KAI checks every queue up the hierarchy with the same policy: the parent queue's limit, and
+        # for non-preemptible work its deserved quota, each named in KAI's own words.
+        used = round(sum(alloc[p.name] for p in world.projects.values() if p.department == dept.name), 4)
+        used_np = round(
+            sum(alloc_np[p.name] for p in world.projects.values() if p.department == dept.name), 4
+        )
+        ddetails = {
+            "queueDetails": {
+                "name": dept.name,
+                "queueRequestedResources": {"gpu": dept.requested_gpus},
+                "queueDeservedResources": {"gpu": dept.quota_gpus},
+                "queueAllocatedResources": {"gpu": used},
+                "queueAllocatedNonPreemptibleResources": {"gpu": used_np},
+                "queueResourceLimits": {"gpu": -1 if dept.limit_gpus is None else dept.limit_gpus},
+                "podGroupRequestedResources": {"gpu": r},
+            }
+        }
+        if dept.limit_gpus is not None and used + r > dept.limit_gpus + 1e-9:
+            msg = messages.kai_over_limit(dept.name, dept.limit_gpus, used, r)
+            return "OverLimit", msg, {"reason": "OverLimit", "message": msg, "details": ddetails}
+        if job.priority_class == "inference" and used_np + r > dept.quota_gpus + 1e-9:
+            msg = messages.kai_non_preemptible_over_quota(dept.name, r, dept.quota_gpus, used_np)
+            return (
+                "NonPreemptibleOverQuota",
+                msg,
+                {"reason": "NonPreemptibleOverQuota", "message": msg, "details": ddetails},
+            )
+    if job.priority_class == "inference" and alloc_np[proj.name] + r > proj.quota_gpus + 1e-9:
         msg = messages.kai_non_preemptible_over_quota(proj.name, r, proj.quota_gpus, alloc_np[proj.name])
         return (
             "NonPreemptibleOverQuota",
@@ -218,7 +259,7 @@ def _admit_kueue(
         (j for j in world.jobs.values() if j.state == "Pending" and j.suspended),
         key=lambda j: order_key(world, j),
     )
-    quota_total = sum(p.quota_gpus for p in world.projects.values())
+    quota_total = cohort_quota(world)
     unused = quota_total - sum(usage_.values())  # kept up to date below: one sum per change, not per workload
     for job in queue:
         r = job.pods * job.gpus_per_pod
@@ -230,7 +271,7 @@ def _admit_kueue(
                 unused = quota_total - sum(usage_.values())
                 avail = kueue_available(world, job.project, usage_, unused)
         if r > avail:
-            msg = messages.kueue_insufficient(r - avail)
+            msg = messages.kueue_insufficient(math.ceil(r - avail - 1e-9))
             _unschedulable(world, job, "Pending", msg, [])
             waiting.append(job)
             continue

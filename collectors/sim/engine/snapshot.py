@@ -32,6 +32,8 @@ def snapshot(world: World) -> dict[str, Any]:
         "resource_version": world.resource_version,
         "nodes": [_plain(n) for n in world.nodes.values()],
         "projects": [_plain(p) for p in world.projects.values()],
+        "departments": [_plain(d) for d in world.departments.values()],
+        "reservations": [_plain(p) for p in world.reservations.values()],
         "jobs": [_plain(j) for j in world.jobs.values()],
         "pods": [_plain(p) for p in world.pods.values()],
         "deleted_pods": [_plain(p) for p in world.deleted_pods],

@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..scenario import EventSpec, JobSpec, NodePoolSpec, Scenario, node_name
-from ..state import SimChange, SimEvent, SimGPU, SimJob, SimNode, SimPod, SimProject
+from ..state import SimChange, SimDepartment, SimEvent, SimGPU, SimJob, SimNode, SimPod, SimProject
 from ..telemetry import Telemetry
-from . import actions, lifecycle, scheduler
+from . import actions, lifecycle, scheduler, sharing
 from .ids import event_name, gpu_uuid, name_suffix, pci_bus_id, rfc3339, uid
 from .snapshot import snapshot as _snapshot
 
@@ -42,6 +42,9 @@ class World:
         self.resource_version = 0
         self.nodes: dict[str, SimNode] = {}
         self.projects: dict[str, SimProject] = {}
+        self.departments: dict[str, SimDepartment] = {}
+        self.reservations: dict[str, SimPod] = {}  # KAI reservation pods ("runai-reservation/<name>")
+        self._mig_pending: dict[str, dict[str, int]] = {}  # node -> layout being applied by mig-manager
         self.jobs: dict[str, SimJob] = {}
         self.pods: dict[str, SimPod] = {}  # live pods ("namespace/name"), incl. finished ones kept by the Job
         self.deleted_pods: list[SimPod] = []  # gone from the API; kept for history and watchers
@@ -83,6 +86,16 @@ class World:
         for pool in self.scenario.cluster.nodepools:
             self._pool_width[pool.name] = max(pool.nodes, 1)
             self.add_nodes(pool.name, pool.nodes, at=self.start - timedelta(days=30))
+        for d in self.scenario.departments:
+            dept = SimDepartment(
+                name=d.name,
+                quota_gpus=d.quota_gpus,
+                limit_gpus=d.limit_gpus,
+                created_at=self.start - timedelta(days=7),
+                uid=uid(self.seed, "department", d.name),
+            )
+            self.departments[d.name] = dept
+            self.touch(dept)
         for p in self.scenario.projects:
             proj = SimProject(
                 name=p.name,
@@ -93,6 +106,7 @@ class World:
                 priority=p.priority,
                 created_at=self.start - timedelta(days=7),
                 uid=uid(self.seed, "project", p.name),
+                department=p.department,
             )
             self.projects[p.name] = proj
             self.touch(proj)
@@ -120,6 +134,7 @@ class World:
                     "exit_code": spec.failure.exit_code,
                 },
             )
+            sharing.apply_job_spec(self, job, spec)
             if self.scheduler == "kai":
                 job.podgroup = f"pg-{spec.name}-{job.uid}"
             else:
@@ -164,11 +179,17 @@ class World:
                 created_at=at,
                 uid=uid(self.seed, "node", name),
                 index=n,
+                sharing=pool.sharing,
+                cpu_millis=pool.cpu_millis,
+                memory_bytes=pool.memory_bytes,
             )
             self.nodes[name] = node
-            self.touch(node)
             for g in gpus:
                 self.telemetry.add_gpu(name, g.index, g.uuid, pool.gpu_product, pool.gpu_memory_mib, at)
+            if pool.mig is not None:  # the GPU Operator's mig-manager applied the pool's layout
+                node.mig_state = "success"
+                sharing.apply_layout(self, node, pool.mig, at=at)
+            self.touch(node)
             out.append(node)
         return out
 
@@ -310,6 +331,7 @@ class World:
             spec = self._arrivals.pop(0)
             lifecycle.submit(self, self.jobs[spec.name])
         lifecycle.progress(self, prev, t)
+        sharing.finish_repartitions(self)
         scheduler.schedule(self)
         scheduler.update_projects(self)
         self.rules.evaluate()

@@ -74,6 +74,8 @@ def _iter_nodes(ctx: RenderContext) -> Iterator[Item]:
             n.unschedulable,
             n.device_plugin_healthy,
             n.capacity_gpus,
+            n.mig_state,
+            repr(n.mig_layout),
             repr(n.taints),
             repr(n.labels),
             n.resource_version,
@@ -84,6 +86,9 @@ def _iter_nodes(ctx: RenderContext) -> Iterator[Item]:
 
 
 def _iter_pods(ctx: RenderContext) -> Iterator[Item]:
+    for p in getattr(ctx.world, "reservations", {}).values():
+        if p.deleted_at is None:
+            yield (p.namespace, p.name), (p.resource_version,), (lambda p=p: pods.reservation_pod(ctx, p))
     for p in ctx.live_pods:
         sig = (
             p.phase,
@@ -123,6 +128,8 @@ def _iter_namespaces(ctx: RenderContext) -> Iterator[Item]:
         "gpu-operator",
         "kai-scheduler" if ctx.scheduler == "kai" else "kueue-system",
     }
+    if getattr(ctx.world, "reservations", None) is not None and any(n.sharing for n in ctx.nodes.values()):
+        names.add("runai-reservation")
     names |= {p.namespace for p in ctx.projects.values()}
     for name in names:
         yield ("", name), (name, tuple(sorted(ctx.projects))), (lambda name=name: core.namespace(ctx, name))
@@ -164,6 +171,11 @@ def _iter_cluster_queues(ctx: RenderContext) -> Iterator[Item]:
         yield ("", p.name), repr(obj), (lambda obj=obj: obj)
 
 
+def _iter_cohorts(ctx: RenderContext) -> Iterator[Item]:
+    for obj in kueue.kueue_cohorts(ctx):
+        yield ("", obj["metadata"]["name"]), repr(obj), (lambda obj=obj: obj)
+
+
 def _iter_local_queues(ctx: RenderContext) -> Iterator[Item]:
     for p in ctx.projects.values():
         obj = kueue.kueue_local_queue(ctx, p)
@@ -197,6 +209,7 @@ def resources(ctx: RenderContext) -> dict[str, Iterator[Item]]:
     else:
         out["resourceflavors"] = _iter_flavors(ctx)
         out["clusterqueues"] = _iter_cluster_queues(ctx)
+        out["cohorts"] = _iter_cohorts(ctx)
         out["localqueues"] = _iter_local_queues(ctx)
         out["workloads"] = _iter_workloads(ctx)
     return out

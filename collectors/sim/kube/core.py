@@ -71,6 +71,16 @@ def namespace(ctx: RenderContext, name: str) -> dict[str, Any]:
     }
 
 
+def _share_annotations(j: SimJob) -> dict[str, Any]:
+    """KAI GPU sharing is asked for on the pod template (the pods inherit it)."""
+    ann = {}
+    if getattr(j, "gpu_fraction", None) is not None:
+        ann["gpu-fraction"] = f"{j.gpu_fraction:g}"
+    if getattr(j, "gpu_memory_mib", None) is not None:
+        ann["gpu-memory"] = str(j.gpu_memory_mib)
+    return {"annotations": ann} if ann else {}
+
+
 def job(ctx: RenderContext, j: SimJob) -> dict[str, Any]:
     pods = ctx.pods_by_job.get((j.namespace, j.name), [])
     active = sum(1 for p in pods if p.phase in ("Pending", "Running"))
@@ -190,7 +200,7 @@ def job(ctx: RenderContext, j: SimJob) -> dict[str, Any]:
             "podReplacementPolicy": "TerminatingOrFailed",
             "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": j.uid}},
             "template": {
-                "metadata": {"labels": template_labels},
+                "metadata": {"labels": template_labels, **_share_annotations(j)},
                 "spec": {
                     "containers": [container_spec(ctx, j, j.image, j.gpus_per_pod)],
                     "restartPolicy": "OnFailure" if j.priority_class == "train" else "Always",

@@ -43,12 +43,26 @@ def cluster_created(ctx: RenderContext) -> str | None:
 def kai_queues(ctx: RenderContext) -> list[dict[str, Any]]:
     total = {"allocated": 0, "np": 0, "requested": 0}
     items = []
+    departments = getattr(ctx.world, "departments", {}) or {}
+    dept_totals: dict[str, dict[str, float]] = {
+        d: {"allocated": 0, "np": 0, "requested": 0} for d in departments
+    }
     for project in sorted(ctx.projects.values(), key=lambda p: p.name):
         items.append(kai_queue(ctx, project))
         u = ctx.usage[project.name]
         total["allocated"] += u.allocated
         total["np"] += u.allocated_non_preemptible
         total["requested"] += u.requested
+        d = dept_totals.get(getattr(project, "department", None) or "")
+        if d is not None:
+            d["allocated"] += u.allocated
+            d["np"] += u.allocated_non_preemptible
+            d["requested"] += u.requested
+    for name in sorted(departments):
+        items.append(kai_department_queue(ctx, departments[name], dept_totals[name]))
+    top_level = sorted(
+        [p.name for p in ctx.projects.values() if not getattr(p, "department", None)] + list(departments)
+    )
     parent = {
         "apiVersion": f"{KAI_GROUP}/v2",
         "kind": "Queue",
@@ -67,7 +81,7 @@ def kai_queues(ctx: RenderContext) -> list[dict[str, Any]]:
             }
         },
         "status": {
-            "childQueues": sorted(ctx.projects),
+            "childQueues": top_level,
             "allocated": _gpus(total["allocated"]),
             "allocatedNonPreemptible": _gpus(total["np"]),
             "requested": _gpus(total["requested"]),
@@ -120,7 +134,7 @@ def kai_queue(ctx: RenderContext, project: SimProject) -> dict[str, Any]:
             "managedFields": managed,
         },
         "spec": {
-            "parentQueue": PARENT_QUEUE,
+            "parentQueue": getattr(project, "department", None) or PARENT_QUEUE,
             "priority": project.priority,
             "resources": {
                 "gpu": {
@@ -136,6 +150,55 @@ def kai_queue(ctx: RenderContext, project: SimProject) -> dict[str, Any]:
             "allocated": _gpus(u.allocated),
             "allocatedNonPreemptible": _gpus(u.allocated_non_preemptible),
             "requested": _gpus(u.requested),
+        },
+    }
+
+
+def kai_department_queue(ctx: RenderContext, dept: Any, total: dict[str, float]) -> dict[str, Any]:
+    """A department is a KAI parent Queue: its children are its projects' queues."""
+    manager, changed = ctx.manager_for("department", dept.name, dept.last_manager)
+    return {
+        "apiVersion": f"{KAI_GROUP}/v2",
+        "kind": "Queue",
+        "metadata": {
+            "name": dept.name,
+            "uid": dept.uid,
+            "creationTimestamp": ts(dept.created_at),
+            "generation": 1
+            + sum(
+                1
+                for c in ctx.world.changes
+                if c.kind == "department" and c.target == dept.name and c.time <= ctx.now
+            ),
+            "labels": {"kai.scheduler/queue-type": "parent"},
+            "managedFields": [
+                managed_field(
+                    manager if changed else dept.last_manager,
+                    f"{KAI_GROUP}/v2",
+                    changed or dept.created_at,
+                    {"f:spec": {"f:resources": {"f:gpu": {"f:quota": {}, "f:limit": {}}}}},
+                )
+            ],
+        },
+        "spec": {
+            "parentQueue": PARENT_QUEUE,
+            "resources": {
+                "gpu": {
+                    "quota": dept.quota_gpus,
+                    "limit": dept.limit_gpus if dept.limit_gpus is not None else -1,
+                    "overQuotaWeight": 1,
+                },
+                "cpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+                "memory": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+            },
+        },
+        "status": {
+            "childQueues": sorted(
+                p.name for p in ctx.projects.values() if getattr(p, "department", None) == dept.name
+            ),
+            "allocated": _gpus(round(total["allocated"], 4)),
+            "allocatedNonPreemptible": _gpus(round(total["np"], 4)),
+            "requested": _gpus(round(total["requested"], 4)),
         },
     }
 

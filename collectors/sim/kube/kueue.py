@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from collectors.sim.engine import messages
-from collectors.sim.kube.common import GPU, managed_field, short_hash, stable_uid, ts
+from collectors.sim.kube.common import GPU, gpu_quantity, managed_field, short_hash, stable_uid, ts
 from collectors.sim.kube.context import RenderContext
 from collectors.sim.kube.kai import COHORT, FLAVOR, KUEUE_GROUP, cluster_created, status_time
 from collectors.sim.state import SimJob, SimProject
@@ -28,6 +28,71 @@ def kueue_flavor(ctx: RenderContext) -> dict[str, Any]:
         },
         "spec": {},
     }
+
+
+def _mig_groups(ctx: RenderContext) -> list[dict[str, Any]]:
+    """MIG profiles as covered resources (a workload asking for an uncovered resource is never admitted):
+    quota as large as what the cluster's layouts offer, so only nvidia.com/gpu is limited by queues."""
+    totals: dict[str, int] = {}
+    for n in ctx.nodes.values():
+        for prof, count in (getattr(n, "mig_layout", None) or {}).items():
+            totals[prof] = totals.get(prof, 0) + count * len(n.gpus)
+    for j in ctx.jobs.values():
+        if getattr(j, "mig_profile", None):
+            totals.setdefault(j.mig_profile, 0)
+    if not totals:
+        return []
+    names = [f"nvidia.com/mig-{p}" for p in sorted(totals)]
+    return [
+        {
+            "coveredResources": names,
+            "flavors": [
+                {
+                    "name": FLAVOR,
+                    "resources": [
+                        {"name": f"nvidia.com/mig-{p}", "nominalQuota": str(totals[p])}
+                        for p in sorted(totals)
+                    ],
+                }
+            ],
+        }
+    ]
+
+
+def kueue_cohorts(ctx: RenderContext) -> list[dict[str, Any]]:
+    """Departments as Kueue Cohorts under the root cohort: their own nominal quota on top of their
+    ClusterQueues', and a borrowing limit that keeps the department's whole subtree within its limit."""
+    from collectors.sim.engine.quota import department_nominal
+
+    out = []
+    world = ctx.world
+    for name, dept in sorted((getattr(world, "departments", {}) or {}).items()):
+        members = [p for p in ctx.projects.values() if getattr(p, "department", None) == name]
+        nominal = department_nominal(world, name)
+        res: dict[str, Any] = {"name": GPU, "nominalQuota": gpu_quantity(nominal)}
+        if dept.limit_gpus is not None:
+            subtree = nominal + sum(p.quota_gpus for p in members)
+            res["borrowingLimit"] = gpu_quantity(max(0, dept.limit_gpus - subtree))
+        out.append(
+            {
+                "apiVersion": f"{KUEUE_GROUP}/v1alpha1",
+                "kind": "Cohort",
+                "metadata": {
+                    "name": name,
+                    "uid": dept.uid,
+                    "creationTimestamp": ts(dept.created_at),
+                    "generation": 1,
+                    "labels": {"rcaweb.sim/department": name},
+                },
+                "spec": {
+                    "parentName": COHORT,
+                    "resourceGroups": [
+                        {"coveredResources": [GPU], "flavors": [{"name": FLAVOR, "resources": [res]}]}
+                    ],
+                },
+            }
+        )
+    return out
 
 
 def kueue_cluster_queue(ctx: RenderContext, project: SimProject) -> dict[str, Any]:
@@ -66,7 +131,7 @@ def kueue_cluster_queue(ctx: RenderContext, project: SimProject) -> dict[str, An
             ],
         },
         "spec": {
-            "cohort": COHORT,
+            "cohort": getattr(project, "department", None) or COHORT,
             "namespaceSelector": {},
             "queueingStrategy": "BestEffortFIFO",
             "flavorFungibility": {"whenCanBorrow": "Borrow", "whenCanPreempt": "TryNextFlavor"},
@@ -77,7 +142,8 @@ def kueue_cluster_queue(ctx: RenderContext, project: SimProject) -> dict[str, An
             },
             "stopPolicy": "None",
             "resourceGroups": [
-                {"coveredResources": [GPU], "flavors": [{"name": FLAVOR, "resources": [gpu_res]}]}
+                {"coveredResources": [GPU], "flavors": [{"name": FLAVOR, "resources": [gpu_res]}]},
+                *_mig_groups(ctx),
             ],
         },
         "status": {
@@ -219,14 +285,16 @@ def kueue_workload(ctx: RenderContext, job: SimJob) -> dict[str, Any]:
             }
         )
     status: dict[str, Any] = {"conditions": conditions}
+    mig = getattr(job, "mig_profile", None)
+    resource, per_pod = (f"nvidia.com/mig-{mig}", job.mig_count) if mig else (GPU, job.gpus_per_pod)
     if admitted and job.state in ("Pending", "Running"):
         status["admission"] = {
             "clusterQueue": job.project,
             "podSetAssignments": [
                 {
                     "name": "main",
-                    "flavors": {GPU: FLAVOR},
-                    "resourceUsage": {GPU: str(job.pods * job.gpus_per_pod)},
+                    "flavors": {resource: FLAVOR},
+                    "resourceUsage": {resource: gpu_quantity(job.pods * per_pod)},
                     "count": job.pods,
                 }
             ],
@@ -238,8 +306,8 @@ def kueue_workload(ctx: RenderContext, job: SimJob) -> dict[str, Any]:
                     "name": "main",
                     "image": job.image,
                     "resources": {
-                        "requests": {GPU: str(job.gpus_per_pod)},
-                        "limits": {GPU: str(job.gpus_per_pod)},
+                        "requests": {resource: gpu_quantity(per_pod)},
+                        "limits": {resource: gpu_quantity(per_pod)},
                     },
                 }
             ],

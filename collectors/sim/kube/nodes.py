@@ -31,6 +31,17 @@ def node(ctx: RenderContext, n: SimNode) -> dict[str, Any]:
             t.setdefault("timeAdded", ts(n.ready_changed_at or ctx.now))
     gpus_capacity = str(n.capacity_gpus)
     gpus_alloc = str(n.allocatable_gpus)
+    # Mixed MIG strategy: each profile is its own extended resource; nvidia.com/gpu counts unpartitioned GPUs.
+    mig_capacity = {f"nvidia.com/mig-{p}": str(c) for p, c in sorted(n.mig_capacity().items())}
+    mig_alloc = {f"nvidia.com/mig-{p}": str(c) for p, c in sorted(n.mig_allocatable().items())}
+    cpu_cap, cpu_alloc = NODE_CPU, "220"
+    mem_cap, mem_alloc = NODE_MEMORY, "2100859660Ki"
+    if n.cpu_millis is not None:  # the pool's allocatable; capacity adds the kubelet's system reservation
+        cpu_alloc = _cpu(n.cpu_millis)
+        cpu_cap = _cpu(n.cpu_millis + 4000)
+    if n.memory_bytes is not None:
+        mem_alloc = f"{n.memory_bytes // 1024}Ki"
+        mem_cap = f"{(n.memory_bytes + 12 * 2**30) // 1024}Ki"
     transition = ts(n.ready_changed_at or n.created_at)
     if n.ready:
         ready = {
@@ -97,18 +108,20 @@ def node(ctx: RenderContext, n: SimNode) -> dict[str, Any]:
         },
         "status": {
             "capacity": {
-                "cpu": NODE_CPU,
-                "memory": NODE_MEMORY,
+                "cpu": cpu_cap,
+                "memory": mem_cap,
                 "pods": "110",
                 "ephemeral-storage": "3750157048Ki",
                 GPU: gpus_capacity,
+                **mig_capacity,
             },
             "allocatable": {
-                "cpu": "220",
-                "memory": "2100859660Ki",
+                "cpu": cpu_alloc,
+                "memory": mem_alloc,
                 "pods": "110",
                 "ephemeral-storage": "3456144210195",
                 GPU: gpus_alloc,
+                **mig_alloc,
             },
             "conditions": [*pressure, ready],
             "addresses": [
@@ -130,6 +143,10 @@ def node(ctx: RenderContext, n: SimNode) -> dict[str, Any]:
             },
         },
     }
+
+
+def _cpu(millis: int) -> str:
+    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
 
 
 def _pressure(kind: str, reason: str, message: str, n: SimNode, ctx: RenderContext) -> dict[str, Any]:

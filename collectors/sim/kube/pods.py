@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from collectors.sim.engine.sharing import RESERVATION_NAMESPACE, cpu_memory_request, gpu_group
 from collectors.sim.kube.common import GPU, ip_for, jsonable, managed_field, stable_uid, ts
 from collectors.sim.kube.context import RenderContext
 from collectors.sim.state import SimJob, SimPod
@@ -22,10 +23,32 @@ def queue_labels(ctx: RenderContext, project: str) -> dict[str, str]:
     return {"kueue.x-k8s.io/queue-name": project}
 
 
-def container_spec(ctx: RenderContext, job: SimJob, image: str, gpus: int) -> dict[str, Any]:
+def _memory_quantity(n: int) -> str:
+    for unit, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def _cpu_quantity(millis: int) -> str:
+    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
+
+
+def container_spec(ctx: RenderContext, job: SimJob, image: str, gpus: int | float) -> dict[str, Any]:
+    cpu, mem = (
+        cpu_memory_request(job)
+        if hasattr(job, "mig_count")
+        else (8000 * max(int(gpus), 1), 64 * 2**30 * max(int(gpus), 1))
+    )
+    # A KAI share asks the node for no device (the reservation pod holds it); MIG asks for its profile.
+    devices: dict[str, str] = {}
+    if getattr(job, "mig_profile", None):
+        devices = {f"nvidia.com/mig-{job.mig_profile}": str(job.mig_count)}
+    elif not getattr(job, "shared", False):
+        devices = {GPU: str(int(gpus))}
     resources = {
-        "requests": {"cpu": str(8 * max(gpus, 1)), "memory": f"{64 * max(gpus, 1)}Gi", GPU: str(gpus)},
-        "limits": {GPU: str(gpus)},
+        "requests": {"cpu": _cpu_quantity(cpu), "memory": _memory_quantity(mem), **devices},
+        "limits": dict(devices),
     }
     return {
         "name": "main",
@@ -95,6 +118,16 @@ def pod(ctx: RenderContext, p: SimPod) -> dict[str, Any]:
         ]
         if ctx.scheduler == "kai":
             annotations["pod-group-name"] = getattr(job, "podgroup", "") or f"pg-{job.name}-{job.uid}"
+        # KAI GPU sharing: what the user asked (gpu-fraction or gpu-memory in MiB), and once bound the GPU
+        # KAI chose (runai-gpu: its index) and the GPU group the pod shares with the reservation pod.
+        if p.gpu_fraction is not None:
+            annotations["gpu-fraction"] = f"{p.gpu_fraction:g}"
+        if p.gpu_memory_mib is not None:
+            annotations["gpu-memory"] = str(p.gpu_memory_mib)
+        if p.shared and p.node and p.gpu_indices:
+            gpu = ctx.nodes[p.node].gpus[p.gpu_indices[0]]
+            annotations["runai-gpu"] = str(gpu.index)
+            labels["runai-gpu-group"] = gpu_group(gpu)
     managed = [
         managed_field(
             "kube-controller-manager",
@@ -152,6 +185,52 @@ def pod(ctx: RenderContext, p: SimPod) -> dict[str, Any]:
     }
     if p.node:
         spec["nodeName"] = p.node
+    return {"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": spec, "status": pod_status(ctx, p)}
+
+
+def reservation_pod(ctx: RenderContext, p: SimPod) -> dict[str, Any]:
+    """KAI's GPU reservation pod: holds the whole device for the shares on it (runai-reservation namespace)."""
+    node = ctx.nodes[p.node] if p.node else None
+    gpu = node.gpus[p.gpu_indices[0]] if node and p.gpu_indices else None
+    meta: dict[str, Any] = {
+        "name": p.name,
+        "namespace": RESERVATION_NAMESPACE,
+        "uid": p.uid,
+        "creationTimestamp": ts(p.created_at),
+        "labels": {
+            "app": "runai-reservation",
+            "app.kubernetes.io/name": "kai-resource-reservation",
+            **({"runai-gpu-group": gpu_group(gpu)} if gpu else {}),
+        },
+        "annotations": {"run.ai/reserve_for_gpu_index": p.reservation_for or ""},
+        "managedFields": [
+            managed_field("binder", "v1", p.created_at, {"f:metadata": {"f:labels": {}}, "f:spec": {}})
+        ],
+    }
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "resource-reservation",
+                "image": p.image,
+                "imagePullPolicy": "IfNotPresent",
+                "resources": {
+                    "requests": {"cpu": "2m", "memory": "20Mi", GPU: "1"},
+                    "limits": {GPU: "1"},
+                },
+                "env": [
+                    {"name": "POD_NAME", "value": p.name},
+                    {"name": "POD_NAMESPACE", "value": RESERVATION_NAMESPACE},
+                ],
+            }
+        ],
+        "nodeName": p.node,
+        "restartPolicy": "Always",
+        "schedulerName": ctx.scheduler_name,
+        "serviceAccountName": "kai-resource-reservation",
+        "tolerations": [{"operator": "Exists"}],
+        "terminationGracePeriodSeconds": 0,
+        "priorityClassName": "system-node-critical",
+    }
     return {"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": spec, "status": pod_status(ctx, p)}
 
 

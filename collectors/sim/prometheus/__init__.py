@@ -17,7 +17,14 @@ from urllib.parse import parse_qs, urlsplit
 
 from collectors.sim.loopback import LoopbackServer
 from collectors.sim.prometheus.promql import PromQLError, Selector, parse, parse_duration
-from collectors.sim.prometheus.series import DcgmSource, evaluate, format_ts, format_value
+from collectors.sim.prometheus.series import (
+    DcgmSource,
+    MigView,
+    _telemetry_key,
+    evaluate,
+    format_ts,
+    format_value,
+)
 
 __all__ = ["DcgmSource", "PrometheusServer"]
 
@@ -257,15 +264,17 @@ class PrometheusServer(LoopbackServer):
             return None
         now = self.world.now
         lines: list[str] = []
+        # MIG: one entity per GPU instance (GPU_I_PROFILE / GPU_I_ID), else one per GPU
+        entities = [v for g in node.gpus for v in ([MigView(g, i) for i in g.mig] if g.mig else [g])]
         for metric, kind, help_text in self.source.metrics:
             lines.append(f"# HELP {metric} {help_text}")
             lines.append(f"# TYPE {metric} {kind}")
-            for gpu in node.gpus:
-                value = self.world.gpu_metric(node.name, gpu.index, metric, now)
+            for gpu in entities:
+                value = self.world.gpu_metric(node.name, _telemetry_key(gpu, metric), metric, now)
                 if value is None:
                     continue
                 labels = self.source.exporter_labels(node, gpu)
-                held = self.world.gpu_pod_at(node.name, gpu.index, now)
+                held = self.world.gpu_pod_at(node.name, _telemetry_key(gpu), now)
                 ns, _, pod = (held or "").partition("/")
                 labels.update({"container": "main" if held else "", "namespace": ns, "pod": pod})
                 body = ",".join(f'{k}="{v}"' for k, v in labels.items())

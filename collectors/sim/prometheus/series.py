@@ -60,6 +60,45 @@ def _node_ip(name: str) -> str:
     return f"10.0.{digest[0]}.{max(digest[1], 2)}"
 
 
+# Under MIG, dcgm-exporter reports every GPU instance as its own series (labels GPU_I_PROFILE, GPU_I_ID, the
+# parent GPU's UUID and index); profiling and framebuffer fields are the instance's own, device-level fields
+# (temperature, power, clocks, Xid, ECC, NVLink) are the parent GPU's.
+PER_INSTANCE = frozenset(
+    {
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+    }
+)
+
+
+class MigView:
+    """One MIG GPU instance seen as a DCGM entity: the parent GPU's identity plus the instance."""
+
+    __slots__ = ("gpu", "instance")
+
+    def __init__(self, gpu: Any, instance: Any) -> None:
+        self.gpu = gpu
+        self.instance = instance
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.gpu, name)
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.gpu.index, self.instance.gi_id)
+
+
+def _telemetry_key(gpu: Any, metric: str | None = None) -> Any:
+    if isinstance(gpu, MigView) and (metric is None or metric in PER_INSTANCE):
+        return gpu.key
+    return gpu.index
+
+
 class DcgmSource:
     """Reads telemetry from the world (the caller holds the world lock)."""
 
@@ -91,7 +130,15 @@ class DcgmSource:
 
     def gpus(self) -> list[tuple[Any, Any]]:
         nodes = self.world.nodes.values() if isinstance(self.world.nodes, dict) else self.world.nodes
-        return [(node, gpu) for node in sorted(nodes, key=lambda n: n.name) for gpu in node.gpus]
+        out: list[tuple[Any, Any]] = []
+        for node in sorted(nodes, key=lambda n: n.name):
+            for gpu in node.gpus:
+                instances = getattr(gpu, "mig", None)
+                if instances:
+                    out.extend((node, MigView(gpu, inst)) for inst in instances)
+                else:
+                    out.append((node, gpu))
+        return out
 
     def exporter_labels(self, node: Any, gpu: Any) -> Labels:
         """The labels dcgm-exporter itself writes (without pod attribution)."""
@@ -104,6 +151,11 @@ class DcgmSource:
             "modelName": node.gpu_product.replace("-", " "),
             host: node.name,
             "DCGM_FI_DRIVER_VERSION": DRIVER_VERSION,
+            **(
+                {"GPU_I_PROFILE": gpu.instance.profile, "GPU_I_ID": str(gpu.instance.gi_id)}
+                if isinstance(gpu, MigView)
+                else {}
+            ),
         }
 
     def static_labels(self, node: Any, gpu: Any) -> Labels:
@@ -123,13 +175,14 @@ class DcgmSource:
         return labels
 
     def pod_labels(self, node: Any, gpu: Any, t: datetime) -> Labels:
+        tk = _telemetry_key(gpu)
         if self.cache is not None:
-            key = ("pod", node.name, gpu.index, t)
+            key = ("pod", node.name, tk, t)
             if key not in self.cache:
-                self.cache[key] = self.world.gpu_pod_at(node.name, gpu.index, t)
+                self.cache[key] = self.world.gpu_pod_at(node.name, tk, t)
             held = self.cache[key]
         else:
-            held = self.world.gpu_pod_at(node.name, gpu.index, t)
+            held = self.world.gpu_pod_at(node.name, tk, t)
         if not held:
             return {}
         namespace, _, pod = held.partition("/")
@@ -152,13 +205,14 @@ class DcgmSource:
         when = datetime.fromtimestamp(t, UTC)
         if when < node.created_at:
             return None
+        tk = _telemetry_key(gpu, metric)
         if self.cache is not None:
-            key = (node.name, gpu.index, metric, t)
+            key = (node.name, tk, metric, t)
             if key not in self.cache:
-                self.cache[key] = self.world.gpu_metric(node.name, gpu.index, metric, when)
+                self.cache[key] = self.world.gpu_metric(node.name, tk, metric, when)
             value = self.cache[key]
         else:
-            value = self.world.gpu_metric(node.name, gpu.index, metric, when)
+            value = self.world.gpu_metric(node.name, tk, metric, when)
         return None if value is None else float(value)
 
     def select(

@@ -2,27 +2,74 @@
 
 from __future__ import annotations
 
-import re
-
 import yaml
 
+from .gpus import CATALOG, GpuModel, gpu_model, layout_problem
 from .model import (
     DCGM_LABEL_STYLES,
-    GPU_MEMORY_MIB,
     SCHEDULERS,
     TAINT_EFFECTS,
     ClusterSpec,
+    DepartmentSpec,
     NodePoolSpec,
     ProjectSpec,
 )
 from .nodes import Reader, line_of
 
+POOL_KEYS = (
+    "name",
+    "nodes",
+    "gpus_per_node",
+    "gpu_product",
+    "labels",
+    "taints",
+    "mig",
+    "sharing",
+    "cpu",
+    "memory",
+)
 
-def _gpu_memory(product: str) -> int | None:
-    if product in GPU_MEMORY_MIB:
-        return GPU_MEMORY_MIB[product]
-    m = re.search(r"(\d+)GB", product)
-    return int(m.group(1)) * 1024 if m else None
+
+def read_mig_layout(
+    r: Reader, node: yaml.Node | None, path: str, model: GpuModel | None, *, allow_empty: bool
+) -> dict[str, int] | None:
+    """A MIG layout ``{profile: instances per GPU}`` that fits one GPU of ``model`` (None: not checked)."""
+    if node is None:
+        return None
+    if not isinstance(node, yaml.MappingNode) and not r._is_null(node):
+        r.problem(path, node, f"expected a mapping of MIG profile to count, got {r._safe(node)!r}")
+        return None
+    out: dict[str, int] = {}
+    ok = True
+    for knode, vnode in [] if r._is_null(node) else node.value:
+        name = r._safe(knode)
+        if not isinstance(name, str):
+            r.problem(path, knode, f"MIG profile names are strings, got {name!r}")
+            ok = False
+            continue
+        count = r.integer(vnode, f"{path}.{name}", minimum=1)
+        if name in out:
+            r.problem(f"{path}.{name}", knode, f"duplicate MIG profile '{name}'")
+            ok = False
+        elif count is None:
+            ok = False
+        else:
+            out[name] = count
+    if not ok:
+        return None
+    if not out and not allow_empty:
+        r.problem(path, node, "a MIG layout needs at least one profile, like {1g.10gb: 7}")
+        return None
+    if model is not None and out:
+        why = layout_problem(model, out)
+        if why:
+            r.problem(path, node, f"MIG layout {_layout_text(out)} does not fit: {why}")
+            return None
+    return out
+
+
+def _layout_text(layout: dict[str, int]) -> str:
+    return "{" + ", ".join(f"{p}: {n}" for p, n in layout.items()) + "}"
 
 
 def read_taint(r: Reader, node: yaml.Node, path: str, *, for_removal: bool = False) -> dict[str, str] | None:
@@ -61,12 +108,7 @@ def read_cluster(r: Reader, node: yaml.Node | None) -> ClusterSpec | None:
     seen: set[str] = set()
     for i, pnode in enumerate(r.sequence(keys.get("nodepools"), "cluster.nodepools") or []):
         path = f"cluster.nodepools[{i}]"
-        pk = r.mapping(
-            pnode,
-            path,
-            ("name", "nodes", "gpus_per_node", "gpu_product", "labels", "taints"),
-            required=("name", "nodes", "gpus_per_node", "gpu_product"),
-        )
+        pk = r.mapping(pnode, path, POOL_KEYS, required=("name", "nodes", "gpus_per_node", "gpu_product"))
         if pk is None:
             continue
         pname = r.string(pk.get("name"), f"{path}.name", slug=True)
@@ -79,23 +121,65 @@ def read_cluster(r: Reader, node: yaml.Node | None) -> ClusterSpec | None:
             t = read_taint(r, tnode, f"{path}.taints[{j}]")
             if t:
                 taints.append(t)
-        mem = _gpu_memory(product) if product else None
-        if product and mem is None:
+        model = gpu_model(product) if product else None
+        mem = model.memory_mib if model else None
+        if product and model is None:
             r.problem(
                 f"{path}.gpu_product",
                 pk["gpu_product"],
-                f"unknown GPU product {product!r}: use a GPU feature discovery name such as "
-                f"{', '.join(sorted(GPU_MEMORY_MIB)[:4])}… or one containing '<n>GB'",
+                f"unknown GPU product {product!r}: use a GPU feature discovery name ({', '.join(CATALOG)}) "
+                f"or one containing '<n>GB'",
             )
+        mig = (
+            read_mig_layout(r, pk.get("mig"), f"{path}.mig", model, allow_empty=False)
+            if "mig" in pk
+            else None
+        )
+        sharing = r.boolean(pk.get("sharing"), f"{path}.sharing") if "sharing" in pk else False
+        cpu = r.cpu(pk.get("cpu"), f"{path}.cpu") if "cpu" in pk else None
+        memory = r.memory(pk.get("memory"), f"{path}.memory") if "memory" in pk else None
+        bad = ("mig" in pk and mig is None) or sharing is None
+        bad |= ("cpu" in pk and cpu is None) or ("memory" in pk and memory is None)
+        if mig and sharing:
+            r.problem(
+                f"{path}.sharing",
+                pk["sharing"],
+                "a pool is either MIG-partitioned (mig) or shared (sharing: true), not both",
+            )
+            bad = True
         if pname in seen:
             r.problem(f"{path}.name", pk.get("name"), f"duplicate nodepool name {pname!r}")
         if pname:
             seen.add(pname)
-        if None in (pname, nodes, gpn, product, mem, labels):
+        if None in (pname, nodes, gpn, product, mem, labels) or bad:
             continue
-        pools.append(NodePoolSpec(pname, nodes, gpn, product, mem, labels, tuple(taints), line_of(pnode)))  # type: ignore[arg-type]
+        pools.append(
+            NodePoolSpec(
+                pname,  # type: ignore[arg-type]
+                nodes,  # type: ignore[arg-type]
+                gpn,  # type: ignore[arg-type]
+                product,  # type: ignore[arg-type]
+                mem,  # type: ignore[arg-type]
+                labels,  # type: ignore[arg-type]
+                tuple(taints),
+                line_of(pnode),
+                mig=mig,
+                sharing=bool(sharing),
+                cpu_millis=cpu,
+                memory_bytes=memory,
+            )
+        )
     if not pools and keys.get("nodepools") is not None and not r.problems:
         r.problem("cluster.nodepools", keys["nodepools"], "at least one nodepool is needed")
+    if scheduler == "kueue":
+        for i, pool in enumerate(pools):
+            if pool.sharing:
+                r.problem(
+                    f"cluster.nodepools[{i}].sharing",
+                    None,
+                    "GPU sharing (gpu-fraction / gpu-memory) is a KAI Scheduler feature; cluster.scheduler is kueue",
+                    line=pool.line,
+                )
     if None in (name, scheduler, dcgm):
         return None
     return ClusterSpec(name, scheduler, dcgm, tuple(pools), line_of(node))  # type: ignore[arg-type]
@@ -108,7 +192,33 @@ def _gpu_amount(r: Reader, node: yaml.Node | None, path: str) -> int | None:
     return r.integer(keys.get("gpu"), f"{path}.gpu", minimum=0)
 
 
-def read_projects(r: Reader, node: yaml.Node | None) -> list[ProjectSpec]:
+def read_departments(r: Reader, node: yaml.Node | None) -> list[DepartmentSpec]:
+    out: list[DepartmentSpec] = []
+    seen: set[str] = set()
+    for i, dnode in enumerate(r.sequence(node, "departments") or []):
+        path = f"departments[{i}]"
+        dk = r.mapping(dnode, path, ("name", "quota", "limit"), required=("name", "quota"))
+        if dk is None:
+            continue
+        name = r.string(dk.get("name"), f"{path}.name", slug=True)
+        quota = _gpu_amount(r, dk.get("quota"), f"{path}.quota")
+        limit = _gpu_amount(r, dk.get("limit"), f"{path}.limit") if "limit" in dk else None
+        if quota is not None and limit is not None and limit < quota:
+            r.problem(f"{path}.limit", dk["limit"], f"limit ({limit}) is below quota ({quota})")
+            continue
+        if name in seen:
+            r.problem(f"{path}.name", dk.get("name"), f"duplicate department name {name!r}")
+        if name:
+            seen.add(name)
+        if name is None or quota is None or ("limit" in dk and limit is None):
+            continue
+        out.append(DepartmentSpec(name, quota, limit, line_of(dnode)))
+    return out
+
+
+def read_projects(
+    r: Reader, node: yaml.Node | None, departments: set[str] | None = None
+) -> list[ProjectSpec]:
     out: list[ProjectSpec] = []
     seen: set[str] = set()
     for i, pnode in enumerate(r.sequence(node, "projects") or []):
@@ -116,7 +226,7 @@ def read_projects(r: Reader, node: yaml.Node | None) -> list[ProjectSpec]:
         pk = r.mapping(
             pnode,
             path,
-            ("name", "namespace", "quota", "limit", "over_quota_weight", "priority"),
+            ("name", "namespace", "quota", "limit", "over_quota_weight", "priority", "department"),
             required=("name", "quota"),
         )
         if pk is None:
@@ -133,6 +243,15 @@ def read_projects(r: Reader, node: yaml.Node | None) -> list[ProjectSpec]:
             else 1
         )
         prio = r.integer(pk.get("priority"), f"{path}.priority") if "priority" in pk else 0
+        dept = r.string(pk.get("department"), f"{path}.department") if "department" in pk else None
+        if dept is not None and dept not in (departments or set()):
+            known = ", ".join(sorted(departments or ())) or "none declared"
+            r.problem(
+                f"{path}.department", pk["department"], f"unknown department {dept!r} (departments: {known})"
+            )
+            continue
+        if "department" in pk and dept is None:
+            continue
         if quota is not None and limit is not None and limit < quota:
             r.problem(f"{path}.limit", pk["limit"], f"limit ({limit}) is below quota ({quota})")
         if name in seen:
@@ -141,5 +260,5 @@ def read_projects(r: Reader, node: yaml.Node | None) -> list[ProjectSpec]:
             seen.add(name)
         if None in (name, namespace, quota, weight, prio):
             continue
-        out.append(ProjectSpec(name, namespace, quota, limit, weight, prio, line_of(pnode)))  # type: ignore[arg-type]
+        out.append(ProjectSpec(name, namespace, quota, limit, weight, prio, line_of(pnode), dept))  # type: ignore[arg-type]
     return out

@@ -7,8 +7,17 @@ from typing import Any
 
 import yaml
 
-from .model import FAILURE_KINDS, JOB_PRIORITIES, TAINT_EFFECTS, FailureSpec, GenerateSpec, JobSpec
-from .nodes import Reader, line_of
+from .gpus import MIG_PROFILE_NAMES
+from .model import (
+    FAILURE_KINDS,
+    JOB_PRIORITIES,
+    TAINT_EFFECTS,
+    ClusterSpec,
+    FailureSpec,
+    GenerateSpec,
+    JobSpec,
+)
+from .nodes import Reader, describe, line_of
 
 GENERATED_IMAGE = "nvcr.io/nvidia/pytorch:24.08-py3"
 
@@ -26,8 +35,88 @@ JOB_KEYS = (
     "tolerations",
     "sm_activity",
     "failure",
+    "gpu_memory",
+    "mig_profile",
+    "cpu_per_pod",
+    "memory_per_pod",
 )
-GENERATE_KEYS = ("count", "project", "pods", "gpus_per_pod", "submit_every", "runtime", "name_prefix")
+GENERATE_KEYS = (
+    "count",
+    "project",
+    "pods",
+    "gpus_per_pod",
+    "submit_every",
+    "runtime",
+    "name_prefix",
+    "mig_profile",
+    "cpu_per_pod",
+    "memory_per_pod",
+)
+GENERATE_REQUIRED = ("count", "project", "pods", "gpus_per_pod", "submit_every", "runtime")
+
+
+def read_gpus(r: Reader, node: yaml.Node | None, path: str) -> int | float | None:
+    """GPUs per pod: a whole number >= 0, or a fraction strictly between 0 and 1 (a GPU share)."""
+    if node is None:
+        return None
+    value = r._safe(node)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not isinstance(node, yaml.ScalarNode):
+        r.problem(
+            path, node, f"expected an integer or a fraction between 0 and 1, got {describe(node, value)}"
+        )
+        return None
+    if isinstance(value, float) and value.is_integer() and value >= 1:
+        value = int(value)
+    if isinstance(value, int) and value >= 0:
+        return value
+    if 0 < value < 1:
+        return float(value)
+    r.problem(
+        path,
+        node,
+        f"expected a whole number of GPUs (0, 1, 2, ...) or a fraction between 0 and 1, got {value}",
+    )
+    return None
+
+
+def _sharing_pools(cluster: ClusterSpec | None) -> list[str] | None:
+    return None if cluster is None else [p.name for p in cluster.nodepools if p.sharing]
+
+
+def _check_share(r: Reader, cluster: ClusterSpec | None, path: str, node: yaml.Node, what: str) -> bool:
+    """A GPU share needs a pool with sharing: true (KAI GPU sharing)."""
+    pools = _sharing_pools(cluster)
+    if pools is not None and not pools:
+        r.problem(
+            path,
+            node,
+            f"{what} is a GPU share: it needs a nodepool with sharing: true, and cluster.nodepools has none",
+        )
+        return False
+    return True
+
+
+def _read_resources(
+    r: Reader, k: dict[str, yaml.Node], path: str, gpus: int | float | None, cluster: ClusterSpec | None
+) -> tuple[bool, str | None, int | None, int | None]:
+    """mig_profile, cpu_per_pod, memory_per_pod of a job or generate entry: (ok, profile, cpu, memory)."""
+    ok = True
+    profile = None
+    if "mig_profile" in k:
+        profile = r.string(k["mig_profile"], f"{path}.mig_profile")
+        if profile is not None and profile not in MIG_PROFILE_NAMES:
+            r.problem(
+                f"{path}.mig_profile",
+                k["mig_profile"],
+                f"unknown MIG profile {profile!r}; profiles are like 1g.10gb, 3g.40gb, 7g.80gb "
+                f"({', '.join(sorted(MIG_PROFILE_NAMES))})",
+            )
+            profile = None
+        ok &= profile is not None
+    cpu = r.cpu(k.get("cpu_per_pod"), f"{path}.cpu_per_pod") if "cpu_per_pod" in k else None
+    mem = r.memory(k.get("memory_per_pod"), f"{path}.memory_per_pod") if "memory_per_pod" in k else None
+    ok &= ("cpu_per_pod" not in k or cpu is not None) and ("memory_per_pod" not in k or mem is not None)
+    return ok, profile, cpu, mem
 
 
 def read_toleration(r: Reader, node: yaml.Node, path: str) -> dict[str, Any] | None:
@@ -77,7 +166,7 @@ def _read_failure(r: Reader, node: yaml.Node | None, path: str) -> FailureSpec |
 
 
 def read_jobs(
-    r: Reader, node: yaml.Node | None, projects: set[str], seed: int
+    r: Reader, node: yaml.Node | None, projects: set[str], seed: int, cluster: ClusterSpec | None = None
 ) -> tuple[list[JobSpec], list[GenerateSpec]]:
     jobs: list[JobSpec] = []
     gens: list[GenerateSpec] = []
@@ -86,11 +175,11 @@ def read_jobs(
         if isinstance(jnode, yaml.MappingNode) and any(r._safe(k) == "generate" for k, _ in jnode.value):
             wrap = r.mapping(jnode, path, ("generate",), required=("generate",))
             if wrap and "generate" in wrap:
-                g = _read_generate(r, wrap["generate"], f"{path}.generate", projects)
+                g = _read_generate(r, wrap["generate"], f"{path}.generate", projects, cluster)
                 if g:
                     gens.append(g)
             continue
-        j = _read_job(r, jnode, path, projects)
+        j = _read_job(r, jnode, path, projects, cluster)
         if j:
             jobs.append(j)
     for gi, g in enumerate(gens):
@@ -108,9 +197,19 @@ def read_jobs(
     return jobs, gens
 
 
-def _read_job(r: Reader, node: yaml.Node, path: str, projects: set[str]) -> JobSpec | None:
-    k = r.mapping(node, path, JOB_KEYS, required=("name", "project", "submit", "pods", "gpus_per_pod"))
+def _read_job(
+    r: Reader, node: yaml.Node, path: str, projects: set[str], cluster: ClusterSpec | None
+) -> JobSpec | None:
+    k = r.mapping(node, path, JOB_KEYS, required=("name", "project", "submit", "pods"))
     if k is None:
+        return None
+    if ("gpus_per_pod" in k) == ("gpu_memory" in k):
+        r.problem(
+            path,
+            node,
+            "a job needs exactly one of gpus_per_pod or gpu_memory"
+            + (" (gpu_memory sizes the share instead of gpus_per_pod)" if "gpu_memory" in k else ""),
+        )
         return None
     name = r.string(k.get("name"), f"{path}.name", slug=True)
     project = r.string(k.get("project"), f"{path}.project")
@@ -119,7 +218,32 @@ def _read_job(r: Reader, node: yaml.Node, path: str, projects: set[str]) -> JobS
         project = None
     submit = r.duration(k.get("submit"), f"{path}.submit")
     pods = r.integer(k.get("pods"), f"{path}.pods", minimum=1)
-    gpp = r.integer(k.get("gpus_per_pod"), f"{path}.gpus_per_pod", minimum=0)
+    gpp: int | float | None = 0
+    gmem: int | None = None
+    if "gpus_per_pod" in k:
+        gpp = read_gpus(r, k["gpus_per_pod"], f"{path}.gpus_per_pod")
+        if isinstance(gpp, float) and not _check_share(
+            r, cluster, f"{path}.gpus_per_pod", k["gpus_per_pod"], f"gpus_per_pod {gpp}"
+        ):
+            gpp = None
+    else:
+        mem_bytes = r.memory(k["gpu_memory"], f"{path}.gpu_memory")
+        gmem = None if mem_bytes is None else max(1, mem_bytes // 2**20)
+        if gmem is not None and not _check_share(
+            r, cluster, f"{path}.gpu_memory", k["gpu_memory"], "gpu_memory"
+        ):
+            gmem = None
+        if gmem is None:
+            gpp = None
+    res_ok, profile, cpu, mem = _read_resources(r, k, path, gpp, cluster)
+    if profile is not None and gpp is not None:
+        if "gpu_memory" in k or isinstance(gpp, float) or gpp < 1:
+            r.problem(
+                f"{path}.mig_profile",
+                k["mig_profile"],
+                "with mig_profile, gpus_per_pod is the number of MIG instances per pod: a whole number >= 1",
+            )
+            res_ok = False
     prio = r.choice(k.get("priority"), f"{path}.priority", JOB_PRIORITIES) if "priority" in k else "train"
     runtime = r.duration(k.get("runtime"), f"{path}.runtime", positive=True) if "runtime" in k else None
     image = r.string(k.get("image"), f"{path}.image") if "image" in k else GENERATED_IMAGE
@@ -135,7 +259,7 @@ def _read_job(r: Reader, node: yaml.Node, path: str, projects: set[str]) -> JobS
         return None
     if runtime is not None and "runtime" in k and k["runtime"] is None:
         runtime = None
-    if None in (name, project, submit, pods, gpp, prio, image, selector, sm):
+    if None in (name, project, submit, pods, gpp, prio, image, selector, sm) or not res_ok:
         return None
     return JobSpec(
         name,
@@ -152,11 +276,17 @@ def _read_job(r: Reader, node: yaml.Node, path: str, projects: set[str]) -> JobS
         failure,  # type: ignore[arg-type]
         None,
         line_of(node),
+        gpu_memory_mib=gmem,
+        mig_profile=profile,
+        cpu_millis=cpu,
+        memory_bytes=mem,
     )
 
 
-def _read_generate(r: Reader, node: yaml.Node, path: str, projects: set[str]) -> GenerateSpec | None:
-    k = r.mapping(node, path, GENERATE_KEYS, required=GENERATE_KEYS[:-1])
+def _read_generate(
+    r: Reader, node: yaml.Node, path: str, projects: set[str], cluster: ClusterSpec | None
+) -> GenerateSpec | None:
+    k = r.mapping(node, path, GENERATE_KEYS, required=GENERATE_REQUIRED)
     if k is None:
         return None
     count = r.integer(k.get("count"), f"{path}.count", minimum=0)
@@ -165,20 +295,30 @@ def _read_generate(r: Reader, node: yaml.Node, path: str, projects: set[str]) ->
         r.problem(f"{path}.project", k["project"], f"unknown project {project!r}")
         project = None
     pods = r.integer(k.get("pods"), f"{path}.pods", minimum=1)
-    sizes: list[int] = []
+    sizes: list[int | float] = []
     gnode = k.get("gpus_per_pod")
+    size_ok = True
     if gnode is not None:
-        if isinstance(gnode, yaml.SequenceNode):
-            for si, snode in enumerate(gnode.value):
-                v = r.integer(snode, f"{path}.gpus_per_pod[{si}]", minimum=0)
-                if v is not None:
-                    sizes.append(v)
-            if not gnode.value:
-                r.problem(f"{path}.gpus_per_pod", gnode, "expected a non-empty list of integers")
-        else:
-            v = r.integer(gnode, f"{path}.gpus_per_pod", minimum=0)
-            if v is not None:
+        items = list(enumerate(gnode.value)) if isinstance(gnode, yaml.SequenceNode) else [(None, gnode)]
+        if isinstance(gnode, yaml.SequenceNode) and not gnode.value:
+            r.problem(f"{path}.gpus_per_pod", gnode, "expected a non-empty list of GPU counts")
+        for si, snode in items:
+            spath = f"{path}.gpus_per_pod" + ("" if si is None else f"[{si}]")
+            v = read_gpus(r, snode, spath)
+            if isinstance(v, float) and not _check_share(r, cluster, spath, snode, f"gpus_per_pod {v}"):
+                v = None
+            if v is None:
+                size_ok = False
+            else:
                 sizes.append(v)
+    res_ok, profile, cpu, mem = _read_resources(r, k, path, None, cluster)
+    if profile is not None and any(isinstance(v, float) or v < 1 for v in sizes):
+        r.problem(
+            f"{path}.mig_profile",
+            k["mig_profile"],
+            "with mig_profile, gpus_per_pod is the number of MIG instances per pod: whole numbers >= 1",
+        )
+        res_ok = False
     every = r.duration(k.get("submit_every"), f"{path}.submit_every", positive=True)
     rt: tuple[int, int] | None = None
     rnode = k.get("runtime")
@@ -200,9 +340,21 @@ def _read_generate(r: Reader, node: yaml.Node, path: str, projects: set[str]) ->
         if "name_prefix" in k
         else f"{project}-batch"
     )
-    if None in (count, project, pods, every, rt, prefix) or not sizes:
+    if None in (count, project, pods, every, rt, prefix) or not sizes or not size_ok or not res_ok:
         return None
-    return GenerateSpec(count, project, pods, tuple(sizes), every, rt, prefix, line_of(node))  # type: ignore[arg-type]
+    return GenerateSpec(
+        count,  # type: ignore[arg-type]
+        project,  # type: ignore[arg-type]
+        pods,  # type: ignore[arg-type]
+        tuple(sizes),
+        every,  # type: ignore[arg-type]
+        rt,  # type: ignore[arg-type]
+        prefix,  # type: ignore[arg-type]
+        line_of(node),
+        mig_profile=profile,
+        cpu_millis=cpu,
+        memory_bytes=mem,
+    )
 
 
 def expand_generate(g: GenerateSpec, seed: int, index: int) -> list[JobSpec]:
@@ -224,6 +376,9 @@ def expand_generate(g: GenerateSpec, seed: int, index: int) -> list[JobSpec]:
                 sm_activity=round(rng.uniform(0.35, 0.9), 2),
                 generated_by=g.name_prefix,
                 line=g.line,
+                mig_profile=g.mig_profile,
+                cpu_millis=g.cpu_millis,
+                memory_bytes=g.memory_bytes,
             )
         )
     return out

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from .cluster import read_cluster, read_projects
+from .cluster import read_cluster, read_departments, read_projects
 from .jobs import read_jobs
 from .model import (
     Scenario,
@@ -32,6 +32,7 @@ TOP_KEYS = (
     "duration",
     "seed",
     "cluster",
+    "departments",
     "projects",
     "jobs",
     "events",
@@ -110,13 +111,15 @@ def _read(r: Reader, root: yaml.Node, source: str | None, now: datetime | None) 
     seed = r.integer(top.get("seed"), "seed")
     start = _read_start(r, top.get("start"), duration, now)
     cluster = read_cluster(r, top.get("cluster"))
-    projects = read_projects(r, top.get("projects"))
+    departments = read_departments(r, top.get("departments"))
+    department_names = {d.name for d in departments} | _declared_names(r, top.get("departments"))
+    projects = read_projects(r, top.get("projects"), department_names)
     # Names declared by entries that had other problems still count as known, so one typo
     # does not cascade into "unknown project/job" everywhere that name is used.
     project_names = {p.name for p in projects} | _declared_names(r, top.get("projects"))
-    jobs, generate = read_jobs(r, top.get("jobs"), project_names, seed or 0)
+    jobs, generate = read_jobs(r, top.get("jobs"), project_names, seed or 0, cluster)
     job_names = {j.name for j in jobs} | _declared_names(r, top.get("jobs"))
-    events = read_events(r, top.get("events"), cluster, project_names, job_names)
+    events = read_events(r, top.get("events"), cluster, project_names, job_names, department_names)
     if duration is not None:
         _check_within(r, top.get("jobs"), "jobs", "submit", duration)
         _check_within(r, top.get("events"), "events", "at", duration)
@@ -141,6 +144,7 @@ def _read(r: Reader, root: yaml.Node, source: str | None, now: datetime | None) 
         alerts=tuple(alerts),
         expect=tuple(expect),
         source=source,
+        departments=tuple(departments),
     )
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .gpus import CATALOG
+
 SCHEDULERS = ("kai", "kueue")
 DCGM_LABEL_STYLES = ("classic", "current", "scraped")
 JOB_PRIORITIES = ("train", "inference")
@@ -31,6 +33,7 @@ EVENT_ACTIONS = (
     "device_plugin",
     "add_nodes",
     "resolve",
+    "mig",
 )
 ALERT_NAMES = (
     "GPUJobPendingTooLong",
@@ -69,23 +72,9 @@ DIAGNOSIS_CODES = (
     "recent_change",
 )
 
-# Framebuffer size in MiB as nvidia-smi / GPU feature discovery report it
-# (nvidia.com/gpu.memory). Products not listed fall back to the "<n>GB" in the name.
-GPU_MEMORY_MIB = {
-    "NVIDIA-H100-80GB-HBM3": 81559,
-    "NVIDIA-H100-NVL": 95830,
-    "NVIDIA-H200": 143771,
-    "NVIDIA-B200": 183359,
-    "NVIDIA-A100-SXM4-80GB": 81920,
-    "NVIDIA-A100-SXM4-40GB": 40960,
-    "NVIDIA-A100-80GB-PCIe": 81920,
-    "NVIDIA-A100-PCIE-40GB": 40960,
-    "NVIDIA-L40S": 46068,
-    "NVIDIA-L4": 23034,
-    "NVIDIA-A10G": 23028,
-    "Tesla-T4": 15360,
-    "Tesla-V100-SXM2-32GB": 32768,
-}
+# The GPU catalog (GFD product names, memory, MIG profiles) lives in gpus.py; this view of it is kept for
+# callers that only need the memory.
+GPU_MEMORY_MIB = {name: m.memory_mib for name, m in CATALOG.items()}
 
 
 @dataclass(frozen=True)
@@ -97,6 +86,20 @@ class NodePoolSpec:
     gpu_memory_mib: int
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[dict[str, str], ...] = ()
+    line: int = 0
+    mig: dict[str, int] | None = None  # MIG layout of every GPU (profile -> instances), None = MIG disabled
+    sharing: bool = False  # KAI GPU sharing (gpu-fraction / gpu-memory) allowed on this pool
+    cpu_millis: int | None = None  # allocatable CPU per node, None = large enough never to bind
+    memory_bytes: int | None = None  # allocatable memory per node, None = same
+
+
+@dataclass(frozen=True)
+class DepartmentSpec:
+    """Queues above projects: a KAI parent Queue, or a Kueue Cohort its projects' ClusterQueues belong to."""
+
+    name: str
+    quota_gpus: int
+    limit_gpus: int | None
     line: int = 0
 
 
@@ -118,6 +121,7 @@ class ProjectSpec:
     over_quota_weight: int = 1
     priority: int = 0
     line: int = 0
+    department: str | None = None
 
 
 @dataclass(frozen=True)
@@ -133,7 +137,7 @@ class JobSpec:
     project: str
     submit_s: int
     pods: int
-    gpus_per_pod: int
+    gpus_per_pod: int | float  # a float below 1 is a GPU share (gpu-fraction); with mig_profile: instances
     priority: str = "train"
     runtime_s: int | None = None
     image: str = "nvcr.io/nvidia/pytorch:24.08-py3"
@@ -143,6 +147,17 @@ class JobSpec:
     failure: FailureSpec | None = None
     generated_by: str | None = None  # name_prefix of the generate entry, None when written out
     line: int = 0
+    gpu_memory_mib: int | None = (
+        None  # a share sized by GPU memory (gpu-memory annotation); gpus_per_pod is 0
+    )
+    mig_profile: str | None = None  # "3g.40gb": gpus_per_pod instances of nvidia.com/mig-3g.40gb per pod
+    cpu_millis: int | None = None  # CPU request per pod, None = the default (8 cores per GPU)
+    memory_bytes: int | None = None  # memory request per pod, None = the default (64 GiB per GPU)
+
+    @property
+    def shared(self) -> bool:
+        """A GPU share: a fraction below 1 or a GPU memory amount (KAI GPU sharing)."""
+        return self.gpu_memory_mib is not None or 0 < self.gpus_per_pod < 1
 
 
 @dataclass(frozen=True)
@@ -150,11 +165,14 @@ class GenerateSpec:
     count: int
     project: str
     pods: int
-    gpus_per_pod: tuple[int, ...]
+    gpus_per_pod: tuple[int | float, ...]
     submit_every_s: int
     runtime_s: tuple[int, int]
     name_prefix: str
     line: int = 0
+    mig_profile: str | None = None
+    cpu_millis: int | None = None
+    memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +217,7 @@ class Scenario:
     alerts: tuple[AlertRuleSpec, ...]
     expect: tuple[ExpectSpec, ...]
     source: str | None = None  # file path, when loaded from one
+    departments: tuple[DepartmentSpec, ...] = ()
 
     @property
     def end(self) -> datetime:

@@ -16,6 +16,9 @@ import yaml
 _DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _SLUG_RE = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 _MISSING = object()
+_BINARY_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+_QUANTITY_RE = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti)$")
+_CPU_RE = re.compile(r"^(\d+)m$")
 
 
 def parse_duration(text: str) -> int | None:
@@ -199,6 +202,37 @@ class Reader:
             value = self.string(vnode, f"{path}.{key}")
             if value is not None:
                 out[key] = value
+        return out
+
+    def memory(self, node: yaml.Node | None, path: str) -> int | None:
+        """A Kubernetes binary quantity such as ``512Gi``, ``20Gi``, ``1536Mi``: bytes (rounded down), > 0."""
+        if node is None:
+            return None
+        value = self._safe(node)
+        m = _QUANTITY_RE.match(value.strip()) if isinstance(value, str) else None
+        out = int(float(m.group(1)) * _BINARY_SUFFIX[m.group(2)]) if m else 0
+        if not isinstance(node, yaml.ScalarNode) or out <= 0:
+            self.problem(
+                path,
+                node,
+                f"expected a memory quantity like 512Gi, 20Gi or 1536Mi, got {describe(node, value)}",
+            )
+            return None
+        return out
+
+    def cpu(self, node: yaml.Node | None, path: str) -> int | None:
+        """CPU cores: a number (``64``, ``0.5``) or millicores (``500m``); returned in millicores, > 0."""
+        if node is None:
+            return None
+        value = self._safe(node)
+        out = 0
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out = int(round(value * 1000))
+        elif isinstance(value, str) and _CPU_RE.match(value.strip()):
+            out = int(value.strip()[:-1])
+        if not isinstance(node, yaml.ScalarNode) or out <= 0:
+            self.problem(path, node, f"expected CPU cores like 64, 0.5 or 500m, got {describe(node, value)}")
+            return None
         return out
 
     @staticmethod

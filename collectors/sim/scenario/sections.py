@@ -25,7 +25,7 @@ from .nodes import Reader, line_of
 
 # Per action: (allowed keys, required keys). Durations are not used inside actions.
 ACTION_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "quota": (("project", "quota", "limit"), ("project",)),
+    "quota": (("project", "department", "quota", "limit"), ()),
     "request": (("job", "gpus_per_pod", "pods"), ("job",)),
     "image": (("job", "image"), ("job", "image")),
     "xid": (("node", "gpu", "code"), ("node", "gpu", "code")),
@@ -38,6 +38,7 @@ ACTION_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "device_plugin": (("node", "healthy"), ("node", "healthy")),
     "add_nodes": (("nodepool", "count"), ("nodepool", "count")),
     "resolve": (("node",), ("node",)),
+    "mig": (("node", "layout"), ("node", "layout")),
 }
 
 
@@ -52,8 +53,10 @@ def read_events(
     cluster: ClusterSpec | None,
     project_names: set[str],
     job_names: set[str],
+    department_names: set[str] | None = None,
 ) -> list[EventSpec]:
-    from .cluster import read_taint
+    from .cluster import read_mig_layout, read_taint
+    from .gpus import gpu_model
     from .loader import node_name
 
     raw: list[tuple[int, int, str, yaml.Node, dict[str, yaml.Node], str | None, str]] = []
@@ -110,12 +113,19 @@ def read_events(
             val["gpu"] = gpu
             ok &= gpu is not None
         if action == "quota":
-            name = r.string(args.get("project"), f"{ap}.project")
-            if name is not None and name not in project_names:
-                r.problem(f"{ap}.project", args["project"], f"unknown project {name!r}")
-                name = None
-            val["project"] = name
-            ok &= name is not None
+            targets = [k for k in ("project", "department") if k in args]
+            if len(targets) != 1:
+                r.problem(ap, enode, "a quota event names exactly one of project or department")
+                ok = False
+            else:
+                tk = targets[0]
+                known = project_names if tk == "project" else (department_names or set())
+                name = r.string(args.get(tk), f"{ap}.{tk}")
+                if name is not None and name not in known:
+                    r.problem(f"{ap}.{tk}", args[tk], f"unknown {tk} {name!r}")
+                    name = None
+                val[tk] = name
+                ok &= name is not None
             if "quota" not in args and "limit" not in args:
                 r.problem(ap, enode, "a quota event needs quota, limit or both")
                 ok = False
@@ -173,6 +183,27 @@ def read_events(
                 t = read_taint(r, args[modes[0]], f"{ap}.{modes[0]}", for_removal=modes[0] == "remove")
                 val[modes[0]] = t
                 ok &= t is not None
+        elif action == "mig":
+            pool_spec = next(
+                (
+                    p
+                    for p in (cluster.nodepools if cluster else ())
+                    if p.name == existing.get(val.get("node") or "")
+                ),
+                None,
+            )
+            model = gpu_model(pool_spec.gpu_product) if pool_spec else None
+            if model is not None and not model.mig_profiles:
+                r.problem(
+                    f"{ap}.node",
+                    args["node"],
+                    f"node {val['node']} has {model.product} GPUs, which do not support MIG",
+                )
+                ok = False
+            else:
+                layout = read_mig_layout(r, args.get("layout"), f"{ap}.layout", model, allow_empty=True)
+                val["layout"] = layout
+                ok &= layout is not None
         elif action == "add_nodes":
             pool = r.string(args.get("nodepool"), f"{ap}.nodepool")
             if pool is not None and cluster is not None and pool not in pools:

@@ -73,7 +73,7 @@ def test_it_names_an_unknown_key_and_its_line() -> None:
 def test_it_reports_a_wrong_type_with_the_value() -> None:
     with pytest.raises(ScenarioError) as info:
         load_scenario(BASE.replace("gpus_per_pod: 8\nevents", "gpus_per_pod: eight\nevents"))
-    assert "jobs[0].gpus_per_pod (line 24): expected an integer, got 'eight'" in str(info.value)
+    assert "jobs[0].gpus_per_pod (line 24): expected an integer or a fraction between 0 and 1, got 'eight'" in str(info.value)
 
 
 def test_it_rejects_a_bad_duration() -> None:
