@@ -8,7 +8,7 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from collectors import queries
+from collectors import inventory, queries
 from collectors.podstatus import pod_status
 from collectors.views.common import entity_page_context, finish, render_page
 from collectors.xid import last_xids
@@ -58,6 +58,8 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         p.job_link = entity_link_html(p.job_ref, cur)
         p.status = pod_status(p.state or {}, p.phase)
     labels = state.get("labels") or {}
+    cap_all, alloc_all = state.get("capacity") or {}, state.get("allocatable") or {}
+    mig_names = sorted(k for k in {*cap_all, *alloc_all} if str(k).startswith("nvidia.com/mig-"))
     capacity = (state.get("capacity") or {}).get("nvidia.com/gpu")
     allocatable = (state.get("allocatable") or {}).get("nvidia.com/gpu")
     held = sum(p.gpus or 0 for p in pods if p.phase in ("Running", "Pending") and p.node)
@@ -73,6 +75,9 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         and allocatable is not None
         and int(allocatable) < int(capacity),
         labels_that_matter=[(k, labels[k]) for k in LABELS_THAT_MATTER if k in labels],
+        mig=state.get("mig"),  # mig-manager's layout and state (GPU Operator labels), None without MIG
+        mig_resources=[(k, cap_all.get(k, "—"), alloc_all.get(k, "—")) for k in mig_names],
+        cpu_memory=[(k, cap_all.get(k, "—"), alloc_all.get(k, "—")) for k in ("cpu", "memory") if k in cap_all],
         all_labels=sorted(labels.items()),
         conditions=sorted((state.get("conditions") or {}).items()),
         pods_list_url=list_link(cur, "collectors:jobs", c.name, node=name),
@@ -94,7 +99,15 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     users = queries.gpu_users_in_window(gpu, cur.t - cur.window, cur.t + cur.window)
     for u in users:
         u.pod_ref = queries.ref(c, "pod", u.pod)
+    slices = inventory.slices_at(gpu, ctx["t"]) if version else []
+    for sl in slices:
+        ns, _, pod = sl.pod.partition("/")
+        sl.pod_ref = queries.ref(c, "pod", pod, ns) if pod else None
+        rns, _, rpod = sl.reservation.partition("/")
+        sl.reservation_ref = queries.ref(c, "pod", rpod, rns) if rpod else None
     ctx.update(
+        slices=slices,
+        shared_units=round(sum(sl.fraction or 0 for sl in slices if sl.kind == "share"), 3),
         xid=last_xids([version], ctx["t"]).get(gpu.pk) if version else None,
         node_ref=queries.ref(c, "node", node_name),
         pod_ref=queries.ref(c, "pod", version.pod if version else ""),
