@@ -62,6 +62,11 @@ def _split_jobs(jobs: list[Any], cluster: Any = None, t: Any = None) -> dict[str
     }
 
 
+def _units(value: float) -> float | int:
+    """GPUs in use as the queue counts them (a 0.5 share is 0.5): a whole number prints as one."""
+    return int(value) if float(value).is_integer() else round(value, 2)
+
+
 def _policy_changes(cluster: Any, related: queries.Related, t: Any, limit: int = 20) -> list[Change]:
     """The latest quota/limit/priority edits up to t, however old (a quota cut days ago still explains today)."""
     rows = list(
@@ -84,7 +89,7 @@ def project_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse
     project = ctx["entity"]
     c, t, state = project.cluster, ctx["t"], ctx["state"]
     queue_name = state.get("queue") or ""
-    in_use = queries.running_gpus(c, t, project=name)
+    in_use = _units(queries.running_gpu_units(c, t, project=name))
     quota = state.get("quota_gpus")
     ctx.update(
         queue_ref=queries.ref(c, "queue", queue_name),
@@ -108,7 +113,7 @@ def queue_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     queue = ctx["entity"]
     c, t, state = queue.cluster, ctx["t"], ctx["state"]
     project_name = state.get("project") or ""
-    in_use = queries.running_gpus(c, t, queue=name)
+    in_use = _units(queries.running_gpu_units(c, t, queue=name))
     quota = state.get("quota_gpus")
     ctx.update(
         project_ref=queries.ref(c, "project", project_name),

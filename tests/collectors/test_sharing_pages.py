@@ -41,3 +41,26 @@ def test_a_shared_gpu_lists_its_shares_and_a_mig_node_its_layout() -> None:
     assert "mig-manager" in node and f"nvidia.com/mig-{mig.profile}: capacity" in node
     gpu = client.get(f"/c/{mig.cluster.name}/gpus/{mig.gpu.name}/", {"t": t}).content.decode()
     assert "MIG instances (" in gpu and mig.profile in gpu.split('id="gpu-slices"')[1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_project_usage_counts_shares_as_fractions() -> None:
+    from collectors import queries
+    from collectors.models import EntityVersion
+
+    call_command("run_scenario", str(SCENARIO), "--json", "--database", "configured", stdout=StringIO())
+    client = Client()
+    client.force_login(User.objects.create_user("op-share2", password="pw-op-12345"))
+    for share in GpuSlice.objects.filter(kind="share").exclude(pod="").order_by("valid_from"):
+        ns, _, pod = share.pod.partition("/")
+        v = EntityVersion.objects.as_of(share.valid_from).filter(kind="pod", entity__name=pod).first()
+        if v is None or not v.project:
+            continue
+        units = queries.running_gpu_units(share.cluster, share.valid_from, project=v.project)
+        if float(units).is_integer():
+            continue
+        t = share.valid_from.strftime("%Y-%m-%dT%H:%M:%SZ")
+        html = client.get(f"/c/{share.cluster.name}/projects/{v.project}/", {"t": t}).content.decode()
+        assert f"<strong>{round(units, 2)}</strong> of quota" in html, (units, v.project)
+        return
+    pytest.fail("no moment with a fractional project usage in the scenario")
