@@ -9,7 +9,7 @@ families the shipped rules (deploy/prometheusrules.yaml) and an operator's usual
   (``condition``, ``status`` = true|false|unknown, one series each), ``kube_node_status_capacity`` /
   ``kube_node_status_allocatable`` (``resource`` sanitized as kube-state-metrics does:
   ``nvidia.com/gpu`` → ``nvidia_com_gpu``, ``unit`` integer|core|byte);
-- ``kube_pod_info``, ``kube_pod_status_phase`` (one series per phase), ``kube_pod_status_scheduled``,
+- ``kube_pod_info``, ``kube_pod_owner``, ``kube_pod_status_phase`` (one series per phase), ``kube_pod_status_scheduled``,
   ``kube_pod_container_resource_requests``, ``kube_pod_container_status_waiting_reason`` (only the
   current reason, as kube-state-metrics v2), ``kube_pod_container_status_restarts_total``.
 
@@ -35,6 +35,7 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
         "The allocatable for different resources of a node that are available for scheduling.",
     ),
     ("kube_pod_info", "gauge", "Information about pod."),
+    ("kube_pod_owner", "gauge", "Information about the Pod's owner."),
     ("kube_pod_status_phase", "gauge", "The pods current phase."),
     ("kube_pod_status_scheduled", "gauge", "Describes the status of the scheduling process for the pod."),
     (
@@ -183,6 +184,19 @@ def _pod(pod: dict[str, Any], out: dict[str, list[str]]) -> None:
             1,
         )
     )
+    for ref in meta.get("ownerReferences", []) or [{}]:
+        out["kube_pod_owner"].append(
+            _line(
+                "kube_pod_owner",
+                {
+                    **ident,
+                    "owner_kind": ref.get("kind", "<none>"),
+                    "owner_name": ref.get("name", "<none>"),
+                    "owner_is_controller": "true" if ref.get("controller") else "false" if ref else "<none>",
+                },
+                1,
+            )
+        )
     phase = status.get("phase", "")
     for value in PHASES:
         out["kube_pod_status_phase"].append(
