@@ -14,8 +14,9 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +88,19 @@ def running(argv: list[str], log: Path) -> Iterator[subprocess.Popen]:
             proc.wait(timeout=15)
 
 
+@dataclass
+class Peer:
+    url: str
+    proc: subprocess.Popen
+    log: Path
+
+    def wait(self, what: str, check: Callable[[], bool], limit_s: float = STARTUP_S) -> None:
+        wait_for(what, check, self.proc, self.log, limit_s)
+
+
 @contextmanager
-def prometheus(config: Path, workdir: Path, extra: list[str] = ()) -> Iterator[str]:
-    """A real Prometheus with ``config``, its TSDB in ``workdir``, on a free port; yields its URL once ready."""
+def prometheus(config: Path, workdir: Path, extra: Sequence[str] = ()) -> Iterator[Peer]:
+    """A real Prometheus with ``config``, its TSDB in ``workdir``, on a free port, once ready."""
     binary = need("prometheus")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -103,10 +114,8 @@ def prometheus(config: Path, workdir: Path, extra: list[str] = ()) -> Iterator[s
     ]
     log = workdir / "prometheus.log"
     with running(argv, log) as proc:
-        wait_for(
-            "prometheus ready",
-            lambda: urllib.request.urlopen(f"{url}/-/ready", timeout=2).status == 200,
-            proc,
-            log,
+        peer = Peer(url, proc, log)
+        peer.wait(
+            "prometheus ready", lambda: urllib.request.urlopen(f"{url}/-/ready", timeout=2).status == 200
         )
-        yield url
+        yield peer
