@@ -164,3 +164,20 @@ def test_promtool_check_metrics_passes_the_kube_state_metrics_exposition() -> No
 def test_promtool_check_metrics_does_reject_a_broken_exposition() -> None:
     done = promtool("check", "metrics", stdin=b'DCGM_FI_DEV_GPU_TEMP{gpu="0"} warm\n')
     assert done.returncode == 1 and b"error" in done.stdout + done.stderr
+
+
+def test_a_missing_tool_skips_with_its_package_or_fails_when_peers_are_required(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.peers import promtools
+
+    monkeypatch.setattr(promtools.shutil, "which", lambda _: None)
+    monkeypatch.setattr(promtools.os, "access", lambda *_: False)
+    monkeypatch.delenv("RCAWEB_REQUIRE_PEERS", raising=False)
+    with pytest.raises(
+        pytest.skip.Exception, match="promtool is not installed \\(Debian package prometheus\\)"
+    ):
+        promtools.need("promtool")
+    monkeypatch.setenv("RCAWEB_REQUIRE_PEERS", "1")
+    with pytest.raises(pytest.fail.Exception, match="RCAWEB_REQUIRE_PEERS=1 requires"):
+        promtools.need("promtool")
