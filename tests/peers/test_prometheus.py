@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from collectors import inventory
 from collectors.models import Cluster
@@ -30,7 +31,9 @@ from tests.peers.promtools import get_json, need, prometheus
 
 pytestmark = pytest.mark.peers
 
-SCENARIO = Path(__file__).resolve().parents[2] / "collectors" / "sim" / "scenarios" / "node-not-ready.yaml"
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIO = ROOT / "collectors" / "sim" / "scenarios" / "node-not-ready.yaml"
+RULES = ROOT / "deploy" / "prometheusrules.yaml"
 SCRAPE_S = 1
 
 
@@ -72,6 +75,12 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
     work = tmp_path_factory.mktemp("prometheus")
     with SimServer(world) as sim:
         config = Path(sim.write_scrape_config(str(work / "prometheus.yml"), scrape_interval_s=SCRAPE_S))
+        # and the shipped rules, evaluated every second over what the real scrapes store
+        crd = yaml.safe_load(RULES.read_text())
+        (work / "rcaweb-gpu.rules.yaml").write_text(yaml.safe_dump({"groups": crd["spec"]["groups"]}))
+        loaded = yaml.safe_load(config.read_text())
+        loaded["rule_files"] = [str(work / "rcaweb-gpu.rules.yaml")]
+        config.write_text(yaml.safe_dump(loaded, sort_keys=False))
         with prometheus(config, work) as peer:
             targets = 1 + len(world.nodes)  # every node's exporter and kube-state-metrics
             query = urllib.parse.quote("count_over_time(up[1m]) >= 3")
@@ -80,6 +89,15 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
                 return len(get_json(f"{peer.url}/api/v1/query?query={query}")["data"]["result"]) == targets
 
             peer.wait("every target scraped three times", scraped_three_times)
+            seen: set[str] = set()
+
+            def rules_evaluated_twice_since() -> bool:
+                (group,) = get_json(f"{peer.url}/api/v1/rules")["data"]["groups"]
+                assert all(r["health"] == "ok" for r in group["rules"]), group["rules"]
+                seen.add(group["lastEvaluation"])
+                return len(seen) >= 3
+
+            peer.wait("the shipped rules evaluated over the scraped series", rules_evaluated_twice_since)
             yield Scraped(world, sim, peer.url)
 
 
@@ -170,6 +188,35 @@ def test_kube_state_metrics_series_arrive_for_the_rules(scraped: Scraped) -> Non
     }
     ready = _normal(scraped.real('kube_node_status_condition{condition="Ready",status="true"} == 0'))
     assert [dict(labels)["node"] for labels, _ in ready] == ["h100-02"]
+
+
+def test_the_shipped_rules_on_real_scrapes_flag_the_workloads_gpus_not_the_exporters(
+    scraped: Scraped,
+) -> None:
+    """The flood of issue 16: on a ServiceMonitor scrape every series has the exporter's pod label. The shipped
+    GPUIdleAllocated must be pending for exactly the GPUs an idle workload holds, naming the workload."""
+    world = scraped.world
+    idle = set()
+    for node in world.nodes.values():
+        for gpu in node.gpus:
+            sm = world.gpu_metric(node.name, gpu.index, "DCGM_FI_PROF_SM_ACTIVE")
+            if node.ready and gpu.present and gpu.pod and sm is not None and sm < 0.1:
+                idle.add((gpu.uuid, gpu.pod))
+    assert len(idle) == 3  # the notebook holds four GPUs; one of them fell off the bus
+
+    def alerts(name: str) -> list[dict[str, str]]:
+        return [r["metric"] for r in scraped.real(f'ALERTS{{alertname="{name}"}}')["result"]]
+
+    got = {(m["UUID"], f"{m['exported_namespace']}/{m['exported_pod']}") for m in alerts("GPUIdleAllocated")}
+    assert got == idle
+    for m in alerts("GPUIdleAllocated"):
+        assert "pod" not in m and "namespace" not in m and m["alertstate"] == "pending"
+    assert [m["node"] for m in alerts("NodeNotReady")] == ["h100-02"]
+    assert [(m["namespace"], m["job_name"]) for m in alerts("GPUJobPendingTooLong")] == [
+        ("vision", "vit-train")
+    ]
+    # a down node's GPUs are not "missing"; nothing vanished while this Prometheus watched
+    assert alerts("GPUMissing") == [] and alerts("GPUXidError") == [] and alerts("PodCrashLooping") == []
 
 
 @pytest.mark.django_db
