@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from django.db.models import Q, QuerySet
 
 from collectors.models import Cluster, Entity, EntityVersion
+from collectors.sources.dcgm import alert_workload
 from incidents import lifecycle, services, titles
 from incidents.models import Alert, Incident, IncidentSubject
 
@@ -232,8 +233,7 @@ _LABEL_TEXT = {  # how an unresolved identity is named in ``unresolved_subject``
 
 def _identities(labels: dict[str, str]) -> list[tuple[str, str, str]]:
     """The (kind, namespace, name) an alert's identifying labels ask the inventory for (rule 2)."""
-    namespace = labels.get("exported_namespace") or labels.get("namespace", "")
-    pod = labels.get("exported_pod") or labels.get("pod", "")
+    namespace, pod = alert_workload(labels)  # never the dcgm-exporter pod a scrape put in ``pod``
     out: list[tuple[str, str, str]] = []
     if pod and namespace:
         out.append(("pod", namespace, pod))

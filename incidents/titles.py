@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from collectors.sources.dcgm import alert_workload
 from incidents.models import Alert, DiagnosisRun, Incident, IncidentSubject
 
 TITLE_MAX = 300  # Incident.title max_length
@@ -65,8 +66,7 @@ def subject_label(subjects: Iterable[tuple[str, str, str]], labels: Mapping[str,
 
 
 def _label_subject(labels: Mapping[str, str], node: str) -> str:
-    namespace = labels.get("exported_namespace") or labels.get("namespace", "")
-    pod = labels.get("exported_pod") or labels.get("pod", "")
+    namespace, pod = alert_workload(dict(labels))
     if pod:
         return f"{namespace}/{pod}" if namespace else pod
     if labels.get("job_name"):

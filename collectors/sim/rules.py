@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 HIGH_TEMP_C = 85.0
 IDLE_SM_ACTIVE = 0.1
 RESOLVED_KEEP_S = 3600
-STALE_S = 300  # Prometheus' lookback: a vanished series still answers for 5 minutes
+STALE_S = 300  # the shipped rules read 5-minute windows: last_over_time(XID[5m]), max_over_time(CrashLoopBackOff[5m])
 
 SEVERITY = {
     "GPUJobPendingTooLong": "warning",

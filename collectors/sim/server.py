@@ -9,6 +9,7 @@ advance, on the simulated clock.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import shutil
 import tempfile
@@ -23,7 +24,7 @@ import yaml
 from collectors.sim.alertmanager import AlertSender, Sink
 from collectors.sim.apiserver import KubeAPIServer, Store
 from collectors.sim.apiserver.tls import generate as generate_tls
-from collectors.sim.prometheus import DcgmSource, PrometheusServer
+from collectors.sim.prometheus import DcgmSource, PrometheusServer, exporter_targets, scrape_config
 from collectors.sim.runai import RunaiServer
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class SimServer:
         self.kube_tls = generate_tls(self._dir / "pki", host, cluster)
         self.kube = KubeAPIServer(world, self.store, self.lock, kube_token, host, port_base, self.kube_tls)
         self.prometheus = PrometheusServer(
-            world, self.lock, self.source, host, port_base + 1 if port_base else 0
+            world, self.lock, self.source, host, port_base + 1 if port_base else 0, store=self.store
         )
         self.runai = RunaiServer(world, self.lock, runai_token, host, port_base + 2 if port_base else 0)
         # Like Prometheus' --web.external-url: a stable name, so payloads do not depend on the free port chosen.
@@ -78,6 +79,10 @@ class SimServer:
         )
         self.kubeconfig_path = str(self._dir / "kubeconfig")
         self._write_kubeconfig()
+        self._targets_files: list[str] = []
+        self._targets_written = 0
+        self.scrape_config_path = str(self._dir / "prometheus.yml")
+        self.write_scrape_config(self.scrape_config_path)
         self._started = False
 
     @property
@@ -117,6 +122,31 @@ class SimServer:
             "preferences": {},
         }
         Path(self.kubeconfig_path).write_text(yaml.safe_dump(config, sort_keys=False))
+
+    def write_scrape_config(self, path: str, scrape_interval_s: int | None = None) -> str:
+        """Write a prometheus.yml scraping every node's dcgm-exporter as a ServiceMonitor would, and
+        kube-state-metrics (collectors/sim/API.md), with its targets file beside it; returns the path."""
+        targets = str(Path(path).with_name(Path(path).stem + "-dcgm-targets.json"))
+        self._targets_files.append(targets)
+        self._write_targets(targets)
+        config = scrape_config(
+            self.prometheus_url, targets, scrape_interval_s=scrape_interval_s or self.source.interval
+        )
+        Path(path).write_text(yaml.safe_dump(config, sort_keys=False))
+        return path
+
+    def _write_targets(self, path: str) -> None:
+        nodes = list(self.world.nodes.values() if isinstance(self.world.nodes, dict) else self.world.nodes)
+        tmp = Path(path + ".tmp")  # renamed into place: Prometheus never reads half a file
+        tmp.write_text(json.dumps(exporter_targets(self.prometheus_url, nodes, self.source), indent=1))
+        tmp.replace(path)
+        self._targets_written = len(nodes)
+
+    def _sync_targets(self) -> None:
+        """Nodes added by the scenario (add_nodes) become scrape targets, as a DaemonSet pod would."""
+        if len(self.world.nodes) != self._targets_written:
+            for path in self._targets_files:
+                self._write_targets(path)
 
     #
     # Lifecycle
@@ -161,6 +191,7 @@ class SimServer:
             self.store.sync(self.world)
             alerts = list(self.world.alerts())
             now = self.world.now
+            self._sync_targets()
         return self.alert_sender.tick(now, alerts)
 
     def step(self) -> list[dict[str, Any]]:
@@ -231,6 +262,7 @@ def serve_scenario(
             out.write(f"kube CA:    {server.kube_ca_path}\n")
             out.write(f"kubernetes: {server.kube_url} (token {server.kube_token})\n")
             out.write(f"prometheus: {server.prometheus_url}\n")
+            out.write(f"prometheus scrape config: {server.scrape_config_path}\n")
             out.write(f"runai:      {server.runai_url} (token {server.runai_token})\n")
             out.write(
                 f"simulating {world.scenario.name} from {world.now:%Y-%m-%dT%H:%M:%SZ} at {speed}x; Ctrl-C stops\n"

@@ -22,6 +22,42 @@ def _first(labels: dict[str, Any], *names: str) -> str:
     return ""
 
 
+EXPORTER_POD_PREFIXES = ("nvidia-dcgm-exporter", "dcgm-exporter")
+# Labels only a DCGM series carries: an alert with one of them was computed from dcgm-exporter's metrics.
+DCGM_LABELS = (
+    "UUID",
+    "uuid",
+    "gpu",
+    "Hostname",
+    "hostname",
+    "modelName",
+    "DCGM_FI_DRIVER_VERSION",
+    "pci_bus_id",
+)
+
+
+def names_exporter(pod: str, container: str = "") -> bool:
+    """Whether a pod/container label names dcgm-exporter itself (the scrape's target, not a workload)."""
+    return container in EXPORTER_CONTAINERS or pod.startswith(EXPORTER_POD_PREFIXES)
+
+
+def alert_workload(labels: dict[str, Any]) -> tuple[str, str]:
+    """(namespace, pod) of the workload an alert's labels name; "" where they name none.
+
+    ``exported_namespace``/``exported_pod`` are the workload when present (after a scrape without
+    honor_labels the plain ones name the exporter). On an alert computed from DCGM series, a plain pod label
+    that names the exporter itself (``nvidia-dcgm-exporter-…``, container ``nvidia-dcgm-exporter``) is no
+    workload: the GPU is free. An alert about the exporter pod from kube-state-metrics (no DCGM labels, e.g.
+    the exporter crash-looping) still names it.
+    """
+    if any(k in labels for k in ("exported_pod", "exported_namespace", "exported_container")):
+        return _first(labels, "exported_namespace"), _first(labels, "exported_pod")
+    namespace, pod = _first(labels, "namespace"), _first(labels, "pod")
+    if names_exporter(pod, _first(labels, "container")) and any(labels.get(k) for k in DCGM_LABELS):
+        return "", ""
+    return namespace, pod
+
+
 def dcgm_identity(labels: dict[str, Any]) -> dict[str, str]:
     """{"uuid", "gpu", "hostname", "model", "pod", "namespace", "container"}; "" where the labels say nothing.
 
@@ -36,11 +72,7 @@ def dcgm_identity(labels: dict[str, Any]) -> dict[str, str]:
         pod = _first(labels, "pod")
         namespace = _first(labels, "namespace")
         container = _first(labels, "container")
-        if (
-            container in EXPORTER_CONTAINERS
-            or pod.startswith("nvidia-dcgm-exporter")
-            or pod.startswith("dcgm-exporter")
-        ):
+        if names_exporter(pod, container):
             pod = namespace = container = ""
     if not pod:
         namespace = container = ""

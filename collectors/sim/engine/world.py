@@ -351,6 +351,16 @@ class World:
             return None
         return self.telemetry.value(node, index, metric, when)
 
+    def exporter_up(self, node: str, t: datetime | None = None) -> bool | None:
+        """Whether the node's dcgm-exporter answers a scrape at ``t`` (False while the node is down or
+        unreachable: NotReady); None before the node existed or after ``now``."""
+        when = t or self.now
+        steps = self.telemetry.node_up.get(node)
+        if when > self.now or steps is None:
+            return None
+        up = steps.at(when.timestamp())
+        return None if up is None else bool(up)
+
     def gpu_pod_at(self, node: str, index: int, t: datetime | None = None) -> str | None:
         """``namespace/name`` of the pod holding the GPU at ``t``, None when free."""
         when = t or self.now

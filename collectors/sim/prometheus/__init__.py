@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from collectors.sim.loopback import LoopbackServer
+from collectors.sim.prometheus import kubestate
 from collectors.sim.prometheus.promql import PromQLError, Selector, parse, parse_duration
 from collectors.sim.prometheus.series import (
     DcgmSource,
@@ -26,10 +27,11 @@ from collectors.sim.prometheus.series import (
     format_value,
 )
 
-__all__ = ["DcgmSource", "PrometheusServer"]
+__all__ = ["DcgmSource", "PrometheusServer", "exporter_targets", "scrape_config"]
 
 logger = logging.getLogger(__name__)
 MAX_POINTS = 11_000
+DOWN = "\x00down"  # exposition() of a node whose exporter does not answer
 
 
 class BadData(Exception):
@@ -96,6 +98,8 @@ class PrometheusHandler(BaseHTTPRequestHandler):
                 return self._raw(200, b"Prometheus Server is Ready.\n", "text/plain")
             if path.startswith("/nodes/") and path.endswith("/metrics"):
                 return self._exposition(path[len("/nodes/") : -len("/metrics")])
+            if path == "/kube-state-metrics/metrics":
+                return self._kube_state()
             with self.sim.lock:
                 self.sim.source.begin()
                 try:
@@ -199,7 +203,7 @@ class PrometheusHandler(BaseHTTPRequestHandler):
 
     def _label_values(self, name: str) -> list[str]:
         if name == "__name__":
-            return sorted(self.sim.source.metric_names)
+            return sorted({*self.sim.source.metric_names, "up"})
         values = set()
         now = self.sim.world.now
         for node, gpu in self.sim.source.gpus():
@@ -219,6 +223,19 @@ class PrometheusHandler(BaseHTTPRequestHandler):
             text = self.sim.exposition(node_name)
         if text is None:
             return self._raw(404, f"node {node_name} not found\n".encode(), "text/plain")
+        if text is DOWN:  # a real scrape times out; 503 says why to whoever curls it
+            return self._raw(
+                503, f"node {node_name} is down: its dcgm-exporter does not answer\n".encode(), "text/plain"
+            )
+        self._raw(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+
+    def _kube_state(self) -> None:
+        if self.sim.store is None:
+            return self._raw(
+                404, b"no Kubernetes API store: kube-state-metrics is not simulated\n", "text/plain"
+            )
+        with self.sim.lock:
+            text = kubestate.exposition(self.sim.store)
         self._raw(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
 
     # Output
@@ -245,15 +262,23 @@ class PrometheusServer(LoopbackServer):
     thread_name = "sim-prometheus"
 
     def __init__(
-        self, world: Any, lock: threading.RLock, source: DcgmSource, host: str = "127.0.0.1", port: int = 0
+        self,
+        world: Any,
+        lock: threading.RLock,
+        source: DcgmSource,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        store: Any = None,
     ) -> None:
         self.world = world
         self.lock = lock
         self.source = source
+        self.store = store  # the Kubernetes API's store: kube-state-metrics' exposition reads its objects
         self._bind(PrometheusHandler, host, port)
 
     def exposition(self, node_name: str) -> str | None:
-        """dcgm-exporter's /metrics for one node at world.now (the exporter's labels, before Prometheus)."""
+        """dcgm-exporter's /metrics for one node at world.now (the exporter's labels, before Prometheus);
+        None for an unknown node, DOWN when the node is down (NotReady: its exporter does not answer)."""
         nodes = self.world.nodes
         node = (
             nodes.get(node_name)
@@ -263,6 +288,8 @@ class PrometheusServer(LoopbackServer):
         if node is None:
             return None
         now = self.world.now
+        if not self.source.exporter_up(node, now.timestamp()):
+            return DOWN
         lines: list[str] = []
         # MIG: one entity per GPU instance (GPU_I_PROFILE / GPU_I_ID), else one per GPU
         entities = [v for g in node.gpus for v in ([MigView(g, i) for i in g.mig] if g.mig else [g])]
@@ -288,3 +315,56 @@ class PrometheusServer(LoopbackServer):
 
 
 _ = UTC
+
+
+def exporter_targets(prometheus_url: str, nodes: list[Any], source: DcgmSource) -> list[dict[str, Any]]:
+    """file_sd target groups: one per node's dcgm-exporter, with the labels a ServiceMonitor gives it."""
+    address = urlsplit(prometheus_url).netloc
+    scraped = DcgmSource(source.world, "scraped", source.disabled, source.interval, source.retention)
+    return [
+        {
+            "targets": [address],
+            "labels": {"__metrics_path__": f"/nodes/{node.name}/metrics", **scraped.target_labels(node)},
+        }
+        for node in sorted(nodes, key=lambda n: n.name)
+    ]
+
+
+def scrape_config(prometheus_url: str, targets_file: str, *, scrape_interval_s: int = 30) -> dict[str, Any]:
+    """A prometheus.yml that scrapes the simulated exporters the way a ServiceMonitor would.
+
+    dcgm-exporter: the targets of ``targets_file`` (:func:`exporter_targets`; rewritten when nodes are
+    added), one per node at ``/nodes/<node>/metrics``, ``honor_labels: false``, and as target labels
+    the exporter pod's ``namespace``/``pod``/``container``/``service``/``endpoint`` plus ``instance``
+    (the pod's address) and ``job`` — so the exposition's own ``pod``/``namespace``/``container`` arrive
+    as ``exported_*``, as after gpu-operator's ServiceMonitor. kube-state-metrics: ``honor_labels: true``
+    (kube-prometheus' ServiceMonitor), its objects' labels kept. The series a real Prometheus stores
+    from this are the simulator's ``scraped`` label variant.
+    """
+    address = urlsplit(prometheus_url).netloc
+    interval = f"{scrape_interval_s}s"
+    return {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "scrape_configs": [
+            {
+                "job_name": "dcgm-exporter",
+                "honor_labels": False,
+                "scrape_interval": interval,
+                "scrape_timeout": interval,
+                "file_sd_configs": [{"files": [targets_file], "refresh_interval": "30s"}],
+            },
+            {
+                "job_name": "kube-state-metrics",
+                "honor_labels": True,
+                "scrape_interval": interval,
+                "scrape_timeout": interval,
+                "metrics_path": "/kube-state-metrics/metrics",
+                "static_configs": [
+                    {
+                        "targets": [address],
+                        "labels": {"instance": "10.0.0.2:8080", "container": "kube-state-metrics"},
+                    }
+                ],
+            },
+        ],
+    }

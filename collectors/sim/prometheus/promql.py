@@ -11,7 +11,15 @@ import re
 from dataclasses import dataclass
 
 AGGREGATIONS = ("sum", "avg", "max", "min", "count")
-RANGE_FUNCTIONS = ("avg_over_time", "max_over_time", "min_over_time", "last_over_time", "count_over_time")
+RANGE_FUNCTIONS = (
+    "avg_over_time",
+    "max_over_time",
+    "min_over_time",
+    "last_over_time",
+    "count_over_time",
+    "rate",
+    "increase",
+)
 COMPARISONS = (">=", "<=", "==", "!=", ">", "<")
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _TOKEN = re.compile(
@@ -51,6 +59,7 @@ class Matcher:
 class Selector:
     metric: str | None
     matchers: tuple[Matcher, ...]
+    offset_s: int = 0  # the "offset" modifier: read the data as of t - offset
 
 
 @dataclass(frozen=True)
@@ -71,7 +80,7 @@ class Aggregation:
 class Comparison:
     expr: Expr
     op: str
-    value: float
+    value: Number | Time  # a scalar: a number, or time()
 
 
 @dataclass(frozen=True)
@@ -79,7 +88,12 @@ class Number:
     value: float
 
 
-Expr = Selector | RangeFunction | Aggregation | Comparison | Number
+@dataclass(frozen=True)
+class Time:
+    """time(): the evaluation time in seconds since the epoch, a scalar."""
+
+
+Expr = Selector | RangeFunction | Aggregation | Comparison | Number | Time
 
 
 def parse_duration(text: str) -> int:
@@ -136,12 +150,16 @@ class _Parser:
         if tok is not None and tok[1] in COMPARISONS:
             op = self.take()[1]
             right = self.operand()
-            if isinstance(right, Number):
-                return Comparison(left, op, right.value)
-            if isinstance(left, Number):
+            if isinstance(left, Number | Time):
+                if isinstance(right, Number | Time):
+                    raise PromQLError(
+                        "comparison between two scalars needs the bool modifier, which the subset does not support"
+                    )
                 raise PromQLError(
                     "unsupported in the simulator's PromQL subset: a scalar on the left of a comparison"
                 )
+            if isinstance(right, Number | Time):
+                return Comparison(left, op, right)
             raise PromQLError("unsupported in the simulator's PromQL subset: comparison between two vectors")
         return left
 
@@ -162,6 +180,10 @@ class _Parser:
         if text in ("without",):
             raise PromQLError('unsupported in the simulator\'s PromQL subset: "without"')
         nxt = self.peek()
+        if text == "time" and nxt is not None and nxt[1] == "(":
+            self.take()
+            self.expect(")")
+            return Time()
         if nxt is not None and nxt[1] == "(":
             if text not in RANGE_FUNCTIONS:
                 raise PromQLError(f'unsupported in the simulator\'s PromQL subset: function "{text}"')
@@ -180,6 +202,7 @@ class _Parser:
             body = rng[1][1:-1].strip()
             if ":" in body:
                 raise PromQLError(f'unsupported in the simulator\'s PromQL subset: subquery "{rng[1]}"')
+            selector = self.modifiers(selector)
             self.expect(")")
             return RangeFunction(text, selector, parse_duration(body))
         return self.selector(text, braces=False)
@@ -224,11 +247,35 @@ class _Parser:
             raise PromQLError(
                 f'a range vector "{nxt[1]}" is only supported inside {", ".join(RANGE_FUNCTIONS)}'
             )
-        if nxt is not None and nxt[1] in ("offset", "@"):
-            raise PromQLError(f'unsupported in the simulator\'s PromQL subset: "{nxt[1]}" modifier')
         if metric is None and not any(m.op == "=" and m.value for m in matchers):
             raise PromQLError("vector selector must contain at least one non-empty matcher")
-        return Selector(metric, tuple(matchers))
+        selector = Selector(metric, tuple(matchers))
+        return selector if in_range else self.modifiers(selector)
+
+    def modifiers(self, selector: Selector) -> Selector:
+        """``offset <duration>`` after a selector (after the range, for a range selector); ``@`` is rejected."""
+        nxt = self.peek()
+        if nxt is not None and nxt[1] == "@":
+            raise PromQLError('unsupported in the simulator\'s PromQL subset: "@" modifier')
+        if nxt is None or nxt[1] != "offset":
+            return selector
+        self.take()
+        kind, text = self.take()
+        negative = text.startswith("-")
+        if text == "-":
+            kind, text = self.take()
+        # the tokenizer reads "5m" as the number 5 then the identifier m: glue them back
+        while (
+            (nxt := self.peek()) is not None and nxt[0] in ("ident", "number") and kind in ("number", "ident")
+        ):
+            if not re.fullmatch(r"[0-9dhms]+", nxt[1]):
+                break
+            self.take()
+            text += nxt[1]
+        if negative:
+            raise PromQLError("unsupported in the simulator's PromQL subset: a negative offset")
+        text = text.lstrip("+")
+        return Selector(selector.metric, selector.matchers, parse_duration(text))
 
     def labels(self) -> tuple[str, ...]:
         self.expect("(")

@@ -15,7 +15,15 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from collectors.sim.prometheus.promql import Aggregation, Comparison, Expr, Number, RangeFunction, Selector
+from collectors.sim.prometheus.promql import (
+    Aggregation,
+    Comparison,
+    Expr,
+    Number,
+    RangeFunction,
+    Selector,
+    Time,
+)
 
 LOOKBACK_S = 300
 DRIVER_VERSION = "550.127.08"
@@ -158,21 +166,38 @@ class DcgmSource:
             ),
         }
 
-    def static_labels(self, node: Any, gpu: Any) -> Labels:
-        labels = self.exporter_labels(node, gpu)
-        labels["instance"] = f"{_node_ip(node.name)}:9400"
-        labels["job"] = "dcgm-exporter"
-        if self.variant == "scraped":
+    def target_labels(self, node: Any) -> Labels:
+        """What Prometheus attaches to everything scraped from the node's exporter (and to its ``up``)."""
+        labels = {"instance": f"{_node_ip(node.name)}:9400", "job": "dcgm-exporter"}
+        if self.variant == "scraped":  # a ServiceMonitor scrape: the exporter pod's own labels
             labels.update(
                 {
                     "namespace": EXPORTER_NAMESPACE,
-                    "pod": f"nvidia-dcgm-exporter-{hashlib.sha256(node.name.encode()).hexdigest()[:5]}",
+                    "pod": exporter_pod(node.name),
                     "container": "nvidia-dcgm-exporter",
                     "service": "nvidia-dcgm-exporter",
                     "endpoint": "gpu-metrics",
                 }
             )
         return labels
+
+    def static_labels(self, node: Any, gpu: Any) -> Labels:
+        return {**self.exporter_labels(node, gpu), **self.target_labels(node)}
+
+    def exporter_up(self, node: Any, t: float) -> bool:
+        """Whether the node's exporter answered the scrape at t (a NotReady node's does not)."""
+        when = datetime.fromtimestamp(t, UTC)
+        if when < node.created_at:
+            return False
+        fn = getattr(self.world, "exporter_up", None)
+        if fn is None:  # a world without history: its current readiness
+            return bool(getattr(node, "ready", True))
+        if self.cache is not None:
+            key = ("up", node.name, t)
+            if key not in self.cache:
+                self.cache[key] = fn(node.name, when)
+            return bool(self.cache[key])
+        return bool(fn(node.name, when))
 
     def pod_labels(self, node: Any, gpu: Any, t: datetime) -> Labels:
         tk = _telemetry_key(gpu)
@@ -220,14 +245,21 @@ class DcgmSource:
     ) -> dict[tuple, list[tuple[float, float]]]:
         """Samples in (start, end] of every series the selector matches, keyed by its label set.
 
-        ``last_only``: an instant selector needs only each GPU's latest sample in the lookback window.
+        ``last_only`` (an instant selector): only the samples of the last scrape in the window. A series
+        that is not in that scrape is stale, as Prometheus marks a series that vanished from its target
+        (or whose target failed) at the next scrape, instead of answering its old sample for 5 minutes.
         """
-        names = [selector.metric] if selector.metric else sorted(self.metric_names)
+        names = [selector.metric] if selector.metric else [*sorted(self.metric_names), "up"]
         out: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
         times = self.sample_times(start, end)
         if not times:
             return out
+        if last_only:
+            times = times[-1:]
         for metric in names:
+            if metric == "up":
+                self._select_up(selector, times, out)
+                continue
             if metric not in self.metric_names:
                 continue
             for node, gpu in self.gpus():
@@ -240,16 +272,30 @@ class DcgmSource:
                     if m.name in base or not _dynamic(m.name, self.variant)
                 ):
                     continue
-                for t in reversed(times) if last_only else times:
+                for t in times:
                     v = self.value(node, gpu, metric, t)
                     if v is None:
                         continue
                     labels = {**base, **self.pod_labels(node, gpu, datetime.fromtimestamp(t, UTC))}
                     if all(m.matches(labels) for m in selector.matchers):
                         out[_key(labels)].append((t, v))
-                    if last_only:
-                        break
         return out
+
+    def _select_up(self, selector: Selector, times: list[float], out: dict[tuple, list]) -> None:
+        """``up`` of each node's exporter target: 1 when its scrape succeeded, 0 when it failed."""
+        nodes = self.world.nodes.values() if isinstance(self.world.nodes, dict) else self.world.nodes
+        for node in sorted(nodes, key=lambda n: n.name):
+            labels = {**self.target_labels(node), "__name__": "up"}
+            if not all(m.matches(labels) for m in selector.matchers):
+                continue
+            for t in times:
+                if datetime.fromtimestamp(t, UTC) >= node.created_at:
+                    out[_key(labels)].append((t, 1.0 if self.exporter_up(node, t) else 0.0))
+
+
+def exporter_pod(node_name: str) -> str:
+    """The dcgm-exporter DaemonSet pod on a node (gpu-operator names it nvidia-dcgm-exporter-<5 chars>)."""
+    return f"nvidia-dcgm-exporter-{hashlib.sha256(node_name.encode()).hexdigest()[:5]}"
 
 
 def _dynamic(name: str, variant: str) -> bool:
@@ -267,17 +313,22 @@ def evaluate(source: DcgmSource, expr: Expr, t: float) -> list[Sample] | float:
     """An instant vector (list of (labels, value)) or a scalar, at time t."""
     if isinstance(expr, Number):
         return expr.value
+    if isinstance(expr, Time):
+        return float(t)
     if isinstance(expr, Selector):
-        series = source.select(expr, t - LOOKBACK_S, t, last_only=True)
+        at = t - expr.offset_s
+        series = source.select(expr, at - LOOKBACK_S, at, last_only=True)
         return [(dict(k), pts[-1][1]) for k, pts in series.items() if pts]
     if isinstance(expr, RangeFunction):
-        series = source.select(expr.selector, t - expr.range_s, t)
+        at = t - expr.selector.offset_s
+        series = source.select(expr.selector, at - expr.range_s, at)
         out = []
         for key, pts in series.items():
             if not pts:
                 continue
             values = [v for _, v in pts]
-            labels = {k: v for k, v in key if k != "__name__"}
+            # Prometheus keeps the metric name of last_over_time only (it returns a sample, not a new value)
+            labels = dict(key) if expr.name == "last_over_time" else {k: v for k, v in key if k != "__name__"}
             if expr.name == "avg_over_time":
                 out.append((labels, sum(values) / len(values)))
             elif expr.name == "max_over_time":
@@ -286,6 +337,10 @@ def evaluate(source: DcgmSource, expr: Expr, t: float) -> list[Sample] | float:
                 out.append((labels, min(values)))
             elif expr.name == "count_over_time":
                 out.append((labels, float(len(values))))
+            elif expr.name in ("rate", "increase"):
+                value = extrapolated_rate(pts, at - expr.range_s, at, is_rate=expr.name == "rate")
+                if value is not None:
+                    out.append((labels, value))
             else:
                 out.append((labels, values[-1]))
         return out
@@ -321,8 +376,44 @@ def evaluate(source: DcgmSource, expr: Expr, t: float) -> list[Sample] | float:
             "==": float.__eq__,
             "!=": float.__ne__,
         }[expr.op]
-        return [(labels, v) for labels, v in inner if op(float(v), expr.value)]
+        bound = float(t) if isinstance(expr.value, Time) else expr.value.value
+        return [(labels, v) for labels, v in inner if op(float(v), bound)]
     raise TypeError(expr)
+
+
+def extrapolated_rate(
+    points: list[tuple[float, float]], range_start: float, range_end: float, *, is_rate: bool
+) -> float | None:
+    """rate()/increase() of a counter as Prometheus computes them (promql/functions.go extrapolatedRate).
+
+    The increase between the first and last sample of the window, counter resets added back, then
+    extrapolated towards the window's edges: all the way when the gap to an edge is under 1.1 times the
+    average sample interval, else by half an interval; never below zero (a counter starts at 0). Fewer
+    than two samples: no result.
+    """
+    if len(points) < 2:
+        return None
+    (first_t, first_v), (last_t, last_v) = points[0], points[-1]
+    result = last_v - first_v
+    prev = first_v
+    for _, v in points[1:]:
+        if v < prev:  # a counter reset: the value before it counted too
+            result += prev
+        prev = v
+    sampled = last_t - first_t
+    to_start, to_end = first_t - range_start, range_end - last_t
+    average = sampled / (len(points) - 1)
+    if result > 0 and first_v >= 0:
+        to_zero = sampled * (first_v / result)
+        to_start = min(to_start, to_zero)
+    threshold = average * 1.1
+    interval = sampled
+    interval += to_start if to_start < threshold else average / 2
+    interval += to_end if to_end < threshold else average / 2
+    result *= interval / sampled
+    if is_rate:
+        result /= range_end - range_start
+    return result
 
 
 def format_value(value: float) -> str:

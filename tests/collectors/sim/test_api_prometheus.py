@@ -80,7 +80,8 @@ def test_it_evaluates_aggregations_over_range_functions_and_comparisons() -> Non
 def test_it_rejects_promql_outside_the_subset_with_bad_data() -> None:
     with SimServer(SmallWorld()) as sim:
         for query, part in [
-            ("rate(DCGM_FI_DEV_GPU_UTIL[5m])", "rate"),
+            ("irate(DCGM_FI_DEV_GPU_UTIL[5m])", "irate"),
+            ("DCGM_FI_DEV_GPU_UTIL @ 1700000000", "@"),
             ("DCGM_FI_DEV_GPU_UTIL + 1", "+"),
             ("DCGM_FI_DEV_GPU_UTIL[5m]", "[5m]"),
             ("sum without (gpu) (DCGM_FI_DEV_GPU_UTIL)", "without"),
