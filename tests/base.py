@@ -1,4 +1,4 @@
-"""Personas and helpers shared by view tests (CONVENTIONS 20)."""
+"""Personas and helpers shared by view tests (docs/conventions.md §20)."""
 
 from __future__ import annotations
 

@@ -714,7 +714,7 @@ class PageTestCase(BaseTestCase):
         return (client or self.client).get(path + (sep + at(t) if t else ""), **kw)
 
     def assert_page_basics(self, path: str, t: datetime) -> None:
-        """What every entity page owes (CONVENTIONS 20): login, bob may read, htmx gets only #page."""
+        """What every entity page owes (docs/conventions.md §20): login, bob may read, htmx gets only #page."""
         anon = self.get(path, t, client=self.anon)
         assert anon.status_code == 302 and anon["Location"].startswith("/accounts/login/"), anon
         bob = self.get(path, t, client=self.login_as(self.bob))
