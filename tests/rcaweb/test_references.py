@@ -30,7 +30,9 @@ PACKAGES = ("rcaweb", "collectors", "incidents", "tests", "bench")
 
 # Documents that were once beside the repository and are now in it (docs/design.md, docs/scenarios.md,
 # docs/conventions.md): a reference by the old name is dangling even where no file name is written.
-RETIRED = re.compile(r"\bCONVENTIONS\s*(?:§|\d)|\bDESIGN\s*§|\bSCENARIOS\.md\b|\bDESIGN\.md\b|\bCONVENTIONS\.md\b")
+RETIRED = re.compile(
+    r"\bCONVENTIONS\s*(?:§|\d)|\bDESIGN\s*§|\bSCENARIOS\.md\b|\bDESIGN\.md\b|\bCONVENTIONS\.md\b"
+)
 MD_REF = re.compile(r"(?<![\w/.:~-])((?:\.\.?/)?(?:[\w.-]+/)*[\w-]+\.md)(?![\w(])(#[\w-]+)?(?:\s*§\s*(\d+))?")
 DOTTED = re.compile(r"(?<![\w/.:@-])((?:" + "|".join(PACKAGES) + r")(?:\.[A-Za-z_]\w*)+)")
 # Dotted words that are not Python paths: file names and host names.
@@ -163,7 +165,11 @@ def references() -> Iterator[tuple[str, str, str]]:
         for n, line in enumerate(lines, start=1):
             where = f"{rel}:{n}"
             for m in RETIRED.finditer(line):
-                yield where, m.group(0), "names a document that is not in the repository (see docs/design.md §11)"
+                yield (
+                    where,
+                    m.group(0),
+                    "names a document that is not in the repository (see docs/design.md §11)",
+                )
             for m in MD_REF.finditer(line):
                 ref, anchor, section = m.group(1), m.group(2), m.group(3)
                 if ref in ("DESIGN.md", "SCENARIOS.md", "CONVENTIONS.md") or not is_document_ref(ref):
@@ -177,7 +183,15 @@ def references() -> Iterator[tuple[str, str, str]]:
                     yield where, ref + anchor, f"{target.relative_to(ROOT)} has no heading with that anchor"
                 if section and section not in numbers:
                     yield where, f"{ref} §{section}", f"{target.relative_to(ROOT)} has no section {section}"
-            if path.suffix not in (".py", ".md", ".html", ".jinja", ".yaml", ".yml", ".toml") and path.name not in (
+            if path.suffix not in (
+                ".py",
+                ".md",
+                ".html",
+                ".jinja",
+                ".yaml",
+                ".yml",
+                ".toml",
+            ) and path.name not in (
                 "Makefile",
                 "run",
             ):
@@ -185,9 +199,13 @@ def references() -> Iterator[tuple[str, str, str]]:
             for m in DOTTED.finditer(line):
                 dotted = m.group(1)
                 end = m.end(1)
-                if NOT_PYTHON.search(dotted) or line[end : end + 1] in ("/", "-") or line[end : end + 2] == ".*":
+                if (
+                    NOT_PYTHON.search(dotted)
+                    or line[end : end + 1] in ("/", "-")
+                    or line[end : end + 2] == ".*"
+                ):
                     continue
-                if line[: m.start(1)].endswith(("dispatch_uid=\"", "dispatch_uid='")):
+                if line[: m.start(1)].endswith(('dispatch_uid="', "dispatch_uid='")):
                     continue  # a signal receiver's unique id, not a path
                 problem = resolve_dotted(dotted)
                 if problem:
@@ -260,7 +278,9 @@ def settings_paths() -> list[tuple[str, str]]:
         out.append((f"CACHES[{alias}].BACKEND", cache_conf["BACKEND"]))
     for alias, storage in getattr(settings, "STORAGES", {}).items():
         out.append((f"STORAGES[{alias}].BACKEND", storage["BACKEND"]))
-    out += [("AUTH_PASSWORD_VALIDATORS", v["NAME"]) for v in getattr(settings, "AUTH_PASSWORD_VALIDATORS", [])]
+    out += [
+        ("AUTH_PASSWORD_VALIDATORS", v["NAME"]) for v in getattr(settings, "AUTH_PASSWORD_VALIDATORS", [])
+    ]
     logging_conf = getattr(settings, "LOGGING", {}) or {}
     for section in ("handlers", "filters", "formatters"):
         for key, conf in (logging_conf.get(section) or {}).items():
@@ -314,4 +334,3 @@ def test_every_celery_beat_entry_names_a_registered_task() -> None:
     assert not missing, f"beat entries naming no registered task: {missing}"
     for name, entry in schedule.items():
         assert _import_path(entry["task"]) is None, (name, entry["task"])
-
