@@ -25,9 +25,11 @@ demo: migrate
 lint: install-dev
 	$(BIN)/ruff check .
 
+# Parallel (pytest-xdist): TEST_WORKERS=0 runs in one process. `-r s` prints why each skipped test skipped.
+TEST_WORKERS ?= auto
 test: install-dev
 	$(BIN)/ruff check .
-	RCAWEB_DEBUG=false $(BIN)/pytest -q $(PYTEST_ARGS)
+	RCAWEB_DEBUG=false $(BIN)/pytest -q -r s -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 bench: install-dev
 	$(BIN)/python bench/run_all.py

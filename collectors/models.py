@@ -67,7 +67,7 @@ class Entity(models.Model):
         return f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name}"
 
     def get_absolute_url(self) -> str:
-        """The one URL builder for entity pages (CONVENTIONS 3). Callers add the cursor."""
+        """The one URL builder for entity pages (docs/conventions.md §3). Callers add the cursor."""
         c = self.cluster.name
         if self.kind in NAMESPACED_KINDS:
             return reverse(f"collectors:{self.kind}", args=[c, self.namespace, self.name])

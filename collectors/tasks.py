@@ -1,4 +1,4 @@
-"""Celery tasks: thin wrappers over ``collectors.sweep`` (CONVENTIONS 14). Arguments are cluster names.
+"""Celery tasks: thin wrappers over ``collectors.sweep`` (docs/conventions.md §14). Arguments are cluster names.
 
 No exception escapes a task: a sweep records its own source errors, and anything unexpected is logged and
 recorded as a ``SourceRun`` of source "sweep". A sweep with errors schedules a retry with exponential

@@ -1,4 +1,4 @@
-"""Entity pages (DESIGN.md section 6). Names: collectors:<kind>."""
+"""Entity pages (docs/design.md §6). Names: collectors:<kind>."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The JSON API (CONVENTIONS 17): plain views behind ``@bearer_token``, ``{"error": ...}`` on 400/401/413.
+"""The JSON API (docs/conventions.md §17): plain views behind ``@bearer_token``, ``{"error": ...}`` on 400/401/413.
 
 - ``POST /api/v1/alerts/alertmanager``: the Alertmanager webhook (version "4").
 - ``POST /api/v1/changes``: an external change (CI/CD, a scheduler admin UI) joins the change history.

@@ -1,4 +1,4 @@
-"""The audit trail for what humans edit, and what rcaweb changes by itself (CONVENTIONS 12): written explicitly, never by signals."""
+"""The audit trail for what humans edit, and what rcaweb changes by itself (docs/conventions.md §12): written explicitly, never by signals."""
 
 from __future__ import annotations
 

@@ -62,7 +62,7 @@ __all__ = [
 
 
 class NoEvidence(ValueError):
-    """A hypothesis without a single cited observation (DESIGN §8: no citation, no hypothesis)."""
+    """A hypothesis without a single cited observation (docs/design.md §8: no citation, no hypothesis)."""
 
 
 #

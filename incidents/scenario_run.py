@@ -6,7 +6,7 @@ thread → intake → grouping → evidence → diagnosis (Celery eager). The dr
 and calls the sweeps and the incident lifecycle (incidents.lifecycle.settle), as Celery beat would; it never
 calls the intake or the diagnosis itself.
 
-Used by ``manage.py run_scenario`` (SCENARIOS.md "Running one") and by the scenario tests.
+Used by ``manage.py run_scenario`` (docs/scenarios.md §5) and by the scenario tests.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Incident status changes, each audited (CONVENTIONS 12): what humans do (transitions, owner, acknowledge)
+"""Incident status changes, each audited (docs/conventions.md §12): what humans do (transitions, owner, acknowledge)
 and the three things rcaweb does by itself (incidents.lifecycle and incidents.grouping call them):
 ``auto_resolve`` an open incident that is over, ``flag_all_clear`` a held one for its holder to close, and
 ``reopen_for_alert`` a resolved one whose alert fired again within the reopen window.

@@ -1,4 +1,4 @@
-"""Thin Celery wrappers (CONVENTIONS 14): each calls a plain function that tests call directly.
+"""Thin Celery wrappers (docs/conventions.md §14): each calls a plain function that tests call directly.
 
 Arguments are primitives. ``sweep_outbox`` runs on beat: it processes alerts the
 broker never delivered and re-queues evidence collections that were never started.

@@ -1,4 +1,4 @@
-"""Incident pages and the JSON API (DESIGN.md section 6). Names: incidents:<name>."""
+"""Incident pages and the JSON API (docs/design.md §6). Names: incidents:<name>."""
 
 from __future__ import annotations
 

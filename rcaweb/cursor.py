@@ -73,7 +73,7 @@ def parse_t(text: str) -> datetime:
 
 
 def format_t(value: datetime) -> str:
-    """``2026-11-29T03:12:00Z``: UTC, seconds precision, Z suffix (CONVENTIONS 5)."""
+    """``2026-11-29T03:12:00Z``: UTC, seconds precision, Z suffix (docs/conventions.md §5)."""
     return value.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

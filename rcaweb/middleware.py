@@ -97,7 +97,7 @@ class LoginRequiredEverywhereMiddleware:
 
 
 class SecurityHeadersMiddleware:
-    """CSP without inline scripts: data reaches JS only through json_script (CONVENTIONS 10-11)."""
+    """CSP without inline scripts: data reaches JS only through json_script (docs/conventions.md §10–11)."""
 
     CSP = (
         "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "

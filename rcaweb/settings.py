@@ -1,4 +1,4 @@
-"""rcaweb settings: one env-driven module (CONVENTIONS 18).
+"""rcaweb settings: one env-driven module (docs/conventions.md §18).
 
 Embedded defaults (SQLite under var/, Celery eager) make `make demo` and
 `make test` work on a bare machine; DATABASE_URL and REDIS_URL switch to
@@ -283,7 +283,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] = _BROKER_VISIBILITY_S
 if _BROKER_VISIBILITY_S < 600:
     CELERY_BROKER_TRANSPORT_OPTIONS |= {"unacked_restore_interval": 1, "unacked_restore_throttle": 1}
 CELERY_TIMEZONE = "UTC"
-CELERY_BEAT_SCHEDULE: dict = {}  # filled by collectors/incidents apps' `beat_schedule()` in rcaweb.celery_schedule
+CELERY_BEAT_SCHEDULE: dict = {}  # filled when the Celery app finalizes: `rcaweb.celery._wire_beat_schedule` adds each app's `tasks.beat_schedule()`
 
 # Sweeps (seconds)
 RCAWEB_SWEEP_INVENTORY_S = envint("RCAWEB_SWEEP_INVENTORY_S", 30)

@@ -1,4 +1,4 @@
-"""Root URL conf (DESIGN.md section 6)."""
+"""Root URL conf (docs/design.md §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The simulated GPU cluster: the world, not the observer (DESIGN.md sections 3 and 9).
+"""The simulated GPU cluster: the world, not the observer (docs/design.md §3 and §9).
 
 Public API::
 

@@ -3,7 +3,7 @@
 The engine (``engine.py``) owns and mutates these objects tick by tick; the
 servers (Kubernetes API, Prometheus, Run:ai, Alertmanager sender) only read
 them and render real wire formats. Nothing here knows about rcaweb's pipeline:
-``collectors.sim`` is the world, not the observer (DESIGN.md section 3).
+``collectors.sim`` is the world, not the observer (docs/design.md §3).
 
 Times are timezone-aware UTC datetimes of the *simulated* clock.
 """

@@ -1,6 +1,6 @@
 """Entity pages: every project, queue, job, pod, node and GPU, rendered as of the time cursor.
 
-One module per family (CONVENTIONS 1); page queries live in ``collectors.queries``.
+One module per family (docs/conventions.md §1); page queries live in ``collectors.queries``.
 """
 
 from __future__ import annotations

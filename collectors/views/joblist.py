@@ -1,4 +1,4 @@
-"""The job list: jobs as of t, filtered by queue, project, namespace, node and phase (CONVENTIONS 6)."""
+"""The job list: jobs as of t, filtered by queue, project, namespace, node and phase (docs/conventions.md §6)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ k8s_name = RegexValidator(
 
 
 class JobFilterForm(forms.Form):
-    """Filters of the job list, named after the hot columns (CONVENTIONS 6); invalid values are a 400."""
+    """Filters of the job list, named after the hot columns (docs/conventions.md §6); invalid values are a 400."""
 
     queue = forms.CharField(required=False, max_length=253, validators=[k8s_name])
     project = forms.CharField(required=False, max_length=253, validators=[k8s_name])

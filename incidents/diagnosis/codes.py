@@ -1,4 +1,4 @@
-"""Hypothesis codes (DESIGN.md §8): one constant per code, never renamed.
+"""Hypothesis codes (docs/design.md §8): one constant per code, never renamed.
 
 Hypotheses, tests, scenario files (`expect: top: ...`) and stored rows all refer
 to these strings, so a rename would silently orphan history. Extend only: add a

@@ -1,4 +1,4 @@
-"""Create and edit handoff notes; every write leaves an AuditEntry with before/after (CONVENTIONS 12-13)."""
+"""Create and edit handoff notes; every write leaves an AuditEntry with before/after (docs/conventions.md §12–13)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Console URLs (DESIGN.md section 6). Names: console:<name>; the home page is also the root name ``home``."""
+"""Console URLs (docs/design.md §6). Names: console:<name>; the home page is also the root name ``home``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Template tags every page uses: cursor links, entity links, times in UTC and local.
 
 Links between pages are built only here (and by ``Cursor.link``), so every
-internal href carries ``t``/``w`` (CONVENTIONS 4-5).
+internal href carries ``t``/``w`` (docs/conventions.md §4–5).
 """
 
 from __future__ import annotations

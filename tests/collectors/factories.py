@@ -704,9 +704,17 @@ def at(t: datetime, w: str = "2h") -> str:
 class PageTestCase(BaseTestCase):
     """BaseTestCase personas plus the small cluster; ``get(path, t)`` fetches a page as alice at t."""
 
+    story: SmallCluster
+
+    @classmethod
+    def setUpTestData(cls) -> None:
+        """The story is recorded once per class (about 300 lines of history); each test's changes to it are
+        rolled back with the test's transaction."""
+        super().setUpTestData()
+        cls.story = build_small_cluster(cls.cluster)
+
     def setUp(self) -> None:
         super().setUp()
-        self.story = build_small_cluster(self.cluster)
         self.times = self.story.times
 
     def get(self, path: str, t: datetime | None = None, client: Any = None, **kw: Any) -> Any:
@@ -714,7 +722,7 @@ class PageTestCase(BaseTestCase):
         return (client or self.client).get(path + (sep + at(t) if t else ""), **kw)
 
     def assert_page_basics(self, path: str, t: datetime) -> None:
-        """What every entity page owes (CONVENTIONS 20): login, bob may read, htmx gets only #page."""
+        """What every entity page owes (docs/conventions.md §20): login, bob may read, htmx gets only #page."""
         anon = self.get(path, t, client=self.anon)
         assert anon.status_code == 302 and anon["Location"].startswith("/accounts/login/"), anon
         bob = self.get(path, t, client=self.login_as(self.bob))

@@ -1,4 +1,4 @@
-"""``manage.py run_scenario``: the JSON contract (SCENARIOS.md), exit status 2 for a bad file, expectation matching."""
+"""``manage.py run_scenario``: the JSON contract (docs/scenarios.md §5), exit status 2 for a bad file, expectation matching."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every internal link and hx-get on a page carries the cursor's t and w (CONVENTIONS 4-5)."""
+"""Every internal link and hx-get on a page carries the cursor's t and w (docs/conventions.md §4–5)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Entity pages cost a fixed number of queries: not more for a node with 500 pods, nor for 50 versions each.
 
-DESIGN §10: query-count budgets are tests. Each page is measured on the small story, then again after
+docs/design.md §10: query-count budgets are tests. Each page is measured on the small story, then again after
 every entity got 50 more versions and one node got ~500 pods (each with its own job in queue nlp).
 """
 

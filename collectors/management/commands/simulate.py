@@ -13,7 +13,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("file", help="scenario YAML file (SCENARIOS.md format 1)")
+        parser.add_argument("file", help="scenario YAML file (docs/scenarios.md §2, format 1)")
         parser.add_argument(
             "--speed",
             type=float,

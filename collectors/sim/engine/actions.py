@@ -1,4 +1,4 @@
-"""Scenario events (SCENARIOS.md ``events``) and their real effects on the world.
+"""Scenario events (docs/scenarios.md §2 ``events``) and their real effects on the world.
 
 Xid handling follows NVIDIA's Xid catalog and the k8s-device-plugin's health
 check: application Xids (13, 31, 43, 45, 68, 109) and informational ones (63,

@@ -1,4 +1,4 @@
-"""Scenario files (SCENARIOS.md, format 1): loading, validation and the parsed model."""
+"""Scenario files (docs/scenarios.md §2, format 1): loading, validation and the parsed model."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``load_scenario``: read a scenario file into a validated ``Scenario``.
 
-Every key of SCENARIOS.md (format 1) is read here and nothing else is
+Every key of docs/scenarios.md (§2, format 1) is read here and nothing else is
 accepted: an unknown key is an error naming the key and its line, so a typo
 can never silently change what a scenario simulates. All problems are
 collected and raised together in one ``ScenarioError``.

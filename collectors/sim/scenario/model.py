@@ -1,4 +1,4 @@
-"""The parsed, validated form of a scenario file (SCENARIOS.md, format 1).
+"""The parsed, validated form of a scenario file (docs/scenarios.md §2, format 1).
 
 These are plain frozen records: the loader builds them once, the engine reads
 them. Offsets and durations are whole seconds; ``start`` is an aware UTC
@@ -45,8 +45,8 @@ ALERT_NAMES = (
     "GPUHighTemperature",
     "GPUECCDoubleBitError",
 )
-# DESIGN.md section 8. A copy of the vocabulary for validating `expect`, not an
-# import: the simulator imports nothing of the pipeline (DESIGN.md section 3).
+# docs/design.md §8. A copy of the vocabulary for validating `expect`, not an
+# import: the simulator imports nothing of the pipeline (docs/design.md §3).
 DIAGNOSIS_CODES = (
     "gpu_capacity_shortage",
     "gpu_fragmentation",

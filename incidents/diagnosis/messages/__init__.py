@@ -5,7 +5,7 @@ HAMi and the cluster autoscaler.
 returns a `ParsedMessage`. Unrecognised text is `source="unknown"` with no
 reasons: a parse reports what the message says, never a guess.
 
-A parse is one piece of evidence. Diagnosis (DESIGN.md §8) still checks the
+A parse is one piece of evidence. Diagnosis (docs/design.md §8) still checks the
 per-node fit and the queue state at t from inventory before it claims a cause.
 """
 

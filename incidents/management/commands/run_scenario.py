@@ -1,6 +1,6 @@
 """``python manage.py run_scenario FILE [--json]``: a scenario through the real pipeline, in fast forward.
 
-Thin (CONVENTIONS 22): it parses arguments, picks the database, and calls
+Thin (docs/conventions.md §22): it parses arguments, picks the database, and calls
 ``incidents.scenario_run.run_scenario_file``. By default every run gets a fresh temporary SQLite database
 (migrated on the fly) so repeated runs never mix; ``--database configured`` uses the configured one
 (the tests do, so the run lands in the test database). Exit status 0 when the run completed, whatever
@@ -27,9 +27,9 @@ class Command(BaseCommand):
     help = "Run a scenario file through simulator, collectors, intake and diagnosis; print ranked hypotheses."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("file", help="scenario file (SCENARIOS.md, format 1)")
+        parser.add_argument("file", help="scenario file (docs/scenarios.md §2, format 1)")
         parser.add_argument(
-            "--json", action="store_true", help="print one JSON document (SCENARIOS.md shape)"
+            "--json", action="store_true", help="print one JSON document (docs/scenarios.md §5)"
         )
         parser.add_argument(
             "--database",

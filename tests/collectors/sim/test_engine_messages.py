@@ -6,7 +6,7 @@ from collectors.sim.engine import messages as m
 
 
 def test_it_writes_kube_schedulers_fit_error() -> None:
-    # DESIGN.md section 8 quotes the kube-scheduler FitError with its preemption part.
+    # docs/design.md §8 quotes the kube-scheduler FitError with its preemption part.
     reasons = [(m.INSUFFICIENT, None)] * 2 + [(m.TAINT, {"key": "nvidia.com/gpu", "value": "true"})] * 6
     assert m.kube_fit_message(8, reasons) == (
         "0/8 nodes are available: 2 Insufficient nvidia.com/gpu, 6 node(s) had untolerated taint {nvidia.com/gpu: true}. "

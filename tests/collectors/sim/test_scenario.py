@@ -1,4 +1,4 @@
-"""The scenario loader: every key of SCENARIOS.md is read, and every kind of mistake is named with its line."""
+"""The scenario loader: every key of docs/scenarios.md is read, and every kind of mistake is named with its line."""
 
 from __future__ import annotations
 

@@ -1,0 +1,51 @@
+"""Suite-wide wiring for running the tests in parallel (pytest-xdist, ``make test`` runs ``-n auto``).
+
+What may not run side by side is put in one ``xdist_group`` (``--dist loadgroup`` sends a group to a single
+worker, in order), everything else is spread over the workers:
+
+- ``e2e``: the browser tests share one session-scoped server (a scenario run plus gunicorn, tens of
+  seconds to build); in one group it is built once, not once per worker.
+- ``services``: the real-worker and fault tests start Celery workers, gunicorn and Redis, cut PostgreSQL
+  connections through a proxy and wait on wall-clock timeouts; one at a time they neither starve each
+  other of the two cores nor race for the shared services.
+
+Each worker has its own test database already (pytest-django suffixes PostgreSQL's ``test_…`` name with
+the worker id; SQLite's test database is in memory). Redis is shared, so each worker gets its own Redis
+database number: the sweep locks (``rcaweb:sweep:<kind>:<cluster>``) of two tests about the same cluster
+name must not see each other.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+SERIAL_GROUPS = ("e2e", "services")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for group in SERIAL_GROUPS:
+            if item.get_closest_marker(group) is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
+
+
+def worker_redis_url(url: str, worker: str | None) -> str:
+    """``redis://host:6379/0`` for worker ``gw3`` → ``redis://host:6379/4`` (no worker: unchanged)."""
+    if not url or not worker or not worker.startswith("gw"):
+        return url
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{1 + int(worker[2:]) % 15}"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    from django.conf import settings
+
+    if getattr(settings, "REDIS_URL", ""):
+        settings.REDIS_URL = worker_redis_url(settings.REDIS_URL, worker)

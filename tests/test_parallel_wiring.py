@@ -1,0 +1,32 @@
+"""The parallel suite's wiring (tests/conftest.py): serial groups and one Redis database per worker."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import SERIAL_GROUPS, worker_redis_url
+
+
+def test_each_worker_gets_its_own_redis_database() -> None:
+    assert worker_redis_url("redis://127.0.0.1:6379/0", "gw0") == "redis://127.0.0.1:6379/1"
+    assert worker_redis_url("redis://127.0.0.1:6379/0", "gw1") == "redis://127.0.0.1:6379/2"
+    assert worker_redis_url("redis://:secret@redis:6379/0", "gw2") == "redis://:secret@redis:6379/3"
+    assert worker_redis_url("redis://127.0.0.1:6379/0", None) == "redis://127.0.0.1:6379/0"
+    assert worker_redis_url("", "gw0") == ""
+
+
+@pytest.mark.e2e
+def test_an_e2e_test_lands_in_the_e2e_group(request: pytest.FixtureRequest) -> None:
+    group = request.node.get_closest_marker("xdist_group")
+    assert group is not None and group.args == ("e2e",)
+
+
+@pytest.mark.services
+def test_a_services_test_lands_in_the_services_group(request: pytest.FixtureRequest) -> None:
+    group = request.node.get_closest_marker("xdist_group")
+    assert group is not None and group.args == ("services",)
+
+
+def test_other_tests_are_spread_over_the_workers(request: pytest.FixtureRequest) -> None:
+    assert request.node.get_closest_marker("xdist_group") is None
+    assert set(SERIAL_GROUPS) == {"e2e", "services"}
