@@ -126,6 +126,21 @@ def _from_prometheus(
         return False
     uuids = [u for u, _ in gpus]
     ok = True
+    answered = False
+    earliest: datetime | None = None  # the oldest point any whole-window query returned
+    whole_window = False
+    history: list[str] = []  # once asked: "" or "Prometheus holds only N min of history (since …)"
+
+    def short_history() -> str:
+        """Why the window has no data before some point, when the reason is Prometheus' short history."""
+        if not history:
+            try:
+                history.append(module.short_history(source.history_start(), start, slack_s=2 * step))
+            except Exception as exc:  # the data queries answered: an unknown history is no failure
+                logger.info("prometheus history unknown (%s): %s", url, exc)
+                history.append("")
+        return history[0]
+
     down = ""  # once Prometheus timed out or refused, the other queries are skipped (bounded collection time)
     labels_seen: list[str] = []  # the label spelling this exporter uses, once one query found series
     frozen = _frozen(batch, uuids)
@@ -148,12 +163,22 @@ def _from_prometheus(
                 since = start
                 series, query, label = _fetch(source, metric, uuids, since, end, step, labels_seen)
         except Exception as exc:
+            # A real failure (no answer, an HTTP error, a malformed answer): an error observation, which the
+            # diagnosis reads as "prometheus failed". An answer with little or no data is not one (below).
             ok = False
             message = getattr(exc, "message", None) or str(exc)
-            _error(batch, metric, query, end, f"Prometheus did not answer: {message}")
-            if getattr(exc, "status", None) is None:  # no HTTP status: timeout or connection refused
+            status = getattr(exc, "status", None)
+            what = "did not answer" if status is None else "failed"
+            _error(batch, metric, query, end, f"Prometheus {what}: {message}")
+            if status is None:  # no HTTP status: timeout or connection refused
                 down = message[:200]
             continue
+        answered = True
+        if since <= start:
+            whole_window = True
+            firsts = [s.points[0][0] for s in series if s.points]
+            if firsts and (earliest is None or min(firsts) < earliest):
+                earliest = min(firsts)
         if series and label not in labels_seen:
             labels_seen.append(label)
         by_uuid: dict[str, list[list[Any]]] = {}
@@ -189,16 +214,42 @@ def _from_prometheus(
                 freshest=freshest,
             )
         if not series:
+            gap = short_history()
             batch.add(
                 kind="dcgm_series",
                 source="prometheus",
                 locator=query,
                 observed_at=start,
-                content={"metric": metric, "uuid": "", "node": "", "points": []},
+                content={
+                    "metric": metric,
+                    "uuid": "",
+                    "node": "",
+                    "points": [],
+                    **({"gap": gap} if gap else {}),
+                },
                 key=f"dcgm-absent:{metric}",
-                summary=f"{metric}: no series for these GPUs in the window",
+                summary=f"{metric}: no data: {gap}"
+                if gap
+                else f"{metric}: no series for these GPUs in the window",
             )
+    if answered and whole_window and (earliest is None or (earliest - start).total_seconds() > 2 * step):
+        gap = short_history()
+        if gap:
+            _history_gap(batch, gap, start, end)
     return ok
+
+
+def _history_gap(batch: Batch, gap: str, start: datetime, end: datetime) -> None:
+    """Prometheus answered, but its history begins after the window does: a gap, not a failure (no ``error``)."""
+    batch.add(
+        kind="dcgm_series",
+        source="prometheus",
+        locator="/api/v1/status/tsdb (headStats.minTime)",
+        observed_at=start,
+        content={"metric": "", "uuid": "", "node": "", "points": [], "gap": gap, "window_start": _iso(start)},
+        key="dcgm-history",
+        summary=f"no data: {gap}; the window starts at {start:%H:%M}Z",
+    )
 
 
 def _fetch(
