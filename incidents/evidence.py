@@ -28,7 +28,7 @@ from django.utils import timezone
 from collectors.changefmt import describe_change
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
 from collectors.sources.redact import redact_text, redact_value
-from incidents import pod_logs, telemetry
+from incidents import inline, pod_logs, telemetry
 from incidents.models import Alert, Incident, IncidentSubject, Observation
 
 logger = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ def save(batch: Batch) -> int:
     }
     new = [o for k, o in batch.items.items() if k not in existing]
     written = 0
-    with transaction.atomic():
+    with inline.serialized(), transaction.atomic():
         Observation.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)
         written += len(new)
         for key, obs in batch.items.items():
