@@ -38,6 +38,12 @@ from django.db import connection, connections
 logger = logging.getLogger(__name__)
 
 MODES = ("sync", "thread")
+COALESCE_S = (
+    0.02  # alerts arriving this close together are grouped in one batch (as the broker publisher does)
+)
+WORKER_NICE = (
+    10  # the thread's CPU priority below the web threads': on a busy machine the webhook answers first
+)
 IDLE_SWEEP_S = 30.0  # idle this long: process what the outbox holds unprocessed (as beat's sweep_outbox does)
 SHUTDOWN_DRAIN_S = 30.0
 
@@ -79,6 +85,7 @@ class InlineWorker:
         self.processed = 0  # alerts handed to grouping, collections run: for tests and curiosity
         self.collected = 0
         self.errors = 0
+        self.last_add = 0.0
 
     def _ensure(self) -> None:
         if self.thread is None or self.pid != os.getpid() or not self.thread.is_alive():
@@ -92,6 +99,7 @@ class InlineWorker:
         with self.cond:
             self._ensure()
             self.alerts.extend(alert_ids)
+            self.last_add = time.monotonic()
             self.cond.notify_all()
 
     def add_evidence(self, incident_id: int) -> None:
@@ -119,6 +127,8 @@ class InlineWorker:
             if not self.alerts and not self.evidence:
                 self.cond.wait(IDLE_SWEEP_S)
             if self.alerts:
+                while (wait := self.last_add + COALESCE_S - time.monotonic()) > 0:
+                    self.cond.wait(wait)  # more of the same burst may follow: one batch, not one each
                 ids, self.alerts = self.alerts, []
                 self.busy = True
                 return "alerts", ids
@@ -130,6 +140,10 @@ class InlineWorker:
             return None
 
     def _run(self) -> None:
+        try:  # Linux: a thread id is a process id for setpriority; elsewhere the thread keeps its priority
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICE)
+        except (AttributeError, OSError) as exc:
+            logger.debug("inline worker priority unchanged: %s", exc)
         while True:
             unit = self._take()
             try:
