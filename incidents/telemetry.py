@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
 
 from collectors.models import Cluster, EntityVersion, TelemetrySample
 from incidents.models import IncidentSubject
@@ -42,12 +47,15 @@ MAX_ANOMALIES_PER_SERIES = 5
 
 
 def _iso(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:{value.minute:02d}:{value.second:02d}Z"
 
 
 def promql(metric: str, uuids: list[str], label: str = "UUID") -> str:
-    """One selector for all the incident's GPUs (UUIDs are hex and dashes: no regex escaping needed)."""
-    safe = [u for u in uuids if all(ch.isalnum() or ch == "-" for ch in u)]
+    """One selector for the incident's GPUs, and only those (UUIDs are hex and dashes: no regex escaping
+    needed); in sorted order, so incidents about the same GPUs ask the same query (``_shared_range``)."""
+    safe = sorted({u for u in uuids if all(ch.isalnum() or ch == "-" for ch in u)})
     return f'{metric}{{{label}=~"{"|".join(safe)}"}}'
 
 
@@ -266,12 +274,54 @@ def _fetch(
     query, label, series = promql(metric, uuids, tried[0]), tried[0], []
     for lab in tried:
         q = promql(metric, uuids, lab)
-        series = source.query_range(q, start, end, step)
+        series = _shared_range(source, q, start, end, step)
         if series or lab == tried[0]:
             query, label = q, lab
         if series:
             break
     return series, query, label
+
+
+# Incidents of one problem (the GPUs of one node, a job and its pods' GPUs) collected within a short time ask
+# Prometheus the same queries: the answer is shared for SHARE_S. Queries run on the step grid (start rounded
+# up, end down to a multiple of the step, as Prometheus evaluates a range query at start + k·step anyway), so
+# two collections a few seconds apart ask the very same range. 0 turns it off (tests: every test its own).
+SHARE_S = float(getattr(settings, "RCAWEB_EVIDENCE_SHARE_S", 60))
+_SHARE_MAX = 512
+_shared: dict[tuple[Any, ...], tuple[float, list[Any]]] = {}
+_shared_lock = threading.Lock()
+
+
+def _grid(start: datetime, end: datetime, step: int) -> tuple[datetime, datetime]:
+    lo, hi = start.timestamp(), end.timestamp()
+    qs = math.ceil(lo / step) * step
+    qe = max(math.floor(hi / step) * step, qs)
+    if qs > hi:  # a window shorter than one step: ask it as it is
+        return start, end
+    return datetime.fromtimestamp(qs, tz=UTC), datetime.fromtimestamp(qe, tz=UTC)
+
+
+def _shared_range(source: Any, query: str, start: datetime, end: datetime, step: int) -> list[Any]:
+    """``source.query_range`` on the step grid, answered from a recent identical query when there is one."""
+    start, end = _grid(start, end, step)
+    ttl = float(getattr(settings, "RCAWEB_EVIDENCE_SHARE_S", SHARE_S))
+    if ttl <= 0:
+        return source.query_range(query, start, end, step)
+    key = (getattr(source, "url", ""), query, start, end, step)
+    now = time.monotonic()
+    with _shared_lock:
+        hit = _shared.get(key)
+        if hit is not None and now - hit[0] <= ttl:
+            return hit[1]
+    series = source.query_range(query, start, end, step)  # a failure raises: nothing is shared
+    with _shared_lock:
+        if len(_shared) >= _SHARE_MAX:
+            for k in [k for k, (at, _) in _shared.items() if now - at > ttl] or list(_shared)[
+                : _SHARE_MAX // 2
+            ]:
+                _shared.pop(k, None)
+        _shared[key] = (now, series)
+    return series
 
 
 def _frozen(batch: Batch, uuids: list[str]) -> dict[tuple[str, str], list[list[Any]]]:
