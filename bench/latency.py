@@ -82,13 +82,14 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
     from collectors.sim.engine.big import build_big_world
     from collectors.sim.server import SimServer
     from collectors.sweep import sweep_cluster, sweep_events
+    from incidents import evidence
     from incidents.intake import ingest_alertmanager
     from incidents.models import Alert, Incident
 
-    from incidents import evidence
-
     call_command("migrate", verbosity=0)
-    diagnosis_s: dict[int, float] = {}  # incident -> seconds in the diagnosis (the rest of the time is evidence)
+    diagnosis_s: dict[
+        int, float
+    ] = {}  # incident -> seconds in the diagnosis (the rest of the time is evidence)
     run_diagnosis = evidence.run_diagnosis
 
     def timed_diagnosis(incident_id: int) -> None:
