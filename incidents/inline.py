@@ -157,7 +157,7 @@ class InlineWorker:
                 self.errors += 1
                 logger.exception("inline processing failed (%s); the outbox sweep retries what is left", unit)
             finally:
-                connections.close_all()  # this thread's connections only (they are per thread)
+                _release_connections()
                 with self.cond:
                     self.busy = False
                     self.cond.notify_all()
@@ -191,6 +191,18 @@ class InlineWorker:
             logger.warning(
                 "inline worker: exiting with work queued; the alerts stay in the outbox for the next start"
             )
+
+
+def _release_connections() -> None:
+    """Close and forget this thread's connections (they are per thread): the next unit opens fresh ones from
+    the settings of the moment (run_scenario points the default database at a new SQLite file per run)."""
+    for conn in connections.all(initialized_only=True):
+        try:
+            conn.close()
+        except Exception as exc:  # a broken connection is being dropped anyway
+            logger.info("inline worker: closing %s: %s", conn.alias, exc)
+        with contextlib.suppress(AttributeError):
+            del connections[conn.alias]
 
 
 worker = InlineWorker()
