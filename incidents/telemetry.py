@@ -137,17 +137,25 @@ def _from_prometheus(
     answered = False
     earliest: datetime | None = None  # the oldest point any whole-window query returned
     whole_window = False
-    history: list[str] = []  # once asked: "" or "Prometheus holds only N min of history (since …)"
+    history: list[Any] = []  # once asked: Prometheus' (oldest, newest) sample time, or None
+    absent: list[tuple[str, str]] = []  # (metric, query) answered with no series at all
 
     def short_history() -> str:
-        """Why the window has no data before some point, when the reason is Prometheus' short history."""
+        """Why the window has no data before some point, when the reason is Prometheus' short history.
+
+        Only when what the queries returned agrees: the head block's minTime is not the oldest sample of
+        a Prometheus that also keeps older blocks, and then some series reach back before it.
+        """
         if not history:
             try:
-                history.append(module.short_history(source.history_start(), start, slack_s=2 * step))
+                history.append(source.history_start())
             except Exception as exc:  # the data queries answered: an unknown history is no failure
                 logger.info("prometheus history unknown (%s): %s", url, exc)
-                history.append("")
-        return history[0]
+                history.append(None)
+        held = history[0]
+        if held is None or (earliest is not None and (held[0] - earliest).total_seconds() > 2 * step):
+            return ""
+        return module.short_history(held, start, slack_s=2 * step)
 
     down = ""  # once Prometheus timed out or refused, the other queries are skipped (bounded collection time)
     labels_seen: list[str] = []  # the label spelling this exporter uses, once one query found series
@@ -222,24 +230,21 @@ def _from_prometheus(
                 freshest=freshest,
             )
         if not series:
-            gap = short_history()
-            batch.add(
-                kind="dcgm_series",
-                source="prometheus",
-                locator=query,
-                observed_at=start,
-                content={
-                    "metric": metric,
-                    "uuid": "",
-                    "node": "",
-                    "points": [],
-                    **({"gap": gap} if gap else {}),
-                },
-                key=f"dcgm-absent:{metric}",
-                summary=f"{metric}: no data: {gap}"
-                if gap
-                else f"{metric}: no series for these GPUs in the window",
-            )
+            absent.append((metric, query))
+    # What did not answer with data is worded once every query is in (the history check needs them all).
+    for metric, query in absent:
+        gap = short_history()
+        batch.add(
+            kind="dcgm_series",
+            source="prometheus",
+            locator=query,
+            observed_at=start,
+            content={"metric": metric, "uuid": "", "node": "", "points": [], **({"gap": gap} if gap else {})},
+            key=f"dcgm-absent:{metric}",
+            summary=f"{metric}: no data: {gap}"
+            if gap
+            else f"{metric}: no series for these GPUs in the window",
+        )
     if answered and whole_window and (earliest is None or (earliest - start).total_seconds() > 2 * step):
         gap = short_history()
         if gap:

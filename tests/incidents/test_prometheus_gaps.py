@@ -34,8 +34,19 @@ class ShortHistoryPrometheus:
     than 200 answers every query with that HTTP status (a Prometheus in trouble).
     """
 
-    def __init__(self, now: datetime, history: timedelta, uuids: list[str], status: int = 200) -> None:
+    def __init__(
+        self,
+        now: datetime,
+        history: timedelta,
+        uuids: list[str],
+        status: int = 200,
+        head: timedelta | None = None,
+        disabled: tuple[str, ...] = (),
+    ) -> None:
+        self.disabled = set(disabled)  # fields the exporter does not export: no series at all
         self.now, self.oldest, self.uuids, self.status = now, now - history, uuids, status
+        # the head block's span: the whole history while it is young, the last hours once blocks were cut
+        self.head_min = now - (head or history)
         self.paths: list[str] = []
         owner = self
 
@@ -68,7 +79,7 @@ class ShortHistoryPrometheus:
         if path == "/api/v1/status/tsdb":
             head = {"numSeries": len(self.uuids), "chunkCount": len(self.uuids)}
             head |= {
-                "minTime": int(self.oldest.timestamp() * 1000),
+                "minTime": int(self.head_min.timestamp() * 1000),
                 "maxTime": int(self.now.timestamp() * 1000),
             }
             return 200, {"status": "success", "data": {"headStats": head, "seriesCountByMetricName": []}}
@@ -79,7 +90,7 @@ class ShortHistoryPrometheus:
         wanted = m["ids"].split("|") if m["ids"] else self.uuids
         start, end, step = float(q["start"]), float(q["end"]), float(q["step"])
         result = []
-        for uuid in [u for u in self.uuids if u in wanted]:
+        for uuid in [u for u in self.uuids if u in wanted and m["metric"] not in self.disabled]:
             values, t = [], start
             while t <= end:
                 # a point (raw, or a 5-minute average ending at t) exists only once the history began
@@ -148,6 +159,37 @@ class GapTests(EvidenceTestCase):
         collect_evidence(self.gpu_incident.pk, now=NOW)
         self.assertFalse(OBS.filter(incident=self.gpu_incident, dedup_key="dcgm-history").exists())
         self.assertNotIn("/api/v1/status/tsdb", prom.paths)
+
+    def test_a_recent_head_block_with_older_blocks_is_no_short_history(self) -> None:
+        # An old Prometheus: the head holds the last 7 minutes, persisted blocks the rest (the series say so).
+        prom = ShortHistoryPrometheus(
+            NOW,
+            timedelta(hours=3),
+            self.uuids,
+            head=timedelta(minutes=7),
+            disabled=("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",),
+        )
+        self.addCleanup(prom.close)
+        self.use(prom.url)
+        collect_evidence(self.gpu_incident.pk, now=NOW)
+        series = OBS.filter(incident=self.gpu_incident, kind="dcgm_series")
+        self.assertFalse(series.filter(dedup_key="dcgm-history").exists())
+        self.assertFalse(series.filter(summary__contains="holds only").exists())
+        absent = series.get(dedup_key="dcgm-absent:DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
+        self.assertEqual(
+            absent.summary, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL: no series for these GPUs in the window"
+        )
+
+    def test_a_field_absent_from_a_young_prometheus_says_its_history_is_short(self) -> None:
+        prom = ShortHistoryPrometheus(
+            NOW, timedelta(minutes=7), self.uuids, disabled=("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",)
+        )
+        self.addCleanup(prom.close)
+        self.use(prom.url)
+        collect_evidence(self.gpu_incident.pk, now=NOW)
+        absent = OBS.get(incident=self.gpu_incident, dedup_key="dcgm-absent:DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
+        self.assertIn("no data: Prometheus holds only 7 min of history", absent.summary)
+        self.assertEqual(absent.error, "")
 
     def test_a_dead_prometheus_is_a_failure_that_lowers_confidence(self) -> None:
         self.use(f"http://127.0.0.1:{closed_port()}")
