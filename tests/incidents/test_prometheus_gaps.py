@@ -151,6 +151,9 @@ class GapTests(EvidenceTestCase):
         self.assertIn("/api/v1/status/tsdb", prom.paths)
         self.assertNotIn("prometheus", self.failures())
         self.assertNotIn("prometheus failed", self.whys())
+        page = self.client.get(self.gpu_incident.get_absolute_url()).content.decode()
+        self.assertIn("no data: Prometheus holds only 7 min of history (since 03:23Z)", page)
+        self.assertNotIn("did not answer", page)
 
     def test_a_full_history_asks_nothing_about_it(self) -> None:
         prom = ShortHistoryPrometheus(NOW, timedelta(hours=3), self.uuids)
@@ -199,6 +202,9 @@ class GapTests(EvidenceTestCase):
         self.assertFalse(OBS.filter(incident=self.gpu_incident, dedup_key="dcgm-history").exists())
         self.assertIn("prometheus", self.failures())
         self.assertIn("Lower confidence: prometheus failed", self.whys())
+        page = self.client.get(self.gpu_incident.get_absolute_url()).content.decode()
+        self.assertIn("not available: Prometheus did not answer: cannot connect", page)
+        self.assertNotIn("holds only", page)
 
     def test_a_prometheus_answering_5xx_failed(self) -> None:
         prom = ShortHistoryPrometheus(NOW, timedelta(hours=3), self.uuids, status=503)
