@@ -32,7 +32,7 @@ alerts grouped in <= 60 s with one worker on a 2-core machine.
     .venv/bin/python bench/intake.py --storm 5000 [--storm-kind unknown|gpu] [--concurrency 1] [--eager] [--json]
 
 Inline mode (issue 16): no broker, no worker, as the demo runs. This Django app on a threaded WSGI server (the
-demo's) with a fresh SQLite file in WAL mode (the demo's database) and a seeded cluster of ``--inline-nodes``
+demo's) with a fresh SQLite file in WAL mode (the demo's database; ``--inline-db postgres://…`` for PostgreSQL) and a seeded cluster of ``--inline-nodes``
 8-GPU nodes; one client posts ``--inline-requests`` notifications one after the other on a kept-alive
 connection, each an Xid alert on a GPU of a different node (a new incident each, so every one queues grouping,
 evidence and a diagnosis). Prints the webhook's p50/p95/max latency, then how long the processing took to
@@ -613,7 +613,7 @@ def inline_main(args: argparse.Namespace) -> int:
     tmp = tempfile.mkdtemp(prefix="rcaweb-bench-inline-")
     e = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "PYTEST_VERSION", "DATABASE_URL")}
     e.update(
-        DATABASE_URL=f"sqlite:///{tmp}/inline.sqlite3",
+        DATABASE_URL=args.inline_db or f"sqlite:///{tmp}/inline.sqlite3",
         DJANGO_SETTINGS_MODULE="rcaweb.settings",
         RCAWEB_SECRET_KEY="bench-secret-key-" + uuid.uuid4().hex,
         RCAWEB_WEBHOOK_TOKEN=TOKEN,
@@ -638,8 +638,16 @@ def inline_main(args: argparse.Namespace) -> int:
     from incidents.models import Alert, Incident
     from tests.incidents.fixtures.alertmanager import gpu_uuid, small_world
 
+    if args.inline_db:
+        name = args.inline_db.rsplit("/", 1)[1]
+        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+            if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+                admin.execute(f'CREATE DATABASE "{name}"')
     _sqlite_for_concurrency()
     call_command("migrate", verbosity=0)
+    Incident.objects.all().delete()
+    Alert.objects.all().delete()
+    Cluster.objects.filter(name=STORM_CLUSTER).delete()
     cluster = Cluster.objects.create(name=STORM_CLUSTER, scheduler="kai")
     small_world(cluster, STORM_START, nodes=args.inline_nodes, pending_job=False)
     connection.close()
@@ -705,7 +713,7 @@ def inline_main(args: argparse.Namespace) -> int:
     else:
         print(
             f"webhook without workers ({args.inline_mode}): {result['requests']} notifications, one client, "
-            f"SQLite (WAL), {args.inline_nodes}-node inventory"
+            f"{connection.vendor}, {args.inline_nodes}-node inventory"
         )
         print(
             f"  latency p50 {result['p50_ms']} ms   p95 {result['p95_ms']} ms   max {result['max_ms']} ms"
@@ -790,6 +798,9 @@ def main() -> int:
     ap.add_argument("--inline-mode", default="thread", choices=["thread", "sync"])
     ap.add_argument("--inline-requests", type=int, default=200)
     ap.add_argument("--inline-nodes", type=int, default=100)
+    ap.add_argument(
+        "--inline-db", default="", help="inline mode on this PostgreSQL URL instead of a fresh SQLite file"
+    )
     args = ap.parse_args()
     if args.inline:
         return inline_main(args)
