@@ -17,7 +17,7 @@ for one incident on a 200-node cluster: Alertmanager logged ``context deadline e
   only while it writes, not while it reads the sources. Connections are closed after every unit of work
   (the thread outlives requests, SQLite files are replaced by run_scenario). An error is a log line and the
   thread goes on; the rows stay in the outbox and the worker's idle sweep (what beat's ``sweep_outbox`` does
-  with workers) picks them up. At exit the queue is drained (bounded by ``SHUTDOWN_DRAIN_S``).
+  with workers, run once the thread has been idle ``IDLE_SWEEP_S`` after some work) picks them up. At exit the queue is drained (bounded by ``SHUTDOWN_DRAIN_S``).
 - ``sync``: everything inline in the request, as before (tests: deterministic, nothing runs after the
   test's assertions). Tests of the thread mode switch it on and call :func:`drain`.
 """
@@ -86,6 +86,7 @@ class InlineWorker:
         self.collected = 0
         self.errors = 0
         self.last_add = 0.0
+        self.dirty = False  # work was taken since the last idle sweep
 
     def _ensure(self) -> None:
         if self.thread is None or self.pid != os.getpid() or not self.thread.is_alive():
@@ -126,6 +127,8 @@ class InlineWorker:
         with self.cond:
             if not self.alerts and not self.evidence:
                 self.cond.wait(IDLE_SWEEP_S)
+            if self.alerts or self.evidence:
+                self.dirty = True
             if self.alerts:
                 while (wait := self.last_add + COALESCE_S - time.monotonic()) > 0:
                     self.cond.wait(wait)  # more of the same burst may follow: one batch, not one each
@@ -178,8 +181,9 @@ class InlineWorker:
     def _idle_sweep(self) -> None:
         from incidents import tasks
 
-        if not threaded():
-            return
+        if not threaded() or not self.dirty:
+            return  # nothing ran since the last sweep: nothing this process stored can have been left behind
+        self.dirty = False
         tasks.sweep_outbox()  # unprocessed alerts and collections never started: queued here again
 
     def shutdown(self, timeout: float = SHUTDOWN_DRAIN_S) -> None:
