@@ -30,6 +30,17 @@ the inline path instead (demo, tests: the webhook's own request groups and colle
 alerts grouped in <= 60 s with one worker on a 2-core machine.
 
     .venv/bin/python bench/intake.py --storm 5000 [--storm-kind unknown|gpu] [--concurrency 1] [--eager] [--json]
+
+Inline mode (issue 16): no broker, no worker, as the demo runs. This Django app on a threaded WSGI server (the
+demo's) with a fresh SQLite file in WAL mode (the demo's database; ``--inline-db postgres://…`` for PostgreSQL) and a seeded cluster of ``--inline-nodes``
+8-GPU nodes; one client posts ``--inline-requests`` notifications one after the other on a kept-alive
+connection, each an Xid alert on a GPU of a different node (a new incident each, so every one queues grouping,
+evidence and a diagnosis). Prints the webhook's p50/p95/max latency, then how long the processing took to
+drain after the last answer. ``--inline-mode thread`` (the default: the in-process worker thread processes
+after the answer) or ``sync`` (everything inside the request, as before: the figure to compare with). Target:
+p95 <= 100 ms in thread mode.
+
+    .venv/bin/python bench/intake.py --inline [--inline-mode thread|sync] [--inline-requests 200] [--inline-nodes 100]
 """
 
 from __future__ import annotations
@@ -595,6 +606,127 @@ def storm_worker(kind: str, count: int, concurrency: int, timeout: float) -> dic
     return result
 
 
+def inline_main(args: argparse.Namespace) -> int:
+    """The webhook without workers: latency per notification, then the drain of what it queued."""
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="rcaweb-bench-inline-")
+    e = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "PYTEST_VERSION", "DATABASE_URL")}
+    e.update(
+        DATABASE_URL=args.inline_db or f"sqlite:///{tmp}/inline.sqlite3",
+        DJANGO_SETTINGS_MODULE="rcaweb.settings",
+        RCAWEB_SECRET_KEY="bench-secret-key-" + uuid.uuid4().hex,
+        RCAWEB_WEBHOOK_TOKEN=TOKEN,
+        RCAWEB_CELERY_EAGER="true",
+        RCAWEB_INLINE_PROCESSING=args.inline_mode,
+        RCAWEB_LOG_LEVEL="WARNING",
+        RCAWEB_PLAIN_STATIC="true",
+        RCAWEB_DEBUG="false",
+    )
+    os.environ.clear()
+    os.environ.update(e)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    from collectors.demo import _sqlite_for_concurrency, _start_web
+    from collectors.models import Cluster
+    from incidents import inline
+    from incidents.models import Alert, Incident
+    from tests.incidents.fixtures.alertmanager import gpu_uuid, small_world
+
+    if args.inline_db:
+        name = args.inline_db.rsplit("/", 1)[1]
+        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+            if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+                admin.execute(f'CREATE DATABASE "{name}"')
+    _sqlite_for_concurrency()
+    call_command("migrate", verbosity=0)
+    Incident.objects.all().delete()
+    Alert.objects.all().delete()
+    Cluster.objects.filter(name=STORM_CLUSTER).delete()
+    cluster = Cluster.objects.create(name=STORM_CLUSTER, scheduler="kai")
+    small_world(cluster, STORM_START, nodes=args.inline_nodes, pending_job=False)
+    connection.close()
+    port = free_port()
+    httpd = _start_web(f"127.0.0.1:{port}")
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    latencies: list[float] = []
+    try:
+        for i in range(args.inline_requests):
+            node = f"h100-{i % args.inline_nodes + 1:02d}"
+            index = (i // args.inline_nodes) % 8
+            labels = {
+                "alertname": "XidError",
+                "severity": "critical",
+                "cluster": STORM_CLUSTER,
+                "Hostname": node,
+                "UUID": gpu_uuid(node, index),
+                "gpu": str(index),
+                "xid": "79",
+            }
+            a = {
+                "status": "firing",
+                "labels": labels,
+                "annotations": {"summary": "Xid 79"},
+                "startsAt": (STORM_START + timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "endsAt": "0001-01-01T00:00:00Z",
+                "generatorURL": "",
+                "fingerprint": f"{i:016x}",
+            }
+            body = json.dumps(storm_body([a])).encode()
+            t0 = time.perf_counter()
+            conn.request(
+                "POST",
+                "/api/v1/alerts/alertmanager",
+                body=body,
+                headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"},
+            )
+            resp = conn.getresponse()
+            resp.read()
+            latencies.append(time.perf_counter() - t0)
+            if resp.status != 200:
+                print(f"  request {i}: HTTP {resp.status}", file=sys.stderr)
+        posted = time.perf_counter()
+        drained = inline.drain(timeout=args.max_seconds * 10)
+        drain_s = time.perf_counter() - posted
+    finally:
+        conn.close()
+        httpd.shutdown()
+    result = {
+        "mode": f"inline-{args.inline_mode}",
+        "requests": len(latencies),
+        "nodes": args.inline_nodes,
+        "p50_ms": round(pct(latencies, 50) * 1000, 1),
+        "p95_ms": round(pct(latencies, 95) * 1000, 1),
+        "max_ms": round(max(latencies) * 1000, 1),
+        "drain_s": round(drain_s, 2) if drained else None,
+        "grouped": Alert.objects.filter(incident__isnull=False).count(),
+        "incidents": Incident.objects.count(),
+        "diagnosed": Incident.objects.filter(diagnosed_at__isnull=False).count(),
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(
+            f"webhook without workers ({args.inline_mode}): {result['requests']} notifications, one client, "
+            f"{connection.vendor}, {args.inline_nodes}-node inventory"
+        )
+        print(
+            f"  latency p50 {result['p50_ms']} ms   p95 {result['p95_ms']} ms   max {result['max_ms']} ms"
+            f"   (target p95 <= 100 ms in thread mode)"
+        )
+        print(
+            f"  then drained in {result['drain_s']} s: {result['grouped']} alerts grouped into "
+            f"{result['incidents']} incidents, {result['diagnosed']} diagnosed"
+        )
+    ok = result["grouped"] == len(latencies) and result["diagnosed"] == result["incidents"]
+    return 0 if drained and ok else 1
+
+
 def storm_main(args: argparse.Namespace) -> int:
     if args.eager:
         result = storm_eager(args.storm_kind, args.storm)
@@ -662,7 +794,16 @@ def main() -> int:
     )
     ap.add_argument("--eager", action="store_true", help="storm mode: the inline path, no broker or worker")
     ap.add_argument("--concurrency", type=int, default=1, help="storm mode: the Celery worker's processes")
+    ap.add_argument("--inline", action="store_true", help="inline mode: no broker or worker, SQLite, latency")
+    ap.add_argument("--inline-mode", default="thread", choices=["thread", "sync"])
+    ap.add_argument("--inline-requests", type=int, default=200)
+    ap.add_argument("--inline-nodes", type=int, default=100)
+    ap.add_argument(
+        "--inline-db", default="", help="inline mode on this PostgreSQL URL instead of a fresh SQLite file"
+    )
     args = ap.parse_args()
+    if args.inline:
+        return inline_main(args)
     if args.storm:
         return storm_main(args)
     redis = not args.no_redis

@@ -9,6 +9,15 @@ different pending job) is posted to the webhook, and the clock stops when its in
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/rcaweb_bench_latency REDIS_URL=redis://127.0.0.1:6379/5 \
         .venv/bin/python bench/latency.py [--nodes 1000] [--pods 20000] [--alerts 20]
+
+``--evidence`` (issue 16 item 6, issue 20 item 4) measures what one incident costs once grouped: evidence
+collection (the simulator's Kubernetes API for logs, its Prometheus for the DCGM series) plus the diagnosis,
+per incident, in this process on PostgreSQL, at each size of ``--sizes`` (nodes; 20 pods per node). Alerts
+of three kinds, ``--alerts`` of each: a pending job (GPUJobPendingTooLong), an idle allocated GPU
+(GPUIdleAllocated, the pod's job), an Xid on a GPU that runs a pod (GPUXidError). The time per incident is
+``diagnosed_at - collected_at`` (the collection stamps its start). Target: p95 <= 2 s at 1,000 nodes.
+
+        .venv/bin/python bench/latency.py --evidence [--sizes 200,1000] [--alerts 10]
 """
 
 from __future__ import annotations
@@ -43,8 +52,13 @@ def ensure_database(url: str) -> None:
 
     p = urlparse(url)
     name = p.path.lstrip("/")
-    with psycopg.connect(host=p.hostname, port=p.port or 5432, user=p.username or "postgres", dbname="postgres",
-                         autocommit=True) as conn:
+    with psycopg.connect(
+        host=p.hostname,
+        port=p.port or 5432,
+        user=p.username or "postgres",
+        dbname="postgres",
+        autocommit=True,
+    ) as conn:
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
             conn.execute(f'CREATE DATABASE "{name}"')
 
@@ -55,28 +69,235 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
+def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
+    """Evidence + diagnosis per incident, at each cluster size (in this process, Celery eager, sync)."""
+    os.environ.update({"RCAWEB_CELERY_EAGER": "true", "RCAWEB_INLINE_PROCESSING": "sync"})
+    os.environ.pop("REDIS_URL", None)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from collectors.models import Cluster
+    from collectors.sim.engine.big import build_big_world
+    from collectors.sim.server import SimServer
+    from collectors.sweep import sweep_cluster, sweep_events
+    from incidents import evidence
+    from incidents.intake import ingest_alertmanager
+    from incidents.models import Alert, Incident
+
+    call_command("migrate", verbosity=0)
+    diagnosis_s: dict[
+        int, float
+    ] = {}  # incident -> seconds in the diagnosis (the rest of the time is evidence)
+    run_diagnosis = evidence.run_diagnosis
+
+    def timed_diagnosis(incident_id: int) -> None:
+        t0 = time.perf_counter()
+        try:
+            run_diagnosis(incident_id)
+        finally:
+            diagnosis_s[incident_id] = time.perf_counter() - t0
+
+    evidence.run_diagnosis = timed_diagnosis
+    results = []
+    for nodes in sizes:
+        Incident.objects.all().delete()
+        Alert.objects.all().delete()
+        Cluster.objects.all().delete()
+        t0 = time.perf_counter()
+        world = build_big_world(nodes=nodes, pods=20 * nodes)
+        print(
+            f"{nodes} nodes: {sum(len(n.gpus) for n in world.nodes.values())} GPUs, {len(world.pods)} pods, "
+            f"built in {time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
+        with SimServer(world) as sim:
+            cluster = Cluster.objects.create(
+                name=world.cluster_name,
+                scheduler="kai",
+                kubeconfig=sim.kubeconfig_path,
+                prometheus_url=sim.prometheus_url,
+            )
+            t0 = time.perf_counter()
+            sweep_cluster(cluster.name, world.now)
+            sweep_events(cluster.name, world.now)
+            print(f"  first sweep {time.perf_counter() - t0:.1f} s", flush=True)
+            alerts = _bench_alerts(world, per_kind)
+            per: dict[str, list[float]] = {}
+            evid: list[float] = []
+            diag: list[float] = []
+            for i, (kind, labels) in enumerate(alerts):
+                body = {
+                    "status": "firing",
+                    "labels": {"cluster": world.cluster_name, **labels},
+                    "annotations": {"summary": kind},
+                    "startsAt": world.now.isoformat().replace("+00:00", "Z"),
+                    "endsAt": "0001-01-01T00:00:00Z",
+                    "generatorURL": "",
+                    "fingerprint": f"{nodes:04x}{i:012x}",
+                }
+                payload = {
+                    "version": "4",
+                    "groupKey": f"bench:{nodes}:{i}",
+                    "truncatedAlerts": 0,
+                    "status": "firing",
+                    "receiver": "rcaweb",
+                    "groupLabels": {"alertname": labels["alertname"]},
+                    "commonLabels": {},
+                    "commonAnnotations": {},
+                    "externalURL": "http://alertmanager.bench:9093",
+                    "alerts": [body],
+                }
+                ingest_alertmanager(payload)  # grouping, evidence, diagnosis inline (sync)
+                inc = Incident.objects.filter(alerts__fingerprint=body["fingerprint"]).first()
+                if inc is None or inc.diagnosed_at is None or inc.collected_at is None:
+                    print(f"  {kind} {i}: not diagnosed", flush=True)
+                    continue
+                took = (inc.diagnosed_at - inc.collected_at).total_seconds()
+                per.setdefault(kind, []).append(took)
+                dx = diagnosis_s.get(inc.pk, 0.0)
+                evid.append(max(took - dx, 0.0))
+                diag.append(dx)
+                print(
+                    f"  {kind:22s} incident {inc.pk}: evidence+diagnosis {took:.2f} s (evidence "
+                    f"{took - dx:.2f} s, diagnosis {dx:.2f} s; {inc.observations.count()} observations)",
+                    flush=True,
+                )
+        every = [v for vs in per.values() for v in vs]
+        row = {
+            "nodes": nodes,
+            "incidents": len(every),
+            "p50_s": round(percentile(every, 50), 2) if every else None,
+            "p95_s": round(percentile(every, 95), 2) if every else None,
+            "max_s": round(max(every), 2) if every else None,
+            "evidence_p50_s": round(percentile(evid, 50), 2) if evid else None,
+            "evidence_p95_s": round(percentile(evid, 95), 2) if evid else None,
+            "diagnosis_p50_s": round(percentile(diag, 50), 2) if diag else None,
+            "diagnosis_p95_s": round(percentile(diag, 95), 2) if diag else None,
+            "by_kind": {
+                k: {"p50_s": round(percentile(v, 50), 2), "max_s": round(max(v), 2)} for k, v in per.items()
+            },
+        }
+        results.append(row)
+    if as_json:
+        print(json.dumps({"bench": "evidence", "sizes": results}))
+    else:
+        print(
+            "\nevidence + diagnosis per incident (PostgreSQL, simulator on loopback; target p95 <= 2 s at 1,000 nodes)"
+        )
+        for r in results:
+            kinds = ", ".join(f"{k} p50 {v['p50_s']} s max {v['max_s']} s" for k, v in r["by_kind"].items())
+            print(
+                f"  {r['nodes']:>5} nodes: p50 {r['p50_s']} s   p95 {r['p95_s']} s   max {r['max_s']} s   "
+                f"({r['incidents']} incidents; {kinds})"
+            )
+            print(
+                f"         of which evidence p50 {r['evidence_p50_s']} s p95 {r['evidence_p95_s']} s, "
+                f"diagnosis p50 {r['diagnosis_p50_s']} s p95 {r['diagnosis_p95_s']} s"
+            )
+        print(f"  load average (1m) {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    return 0 if all(r["incidents"] for r in results) else 1
+
+
+def _bench_alerts(world, per_kind: int) -> list[tuple[str, dict[str, str]]]:  # type: ignore[no-untyped-def]
+    """Spread over the cluster: pending jobs, GPUs that run a pod (idle, Xid)."""
+    pending = sorted((j for j in world.jobs.values() if j.state == "Pending"), key=lambda j: j.name)
+    held = sorted(
+        ((n, g) for n in world.nodes.values() for g in n.gpus if g.pod and g.pod in world.pods),
+        key=lambda ng: (ng[0].name, ng[1].index),
+    )
+    out: list[tuple[str, dict[str, str]]] = []
+    for j in pending[:: max(1, len(pending) // per_kind)][:per_kind]:
+        out.append(
+            (
+                "pending job",
+                {
+                    "alertname": "GPUJobPendingTooLong",
+                    "severity": "warning",
+                    "namespace": j.namespace,
+                    "job_name": j.name,
+                    "project": j.project,
+                    "queue": j.project,
+                },
+            )
+        )
+    step = max(1, len(held) // (2 * per_kind))
+    picks = held[::step][: 2 * per_kind]
+    for k, (node, gpu) in enumerate(picks):
+        base = {"node": node.name, "Hostname": node.name, "gpu": str(gpu.index), "UUID": gpu.uuid}
+        if k % 2 == 0:
+            pod = world.pods[gpu.pod]
+            job = world.jobs[pod.job]
+            out.append(
+                (
+                    "idle allocated GPU",
+                    {
+                        "alertname": "GPUIdleAllocated",
+                        "severity": "info",
+                        **base,
+                        "namespace": job.namespace,
+                        "job_name": job.name,
+                        "pod": pod.name,
+                        "project": job.project,
+                    },
+                )
+            )
+        else:
+            out.append(
+                (
+                    "Xid on a busy GPU",
+                    {"alertname": "GPUXidError", "severity": "critical", **base, "xid": "48"},
+                )
+            )
+    return out
+
+
 def main() -> int:
+    if "--evidence" in sys.argv:
+        ap = argparse.ArgumentParser(description="evidence + diagnosis per incident")
+        ap.add_argument("--evidence", action="store_true")
+        ap.add_argument("--sizes", default="200,1000")
+        ap.add_argument("--alerts", type=int, default=10, help="alerts of each kind per size")
+        ap.add_argument("--json", action="store_true")
+        a = ap.parse_args()
+        os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rcaweb_bench_evidence")
+        os.environ.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "rcaweb.settings",
+                "RCAWEB_LOG_LEVEL": "WARNING",
+                "RCAWEB_SECRET_KEY": os.environ.get("RCAWEB_SECRET_KEY", "bench-only-secret"),
+            }
+        )
+        ensure_database(os.environ["DATABASE_URL"])
+        return evidence_bench([int(x) for x in a.sizes.split(",")], a.alerts, a.json)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--pods", type=int, default=20000)
     ap.add_argument("--alerts", type=int, default=20)
-    ap.add_argument("--timeout", type=float, default=60.0, help="give up on one alert after this many seconds")
+    ap.add_argument(
+        "--timeout", type=float, default=60.0, help="give up on one alert after this many seconds"
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
     os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rcaweb_bench_latency")
     os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/5")
     if not os.environ["DATABASE_URL"].startswith("postgres"):
-        print("bench/latency.py measures the production path: DATABASE_URL must be PostgreSQL", file=sys.stderr)
+        print(
+            "bench/latency.py measures the production path: DATABASE_URL must be PostgreSQL", file=sys.stderr
+        )
         return 2
-    os.environ.update({
-        "DJANGO_SETTINGS_MODULE": "rcaweb.settings",
-        "RCAWEB_SECRET_KEY": os.environ.get("RCAWEB_SECRET_KEY", "bench-only-secret"),
-        "RCAWEB_WEBHOOK_TOKEN": TOKEN,
-        "RCAWEB_CELERY_EAGER": "false",
-        "RCAWEB_PLAIN_STATIC": "true",
-        "RCAWEB_LOG_LEVEL": "WARNING",
-    })
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "rcaweb.settings",
+            "RCAWEB_SECRET_KEY": os.environ.get("RCAWEB_SECRET_KEY", "bench-only-secret"),
+            "RCAWEB_WEBHOOK_TOKEN": TOKEN,
+            "RCAWEB_CELERY_EAGER": "false",
+            "RCAWEB_PLAIN_STATIC": "true",
+            "RCAWEB_LOG_LEVEL": "WARNING",
+        }
+    )
     ensure_database(os.environ["DATABASE_URL"])
 
     import django
@@ -98,14 +319,21 @@ def main() -> int:
 
     t0 = time.perf_counter()
     world = build_big_world(nodes=args.nodes, pods=args.pods)
-    print(f"world: {len(world.nodes)} nodes, {sum(len(n.gpus) for n in world.nodes.values())} GPUs, "
-          f"{len(world.pods)} pods, built in {time.perf_counter() - t0:.1f} s", flush=True)
+    print(
+        f"world: {len(world.nodes)} nodes, {sum(len(n.gpus) for n in world.nodes.values())} GPUs, "
+        f"{len(world.pods)} pods, built in {time.perf_counter() - t0:.1f} s",
+        flush=True,
+    )
     procs: list[subprocess.Popen] = []
     sim = SimServer(world).start()
     try:
         cluster, _ = Cluster.objects.update_or_create(
             name=world.cluster_name,
-            defaults={"scheduler": "kai", "kubeconfig": sim.kubeconfig_path, "prometheus_url": sim.prometheus_url},
+            defaults={
+                "scheduler": "kai",
+                "kubeconfig": sim.kubeconfig_path,
+                "prometheus_url": sim.prometheus_url,
+            },
         )
         t0 = time.perf_counter()
         summary = sweep_cluster(cluster.name, world.now)
@@ -113,12 +341,43 @@ def main() -> int:
 
         port = free_port()
         env = dict(os.environ)
-        procs.append(subprocess.Popen(
-            [str(BIN / "gunicorn"), "rcaweb.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", "2",
-             "--log-level", "warning"], cwd=ROOT, env=env, start_new_session=True))
-        procs.append(subprocess.Popen(
-            [str(BIN / "celery"), "-A", "rcaweb", "worker", "--concurrency", "2", "--loglevel", "WARNING",
-             "--without-gossip", "--without-mingle", "--without-heartbeat"], cwd=ROOT, env=env, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(BIN / "gunicorn"),
+                    "rcaweb.wsgi:application",
+                    "--bind",
+                    f"127.0.0.1:{port}",
+                    "--workers",
+                    "2",
+                    "--log-level",
+                    "warning",
+                ],
+                cwd=ROOT,
+                env=env,
+                start_new_session=True,
+            )
+        )
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(BIN / "celery"),
+                    "-A",
+                    "rcaweb",
+                    "worker",
+                    "--concurrency",
+                    "2",
+                    "--loglevel",
+                    "WARNING",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                ],
+                cwd=ROOT,
+                env=env,
+                start_new_session=True,
+            )
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -139,22 +398,38 @@ def main() -> int:
             fp = f"{i:016x}"
             alert = {
                 "status": "firing",
-                "labels": {"alertname": "GPUJobPendingTooLong", "severity": "warning", "cluster": world.cluster_name,
-                           "namespace": job.namespace, "job_name": job.name, "project": job.project},
+                "labels": {
+                    "alertname": "GPUJobPendingTooLong",
+                    "severity": "warning",
+                    "cluster": world.cluster_name,
+                    "namespace": job.namespace,
+                    "job_name": job.name,
+                    "project": job.project,
+                },
                 "annotations": {"summary": f"{job.namespace}/{job.name} pending"},
                 "startsAt": world.now.isoformat().replace("+00:00", "Z"),
                 "endsAt": "0001-01-01T00:00:00Z",
                 "generatorURL": "http://prometheus.bench:9090/graph",
                 "fingerprint": fp,
             }
-            payload = {"version": "4", "groupKey": f'{{}}:{{alertname="GPUJobPendingTooLong",n="{i}"}}',
-                       "truncatedAlerts": 0, "status": "firing", "receiver": "rcaweb",
-                       "groupLabels": {"alertname": "GPUJobPendingTooLong"},
-                       "commonLabels": alert["labels"], "commonAnnotations": alert["annotations"],
-                       "externalURL": "http://alertmanager.bench:9093", "alerts": [alert]}
+            payload = {
+                "version": "4",
+                "groupKey": f'{{}}:{{alertname="GPUJobPendingTooLong",n="{i}"}}',
+                "truncatedAlerts": 0,
+                "status": "firing",
+                "receiver": "rcaweb",
+                "groupLabels": {"alertname": "GPUJobPendingTooLong"},
+                "commonLabels": alert["labels"],
+                "commonAnnotations": alert["annotations"],
+                "externalURL": "http://alertmanager.bench:9093",
+                "alerts": [alert],
+            }
             req = urllib.request.Request(
-                f"http://127.0.0.1:{port}/api/v1/alerts/alertmanager", data=json.dumps(payload).encode(),
-                headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}, method="POST")
+                f"http://127.0.0.1:{port}/api/v1/alerts/alertmanager",
+                data=json.dumps(payload).encode(),
+                headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"},
+                method="POST",
+            )
             start = time.perf_counter()
             urllib.request.urlopen(req, timeout=30).read()
             done = None
@@ -180,7 +455,11 @@ def main() -> int:
         sim.stop()
 
     result = {
-        "bench": "latency", "nodes": args.nodes, "pods": args.pods, "alerts": len(latencies), "failures": failures,
+        "bench": "latency",
+        "nodes": args.nodes,
+        "pods": args.pods,
+        "alerts": len(latencies),
+        "failures": failures,
         "p50_s": round(percentile(latencies, 50), 2) if latencies else None,
         "p95_s": round(percentile(latencies, 95), 2) if latencies else None,
         "max_s": round(max(latencies), 2) if latencies else None,
@@ -190,8 +469,10 @@ def main() -> int:
         print(json.dumps(result))
     else:
         print(f"\nalert -> diagnosed incident ({args.nodes} nodes, real Celery worker on Redis, PostgreSQL)")
-        print(f"  p50 {result['p50_s']} s   p95 {result['p95_s']} s   max {result['max_s']} s   "
-              f"({len(latencies)} alerts, {failures} not diagnosed)   target p95 <= 5 s")
+        print(
+            f"  p50 {result['p50_s']} s   p95 {result['p95_s']} s   max {result['max_s']} s   "
+            f"({len(latencies)} alerts, {failures} not diagnosed)   target p95 <= 5 s"
+        )
     return 0 if latencies and not failures else 1
 
 

@@ -313,5 +313,13 @@ class SourceRun(models.Model):
             ),  # home: sources with collection errors
         ]
 
+    # Runner.note's calls: the source answered, with no data ("no data: Prometheus holds only 3 min of
+    # history"). Not ok, so pages show the gap; not a failure, so the diagnosis keeps its confidence.
+    GAP_PREFIX = "no data "
+
+    @property
+    def is_gap(self) -> bool:
+        return not self.ok and self.call.startswith(self.GAP_PREFIX)
+
     def __str__(self) -> str:
         return f"{self.source} {self.call} {'ok' if self.ok else 'error'} at {self.time:%H:%M:%S}"

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from collectors.models import Entity
 from collectors.sources.redact import redact_text, redact_value
-from incidents import problems, titles
+from incidents import inline, problems, titles
 from incidents.diagnose_input import default_t, diagnosis_moment, load_incident_input, load_job_input
 from incidents.diagnosis.checks import Diagnosis, run_checks
 from incidents.diagnosis.types import (
@@ -200,7 +200,7 @@ def pick_run(runs: list[DiagnosisRun], t: datetime | None) -> DiagnosisRun | Non
 def persist(
     incident: Incident, di: DiagnosisInput, result: Diagnosis, trigger: str = "manual"
 ) -> list[Hypothesis]:
-    with transaction.atomic():
+    with inline.serialized(), transaction.atomic():  # on SQLite, one writer per process
         same = DiagnosisRun.objects.filter(incident=incident, at=di.t)
         if same.exists():  # the same moment again (more evidence): this run replaces it
             trigger = same.order_by("id").values_list("trigger", flat=True).first() or trigger

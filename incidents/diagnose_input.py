@@ -437,7 +437,11 @@ def _load_observations(di: DiagnosisInput, observations: list[Observation]) -> N
 
 
 def _load_source_runs(di: DiagnosisInput, cluster: Cluster, t: datetime) -> None:
-    """A source whose latest call before t failed: the inventory it feeds may be stale."""
+    """A source whose latest call before t failed: the inventory it feeds may be stale.
+
+    Only real failures (no answer, an HTTP error, a malformed answer) count; a call that answered
+    "no data" (``SourceRun.is_gap``) is a gap the evidence shows, not a reason to doubt the findings.
+    """
     recent = SourceRun.objects.filter(
         cluster=cluster, time__lte=t, time__gte=t - timedelta(minutes=30)
     ).order_by("time")
@@ -446,5 +450,7 @@ def _load_source_runs(di: DiagnosisInput, cluster: Cluster, t: datetime) -> None
         latest[(run.source, run.call)] = run
     known = {(f.source, f.locator) for f in di.failures}
     for (source, call), run in latest.items():
+        if run.is_gap:  # answered with no data (a short history, a counter not exported): not a failure
+            continue
         if not run.ok and (source, call) not in known:
             di.failures.append(SourceFailure(source=source, locator=call, error=run.error or "failed"))

@@ -28,7 +28,7 @@ from django.utils import timezone
 from collectors.changefmt import describe_change
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
 from collectors.sources.redact import redact_text, redact_value
-from incidents import pod_logs, telemetry
+from incidents import inline, pod_logs, telemetry
 from incidents.models import Alert, Incident, IncidentSubject, Observation
 
 logger = logging.getLogger(__name__)
@@ -73,11 +73,24 @@ class Batch:
             locator=redact_text(locator[:1000]),
             observed_at=observed_at,
             collected_at=self.collected_at,
-            content=redact_value(content),
+            content=_redacted(content),
             summary=redact_text(summary[:500]),
             error=redact_text(error),
             dedup_key=key[:300],
         )
+
+
+def _redacted(content: dict) -> dict:
+    """``content`` redacted, except a series' points: [timestamp we formatted, float] pairs hold no text to mask,
+    and walking hundreds of them per series cost more than the rest of the collection."""
+    points = content.get("points")
+    if isinstance(points, list) and all(
+        isinstance(p, list | tuple) and len(p) == 2 and isinstance(p[1], int | float) for p in points
+    ):
+        out = redact_value({k: v for k, v in content.items() if k != "points"})
+        out["points"] = [[str(t), v] for t, v in points]
+        return out
+    return redact_value(content)
 
 
 def collect_evidence(incident_id: int, now: datetime | None = None) -> int:
@@ -96,7 +109,7 @@ def collect_evidence(incident_id: int, now: datetime | None = None) -> int:
         )
         entities = [s.entity for s in links]
         collect_alerts(batch)
-        collect_states(batch, entities, start, end)
+        collect_states(batch, entities, start, end, healthy_unless=candidate_gpus(links))
         collect_events(batch, entities, start, end)
         collect_changes(batch, entities, start, end)
         telemetry.collect_dcgm(batch, incident.cluster, links, start, end)
@@ -155,7 +168,7 @@ def save(batch: Batch) -> int:
     }
     new = [o for k, o in batch.items.items() if k not in existing]
     written = 0
-    with transaction.atomic():
+    with inline.serialized(), transaction.atomic():
         Observation.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)
         written += len(new)
         for key, obs in batch.items.items():
@@ -251,11 +264,39 @@ def state_summary(kind: str, name: str, version: EntityVersion) -> str:
     return " · ".join(b for b in bits if b)
 
 
-def collect_states(batch: Batch, entities: list[Entity], start: datetime, end: datetime) -> None:
+def candidate_gpus(links: list[IncidentSubject]) -> set[int]:
+    """GPUs linked only because their node is a candidate for a pending job (not the job's, not a subject's).
+
+    A pending job's neighbourhood is its candidate nodes; of their GPUs only a fault costs it capacity (a
+    GPU missing, an Xid, ECC errors: incidents.diagnosis.relevance). Their healthy states say nothing, and
+    on a fleet they are hundreds of GPUs: only their unhealthy versions are frozen as evidence.
+    """
+    wanted = {e.pk for _, e in telemetry.pick_gpus(links)}
+    return {
+        s.entity.pk
+        for s in links
+        if s.entity.kind == "gpu" and s.role != "subject" and s.entity.pk not in wanted
+    }
+
+
+HEALTHY_GPU_PHASES = ("ok", "")
+
+
+def collect_states(
+    batch: Batch,
+    entities: list[Entity],
+    start: datetime,
+    end: datetime,
+    *,
+    healthy_unless: set[int] = frozenset(),
+) -> None:
+    """Every version of these objects overlapping the window; of the ``healthy_unless`` GPUs, the unhealthy ones."""
     by_id = {e.pk: e for e in entities}
-    qs = (
-        EntityVersion.objects.overlapping(start, end).filter(entity_id__in=list(by_id)).order_by("valid_from")
-    )
+    wanted = Q(entity_id__in=[pk for pk in by_id if pk not in healthy_unless])
+    if healthy_unless:
+        unhealthy = ~Q(phase__in=HEALTHY_GPU_PHASES) | Q(deleted=True)
+        wanted |= Q(entity_id__in=[pk for pk in by_id if pk in healthy_unless]) & unhealthy
+    qs = EntityVersion.objects.overlapping(start, end).filter(wanted).order_by("valid_from")
     for v in qs[:MAX_STATE_OBSERVATIONS]:
         ent = by_id[v.entity_id]
         scheduler = ent.cluster.scheduler if ent.kind in ("queue", "project") else ""

@@ -24,6 +24,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from collectors.sources.redact import redact_text, redact_value
+from incidents import inline
 from incidents.models import Alert
 from rcaweb.cursor import LATEST
 
@@ -266,7 +267,7 @@ def ingest_alertmanager(payload: dict, *, received_at: datetime | None = None) -
     result = IntakeResult(received=len(parsed))
     # Within one notification the same identity may appear twice (it should not); the last one wins.
     by_key = {(a.fingerprint, a.starts_at): a for a in parsed}
-    with transaction.atomic():
+    with inline.serialized(), transaction.atomic():  # on SQLite, never while the inline worker writes
         new_ids = _insert([_new_row(a, group, now) for a in by_key.values()])
         result.created = len(new_ids)
         result.queued.extend(new_ids)

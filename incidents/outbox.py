@@ -1,7 +1,8 @@
 """The outbox: alerts stored by the intake are grouped here, each exactly once, whenever the broker allows.
 
-``enqueue_processing`` runs on the intake's commit. Under eager Celery (tests, demo) it processes inline;
-with a real broker it hands the ids to a per-process publisher thread that coalesces the notifications of
+``enqueue_processing`` runs on the intake's commit. Under eager Celery (the demo, run_scenario) it hands the
+ids to the in-process worker thread (``incidents.inline``: the webhook answers first), or, in ``sync`` mode
+(tests), processes inline; with a real broker it hands the ids to a per-process publisher thread that coalesces the notifications of
 the last few milliseconds into one ``process_alerts`` message (one broker round trip instead of one per
 request, the most expensive part of the webhook after the insert). Nothing depends on that message
 arriving: rows stay ``processed_at IS NULL`` until grouped, and ``sweep_outbox`` (beat) processes any left
@@ -96,8 +97,14 @@ publisher = _Publisher()
 
 
 def enqueue_processing(alert_ids: list[int]) -> bool:
-    """Hand stored alerts to Celery: inline when eager, else through the coalescing publisher thread."""
+    """Hand stored alerts on: to Celery through the coalescing publisher thread; without workers (eager) to
+    the in-process worker thread (``incidents.inline``, after the response), or inline in ``sync`` mode."""
     if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False):
+        from incidents import inline
+
+        if inline.threaded():
+            inline.worker.add_alerts(list(alert_ids))
+            return True
         return _publish(alert_ids)
     publisher.add(list(alert_ids))
     return True
@@ -277,8 +284,12 @@ def sweep_outbox(
 
 
 def enqueue_evidence(incident_id: int) -> bool:
+    from incidents import inline
     from incidents.tasks import collect_evidence
 
+    if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False) and inline.threaded():
+        inline.worker.add_evidence(incident_id)  # after the grouping that queued it, outside its write lock
+        return True
     try:
         collect_evidence.delay(incident_id)
     except Exception as exc:

@@ -24,6 +24,7 @@ from django.test.testcases import LiveServerThread
 from django.test.utils import override_settings
 
 from collectors.models import Cluster, EntityVersion
+from incidents import inline
 from incidents.models import Alert, DiagnosisRun, Hypothesis, Incident, IncidentSubject
 
 logger = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ SWEEP_EVERY = timedelta(
 )  # idle cadence; a sweep also runs whenever an alert starts pending or firing
 TELEMETRY_EVERY = timedelta(minutes=30)  # fleet samples; incident evidence reads Prometheus live
 EVENTS_EVERY = timedelta(minutes=10)  # well inside the 1 h event TTL
+INLINE_DRAIN_S = 600
 
 
 @dataclass
@@ -143,6 +145,10 @@ def run_scenario_file(path: str, *, sweep_every: timedelta = SWEEP_EVERY, log: A
                 notified |= active
                 t0 = time.monotonic()
                 with web.busy:  # wait for a pipeline run still in flight
+                    # Without workers the intake answered first and the in-process worker groups, collects and
+                    # diagnoses after it: let it finish with the inventory of this moment before sweeping on.
+                    if not inline.drain(timeout=INLINE_DRAIN_S):
+                        logger.warning("inline worker still busy after %d s; sweeping anyway", INLINE_DRAIN_S)
                     if last_sweep is None or fresh or now - last_sweep >= sweep_every:
                         sweep_cluster(cluster.name, now)
                         last_sweep = now

@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
 
 from collectors.models import Cluster, EntityVersion, TelemetrySample
 from incidents.models import IncidentSubject
@@ -42,12 +47,15 @@ MAX_ANOMALIES_PER_SERIES = 5
 
 
 def _iso(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:{value.minute:02d}:{value.second:02d}Z"
 
 
 def promql(metric: str, uuids: list[str], label: str = "UUID") -> str:
-    """One selector for all the incident's GPUs (UUIDs are hex and dashes: no regex escaping needed)."""
-    safe = [u for u in uuids if all(ch.isalnum() or ch == "-" for ch in u)]
+    """One selector for the incident's GPUs, and only those (UUIDs are hex and dashes: no regex escaping
+    needed); in sorted order, so incidents about the same GPUs ask the same query (``_shared_range``)."""
+    safe = sorted({u for u in uuids if all(ch.isalnum() or ch == "-" for ch in u)})
     return f'{metric}{{{label}=~"{"|".join(safe)}"}}'
 
 
@@ -126,6 +134,29 @@ def _from_prometheus(
         return False
     uuids = [u for u, _ in gpus]
     ok = True
+    answered = False
+    earliest: datetime | None = None  # the oldest point any whole-window query returned
+    whole_window = False
+    history: list[Any] = []  # once asked: Prometheus' (oldest, newest) sample time, or None
+    absent: list[tuple[str, str]] = []  # (metric, query) answered with no series at all
+
+    def short_history() -> str:
+        """Why the window has no data before some point, when the reason is Prometheus' short history.
+
+        Only when what the queries returned agrees: the head block's minTime is not the oldest sample of
+        a Prometheus that also keeps older blocks, and then some series reach back before it.
+        """
+        if not history:
+            try:
+                history.append(source.history_start())
+            except Exception as exc:  # the data queries answered: an unknown history is no failure
+                logger.info("prometheus history unknown (%s): %s", url, exc)
+                history.append(None)
+        held = history[0]
+        if held is None or (earliest is not None and (held[0] - earliest).total_seconds() > 2 * step):
+            return ""
+        return module.short_history(held, start, slack_s=2 * step)
+
     down = ""  # once Prometheus timed out or refused, the other queries are skipped (bounded collection time)
     labels_seen: list[str] = []  # the label spelling this exporter uses, once one query found series
     frozen = _frozen(batch, uuids)
@@ -148,12 +179,22 @@ def _from_prometheus(
                 since = start
                 series, query, label = _fetch(source, metric, uuids, since, end, step, labels_seen)
         except Exception as exc:
+            # A real failure (no answer, an HTTP error, a malformed answer): an error observation, which the
+            # diagnosis reads as "prometheus failed". An answer with little or no data is not one (below).
             ok = False
             message = getattr(exc, "message", None) or str(exc)
-            _error(batch, metric, query, end, f"Prometheus did not answer: {message}")
-            if getattr(exc, "status", None) is None:  # no HTTP status: timeout or connection refused
+            status = getattr(exc, "status", None)
+            what = "did not answer" if status is None else "failed"
+            _error(batch, metric, query, end, f"Prometheus {what}: {message}")
+            if status is None:  # no HTTP status: timeout or connection refused
                 down = message[:200]
             continue
+        answered = True
+        if since <= start:
+            whole_window = True
+            firsts = [s.points[0][0] for s in series if s.points]
+            if firsts and (earliest is None or min(firsts) < earliest):
+                earliest = min(firsts)
         if series and label not in labels_seen:
             labels_seen.append(label)
         by_uuid: dict[str, list[list[Any]]] = {}
@@ -189,16 +230,39 @@ def _from_prometheus(
                 freshest=freshest,
             )
         if not series:
-            batch.add(
-                kind="dcgm_series",
-                source="prometheus",
-                locator=query,
-                observed_at=start,
-                content={"metric": metric, "uuid": "", "node": "", "points": []},
-                key=f"dcgm-absent:{metric}",
-                summary=f"{metric}: no series for these GPUs in the window",
-            )
+            absent.append((metric, query))
+    # What did not answer with data is worded once every query is in (the history check needs them all).
+    for metric, query in absent:
+        gap = short_history()
+        batch.add(
+            kind="dcgm_series",
+            source="prometheus",
+            locator=query,
+            observed_at=start,
+            content={"metric": metric, "uuid": "", "node": "", "points": [], **({"gap": gap} if gap else {})},
+            key=f"dcgm-absent:{metric}",
+            summary=f"{metric}: no data: {gap}"
+            if gap
+            else f"{metric}: no series for these GPUs in the window",
+        )
+    if answered and whole_window and (earliest is None or (earliest - start).total_seconds() > 2 * step):
+        gap = short_history()
+        if gap:
+            _history_gap(batch, gap, start, end)
     return ok
+
+
+def _history_gap(batch: Batch, gap: str, start: datetime, end: datetime) -> None:
+    """Prometheus answered, but its history begins after the window does: a gap, not a failure (no ``error``)."""
+    batch.add(
+        kind="dcgm_series",
+        source="prometheus",
+        locator="/api/v1/status/tsdb (headStats.minTime)",
+        observed_at=start,
+        content={"metric": "", "uuid": "", "node": "", "points": [], "gap": gap, "window_start": _iso(start)},
+        key="dcgm-history",
+        summary=f"no data: {gap}; the window starts at {start:%H:%M}Z",
+    )
 
 
 def _fetch(
@@ -215,12 +279,54 @@ def _fetch(
     query, label, series = promql(metric, uuids, tried[0]), tried[0], []
     for lab in tried:
         q = promql(metric, uuids, lab)
-        series = source.query_range(q, start, end, step)
+        series = _shared_range(source, q, start, end, step)
         if series or lab == tried[0]:
             query, label = q, lab
         if series:
             break
     return series, query, label
+
+
+# Incidents of one problem (the GPUs of one node, a job and its pods' GPUs) collected within a short time ask
+# Prometheus the same queries: the answer is shared for SHARE_S. Queries run on the step grid (start rounded
+# up, end down to a multiple of the step, as Prometheus evaluates a range query at start + k·step anyway), so
+# two collections a few seconds apart ask the very same range. 0 turns it off (tests: every test its own).
+SHARE_S = float(getattr(settings, "RCAWEB_EVIDENCE_SHARE_S", 60))
+_SHARE_MAX = 512
+_shared: dict[tuple[Any, ...], tuple[float, list[Any]]] = {}
+_shared_lock = threading.Lock()
+
+
+def _grid(start: datetime, end: datetime, step: int) -> tuple[datetime, datetime]:
+    lo, hi = start.timestamp(), end.timestamp()
+    qs = math.ceil(lo / step) * step
+    qe = max(math.floor(hi / step) * step, qs)
+    if qs > hi:  # a window shorter than one step: ask it as it is
+        return start, end
+    return datetime.fromtimestamp(qs, tz=UTC), datetime.fromtimestamp(qe, tz=UTC)
+
+
+def _shared_range(source: Any, query: str, start: datetime, end: datetime, step: int) -> list[Any]:
+    """``source.query_range`` on the step grid, answered from a recent identical query when there is one."""
+    start, end = _grid(start, end, step)
+    ttl = float(getattr(settings, "RCAWEB_EVIDENCE_SHARE_S", SHARE_S))
+    if ttl <= 0:
+        return source.query_range(query, start, end, step)
+    key = (getattr(source, "url", ""), query, start, end, step)
+    now = time.monotonic()
+    with _shared_lock:
+        hit = _shared.get(key)
+        if hit is not None and now - hit[0] <= ttl:
+            return hit[1]
+    series = source.query_range(query, start, end, step)  # a failure raises: nothing is shared
+    with _shared_lock:
+        if len(_shared) >= _SHARE_MAX:
+            for k in [k for k, (at, _) in _shared.items() if now - at > ttl] or list(_shared)[
+                : _SHARE_MAX // 2
+            ]:
+                _shared.pop(k, None)
+        _shared[key] = (now, series)
+    return series
 
 
 def _frozen(batch: Batch, uuids: list[str]) -> dict[tuple[str, str], list[list[Any]]]:

@@ -107,6 +107,32 @@ class PrometheusSource:
             raise SourceError(SOURCE, f"query_range {promql}", f"malformed matrix sample: {exc!r}")
         return out
 
+    def history_start(self) -> tuple[datetime, datetime] | None:
+        """(oldest, newest) sample time Prometheus' head block holds (``/api/v1/status/tsdb`` headStats).
+
+        The head holds the last two to three hours; a Prometheus younger than that holds nothing older, so
+        a window that starts before ``oldest`` has "no data" there because there is no history, not because
+        the exporter is silent. None when the server does not serve the endpoint (older than 2.15, or a
+        Prometheus-compatible store without it) or its answer lacks the times: callers then say nothing
+        about history. A failure to answer at all raises SourceError like every other call.
+        """
+        try:
+            data = self._get("/api/v1/status/tsdb", {}, call="status tsdb")
+        except SourceError as exc:
+            if exc.status is not None and 400 <= exc.status < 500:
+                return None  # answered, but does not know this endpoint
+            raise
+        head = data.get("headStats")
+        if not isinstance(head, dict):
+            return None
+        try:
+            low, high = int(head["minTime"]), int(head["maxTime"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        if low <= 0 or high < low or low >= 2**62:  # an empty head reports math.MaxInt64 / MinInt64
+            return None
+        return datetime.fromtimestamp(low / 1000, tz=UTC), datetime.fromtimestamp(high / 1000, tz=UTC)
+
     #
     # HTTP
     #
@@ -151,6 +177,22 @@ class PrometheusSource:
         if not isinstance(data, dict):
             raise SourceError(SOURCE, call, "malformed answer: no data object")
         return data
+
+
+def short_history(history: tuple[datetime, datetime] | None, start: datetime, slack_s: float = 60) -> str:
+    """"Prometheus holds only N min of history (since 03:12Z)" when its history begins after ``start``, else "".
+
+    ``history`` is :meth:`PrometheusSource.history_start`'s answer; ``slack_s`` absorbs a scrape interval
+    (history starting within it of ``start`` covers the window).
+    """
+    if history is None:
+        return ""
+    oldest, newest = history
+    if (oldest - start).total_seconds() <= slack_s:
+        return ""
+    minutes = int((newest - oldest).total_seconds() // 60)
+    held = f"{minutes} min" if minutes >= 1 else "less than a minute"
+    return f"Prometheus holds only {held} of history (since {oldest.astimezone(UTC):%H:%M}Z)"
 
 
 def _short(exc: BaseException) -> str:

@@ -18,6 +18,7 @@ from collectors.models import Cluster, Entity, TelemetrySample
 from collectors.sources import promql
 from collectors.sources.dcgm import dcgm_identity
 from collectors.sources.prometheus import PrometheusSource, Series
+from collectors.sources.prometheus import short_history as describe_short_history
 from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,7 @@ def _sweep(
     if not gpus:
         return  # GPUs come from the inventory sweep; nothing to attach samples to yet
     prom = PrometheusSource(cluster.prometheus_url)
+    history: list[tuple[datetime, datetime] | None] = []  # asked once, when a query comes back empty
     end = _floor(at)
     last = dict(
         TelemetrySample.objects.filter(cluster=cluster)
@@ -94,19 +96,33 @@ def _sweep(
         if series is None:
             continue
         if not series:
-            why = promql.ABSENT_WHY.get(metric, "the exporter does not export it")
             summary.no_data.append(metric)
-            runner.note(
-                "prometheus",
-                f"no data {metric}",
-                f"no data: {metric} has no series from {start:%H:%M} to {end:%H:%M} UTC ({why}); "
-                "shown as missing, not as zero",
-            )
+            gap = short_history(prom, history, start - STEP)  # a point at ``start`` averages the 5 min before
+            if gap:
+                message = f"no data: {gap}; {metric} has no 5-minute point from {start:%H:%M} to {end:%H:%M} UTC yet"
+            else:
+                why = promql.ABSENT_WHY.get(metric, "the exporter does not export it")
+                message = (
+                    f"no data: {metric} has no series from {start:%H:%M} to {end:%H:%M} UTC ({why}); "
+                    "shown as missing, not as zero"
+                )
+            runner.note("prometheus", f"no data {metric}", message)
             continue
         rows = _samples(cluster, metric, series, gpus)
         TelemetrySample.objects.bulk_create(rows, batch_size=5000, ignore_conflicts=True)
         summary.samples_written += len(rows)
         runner.set_rows(call, len(rows))
+
+
+def short_history(prom: PrometheusSource, history: list, start: datetime) -> str:
+    """Prometheus' history begins after ``start`` ("holds only N min of history"), else "" (also when unknown)."""
+    if not history:
+        try:
+            history.append(prom.history_start())
+        except Exception as exc:  # the query itself answered: an unknown history is no failure
+            logger.info("prometheus history unknown: %s", exc)
+            history.append(None)
+    return describe_short_history(history[0], start)
 
 
 def _samples(

@@ -344,19 +344,21 @@ def _alert_names(alert: Alert, ent: Entity | None) -> bool:
 
 
 def _source_failures(scope: Scope, sources: tuple[str, ...]) -> str:
-    run = (
+    runs = list(
         SourceRun.objects.filter(
             cluster=scope.cluster,
             source__in=sources,
             ok=False,
             time__gte=scope.start - timedelta(minutes=10),
             time__lte=scope.end,
-        )
-        .order_by("-time")
-        .first()
+        ).order_by("-time")[:50]
     )
+    # A real failure explains a blank chart before a gap does (a counter not exported, a short history).
+    run = next((r for r in runs if not r.is_gap), None) or next(iter(runs), None)
     if run is None:
         return ""
+    if run.is_gap:  # it answered with no data: say why, not "failed" (the fragment prefixes "no data: ")
+        return run.error.removeprefix("no data: ")[:300]
     return f"{run.source} failed at {format_t(run.time)} ({run.call}): {run.error[:200] or 'no error text'}"
 
 

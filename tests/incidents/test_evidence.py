@@ -114,7 +114,6 @@ class CollectTests(EvidenceTestCase):
                 "job_state",
                 "pod_state",
                 "node_state",
-                "gpu_state",
                 "queue_state",
                 "project_state",
                 "event",
@@ -122,6 +121,8 @@ class CollectTests(EvidenceTestCase):
             }
             <= self.kinds(self.incident)
         )
+        # The candidate nodes' GPUs are healthy: their states say nothing about why the job waits.
+        self.assertNotIn("gpu_state", self.kinds(self.incident))
         # A pending job has no GPU telemetry of its own: its candidate nodes' GPUs get no series;
         # a GPU incident gets them.
         self.assertNotIn("dcgm_series", self.kinds(self.incident))
@@ -153,6 +154,38 @@ class CollectTests(EvidenceTestCase):
         self.assertFalse(OBS.filter(content__reason="Ancient").exists())  # outside the window
         self.incident.refresh_from_db()
         self.assertEqual((self.incident.collection_state, self.incident.collected_at), ("done", NOW))
+
+    def test_it_freezes_only_the_unhealthy_states_of_a_pending_jobs_candidate_gpus(self) -> None:
+        faulty = gpu_uuid("h100-02", 5)
+        record_states(
+            self.cluster,
+            [
+                Observed(
+                    "gpu",
+                    faulty,
+                    {
+                        "node": "h100-02",
+                        "index": 5,
+                        "uuid": faulty,
+                        "present": True,
+                        "pod": "",
+                        "xid_last": 79,
+                    },
+                    hot={"node": "h100-02", "phase": "faulty", "pod": ""},
+                )
+            ],
+            T0 - timedelta(minutes=5),
+        )
+        collect_evidence(self.incident.pk, now=NOW)
+        gpu_states = OBS.filter(incident=self.incident, kind="gpu_state")
+        self.assertEqual(set(gpu_states.values_list("entity__name", flat=True)), {faulty})
+        self.assertEqual([o.content["state"].get("xid_last") for o in gpu_states], [79])
+        # a GPU incident keeps every state of its own GPUs
+        collect_evidence(self.gpu_incident.pk, now=NOW)
+        self.assertIn(
+            self.uuid,
+            OBS.filter(incident=self.gpu_incident, kind="gpu_state").values_list("entity__name", flat=True),
+        )
 
     def test_it_ends_the_window_at_the_clusters_own_present(self) -> None:
         from collectors.models import SourceRun
@@ -233,8 +266,10 @@ class PrometheusTests(EvidenceTestCase):
         ) as q:
             collect_evidence(self.gpu_incident.pk, now=NOW)
         first = q.call_args_list[0].args[0]
-        # One query per metric for all the incident's GPUs (the node's 8), the subject GPU first.
-        self.assertTrue(first.startswith(f'DCGM_FI_DEV_XID_ERRORS{{UUID=~"{self.uuid}|'), first)
+        # One query per metric for all the incident's GPUs (the node's 8) and only those, in sorted order
+        # (incidents about the same GPUs ask the same query).
+        node_gpus = sorted(gpu_uuid("h100-01", i) for i in range(8))
+        self.assertEqual(first, f'DCGM_FI_DEV_XID_ERRORS{{UUID=~"{"|".join(node_gpus)}"}}')
         self.assertEqual(first.count("GPU-"), 8)
         obs = OBS.get(
             incident=self.gpu_incident, kind="dcgm_series", content__uuid=self.uuid, source="prometheus"
@@ -443,3 +478,54 @@ class AnomalyTests(BaseTestCase):
             live=False,
         )
         self.assertEqual(ecc[0][1], "double-bit ECC errors: 2")
+
+
+class SharedQueryTests(BaseTestCase):
+    """Collections of one problem within a short time ask Prometheus once (RCAWEB_EVIDENCE_SHARE_S)."""
+
+    class Source:
+        url = "http://prometheus.test:9090"
+
+        def __init__(self) -> None:
+            self.calls: list[tuple] = []
+            self.fail = False
+
+        def query_range(self, promql, start, end, step):  # type: ignore[no-untyped-def]
+            self.calls.append((promql, start, end, step))
+            if self.fail:
+                raise SourceError("prometheus", "query_range", "did not answer")
+            return [Series({"UUID": "GPU-a"}, [(start, 1.0)])]
+
+    def setUp(self) -> None:
+        super().setUp()
+        from incidents import telemetry
+
+        telemetry._shared.clear()
+        self.addCleanup(telemetry._shared.clear)
+        self.range = telemetry._shared_range
+
+    def test_identical_queries_on_the_step_grid_are_asked_once(self) -> None:
+        src = self.Source()
+        with self.settings(RCAWEB_EVIDENCE_SHARE_S=60):
+            a = self.range(src, 'M{UUID=~"GPU-a"}', T0 - timedelta(hours=1), T0 + timedelta(seconds=7), 30)
+            b = self.range(src, 'M{UUID=~"GPU-a"}', T0 - timedelta(hours=1), T0 + timedelta(seconds=21), 30)
+            self.assertEqual(len(src.calls), 1)  # seconds apart, the same grid range: shared
+            self.assertIs(a, b)
+            self.assertEqual(src.calls[0][2], T0)  # the end on the grid (Prometheus evaluates there anyway)
+            self.range(src, 'M{UUID=~"GPU-b"}', T0 - timedelta(hours=1), T0, 30)  # other GPUs: asked
+            self.range(src, 'M{UUID=~"GPU-a"}', T0 - timedelta(hours=1), T0 + timedelta(seconds=31), 30)
+            self.assertEqual(len(src.calls), 3)  # one step later: asked again
+
+    def test_failures_are_not_shared_and_zero_turns_it_off(self) -> None:
+        src = self.Source()
+        src.fail = True
+        with self.settings(RCAWEB_EVIDENCE_SHARE_S=60):
+            for _ in range(2):
+                with self.assertRaises(SourceError):
+                    self.range(src, "M", T0 - timedelta(hours=1), T0, 30)
+        self.assertEqual(len(src.calls), 2)
+        src.fail = False
+        with self.settings(RCAWEB_EVIDENCE_SHARE_S=0):
+            self.range(src, "M", T0 - timedelta(hours=1), T0, 30)
+            self.range(src, "M", T0 - timedelta(hours=1), T0, 30)
+        self.assertEqual(len(src.calls), 4)

@@ -240,6 +240,27 @@ class DcgmSource:
             value = self.world.gpu_metric(node.name, tk, metric, when)
         return None if value is None else float(value)
 
+    def _static_matches(self, metric: str, selector: Selector) -> list[tuple[Any, Any, Labels]]:
+        """The GPUs whose static labels pass the selector's matchers (those labels decide most matchers
+        before any sample is computed), with those labels; memoised for the query, as Prometheus' index
+        answers ``UUID=~"a|b"`` once, not once per step of a range query."""
+        key = ("static", metric, selector.matchers)
+        if self.cache is not None and key in self.cache:
+            return self.cache[key]
+        found = []
+        for node, gpu in self.gpus():
+            base = self.static_labels(node, gpu)
+            base["__name__"] = metric
+            if all(
+                m.matches(base)
+                for m in selector.matchers
+                if m.name in base or not _dynamic(m.name, self.variant)
+            ):
+                found.append((node, gpu, base))
+        if self.cache is not None:
+            self.cache[key] = found
+        return found
+
     def select(
         self, selector: Selector, start: float, end: float, last_only: bool = False
     ) -> dict[tuple, list[tuple[float, float]]]:
@@ -262,16 +283,7 @@ class DcgmSource:
                 continue
             if metric not in self.metric_names:
                 continue
-            for node, gpu in self.gpus():
-                base = self.static_labels(node, gpu)
-                base["__name__"] = metric
-                # static labels decide most matchers before any sample is computed
-                if not all(
-                    m.matches(base)
-                    for m in selector.matchers
-                    if m.name in base or not _dynamic(m.name, self.variant)
-                ):
-                    continue
+            for node, gpu, base in self._static_matches(metric, selector):
                 for t in times:
                     v = self.value(node, gpu, metric, t)
                     if v is None:

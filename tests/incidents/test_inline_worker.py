@@ -1,0 +1,150 @@
+"""Without Celery workers the webhook answers first and the in-process worker thread processes after it.
+
+``RCAWEB_INLINE_PROCESSING=thread`` (the demo, run_scenario): the response returns once the alerts are
+stored; grouping, evidence and diagnosis then run in ``incidents.inline``'s thread, nothing is lost, and an
+error leaves the alerts in the outbox for the sweep. Tests default to ``sync`` (deterministic); these switch
+the thread on and wait with ``inline.drain()``. TransactionTestCase: the thread has its own connection and
+must see committed rows.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+from unittest import mock
+
+from django.test import Client, TransactionTestCase, override_settings
+from django.utils import timezone
+
+from collectors.models import Cluster
+from incidents import inline, outbox
+from incidents.models import Alert, Incident
+from tests.base import T0
+from tests.incidents.fixtures.alertmanager import AUTH, alert, gpu_uuid, payload, small_world
+
+URL = "/api/v1/alerts/alertmanager"
+
+
+@override_settings(RCAWEB_INLINE_PROCESSING="thread", CELERY_TASK_ALWAYS_EAGER=True)
+class InlineThreadTests(TransactionTestCase):
+    def setUp(self) -> None:
+        self.cluster = Cluster.objects.create(name="gpu-prod", scheduler="kai")
+        small_world(self.cluster, T0)
+        self.client = Client()
+        self.addCleanup(self.assertTrue, inline.drain(timeout=60))  # nothing runs after the test's flush
+        self.gate = threading.Event()
+        self.real = inline.InlineWorker._group
+        self.calls: list[list[int]] = []
+        test = self
+
+        def gated(worker: inline.InlineWorker, alert_ids: list[int]) -> None:
+            # before the grouping takes the write lock: the intake goes on storing meanwhile
+            test.calls.append(list(alert_ids))
+            assert test.gate.wait(30), "the test never opened the gate"
+            test.real(worker, alert_ids)
+
+        self.gated = mock.patch.object(inline.InlineWorker, "_group", gated)
+
+    def post(self, alerts: list[dict]) -> int:
+        r = self.client.post(URL, data=json.dumps(payload(alerts)), content_type="application/json", **AUTH)
+        self.assertEqual(r.status_code, 200, r.content)
+        return r.status_code
+
+    def xid(self, node: str, index: int) -> dict:
+        labels = {"cluster": "gpu-prod", "UUID": gpu_uuid(node, index), "Hostname": node, "xid": "79"}
+        return alert("GPUXidError", labels, T0, severity="critical")
+
+    def test_the_response_returns_before_processing_which_then_happens(self) -> None:
+        with self.gated:
+            self.post([self.xid("h100-01", 3)])
+            # Answered: the alert is stored, not grouped yet (the worker waits at the gate).
+            a = Alert.objects.get()
+            self.assertIsNone(a.processed_at)
+            self.assertFalse(Incident.objects.exists())
+            self.gate.set()
+            self.assertTrue(inline.drain(timeout=60))
+        a.refresh_from_db()
+        self.assertIsNotNone(a.processed_at)
+        inc = Incident.objects.get()
+        self.assertEqual(a.incident_id, inc.pk)
+        # evidence and diagnosis ran in the worker too
+        self.assertEqual(inc.collection_state, "done")
+        self.assertIsNotNone(inc.diagnosed_at)
+        self.assertTrue(inc.observations.filter(kind="alert").exists())
+
+    def test_nothing_is_lost_from_a_backlog(self) -> None:
+        with self.gated:
+            for node in ("h100-01", "h100-02"):
+                for index in range(8):
+                    self.post([self.xid(node, index)])
+            self.assertEqual(Alert.objects.filter(processed_at__isnull=True).count(), 16)
+            self.gate.set()
+            self.assertTrue(inline.drain(timeout=120))
+        self.assertEqual(sum(len(c) for c in self.calls), 16)  # each alert handed over once
+        self.assertFalse(Alert.objects.filter(processed_at__isnull=True).exists())
+        self.assertFalse(Alert.objects.filter(incident__isnull=True).exists())
+        self.assertFalse(Incident.objects.exclude(collection_state="done").exists())
+        self.assertFalse(Incident.objects.filter(diagnosed_at__isnull=True).exists())
+
+    def test_an_error_is_a_log_line_the_alert_stays_in_the_outbox_and_the_worker_goes_on(self) -> None:
+        broken = mock.patch.object(outbox, "process_alerts", side_effect=RuntimeError("grouping exploded"))
+        with broken, self.assertLogs("incidents.inline", "ERROR") as logs:
+            self.post([self.xid("h100-01", 1)])
+            self.assertTrue(inline.drain(timeout=60))
+        self.assertIn("inline processing failed", logs.output[0])
+        lost = Alert.objects.get()
+        self.assertIsNone(lost.processed_at)  # still in the outbox
+        self.post([self.xid("h100-02", 2)])  # the thread survived
+        self.assertTrue(inline.drain(timeout=60))
+        self.assertEqual(Alert.objects.filter(processed_at__isnull=False).count(), 1)
+        # What the worker's idle sweep (beat's sweep_outbox with workers) does once the grace passed:
+        outbox.sweep_outbox(now=timezone.now() + timedelta(minutes=1))
+        self.assertTrue(inline.drain(timeout=60))
+        lost.refresh_from_db()
+        self.assertIsNotNone(lost.processed_at)
+        self.assertEqual(Incident.objects.filter(collection_state="done").count(), 2)
+
+    def test_the_intake_waits_for_the_workers_sqlite_write_instead_of_failing(self) -> None:
+        from django.db import connection
+
+        if connection.vendor != "sqlite":
+            self.skipTest("the write lock serializes SQLite writers only")
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with inline.serialized():
+                held.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        self.assertTrue(held.wait(10))
+        answered: list[int] = []
+        poster = threading.Thread(target=lambda: answered.append(self.post([self.xid("h100-01", 4)])))
+        poster.start()
+        poster.join(0.5)
+        self.assertTrue(poster.is_alive())  # waiting for the lock, not failing with "database is locked"
+        release.set()
+        holder.join(10)
+        poster.join(30)
+        self.assertEqual(answered, [200])
+        self.assertTrue(inline.drain(timeout=60))
+        self.assertIsNotNone(Alert.objects.get().processed_at)
+
+
+class ModeTests(TransactionTestCase):
+    def test_tests_default_to_sync(self) -> None:
+        self.assertEqual(inline.mode(), "sync")
+        self.assertFalse(inline.threaded())
+
+    @override_settings(RCAWEB_INLINE_PROCESSING="background")
+    def test_a_bad_mode_is_named(self) -> None:
+        with self.assertRaisesMessage(
+            ValueError, "RCAWEB_INLINE_PROCESSING='background': expected one of sync"
+        ):
+            inline.mode()
+
+    @override_settings(RCAWEB_INLINE_PROCESSING="thread", CELERY_TASK_ALWAYS_EAGER=False)
+    def test_with_workers_the_thread_is_not_used(self) -> None:
+        self.assertFalse(inline.threaded())
