@@ -422,6 +422,75 @@ def _queue(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     ]
 
 
+def _cpu_memory(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    """Free CPU/memory on the node with the most free GPUs (the fewest pods to move), or shrink the request."""
+    job = f.facts.get("job")
+    per_node = [n for n in f.facts.get("per_node", []) if n.get("missing")]
+    if not per_node:
+        return []
+    cpu_per_pod, mem_per_pod = f.facts.get("cpu_per_pod"), f.facts.get("memory_per_pod")
+    out: list[ActionDraft] = []
+    best = max(per_node, key=lambda n: n["free_gpus"])
+    node = best["node"]
+    need_cpu = max((cpu_per_pod or 0) - (best["cpu_free"] or 0), 0) if cpu_per_pod else 0
+    need_mem = max((mem_per_pod or 0) - (best["memory_free"] or 0), 0) if mem_per_pod else 0
+    # The pods to move: the fewest, largest CPU/memory holders without GPUs first (they need no GPU elsewhere).
+    pods = sorted(
+        pods_on(di, node),
+        key=lambda p: (
+            int(p.get("gpus") or 0) > 0,
+            *[-(x or 0) for x in F.pod_requests(p.get("requests") or {})],
+        ),
+    )
+    moved, got_cpu, got_mem = [], 0.0, 0
+    for p in pods:
+        if got_cpu >= need_cpu and got_mem >= need_mem:
+            break
+        c, m = F.pod_requests(p.get("requests") or {})
+        if not c and not m:
+            continue
+        moved.append(p)
+        got_cpu += c or 0.0
+        got_mem += m or 0
+    if moved and got_cpu >= need_cpu and got_mem >= need_mem:
+        out.append(
+            ActionDraft(
+                f.code,
+                f"Move {len(moved)} pod(s) off {node} to free its CPU/memory for {job.label if job else 'the job'}",
+                f"kubectl cordon {node} && "
+                + " && ".join(f"kubectl delete pod -n {p.namespace} {p.name}" for p in moved[:4]),
+                f"Restarts {describe_pods(moved[:8])} elsewhere; frees {F.format_cpu(got_cpu)} CPU and "
+                f"{F.format_memory(got_mem)} memory on {node}, which has {best['free_gpus']} GPU(s) free.",
+                f"A pod of the job binds to {node}.",
+                f"kubectl uncordon {node}",
+                Ref("node", node),
+            )
+        )
+    fit_cpu = max((n["cpu_free"] or 0 for n in per_node), default=0) if cpu_per_pod else None
+    fit_mem = max((n["memory_free"] or 0 for n in per_node), default=0) if mem_per_pod else None
+    sizes = ", ".join(
+        x
+        for x in (
+            f"cpu ≤ {F.format_cpu(fit_cpu)}" if fit_cpu else "",
+            f"memory ≤ {F.format_memory(fit_mem)}" if fit_mem else "",
+        )
+        if x
+    )
+    if sizes and (not cpu_per_pod or fit_cpu) and (not mem_per_pod or fit_mem):
+        out.append(
+            ActionDraft(
+                f.code,
+                f"Or lower {job.label if job else 'the job'}'s per-pod CPU/memory requests ({sizes})",
+                f"# set resources.requests {sizes} in the job's pod template",
+                "Only this job changes; it runs with less CPU/memory per pod (data loaders, host buffers).",
+                "The job's pods bind to the nodes with free GPUs.",
+                "Resubmit with the previous requests.",
+                job,
+            )
+        )
+    return out
+
+
 BUILDERS = {
     C.GPU_XID_FAULT: _xid,
     C.GPU_ECC_ERRORS: _drain,
@@ -432,6 +501,7 @@ BUILDERS = {
     C.PROJECT_QUOTA_EXHAUSTED: _quota,
     C.GPU_CAPACITY_SHORTAGE: _capacity,
     C.GPU_FRAGMENTATION: _fragmentation,
+    C.CPU_MEMORY_SHORTAGE: _cpu_memory,
     C.UNTOLERATED_TAINT: _taint,
     C.NODE_SELECTOR_MISMATCH: _selector,
     C.REQUEST_SIZE_CHANGED: _request,

@@ -18,6 +18,7 @@ PROJECT_QUOTA_EXHAUSTED = "project_quota_exhausted"
 QUEUE_PRIORITY = "queue_priority"
 REQUEST_SIZE_CHANGED = "request_size_changed"
 GPU_NODE_UNAVAILABLE = "gpu_node_unavailable"
+CPU_MEMORY_SHORTAGE = "cpu_memory_shortage"
 
 #
 # GPU / node health
@@ -58,6 +59,7 @@ SCHEDULING_CODES: tuple[str, ...] = (
     QUEUE_PRIORITY,
     REQUEST_SIZE_CHANGED,
     GPU_NODE_UNAVAILABLE,
+    CPU_MEMORY_SHORTAGE,
 )
 HEALTH_CODES: tuple[str, ...] = (
     GPU_XID_FAULT,
@@ -78,6 +80,7 @@ ALL_CODES: tuple[str, ...] = (
 __all__ = [
     "ALL_CODES",
     "CONTEXT_CODES",
+    "CPU_MEMORY_SHORTAGE",
     "CRASHLOOP_CONFIG_ERROR",
     "DEVICE_PLUGIN_UNHEALTHY",
     "EFFICIENCY_CODES",

@@ -10,6 +10,7 @@ its symptom: the blocker whose removal makes the job fit is the cause.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,9 @@ SELECTOR = "selector"
 DEVICE_PLUGIN = "device_plugin"  # allocatable < capacity while the node is Ready
 MISSING_GPU = "missing_gpu"  # capacity < the node's GPU count (a GPU fell off the bus)
 INSUFFICIENT = "insufficient_gpu"  # not enough free GPUs for one pod
+INSUFFICIENT_CPU = "insufficient_cpu"  # the node's unrequested CPU cannot take one pod
+INSUFFICIENT_MEMORY = "insufficient_memory"  # the node's unrequested memory cannot take one pod
+CPU_MEMORY = "cpu_memory"  # for ``placeable``'s ignore: count GPUs only
 STATIC_BLOCKERS = (NOT_READY, CORDONED, TAINT, SELECTOR)
 
 # Taints the node lifecycle controller derives from conditions: they say "unhealthy", not "reserved".
@@ -47,6 +51,8 @@ class Request:
     tolerations: list[dict[str, Any]] = field(default_factory=list)
     preemptible: bool = True
     bound_pods: int = 0
+    cpu_per_pod: float | None = None  # cores; None when the inventory does not record the request
+    memory_per_pod: int | None = None  # bytes; likewise
 
     @property
     def total(self) -> int:
@@ -70,10 +76,36 @@ class NodeFit:
     selector_mismatch: list[str] = field(default_factory=list)
     blockers: list[str] = field(default_factory=list)
     pods_fit: int = 0
+    gpu_pods_fit: int = 0  # pods the free GPUs alone would take
+    cpu_allocatable: float | None = None  # cores; None when the node does not report it
+    cpu_requested: float = (
+        0.0  # cores requested by the pods bound to the node (those whose requests are known)
+    )
+    memory_allocatable: int | None = None  # bytes
+    memory_requested: int = 0
+    cpu_pods: int | None = None  # how many pods of the job the free CPU takes; None: not counted
+    memory_pods: int | None = None
 
     @property
     def free(self) -> int:
         return max(self.allocatable - self.allocated, 0)
+
+    @property
+    def cpu_free(self) -> float | None:
+        return None if self.cpu_allocatable is None else max(self.cpu_allocatable - self.cpu_requested, 0.0)
+
+    @property
+    def memory_free(self) -> int | None:
+        return (
+            None
+            if self.memory_allocatable is None
+            else max(self.memory_allocatable - self.memory_requested, 0)
+        )
+
+    def resource_pods(self) -> int | None:
+        """Pods of the job the node's free CPU and memory take (None: neither is counted)."""
+        known = [n for n in (self.cpu_pods, self.memory_pods) if n is not None]
+        return min(known) if known else None
 
     @property
     def fits(self) -> bool:
@@ -104,6 +136,11 @@ class NodeFit:
             "selector_mismatch": self.selector_mismatch,
             "blockers": self.blockers,
             "pods_fit": self.pods_fit,
+            "gpu_pods_fit": self.gpu_pods_fit,
+            "cpu_allocatable": self.cpu_allocatable,
+            "cpu_free": self.cpu_free,
+            "memory_allocatable": self.memory_allocatable,
+            "memory_free": self.memory_free,
         }
 
 
@@ -126,6 +163,9 @@ def job_request(di: DiagnosisInput, job: EntityState) -> Request:
     preemptible = st.get("preemptible")
     if preemptible is None:
         preemptible = (st.get("priority_class") or "train") != "inference"
+    cpu, memory = pod_requests(st.get("requests_per_pod") or {})
+    if pods and cpu is None and memory is None:
+        cpu, memory = pod_requests(pods[0].state.get("requests") or {})
     return Request(
         pods=max(pods_total - len(bound), 0),
         gpus_per_pod=int(per_pod or 0),
@@ -133,7 +173,58 @@ def job_request(di: DiagnosisInput, job: EntityState) -> Request:
         tolerations=tolerations,
         preemptible=bool(preemptible),
         bound_pods=len(bound),
+        cpu_per_pod=cpu,
+        memory_per_pod=memory,
     )
+
+
+_SUFFIX = {
+    "Ki": 1024,
+    "Mi": 1024**2,
+    "Gi": 1024**3,
+    "Ti": 1024**4,
+    "Pi": 1024**5,
+    "Ei": 1024**6,
+    "k": 1000,
+    "K": 1000,
+    "M": 1000**2,
+    "G": 1000**3,
+    "T": 1000**4,
+    "P": 1000**5,
+    "E": 1000**6,
+    "m": 0.001,
+}
+_QUANTITY = re.compile(
+    r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*(Ki|Mi|Gi|Ti|Pi|Ei|k|K|M|G|T|P|E|m)?\s*$"
+)
+
+
+def quantity(value: Any) -> float | None:
+    """A Kubernetes resource quantity ("95", "500m", "1040Gi", 8) as a number; None when absent or unreadable."""
+    if value is None or isinstance(value, bool) or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    m = _QUANTITY.match(str(value))
+    if not m:
+        return None
+    return float(m.group(1)) * _SUFFIX.get(m.group(2) or "", 1)
+
+
+def pod_requests(res: dict[str, Any]) -> tuple[float | None, int | None]:
+    """(cores, bytes) of one pod's CPU and memory requests; None for what is not recorded."""
+    cpu = quantity(res.get("cpu"))
+    mem = quantity(res.get("memory"))
+    return cpu, None if mem is None else int(mem)
+
+
+def format_cpu(cores: float) -> str:
+    return f"{cores:g} cores" if cores >= 1 or cores == 0 else f"{round(cores * 1000)}m CPU"
+
+
+def format_memory(n: float) -> str:
+    gib = n / 1024**3
+    return f"{gib:.0f} GiB" if gib >= 10 else f"{gib:.1f} GiB"
 
 
 def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
@@ -172,6 +263,16 @@ def allocated_on(di: DiagnosisInput, node: str) -> int:
     return sum(int(p.get("gpus") or 0) for p in di.pods_on_node(node))
 
 
+def requested_on(di: DiagnosisInput, node: str) -> tuple[float, int]:
+    """(cores, bytes) requested by the pods bound to the node and not finished, as their states record them."""
+    cores, mem = 0.0, 0
+    for p in di.pods_on_node(node):
+        c, m = pod_requests(p.get("requests") or {})
+        cores += c or 0.0
+        mem += m or 0
+    return cores, mem
+
+
 def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
     st = node.state
     labels = st.get("labels") or {}
@@ -190,6 +291,18 @@ def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
         allocatable=allocatable,
         allocated=allocated_on(di, node.name),
     )
+    alloc_res = st.get("allocatable") or {}
+    row.cpu_allocatable = quantity(alloc_res.get("cpu"))
+    mem = quantity(alloc_res.get("memory"))
+    row.memory_allocatable = None if mem is None else int(mem)
+    if (row.cpu_allocatable is not None and req.cpu_per_pod) or (
+        row.memory_allocatable is not None and req.memory_per_pod
+    ):
+        row.cpu_requested, row.memory_requested = requested_on(di, node.name)
+    if row.cpu_allocatable is not None and req.cpu_per_pod:
+        row.cpu_pods = int((row.cpu_free or 0.0) // req.cpu_per_pod + 1e-9)
+    if row.memory_allocatable is not None and req.memory_per_pod:
+        row.memory_pods = int((row.memory_free or 0) // req.memory_per_pod)
     blockers: list[str] = []
     if not ready:
         blockers.append(NOT_READY)
@@ -219,14 +332,20 @@ def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
         blockers.append(DEVICE_PLUGIN)
     if row.nominal > capacity:
         blockers.append(MISSING_GPU)
-    row.pods_fit = _pods_fit(row.free, req.gpus_per_pod, req.pods)
-    if row.pods_fit == 0 and req.pods:
+    row.gpu_pods_fit = _pods_fit(row.free, req.gpus_per_pod, req.pods)
+    res = row.resource_pods()
+    row.pods_fit = row.gpu_pods_fit if res is None else min(row.gpu_pods_fit, res)
+    if row.gpu_pods_fit == 0 and req.pods:
         blockers.append(INSUFFICIENT)
+    if req.pods and row.cpu_pods == 0:
+        blockers.append(INSUFFICIENT_CPU)
+    if req.pods and row.memory_pods == 0:
+        blockers.append(INSUFFICIENT_MEMORY)
     # A node with no GPU-side blocker that still cannot host one pod is only "insufficient";
     # device plugin / missing GPU blockers only matter when they take GPUs the pod needs.
-    if DEVICE_PLUGIN in blockers and row.pods_fit > 0:
+    if DEVICE_PLUGIN in blockers and row.gpu_pods_fit > 0:
         blockers.remove(DEVICE_PLUGIN)
-    if MISSING_GPU in blockers and row.pods_fit > 0:
+    if MISSING_GPU in blockers and row.gpu_pods_fit > 0:
         blockers.remove(MISSING_GPU)
     row.blockers = blockers
     return row
@@ -259,7 +378,11 @@ def placeable(rows: list[NodeFit], req: Request, ignore: frozenset[str] | set[st
         if static:
             continue
         free = row.free_if(set(ignore))
-        placed += _pods_fit(free, req.gpus_per_pod, req.pods - placed)
+        here = _pods_fit(free, req.gpus_per_pod, req.pods - placed)
+        res = row.resource_pods()
+        if res is not None and CPU_MEMORY not in ignore:
+            here = min(here, res)
+        placed += here
         if placed >= req.pods:
             break
     return placed
