@@ -167,6 +167,15 @@ def _load_inventory(
             )
             for pk, name, ns, state, since, until in fleet[kind][:MAX_VERSIONS]
         )
+    # Departments (KAI parent queues, Kueue cohorts): few, read as of t here rather than through the fleet cache.
+    di.departments.extend(
+        EntityState(
+            "department", name, ns, state=state or {}, valid_from=since, valid_to=until, obs_id=state_obs.get(pk)
+        )
+        for pk, name, ns, state, since, until in base.filter(kind="department")
+        .order_by("entity__name")
+        .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")[:MAX_VERSIONS]
+    )
     _load_pods(di, base, fleet["pod"], subject_entities, obs_by_key)
     _load_vanished_gpus(di, cluster, t, [e for e in subject_entities if e.kind == "gpu"], obs_by_key)
     start = min(di.onset, t) - HISTORY

@@ -8,6 +8,7 @@ at t), how to verify it worked and how to roll it back.
 from __future__ import annotations
 
 import logging
+import math
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
@@ -20,7 +21,7 @@ from incidents.diagnosis.actions_workloads import (
     thermal,
     workload,
 )
-from incidents.diagnosis.quota import is_pending, project_allocated
+from incidents.diagnosis.quota import is_pending, project_allocated, units_held
 from incidents.diagnosis.types import ActionDraft, DiagnosisInput, Finding, Ref
 
 logger = logging.getLogger(__name__)
@@ -422,6 +423,75 @@ def _queue(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     ]
 
 
+def _department(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    """Raise the department's limit (who can then borrow less), or have a sibling give back what it borrows."""
+    job = f.facts.get("job")
+    dept, limit, quota = f.facts["department"], f.facts.get("limit"), f.facts.get("quota")
+    after = f.facts["allocated"] + f.facts["requested"]
+    members = set(f.facts.get("projects") or {})
+    over_limit = limit is not None and after > limit + 1e-9
+    field_name = "limit" if over_limit else "quota"
+    old = limit if over_limit else quota
+    new = math.ceil(after - 1e-9)
+    # Who borrows now outside the department: projects over their own quota, whose over-quota work a department
+    # allowed {new - old} more GPUs would reclaim first.
+    others = []
+    for q in di.queues:
+        name = q.get("project") or q.name
+        if name in members or q.name in members or q.get("quota_gpus") is None:
+            continue
+        held = units_held(di, name, q.name)
+        if held > float(q.get("quota_gpus") or 0) + 1e-9:
+            others.append(f"{name} ({held:g} of quota {q.get('quota_gpus')})")
+    if f.facts.get("scheduler", di.scheduler) == "kueue":
+        cmd = f"kubectl edit cohort {dept}   # nvidia.com/gpu borrowingLimit (or nominalQuota) so that {field_name} = {new}"
+    else:
+        cmd = (
+            f"kubectl patch queue {dept} --type merge -p "
+            f'\'{{"spec":{{"resources":{{"gpu":{{"{field_name}":{new}}}}}}}}}\''
+        )
+    out = [
+        ActionDraft(
+            f.code,
+            f"Raise department {dept}'s GPU {field_name} from {old:g} to {new}",
+            cmd,
+            (
+                f"The department may then hold {new - (old or 0):g} more GPU(s) than now; what its projects take "
+                "over their quotas comes from what others borrow"
+                + (
+                    f": projects outside {dept} running over their quota, the first a reclaim would shrink: "
+                    + ", ".join(others[:6])
+                    if others
+                    else f": no project outside {dept} is over its quota now, so nobody is reclaimed today"
+                )
+                + "."
+            ),
+            f"{job.label if job else 'the job'} is admitted; department {dept}'s allocated GPUs rise by "
+            f"{f.facts['requested']:g}.",
+            f"Set the department's {field_name} back to {old:g} the same way.",
+            Ref("department", dept),
+        )
+    ]
+    for b in f.facts.get("borrowing") or []:
+        give = b["allocated"] - (b["quota"] or 0)
+        if give + 1e-9 < f.facts["requested"] - max((limit or after) - f.facts["allocated"], 0):
+            continue
+        out.append(
+            ActionDraft(
+                f.code,
+                f"Or ask project {b['project']} to give back the {give:g} GPU(s) it uses over its quota in {dept}",
+                f"# stop or shrink over-quota (preemptible) work of project {b['project']}",
+                f"Project {b['project']} drops from {b['allocated']:g} to its quota {b['quota']:g} GPUs; "
+                f"the department's quota and limit stay.",
+                f"{job.label if job else 'the job'} is admitted within the department's limit.",
+                f"Resubmit {b['project']}'s stopped work once the department has room.",
+                job,
+            )
+        )
+        break
+    return out
+
+
 def _cpu_memory(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     """Free CPU/memory on the node with the most free GPUs (the fewest pods to move), or shrink the request."""
     job = f.facts.get("job")
@@ -502,6 +572,7 @@ BUILDERS = {
     C.GPU_CAPACITY_SHORTAGE: _capacity,
     C.GPU_FRAGMENTATION: _fragmentation,
     C.CPU_MEMORY_SHORTAGE: _cpu_memory,
+    C.DEPARTMENT_QUOTA_EXHAUSTED: _department,
     C.UNTOLERATED_TAINT: _taint,
     C.NODE_SELECTOR_MISMATCH: _selector,
     C.REQUEST_SIZE_CHANGED: _request,

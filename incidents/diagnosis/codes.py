@@ -19,6 +19,7 @@ QUEUE_PRIORITY = "queue_priority"
 REQUEST_SIZE_CHANGED = "request_size_changed"
 GPU_NODE_UNAVAILABLE = "gpu_node_unavailable"
 CPU_MEMORY_SHORTAGE = "cpu_memory_shortage"
+DEPARTMENT_QUOTA_EXHAUSTED = "department_quota_exhausted"
 
 #
 # GPU / node health
@@ -60,6 +61,7 @@ SCHEDULING_CODES: tuple[str, ...] = (
     REQUEST_SIZE_CHANGED,
     GPU_NODE_UNAVAILABLE,
     CPU_MEMORY_SHORTAGE,
+    DEPARTMENT_QUOTA_EXHAUSTED,
 )
 HEALTH_CODES: tuple[str, ...] = (
     GPU_XID_FAULT,
@@ -82,6 +84,7 @@ __all__ = [
     "CONTEXT_CODES",
     "CPU_MEMORY_SHORTAGE",
     "CRASHLOOP_CONFIG_ERROR",
+    "DEPARTMENT_QUOTA_EXHAUSTED",
     "DEVICE_PLUGIN_UNHEALTHY",
     "EFFICIENCY_CODES",
     "GPU_CAPACITY_SHORTAGE",

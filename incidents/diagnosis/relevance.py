@@ -136,7 +136,7 @@ def _candidates(di: DiagnosisInput, hood: Neighbourhood, job: EntityState) -> No
     if req.pods == 0:
         return
     held = quota_at(di, job, req, 0)
-    if held is not None and held.blocks:
+    if held is not None and held.holds:
         return  # its quota holds it before any node is considered: no node's fault is why it waits
     per_pod = max(req.gpus_per_pod, 1)
     for row in F.node_fits(di, req):

@@ -153,6 +153,11 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
     fit_cite = fit_table_fact(di, job, req, rows, tot)
     parsed, said_cite = scheduler_said(di, job)
     said = _said_codes(parsed)
+    named = getattr(parsed, "queue", None)
+    if named and C.PROJECT_QUOTA_EXHAUSTED in said and any(d.name == named for d in di.departments):
+        said = (said - {C.PROJECT_QUOTA_EXHAUSTED}) | {
+            C.DEPARTMENT_QUOTA_EXHAUSTED
+        }  # the message names the department
     since = first_pending_since(di, job)
     ref = job.ref
     base = [job_cite, fit_cite]
@@ -173,7 +178,7 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
     causes: list[str] = []
     alone_causes: list[str] = []
     held = quota_at(di, job, req, tot.eligible_free)
-    quota_holds = held is not None and held.blocks  # no node is considered while the quota refuses the job
+    quota_holds = held is not None and held.holds  # no node is considered while the quota refuses the job
     for code, blockers in groups:
         hit = [r for r in rows if set(r.blockers) & blockers]
         if code == C.DEVICE_PLUGIN_UNHEALTHY:
@@ -370,12 +375,15 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
                 )
             )
 
+    dept_said = said_cite if C.DEPARTMENT_QUOTA_EXHAUSTED in said else None
     quota = quota_findings(
-        di, job, req, tot, base, said_cite if C.PROJECT_QUOTA_EXHAUSTED in said else None, since
+        di, job, req, tot, base, said_cite if C.PROJECT_QUOTA_EXHAUSTED in said else None, since, dept_said
     )
     out.extend(quota)
     queue = queue_findings(di, job, req, rows, tot, base, fits_now, since)
-    if any(f.code == C.PROJECT_QUOTA_EXHAUSTED and f.supported for f in quota):
+    if any(
+        f.code in (C.PROJECT_QUOTA_EXHAUSTED, C.DEPARTMENT_QUOTA_EXHAUSTED) and f.supported for f in quota
+    ):
         queue = [_moot_order(f) for f in queue]
     out.extend(queue)
     out.extend(request_findings(di, job, req, rows, since))
