@@ -235,11 +235,15 @@ def department_findings(
         cut_words = (
             f" (since {hhmm(cut.time)}, when {cut.actor or 'someone'} changed it from {cut.old} to {cut.new})"
         )
-    own = (
-        f"project {q.project} is within its own quota ({q.allocated} of {q.quota if q.quota is not None else '∞'})"
-        if within
-        else f"project {q.project} is over its own quota as well"
-    )
+    if q.within_quota:
+        own = f"project {q.project} is within its own quota ({q.allocated} of {q.quota if q.quota is not None else '∞'})"
+    elif within:
+        own = (
+            f"project {q.project} may borrow past its own quota of {q.quota} (it holds {q.allocated}, "
+            f"limit {q.limit if q.limit is not None else 'none'})"
+        )
+    else:
+        own = f"project {q.project} is over its own quota as well"
     borrowing = [
         {"project": p, "allocated": u, "quota": d.project_quotas.get(p)}
         for p, u in siblings
