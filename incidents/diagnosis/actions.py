@@ -492,6 +492,30 @@ def _department(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     return out
 
 
+def _mig(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    """Repartition the MIG-capable node whose repartition evicts the fewest pods (mig-manager evicts them all)."""
+    job = f.facts.get("job")
+    candidates = f.facts.get("candidates") or []
+    if not candidates:
+        return []
+    c = candidates[0]
+    profiles = sorted(f.facts.get("mig") or {})
+    config = f"all-{profiles[0]}" if len(profiles) == 1 else "custom-" + "-".join(profiles)
+    evicted = [p for p in pods_on(di, c["node"]) if p.ref in set(c["evicts"])]
+    return [
+        ActionDraft(
+            f.code,
+            f"Repartition {c['node']} to {config} (now {c['config'] or 'no mig.config'})",
+            f"kubectl label node {c['node']} nvidia.com/mig.config={config} --overwrite",
+            f"mig-manager evicts every pod using the node's GPUs first: {describe_pods(evicted)}; "
+            f"the node advertises no GPUs until nvidia.com/mig.config.state is success again.",
+            f"{c['node']} advertises nvidia.com/mig-{profiles[0]}; {job.label if job else 'the job'} binds there.",
+            f"kubectl label node {c['node']} nvidia.com/mig.config={c['config'] or 'all-disabled'} --overwrite",
+            Ref("node", c["node"]),
+        )
+    ]
+
+
 def _cpu_memory(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     """Free CPU/memory on the node with the most free GPUs (the fewest pods to move), or shrink the request."""
     job = f.facts.get("job")
@@ -573,6 +597,7 @@ BUILDERS = {
     C.GPU_FRAGMENTATION: _fragmentation,
     C.CPU_MEMORY_SHORTAGE: _cpu_memory,
     C.DEPARTMENT_QUOTA_EXHAUSTED: _department,
+    C.MIG_PROFILE_UNAVAILABLE: _mig,
     C.UNTOLERATED_TAINT: _taint,
     C.NODE_SELECTOR_MISMATCH: _selector,
     C.REQUEST_SIZE_CHANGED: _request,

@@ -20,6 +20,7 @@ REQUEST_SIZE_CHANGED = "request_size_changed"
 GPU_NODE_UNAVAILABLE = "gpu_node_unavailable"
 CPU_MEMORY_SHORTAGE = "cpu_memory_shortage"
 DEPARTMENT_QUOTA_EXHAUSTED = "department_quota_exhausted"
+MIG_PROFILE_UNAVAILABLE = "mig_profile_unavailable"
 
 #
 # GPU / node health
@@ -62,6 +63,7 @@ SCHEDULING_CODES: tuple[str, ...] = (
     GPU_NODE_UNAVAILABLE,
     CPU_MEMORY_SHORTAGE,
     DEPARTMENT_QUOTA_EXHAUSTED,
+    MIG_PROFILE_UNAVAILABLE,
 )
 HEALTH_CODES: tuple[str, ...] = (
     GPU_XID_FAULT,
@@ -98,6 +100,7 @@ __all__ = [
     "HEALTH_CODES",
     "IDLE_GPU_ALLOCATION",
     "IMAGE_PULL_ERROR",
+    "MIG_PROFILE_UNAVAILABLE",
     "NODE_SELECTOR_MISMATCH",
     "NVLINK_ERRORS",
     "OOM_KILLED",

@@ -30,6 +30,9 @@ INSUFFICIENT = "insufficient_gpu"  # not enough free GPUs for one pod
 INSUFFICIENT_CPU = "insufficient_cpu"  # the node's unrequested CPU cannot take one pod
 INSUFFICIENT_MEMORY = "insufficient_memory"  # the node's unrequested memory cannot take one pod
 CPU_MEMORY = "cpu_memory"  # for ``placeable``'s ignore: count GPUs only
+INSUFFICIENT_MIG = "insufficient_mig"  # no free instance of the MIG profile the pod asks for
+MIG = "mig"  # for ``placeable``'s ignore: as if every node had the profile free
+MIG_PREFIX = "nvidia.com/mig-"
 STATIC_BLOCKERS = (NOT_READY, CORDONED, TAINT, SELECTOR)
 
 # Taints the node lifecycle controller derives from conditions: they say "unhealthy", not "reserved".
@@ -53,6 +56,7 @@ class Request:
     bound_pods: int = 0
     cpu_per_pod: float | None = None  # cores; None when the inventory does not record the request
     memory_per_pod: int | None = None  # bytes; likewise
+    mig: dict[str, int] = field(default_factory=dict)  # MIG instances per pod: {"3g.40gb": 1}
 
     @property
     def total(self) -> int:
@@ -85,6 +89,10 @@ class NodeFit:
     memory_requested: int = 0
     cpu_pods: int | None = None  # how many pods of the job the free CPU takes; None: not counted
     memory_pods: int | None = None
+    mig_layout: dict[str, int] = field(default_factory=dict)  # profile -> instances allocatable on the node
+    mig_used: dict[str, int] = field(default_factory=dict)  # profile -> instances requested by its bound pods
+    mig_config: str = ""  # nvidia.com/mig.config ("all-1g.10gb", "all-disabled", custom-…)
+    mig_pods: int | None = None  # pods of the job its free MIG instances take; None: the job asks no MIG
 
     @property
     def free(self) -> int:
@@ -102,10 +110,17 @@ class NodeFit:
             else max(self.memory_allocatable - self.memory_requested, 0)
         )
 
-    def resource_pods(self) -> int | None:
-        """Pods of the job the node's free CPU and memory take (None: neither is counted)."""
-        known = [n for n in (self.cpu_pods, self.memory_pods) if n is not None]
+    def resource_pods(self, ignore: frozenset[str] | set[str] = frozenset()) -> int | None:
+        """Pods of the job the node's free CPU, memory and MIG instances take (None: none of them is counted)."""
+        known = (
+            [] if CPU_MEMORY in ignore else [n for n in (self.cpu_pods, self.memory_pods) if n is not None]
+        )
+        if self.mig_pods is not None and MIG not in ignore:
+            known.append(self.mig_pods)
         return min(known) if known else None
+
+    def mig_free(self, profile: str) -> int:
+        return max(self.mig_layout.get(profile, 0) - self.mig_used.get(profile, 0), 0)
 
     @property
     def fits(self) -> bool:
@@ -141,6 +156,9 @@ class NodeFit:
             "cpu_free": self.cpu_free,
             "memory_allocatable": self.memory_allocatable,
             "memory_free": self.memory_free,
+            "mig_config": self.mig_config,
+            "mig_layout": self.mig_layout,
+            "mig_used": self.mig_used,
         }
 
 
@@ -166,6 +184,9 @@ def job_request(di: DiagnosisInput, job: EntityState) -> Request:
     cpu, memory = pod_requests(st.get("requests_per_pod") or {})
     if pods and cpu is None and memory is None:
         cpu, memory = pod_requests(pods[0].state.get("requests") or {})
+    mig = {str(k): int(v) for k, v in (st.get("mig") or {}).items() if int(v or 0) > 0}
+    if not mig and pods:
+        mig = {str(k): int(v) for k, v in (pods[0].state.get("mig") or {}).items() if int(v or 0) > 0}
     return Request(
         pods=max(pods_total - len(bound), 0),
         gpus_per_pod=int(per_pod or 0),
@@ -175,6 +196,7 @@ def job_request(di: DiagnosisInput, job: EntityState) -> Request:
         bound_pods=len(bound),
         cpu_per_pod=cpu,
         memory_per_pod=memory,
+        mig=mig,
     )
 
 
@@ -252,10 +274,41 @@ def node_nominal_gpus(node: EntityState, history: list[EntityState] | None = Non
         nominal = int(labels.get("nvidia.com/gpu.count") or 0)
     except (TypeError, ValueError):
         nominal = 0
+    if mig_enabled(st):
+        # Partitioned: the GPUs are advertised as MIG instances, not missing (mixed strategy: nvidia.com/gpu 0).
+        return gpus_of(st.get("capacity") or {})
     best = max(nominal, gpus_of(st.get("capacity") or {}))
     for v in history or []:
         best = max(best, gpus_of(v.state.get("capacity") or {}))
     return best
+
+
+def mig_enabled(st: dict[str, Any]) -> bool:
+    """Whether the node's GPUs are partitioned into MIG instances (GPU Operator labels, or MIG resources)."""
+    mig = st.get("mig") or {}
+    if mig and (mig.get("config") or "") not in ("", "all-disabled"):
+        return True
+    return any(
+        str(k).startswith(MIG_PREFIX) and int(v or 0) > 0 for k, v in (st.get("capacity") or {}).items()
+    )
+
+
+def mig_layout(st: dict[str, Any]) -> dict[str, int]:
+    """profile -> instances the node advertises as allocatable."""
+    res = st.get("allocatable") if "allocatable" in st else st.get("capacity")
+    return {
+        str(k)[len(MIG_PREFIX) :]: int(v or 0)
+        for k, v in (res or {}).items()
+        if str(k).startswith(MIG_PREFIX)
+    }
+
+
+def mig_used_on(di: DiagnosisInput, node: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in di.pods_on_node(node):
+        for prof, n in (p.get("mig") or {}).items():
+            out[prof] = out.get(prof, 0) + int(n or 0)
+    return out
 
 
 def allocated_on(di: DiagnosisInput, node: str) -> int:
@@ -303,6 +356,11 @@ def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
         row.cpu_pods = int((row.cpu_free or 0.0) // req.cpu_per_pod + 1e-9)
     if row.memory_allocatable is not None and req.memory_per_pod:
         row.memory_pods = int((row.memory_free or 0) // req.memory_per_pod)
+    row.mig_config = (st.get("mig") or {}).get("config") or labels.get("nvidia.com/mig.config") or ""
+    row.mig_layout = mig_layout(st)
+    if req.mig:
+        row.mig_used = mig_used_on(di, node.name)
+        row.mig_pods = min(row.mig_free(p) // n for p, n in req.mig.items())
     blockers: list[str] = []
     if not ready:
         blockers.append(NOT_READY)
@@ -341,6 +399,8 @@ def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
         blockers.append(INSUFFICIENT_CPU)
     if req.pods and row.memory_pods == 0:
         blockers.append(INSUFFICIENT_MEMORY)
+    if req.pods and row.mig_pods == 0:
+        blockers.append(INSUFFICIENT_MIG)
     # A node with no GPU-side blocker that still cannot host one pod is only "insufficient";
     # device plugin / missing GPU blockers only matter when they take GPUs the pod needs.
     if DEVICE_PLUGIN in blockers and row.gpu_pods_fit > 0:
@@ -379,8 +439,8 @@ def placeable(rows: list[NodeFit], req: Request, ignore: frozenset[str] | set[st
             continue
         free = row.free_if(set(ignore))
         here = _pods_fit(free, req.gpus_per_pod, req.pods - placed)
-        res = row.resource_pods()
-        if res is not None and CPU_MEMORY not in ignore:
+        res = row.resource_pods(ignore)
+        if res is not None:
             here = min(here, res)
         placed += here
         if placed >= req.pods:

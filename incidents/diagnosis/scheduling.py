@@ -112,6 +112,9 @@ def _said_codes(parsed: Any) -> set[str]:
     if cause in ("insufficient_capacity",):
         out.add(C.GPU_CAPACITY_SHORTAGE)
     for r in getattr(parsed, "reasons", []) or []:
+        if r.code == "insufficient_gpu" and str(r.resource or "").startswith(F.MIG_PREFIX):
+            out.add(C.MIG_PROFILE_UNAVAILABLE)  # "didn't have enough of mig profile: nvidia.com/mig-3g.40gb"
+            continue
         code = _REASON_HYPOTHESIS.get(r.code)
         if code:
             out.add(code)
@@ -258,6 +261,13 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
             )
         )
 
+    if not quota_holds and not fits_now and req.mig:
+        mig = mig_finding(di, ref, req, rows, base, said_support(C.MIG_PROFILE_UNAVAILABLE), since)
+        if mig is not None:
+            out.append(mig)
+            causes.append(mig.code)
+            if mig.explains:
+                alone_causes.append(mig.code)
     if not quota_holds and not fits_now:
         cpu_mem = cpu_memory_finding(di, ref, req, rows, base, said_support(C.CPU_MEMORY_SHORTAGE), since)
         if cpu_mem is not None:
@@ -686,3 +696,101 @@ def cpu_memory_unrecorded(
         facts={"job": ref, "nodes": [r.node for r in free], "per_node": [], "pods": req.pods},
         next_questions=[f"What CPU and memory do the pods on {free[0].node} request?"],
     )
+
+
+#
+# MIG
+#
+def mig_finding(
+    di: DiagnosisInput,
+    ref: Any,
+    req: F.Request,
+    rows: list[F.NodeFit],
+    base: list[Cite],
+    said: list[Cite],
+    since: Any,
+) -> Finding | None:
+    """No usable node advertises the MIG profile the job asks for, or every instance of it is in use.
+
+    Names each node's layout and who holds the instances, and the MIG-capable nodes a repartition could give the
+    profile, with the pods that repartitioning would evict (mig-manager evicts every pod using the node's GPUs).
+    """
+    usable = [r for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
+    if F.placeable(rows, req, {F.MIG}) <= F.placeable(rows, req):
+        return None  # MIG is not what is short (CPU, memory or node faults are)
+    alone = F.fits(rows, req, {F.MIG})
+    wanted = ", ".join(f"{n} × {p}" for p, n in sorted(req.mig.items()))
+    layouts = []
+    holders: dict[str, list[str]] = {}
+    for r in usable:
+        if not r.mig_layout and not r.mig_config:
+            continue
+        layout = ", ".join(f"{n} × {p}" for p, n in sorted(r.mig_layout.items()) if n) or "no instances"
+        layouts.append(
+            {"node": r.node, "config": r.mig_config, "layout": dict(r.mig_layout), "used": dict(r.mig_used)}
+        )
+        for prof in req.mig:
+            if r.mig_layout.get(prof):
+                pods = [p for p in di.pods_on_node(r.node) if (p.get("mig") or {}).get(prof)]
+                holders.setdefault(prof, []).extend(f"{p.ref.label} on {r.node}" for p in pods)
+        layouts[-1]["words"] = f"{r.node} ({r.mig_config or 'no mig.config'}: {layout})"
+    advertised = {p: sum(r.mig_layout.get(p, 0) for r in usable) for p in req.mig}
+    missing = [p for p, n in advertised.items() if n == 0]
+    capable = [r for r in usable if _labels(di, r.node).get("nvidia.com/mig.capable") == "true"]
+    candidates = []
+    for r in capable:
+        evicted = [p for p in di.pods_on_node(r.node) if p.get("mig") or int(p.get("gpus") or 0) > 0]
+        candidates.append({"node": r.node, "config": r.mig_config, "evicts": [p.ref for p in evicted]})
+    candidates.sort(key=lambda c: (len(c["evicts"]), c["node"]))
+    where = "; ".join(x["words"] for x in layouts[:5]) or "no usable node has MIG enabled"
+    if missing:
+        what = (
+            f"no usable node advertises nvidia.com/mig-{', nvidia.com/mig-'.join(missing)} (layouts: {where})"
+        )
+    else:
+        used = "; ".join(
+            f"{p}: {advertised[p]} instance(s), held by {', '.join(holders.get(p, [])[:6]) or 'pods'}"
+            for p in req.mig
+        )
+        what = f"every instance of the profile is in use ({used}; layouts: {where})"
+    repart = ", ".join(
+        f"{c['node']} ({c['config'] or 'no config'}, evicts {len(c['evicts'])} pod(s))"
+        for c in candidates[:4]
+    )
+    statement = f"{ref.label} asks for {wanted} per pod ({req.pods} pod(s)) and {what}." + (
+        f" Nodes that could be repartitioned: {repart}." if repart else " No usable node is MIG-capable."
+    )
+    return Finding(
+        C.MIG_PROFILE_UNAVAILABLE,
+        statement,
+        SUPPORTED,
+        0.85 if alone else 0.5,
+        supports=[*base, *said],
+        subject=ref,
+        sources=("k8s",),
+        since=since,
+        explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION) if alone else (),
+        facts={
+            "job": ref,
+            "mig": dict(req.mig),
+            "pods": req.pods,
+            "missing": missing,
+            "advertised": advertised,
+            "layouts": [{k: v for k, v in x.items() if k != "words"} for x in layouts],
+            "candidates": candidates,
+            "nodes": [x["node"] for x in layouts],
+        },
+        next_questions=[
+            "Is the profile in the mig-parted config the GPU Operator applies, and which nodes should carry it?",
+            *(
+                [f"Can the pods on {candidates[0]['node']} be moved so it can be repartitioned?"]
+                if candidates
+                else []
+            ),
+        ],
+    )
+
+
+def _labels(di: DiagnosisInput, node: str) -> dict[str, str]:
+    n = di.find("node", node)
+    return (n.get("labels") if n is not None else None) or {}
