@@ -110,7 +110,9 @@ def _said_codes(parsed: Any) -> set[str]:
     if cause in ("quota_exhausted", "exceeds_max_capacity"):
         out.add(C.PROJECT_QUOTA_EXHAUSTED)
     if cause in ("insufficient_capacity",):
-        out.add(C.GPU_CAPACITY_SHORTAGE)
+        texts = " ".join(r.text or "" for r in getattr(parsed, "reasons", []) or [])
+        # KAI's "didn't have enough of mig profile: nvidia.com/mig-<p>" is about the layout, not GPU capacity.
+        out.add(C.MIG_PROFILE_UNAVAILABLE if F.MIG_PREFIX in texts else C.GPU_CAPACITY_SHORTAGE)
     for r in getattr(parsed, "reasons", []) or []:
         if r.code == "insufficient_gpu" and str(r.resource or "").startswith(F.MIG_PREFIX):
             out.add(C.MIG_PROFILE_UNAVAILABLE)  # "didn't have enough of mig profile: nvidia.com/mig-3g.40gb"
