@@ -326,8 +326,53 @@ def _capacity(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     ]
 
 
+def _move_shares(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    """Make room for a share on the GPU that lacks least: move the fewest shares whose fractions cover the gap."""
+    job = f.facts.get("job")
+    share = f.facts.get("share")
+    gpus = [g for g in f.facts.get("gpus") or [] if g.get("holders")]
+    if not share or not gpus:
+        return []
+    best = None
+    for g in gpus:
+        gap = share - g["free"]
+        movable = sorted((h for h in g["holders"] if h.get("fraction")), key=lambda h: h["fraction"])
+        picked, got = [], 0.0
+        for h in sorted(movable, key=lambda h: -h["fraction"]) if gap > 0 else []:
+            if got >= gap - 1e-9:
+                break
+            picked.append(h)
+            got += h["fraction"]
+        if got + 1e-9 < gap:
+            continue
+        if best is None or len(picked) < len(best[1]):
+            best = (g, picked)
+    if best is None:
+        return []
+    g, picked = best
+    names = ", ".join(f"{h['pod']} ({h['fraction']:g})" for h in picked)
+    return [
+        ActionDraft(
+            f.code,
+            f"Move {len(picked)} share(s) off GPU {g['index']} on {g['node']} to make room for "
+            f"{job.label if job else 'the job'}",
+            " && ".join(
+                f"kubectl delete pod -n {h['pod'].split('/')[0]} {h['pod'].split('/')[-1]}" for h in picked
+            )
+            + "   # KAI re-places them on the fullest GPU they fit",
+            f"Restarts {names}; GPU {g['index']} then has {g['free'] + sum(h['fraction'] for h in picked):g} free "
+            f"for a {share:g} share.",
+            f"{job.label if job else 'the job'}'s pod binds with runai-gpu={g['index']} on {g['node']}.",
+            "Nothing to roll back: the moved shares run again wherever KAI places them.",
+            job,
+        )
+    ]
+
+
 def _fragmentation(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     job = f.facts.get("job")
+    if f.facts.get("share") or f.facts.get("share_memory_mib"):
+        return _move_shares(di, f)
     largest, per_pod = f.facts.get("largest", 0), f.facts.get("per_pod", 0)
     nodes = f.facts.get("nodes", [])
     small = [p for n in nodes for p in pods_on(di, n) if int(p.get("gpus") or 0) < per_pod]

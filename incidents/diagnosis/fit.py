@@ -57,6 +57,8 @@ class Request:
     cpu_per_pod: float | None = None  # cores; None when the inventory does not record the request
     memory_per_pod: int | None = None  # bytes; likewise
     mig: dict[str, int] = field(default_factory=dict)  # MIG instances per pod: {"3g.40gb": 1}
+    share: float | None = None  # a KAI GPU share per pod: its fraction of one GPU (gpu-fraction)
+    share_memory_mib: int | None = None  # a gpu-memory share: the GPU memory it asks (MiB)
 
     @property
     def total(self) -> int:
@@ -93,6 +95,11 @@ class NodeFit:
     mig_used: dict[str, int] = field(default_factory=dict)  # profile -> instances requested by its bound pods
     mig_config: str = ""  # nvidia.com/mig.config ("all-1g.10gb", "all-disabled", custom-…)
     mig_pods: int | None = None  # pods of the job its free MIG instances take; None: the job asks no MIG
+    shared: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # shared GPUs: {gpu, index, free, free_mib, holders}
+    share_slots: int = 0  # shares of the job's size the node's shared GPUs and free whole GPUs take
+    shares_per_gpu: int = 0  # shares of the job's size one whole free GPU takes
 
     @property
     def free(self) -> int:
@@ -184,6 +191,7 @@ def job_request(di: DiagnosisInput, job: EntityState) -> Request:
     cpu, memory = pod_requests(st.get("requests_per_pod") or {})
     if pods and cpu is None and memory is None:
         cpu, memory = pod_requests(pods[0].state.get("requests") or {})
+    share = st.get("gpu_share") or (pods[0].state.get("gpu_share") if pods else None) or {}
     mig = {str(k): int(v) for k, v in (st.get("mig") or {}).items() if int(v or 0) > 0}
     if not mig and pods:
         mig = {str(k): int(v) for k, v in (pods[0].state.get("mig") or {}).items() if int(v or 0) > 0}
@@ -197,6 +205,8 @@ def job_request(di: DiagnosisInput, job: EntityState) -> Request:
         cpu_per_pod=cpu,
         memory_per_pod=memory,
         mig=mig,
+        share=float(share["fraction"]) if share.get("fraction") is not None else None,
+        share_memory_mib=int(share["memory_mib"]) if share.get("memory_mib") is not None else None,
     )
 
 
@@ -311,6 +321,38 @@ def mig_used_on(di: DiagnosisInput, node: str) -> dict[str, int]:
     return out
 
 
+def shared_gpus(di: DiagnosisInput, node: str, gpu_memory_mib: int | None) -> list[dict[str, Any]]:
+    """The node's GPUs KAI shares at t: what is left of each (fraction, MiB) and the share pods holding it."""
+    out = []
+    for g in di.gpus_of_node(node):
+        shares = g.get("shares") or []
+        if not shares and not g.get("reservation"):
+            continue
+        used = sum(float(x.get("fraction") or 0) for x in shares)
+        used_mib = sum(int(x.get("memory_mib") or 0) for x in shares)
+        out.append(
+            {
+                "gpu": g.name,
+                "index": g.get("index"),
+                "free": round(max(1.0 - used, 0.0), 4),
+                "free_mib": None if not gpu_memory_mib else max(gpu_memory_mib - used_mib, 0),
+                "holders": [{"pod": x.get("pod"), "fraction": x.get("fraction")} for x in shares],
+            }
+        )
+    return sorted(out, key=lambda x: (x["index"] is None, x["index"]))
+
+
+def _share_fits(req: Request, free: float, free_mib: int | None, gpu_mib: int | None) -> int:
+    """How many of the job's shares fit in what is left of one GPU."""
+    if req.share:
+        return int(free / req.share + 1e-9)
+    if req.share_memory_mib:
+        if free_mib is None:
+            return 0
+        return int(free_mib // req.share_memory_mib)
+    return 0
+
+
 def allocated_on(di: DiagnosisInput, node: str) -> int:
     """GPUs requested by the pods bound to the node and not finished."""
     return sum(int(p.get("gpus") or 0) for p in di.pods_on_node(node))
@@ -390,7 +432,15 @@ def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
         blockers.append(DEVICE_PLUGIN)
     if row.nominal > capacity:
         blockers.append(MISSING_GPU)
-    row.gpu_pods_fit = _pods_fit(row.free, req.gpus_per_pod, req.pods)
+    if req.share or req.share_memory_mib:
+        gpu_mib = st.get("gpu_memory_mib") or _int_label(labels.get("nvidia.com/gpu.memory"))
+        row.shared = shared_gpus(di, node.name, gpu_mib)
+        per_whole = row.shares_per_gpu = _share_fits(req, 1.0, gpu_mib, gpu_mib)
+        row.share_slots = sum(_share_fits(req, x["free"], x["free_mib"], gpu_mib) for x in row.shared)
+        row.share_slots += row.free * per_whole
+        row.gpu_pods_fit = min(row.share_slots, req.pods)
+    else:
+        row.gpu_pods_fit = _pods_fit(row.free, req.gpus_per_pod, req.pods)
     res = row.resource_pods()
     row.pods_fit = row.gpu_pods_fit if res is None else min(row.gpu_pods_fit, res)
     if row.gpu_pods_fit == 0 and req.pods:
@@ -409,6 +459,13 @@ def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
         blockers.remove(MISSING_GPU)
     row.blockers = blockers
     return row
+
+
+def _int_label(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _pods_fit(free: int, per_pod: int, want: int) -> int:
@@ -438,7 +495,10 @@ def placeable(rows: list[NodeFit], req: Request, ignore: frozenset[str] | set[st
         if static:
             continue
         free = row.free_if(set(ignore))
-        here = _pods_fit(free, req.gpus_per_pod, req.pods - placed)
+        if req.share or req.share_memory_mib:
+            here = min(row.share_slots + (free - row.free) * row.shares_per_gpu, req.pods - placed)
+        else:
+            here = _pods_fit(free, req.gpus_per_pod, req.pods - placed)
         res = row.resource_pods(ignore)
         if res is not None:
             here = min(here, res)
