@@ -345,11 +345,12 @@ def _move_shares(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
             got += h["fraction"]
         if got + 1e-9 < gap:
             continue
-        if best is None or len(picked) < len(best[1]):
-            best = (g, picked)
+        key = (len(picked), got)  # the fewest pods restarted, then the least GPU moved
+        if best is None or key < best[2]:
+            best = (g, picked, key)
     if best is None:
         return []
-    g, picked = best
+    g, picked, _ = best
     names = ", ".join(f"{h['pod']} ({h['fraction']:g})" for h in picked)
     return [
         ActionDraft(
