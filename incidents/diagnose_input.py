@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Max, Q
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun, TelemetrySample
@@ -167,6 +168,15 @@ def _load_inventory(
             )
             for pk, name, ns, state, since, until in fleet[kind][:MAX_VERSIONS]
         )
+    # Departments (KAI parent queues, Kueue cohorts): few, read as of t here rather than through the fleet cache.
+    di.departments.extend(
+        EntityState(
+            "department", name, ns, state=state or {}, valid_from=since, valid_to=until, obs_id=state_obs.get(pk)
+        )
+        for pk, name, ns, state, since, until in base.filter(kind="department")
+        .order_by("entity__name")
+        .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")[:MAX_VERSIONS]
+    )
     _load_pods(di, base, fleet["pod"], subject_entities, obs_by_key)
     _load_vanished_gpus(di, cluster, t, [e for e in subject_entities if e.kind == "gpu"], obs_by_key)
     start = min(di.onset, t) - HISTORY
@@ -244,6 +254,7 @@ def _load_pods(
     for v in base.filter(kind="pod").filter(full).select_related("entity")[:MAX_VERSIONS]:
         seen.add(v.pk)
         di.pods.append(_state(v, obs_by_key))
+    extras = _pod_extras(base)
     kept = 0
     for pk, name, ns, state, since in slim:
         if pk in seen:
@@ -252,9 +263,35 @@ def _load_pods(
             break
         kept += 1
         obs = obs_by_key.get(f"state:{pk}")
+        extra = extras.get(pk)
+        if extra:
+            state = {**state, **extra}  # a copy: the slim rows are shared through the fleet cache
         di.pods.append(
             EntityState("pod", name, ns, state=state, valid_from=since, obs_id=obs.pk if obs else None)
         )
+
+
+def _pod_extras(base: Any) -> dict[int, dict[str, Any]]:
+    """What the fit counts beyond the hot columns, for the unfinished pods that have it: GPU units (fractions,
+    MIG), MIG instances and CPU/memory requests (when the inventory records them), by version id."""
+    rows = (
+        base.filter(kind="pod")
+        .exclude(phase__in=("Succeeded", "Failed"))
+        .annotate(s_mig=KeyTransform("mig", "state"), s_requests=KeyTransform("requests", "state"))
+        .values_list("pk", "gpu_units", "s_mig", "s_requests")
+    )
+    out: dict[int, dict[str, Any]] = {}
+    for pk, units, mig, requests in rows[: MAX_VERSIONS + 1000]:
+        extra: dict[str, Any] = {}
+        if units is not None:
+            extra["gpu_units"] = units
+        if mig:
+            extra["mig"] = mig
+        if requests:
+            extra["requests"] = requests
+        if extra:
+            out[pk] = extra
+    return out
 
 
 def _load_vanished_gpus(

@@ -8,6 +8,7 @@ at t), how to verify it worked and how to roll it back.
 from __future__ import annotations
 
 import logging
+import math
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
@@ -20,7 +21,7 @@ from incidents.diagnosis.actions_workloads import (
     thermal,
     workload,
 )
-from incidents.diagnosis.quota import is_pending, project_allocated
+from incidents.diagnosis.quota import is_pending, project_allocated, units_held
 from incidents.diagnosis.types import ActionDraft, DiagnosisInput, Finding, Ref
 
 logger = logging.getLogger(__name__)
@@ -325,8 +326,54 @@ def _capacity(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     ]
 
 
+def _move_shares(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    """Make room for a share on the GPU that lacks least: move the fewest shares whose fractions cover the gap."""
+    job = f.facts.get("job")
+    share = f.facts.get("share")
+    gpus = [g for g in f.facts.get("gpus") or [] if g.get("holders")]
+    if not share or not gpus:
+        return []
+    best = None
+    for g in gpus:
+        gap = share - g["free"]
+        movable = sorted((h for h in g["holders"] if h.get("fraction")), key=lambda h: h["fraction"])
+        picked, got = [], 0.0
+        for h in sorted(movable, key=lambda h: -h["fraction"]) if gap > 0 else []:
+            if got >= gap - 1e-9:
+                break
+            picked.append(h)
+            got += h["fraction"]
+        if got + 1e-9 < gap:
+            continue
+        key = (len(picked), got)  # the fewest pods restarted, then the least GPU moved
+        if best is None or key < best[2]:
+            best = (g, picked, key)
+    if best is None:
+        return []
+    g, picked, _ = best
+    names = ", ".join(f"{h['pod']} ({h['fraction']:g})" for h in picked)
+    return [
+        ActionDraft(
+            f.code,
+            f"Move {len(picked)} share(s) off GPU {g['index']} on {g['node']} to make room for "
+            f"{job.label if job else 'the job'}",
+            " && ".join(
+                f"kubectl delete pod -n {h['pod'].split('/')[0]} {h['pod'].split('/')[-1]}" for h in picked
+            )
+            + "   # KAI re-places them on the fullest GPU they fit",
+            f"Restarts {names}; GPU {g['index']} then has {g['free'] + sum(h['fraction'] for h in picked):g} free "
+            f"for a {share:g} share.",
+            f"{job.label if job else 'the job'}'s pod binds with runai-gpu={g['index']} on {g['node']}.",
+            "Nothing to roll back: the moved shares run again wherever KAI places them.",
+            job,
+        )
+    ]
+
+
 def _fragmentation(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     job = f.facts.get("job")
+    if f.facts.get("share") or f.facts.get("share_memory_mib"):
+        return _move_shares(di, f)
     largest, per_pod = f.facts.get("largest", 0), f.facts.get("per_pod", 0)
     nodes = f.facts.get("nodes", [])
     small = [p for n in nodes for p in pods_on(di, n) if int(p.get("gpus") or 0) < per_pod]
@@ -422,6 +469,168 @@ def _queue(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     ]
 
 
+def _department(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    """Raise the department's limit (who can then borrow less), or have a sibling give back what it borrows."""
+    job = f.facts.get("job")
+    dept, limit, quota = f.facts["department"], f.facts.get("limit"), f.facts.get("quota")
+    after = f.facts["allocated"] + f.facts["requested"]
+    members = set(f.facts.get("projects") or {})
+    over_limit = limit is not None and after > limit + 1e-9
+    field_name = "limit" if over_limit else "quota"
+    old = limit if over_limit else quota
+    new = math.ceil(after - 1e-9)
+    # Who borrows now outside the department: projects over their own quota, whose over-quota work a department
+    # allowed {new - old} more GPUs would reclaim first.
+    others = []
+    for q in di.queues:
+        name = q.get("project") or q.name
+        if name in members or q.name in members or q.get("quota_gpus") is None:
+            continue
+        held = units_held(di, name, q.name)
+        if held > float(q.get("quota_gpus") or 0) + 1e-9:
+            others.append(f"{name} ({held:g} of quota {q.get('quota_gpus')})")
+    if f.facts.get("scheduler", di.scheduler) == "kueue":
+        cmd = f"kubectl edit cohort {dept}   # nvidia.com/gpu borrowingLimit (or nominalQuota) so that {field_name} = {new}"
+    else:
+        cmd = (
+            f"kubectl patch queue {dept} --type merge -p "
+            f'\'{{"spec":{{"resources":{{"gpu":{{"{field_name}":{new}}}}}}}}}\''
+        )
+    out = [
+        ActionDraft(
+            f.code,
+            f"Raise department {dept}'s GPU {field_name} from {old:g} to {new}",
+            cmd,
+            (
+                f"The department may then hold {new - (old or 0):g} more GPU(s) than now; what its projects take "
+                "over their quotas comes from what others borrow"
+                + (
+                    f": projects outside {dept} running over their quota, the first a reclaim would shrink: "
+                    + ", ".join(others[:6])
+                    if others
+                    else f": no project outside {dept} is over its quota now, so nobody is reclaimed today"
+                )
+                + "."
+            ),
+            f"{job.label if job else 'the job'} is admitted; department {dept}'s allocated GPUs rise by "
+            f"{f.facts['requested']:g}.",
+            f"Set the department's {field_name} back to {old:g} the same way.",
+            Ref("department", dept),
+        )
+    ]
+    for b in f.facts.get("borrowing") or []:
+        give = b["allocated"] - (b["quota"] or 0)
+        if give + 1e-9 < f.facts["requested"] - max((limit or after) - f.facts["allocated"], 0):
+            continue
+        out.append(
+            ActionDraft(
+                f.code,
+                f"Or ask project {b['project']} to give back the {give:g} GPU(s) it uses over its quota in {dept}",
+                f"# stop or shrink over-quota (preemptible) work of project {b['project']}",
+                f"Project {b['project']} drops from {b['allocated']:g} to its quota {b['quota']:g} GPUs; "
+                f"the department's quota and limit stay.",
+                f"{job.label if job else 'the job'} is admitted within the department's limit.",
+                f"Resubmit {b['project']}'s stopped work once the department has room.",
+                job,
+            )
+        )
+        break
+    return out
+
+
+def _mig(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    """Repartition the MIG-capable node whose repartition evicts the fewest pods (mig-manager evicts them all)."""
+    job = f.facts.get("job")
+    candidates = f.facts.get("candidates") or []
+    if not candidates:
+        return []
+    c = candidates[0]
+    profiles = sorted(f.facts.get("mig") or {})
+    config = f"all-{profiles[0]}" if len(profiles) == 1 else "custom-" + "-".join(profiles)
+    evicted = [p for p in pods_on(di, c["node"]) if p.ref in set(c["evicts"])]
+    return [
+        ActionDraft(
+            f.code,
+            f"Repartition {c['node']} to {config} (now {c['config'] or 'no mig.config'})",
+            f"kubectl label node {c['node']} nvidia.com/mig.config={config} --overwrite",
+            f"mig-manager evicts every pod using the node's GPUs first: {describe_pods(evicted)}; "
+            f"the node advertises no GPUs until nvidia.com/mig.config.state is success again.",
+            f"{c['node']} advertises nvidia.com/mig-{profiles[0]}; {job.label if job else 'the job'} binds there.",
+            f"kubectl label node {c['node']} nvidia.com/mig.config={c['config'] or 'all-disabled'} --overwrite",
+            Ref("node", c["node"]),
+        )
+    ]
+
+
+def _cpu_memory(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    """Free CPU/memory on the node with the most free GPUs (the fewest pods to move), or shrink the request."""
+    job = f.facts.get("job")
+    per_node = [n for n in f.facts.get("per_node", []) if n.get("missing")]
+    if not per_node:
+        return []
+    cpu_per_pod, mem_per_pod = f.facts.get("cpu_per_pod"), f.facts.get("memory_per_pod")
+    out: list[ActionDraft] = []
+    best = max(per_node, key=lambda n: n["free_gpus"])
+    node = best["node"]
+    need_cpu = max((cpu_per_pod or 0) - (best["cpu_free"] or 0), 0) if cpu_per_pod else 0
+    need_mem = max((mem_per_pod or 0) - (best["memory_free"] or 0), 0) if mem_per_pod else 0
+    # The pods to move: the fewest, largest CPU/memory holders without GPUs first (they need no GPU elsewhere).
+    pods = sorted(
+        pods_on(di, node),
+        key=lambda p: (
+            int(p.get("gpus") or 0) > 0,
+            *[-(x or 0) for x in F.pod_requests(p.get("requests") or {})],
+        ),
+    )
+    moved, got_cpu, got_mem = [], 0.0, 0
+    for p in pods:
+        if got_cpu >= need_cpu and got_mem >= need_mem:
+            break
+        c, m = F.pod_requests(p.get("requests") or {})
+        if not c and not m:
+            continue
+        moved.append(p)
+        got_cpu += c or 0.0
+        got_mem += m or 0
+    if moved and got_cpu >= need_cpu and got_mem >= need_mem:
+        out.append(
+            ActionDraft(
+                f.code,
+                f"Move {len(moved)} pod(s) off {node} to free its CPU/memory for {job.label if job else 'the job'}",
+                f"kubectl cordon {node} && "
+                + " && ".join(f"kubectl delete pod -n {p.namespace} {p.name}" for p in moved[:4]),
+                f"Restarts {describe_pods(moved[:8])} elsewhere; frees {F.format_cpu(got_cpu)} CPU and "
+                f"{F.format_memory(got_mem)} memory on {node}, which has {best['free_gpus']} GPU(s) free.",
+                f"A pod of the job binds to {node}.",
+                f"kubectl uncordon {node}",
+                Ref("node", node),
+            )
+        )
+    fit_cpu = max((n["cpu_free"] or 0 for n in per_node), default=0) if cpu_per_pod else None
+    fit_mem = max((n["memory_free"] or 0 for n in per_node), default=0) if mem_per_pod else None
+    sizes = ", ".join(
+        x
+        for x in (
+            f"cpu ≤ {F.format_cpu(fit_cpu)}" if fit_cpu else "",
+            f"memory ≤ {F.format_memory(fit_mem)}" if fit_mem else "",
+        )
+        if x
+    )
+    if sizes and (not cpu_per_pod or fit_cpu) and (not mem_per_pod or fit_mem):
+        out.append(
+            ActionDraft(
+                f.code,
+                f"Or lower {job.label if job else 'the job'}'s per-pod CPU/memory requests ({sizes})",
+                f"# set resources.requests {sizes} in the job's pod template",
+                "Only this job changes; it runs with less CPU/memory per pod (data loaders, host buffers).",
+                "The job's pods bind to the nodes with free GPUs.",
+                "Resubmit with the previous requests.",
+                job,
+            )
+        )
+    return out
+
+
 BUILDERS = {
     C.GPU_XID_FAULT: _xid,
     C.GPU_ECC_ERRORS: _drain,
@@ -432,6 +641,9 @@ BUILDERS = {
     C.PROJECT_QUOTA_EXHAUSTED: _quota,
     C.GPU_CAPACITY_SHORTAGE: _capacity,
     C.GPU_FRAGMENTATION: _fragmentation,
+    C.CPU_MEMORY_SHORTAGE: _cpu_memory,
+    C.DEPARTMENT_QUOTA_EXHAUSTED: _department,
+    C.MIG_PROFILE_UNAVAILABLE: _mig,
     C.UNTOLERATED_TAINT: _taint,
     C.NODE_SELECTOR_MISMATCH: _selector,
     C.REQUEST_SIZE_CHANGED: _request,

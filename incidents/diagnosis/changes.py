@@ -186,7 +186,7 @@ def unusable_nodes(di: DiagnosisInput) -> set[str]:
         held = quota_at(di, job, req, 0)
         usable = (
             set()  # its quota holds it before any node is considered
-            if held is not None and held.blocks
+            if held is not None and held.holds
             else {
                 r.node
                 for r in F.node_fits(di, req)

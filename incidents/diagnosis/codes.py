@@ -18,6 +18,9 @@ PROJECT_QUOTA_EXHAUSTED = "project_quota_exhausted"
 QUEUE_PRIORITY = "queue_priority"
 REQUEST_SIZE_CHANGED = "request_size_changed"
 GPU_NODE_UNAVAILABLE = "gpu_node_unavailable"
+CPU_MEMORY_SHORTAGE = "cpu_memory_shortage"
+DEPARTMENT_QUOTA_EXHAUSTED = "department_quota_exhausted"
+MIG_PROFILE_UNAVAILABLE = "mig_profile_unavailable"
 
 #
 # GPU / node health
@@ -58,6 +61,9 @@ SCHEDULING_CODES: tuple[str, ...] = (
     QUEUE_PRIORITY,
     REQUEST_SIZE_CHANGED,
     GPU_NODE_UNAVAILABLE,
+    CPU_MEMORY_SHORTAGE,
+    DEPARTMENT_QUOTA_EXHAUSTED,
+    MIG_PROFILE_UNAVAILABLE,
 )
 HEALTH_CODES: tuple[str, ...] = (
     GPU_XID_FAULT,
@@ -78,7 +84,9 @@ ALL_CODES: tuple[str, ...] = (
 __all__ = [
     "ALL_CODES",
     "CONTEXT_CODES",
+    "CPU_MEMORY_SHORTAGE",
     "CRASHLOOP_CONFIG_ERROR",
+    "DEPARTMENT_QUOTA_EXHAUSTED",
     "DEVICE_PLUGIN_UNHEALTHY",
     "EFFICIENCY_CODES",
     "GPU_CAPACITY_SHORTAGE",
@@ -92,6 +100,7 @@ __all__ = [
     "HEALTH_CODES",
     "IDLE_GPU_ALLOCATION",
     "IMAGE_PULL_ERROR",
+    "MIG_PROFILE_UNAVAILABLE",
     "NODE_SELECTOR_MISMATCH",
     "NVLINK_ERRORS",
     "OOM_KILLED",

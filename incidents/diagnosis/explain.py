@@ -48,7 +48,9 @@ class JobExplanation:
     ruled_out: list[dict[str, Any]] = field(default_factory=list)
     # Every pod bound to a node while the job is not running: it waits on its containers, not on placement.
     placed: bool = False
-    containers: list[dict[str, Any]] = field(default_factory=list)  # pod, container, reason, exit code, restarts
+    containers: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # pod, container, reason, exit code, restarts
 
     @property
     def nodes_that_fit(self) -> list[str]:
@@ -180,7 +182,8 @@ def _verdict(ex: JobExplanation) -> list[str]:
         return [
             *lead,
             f"Not a placement problem: all {ex.request.bound_pods} pod(s) are scheduled on {where} at "
-            f"{hhmm(ex.t)}; " + (f"their containers wait: {words}." if words else "their containers have not started."),
+            f"{hhmm(ex.t)}; "
+            + (f"their containers wait: {words}." if words else "their containers have not started."),
         ]
     if not ex.pending:
         return [*lead, f"{ex.job} is {ex.phase or 'not pending'} at {hhmm(ex.t)}."]

@@ -10,6 +10,7 @@ its symptom: the blocker whose removal makes the job fit is the cause.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,12 @@ SELECTOR = "selector"
 DEVICE_PLUGIN = "device_plugin"  # allocatable < capacity while the node is Ready
 MISSING_GPU = "missing_gpu"  # capacity < the node's GPU count (a GPU fell off the bus)
 INSUFFICIENT = "insufficient_gpu"  # not enough free GPUs for one pod
+INSUFFICIENT_CPU = "insufficient_cpu"  # the node's unrequested CPU cannot take one pod
+INSUFFICIENT_MEMORY = "insufficient_memory"  # the node's unrequested memory cannot take one pod
+CPU_MEMORY = "cpu_memory"  # for ``placeable``'s ignore: count GPUs only
+INSUFFICIENT_MIG = "insufficient_mig"  # no free instance of the MIG profile the pod asks for
+MIG = "mig"  # for ``placeable``'s ignore: as if every node had the profile free
+MIG_PREFIX = "nvidia.com/mig-"
 STATIC_BLOCKERS = (NOT_READY, CORDONED, TAINT, SELECTOR)
 
 # Taints the node lifecycle controller derives from conditions: they say "unhealthy", not "reserved".
@@ -47,6 +54,11 @@ class Request:
     tolerations: list[dict[str, Any]] = field(default_factory=list)
     preemptible: bool = True
     bound_pods: int = 0
+    cpu_per_pod: float | None = None  # cores; None when the inventory does not record the request
+    memory_per_pod: int | None = None  # bytes; likewise
+    mig: dict[str, int] = field(default_factory=dict)  # MIG instances per pod: {"3g.40gb": 1}
+    share: float | None = None  # a KAI GPU share per pod: its fraction of one GPU (gpu-fraction)
+    share_memory_mib: int | None = None  # a gpu-memory share: the GPU memory it asks (MiB)
 
     @property
     def total(self) -> int:
@@ -70,10 +82,52 @@ class NodeFit:
     selector_mismatch: list[str] = field(default_factory=list)
     blockers: list[str] = field(default_factory=list)
     pods_fit: int = 0
+    gpu_pods_fit: int = 0  # pods the free GPUs alone would take
+    cpu_allocatable: float | None = None  # cores; None when the node does not report it
+    cpu_requested: float = (
+        0.0  # cores requested by the pods bound to the node (those whose requests are known)
+    )
+    memory_allocatable: int | None = None  # bytes
+    memory_requested: int = 0
+    cpu_pods: int | None = None  # how many pods of the job the free CPU takes; None: not counted
+    memory_pods: int | None = None
+    mig_layout: dict[str, int] = field(default_factory=dict)  # profile -> instances allocatable on the node
+    mig_used: dict[str, int] = field(default_factory=dict)  # profile -> instances requested by its bound pods
+    mig_config: str = ""  # nvidia.com/mig.config ("all-1g.10gb", "all-disabled", custom-…)
+    mig_pods: int | None = None  # pods of the job its free MIG instances take; None: the job asks no MIG
+    shared: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # shared GPUs: {gpu, index, free, free_mib, holders}
+    share_slots: int = 0  # shares of the job's size the node's shared GPUs and free whole GPUs take
+    shares_per_gpu: int = 0  # shares of the job's size one whole free GPU takes
 
     @property
     def free(self) -> int:
         return max(self.allocatable - self.allocated, 0)
+
+    @property
+    def cpu_free(self) -> float | None:
+        return None if self.cpu_allocatable is None else max(self.cpu_allocatable - self.cpu_requested, 0.0)
+
+    @property
+    def memory_free(self) -> int | None:
+        return (
+            None
+            if self.memory_allocatable is None
+            else max(self.memory_allocatable - self.memory_requested, 0)
+        )
+
+    def resource_pods(self, ignore: frozenset[str] | set[str] = frozenset()) -> int | None:
+        """Pods of the job the node's free CPU, memory and MIG instances take (None: none of them is counted)."""
+        known = (
+            [] if CPU_MEMORY in ignore else [n for n in (self.cpu_pods, self.memory_pods) if n is not None]
+        )
+        if self.mig_pods is not None and MIG not in ignore:
+            known.append(self.mig_pods)
+        return min(known) if known else None
+
+    def mig_free(self, profile: str) -> int:
+        return max(self.mig_layout.get(profile, 0) - self.mig_used.get(profile, 0), 0)
 
     @property
     def fits(self) -> bool:
@@ -104,6 +158,14 @@ class NodeFit:
             "selector_mismatch": self.selector_mismatch,
             "blockers": self.blockers,
             "pods_fit": self.pods_fit,
+            "gpu_pods_fit": self.gpu_pods_fit,
+            "cpu_allocatable": self.cpu_allocatable,
+            "cpu_free": self.cpu_free,
+            "memory_allocatable": self.memory_allocatable,
+            "memory_free": self.memory_free,
+            "mig_config": self.mig_config,
+            "mig_layout": self.mig_layout,
+            "mig_used": self.mig_used,
         }
 
 
@@ -126,6 +188,13 @@ def job_request(di: DiagnosisInput, job: EntityState) -> Request:
     preemptible = st.get("preemptible")
     if preemptible is None:
         preemptible = (st.get("priority_class") or "train") != "inference"
+    cpu, memory = pod_requests(st.get("requests_per_pod") or {})
+    if pods and cpu is None and memory is None:
+        cpu, memory = pod_requests(pods[0].state.get("requests") or {})
+    share = st.get("gpu_share") or (pods[0].state.get("gpu_share") if pods else None) or {}
+    mig = {str(k): int(v) for k, v in (st.get("mig") or {}).items() if int(v or 0) > 0}
+    if not mig and pods:
+        mig = {str(k): int(v) for k, v in (pods[0].state.get("mig") or {}).items() if int(v or 0) > 0}
     return Request(
         pods=max(pods_total - len(bound), 0),
         gpus_per_pod=int(per_pod or 0),
@@ -133,7 +202,61 @@ def job_request(di: DiagnosisInput, job: EntityState) -> Request:
         tolerations=tolerations,
         preemptible=bool(preemptible),
         bound_pods=len(bound),
+        cpu_per_pod=cpu,
+        memory_per_pod=memory,
+        mig=mig,
+        share=float(share["fraction"]) if share.get("fraction") is not None else None,
+        share_memory_mib=int(share["memory_mib"]) if share.get("memory_mib") is not None else None,
     )
+
+
+_SUFFIX = {
+    "Ki": 1024,
+    "Mi": 1024**2,
+    "Gi": 1024**3,
+    "Ti": 1024**4,
+    "Pi": 1024**5,
+    "Ei": 1024**6,
+    "k": 1000,
+    "K": 1000,
+    "M": 1000**2,
+    "G": 1000**3,
+    "T": 1000**4,
+    "P": 1000**5,
+    "E": 1000**6,
+    "m": 0.001,
+}
+_QUANTITY = re.compile(
+    r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*(Ki|Mi|Gi|Ti|Pi|Ei|k|K|M|G|T|P|E|m)?\s*$"
+)
+
+
+def quantity(value: Any) -> float | None:
+    """A Kubernetes resource quantity ("95", "500m", "1040Gi", 8) as a number; None when absent or unreadable."""
+    if value is None or isinstance(value, bool) or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    m = _QUANTITY.match(str(value))
+    if not m:
+        return None
+    return float(m.group(1)) * _SUFFIX.get(m.group(2) or "", 1)
+
+
+def pod_requests(res: dict[str, Any]) -> tuple[float | None, int | None]:
+    """(cores, bytes) of one pod's CPU and memory requests; None for what is not recorded."""
+    cpu = quantity(res.get("cpu"))
+    mem = quantity(res.get("memory"))
+    return cpu, None if mem is None else int(mem)
+
+
+def format_cpu(cores: float) -> str:
+    return f"{cores:g} cores" if cores >= 1 or cores == 0 else f"{round(cores * 1000)}m CPU"
+
+
+def format_memory(n: float) -> str:
+    gib = n / 1024**3
+    return f"{gib:.0f} GiB" if gib >= 10 else f"{gib:.1f} GiB"
 
 
 def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
@@ -161,15 +284,88 @@ def node_nominal_gpus(node: EntityState, history: list[EntityState] | None = Non
         nominal = int(labels.get("nvidia.com/gpu.count") or 0)
     except (TypeError, ValueError):
         nominal = 0
+    if mig_enabled(st):
+        # Partitioned: the GPUs are advertised as MIG instances, not missing (mixed strategy: nvidia.com/gpu 0).
+        return gpus_of(st.get("capacity") or {})
     best = max(nominal, gpus_of(st.get("capacity") or {}))
     for v in history or []:
         best = max(best, gpus_of(v.state.get("capacity") or {}))
     return best
 
 
+def mig_enabled(st: dict[str, Any]) -> bool:
+    """Whether the node's GPUs are partitioned into MIG instances (GPU Operator labels, or MIG resources)."""
+    mig = st.get("mig") or {}
+    if mig and (mig.get("config") or "") not in ("", "all-disabled"):
+        return True
+    return any(
+        str(k).startswith(MIG_PREFIX) and int(v or 0) > 0 for k, v in (st.get("capacity") or {}).items()
+    )
+
+
+def mig_layout(st: dict[str, Any]) -> dict[str, int]:
+    """profile -> instances the node advertises as allocatable."""
+    res = st.get("allocatable") if "allocatable" in st else st.get("capacity")
+    return {
+        str(k)[len(MIG_PREFIX) :]: int(v or 0)
+        for k, v in (res or {}).items()
+        if str(k).startswith(MIG_PREFIX)
+    }
+
+
+def mig_used_on(di: DiagnosisInput, node: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in di.pods_on_node(node):
+        for prof, n in (p.get("mig") or {}).items():
+            out[prof] = out.get(prof, 0) + int(n or 0)
+    return out
+
+
+def shared_gpus(di: DiagnosisInput, node: str, gpu_memory_mib: int | None) -> list[dict[str, Any]]:
+    """The node's GPUs KAI shares at t: what is left of each (fraction, MiB) and the share pods holding it."""
+    out = []
+    for g in di.gpus_of_node(node):
+        shares = g.get("shares") or []
+        if not shares and not g.get("reservation"):
+            continue
+        used = sum(float(x.get("fraction") or 0) for x in shares)
+        used_mib = sum(int(x.get("memory_mib") or 0) for x in shares)
+        out.append(
+            {
+                "gpu": g.name,
+                "index": g.get("index"),
+                "free": round(max(1.0 - used, 0.0), 4),
+                "free_mib": None if not gpu_memory_mib else max(gpu_memory_mib - used_mib, 0),
+                "holders": [{"pod": x.get("pod"), "fraction": x.get("fraction")} for x in shares],
+            }
+        )
+    return sorted(out, key=lambda x: (x["index"] is None, x["index"]))
+
+
+def _share_fits(req: Request, free: float, free_mib: int | None, gpu_mib: int | None) -> int:
+    """How many of the job's shares fit in what is left of one GPU."""
+    if req.share:
+        return int(free / req.share + 1e-9)
+    if req.share_memory_mib:
+        if free_mib is None:
+            return 0
+        return int(free_mib // req.share_memory_mib)
+    return 0
+
+
 def allocated_on(di: DiagnosisInput, node: str) -> int:
     """GPUs requested by the pods bound to the node and not finished."""
     return sum(int(p.get("gpus") or 0) for p in di.pods_on_node(node))
+
+
+def requested_on(di: DiagnosisInput, node: str) -> tuple[float, int]:
+    """(cores, bytes) requested by the pods bound to the node and not finished, as their states record them."""
+    cores, mem = 0.0, 0
+    for p in di.pods_on_node(node):
+        c, m = pod_requests(p.get("requests") or {})
+        cores += c or 0.0
+        mem += m or 0
+    return cores, mem
 
 
 def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
@@ -190,6 +386,23 @@ def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
         allocatable=allocatable,
         allocated=allocated_on(di, node.name),
     )
+    alloc_res = st.get("allocatable") or {}
+    row.cpu_allocatable = quantity(alloc_res.get("cpu"))
+    mem = quantity(alloc_res.get("memory"))
+    row.memory_allocatable = None if mem is None else int(mem)
+    if (row.cpu_allocatable is not None and req.cpu_per_pod) or (
+        row.memory_allocatable is not None and req.memory_per_pod
+    ):
+        row.cpu_requested, row.memory_requested = requested_on(di, node.name)
+    if row.cpu_allocatable is not None and req.cpu_per_pod:
+        row.cpu_pods = int((row.cpu_free or 0.0) // req.cpu_per_pod + 1e-9)
+    if row.memory_allocatable is not None and req.memory_per_pod:
+        row.memory_pods = int((row.memory_free or 0) // req.memory_per_pod)
+    row.mig_config = (st.get("mig") or {}).get("config") or labels.get("nvidia.com/mig.config") or ""
+    row.mig_layout = mig_layout(st)
+    if req.mig:
+        row.mig_used = mig_used_on(di, node.name)
+        row.mig_pods = min(row.mig_free(p) // n for p, n in req.mig.items())
     blockers: list[str] = []
     if not ready:
         blockers.append(NOT_READY)
@@ -219,17 +432,40 @@ def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
         blockers.append(DEVICE_PLUGIN)
     if row.nominal > capacity:
         blockers.append(MISSING_GPU)
-    row.pods_fit = _pods_fit(row.free, req.gpus_per_pod, req.pods)
-    if row.pods_fit == 0 and req.pods:
+    if req.share or req.share_memory_mib:
+        gpu_mib = st.get("gpu_memory_mib") or _int_label(labels.get("nvidia.com/gpu.memory"))
+        row.shared = shared_gpus(di, node.name, gpu_mib)
+        per_whole = row.shares_per_gpu = _share_fits(req, 1.0, gpu_mib, gpu_mib)
+        row.share_slots = sum(_share_fits(req, x["free"], x["free_mib"], gpu_mib) for x in row.shared)
+        row.share_slots += row.free * per_whole
+        row.gpu_pods_fit = min(row.share_slots, req.pods)
+    else:
+        row.gpu_pods_fit = _pods_fit(row.free, req.gpus_per_pod, req.pods)
+    res = row.resource_pods()
+    row.pods_fit = row.gpu_pods_fit if res is None else min(row.gpu_pods_fit, res)
+    if row.gpu_pods_fit == 0 and req.pods:
         blockers.append(INSUFFICIENT)
+    if req.pods and row.cpu_pods == 0:
+        blockers.append(INSUFFICIENT_CPU)
+    if req.pods and row.memory_pods == 0:
+        blockers.append(INSUFFICIENT_MEMORY)
+    if req.pods and row.mig_pods == 0:
+        blockers.append(INSUFFICIENT_MIG)
     # A node with no GPU-side blocker that still cannot host one pod is only "insufficient";
     # device plugin / missing GPU blockers only matter when they take GPUs the pod needs.
-    if DEVICE_PLUGIN in blockers and row.pods_fit > 0:
+    if DEVICE_PLUGIN in blockers and row.gpu_pods_fit > 0:
         blockers.remove(DEVICE_PLUGIN)
-    if MISSING_GPU in blockers and row.pods_fit > 0:
+    if MISSING_GPU in blockers and row.gpu_pods_fit > 0:
         blockers.remove(MISSING_GPU)
     row.blockers = blockers
     return row
+
+
+def _int_label(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _pods_fit(free: int, per_pod: int, want: int) -> int:
@@ -259,7 +495,14 @@ def placeable(rows: list[NodeFit], req: Request, ignore: frozenset[str] | set[st
         if static:
             continue
         free = row.free_if(set(ignore))
-        placed += _pods_fit(free, req.gpus_per_pod, req.pods - placed)
+        if req.share or req.share_memory_mib:
+            here = min(row.share_slots + (free - row.free) * row.shares_per_gpu, req.pods - placed)
+        else:
+            here = _pods_fit(free, req.gpus_per_pod, req.pods - placed)
+        res = row.resource_pods(ignore)
+        if res is not None:
+            here = min(here, res)
+        placed += here
         if placed >= req.pods:
             break
     return placed

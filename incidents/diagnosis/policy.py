@@ -49,10 +49,28 @@ def quota_findings(
     base: list[Cite],
     said_cite: Cite | None,
     since: Any,
+    dept_said_cite: Cite | None = None,
 ) -> list[Finding]:
     q = quota_at(di, job, req, tot.eligible_free)
     if q is None:
         return []
+    if q.department is not None and q.department.blocks and not q.blocks and said_cite is not None:
+        # Kueue's "insufficient unused quota" names no cohort: with the project within its quota and the
+        # department at its limit, the scheduler's quota words are about the department.
+        dept_said_cite, said_cite = dept_said_cite or said_cite, None
+    dept = department_findings(di, job, req, q, base, dept_said_cite, since)
+    return [*_project_quota_findings(di, job, req, q, base, said_cite, since), *dept]
+
+
+def _project_quota_findings(
+    di: DiagnosisInput,
+    job: EntityState,
+    req: F.Request,
+    q: QuotaAt,
+    base: list[Cite],
+    said_cite: Cite | None,
+    since: Any,
+) -> list[Finding]:
     fact = quota_fact(di, q)
     cites: list[Cite] = [base[0], fact, cite_state(q.policy, di.t)] if q.policy else [base[0], fact]
     cut = _last_cut(q)
@@ -126,16 +144,152 @@ def quota_findings(
                 ],
             )
         ]
+    dept_words = ""
+    if q.department is not None and q.department.blocks:
+        dept_words = f"; its department {q.department.name} is what is at its limit"
     return [
         Finding(
             C.PROJECT_QUOTA_EXHAUSTED,
-            f"Quota is not what holds {ref.label}: {head}, and its {q.requested} more GPUs are {q.reason}.",
+            f"Quota is not what holds {ref.label}: {head}, and its {q.requested} more GPUs are {q.reason}"
+            f"{dept_words}.",
             REFUTED,
             0.85,
             refutes=cites,
             subject=ref,
             sources=("k8s", di.scheduler),
             why=f"{q.after} ≤ quota {q.quota}" if q.within_quota else f"over-quota is possible ({q.reason})",
+        )
+    ]
+
+
+def _n(x: float | None) -> str:
+    return "∞" if x is None else f"{x:g}"
+
+
+def department_findings(
+    di: DiagnosisInput,
+    job: EntityState,
+    req: F.Request,
+    q: QuotaAt,
+    base: list[Cite],
+    said_cite: Cite | None,
+    since: Any,
+) -> list[Finding]:
+    """The project is within its own quota, but its department (KAI parent queue, Kueue cohort) is at its limit."""
+    d = q.department
+    if d is None:
+        return []
+    ref = job.ref
+    fact = Derived(
+        kind="department_usage",
+        locator=f"inventory department {d.name} quota and its projects' GPU use as of {iso(di.t)}",
+        content=d.to_dict(),
+        summary=f"department {d.name}: {_n(d.allocated)} of quota {_n(d.quota)}, limit {_n(d.limit)} GPUs in use",
+        observed_at=di.t,
+        entity=Ref("department", d.name),
+    )
+    cites: list[Cite] = [base[0], fact]
+    if d.state is not None:
+        cites.append(cite_state(d.state, di.t))
+    siblings = sorted(
+        ((p, u) for p, u in d.projects.items() if p != q.project), key=lambda pu: (-pu[1], pu[0])
+    )
+    sib_words = ", ".join(
+        f"{p} {u:g} GPU(s)"
+        + (f" (quota {_n(d.project_quotas.get(p))})" if d.project_quotas.get(p) is not None else "")
+        for p, u in siblings
+    )
+    mine = d.projects.get(q.project, q.allocated)
+    head = (
+        f"department {d.name} uses {_n(d.allocated)} of its {_n(d.quota)} GPUs of quota, limit {_n(d.limit)}: "
+        f"{q.project} {mine:g}" + (f", {sib_words}" if sib_words else "")
+    )
+    cut = d.changes[-1] if d.changes else None
+    if not d.blocks:
+        return [
+            Finding(
+                C.DEPARTMENT_QUOTA_EXHAUSTED,
+                f"Department {d.name} is not what holds {ref.label}: {head}; {_n(d.requested)} more stay within "
+                f"{'its limit' if d.limit is not None else 'it (no limit)'}.",
+                REFUTED,
+                0.8,
+                refutes=cites,
+                subject=ref,
+                sources=("k8s", di.scheduler),
+                why=f"{_n(d.after)} ≤ the department's limit {_n(d.limit)}",
+            )
+        ]
+    if d.over_limit:
+        what = f"{_n(d.after)} would exceed the department's limit of {_n(d.limit)}"
+    else:
+        what = f"{ref.label} is non-preemptible and {_n(d.after)} would exceed the department's quota of {_n(d.quota)}"
+    within = q.within_quota or (not q.blocks)
+    conf = 0.9 if within else 0.5
+    if said_cite is not None:
+        cites.append(said_cite)
+        conf = min(conf + 0.05, 0.95)
+    if cut is not None:
+        cites.append(cite_change(cut))
+    cut_words = ""
+    if cut is not None:
+        cut_words = (
+            f" (since {hhmm(cut.time)}, when {cut.actor or 'someone'} changed it from {cut.old} to {cut.new})"
+        )
+    if q.within_quota:
+        own = f"project {q.project} is within its own quota ({q.allocated} of {q.quota if q.quota is not None else '∞'})"
+    elif within:
+        own = (
+            f"project {q.project} may borrow past its own quota of {q.quota} (it holds {q.allocated}, "
+            f"limit {q.limit if q.limit is not None else 'none'})"
+        )
+    else:
+        own = f"project {q.project} is over its own quota as well"
+    borrowing = [
+        {"project": p, "allocated": u, "quota": d.project_quotas.get(p)}
+        for p, u in siblings
+        if d.project_quotas.get(p) is not None and u > (d.project_quotas.get(p) or 0) + 1e-9
+    ]
+    return [
+        Finding(
+            C.DEPARTMENT_QUOTA_EXHAUSTED,
+            f"{own}, but {head}{cut_words}; {ref.label} needs {_n(d.requested)} more and {what}.",
+            SUPPORTED,
+            conf,
+            supports=cites,
+            subject=ref,
+            sources=("k8s", di.scheduler),
+            since=cut.time if cut else since,
+            explains=(
+                C.PROJECT_QUOTA_EXHAUSTED,
+                C.GPU_CAPACITY_SHORTAGE,
+                C.GPU_FRAGMENTATION,
+                C.QUEUE_PRIORITY,
+            )
+            if within
+            else (),
+            facts={
+                "job": ref,
+                "department": d.name,
+                "scheduler": d.scheduler,
+                "quota": d.quota,
+                "limit": d.limit,
+                "allocated": d.allocated,
+                "requested": d.requested,
+                "project": q.project,
+                "projects": dict(d.projects),
+                "project_quotas": dict(d.project_quotas),
+                "borrowing": borrowing,
+            },
+            next_questions=[
+                f"Should department {d.name}'s limit be raised, or its projects' use rebalanced?",
+                *(
+                    [
+                        f"Can {', '.join(b['project'] for b in borrowing)} give back what they use over their quota?"
+                    ]
+                    if borrowing
+                    else []
+                ),
+            ],
         )
     ]
 
@@ -333,7 +487,7 @@ def request_findings(
     )
     old_fits = F.fits(rows, old_req)
     q_old = quota_at(di, job, old_req, F.totals(rows).eligible_free)
-    old_ok = old_fits and (q_old is None or not q_old.blocks)
+    old_ok = old_fits and (q_old is None or not q_old.holds)
     who = f" by {cur['actor']}" if cur["actor"] else ""
     cites: list[Cite] = [cite_state(job, di.t)]
     for c in di.changes:

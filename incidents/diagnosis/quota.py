@@ -31,6 +31,12 @@ class QuotaAt:
     free_for_borrowing: int  # unused GPUs over-quota could use
     policy: EntityState | None = None  # the queue (or project) state it was read from
     changes: list[ChangeRec] = field(default_factory=list)  # quota/limit changes before t, oldest first
+    department: DepartmentAt | None = None  # the department above the project, when it has one
+
+    @property
+    def holds(self) -> bool:
+        """The project's own quota or its department's keeps the job from running, whatever the free capacity."""
+        return self.blocks or (self.department is not None and self.department.blocks)
 
     @property
     def after(self) -> int:
@@ -89,6 +95,129 @@ class QuotaAt:
             "blocks": self.blocks,
             "reason": self.reason,
         }
+
+
+@dataclass
+class DepartmentAt:
+    """The department above a job's project at t (KAI parent Queue, Kueue Cohort): its quota, limit and use.
+
+    ``allocated`` counts what the scheduler charges: the GPU units (fractions, MIG "<n>g") of the bound pods of
+    every project of the department, computed from the pods at t; ``siblings`` has each project's share of it.
+    """
+
+    name: str
+    scheduler: str
+    quota: float | None
+    limit: float | None
+    allocated: float
+    requested: float
+    preemptible: bool
+    projects: dict[str, float]  # project -> GPU units held at t
+    project_quotas: dict[str, float | None]
+    state: EntityState | None = None
+    changes: list[ChangeRec] = field(default_factory=list)
+
+    @property
+    def after(self) -> float:
+        return round(self.allocated + self.requested, 4)
+
+    @property
+    def over_limit(self) -> bool:
+        return self.limit is not None and self.after > self.limit + 1e-9
+
+    @property
+    def over_quota(self) -> bool:
+        return self.quota is not None and self.after > self.quota + 1e-9
+
+    @property
+    def blocks(self) -> bool:
+        """KAI checks each queue up the hierarchy: the department's limit, and its quota for non-preemptible work;
+        Kueue admits within the cohort's nominal quota plus its borrowing limit."""
+        return self.over_limit or (not self.preemptible and self.over_quota and self.scheduler == "kai")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "department": self.name,
+            "quota": self.quota,
+            "limit": self.limit,
+            "allocated": self.allocated,
+            "requested": self.requested,
+            "after": self.after,
+            "projects": dict(self.projects),
+            "project_quotas": dict(self.project_quotas),
+            "blocks": self.blocks,
+        }
+
+
+def _num(value: Any) -> float | None:
+    try:
+        n = float(value)
+    except (TypeError, ValueError):
+        return None
+    return n if n >= 0 else None
+
+
+def units_held(di: DiagnosisInput, project: str, queue: str = "") -> float:
+    """GPU units (fractions and MIG counted as the scheduler charges them) held at t by the project's bound pods."""
+    total = 0.0
+    for p in di.pods:
+        if not p.get("node") or p.get("phase") not in ACTIVE_POD_PHASES:
+            continue
+        if (project and p.get("project") == project) or (queue and p.get("queue") == queue):
+            units = p.get("gpu_units")
+            total += float(units) if units is not None else float(p.get("gpus") or 0)
+    return round(total, 4)
+
+
+def department_at(
+    di: DiagnosisInput, job: EntityState, req: Request, policy: EntityState | None
+) -> DepartmentAt | None:
+    """The job's department at t, from the department its queue/project names (or the one listing them)."""
+    project = job.get("project") or ""
+    queue = job.get("queue") or ""
+    name = (policy.get("department") if policy is not None else None) or ""
+    if not name:
+        proj = di.find("project", project) if project else None
+        name = (proj.get("department") if proj is not None else None) or ""
+    dept = di.find("department", name) if name else None
+    if dept is None:
+        for d in di.departments:
+            if project in (d.get("projects") or []) or queue in (d.get("queues") or []):
+                dept = d
+                break
+    if dept is None:
+        return None
+    members = list(dict.fromkeys([*(dept.get("projects") or []), *(dept.get("queues") or [])]))
+    projects: dict[str, float] = {}
+    quotas: dict[str, float | None] = {}
+    for m in dict.fromkeys(dept.get("projects") or members):
+        q = di.find("queue", m) or di.find("project", m)
+        projects[m] = units_held(di, m, m)
+        quotas[m] = _num(q.get("quota_gpus")) if q is not None else None
+    units = job.get("gpu_units")
+    requested = float(units) if units is not None and req.bound_pods == 0 else float(req.total)
+    changes = [
+        c
+        for c in di.changes
+        if c.entity is not None
+        and c.entity.kind == "department"
+        and c.entity.name == dept.name
+        and _field_leaf(c.field) in QUOTA_FIELDS + ("quota", "limit")
+        and c.time <= di.t
+    ]
+    return DepartmentAt(
+        name=dept.name,
+        scheduler=dept.get("scheduler") or di.scheduler,
+        quota=_num(dept.get("quota_gpus")),
+        limit=_num(dept.get("limit_gpus")),
+        allocated=round(sum(projects.values()), 4),
+        requested=round(requested, 4),
+        preemptible=req.preemptible,
+        projects=projects,
+        project_quotas=quotas,
+        state=dept,
+        changes=sorted(changes, key=lambda c: c.time),
+    )
 
 
 def policy_of(di: DiagnosisInput, job: EntityState) -> EntityState | None:
@@ -160,6 +289,7 @@ def quota_at(di: DiagnosisInput, job: EntityState, req: Request, free_for_borrow
         free_for_borrowing=free_for_borrowing,
         policy=policy,
         changes=sorted(changes, key=lambda c: c.time),
+        department=department_at(di, job, req, policy),
     )
 
 

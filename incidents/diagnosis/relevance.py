@@ -136,7 +136,7 @@ def _candidates(di: DiagnosisInput, hood: Neighbourhood, job: EntityState) -> No
     if req.pods == 0:
         return
     held = quota_at(di, job, req, 0)
-    if held is not None and held.blocks:
+    if held is not None and held.holds:
         return  # its quota holds it before any node is considered: no node's fault is why it waits
     per_pod = max(req.gpus_per_pod, 1)
     for row in F.node_fits(di, req):
@@ -148,6 +148,8 @@ def _candidates(di: DiagnosisInput, hood: Neighbourhood, job: EntityState) -> No
             room = max(room, max(row.nominal, row.capacity) - row.allocated)
         if room < per_pod:
             continue  # full of other work: its faults cost this job nothing now
+        if row.resource_pods() == 0:
+            continue  # its CPU or memory is taken: without its fault it still could not take a pod
         lost = [b for b in row.blockers if b in faults]
         if lost or row.nominal > row.allocatable:
             hood.capacity[row.node] = ", ".join(lost) or "fewer GPUs allocatable than installed"

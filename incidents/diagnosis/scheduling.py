@@ -110,8 +110,13 @@ def _said_codes(parsed: Any) -> set[str]:
     if cause in ("quota_exhausted", "exceeds_max_capacity"):
         out.add(C.PROJECT_QUOTA_EXHAUSTED)
     if cause in ("insufficient_capacity",):
-        out.add(C.GPU_CAPACITY_SHORTAGE)
+        texts = " ".join(r.text or "" for r in getattr(parsed, "reasons", []) or [])
+        # KAI's "didn't have enough of mig profile: nvidia.com/mig-<p>" is about the layout, not GPU capacity.
+        out.add(C.MIG_PROFILE_UNAVAILABLE if F.MIG_PREFIX in texts else C.GPU_CAPACITY_SHORTAGE)
     for r in getattr(parsed, "reasons", []) or []:
+        if r.code == "insufficient_gpu" and str(r.resource or "").startswith(F.MIG_PREFIX):
+            out.add(C.MIG_PROFILE_UNAVAILABLE)  # "didn't have enough of mig profile: nvidia.com/mig-3g.40gb"
+            continue
         code = _REASON_HYPOTHESIS.get(r.code)
         if code:
             out.add(code)
@@ -134,6 +139,8 @@ _REASON_HYPOTHESIS = {
     "node_not_ready": C.GPU_NODE_UNAVAILABLE,
     "max_node_group_size": C.GPU_CAPACITY_SHORTAGE,
     "max_cluster_resources": C.GPU_CAPACITY_SHORTAGE,
+    "insufficient_cpu": C.CPU_MEMORY_SHORTAGE,
+    "insufficient_memory": C.CPU_MEMORY_SHORTAGE,
 }
 
 
@@ -151,6 +158,11 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
     fit_cite = fit_table_fact(di, job, req, rows, tot)
     parsed, said_cite = scheduler_said(di, job)
     said = _said_codes(parsed)
+    named = getattr(parsed, "queue", None)
+    if named and C.PROJECT_QUOTA_EXHAUSTED in said and any(d.name == named for d in di.departments):
+        said = (said - {C.PROJECT_QUOTA_EXHAUSTED}) | {
+            C.DEPARTMENT_QUOTA_EXHAUSTED
+        }  # the message names the department
     since = first_pending_since(di, job)
     ref = job.ref
     base = [job_cite, fit_cite]
@@ -171,7 +183,7 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
     causes: list[str] = []
     alone_causes: list[str] = []
     held = quota_at(di, job, req, tot.eligible_free)
-    quota_holds = held is not None and held.blocks  # no node is considered while the quota refuses the job
+    quota_holds = held is not None and held.holds  # no node is considered while the quota refuses the job
     for code, blockers in groups:
         hit = [r for r in rows if set(r.blockers) & blockers]
         if code == C.DEVICE_PLUGIN_UNHEALTHY:
@@ -251,6 +263,26 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
             )
         )
 
+    if not quota_holds and not fits_now and req.mig:
+        mig = mig_finding(di, ref, req, rows, base, said_support(C.MIG_PROFILE_UNAVAILABLE), since)
+        if mig is not None:
+            out.append(mig)
+            causes.append(mig.code)
+            if mig.explains:
+                alone_causes.append(mig.code)
+    if not quota_holds and not fits_now:
+        cpu_mem = cpu_memory_finding(di, ref, req, rows, base, said_support(C.CPU_MEMORY_SHORTAGE), since)
+        if cpu_mem is not None:
+            out.append(cpu_mem)
+            causes.append(cpu_mem.code)
+            if cpu_mem.explains:
+                alone_causes.append(cpu_mem.code)
+    elif not quota_holds and fits_now and said_cite is not None and C.CPU_MEMORY_SHORTAGE in said:
+        unrecorded = cpu_memory_unrecorded(di, ref, req, rows, base, said_cite, since)
+        if unrecorded is not None:
+            out.append(unrecorded)
+            return [*out, *quota_findings(di, job, req, tot, base, None, since)]
+
     # Capacity vs fragmentation, on the nodes the job may use.
     free_needed = req.total
     if alone_causes and not fits_now:
@@ -285,6 +317,8 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
                 why=f"the pods fit on {len(where)} node(s) at {hhmm(di.t)}",
             )
         )
+    elif req.share or req.share_memory_mib:
+        out.extend(share_capacity_findings(di, ref, req, rows, base, said_support, since, causes))
     elif tot.eligible_free >= free_needed and req.pods > 0:
         out.append(
             Finding(
@@ -355,12 +389,15 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
                 )
             )
 
+    dept_said = said_cite if C.DEPARTMENT_QUOTA_EXHAUSTED in said else None
     quota = quota_findings(
-        di, job, req, tot, base, said_cite if C.PROJECT_QUOTA_EXHAUSTED in said else None, since
+        di, job, req, tot, base, said_cite if C.PROJECT_QUOTA_EXHAUSTED in said else None, since, dept_said
     )
     out.extend(quota)
     queue = queue_findings(di, job, req, rows, tot, base, fits_now, since)
-    if any(f.code == C.PROJECT_QUOTA_EXHAUSTED and f.supported for f in quota):
+    if any(
+        f.code in (C.PROJECT_QUOTA_EXHAUSTED, C.DEPARTMENT_QUOTA_EXHAUSTED) and f.supported for f in quota
+    ):
         queue = [_moot_order(f) for f in queue]
         out = [_moot_capacity(f) for f in out]
     out.extend(queue)
@@ -537,3 +574,353 @@ def _questions(code: str, hit: list[F.NodeFit]) -> list[str]:
         C.GPU_MISSING: [f"Did {node} log an Xid 79 (GPU fell off the bus) before the GPU vanished?"],
         C.GPU_NODE_UNAVAILABLE: [f"Why is {node} NotReady or cordoned, and when will it be back?"],
     }.get(code, [])
+
+
+#
+# CPU and memory
+#
+def _missing(r: F.NodeFit, req: F.Request) -> list[str]:
+    """What one more pod of the job lacks on the node: "6 cores (2 of 95 free)", "40 GiB memory (…)"."""
+    out = []
+    if r.cpu_pods == 0 and req.cpu_per_pod and r.cpu_free is not None:
+        out.append(
+            f"{F.format_cpu(req.cpu_per_pod - r.cpu_free)} CPU short "
+            f"({F.format_cpu(r.cpu_free)} of {F.format_cpu(r.cpu_allocatable or 0)} unrequested)"
+        )
+    if r.memory_pods == 0 and req.memory_per_pod and r.memory_free is not None:
+        out.append(
+            f"{F.format_memory(req.memory_per_pod - r.memory_free)} memory short "
+            f"({F.format_memory(r.memory_free)} of {F.format_memory(r.memory_allocatable or 0)} unrequested)"
+        )
+    return out
+
+
+def cpu_memory_finding(
+    di: DiagnosisInput,
+    ref: Any,
+    req: F.Request,
+    rows: list[F.NodeFit],
+    base: list[Cite],
+    said: list[Cite],
+    since: Any,
+) -> Finding | None:
+    """GPUs free only on nodes whose remaining CPU or memory cannot take the job's pods.
+
+    The cause when counting GPUs alone would place every pod (``explains`` the capacity/fragmentation
+    symptom); contributing when such nodes hold free GPUs the job could use but other GPUs are short too.
+    """
+    usable = [r for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
+    short = [
+        r
+        for r in usable
+        if r.gpu_pods_fit > 0 and (F.INSUFFICIENT_CPU in r.blockers or F.INSUFFICIENT_MEMORY in r.blockers)
+    ]
+    if not short:
+        return None
+    alone = F.fits(rows, req, {F.CPU_MEMORY})
+    gained = F.placeable(rows, req, {F.CPU_MEMORY}) - F.placeable(rows, req)
+    if not alone and gained <= 0:
+        return None
+    per_node = [
+        {
+            "node": r.node,
+            "free_gpus": r.free,
+            "cpu_free": r.cpu_free,
+            "memory_free": r.memory_free,
+            "missing": _missing(r, req),
+        }
+        for r in short
+    ]
+    words = "; ".join(
+        f"{n['node']}: {n['free_gpus']} GPU(s) free, {', '.join(n['missing'])}" for n in per_node[:5]
+    )
+    more = f" and {len(per_node) - 5} more node(s)" if len(per_node) > 5 else ""
+    asks = ", ".join(
+        x
+        for x in (
+            F.format_cpu(req.cpu_per_pod) + " CPU" if req.cpu_per_pod else "",
+            F.format_memory(req.memory_per_pod) + " memory" if req.memory_per_pod else "",
+        )
+        if x
+    )
+    need = f"{req.pods} pod(s) × {req.gpus_per_pod} GPU, {asks} each"
+    if alone:
+        statement = (
+            f"{ref.label} ({need}) would fit on GPUs alone, but the nodes with free GPUs cannot take its pods' CPU "
+            f"or memory: {words}{more}."
+        )
+        conf = 0.85
+    else:
+        statement = (
+            f"CPU or memory keeps {ref.label} ({need}) off {gained} pod slot(s) with free GPUs: {words}{more}; "
+            "the GPUs are short as well."
+        )
+        conf = 0.5
+    return Finding(
+        C.CPU_MEMORY_SHORTAGE,
+        statement,
+        SUPPORTED,
+        conf,
+        supports=[*base, *said],
+        subject=ref,
+        sources=("k8s",),
+        since=since,
+        explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION) if alone else (),
+        facts={
+            "job": ref,
+            "nodes": [r.node for r in short],
+            "per_node": per_node,
+            "cpu_per_pod": req.cpu_per_pod,
+            "memory_per_pod": req.memory_per_pod,
+            "pods": req.pods,
+        },
+        next_questions=[
+            f"Which pods hold the CPU and memory on {short[0].node}, and do they need that much?",
+            "Does the job really need the CPU and memory it requests per pod?",
+        ],
+    )
+
+
+def cpu_memory_unrecorded(
+    di: DiagnosisInput,
+    ref: Any,
+    req: F.Request,
+    rows: list[F.NodeFit],
+    base: list[Cite],
+    said_cite: Cite,
+    since: Any,
+) -> Finding | None:
+    """The scheduler reports CPU/memory short while GPUs are free, and the inventory lacks the pods' requests.
+
+    Then the per-node fit cannot count CPU or memory; the scheduler's message is the evidence, and the
+    statement says that the missing amount is not known.
+    """
+    if req.cpu_per_pod is not None or req.memory_per_pod is not None:
+        return None  # the requests are known and the fit says the pods fit: the message is stale
+    free = [r for r in rows if r.fits]
+    if not free:
+        return None
+    names = ", ".join(f"{r.node} ({r.free} GPU(s) free)" for r in free[:5])
+    return Finding(
+        C.CPU_MEMORY_SHORTAGE,
+        f"The scheduler reports not enough CPU or memory for {ref.label}, while GPUs for it are free on {names}; "
+        "the pods' CPU/memory requests are not in the inventory, so what is missing per node cannot be computed.",
+        SUPPORTED,
+        0.6,
+        supports=[*base, said_cite],
+        subject=ref,
+        sources=("k8s",),
+        since=since,
+        explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION),
+        facts={"job": ref, "nodes": [r.node for r in free], "per_node": [], "pods": req.pods},
+        next_questions=[f"What CPU and memory do the pods on {free[0].node} request?"],
+    )
+
+
+#
+# MIG
+#
+def mig_finding(
+    di: DiagnosisInput,
+    ref: Any,
+    req: F.Request,
+    rows: list[F.NodeFit],
+    base: list[Cite],
+    said: list[Cite],
+    since: Any,
+) -> Finding | None:
+    """No usable node advertises the MIG profile the job asks for, or every instance of it is in use.
+
+    Names each node's layout and who holds the instances, and the MIG-capable nodes a repartition could give the
+    profile, with the pods that repartitioning would evict (mig-manager evicts every pod using the node's GPUs).
+    """
+    usable = [r for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
+    if F.placeable(rows, req, {F.MIG}) <= F.placeable(rows, req):
+        return None  # MIG is not what is short (CPU, memory or node faults are)
+    alone = F.fits(rows, req, {F.MIG})
+    wanted = ", ".join(f"{n} × {p}" for p, n in sorted(req.mig.items()))
+    layouts = []
+    holders: dict[str, list[str]] = {}
+    for r in usable:
+        if not r.mig_layout and not r.mig_config:
+            continue
+        layout = ", ".join(f"{n} × {p}" for p, n in sorted(r.mig_layout.items()) if n) or "no instances"
+        layouts.append(
+            {"node": r.node, "config": r.mig_config, "layout": dict(r.mig_layout), "used": dict(r.mig_used)}
+        )
+        for prof in req.mig:
+            if r.mig_layout.get(prof):
+                pods = [p for p in di.pods_on_node(r.node) if (p.get("mig") or {}).get(prof)]
+                holders.setdefault(prof, []).extend(f"{p.ref.label} on {r.node}" for p in pods)
+        layouts[-1]["words"] = f"{r.node} ({r.mig_config or 'no mig.config'}: {layout})"
+    advertised = {p: sum(r.mig_layout.get(p, 0) for r in usable) for p in req.mig}
+    missing = [p for p, n in advertised.items() if n == 0]
+    capable = [r for r in usable if _labels(di, r.node).get("nvidia.com/mig.capable") == "true"]
+    candidates = []
+    for r in capable:
+        evicted = [p for p in di.pods_on_node(r.node) if p.get("mig") or int(p.get("gpus") or 0) > 0]
+        candidates.append({"node": r.node, "config": r.mig_config, "evicts": [p.ref for p in evicted]})
+    candidates.sort(key=lambda c: (len(c["evicts"]), c["node"]))
+    where = "; ".join(x["words"] for x in layouts[:5]) or "no usable node has MIG enabled"
+    if missing:
+        what = (
+            f"no usable node advertises nvidia.com/mig-{', nvidia.com/mig-'.join(missing)} (layouts: {where})"
+        )
+    else:
+        used = "; ".join(
+            f"{p}: {advertised[p]} instance(s), held by {', '.join(holders.get(p, [])[:6]) or 'pods'}"
+            for p in req.mig
+        )
+        what = f"every instance of the profile is in use ({used}; layouts: {where})"
+    repart = ", ".join(
+        f"{c['node']} ({c['config'] or 'no config'}, evicts {len(c['evicts'])} pod(s))"
+        for c in candidates[:4]
+    )
+    statement = f"{ref.label} asks for {wanted} per pod ({req.pods} pod(s)) and {what}." + (
+        f" Nodes that could be repartitioned: {repart}." if repart else " No usable node is MIG-capable."
+    )
+    return Finding(
+        C.MIG_PROFILE_UNAVAILABLE,
+        statement,
+        SUPPORTED,
+        0.85 if alone else 0.5,
+        supports=[*base, *said],
+        subject=ref,
+        sources=("k8s",),
+        since=since,
+        explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION) if alone else (),
+        facts={
+            "job": ref,
+            "mig": dict(req.mig),
+            "pods": req.pods,
+            "missing": missing,
+            "advertised": advertised,
+            "layouts": [{k: v for k, v in x.items() if k != "words"} for x in layouts],
+            "candidates": candidates,
+            "nodes": [x["node"] for x in layouts],
+        },
+        next_questions=[
+            "Is the profile in the mig-parted config the GPU Operator applies, and which nodes should carry it?",
+            *(
+                [f"Can the pods on {candidates[0]['node']} be moved so it can be repartitioned?"]
+                if candidates
+                else []
+            ),
+        ],
+    )
+
+
+def _labels(di: DiagnosisInput, node: str) -> dict[str, str]:
+    n = di.find("node", node)
+    return (n.get("labels") if n is not None else None) or {}
+
+
+#
+# GPU shares (KAI gpu-fraction / gpu-memory)
+#
+def _share_words(req: F.Request) -> str:
+    if req.share:
+        return f"{req.share:g} of a GPU"
+    return f"{(req.share_memory_mib or 0) / 1024:g} GiB of GPU memory"
+
+
+def share_capacity_findings(
+    di: DiagnosisInput,
+    ref: Any,
+    req: F.Request,
+    rows: list[F.NodeFit],
+    base: list[Cite],
+    said_support: Any,
+    since: Any,
+    causes: list[str],
+) -> list[Finding]:
+    """A share waits: enough left in total but on no single GPU (fragmentation), or too little left (capacity)."""
+    usable = [r for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
+    by_memory = not req.share
+    gpus = [{**x, "node": r.node} for r in usable for x in r.shared]
+    whole = sum(r.free for r in usable)
+    if by_memory:
+        per_gpu_mib = max((x["free_mib"] or 0) for x in gpus) if gpus else 0
+        total = sum(x["free_mib"] or 0 for x in gpus)
+        needed = req.pods * (req.share_memory_mib or 0)
+        largest = per_gpu_mib
+        unit = "MiB of GPU memory"
+    else:
+        total = round(sum(x["free"] for x in gpus) + whole, 4)
+        needed = round(req.pods * (req.share or 0), 4)
+        largest = max([x["free"] for x in gpus] + ([1.0] if whole else []), default=0.0)
+        unit = "of a GPU"
+    need = f"{req.pods} pod(s) × {_share_words(req)}"
+    held = sorted(gpus, key=lambda x: -(x["free_mib"] or 0) if by_memory else -x["free"])
+    named = "; ".join(_shared_gpu_words(x, by_memory) for x in held[:5])
+    facts = {
+        "job": ref,
+        "share": req.share,
+        "share_memory_mib": req.share_memory_mib,
+        "free_total": total,
+        "needed": needed,
+        "largest": largest,
+        "gpus": [{k: x[k] for k in ("gpu", "node", "index", "free", "free_mib", "holders")} for x in held],
+        "nodes": sorted({x["node"] for x in gpus}),
+        "per_pod": 1,
+    }
+    if total >= needed and needed > 0:
+        return [
+            Finding(
+                C.GPU_FRAGMENTATION,
+                f"{total:g} {unit} is free in total on usable nodes, enough for {ref.label} ({need}), but no single "
+                f"GPU has {_share_words(req)} free and no whole GPU is free: {named}.",
+                SUPPORTED,
+                0.55 if causes else 0.8,
+                supports=[*base, *said_support(C.GPU_CAPACITY_SHORTAGE)],
+                subject=ref,
+                sources=("k8s",),
+                since=since,
+                facts=facts,
+                next_questions=["Which shares could be moved so that one GPU has room for this one?"],
+            ),
+            Finding(
+                C.GPU_CAPACITY_SHORTAGE,
+                f"The total is not short: {total:g} {unit} free ≥ {needed:g} needed; it is split across GPUs.",
+                REFUTED,
+                0.7,
+                refutes=base,
+                subject=ref,
+                sources=("k8s",),
+                why="the free share capacity suffices in total; no single GPU holds the share",
+            ),
+        ]
+    return [
+        Finding(
+            C.GPU_CAPACITY_SHORTAGE,
+            f"{ref.label} needs {need}; only {total:g} {unit} is free on the usable nodes"
+            + (f" ({named})" if named else "")
+            + ".",
+            SUPPORTED,
+            0.45 if causes else 0.8,
+            supports=[*base, *said_support(C.GPU_CAPACITY_SHORTAGE)],
+            subject=ref,
+            sources=("k8s",),
+            since=since,
+            facts={**facts, "free": total, "caused_by": causes},
+            next_questions=["Which running jobs hold the GPUs, and are any of them idle or over quota?"],
+        ),
+        Finding(
+            C.GPU_FRAGMENTATION,
+            f"Not fragmentation: only {total:g} {unit} is free in total, less than the {needed:g} needed.",
+            REFUTED,
+            0.7,
+            refutes=base,
+            subject=ref,
+            sources=("k8s",),
+            why="the free share capacity is short, not scattered",
+        ),
+    ]
+
+
+def _shared_gpu_words(x: dict[str, Any], by_memory: bool) -> str:
+    left = f"{x['free_mib'] or 0} MiB" if by_memory else f"{x['free']:g}"
+    holders = ", ".join(
+        f"{h['pod']} ({h['fraction']:g})" for h in x["holders"][:4] if h.get("fraction") is not None
+    )
+    return f"GPU {x['index']} on {x['node']} ({left} free" + (f", held by {holders}" if holders else "") + ")"

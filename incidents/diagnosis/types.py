@@ -169,6 +169,7 @@ class DiagnosisInput:
     jobs: list[EntityState] = field(default_factory=list)
     queues: list[EntityState] = field(default_factory=list)
     projects: list[EntityState] = field(default_factory=list)
+    departments: list[EntityState] = field(default_factory=list)  # KAI parent queues / Kueue cohorts
     # Versions over the lookback window for the subjects and what they depend on, oldest first.
     history: dict[Ref, list[EntityState]] = field(default_factory=dict)
     changes: list[ChangeRec] = field(default_factory=list)
@@ -201,6 +202,7 @@ class DiagnosisInput:
             "job": self.jobs,
             "queue": self.queues,
             "project": self.projects,
+            "department": self.departments,
         }.get(kind, [])
 
     def subjects_of(self, kind: str) -> list[Ref]:
