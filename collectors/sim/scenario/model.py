@@ -70,6 +70,9 @@ DIAGNOSIS_CODES = (
     "idle_gpu_allocation",
     "over_requested",
     "recent_change",
+    "cpu_memory_shortage",
+    "department_quota_exhausted",
+    "mig_profile_unavailable",
 )
 
 # The GPU catalog (GFD product names, memory, MIG profiles) lives in gpus.py; this view of it is kept for

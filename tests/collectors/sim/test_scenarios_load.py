@@ -87,3 +87,9 @@ def test_it_fires_every_expected_alert_on_its_subject(path: Path) -> None:
             ):
                 fired.add(i)
     assert fired == set(range(len(s.expect)))
+
+
+def test_the_simulators_code_vocabulary_is_the_diagnosis_codes() -> None:
+    from incidents.diagnosis import codes
+
+    assert set(DIAGNOSIS_CODES) == set(codes.ALL_CODES)
