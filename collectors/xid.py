@@ -28,7 +28,8 @@ class XidSeen:
 
 
 def last_xids(gpus: list[EntityVersion], t: datetime) -> dict[int, XidSeen]:
-    """{gpu entity id: its latest Xid up to t}, for GPU versions at t; three queries for any number of GPUs."""
+    """{gpu entity id: its latest Xid up to t}, for GPU versions at t; at most three queries for any number
+    of GPUs (none for GPUs that report no Xid; alerts and events only for a faulty or vanished GPU)."""
     if not gpus:
         return {}
     from incidents.models import Alert  # the alerts about a GPU are facts about it, whoever stored them
@@ -39,8 +40,13 @@ def last_xids(gpus: list[EntityVersion], t: datetime) -> dict[int, XidSeen]:
         if eid not in out or seen.at > out[eid].at:
             out[eid] = seen
 
-    ids = [g.entity_id for g in gpus]
-    for ch in Change.objects.filter(entity_id__in=ids, field="xid_last", time__lte=t).order_by("time", "id"):
+    # Only GPUs that report an Xid, or stopped reporting, have one to date: a healthy node costs no query.
+    ids = [g.entity_id for g in gpus if _code((g.state or {}).get("xid_last"))]
+    for ch in (
+        Change.objects.filter(entity_id__in=ids, field="xid_last", time__lte=t).order_by("time", "id")
+        if ids
+        else ()
+    ):
         code = _code(ch.new)
         if code:
             keep(ch.entity_id, XidSeen(code, ch.time, "dcgm"))
@@ -48,9 +54,12 @@ def last_xids(gpus: list[EntityVersion], t: datetime) -> dict[int, XidSeen]:
         code = _code((g.state or {}).get("xid_last"))
         if code and g.entity_id not in out:
             keep(g.entity_id, XidSeen(code, g.valid_from, "dcgm"))
-    by_uuid = {g.entity.name: g.entity_id for g in gpus}
-    by_slot = {(g.node, str((g.state or {}).get("index", ""))): g.entity_id for g in gpus if g.node}
-    cluster = gpus[0].entity.cluster
+    quiet = [g for g in gpus if (g.state or {}).get("present") is False or g.phase in ("faulty", "missing")]
+    if not quiet:
+        return out
+    by_uuid = {g.entity.name: g.entity_id for g in quiet}
+    by_slot = {(g.node, str((g.state or {}).get("index", ""))): g.entity_id for g in quiet if g.node}
+    cluster = quiet[0].entity.cluster
     alerts = Alert.objects.filter(starts_at__lte=t, cluster_name__in=[cluster.name, ""]).filter(
         name__icontains="xid"
     )

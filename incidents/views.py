@@ -182,8 +182,12 @@ def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: s
             if run is not None and run is not runs[-1]
             else Q(hypotheses__incident=incident, hypotheses__superseded=False)
         )
+        # ... and what could not be collected (a source that failed lowers confidence; a gap says why data
+        # is missing): both belong in the first view
         ctx["cited"] = list(
-            Observation.objects.filter(cited)
+            Observation.objects.filter(
+                cited | (Q(incident=incident) & (~Q(error="") | Q(summary__startswith="no data:")))
+            )
             .defer("content")
             .distinct()
             .select_related("entity", "entity__cluster")

@@ -99,7 +99,9 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     users = queries.gpu_users_in_window(gpu, cur.t - cur.window, cur.t + cur.window)
     for u in users:
         u.pod_ref = queries.ref(c, "pod", u.pod)
-    slices = inventory.slices_at(gpu, ctx["t"]) if version else []
+    gstate = (version.state or {}) if version else {}
+    shared = gstate.get("shares") or gstate.get("mig") or gstate.get("reservation")
+    slices = inventory.slices_at(gpu, ctx["t"]) if shared else []  # a whole GPU costs no query
     for sl in slices:
         ns, _, pod = sl.pod.partition("/")
         sl.pod_ref = queries.ref(c, "pod", pod, ns) if pod else None

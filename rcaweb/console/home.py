@@ -73,14 +73,15 @@ def open_incidents(t: datetime) -> list[Incident]:
     rows (id, cluster, cause key, impact; SQL orders, Python groups), the rows shown, their hypotheses.
     """
     order = list(
-        by_urgency(open_at(t), t).values_list("id", "cluster_id", "cause_key", "impact_gpus")[
+        by_urgency(open_at(t), t).values_list("id", "cluster_id", "cause_key", "impact_gpus", "inference")[
             : SCAN_LIMIT + 1
         ]
     )
     open_total = len(order) if len(order) <= SCAN_LIMIT else open_at(t).count()
     groups: dict[tuple[int | None, str], list[tuple[int, int]]] = {}
     leads: list[tuple[int | None, str]] = []
-    for pk, cluster_id, key, impact in order[:SCAN_LIMIT]:
+    inference = {pk for pk, *_, inf in order[:SCAN_LIMIT] if inf}
+    for pk, cluster_id, key, impact, _inf in order[:SCAN_LIMIT]:
         gkey = (cluster_id, key) if key else (cluster_id, f"#{pk}")
         if gkey not in groups:
             groups[gkey] = []
@@ -108,6 +109,7 @@ def open_incidents(t: datetime) -> list[Incident]:
         if inc is None:  # resolved or deleted between the two reads
             continue
         inc.impact_gpus = impact_of.get(inc.pk, 0)  # type: ignore[attr-defined]
+        inc.inference = inc.pk in inference  # type: ignore[attr-defined]
         inc.members = len(members)  # type: ignore[attr-defined]
         inc.problem_gpus = sum(i for _, i in members)  # type: ignore[attr-defined]
         inc.children = [rows[pk] for pk, _ in members[1 : CHILDREN_SHOWN + 1] if pk in rows]  # type: ignore[attr-defined]

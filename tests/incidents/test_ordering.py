@@ -115,7 +115,7 @@ class OrderingTests(BaseTestCase):
             html = self.client.get(url).content.decode()
         panel = re.search(r'id="panel-incidents">(.*?)</section>', html, re.S).group(1)
         self.assertIn('Open incidents <span class="count">67</span>', panel)
-        self.assertIn("the first 50 by severity, impact and age", panel)
+        self.assertIn("the first 50 problems by severity, impact and age", panel)
         self.assertEqual(len(re.findall(r'<a href="/incidents/\d+/', panel)), 50)
         self.assertEqual(len(few), len(many), [q["sql"][:120] for q in many.captured_queries])
         with CaptureQueriesContext(connection) as listing:

@@ -24,8 +24,8 @@ BUDGETS = {
     "/c/gpu-prod/pods/vision/resnet-train-0/": 8,  # + GPUs, events, related ids
     "/c/gpu-prod/jobs/vision/resnet-train/": 9,  # + pods, events, request history, related ids
     "/c/gpu-prod/jobs/nlp/bert-eval/": 10,  # + its queue's waiting jobs (position); why-pending loads lazily
-    "/c/gpu-prod/queues/nlp/": 9,  # + usage, jobs, policy changes, related ids
-    "/c/gpu-prod/projects/nlp/": 9,
+    "/c/gpu-prod/queues/nlp/": 10,  # + usage, jobs, their pods' trouble, policy changes, related ids
+    "/c/gpu-prod/projects/nlp/": 10,
     "/c/gpu-prod/jobs/?queue=nlp": 5,  # session, user, cluster, count, rows
     "/c/gpu-prod/jobs/?node=h100-01&phase=Running": 5,
 }
