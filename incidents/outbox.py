@@ -184,8 +184,13 @@ def process_alerts(alert_ids: list[int]) -> int:
         chunk = alert_ids[start : start + GROUPING_BATCH]
         try:
             done += process_batch(chunk)
-        except Exception:
-            logger.warning("grouping a batch of %d alerts failed; grouping them one by one", len(chunk))
+        except Exception as exc:
+            logger.warning(
+                "grouping a batch of %d alerts failed (%s: %s); grouping them one by one",
+                len(chunk),
+                type(exc).__name__,
+                str(exc)[:200],
+            )
             for alert_id in chunk:
                 try:
                     if process_alert(alert_id) is not None:
