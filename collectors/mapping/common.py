@@ -200,6 +200,32 @@ def mig_units(profile: str) -> int:
     return int(head) if head.isdigit() else 1
 
 
+def resource_requests(containers: list[dict[str, Any]]) -> dict[str, str]:
+    """A pod's CPU and memory requests summed over its containers, as the scheduler fits them: a container
+    with only a limit requests its limit (Kubernetes defaulting). CPU in cores ("16", "0.5"), memory in
+    bytes; a resource no container asks for is absent, an unparseable one too (never a guess)."""
+    from kubernetes.utils import parse_quantity
+
+    out: dict[str, str] = {}
+    for key in ("cpu", "memory"):
+        total, seen = 0.0, False
+        for c in containers or ():
+            res = c.get("resources") or {}
+            value = (res.get("requests") or {}).get(key)
+            if value is None:
+                value = (res.get("limits") or {}).get(key)
+            if value is None:
+                continue
+            try:
+                total += float(parse_quantity(value))
+            except (ValueError, TypeError, ArithmeticError):
+                continue
+            seen = True
+        if seen:
+            out[key] = f"{total:g}" if key == "cpu" else str(int(total))
+    return out
+
+
 def float_quantity(value: Any) -> float | None:
     """A GPU amount that may be a fraction ("0.5", 0.25, "8"); None when absent or unparseable."""
     if value is None or value == "" or isinstance(value, bool):

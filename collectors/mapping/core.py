@@ -26,6 +26,7 @@ from collectors.mapping.common import (
     nodepool,
     owner,
     queue_label,
+    resource_requests,
     spec_writer_time,
     status_writer,
 )
@@ -41,6 +42,7 @@ NODE_SPEC_KEYS = frozenset({"unschedulable", "taints", "labels", "gpu_product", 
 JOB_SPEC_KEYS = frozenset(
     {
         "pods",
+        "requests_per_pod",
         "completions",
         "gpus_per_pod",
         "gpus_total",
@@ -232,6 +234,7 @@ def map_pod(
         "message": redact_text(status.get("message") or ""),
         "conditions": conditions(status.get("conditions")),
         "containers": containers,
+        "requests": resource_requests(spec.get("containers") or []),  # CPU cores and memory bytes, summed
         "gpu_share": share,
         "mig": mig,
         "gpu_units": None if units is None else round(units, 4),
@@ -327,6 +330,7 @@ def map_job(
         "gpu_share": share,
         "mig": mig,
         "gpu_units": None if units_per_pod is None else round(pods * units_per_pod, 4),
+        "requests_per_pod": resource_requests(containers),
         "image": containers[0].get("image", "") if containers else "",
         "priority_class": priority_class,
         "preemptible": preemptible,

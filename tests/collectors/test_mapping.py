@@ -128,7 +128,14 @@ def test_it_reads_why_a_kai_gang_waits_from_its_podgroup(kai):
         admitted=js.admitted,
         preemptible=js.preemptible,
     )
-    assert obs.hot == {"phase": "Pending", "queue": "nlp", "project": "nlp", "gpus": 16, "namespace": "nlp", "gpu_units": 16}
+    assert obs.hot == {
+        "phase": "Pending",
+        "queue": "nlp",
+        "project": "nlp",
+        "gpus": 16,
+        "namespace": "nlp",
+        "gpu_units": 16,
+    }
     assert obs.state["pods"] == 2 and obs.state["gpus_per_pod"] == 8 and obs.state["preemptible"] is True
 
 
@@ -270,3 +277,16 @@ def test_changes_are_attributed_to_the_writer_of_the_changed_field() -> None:
         "status": {"phase": "Running"},
     }
     assert map_pod(pod).actor_of("created") == "kube-controller-manager"
+
+
+def test_a_pods_cpu_and_memory_requests_are_summed_as_the_scheduler_fits_them() -> None:
+    from collectors.mapping.common import resource_requests
+
+    containers = [
+        {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+        {"resources": {"limits": {"cpu": "2", "memory": "512Mi"}}},  # only a limit: it is the request
+        {"resources": {}},
+    ]
+    assert resource_requests(containers) == {"cpu": "2.5", "memory": str(1024**3 + 512 * 1024**2)}
+    assert resource_requests([{"resources": {"requests": {"cpu": "lots"}}}]) == {}
+    assert resource_requests([]) == {}
