@@ -242,7 +242,9 @@ def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: s
         related_groups=related_groups([(s, versions.get(s.entity_id)) for s in related[:RELATED_MAX]]),
         related_more=max(0, len(related) - RELATED_MAX),
         alerts=_with_telling_labels(list(incident.alerts.order_by("starts_at", "id"))),
-        related_incidents=list(incident.related.order_by("-onset")[:20]),
+        related_incidents=_fold_same_titles(
+            list(incident.related.order_by("-onset")[:RELATED_INCIDENTS_READ])
+        ),
         hypotheses=[h for h in hypotheses if h.scope != "elsewhere"],
         elsewhere=[h for h in hypotheses if h.scope == "elsewhere"],
         top=next((h for h in hypotheses if h.scope != "elsewhere" and h.status == "supported"), None),
@@ -299,6 +301,23 @@ def _evidence_page(request: RcaRequest, incident: Incident):  # type: ignore[no-
 
 
 PLAIN_LABELS = ("alertname", "severity", "cluster")
+RELATED_INCIDENTS_READ = 200  # read to fold; at most RELATED_INCIDENTS_SHOWN rows are shown
+RELATED_INCIDENTS_SHOWN = 20
+
+
+def _fold_same_titles(incidents: list) -> list:
+    """Related incidents with the same title (25 "GPUJobPendingTooLong" on one node) are one row: the newest,
+    with ``same`` (how many) and ``first_onset`` (the oldest's onset)."""
+    rows: dict[str, Incident] = {}
+    for inc in incidents:  # newest first
+        row = rows.get(inc.title)
+        if row is None:
+            inc.same, inc.first_onset = 1, inc.onset
+            rows[inc.title] = inc
+        else:
+            row.same += 1
+            row.first_onset = inc.onset
+    return list(rows.values())[:RELATED_INCIDENTS_SHOWN]
 
 
 def _with_telling_labels(alerts: list) -> list:

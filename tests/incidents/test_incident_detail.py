@@ -71,7 +71,9 @@ class IncidentDetailTests(IncidentPageTestCase):
         self.assertNotIn("/api/v1/namespaces/vision/pods/resnet-train-0", html.split('id="evidence"')[1])
         every = self.client.get(self.url + "?evidence=all").content.decode()
         self.assertIn("/api/v1/namespaces/vision/pods/resnet-train-0", every)  # provenance: the locator
-        swapped = self.client.get(self.url + "?evidence=all", headers={"HX-Request": "true", "HX-Target": "evidence"})
+        swapped = self.client.get(
+            self.url + "?evidence=all", headers={"HX-Request": "true", "HX-Target": "evidence"}
+        )
         self.assertIn("/api/v1/namespaces/vision/pods/resnet-train-0", swapped.content.decode())
 
     def test_the_timeline_folds_what_repeats_and_what_overflows(self) -> None:
@@ -250,7 +252,9 @@ class IncidentDetailTests(IncidentPageTestCase):
         self.assertEqual(count(), before)
         with self.assertNumQueries(before):
             self.client.get(self.url)
-        self.assertLessEqual(before, 22)  # session, user, roles, incident, diagnoses kept, lifecycle, subjects, versions, ...
+        self.assertLessEqual(
+            before, 22
+        )  # session, user, roles, incident, diagnoses kept, lifecycle, subjects, versions, ...
 
     def test_it_paginates_the_evidence(self) -> None:
         Observation.objects.bulk_create(
@@ -329,3 +333,18 @@ class AlertDetailTests(IncidentPageTestCase):
         self.assertIn("job_name", html)
         self.assertIn(f'href="/incidents/{self.incident.pk}/?t=2026-11-29T03%3A00%3A00Z', html)
         self.assertEqual(self.anon.get(f"/alerts/{a.pk}/").status_code, 302)
+
+
+class RelatedIncidentFoldTest(IncidentPageTestCase):
+    def test_related_incidents_with_one_title_are_one_row_with_their_count(self) -> None:
+        for i in range(25):
+            other = Incident.objects.create(
+                title="a100-07 GPUJobPendingTooLong",
+                cluster=self.incident.cluster,
+                onset=T0 + timedelta(minutes=i),
+                window_start=T0,
+            )
+            self.incident.related.add(other)
+        html = self.client.get(self.url).content.decode()
+        block = html.split("<h3>Related incidents</h3>")[1].split("</ul>")[0]
+        assert block.count("a100-07 GPUJobPendingTooLong") == 1 and "×25 since 03:00" in block
