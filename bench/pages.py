@@ -34,6 +34,7 @@ def main() -> int:
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--only", nargs="+", metavar="PAGE", help="measure only these pages (e.g. node job)")
     args = ap.parse_args()
     os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rcaweb_console")
     os.environ.update(
@@ -117,7 +118,10 @@ def main() -> int:
             r = client.get(url)
         return statistics.median(times), percentile(times, 95), len(ctx.captured_queries), len(r.content)
 
-    rows = {name: measure(path) for name, path in pages.items()}
+    unknown = set(args.only or []) - set(pages)
+    if unknown:
+        ap.error(f"unknown page(s) {', '.join(sorted(unknown))}; pages: {', '.join(pages)}")
+    rows = {name: measure(path) for name, path in pages.items() if not args.only or name in args.only}
     over = [k for k, v in rows.items() if v[1] * 1000 > TARGET_MS]
     result = {
         "bench": "pages",

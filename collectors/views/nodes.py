@@ -13,7 +13,6 @@ from collectors.podstatus import pod_status
 from collectors.views.common import entity_page_context, finish, render_page
 from collectors.xid import last_xids
 from rcaweb.http import RcaRequest
-from rcaweb.rows import render_rows
 from rcaweb.templatetags.rcaweb import entity_link_html, list_link
 
 logger = logging.getLogger(__name__)
@@ -83,10 +82,7 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         pods_list_url=list_link(cur, "collectors:jobs", c.name, node=name),
     )
     related = queries.related_entities(c, [node] + [g.entity for g in gpus] + [p.entity for p in pods])
-    ctx = finish(request, ctx, related)
-    # the busiest entity page's body is Jinja2 (rcaweb.rows), inside its Django page (layout, htmx fragment)
-    ctx["body_html"] = render_rows("collectors/_node_body.jinja", **ctx)
-    return render_page(request, "collectors/node_detail.html", ctx)
+    return render_page(request, "collectors/node_detail.html", finish(request, ctx, related))
 
 
 @require_GET

@@ -294,42 +294,34 @@ def _asset(path: str) -> str:
     return static(path)
 
 
-@register.simple_tag(takes_context=True)
-def top_bar(context: template.Context) -> SafeString:
-    """The header of every page (``_top_bar.jinja``): brand and, when logged in, the main navigation with the
-    cursor, the user and the log-out form (with the page's one CSRF token)."""
-    from rcaweb.rows import render_rows  # rows imports this module's pill()
-
+@register.inclusion_tag("_top_bar.html", takes_context=True)
+def top_bar(context: template.Context) -> dict:
+    """The header of every page (``_top_bar.html``): brand and, when logged in, the main navigation with the
+    cursor, the user and the log-out form (the inclusion tag hands the page's CSRF token on)."""
     cur, user = _cursor(context), context.get("user")
     logged_in = user is not None and user.is_authenticated
     home, nav = _main_nav(get_resolver(get_urlconf()), get_script_prefix())
-    return render_rows(
-        "_top_bar.jinja",
-        home_url=_link(cur, home),
-        nav=[(_link(cur, path), label) for path, label in nav] if logged_in else [],
-        username=user.get_username() if logged_in else None,
-        logout_url=cached_reverse("logout"),
-        csrf_token=str(context.get("csrf_token", "")) if logged_in else "",
-    )
+    return {
+        "home_url": _link(cur, home),
+        "nav": [(_link(cur, path), label) for path, label in nav] if logged_in else [],
+        "username": user.get_username() if logged_in else None,
+        "logout_url": cached_reverse("logout"),
+    }
 
 
-@register.simple_tag(takes_context=True)
-def cursor_bar(context: template.Context) -> SafeString:
+@register.inclusion_tag("_cursor_bar.html", takes_context=True)
+def cursor_bar(context: template.Context) -> dict:
     """The cursor bar on every page: steps, now, incident start, previous/next change.
 
     Pages may put ``cursor_prev_change``, ``cursor_next_change`` and ``cursor_anchor``
     (e.g. the incident onset) in their context, and ``cursor_now_at``: where "now" goes on a page that
     defaults to another time when the URL has no ``t`` (an incident page opens at its onset).
-    Rendered by Jinja2 (``_cursor_bar.jinja``, :mod:`rcaweb.rows`): it is on every page, and its two
-    dozen values cost a Django template about 0.3 ms.
     """
-    from rcaweb.rows import render_rows  # rows imports this module's pill()
-
-    return render_rows("_cursor_bar.jinja", **cursor_bar_context(context))
+    return cursor_bar_context(context)
 
 
 def cursor_bar_context(context: template.Context) -> dict:
-    """What ``_cursor_bar.jinja`` shows: the cursor, its step/now/change links and the form's values."""
+    """What ``_cursor_bar.html`` shows: the cursor, its step/now/change links and the form's values."""
     request = context.get("request")
     cur = _cursor(context)
     here = request.get_full_path() if request is not None else "/"

@@ -269,6 +269,14 @@ def settings_paths() -> list[tuple[str, str]]:
         out += [(f"TEMPLATES[{i}].context_processors", p) for p in opts.get("context_processors", [])]
         out += [(f"TEMPLATES[{i}].builtins", p) for p in opts.get("builtins", [])]
         out += [(f"TEMPLATES[{i}].libraries", p) for p in opts.get("libraries", {}).values()]
+        # a loader is a name, or (name, [the loaders it wraps]); template_partials wraps the cached one
+        loaders = list(opts.get("loaders", []))
+        while loaders:
+            loader = loaders.pop()
+            if isinstance(loader, tuple | list):
+                loader, wrapped = loader[0], loader[1]
+                loaders += wrapped
+            out.append((f"TEMPLATES[{i}].loaders", loader))
         for key in ("environment",):
             if key in opts:
                 out.append((f"TEMPLATES[{i}].{key}", opts[key]))
