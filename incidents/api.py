@@ -15,6 +15,7 @@ from functools import wraps
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import RequestDataTooBig
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -90,7 +91,8 @@ def bearer_token(
                 return error(f"authorization {what}: send 'Authorization: Bearer <{env}>'", 401)
             return fn(request, *args, **kwargs)
 
-        return csrf_exempt(wrapper)
+        # the token is the authentication (a session is enough only with allow_session, checked above)
+        return login_not_required(csrf_exempt(wrapper))
 
     return decorate(view) if view is not None else decorate
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.contrib.admin import apps as admin_apps
 
 
 class RcawebConfig(AppConfig):
@@ -11,3 +12,10 @@ class RcawebConfig(AppConfig):
         from rcaweb import pgtime
 
         pgtime.connect()
+
+
+class RcaAdminConfig(admin_apps.AdminConfig):
+    """``django.contrib.admin`` with rcaweb's site (``rcaweb.admin_site``: its login page needs a session)."""
+
+    default = False  # named in INSTALLED_APPS; "rcaweb" itself is RcawebConfig
+    default_site = "rcaweb.admin_site.RcaAdminSite"

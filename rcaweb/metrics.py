@@ -10,6 +10,7 @@ import hmac
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
 from django.db.models import Avg, Count, Max, Q
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -86,6 +87,7 @@ def render_metrics() -> str:
     return "\n".join(lines) + "\n"
 
 
+@login_not_required  # the scraper sends RCAWEB_METRICS_TOKEN, checked here
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
     token = settings.METRICS_TOKEN

@@ -1,4 +1,5 @@
-"""Cursor parsing, request ids, login everywhere, and security headers."""
+"""Cursor parsing, request ids, JSON errors under /api/, and security headers (login: Django's
+``LoginRequiredMiddleware``, docs/decisions.md)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,10 @@ import uuid
 from collections.abc import Callable
 from http import HTTPStatus
 
-from django.conf import settings
-from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.utils.cache import patch_cache_control
 
 from rcaweb.cursor import Cursor, CursorError
-
-# Paths that answer without a session: login itself, health probes, static files,
-# and the token-protected API/metrics (they check their own bearer token).
-PUBLIC_PREFIXES = ("/accounts/login/", "/healthz", "/readyz", "/static/", "/api/", "/metrics", "/oidc/")
-
 
 # What a client's X-Request-Id may be before it is trusted into the audit log and the answer's headers:
 # the shapes proxies and tracers send (UUIDs, hex, W3C trace ids, "abc-123.4"), nothing that can forge a log line.
@@ -81,18 +75,6 @@ class CursorMiddleware:
             return HttpResponseBadRequest(
                 f"Bad time cursor: {exc}\n", content_type="text/plain; charset=utf-8"
             )
-        return self.get_response(request)
-
-
-class LoginRequiredEverywhereMiddleware:
-    """Every page needs login; new pages are covered without anyone remembering a decorator."""
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        if not request.user.is_authenticated and not request.path.startswith(PUBLIC_PREFIXES):
-            return redirect_to_login(request.get_full_path(), settings.LOGIN_URL)
         return self.get_response(request)
 
 

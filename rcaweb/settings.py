@@ -133,7 +133,7 @@ def base_url(value: str) -> str:
 RCAWEB_BASE_URL = base_url(os.environ.get("RCAWEB_BASE_URL", ""))
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "rcaweb.apps.RcaAdminConfig",  # django.contrib.admin, its login page behind the one login (rcaweb.admin_site)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -161,7 +161,9 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "rcaweb.middleware.TextInputMiddleware",
     "rcaweb.middleware.CursorMiddleware",
-    "rcaweb.middleware.LoginRequiredEverywhereMiddleware",
+    # every view needs a login unless it is marked @login_not_required: login itself, the health probes, and
+    # the API and metrics, which check their own bearer token (docs/decisions.md)
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "rcaweb.middleware.SecurityHeadersMiddleware",
 ]
 

@@ -5,14 +5,23 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.contrib.auth.decorators import login_not_required
+from django.urls import URLPattern, include, path
 
 from rcaweb import metrics, views
 from rcaweb.console import views as console_views
 from rcaweb.throttle import ThrottledLoginView
 
+
+def _oidc_urls() -> list[URLPattern]:
+    """mozilla-django-oidc's pages (start, callback, logout), which sign people in: no session needed."""
+    from mozilla_django_oidc import urls as oidc
+
+    return [path(f"oidc/{p.pattern}", login_not_required(p.callback), name=p.name) for p in oidc.urlpatterns]
+
+
 urlpatterns = [
-    *([path("oidc/", include("mozilla_django_oidc.urls"))] if settings.OIDC_ENABLED else []),
+    *(_oidc_urls() if settings.OIDC_ENABLED else []),
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),

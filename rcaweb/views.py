@@ -6,6 +6,7 @@ import hmac
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
 from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Max
@@ -20,6 +21,7 @@ from rcaweb.http import RcaRequest
 from rcaweb.roles import admin_required
 
 
+@login_not_required  # probes carry no session
 @require_GET
 def healthz(request: HttpRequest) -> HttpResponse:
     """The process is up (no dependencies checked: liveness)."""
@@ -38,6 +40,7 @@ def _broker_status() -> str:
         return f"error: {exc.__class__.__name__}"
 
 
+@login_not_required
 @require_GET
 def readyz(request: HttpRequest) -> HttpResponse:
     """Readiness: database, broker, and the age of the last successful sweep per cluster and source."""
