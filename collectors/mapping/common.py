@@ -18,45 +18,25 @@ NODEPOOL_LABELS = (
 )
 
 
-_QUANTITY_SUFFIXES = (
-    ("Ki", 1024),
-    ("Mi", 1024**2),
-    ("Gi", 1024**3),
-    ("k", 1000),
-    ("M", 1000**2),
-    ("G", 1000**3),
-)
-
-
 def meta(obj: dict[str, Any]) -> dict[str, Any]:
     return obj.get("metadata") or {}
 
 
 def int_quantity(value: Any) -> int | None:
-    """A Kubernetes quantity for countable resources ("8", 8, "8.0", "1k") as int; None when absent/unparseable."""
-    if value is None or value == "":
+    """A Kubernetes quantity for countable resources ("8", 8, "8.0", "1k", "1000m") as int, truncated
+    (``kubernetes.utils.parse_quantity``); None when absent or unparseable."""
+    if value is None or value == "" or isinstance(value, bool):
         return None
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return int(value)
+    if isinstance(value, int):
+        return value
     text = str(value).strip()
-    if text.isdigit():  # "8": nearly every GPU quantity
+    if text.isdigit():  # "8": nearly every GPU quantity, without a Decimal
         return int(text)
-    for suffix, mult in _QUANTITY_SUFFIXES:
-        if text.endswith(suffix):
-            try:
-                return int(float(text[: -len(suffix)]) * mult)
-            except ValueError:
-                return None
-    if text.endswith("m"):  # milli-units: 1000m GPUs = 1
-        try:
-            return int(float(text[:-1]) / 1000)
-        except ValueError:
-            return None
+    from kubernetes.utils import parse_quantity  # here: the kubernetes package takes 1.5 s to import
+
     try:
-        return int(float(text))
-    except ValueError:
+        return int(parse_quantity(value if isinstance(value, float) else text))
+    except (ValueError, ArithmeticError):  # not a quantity, NaN, infinity
         return None
 
 

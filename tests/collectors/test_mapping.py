@@ -290,3 +290,40 @@ def test_a_pods_cpu_and_memory_requests_are_summed_as_the_scheduler_fits_them() 
     assert resource_requests(containers) == {"cpu": "2.5", "memory": str(1024**3 + 512 * 1024**2)}
     assert resource_requests([{"resources": {"requests": {"cpu": "lots"}}}]) == {}
     assert resource_requests([]) == {}
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("8", 8),
+        (8, 8),
+        (" 8 ", 8),
+        ("8.0", 8),
+        (2.5, 2),
+        ("1k", 1000),
+        ("1000m", 1),
+        ("500m", 0),
+        ("1Ti", 2**40),
+        ("-1", -1),
+        ("", None),
+        (None, None),
+        (True, None),
+        ("lots", None),
+        ("8Xi", None),
+        ("NaN", None),
+        (float("nan"), None),
+        ("Infinity", None),
+    ],
+)
+def test_int_quantity_reads_what_kubernetes_writes(value, expected):
+    from collectors.mapping.common import int_quantity
+
+    assert int_quantity(value) == expected
+
+
+def test_the_simulated_kube_state_metrics_name_a_bad_quantity():
+    from collectors.sim.prometheus.kubestate import quantity
+
+    assert quantity("64Gi") == 64 * 2**30 and quantity("500m") == 0.5 and quantity(8) == 8
+    with pytest.raises(ValueError, match="not a Kubernetes quantity: '12 cores'"):
+        quantity("12 cores")

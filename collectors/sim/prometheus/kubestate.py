@@ -55,22 +55,14 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
         "The number of container restarts per container.",
     ),
 )
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
-_QUANTITY = re.compile(r"^([0-9.]+(?:[eE][-+]?[0-9]+)?)([A-Za-z]*)$")
-
-
 def quantity(text: Any) -> float:
-    """A Kubernetes resource quantity ("8", "500m", "64Gi") as a number."""
-    m = _QUANTITY.match(str(text).strip())
-    if not m:
-        raise ValueError(f"not a Kubernetes quantity: {text!r}")
-    number, suffix = float(m.group(1)), m.group(2)
-    if suffix in _BINARY:
-        return number * _BINARY[suffix]
-    if suffix in _DECIMAL:
-        return number * _DECIMAL[suffix]
-    raise ValueError(f"unknown quantity suffix in {text!r}")
+    """A Kubernetes resource quantity ("8", "500m", "64Gi") as a number (``kubernetes.utils.parse_quantity``)."""
+    from kubernetes.utils import parse_quantity
+
+    try:
+        return float(parse_quantity(str(text).strip()))
+    except (ValueError, ArithmeticError) as exc:
+        raise ValueError(f"not a Kubernetes quantity: {text!r} ({exc})") from exc
 
 
 def _resource(name: str) -> tuple[str, str]:

@@ -47,6 +47,11 @@ def test_quantities_parse_the_kubernetes_forms():
     assert F.quantity("lots") is None and F.quantity(None) is None
 
 
+def test_quantities_that_are_no_amount_are_unreadable():
+    assert F.quantity(" 2Ti ") == 2 * 1024**4 and F.quantity("1.5k") == 1500
+    assert F.quantity("NaN") is None and F.quantity("Infinity") is None and F.quantity("8Xi") is None
+
+
 def test_the_fit_counts_cpu_and_memory_of_the_bound_pods():
     # A CPU-heavy preprocessing pod (no GPU) took 80 of the node's 95 cores: 8 GPUs free, 15 cores left.
     hog = cpu_pod("etl-0", "etl", "data", "h100-01", 0, "80", "200Gi")
