@@ -32,17 +32,15 @@ def retry_countdown(
 
 
 def _run(task: Any, kind: str, cluster: str, at: str | None) -> dict[str, Any]:
-    from django.utils.dateparse import parse_datetime
-
     from collectors import sweep
     from collectors.models import Cluster, SourceRun
+    from rcaweb.timestamps import parse_timestamp
 
     fn = {"inventory": sweep.sweep_cluster, "telemetry": sweep.sweep_telemetry, "events": sweep.sweep_events}[
         kind
     ]
-    when = parse_datetime(at) if at else None
     try:
-        summary = fn(cluster, when)
+        summary = fn(cluster, parse_timestamp(at) if at else None)
     except ValueError as exc:  # unknown cluster, bad time: retrying will not help
         logger.error("%s sweep of %s refused: %s", kind, cluster, exc)
         return {"cluster": cluster, "kind": kind, "errors": [str(exc)], "retry_in": None}

@@ -26,6 +26,7 @@ from django.utils import timezone
 from collectors.sources.redact import redact_text, redact_value
 from incidents import inline
 from incidents.models import Alert
+from rcaweb import timestamps
 from rcaweb.cursor import LATEST
 
 logger = logging.getLogger(__name__)
@@ -37,9 +38,6 @@ MAX_LABELS = 200  # per alert; Prometheus' default label_limit is unbounded, rea
 MAX_STRING = 8192  # a label or annotation value (descriptions can be long; megabyte strings are abuse)
 MAX_KEY = 256
 GO_ZERO_TIME = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt while an alert fires
-_RFC3339 = re.compile(
-    r"^(?P<date>\d{4}-\d{2}-\d{2})[Tt ](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d{1,9}))?(?P<tz>[Zz]|[+-]\d{2}:\d{2})$"
-)
 
 
 class PayloadError(ValueError):
@@ -91,17 +89,10 @@ def parse_rfc3339(value: Any, path: str) -> datetime:
     """Go's RFC 3339 (nanoseconds, any offset) as an aware UTC datetime."""
     if not isinstance(value, str):
         raise PayloadError(path, f"expected an RFC 3339 time string, got {_type(value)}")
-    m = _RFC3339.match(value)
-    if not m:
-        raise PayloadError(path, f"{value[:40]!r} is not an RFC 3339 time such as 2026-11-29T03:12:00Z")
-    frac = (m["frac"] or "")[:6]  # Python keeps microseconds; Alertmanager sends up to nanoseconds
-    tz = "+00:00" if m["tz"] in ("Z", "z") else m["tz"]
     try:
-        parsed = datetime.fromisoformat(
-            f"{m['date']}T{m['time']}{'.' + frac.ljust(6, '0') if frac else ''}{tz}"
-        )
-    except ValueError:
-        raise PayloadError(path, f"{value[:40]!r} is not a valid date/time")
+        parsed = timestamps.parse_rfc3339(value)
+    except timestamps.TimestampError as exc:
+        raise PayloadError(path, str(exc))
     if parsed.year <= 1:
         return parsed  # Go's zero time (endsAt of a firing alert); callers treat years before 1970 as absent
     try:

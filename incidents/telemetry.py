@@ -22,6 +22,7 @@ from django.conf import settings
 
 from collectors.models import Cluster, EntityVersion, TelemetrySample
 from incidents.models import IncidentSubject
+from rcaweb.timestamps import parse_timestamp
 
 if TYPE_CHECKING:
     from incidents.evidence import Batch
@@ -357,7 +358,7 @@ def _resume_from(
     lasts = [pts[-1][0] for pts in (frozen[(metric, u)] for u in uuids) if pts]
     if not lasts:
         return start
-    freshest = datetime.fromisoformat(max(lasts).replace("Z", "+00:00"))
+    freshest = parse_timestamp(max(lasts))
     steps = int(max((freshest - start).total_seconds() - 2 * step, 0) // step)
     return start + timedelta(seconds=steps * step)
 
@@ -412,7 +413,7 @@ def _series(
     content: dict[str, Any] = {"metric": metric, "uuid": uuid, "node": node, "points": points}
     if query:
         content["query"] = query
-    first = datetime.fromisoformat(points[0][0].replace("Z", "+00:00")) if points else end
+    first = parse_timestamp(points[0][0]) if points else end
     summary = (
         f"{metric} on {uuid}: {len(points)} points"
         if points
@@ -452,7 +453,7 @@ def anomalies(
     out: list[tuple[datetime, str, float]] = []
     prev: float | None = None
     for t, v in points:
-        when = datetime.fromisoformat(t.replace("Z", "+00:00"))
+        when = parse_timestamp(t)
         if metric == "DCGM_FI_DEV_XID_ERRORS" and v and v != prev:
             out.append((when, f"Xid {int(v)} reported", v))
         elif metric == "DCGM_FI_DEV_GPU_TEMP" and v >= TEMP_LIMIT_C and (prev is None or prev < TEMP_LIMIT_C):
@@ -463,7 +464,7 @@ def anomalies(
         if len(out) >= MAX_ANOMALIES_PER_SERIES:
             break
     if live and metric == "DCGM_FI_DEV_GPU_UTIL" and points:
-        last = datetime.fromisoformat(points[-1][0].replace("Z", "+00:00"))
+        last = parse_timestamp(points[-1][0])
         if (freshest - last).total_seconds() > 4 * step:
             out.append((last, "stopped reporting (last sample)", float(points[-1][1])))
     return out

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
 
+from rcaweb.timestamps import parse_timestamp
+
 T_FORMAT_HELP = "t must be an ISO 8601 UTC time such as 2026-11-29T03:12:00Z"
 W_FORMAT_HELP = "w must be a window such as 30m, 2h, 1d or 1h30m (between 1m and 30d)"
 
@@ -64,7 +66,7 @@ def parse_t(text: str) -> datetime:
     if len(text) > 40 or not _T_RE.match(text):
         raise CursorError(f"t={text[:40]!r} is not valid: {T_FORMAT_HELP}")
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        value = parse_timestamp(text)
     except ValueError:
         raise CursorError(f"t={text[:40]!r} is not valid: {T_FORMAT_HELP}")
     if not (EARLIEST <= value < LATEST):

@@ -7,23 +7,13 @@ import time
 from datetime import datetime
 from typing import Any
 
-from django.utils.dateparse import parse_datetime
-
 from collectors.models import Cluster, KubeEvent
 from collectors.sources.kubernetes import KubeSource
 from collectors.sources.redact import redact_text
 from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
+from rcaweb.timestamps import timestamp_or_none
 
 logger = logging.getLogger(__name__)
-
-
-def _time(value: Any) -> datetime | None:
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        return parse_datetime(value)
-    except ValueError:
-        return None
 
 
 def map_event(cluster: Cluster, obj: dict[str, Any], fallback: datetime) -> KubeEvent | None:
@@ -35,15 +25,15 @@ def map_event(cluster: Cluster, obj: dict[str, Any], fallback: datetime) -> Kube
     inv = obj.get("involvedObject") or obj.get("regarding") or {}
     series = obj.get("series") or {}
     first = (
-        _time(obj.get("firstTimestamp"))
-        or _time(obj.get("eventTime"))
-        or _time(m.get("creationTimestamp"))
+        timestamp_or_none(obj.get("firstTimestamp"))
+        or timestamp_or_none(obj.get("eventTime"))
+        or timestamp_or_none(m.get("creationTimestamp"))
         or fallback
     )
     last = (
-        _time(obj.get("lastTimestamp"))
-        or _time(series.get("lastObservedTime"))
-        or _time(obj.get("eventTime"))
+        timestamp_or_none(obj.get("lastTimestamp"))
+        or timestamp_or_none(series.get("lastObservedTime"))
+        or timestamp_or_none(obj.get("eventTime"))
         or first
     )
     count = obj.get("count") or series.get("count") or 1

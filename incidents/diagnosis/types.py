@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from collectors.changefmt import describe_change
+from rcaweb.timestamps import timestamp_or_none
 
 SUPPORTED = "supported"
 REFUTED = "refuted"
@@ -414,15 +415,8 @@ def gpus_of(state: dict[str, Any], key: str = "nvidia.com/gpu") -> int:
 
 
 def parse_ts(raw: Any) -> datetime | None:
-    """An ISO 8601 time from a state ('2026-11-29T03:12:00Z'), or None."""
-    if isinstance(raw, datetime):
-        return raw
-    if not raw:
-        return None
-    try:
-        return datetime.fromisoformat(raw if isinstance(raw, str) else str(raw))  # 3.11 reads the "Z" suffix
-    except ValueError:
-        return None
+    """An ISO 8601 time from a state ('2026-11-29T03:12:00Z'), or None (``rcaweb.timestamps``)."""
+    return timestamp_or_none(raw)
 
 
 def _group(items: list[EntityState], key: Callable[[EntityState], Any]) -> dict[Any, list[EntityState]]:

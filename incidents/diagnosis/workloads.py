@@ -26,6 +26,7 @@ from incidents.diagnosis.types import (
     cite_event,
     cite_state,
     hhmm,
+    parse_ts,
 )
 
 logger = logging.getLogger(__name__)
@@ -156,7 +157,7 @@ def pod_findings(di: DiagnosisInput, pod: EntityState) -> list[Finding]:
                     supports=[pcite, *log_cites],
                     subject=pod.ref,
                     sources=("k8s",),
-                    since=_ts(term.get("finishedAt")),
+                    since=parse_ts(term.get("finishedAt")),
                     facts={"pod": pod.ref, "container": c.get("name"), "exit_code": exit_code},
                     next_questions=[
                         "What is the container's memory limit, and does the data loader's memory grow?"
@@ -188,7 +189,7 @@ def pod_findings(di: DiagnosisInput, pod: EntityState) -> list[Finding]:
                     supports=[*log_cites, pcite] if log_cites else [pcite],
                     subject=pod.ref,
                     sources=("log",),
-                    since=_ts(term.get("finishedAt")),
+                    since=parse_ts(term.get("finishedAt")),
                     facts={
                         "pod": pod.ref,
                         "container": c.get("name"),
@@ -228,7 +229,7 @@ def pod_findings(di: DiagnosisInput, pod: EntityState) -> list[Finding]:
                     supports=[*log_cites, pcite] if log_cites else [pcite],
                     subject=pod.ref,
                     sources=("k8s", "log"),
-                    since=_ts(term.get("finishedAt")),
+                    since=parse_ts(term.get("finishedAt")),
                     facts={
                         "pod": pod.ref,
                         "container": c.get("name"),
@@ -303,17 +304,6 @@ def _image_pull(
             "and can the node's pull secret read it?"
         ],
     )
-
-
-def _ts(raw: Any) -> Any:
-    from datetime import datetime
-
-    if not raw:
-        return None
-    try:
-        return datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 #

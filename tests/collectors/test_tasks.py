@@ -113,3 +113,11 @@ def test_beat_schedule_uses_the_configured_intervals(settings):
 
     app.finalize()
     assert "collectors-sweep-telemetry" in app.conf.beat_schedule
+
+
+def test_a_sweep_time_that_cannot_be_read_is_refused_naming_it():
+    Cluster.objects.create(name="gpu-prod", scheduler="kai")
+    result = tasks.sweep_inventory.apply(args=["gpu-prod", "yesterday"])
+    assert result.successful()
+    assert result.result["errors"] == ["'yesterday' is not a time such as 2026-11-29T03:12:00Z"]
+    assert result.result["retry_in"] is None  # retrying will not make it readable

@@ -58,3 +58,25 @@ def test_it_reads_what_django_reads(when, offset, digits, tz):
 def test_what_it_cannot_parse_goes_to_djangos_loader(text):
     django, ours = both(UTC, text)
     assert ours == django
+
+
+@pytest.mark.django_db
+def test_it_is_installed_on_every_new_connection():
+    from django.db import connection, connections
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the loader is PostgreSQL's (DATABASE_URL=postgres://…; .ci/run runs the suite there too)")
+    from psycopg.pq import Format
+
+    other = connections.create_connection("default")
+    try:
+        other.ensure_connection()  # a new connection: connection_created installs the loader
+        for conn in (connection, other):
+            conn.ensure_connection()
+            assert conn.connection.adapters.get_loader(OID, Format.TEXT).__name__ == "IsoTzLoader"
+            with conn.cursor() as cur:  # and Django does not put its own back on a cursor
+                assert cur.cursor.adapters.get_loader(OID, Format.TEXT).__name__ == "IsoTzLoader"
+                cur.execute("SELECT '2026-11-29 03:12:07.5+00'::timestamptz")
+                assert cur.fetchone()[0] == datetime(2026, 11, 29, 3, 12, 7, 500000, tzinfo=UTC)
+    finally:
+        other.close()
