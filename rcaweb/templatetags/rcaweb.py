@@ -6,16 +6,12 @@ internal href carries ``t``/``w`` (docs/conventions.md §4–5).
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import functools
 import html
-import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django import template
-from django.templatetags.static import static
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
@@ -45,16 +41,11 @@ def _plain_path(url: str) -> bool:
 
 
 def _link(cur: Cursor, url: str) -> str:
-    """``cur.link(url)``: a plain path takes the cursor's query as is; the rest, a URL with its own
-    query or fragment, goes through :meth:`Cursor.link` (memoized)."""
+    """``cur.link(url)``: a plain path takes the cursor's query as is (memoized per cursor); the rest, a URL
+    with its own query or fragment, goes through :meth:`Cursor.link`."""
     if _plain_path(url):
         q = cursor_query(cur)
         return f"{url}?{q}" if q else url
-    return _full_link(cur, url)
-
-
-@functools.lru_cache(maxsize=4096)
-def _full_link(cur: Cursor, url: str) -> str:
     return cur.link(url)
 
 
@@ -64,7 +55,7 @@ def at_time_link(cur: Cursor, url: str, when: datetime | None) -> str:
         return _link(cur, url)
     if _plain_path(url):
         return f"{url}?{moved_query(cur.window, when)}"
-    return _full_link(cur.moved_to(when), url)
+    return cur.moved_to(when).link(url)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -91,64 +82,26 @@ def cached_reverse(
         return reverse(viewname, args=list(args), kwargs=kwargs or None)
 
 
-_URLS: dict[tuple[str, ...], str] = {}
-
-# A name made only of these needs no percent-encoding. The stand-in's marks use each of these classes,
-# so a route whose converter took the marks takes any such name (str and path do; slug, int and uuid
-# reject a dot, and those routes always go through the builder).
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]+\Z")
-_NAME_MARK, _NS_MARK = "rcaweb.Name_mark-0", "rcaweb.Ns_mark-0"
-_URL_FORMS: dict[tuple[object, ...], tuple[str, bool] | None] = {}
-
-
-def _url_form(entity: object, key: tuple[object, ...]) -> tuple[str, bool] | None:
-    """The object's own ``get_absolute_url()`` for a stand-in named with marks (once per type, kind,
-    cluster and URL conf), and whether its namespace is part of the URL; None if that cannot work."""
-    form = _URL_FORMS.get(key, False)
-    if form is not False:
-        return form  # type: ignore[return-value]
-    try:
-        if dataclasses.is_dataclass(entity):
-            twin = dataclasses.replace(entity, name=_NAME_MARK, namespace=_NS_MARK)  # type: ignore[type-var]
-        else:
-            twin = copy.copy(entity)
-            twin.name, twin.namespace = _NAME_MARK, _NS_MARK  # type: ignore[attr-defined]
-        url = twin.get_absolute_url()  # type: ignore[attr-defined]
-        ok = url.count(_NAME_MARK) == 1 and url.count(_NS_MARK) <= 1 and url.startswith("/")
-        form = (url, _NS_MARK in url) if ok else None
-    except Exception:  # noqa: BLE001 - no form: every URL of this key goes through get_absolute_url
-        form = None
-    if len(_URL_FORMS) < 1000:
-        _URL_FORMS[key] = form
-    return form
+_URLS: dict[tuple[object, ...], str] = {}
 
 
 def _absolute_url(entity: object) -> str:
     """``entity.get_absolute_url()`` (the one URL builder), memoized by what the URL is made of.
 
-    Keyed on (type, kind, cluster, namespace, name), never on a primary key (tests reuse them). A name
-    not seen yet is put into the URL the builder made for a stand-in of the same type, kind and cluster
-    (reverse() per pattern, not per object) when it needs no encoding; otherwise the builder runs.
+    Keyed on (URL resolver, script prefix, type, kind, cluster, namespace, name), never on a primary key (tests
+    reuse them): a page names the same objects again and again (the incident page ~500 times), and a warm
+    lookup costs 1 µs where ``reverse()`` costs 14 (``bench/tag_caches.py``).
     """
-    cluster = getattr(entity, "cluster", None)
-    key = (
-        type(entity).__name__,
-        str(getattr(entity, "kind", "")),
-        str(getattr(cluster, "name", "")),
-        str(getattr(entity, "namespace", "")),
-        str(getattr(entity, "name", "")),
-    )
-    if not key[1] or not key[2] or not key[4]:
+    kind, name = str(getattr(entity, "kind", "")), str(getattr(entity, "name", ""))
+    cluster = str(getattr(getattr(entity, "cluster", None), "name", ""))
+    if not kind or not name or not cluster:
         return entity.get_absolute_url()  # type: ignore[attr-defined]
+    # the resolver object changes when the URL conf does (clear_url_caches), so a new conf starts afresh
+    key = (get_resolver(get_urlconf()), get_script_prefix(), type(entity), kind, cluster)
+    key += (str(getattr(entity, "namespace", "")), name)
     url = _URLS.get(key)
     if url is None:
-        form = _url_form(
-            entity, (type(entity), key[1], key[2], get_resolver(get_urlconf()), get_script_prefix())
-        )
-        if form is not None and _PLAIN_NAME.match(key[4]) and (not form[1] or _PLAIN_NAME.match(key[3])):
-            url = form[0].replace(_NAME_MARK, key[4]).replace(_NS_MARK, key[3])
-        else:
-            url = entity.get_absolute_url()  # type: ignore[attr-defined]
+        url = entity.get_absolute_url()  # type: ignore[attr-defined]
         if len(_URLS) < 50_000:
             _URLS[key] = url
     return url
@@ -276,34 +229,15 @@ MAIN_NAV = [
 ]
 
 
-@functools.lru_cache(maxsize=16)
-def _main_nav(resolver: object, prefix: str) -> tuple[str, list[tuple[str, str]]]:
-    """The home path and the (path, label) of each main navigation link, per URL conf and script prefix."""
-    return reverse("home"), [(reverse(name), label) for name, label in MAIN_NAV]
-
-
-@register.simple_tag
-def asset(path: str) -> str:
-    """``{% static path %}``, remembered: an asset's URL does not change while the process runs (the manifest
-    is read once), and the layout asks for six on every page."""
-    return _asset(path)
-
-
-@functools.lru_cache(maxsize=256)
-def _asset(path: str) -> str:
-    return static(path)
-
-
 @register.inclusion_tag("_top_bar.html", takes_context=True)
 def top_bar(context: template.Context) -> dict:
     """The header of every page (``_top_bar.html``): brand and, when logged in, the main navigation with the
     cursor, the user and the log-out form (the inclusion tag hands the page's CSRF token on)."""
     cur, user = _cursor(context), context.get("user")
     logged_in = user is not None and user.is_authenticated
-    home, nav = _main_nav(get_resolver(get_urlconf()), get_script_prefix())
     return {
-        "home_url": _link(cur, home),
-        "nav": [(_link(cur, path), label) for path, label in nav] if logged_in else [],
+        "home_url": _link(cur, cached_reverse("home")),
+        "nav": [(_link(cur, cached_reverse(name)), label) for name, label in MAIN_NAV] if logged_in else [],
         "username": user.get_username() if logged_in else None,
         "logout_url": cached_reverse("logout"),
     }

@@ -132,3 +132,61 @@ def test_a_remembered_pill_never_mixes_plain_and_safe_text() -> None:
     assert str(pill(mark_safe("<b>x</b>"))) == '<span class="pill "><b>x</b></span>'
     assert str(pill("<b>x</b>")) == '<span class="pill ">&lt;b&gt;x&lt;/b&gt;</span>'
     assert str(pill("Running", "ok <now>")) == '<span class="pill ok">ok &lt;now&gt;</span>'
+
+
+#
+# The memos (each pays on the pages: bench/tag_caches.py)
+#
+
+
+def test_a_cursors_query_is_encoded_once_and_reused() -> None:
+    from rcaweb.templatetags.rcaweb import cursor_query
+
+    cur = Cursor(at=T + timedelta(seconds=41), window=timedelta(hours=3), window_given=True)
+    before = cursor_query.cache_info()
+    links = [_link(cur, f"/c/gpu-prod/nodes/n{i}/") for i in range(3)]
+    after = cursor_query.cache_info()
+    assert links == [cur.link(f"/c/gpu-prod/nodes/n{i}/") for i in range(3)]
+    assert after.misses - before.misses <= 1 and after.hits - before.hits >= 2
+
+
+def test_moving_the_cursor_to_the_same_change_twice_is_one_computation() -> None:
+    cur = CURSORS[3]
+    when = T + timedelta(minutes=17, seconds=3)
+    before = moved_query.cache_info()
+    first, second = at_time_link(cur, "/a/", when), at_time_link(cur, "/b/", when)
+    after = moved_query.cache_info()
+    assert first == cur.moved_to(when).link("/a/") and second == cur.moved_to(when).link("/b/")
+    assert after.misses - before.misses <= 1 and after.hits - before.hits >= 1
+
+
+def test_reverse_is_remembered_per_name_and_typed_arguments() -> None:
+    from django.urls import clear_url_caches, reverse
+
+    from rcaweb.templatetags.rcaweb import _reverse_memo, cached_reverse
+
+    args = ("gpu-prod", "h100-77")
+    before = _reverse_memo.cache_info()
+    assert cached_reverse("collectors:node", args) == reverse("collectors:node", args=args)
+    assert cached_reverse("collectors:node", args) == reverse("collectors:node", args=args)
+    assert _reverse_memo.cache_info().hits - before.hits >= 1
+    assert cached_reverse("incidents:incident", [1]) == cached_reverse("incidents:incident", ["1"])
+    assert cached_reverse("collectors:jobs", ["gpu-prod"], {}) == reverse("collectors:jobs", args=["gpu-prod"])
+    clear_url_caches()  # a changed URL conf: a new resolver, so nothing stale is reused
+    assert cached_reverse("collectors:node", args) == reverse("collectors:node", args=args)
+
+
+def test_an_entity_url_is_built_once_per_object_name() -> None:
+    class Counting(Named):
+        built = 0
+        cluster = Cluster(name="gpu-prod")
+
+        def get_absolute_url(self) -> str:
+            Counting.built += 1
+            return super().get_absolute_url()
+
+    a, b = Counting("node", "memo-test-node"), Counting("node", "memo-test-node")
+    assert _absolute_url(a) == _absolute_url(b) == "/x/node/memo-test-node/"
+    assert Counting.built == 1  # the second object of the same name reuses the first one's URL
+    assert _absolute_url(Counting("node", "memo-test-other")) == "/x/node/memo-test-other/"
+    assert Counting.built == 2
