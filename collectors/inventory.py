@@ -350,25 +350,6 @@ def version_of(entity: Entity, t: datetime) -> EntityVersion | None:
     return EntityVersion.objects.as_of(t).filter(entity=entity).first()
 
 
-def lifespan(entity: Entity) -> tuple[datetime | None, datetime | None, bool]:
-    """(first valid_from, last valid_to, still open) — for "did not exist at t" pages."""
-    first = entity.versions.order_by("valid_from").values_list("valid_from", flat=True).first()
-    last = entity.versions.order_by("-valid_from").values_list("valid_to", flat=True).first()
-    return first, last, last is None and first is not None
-
-
-def changes_in_window(
-    entities: Iterable[Entity | int], start: datetime, end: datetime, *, limit: int = 200
-) -> QuerySet[Change]:
-    """Changes of these entities with start <= time <= end, oldest first (bounded)."""
-    ids = [e if isinstance(e, int) else e.pk for e in entities]
-    return (
-        Change.objects.filter(entity_id__in=ids, time__gte=start, time__lte=end)
-        .select_related("entity", "entity__cluster")
-        .order_by("time", "id")[:limit]
-    )
-
-
 def neighbour_change_times(entity_ids: Sequence[int], t: datetime) -> tuple[datetime | None, datetime | None]:
     """The change times just before and just after t, for the cursor bar's previous/next buttons."""
     qs = Change.objects.filter(entity_id__in=entity_ids)

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.db import connection
-from django.db.models import Count, FloatField, Sum
+from django.db.models import FloatField, Sum
 from django.db.models.functions import Cast, Coalesce
 from django.urls import reverse
 
@@ -489,17 +489,6 @@ def gpu_users_in_window(gpu: Entity, start: datetime, end: datetime, limit: int 
     )
 
 
-def running_gpus(cluster: Cluster, t: datetime, **hot: Any) -> int:
-    """GPUs held at t by running pods matching ``hot`` (project=…, queue=…): one aggregate query."""
-    agg = (
-        EntityVersion.objects.as_of(t)
-        .filter(cluster=cluster, kind="pod", deleted=False, phase="Running", **hot)
-        .exclude(node="")
-        .aggregate(n=Sum("gpus"))
-    )
-    return int(agg["n"] or 0)
-
-
 def running_gpu_units(cluster: Cluster, t: datetime, **hot: Any) -> float:
     """GPUs held at t by running pods matching ``hot``, counted as their queue counts them: a 0.5 share is 0.5,
     a MIG 3g.40gb instance 3 (KAI); pods recorded before ``gpu_units`` existed count their whole GPUs."""
@@ -510,17 +499,6 @@ def running_gpu_units(cluster: Cluster, t: datetime, **hot: Any) -> float:
         .aggregate(n=Sum(Coalesce("gpu_units", Cast("gpus", FloatField()))))
     )
     return round(float(agg["n"] or 0), 4)
-
-
-def phase_counts(cluster: Cluster, kind: str, t: datetime, **hot: Any) -> dict[str, dict[str, int]]:
-    """{phase: {"count": n, "gpus": g}} of ``kind`` at t (one grouped query)."""
-    rows = (
-        EntityVersion.objects.as_of(t)
-        .filter(cluster=cluster, kind=kind, deleted=False, **hot)
-        .values("phase")
-        .annotate(n=Count("id"), g=Sum("gpus"))
-    )
-    return {r["phase"]: {"count": r["n"], "gpus": int(r["g"] or 0)} for r in rows}
 
 
 def events_near(

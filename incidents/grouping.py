@@ -36,22 +36,6 @@ SEVERITY_ALIASES = {
     "none": "info",
     "notice": "info",
 }
-# Labels that identify something; everything else (instance, job, severity, ...) describes the rule.
-IDENTIFYING = (
-    "cluster",
-    "namespace",
-    "exported_namespace",
-    "pod",
-    "exported_pod",
-    "job_name",
-    "project",
-    "queue",
-    "node",
-    "Hostname",
-    "hostname",
-    "gpu",
-    "UUID",
-)
 
 
 @dataclass

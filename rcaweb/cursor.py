@@ -160,9 +160,6 @@ class Cursor:
     def shifted(self, delta: timedelta) -> Cursor:
         return self.moved_to(self.t + delta)
 
-    def with_window(self, window: timedelta) -> Cursor:
-        return Cursor(at=self.at, window=window, window_given=True)
-
     @property
     def label(self) -> str:
         return "live" if self.at is None else format_t(self.at)

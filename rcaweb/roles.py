@@ -26,18 +26,6 @@ def can_respond(user: Any) -> bool:
     return is_admin(user) or user.groups.filter(name=RESPONDER).exists()
 
 
-def responder_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """403 for viewers on the write branch of a view (use on POST-only views, or check inline)."""
-
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not can_respond(request.user):
-            return HttpResponseForbidden("Your role is viewer: changing incidents needs the responder role.\n")
-        return view(request, *args, **kwargs)
-
-    return wrapper
-
-
 def admin_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:

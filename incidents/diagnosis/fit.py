@@ -16,7 +16,6 @@ from typing import Any
 
 from incidents.diagnosis.types import DiagnosisInput, EntityState, gpus_of
 
-GPU_RESOURCE = "nvidia.com/gpu"
 ACTIVE_POD_PHASES = ("Running", "Pending")
 
 # Blocker codes (a node can have several).

@@ -39,7 +39,6 @@ XID_METRIC = "DCGM_FI_DEV_XID_ERRORS"
 TEMP_METRIC = "DCGM_FI_DEV_GPU_TEMP"
 SM_CLOCK_METRIC = "DCGM_FI_DEV_SM_CLOCK"
 DBE_METRIC = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
-SBE_METRIC = "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"
 NVLINK_METRIC = "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
 THERMAL_LIMIT_C = 85.0  # data-center GPUs start slowing down in the mid to high 80s (H100 slowdown ~87 °C)
 SBE_NOISE = 100  # single-bit errors are corrected; only a burst is worth a line

@@ -26,7 +26,6 @@ from incidents.diagnosis.types import (
     Cite,
     DiagnosisInput,
     Finding,
-    Ref,
 )
 
 logger = logging.getLogger(__name__)
@@ -209,7 +208,3 @@ def rank(findings: list[Finding]) -> list[Finding]:
     ordered += sorted(rest, key=lambda f: (STATUS_ORDER.get(f.status, 3), -f.confidence))
     ordered += sorted(elsewhere, key=lambda f: -f.confidence)
     return ordered
-
-
-def subject_of(f: Finding) -> Ref | None:
-    return f.subject

@@ -206,9 +206,6 @@ class DiagnosisInput:
             "department": self.departments,
         }.get(kind, [])
 
-    def subjects_of(self, kind: str) -> list[Ref]:
-        return [s for s in self.subjects if s.kind == kind]
-
     def pods_of_job(self, job: EntityState) -> list[EntityState]:
         by_job = self._indexed(
             "pods_of_job", lambda: _group(self.pods, lambda p: (p.namespace, p.get("job")))
@@ -258,9 +255,6 @@ class DiagnosisInput:
         if got is None:
             got = self._index[name] = build()
         return got
-
-    def source_failed(self, source: str) -> bool:
-        return any(f.source == source for f in self.failures)
 
 
 @dataclass

@@ -272,8 +272,3 @@ def classify(text: str) -> Classified:
         if pattern.search(s):
             return Classified(code)
     return Classified(t.OTHER)
-
-
-def is_known(text: str) -> bool:
-    """True when the text names a scheduling mechanism we recognise."""
-    return classify(text).code != t.OTHER
