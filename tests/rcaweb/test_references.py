@@ -24,7 +24,7 @@ from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SKIP_DIRS = {".git", ".venv", "var", "artifacts", "node_modules", "__pycache__", ".pytest_cache", "build"}
-SUFFIXES = {".py", ".md", ".html", ".jinja", ".yaml", ".yml", ".toml", ".txt", ".cfg", ".js", ".css"}
+SUFFIXES = {".py", ".md", ".html", ".yaml", ".yml", ".toml", ".txt", ".cfg", ".js", ".css"}
 EXTRA_FILES = {"Makefile", "Dockerfile", "run", ".env.example"}  # run: .ci/run
 PACKAGES = ("rcaweb", "collectors", "incidents", "tests", "bench")
 
@@ -187,7 +187,6 @@ def references() -> Iterator[tuple[str, str, str]]:
                 ".py",
                 ".md",
                 ".html",
-                ".jinja",
                 ".yaml",
                 ".yml",
                 ".toml",
