@@ -24,5 +24,5 @@ class RcaAdminSite(AdminSite):
         for p in urls:
             # AdminSite.get_urls points LoginRequiredMiddleware at admin:login; without it, at settings.LOGIN_URL
             if isinstance(p, URLPattern) and "login_url" in getattr(p.callback, "__dict__", {}):
-                del p.callback.login_url
+                delattr(p.callback, "login_url")
         return urls
