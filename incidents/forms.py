@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 
 from incidents.models import Incident
@@ -39,8 +41,9 @@ class IncidentFilterForm(forms.Form):
     until = UtcTimeField(required=False, help_text="onset before (UTC)")
     page = forms.IntegerField(min_value=1, max_value=10_000, required=False)
 
-    def clean(self) -> dict:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         if data.get("since") and data.get("until") and data["since"] >= data["until"]:
             raise forms.ValidationError("since must be before until")
         return data

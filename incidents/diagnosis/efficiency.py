@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.types import (
@@ -90,23 +91,35 @@ def _crashing(pod: EntityState) -> bool:
     return False
 
 
+class _Measured(NamedTuple):
+    """A GPU of the pod with an activity series: mean activity over the idle window, idle since when."""
+
+    gpu: EntityState
+    series: Series
+    mean: float
+    since: datetime | None
+
+
+def _earliest(rows: list[_Measured]) -> datetime:
+    """The earliest idle-since of rows of which at least one is idle."""
+    return min(r.since for r in rows if r.since is not None)
+
+
 def check_efficiency(di: DiagnosisInput, idle_for: timedelta = IDLE_FOR) -> list[Finding]:
     out: list[Finding] = []
     for pod in _pods_of_interest(di):
         gpus = [g for g in di.gpus if g.get("pod") == f"{pod.namespace}/{pod.name}"]
         if not gpus and not pod.get("gpus"):
             continue
-        rows = []
+        measured: list[_Measured] = []
         for g in gpus:
             s, factor = activity(di, g.name)
             if s is None:
-                rows.append((g, None, factor, None, None))
                 continue
             vals = [v * factor for ts, v in s.points if ts <= di.t and ts >= di.t - idle_for]
-            mean = sum(vals) / len(vals) if vals else None
-            rows.append((g, s, factor, mean, idle_since(s.points, di.t, factor)))
+            if vals:
+                measured.append(_Measured(g, s, sum(vals) / len(vals), idle_since(s.points, di.t, factor)))
         pcite = cite_state(pod, di.t)
-        measured = [r for r in rows if r[1] is not None and r[3] is not None]
         if not measured:
             if "GPUIdleAllocated" in di.alertnames:
                 out.append(
@@ -124,13 +137,13 @@ def check_efficiency(di: DiagnosisInput, idle_for: timedelta = IDLE_FOR) -> list
                     )
                 )
             continue
-        idle = [r for r in measured if r[4] is not None and di.t - r[4] >= idle_for]
-        active = [r for r in measured if r[4] is None]
-        cites: list[Cite] = [pcite, *[cite_series(r[1]) for r in measured[:8]]]
-        where = measured[0][0].get("node") or pod.get("node")
+        idle = [r for r in measured if r.since is not None and di.t - r.since >= idle_for]
+        active = [r for r in measured if r.since is None]
+        cites: list[Cite] = [pcite, *[cite_series(r.series) for r in measured[:8]]]
+        where = measured[0].gpu.get("node") or pod.get("node")
         if idle and len(idle) == len(measured):
-            since = min(r[4] for r in idle)
-            mean = sum(r[3] for r in idle) / len(idle)
+            since = _earliest(idle)
+            mean = sum(r.mean for r in idle) / len(idle)
             out.append(
                 Finding(
                     C.IDLE_GPU_ALLOCATION,
@@ -144,7 +157,7 @@ def check_efficiency(di: DiagnosisInput, idle_for: timedelta = IDLE_FOR) -> list
                     since=since,
                     facts={
                         "pod": pod.ref,
-                        "gpus": [r[0].name for r in idle],
+                        "gpus": [r.gpu.name for r in idle],
                         "node": where,
                         "job": pod.get("job"),
                         "project": pod.get("project"),
@@ -163,7 +176,7 @@ def check_efficiency(di: DiagnosisInput, idle_for: timedelta = IDLE_FOR) -> list
                     supports=cites,
                     subject=pod.ref,
                     sources=("prometheus",),
-                    since=min(r[4] for r in idle),
+                    since=_earliest(idle),
                     facts={
                         "pod": pod.ref,
                         "used": len(active),
@@ -175,8 +188,8 @@ def check_efficiency(di: DiagnosisInput, idle_for: timedelta = IDLE_FOR) -> list
                     ],
                 )
             )
-        elif any(r[4] is not None for r in measured) and "GPUIdleAllocated" in di.alertnames:
-            since = min(r[4] for r in measured if r[4] is not None)
+        elif any(r.since is not None for r in measured) and "GPUIdleAllocated" in di.alertnames:
+            since = _earliest(measured)
             out.append(
                 Finding(
                     C.IDLE_GPU_ALLOCATION,
@@ -192,7 +205,7 @@ def check_efficiency(di: DiagnosisInput, idle_for: timedelta = IDLE_FOR) -> list
                 )
             )
         elif "GPUIdleAllocated" in di.alertnames or any(r.kind == "gpu" for r in di.subjects):
-            mean = sum(r[3] for r in measured) / len(measured)
+            mean = sum(r.mean for r in measured) / len(measured)
             out.append(
                 Finding(
                     C.IDLE_GPU_ALLOCATION,

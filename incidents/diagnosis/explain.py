@@ -222,10 +222,10 @@ def _verdict(ex: JobExplanation) -> list[str]:
     if ex.ahead:
         out.append(f"{len(ex.ahead)} pending job(s) ahead in the scheduler's order, across queues.")
     if len(ex.history) > 1:
-        a, b = ex.history[-2], ex.history[-1]
+        before, after = ex.history[-2], ex.history[-1]
         out.append(
-            f"The request changed from {a['pods']}×{a['gpus_per_pod']} to {b['pods']}×{b['gpus_per_pod']} at "
-            f"{hhmm(b['from'])}."
+            f"The request changed from {before['pods']}×{before['gpus_per_pod']} to "
+            f"{after['pods']}×{after['gpus_per_pod']} at {hhmm(after['from'])}."
         )
     return out
 

@@ -7,7 +7,7 @@ Every link is absolute and carries the exporting page's cursor (``links``, incid
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from django.urls import reverse
@@ -52,6 +52,7 @@ def incident_markdown(
     links: ExportLinks | None = None,
 ) -> str:
     """``now``: the moment the export describes (the page's cursor); the duration runs onset → resolution or → it."""
+    link: Callable[[str], str]
     if links is None:
         cur = incident_cursor(incident)
         link = cur.link

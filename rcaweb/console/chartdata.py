@@ -150,12 +150,12 @@ def _telemetry(scope: Scope, name: str, result: ChartResult) -> None:
     else:
         labels = _gpus_of(scope)
         if labels:
-            rows = (
+            samples = (
                 base.filter(gpu_id__in=list(labels), metric__in=wanted)
                 .order_by("time")
                 .values_list("gpu_id", "metric", "time", "value")
             )
-            for gpu_id, metric, t, v in rows[:SAMPLE_LIMIT]:
+            for gpu_id, metric, t, v in samples[:SAMPLE_LIMIT]:
                 per_gpu[labels[gpu_id]][metric].append((t, v))
                 n += metric in metrics
     failures = _source_failures(scope, ("prometheus",))
@@ -245,7 +245,9 @@ def _allocation(scope: Scope, result: ChartResult) -> None:
     allocated = charts.step_series(((a, b, g or 0) for a, b, g in pods), grid)
     if scope.entity is None:
         nodes = _versions(scope, "node")
-        quota = charts.step_series(((a, b, alloc or 0) for a, b, _g, alloc in nodes), grid)
+        quota: list[tuple[datetime, float | None]] = list(
+            charts.step_series(((a, b, alloc or 0) for a, b, _g, alloc in nodes), grid)
+        )
         limit: list[tuple[datetime, float | None]] = []
         label = "allocatable"
         has_policy = bool(nodes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from collectors.sim.apiserver.store import FIELD_PATHS, Entry
 
@@ -14,9 +15,38 @@ class SelectorError(ValueError):
     """Becomes a 400 BadRequest Status carrying this message."""
 
 
+@dataclass(frozen=True)
+class Requirement:
+    """One term of a selector: ``key op values`` (``exists``/``!exists`` take no values)."""
+
+    key: str
+    op: str  # in, notin, ==, !=, exists, !exists
+    values: frozenset[str] = frozenset()
+
+    def holds(self, mapping: dict[str, str], default: str | None = None) -> bool:
+        value = mapping.get(self.key, default)
+        if self.op == "in" or self.op == "==":
+            return value in self.values
+        if self.op == "notin" or self.op == "!=":
+            return value not in self.values
+        if self.op == "exists":
+            return self.key in mapping
+        return self.key not in mapping
+
+
+def _matcher(requirements: list[Requirement], attr: str, default: str | None) -> Predicate:
+    def matches(entry: Entry) -> bool:
+        mapping = getattr(entry, attr)
+        return all(r.holds(mapping, default) for r in requirements)
+
+    return matches
+
+
 def _split_top(text: str) -> list[str]:
     """Split on commas outside parentheses (``a in (x,y),b=c``)."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -40,31 +70,22 @@ _EXISTS = re.compile(r"^(!?)([A-Za-z0-9._/-]+)$")
 def label_selector(text: str | None) -> Predicate | None:
     if not text:
         return None
-    checks: list[Callable[[dict[str, str]], bool]] = []
+    requirements: list[Requirement] = []
     for term in _split_top(text):
         if m := _SET.match(term):
-            key, op, values = m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",") if v.strip()}
-            if op == "in":
-                checks.append(lambda lb, k=key, vs=values: lb.get(k) in vs)
-            else:
-                checks.append(lambda lb, k=key, vs=values: lb.get(k) not in vs)
+            values = frozenset(v.strip() for v in m.group(3).split(",") if v.strip())
+            requirements.append(Requirement(m.group(1), m.group(2), values))
         elif m := _EQ.match(term):
             key, op, value = m.groups()
-            if op == "!=":
-                checks.append(lambda lb, k=key, v=value: lb.get(k) != v)
-            else:
-                checks.append(lambda lb, k=key, v=value: lb.get(k) == v)
+            requirements.append(Requirement(key, "!=" if op == "!=" else "==", frozenset({value})))
         elif m := _EXISTS.match(term):
             neg, key = m.groups()
-            if neg:
-                checks.append(lambda lb, k=key: k not in lb)
-            else:
-                checks.append(lambda lb, k=key: k in lb)
+            requirements.append(Requirement(key, "!exists" if neg else "exists"))
         else:
             raise SelectorError(
                 f"unable to parse requirement: found '{term}', expected: in, notin, =, ==, !=, gt, lt"
             )
-    return lambda entry: all(check(entry.labels) for check in checks)
+    return _matcher(requirements, "labels", None)
 
 
 _FIELD = re.compile(r"^([A-Za-z0-9._]+)\s*(==|!=|=)\s*(.*)$")
@@ -73,7 +94,7 @@ _FIELD = re.compile(r"^([A-Za-z0-9._]+)\s*(==|!=|=)\s*(.*)$")
 def field_selector(text: str | None, resource: str) -> Predicate | None:
     if not text:
         return None
-    checks: list[Callable[[dict[str, str]], bool]] = []
+    requirements: list[Requirement] = []
     for term in _split_top(text):
         m = _FIELD.match(term)
         if not m:
@@ -81,11 +102,8 @@ def field_selector(text: str | None, resource: str) -> Predicate | None:
         name, op, value = m.groups()
         if name not in FIELD_PATHS or not _field_applies(name, resource):
             raise SelectorError(f"field label not supported: {name}")
-        if op == "!=":
-            checks.append(lambda f, n=name, v=value: f.get(n, "") != v)
-        else:
-            checks.append(lambda f, n=name, v=value: f.get(n, "") == v)
-    return lambda entry: all(check(entry.fields) for check in checks)
+        requirements.append(Requirement(name, "!=" if op == "!=" else "==", frozenset({value})))
+    return _matcher(requirements, "fields", "")
 
 
 def _field_applies(name: str, resource: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from collectors.sim.kube import core, kai, kueue, nodes, pods
@@ -18,7 +19,13 @@ __all__ = ["EVENT_TTL", "RenderContext", "build_context", "resources"]
 
 EVENT_TTL = timedelta(hours=1)
 Key = tuple[str, str]  # (namespace or "", name)
-Item = tuple[Key, Any, Callable[[], dict[str, Any]]]
+# (key, signature, render) — events add the engine's event object for the store's incremental pass.
+Item = tuple[Key, Any, Callable[[], dict[str, Any]]] | tuple[Key, Any, Callable[[], dict[str, Any]], Any]
+
+
+def _same(obj: dict[str, Any]) -> dict[str, Any]:
+    """Render an object that is already a manifest."""
+    return obj
 
 
 def _heartbeat_bucket(ctx: RenderContext) -> int:
@@ -82,13 +89,13 @@ def _iter_nodes(ctx: RenderContext) -> Iterator[Item]:
             ctx.last_change.get(("node", n.name)),
             hb,
         )
-        yield ("", n.name), sig, (lambda n=n: nodes.node(ctx, n))
+        yield ("", n.name), sig, partial(nodes.node, ctx, n)
 
 
 def _iter_pods(ctx: RenderContext) -> Iterator[Item]:
     for p in getattr(ctx.world, "reservations", {}).values():
         if p.deleted_at is None:
-            yield (p.namespace, p.name), (p.resource_version,), (lambda p=p: pods.reservation_pod(ctx, p))
+            yield (p.namespace, p.name), (p.resource_version,), partial(pods.reservation_pod, ctx, p)
     for p in ctx.live_pods:
         sig = (
             p.phase,
@@ -103,7 +110,7 @@ def _iter_pods(ctx: RenderContext) -> Iterator[Item]:
             p.resource_version,
             p.image,
         )
-        yield (p.namespace, p.name), sig, (lambda p=p: pods.pod(ctx, p))
+        yield (p.namespace, p.name), sig, partial(pods.pod, ctx, p)
 
 
 def _iter_events(ctx: RenderContext) -> Iterator[Item]:
@@ -115,7 +122,7 @@ def _iter_events(ctx: RenderContext) -> Iterator[Item]:
         yield (
             (e.namespace, e.name),
             sig,
-            (lambda e=e: core.event(ctx, e)),
+            partial(core.event, ctx, e),
             e,
         )  # the event: the store's incremental pass
 
@@ -132,7 +139,7 @@ def _iter_namespaces(ctx: RenderContext) -> Iterator[Item]:
         names.add("runai-reservation")
     names |= {p.namespace for p in ctx.projects.values()}
     for name in names:
-        yield ("", name), (name, tuple(sorted(ctx.projects))), (lambda name=name: core.namespace(ctx, name))
+        yield ("", name), (name, tuple(sorted(ctx.projects))), partial(core.namespace, ctx, name)
 
 
 def _iter_jobs(ctx: RenderContext) -> Iterator[Item]:
@@ -140,13 +147,13 @@ def _iter_jobs(ctx: RenderContext) -> Iterator[Item]:
         if job.state == "Waiting" or job.submit_at > ctx.now:
             continue
         admitted = ctx.job_admitted(job) if ctx.scheduler == "kueue" else None
-        yield (job.namespace, job.name), (_job_sig(ctx, job), admitted), (lambda job=job: core.job(ctx, job))
+        yield (job.namespace, job.name), (_job_sig(ctx, job), admitted), partial(core.job, ctx, job)
 
 
 def _iter_kai_queues(ctx: RenderContext) -> Iterator[Item]:
     queues = kai.kai_queues(ctx)  # few objects: render them every tick and compare
     for q in queues:
-        yield ("", q["metadata"]["name"]), repr(q), (lambda q=q: q)
+        yield ("", q["metadata"]["name"]), repr(q), partial(_same, q)
 
 
 def _iter_podgroups(ctx: RenderContext) -> Iterator[Item]:
@@ -157,29 +164,29 @@ def _iter_podgroups(ctx: RenderContext) -> Iterator[Item]:
         yield (
             (job.namespace, kai.podgroup_name(job)),
             (_job_sig(ctx, job), usage),
-            (lambda job=job: kai.kai_podgroup(ctx, job)),
+            partial(kai.kai_podgroup, ctx, job),
         )
 
 
 def _iter_flavors(ctx: RenderContext) -> Iterator[Item]:
-    yield ("", kai.FLAVOR), None, (lambda: kueue.kueue_flavor(ctx))
+    yield ("", kai.FLAVOR), None, partial(kueue.kueue_flavor, ctx)
 
 
 def _iter_cluster_queues(ctx: RenderContext) -> Iterator[Item]:
     for p in ctx.projects.values():
         obj = kueue.kueue_cluster_queue(ctx, p)
-        yield ("", p.name), repr(obj), (lambda obj=obj: obj)
+        yield ("", p.name), repr(obj), partial(_same, obj)
 
 
 def _iter_cohorts(ctx: RenderContext) -> Iterator[Item]:
     for obj in kueue.kueue_cohorts(ctx):
-        yield ("", obj["metadata"]["name"]), repr(obj), (lambda obj=obj: obj)
+        yield ("", obj["metadata"]["name"]), repr(obj), partial(_same, obj)
 
 
 def _iter_local_queues(ctx: RenderContext) -> Iterator[Item]:
     for p in ctx.projects.values():
         obj = kueue.kueue_local_queue(ctx, p)
-        yield (p.namespace, p.name), repr(obj), (lambda obj=obj: obj)
+        yield (p.namespace, p.name), repr(obj), partial(_same, obj)
 
 
 def _iter_workloads(ctx: RenderContext) -> Iterator[Item]:
@@ -190,7 +197,7 @@ def _iter_workloads(ctx: RenderContext) -> Iterator[Item]:
         yield (
             (job.namespace, kueue.workload_name(job)),
             (_job_sig(ctx, job), usage, ctx.job_admitted(job)),
-            (lambda job=job: kueue.kueue_workload(ctx, job)),
+            partial(kueue.kueue_workload, ctx, job),
         )
 
 

@@ -10,12 +10,18 @@ import functools
 import hashlib
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 GPU = "nvidia.com/gpu"
 _NS = uuid.UUID("6b1f3c1e-3d1a-4c59-9d0b-7a8f5d4e2c10")
 
 
+@overload
+def ts(value: datetime) -> str: ...
+@overload
+def ts(value: None) -> None: ...
+@overload
+def ts(value: datetime | None) -> str | None: ...
 def ts(value: datetime | None) -> str | None:
     """RFC 3339 UTC with a Z suffix and seconds precision, as the API server writes metav1.Time."""
     if value is None:

@@ -20,9 +20,9 @@ ACTIVE_PHASES = ("Pending", "Running")
 class Usage:
     """GPUs of one project (= queue) at now."""
 
-    allocated: int = 0  # GPUs of bound, live pods
-    allocated_non_preemptible: int = 0
-    requested: int = 0  # GPUs of all live pods (bound or not) and of pending jobs without pods
+    allocated: float = 0  # GPUs of bound, live pods (a share counts its fraction)
+    allocated_non_preemptible: float = 0
+    requested: float = 0  # GPUs of all live pods (bound or not) and of pending jobs without pods
     pending_jobs: int = 0
     admitted_jobs: int = 0
 
@@ -75,7 +75,7 @@ class RenderContext:
             return True
         return self.quota_shortfall(job) <= 0
 
-    def quota_shortfall(self, job: SimJob) -> int:
+    def quota_shortfall(self, job: SimJob) -> float:
         """GPUs the job needs beyond what its project may still take (quota + borrowable or limit)."""
         project = self.project_of(job)
         if project is None:

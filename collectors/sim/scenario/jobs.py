@@ -259,7 +259,18 @@ def _read_job(
         return None
     if runtime is not None and "runtime" in k and k["runtime"] is None:
         runtime = None
-    if None in (name, project, submit, pods, gpp, prio, image, selector, sm) or not res_ok:
+    if (
+        name is None
+        or project is None
+        or submit is None
+        or pods is None
+        or gpp is None
+        or prio is None
+        or image is None
+        or selector is None
+        or sm is None
+        or not res_ok
+    ):
         return None
     return JobSpec(
         name,
@@ -273,7 +284,7 @@ def _read_job(
         selector,
         tuple(tols),
         sm,
-        failure,  # type: ignore[arg-type]
+        failure,
         None,
         line_of(node),
         gpu_memory_mib=gmem,
@@ -323,13 +334,13 @@ def _read_generate(
     rt: tuple[int, int] | None = None
     rnode = k.get("runtime")
     if rnode is not None:
-        items = r.sequence(rnode, f"{path}.runtime")
-        if items is not None:
-            if len(items) != 2:
-                r.problem(f"{path}.runtime", rnode, f"expected [min, max], got a list of {len(items)}")
+        bounds = r.sequence(rnode, f"{path}.runtime")
+        if bounds is not None:
+            if len(bounds) != 2:
+                r.problem(f"{path}.runtime", rnode, f"expected [min, max], got a list of {len(bounds)}")
             else:
-                lo = r.duration(items[0], f"{path}.runtime[0]", positive=True)
-                hi = r.duration(items[1], f"{path}.runtime[1]", positive=True)
+                lo = r.duration(bounds[0], f"{path}.runtime[0]", positive=True)
+                hi = r.duration(bounds[1], f"{path}.runtime[1]", positive=True)
                 if lo is not None and hi is not None:
                     if hi < lo:
                         r.problem(f"{path}.runtime", rnode, "max runtime is below min runtime")

@@ -217,8 +217,8 @@ def read_events(
                 counts[pool] += count
                 # Names keep the pool's original width so existing nodes are not renamed.
                 width_basis = pools[pool][0]
-                for k in range(counts[pool] - count + 1, counts[pool] + 1):
-                    existing[node_name(pool, k, max(width_basis, 1))] = pool
+                for index in range(counts[pool] - count + 1, counts[pool] + 1):
+                    existing[node_name(pool, index, max(width_basis, 1))] = pool
         if ok:
             out.append(EventSpec(at, action, val, actor, line_of(enode)))
     return out
@@ -276,7 +276,7 @@ def read_expect(
 ) -> list[ExpectSpec]:
     from .loader import node_name
 
-    nodes = set()
+    nodes: set[str] = set()
     if cluster:
         for p in cluster.nodepools:
             nodes.update(node_name(p.name, k, p.nodes) for k in range(1, p.nodes + 1))

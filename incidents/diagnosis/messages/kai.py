@@ -153,6 +153,14 @@ def parse(text: str, reason: str | None = None) -> t.ParsedMessage | None:
     return p
 
 
+def _matched_number(m: re.Match[str], group: str) -> int | float:
+    """A group matched by ``_NUM`` (digits, an optional fraction) always reads as a number."""
+    value = t.to_number(m[group])
+    if value is None:  # pragma: no cover - _NUM admits nothing to_number refuses
+        raise ValueError(f"{group}={m[group]!r} is not a number")
+    return value
+
+
 def _quota_cause(req: float | None, cap: float | None) -> str:
     """A request larger than the queue's quota/limit can never be met by waiting."""
     if req is not None and cap is not None and req > cap:
@@ -169,7 +177,7 @@ def _over_quota(s: str, p: t.ParsedMessage) -> bool:
         p.cause = t.CAUSE_QUOTA_EXHAUSTED
         p.summary = "A non-preemptible workload would take its queue over quota; only preemptible workloads may exceed quota."
         return True
-    req, quota, alloc = t.to_number(m["req"]), t.to_number(m["quota"]), t.to_number(m["alloc"])
+    req, quota, alloc = (_matched_number(m, g) for g in ("req", "quota", "alloc"))
     p.resource, p.queue = _unit_resource(m["unit"]), m["queue"]
     p.numbers = {"requested": req, "quota": quota, "allocated": alloc}
     p.cause = _quota_cause(req, quota)
@@ -202,7 +210,7 @@ def _over_limit(s: str, p: t.ParsedMessage) -> bool:
         p.cause = t.CAUSE_QUOTA_EXHAUSTED
         p.summary = f"Queue {p.queue} has reached its limit of {unit}."
         return True
-    limit, alloc, req = t.to_number(m["limit"]), t.to_number(m["alloc"]), t.to_number(m["req"])
+    limit, alloc, req = (_matched_number(m, g) for g in ("limit", "alloc", "req"))
     p.numbers = {"limit": limit, "allocated": alloc, "requested": req}
     p.cause = _quota_cause(req, limit)
     p.reasons = [t.Reason(code=p.cause, count=None, resource=p.resource, text=m.group(0).strip())]
