@@ -12,9 +12,12 @@ for one incident on a 200-node cluster: Alertmanager logged ``context deadline e
   evidence and diagnoses it (``evidence.collect_evidence``), grouping new alerts before the next collection
   so incidents appear while a long collection backlog drains. One thread, so the pipeline never writes
   concurrently with itself; on SQLite its write transactions and the intake's take one process-wide lock
-  (``serialized``), so two writers never meet (SQLite has one, and a deferred transaction that must upgrade
-  to write while the other holds it fails at once instead of waiting). Evidence collection holds the lock
-  only while it writes, not while it reads the sources. Connections are closed after every unit of work
+  (``serialized``), so two writers never meet (SQLite has one writer), and the intake's goes first
+  (:class:`WriteLock`): the webhook's insert waits for the one background transaction in progress at most.
+  Those are short: grouping commits every ``outbox.SQLITE_TRANSACTION_S`` (50 ms), evidence collection
+  holds the lock only while it writes, not while it reads the sources, and the diagnosis while it stores
+  its run. Writers outside this process' lock (the demo's sweeps, another process) queue in SQLite itself:
+  transactions begin IMMEDIATE with a busy timeout (``rcaweb.settings.SQLITE_OPTIONS``). Connections are closed after every unit of work
   (the thread outlives requests, SQLite files are replaced by run_scenario). An error is a log line and the
   thread goes on; the rows stay in the outbox and the worker's idle sweep (what beat's ``sweep_outbox`` does
   with workers, run once the thread has been idle ``IDLE_SWEEP_S`` after some work) picks them up. At exit the queue is drained (bounded by ``SHUTDOWN_DRAIN_S``).
@@ -91,6 +94,11 @@ class WriteLock:
 
 
 _writes = WriteLock()
+
+
+def webhook_waiting() -> bool:
+    """A webhook is waiting for the SQLite write lock: a background transaction that can stop early should."""
+    return _writes.urgent_waiting > 0
 
 
 def mode() -> str:

@@ -199,6 +199,8 @@ def process_alerts(alert_ids: list[int]) -> int:
         pending = alert_ids[start : start + GROUPING_BATCH]
         lookups = None
         try:
+            if budget is not None:  # read before the write lock: the webhook does not wait for these reads
+                lookups = _prefetch(pending)
             while pending:
                 with inline.serialized():
                     grouped, rest, lookups = _group_batch(pending, budget, lookups)
@@ -233,13 +235,32 @@ def process_batch(alert_ids: list[int]) -> int:
     return _group_batch(alert_ids, None)[0]
 
 
+def _prefetch(alert_ids: list[int]) -> grouping.Lookups:
+    """What ``_group_batch`` prefetches for these alerts, read outside any transaction (WAL: no lock)."""
+    from incidents import grouping
+
+    alerts = [a for a in Alert.objects.filter(pk__in=alert_ids, processed_at=None) if not a.incident_id]
+    lookups = grouping.Lookups.prefetch(alerts)
+    subjects: list[tuple[Alert, list]] = []
+    for a in alerts:
+        res = grouping.resolve_subjects(a, lookups)
+        if res.subjects:
+            subjects.append((a, res.subjects))
+    if subjects:
+        starts = [a.starts_at for a, _ in subjects]
+        lookups.prefetch_related([e for _, ents in subjects for e in ents], min(starts), max(starts))
+    return lookups
+
+
 def _group_batch(
     alert_ids: list[int], budget_s: float | None, lookups: grouping.Lookups | None = None
 ) -> tuple[int, list[int], grouping.Lookups | None]:
     """``process_batch``; with ``budget_s``, the alerts ``group_alert`` has not reached once the transaction has
-    run that long are unclaimed again and returned, in order (at least one is always grouped), with the
-    lookups to group them with: prefetched for all of ``alert_ids``, so the next transaction reads none."""
-    from incidents import grouping
+    run that long, or once a webhook waits for the write lock, are unclaimed again and returned, in order (at
+    least one is always grouped), with the lookups to group them with: prefetched for all of ``alert_ids``,
+    so the next transaction reads none (``lookups`` given: prefetched for them already, by ``_prefetch`` or
+    by the transaction before)."""
+    from incidents import grouping, inline
 
     deadline = time.monotonic() + budget_s if budget_s is not None else None
     with transaction.atomic():
@@ -278,7 +299,11 @@ def _group_batch(
         for a in alerts:
             if a.pk in grouped:
                 continue
-            if rest or (deadline is not None and one_by_one and time.monotonic() > deadline):
+            if rest or (
+                deadline is not None
+                and one_by_one
+                and (time.monotonic() > deadline or inline.webhook_waiting())
+            ):
                 rest.append(a.pk)
                 continue
             outcome = grouping.group_alert(a, lookups=lookups)

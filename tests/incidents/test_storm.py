@@ -25,7 +25,9 @@ from tests.incidents.fixtures.alertmanager import alert, gpu_uuid, payload, smal
 # multi-row INSERT of the incidents, one UPDATE of the alerts, the evidence bookkeeping (3), the savepoint.
 # Only the INSERT repeats: SQLite's 999 bound variables take about 50 incidents a statement (PostgreSQL
 # 500, GROUPING_BATCH), so the count grows by one per ~50 new incidents on SQLite and is flat on PostgreSQL.
-UNRESOLVED_BATCH_BUDGET = 14
+# On SQLite the batch's alerts are read once more, before the write lock (outbox._prefetch), so that the
+# webhook's insert does not wait for the prefetching reads.
+UNRESOLVED_BATCH_BUDGET = 15
 # Alerts on known GPUs: a few prefetches per batch, then at most this many statements per alert
 # (find the open incident, its attached entities, attach/promote, link, window, the alert's row);
 # one transaction per alert (the code before batching) took about 16.
