@@ -66,6 +66,7 @@ class WriteLock:
         self.owner: int | None = None
         self.depth = 0
         self.urgent_waiting = 0
+        self.waiting = 0  # all writers waiting, urgent or not
 
     def acquire(self, *, urgent: bool = False) -> None:
         me = threading.get_ident()
@@ -73,12 +74,14 @@ class WriteLock:
             if self.owner == me:
                 self.depth += 1
                 return
+            self.waiting += 1
             if urgent:
                 self.urgent_waiting += 1
             try:
                 while self.owner is not None or (not urgent and self.urgent_waiting):
                     self.cond.wait()
             finally:
+                self.waiting -= 1
                 if urgent:
                     self.urgent_waiting -= 1
             self.owner, self.depth = me, 1

@@ -266,3 +266,53 @@ class BurstTests(TransactionTestCase):
         self.assertFalse(Incident.objects.exclude(collection_state="done").exists())
         self.assertFalse(Incident.objects.filter(diagnosed_at__isnull=True).exists())
         self.assertEqual(inline.worker.errors, errors_before)
+
+
+class WriteLockTests(TransactionTestCase):
+    def test_a_waiting_webhook_goes_before_background_writers_that_asked_first(self) -> None:
+        lock = inline.WriteLock()
+        order: list[str] = []
+        lock.acquire()  # a background transaction in progress
+
+        def writer(name: str, urgent: bool) -> None:
+            lock.acquire(urgent=urgent)
+            order.append(name)
+            lock.release()
+
+        def waiting(count: int) -> None:
+            with lock.cond:
+                while lock.waiting != count:
+                    lock.cond.wait(0.01)
+
+        background = threading.Thread(target=writer, args=("background", False))
+        background.start()
+        waiting(1)  # the background writer waits first
+        webhook = threading.Thread(target=writer, args=("webhook", True))
+        webhook.start()
+        waiting(2)
+        self.assertEqual(lock.urgent_waiting, 1)
+        lock.release()
+        webhook.join(30)
+        background.join(30)
+        self.assertEqual(order, ["webhook", "background"])
+
+    def test_it_is_reentrant_and_refuses_a_release_by_another_thread(self) -> None:
+        lock = inline.WriteLock()
+        lock.acquire()
+        lock.acquire(urgent=True)  # the intake's transaction runs the sync-mode processing inside it
+        lock.release()
+        self.assertIsNotNone(lock.owner)
+        errors: list[Exception] = []
+
+        def other() -> None:
+            try:
+                lock.release()
+            except RuntimeError as exc:
+                errors.append(exc)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join(10)
+        self.assertEqual(len(errors), 1)
+        lock.release()
+        self.assertIsNone(lock.owner)
