@@ -360,9 +360,11 @@ def _alert_key(world: Any) -> frozenset[str]:
 
 
 def _sqlite_for_concurrency() -> None:
-    """SQLite in WAL mode with NORMAL sync: pages read while sweeps write, and a commit costs no fsync.
+    """SQLite in WAL mode: pages read while sweeps write.
 
-    Only for the demo process (every connection it opens); PostgreSQL is left alone.
+    Only for the demo process (every connection it opens); PostgreSQL is left alone. The settings' own SQLite
+    options ask for WAL too (``rcaweb.settings.SQLITE_OPTIONS``); this covers a database configured without
+    them. Sync stays FULL: the webhook answers 200 only once its alerts are on disk (docs/intake.md).
     """
     from django.db import connections
     from django.db.backends.signals import connection_created
@@ -373,7 +375,6 @@ def _sqlite_for_concurrency() -> None:
         try:
             with connection.cursor() as cursor:
                 cursor.execute("PRAGMA journal_mode=WAL")
-                cursor.execute("PRAGMA synchronous=NORMAL")
         except OperationalError as exc:
             logger.info("sqlite pragmas not applied: %s", exc)
 
@@ -408,7 +409,13 @@ def _start_web(address: str) -> Any:
     host, _, port = address.rpartition(":")
     if not port.isdigit():
         raise ValueError(f"--serve {address!r}: expected HOST:PORT, e.g. 127.0.0.1:8000")
-    httpd = ThreadedWSGIServer((host or "127.0.0.1", int(port)), WSGIRequestHandler, allow_reuse_address=True)
+
+    class Handler(WSGIRequestHandler):
+        # TCP_NODELAY: wsgiref writes the headers and the body in two sends; with Nagle the body waits for the
+        # client's delayed ACK of the headers (40 ms on Linux), which was most of every webhook answer.
+        disable_nagle_algorithm = True
+
+    httpd = ThreadedWSGIServer((host or "127.0.0.1", int(port)), Handler, allow_reuse_address=True)
     httpd.daemon_threads = True
     httpd.set_app(get_internal_wsgi_application())
     threading.Thread(target=httpd.serve_forever, name="demo-web", daemon=True).start()

@@ -12,9 +12,12 @@ for one incident on a 200-node cluster: Alertmanager logged ``context deadline e
   evidence and diagnoses it (``evidence.collect_evidence``), grouping new alerts before the next collection
   so incidents appear while a long collection backlog drains. One thread, so the pipeline never writes
   concurrently with itself; on SQLite its write transactions and the intake's take one process-wide lock
-  (``serialized``), so two writers never meet (SQLite has one, and a deferred transaction that must upgrade
-  to write while the other holds it fails at once instead of waiting). Evidence collection holds the lock
-  only while it writes, not while it reads the sources. Connections are closed after every unit of work
+  (``serialized``), so two writers never meet (SQLite has one writer), and the intake's goes first
+  (:class:`WriteLock`): the webhook's insert waits for the one background transaction in progress at most.
+  Those are short: grouping commits every ``outbox.SQLITE_TRANSACTION_S`` (50 ms), evidence collection
+  holds the lock only while it writes, not while it reads the sources, and the diagnosis while it stores
+  its run. Writers outside this process' lock (the demo's sweeps, another process) queue in SQLite itself:
+  transactions begin IMMEDIATE with a busy timeout (``rcaweb.settings.SQLITE_OPTIONS``). Connections are closed after every unit of work
   (the thread outlives requests, SQLite files are replaced by run_scenario). An error is a log line and the
   thread goes on; the rows stay in the outbox and the worker's idle sweep (what beat's ``sweep_outbox`` does
   with workers, run once the thread has been idle ``IDLE_SWEEP_S`` after some work) picks them up. At exit the queue is drained (bounded by ``SHUTDOWN_DRAIN_S``).
@@ -47,7 +50,58 @@ WORKER_NICE = (
 IDLE_SWEEP_S = 30.0  # idle this long: process what the outbox holds unprocessed (as beat's sweep_outbox does)
 SHUTDOWN_DRAIN_S = 30.0
 
-_writes = threading.RLock()
+
+class WriteLock:
+    """The process' SQLite write lock: reentrant, and the webhook (``urgent``) goes before background writers.
+
+    A plain lock lets the worker thread, which releases it between two batches and asks again at once, win
+    over a request that has been waiting: the request then waits a second batch, and a third. Here a writer
+    that is not urgent waits while an urgent one waits, so the webhook's insert waits for at most the one
+    transaction in progress, never a queue of them; handing over is a condition notify, not SQLite's busy
+    handler, which sleeps in steps of up to 100 ms between tries.
+    """
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition(threading.Lock())
+        self.owner: int | None = None
+        self.depth = 0
+        self.urgent_waiting = 0
+        self.waiting = 0  # all writers waiting, urgent or not
+
+    def acquire(self, *, urgent: bool = False) -> None:
+        me = threading.get_ident()
+        with self.cond:
+            if self.owner == me:
+                self.depth += 1
+                return
+            self.waiting += 1
+            if urgent:
+                self.urgent_waiting += 1
+            try:
+                while self.owner is not None or (not urgent and self.urgent_waiting):
+                    self.cond.wait()
+            finally:
+                self.waiting -= 1
+                if urgent:
+                    self.urgent_waiting -= 1
+            self.owner, self.depth = me, 1
+
+    def release(self) -> None:
+        with self.cond:
+            if self.owner != threading.get_ident():
+                raise RuntimeError("the SQLite write lock is released by a thread that does not hold it")
+            self.depth -= 1
+            if not self.depth:
+                self.owner = None
+                self.cond.notify_all()
+
+
+_writes = WriteLock()
+
+
+def webhook_waiting() -> bool:
+    """A webhook is waiting for the SQLite write lock: a background transaction that can stop early should."""
+    return _writes.urgent_waiting > 0
 
 
 def mode() -> str:
@@ -63,13 +117,18 @@ def threaded() -> bool:
 
 
 @contextlib.contextmanager
-def serialized() -> Iterator[None]:
-    """Hold the process' SQLite write lock (no-op on PostgreSQL, which has row locks and many writers)."""
+def serialized(*, urgent: bool = False) -> Iterator[None]:
+    """Hold the process' SQLite write lock around one write transaction (no-op on PostgreSQL, which has row
+    locks and many writers). ``urgent``: the webhook's insert, which a sender is waiting for (see
+    :class:`WriteLock`)."""
     if connection.vendor != "sqlite":
         yield
         return
-    with _writes:
+    _writes.acquire(urgent=urgent)
+    try:
         yield
+    finally:
+        _writes.release()
 
 
 class InlineWorker:
@@ -168,8 +227,9 @@ class InlineWorker:
     def _group(self, alert_ids: list[int]) -> None:
         from incidents import outbox
 
-        with serialized():
-            outbox.process_alerts(alert_ids)  # touched incidents come back through add_evidence on commit
+        # Each batch's transaction takes the write lock on its own (outbox.process_alerts): between two the
+        # webhook stores, so a backlog of thousands never holds a sender longer than one small batch.
+        outbox.process_alerts(alert_ids)  # touched incidents come back through add_evidence on commit
         self.processed += len(alert_ids)
 
     def _collect(self, incident_id: int) -> None:

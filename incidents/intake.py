@@ -258,7 +258,8 @@ def ingest_alertmanager(payload: dict, *, received_at: datetime | None = None) -
     result = IntakeResult(received=len(parsed))
     # Within one notification the same identity may appear twice (it should not); the last one wins.
     by_key = {(a.fingerprint, a.starts_at): a for a in parsed}
-    with inline.serialized(), transaction.atomic():  # on SQLite, never while the inline worker writes
+    # On SQLite the write lock, ahead of background writers: the insert waits for one transaction at most.
+    with inline.serialized(urgent=True), transaction.atomic():
         new_ids = _insert([_new_row(a, group, now) for a in by_key.values()])
         result.created = len(new_ids)
         result.queued.extend(new_ids)

@@ -21,12 +21,16 @@ import os
 import threading
 import time
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from incidents.models import Alert, Incident
+
+if TYPE_CHECKING:
+    from incidents import grouping
 
 logger = logging.getLogger(__name__)
 
@@ -170,6 +174,12 @@ def _already_queued(incident_id: int, alert_id: int) -> bool:
 
 
 GROUPING_BATCH = 500  # alerts grouped per transaction: a storm commits every few hundred, not once per alert
+# On SQLite a transaction holds the database's only writer, and the webhook's insert waits for it. Alerts on
+# known subjects cost a few statements each (tens of milliseconds on a loaded 2-core machine), so a batch
+# stops grouping them once its transaction has run this long, gives the rest back (unclaimed) and commits;
+# the next transaction goes on with the same prefetched lookups. Alerts naming nothing known are opened in
+# bulk before that, whatever their number (a few statements: bench/intake.py --inline-backlog).
+SQLITE_TRANSACTION_S = 0.05
 
 
 def process_alerts(alert_ids: list[int]) -> int:
@@ -177,24 +187,37 @@ def process_alerts(alert_ids: list[int]) -> int:
 
     A batch that fails is rolled back whole and its alerts are processed one by one
     (``process_alert``, a transaction each): the alert that fails stays unprocessed for
-    the sweeper, the others are grouped.
+    the sweeper, the others are grouped. On SQLite each transaction holds the process' write lock
+    (``inline.serialized``) on its own and lasts about ``SQLITE_TRANSACTION_S``, so a webhook that arrives
+    meanwhile waits for one short transaction, not for the whole list.
     """
+    from incidents import inline
+
     done = 0
+    budget = SQLITE_TRANSACTION_S if connection.vendor == "sqlite" else None
     for start in range(0, len(alert_ids), GROUPING_BATCH):
-        chunk = alert_ids[start : start + GROUPING_BATCH]
+        pending = alert_ids[start : start + GROUPING_BATCH]
+        lookups = None
         try:
-            done += process_batch(chunk)
+            if budget is not None:  # read before the write lock: the webhook does not wait for these reads
+                lookups = _prefetch(pending)
+            while pending:
+                with inline.serialized():
+                    grouped, rest, lookups = _group_batch(pending, budget, lookups)
+                done += grouped
+                pending = rest
         except Exception as exc:
             logger.warning(
                 "grouping a batch of %d alerts failed (%s: %s); grouping them one by one",
-                len(chunk),
+                len(pending),
                 type(exc).__name__,
                 str(exc)[:200],
             )
-            for alert_id in chunk:
+            for alert_id in pending:
                 try:
-                    if process_alert(alert_id) is not None:
-                        done += 1
+                    with inline.serialized():
+                        if process_alert(alert_id) is not None:
+                            done += 1
                 except Exception:
                     logger.exception("grouping alert %s failed; the outbox sweeper will retry it", alert_id)
     return done
@@ -209,8 +232,37 @@ def process_batch(alert_ids: list[int]) -> int:
     lookups. Each incident the batch touched queues one evidence collection on commit, however many of
     its alerts were in the batch (and none when one is already queued, see ``_already_queued``).
     """
+    return _group_batch(alert_ids, None)[0]
+
+
+def _prefetch(alert_ids: list[int]) -> grouping.Lookups:
+    """What ``_group_batch`` prefetches for these alerts, read outside any transaction (WAL: no lock)."""
     from incidents import grouping
 
+    alerts = [a for a in Alert.objects.filter(pk__in=alert_ids, processed_at=None) if not a.incident_id]
+    lookups = grouping.Lookups.prefetch(alerts)
+    subjects: list[tuple[Alert, list]] = []
+    for a in alerts:
+        res = grouping.resolve_subjects(a, lookups)
+        if res.subjects:
+            subjects.append((a, res.subjects))
+    if subjects:
+        starts = [a.starts_at for a, _ in subjects]
+        lookups.prefetch_related([e for _, ents in subjects for e in ents], min(starts), max(starts))
+    return lookups
+
+
+def _group_batch(
+    alert_ids: list[int], budget_s: float | None, lookups: grouping.Lookups | None = None
+) -> tuple[int, list[int], grouping.Lookups | None]:
+    """``process_batch``; with ``budget_s``, the alerts ``group_alert`` has not reached once the transaction has
+    run that long, or once a webhook waits for the write lock, are unclaimed again and returned, in order (at
+    least one is always grouped), with the lookups to group them with: prefetched for all of ``alert_ids``,
+    so the next transaction reads none (``lookups`` given: prefetched for them already, by ``_prefetch`` or
+    by the transaction before)."""
+    from incidents import grouping, inline
+
+    deadline = time.monotonic() + budget_s if budget_s is not None else None
     with transaction.atomic():
         if connection.vendor == "postgresql":
             with connection.cursor() as cur:
@@ -221,9 +273,11 @@ def process_batch(alert_ids: list[int]) -> int:
             key=lambda a: order[a.pk],
         )
         if not alerts:
-            return 0
+            return 0, [], lookups
         Alert.objects.filter(pk__in=[a.pk for a in alerts]).update(processed_at=timezone.now())
-        lookups = grouping.Lookups.prefetch([a for a in alerts if not a.incident_id])
+        fresh = lookups is None
+        if lookups is None:
+            lookups = grouping.Lookups.prefetch([a for a in alerts if not a.incident_id])
         unresolved: list[tuple[Alert, grouping.Resolution]] = []
         subjects: dict[int, tuple[Alert, list]] = {}
         for a in alerts:
@@ -233,21 +287,35 @@ def process_batch(alert_ids: list[int]) -> int:
                     subjects[a.pk] = (a, res.subjects)
                 else:
                     unresolved.append((a, res))
-        if subjects:
+        if subjects and fresh:
             starts = [a.starts_at for a, _ in subjects.values()]
             lookups.prefetch_related(
                 [e for _, ents in subjects.values() for e in ents], min(starts), max(starts)
             )
         grouped = grouping.open_unresolved(unresolved)  # the alerts it leaves are grouped below, in order
         touched: dict[int, bool] = {incident.pk: True for incident in grouped.values()}
+        rest: list[int] = []
+        one_by_one = 0
         for a in alerts:
-            if a.pk not in grouped:
-                outcome = grouping.group_alert(a, lookups=lookups)
-                touched[outcome.pk] = touched.get(outcome.pk, False) or getattr(
-                    outcome, "needs_evidence", False
-                )
-        _queue_evidence([pk for pk, needed in touched.items() if needed], [a.pk for a in alerts])
-    return len(alerts)
+            if a.pk in grouped:
+                continue
+            if rest or (
+                deadline is not None
+                and one_by_one
+                and (time.monotonic() > deadline or inline.webhook_waiting())
+            ):
+                rest.append(a.pk)
+                continue
+            outcome = grouping.group_alert(a, lookups=lookups)
+            one_by_one += 1
+            touched[outcome.pk] = touched.get(outcome.pk, False) or getattr(outcome, "needs_evidence", False)
+        if rest:  # not grouped in this transaction: back in the outbox, for the caller's next transaction
+            Alert.objects.filter(pk__in=rest).update(processed_at=None)
+        left = set(rest)
+        _queue_evidence(
+            [pk for pk, needed in touched.items() if needed], [a.pk for a in alerts if a.pk not in left]
+        )
+    return len(alerts) - len(rest), rest, lookups
 
 
 def _queue_evidence(incident_ids: list[int], alert_ids: list[int]) -> None:

@@ -64,6 +64,18 @@ def envsecret(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
 
 
+# SQLite has one writer. WAL: pages and the webhook's reads never wait for a writer, and a commit appends to the
+# log (synchronous=FULL: on disk before the webhook answers, so an accepted alert survives a power loss).
+# IMMEDIATE: every transaction (Django opens one only to write) takes the write lock at BEGIN, where SQLite
+# waits up to ``timeout`` seconds for it; a deferred one that upgrades from read to write while another
+# connection writes fails at once with "database is locked", busy timeout or not.
+SQLITE_OPTIONS = {
+    "timeout": 20,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL",
+}
+
+
 def database_from_url(url: str) -> dict:
     parsed = urlparse(url)
     if parsed.scheme in ("postgres", "postgresql"):
@@ -80,7 +92,7 @@ def database_from_url(url: str) -> dict:
         }
     if parsed.scheme == "sqlite":
         name = url.split("sqlite:///", 1)[1] if "sqlite:///" in url else ":memory:"
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": name, "OPTIONS": {"timeout": 20}}
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": name, "OPTIONS": dict(SQLITE_OPTIONS)}
     raise ImproperlyConfigured(f"DATABASE_URL={url!r}: expected postgres://… or sqlite:///…")
 
 
@@ -205,7 +217,7 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": os.environ.get("RCAWEB_SQLITE_PATH", str(BASE_DIR / "var" / "rcaweb.sqlite3")),
-            "OPTIONS": {"timeout": 20},
+            "OPTIONS": dict(SQLITE_OPTIONS),
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

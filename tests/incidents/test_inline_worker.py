@@ -148,3 +148,171 @@ class ModeTests(TransactionTestCase):
     @override_settings(RCAWEB_INLINE_PROCESSING="thread", CELERY_TASK_ALWAYS_EAGER=False)
     def test_with_workers_the_thread_is_not_used(self) -> None:
         self.assertFalse(inline.threaded())
+
+
+def _file_sqlite(test: TransactionTestCase) -> None:
+    """On SQLite, point the default database at a fresh file with the project's options (WAL, IMMEDIATE, busy
+    timeout: what the demo runs on) for this test; the suite's in-memory database shares one cache between
+    connections, where a conflict is an immediate "table is locked" whatever the options."""
+    import contextlib
+    import tempfile
+    from pathlib import Path
+
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connection, connections
+
+    if connection.vendor != "sqlite":
+        return
+    suite = connections["default"]  # holds the in-memory test database open until it is put back
+    saved = dict(connections.settings["default"])
+    tmp = tempfile.mkdtemp(prefix="rcaweb-test-burst-")
+    connections.settings["default"].update(
+        {"NAME": str(Path(tmp) / "burst.sqlite3"), "OPTIONS": dict(settings.SQLITE_OPTIONS)}
+    )
+    del connections["default"]
+    call_command("migrate", verbosity=0, interactive=False)
+
+    def restore() -> None:
+        assert inline.drain(timeout=120)
+        with contextlib.suppress(Exception):
+            connections["default"].close()
+        connections.settings["default"].clear()
+        connections.settings["default"].update(saved)
+        connections["default"] = suite
+
+    test.addCleanup(restore)
+
+
+@override_settings(RCAWEB_INLINE_PROCESSING="thread", CELERY_TASK_ALWAYS_EAGER=True)
+class BurstTests(TransactionTestCase):
+    """A burst of notifications from several senders while the worker works a backlog and a sweep writes."""
+
+    def test_every_alert_of_a_burst_lands_in_an_incident_and_no_sender_sees_a_5xx(self) -> None:
+        from collectors.inventory import Observed, record_states
+
+        _file_sqlite(self)
+        errors_before = inline.worker.errors
+        cluster = Cluster.objects.create(name="gpu-prod", scheduler="kai")
+        small_world(cluster, T0, nodes=6, pending_job=False)
+        started = threading.Event()
+        real = inline.InlineWorker._group
+
+        def signalled(worker: inline.InlineWorker, alert_ids: list[int]) -> None:
+            started.set()  # the backlog is being grouped: the burst goes out now, while it is
+            real(worker, alert_ids)
+
+        def xid(node: str, index: int, minute: int) -> dict:
+            labels = {"cluster": "gpu-prod", "UUID": gpu_uuid(node, index), "Hostname": node, "xid": "79"}
+            return alert("GPUXidError", labels, T0 + timedelta(minutes=minute), severity="critical")
+
+        statuses: list[int] = []
+        errors: list[BaseException] = []
+
+        def sender(k: int) -> None:
+            client = Client()
+            try:
+                for n in range(6):  # each notification: a known GPU and a node no inventory has
+                    body = [
+                        xid(f"h100-{(k + n) % 6 + 1:02d}", n % 8, 100 + 10 * k + n),
+                        alert("NodeNotReady", {"cluster": "gpu-prod", "node": f"gone-{k}-{n}"}, T0),
+                    ]
+                    r = client.post(
+                        URL, data=json.dumps(payload(body)), content_type="application/json", **AUTH
+                    )
+                    statuses.append(r.status_code)
+            except BaseException as exc:  # the assertion below names it
+                errors.append(exc)
+
+        def sweep() -> None:  # the demo's sweep: inventory writes outside the inline worker's lock
+            from django.db import connection
+
+            try:
+                for n in range(10):
+                    at = T0 + timedelta(minutes=1 + n)
+                    state = {"phase": "Running", "node": f"h100-0{n % 6 + 1}"}
+                    record_states(
+                        cluster, [Observed("pod", f"serve-{n}", state, namespace="nlp", hot=state)], at
+                    )
+            except BaseException as exc:
+                errors.append(exc)
+            finally:
+                connection.close()
+
+        with mock.patch.object(inline.InlineWorker, "_group", signalled), self.assertNoLogs(level="WARNING"):
+            backlog = [xid(f"h100-0{i % 6 + 1}", i % 8, i) for i in range(40)]
+            backlog += [
+                alert("NodeNotReady", {"cluster": "gpu-prod", "node": f"gone-{i}"}, T0) for i in range(40)
+            ]
+            self.assertEqual(
+                self.client.post(
+                    URL, data=json.dumps(payload(backlog)), content_type="application/json", **AUTH
+                ).status_code,
+                200,
+            )
+            self.assertTrue(started.wait(60))
+            threads = [threading.Thread(target=sender, args=(k,)) for k in range(4)]
+            threads.append(threading.Thread(target=sweep))
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            self.assertTrue(inline.drain(timeout=120))
+        self.assertEqual(errors, [])
+        self.assertEqual(statuses, [200] * 24)
+        self.assertEqual(Alert.objects.count(), 80 + 4 * 6 * 2)
+        self.assertFalse(Alert.objects.filter(incident__isnull=True).exists())
+        self.assertFalse(Alert.objects.filter(processed_at__isnull=True).exists())
+        self.assertFalse(Incident.objects.exclude(collection_state="done").exists())
+        self.assertFalse(Incident.objects.filter(diagnosed_at__isnull=True).exists())
+        self.assertEqual(inline.worker.errors, errors_before)
+
+
+class WriteLockTests(TransactionTestCase):
+    def test_a_waiting_webhook_goes_before_background_writers_that_asked_first(self) -> None:
+        lock = inline.WriteLock()
+        order: list[str] = []
+        lock.acquire()  # a background transaction in progress
+
+        def writer(name: str, urgent: bool) -> None:
+            lock.acquire(urgent=urgent)
+            order.append(name)
+            lock.release()
+
+        def waiting(count: int) -> None:
+            with lock.cond:
+                while lock.waiting != count:
+                    lock.cond.wait(0.01)
+
+        background = threading.Thread(target=writer, args=("background", False))
+        background.start()
+        waiting(1)  # the background writer waits first
+        webhook = threading.Thread(target=writer, args=("webhook", True))
+        webhook.start()
+        waiting(2)
+        self.assertEqual(lock.urgent_waiting, 1)
+        lock.release()
+        webhook.join(30)
+        background.join(30)
+        self.assertEqual(order, ["webhook", "background"])
+
+    def test_it_is_reentrant_and_refuses_a_release_by_another_thread(self) -> None:
+        lock = inline.WriteLock()
+        lock.acquire()
+        lock.acquire(urgent=True)  # the intake's transaction runs the sync-mode processing inside it
+        lock.release()
+        self.assertIsNotNone(lock.owner)
+        errors: list[Exception] = []
+
+        def other() -> None:
+            try:
+                lock.release()
+            except RuntimeError as exc:
+                errors.append(exc)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join(10)
+        self.assertEqual(len(errors), 1)
+        lock.release()
+        self.assertIsNone(lock.owner)

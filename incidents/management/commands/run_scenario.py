@@ -102,7 +102,9 @@ def _use_temp_database() -> str:
         {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(Path(tmp) / "scenario.sqlite3"),
-            "OPTIONS": {"timeout": 20},
+            # IMMEDIATE: the inline worker and the sweeps queue for SQLite's one writer instead of failing
+            # with "database is locked" when a read transaction would upgrade (rcaweb.settings.SQLITE_OPTIONS).
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
         }
     )
     for key in ("HOST", "PORT", "USER", "PASSWORD"):
