@@ -353,14 +353,13 @@ def _timeline(incident: Incident) -> tuple[list[Row], bool]:
         )
         if a.ends_at:
             rows.append(Row(a.ends_at, "alert", "alert", f"{a.name} resolved", url=a.get_absolute_url()))
-    obs = (
+    obs: list[Observation] = list(
         Observation.objects.filter(incident=incident)
         .filter(Q(kind__in=TIMELINE_KINDS) | ~Q(error=""))
         .only("observed_at", "kind", "source", "summary", "error", "entity", "locator")
         .select_related("entity", "entity__cluster")
         .order_by("observed_at", "id")[: TIMELINE_MAX + 1]
     )
-    obs = list(obs)
     for o in obs[:TIMELINE_MAX]:
         text = o.summary or o.locator
         rows.append(

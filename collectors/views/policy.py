@@ -137,10 +137,11 @@ def department_detail(request: RcaRequest, cluster: str, name: str) -> HttpRespo
     ctx = entity_page_context(request, cluster, "department", name)
     dept = ctx["entity"]
     c, t, state = dept.cluster, ctx["t"], ctx["state"]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for project in state.get("projects") or []:
         pv = queries.get_entity(c.name, "project", project)
-        pstate = (pv.as_of(t).state if pv and pv.as_of(t) else {}) or {}
+        version = pv.as_of(t) if pv else None
+        pstate = (version.state if version else {}) or {}
         rows.append(
             {
                 "ref": queries.ref(c, "project", project),

@@ -180,7 +180,9 @@ def compute(cursor: Cursor, cluster: Cluster | None = None) -> Fleet:
         ready = n.ready is not False and n.phase not in ("NotReady", "Unknown")
         usable_left[key] = (n.gpus_allocatable or 0) if ready else 0
 
-    funnel, by_pool, by_model = Funnel(), defaultdict(Funnel), defaultdict(Funnel)
+    funnel = Funnel()
+    by_pool: defaultdict[str, Funnel] = defaultdict(Funnel)
+    by_model: defaultdict[str, Funnel] = defaultdict(Funnel)
     orphans = NodeRow(version=None, nodepool="—", model="—")  # type: ignore[arg-type]  # GPUs whose node is unknown at t
     for g in sorted(gpus, key=lambda v: (v.node, int(v.state.get("index", 0) or 0), v.entity.name)):
         key = (g.cluster_id, g.node)

@@ -36,7 +36,7 @@ def wants_fragment(request: RcaRequest) -> bool:
 
 
 def bad_filter(form: forms.Form) -> HttpResponse:
-    errors = "; ".join(f"{name}: {' '.join(errs)}" for name, errs in form.errors.items())
+    errors = "; ".join(f"{name}: {' '.join(str(e) for e in errs)}" for name, errs in form.errors.items())
     return HttpResponseBadRequest(f"Bad filter: {errors}\n", content_type="text/plain; charset=utf-8")
 
 

@@ -97,8 +97,8 @@ def _absolute_url(entity: object) -> str:
     if not kind or not name or not cluster:
         return entity.get_absolute_url()  # type: ignore[attr-defined]
     # the resolver object changes when the URL conf does (clear_url_caches), so a new conf starts afresh
-    key = (get_resolver(get_urlconf()), get_script_prefix(), type(entity), kind, cluster)
-    key += (str(getattr(entity, "namespace", "")), name)
+    namespace = str(getattr(entity, "namespace", ""))
+    key = (get_resolver(get_urlconf()), get_script_prefix(), type(entity), kind, cluster, namespace, name)
     url = _URLS.get(key)
     if url is None:
         url = entity.get_absolute_url()  # type: ignore[attr-defined]
@@ -238,7 +238,7 @@ def top_bar(context: template.Context) -> dict:
     return {
         "home_url": _link(cur, cached_reverse("home")),
         "nav": [(_link(cur, cached_reverse(name)), label) for name, label in MAIN_NAV] if logged_in else [],
-        "username": user.get_username() if logged_in else None,
+        "username": user.get_username() if user is not None and logged_in else None,
         "logout_url": cached_reverse("logout"),
     }
 
