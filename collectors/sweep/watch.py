@@ -167,14 +167,19 @@ def _redis() -> Any:
 
 
 class Lease:
-    """The right to watch one cluster: a Redis lock with a TTL, renewed by its holder (process-local without
-    Redis). ``renew`` returns False once the lease was lost (expired and taken): the holder must stop."""
+    """The right to watch one cluster: a Redis lock with a TTL (process-local without Redis).
+
+    While held, a heartbeat thread renews it every third of its TTL, so a long relist keeps it; a worker
+    that dies stops renewing and the lease expires. ``renew`` returns False once the lease was lost (it
+    expired and another worker took it): the holder must stop."""
 
     def __init__(self, cluster: str, ttl_s: float) -> None:
         self.key = f"rcaweb:watch-lease:{cluster}"
         self.ttl_s = float(ttl_s)
         self._lock: Any = None
         self._local: threading.Lock | None = None
+        self._beat: threading.Thread | None = None
+        self._quiet = threading.Event()
         self.held = False
 
     def acquire(self) -> bool:
@@ -183,8 +188,15 @@ class Lease:
             import redis
 
             try:
-                self._lock = client.lock(self.key, timeout=self.ttl_s, blocking=False)
+                # thread_local=False: the heartbeat thread renews with the token the acquiring thread got
+                self._lock = client.lock(self.key, timeout=self.ttl_s, blocking=False, thread_local=False)
                 self.held = bool(self._lock.acquire(blocking=False))
+                if self.held:
+                    self._quiet = threading.Event()
+                    self._beat = threading.Thread(
+                        target=self._heartbeat, name=f"lease-{self.key}", daemon=True
+                    )
+                    self._beat.start()
                 return self.held
             except redis.RedisError as exc:
                 logger.warning("redis lease unavailable (%s); using a process-local lease", exc)
@@ -210,7 +222,19 @@ class Lease:
             logger.warning("watch lease %s not renewed: %s", self.key, exc)
         return self.held
 
+    def _heartbeat(self) -> None:
+        while not self._quiet.wait(self.ttl_s / 3) and self.held:
+            self.renew()
+
+    def stop_renewing(self) -> None:
+        """No more heartbeats (``release`` does it; a test plays a dead worker with it)."""
+        self._quiet.set()
+        if self._beat is not None and self._beat is not threading.current_thread():
+            self._beat.join(timeout=5)
+        self._beat = None
+
     def release(self) -> None:
+        self.stop_renewing()
         if not self.held:
             return
         self.held = False
