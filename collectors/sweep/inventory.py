@@ -44,11 +44,13 @@ def sweep_cluster(
     *,
     progress: Progress | None = None,
     kube_factory: Callable[[Cluster], Any] = KubeSource,
+    passes: list[_Sweep] | None = None,
 ) -> SweepSummary:
     """Sweep one cluster's inventory at ``at`` (default now; the simulator drivers pass simulated time).
 
     Never raises for a source failure: each failure is a ``SourceRun(ok=False)`` and in ``summary.errors``.
-    Raises ValueError for an unknown cluster. ``kube_factory``: see ``_Sweep`` (the watch's relist).
+    Raises ValueError for an unknown cluster. ``kube_factory``: see ``_Sweep``; ``passes`` gets the pass
+    (its nodes and pods: what the watch's GPU polls resolve against).
     """
     cluster, at = resolve(cluster_name, at)
     summary = SweepSummary(cluster=cluster.name, at=at, kind="inventory")
@@ -60,22 +62,30 @@ def sweep_cluster(
         runner = Runner(cluster, at, summary)
         try:
             with _no_cyclic_gc():
-                _Sweep(
+                one = _Sweep(
                     cluster,
                     at,
                     runner,
                     summary,
                     progress or (lambda what, n: None),
                     kube_factory=kube_factory,
-                ).run()
+                )
+                one.run()
+                if passes is not None:
+                    passes.append(one)
         finally:
             runner.save()
     summary.duration_s = time.monotonic() - started
     logger.info("%s", summary.line())
-    for receiver, result in inventory_swept.send_robust(sender=sweep_cluster, cluster=cluster.name, at=at):
-        if isinstance(result, Exception):
-            logger.error("after the sweep of %s: %s failed: %r", cluster.name, receiver, result)
+    announce(cluster.name, at)
     return summary
+
+
+def announce(cluster: str, at: datetime) -> None:
+    """Send ``inventory_swept`` (after a sweep, and after a watch recorded changes); receivers never fail it."""
+    for receiver, result in inventory_swept.send_robust(sender=sweep_cluster, cluster=cluster, at=at):
+        if isinstance(result, Exception):
+            logger.error("after the sweep of %s: %s failed: %r", cluster, receiver, result)
 
 
 @contextmanager

@@ -40,7 +40,7 @@ from collectors.models import Cluster
 from collectors.sources.errors import SourceError
 from collectors.sources.kubernetes import SOURCE, KubeSource
 from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
-from collectors.sweep.inventory import _no_cyclic_gc, _Sweep, sweep_cluster
+from collectors.sweep.inventory import _no_cyclic_gc, _Sweep, announce, sweep_cluster
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +52,17 @@ RELIST_RETRY_S = 30.0  # a relist in which a Kubernetes listing failed is tried 
 def _key(obj: dict[str, Any]) -> Key:
     m = obj.get("metadata") or {}
     return (str(m.get("namespace") or ""), str(m.get("name") or ""))
+
+
+def keepable(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as kept: ``managedFields`` without their ``fieldsV1`` (most of an object's bytes; the
+    mappers read only who wrote it, when, and whether it was the status)."""
+    m = obj.get("metadata")
+    fields = m.get("managedFields") if isinstance(m, dict) else None
+    if not isinstance(fields, list) or not fields:
+        return obj
+    slim = [{k: v for k, v in e.items() if k != "fieldsV1"} if isinstance(e, dict) else e for e in fields]
+    return {**obj, "metadata": {**m, "managedFields": slim}}
 
 
 @dataclass
@@ -71,7 +82,7 @@ class Kept:
         kind = event["type"]
         store = self.items.setdefault(call, {})
         if kind in ("ADDED", "MODIFIED"):
-            store[_key(obj)] = obj
+            store[_key(obj)] = keepable(obj)
             return True
         if kind == "DELETED":
             return store.pop(_key(obj), None) is not None
@@ -94,7 +105,7 @@ class RecordingKube(KubeSource):
         listed: dict[Key, dict[str, Any]] = {}
         try:
             for item in super().iter_items(call, fn, **params):
-                listed[_key(item)] = item
+                listed[_key(item)] = keepable(item)
                 yield item
         except SourceError as exc:
             if exc.status == 404:
@@ -396,7 +407,9 @@ class WatchSession:
                 self.kube = RecordingKube(cluster, self.kept)
                 return self.kube
 
-            summary = sweep_cluster(self.cluster.name, at, kube_factory=factory)
+            passes: list[_Sweep] = []
+            summary = sweep_cluster(self.cluster.name, at, kube_factory=factory, passes=passes)
+            self._sweep = passes[0] if passes else None
             self._note(summary)
             self.stats.relists += 1
             self._last_relist = self._last_gpus = time.monotonic()
@@ -471,6 +484,8 @@ class WatchSession:
             runner.save()
         summary.duration_s = time.monotonic() - started
         self._note(summary)
+        if summary.rows_written or summary.closed:
+            announce(self.cluster.name, at)  # the incidents re-diagnose what changed, as after a sweep
         self.stats.applies += 1
         self._last_apply = time.monotonic()
         save_cursors(self.cluster.name, self.kept.rv, applied_at=time.time())
@@ -490,21 +505,26 @@ class WatchSession:
         return True
 
     def poll_gpus(self) -> SweepSummary:
-        """GPUs from Prometheus (no watch there), against the nodes and pods of the last full pass."""
+        """GPUs from Prometheus (no watch there), against the nodes and pods of the last full pass (none when
+        its pods were not listed: a GPU's pod would read as gone; the relist retry comes first)."""
         at = self._at()
         summary = SweepSummary(cluster=self.cluster.name, at=at, kind="inventory")
+        if self._sweep is None or self._sweep.pods is None:
+            self._last_gpus = time.monotonic()
+            return summary
         with cluster_lock(self.cluster.name, "inventory") as got:
             if not got:
                 return summary
             runner = Runner(self.cluster, at, summary)
             sweep = _Sweep(self.cluster, at, runner, summary, lambda what, n: None)
-            if self._sweep is not None:
-                sweep.nodes, sweep.pods = self._sweep.nodes, self._sweep.pods
+            sweep.nodes, sweep.pods = self._sweep.nodes, self._sweep.pods
             try:
                 sweep._gpus(sweep._gpu_series())
             finally:
                 runner.save()
         self._note(summary)
+        if summary.rows_written or summary.closed:
+            announce(self.cluster.name, at)
         self.stats.gpu_polls += 1
         self._last_gpus = time.monotonic()
         return summary

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -29,8 +29,15 @@ def sim(request) -> Iterator:
         yield server
 
 
+def clock(sim) -> Callable[[], datetime]:
+    """The simulator's time plus the wall time since: every record is later than the one before, so a
+    state written at the same moment as an older one (which record_states refuses) cannot hide a difference."""
+    t0 = time.monotonic()
+    return lambda: sim.world.now + timedelta(seconds=time.monotonic() - t0)
+
+
 def session(sim, **kw) -> WatchSession:
-    opts = {"clock": lambda: sim.world.now, "apply_every_s": 0, "watch_timeout_s": 5, "lease_s": 60}
+    opts = {"clock": clock(sim), "apply_every_s": 0, "watch_timeout_s": 5, "lease_s": 60}
     opts.update(kw)
     return WatchSession("gpu-prod", **opts)
 
@@ -48,8 +55,8 @@ def steps_until(s: WatchSession, done: Callable[[], bool], limit_s: float = 15.0
     raise AssertionError(f"not reached in {limit_s} s: {s.stats}")
 
 
-def assert_a_sweep_finds_nothing_to_write(sim) -> None:
-    summary = sweep_cluster("gpu-prod", sim.world.now + timedelta(seconds=1))
+def assert_a_sweep_finds_nothing_to_write(s: WatchSession) -> None:
+    summary = sweep_cluster("gpu-prod", s.clock() + timedelta(seconds=1))
     assert not summary.errors
     assert (summary.created, summary.opened, summary.closed) == (0, 0, 0), summary.as_dict()
 
@@ -61,7 +68,8 @@ def test_the_watch_records_what_changed_and_a_quiet_cluster_writes_nothing(sim) 
         assert first[0] > 0 and s.stats.relists == 1
         for _ in range(5):  # nothing changes: no event, no apply, no row
             s.step(timeout=0.2)
-        assert rows() == first and s.stats.events == 0 and s.stats.applies == 0
+        s.poll_gpus()  # nor from the GPUs, polled against the listed nodes and pods
+        assert rows() == first and s.stats.events == 0 and s.stats.applies == 0 and s.stats.gpu_polls == 1
 
         before_rv = dict(s.kept.rv)
         sim.advance_to(sim.world.now + timedelta(minutes=40))  # jobs start, finish, a quota changes
@@ -73,7 +81,7 @@ def test_the_watch_records_what_changed_and_a_quiet_cluster_writes_nothing(sim) 
         for _ in range(3):
             s.step(timeout=0.2)
         assert rows() == settled  # applied once: the same states again write nothing
-    assert_a_sweep_finds_nothing_to_write(sim)
+    assert_a_sweep_finds_nothing_to_write(s)
 
 
 def test_nothing_is_lost_between_the_list_and_the_watch(sim) -> None:
@@ -86,12 +94,12 @@ def test_nothing_is_lost_between_the_list_and_the_watch(sim) -> None:
                 sim.advance_to(sim.world.now + timedelta(minutes=40))
             super()._start_streams()
 
-    s = Late("gpu-prod", clock=lambda: sim.world.now, apply_every_s=0, watch_timeout_s=5, lease_s=60)
+    s = Late("gpu-prod", clock=clock(sim), apply_every_s=0, watch_timeout_s=5, lease_s=60)
     with s:
         assert s.start()
         steps_until(s, lambda: s.stats.applies > 0 and s._queue.empty() and not s._dirty)
         s.poll_gpus()
-    assert_a_sweep_finds_nothing_to_write(sim)
+    assert_a_sweep_finds_nothing_to_write(s)
 
 
 def test_bookmarks_move_the_resource_version_without_writing(sim) -> None:
@@ -119,7 +127,7 @@ def test_a_410_relists_that_listing_and_the_watch_goes_on(sim) -> None:
         sim.advance_to(sim.world.now + timedelta(minutes=10))  # and the new watches see what comes next
         steps_until(s, lambda: s.stats.events > 0 and s._queue.empty() and not s._dirty)
         s.poll_gpus()
-    assert_a_sweep_finds_nothing_to_write(sim)
+    assert_a_sweep_finds_nothing_to_write(s)
     assert not SourceRun.objects.filter(ok=False).exclude(error__contains="too old").exists()
 
 
@@ -165,3 +173,41 @@ def test_a_process_local_lease_is_exclusive_until_released(settings) -> None:
     a.release()
     assert b.acquire() and not a.renew()
     b.release()
+
+
+def test_kept_objects_drop_only_what_no_mapper_reads() -> None:
+    from collectors import mapping
+    from collectors.sweep.watch import keepable
+
+    pod = {
+        "metadata": {
+            "namespace": "nlp",
+            "name": "p",
+            "managedFields": [
+                {
+                    "manager": "kube-controller-manager",
+                    "operation": "Update",
+                    "time": "2026-11-29T00:01:00Z",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:spec": {"f:containers": {}}},
+                },
+                {
+                    "manager": "kubelet",
+                    "operation": "Update",
+                    "subresource": "status",
+                    "time": "2026-11-29T00:02:00Z",
+                    "fieldsV1": {"f:status": {}},
+                },
+            ],
+        },
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+        "status": {"phase": "Running"},
+    }
+    kept = keepable(pod)
+    assert all("fieldsV1" not in e for e in kept["metadata"]["managedFields"])
+    assert "fieldsV1" in pod["metadata"]["managedFields"][0]  # the listed object itself is left alone
+    assert mapping.map_pod(kept).state == mapping.map_pod(pod).state
+    assert (mapping.map_pod(kept).actor, mapping.map_pod(kept).creator) == (
+        "kubelet",
+        "kube-controller-manager",
+    )

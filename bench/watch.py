@@ -1,0 +1,139 @@
+"""Benchmark: what collecting a quiet cluster costs with the watch, against the periodic sweep.
+
+A 1,213-node simulated cluster (bench/collect.py's big world, served by a child process) is listed once by a
+watch session; then nothing changes for ``--quiet`` seconds while the session keeps its watches open
+(bookmarks about every minute) and polls the GPUs from Prometheus every RCAWEB_SWEEP_INVENTORY_S, as a
+worker would. The figure is this process's CPU over that window as a share of one core, and the rows it
+wrote (target: <= 5 % of one core, 0 rows). For comparison, one unchanged re-sweep's CPU spread over the
+sweep interval: what the sweep path pays for the same quiet cluster.
+
+    .venv/bin/python bench/watch.py                         # 1,213 nodes, 20,000 pods, 60 s quiet
+    .venv/bin/python bench/watch.py --nodes 200 --pods 4000 --quiet 30
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/rcaweb_bench .venv/bin/python bench/watch.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+CLUSTER = "gpu-bench-watch"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=1213)
+    parser.add_argument("--pods", type=int, default=20000)
+    parser.add_argument("--quiet", type=float, default=60.0, help="seconds of an unchanged cluster to measure")
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rcaweb.settings")
+    os.environ.setdefault("RCAWEB_DEBUG", "true")
+    os.environ.setdefault("RCAWEB_SOURCE_TIMEOUT_S", "120")  # the simulated Prometheus is slow, see collect.py
+    sys.path.insert(0, str(ROOT / "bench"))
+    from collect import cpu_s, ensure_database, rss_mb  # bench/collect.py: same database and child helpers
+
+    where = ensure_database()
+    import django
+
+    django.setup()
+    import logging
+
+    from django.conf import settings
+    from django.core.management import call_command
+
+    logging.getLogger("collectors").setLevel(logging.WARNING)
+    call_command("migrate", verbosity=0)
+    from collectors.models import Change, Cluster, EntityVersion, SourceRun
+    from collectors.sweep import sweep_cluster
+    from collectors.sweep.watch import WatchSession
+
+    started = time.monotonic()
+    child = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "collect.py"), "--serve-sim", "--nodes", str(args.nodes),
+         "--pods", str(args.pods)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        info = json.loads(child.stdout.readline())
+        print(
+            f"simulator: {args.nodes} nodes, {info['pods']} pods, built and served in "
+            f"{time.monotonic() - started:.1f} s (child process); database: {where}"
+        )
+        Cluster.objects.filter(name=CLUSTER).delete()
+        cluster = Cluster.objects.create(
+            name=CLUSTER, scheduler="kai", kubeconfig=info["kubeconfig"], prometheus_url=info["prometheus"]
+        )
+        sim_now = datetime.fromisoformat(info["now"]).astimezone(UTC)
+        t_start = time.monotonic()
+
+        def clock() -> datetime:  # the simulator's time, moving with the wall clock (the world stands still)
+            return sim_now + timedelta(seconds=time.monotonic() - t_start)
+
+        def rows() -> int:  # inventory rows: what "writes nothing" is about (SourceRun rows are counted apart)
+            return sum(m.objects.filter(cluster=cluster).count() for m in (EntityVersion, Change))
+
+        def runs() -> int:
+            return SourceRun.objects.filter(cluster=cluster).count()
+
+        session = WatchSession(CLUSTER, clock=clock)
+        c0, s0, t0 = time.process_time(), cpu_s(child.pid), time.monotonic()
+        assert session.start(), "another session holds the bench cluster"
+        print(
+            f"list once:    {time.monotonic() - t0:6.1f} s ({time.process_time() - c0:.1f} s CPU here, "
+            f"{cpu_s(child.pid) - s0:.1f} s in the simulator)   peak RSS {rss_mb():.0f} MB   "
+            f"{len(session.kept.items)} listings watched, {sum(map(len, session.kept.items.values())):,} objects kept"
+        )
+        written, ran = rows(), runs()
+        c0, s0, t0 = time.process_time(), cpu_s(child.pid), time.monotonic()
+        try:
+            while time.monotonic() - t0 < args.quiet:
+                session.step(timeout=1.0)
+        finally:
+            quiet_s = time.monotonic() - t0
+            quiet_cpu, quiet_sim = time.process_time() - c0, cpu_s(child.pid) - s0
+            stats = session.stats
+            session.stop()
+        quiet_rows = rows() - written
+        share = 100 * quiet_cpu / quiet_s
+        print(
+            f"quiet:        {quiet_s:6.1f} s   {quiet_cpu:.2f} s CPU here = {share:.2f} % of one core "
+            f"({quiet_sim:.1f} s in the simulator, its Prometheus answering {stats.gpu_polls} GPU polls)   "
+            f"events {stats.events}, bookmarks {stats.bookmarks}, applies {stats.applies}, "
+            f"inventory rows written {quiet_rows} (SourceRun rows of the GPU polls: {runs() - ran})   "
+            f"errors {len(stats.errors)}"
+        )
+        for err in stats.errors:
+            print("  error:", err)
+        c0, t0 = time.process_time(), time.monotonic()
+        resweep = sweep_cluster(CLUSTER, clock())
+        sweep_cpu = time.process_time() - c0
+        every = settings.RCAWEB_SWEEP_INVENTORY_S
+        print(
+            f"sweep path:   one unchanged re-sweep {time.monotonic() - t0:.1f} s, {sweep_cpu:.1f} s CPU here; "
+            f"every {every} s that is {100 * sweep_cpu / every:.1f} % of one core "
+            f"(versions opened {resweep.opened}: the watch left nothing to correct)"
+        )
+        ok = share <= 5.0 and quiet_rows == 0 and resweep.opened == 0
+        print(
+            "target (quiet cluster <= 5 % of one core, 0 inventory rows, 0 versions to correct):",
+            "met" if ok else "NOT met",
+            f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)",
+        )
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
