@@ -10,11 +10,12 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
+import orjson
 import pytest
 
 from collectors.models import Change, EntityVersion, SourceRun
 from collectors.sweep import sweep_cluster
-from collectors.sweep.watch import CachedKube, Kept, Lease, WatchSession
+from collectors.sweep.watch import CachedKube, Kept, Lease, WatchSession, keepable
 from tests.collectors.simhelpers import register, served, small_world
 
 pytestmark = pytest.mark.django_db
@@ -146,7 +147,7 @@ def test_a_second_session_does_not_watch_a_cluster_that_is_watched(sim) -> None:
 
 def test_the_kept_listings_answer_in_list_order_and_name_a_missing_api() -> None:
     kept = Kept()
-    kept.items["list pods"] = {("b", "x"): {"metadata": {"namespace": "b", "name": "x"}}}
+    kept.items["list pods"] = {("b", "x"): keepable({"metadata": {"namespace": "b", "name": "x"}})}
     kept.apply(
         "list pods",
         {"type": "ADDED", "object": {"metadata": {"namespace": "a", "name": "y", "resourceVersion": "7"}}},
@@ -177,7 +178,6 @@ def test_a_process_local_lease_is_exclusive_until_released(settings) -> None:
 
 def test_kept_objects_drop_only_what_no_mapper_reads() -> None:
     from collectors import mapping
-    from collectors.sweep.watch import keepable
 
     pod = {
         "metadata": {
@@ -203,7 +203,7 @@ def test_kept_objects_drop_only_what_no_mapper_reads() -> None:
         "spec": {"containers": [{"name": "c", "image": "i"}]},
         "status": {"phase": "Running"},
     }
-    kept = keepable(pod)
+    kept = orjson.loads(keepable(pod))
     assert all("fieldsV1" not in e for e in kept["metadata"]["managedFields"])
     assert "fieldsV1" in pod["metadata"]["managedFields"][0]  # the listed object itself is left alone
     assert mapping.map_pod(kept).state == mapping.map_pod(pod).state
