@@ -21,6 +21,7 @@ mapped state did not change writes nothing and pages and as-of queries read what
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import queue
 import threading
@@ -310,6 +311,7 @@ class WatchStats:
     applies: int = 0  # times events were recorded
     relists: int = 0
     gpu_polls: int = 0
+    gpu_polls_unchanged: int = 0  # polls whose answers equalled the previous poll's: nothing mapped
     summaries: list[SweepSummary] = field(default_factory=list)  # what each apply, relist and poll wrote
 
     @property
@@ -356,6 +358,8 @@ class WatchSession:
         self._last_relist = 0.0
         self._last_gpus = 0.0
         self._sweep: _Sweep | None = None  # the last full pass: nodes and pods the GPU poll resolves against
+        self._pass_serial = 0  # bumped whenever that pass or its nodes change
+        self._gpu_inputs: tuple[Any, ...] | None = None  # what the last recorded GPU poll was computed from
 
     # lifecycle
 
@@ -412,6 +416,8 @@ class WatchSession:
             passes: list[_Sweep] = []
             summary = sweep_cluster(self.cluster.name, at, kube_factory=factory, passes=passes)
             self._sweep = passes[0] if passes else None
+            self._pass_serial += 1
+            self._gpu_inputs = None  # the relist recorded GPUs itself
             self._note(summary)
             self.stats.relists += 1
             self._last_relist = self._last_gpus = time.monotonic()
@@ -481,6 +487,7 @@ class WatchSession:
                 else:
                     sweep.run()
                     self._sweep = sweep
+                    self._pass_serial += 1
             # The kept listings answered: their SourceRun rows would only say so every few seconds.
             runner.runs = [r for r in runner.runs if not r.ok]
             runner.save()
@@ -504,6 +511,7 @@ class WatchSession:
             return False
         sweep.record("node", nodes)
         self._sweep.nodes = {o.name: o.state for o in nodes}
+        self._pass_serial += 1
         return True
 
     def poll_gpus(self) -> SweepSummary:
@@ -521,7 +529,15 @@ class WatchSession:
             sweep = _Sweep(self.cluster, at, runner, summary, lambda what, n: None)
             sweep.nodes, sweep.pods = self._sweep.nodes, self._sweep.pods
             try:
-                sweep._gpus(sweep._gpu_series())
+                fetched = sweep._gpu_series()
+                inputs = (self._pass_serial, _answers_digest(fetched))
+                if fetched is not None and inputs == self._gpu_inputs:
+                    # Prometheus said what it said last time, about the same nodes and pods: the mapping
+                    # would give the states recorded last time (it is deterministic), so it is skipped.
+                    self.stats.gpu_polls_unchanged += 1
+                else:
+                    sweep._gpus(fetched)
+                    self._gpu_inputs = inputs if fetched is not None and not summary.errors else None
             finally:
                 runner.save()
         self._note(summary)
@@ -634,6 +650,28 @@ class WatchSession:
             ok=False,
             error=message[:4000],
         )
+
+
+_NAN = float("nan")
+
+
+def _answers_digest(fetched: Any) -> str | None:
+    """A digest of the GPU queries' answers without their sample times (each poll asks at a new moment)."""
+    if fetched is None:
+        return None
+    inventory, facts = fetched
+    h = hashlib.blake2b(digest_size=16)
+    for name, series in [("inventory", inventory), *sorted(facts.items())]:
+        h.update(name.encode())
+        if series is None:
+            h.update(b"\x00none")
+            continue
+        h.update(
+            orjson.dumps(
+                sorted((sorted(s.labels.items()), s.last if s.last is not None else _NAN) for s in series)
+            )
+        )
+    return h.hexdigest()
 
 
 @contextmanager

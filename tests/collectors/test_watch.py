@@ -70,14 +70,17 @@ def test_the_watch_records_what_changed_and_a_quiet_cluster_writes_nothing(sim) 
         for _ in range(5):  # nothing changes: no event, no apply, no row
             s.step(timeout=0.2)
         s.poll_gpus()  # nor from the GPUs, polled against the listed nodes and pods
-        assert rows() == first and s.stats.events == 0 and s.stats.applies == 0 and s.stats.gpu_polls == 1
+        s.poll_gpus()  # the same answers again: not even mapped
+        assert rows() == first and s.stats.events == 0 and s.stats.applies == 0 and s.stats.gpu_polls == 2
+        assert s.stats.gpu_polls_unchanged == 1
 
         before_rv = dict(s.kept.rv)
         sim.advance_to(sim.world.now + timedelta(minutes=40))  # jobs start, finish, a quota changes
         steps_until(s, lambda: s.stats.applies > 0 and s._queue.empty() and not s._dirty)
         assert s.stats.events > 0 and rows() != first
         assert s.kept.rv["list pods"] != before_rv["list pods"]
-        s.poll_gpus()
+        s.poll_gpus()  # new nodes and pods since the last poll: mapped and recorded
+        assert s.stats.gpu_polls_unchanged == 1
         settled = rows()
         for _ in range(3):
             s.step(timeout=0.2)
