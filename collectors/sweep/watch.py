@@ -652,11 +652,9 @@ class WatchSession:
         )
 
 
-_NAN = float("nan")
-
-
 def _answers_digest(fetched: Any) -> str | None:
-    """A digest of the GPU queries' answers without their sample times (each poll asks at a new moment)."""
+    """A digest of the GPU queries' answers without their sample times (each poll asks at a new moment), in
+    the order Prometheus gave them: an answer reordered only costs one mapping."""
     if fetched is None:
         return None
     inventory, facts = fetched
@@ -668,7 +666,7 @@ def _answers_digest(fetched: Any) -> str | None:
             continue
         h.update(
             orjson.dumps(
-                sorted((sorted(s.labels.items()), s.last if s.last is not None else _NAN) for s in series)
+                [[s.labels, repr(s.last)] for s in series]  # repr: NaN and ±Inf apart
             )
         )
     return h.hexdigest()
