@@ -180,6 +180,7 @@ class _Sweep:
         self.scheduler = cluster.scheduler
         self.nodes: dict[str, dict[str, Any]] | None = None  # node name -> state (GPU host resolution)
         self.pods: _Pods | None = None
+        self.gpu_answers: Any = None  # what Prometheus answered the GPU queries (the watch's poll compares)
 
     def run(self) -> None:
         # Prometheus is asked in the background while Kubernetes is listed and mapped: the two wait on
@@ -218,6 +219,7 @@ class _Sweep:
                         f"prometheus: GPU queries: unexpected {type(exc).__name__}: {exc}"
                     )
                     fetched = None
+                self.gpu_answers = fetched
                 self._gpus(fetched)
 
     def record(self, kind: str, items: list[Observed] | None, source: str = "k8s") -> None:

@@ -312,6 +312,7 @@ class WatchStats:
     relists: int = 0
     gpu_polls: int = 0
     gpu_polls_unchanged: int = 0  # polls whose answers equalled the previous poll's: nothing mapped
+    gpu_poll_cpu_s: float = 0.0  # CPU the polls took on the session's thread (asking, decoding, mapping)
     summaries: list[SweepSummary] = field(default_factory=list)  # what each apply, relist and poll wrote
 
     @property
@@ -417,7 +418,9 @@ class WatchSession:
             summary = sweep_cluster(self.cluster.name, at, kube_factory=factory, passes=passes)
             self._sweep = passes[0] if passes else None
             self._pass_serial += 1
-            self._gpu_inputs = None  # the relist recorded GPUs itself
+            # the relist recorded the GPUs from these answers: a poll that gets the same ones maps nothing
+            answers = self._sweep.gpu_answers if self._sweep is not None and not summary.errors else None
+            self._gpu_inputs = (self._pass_serial, _answers_digest(answers)) if answers is not None else None
             self._note(summary)
             self.stats.relists += 1
             self._last_relist = self._last_gpus = time.monotonic()
@@ -518,6 +521,7 @@ class WatchSession:
         """GPUs from Prometheus (no watch there), against the nodes and pods of the last full pass (none when
         its pods were not listed: a GPU's pod would read as gone; the relist retry comes first)."""
         at = self._at()
+        cpu = time.thread_time()
         summary = SweepSummary(cluster=self.cluster.name, at=at, kind="inventory")
         if self._sweep is None or self._sweep.pods is None:
             self._last_gpus = time.monotonic()
@@ -544,6 +548,7 @@ class WatchSession:
         if summary.rows_written or summary.closed:
             announce(self.cluster.name, at)
         self.stats.gpu_polls += 1
+        self.stats.gpu_poll_cpu_s += time.thread_time() - cpu
         self._last_gpus = time.monotonic()
         return summary
 
