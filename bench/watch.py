@@ -10,6 +10,11 @@ sweep interval: what the sweep path pays for the same quiet cluster.
     .venv/bin/python bench/watch.py                         # 1,213 nodes, 20,000 pods, 60 s quiet
     .venv/bin/python bench/watch.py --nodes 200 --pods 4000 --quiet 30
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/rcaweb_bench .venv/bin/python bench/watch.py
+    BENCH_PROFILE_POLL=tottime .venv/bin/python bench/watch.py   # then profile one unchanged GPU poll
+
+The simulated Prometheus answers slowly (it evaluates every series in Python), so fewer GPU polls fit in the
+window than a real one would allow: the headline figure is the open watches' share plus one poll's CPU per
+RCAWEB_SWEEP_INVENTORY_S.
 """
 
 from __future__ import annotations
@@ -128,6 +133,13 @@ def main() -> None:
         try:
             while time.monotonic() - t0 < args.quiet:
                 session.step(timeout=1.0)
+            if os.environ.get("BENCH_PROFILE_POLL"):  # where an unchanged GPU poll's CPU goes (this thread)
+                import cProfile
+                import pstats
+
+                prof = cProfile.Profile()
+                prof.runcall(session.poll_gpus)
+                pstats.Stats(prof).sort_stats(os.environ["BENCH_PROFILE_POLL"]).print_stats(25)
         finally:
             quiet_s = time.monotonic() - t0
             quiet_cpu, quiet_sim = time.process_time() - c0, cpu_s(child.pid) - s0
