@@ -83,20 +83,20 @@ def test_the_watch_records_what_changed_and_a_quiet_cluster_writes_nothing(sim) 
         for _ in range(5):  # nothing changes: no event, no apply, no row
             s.step(timeout=0.2)
         s.poll_gpus()  # nor from the GPUs: the answers the relist recorded, not even mapped again
-        assert rows() == first and s.stats.events == 0 and s.stats.applies == 0 and s.stats.gpu_polls == 1
-        assert s.stats.gpu_polls_unchanged == 1
+        assert rows() == first and s.stats.events == 0 and s.stats.applies == 0, s.stats
+        assert s.stats.gpu_polls == 1 and s.stats.gpu_polls_unchanged == 1, s.stats
 
         before_rv = dict(s.kept.rv)
         sim.advance_to(sim.world.now + timedelta(minutes=40))  # jobs start, finish, a quota changes
         settle(s)
-        assert s.stats.events > 0 and rows() != first
+        assert s.stats.events > 0 and rows() != first, s.stats
         assert s.kept.rv["list pods"] != before_rv["list pods"]
         s.poll_gpus()  # new nodes and pods since the last poll: mapped and recorded
-        assert s.stats.gpu_polls_unchanged == 1
+        assert s.stats.gpu_polls_unchanged == 1, s.stats
         settled = rows()
         for _ in range(3):
             s.step(timeout=0.2)
-        assert rows() == settled  # applied once: the same states again write nothing
+        assert rows() == settled, s.stats  # applied once: the same states again write nothing
     assert_a_sweep_finds_nothing_to_write(s)
 
 
