@@ -24,6 +24,7 @@ PG = "postgres://postgres@127.0.0.1:5432/"
 RUNS = [
     ("intake.py", [], "rcaweb_bench"),
     ("collect.py", [], "rcaweb_bench_collect"),
+    ("watch.py", [], "rcaweb_bench_watch"),
     ("asof.py", [], "rcaweb_bench"),
     ("pages.py", [], "rcaweb_bench_pages"),
     ("latency.py", ["--alerts", "20"], "rcaweb_bench_latency"),

@@ -109,15 +109,57 @@ def sweep_all(kind: str = "inventory") -> int:
     return len(names)
 
 
+@shared_task(bind=True, acks_late=True, ignore_result=True)
+def watch_inventory(self: Any, cluster: str, duration_s: float | None = None) -> dict[str, Any]:
+    """One watch session of ``cluster`` (``collectors.sweep.watch``): returns at once when another worker
+    holds the cluster's lease, else lists, watches and records for RCAWEB_WATCH_SESSION_S. Nothing escapes:
+    the next beat tick starts a session again (after a lost worker, once its lease expired)."""
+    from collectors.sweep.watch import watch_cluster
+
+    try:
+        stats = watch_cluster(cluster, duration_s)
+    except ValueError as exc:
+        logger.error("watch of %s refused: %s", cluster, exc)
+        return {"cluster": cluster, "errors": [str(exc)]}
+    except Exception as exc:
+        logger.exception("watch of %s failed", cluster)
+        return {"cluster": cluster, "errors": [f"{type(exc).__name__}: {exc}"]}
+    return {
+        "cluster": cluster,
+        "events": stats.events,
+        "bookmarks": stats.bookmarks,
+        "gone": stats.gone,
+        "relists": stats.relists,
+        "applies": stats.applies,
+        "rows_written": stats.rows_written,
+        "errors": stats.errors[-20:],
+    }
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def watch_all() -> int:
+    """Beat entry point with RCAWEB_WATCH: one watch task per configured cluster; a cluster whose session
+    still runs (its lease is held) costs the receiving worker one failed lock attempt."""
+    from collectors.models import Cluster
+
+    names = list(Cluster.objects.values_list("name", flat=True))
+    for name in names:
+        watch_inventory.delay(name)
+    return len(names)
+
+
 def beat_schedule() -> dict[str, dict[str, Any]]:
     """CELERY beat entries: inventory every RCAWEB_SWEEP_INVENTORY_S (30 s), telemetry every ..._TELEMETRY_S (60 s),
-    events every ..._EVENTS_S (15 s); each fans out per configured cluster."""
+    events every ..._EVENTS_S (15 s); each fans out per configured cluster. With RCAWEB_WATCH the inventory
+    is watched instead: ``watch_all`` every RCAWEB_WATCH_CHECK_S (the sessions relist on their own interval)."""
     every = {
         "inventory": settings.RCAWEB_SWEEP_INVENTORY_S,
         "telemetry": settings.RCAWEB_SWEEP_TELEMETRY_S,
         "events": settings.RCAWEB_SWEEP_EVENTS_S,
     }
-    return {
+    if settings.RCAWEB_WATCH:
+        del every["inventory"]
+    schedule = {
         f"collectors-sweep-{kind}": {
             "task": "collectors.tasks.sweep_all",
             "schedule": float(seconds),
@@ -126,3 +168,11 @@ def beat_schedule() -> dict[str, dict[str, Any]]:
         }
         for kind, seconds in every.items()
     }
+    if settings.RCAWEB_WATCH:
+        check = float(settings.RCAWEB_WATCH_CHECK_S)
+        schedule["collectors-watch-inventory"] = {
+            "task": "collectors.tasks.watch_all",
+            "schedule": check,
+            "options": {"expires": check},
+        }
+    return schedule

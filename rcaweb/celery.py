@@ -12,6 +12,8 @@ app = Celery("rcaweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
+from rcaweb import taskstats  # noqa: E402,F401  (connects the task-latency signals: /metrics)
+
 
 @app.on_after_finalize.connect
 def _wire_beat_schedule(sender: Celery, **kwargs: object) -> None:

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET
 
 from collectors.models import SourceRun
 from incidents.models import Alert, Incident
+from rcaweb import taskstats
 
 
 def _esc(value: str) -> str:
@@ -35,6 +36,23 @@ def queue_depth() -> int | None:
         return int(client.llen("celery"))
     except Exception:
         return None
+
+
+def watch_state() -> dict[str, float]:
+    """cluster -> seconds since its watch session last applied events or listed (clusters watched at all)."""
+    if not settings.REDIS_URL:
+        return {}
+    from collectors.models import Cluster
+    from collectors.sweep.watch import load_cursors
+
+    now = timezone.now().timestamp()
+    out = {}
+    for name in Cluster.objects.values_list("name", flat=True):
+        state = load_cursors(name)
+        times = [float(state[k]) for k in ("applied_at", "listed_at") if k in state]
+        if times:
+            out[name] = max(0.0, now - max(times))
+    return out
 
 
 def render_metrics() -> str:
@@ -84,6 +102,24 @@ def render_metrics() -> str:
     depth = queue_depth()
     if depth is not None:
         metric("rcaweb_task_queue_depth", "gauge", "Celery messages waiting in the default queue.", [({}, depth)])
+    stats = taskstats.snapshot()
+    for what, help_text in (
+        ("wait", "Seconds a Celery task waited between being sent and starting, per task."),
+        ("run", "Seconds a Celery task ran, per task."),
+    ):
+        samples = taskstats.histogram_lines(f"rcaweb_task_{what}_seconds", what, stats)
+        if samples:
+            lines.append(f"# HELP rcaweb_task_{what}_seconds {help_text}")
+            lines.append(f"# TYPE rcaweb_task_{what}_seconds histogram")
+            lines.extend(samples)
+    watches = watch_state()
+    if watches:
+        metric(
+            "rcaweb_watch_last_apply_age_seconds",
+            "gauge",
+            "Seconds since a cluster's watch session last recorded (or listed), per cluster.",
+            [({"cluster": c}, round(age, 1)) for c, age in watches.items()],
+        )
     return "\n".join(lines) + "\n"
 
 

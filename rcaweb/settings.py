@@ -321,6 +321,21 @@ CELERY_BEAT_SCHEDULE: dict = {}  # filled when the Celery app finalizes: `rcaweb
 RCAWEB_SWEEP_INVENTORY_S = envint("RCAWEB_SWEEP_INVENTORY_S", 30)
 RCAWEB_SWEEP_TELEMETRY_S = envint("RCAWEB_SWEEP_TELEMETRY_S", 60)
 RCAWEB_SWEEP_EVENTS_S = envint("RCAWEB_SWEEP_EVENTS_S", 15)
+# Watch-based inventory (collectors/sweep/watch.py): list once, then watch; off = the periodic sweep above.
+RCAWEB_WATCH = envbool("RCAWEB_WATCH", False)
+RCAWEB_WATCH_RELIST_S = envint("RCAWEB_WATCH_RELIST_S", 3600)  # the safety-net relist (writes only differences)
+RCAWEB_WATCH_APPLY_S = envint("RCAWEB_WATCH_APPLY_S", 5)  # watch events are recorded at most this often
+RCAWEB_WATCH_TIMEOUT_S = envint("RCAWEB_WATCH_TIMEOUT_S", 300)  # one watch request's timeoutSeconds
+RCAWEB_WATCH_LEASE_S = envint("RCAWEB_WATCH_LEASE_S", 120)  # a dead worker's cluster is watched again after this
+# One watch task's length, below the broker's visibility timeout (a longer task would be delivered twice);
+# beat starts one every RCAWEB_WATCH_CHECK_S per cluster, which returns at once while a session holds the lease.
+RCAWEB_WATCH_SESSION_S = envint("RCAWEB_WATCH_SESSION_S", min(3000, _BROKER_VISIBILITY_S - 60))
+RCAWEB_WATCH_CHECK_S = envint("RCAWEB_WATCH_CHECK_S", 30)
+for _name in ("RCAWEB_WATCH_RELIST_S", "RCAWEB_WATCH_TIMEOUT_S", "RCAWEB_WATCH_LEASE_S", "RCAWEB_WATCH_SESSION_S", "RCAWEB_WATCH_CHECK_S"):
+    if globals()[_name] <= 0:
+        raise ImproperlyConfigured(f"{_name}={globals()[_name]}: expected a positive number of seconds")
+if RCAWEB_WATCH_APPLY_S < 0:
+    raise ImproperlyConfigured(f"RCAWEB_WATCH_APPLY_S={RCAWEB_WATCH_APPLY_S}: expected 0 or more seconds")
 RCAWEB_SOURCE_TIMEOUT_S = envint("RCAWEB_SOURCE_TIMEOUT_S", 10)
 RCAWEB_RUNAI_ENABLED = envbool("RCAWEB_RUNAI_ENABLED", False)
 RCAWEB_RUNAI_TOKEN = envsecret("RCAWEB_RUNAI_TOKEN", "")  # bearer token for the Run:ai REST API

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import urllib3
 from django.conf import settings
-from kubernetes import client, config
+from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
@@ -64,6 +64,7 @@ class KubeSource:
         self.batch = client.BatchV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
         self.last_resource_version: dict[str, str] = {}  # per listing: the list's resourceVersion (for watch)
+        self._watches: set[_RawWatch] = set()
 
     def close(self) -> None:
         self.api.close()
@@ -159,57 +160,91 @@ class KubeSource:
     #
 
     def watch(
-        self, call: str, fn: Callable[..., Any], resource_version: str, timeout_s: int = 10
+        self, call: str, fn: Callable[..., Any], resource_version: str, timeout_s: int = 10, *args: Any
     ) -> Iterator[dict[str, Any]]:
         """Stream watch events ({"type", "object"}) from ``resource_version`` for at most ``timeout_s``.
 
+        Through the client's ``kubernetes.watch.Watch`` (one request: ``timeout_seconds`` turns off its
+        own restarts), without deserializing objects into model classes: ``object`` is the JSON dict the
+        server sent. ``BOOKMARK`` events are passed on (their ``metadata.resourceVersion`` is where to resume).
         A 410 (resourceVersion too old, sent as an ERROR event or as the HTTP status) raises a
         ``SourceError`` with ``gone`` set: the caller re-lists and watches from the list's resourceVersion.
+        Secrets are never passed on, whatever produced them.
         """
+        stream = _RawWatch()
+        self._watches.add(stream)
         kw = {
-            "watch": True,
             "resource_version": resource_version,
-            "timeout_seconds": timeout_s,
+            "timeout_seconds": int(timeout_s),
             "allow_watch_bookmarks": True,
+            "_request_timeout": (min(self.timeout, 5.0), timeout_s + self.timeout),
         }
-        resp = self._raw(call, fn, read_timeout=timeout_s + self.timeout, **kw)
         try:
-            buf = b""
-            for chunk in resp.stream(64 * 1024, decode_content=True):
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    if line.strip():
-                        yield self._watch_event(call, line)
-            if buf.strip():
-                yield self._watch_event(call, buf)
+            for event in stream.stream(fn, *args, **kw):
+                if not isinstance(event, dict) or "type" not in event:
+                    raise SourceError(SOURCE, call, "malformed watch event: no type")
+                obj = event.get("raw_object")
+                if not isinstance(obj, dict):
+                    raise SourceError(SOURCE, call, "malformed watch event: the object is not an object")
+                if event["type"] != "BOOKMARK" and is_secret_object(obj):
+                    continue
+                yield {"type": event["type"], "object": obj}
+        except ApiException as exc:
+            raise SourceError(
+                SOURCE,
+                call,
+                describe_http_error(exc.status or 0, exc.reason or "", _status_message(exc.body))
+                if exc.body
+                else str(exc.reason or "watch error"),
+                status=exc.status,
+            )
+        except (ValueError, KeyError, TypeError) as exc:  # a line that is not a watch event
+            raise SourceError(SOURCE, call, f"malformed watch event: {exc}")
+        except urllib3.exceptions.NewConnectionError as exc:
+            raise SourceError(SOURCE, call, f"cannot connect to {self.api.configuration.host}: {exc}")
+        except urllib3.exceptions.MaxRetryError as exc:
+            raise SourceError(SOURCE, call, f"cannot connect to {self.api.configuration.host}: {exc.reason}")
         except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if stream._stop:
+                return  # stop() shut the socket: a requested end, not a failure
             raise SourceError(SOURCE, call, f"watch stream broke: {exc}")
         finally:
-            resp.release_conn()
+            self._watches.discard(stream)
+
+    def stop_watches(self) -> None:
+        """End every open watch of this source (from another thread): their streams return."""
+        for stream in list(self._watches):
+            stream.stop()
 
     def watch_events(self, resource_version: str, timeout_s: int = 10) -> Iterator[dict[str, Any]]:
         return self.watch(
             "watch events", self.core.list_event_for_all_namespaces, resource_version, timeout_s
         )
 
-    def _watch_event(self, call: str, line: bytes) -> dict[str, Any]:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            raise SourceError(SOURCE, call, f"malformed watch event: {line[:120]!r}")
-        if not isinstance(event, dict) or "type" not in event:
-            raise SourceError(SOURCE, call, "malformed watch event: no type")
-        if event["type"] == "ERROR":
-            status = event.get("object") or {}
-            code = status.get("code")
-            raise SourceError(
-                SOURCE,
-                call,
-                status.get("message") or "watch error",
-                status=code if isinstance(code, int) else None,
-            )
-        return event
+    def watch_listing(
+        self, call: str, resource_version: str, timeout_s: int = 10
+    ) -> Iterator[dict[str, Any]]:
+        """Watch what the listing named ``call`` listed ("list pods", "list queues.scheduling.run.ai/v2", …)."""
+        fn, args = self.lister(call)
+        return self.watch(call.replace("list ", "watch ", 1), fn, resource_version, timeout_s, *args)
+
+    def lister(self, call: str) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        """The client method (and its leading arguments) behind a listing's call name."""
+        fixed = {
+            "list nodes": self.core.list_node,
+            "list namespaces": self.core.list_namespace,
+            "list pods": self.core.list_pod_for_all_namespaces,
+            "list events": self.core.list_event_for_all_namespaces,
+            "list jobs": self.batch.list_job_for_all_namespaces,
+        }
+        if call in fixed:
+            return fixed[call], ()
+        what = call.removeprefix("list ")
+        plural, _, rest = what.partition(".")
+        group, _, version = rest.rpartition("/")
+        if not (call.startswith("list ") and plural and group and version):
+            raise ValueError(f"no watchable listing is named {call!r}")
+        return self.custom.list_cluster_custom_object, (group, version, plural)
 
     #
     # Logs
@@ -287,6 +322,17 @@ class KubeSource:
         if not isinstance(body, dict):
             raise SourceError(SOURCE, call, "malformed answer: not a JSON object")
         return body
+
+
+class _RawWatch(watch.Watch):
+    """The client's Watch, handing over the server's JSON (``raw_object``) without model deserialization.
+
+    Deserializing into generated classes costs far more than the mapping and is thrown away; the mappers
+    read the same dicts a list returns.
+    """
+
+    def get_return_type(self, func: Any) -> Any:
+        return None
 
 
 def _status_message(body: Any) -> str:

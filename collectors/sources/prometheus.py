@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import requests
 from django.conf import settings
 
@@ -76,10 +77,15 @@ class PrometheusSource:
         if rtype != "vector" or not isinstance(result, list):
             raise SourceError(SOURCE, f"query {promql}", f"expected a vector result, got {rtype!r}")
         out: list[Series] = []
+        # an instant vector's samples share the evaluation time: parse it once
+        times: dict[Any, datetime] = {}
         try:
             for item in result:
                 ts, value = item["value"]
-                out.append(Series(dict(item.get("metric") or {}), [(self._time(ts, promql), _float(value))]))
+                t = times.get(ts)
+                if t is None:
+                    t = times[ts] = self._time(ts, promql)
+                out.append(Series(dict(item.get("metric") or {}), [(t, _float(value))]))
         except (KeyError, TypeError, ValueError) as exc:
             raise SourceError(SOURCE, f"query {promql}", f"malformed vector sample: {exc!r}")
         return out
@@ -154,7 +160,7 @@ class PrometheusSource:
         except requests.RequestException as exc:
             raise SourceError(SOURCE, call, f"request failed: {_short(exc)}")
         try:
-            body = resp.json()
+            body = orjson.loads(resp.content)  # ~10,000 GPU series a query: the C decoder, not json's
         except ValueError:
             body = None
         if resp.status_code != 200:

@@ -13,7 +13,7 @@ import gc
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,12 +39,18 @@ BATCH = 500
 
 
 def sweep_cluster(
-    cluster_name: str, at: datetime | None = None, *, progress: Progress | None = None
+    cluster_name: str,
+    at: datetime | None = None,
+    *,
+    progress: Progress | None = None,
+    kube_factory: Callable[[Cluster], Any] = KubeSource,
+    passes: list[_Sweep] | None = None,
 ) -> SweepSummary:
     """Sweep one cluster's inventory at ``at`` (default now; the simulator drivers pass simulated time).
 
     Never raises for a source failure: each failure is a ``SourceRun(ok=False)`` and in ``summary.errors``.
-    Raises ValueError for an unknown cluster.
+    Raises ValueError for an unknown cluster. ``kube_factory``: see ``_Sweep``; ``passes`` gets the pass
+    (its nodes and pods: what the watch's GPU polls resolve against).
     """
     cluster, at = resolve(cluster_name, at)
     summary = SweepSummary(cluster=cluster.name, at=at, kind="inventory")
@@ -56,19 +62,34 @@ def sweep_cluster(
         runner = Runner(cluster, at, summary)
         try:
             with _no_cyclic_gc():
-                _Sweep(cluster, at, runner, summary, progress or (lambda what, n: None)).run()
+                one = _Sweep(
+                    cluster,
+                    at,
+                    runner,
+                    summary,
+                    progress or (lambda what, n: None),
+                    kube_factory=kube_factory,
+                )
+                one.run()
+                if passes is not None:
+                    passes.append(one)
         finally:
             runner.save()
     summary.duration_s = time.monotonic() - started
     logger.info("%s", summary.line())
-    for receiver, result in inventory_swept.send_robust(sender=sweep_cluster, cluster=cluster.name, at=at):
-        if isinstance(result, Exception):
-            logger.error("after the sweep of %s: %s failed: %r", cluster.name, receiver, result)
+    announce(cluster.name, at)
     return summary
 
 
+def announce(cluster: str, at: datetime) -> None:
+    """Send ``inventory_swept`` (after a sweep, and after a watch recorded changes); receivers never fail it."""
+    for receiver, result in inventory_swept.send_robust(sender=sweep_cluster, cluster=cluster, at=at):
+        if isinstance(result, Exception):
+            logger.error("after the sweep of %s: %s failed: %r", cluster, receiver, result)
+
+
 @contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
+def _no_cyclic_gc(*, collect: bool = True) -> Iterator[None]:
     """Pause the cyclic garbage collector for one sweep.
 
     A sweep allocates millions of small dicts (decoded JSON, mapped states) and holds ~100,000 of them at
@@ -82,7 +103,8 @@ def _no_cyclic_gc() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-        gc.collect()
+        if collect:
+            gc.collect()
 
 
 def _cohorts(kube: KubeSource) -> list[dict[str, Any]]:
@@ -131,8 +153,20 @@ def _slim(obj: dict[str, Any], status_keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 class _Sweep:
+    """One pass over a cluster. ``kube_factory`` gives the Kubernetes source (default: a ``KubeSource``; the
+    watch passes one that keeps what it lists, then one that answers from what it keeps); ``gpus=False``
+    leaves Prometheus out (the watch polls GPUs on their own interval)."""
+
     def __init__(
-        self, cluster: Cluster, at: datetime, runner: Runner, summary: SweepSummary, progress: Progress
+        self,
+        cluster: Cluster,
+        at: datetime,
+        runner: Runner,
+        summary: SweepSummary,
+        progress: Progress,
+        *,
+        kube_factory: Callable[[Cluster], Any] = KubeSource,
+        gpus: bool = True,
     ):
         self.cluster, self.at, self.runner, self.summary, self.progress = (
             cluster,
@@ -141,17 +175,24 @@ class _Sweep:
             summary,
             progress,
         )
+        self.kube_factory = kube_factory
+        self.with_gpus = gpus
         self.scheduler = cluster.scheduler
         self.nodes: dict[str, dict[str, Any]] | None = None  # node name -> state (GPU host resolution)
         self.pods: _Pods | None = None
+        self.gpu_answers: Any = None  # what Prometheus answered the GPU queries (the watch's poll compares)
 
     def run(self) -> None:
         # Prometheus is asked in the background while Kubernetes is listed and mapped: the two wait on
         # different servers. The worker thread only talks HTTP; everything touching the database stays here.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="prometheus") as background:
-            gpu_series = background.submit(self._gpu_series) if self.cluster.prometheus_url else None
+            gpu_series = (
+                background.submit(self._gpu_series)
+                if self.cluster.prometheus_url and self.with_gpus
+                else None
+            )
             actors = self._runai_actors() if runai_enabled(self.cluster.runai_url) else {}
-            kube = self.runner.call("k8s", "connect", lambda: KubeSource(self.cluster))
+            kube = self.runner.call("k8s", "connect", lambda: self.kube_factory(self.cluster))
             if kube is None:
                 self.summary.skipped_kinds += ["node", "pod", "job"] + (
                     ["project", "queue"] if self.scheduler != "default" else []
@@ -161,7 +202,9 @@ class _Sweep:
                     self._kube(kube, actors)
                 finally:
                     kube.close()
-            if gpu_series is None:
+            if not self.with_gpus:
+                pass
+            elif gpu_series is None:
                 self.runner.note(
                     "prometheus",
                     "configure",
@@ -176,6 +219,7 @@ class _Sweep:
                         f"prometheus: GPU queries: unexpected {type(exc).__name__}: {exc}"
                     )
                     fetched = None
+                self.gpu_answers = fetched
                 self._gpus(fetched)
 
     def record(self, kind: str, items: list[Observed] | None, source: str = "k8s") -> None:

@@ -121,3 +121,27 @@ def test_a_sweep_time_that_cannot_be_read_is_refused_naming_it():
     assert result.successful()
     assert result.result["errors"] == ["'yesterday' is not a time such as 2026-11-29T03:12:00Z"]
     assert result.result["retry_in"] is None  # retrying will not make it readable
+
+
+def test_with_watch_on_beat_starts_watch_sessions_instead_of_inventory_sweeps(settings, monkeypatch):
+    settings.RCAWEB_WATCH = True
+    settings.RCAWEB_WATCH_CHECK_S = 20
+    schedule = tasks.beat_schedule()
+    assert "collectors-sweep-inventory" not in schedule
+    assert schedule["collectors-watch-inventory"] == {
+        "task": "collectors.tasks.watch_all",
+        "schedule": 20.0,
+        "options": {"expires": 20.0},
+    }
+    assert schedule["collectors-sweep-events"]["kwargs"] == {"kind": "events"}
+    Cluster.objects.create(name="a")
+    Cluster.objects.create(name="b")
+    delay = mock.Mock()
+    monkeypatch.setattr(tasks.watch_inventory, "delay", delay)
+    assert tasks.watch_all.apply().result == 2
+    assert sorted(c.args[0] for c in delay.call_args_list) == ["a", "b"]
+
+
+def test_a_watch_task_for_an_unknown_cluster_is_refused_not_raised():
+    result = tasks.watch_inventory.apply(args=("nope",)).result
+    assert result["cluster"] == "nope" and "unknown cluster 'nope'" in result["errors"][0]

@@ -369,20 +369,11 @@ class KubeHandler(BaseHTTPRequestHandler):
                 if matches(entry, resource) and since == 0:
                     send("ADDED", entry.data)
             since = snap.rv
-        while time.monotonic() < deadline and not store.closed:
-            events = store.events_since(since)
-            if events is None:
-                body = status(410, "Expired", f"too old resource version: {since} ({store.rv})")
-                self._chunk(json.dumps({"type": "ERROR", "object": body}).encode() + b"\n")
-                break
-            for rv, res, kind, data, entry in events:
-                if matches(entry, res):
-                    send(kind, data)
-                since = rv
-            store.wait(since, max(0.0, min(1.0, deadline - time.monotonic())))
-        if query.get("allowWatchBookmarks") in ("1", "true", "True") and not store.closed:
+        bookmarks = query.get("allowWatchBookmarks") in ("1", "true", "True")
+        kind = RESOURCE_KINDS.get(resource, ("v1", "Object"))
+
+        def bookmark() -> None:
             # lets the client resume from here without replaying what it has seen (like the real server)
-            kind = RESOURCE_KINDS.get(resource, ("v1", "Object"))
             mark = {
                 "type": "BOOKMARK",
                 "object": {
@@ -392,6 +383,28 @@ class KubeHandler(BaseHTTPRequestHandler):
                 },
             }
             self._chunk(json.dumps(mark).encode() + b"\n")
+
+        # Like the apiserver's watch cache, a bookmark about every minute (store.bookmark_interval_s) while
+        # the watch is open, and one as the timeout closes it; none after an ERROR.
+        next_mark = time.monotonic() + store.bookmark_interval_s
+        expired = False
+        while time.monotonic() < deadline and not store.closed:
+            events = store.events_since(since)
+            if events is None:
+                body = status(410, "Expired", f"too old resource version: {since} ({store.rv})")
+                self._chunk(json.dumps({"type": "ERROR", "object": body}).encode() + b"\n")
+                expired = True
+                break
+            for rv, res, kind_, data, entry in events:
+                if matches(entry, res):
+                    send(kind_, data)
+                since = rv
+            if bookmarks and time.monotonic() >= next_mark:
+                bookmark()
+                next_mark = time.monotonic() + store.bookmark_interval_s
+            store.wait(since, max(0.0, min(1.0, deadline - time.monotonic(), next_mark - time.monotonic())))
+        if bookmarks and not store.closed and not expired:
+            bookmark()
         self._chunk(b"")
 
     #

@@ -102,6 +102,7 @@ class Store:
         self.history: list[tuple[int, str, str, bytes, Entry]] = []  # (rv, resource, type, data, entry)
         self.history_rvs: list[int] = []
         self.floor = 0  # a watch from below this resourceVersion may have missed events: 410
+        self.bookmark_interval_s = 60.0  # an open watch gets a BOOKMARK this often (the apiserver: ~1 min)
         self.snapshots: dict[int, Snapshot] = {}
         self.cond = threading.Condition()
         self.scheduler = "kai"

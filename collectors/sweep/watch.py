@@ -1,0 +1,694 @@
+"""Watch-based inventory collection: list once, then watch from the list's resourceVersion.
+
+A :class:`WatchSession` holds one cluster's lease (``cluster_lease``: a Redis lock renewed while the session
+lives, so two workers never watch one cluster and a dead worker's lease expires). It starts with a relist:
+the ordinary inventory sweep through a :class:`RecordingKube`, which keeps every object it lists and each
+listing's resourceVersion. Then one thread per listing watches from that resourceVersion (the client's
+``kubernetes.watch.Watch``, bookmarks on) and queues what it sees; the session's own thread applies the
+queued events to the kept objects and records the result through the sweep's own code over a
+:class:`CachedKube` (no HTTP): the same mapping, the same ``record_states`` digests, so an object whose
+mapped state did not change writes nothing and pages and as-of queries read what a sweep would have written.
+
+- Nothing changed, nothing done: a quiet cluster costs the open watches and a bookmark a minute.
+- Only nodes changed (kubelet status heartbeats): only nodes are mapped and recorded.
+- A 410 (``resourceVersion`` too old) relists that listing alone and watches from the new list.
+- The relist safety net runs every ``RCAWEB_WATCH_RELIST_S``: a full sweep that writes only differences.
+- GPUs come from Prometheus, which has no watch: they are polled every ``RCAWEB_SWEEP_INVENTORY_S``
+  against the kept nodes and pods.
+- Where each watch stands (per listing: resourceVersion, last event or bookmark) is kept in Redis
+  (``rcaweb:watch:<cluster>``) for ``/metrics`` and for the next session, which relists (it has no objects).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.utils import timezone
+
+from collectors import mapping
+from collectors.models import Cluster
+from collectors.sources.errors import SourceError
+from collectors.sources.kubernetes import SOURCE, KubeSource
+from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
+from collectors.sweep.inventory import _no_cyclic_gc, _Sweep, announce, sweep_cluster
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+STREAM_RETRY_S = (1.0, 30.0)  # a broken watch (not a 410) is resumed after a backoff in this range
+RELIST_RETRY_S = 30.0  # a relist in which a Kubernetes listing failed is tried again after this
+
+
+def _key(obj: dict[str, Any]) -> Key:
+    m = obj.get("metadata") or {}
+    return (str(m.get("namespace") or ""), str(m.get("name") or ""))
+
+
+def keepable(obj: dict[str, Any]) -> bytes:
+    """The object as kept: its JSON (a fifth of the memory of the decoded dicts; decoded again only when
+    events are applied), ``managedFields`` without their ``fieldsV1`` (the mappers read only who wrote it,
+    when, and whether it was the status)."""
+    m = obj.get("metadata")
+    fields = m.get("managedFields") if isinstance(m, dict) else None
+    if isinstance(fields, list) and fields:
+        slim = [{k: v for k, v in e.items() if k != "fieldsV1"} if isinstance(e, dict) else e for e in fields]
+        obj = {**obj, "metadata": {**m, "managedFields": slim}}
+    return orjson.dumps(obj)
+
+
+@dataclass
+class Kept:
+    """What a session keeps of a cluster: every listed object by listing, and where each listing stands."""
+
+    items: dict[str, dict[Key, bytes]] = field(default_factory=dict)  # call -> key -> object (keepable)
+    rv: dict[str, str] = field(default_factory=dict)  # call -> resourceVersion to watch from
+    absent: set[str] = field(default_factory=set)  # listings the server does not serve (404: no such API)
+
+    def apply(self, call: str, event: dict[str, Any]) -> bool:
+        """One watch event; True when it changed a kept object (a bookmark only moves the resourceVersion)."""
+        obj = event["object"]
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        if rv:
+            self.rv[call] = rv
+        kind = event["type"]
+        store = self.items.setdefault(call, {})
+        if kind in ("ADDED", "MODIFIED"):
+            store[_key(obj)] = keepable(obj)
+            return True
+        if kind == "DELETED":
+            return store.pop(_key(obj), None) is not None
+        return False
+
+
+class RecordingKube(KubeSource):
+    """A ``KubeSource`` that keeps every complete listing (objects and resourceVersion) in ``kept``.
+
+    ``close`` is a no-op: the session owns the connection and watches through it afterwards.
+    """
+
+    def __init__(self, cluster: Cluster, kept: Kept, **kw: Any) -> None:
+        super().__init__(cluster, **kw)
+        # The watches and a relist share the pool: one connection each, and room to spare.
+        self.api.rest_client.pool_manager.connection_pool_kw["maxsize"] = 32
+        self.kept = kept
+
+    def iter_items(self, call: str, fn: Callable[..., Any], **params: Any) -> Iterator[dict[str, Any]]:
+        listed: dict[Key, bytes] = {}
+        try:
+            for item in super().iter_items(call, fn, **params):
+                listed[_key(item)] = keepable(item)
+                yield item
+        except SourceError as exc:
+            if exc.status == 404:
+                self.kept.absent.add(call)
+            raise
+        self.kept.items[call] = listed  # only a complete listing replaces what was kept
+        self.kept.rv[call] = self.last_resource_version.get(call, "")
+
+    def close(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        self.stop_watches()
+        super().close()
+
+
+class CachedKube:
+    """Answers the sweep's listings from what a session keeps: the sweep's mapping without HTTP."""
+
+    def __init__(self, kept: Kept) -> None:
+        self.kept = kept
+        # the sweep names kube.batch.list_job_for_all_namespaces as the lister of "list jobs"; never called here
+        self.batch = SimpleNamespace(list_job_for_all_namespaces=None)
+
+    def iter_items(self, call: str, fn: Any = None, **params: Any) -> Iterator[dict[str, Any]]:
+        store = self.kept.items.get(call)
+        if store is None:
+            if call in self.kept.absent:
+                raise SourceError(SOURCE, call, "the server does not serve it", status=404)
+            raise SourceError(SOURCE, call, "not listed in this watch session (its listing failed)")
+        return (orjson.loads(store[k]) for k in sorted(store))  # a list's order: namespace, then name
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        return list(self.iter_items("list nodes"))
+
+    def list_namespaces(self) -> list[dict[str, Any]]:
+        return list(self.iter_items("list namespaces"))
+
+    def iter_pods(self) -> Iterator[dict[str, Any]]:
+        return self.iter_items("list pods")
+
+    def list_pods(self) -> list[dict[str, Any]]:
+        return list(self.iter_pods())
+
+    def list_jobs(self) -> list[dict[str, Any]]:
+        return list(self.iter_items("list jobs"))
+
+    def iter_custom(self, group: str, version: str, plural: str) -> Iterator[dict[str, Any]]:
+        return self.iter_items(f"list {plural}.{group}/{version}")
+
+    def list_custom(self, group: str, version: str, plural: str) -> list[dict[str, Any]]:
+        return list(self.iter_custom(group, version, plural))
+
+    def close(self) -> None:
+        pass
+
+
+#
+# Lease and cursors
+#
+
+
+def _redis() -> Any:
+    url = getattr(settings, "REDIS_URL", "")
+    if not url:
+        return None
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+
+
+class Lease:
+    """The right to watch one cluster: a Redis lock with a TTL (process-local without Redis).
+
+    While held, a heartbeat thread renews it every third of its TTL, so a long relist keeps it; a worker
+    that dies stops renewing and the lease expires. ``renew`` returns False once the lease was lost (it
+    expired and another worker took it): the holder must stop."""
+
+    def __init__(self, cluster: str, ttl_s: float) -> None:
+        self.key = f"rcaweb:watch-lease:{cluster}"
+        self.ttl_s = float(ttl_s)
+        self._lock: Any = None
+        self._local: threading.Lock | None = None
+        self._beat: threading.Thread | None = None
+        self._quiet = threading.Event()
+        self.held = False
+
+    def acquire(self) -> bool:
+        client = _redis()
+        if client is not None:
+            import redis
+
+            try:
+                # thread_local=False: the heartbeat thread renews with the token the acquiring thread got
+                self._lock = client.lock(self.key, timeout=self.ttl_s, blocking=False, thread_local=False)
+                self.held = bool(self._lock.acquire(blocking=False))
+                if self.held:
+                    self._quiet = threading.Event()
+                    self._beat = threading.Thread(
+                        target=self._heartbeat, name=f"lease-{self.key}", daemon=True
+                    )
+                    self._beat.start()
+                return self.held
+            except redis.RedisError as exc:
+                logger.warning("redis lease unavailable (%s); using a process-local lease", exc)
+                self._lock = None
+        with _local_guard:
+            self._local = _local_leases.setdefault(self.key, threading.Lock())
+        self.held = self._local.acquire(blocking=False)
+        return self.held
+
+    def renew(self) -> bool:
+        if not self.held:
+            return False
+        if self._lock is None:
+            return True
+        import redis
+
+        try:
+            self._lock.reacquire()  # raises LockNotOwnedError when the lease expired and someone took it
+        except redis.exceptions.LockError:
+            logger.warning("watch lease %s was lost", self.key)
+            self.held = False
+        except redis.RedisError as exc:
+            logger.warning("watch lease %s not renewed: %s", self.key, exc)
+        return self.held
+
+    def _heartbeat(self) -> None:
+        while not self._quiet.wait(self.ttl_s / 3) and self.held:
+            self.renew()
+
+    def stop_renewing(self) -> None:
+        """No more heartbeats (``release`` does it; a test plays a dead worker with it)."""
+        self._quiet.set()
+        if self._beat is not None and self._beat is not threading.current_thread():
+            self._beat.join(timeout=5)
+        self._beat = None
+
+    def release(self) -> None:
+        self.stop_renewing()
+        if not self.held:
+            return
+        self.held = False
+        if self._lock is not None:
+            import redis
+
+            try:
+                self._lock.release()
+            except redis.RedisError:
+                logger.warning("watch lease %s expired before release", self.key)
+        elif self._local is not None:
+            self._local.release()
+
+
+_local_leases: dict[str, threading.Lock] = {}
+_local_guard = threading.Lock()
+
+
+def save_cursors(cluster: str, cursors: dict[str, str], **extra: Any) -> None:
+    """Where each watch of ``cluster`` stands (Redis hash ``rcaweb:watch:<cluster>``; nothing without Redis)."""
+    client = _redis()
+    if client is None:
+        return
+    import redis
+
+    mapping_ = {f"rv:{call}": rv for call, rv in cursors.items()}
+    mapping_.update({k: str(v) for k, v in extra.items()})
+    try:
+        client.hset(f"rcaweb:watch:{cluster}", mapping=mapping_)
+        client.expire(f"rcaweb:watch:{cluster}", 7 * 86400)
+    except redis.RedisError as exc:
+        logger.warning("watch cursors of %s not saved: %s", cluster, exc)
+
+
+def load_cursors(cluster: str) -> dict[str, str]:
+    """The saved state of ``cluster``'s watch: ``rv:<listing>`` → resourceVersion, plus ``applied_at`` etc."""
+    client = _redis()
+    if client is None:
+        return {}
+    import redis
+
+    try:
+        raw = client.hgetall(f"rcaweb:watch:{cluster}")
+    except redis.RedisError:
+        return {}
+    return {k.decode(): v.decode() for k, v in raw.items()}
+
+
+#
+# The session
+#
+
+
+@dataclass
+class WatchStats:
+    events: int = 0  # object events received
+    bookmarks: int = 0
+    gone: int = 0  # 410s (each relisted one listing)
+    errors: list[str] = field(default_factory=list)
+    applies: int = 0  # times events were recorded
+    relists: int = 0
+    gpu_polls: int = 0
+    gpu_polls_unchanged: int = 0  # polls whose answers equalled the previous poll's: nothing mapped
+    gpu_poll_cpu_s: float = 0.0  # CPU the polls took on the session's thread (asking, decoding, mapping)
+    summaries: list[SweepSummary] = field(default_factory=list)  # what each apply, relist and poll wrote
+
+    @property
+    def rows_written(self) -> int:
+        return sum(s.rows_written for s in self.summaries)
+
+
+_GONE = "gone"
+_ERROR = "error"
+
+
+class WatchSession:
+    """One cluster's watch, from ``start`` to ``stop``; ``step`` applies what arrived. ``clock`` gives the
+    time states are recorded at (the simulator's tests pass simulated time)."""
+
+    def __init__(
+        self,
+        cluster_name: str,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        watch_timeout_s: int | None = None,
+        apply_every_s: float | None = None,
+        relist_every_s: float | None = None,
+        gpu_every_s: float | None = None,
+        lease_s: float | None = None,
+    ) -> None:
+        self.cluster, _ = resolve(cluster_name, None)
+        self.clock = clock or timezone.now
+        self.watch_timeout_s = int(watch_timeout_s or settings.RCAWEB_WATCH_TIMEOUT_S)
+        self.apply_every_s = float(settings.RCAWEB_WATCH_APPLY_S if apply_every_s is None else apply_every_s)
+        self.relist_every_s = float(relist_every_s or settings.RCAWEB_WATCH_RELIST_S)
+        self.gpu_every_s = float(gpu_every_s or settings.RCAWEB_SWEEP_INVENTORY_S)
+        self.lease = Lease(self.cluster.name, lease_s or settings.RCAWEB_WATCH_LEASE_S)
+        self.kept = Kept()
+        self.kube: RecordingKube | None = None
+        self.stats = WatchStats()
+        self._queue: queue.Queue[tuple[int, str, str, Any]] = queue.Queue()
+        self._generation = 0  # bumped by every relist: events queued by older streams are dropped
+        self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()
+        self._dirty: set[str] = set()
+        self._relist: set[str] = set()
+        self._last_apply = 0.0
+        self._last_relist = 0.0
+        self._last_gpus = 0.0
+        self._sweep: _Sweep | None = None  # the last full pass: nodes and pods the GPU poll resolves against
+        self._pass_serial = 0  # bumped whenever that pass or its nodes change
+        self._gpu_inputs: tuple[Any, ...] | None = None  # what the last recorded GPU poll was computed from
+
+    # lifecycle
+
+    def start(self) -> bool:
+        """Take the lease and relist; False when another session holds the cluster (nothing was done)."""
+        if not self.lease.acquire():
+            return False
+        self.relist()
+        return True
+
+    def stop(self) -> None:
+        self._stop_streams()
+        if self.kube is not None:
+            self.kube.shutdown()
+            self.kube = None
+        self.lease.release()
+
+    def __enter__(self) -> WatchSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def run(self, duration_s: float) -> WatchStats:
+        """start, then step until ``duration_s`` passed or the lease was lost, then stop."""
+        if not self.start():
+            self.stats.errors.append("another worker watches this cluster")
+            return self.stats
+        deadline = time.monotonic() + duration_s
+        try:
+            while time.monotonic() < deadline:
+                if not self.step(timeout=1.0):
+                    break
+        finally:
+            self.stop()
+        return self.stats
+
+    # the work
+
+    def relist(self, calls: set[str] | None = None) -> None:
+        """All listings (the full sweep, GPUs included), or only ``calls`` (after a 410) and then an apply."""
+        self._stop_streams()
+        at = self._at()
+        if calls is None:
+            if self.kube is not None:
+                self.kube.shutdown()
+            self.kept = Kept()
+            self.kube = None
+
+            def factory(cluster: Cluster) -> RecordingKube:
+                self.kube = RecordingKube(cluster, self.kept)
+                return self.kube
+
+            passes: list[_Sweep] = []
+            summary = sweep_cluster(self.cluster.name, at, kube_factory=factory, passes=passes)
+            self._sweep = passes[0] if passes else None
+            self._pass_serial += 1
+            # the relist recorded the GPUs from these answers: a poll that gets the same ones maps nothing
+            answers = self._sweep.gpu_answers if self._sweep is not None and not summary.errors else None
+            self._gpu_inputs = (self._pass_serial, _answers_digest(answers)) if answers is not None else None
+            self._note(summary)
+            self.stats.relists += 1
+            self._last_relist = self._last_gpus = time.monotonic()
+            self._dirty.clear()
+            if self.kube is None or any(e.startswith(("k8s:", "kai:", "kueue:")) for e in summary.errors):
+                # a listing failed: what depends on it was not recorded and is not watched; try again soon
+                self._last_relist -= max(0.0, self.relist_every_s - RELIST_RETRY_S)
+            if self.kube is None:
+                self._relist.clear()
+                return
+        else:
+            assert self.kube is not None
+            for call in sorted(calls):
+                fn, args = self.kube.lister(call)
+                try:
+                    list(self.kube.iter_items(call, lambda *a, fn=fn, args=args, **kw: fn(*args, **kw)))
+                except SourceError as exc:
+                    self._fail(exc.call or call, exc.message)
+            self.stats.relists += 1
+            self._dirty |= calls
+        self._relist.clear()
+        save_cursors(self.cluster.name, self.kept.rv, listed_at=time.time())
+        self._start_streams()
+
+    def step(self, timeout: float = 1.0) -> bool:
+        """Take what the watches queued (waiting up to ``timeout`` for the first), apply it when due, poll GPUs
+        and relist when due, renew the lease. False when the lease was lost (the session must end)."""
+        if not self.lease.renew():
+            return False
+        self._drain(timeout)
+        now = time.monotonic()
+        if now - self._last_relist >= self.relist_every_s:
+            self.relist()
+        elif self._relist:
+            self.relist(set(self._relist))
+        now = time.monotonic()
+        if self._dirty and now - self._last_apply >= self.apply_every_s:
+            self.apply()
+        if self.cluster.prometheus_url and now - self._last_gpus >= self.gpu_every_s:
+            self.poll_gpus()
+        return True
+
+    def apply(self) -> SweepSummary:
+        """Record the kept objects' current states (only those whose mapped state changed get rows)."""
+        dirty, self._dirty = self._dirty, set()
+        at = self._at()
+        summary = SweepSummary(cluster=self.cluster.name, at=at, kind="inventory")
+        started = time.monotonic()
+        with cluster_lock(self.cluster.name, "inventory") as got:
+            if not got:  # a sweep (collect --once) is writing this cluster: apply at the next step
+                self._dirty |= dirty
+                summary.skipped = True
+                return summary
+            runner = Runner(self.cluster, at, summary)
+            sweep = _Sweep(
+                self.cluster,
+                at,
+                runner,
+                summary,
+                lambda what, n: None,
+                kube_factory=lambda cluster: CachedKube(self.kept),
+                gpus=False,
+            )
+            with _no_cyclic_gc(collect=False):  # a full collection over the kept objects each apply: no
+                if dirty == {"list nodes"} and self._sweep is not None and self._nodes_only(sweep):
+                    pass
+                else:
+                    sweep.run()
+                    self._sweep = sweep
+                    self._pass_serial += 1
+            # The kept listings answered: their SourceRun rows would only say so every few seconds.
+            runner.runs = [r for r in runner.runs if not r.ok]
+            runner.save()
+        summary.duration_s = time.monotonic() - started
+        self._note(summary)
+        if summary.rows_written or summary.closed:
+            announce(self.cluster.name, at)  # the incidents re-diagnose what changed, as after a sweep
+        self.stats.applies += 1
+        self._last_apply = time.monotonic()
+        save_cursors(self.cluster.name, self.kept.rv, applied_at=time.time())
+        return summary
+
+    def _nodes_only(self, sweep: _Sweep) -> bool:
+        """Only nodes changed: record them alone, unless a node's GPU memory (which pods read) changed."""
+        assert self._sweep is not None
+        nodes = [mapping.map_node(n) for n in CachedKube(self.kept).list_nodes()]
+        before = self._sweep.nodes or {}
+        if any(
+            (before.get(o.name) or {}).get("gpu_memory_mib") != o.state.get("gpu_memory_mib") for o in nodes
+        ):
+            return False
+        sweep.record("node", nodes)
+        self._sweep.nodes = {o.name: o.state for o in nodes}
+        self._pass_serial += 1
+        return True
+
+    def poll_gpus(self) -> SweepSummary:
+        """GPUs from Prometheus (no watch there), against the nodes and pods of the last full pass (none when
+        its pods were not listed: a GPU's pod would read as gone; the relist retry comes first)."""
+        at = self._at()
+        cpu = time.thread_time()
+        summary = SweepSummary(cluster=self.cluster.name, at=at, kind="inventory")
+        if self._sweep is None or self._sweep.pods is None:
+            self._last_gpus = time.monotonic()
+            return summary
+        with cluster_lock(self.cluster.name, "inventory") as got:
+            if not got:
+                return summary
+            runner = Runner(self.cluster, at, summary)
+            sweep = _Sweep(self.cluster, at, runner, summary, lambda what, n: None)
+            sweep.nodes, sweep.pods = self._sweep.nodes, self._sweep.pods
+            try:
+                fetched = sweep._gpu_series()
+                inputs = (self._pass_serial, _answers_digest(fetched))
+                if fetched is not None and inputs == self._gpu_inputs:
+                    # Prometheus said what it said last time, about the same nodes and pods: the mapping
+                    # would give the states recorded last time (it is deterministic), so it is skipped.
+                    self.stats.gpu_polls_unchanged += 1
+                else:
+                    sweep._gpus(fetched)
+                    self._gpu_inputs = inputs if fetched is not None and not summary.errors else None
+            finally:
+                runner.save()
+        self._note(summary)
+        if summary.rows_written or summary.closed:
+            announce(self.cluster.name, at)
+        self.stats.gpu_polls += 1
+        self.stats.gpu_poll_cpu_s += time.thread_time() - cpu
+        self._last_gpus = time.monotonic()
+        return summary
+
+    # streams
+
+    def _start_streams(self) -> None:
+        assert self.kube is not None
+        self._stopping = threading.Event()
+        self._generation += 1
+        self._threads = [
+            threading.Thread(
+                target=self._stream,
+                args=(call, self.kept.rv.get(call, ""), self._generation, self._stopping),
+                name=f"watch-{self.cluster.name}-{call.removeprefix('list ')}",
+                daemon=True,
+            )
+            for call in sorted(self.kept.items)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _stop_streams(self) -> None:
+        self._stopping.set()
+        if self.kube is not None:
+            self.kube.stop_watches()
+        for t in self._threads:
+            t.join(timeout=self.watch_timeout_s + 10)
+        self._threads = []
+
+    def _stream(self, call: str, rv: str, generation: int, stopping: threading.Event) -> None:
+        """One listing's watch, resumed from the last resourceVersion it saw until the session stops it."""
+        kube = self.kube
+        assert kube is not None
+        failures = 0
+        while not stopping.is_set():
+            try:
+                for event in kube.watch_listing(call, rv, self.watch_timeout_s):
+                    if stopping.is_set():
+                        return
+                    new_rv = str(((event["object"].get("metadata") or {}).get("resourceVersion")) or "")
+                    rv = new_rv or rv
+                    self._queue.put((generation, call, event["type"], event))
+                    failures = 0
+            except SourceError as exc:
+                if stopping.is_set():
+                    return
+                if exc.gone:
+                    self._queue.put((generation, call, _GONE, exc.message))
+                    return  # the session relists this listing and starts a new stream
+                failures += 1
+                self._queue.put((generation, call, _ERROR, exc.message))
+                stopping.wait(min(STREAM_RETRY_S[1], STREAM_RETRY_S[0] * 2 ** (failures - 1)))
+            except Exception as exc:  # a bug must not kill the stream silently
+                logger.exception("watch %s of %s failed", call, self.cluster.name)
+                self._queue.put((generation, call, _ERROR, f"unexpected {type(exc).__name__}: {exc}"))
+                stopping.wait(STREAM_RETRY_S[1])
+
+    def _drain(self, timeout: float) -> None:
+        try:
+            item = self._queue.get(timeout=timeout) if timeout > 0 else self._queue.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            generation, call, kind, payload = item
+            if generation == self._generation:
+                if kind == _GONE:
+                    self.stats.gone += 1
+                    logger.info("%s: %s: %s; listing again", self.cluster.name, call, payload)
+                    self._relist.add(call)
+                elif kind == _ERROR:
+                    self._fail(call.replace("list ", "watch ", 1), payload)
+                elif kind == "BOOKMARK":
+                    self.stats.bookmarks += 1
+                    self.kept.apply(call, payload)
+                elif call not in self._relist:
+                    self.stats.events += 1
+                    if self.kept.apply(call, payload):
+                        self._dirty.add(call)
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+
+    # bookkeeping
+
+    def _at(self) -> datetime:
+        return self.clock().replace(microsecond=0)
+
+    def _note(self, summary: SweepSummary) -> None:
+        self.stats.summaries.append(summary)
+        self.stats.errors += summary.errors
+        del self.stats.summaries[:-50]
+
+    def _fail(self, call: str, message: str) -> None:
+        from collectors.models import SourceRun
+
+        self.stats.errors.append(f"k8s: {call}: {message}")
+        logger.warning("collection error k8s: %s: %s", call, message)
+        SourceRun.objects.create(
+            cluster=self.cluster,
+            source="k8s",
+            call=call[:300],
+            time=self._at(),
+            ok=False,
+            error=message[:4000],
+        )
+
+
+def _answers_digest(fetched: Any) -> str | None:
+    """A digest of the GPU queries' answers without their sample times (each poll asks at a new moment), in
+    the order Prometheus gave them: an answer reordered only costs one mapping."""
+    if fetched is None:
+        return None
+    inventory, facts = fetched
+    h = hashlib.blake2b(digest_size=16)
+    for name, series in [("inventory", inventory), *sorted(facts.items())]:
+        h.update(name.encode())
+        if series is None:
+            h.update(b"\x00none")
+            continue
+        h.update(
+            orjson.dumps(
+                [[s.labels, repr(s.last)] for s in series]  # repr: NaN and ±Inf apart
+            )
+        )
+    return h.hexdigest()
+
+
+@contextmanager
+def watching(cluster_name: str, **kw: Any) -> Iterator[WatchSession]:
+    """A started session (``RuntimeError`` when another one holds the cluster), stopped on exit."""
+    session = WatchSession(cluster_name, **kw)
+    if not session.start():
+        raise RuntimeError(f"another worker watches {cluster_name}")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def watch_cluster(cluster_name: str, duration_s: float | None = None) -> WatchStats:
+    """One watch session of ``duration_s`` (default ``RCAWEB_WATCH_SESSION_S``); what the Celery task runs."""
+    return WatchSession(cluster_name).run(float(duration_s or settings.RCAWEB_WATCH_SESSION_S))

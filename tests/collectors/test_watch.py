@@ -1,0 +1,230 @@
+"""Watch-based collection against the simulator over real HTTP: list once, then watch with bookmarks,
+relist on 410, nothing lost between the list and the watch, and an unchanged cluster writes nothing.
+
+The proof that the watch recorded the truth is a sweep run afterwards: it lists everything again and
+compares, so it must find nothing to write (no version opened, none closed, no entity created)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+
+import orjson
+import pytest
+
+from collectors.models import Change, EntityVersion, SourceRun
+from collectors.sweep import sweep_cluster
+from collectors.sweep.watch import CachedKube, Kept, Lease, WatchSession, keepable
+from tests.collectors.simhelpers import register, served, small_world
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(params=["kai", "kueue"])
+def sim(request) -> Iterator:
+    world = small_world(request.param)
+    with served(world) as server:
+        server.advance_to(world.start + timedelta(minutes=25))
+        register(server)
+        yield server
+
+
+def clock(sim) -> Callable[[], datetime]:
+    """The simulator's time plus the wall time since: every record is later than the one before, so a
+    state written at the same moment as an older one (which record_states refuses) cannot hide a difference."""
+    t0 = time.monotonic()
+    return lambda: sim.world.now + timedelta(seconds=time.monotonic() - t0)
+
+
+def session(sim, **kw) -> WatchSession:
+    opts = {"clock": clock(sim), "apply_every_s": 0, "watch_timeout_s": 5, "lease_s": 60, "gpu_every_s": 3600}
+    opts.update(kw)
+    return WatchSession("gpu-prod", **opts)
+
+
+def rows() -> tuple[int, int]:
+    return EntityVersion.objects.count(), Change.objects.count()
+
+
+def steps_until(s: WatchSession, done: Callable[[], bool], limit_s: float = 15.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        s.step(timeout=0.2)
+        if done():
+            return
+    raise AssertionError(f"not reached in {limit_s} s: {s.stats}")
+
+
+def settle(s: WatchSession, limit_s: float = 30.0) -> None:
+    """Step until something was applied and no event arrived for 2 s (the streams delivered the burst)."""
+    deadline = time.monotonic() + limit_s
+    seen, quiet_since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        s.step(timeout=0.2)
+        if s.stats.events != seen:
+            seen, quiet_since = s.stats.events, time.monotonic()
+        elif s.stats.applies and not s._dirty and time.monotonic() - quiet_since >= 2.0:
+            return
+    raise AssertionError(f"not settled in {limit_s} s: {s.stats}")
+
+
+def assert_a_sweep_finds_nothing_to_write(s: WatchSession) -> None:
+    summary = sweep_cluster("gpu-prod", s.clock() + timedelta(seconds=1))
+    assert not summary.errors
+    assert (summary.created, summary.opened, summary.closed) == (0, 0, 0), summary.as_dict()
+
+
+def test_the_watch_records_what_changed_and_a_quiet_cluster_writes_nothing(sim) -> None:
+    with session(sim) as s:
+        assert s.start()
+        first = rows()
+        assert first[0] > 0 and s.stats.relists == 1
+        for _ in range(5):  # nothing changes: no event, no apply, no row
+            s.step(timeout=0.2)
+        s.poll_gpus()  # nor from the GPUs: the answers the relist recorded, not even mapped again
+        assert rows() == first and s.stats.events == 0 and s.stats.applies == 0, s.stats
+        assert s.stats.gpu_polls == 1 and s.stats.gpu_polls_unchanged == 1, s.stats
+
+        before_rv = dict(s.kept.rv)
+        sim.advance_to(sim.world.now + timedelta(minutes=40))  # jobs start, finish, a quota changes
+        settle(s)
+        assert s.stats.events > 0 and rows() != first, s.stats
+        assert s.kept.rv["list pods"] != before_rv["list pods"]
+        s.poll_gpus()  # new nodes and pods since the last poll: mapped and recorded
+        assert s.stats.gpu_polls_unchanged == 1, s.stats
+        settled = rows()
+        for _ in range(3):
+            s.step(timeout=0.2)
+        assert rows() == settled, s.stats  # applied once: the same states again write nothing
+    assert_a_sweep_finds_nothing_to_write(s)
+
+
+def test_nothing_is_lost_between_the_list_and_the_watch(sim) -> None:
+    """Changes made after the listings answered and before the watches opened arrive through the watch."""
+
+    class Late(WatchSession):
+        def _start_streams(self) -> None:
+            if self.stats.relists == 1 and not getattr(self, "_moved", False):
+                self._moved = True
+                sim.advance_to(sim.world.now + timedelta(minutes=40))
+            super()._start_streams()
+
+    s = Late("gpu-prod", clock=clock(sim), apply_every_s=0, watch_timeout_s=5, lease_s=60, gpu_every_s=3600)
+    with s:
+        assert s.start()
+        settle(s)
+        s.poll_gpus()
+    assert_a_sweep_finds_nothing_to_write(s)
+
+
+def test_bookmarks_move_the_resource_version_without_writing(sim) -> None:
+    sim.store.bookmark_interval_s = 0.3
+    with session(sim) as s:
+        assert s.start()
+        first = rows()
+        listed = int(s.kept.rv["list nodes"])
+        steps_until(s, lambda: s.stats.bookmarks >= len(s.kept.items))
+        assert rows() == first and s.stats.events == 0
+        # a bookmark carries the server's latest resourceVersion
+        assert int(s.kept.rv["list nodes"]) == sim.store.rv >= listed
+
+
+def test_a_410_relists_that_listing_and_the_watch_goes_on(sim) -> None:
+    with session(sim) as s:
+        assert s.start()
+        sim.store.max_history = 3  # the next burst of changes pushes every open watch out of the history
+        sim.advance_to(sim.world.now + timedelta(minutes=40))
+        steps_until(s, lambda: s.stats.gone > 0 and s.stats.applies > 0)
+        settle(s)
+        assert s.stats.relists >= 2  # the first listing, then the listings that were gone
+        assert not [e for e in s.stats.errors if "too old" not in e], s.stats.errors
+        s.poll_gpus()
+        sim.store.max_history = 100_000
+        sim.advance_to(sim.world.now + timedelta(minutes=10))  # and the new watches see what comes next
+        steps_until(s, lambda: s.stats.events > 0)
+        settle(s)
+        s.poll_gpus()
+    assert_a_sweep_finds_nothing_to_write(s)
+    assert not SourceRun.objects.filter(ok=False).exclude(error__contains="too old").exists()
+
+
+def test_a_second_session_does_not_watch_a_cluster_that_is_watched(sim) -> None:
+    with session(sim) as first:
+        assert first.start()
+        second = session(sim)
+        assert not second.start()
+        assert second.run(1.0).errors == ["another worker watches this cluster"]
+    third = session(sim)
+    try:
+        assert third.start()  # released: the next one may
+    finally:
+        third.stop()
+
+
+def test_the_kept_listings_answer_in_list_order_and_name_a_missing_api() -> None:
+    kept = Kept()
+    kept.items["list pods"] = {("b", "x"): keepable({"metadata": {"namespace": "b", "name": "x"}})}
+    kept.apply(
+        "list pods",
+        {"type": "ADDED", "object": {"metadata": {"namespace": "a", "name": "y", "resourceVersion": "7"}}},
+    )
+    kept.absent.add("list cohorts.kueue.x-k8s.io/v1alpha1")
+    cached = CachedKube(kept)
+    assert [p["metadata"]["name"] for p in cached.iter_pods()] == ["y", "x"] and kept.rv["list pods"] == "7"
+    assert kept.apply(
+        "list pods", {"type": "DELETED", "object": {"metadata": {"namespace": "a", "name": "y"}}}
+    )
+    assert not kept.apply("list pods", {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}})
+    assert kept.rv["list pods"] == "9"
+    with pytest.raises(Exception) as err:
+        cached.list_custom("kueue.x-k8s.io", "v1alpha1", "cohorts")
+    assert getattr(err.value, "status", None) == 404
+    with pytest.raises(Exception, match="its listing failed"):
+        cached.list_nodes()
+
+
+def test_a_process_local_lease_is_exclusive_until_released(settings) -> None:
+    settings.REDIS_URL = ""
+    a, b = Lease("c1", 5), Lease("c1", 5)
+    assert a.acquire() and not b.acquire() and a.renew()
+    a.release()
+    assert b.acquire() and not a.renew()
+    b.release()
+
+
+def test_kept_objects_drop_only_what_no_mapper_reads() -> None:
+    from collectors import mapping
+
+    pod = {
+        "metadata": {
+            "namespace": "nlp",
+            "name": "p",
+            "managedFields": [
+                {
+                    "manager": "kube-controller-manager",
+                    "operation": "Update",
+                    "time": "2026-11-29T00:01:00Z",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:spec": {"f:containers": {}}},
+                },
+                {
+                    "manager": "kubelet",
+                    "operation": "Update",
+                    "subresource": "status",
+                    "time": "2026-11-29T00:02:00Z",
+                    "fieldsV1": {"f:status": {}},
+                },
+            ],
+        },
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+        "status": {"phase": "Running"},
+    }
+    kept = orjson.loads(keepable(pod))
+    assert all("fieldsV1" not in e for e in kept["metadata"]["managedFields"])
+    assert "fieldsV1" in pod["metadata"]["managedFields"][0]  # the listed object itself is left alone
+    assert mapping.map_pod(kept).state == mapping.map_pod(pod).state
+    assert (mapping.map_pod(kept).actor, mapping.map_pod(kept).creator) == (
+        "kubelet",
+        "kube-controller-manager",
+    )
