@@ -56,17 +56,35 @@ def steps_until(s: WatchSession, done: Callable[[], bool], limit_s: float = 15.0
     raise AssertionError(f"not reached in {limit_s} s: {s.stats}")
 
 
-def settle(s: WatchSession, limit_s: float = 30.0) -> None:
-    """Step until something was applied and no event arrived for 2 s (the streams delivered the burst)."""
+def behind(s: WatchSession, sim) -> dict[str, tuple[int, int]]:
+    """The watched listings whose resourceVersion is older than the simulator's last change of their
+    resource (``list queues.scheduling.run.ai/v2`` watches the store's ``queues``): call -> (kept, last)."""
+    last: dict[str, int] = {}
+    with sim.store.cond:
+        for rv, resource, *_rest in sim.store.history:
+            last[resource] = rv
+    out = {}
+    for call, rv in s.kept.rv.items():
+        resource = call.removeprefix("list ").split(".", 1)[0].split("/", 1)[0]
+        if resource == "events" or resource not in last:
+            continue
+        kept = int(rv or 0)
+        if kept < last[resource]:
+            out[call] = (kept, last[resource])
+    return out
+
+
+def settle(s: WatchSession, sim, limit_s: float = 60.0) -> None:
+    """Step until every watch has delivered the simulator's last change of its resource and it is applied
+    (no wall-clock guess about when a burst is over: the resourceVersions say it)."""
     deadline = time.monotonic() + limit_s
-    seen, quiet_since = -1, time.monotonic()
     while time.monotonic() < deadline:
         s.step(timeout=0.2)
-        if s.stats.events != seen:
-            seen, quiet_since = s.stats.events, time.monotonic()
-        elif s.stats.applies and not s._dirty and time.monotonic() - quiet_since >= 2.0:
-            return
-    raise AssertionError(f"not settled in {limit_s} s: {s.stats}")
+        if s.stats.applies and not s._dirty and not s._relist and not behind(s, sim):
+            s.step(timeout=0.2)  # what the last step queued is applied
+            if not s._dirty:
+                return
+    raise AssertionError(f"not settled in {limit_s} s: {s.stats}; behind: {behind(s, sim)}")
 
 
 def assert_a_sweep_finds_nothing_to_write(s: WatchSession) -> None:
@@ -88,7 +106,7 @@ def test_the_watch_records_what_changed_and_a_quiet_cluster_writes_nothing(sim) 
 
         before_rv = dict(s.kept.rv)
         sim.advance_to(sim.world.now + timedelta(minutes=40))  # jobs start, finish, a quota changes
-        settle(s)
+        settle(s, sim)
         assert s.stats.events > 0 and rows() != first, s.stats
         assert s.kept.rv["list pods"] != before_rv["list pods"]
         s.poll_gpus()  # new nodes and pods since the last poll: mapped and recorded
@@ -113,7 +131,7 @@ def test_nothing_is_lost_between_the_list_and_the_watch(sim) -> None:
     s = Late("gpu-prod", clock=clock(sim), apply_every_s=0, watch_timeout_s=5, lease_s=60, gpu_every_s=3600)
     with s:
         assert s.start()
-        settle(s)
+        settle(s, sim)
         s.poll_gpus()
     assert_a_sweep_finds_nothing_to_write(s)
 
@@ -136,14 +154,14 @@ def test_a_410_relists_that_listing_and_the_watch_goes_on(sim) -> None:
         sim.store.max_history = 3  # the next burst of changes pushes every open watch out of the history
         sim.advance_to(sim.world.now + timedelta(minutes=40))
         steps_until(s, lambda: s.stats.gone > 0 and s.stats.applies > 0)
-        settle(s)
+        settle(s, sim)
         assert s.stats.relists >= 2  # the first listing, then the listings that were gone
         assert not [e for e in s.stats.errors if "too old" not in e], s.stats.errors
         s.poll_gpus()
         sim.store.max_history = 100_000
         sim.advance_to(sim.world.now + timedelta(minutes=10))  # and the new watches see what comes next
         steps_until(s, lambda: s.stats.events > 0)
-        settle(s)
+        settle(s, sim)
         s.poll_gpus()
     assert_a_sweep_finds_nothing_to_write(s)
     assert not SourceRun.objects.filter(ok=False).exclude(error__contains="too old").exists()
