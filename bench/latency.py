@@ -87,9 +87,10 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
     from incidents.models import Alert, Incident
 
     call_command("migrate", verbosity=0)
-    diagnosis_s: dict[
-        int, float
-    ] = {}  # incident -> seconds in the diagnosis (the rest of the time is evidence)
+    from incidents import diagnose, pod_logs, telemetry
+
+    diagnosis_s: dict[int, float] = {}  # incident -> seconds in the diagnosis (the rest is evidence)
+    stage_s: dict[str, float] = {}  # stage -> seconds, for the incident being processed
     run_diagnosis = evidence.run_diagnosis
 
     def timed_diagnosis(incident_id: int) -> None:
@@ -99,7 +100,28 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
         finally:
             diagnosis_s[incident_id] = time.perf_counter() - t0
 
+    def timed(module: object, name: str, stage: str) -> None:
+        inner = getattr(module, name)
+
+        def wrapper(*args: object, **kwargs: object) -> object:
+            t0 = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                stage_s[stage] = stage_s.get(stage, 0.0) + time.perf_counter() - t0
+
+        setattr(module, name, wrapper)
+
     evidence.run_diagnosis = timed_diagnosis
+    # Where the time goes, per incident: each stage as the pipeline calls it (module globals, so patched there).
+    for name in ("collect_alerts", "collect_states", "collect_events", "collect_changes"):
+        timed(evidence, name, "evidence inventory")
+    timed(pod_logs, "collect_logs", "evidence Kubernetes")
+    timed(telemetry, "collect_dcgm", "evidence Prometheus")
+    timed(evidence, "save", "evidence store")
+    timed(diagnose, "load_incident_input", "diagnosis input")
+    timed(diagnose, "run_checks", "diagnosis checks")
+    timed(diagnose, "persist", "diagnosis store")
     results = []
     for nodes in sizes:
         Incident.objects.all().delete()
@@ -127,6 +149,7 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
             per: dict[str, list[float]] = {}
             evid: list[float] = []
             diag: list[float] = []
+            stages: dict[str, list[float]] = {}
             for i, (kind, labels) in enumerate(alerts):
                 body = {
                     "status": "firing",
@@ -149,6 +172,7 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
                     "externalURL": "http://alertmanager.bench:9093",
                     "alerts": [body],
                 }
+                stage_s.clear()
                 ingest_alertmanager(payload)  # grouping, evidence, diagnosis inline (sync)
                 inc = Incident.objects.filter(alerts__fingerprint=body["fingerprint"]).first()
                 if inc is None or inc.diagnosed_at is None or inc.collected_at is None:
@@ -159,6 +183,8 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
                 dx = diagnosis_s.get(inc.pk, 0.0)
                 evid.append(max(took - dx, 0.0))
                 diag.append(dx)
+                for stage, secs in stage_s.items():
+                    stages.setdefault(stage, []).append(secs)
                 print(
                     f"  {kind:22s} incident {inc.pk}: evidence+diagnosis {took:.2f} s (evidence "
                     f"{took - dx:.2f} s, diagnosis {dx:.2f} s; {inc.observations.count()} observations)",
@@ -175,6 +201,11 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
             "evidence_p95_s": round(percentile(evid, 95), 2) if evid else None,
             "diagnosis_p50_s": round(percentile(diag, 50), 2) if diag else None,
             "diagnosis_p95_s": round(percentile(diag, 95), 2) if diag else None,
+            "stages": {
+                k: {"p50_s": round(percentile(v, 50), 3), "p95_s": round(percentile(v, 95), 3)}
+                for k, v in stages.items()
+            },
+            "load_average": round(os.getloadavg()[0], 1),
             "by_kind": {
                 k: {"p50_s": round(percentile(v, 50), 2), "max_s": round(max(v), 2)} for k, v in per.items()
             },
@@ -196,6 +227,9 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
                 f"         of which evidence p50 {r['evidence_p50_s']} s p95 {r['evidence_p95_s']} s, "
                 f"diagnosis p50 {r['diagnosis_p50_s']} s p95 {r['diagnosis_p95_s']} s"
             )
+            for stage, v in r["stages"].items():
+                print(f"         {stage:20s} p50 {v['p50_s']:.3f} s  p95 {v['p95_s']:.3f} s")
+            print(f"         load average (1m) after this size: {r['load_average']}")
         print(f"  load average (1m) {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return 0 if all(r["incidents"] for r in results) else 1
 
