@@ -89,3 +89,64 @@ class DiagnosisBudgetTest(BaseTestCase):
         self.assertEqual(codes_big, codes_small)  # the same diagnosis, so the same rows stored
         self.assertLessEqual(n_small, BUDGET, sql_small)
         self.assertEqual(n_big, n_small, sql_big)
+
+
+class PartialCitationTest(BaseTestCase):
+    """A job read by its hot keys only is stored whole when a finding cites it (DiagnosisInput.partial)."""
+
+    def test_a_cited_job_of_another_queue_is_stored_as_the_inventory_holds_it(self) -> None:
+        from collectors.models import EntityVersion
+        from incidents.diagnose import _store_derived
+        from incidents.diagnose_input import load_incident_input
+        from incidents.diagnosis.types import Finding, cite_state
+        from incidents.models import Observation
+
+        snapshot.forget()
+        self.addCleanup(snapshot.forget)
+        small_world(self.cluster, T0, nodes=2)
+        at = T0 - timedelta(minutes=30)
+        record_states(  # a job of a higher-priority queue waits ahead of resnet-train
+            self.cluster,
+            [
+                Observed(
+                    "queue",
+                    "prod",
+                    {"project": "prod", "quota_gpus": 64, "priority": 100},
+                    hot={"project": "prod"},
+                ),
+                job_obs(
+                    "prod",
+                    "serve",
+                    queue="prod",
+                    phase="Pending",
+                    pods=1,
+                    gpus_per_pod=8,
+                    submitted=at,
+                    message="waiting for capacity",
+                    priority_class="inference",
+                ),
+            ],
+            at,
+        )
+        SourceRun.objects.create(cluster=self.cluster, source="k8s", call="list pods", time=ONSET, ok=True)
+        incident = Incident.objects.create(
+            title="GPUJobPendingTooLong",
+            cluster=self.cluster,
+            onset=ONSET,
+            window_start=ONSET - timedelta(hours=1),
+        )
+        job = Entity.objects.get(cluster=self.cluster, kind="job", name="resnet-train")
+        IncidentSubject.objects.create(incident=incident, entity=job, role="subject")
+        di = load_incident_input(incident, ONSET)
+        serve = di.find("job", "serve", "prod")
+        self.assertIn(serve.ref, di.partial)
+        self.assertNotIn("scheduling", serve.state)  # read by its hot keys
+        # No check cites another queue's job today (the queue order is its own fact); the store completes one
+        # that would be cited.
+        finding = Finding("queue_priority", "s", "supported", 0.5, supports=[cite_state(serve, ONSET)])
+        ids = _store_derived(incident, di, [finding])
+        whole = EntityVersion.objects.as_of(ONSET).get(entity__name="serve", kind="job").state
+        self.assertIn("scheduling", whole)
+        stored = Observation.objects.get(pk=next(iter(ids.values())))
+        self.assertEqual(stored.content["state"], whole)
+        self.assertEqual(stored.entity.name, "serve")
