@@ -16,6 +16,17 @@ per incident, in this process on PostgreSQL, at each size of ``--sizes`` (nodes;
 of three kinds, ``--alerts`` of each: a pending job (GPUJobPendingTooLong), an idle allocated GPU
 (GPUIdleAllocated, the pod's job), an Xid on a GPU that runs a pod (GPUXidError). The time per incident is
 ``diagnosed_at - collected_at`` (the collection stamps its start). Target: p95 <= 2 s at 1,000 nodes.
+It also prints p50/p95 per stage: evidence from the inventory (alerts, states, events, changes), from
+Kubernetes (previous logs), from Prometheus (DCGM series), storing the evidence; the diagnosis input, the
+checks, storing the diagnosis; and the load average (the machine may be shared).
+
+What is bounded, and how (docs/diagnosis.md "Bounded by the incident"): the evidence is the incident's
+subjects and related objects, its GPUs' series in one query per metric, shared with the collections of the
+same problem for RCAWEB_EVIDENCE_SHARE_S (Prometheus answers, pod logs). The diagnosis input reads the
+fleet one query per kind, the rows the checks need of every node, GPU and unfinished pod, the incident's own
+jobs in full and every other job by a few keys, and only the changes the checks can read; the fleet rows are
+read once per sweep and shared by the diagnoses that follow. Each size starts from one sweep, so after the
+first incident the fleet rows are shared; the first incident of each size pays for them.
 
         .venv/bin/python bench/latency.py --evidence [--sizes 200,1000] [--alerts 10]
 """
@@ -87,9 +98,13 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
     from incidents.models import Alert, Incident
 
     call_command("migrate", verbosity=0)
-    diagnosis_s: dict[
-        int, float
-    ] = {}  # incident -> seconds in the diagnosis (the rest of the time is evidence)
+    from incidents import diagnose, pod_logs, telemetry
+
+    diagnosis_s: dict[int, float] = {}  # incident -> seconds in the diagnosis (the rest is evidence)
+    stage_s: dict[str, float] = {}  # stage -> seconds, for the incident being processed
+    stage_cpu: dict[
+        str, float
+    ] = {}  # stage -> CPU seconds of this process (what a loaded machine inflates less)
     run_diagnosis = evidence.run_diagnosis
 
     def timed_diagnosis(incident_id: int) -> None:
@@ -99,7 +114,29 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
         finally:
             diagnosis_s[incident_id] = time.perf_counter() - t0
 
+    def timed(module: object, name: str, stage: str) -> None:
+        inner = getattr(module, name)
+
+        def wrapper(*args: object, **kwargs: object) -> object:
+            t0, c0 = time.perf_counter(), time.process_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                stage_s[stage] = stage_s.get(stage, 0.0) + time.perf_counter() - t0
+                stage_cpu[stage] = stage_cpu.get(stage, 0.0) + time.process_time() - c0
+
+        setattr(module, name, wrapper)
+
     evidence.run_diagnosis = timed_diagnosis
+    # Where the time goes, per incident: each stage as the pipeline calls it (module globals, so patched there).
+    for name in ("collect_alerts", "collect_states", "collect_events", "collect_changes"):
+        timed(evidence, name, "evidence inventory")
+    timed(pod_logs, "collect_logs", "evidence Kubernetes")
+    timed(telemetry, "collect_dcgm", "evidence Prometheus")
+    timed(evidence, "save", "evidence store")
+    timed(diagnose, "load_incident_input", "diagnosis input")
+    timed(diagnose, "run_checks", "diagnosis checks")
+    timed(diagnose, "persist", "diagnosis store")
     results = []
     for nodes in sizes:
         Incident.objects.all().delete()
@@ -127,6 +164,8 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
             per: dict[str, list[float]] = {}
             evid: list[float] = []
             diag: list[float] = []
+            stages: dict[str, list[float]] = {}
+            cpu: dict[str, list[float]] = {}
             for i, (kind, labels) in enumerate(alerts):
                 body = {
                     "status": "firing",
@@ -149,6 +188,8 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
                     "externalURL": "http://alertmanager.bench:9093",
                     "alerts": [body],
                 }
+                stage_s.clear()
+                stage_cpu.clear()
                 ingest_alertmanager(payload)  # grouping, evidence, diagnosis inline (sync)
                 inc = Incident.objects.filter(alerts__fingerprint=body["fingerprint"]).first()
                 if inc is None or inc.diagnosed_at is None or inc.collected_at is None:
@@ -159,6 +200,9 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
                 dx = diagnosis_s.get(inc.pk, 0.0)
                 evid.append(max(took - dx, 0.0))
                 diag.append(dx)
+                for stage, secs in stage_s.items():
+                    stages.setdefault(stage, []).append(secs)
+                    cpu.setdefault(stage, []).append(stage_cpu.get(stage, 0.0))
                 print(
                     f"  {kind:22s} incident {inc.pk}: evidence+diagnosis {took:.2f} s (evidence "
                     f"{took - dx:.2f} s, diagnosis {dx:.2f} s; {inc.observations.count()} observations)",
@@ -175,6 +219,16 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
             "evidence_p95_s": round(percentile(evid, 95), 2) if evid else None,
             "diagnosis_p50_s": round(percentile(diag, 50), 2) if diag else None,
             "diagnosis_p95_s": round(percentile(diag, 95), 2) if diag else None,
+            "stages": {
+                k: {
+                    "p50_s": round(percentile(v, 50), 3),
+                    "p95_s": round(percentile(v, 95), 3),
+                    "cpu_p50_s": round(percentile(cpu[k], 50), 3),
+                    "cpu_p95_s": round(percentile(cpu[k], 95), 3),
+                }
+                for k, v in stages.items()
+            },
+            "load_average": round(os.getloadavg()[0], 1),
             "by_kind": {
                 k: {"p50_s": round(percentile(v, 50), 2), "max_s": round(max(v), 2)} for k, v in per.items()
             },
@@ -196,6 +250,12 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
                 f"         of which evidence p50 {r['evidence_p50_s']} s p95 {r['evidence_p95_s']} s, "
                 f"diagnosis p50 {r['diagnosis_p50_s']} s p95 {r['diagnosis_p95_s']} s"
             )
+            for stage, v in r["stages"].items():
+                print(
+                    f"         {stage:20s} p50 {v['p50_s']:.3f} s  p95 {v['p95_s']:.3f} s   "
+                    f"(CPU of this process p50 {v['cpu_p50_s']:.3f} s  p95 {v['cpu_p95_s']:.3f} s)"
+                )
+            print(f"         load average (1m) after this size: {r['load_average']}")
         print(f"  load average (1m) {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return 0 if all(r["incidents"] for r in results) else 1
 

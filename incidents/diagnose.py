@@ -14,6 +14,7 @@ writer of Hypothesis rows in the pipeline.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from datetime import UTC, datetime, timedelta
@@ -355,6 +356,7 @@ def _store_derived(incident: Incident, di: DiagnosisInput, findings: list[Findin
                 facts.setdefault(c.key, c)
     if not facts:
         return {}
+    _complete_partial(incident, di, facts)
     keys = {k: _derived_key(d) for k, d in facts.items()}
     existing = {
         o.dedup_key: o for o in Observation.objects.filter(incident=incident, dedup_key__in=keys.values())
@@ -383,6 +385,32 @@ def _store_derived(incident: Incident, di: DiagnosisInput, findings: list[Findin
             Observation.objects.filter(pk=obs.pk).update(content=content, summary=summary, collected_at=now)
         out[k] = obs.pk
     return out
+
+
+def _complete_partial(incident: Incident, di: DiagnosisInput, facts: dict[str, Derived]) -> None:
+    """A cited state the loader read by its hot keys only (``DiagnosisInput.partial``) is stored whole: one
+    query for those cited, so the evidence shows the object as the inventory holds it at t."""
+    wanted = {
+        k: d
+        for k, d in facts.items()
+        if d.entity is not None and d.entity in di.partial and d.kind == f"{d.entity.kind}_state"
+    }
+    if not wanted or incident.cluster_id is None:
+        return
+    from collectors.models import EntityVersion
+
+    q = Q()
+    for ref in {d.entity for d in wanted.values() if d.entity is not None}:
+        q |= Q(entity__kind=ref.kind, entity__name=ref.name, entity__namespace=ref.namespace)
+    full = {
+        Ref(kind, name, ns): state
+        for kind, name, ns, state in EntityVersion.objects.as_of(di.t)
+        .filter(q, cluster_id=incident.cluster_id, deleted=False)
+        .values_list("entity__kind", "entity__name", "entity__namespace", "state")
+    }
+    for k, d in wanted.items():
+        if d.entity in full:
+            facts[k] = dataclasses.replace(d, content={**d.content, "state": full[d.entity] or {}})
 
 
 def _entities_for(incident: Incident, refs: list[Ref]) -> dict[Ref, Entity]:

@@ -1,6 +1,9 @@
 """Load what the diagnosis reads: the incident's observations and the inventory as of t (DiagnosisInput).
 
 Not pure (database reads only, never writes); ``incidents.diagnose`` runs the checks on what this returns.
+Bounded by the incident (docs/diagnosis.md): the fleet-wide rows one query per kind (nodes, GPUs, unfinished
+pods' hot columns and what the fit counts, other jobs by the keys the checks read), the incident's own jobs
+in full, and only the changes the checks can read; never one query per node, pod or job.
 Every inventory fact carries the id of the incident Observation that shows it when the evidence collector
 froze one (dedup keys ``state:<version>``, ``change:<id>``, ``event:<cluster>:<uid>:<count>``), so
 citations point at collected evidence first and at computed inventory facts only otherwise.
@@ -13,11 +16,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Max, Q
-from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun, TelemetrySample
 from incidents import snapshot
+from incidents.diagnosis.quota import is_pending
 from incidents.diagnosis.types import (
     ChangeRec,
     DiagnosisInput,
@@ -86,17 +89,26 @@ def diagnosis_moment(incident: Incident) -> tuple[datetime, str]:
     return max(t, incident.onset), "onset" if first or t <= incident.onset else "alert"
 
 
-def load_job_input(entity: Entity, t: datetime) -> tuple[DiagnosisInput, EntityState | None]:
+def load_job_input(
+    entity: Entity, t: datetime, *, bounded: bool = True
+) -> tuple[DiagnosisInput, EntityState | None]:
     """Input for the job page's "why not running at t" panel (no incident: inventory only)."""
     ref = Ref("job", entity.name, entity.namespace)
     di = DiagnosisInput(
         t=t, onset=t, cluster=entity.cluster.name, scheduler=entity.cluster.scheduler, subjects=[ref]
     )
-    _load_inventory(di, entity.cluster, t, subject_entities=[entity], obs_by_key={})
+    _load_inventory(di, entity.cluster, t, subject_entities=[entity], obs_by_key={}, bounded=bounded)
     return di, di.find("job", entity.name, entity.namespace)
 
 
-def load_incident_input(incident: Incident, t: datetime | None = None) -> DiagnosisInput:
+def load_incident_input(
+    incident: Incident, t: datetime | None = None, *, bounded: bool = True
+) -> DiagnosisInput:
+    """The incident's observations and the inventory as of t, bounded by what its checks read (module doc).
+
+    ``bounded=False`` reads every job of the cluster in full and every change of the lookback: the reference
+    the bounded input is compared with (tests/incidents/test_bounded_input.py), not a production path.
+    """
     t = t or default_t(incident)
     cluster = incident.cluster
     links = list(
@@ -116,7 +128,7 @@ def load_incident_input(incident: Incident, t: datetime | None = None) -> Diagno
     observations = list(Observation.objects.filter(incident=incident).select_related("entity"))
     obs_by_key = {o.dedup_key: o for o in observations}
     if cluster is not None:
-        _load_inventory(di, cluster, t, subject_entities=subjects, obs_by_key=obs_by_key)
+        _load_inventory(di, cluster, t, subject_entities=subjects, obs_by_key=obs_by_key, bounded=bounded)
     _load_observations(di, observations)
     if cluster is not None:
         _load_samples(di, cluster, t)  # only where the evidence holds no live series
@@ -147,6 +159,7 @@ def _load_inventory(
     *,
     subject_entities: list[Entity],
     obs_by_key: dict[str, Observation],
+    bounded: bool = True,
 ) -> None:
     subject_ids = {e.pk for e in subject_entities}
     base = EntityVersion.objects.as_of(t).filter(cluster=cluster, deleted=False)
@@ -155,8 +168,9 @@ def _load_inventory(
     state_obs = {
         int(k[6:]): o.pk for k, o in obs_by_key.items() if k.startswith("state:") and k[6:].isdigit()
     }
-    for kind in snapshot.KINDS:
-        di._of(kind).extend(
+
+    def states(kind: str, rows: list[tuple[Any, ...]]) -> list[EntityState]:
+        return [
             EntityState(
                 kind,
                 name,
@@ -166,8 +180,16 @@ def _load_inventory(
                 valid_to=until,
                 obs_id=state_obs.get(pk),
             )
-            for pk, name, ns, state, since, until in fleet[kind][:MAX_VERSIONS]
-        )
+            for pk, name, ns, state, since, until in rows[:MAX_VERSIONS]
+        ]
+
+    for kind in snapshot.KINDS:
+        di._of(kind).extend(states(kind, fleet[kind]))
+    _load_pods(di, base, fleet["pod"], subject_entities, obs_by_key, state_obs)
+    jobs = _jobs(di, base, fleet, subject_entities, bounded)
+    di.jobs.extend(states("job", jobs))
+    slim_ids = {id(row) for row in fleet["job"]}
+    di.partial.update(Ref("job", row[1], row[2]) for row in jobs if id(row) in slim_ids)
     # Departments (KAI parent queues, Kueue cohorts): few, read as of t here rather than through the fleet cache.
     di.departments.extend(
         EntityState(
@@ -177,7 +199,6 @@ def _load_inventory(
         .order_by("entity__name")
         .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")[:MAX_VERSIONS]
     )
-    _load_pods(di, base, fleet["pod"], subject_entities, obs_by_key)
     _load_vanished_gpus(di, cluster, t, [e for e in subject_entities if e.kind == "gpu"], obs_by_key)
     start = min(di.onset, t) - HISTORY
     # History of what the checks read over time: subject objects, their jobs/pods, nodes, GPUs and policy.
@@ -206,14 +227,24 @@ def _load_inventory(
             kind, name, ns, state=state or {}, valid_from=since, valid_to=until, obs_id=obs.pk if obs else None
         )
         di.history.setdefault(es.ref, []).append(es)
-    changes = (
-        Change.objects.filter(cluster=cluster, time__gte=start, time__lte=t)
-        .order_by("time", "id")
-        .values_list(
-            "pk", "entity_id", "entity__kind", "entity__name", "entity__namespace", "time", "field", "old", "new",
-            "actor", "source", "summary", "link",
-        )[:MAX_CHANGES]
-    )
+    changes = Change.objects.filter(cluster=cluster, time__gte=start, time__lte=t)
+    if bounded:
+        changes = changes.filter(_changes_read(di, subject_entities))
+    changes = changes.order_by("time", "id").values_list(
+        "pk",
+        "entity_id",
+        "entity__kind",
+        "entity__name",
+        "entity__namespace",
+        "time",
+        "field",
+        "old",
+        "new",
+        "actor",
+        "source",
+        "summary",
+        "link",
+    )[:MAX_CHANGES]
     for pk, eid, kind, name, ns, when, fld, old, new, actor, source, summary, link in changes:
         obs = obs_by_key.get(f"change:{pk}")
         di.changes.append(
@@ -233,12 +264,123 @@ def _load_inventory(
     _load_events(di, cluster, start, t, obs_by_key)
 
 
+def _jobs(
+    di: DiagnosisInput, base: Any, fleet: snapshot.Rows, subject_entities: list[Entity], bounded: bool
+) -> list[tuple[Any, ...]]:
+    """Every job as of t: the incident's own in full, the others by the keys the checks read of them.
+
+    The incident's own: the subject jobs, the jobs of the subject pods and of the pods on the subject nodes
+    (a GPU's node too), and every job of the subject jobs' and pods' queues and projects (quota, queue
+    order, the other waiting jobs a quota change would admit). Any other job is read for whether it waits, where it is charged and
+    served and what it asks for (``snapshot.SLIM_JOB_KEYS``): one query for the few in full, the rest from
+    the fleet rows. Rows keep the fleet's order.
+    """
+    if not bounded:
+        return list(
+            base.filter(kind="job")
+            .order_by("entity__namespace", "entity__name")
+            .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")[
+                :MAX_VERSIONS
+            ]
+        )
+    slim = fleet["job"]
+    names = {(e.namespace, e.name) for e in subject_entities if e.kind == "job"}
+    subject_pods = {(e.namespace, e.name) for e in subject_entities if e.kind == "pod"}
+    nodes = {e.name for e in subject_entities if e.kind == "node"}
+    gpu_names = {e.name for e in subject_entities if e.kind == "gpu"}
+    nodes.update(g.get("node") for g in di.gpus if g.name in gpu_names and g.get("node"))
+    for p in di.pods:
+        if (p.namespace, p.name) in subject_pods:
+            if p.get("job"):
+                names.add((p.namespace, p.get("job")))
+            if p.get("node"):
+                nodes.add(p.get("node"))
+    policy: set[str] = set()
+    for _, name, ns, state, *_ in slim:
+        if (ns, name) in names:
+            policy.update(v for v in (state.get("queue"), state.get("project")) if v)
+    names.update((p.namespace, p.get("job")) for p in di.pods if p.get("node") in nodes and p.get("job"))
+    policy.update(
+        p.get(k) for p in di.pods if (p.namespace, p.name) in subject_pods for k in ("queue", "project")
+    )
+    policy.discard(None)
+    policy.discard("")
+    if not names and not policy:
+        return slim
+    wanted = Q(entity__name__in={n for _, n in names})
+    if policy:
+        wanted |= Q(queue__in=policy) | Q(project__in=policy)
+    full = {
+        row[0]: row
+        for row in base.filter(kind="job")
+        .filter(wanted)
+        .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")[
+            :MAX_VERSIONS
+        ]
+    }
+    return [full.get(row[0], row) for row in slim]
+
+
+def placed_nodes(di: DiagnosisInput) -> set[str] | None:
+    """The nodes an incident about placed objects is about (its nodes, its GPUs' and pods' nodes), or None when
+    the whole fleet is its neighbourhood: a subject job waits (any node could be where it should go), or no
+    subject names a node (incidents.diagnosis.health.examined_nodes, relevance.neighbourhood)."""
+    nodes: set[str] = set()
+    for ref in di.subjects:
+        if ref.kind == "node":
+            nodes.add(ref.name)
+        elif ref.kind == "gpu":
+            g = di.find("gpu", ref.name)
+            if g is not None and g.get("node"):
+                nodes.add(g.get("node"))
+        elif ref.kind == "pod":
+            p = di.find("pod", ref.name, ref.namespace)
+            if p is not None and p.get("node"):
+                nodes.add(p.get("node"))
+        elif ref.kind == "job":
+            j = di.find("job", ref.name, ref.namespace)
+            if j is None or is_pending(j):
+                return None
+            nodes.update(p.get("node") for p in di.pods_of_job(j) if p.get("node"))
+    return nodes or None
+
+
+def _changes_read(di: DiagnosisInput, subject_entities: list[Entity]) -> Q:
+    """The changes the checks can read: external ones, of policy objects, of the nodes and GPUs the incident
+    examines (every node and GPU for a waiting job, else those of ``placed_nodes``) and of the incident's own
+    pods and jobs (the subjects, a subject job's pods, a subject pod's job). Pod churn elsewhere in the fleet
+    is none of these."""
+    pods = {e.name for e in subject_entities if e.kind == "pod"}
+    jobs = {e.name for e in subject_entities if e.kind == "job"}
+    for e in subject_entities:
+        if e.kind == "job":
+            pods.update(p.name for p in di.pods if p.namespace == e.namespace and p.get("job") == e.name)
+        elif e.kind == "pod":
+            pod = di.find("pod", e.name, e.namespace)
+            if pod is not None and pod.get("job"):
+                jobs.add(pod.get("job"))
+    q = Q(entity__isnull=True) | Q(entity__kind__in=("queue", "project", "department"))
+    nodes = placed_nodes(di)
+    if nodes is None:
+        q |= Q(entity__kind__in=("node", "gpu"))
+    else:
+        gpus = {g.name for g in di.gpus if g.get("node") in nodes}
+        q |= Q(entity__kind="node", entity__name__in=nodes) | Q(entity__kind="gpu", entity__name__in=gpus)
+    q |= Q(entity_id__in={e.pk for e in subject_entities})
+    if pods:
+        q |= Q(entity__kind="pod", entity__name__in=pods)
+    if jobs:
+        q |= Q(entity__kind="job", entity__name__in=jobs)
+    return q
+
+
 def _load_pods(
     di: DiagnosisInput,
     base: Any,
     slim: list[tuple[Any, ...]],
     subject_entities: list[Entity],
     obs_by_key: dict[str, Observation],
+    state_obs: dict[int, int],
 ) -> None:
     """Subject pods and pods of subject jobs in full; every other unfinished pod by its hot columns only.
 
@@ -254,44 +396,14 @@ def _load_pods(
     for v in base.filter(kind="pod").filter(full).select_related("entity")[:MAX_VERSIONS]:
         seen.add(v.pk)
         di.pods.append(_state(v, obs_by_key))
-    extras = _pod_extras(base)
     kept = 0
-    for pk, name, ns, state, since in slim:
+    for pk, name, ns, state, since in slim:  # hot columns and what the fit counts (snapshot.pod_extras)
         if pk in seen:
             continue
         if kept >= MAX_VERSIONS:
             break
         kept += 1
-        obs = obs_by_key.get(f"state:{pk}")
-        extra = extras.get(pk)
-        if extra:
-            state = {**state, **extra}  # a copy: the slim rows are shared through the fleet cache
-        di.pods.append(
-            EntityState("pod", name, ns, state=state, valid_from=since, obs_id=obs.pk if obs else None)
-        )
-
-
-def _pod_extras(base: Any) -> dict[int, dict[str, Any]]:
-    """What the fit counts beyond the hot columns, for the unfinished pods that have it: GPU units (fractions,
-    MIG), MIG instances and CPU/memory requests (when the inventory records them), by version id."""
-    rows = (
-        base.filter(kind="pod")
-        .exclude(phase__in=("Succeeded", "Failed"))
-        .annotate(s_mig=KeyTransform("mig", "state"), s_requests=KeyTransform("requests", "state"))
-        .values_list("pk", "gpu_units", "s_mig", "s_requests")
-    )
-    out: dict[int, dict[str, Any]] = {}
-    for pk, units, mig, requests in rows[: MAX_VERSIONS + 1000]:
-        extra: dict[str, Any] = {}
-        if units is not None:
-            extra["gpu_units"] = units
-        if mig:
-            extra["mig"] = mig
-        if requests:
-            extra["requests"] = requests
-        if extra:
-            out[pk] = extra
-    return out
+        di.pods.append(EntityState("pod", name, ns, state=state, valid_from=since, obs_id=state_obs.get(pk)))
 
 
 def _load_vanished_gpus(

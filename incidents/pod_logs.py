@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import importlib
 import logging
+import threading
+import time
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
 
 from collectors.models import Cluster, Entity, EntityVersion
 from incidents.models import IncidentSubject
@@ -55,15 +59,24 @@ def collect_logs(
     ]
     if not targets:
         return
+    targets = targets[:MAX_LOG_PODS]
+    texts: dict[tuple[int, str], str] = {}  # (pod id, container) -> log, from a recent identical read
+    for pod, container, v in targets:
+        hit = _shared_get(_share_key(cluster, pod, container, v))
+        if hit is not None:
+            texts[(pod.pk, container)] = hit
+    missing = [(pod, container, v) for pod, container, v in targets if (pod.pk, container) not in texts]
+    source = None
+    if missing:
+        try:
+            module = importlib.import_module("collectors.sources.kubernetes")
+            source = module.KubeSource(cluster)
+        except Exception as exc:  # no client module, or credentials that do not load: an absence, recorded
+            for pod, container, _ in missing:
+                _log_error(batch, pod, container, end, exc)
+            missing = []
     try:
-        module = importlib.import_module("collectors.sources.kubernetes")
-        source = module.KubeSource(cluster)
-    except Exception as exc:  # no client module, or credentials that do not load: an absence, recorded
-        for pod, container, _ in targets[:MAX_LOG_PODS]:
-            _log_error(batch, pod, container, end, exc)
-        return
-    try:
-        for pod, container, _ in targets[:MAX_LOG_PODS]:
+        for pod, container, v in missing:
             try:
                 text = source.pod_log(
                     pod.namespace, pod.name, container=container or None, previous=True, tail_lines=200
@@ -71,21 +84,76 @@ def collect_logs(
             except Exception as exc:
                 _log_error(batch, pod, container, end, exc)
                 continue
-            lines = text.splitlines()[-200:]
-            batch.add(
-                kind="log",
-                source="log",
-                locator=_log_path(pod, container),
-                observed_at=end,
-                content={"container": container, "previous": True, "lines": lines},
-                key=f"log:{pod.pk}:{container}:previous",
-                entity=pod,
-                summary=f"log of {pod.namespace}/{pod.name} [{container}] (previous): {lines[-1] if lines else '(empty)'}",
-            )
+            texts[(pod.pk, container)] = text
+            _shared_put(_share_key(cluster, pod, container, v), text)
     finally:
         close = getattr(source, "close", None)
         if close:
             close()
+    for pod, container, _ in targets:
+        text = texts.get((pod.pk, container))
+        if text is None:
+            continue
+        lines = text.splitlines()[-200:]
+        batch.add(
+            kind="log",
+            source="log",
+            locator=_log_path(pod, container),
+            observed_at=end,
+            content={"container": container, "previous": True, "lines": lines},
+            key=f"log:{pod.pk}:{container}:previous",
+            entity=pod,
+            summary=f"log of {pod.namespace}/{pod.name} [{container}] (previous): {lines[-1] if lines else '(empty)'}",
+        )
+
+
+# Incidents about one pod (its own alert, its job's, its node's) collected within a short time read its previous
+# log once: the answer is shared for RCAWEB_EVIDENCE_SHARE_S, keyed by the container's restart count, so a new
+# crash is read anew. Failures are not shared. 0 turns it off (tests: every test its own).
+_SHARE_MAX = 256
+_shared: dict[tuple[Any, ...], tuple[float, str]] = {}
+_shared_lock = threading.Lock()
+
+
+def _share_key(cluster: Cluster, pod: Entity, container: str, version: EntityVersion) -> tuple[Any, ...]:
+    restarts = next(
+        (
+            c.get("restart_count")
+            for c in (version.state or {}).get("containers") or []
+            if (c.get("name") or "") == container
+        ),
+        None,
+    )
+    return (cluster.pk, pod.namespace, pod.name, container, restarts)
+
+
+def _ttl() -> float:
+    return float(getattr(settings, "RCAWEB_EVIDENCE_SHARE_S", 60))
+
+
+def _shared_get(key: tuple[Any, ...]) -> str | None:
+    ttl = _ttl()
+    if ttl <= 0:
+        return None
+    with _shared_lock:
+        hit = _shared.get(key)
+    if hit is not None and time.monotonic() - hit[0] <= ttl:
+        return hit[1]
+    return None
+
+
+def _shared_put(key: tuple[Any, ...], text: str) -> None:
+    ttl = _ttl()
+    if ttl <= 0:
+        return
+    now = time.monotonic()
+    with _shared_lock:
+        if len(_shared) >= _SHARE_MAX:
+            for k in [k for k, (at, _) in _shared.items() if now - at > ttl] or list(_shared)[
+                : _SHARE_MAX // 2
+            ]:
+                _shared.pop(k, None)
+        _shared[key] = (now, text)
 
 
 def _log_path(pod: Entity, container: str) -> str:

@@ -7,31 +7,37 @@ inventory holds; sweeps are the only writers, and every sweep records a SourceRu
 versions, so the newest SourceRun and EntityVersion ids tell whether the inventory moved. Small
 inventories are not kept (reading them is cheap, and a test database reuses ids across rollbacks).
 
+Jobs are read the same way as pods: by what the checks read of a job that is not the incident's (whether it
+waits, its queue, project and priority class, when it was submitted, its request: queue order, quota,
+the fit of another waiting job), never its scheduler message, conditions or image. Decoding 20,000 job
+states was most of a fleet read; the loader reads the incident's own jobs in full (``diagnose_input``).
+
 Rows are plain tuples and dicts; callers build their own EntityState objects (observation ids are per
 incident) and must not mutate the shared state dicts.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from datetime import datetime
 from typing import Any
 
 from django.db.models import Max
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 
 from collectors.models import Cluster, EntityVersion, SourceRun
 
 logger = logging.getLogger(__name__)
 
-KINDS = ("node", "gpu", "job", "queue", "project")
+KINDS = ("node", "gpu", "queue", "project")  # in full; jobs and pods by their hot keys (below)
 MIN_CACHED_ROWS = 5000  # below this, read every time
 ROW_LIMIT = 20000  # per kind, as the loader's bound
 SLIM_POD_LIMIT = ROW_LIMIT + 1000  # the loader drops the subject pods from these, then keeps ROW_LIMIT
 
-# (kind, name, namespace, state, valid_from, valid_to) per version, by kind; pods as (pk, name, ns, state,
-# valid_from) with a state of hot columns only.
+# (pk, name, namespace, state, valid_from, valid_to) per version, by kind (jobs with a state of SLIM_JOB_KEYS);
+# unfinished pods as (pk, name, ns, state, valid_from) with a state of hot columns and ``pod_extras``.
 Rows = dict[str, list[tuple[Any, ...]]]
 
 _lock = threading.Lock()
@@ -102,6 +108,8 @@ def _read(cluster: Cluster, t: datetime) -> Rows:
             "s_class",
         )
     )
+    out["job"] = _slim_jobs(base)
+    extras = pod_extras(base)
     pods = []
     for pk, name, ns, phase, node, job, queue, project, gpus, since, started, created, klass in slim[
         :SLIM_POD_LIMIT
@@ -117,6 +125,117 @@ def _read(cluster: Cluster, t: datetime) -> Rows:
             "created": created,
             "priority_class": klass or "",
         }
+        extra = extras.get(pk)
+        if extra:
+            state.update(extra)
         pods.append((pk, name, ns, state, since))
     out["pod"] = pods
+    return out
+
+
+def pod_extras(base: Any) -> dict[int, dict[str, Any]]:
+    """What the fit counts beyond the hot columns, for the unfinished pods that have it: GPU units (fractions,
+    MIG), MIG instances and CPU/memory requests (when the inventory records them), by version id.
+
+    The requests (cores and bytes, ``collectors.mapping``) are read as two text values, not as a JSON map per
+    pod: decoding 20,000 maps was a third of a fleet's load.
+    """
+    requests = KeyTransform("requests", "state")
+    rows = (
+        base.filter(kind="pod")
+        .exclude(phase__in=("Succeeded", "Failed"))
+        .annotate(
+            s_mig=KeyTextTransform("mig", "state"),
+            s_cpu=KeyTextTransform("cpu", requests),
+            s_memory=KeyTextTransform("memory", requests),
+        )
+        .values_list("pk", "gpu_units", "s_mig", "s_cpu", "s_memory")
+    )
+    out: dict[int, dict[str, Any]] = {}
+    for pk, units, mig, cpu, memory in rows[:SLIM_POD_LIMIT]:
+        extra: dict[str, Any] = {}
+        if units is not None:
+            extra["gpu_units"] = units
+        if mig and mig not in ("{}", "null"):
+            extra["mig"] = json.loads(mig)
+        if cpu is not None or memory is not None:
+            extra["requests"] = {
+                k: _number(v) for k, v in (("cpu", cpu), ("memory", memory)) if v is not None
+            }
+        if extra:
+            out[pk] = extra
+    return out
+
+
+def _number(text: Any) -> Any:
+    """A JSON number's text back as the number (a quantity string stays as it is; SQLite gives numbers)."""
+    if not isinstance(text, str):
+        return text
+    if text.isdigit():
+        return int(text)
+    try:
+        return float(text) if "." in text or "e" in text else int(text)
+    except ValueError:
+        return text
+
+
+# What the checks read of a job that is not the incident's own: is it waiting (phase, active, suspended), where
+# it is charged and served (queue, project, priority class, submitted, scheduler) and its request (what
+# ``fit.job_request`` reads, for another waiting job's fit in an action's impact). Strings come back as they
+# are; numbers, booleans, lists and maps as their JSON text, decoded here (most are "0", "{}" or "[]").
+SLIM_JOB_TEXT = ("phase", "queue", "project", "priority_class", "submitted", "started", "scheduler")
+SLIM_JOB_JSON = (
+    "active",
+    "suspended",
+    "admitted",
+    "pods",
+    "gpus_per_pod",
+    "gpus_total",
+    "gpu_units",
+    "gpu_share",
+    "mig",
+    "preemptible",
+    "node_selector",
+    "tolerations",
+    "requests_per_pod",
+)
+SLIM_JOB_KEYS = (*SLIM_JOB_TEXT, *SLIM_JOB_JSON)
+_SCALARS: dict[str, Any] = {"0": 0, "1": 1, "true": True, "false": False}
+
+
+SLIM_JOB_BOOLS = frozenset({"suspended", "admitted", "preemptible"})
+
+
+def _decode(key: str, text: Any) -> Any:
+    """One value of SLIM_JOB_JSON as the state holds it (SQLite hands numbers and booleans over as numbers)."""
+    if not isinstance(text, str):
+        return bool(text) if key in SLIM_JOB_BOOLS else text
+    if text in _SCALARS:
+        return _SCALARS[text]
+    if text == "{}":
+        return {}  # a new one each time: states must not share mutable values
+    if text == "[]":
+        return []
+    if text.isdigit():
+        return int(text)
+    return json.loads(text)
+
+
+def _slim_jobs(base: Any) -> list[tuple[Any, ...]]:
+    """Every job as of t with a state of SLIM_JOB_KEYS only (a key absent or null in the state is absent)."""
+    cols = {f"s_{k}": KeyTextTransform(k, "state") for k in SLIM_JOB_KEYS}
+    rows = (
+        base.filter(kind="job")
+        .order_by("entity__namespace", "entity__name")
+        .annotate(**cols)
+        .values_list("pk", "entity__name", "entity__namespace", "valid_from", "valid_to", *cols)[:ROW_LIMIT]
+    )
+    n_text = len(SLIM_JOB_TEXT)
+    out = []
+    for pk, name, ns, since, until, *values in rows:
+        state: dict[str, Any] = {}
+        for i, (key, raw) in enumerate(zip(SLIM_JOB_KEYS, values, strict=True)):
+            if raw is not None:
+                state[key] = raw if i < n_text else _decode(key, raw)
+        out.append((pk, name, ns, state, since, until))
     return out

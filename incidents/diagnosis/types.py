@@ -182,6 +182,9 @@ class DiagnosisInput:
     alerts: list[tuple[int, dict[str, Any], datetime | None]] = field(
         default_factory=list
     )  # (obs id, labels, startsAt)
+    # Objects read by the keys the checks read of them only (another job than the incident's: its queue,
+    # priority, request). Their citations are completed from the inventory when stored (incidents.diagnose).
+    partial: set[Ref] = field(default_factory=set)
     _index: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     #

@@ -14,7 +14,7 @@ from collectors.sources.prometheus import Series
 from incidents.evidence import collect_evidence
 from incidents.grouping import group_alert
 from incidents.intake import ingest_alertmanager
-from incidents.models import Alert, Incident, Observation
+from incidents.models import Alert, Incident, IncidentSubject, Observation
 from incidents.telemetry import METRICS
 from tests.base import T0, BaseTestCase
 from tests.incidents.fixtures.alertmanager import alert, gpu_uuid, payload, small_world
@@ -384,6 +384,52 @@ class LogTests(EvidenceTestCase):
         obs = OBS.get(incident=self.incident, kind="log")
         self.assertEqual(obs.content, {"container": "main", "previous": True, "lines": log.splitlines()})
         self.assertEqual(obs.source, "log")
+
+    def test_incidents_about_one_pod_read_its_log_once_within_the_share_time(self) -> None:
+        from incidents import pod_logs
+
+        pod_logs._shared.clear()
+        self.addCleanup(pod_logs._shared.clear)
+        other = Incident.objects.create(
+            title="PodCrashLooping", cluster=self.cluster, onset=T0, window_start=T0 - timedelta(hours=1)
+        )
+        pod = Entity.objects.get(kind="pod", name="resnet-train-0")
+        IncidentSubject.objects.create(incident=other, entity=pod, role="subject")
+        log = "epoch 1\nRuntimeError: CUDA error: an illegal memory access was encountered\n"
+        with (
+            mock.patch("collectors.sources.kubernetes._api_client"),
+            mock.patch("collectors.sources.kubernetes.KubeSource.pod_log", return_value=log) as pod_log,
+        ):
+            with self.settings(RCAWEB_EVIDENCE_SHARE_S=60):
+                collect_evidence(self.incident.pk, now=NOW)
+                collect_evidence(other.pk, now=NOW)
+                self.assertEqual(pod_log.call_count, 1)  # the second incident reuses the answer
+                for incident in (self.incident, other):
+                    obs = OBS.get(incident=incident, kind="log")
+                    self.assertEqual(obs.content["lines"], log.splitlines())
+                record_states(  # it crashed again: a new previous log
+                    self.cluster,
+                    [
+                        Observed(
+                            "pod",
+                            "resnet-train-0",
+                            {
+                                "phase": "Running",
+                                "node": "h100-01",
+                                "containers": [{"name": "main", "restart_count": 5}],
+                            },
+                            namespace="vision",
+                            hot={"phase": "Running", "node": "h100-01", "job": "resnet-train"},
+                        )
+                    ],
+                    T0 + timedelta(minutes=2),
+                )
+                collect_evidence(other.pk, now=NOW)
+                self.assertEqual(pod_log.call_count, 2)
+            with self.settings(RCAWEB_EVIDENCE_SHARE_S=0):
+                collect_evidence(other.pk, now=NOW)
+                collect_evidence(other.pk, now=NOW)
+            self.assertEqual(pod_log.call_count, 4)
 
     def test_it_records_a_log_that_could_not_be_read_as_an_error(self) -> None:
         collect_evidence(

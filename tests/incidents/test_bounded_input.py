@@ -1,0 +1,70 @@
+"""The bounded diagnosis input gives the same diagnosis as the whole fleet read in full.
+
+``load_incident_input`` reads the incident's own jobs in full and every other job by the keys the checks read
+of it, and only the changes the checks can read (docs/diagnosis.md "Bounded by the incident"). For every
+incident of every bundled scenario, at every moment it was diagnosed, the checks must answer the same from
+both inputs: the same findings (code, status, scope, confidence, statement, why, subject, what they cite)
+and the same actions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from incidents.diagnose_input import load_incident_input
+from incidents.diagnosis.checks import Diagnosis, run_checks
+from incidents.diagnosis.types import Derived
+from incidents.models import DiagnosisRun, Incident
+from incidents.scenario_run import run_scenario_file
+
+SCENARIOS = sorted(
+    p
+    for p in (Path(__file__).resolve().parents[2] / "collectors" / "sim" / "scenarios").glob("*.yaml")
+    if p.name != "demo.yaml"
+)
+pytestmark = pytest.mark.scenarios
+
+
+def _cite(c: Any) -> Any:
+    return c.key if isinstance(c, Derived) else c
+
+
+def answer(result: Diagnosis) -> dict[str, Any]:
+    return {
+        "findings": [
+            (
+                f.code,
+                f.status,
+                f.scope,
+                round(f.confidence, 4),
+                f.statement,
+                f.why,
+                f.subject,
+                [_cite(c) for c in f.supports],
+                [_cite(c) for c in f.refutes],
+            )
+            for f in result.findings
+        ],
+        "actions": [(a.code, a.title, a.command, a.impact, a.verify, a.rollback) for a in result.actions],
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_the_bounded_input_answers_as_the_whole_fleet(path: Path) -> None:
+    result = run_scenario_file(str(path))
+    failed = [f"{e['alert']}: {e['why']}" for e in result.expect if not e["passed"]]
+    assert not failed, f"{path.name}: {failed}"  # as test_scenarios_expect, on the bounded input
+    compared = 0
+    for incident in Incident.objects.select_related("cluster").order_by("pk"):
+        for at in DiagnosisRun.objects.filter(incident=incident).values_list("at", flat=True).distinct():
+            bounded = load_incident_input(incident, at)
+            whole = load_incident_input(incident, at, bounded=False)
+            assert len(bounded.jobs) == len(whole.jobs)
+            assert len(bounded.changes) <= len(whole.changes)
+            assert answer(run_checks(bounded)) == answer(run_checks(whole)), (path.name, incident.pk, at)
+            compared += 1
+    assert compared, f"{path.name}: no diagnosis to compare"
