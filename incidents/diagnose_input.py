@@ -107,7 +107,7 @@ def load_incident_input(
     """The incident's observations and the inventory as of t, bounded by what its checks read (module doc).
 
     ``bounded=False`` reads every job of the cluster in full and every change of the lookback: the reference
-    the bounded input is compared with (tests/incidents/test_bounded_input.py), not a production path.
+    the bounded input is compared with (tests/incidents/test_scenarios_expect.py), not a production path.
     """
     t = t or default_t(incident)
     cluster = incident.cluster

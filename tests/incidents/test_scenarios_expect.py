@@ -3,14 +3,25 @@
 simulator (loopback HTTP) → collectors' sweeps → the simulator's Alertmanager posting to the intake served in
 a thread → grouping → evidence → diagnosis. Nothing here calls the diagnosis directly: the hypotheses checked
 are the ones the pipeline stored. demo.yaml is the 12 h demo, exercised by ``make demo`` instead.
+
+The same run also holds the bounded diagnosis input to the whole fleet: ``load_incident_input`` reads the
+incident's own jobs in full and every other job by the keys the checks read of it, and only the changes the
+checks can read (docs/diagnosis.md "Bounded by the incident"). For every incident, at every moment it was
+diagnosed, the checks must answer the same from both inputs: the same findings (code, status, scope,
+confidence, statement, why, subject, what they cite) and the same actions.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from incidents.diagnose_input import load_incident_input
+from incidents.diagnosis.checks import Diagnosis, run_checks
+from incidents.diagnosis.types import Derived
+from incidents.models import DiagnosisRun, Incident
 from incidents.scenario_run import run_scenario_file
 
 SCENARIOS = sorted(
@@ -22,6 +33,30 @@ SCENARIOS = sorted(
 pytestmark = pytest.mark.scenarios
 
 
+def _cite(c: Any) -> Any:
+    return c.key if isinstance(c, Derived) else c
+
+
+def answer(result: Diagnosis) -> dict[str, Any]:
+    return {
+        "findings": [
+            (
+                f.code,
+                f.status,
+                f.scope,
+                round(f.confidence, 4),
+                f.statement,
+                f.why,
+                f.subject,
+                [_cite(c) for c in f.supports],
+                [_cite(c) for c in f.refutes],
+            )
+            for f in result.findings
+        ],
+        "actions": [(a.code, a.title, a.command, a.impact, a.verify, a.rollback) for a in result.actions],
+    }
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_it_meets_the_scenario_expectations(path: Path) -> None:
@@ -30,3 +65,13 @@ def test_it_meets_the_scenario_expectations(path: Path) -> None:
     failed = [f"{e['alert']}: {e['why']}" for e in result.expect if not e["passed"]]
     tops = {i["id"]: [h["code"] for h in i["hypotheses"][:3]] for i in result.incidents}
     assert not failed, f"{path.name}: {failed}; incidents' top hypotheses: {tops}"
+    compared = 0
+    for incident in Incident.objects.select_related("cluster").order_by("pk"):
+        for at in DiagnosisRun.objects.filter(incident=incident).values_list("at", flat=True).distinct():
+            bounded = load_incident_input(incident, at)
+            whole = load_incident_input(incident, at, bounded=False)
+            assert len(bounded.jobs) == len(whole.jobs)
+            assert len(bounded.changes) <= len(whole.changes)
+            assert answer(run_checks(bounded)) == answer(run_checks(whole)), (path.name, incident.pk, at)
+            compared += 1
+    assert compared, f"{path.name}: no diagnosis to compare"
