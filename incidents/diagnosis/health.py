@@ -106,7 +106,10 @@ def _gpu_label(gpu: EntityState) -> str:
 #
 # Xid
 #
-def xid_codes(di: DiagnosisInput, gpu: EntityState) -> list[tuple[int, datetime | None, Cite]]:
+Xids = list[tuple[int, datetime | None, Cite]]  # (code, first seen, where), oldest first
+
+
+def xid_codes(di: DiagnosisInput, gpu: EntityState) -> Xids:
     """Every Xid the GPU reported up to t, oldest first, each with where it was seen."""
     found: dict[int, tuple[datetime | None, Cite]] = {}
     s = _series(di, XID_METRIC, gpu.name)
@@ -133,9 +136,6 @@ def xid_codes(di: DiagnosisInput, gpu: EntityState) -> list[tuple[int, datetime 
         if m and int(m.group(1)) not in found:
             found[int(m.group(1))] = (ev.time, cite_event(ev))
     return sorted(((x, ts, c) for x, (ts, c) in found.items()), key=lambda i: i[1] or di.t)
-
-
-Xids = list[tuple[int, datetime | None, Cite]]
 
 
 def _gpu_findings(di: DiagnosisInput, node: EntityState, gpu: EntityState, is_subject: bool) -> list[Finding]:
