@@ -16,9 +16,9 @@ from datetime import datetime, timedelta
 from collectors.changefmt import describe_change
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.build import refuted
 from incidents.diagnosis.quota import first_pending_since, is_pending, quota_at
 from incidents.diagnosis.types import (
-    REFUTED,
     SUPPORTED,
     ChangeRec,
     Derived,
@@ -219,9 +219,23 @@ def symptom_onset(di: DiagnosisInput) -> datetime:
 
 def check_changes(di: DiagnosisInput, lookback: timedelta = LOOKBACK) -> list[Finding]:
     refs = related_refs(di)
-    never = unusable_nodes(di)
     onset = symptom_onset(di)
     start = onset - lookback
+    picked, late = _window_changes(di, refs, onset, start)
+    subject = di.subjects[0] if di.subjects else None
+    if not picked and late:
+        return [_late_changes_finding(late, onset, subject)]
+    if not picked:
+        return [_no_change_finding(di, refs, start, subject)]
+    return [_recent_change_finding(picked, subject)]
+
+
+def _window_changes(
+    di: DiagnosisInput, refs: set[Ref], onset: datetime, start: datetime
+) -> tuple[list[tuple[ChangeRec, str]], list[ChangeRec]]:
+    """The deliberate changes on related objects from start to t: (before the symptom with their category,
+    after it). A change on a node the job could never use counts only when it is a selector or taint."""
+    never = unusable_nodes(di)
     picked: list[tuple[ChangeRec, str]] = []
     late: list[ChangeRec] = []
     for ch in di.changes:
@@ -239,94 +253,89 @@ def check_changes(di: DiagnosisInput, lookback: timedelta = LOOKBACK) -> list[Fi
             late.append(ch)
             continue
         picked.append((ch, cat))
-    subject = di.subjects[0] if di.subjects else None
-    if not picked and late:
-        first = min(late, key=lambda c: c.time)
-        who = f" by {first.actor}" if first.actor else ""
-        return [
-            Finding(
-                C.RECENT_CHANGE,
-                f"The only change(s) on related objects came after the symptom began at {hhmm(onset)}: "
-                f"{describe_change(first.field.rsplit('.', 1)[-1], first.old, first.new)}{who} at "
-                f"{hhmm(first.time)}" + (f" (+{len(late) - 1} more)" if len(late) > 1 else "") + ".",
-                REFUTED,
-                0.7,
-                refutes=[cite_change(c) for c in late[:8]],
-                subject=subject,
-                sources=("change",),
-                why=f"changed after onset ({hhmm(onset)}): cannot have caused it",
-                # rank.link_changes revives it when such a change is what a supported mechanism is about
-                # (a quota cut while the job already waited for something else now keeps it waiting).
-                facts={
-                    "late_categories": sorted({c for c in (category(ch) for ch in late) if c}),
-                    "late_summary": "; ".join(_describe(ch) for ch in sorted(late, key=lambda c: c.time)[:3]),
-                },
-            )
-        ]
-    if not picked:
-        absent = Derived(
-            kind="changes_window",
-            locator=f"inventory changes of {len(refs)} related object(s) between {iso(start)} and {iso(di.t)}",
-            content={
-                "objects": sorted(str(r) for r in refs),
-                "start": iso(start),
-                "end": iso(di.t),
-                "changes": [],
-            },
-            summary=f"no deliberate change on related objects from {hhmm(start)} to {hhmm(di.t)}",
-            observed_at=di.t,
-        )
-        return [
-            Finding(
-                C.RECENT_CHANGE,
-                f"Nothing was changed on the {len(refs)} related object(s) from "
-                f"{hhmm(start)} to {hhmm(di.t)}.",
-                REFUTED,
-                0.6,
-                refutes=[absent],
-                subject=subject,
-                sources=("change",),
-                why="no policy, request, image, selector, taint or cordon change in the window",
-            )
-        ]
-    picked.sort(key=lambda p: p[0].time, reverse=True)
-    parts = []
-    for ch, _cat in picked[:3]:
-        who = f"{ch.actor} " if ch.actor else ""
-        target = f"{ch.entity.kind} {ch.entity.label}" if ch.entity else "external"
-        what = ch.summary or describe_change(ch.field.rsplit(".", 1)[-1], ch.old, ch.new)
-        parts.append(f"{who}changed {target} {what} at {hhmm(ch.time)}")
+    return picked, late
+
+
+def _late_changes_finding(late: list[ChangeRec], onset: datetime, subject: Ref | None) -> Finding:
+    """Every related change came after the symptom began: none of them caused it."""
+    first = min(late, key=lambda c: c.time)
+    who = f" by {first.actor}" if first.actor else ""
+    return refuted(
+        C.RECENT_CHANGE,
+        f"The only change(s) on related objects came after the symptom began at {hhmm(onset)}: "
+        f"{describe_change(first.field.rsplit('.', 1)[-1], first.old, first.new)}{who} at "
+        f"{hhmm(first.time)}" + (f" (+{len(late) - 1} more)" if len(late) > 1 else "") + ".",
+        0.7,
+        [cite_change(c) for c in late[:8]],
+        subject,
+        ("change",),
+        f"changed after onset ({hhmm(onset)}): cannot have caused it",
+        # rank.link_changes revives it when such a change is what a supported mechanism is about
+        # (a quota cut while the job already waited for something else now keeps it waiting).
+        facts={
+            "late_categories": sorted({c for c in (category(ch) for ch in late) if c}),
+            "late_summary": "; ".join(_describe(ch) for ch in sorted(late, key=lambda c: c.time)[:3]),
+        },
+    )
+
+
+def _no_change_finding(di: DiagnosisInput, refs: set[Ref], start: datetime, subject: Ref | None) -> Finding:
+    """Nothing deliberate changed on related objects in the window: refuted, citing the empty window."""
+    absent = Derived(
+        kind="changes_window",
+        locator=f"inventory changes of {len(refs)} related object(s) between {iso(start)} and {iso(di.t)}",
+        content={
+            "objects": sorted(str(r) for r in refs),
+            "start": iso(start),
+            "end": iso(di.t),
+            "changes": [],
+        },
+        summary=f"no deliberate change on related objects from {hhmm(start)} to {hhmm(di.t)}",
+        observed_at=di.t,
+    )
+    return refuted(
+        C.RECENT_CHANGE,
+        f"Nothing was changed on the {len(refs)} related object(s) from {hhmm(start)} to {hhmm(di.t)}.",
+        0.6,
+        [absent],
+        subject,
+        ("change",),
+        "no policy, request, image, selector, taint or cordon change in the window",
+    )
+
+
+def _recent_change_finding(picked: list[tuple[ChangeRec, str]], subject: Ref | None) -> Finding:
+    """Changes on related objects shortly before the symptom, newest first (context: rank.py links them)."""
+    picked = sorted(picked, key=lambda p: p[0].time, reverse=True)
     more = f" (+{len(picked) - 3} more)" if len(picked) > 3 else ""
-    return [
-        Finding(
-            C.RECENT_CHANGE,
-            f"{len(picked)} change(s) on related objects shortly before the symptom began: "
-            + "; ".join(parts)
-            + more
-            + ".",
-            SUPPORTED,
-            0.5,
-            supports=[cite_change(ch) for ch, _ in picked[:8]],
-            subject=subject,
-            sources=("change",),
-            since=picked[-1][0].time,
-            facts={
-                "categories": sorted({cat for _, cat in picked}),
-                "changes": [
-                    {
-                        "time": iso(ch.time),
-                        "field": ch.field,
-                        "old": ch.old,
-                        "new": ch.new,
-                        "actor": ch.actor,
-                        "entity": str(ch.entity) if ch.entity else None,
-                    }
-                    for ch, _ in picked[:8]
-                ],
-            },
-            next_questions=["Was the change intended, and can it be reverted safely?"],
-        )
-    ]
+    return Finding(
+        C.RECENT_CHANGE,
+        f"{len(picked)} change(s) on related objects shortly before the symptom began: "
+        + "; ".join(_describe(ch) for ch, _cat in picked[:3])
+        + more
+        + ".",
+        SUPPORTED,
+        0.5,
+        supports=[cite_change(ch) for ch, _ in picked[:8]],
+        subject=subject,
+        sources=("change",),
+        since=picked[-1][0].time,
+        facts={
+            "categories": sorted({cat for _, cat in picked}),
+            "changes": [
+                {
+                    "time": iso(ch.time),
+                    "field": ch.field,
+                    "old": ch.old,
+                    "new": ch.new,
+                    "actor": ch.actor,
+                    "entity": str(ch.entity) if ch.entity else None,
+                }
+                for ch, _ in picked[:8]
+            ],
+        },
+        next_questions=["Was the change intended, and can it be reverted safely?"],
+    )
 
 
 def _describe(ch: ChangeRec) -> str:

@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from incidents.diagnosis import codes as C
+from incidents.diagnosis.build import refuted
 from incidents.diagnosis.types import (
-    REFUTED,
     SUPPORTED,
     UNVERIFIED,
     Cite,
@@ -108,117 +108,154 @@ def _earliest(rows: list[_Measured]) -> datetime:
 def check_efficiency(di: DiagnosisInput, idle_for: timedelta = IDLE_FOR) -> list[Finding]:
     out: list[Finding] = []
     for pod in _pods_of_interest(di):
-        gpus = [g for g in di.gpus if g.get("pod") == f"{pod.namespace}/{pod.name}"]
-        if not gpus and not pod.get("gpus"):
-            continue
-        measured: list[_Measured] = []
-        for g in gpus:
-            s, factor = activity(di, g.name)
-            if s is None:
-                continue
-            vals = [v * factor for ts, v in s.points if ts <= di.t and ts >= di.t - idle_for]
-            if vals:
-                measured.append(_Measured(g, s, sum(vals) / len(vals), idle_since(s.points, di.t, factor)))
-        pcite = cite_state(pod, di.t)
-        if not measured:
-            if "GPUIdleAllocated" in di.alertnames:
-                out.append(
-                    Finding(
-                        C.IDLE_GPU_ALLOCATION,
-                        f"{pod.ref.label} holds {pod.get('gpus') or len(gpus)} GPU(s) but no "
-                        "activity series was collected for them.",
-                        UNVERIFIED,
-                        0.3,
-                        supports=[pcite],
-                        subject=pod.ref,
-                        sources=("prometheus",),
-                        why="no DCGM activity series for the pod's GPUs",
-                        next_questions=["Does the DCGM exporter export DCGM_FI_PROF_SM_ACTIVE on this node?"],
-                    )
-                )
-            continue
-        idle = [r for r in measured if r.since is not None and di.t - r.since >= idle_for]
-        active = [r for r in measured if r.since is None]
-        cites: list[Cite] = [pcite, *[cite_series(r.series) for r in measured[:8]]]
-        where = measured[0].gpu.get("node") or pod.get("node")
-        if idle and len(idle) == len(measured):
-            since = _earliest(idle)
-            mean = sum(r.mean for r in idle) / len(idle)
-            out.append(
-                Finding(
-                    C.IDLE_GPU_ALLOCATION,
-                    f"{pod.ref.label} holds {len(idle)} GPU(s) on {where} with mean SM activity {mean:.2f} "
-                    f"(< {IDLE_BELOW:.2f}) since {hhmm(since)} ({_dur(di.t - since)}).",
-                    SUPPORTED,
-                    0.85,
-                    supports=cites,
-                    subject=pod.ref,
-                    sources=("prometheus",),
-                    since=since,
-                    facts={
-                        "pod": pod.ref,
-                        "gpus": [r.gpu.name for r in idle],
-                        "node": where,
-                        "job": pod.get("job"),
-                        "project": pod.get("project"),
-                    },
-                    next_questions=["Is the job waiting on data/IO or stuck, or is it a forgotten notebook?"],
-                )
-            )
-        elif idle:
-            out.append(
-                Finding(
-                    C.OVER_REQUESTED,
-                    f"{pod.ref.label} uses {len(active)} of its {len(measured)} GPUs; {len(idle)} stayed below "
-                    f"{IDLE_BELOW:.2f} SM activity for over {_dur(idle_for)}.",
-                    SUPPORTED,
-                    0.75,
-                    supports=cites,
-                    subject=pod.ref,
-                    sources=("prometheus",),
-                    since=_earliest(idle),
-                    facts={
-                        "pod": pod.ref,
-                        "used": len(active),
-                        "requested": len(measured),
-                        "job": pod.get("job"),
-                    },
-                    next_questions=[
-                        "Does the code actually use all visible GPUs (DDP world size, CUDA_VISIBLE_DEVICES)?"
-                    ],
-                )
-            )
-        elif any(r.since is not None for r in measured) and "GPUIdleAllocated" in di.alertnames:
-            since = _earliest(measured)
-            out.append(
-                Finding(
-                    C.IDLE_GPU_ALLOCATION,
-                    f"{pod.ref.label}'s GPUs are below {IDLE_BELOW:.2f} SM activity only since {hhmm(since)} "
-                    f"({_dur(di.t - since)}), shorter than the {_dur(idle_for)} threshold.",
-                    UNVERIFIED,
-                    0.4,
-                    supports=cites,
-                    subject=pod.ref,
-                    sources=("prometheus",),
-                    since=since,
-                    why="idle, but not for long enough to call it an idle allocation",
-                )
-            )
-        elif "GPUIdleAllocated" in di.alertnames or any(r.kind == "gpu" for r in di.subjects):
-            mean = sum(r.mean for r in measured) / len(measured)
-            out.append(
-                Finding(
-                    C.IDLE_GPU_ALLOCATION,
-                    f"{pod.ref.label}'s GPUs are busy: mean SM activity {mean:.2f} over the last {_dur(idle_for)}.",
-                    REFUTED,
-                    0.75,
-                    refutes=cites,
-                    subject=pod.ref,
-                    sources=("prometheus",),
-                    why=f"activity above {IDLE_BELOW:.2f} at {hhmm(di.t)}",
-                )
-            )
+        f = _pod_finding(di, pod, idle_for)
+        if f is not None:
+            out.append(f)
     return out
+
+
+def _measure(di: DiagnosisInput, gpus: list[EntityState], idle_for: timedelta) -> list[_Measured]:
+    """The GPUs with an activity series in the idle window, each with its mean and idle-since."""
+    measured: list[_Measured] = []
+    for g in gpus:
+        s, factor = activity(di, g.name)
+        if s is None:
+            continue
+        vals = [v * factor for ts, v in s.points if ts <= di.t and ts >= di.t - idle_for]
+        if vals:
+            measured.append(_Measured(g, s, sum(vals) / len(vals), idle_since(s.points, di.t, factor)))
+    return measured
+
+
+def _pod_finding(di: DiagnosisInput, pod: EntityState, idle_for: timedelta) -> Finding | None:
+    """The one efficiency rule that applies to a pod holding GPUs, by how many of its GPUs stayed idle."""
+    gpus = [g for g in di.gpus if g.get("pod") == f"{pod.namespace}/{pod.name}"]
+    if not gpus and not pod.get("gpus"):
+        return None
+    measured = _measure(di, gpus, idle_for)
+    pcite = cite_state(pod, di.t)
+    if not measured:
+        return _unmeasured_finding(di, pod, gpus, pcite)
+    idle = [r for r in measured if r.since is not None and di.t - r.since >= idle_for]
+    cites: list[Cite] = [pcite, *[cite_series(r.series) for r in measured[:8]]]
+    if idle and len(idle) == len(measured):
+        return _idle_finding(di, pod, idle, cites, measured[0].gpu.get("node") or pod.get("node"))
+    if idle:
+        return _over_requested_finding(pod, measured, idle, cites, idle_for)
+    if any(r.since is not None for r in measured) and "GPUIdleAllocated" in di.alertnames:
+        return _idle_too_short_finding(di, pod, measured, cites, idle_for)
+    if "GPUIdleAllocated" in di.alertnames or any(r.kind == "gpu" for r in di.subjects):
+        return _busy_finding(di, pod, measured, cites, idle_for)
+    return None
+
+
+def _unmeasured_finding(
+    di: DiagnosisInput, pod: EntityState, gpus: list[EntityState], pcite: Cite
+) -> Finding | None:
+    """An idle-GPU alert on a pod whose GPUs have no activity series: unverified."""
+    if "GPUIdleAllocated" not in di.alertnames:
+        return None
+    return Finding(
+        C.IDLE_GPU_ALLOCATION,
+        f"{pod.ref.label} holds {pod.get('gpus') or len(gpus)} GPU(s) but no "
+        "activity series was collected for them.",
+        UNVERIFIED,
+        0.3,
+        supports=[pcite],
+        subject=pod.ref,
+        sources=("prometheus",),
+        why="no DCGM activity series for the pod's GPUs",
+        next_questions=["Does the DCGM exporter export DCGM_FI_PROF_SM_ACTIVE on this node?"],
+    )
+
+
+def _idle_finding(
+    di: DiagnosisInput, pod: EntityState, idle: list[_Measured], cites: list[Cite], where: str | None
+) -> Finding:
+    """Every measured GPU of the pod stayed idle for the whole threshold: an idle allocation."""
+    since = _earliest(idle)
+    mean = sum(r.mean for r in idle) / len(idle)
+    return Finding(
+        C.IDLE_GPU_ALLOCATION,
+        f"{pod.ref.label} holds {len(idle)} GPU(s) on {where} with mean SM activity {mean:.2f} "
+        f"(< {IDLE_BELOW:.2f}) since {hhmm(since)} ({_dur(di.t - since)}).",
+        SUPPORTED,
+        0.85,
+        supports=cites,
+        subject=pod.ref,
+        sources=("prometheus",),
+        since=since,
+        facts={
+            "pod": pod.ref,
+            "gpus": [r.gpu.name for r in idle],
+            "node": where,
+            "job": pod.get("job"),
+            "project": pod.get("project"),
+        },
+        next_questions=["Is the job waiting on data/IO or stuck, or is it a forgotten notebook?"],
+    )
+
+
+def _over_requested_finding(
+    pod: EntityState, measured: list[_Measured], idle: list[_Measured], cites: list[Cite], idle_for: timedelta
+) -> Finding:
+    """Some of the pod's GPUs work and some stayed idle: it requests more GPUs than it uses."""
+    active = [r for r in measured if r.since is None]
+    return Finding(
+        C.OVER_REQUESTED,
+        f"{pod.ref.label} uses {len(active)} of its {len(measured)} GPUs; {len(idle)} stayed below "
+        f"{IDLE_BELOW:.2f} SM activity for over {_dur(idle_for)}.",
+        SUPPORTED,
+        0.75,
+        supports=cites,
+        subject=pod.ref,
+        sources=("prometheus",),
+        since=_earliest(idle),
+        facts={
+            "pod": pod.ref,
+            "used": len(active),
+            "requested": len(measured),
+            "job": pod.get("job"),
+        },
+        next_questions=[
+            "Does the code actually use all visible GPUs (DDP world size, CUDA_VISIBLE_DEVICES)?"
+        ],
+    )
+
+
+def _idle_too_short_finding(
+    di: DiagnosisInput, pod: EntityState, measured: list[_Measured], cites: list[Cite], idle_for: timedelta
+) -> Finding:
+    """Idle now, but for less than the threshold: unverified."""
+    since = _earliest(measured)
+    return Finding(
+        C.IDLE_GPU_ALLOCATION,
+        f"{pod.ref.label}'s GPUs are below {IDLE_BELOW:.2f} SM activity only since {hhmm(since)} "
+        f"({_dur(di.t - since)}), shorter than the {_dur(idle_for)} threshold.",
+        UNVERIFIED,
+        0.4,
+        supports=cites,
+        subject=pod.ref,
+        sources=("prometheus",),
+        since=since,
+        why="idle, but not for long enough to call it an idle allocation",
+    )
+
+
+def _busy_finding(
+    di: DiagnosisInput, pod: EntityState, measured: list[_Measured], cites: list[Cite], idle_for: timedelta
+) -> Finding:
+    """The pod's GPUs are active at t: an idle allocation is refuted."""
+    mean = sum(r.mean for r in measured) / len(measured)
+    return refuted(
+        C.IDLE_GPU_ALLOCATION,
+        f"{pod.ref.label}'s GPUs are busy: mean SM activity {mean:.2f} over the last {_dur(idle_for)}.",
+        0.75,
+        cites,
+        pod.ref,
+        ("prometheus",),
+        f"activity above {IDLE_BELOW:.2f} at {hhmm(di.t)}",
+    )
 
 
 def _dur(d: timedelta) -> str:

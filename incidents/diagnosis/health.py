@@ -13,11 +13,11 @@ from datetime import datetime
 from typing import Any
 
 from incidents.diagnosis import codes as C
+from incidents.diagnosis.build import refuted
 from incidents.diagnosis.fit import node_nominal_gpus
 from incidents.diagnosis.nodes import _first_change, _since_in_history, node_findings
 from incidents.diagnosis.quota import is_pending
 from incidents.diagnosis.types import (
-    REFUTED,
     SUPPORTED,
     UNVERIFIED,
     Cite,
@@ -106,7 +106,10 @@ def _gpu_label(gpu: EntityState) -> str:
 #
 # Xid
 #
-def xid_codes(di: DiagnosisInput, gpu: EntityState) -> list[tuple[int, datetime | None, Cite]]:
+Xids = list[tuple[int, datetime | None, Cite]]  # (code, first seen, where), oldest first
+
+
+def xid_codes(di: DiagnosisInput, gpu: EntityState) -> Xids:
     """Every Xid the GPU reported up to t, oldest first, each with where it was seen."""
     found: dict[int, tuple[datetime | None, Cite]] = {}
     s = _series(di, XID_METRIC, gpu.name)
@@ -136,131 +139,153 @@ def xid_codes(di: DiagnosisInput, gpu: EntityState) -> list[tuple[int, datetime 
 
 
 def _gpu_findings(di: DiagnosisInput, node: EntityState, gpu: EntityState, is_subject: bool) -> list[Finding]:
-    out: list[Finding] = []
+    """Every GPU rule in turn: Xid, missing GPU, ECC, thermal, NVLink."""
+    xids = xid_codes(di, gpu)
+    out = [_xid_finding(di, node, gpu, code, ts, cite) for code, ts, cite in xids]
+    if not xids and is_subject and "GPUXidError" in di.alertnames:
+        out.append(_no_xid_finding(di, gpu))
+    for rule in (_missing_gpu_finding, _ecc_finding, _thermal_finding, _nvlink_finding):
+        f = rule(di, node, gpu, xids, is_subject)
+        if f is not None:
+            out.append(f)
+    return out
+
+
+def _gpu_facts(node: EntityState, gpu: EntityState, **more: Any) -> dict[str, Any]:
+    """The facts every GPU finding carries (where the GPU is), then the rule's own."""
+    return {"node": node.name, "gpu": gpu.name, "index": gpu.get("index"), **more}
+
+
+def _xid_finding(
+    di: DiagnosisInput, node: EntityState, gpu: EntityState, code: int, ts: datetime | None, cite: Cite
+) -> Finding:
+    """One Xid the GPU reported, read through NVIDIA's catalog: fatal to the GPU (drain) or not."""
+    gcite = cite_state(gpu, di.t)
+    info = explain_xid(code)
+    drain = bool(info.get("drain_node"))
+    explains: tuple[str, ...] = ()
+    if drain:
+        explains = (
+            C.GPU_MISSING,
+            C.DEVICE_PLUGIN_UNHEALTHY,
+            C.GPU_CAPACITY_SHORTAGE,
+            C.GPU_FRAGMENTATION,
+            C.GPU_NODE_UNAVAILABLE,
+            C.CRASHLOOP_CONFIG_ERROR,
+            C.PREEMPTED,
+        )
+    side = "does not condemn the node" if not drain else "NVIDIA treats it as fatal to the GPU"
+    statement = (
+        f"{_gpu_label(gpu)} reported Xid {code} ({info['title']}) at {hhmm(ts)}: likely {info['likely_cause']}; "
+        f"{side}."
+    )
+    return Finding(
+        C.GPU_XID_FAULT,
+        statement,
+        SUPPORTED,
+        0.9 if drain else 0.6,
+        supports=[cite, gcite] if cite != gcite else [cite],
+        subject=gpu.ref,
+        sources=("prometheus",),
+        since=ts,
+        explains=explains,
+        facts={
+            "xid": code,
+            "drain_node": drain,
+            "node": node.name,
+            "gpu": gpu.name,
+            "index": gpu.get("index"),
+            "action": info.get("action"),
+            "likely_cause": info.get("likely_cause"),
+        },
+        next_questions=[
+            f"Does dmesg on {node.name} show more Xid lines around {hhmm(ts)}?",
+            *(
+                ["Did the application on this GPU change (Xid from application faults)?"]
+                if not drain
+                else [f"Has this GPU reported Xid {code} before (RMA candidate)?"]
+            ),
+        ],
+    )
+
+
+def _no_xid_finding(di: DiagnosisInput, gpu: EntityState) -> Finding:
+    """A GPUXidError alert on a subject GPU that reported no Xid at all."""
+    s = _series(di, XID_METRIC, gpu.name)
+    return refuted(
+        C.GPU_XID_FAULT,
+        f"{_gpu_label(gpu)} shows no Xid error up to {hhmm(di.t)}.",
+        0.6,
+        [cite_series(s)] if s else [cite_state(gpu, di.t)],
+        gpu.ref,
+        ("prometheus",),
+        "no non-zero DCGM_FI_DEV_XID_ERRORS sample and xid_last is 0",
+    )
+
+
+def _missing_gpu_finding(
+    di: DiagnosisInput, node: EntityState, gpu: EntityState, xids: Xids, is_subject: bool
+) -> Finding | None:
+    """A GPU that stopped reporting: gone from the node (supported), or silent with its NotReady node."""
     label = _gpu_label(gpu)
     gcite = cite_state(gpu, di.t)
-    xids = xid_codes(di, gpu)
-    for code, ts, cite in xids:
-        info = explain_xid(code)
-        drain = bool(info.get("drain_node"))
-        explains: tuple[str, ...] = ()
-        if drain:
-            explains = (
-                C.GPU_MISSING,
-                C.DEVICE_PLUGIN_UNHEALTHY,
-                C.GPU_CAPACITY_SHORTAGE,
-                C.GPU_FRAGMENTATION,
-                C.GPU_NODE_UNAVAILABLE,
-                C.CRASHLOOP_CONFIG_ERROR,
-                C.PREEMPTED,
-            )
-        side = "does not condemn the node" if not drain else "NVIDIA treats it as fatal to the GPU"
-        statement = (
-            f"{label} reported Xid {code} ({info['title']}) at {hhmm(ts)}: likely {info['likely_cause']}; "
-            f"{side}."
-        )
-        conf = 0.9 if drain else 0.6
-        out.append(
-            Finding(
-                C.GPU_XID_FAULT,
-                statement,
-                SUPPORTED,
-                conf,
-                supports=[cite, gcite] if cite != gcite else [cite],
-                subject=gpu.ref,
-                sources=("prometheus",),
-                since=ts,
-                explains=explains,
-                facts={
-                    "xid": code,
-                    "drain_node": drain,
-                    "node": node.name,
-                    "gpu": gpu.name,
-                    "index": gpu.get("index"),
-                    "action": info.get("action"),
-                    "likely_cause": info.get("likely_cause"),
-                },
-                next_questions=[
-                    f"Does dmesg on {node.name} show more Xid lines around {hhmm(ts)}?",
-                    *(
-                        ["Did the application on this GPU change (Xid from application faults)?"]
-                        if not drain
-                        else [f"Has this GPU reported Xid {code} before (RMA candidate)?"]
-                    ),
-                ],
-            )
-        )
-    if not xids and is_subject and "GPUXidError" in di.alertnames:
-        s = _series(di, XID_METRIC, gpu.name)
-        cites = [cite_series(s)] if s else [gcite]
-        out.append(
-            Finding(
-                C.GPU_XID_FAULT,
-                f"{label} shows no Xid error up to {hhmm(di.t)}.",
-                REFUTED,
-                0.6,
-                refutes=cites,
-                subject=gpu.ref,
-                sources=("prometheus",),
-                why="no non-zero DCGM_FI_DEV_XID_ERRORS sample and xid_last is 0",
-            )
-        )
-
     missing = gpu.get("present") is False or gpu.get("phase") == "missing"
     if missing and not node.get("ready", True):
         # DCGM on a NotReady node cannot be scraped: silence is the node's finding, not a lost GPU.
-        if is_subject:
-            out.append(
-                Finding(
-                    C.GPU_MISSING,
-                    f"{label} stopped reporting, but {node.name} itself is NotReady: its exporter cannot be "
-                    "scraped, so whether the GPU is gone is unknown.",
-                    UNVERIFIED,
-                    0.25,
-                    supports=[gcite, cite_state(node, di.t)],
-                    subject=gpu.ref,
-                    sources=("prometheus", "k8s"),
-                    why="the node is NotReady; its GPUs are silent either way",
-                    next_questions=[f"Once {node.name} is back, does nvidia-smi list all its GPUs?"],
-                )
-            )
-    elif missing:
+        if not is_subject:
+            return None
+        return Finding(
+            C.GPU_MISSING,
+            f"{label} stopped reporting, but {node.name} itself is NotReady: its exporter cannot be "
+            "scraped, so whether the GPU is gone is unknown.",
+            UNVERIFIED,
+            0.25,
+            supports=[gcite, cite_state(node, di.t)],
+            subject=gpu.ref,
+            sources=("prometheus", "k8s"),
+            why="the node is NotReady; its GPUs are silent either way",
+            next_questions=[f"Once {node.name} is back, does nvidia-smi list all its GPUs?"],
+        )
+    if missing:
         since = _since_in_history(
             di, gpu, lambda st: st.get("present") is False or st.get("phase") == "missing"
         )
         after_xid = [x for x, ts, _ in xids if ts is None or since is None or ts <= since]
         cause = f" after Xid {after_xid[-1]}" if after_xid else ""
         pods = [p.name for p in di.pods_on_node(node.name)]
-        out.append(
-            Finding(
-                C.GPU_MISSING,
-                f"{label} stopped reporting at {hhmm(since)}{cause}; {node.name} now advertises "
-                f"{gpus_of(node.get('capacity') or {})} of {node_nominal_gpus(node, di.history.get(node.ref))} GPUs.",
-                SUPPORTED,
-                0.85,
-                supports=[gcite, cite_state(node, di.t)],
-                subject=gpu.ref,
-                sources=("prometheus", "k8s"),
-                since=since,
-                explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.DEVICE_PLUGIN_UNHEALTHY),
-                facts={"node": node.name, "gpu": gpu.name, "index": gpu.get("index"), "pods": pods},
-                next_questions=[f"Is the GPU visible in nvidia-smi / lspci on {node.name}?"],
-            )
+        return Finding(
+            C.GPU_MISSING,
+            f"{label} stopped reporting at {hhmm(since)}{cause}; {node.name} now advertises "
+            f"{gpus_of(node.get('capacity') or {})} of {node_nominal_gpus(node, di.history.get(node.ref))} GPUs.",
+            SUPPORTED,
+            0.85,
+            supports=[gcite, cite_state(node, di.t)],
+            subject=gpu.ref,
+            sources=("prometheus", "k8s"),
+            since=since,
+            explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.DEVICE_PLUGIN_UNHEALTHY),
+            facts=_gpu_facts(node, gpu, pods=pods),
+            next_questions=[f"Is the GPU visible in nvidia-smi / lspci on {node.name}?"],
         )
-    elif is_subject and "GPUMissing" in di.alertnames:
-        out.append(
-            Finding(
-                C.GPU_MISSING,
-                f"{label} is present and reporting at {hhmm(di.t)}.",
-                REFUTED,
-                0.7,
-                refutes=[gcite],
-                subject=gpu.ref,
-                sources=("prometheus",),
-                why="the GPU reports",
-            )
+    if is_subject and "GPUMissing" in di.alertnames:
+        return refuted(
+            C.GPU_MISSING,
+            f"{label} is present and reporting at {hhmm(di.t)}.",
+            0.7,
+            [gcite],
+            gpu.ref,
+            ("prometheus",),
+            "the GPU reports",
         )
+    return None
 
+
+def _ecc_finding(
+    di: DiagnosisInput, node: EntityState, gpu: EntityState, xids: Xids, is_subject: bool
+) -> Finding | None:
+    """Double-bit (uncorrectable) ECC errors, or a burst of single-bit ones."""
+    label = _gpu_label(gpu)
+    gcite = cite_state(gpu, di.t)
     dbe = int(gpu.get("ecc_dbe_total") or 0)
     sbe = int(gpu.get("ecc_sbe_total") or 0)
     s_dbe = _series(di, DBE_METRIC, gpu.name)
@@ -272,124 +297,119 @@ def _gpu_findings(di: DiagnosisInput, node: EntityState, gpu: EntityState, is_su
             next((ts for ts, v in s_dbe.points if v > 0), None) if s_dbe else None
         )
         kind = f"{dbe} double-bit (uncorrectable)" if dbe else f"{sbe} single-bit (corrected)"
-        out.append(
-            Finding(
-                C.GPU_ECC_ERRORS,
-                f"{label} counts {kind} ECC errors" + (f" since {hhmm(since)}" if since else "") + ".",
-                SUPPORTED,
-                0.85 if dbe else 0.45,
-                supports=cites,
-                subject=gpu.ref,
-                sources=("prometheus",),
-                since=since,
-                explains=((C.GPU_XID_FAULT,) if any(x in ECC_XIDS for x, _, _ in xids) else ())
-                # An uncorrectable error makes the device plugin mark the GPU unhealthy, which costs capacity.
-                + (
-                    (
-                        C.CRASHLOOP_CONFIG_ERROR,
-                        C.DEVICE_PLUGIN_UNHEALTHY,
-                        C.GPU_CAPACITY_SHORTAGE,
-                        C.GPU_FRAGMENTATION,
-                    )
-                    if dbe
-                    else ()
-                ),
-                facts={"node": node.name, "gpu": gpu.name, "index": gpu.get("index"), "dbe": dbe, "sbe": sbe},
-                next_questions=[
-                    "Are rows pending remap (DCGM_FI_DEV_ROW_REMAP_PENDING), and did remapping fail?"
-                ],
-            )
+        return Finding(
+            C.GPU_ECC_ERRORS,
+            f"{label} counts {kind} ECC errors" + (f" since {hhmm(since)}" if since else "") + ".",
+            SUPPORTED,
+            0.85 if dbe else 0.45,
+            supports=cites,
+            subject=gpu.ref,
+            sources=("prometheus",),
+            since=since,
+            explains=((C.GPU_XID_FAULT,) if any(x in ECC_XIDS for x, _, _ in xids) else ())
+            # An uncorrectable error makes the device plugin mark the GPU unhealthy, which costs capacity.
+            + (
+                (
+                    C.CRASHLOOP_CONFIG_ERROR,
+                    C.DEVICE_PLUGIN_UNHEALTHY,
+                    C.GPU_CAPACITY_SHORTAGE,
+                    C.GPU_FRAGMENTATION,
+                )
+                if dbe
+                else ()
+            ),
+            facts=_gpu_facts(node, gpu, dbe=dbe, sbe=sbe),
+            next_questions=[
+                "Are rows pending remap (DCGM_FI_DEV_ROW_REMAP_PENDING), and did remapping fail?"
+            ],
         )
-    elif is_subject and "GPUECCDoubleBitError" in di.alertnames:
-        out.append(
-            Finding(
-                C.GPU_ECC_ERRORS,
-                f"{label} counts no double-bit ECC errors at {hhmm(di.t)}.",
-                REFUTED,
-                0.7,
-                refutes=[gcite],
-                subject=gpu.ref,
-                sources=("prometheus",),
-                why="DBE counter is 0",
-            )
+    if is_subject and "GPUECCDoubleBitError" in di.alertnames:
+        return refuted(
+            C.GPU_ECC_ERRORS,
+            f"{label} counts no double-bit ECC errors at {hhmm(di.t)}.",
+            0.7,
+            [gcite],
+            gpu.ref,
+            ("prometheus",),
+            "DBE counter is 0",
         )
+    return None
 
+
+def _thermal_finding(
+    di: DiagnosisInput, node: EntityState, gpu: EntityState, xids: Xids, is_subject: bool
+) -> Finding | None:
+    """A GPU at or over the thermal limit, stronger when its SM clock fell with it."""
     temp = _series(di, TEMP_METRIC, gpu.name)
-    if temp is not None:
-        vals = [(ts, v) for ts, v in temp.points if ts <= di.t]
-        hot = [(ts, v) for ts, v in vals if v >= THERMAL_LIMIT_C]
-        if hot:
-            clock = _series(di, SM_CLOCK_METRIC, gpu.name)
-            throttled = ""
-            cites = [cite_series(temp)]
-            if clock is not None:
-                cv = [v for _, v in clock.points if v > 0]
-                if cv and min(cv) < 0.85 * max(cv):
-                    throttled = f"; SM clock fell from {max(cv):.0f} to {min(cv):.0f} MHz"
-                    cites.append(cite_series(clock))
-            out.append(
-                Finding(
-                    C.GPU_THERMAL_THROTTLING,
-                    f"{label} reached {max(v for _, v in hot):.0f} °C at {hhmm(hot[0][0])} (limit {THERMAL_LIMIT_C:.0f} °C)"
-                    f"{throttled}.",
-                    SUPPORTED,
-                    0.85 if throttled else 0.7,
-                    supports=cites,
-                    subject=gpu.ref,
-                    sources=("prometheus",),
-                    since=hot[0][0],
-                    facts={
-                        "node": node.name,
-                        "gpu": gpu.name,
-                        "index": gpu.get("index"),
-                        "max_c": max(v for _, v in hot),
-                    },
-                    next_questions=[
-                        f"Are the fans/airflow of {node.name} healthy, and are its sibling GPUs also hot?"
-                    ],
-                )
-            )
-        elif is_subject and "GPUHighTemperature" in di.alertnames and vals:
-            out.append(
-                Finding(
-                    C.GPU_THERMAL_THROTTLING,
-                    f"{label} stayed at or below {max(v for _, v in vals):.0f} °C.",
-                    REFUTED,
-                    0.7,
-                    refutes=[cite_series(temp)],
-                    subject=gpu.ref,
-                    sources=("prometheus",),
-                    why=f"below {THERMAL_LIMIT_C:.0f} °C",
-                )
-            )
+    if temp is None:
+        return None
+    label = _gpu_label(gpu)
+    vals = [(ts, v) for ts, v in temp.points if ts <= di.t]
+    hot = [(ts, v) for ts, v in vals if v >= THERMAL_LIMIT_C]
+    if hot:
+        clock = _series(di, SM_CLOCK_METRIC, gpu.name)
+        throttled = ""
+        cites = [cite_series(temp)]
+        if clock is not None:
+            cv = [v for _, v in clock.points if v > 0]
+            if cv and min(cv) < 0.85 * max(cv):
+                throttled = f"; SM clock fell from {max(cv):.0f} to {min(cv):.0f} MHz"
+                cites.append(cite_series(clock))
+        return Finding(
+            C.GPU_THERMAL_THROTTLING,
+            f"{label} reached {max(v for _, v in hot):.0f} °C at {hhmm(hot[0][0])} (limit {THERMAL_LIMIT_C:.0f} °C)"
+            f"{throttled}.",
+            SUPPORTED,
+            0.85 if throttled else 0.7,
+            supports=cites,
+            subject=gpu.ref,
+            sources=("prometheus",),
+            since=hot[0][0],
+            facts=_gpu_facts(node, gpu, max_c=max(v for _, v in hot)),
+            next_questions=[
+                f"Are the fans/airflow of {node.name} healthy, and are its sibling GPUs also hot?"
+            ],
+        )
+    if is_subject and "GPUHighTemperature" in di.alertnames and vals:
+        return refuted(
+            C.GPU_THERMAL_THROTTLING,
+            f"{label} stayed at or below {max(v for _, v in vals):.0f} °C.",
+            0.7,
+            [cite_series(temp)],
+            gpu.ref,
+            ("prometheus",),
+            f"below {THERMAL_LIMIT_C:.0f} °C",
+        )
+    return None
 
+
+def _nvlink_finding(
+    di: DiagnosisInput, node: EntityState, gpu: EntityState, xids: Xids, is_subject: bool
+) -> Finding | None:
+    """NVLink CRC flit errors rising in the window, or Xid 74 (NVIDIA's NVLink error), or both."""
+    label = _gpu_label(gpu)
     nv = _series(di, NVLINK_METRIC, gpu.name)
     vals = [v for ts, v in nv.points if ts <= di.t] if nv is not None else []
     rose = max(vals) - min(vals) if vals else 0
     xid74 = [(ts, c) for x, ts, c in xids if x == NVLINK_XID]
-    if rose > 0 or xid74:
-        words = (
-            f"{label}'s NVLink CRC flit error counter rose by {rose:.0f} in the window"
-            if rose > 0
-            else (f"{label} reported Xid {NVLINK_XID}, NVIDIA's NVLink error")
-        )
-        cites = ([cite_series(nv)] if nv is not None and rose > 0 else []) + [c for _, c in xid74[:1]]
-        out.append(
-            Finding(
-                C.NVLINK_ERRORS,
-                words
-                + (f"; Xid {NVLINK_XID} followed at {hhmm(xid74[0][0])}." if xid74 and rose > 0 else "."),
-                SUPPORTED,
-                0.8 if rose > 0 and xid74 else 0.6,
-                supports=cites,
-                subject=gpu.ref,
-                sources=("prometheus",),
-                since=xid74[0][0] if xid74 else None,
-                explains=(C.GPU_XID_FAULT,) if xid74 else (),
-                facts={"node": node.name, "gpu": gpu.name, "index": gpu.get("index"), "xid": NVLINK_XID},
-                next_questions=[
-                    "Does nvidia-smi nvlink -e show the same link erroring, and is Xid 74 logged?"
-                ],
-            )
-        )
-    return out
+    if not (rose > 0 or xid74):
+        return None
+    words = (
+        f"{label}'s NVLink CRC flit error counter rose by {rose:.0f} in the window"
+        if rose > 0
+        else (f"{label} reported Xid {NVLINK_XID}, NVIDIA's NVLink error")
+    )
+    cites = ([cite_series(nv)] if nv is not None and rose > 0 else []) + [c for _, c in xid74[:1]]
+    return Finding(
+        C.NVLINK_ERRORS,
+        words + (f"; Xid {NVLINK_XID} followed at {hhmm(xid74[0][0])}." if xid74 and rose > 0 else "."),
+        SUPPORTED,
+        0.8 if rose > 0 and xid74 else 0.6,
+        supports=cites,
+        subject=gpu.ref,
+        sources=("prometheus",),
+        since=xid74[0][0] if xid74 else None,
+        explains=(C.GPU_XID_FAULT,) if xid74 else (),
+        facts=_gpu_facts(node, gpu, xid=NVLINK_XID),
+        next_questions=["Does nvidia-smi nvlink -e show the same link erroring, and is Xid 74 logged?"],
+    )

@@ -11,9 +11,9 @@ from datetime import datetime
 from typing import Any
 
 from incidents.diagnosis import codes as C
+from incidents.diagnosis.build import refuted
 from incidents.diagnosis.fit import node_nominal_gpus
 from incidents.diagnosis.types import (
-    REFUTED,
     SUPPORTED,
     Cite,
     DiagnosisInput,
@@ -66,156 +66,168 @@ def condemned_gpus(di: DiagnosisInput, node: str) -> list[tuple[EntityState, str
 
 
 def node_findings(di: DiagnosisInput, node: EntityState, is_subject: bool) -> list[Finding]:
+    """Every node rule in turn: device plugin, GPUs gone from capacity, NotReady or cordoned."""
     out: list[Finding] = []
-    st = node.state
+    for rule in (_device_plugin_finding, _missing_gpus_finding, _unavailable_finding):
+        f = rule(di, node, is_subject)
+        if f is not None:
+            out.append(f)
+    return out
+
+
+def _gpu_counts(st: dict[str, Any]) -> tuple[int, int]:
+    """(capacity, allocatable) GPUs of a node state; allocatable is capacity when the state has none."""
     capacity = gpus_of(st.get("capacity") or {})
-    allocatable = gpus_of(st.get("allocatable") or {}) if "allocatable" in st else capacity
-    ready = bool(st.get("ready", True))
+    return capacity, gpus_of(st.get("allocatable") or {}) if "allocatable" in st else capacity
+
+
+def _device_plugin_finding(di: DiagnosisInput, node: EntityState, is_subject: bool) -> Finding | None:
+    """A Ready node advertising fewer allocatable GPUs than its capacity: the device plugin hides them,
+    rightly (the withdrawn GPUs are faulty: refuted) or not (supported)."""
+    capacity, allocatable = _gpu_counts(node.state)
+    ready = bool(node.state.get("ready", True))
     ncite = cite_state(node, di.t)
-    plugin_pods = [p for p in di.pods_bound_to(node.name) if "device-plugin" in p.name]
     condemned = condemned_gpus(di, node.name)
     if ready and capacity > allocatable and condemned and len(condemned) >= capacity - allocatable:
         # The plugin withdrew GPUs that are themselves faulty: it is doing its job; the GPU is the cause.
-        if is_subject:
-            words = ", ".join(f"GPU {g.get('index', '?')} ({why})" for g, why in condemned[:4])
-            out.append(
-                Finding(
-                    C.DEVICE_PLUGIN_UNHEALTHY,
-                    f"The device plugin on {node.name} is healthy: it advertises {allocatable} of {capacity} GPUs "
-                    f"because it withdrew {words}; the GPU's fault is the cause, not the plugin.",
-                    REFUTED,
-                    0.75,
-                    refutes=[ncite, *[cite_state(g, di.t) for g, _ in condemned[:2]]],
-                    subject=node.ref,
-                    sources=("k8s", "prometheus"),
-                    why="every withdrawn GPU has a fault of its own (double-bit ECC or a condemning Xid)",
-                )
-            )
-    elif ready and capacity > allocatable:
+        if not is_subject:
+            return None
+        words = ", ".join(f"GPU {g.get('index', '?')} ({why})" for g, why in condemned[:4])
+        return refuted(
+            C.DEVICE_PLUGIN_UNHEALTHY,
+            f"The device plugin on {node.name} is healthy: it advertises {allocatable} of {capacity} GPUs "
+            f"because it withdrew {words}; the GPU's fault is the cause, not the plugin.",
+            0.75,
+            [ncite, *[cite_state(g, di.t) for g, _ in condemned[:2]]],
+            node.ref,
+            ("k8s", "prometheus"),
+            "every withdrawn GPU has a fault of its own (double-bit ECC or a condemning Xid)",
+        )
+    if ready and capacity > allocatable:
         since = _first_change(di, node.ref, "nvidia.com/gpu") or _since_in_history(
             di, node, lambda s: gpus_of(s.get("allocatable") or {}) < gpus_of(s.get("capacity") or {})
         )
+        plugin_pods = [p for p in di.pods_bound_to(node.name) if "device-plugin" in p.name]
         pods = di.pods_on_node(node.name)
         cites: list[Cite] = [ncite, *[cite_state(p, di.t) for p in plugin_pods[:2]]]
-        out.append(
-            Finding(
-                C.DEVICE_PLUGIN_UNHEALTHY,
-                f"{node.name} is Ready but advertises {allocatable} of {capacity} GPUs as allocatable"
-                + (f" since {hhmm(since)}" if since else "")
-                + ": the NVIDIA device plugin reports them unhealthy.",
-                SUPPORTED,
-                0.85,
-                supports=cites,
-                subject=node.ref,
-                sources=("k8s",),
-                since=since,
-                explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.GPU_NODE_UNAVAILABLE),
-                facts={
-                    "node": node.name,
-                    "capacity": capacity,
-                    "allocatable": allocatable,
-                    "pods": [p.ref for p in pods],
-                },
-                next_questions=[
-                    f"What do the nvidia-device-plugin logs on {node.name} say?",
-                    "Did an Xid precede the drop in allocatable GPUs?",
-                ],
-            )
+        return Finding(
+            C.DEVICE_PLUGIN_UNHEALTHY,
+            f"{node.name} is Ready but advertises {allocatable} of {capacity} GPUs as allocatable"
+            + (f" since {hhmm(since)}" if since else "")
+            + ": the NVIDIA device plugin reports them unhealthy.",
+            SUPPORTED,
+            0.85,
+            supports=cites,
+            subject=node.ref,
+            sources=("k8s",),
+            since=since,
+            explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.GPU_NODE_UNAVAILABLE),
+            facts={
+                "node": node.name,
+                "capacity": capacity,
+                "allocatable": allocatable,
+                "pods": [p.ref for p in pods],
+            },
+            next_questions=[
+                f"What do the nvidia-device-plugin logs on {node.name} say?",
+                "Did an Xid precede the drop in allocatable GPUs?",
+            ],
         )
-    elif is_subject and ready and capacity:
-        out.append(
-            Finding(
-                C.DEVICE_PLUGIN_UNHEALTHY,
-                f"{node.name} advertises all {capacity} GPUs as allocatable.",
-                REFUTED,
-                0.7,
-                refutes=[ncite],
-                subject=node.ref,
-                sources=("k8s",),
-                why="allocatable equals capacity",
-            )
+    if is_subject and ready and capacity:
+        return refuted(
+            C.DEVICE_PLUGIN_UNHEALTHY,
+            f"{node.name} advertises all {capacity} GPUs as allocatable.",
+            0.7,
+            [ncite],
+            node.ref,
+            ("k8s",),
+            "allocatable equals capacity",
         )
+    return None
+
+
+def _missing_gpus_finding(di: DiagnosisInput, node: EntityState, is_subject: bool) -> Finding | None:
+    """A Ready node whose capacity fell below its nominal GPU count: a GPU vanished from the driver."""
+    capacity, _ = _gpu_counts(node.state)
     nominal = node_nominal_gpus(node, di.history.get(node.ref))
-    if ready and nominal > capacity:
-        since = _first_change(di, node.ref, "nvidia.com/gpu") or _since_in_history(
-            di, node, lambda s: gpus_of(s.get("capacity") or {}) < nominal
-        )
-        out.append(
-            Finding(
-                C.GPU_MISSING,
-                f"{node.name} advertises {capacity} of its {nominal} GPUs"
-                + (f" since {hhmm(since)}" if since else "")
-                + ": a GPU is no longer visible to the driver or the device plugin.",
-                SUPPORTED,
-                0.8,
-                supports=[ncite],
-                subject=node.ref,
-                sources=("k8s",),
-                since=since,
-                explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.DEVICE_PLUGIN_UNHEALTHY),
-                facts={"node": node.name, "capacity": capacity, "nominal": nominal},
-                next_questions=[
-                    f"Does nvidia-smi on {node.name} list {nominal} GPUs, and is there an Xid 79 in dmesg?"
-                ],
-            )
-        )
-    if not ready or st.get("unschedulable"):
-        what = (
-            "NotReady" + (f" ({st.get('ready_reason')})" if st.get("ready_reason") else "")
-            if not ready
-            else "cordoned"
-        )
-        since = _since_in_history(
-            di,
-            node,
-            lambda s: (
-                (not s.get("ready", True)) == (not ready)
-                and bool(s.get("unschedulable")) == bool(st.get("unschedulable"))
-            ),
-        )
-        pods = di.pods_on_node(node.name)
-        held = sum(int(p.get("gpus") or 0) for p in pods)
-        if is_subject or not ready:
-            out.append(
-                Finding(
-                    C.GPU_NODE_UNAVAILABLE,
-                    f"{node.name} is {what} since {hhmm(since)}; its {capacity} GPUs take no new pods"
-                    + (
-                        f" and {len(pods)} pod(s) holding {held} GPUs are stranded on it."
-                        if pods and not ready
-                        else "."
-                    ),
-                    SUPPORTED,
-                    0.85,
-                    supports=[ncite],
-                    subject=node.ref,
-                    sources=("k8s",),
-                    since=since,
-                    explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION),
-                    facts={
-                        "node": node.name,
-                        "ready": ready,
-                        "cordoned": bool(st.get("unschedulable")),
-                        "pods": [p.ref for p in pods],
-                    },
-                    next_questions=[
-                        f"Is the kubelet on {node.name} running, and is the node reachable?"
-                        if not ready
-                        else f"Who cordoned {node.name}, and why?"
-                    ],
-                )
-            )
-    elif is_subject and "NodeNotReady" in di.alertnames:
-        out.append(
-            Finding(
+    if not (node.state.get("ready", True) and nominal > capacity):
+        return None
+    since = _first_change(di, node.ref, "nvidia.com/gpu") or _since_in_history(
+        di, node, lambda s: gpus_of(s.get("capacity") or {}) < nominal
+    )
+    return Finding(
+        C.GPU_MISSING,
+        f"{node.name} advertises {capacity} of its {nominal} GPUs"
+        + (f" since {hhmm(since)}" if since else "")
+        + ": a GPU is no longer visible to the driver or the device plugin.",
+        SUPPORTED,
+        0.8,
+        supports=[cite_state(node, di.t)],
+        subject=node.ref,
+        sources=("k8s",),
+        since=since,
+        explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION, C.DEVICE_PLUGIN_UNHEALTHY),
+        facts={"node": node.name, "capacity": capacity, "nominal": nominal},
+        next_questions=[
+            f"Does nvidia-smi on {node.name} list {nominal} GPUs, and is there an Xid 79 in dmesg?"
+        ],
+    )
+
+
+def _unavailable_finding(di: DiagnosisInput, node: EntityState, is_subject: bool) -> Finding | None:
+    """A NotReady or cordoned node: its GPUs take no new pods, and a NotReady one strands its pods."""
+    st = node.state
+    capacity, _ = _gpu_counts(st)
+    ready = bool(st.get("ready", True))
+    if ready and not st.get("unschedulable"):
+        if is_subject and "NodeNotReady" in di.alertnames:
+            return refuted(
                 C.GPU_NODE_UNAVAILABLE,
                 f"{node.name} is Ready and schedulable at {hhmm(di.t)}.",
-                REFUTED,
                 0.7,
-                refutes=[ncite],
-                subject=node.ref,
-                sources=("k8s",),
-                why="node Ready",
+                [cite_state(node, di.t)],
+                node.ref,
+                ("k8s",),
+                "node Ready",
             )
-        )
-    return out
+        return None
+    if not (is_subject or not ready):
+        return None
+    what = (
+        "NotReady" + (f" ({st.get('ready_reason')})" if st.get("ready_reason") else "")
+        if not ready
+        else "cordoned"
+    )
+    since = _since_in_history(
+        di,
+        node,
+        lambda s: (
+            (not s.get("ready", True)) == (not ready)
+            and bool(s.get("unschedulable")) == bool(st.get("unschedulable"))
+        ),
+    )
+    pods = di.pods_on_node(node.name)
+    held = sum(int(p.get("gpus") or 0) for p in pods)
+    return Finding(
+        C.GPU_NODE_UNAVAILABLE,
+        f"{node.name} is {what} since {hhmm(since)}; its {capacity} GPUs take no new pods"
+        + (f" and {len(pods)} pod(s) holding {held} GPUs are stranded on it." if pods and not ready else "."),
+        SUPPORTED,
+        0.85,
+        supports=[cite_state(node, di.t)],
+        subject=node.ref,
+        sources=("k8s",),
+        since=since,
+        explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION),
+        facts={
+            "node": node.name,
+            "ready": ready,
+            "cordoned": bool(st.get("unschedulable")),
+            "pods": [p.ref for p in pods],
+        },
+        next_questions=[
+            f"Is the kubelet on {node.name} running, and is the node reachable?"
+            if not ready
+            else f"Who cordoned {node.name}, and why?"
+        ],
+    )

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from incidents.diagnosis import codes as C
+from incidents.diagnosis.build import refuted
 from incidents.diagnosis.types import (
-    REFUTED,
     SUPPORTED,
     Cite,
     DiagnosisInput,
@@ -123,141 +123,171 @@ def explaining_line(lines: list[str]) -> tuple[str, str] | None:
 
 
 def pod_findings(di: DiagnosisInput, pod: EntityState) -> list[Finding]:
-    out: list[Finding] = []
-    pcite = cite_state(pod, di.t)
+    """Every container rule in turn: image pull, then for a crashed container OOM, CUDA OOM or crash loop."""
     logs = _logs_of(di, pod)
-    log_lines = [ln for lg in logs for ln in lg.lines]
-    cuda_line = next((ln for ln in reversed(log_lines) if CUDA_OOM.search(ln)), None)
-    log_cites: list[Cite] = [lg.obs_id for lg in logs if lg.obs_id is not None]
+    out: list[Finding] = []
     for c in _containers(pod):
-        waiting = (c.get("state") or {}).get("waiting") or {}
-        term = (c.get("last_state") or {}).get("terminated") or (c.get("state") or {}).get("terminated") or {}
-        reason = waiting.get("reason") or ""
-        restarts = int(c.get("restart_count") or 0)
-        exit_code = term.get("exitCode", term.get("exit_code"))
-        t_reason = term.get("reason") or ""
-        name = f"{pod.ref.label} container {c.get('name', 'main')}"
-
-        if reason in PULL_REASONS:
-            out.append(_image_pull(di, pod, c, reason, waiting.get("message") or "", pcite))
-            continue
-        crashed = (
-            reason in CRASH_REASONS or (restarts > 0 and term) or (t_reason and exit_code not in (None, 0))
-        )
-        if not crashed:
-            continue
-        if t_reason == "OOMKilled" or (exit_code == 137 and t_reason != "Error" and not cuda_line):
-            out.append(
-                Finding(
-                    C.OOM_KILLED,
-                    f"{name} was OOMKilled (exit {exit_code}) after {restarts} restart(s): the container "
-                    "hit its memory limit (host memory, not GPU memory).",
-                    SUPPORTED,
-                    0.9,
-                    supports=[pcite, *log_cites],
-                    subject=pod.ref,
-                    sources=("k8s",),
-                    since=parse_ts(term.get("finishedAt")),
-                    facts={"pod": pod.ref, "container": c.get("name"), "exit_code": exit_code},
-                    next_questions=[
-                        "What is the container's memory limit, and does the data loader's memory grow?"
-                    ],
-                )
-            )
-            if cuda_line is None:
-                out.append(
-                    Finding(
-                        C.GPU_OOM,
-                        f"No CUDA out-of-memory line in {name}'s log: the OOM is host memory.",
-                        REFUTED,
-                        0.6,
-                        refutes=[pcite, *log_cites],
-                        subject=pod.ref,
-                        sources=("log",),
-                        why="termination reason OOMKilled and no CUDA OOM in the log",
-                    )
-                )
-            continue
-        if cuda_line is not None:
-            out.append(
-                Finding(
-                    C.GPU_OOM,
-                    f"{name} exits {exit_code if exit_code is not None else '?'} with CUDA out of memory "
-                    f"({cuda_line.strip()[:160]}): the model or batch does not fit the GPU's memory.",
-                    SUPPORTED,
-                    0.9,
-                    supports=[*log_cites, pcite] if log_cites else [pcite],
-                    subject=pod.ref,
-                    sources=("log",),
-                    since=parse_ts(term.get("finishedAt")),
-                    facts={
-                        "pod": pod.ref,
-                        "container": c.get("name"),
-                        "line": cuda_line,
-                        "gpus": pod.get("gpus"),
-                    },
-                    next_questions=[
-                        "Did the batch size, sequence length or model change with the last image?"
-                    ],
-                )
-            )
-            out.append(
-                Finding(
-                    C.OOM_KILLED,
-                    f"{name} was not OOMKilled by the kernel (reason {t_reason or 'unknown'}, "
-                    f"exit {exit_code}).",
-                    REFUTED,
-                    0.7,
-                    refutes=[pcite],
-                    subject=pod.ref,
-                    sources=("k8s",),
-                    why="the termination reason is not OOMKilled; the log shows a CUDA OOM instead",
-                )
-            )
-            continue
-        line = explaining_line(log_lines)
-        if line is not None:
-            text, meaning = line
-            conf = 0.85 if meaning not in ("an error",) else 0.6
-            out.append(
-                Finding(
-                    C.CRASHLOOP_CONFIG_ERROR,
-                    f"{name} is in {reason or 'a crash loop'} after {restarts} restart(s), exit code {exit_code} "
-                    f"({t_reason or 'Error'}); the log shows {meaning}: {text[:200]}",
-                    SUPPORTED,
-                    conf,
-                    supports=[*log_cites, pcite] if log_cites else [pcite],
-                    subject=pod.ref,
-                    sources=("k8s", "log"),
-                    since=parse_ts(term.get("finishedAt")),
-                    facts={
-                        "pod": pod.ref,
-                        "container": c.get("name"),
-                        "line": text,
-                        "meaning": meaning,
-                        "exit_code": exit_code,
-                        "image": c.get("image"),
-                    },
-                    next_questions=["Which config/volume/secret does the job expect, and did it change?"],
-                )
-            )
-        else:
-            out.append(
-                Finding(
-                    C.CRASHLOOP_CONFIG_ERROR,
-                    f"{name} is in {reason or 'a crash loop'} after {restarts} restart(s), exit code {exit_code}; "
-                    "no log line explains it" + (" (log not collected)" if not logs else "") + ".",
-                    "unverified",
-                    0.35,
-                    supports=[pcite],
-                    subject=pod.ref,
-                    sources=("k8s", "log"),
-                    why="the log does not say why" if logs else "no log was collected",
-                    facts={"pod": pod.ref, "container": c.get("name"), "exit_code": exit_code},
-                    next_questions=[f"What does `kubectl logs --previous {pod.name}` show?"],
-                )
-            )
+        out.extend(_container_findings(di, pod, c, logs))
     return out
+
+
+class _Crash(NamedTuple):
+    """A crashed container and what its pod's log says: the facts every crash rule reads."""
+
+    pod: EntityState
+    container: dict[str, Any]
+    name: str  # "<ns>/<pod> container <name>"
+    reason: str  # the waiting reason (CrashLoopBackOff, …)
+    restarts: int
+    exit_code: Any
+    t_reason: str  # the termination reason (OOMKilled, Error, …)
+    term: dict[str, Any]
+    pcite: Cite
+    logs: list[LogRec]
+    log_lines: list[str]
+    log_cites: list[Cite]
+    cuda_line: str | None
+
+
+def _container_findings(
+    di: DiagnosisInput, pod: EntityState, c: dict[str, Any], logs: list[LogRec]
+) -> list[Finding]:
+    pcite = cite_state(pod, di.t)
+    waiting = (c.get("state") or {}).get("waiting") or {}
+    term = (c.get("last_state") or {}).get("terminated") or (c.get("state") or {}).get("terminated") or {}
+    reason = waiting.get("reason") or ""
+    restarts = int(c.get("restart_count") or 0)
+    exit_code = term.get("exitCode", term.get("exit_code"))
+    t_reason = term.get("reason") or ""
+    if reason in PULL_REASONS:
+        return [_image_pull(di, pod, c, reason, waiting.get("message") or "", pcite)]
+    crashed = reason in CRASH_REASONS or (restarts > 0 and term) or (t_reason and exit_code not in (None, 0))
+    if not crashed:
+        return []
+    log_lines = [ln for lg in logs for ln in lg.lines]
+    crash = _Crash(
+        pod,
+        c,
+        f"{pod.ref.label} container {c.get('name', 'main')}",
+        reason,
+        restarts,
+        exit_code,
+        t_reason,
+        term,
+        pcite,
+        logs,
+        log_lines,
+        [lg.obs_id for lg in logs if lg.obs_id is not None],
+        next((ln for ln in reversed(log_lines) if CUDA_OOM.search(ln)), None),
+    )
+    if t_reason == "OOMKilled" or (exit_code == 137 and t_reason != "Error" and not crash.cuda_line):
+        return _oom_killed_findings(crash)
+    if crash.cuda_line is not None:
+        return _cuda_oom_findings(crash)
+    return [_crashloop_finding(crash)]
+
+
+def _oom_killed_findings(crash: _Crash) -> list[Finding]:
+    """The kernel OOM-killed the container (host memory); without a CUDA OOM line, GPU OOM is refuted."""
+    pod, c = crash.pod, crash.container
+    out = [
+        Finding(
+            C.OOM_KILLED,
+            f"{crash.name} was OOMKilled (exit {crash.exit_code}) after {crash.restarts} restart(s): the container "
+            "hit its memory limit (host memory, not GPU memory).",
+            SUPPORTED,
+            0.9,
+            supports=[crash.pcite, *crash.log_cites],
+            subject=pod.ref,
+            sources=("k8s",),
+            since=parse_ts(crash.term.get("finishedAt")),
+            facts={"pod": pod.ref, "container": c.get("name"), "exit_code": crash.exit_code},
+            next_questions=["What is the container's memory limit, and does the data loader's memory grow?"],
+        )
+    ]
+    if crash.cuda_line is None:
+        out.append(
+            refuted(
+                C.GPU_OOM,
+                f"No CUDA out-of-memory line in {crash.name}'s log: the OOM is host memory.",
+                0.6,
+                [crash.pcite, *crash.log_cites],
+                pod.ref,
+                ("log",),
+                "termination reason OOMKilled and no CUDA OOM in the log",
+            )
+        )
+    return out
+
+
+def _cuda_oom_findings(crash: _Crash) -> list[Finding]:
+    """CUDA out of memory in the log (GPU memory), and so not the kernel's OOM kill."""
+    pod, c, cuda_line, exit_code = crash.pod, crash.container, crash.cuda_line or "", crash.exit_code
+    return [
+        Finding(
+            C.GPU_OOM,
+            f"{crash.name} exits {exit_code if exit_code is not None else '?'} with CUDA out of memory "
+            f"({cuda_line.strip()[:160]}): the model or batch does not fit the GPU's memory.",
+            SUPPORTED,
+            0.9,
+            supports=[*crash.log_cites, crash.pcite] if crash.log_cites else [crash.pcite],
+            subject=pod.ref,
+            sources=("log",),
+            since=parse_ts(crash.term.get("finishedAt")),
+            facts={"pod": pod.ref, "container": c.get("name"), "line": cuda_line, "gpus": pod.get("gpus")},
+            next_questions=["Did the batch size, sequence length or model change with the last image?"],
+        ),
+        refuted(
+            C.OOM_KILLED,
+            f"{crash.name} was not OOMKilled by the kernel (reason {crash.t_reason or 'unknown'}, "
+            f"exit {exit_code}).",
+            0.7,
+            [crash.pcite],
+            pod.ref,
+            ("k8s",),
+            "the termination reason is not OOMKilled; the log shows a CUDA OOM instead",
+        ),
+    ]
+
+
+def _crashloop_finding(crash: _Crash) -> Finding:
+    """A crash loop and the log line that explains it (supported), or none does (unverified)."""
+    pod, c, name, exit_code = crash.pod, crash.container, crash.name, crash.exit_code
+    loop = f"{name} is in {crash.reason or 'a crash loop'} after {crash.restarts} restart(s), exit code {exit_code}"
+    line = explaining_line(crash.log_lines)
+    if line is None:
+        return Finding(
+            C.CRASHLOOP_CONFIG_ERROR,
+            f"{loop}; no log line explains it" + (" (log not collected)" if not crash.logs else "") + ".",
+            "unverified",
+            0.35,
+            supports=[crash.pcite],
+            subject=pod.ref,
+            sources=("k8s", "log"),
+            why="the log does not say why" if crash.logs else "no log was collected",
+            facts={"pod": pod.ref, "container": c.get("name"), "exit_code": exit_code},
+            next_questions=[f"What does `kubectl logs --previous {pod.name}` show?"],
+        )
+    text, meaning = line
+    return Finding(
+        C.CRASHLOOP_CONFIG_ERROR,
+        f"{loop} ({crash.t_reason or 'Error'}); the log shows {meaning}: {text[:200]}",
+        SUPPORTED,
+        0.85 if meaning not in ("an error",) else 0.6,
+        supports=[*crash.log_cites, crash.pcite] if crash.log_cites else [crash.pcite],
+        subject=pod.ref,
+        sources=("k8s", "log"),
+        since=parse_ts(crash.term.get("finishedAt")),
+        facts={
+            "pod": pod.ref,
+            "container": c.get("name"),
+            "line": text,
+            "meaning": meaning,
+            "exit_code": exit_code,
+            "image": c.get("image"),
+        },
+        next_questions=["Which config/volume/secret does the job expect, and did it change?"],
+    )
 
 
 def _image_pull(
