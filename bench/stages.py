@@ -13,6 +13,7 @@ Nothing here changes what runs: the wrappers call the original and only read the
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ class Stages:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._undo: list[tuple[Any, str, Any]] = []
+        self.last_args: dict[str, tuple[Any, ...]] = {}  # the latest call's arguments, per stage
 
     def wrap(self, owner: Any, attr: str, name: str) -> None:
         original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
@@ -33,6 +35,7 @@ class Stages:
 
         @functools.wraps(func)
         def timed(*args: Any, **kwargs: Any) -> Any:
+            self.last_args[name] = args
             stack = self._stack()
             stack.append(0.0)  # time spent in nested stages
             t0 = time.perf_counter()
@@ -64,6 +67,21 @@ class Stages:
     def table(self) -> list[tuple[str, float, int]]:
         return sorted(((k, v, self.calls[k]) for k, v in self.total.items()), key=lambda r: -r[1])
 
+    def report_every(self, seconds: float, out: Callable[[str], None] = print) -> threading.Event:
+        """Print the simulated time and the stage table every ``seconds`` until the returned event is set."""
+        stop = threading.Event()
+        started = time.perf_counter()
+
+        def run() -> None:
+            while not stop.wait(seconds):
+                args = self.last_args.get("engine ticks")
+                at = f"{args[1]:%H:%M}" if args and len(args) > 1 else "?"
+                rows = ", ".join(f"{n} {v:.0f} s/{c}" for n, v, c in self.table()[:8])
+                out(f"  [{time.perf_counter() - started:.0f} s wall, simulated {at}, load {load()}] {rows}")
+
+        threading.Thread(target=run, daemon=True).start()
+        return stop
+
 
 def pipeline_stages() -> Stages:
     """Wrap the stages of a ``run_scenario`` run (call before it starts; Django must be set up)."""
@@ -94,3 +112,20 @@ def pipeline_stages() -> Stages:
     s.wrap(diagnose, "diagnose_incident", "diagnosis")
     s.wrap(diagnose, "rediagnose_changed", "rediagnosis after sweeps")
     return s
+
+
+def ensure_database(url: str) -> None:
+    if not url.startswith(("postgres://", "postgresql://")):
+        return
+    from urllib.parse import urlparse
+
+    import psycopg
+
+    name = urlparse(url).path.lstrip("/")
+    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def load() -> str:
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())

@@ -49,23 +49,6 @@ NODES_CSV = "openb_node_list_gpu_node.csv"
 PODS_CSV = "openb_pod_list_default.csv"
 
 
-def ensure_database(url: str) -> None:
-    if not url.startswith(("postgres://", "postgresql://")):
-        return
-    from urllib.parse import urlparse
-
-    import psycopg
-
-    name = urlparse(url).path.lstrip("/")
-    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def load() -> str:
-    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--csv", required=True, help=f"directory holding {NODES_CSV} and {PODS_CSV}")
@@ -73,6 +56,9 @@ def main() -> int:
     ap.add_argument("--hours", type=int, default=6, help="simulated span (default 6 h: 360 ticks)")
     ap.add_argument("--write-only", metavar="FILE", help="write the scenario file and stop")
     ap.add_argument("--json", action="store_true", help="print one JSON line of figures at the end")
+    ap.add_argument(
+        "--progress", type=float, default=60, metavar="S", help="print stage times every S s (0: off)"
+    )
     args = ap.parse_args()
 
     from collectors.sim.openb import TraceError, trace_scenario
@@ -92,25 +78,30 @@ def main() -> int:
         print(f"wrote {out} ({len(text) / 1e6:.1f} MB)")
         return 0
 
+    sys.path.insert(0, str(ROOT / "bench"))
+    from stages import ensure_database, load, pipeline_stages
+
     ensure_database(os.environ["DATABASE_URL"])
     import django
 
     django.setup()
     from django.core.management import call_command
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    from stages import pipeline_stages
-
     call_command("migrate", verbosity=0, interactive=False)
     call_command("flush", verbosity=0, interactive=False)
     stages = pipeline_stages()
     print(f"scenario {out}; load average {load()}", flush=True)
+    reporter = (
+        stages.report_every(args.progress, lambda line: print(line, flush=True)) if args.progress else None
+    )
     buf = io.StringIO()
     t0 = time.perf_counter()
     cpu0 = time.process_time()
     call_command("run_scenario", str(out), "--database", "configured", "--json", stdout=buf)
     wall = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
+    if reporter is not None:
+        reporter.set()
     stages.restore()
     doc = json.loads(buf.getvalue())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
