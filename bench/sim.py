@@ -11,6 +11,15 @@ serves in under 3 s.
 
 The default path drives the real engine (collectors.sim.engine), whose tick cost
 grows with the number of pods; ``--max-ticks`` bounds the run.
+
+``--pipeline`` (issue 16) fast-forwards a busy 12 h cluster of 200 nodes (1,600 GPUs, ten projects, ~2,000
+jobs, a GPU off the bus, a NotReady node, a crash loop and a quota cut) through the whole pipeline, exactly
+as ``manage.py run_scenario FILE --database configured --json`` does, on the PostgreSQL database of
+DATABASE_URL (default postgres://postgres@127.0.0.1:5432/rcaweb_trace; created, migrated and emptied first),
+and prints wall time, peak memory, incidents and the time per stage (bench/stages.py), evidence and
+diagnosis included. Target: ≤ 5 minutes.
+
+    .venv/bin/python bench/sim.py --pipeline [--nodes 200] [--hours 12] [--jobs 2000]
 """
 
 from __future__ import annotations
@@ -178,6 +187,126 @@ def scenario_text(nodes: int, pods: int, hours: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+PIPELINE_PROJECTS = (
+    "vision",
+    "nlp",
+    "speech",
+    "recsys",
+    "research",
+    "robotics",
+    "search",
+    "ads",
+    "llm",
+    "infra",
+)
+
+
+def pipeline_scenario(nodes: int, hours: int, jobs: int) -> str:
+    """The issue 16 cluster: two pools of 8-GPU nodes, ten projects sharing the GPUs, ``jobs`` jobs arriving
+    over the span (sized 1-8 GPUs, some gangs), and four faults with the alerts that report them."""
+    h100 = nodes // 2
+    a100 = nodes - h100
+    width = {"h100": max(2, len(str(h100))), "a100": max(2, len(str(a100)))}
+    n = lambda pool, i: f"{pool}-{i:0{width[pool]}d}"  # noqa: E731
+    gpus = nodes * 8
+    quota = gpus // len(PIPELINE_PROJECTS)
+    per = max(1, (jobs - 2) // len(PIPELINE_PROJECTS))
+    every = max(1, hours * 3600 * 9 // 10 // per)
+    lines = [
+        "format: 1",
+        f"name: bench-pipeline-{nodes}",
+        f"summary: A busy {nodes}-node cluster over {hours} h for bench/sim.py --pipeline (issue 16).",
+        "start: 2026-11-29T00:00:00Z",
+        f"duration: {hours}h",
+        "seed: 16",
+        "cluster:",
+        "  name: gpu-bench",
+        "  scheduler: kai",
+        "  nodepools:",
+        f"    - {{name: h100, nodes: {h100}, gpus_per_node: 8, gpu_product: NVIDIA-H100-80GB-HBM3}}",
+        f"    - {{name: a100, nodes: {a100}, gpus_per_node: 8, gpu_product: NVIDIA-A100-SXM4-80GB}}",
+        "projects:",
+    ]
+    for i, name in enumerate(PIPELINE_PROJECTS):
+        lines.append(
+            f"  - {{name: {name}, quota: {{gpu: {quota}}}, limit: {{gpu: {quota * 2}}}, priority: {i % 3 * 10}}}"
+        )
+    lines += [
+        "jobs:",
+        "  - {name: asr-finetune, project: speech, submit: 20m, pods: 1, gpus_per_pod: 4,"
+        " failure: {kind: crashloop, log: \"KeyError: 'tokenizer_path'\"}}",
+        "  - {name: resnet-train, project: vision, submit: 3h15m, pods: 4, gpus_per_pod: 8, runtime: 2h}",
+    ]
+    for i, name in enumerate(PIPELINE_PROJECTS):
+        sizes = "[1, 2, 4, 8]" if i % 2 else "[1, 2, 4]"
+        lines.append(
+            f"  - generate: {{count: {per}, project: {name}, pods: {1 + i % 2}, gpus_per_pod: {sizes}, "
+            f"submit_every: {every}s, runtime: [20m, 3h], name_prefix: {name}-batch}}"
+        )
+    lines += [
+        "events:",
+        "  - {at: 3h, quota: {project: vision, quota: {gpu: 8}, limit: {gpu: 8}}, actor: platform-admin}",
+        f"  - {{at: 2h, xid: {{node: {n('h100', 3)}, gpu: 4, code: 79}}}}",
+        f"  - {{at: 5h, node_ready: {{node: {n('a100', 7)}, ready: false}}}}",
+        f"  - {{at: 7h, resolve: {{node: {n('a100', 7)}}}}}",
+        "alerts:",
+        "  - {name: GPUJobPendingTooLong, for: 15m}",
+        "  - {name: GPUXidError}",
+        "  - {name: GPUMissing}",
+        "  - {name: NodeNotReady, for: 5m}",
+        "  - {name: PodCrashLooping, for: 10m}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def pipeline_main(args: argparse.Namespace) -> None:
+    """``--pipeline``: the scenario through run_scenario on PostgreSQL, with the time per stage."""
+    import io
+    import os
+
+    os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rcaweb_trace")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rcaweb.settings")
+    os.environ.setdefault("RCAWEB_SECRET_KEY", "bench-only-secret")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from stages import ensure_database, load, pipeline_stages
+
+    ensure_database(os.environ["DATABASE_URL"])
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    path = Path(__file__).resolve().parent.parent / "var" / "bench" / f"pipeline-{args.nodes}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(pipeline_scenario(args.nodes, args.hours, args.jobs))
+    call_command("migrate", verbosity=0, interactive=False)
+    call_command("flush", verbosity=0, interactive=False)
+    stages = pipeline_stages()
+    print(
+        f"scenario {path}: {args.nodes} nodes, {args.nodes * 8} GPUs, {args.hours} h; load average {load()}"
+    )
+    reporter = (
+        stages.report_every(args.progress, lambda line: print(line, flush=True)) if args.progress else None
+    )
+    buf = io.StringIO()
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    call_command("run_scenario", str(path), "--database", "configured", "--json", stdout=buf)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    if reporter is not None:
+        reporter.set()
+    stages.restore()
+    doc = json.loads(buf.getvalue())
+    jobs = len(load_scenario(str(path)).jobs)
+    print(
+        f"{jobs} jobs -> {len(doc['incidents'])} incidents; wall {wall:.0f} s (process CPU {cpu:.0f} s), "
+        f"peak memory {peak_mib():.0f} MiB, load average {load()}"
+    )
+    print(f"{'stage':40} {'seconds':>8} {'calls':>7}")
+    for name, secs, calls in stages.table():
+        print(f"{name:40} {secs:8.1f} {calls:7d}")
+    print(f"target: the whole pipeline in ≤ 5 min -> {'meets' if wall <= 300 else 'misses'} ({wall:.0f} s)")
+
+
 def table_listing(server: SimServer) -> tuple[float, int]:
     """What ``kubectl get pods -A`` makes the API server do: Table pages of 500 over HTTPS, following continue."""
     import urllib.parse
@@ -215,7 +344,21 @@ def main() -> None:
     parser.add_argument(
         "--serving-only", action="store_true", help="build the fleet from state objects, without the engine"
     )
+    parser.add_argument(
+        "--pipeline", action="store_true", help="the 12 h / 200-node cluster through the whole pipeline"
+    )
+    parser.add_argument("--jobs", type=int, default=2000, help="--pipeline: jobs over the span")
+    parser.add_argument(
+        "--progress", type=float, default=60, help="--pipeline: stage times every N s (0: off)"
+    )
     args = parser.parse_args()
+    if args.pipeline:
+        if "--nodes" not in sys.argv:
+            args.nodes = 200
+        if "--hours" not in sys.argv:
+            args.hours = 12
+        pipeline_main(args)
+        return
 
     t = time.perf_counter()
     if args.serving_only:

@@ -29,9 +29,7 @@ from incidents.models import Alert, DiagnosisRun, Hypothesis, Incident, Incident
 
 logger = logging.getLogger(__name__)
 
-SWEEP_EVERY = timedelta(
-    minutes=15
-)  # idle cadence; a sweep also runs whenever an alert starts pending or firing
+SWEEP_EVERY = timedelta(minutes=15)  # idle cadence; sweeps also run when alerts fire (see the loop)
 TELEMETRY_EVERY = timedelta(minutes=30)  # fleet samples; incident evidence reads Prometheus live
 EVENTS_EVERY = timedelta(minutes=10)  # well inside the 1 h event TTL
 INLINE_DRAIN_S = 600
@@ -102,15 +100,19 @@ class _Server:
             conn.dec_thread_sharing()
 
 
-def run_scenario_file(path: str, *, sweep_every: timedelta = SWEEP_EVERY, log: Any = None) -> RunResult:
-    """Simulate the scenario at ``path`` end to end; raises ``ScenarioError`` (with ``problems``) for a bad file."""
+def run_scenario_file(path: Any, *, sweep_every: timedelta = SWEEP_EVERY, log: Any = None) -> RunResult:
+    """Simulate the scenario at ``path`` end to end; raises ``ScenarioError`` (with ``problems``) for a bad file.
+
+    ``path`` may also be a ``Scenario`` already loaded (``manage.py run_scenario`` validates the file first:
+    a file of 8,000 jobs is then read once, not twice).
+    """
     from collectors.sim.engine.world import World
-    from collectors.sim.scenario import load_scenario
+    from collectors.sim.scenario import Scenario, load_scenario
     from collectors.sim.server import SimServer
     from collectors.sweep import sweep_cluster, sweep_events, sweep_telemetry
     from incidents.lifecycle import settle
 
-    scenario = load_scenario(path)
+    scenario = path if isinstance(path, Scenario) else load_scenario(path)
     started = time.monotonic()
     world = World.from_scenario(scenario)
     token = secrets.token_urlsafe(24)
@@ -135,14 +137,23 @@ def run_scenario_file(path: str, *, sweep_every: timedelta = SWEEP_EVERY, log: A
             last_sweep = last_tel = last_ev = None
             sweeps = 0
             notified: set[str] = set()
+            held: set[str] = set()  # pending at the previous check
             while True:
-                # Sweep at the idle cadence, and right away when an alert starts pending or firing: Alertmanager sends it
+                # Sweep at the idle cadence, and right away when an alert starts firing: Alertmanager sends it
                 # group_wait (30 s) later, i.e. during the next advance, and the intake must then find the
                 # inventory of the moment it fired.
-                # A condition that starts holding (pending) is swept too: it dates the symptom's onset.
-                active = {f"{a['fingerprint']}:{a.get('status')}" for a in world.alerts(include_pending=True)}
-                fresh = bool(active - notified)
-                notified |= active
+                # A condition that starts holding (pending) is swept too, once it has held through a whole
+                # tick: it dates the symptom before the alert fires (a `for` of a tick or more, so still
+                # before its onset), while a pod bound this tick, Pending only until its container starts
+                # seconds later, makes a pending alert that never fires and needs no sweep of its own.
+                firing, pending = set(), set()
+                for a in world.alerts(include_pending=True):
+                    key = f"{a['fingerprint']}:{a.get('status')}"
+                    (firing if a.get("status") == "firing" else pending).add(key)
+                due = firing | (pending & held)
+                held = pending
+                fresh = bool(due - notified)
+                notified |= due
                 t0 = time.monotonic()
                 with web.busy:  # wait for a pipeline run still in flight
                     # Without workers the intake answered first and the in-process worker groups, collects and

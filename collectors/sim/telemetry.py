@@ -34,6 +34,15 @@ METRICS = (
     "DCGM_FI_PROF_DRAM_ACTIVE",
 )
 THROTTLE_TEMP_C = 85.0
+_ZERO_WHEN_IDLE = frozenset(
+    (
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+    )
+)
 # (TDP W, idle W, max SM clock MHz, memory clock MHz, framebuffer reserved MiB)
 _PRODUCTS = (
     ("H100", (700.0, 70.0, 1980, 2619, 530)),
@@ -77,6 +86,8 @@ class Steps:
             self.v.append(v)
 
     def at(self, t: float) -> Any:
+        if len(self.t) == 1:  # most series never change: no bisection
+            return self.v[0] if t >= self.t[0] else None
         i = bisect_right(self.t, t) - 1
         return self.v[i] if i >= 0 else None
 
@@ -126,6 +137,9 @@ class Telemetry:
         self.node_up: dict[str, Steps] = {}
         self.now = 0.0
         self._last_prune = 0.0
+        # The last minute's noise() per (GPU, metric): a range query reads a series' samples in time order,
+        # four per minute at a 15 s scrape, so the hash is computed once a minute, not once a sample.
+        self._noise: dict[tuple[str, str], tuple[int, float]] = {}
 
     # Recording (the engine calls these as things happen)
 
@@ -190,8 +204,14 @@ class Telemetry:
 
     def noise(self, uuid: str, metric: str, ts: float) -> float:
         """Uniform in [-0.5, 0.5), stable for (seed, GPU, metric, minute)."""
-        h = hashlib.blake2b(f"{self.seed}|{uuid}|{metric}|{int(ts // 60)}".encode(), digest_size=8).digest()
-        return int.from_bytes(h, "big") / 2**64 - 0.5
+        minute = int(ts // 60)
+        last = self._noise.get((uuid, metric))
+        if last is not None and last[0] == minute:
+            return last[1]
+        h = hashlib.blake2b(f"{self.seed}|{uuid}|{metric}|{minute}".encode(), digest_size=8).digest()
+        value = int.from_bytes(h, "big") / 2**64 - 0.5
+        self._noise[(uuid, metric)] = (minute, value)
+        return value
 
     def value(self, node: str, index: int, metric: str, t: datetime) -> float | None:
         if metric not in METRICS:
@@ -200,10 +220,24 @@ class Telemetry:
         s = self._series(node, index, ts)
         if s is None:
             return None
+        # Counters and clocks need neither the load nor the noise: only what the metric reads is computed.
+        if metric == "DCGM_FI_DEV_XID_ERRORS":
+            return float(s.xid.at(ts))
+        if metric == "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL":
+            return float(s.ecc.at(ts)[0])
+        if metric == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL":
+            return float(s.ecc.at(ts)[1])
+        if metric == "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL":
+            count, rate, t0 = s.nvlink.at(ts)
+            return float(int(count + rate * max(0.0, ts - t0)))
         tdp, idle_w, max_clock, mem_clock, reserved = s.specs
+        if metric == "DCGM_FI_DEV_MEM_CLOCK":
+            return float(mem_clock)
         pod, level, fb = s.activity.at(ts)
-        n = self.noise(s.uuid, metric, ts)
         busy = level > 0.0
+        if not busy and metric in _ZERO_WHEN_IDLE:
+            return 0.0
+        n = self.noise(s.uuid, metric, ts)
         if metric == "DCGM_FI_PROF_SM_ACTIVE":
             return round(_clamp(level + 0.04 * n), 4) if busy else 0.0
         if metric == "DCGM_FI_PROF_GR_ENGINE_ACTIVE":
@@ -232,13 +266,4 @@ class Telemetry:
         if metric == "DCGM_FI_DEV_SM_CLOCK":
             clock = max_clock if level >= 0.02 else 345
             return float(int(clock * 0.62) if throttled else clock)
-        if metric == "DCGM_FI_DEV_MEM_CLOCK":
-            return float(mem_clock)
-        if metric == "DCGM_FI_DEV_XID_ERRORS":
-            return float(s.xid.at(ts))
-        if metric == "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL":
-            return float(s.ecc.at(ts)[0])
-        if metric == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL":
-            return float(s.ecc.at(ts)[1])
-        count, rate, t0 = s.nvlink.at(ts)  # DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL
-        return float(int(count + rate * max(0.0, ts - t0)))
+        raise AssertionError(metric)  # every metric of METRICS is handled above

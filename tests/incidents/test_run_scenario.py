@@ -118,3 +118,55 @@ def test_it_checks_top_supported_and_not_supported_per_expectation() -> None:
     )
     other = _incident(["NodeNotReady"], [("job", "train")], [("project_quota_exhausted", "supported")])
     assert "no incident with alert GPUJobPendingTooLong" in check_expectations(scenario, [other])[0]["why"]
+
+
+FLICKER = """
+format: 1
+name: tiny-flicker
+start: 2026-11-29T00:00:00Z
+duration: 40m
+seed: 3
+cluster:
+  name: gpu-tiny
+  scheduler: kai
+  nodepools:
+    - {name: h100, nodes: 1, gpus_per_node: 8, gpu_product: NVIDIA-H100-80GB-HBM3,
+       taints: [{key: dedicated, value: train, effect: NoSchedule}]}
+    - {name: l40s, nodes: 1, gpus_per_node: 8, gpu_product: NVIDIA-L40S}
+projects:
+  - {name: eval, quota: {gpu: 16}}
+jobs:
+  - {name: eval-nightly, project: eval, submit: 2m, pods: 1, gpus_per_pod: 4,
+     node_selector: {rcaweb.sim/nodepool: h100}}
+  - {name: quick-a, project: eval, submit: 5m, pods: 1, gpus_per_pod: 1}
+  - {name: quick-b, project: eval, submit: 20m, pods: 1, gpus_per_pod: 1}
+alerts:
+  - {name: GPUJobPendingTooLong, for: 10m}
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_sweeps_when_an_alert_fires_or_holds_pending_not_for_a_pod_waiting_for_its_container(
+    tmp_path: Path,
+) -> None:
+    from datetime import UTC, datetime
+
+    from collectors.models import SourceRun
+    from incidents.scenario_run import run_scenario_file
+
+    path = tmp_path / "flicker.yaml"
+    path.write_text(FLICKER)
+    run_scenario_file(str(path))
+    start = datetime(2026, 11, 29, tzinfo=UTC)
+    minutes = sorted(
+        {
+            int((t - start).total_seconds() // 60)
+            for t in SourceRun.objects.filter(source="k8s", call__startswith="list pods").values_list(
+                "time", flat=True
+            )
+        }
+    )
+    # 0: the first sweep; 3: eval-nightly (pending from 2m, untolerated taint) held through a tick; 12: its
+    # alert fires; 27: the idle cadence. quick-a (5m) and quick-b (20m) are Pending only until their
+    # containers start seconds later: their pending alerts never fire and cost no sweep.
+    assert minutes == [0, 3, 12, 27]

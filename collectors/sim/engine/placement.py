@@ -10,6 +10,7 @@ or nothing, bin-packing onto the most allocated node that fits.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -195,6 +196,11 @@ class Placer:
         self._filters: dict[tuple, dict[str, tuple[str, dict[str, str] | None] | None]] = {}
         self.version = 0  # bumps on every bind/release, to invalidate cached failures
         self.memo: dict[Any, tuple[int, Any]] = {}  # (version, value): per-pass results valid until it moves
+        # Indexes (see "Indexes" below): nodes by free whole GPUs per job shape, shared GPUs by use.
+        self.names = list(world.nodes)
+        self._buckets: dict[tuple, list[list[int]]] = {}
+        self._shared: list[tuple[float, int, int]] | None = None  # (-share in use, node order, GPU index)
+        self._shared_of: dict[int, list[tuple[float, int, int]]] = {}  # node order -> its entries
 
     def shape(self, job: SimJob) -> tuple:
         return (
@@ -275,6 +281,8 @@ class Placer:
         """Place the whole gang or nothing. Returns (placement, pods placed before failing, free counts then)."""
         if self.counts_resources or needs_rooms(job) or released:
             return self._place_rooms(job, released or [])
+        if not extra:
+            return self._place_indexed(job)
         filt = self.filters(job)
         ok = [n for n, r in filt.items() if r is None]
         counts = {n: len(self.free[n]) + len((extra or {}).get(n, ())) for n in ok}
@@ -299,6 +307,190 @@ class Placer:
             taken[n] = start + gpp
         return out, job.pods, counts
 
+    def _place_indexed(self, job: SimJob) -> tuple[list[tuple[str, Any]] | None, int, dict[str, Any]]:
+        """``place`` for whole GPUs without counted CPU/memory: the node with the fewest free GPUs that has
+        enough (then node order), found in the free-count index instead of a scan of every node."""
+        gpp = job.gpus_per_pod
+        taken: dict[str, int] = {}  # GPUs this gang took so far, per node
+        chosen: list[str] = []
+        for i in range(job.pods):
+            best: tuple[int, int] | None = None  # (free count, node order)
+            for n, k in taken.items():  # nodes this gang already uses: their tentative counts
+                c = len(self.free[n]) - k
+                if c >= gpp and (best is None or (c, self.order[n]) < best):
+                    best = (c, self.order[n])
+            for o, c in self._lowest(job, gpp, exclude=taken):
+                if best is None or (c, o) < best:
+                    best = (c, o)
+                break
+            if best is None:
+                filt = self.filters(job)
+                counts = {n: len(self.free[n]) - taken.get(n, 0) for n, r in filt.items() if r is None}
+                return None, i, counts
+            n = self.names[best[1]]
+            taken[n] = taken.get(n, 0) + gpp
+            chosen.append(n)
+        out = []
+        start: dict[str, int] = {}
+        for n in chosen:
+            pool = sorted(self.free[n])
+            at = start.get(n, 0)
+            out.append((n, pool[at : at + gpp]))
+            start[n] = at + gpp
+        return out, job.pods, {}
+
+    #
+    # Indexes: each job shape (selector, tolerations) has its nodes that pass the filters bucketed by free
+    # whole GPUs (node order within a bucket), so the best-fitting node is the first of the lowest bucket
+    # that is high enough; shared GPUs are kept sorted by the share in use. Both follow every commit.
+    #
+
+    def _bucket_key(self, job: SimJob, sharing: bool) -> tuple:
+        return (self.shape(job), sharing)
+
+    def _buckets_for(self, job: SimJob, sharing: bool = False) -> list[list[int]]:
+        key = self._bucket_key(job, sharing)
+        got = self._buckets.get(key)
+        if got is None:
+            filt = self.filters(job)
+            width = max((len(node.gpus) for node in self.world.nodes.values()), default=0)
+            got = [[] for _ in range(width + 1)]
+            for o, n in enumerate(self.names):
+                if filt[n] is None and (not sharing or self.world.nodes[n].sharing):
+                    got[len(self.free[n])].append(o)  # ascending: enumerate is in node order
+            self._buckets[key] = got
+        return got
+
+    def _lowest(self, job: SimJob, need: int, exclude: dict[str, Any], sharing: bool = False):  # noqa: ANN202
+        """(node order, free count) of the nodes passing the job's filters with at least ``need`` free GPUs,
+        fewest free first, then node order (``exclude``: nodes the caller judges itself)."""
+        buckets = self._buckets_for(job, sharing)
+        for c in range(max(need, 0), len(buckets)):
+            for o in buckets[c]:
+                if self.names[o] not in exclude:
+                    yield o, c
+
+    def _reindex(self, n: str, old_free: int) -> None:
+        """Node ``n``'s free count moved from ``old_free``: move it between buckets of every shape."""
+        new_free = len(self.free[n])
+        o = self.order[n]
+        if new_free != old_free:
+            for buckets in self._buckets.values():
+                row = buckets[old_free]
+                i = bisect_left(row, o)
+                if i < len(row) and row[i] == o:
+                    del row[i]
+                    insort(buckets[new_free], o)
+        if self._shared is not None and self._rooms is not None:
+            for e in self._shared_of.pop(o, ()):
+                del self._shared[bisect_left(self._shared, e)]
+            mine = [(-used, o, gi) for gi, used in self._rooms[n].shared.items()]
+            for e in mine:
+                insort(self._shared, e)
+            if mine:
+                self._shared_of[o] = mine
+
+    def _shared_index(self) -> list[tuple[float, int, int]]:
+        if self._shared is None:
+            self._shared_of = {}
+            for n, room in self.rooms().items():
+                if room.shared:
+                    o = self.order[n]
+                    self._shared_of[o] = [(-used, o, gi) for gi, used in room.shared.items()]
+            self._shared = sorted(e for mine in self._shared_of.values() for e in mine)
+        return self._shared
+
+    def _room_fits_cpu(self, job: SimJob, room: Room) -> bool:
+        if room.cpu is None and room.mem is None:
+            return True
+        cpu, mem = cpu_memory_request(job)
+        return not ((room.cpu is not None and cpu > room.cpu) or (room.mem is not None and mem > room.mem))
+
+    def _best_indexed(
+        self, job: SimJob, filt: dict[str, Any], rooms: dict[str, Room], exclude: dict[str, Room]
+    ) -> tuple[tuple, str, Any] | None:
+        """What the scan of ``_place_rooms`` would pick among the nodes not in ``exclude``, from the indexes:
+        (score, node, allocation) or None. Whole GPUs: the fewest free whole GPUs that suffice; a fraction:
+        the fullest shared GPU it fits (then fewest free whole GPUs), else a free GPU on a sharing node."""
+        if not job.shared:
+            for o, _c in self._lowest(job, job.devices_per_pod, exclude):
+                n = self.names[o]
+                room = rooms[n]
+                if self._room_fits_cpu(job, room):
+                    alloc = sorted(room.free)[: job.devices_per_pod]
+                    return (_score(job, room, alloc), o), n, alloc
+            return None
+        frac = float(job.gpu_fraction or 0.0)
+        if frac > 1 + EPS:
+            return None
+        entries = self._shared_index()
+        # Entries run from the fullest shared GPU down; those the share fits are a suffix (monotone in use).
+        lo, hi = 0, len(entries)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if -entries[mid][0] + frac <= 1 + EPS:
+                hi = mid
+            else:
+                lo = mid + 1
+        i = lo
+        while i < len(entries):
+            level = entries[i][0]
+            best: tuple | None = None
+            seen: set[int] = set()
+            while i < len(entries) and entries[i][0] == level:
+                _neg, o, gi = entries[i]
+                i += 1
+                if o in seen:
+                    continue  # this node's lowest GPU index at this level came first
+                seen.add(o)
+                n = self.names[o]
+                if n in exclude or filt[n] is not None:
+                    continue
+                room = rooms[n]
+                if not self._room_fits_cpu(job, room):
+                    continue
+                alloc = [gi]
+                score = (_score(job, room, alloc), o)
+                if best is None or score < best[0]:
+                    best = (score, n, alloc)
+            if best is not None:
+                return best
+        for o, _c in self._lowest(job, 1, exclude, sharing=True):
+            n = self.names[o]
+            room = rooms[n]
+            if room.shared and any(used + frac <= 1 + EPS for used in room.shared.values()):
+                continue  # it has a shared GPU the share fits: judged above (and refused there)
+            if self._room_fits_cpu(job, room):
+                alloc = [min(room.free)]
+                return (_score(job, room, alloc), o), n, alloc
+        return None
+
+    def _place_rooms_indexed(
+        self, job: SimJob, filt: dict[str, Any], rooms: dict[str, Room]
+    ) -> tuple[list[tuple[str, Any]] | None, int, dict[str, Any]]:
+        tent: dict[str, Room] = {}
+        out: list[tuple[str, Any]] = []
+        for i in range(job.pods):
+            best = self._best_indexed(job, filt, rooms, tent)
+            for n, room in tent.items():  # nodes this gang already uses: their tentative rooms
+                if filt[n] is not None:
+                    continue
+                alloc, _why = fit_pod(job, self.world.nodes[n], room)
+                if alloc is None:
+                    continue
+                score = (_score(job, room, alloc), self.order[n])
+                if best is None or score < best[0]:
+                    best = (score, n, alloc)
+            if best is None:
+                return None, i, {"rooms": {**rooms, **tent}}
+            _s, n, alloc = best
+            room = tent.get(n)
+            if room is None:
+                room = tent[n] = rooms[n].copy()
+            take(job, self.world.nodes[n], room, alloc)
+            out.append((n, alloc))
+        return out, job.pods, {"rooms": {**rooms, **tent}}
+
     def _place_rooms(
         self, job: SimJob, released: list[SimPod]
     ) -> tuple[list[tuple[str, Any]] | None, int, dict[str, Any]]:
@@ -307,6 +499,8 @@ class Placer:
         rooms = self.rooms()
         tent = self._released_rooms(released) if released else {}
         out: list[tuple[str, Any]] = []
+        if not released and not job.mig_profile and job.gpu_memory_mib is None:
+            return self._place_rooms_indexed(job, filt, rooms)
         for i in range(job.pods):
             best: tuple | None = None
             for n in ok:
@@ -329,6 +523,7 @@ class Placer:
         return out, job.pods, {"rooms": {**rooms, **tent}}
 
     def commit(self, placement: list[tuple[str, Any]], job: SimJob | None = None) -> None:
+        before = {n: len(self.free[n]) for n, _idx in placement}
         if self._rooms is not None and job is not None:
             for n, alloc in placement:
                 take(job, self.world.nodes[n], self._rooms[n], alloc)
@@ -338,12 +533,16 @@ class Placer:
                     self.free[n] = list(self._rooms[n].free)
                 continue
             self.free[n] = [i for i in self.free[n] if i not in idx]
+        for n, old in before.items():
+            self._reindex(n, old)
         self.version += 1
 
     def refresh(self, nodes: set[str]) -> None:
         for n in nodes:
             self.free[n] = free_gpus(self.world.nodes[n])
         self._rooms = None
+        self._buckets.clear()
+        self._shared = None
         self.version += 1
 
     def reasons(self, job: SimJob, counts: dict[str, Any]) -> list[Any]:

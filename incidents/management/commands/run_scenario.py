@@ -43,7 +43,7 @@ class Command(BaseCommand):
             default=900,
             metavar="SECONDS",
             help="idle inventory sweep cadence in simulated seconds (default 900; a sweep also runs "
-            "whenever an alert starts pending or firing)",
+            "whenever an alert starts firing, or has been pending for a whole tick)",
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -58,14 +58,14 @@ class Command(BaseCommand):
         logging.getLogger("collectors").setLevel(logging.WARNING)
         logging.getLogger("incidents").setLevel(logging.WARNING)
         try:
-            load_scenario(str(path))  # validate before creating a database for it
+            scenario = load_scenario(str(path))  # validate before creating a database for it
         except ScenarioError as exc:
             for where, line, msg in exc.problems:
                 self.stderr.write(f"{where or path} (line {line}): {msg}")
             raise CommandError(f"{path}: bad scenario file ({len(exc.problems)} problem(s))", returncode=2)
         tmp = _use_temp_database() if opts["database"] == "temp" else None
         try:
-            result = run_scenario_file(str(path), sweep_every=timedelta(seconds=max(opts["sweep_every"], 60)))
+            result = run_scenario_file(scenario, sweep_every=timedelta(seconds=max(opts["sweep_every"], 60)))
         finally:
             if tmp is not None:
                 connections.close_all()
