@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -356,6 +356,7 @@ class WatchSession:
         self._dirty: set[str] = set()
         self._relist: set[str] = set()
         self._last_apply = 0.0
+        self._last_at: datetime | None = None
         self._last_relist = 0.0
         self._last_gpus = 0.0
         self._sweep: _Sweep | None = None  # the last full pass: nodes and pods the GPU poll resolves against
@@ -635,7 +636,13 @@ class WatchSession:
     # bookkeeping
 
     def _at(self) -> datetime:
-        return self.clock().replace(microsecond=0)
+        """The moment a pass records, later than the one before: record_states keeps the first state written
+        at a moment, so two applies within one second (at second precision) lost the second's changes."""
+        at = self.clock()
+        if self._last_at is not None and at <= self._last_at:
+            at = self._last_at + timedelta(microseconds=1)
+        self._last_at = at
+        return at
 
     def _note(self, summary: SweepSummary) -> None:
         self.stats.summaries.append(summary)

@@ -88,9 +88,27 @@ def settle(s: WatchSession, sim, limit_s: float = 60.0) -> None:
 
 
 def assert_a_sweep_finds_nothing_to_write(s: WatchSession) -> None:
+    last = EntityVersion.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     summary = sweep_cluster("gpu-prod", s.clock() + timedelta(seconds=1))
     assert not summary.errors
-    assert (summary.created, summary.opened, summary.closed) == (0, 0, 0), summary.as_dict()
+    opened = [
+        (v.entity.kind, v.entity.name, _state_diff(v))
+        for v in EntityVersion.objects.filter(pk__gt=last).select_related("entity")
+    ]
+    assert (summary.created, summary.opened, summary.closed) == (0, 0, 0), (summary.as_dict(), opened)
+
+
+def _state_diff(v: EntityVersion) -> dict:
+    """What the sweep found different from the version the watch recorded before it."""
+    before = EntityVersion.objects.filter(entity=v.entity, pk__lt=v.pk).order_by("-pk").first()
+    if before is None:
+        return {"new": True}
+    keys = set(before.state) | set(v.state)
+    return {
+        k: (before.state.get(k), v.state.get(k))
+        for k in sorted(keys)
+        if before.state.get(k) != v.state.get(k)
+    }
 
 
 def test_the_watch_records_what_changed_and_a_quiet_cluster_writes_nothing(sim) -> None:
