@@ -56,10 +56,15 @@ def _split_jobs(jobs: list[Any], cluster: Any = None, t: Any = None) -> dict[str
         "pending_count": len(pending),
         "running_count": len(running),
         "other_count": len(other),
-        "pending_gpus": sum(j.gpus or 0 for j in pending),
-        "running_gpus_requested": sum(j.gpus or 0 for j in running),
+        "pending_gpus": _units(sum(_job_units(j) for j in pending)),
+        "running_gpus_requested": _units(sum(_job_units(j) for j in running)),
         "shown_limit": SHOWN_JOBS,
     }
+
+
+def _job_units(j: Any) -> float:
+    """A job's GPUs as its queue counts them (shares and MIG in units; whole GPUs for rows without units)."""
+    return float(j.gpu_units) if j.gpu_units is not None else float(j.gpus or 0)
 
 
 def _units(value: float) -> float | int:

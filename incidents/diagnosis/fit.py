@@ -59,10 +59,19 @@ class Request:
     mig: dict[str, int] = field(default_factory=dict)  # MIG instances per pod: {"3g.40gb": 1}
     share: float | None = None  # a KAI GPU share per pod: its fraction of one GPU (gpu-fraction)
     share_memory_mib: int | None = None  # a gpu-memory share: the GPU memory it asks (MiB)
+    units_per_pod: float | None = (
+        None  # GPU units one pod is charged (a share's fraction, a MIG "<n>g"); None: whole
+    )
 
     @property
     def total(self) -> int:
         return self.pods * self.gpus_per_pod
+
+    @property
+    def units(self) -> float:
+        """GPU units the unplaced pods are charged against a quota: fractions and MIG as the scheduler counts them."""
+        per = self.units_per_pod if self.units_per_pod is not None else float(self.gpus_per_pod)
+        return round(self.pods * per, 4)
 
 
 @dataclass
@@ -195,6 +204,17 @@ def job_request(di: DiagnosisInput, job: EntityState) -> Request:
     mig = {str(k): int(v) for k, v in (st.get("mig") or {}).items() if int(v or 0) > 0}
     if not mig and pods:
         mig = {str(k): int(v) for k, v in (pods[0].state.get("mig") or {}).items() if int(v or 0) > 0}
+    units = st.get("gpu_units")
+    if units is not None and pods_total:
+        units_per_pod: float | None = float(units) / pods_total
+    elif share.get("fraction") is not None or mig:
+        units_per_pod = (
+            int(per_pod or 0)
+            + float(share.get("fraction") or 0)
+            + sum(mig_units(k) * n for k, n in mig.items())
+        )
+    else:
+        units_per_pod = None
     return Request(
         pods=max(pods_total - len(bound), 0),
         gpus_per_pod=int(per_pod or 0),
@@ -207,7 +227,14 @@ def job_request(di: DiagnosisInput, job: EntityState) -> Request:
         mig=mig,
         share=float(share["fraction"]) if share.get("fraction") is not None else None,
         share_memory_mib=int(share["memory_mib"]) if share.get("memory_mib") is not None else None,
+        units_per_pod=units_per_pod,
     )
+
+
+def mig_units(profile: str) -> int:
+    """What one MIG instance counts in a KAI queue: the "<n>g" of its profile (as collectors.mapping counts it)."""
+    head = profile.split("g.", 1)[0]
+    return int(head) if head.isdigit() else 1
 
 
 _SUFFIX = {

@@ -23,10 +23,10 @@ class QuotaAt:
 
     project: str
     queue: str
-    quota: int | None
-    limit: int | None
-    allocated: int
-    requested: int  # what the job still needs
+    quota: float | None
+    limit: float | None
+    allocated: float  # GPU units held: a 0.5 share counts 0.5, a MIG instance its "<n>g"
+    requested: float  # GPU units the job still needs, counted the same way
     preemptible: bool
     free_for_borrowing: int  # unused GPUs over-quota could use
     policy: EntityState | None = None  # the queue (or project) state it was read from
@@ -39,16 +39,16 @@ class QuotaAt:
         return self.blocks or (self.department is not None and self.department.blocks)
 
     @property
-    def after(self) -> int:
-        return self.allocated + self.requested
+    def after(self) -> float:
+        return round(self.allocated + self.requested, 4)
 
     @property
     def within_quota(self) -> bool:
-        return self.quota is None or self.after <= self.quota
+        return self.quota is None or self.after <= self.quota + 1e-9
 
     @property
     def over_limit(self) -> bool:
-        return self.limit is not None and self.after > self.limit
+        return self.limit is not None and self.after > self.limit + 1e-9
 
     @property
     def over_quota_possible(self) -> bool:
@@ -164,8 +164,7 @@ def units_held(di: DiagnosisInput, project: str, queue: str = "") -> float:
         if not p.get("node") or p.get("phase") not in ACTIVE_POD_PHASES:
             continue
         if (project and p.get("project") == project) or (queue and p.get("queue") == queue):
-            units = p.get("gpu_units")
-            total += float(units) if units is not None else float(p.get("gpus") or 0)
+            total += pod_units(p)
     return round(total, 4)
 
 
@@ -194,8 +193,7 @@ def department_at(
         q = di.find("queue", m) or di.find("project", m)
         projects[m] = units_held(di, m, m)
         quotas[m] = _num(q.get("quota_gpus")) if q is not None else None
-    units = job.get("gpu_units")
-    requested = float(units) if units is not None and req.bound_pods == 0 else float(req.total)
+    requested = req.units
     changes = [
         c
         for c in di.changes
@@ -236,27 +234,29 @@ def policy_of(di: DiagnosisInput, job: EntityState) -> EntityState | None:
     return di.find("project", project) if project else None
 
 
-def project_allocated(di: DiagnosisInput, project: str, queue: str) -> int:
-    """GPUs held at t by bound, unfinished pods of the project (or queue)."""
+def project_allocated(di: DiagnosisInput, project: str, queue: str) -> float:
+    """GPU units held at t by bound, unfinished pods of the project (or queue): fractions and MIG instances
+    as the scheduler charges them (``gpu_units``), whole GPUs for pods recorded without it."""
     held = di.memo("gpus_held_by_project_queue", lambda: _held(di))
     if held is not None:  # indexed (run_checks): sum per (project, queue) once, not a fleet scan per queue
-        return sum(n for (p, q), n in held.items() if (project and p == project) or (queue and q == queue))
-    total = 0
-    for p in di.pods:
-        if not p.get("node") or p.get("phase") not in ACTIVE_POD_PHASES:
-            continue
-        if (project and p.get("project") == project) or (queue and p.get("queue") == queue):
-            total += int(p.get("gpus") or 0)
-    return total
+        return round(
+            sum(n for (p, q), n in held.items() if (project and p == project) or (queue and q == queue)), 4
+        )
+    return units_held(di, project, queue)
 
 
-def _held(di: DiagnosisInput) -> dict[tuple[str, str], int]:
-    out: dict[tuple[str, str], int] = {}
+def pod_units(p: EntityState) -> float:
+    units = p.get("gpu_units")
+    return float(units) if units is not None else float(p.get("gpus") or 0)
+
+
+def _held(di: DiagnosisInput) -> dict[tuple[str, str], float]:
+    out: dict[tuple[str, str], float] = {}
     for p in di.pods:
         if not p.get("node") or p.get("phase") not in ACTIVE_POD_PHASES:
             continue
         key = (p.get("project"), p.get("queue"))
-        out[key] = out.get(key, 0) + int(p.get("gpus") or 0)
+        out[key] = out.get(key, 0.0) + pod_units(p)
     return out
 
 
@@ -281,10 +281,10 @@ def quota_at(di: DiagnosisInput, job: EntityState, req: Request, free_for_borrow
     return QuotaAt(
         project=project,
         queue=queue,
-        quota=int(quota) if quota is not None and int(quota) >= 0 else None,
-        limit=int(limit) if limit is not None and int(limit) >= 0 else None,
+        quota=_num(quota),
+        limit=_num(limit),
         allocated=project_allocated(di, project, queue),
-        requested=req.total,
+        requested=req.units,
         preemptible=req.preemptible,
         free_for_borrowing=free_for_borrowing,
         policy=policy,
