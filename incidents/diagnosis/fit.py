@@ -369,7 +369,7 @@ def shared_gpus(di: DiagnosisInput, node: str, gpu_memory_mib: int | None) -> li
     return sorted(out, key=lambda x: (x["index"] is None, x["index"]))
 
 
-def _share_fits(req: Request, free: float, free_mib: int | None, gpu_mib: int | None) -> int:
+def share_fits(req: Request, free: float, free_mib: int | None, gpu_mib: int | None) -> int:
     """How many of the job's shares fit in what is left of one GPU."""
     if req.share:
         return int(free / req.share + 1e-9)
@@ -462,8 +462,8 @@ def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
     if req.share or req.share_memory_mib:
         gpu_mib = st.get("gpu_memory_mib") or _int_label(labels.get("nvidia.com/gpu.memory"))
         row.shared = shared_gpus(di, node.name, gpu_mib)
-        per_whole = row.shares_per_gpu = _share_fits(req, 1.0, gpu_mib, gpu_mib)
-        row.share_slots = sum(_share_fits(req, x["free"], x["free_mib"], gpu_mib) for x in row.shared)
+        per_whole = row.shares_per_gpu = share_fits(req, 1.0, gpu_mib, gpu_mib)
+        row.share_slots = sum(share_fits(req, x["free"], x["free_mib"], gpu_mib) for x in row.shared)
         row.share_slots += row.free * per_whole
         row.gpu_pods_fit = min(row.share_slots, req.pods)
     else:

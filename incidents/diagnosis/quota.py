@@ -78,6 +78,20 @@ class QuotaAt:
             return "over quota, nothing to borrow"
         return "over quota, borrowing possible"
 
+    @property
+    def display(self) -> dict[str, str]:
+        """The numbers as the pages write them: 3.5, 4 (not 4.0), ∞ for no quota or limit."""
+        return {
+            k: "∞" if v is None else f"{round(float(v), 4):g}"
+            for k, v in (
+                ("allocated", self.allocated),
+                ("requested", self.requested),
+                ("after", self.after),
+                ("quota", self.quota),
+                ("limit", self.limit),
+            )
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "project": self.project,
