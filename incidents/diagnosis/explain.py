@@ -57,6 +57,11 @@ class JobExplanation:
     mig: dict[str, Any] | None = None
 
     @property
+    def also_supported(self) -> list[str]:
+        """The supported causes after the first (the lead): what the panel lists as "also supported"."""
+        return [c["code"] for c in self.causes if c["status"] == "supported"][1:]
+
+    @property
     def request_words(self) -> str:
         """'2 pod(s) × 8 GPUs', '1 pod(s) × 0.5 of a GPU', '1 pod(s) × 1 MIG 3g.40gb'."""
         r = self.request

@@ -428,14 +428,14 @@ def queue_findings(
                 why="nothing ahead in the queue order",
             )
         ]
-    demand = sum(a.gpus for a in ahead)
-    names = ", ".join(f"{a.job.ref.label} ({a.gpus} GPUs, {a.why})" for a in ahead[:4])
+    demand = round(sum(a.gpus for a in ahead), 4)
+    names = ", ".join(f"{a.job.ref.label} ({_n(a.gpus)} GPUs, {a.why})" for a in ahead[:4])
     if fits_now or tot.eligible_free >= req.total:
         conf = 0.7 if tot.eligible_free < req.total + demand else 0.45
         return [
             Finding(
                 C.QUEUE_PRIORITY,
-                f"{len(ahead)} pending job(s) are served before {ref.label}: {names}; together they want {demand} "
+                f"{len(ahead)} pending job(s) are served before {ref.label}: {names}; together they want {_n(demand)} "
                 f"of the {tot.eligible_free} free GPUs.",
                 SUPPORTED,
                 conf,

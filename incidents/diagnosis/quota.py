@@ -149,6 +149,29 @@ class DepartmentAt:
         Kueue admits within the cohort's nominal quota plus its borrowing limit."""
         return self.over_limit or (not self.preemptible and self.over_quota and self.scheduler == "kai")
 
+    @property
+    def projects_words(self) -> str:
+        """ "nlp 16 (quota 4), speech 0 (quota 12)": each project's use with its own quota."""
+        return ", ".join(
+            f"{p} {round(u, 4):g}"
+            + (f" (quota {self.project_quotas[p]:g})" if self.project_quotas.get(p) is not None else "")
+            for p, u in self.projects.items()
+        )
+
+    @property
+    def display(self) -> dict[str, str]:
+        """The numbers as the pages write them: 3.5, 16 (not 16.0), ∞ for no quota or limit."""
+        return {
+            k: "∞" if v is None else f"{round(float(v), 4):g}"
+            for k, v in (
+                ("allocated", self.allocated),
+                ("requested", self.requested),
+                ("after", self.after),
+                ("quota", self.quota),
+                ("limit", self.limit),
+            )
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "department": self.name,
@@ -320,8 +343,12 @@ class QueuedJob:
     queue_priority: int
     priority_class: str
     submitted: str
-    gpus: int
+    gpus: float  # GPU units (a 0.5 share is 0.5)
     why: str  # "higher queue priority" | "same queue, submitted earlier" | "higher priority class"
+
+    @property
+    def gpus_words(self) -> str:
+        return f"{round(self.gpus, 4):g}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -337,6 +364,14 @@ class QueuedJob:
 
 
 _CLASS_RANK = {"inference": 1, "train": 0}
+
+
+def _units_of(job: EntityState) -> float:
+    """A job's GPUs as its queue counts them: shares and MIG in units, whole GPUs for jobs recorded without."""
+    units = job.get("gpu_units")
+    if units is not None:
+        return round(float(units), 4)
+    return float(job.get("gpus_total") or job.get("gpus") or 0)
 
 
 def _queue_priority(di: DiagnosisInput, name: str) -> int:
@@ -384,7 +419,7 @@ def jobs_ahead(di: DiagnosisInput, job: EntityState) -> list[QueuedJob]:
                 key[0],
                 other.get("priority_class") or "",
                 submitted,
-                int(other.get("gpus_total") or other.get("gpus") or 0),
+                _units_of(other),
                 why,
             )
         )

@@ -80,3 +80,17 @@ def test_the_panel_renders_shares_and_mig_tables():
     html = render_to_string("incidents/_why_pending.html", {"explanation": explain_job(di, di.jobs[0])})
     assert "MIG instances per node (each pod asks 1 × 3g.40gb)" in html
     assert "28 × 1g.10gb" in html and "evicts 2 pod(s)" in html
+
+
+def test_the_panel_names_the_department_and_its_projects_use():
+    from .test_department import research_world
+
+    di = research_world()
+    ex = explain_job(di, di.jobs[0])
+    d = ex.quota.department
+    assert d is not None and d.projects_words == "nlp 16 (quota 4), vision 0 (quota 12)"
+    html = render_to_string("incidents/_why_pending.html", {"explanation": ex})
+    assert "Department <a" in html and "16 GPUs in use of quota 16, limit 16" in html
+    assert "(the department holds the job)" in html
+    # "Also supported" lists supported causes after the lead only, never an empty list.
+    assert ("Also supported:" in html) == bool(ex.also_supported)
