@@ -395,11 +395,15 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
     )
     out.extend(quota)
     queue = queue_findings(di, job, req, rows, tot, base, fits_now, since)
-    if any(
-        f.code in (C.PROJECT_QUOTA_EXHAUSTED, C.DEPARTMENT_QUOTA_EXHAUSTED) and f.supported for f in quota
-    ):
-        queue = [_moot_order(f) for f in queue]
-        out = [_moot_capacity(f) for f in out]
+    holding = [
+        f.code
+        for f in quota
+        if f.code in (C.PROJECT_QUOTA_EXHAUSTED, C.DEPARTMENT_QUOTA_EXHAUSTED) and f.supported
+    ]
+    if holding:
+        who = "the project's quota" if C.PROJECT_QUOTA_EXHAUSTED in holding else "the department's quota"
+        queue = [_moot_order(f, who) for f in queue]
+        out = [_moot_capacity(f, who) for f in out]
     out.extend(queue)
     out.extend(request_findings(di, job, req, rows, since))
     return out
@@ -435,24 +439,24 @@ def _withdrawn_gpu_finding(
     )
 
 
-def _moot_order(f: Finding) -> Finding:
+def _moot_order(f: Finding, who: str = "the project's quota") -> Finding:
     """The quota holds the job whatever its turn: queue order is not what keeps it waiting now."""
     if f.code != C.QUEUE_PRIORITY or not f.supported:
         return f
     f.status, f.confidence = UNVERIFIED, min(f.confidence, 0.3)
-    f.why = "the project's quota holds the job whatever its turn; order matters once the quota allows it"
+    f.why = f"{who} holds the job whatever its turn; order matters once the quota allows it"
     f.explains = ()
     return f
 
 
-def _moot_capacity(f: Finding) -> Finding:
+def _moot_capacity(f: Finding, who: str = "the project's quota") -> Finding:
     """The quota refuses the job before any node is considered: free GPUs are not what it waits for now.
     Kept as a caveat (raising the quota alone would not be enough), never a cause beside the quota."""
     if f.code not in (C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION) or not f.supported:
         return f
     f.status, f.confidence = UNVERIFIED, min(f.confidence, 0.35)
     f.why = (
-        "the project's quota refuses the job before any node is considered; once the quota allows it, this is "
+        f"{who} refuses the job before any node is considered; once the quota allows it, this is "
         "what it would wait for next"
     )
     f.explains = ()
