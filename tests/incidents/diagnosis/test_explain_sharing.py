@@ -94,3 +94,23 @@ def test_the_panel_names_the_department_and_its_projects_use():
     assert "(the department holds the job)" in html
     # "Also supported" lists supported causes after the lead only, never an empty list.
     assert ("Also supported:" in html) == bool(ex.also_supported)
+
+
+def test_jobs_ahead_are_not_why_a_share_or_mig_job_that_fits_nowhere_waits():
+    from incidents.diagnosis.scheduling import check_scheduling
+
+    from .test_shares import share_job
+
+    di = two_fragmented_gpus()
+    ahead = share_job("early", fraction=0.3)
+    ahead.state["submitted"] = "2026-11-28T00:00:00Z"  # same queue, submitted earlier: ordered first
+    di.jobs.append(ahead)
+    found = {f.code: f for f in check_scheduling(di)}
+    assert found[C.QUEUE_PRIORITY].status != "supported", found[C.QUEUE_PRIORITY].statement
+    assert found[C.GPU_FRAGMENTATION].supported
+    di = mig_world()
+    early = mig_job("early")
+    early.state["submitted"] = "2026-11-28T00:00:00Z"
+    di.jobs.append(early)
+    found = {f.code: f for f in check_scheduling(di)}
+    assert found[C.QUEUE_PRIORITY].status != "supported", found[C.QUEUE_PRIORITY].statement
