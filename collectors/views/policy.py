@@ -102,7 +102,7 @@ def project_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse
         gpus_in_use=in_use,
         quota=quota,
         limit=state.get("limit_gpus"),
-        over_quota=quota is not None and in_use > int(quota),
+        over_quota=quota is not None and in_use > float(quota) + 1e-9,
         usage_pct=round(100 * in_use / quota) if quota else None,
         **_split_jobs(queries.jobs_where(c, t, project=name), c, t),
     )
@@ -127,7 +127,7 @@ def queue_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         gpus_in_use=in_use,
         quota=quota,
         limit=state.get("limit_gpus"),
-        over_quota=quota is not None and in_use > int(quota),
+        over_quota=quota is not None and in_use > float(quota) + 1e-9,
         **_split_jobs(queries.jobs_where(c, t, queue=name), c, t),
     )
     related = queries.related_entities(c, [queue], [("project", "", project_name)])
