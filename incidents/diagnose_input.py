@@ -82,7 +82,9 @@ def diagnosis_moment(incident: Incident) -> tuple[datetime, str]:
     """
     from incidents.models import DiagnosisRun
 
-    newest = Alert.objects.filter(incident=incident).order_by("-starts_at").values_list("starts_at", flat=True)
+    newest = (
+        Alert.objects.filter(incident=incident).order_by("-starts_at").values_list("starts_at", flat=True)
+    )
     t = max([incident.onset, *newest[:1]])
     t = min(t, default_t(incident))
     first = not DiagnosisRun.objects.filter(incident=incident).exists()
@@ -193,11 +195,19 @@ def _load_inventory(
     # Departments (KAI parent queues, Kueue cohorts): few, read as of t here rather than through the fleet cache.
     di.departments.extend(
         EntityState(
-            "department", name, ns, state=state or {}, valid_from=since, valid_to=until, obs_id=state_obs.get(pk)
+            "department",
+            name,
+            ns,
+            state=state or {},
+            valid_from=since,
+            valid_to=until,
+            obs_id=state_obs.get(pk),
         )
         for pk, name, ns, state, since, until in base.filter(kind="department")
         .order_by("entity__name")
-        .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")[:MAX_VERSIONS]
+        .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")[
+            :MAX_VERSIONS
+        ]
     )
     _load_vanished_gpus(di, cluster, t, [e for e in subject_entities if e.kind == "gpu"], obs_by_key)
     start = min(di.onset, t) - HISTORY
@@ -224,7 +234,13 @@ def _load_inventory(
     )[:MAX_VERSIONS]:
         obs = obs_by_key.get(f"state:{pk}")
         es = EntityState(
-            kind, name, ns, state=state or {}, valid_from=since, valid_to=until, obs_id=obs.pk if obs else None
+            kind,
+            name,
+            ns,
+            state=state or {},
+            valid_from=since,
+            valid_to=until,
+            obs_id=obs.pk if obs else None,
         )
         di.history.setdefault(es.ref, []).append(es)
     changes = Change.objects.filter(cluster=cluster, time__gte=start, time__lte=t)

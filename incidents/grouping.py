@@ -432,7 +432,9 @@ def _about(qs: QuerySet[Incident], res: Resolution) -> QuerySet[Incident]:
         this_pod = Q(labels__exported_pod=pod) | (Q(labels__pod=pod) & ~Q(labels__has_key="exported_pod"))
         any_pod = Q(labels__has_key="exported_pod") | Q(labels__has_key="pod")
         naming_it = Alert.objects.filter(this_pod, incident__isnull=False).values("incident")
-        naming_a_pod = Alert.objects.filter(any_pod, incident__isnull=False).values("incident")  # NOT IN: no NULL
+        naming_a_pod = Alert.objects.filter(any_pod, incident__isnull=False).values(
+            "incident"
+        )  # NOT IN: no NULL
         nodes = [e for e in res.subjects if e.kind == "node"]
         same_gpu = Q(incidentsubject__entity__in=gpus, incidentsubject__role="subject")
         same_node = Q(incidentsubject__entity__in=nodes, incidentsubject__role="subject") & (

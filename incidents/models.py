@@ -34,12 +34,16 @@ class Alert(models.Model):
     received_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     processed_at = models.DateTimeField(null=True, blank=True)  # outbox: NULL = not yet grouped/diagnosed
-    incident = models.ForeignKey("Incident", on_delete=models.SET_NULL, null=True, blank=True, related_name="alerts")
+    incident = models.ForeignKey(
+        "Incident", on_delete=models.SET_NULL, null=True, blank=True, related_name="alerts"
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["fingerprint", "starts_at"], name="alert_identity")]
         indexes = [
-            models.Index(fields=["processed_at", "received_at"], name="alert_outbox"),  # sweeper: WHERE processed_at IS NULL
+            models.Index(
+                fields=["processed_at", "received_at"], name="alert_outbox"
+            ),  # sweeper: WHERE processed_at IS NULL
             models.Index(fields=["status", "starts_at"], name="alert_status"),  # home: firing alerts
         ]
         ordering = ["-starts_at"]
@@ -67,7 +71,9 @@ class Incident(models.Model):
     title = models.CharField(max_length=300)
     severity = models.CharField(max_length=16, choices=SEVERITIES, default="warning")
     status = models.CharField(max_length=16, choices=STATUSES, default="open")
-    cluster = models.ForeignKey(Cluster, on_delete=models.SET_NULL, null=True, blank=True, related_name="incidents")
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.SET_NULL, null=True, blank=True, related_name="incidents"
+    )
     onset = models.DateTimeField()
     window_start = models.DateTimeField()
     window_end = models.DateTimeField(null=True, blank=True)  # NULL while open
@@ -76,11 +82,15 @@ class Incident(models.Model):
     auto_resolved = models.BooleanField(default=False)
     # a held incident (HUMAN_STATUSES) whose alerts resolved and subject stayed healthy: since when, for its holder
     all_clear_at = models.DateTimeField(null=True, blank=True)
-    status_set_at = models.DateTimeField(null=True, blank=True)  # when a person last set the status (services)
+    status_set_at = models.DateTimeField(
+        null=True, blank=True
+    )  # when a person last set the status (services)
     owner = models.CharField(max_length=150, blank=True, default="")
     subjects = models.ManyToManyField(Entity, through="IncidentSubject", related_name="incidents")
     related = models.ManyToManyField("self", blank=True, symmetrical=True)
-    unresolved_subject = models.CharField(max_length=500, blank=True, default="")  # labels that named nothing known
+    unresolved_subject = models.CharField(
+        max_length=500, blank=True, default=""
+    )  # labels that named nothing known
     collection_state = models.CharField(max_length=16, default="pending")  # pending | running | done | failed
     collected_at = models.DateTimeField(null=True, blank=True)
     diagnosed_at = models.DateTimeField(null=True, blank=True)
@@ -141,7 +151,9 @@ class Observation(models.Model):
     incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="observations")
     entity = models.ForeignKey(Entity, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     source = models.CharField(max_length=16, choices=SOURCES)
-    kind = models.CharField(max_length=48)  # pod_state | node_state | event | dcgm_series | quota | change | log | ...
+    kind = models.CharField(
+        max_length=48
+    )  # pod_state | node_state | event | dcgm_series | quota | change | log | ...
     locator = models.CharField(max_length=1000)  # API path, PromQL, object ref
     observed_at = models.DateTimeField()  # the time of the fact
     collected_at = models.DateTimeField()
@@ -217,7 +229,9 @@ class Hypothesis(models.Model):
     SCOPES = [("cause", "cause"), ("elsewhere", "also happening in the cluster")]
 
     incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="hypotheses")
-    run = models.ForeignKey(DiagnosisRun, on_delete=models.CASCADE, null=True, blank=True, related_name="hypotheses")
+    run = models.ForeignKey(
+        DiagnosisRun, on_delete=models.CASCADE, null=True, blank=True, related_name="hypotheses"
+    )
     superseded = models.BooleanField(default=False)  # a later run replaced it (kept for the history)
     scope = models.CharField(max_length=16, choices=SCOPES, default="cause")
     code = models.CharField(max_length=48)  # incidents.diagnosis.codes
@@ -263,9 +277,13 @@ class ProposedAction(models.Model):
     """What an operator could do, with its impact, verification and rollback. rcaweb never executes it."""
 
     incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="actions")
-    run = models.ForeignKey(DiagnosisRun, on_delete=models.CASCADE, null=True, blank=True, related_name="actions")
+    run = models.ForeignKey(
+        DiagnosisRun, on_delete=models.CASCADE, null=True, blank=True, related_name="actions"
+    )
     superseded = models.BooleanField(default=False)
-    hypothesis = models.ForeignKey(Hypothesis, on_delete=models.CASCADE, null=True, blank=True, related_name="actions")
+    hypothesis = models.ForeignKey(
+        Hypothesis, on_delete=models.CASCADE, null=True, blank=True, related_name="actions"
+    )
     title = models.CharField(max_length=300)
     command = models.TextField(blank=True, default="")  # e.g. the kubectl command to run by hand
     impact = models.TextField()
@@ -287,7 +305,9 @@ class HandoffNote(models.Model):
     """A journal entry for the next shift; edits are kept as AuditEntry rows."""
 
     incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="handoffs")
-    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
     author_name = models.CharField(max_length=150)
     created = models.DateTimeField()
     updated = models.DateTimeField()
@@ -308,7 +328,9 @@ class AuditEntry(models.Model):
     """Who changed what, when (NetBox ObjectChange, cut down). Written explicitly by incidents.services."""
 
     time = models.DateTimeField()
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     user_name = models.CharField(max_length=150)
     request_id = models.CharField(max_length=64, blank=True, default="")
     action = models.CharField(max_length=48)  # incident.status, handoff.create, handoff.edit, ...
@@ -319,7 +341,9 @@ class AuditEntry(models.Model):
     after = models.JSONField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["target_type", "target_id", "time"], name="audit_target")]  # history tab
+        indexes = [
+            models.Index(fields=["target_type", "target_id", "time"], name="audit_target")
+        ]  # history tab
         ordering = ["-time", "-id"]
 
     def __str__(self) -> str:

@@ -40,7 +40,9 @@ class RunResult:
     scenario: str
     incidents: list[dict[str, Any]] = field(default_factory=list)
     expect: list[dict[str, Any]] = field(default_factory=list)
-    precision: float | None = None  # supported causes matching an expected cause of their subject / all supported
+    precision: float | None = (
+        None  # supported causes matching an expected cause of their subject / all supported
+    )
     timings: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

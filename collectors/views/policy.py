@@ -56,10 +56,15 @@ def _split_jobs(jobs: list[Any], cluster: Any = None, t: Any = None) -> dict[str
         "pending_count": len(pending),
         "running_count": len(running),
         "other_count": len(other),
-        "pending_gpus": sum(j.gpus or 0 for j in pending),
-        "running_gpus_requested": sum(j.gpus or 0 for j in running),
+        "pending_gpus": _units(sum(_job_units(j) for j in pending)),
+        "running_gpus_requested": _units(sum(_job_units(j) for j in running)),
         "shown_limit": SHOWN_JOBS,
     }
+
+
+def _job_units(j: Any) -> float:
+    """A job's GPUs as its queue counts them (shares and MIG in units; whole GPUs for rows without units)."""
+    return float(j.gpu_units) if j.gpu_units is not None else float(j.gpus or 0)
 
 
 def _units(value: float) -> float | int:
@@ -97,7 +102,7 @@ def project_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse
         gpus_in_use=in_use,
         quota=quota,
         limit=state.get("limit_gpus"),
-        over_quota=quota is not None and in_use > int(quota),
+        over_quota=quota is not None and in_use > float(quota) + 1e-9,
         usage_pct=round(100 * in_use / quota) if quota else None,
         **_split_jobs(queries.jobs_where(c, t, project=name), c, t),
     )
@@ -122,7 +127,7 @@ def queue_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         gpus_in_use=in_use,
         quota=quota,
         limit=state.get("limit_gpus"),
-        over_quota=quota is not None and in_use > int(quota),
+        over_quota=quota is not None and in_use > float(quota) + 1e-9,
         **_split_jobs(queries.jobs_where(c, t, queue=name), c, t),
     )
     related = queries.related_entities(c, [queue], [("project", "", project_name)])

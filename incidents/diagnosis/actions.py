@@ -22,7 +22,7 @@ from incidents.diagnosis.actions_workloads import (
     workload,
 )
 from incidents.diagnosis.quota import is_pending, project_allocated, units_held
-from incidents.diagnosis.types import ActionDraft, DiagnosisInput, Finding, Ref
+from incidents.diagnosis.types import ActionDraft, DiagnosisInput, EntityState, Finding, Ref
 
 logger = logging.getLogger(__name__)
 
@@ -213,16 +213,20 @@ def _quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
         f.facts["allocated"],
         f.facts["requested"],
     )
-    new_quota = max(alloc + need, quota or 0)
-    new_limit = max(new_quota, limit) if limit is not None else None
+    # Fractions count as the scheduler charges them; a quota is raised to whole GPUs (Kueue's nominalQuota of
+    # nvidia.com/gpu is a count; a KAI quota could be fractional, but a whole one is what operators set).
+    new_quota = _whole(max(alloc + need, quota or 0))
+    new_limit = _whole(max(new_quota, limit)) if limit is not None else None
     total = sum(F.node_nominal_gpus(n) for n in di.nodes)
-    deserved = sum(int(q.get("quota_gpus") or 0) for q in di.queues if q.name != queue) + new_quota
+    deserved = _g(sum(float(q.get("quota_gpus") or 0) for q in di.queues if q.name != queue) + new_quota)
     over = [
-        f"{q.name} ({project_allocated(di, q.get('project') or q.name, q.name)} of {q.get('quota_gpus')})"
+        f"{q.name} ({_g(project_allocated(di, q.get('project') or q.name, q.name))} of {_g(q.get('quota_gpus'))})"
         for q in di.queues
         if q.name != queue
-        and project_allocated(di, q.get("project") or q.name, q.name) > int(q.get("quota_gpus") or 0)
+        and project_allocated(di, q.get("project") or q.name, q.name) > float(q.get("quota_gpus") or 0) + 1e-9
     ]
+    quota = _g(quota) if quota is not None else None
+    limit = _g(limit) if limit is not None else None
     cut = f.facts.get("cut")
     res = {"quota": new_quota, "limit": new_limit if new_limit is not None else -1}
     cmd = (
@@ -235,7 +239,7 @@ def _quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
         f"Restore project {proj}'s quota to {cut['old']} (cut by {cut['actor'] or 'someone'})"
         if cut and cut.get("old") is not None and float(cut["old"]) >= alloc + need
         else f"Raise project {proj}'s GPU quota from {quota} to {new_quota}"
-        + (f" and limit to {new_limit}" if limit is not None and new_limit != limit else "")
+        + (f" and limit to {new_limit}" if limit is not None and str(new_limit) != limit else "")
     )
     job = f.facts.get("job")
     unblocked = _pending_in_project_within(di, proj, queue, new_quota if limit is None else new_limit, job)
@@ -245,7 +249,7 @@ def _quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
             title,
             cmd,
             f"Deserved quotas would sum to {deserved} of {total} GPUs in the cluster"
-            + (" (over-committed: other projects may be reclaimed)" if deserved > total else "")
+            + (" (over-committed: other projects may be reclaimed)" if float(deserved) > total else "")
             + (
                 f"; projects running over their quota that a reclaim could preempt: {', '.join(over)}"
                 if over
@@ -257,7 +261,7 @@ def _quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
                 else ""
             )
             + ".",
-            f"{job.label if job else 'the job'} is admitted/Running; the queue's allocated GPUs rise by {need}.",
+            f"{job.label if job else 'the job'} is admitted/Running; the queue's allocated GPUs rise by {_g(need)}.",
             f"Set quota back to {quota}"
             + (f" and limit to {limit}" if limit is not None else "")
             + " the same way.",
@@ -266,16 +270,18 @@ def _quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     ]
     # A smaller request only helps when the room left in the quota holds at least one pod of the job:
     # "resubmit with at most 0 GPUs" helps nobody.
-    ceiling = limit if limit is not None else quota
-    left = max((ceiling or 0) - alloc, 0)
-    per_pod = int(f.facts.get("per_pod") or 1)
-    if job is not None and left >= max(per_pod, 1) and left < need:
-        pods = left // max(per_pod, 1)
+    ceiling = f.facts.get("limit") if f.facts.get("limit") is not None else f.facts.get("quota")
+    left = max(float(ceiling or 0) - alloc, 0.0)
+    per_pod = int(
+        f.facts.get("per_pod") or 0
+    )  # whole GPUs per pod; a share or MIG job is not resized this way
+    if job is not None and per_pod >= 1 and left >= per_pod and left < need:
+        pods = int(left // per_pod)
         out.append(
             ActionDraft(
                 f.code,
                 f"Or resubmit {job.label} with {pods} pod(s) × {per_pod} GPU ({pods * per_pod} GPUs), "
-                f"which fits the {left} GPUs left in {proj}'s {'limit' if limit is not None else 'quota'}",
+                f"which fits the {_g(left)} GPUs left in {proj}'s {'limit' if limit is not None else 'quota'}",
                 f"resubmit {job.label} with {pods} pod(s) of {per_pod} GPUs",
                 "Only this job is affected (smaller, longer run); no other project changes.",
                 "The job is admitted with the smaller request.",
@@ -295,18 +301,37 @@ def _pending_in_project_within(
     room = ceiling - project_allocated(di, project, queue)
     if job is not None:
         mine = di.find("job", job.name, job.namespace)
-        room -= int(mine.get("gpus_total") or 0) if mine else 0
+        room -= _job_units(mine) if mine else 0
     out = []
     for other in di.jobs:
         if not is_pending(other) or (other.get("project") or other.get("queue")) not in (project, queue):
             continue
         if job is not None and other.name == job.name and other.namespace == job.namespace:
             continue
-        want = int(other.get("gpus_total") or 0)
-        if 0 < want <= room:
+        want = _job_units(other)
+        if 0 < want <= room + 1e-9:
             room -= want
             out.append(other.ref.label)
     return out
+
+
+def _job_units(job: EntityState) -> float:
+    units = job.get("gpu_units")
+    return float(units) if units is not None else float(job.get("gpus_total") or 0)
+
+
+def _whole(x: float) -> int:
+    return math.ceil(x - 1e-9)
+
+
+def _g(x: object) -> str:
+    """A GPU count as the pages write it: 4, 3.5, 0.25 (None stays None for the caller's wording)."""
+    if x is None:
+        return "None"
+    try:
+        return f"{round(float(x), 4):g}"  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(x)
 
 
 def _capacity(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:

@@ -18,7 +18,7 @@ from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.quota import QueuedJob, QuotaAt, is_pending, jobs_ahead, quota_at, request_history
 from incidents.diagnosis.relevance import CAUSE
-from incidents.diagnosis.scheduling import scheduler_said
+from incidents.diagnosis.scheduling import repartition_candidates, scheduler_said, share_words
 from incidents.diagnosis.types import DiagnosisInput, EntityState, hhmm, iso
 
 logger = logging.getLogger(__name__)
@@ -51,6 +51,29 @@ class JobExplanation:
     containers: list[dict[str, Any]] = field(
         default_factory=list
     )  # pod, container, reason, exit code, restarts
+    # A KAI share: per candidate node, what is left of each shared GPU against the share asked (share_panel).
+    shares: dict[str, Any] | None = None
+    # A MIG request: per node, the profile's instances advertised and free, and the repartition candidates.
+    mig: dict[str, Any] | None = None
+
+    @property
+    def also_supported(self) -> list[str]:
+        """The supported causes after the first (the lead): what the panel lists as "also supported"."""
+        return [c["code"] for c in self.causes if c["status"] == "supported"][1:]
+
+    @property
+    def request_words(self) -> str:
+        """'2 pod(s) × 8 GPUs', '1 pod(s) × 0.5 of a GPU', '1 pod(s) × 1 MIG 3g.40gb'."""
+        r = self.request
+        if r is None:
+            return ""
+        if r.share or r.share_memory_mib:
+            what = share_words(r)
+        elif r.mig:
+            what = " + ".join(f"{n} MIG {p}" for p, n in sorted(r.mig.items()))
+        else:
+            what = f"{r.gpus_per_pod} GPU{'s' if r.gpus_per_pod != 1 else ''}"
+        return f"{r.pods} pod(s) × {what}"
 
     @property
     def nodes_that_fit(self) -> list[str]:
@@ -80,6 +103,8 @@ class JobExplanation:
             "verdict": self.verdict,
             "placed": self.placed,
             "containers": self.containers,
+            "shares": self.shares,
+            "mig": self.mig,
             "causes": self.causes,
             "ruled_out": self.ruled_out,
         }
@@ -130,6 +155,10 @@ def _explain(di: DiagnosisInput, job: EntityState) -> JobExplanation:
     )
     ex.cluster = di.cluster
     ex.placed = req.pods == 0 and req.bound_pods > 0
+    if req.share or req.share_memory_mib:
+        ex.shares = share_panel(req, rows)
+    if req.mig:
+        ex.mig = mig_panel(di, req, rows)
     ex.containers = waiting_containers(di, job)
     parsed, _cite = scheduler_said(di, job)
     if parsed is not None and not ex.placed:
@@ -141,6 +170,104 @@ def _explain(di: DiagnosisInput, job: EntityState) -> JobExplanation:
         (ex.causes if f.supported else ex.ruled_out if f.status == "refuted" else ex.causes).append(row)
     ex.verdict = _verdict(ex)
     return ex
+
+
+def share_panel(req: F.Request, rows: list[F.NodeFit]) -> dict[str, Any]:
+    """Per node the job may use, each shared GPU's free fraction and memory against the share asked (the fit's
+    own rows: ``NodeFit.shared`` and ``share_fits``, as the gpu_fragmentation check reads them)."""
+    by_memory = not req.share
+    nodes = []
+    blocked = 0
+    for r in rows:
+        if any(b in F.STATIC_BLOCKERS for b in r.blockers):
+            blocked += 1
+            continue
+        gpus = []
+        for x in r.shared:
+            takes = F.share_fits(req, x["free"], x["free_mib"], None)
+            gpus.append({**x, "takes": takes, "holders_words": _holders(x["holders"])})
+        if not gpus and not r.free and not r.nominal:
+            continue
+        nodes.append(
+            {
+                "node": r.node,
+                "pool": r.pool,
+                "gpus": gpus,
+                "whole_free": r.free,
+                "per_whole": r.shares_per_gpu,
+                "slots": r.share_slots,
+                "pods_fit": r.pods_fit,
+                "held_whole": max(r.allocated - len(r.shared), 0),
+                "other": [BLOCKER_WORDS.get(b, b) for b in r.blockers if b != F.INSUFFICIENT],
+            }
+        )
+    nodes.sort(key=lambda n: (-n["slots"], n["node"]))
+    return {
+        "asked": share_words(req),
+        "by_memory": by_memory,
+        "pods": req.pods,
+        "nodes": nodes,
+        "blocked_nodes": blocked,
+        "largest": max(
+            [((x["free_mib"] or 0) if by_memory else x["free"]) for n in nodes for x in n["gpus"]]
+            + ([1.0] if any(n["whole_free"] for n in nodes) and not by_memory else []),
+            default=0,
+        ),
+    }
+
+
+def _holders(holders: list[dict[str, Any]]) -> str:
+    return ", ".join(
+        f"{h['pod']} ({h['fraction']:g})" if h.get("fraction") is not None else str(h.get("pod"))
+        for h in holders
+    )
+
+
+def mig_panel(di: DiagnosisInput, req: F.Request, rows: list[F.NodeFit]) -> dict[str, Any]:
+    """Per node, the instances of each profile the job asks that it advertises and that are free, its layout,
+    and the nodes a repartition could give the profile with the pods it would evict (as mig_profile_unavailable)."""
+    usable = [r for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
+    nodes = []
+    for r in rows:
+        if not r.mig_layout and not r.mig_config:
+            continue
+        nodes.append(
+            {
+                "node": r.node,
+                "pool": r.pool,
+                "config": r.mig_config,
+                "layout": ", ".join(f"{n} × {p}" for p, n in sorted(r.mig_layout.items()) if n)
+                or "no instances",
+                "profiles": [
+                    {
+                        "profile": p,
+                        "per_pod": n,
+                        "advertised": r.mig_layout.get(p, 0),
+                        "used": r.mig_used.get(p, 0),
+                        "free": r.mig_free(p),
+                    }
+                    for p, n in sorted(req.mig.items())
+                ],
+                "pods_fit": r.pods_fit,
+                "usable": r in usable,
+                "other": [BLOCKER_WORDS.get(b, b) for b in r.blockers if b != F.INSUFFICIENT_MIG],
+            }
+        )
+    advertised = {p: sum(r.mig_layout.get(p, 0) for r in usable) for p in req.mig}
+    free = {p: sum(r.mig_free(p) for r in usable) for p in req.mig}
+    candidates = [
+        {**c, "evicts_words": ", ".join(e.label for e in c["evicts"][:6])}
+        for c in repartition_candidates(di, usable)
+    ]
+    return {
+        "asked": " + ".join(f"{n} × {p}" for p, n in sorted(req.mig.items())),
+        "pods": req.pods,
+        "nodes": nodes,
+        "advertised": advertised,
+        "free": free,
+        "missing": [p for p, n in advertised.items() if n == 0],
+        "candidates": candidates,
+    }
 
 
 def waiting_containers(di: DiagnosisInput, job: EntityState) -> list[dict[str, Any]]:
@@ -194,6 +321,10 @@ def _verdict(ex: JobExplanation) -> list[str]:
         out.append(
             f"The pods fit now on {', '.join(ex.nodes_that_fit[:5])}: nodes are not what blocks the job."
         )
+    elif ex.shares is not None:
+        out.append(_share_verdict(ex.shares))
+    elif ex.mig is not None:
+        out.append(_mig_verdict(ex.mig))
     elif tot.eligible_free >= req.total:
         out.append(
             f"Fragmented: {tot.eligible_free} GPUs free on usable nodes, but the largest block is "
@@ -214,10 +345,11 @@ def _verdict(ex: JobExplanation) -> list[str]:
     q = ex.quota
     if q is not None:
         over = "over-quota is possible" if q.over_quota_possible else "over-quota is not possible"
+        d = q.display
+        limit = f"limit {d['limit']}" if q.limit is not None else "no limit"
         out.append(
-            f"Project {q.project}: {q.allocated} allocated of quota {q.quota if q.quota is not None else '∞'}, "
-            f"{f'limit {q.limit}' if q.limit is not None else 'no limit'}; the job needs {q.requested} more ({q.reason}; "
-            f"{over})."
+            f"Project {q.project}: {d['allocated']} allocated of quota {d['quota']}, {limit}; "
+            f"the job needs {d['requested']} more ({q.reason}; {over})."
         )
     if ex.ahead:
         out.append(f"{len(ex.ahead)} pending job(s) ahead in the scheduler's order, across queues.")
@@ -228,6 +360,41 @@ def _verdict(ex: JobExplanation) -> list[str]:
             f"{after['pods']}×{after['gpus_per_pod']} at {hhmm(after['from'])}."
         )
     return out
+
+
+def _share_verdict(sh: dict[str, Any]) -> str:
+    unit = "MiB of GPU memory" if sh["by_memory"] else "of a GPU"
+    gpus = [x for n in sh["nodes"] for x in n["gpus"]]
+    whole = sum(n["whole_free"] for n in sh["nodes"])
+    if sh["by_memory"]:
+        total = sum(x["free_mib"] or 0 for x in gpus)
+    else:
+        total = round(sum(x["free"] for x in gpus) + whole, 4)
+    room = sum(n["slots"] for n in sh["nodes"])
+    if room == 0 and gpus:
+        return (
+            f"No GPU has {sh['asked']} free: {len(gpus)} shared GPU(s) on usable nodes leave {total:g} {unit} in "
+            f"total (the most on one GPU: {sh['largest']:g}), and {whole} whole GPU(s) are free."
+        )
+    if room == 0:
+        return f"No usable node has a shared GPU or a free GPU for a share of {sh['asked']}."
+    return (
+        f"Room for {room} share(s) of {sh['asked']} on usable nodes, {sh['pods']} needed; other requirements "
+        "(CPU, memory, the gang) decide the rest."
+    )
+
+
+def _mig_verdict(mg: dict[str, Any]) -> str:
+    if mg["missing"]:
+        where = (
+            "; could be repartitioned: "
+            + ", ".join(f"{c['node']} (evicts {len(c['evicts'])} pod(s))" for c in mg["candidates"][:3])
+            if mg["candidates"]
+            else "; no usable node is MIG-capable"
+        )
+        return f"No usable node advertises {', '.join(mg['missing'])}{where}."
+    used = ", ".join(f"{p}: {mg['free'][p]} free of {mg['advertised'][p]}" for p in mg["advertised"])
+    return f"MIG instances of {mg['asked']} per pod: {used} on usable nodes, for {mg['pods']} pod(s)."
 
 
 def _lead(ex: JobExplanation) -> list[str]:

@@ -58,10 +58,19 @@ class Request:
     mig: dict[str, int] = field(default_factory=dict)  # MIG instances per pod: {"3g.40gb": 1}
     share: float | None = None  # a KAI GPU share per pod: its fraction of one GPU (gpu-fraction)
     share_memory_mib: int | None = None  # a gpu-memory share: the GPU memory it asks (MiB)
+    units_per_pod: float | None = (
+        None  # GPU units one pod is charged (a share's fraction, a MIG "<n>g"); None: whole
+    )
 
     @property
     def total(self) -> int:
         return self.pods * self.gpus_per_pod
+
+    @property
+    def units(self) -> float:
+        """GPU units the unplaced pods are charged against a quota: fractions and MIG as the scheduler counts them."""
+        per = self.units_per_pod if self.units_per_pod is not None else float(self.gpus_per_pod)
+        return round(self.pods * per, 4)
 
 
 @dataclass
@@ -194,6 +203,17 @@ def job_request(di: DiagnosisInput, job: EntityState) -> Request:
     mig = {str(k): int(v) for k, v in (st.get("mig") or {}).items() if int(v or 0) > 0}
     if not mig and pods:
         mig = {str(k): int(v) for k, v in (pods[0].state.get("mig") or {}).items() if int(v or 0) > 0}
+    units = st.get("gpu_units")
+    if units is not None and pods_total:
+        units_per_pod: float | None = float(units) / pods_total
+    elif share.get("fraction") is not None or mig:
+        units_per_pod = (
+            int(per_pod or 0)
+            + float(share.get("fraction") or 0)
+            + sum(mig_units(k) * n for k, n in mig.items())
+        )
+    else:
+        units_per_pod = None
     return Request(
         pods=max(pods_total - len(bound), 0),
         gpus_per_pod=int(per_pod or 0),
@@ -206,7 +226,14 @@ def job_request(di: DiagnosisInput, job: EntityState) -> Request:
         mig=mig,
         share=float(share["fraction"]) if share.get("fraction") is not None else None,
         share_memory_mib=int(share["memory_mib"]) if share.get("memory_mib") is not None else None,
+        units_per_pod=units_per_pod,
     )
+
+
+def mig_units(profile: str) -> int:
+    """What one MIG instance counts in a KAI queue: the "<n>g" of its profile (as collectors.mapping counts it)."""
+    head = profile.split("g.", 1)[0]
+    return int(head) if head.isdigit() else 1
 
 
 def quantity(value: Any) -> float | None:
@@ -324,7 +351,7 @@ def shared_gpus(di: DiagnosisInput, node: str, gpu_memory_mib: int | None) -> li
     return sorted(out, key=lambda x: (x["index"] is None, x["index"]))
 
 
-def _share_fits(req: Request, free: float, free_mib: int | None, gpu_mib: int | None) -> int:
+def share_fits(req: Request, free: float, free_mib: int | None, gpu_mib: int | None) -> int:
     """How many of the job's shares fit in what is left of one GPU."""
     if req.share:
         return int(free / req.share + 1e-9)
@@ -417,8 +444,8 @@ def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
     if req.share or req.share_memory_mib:
         gpu_mib = st.get("gpu_memory_mib") or _int_label(labels.get("nvidia.com/gpu.memory"))
         row.shared = shared_gpus(di, node.name, gpu_mib)
-        per_whole = row.shares_per_gpu = _share_fits(req, 1.0, gpu_mib, gpu_mib)
-        row.share_slots = sum(_share_fits(req, x["free"], x["free_mib"], gpu_mib) for x in row.shared)
+        per_whole = row.shares_per_gpu = share_fits(req, 1.0, gpu_mib, gpu_mib)
+        row.share_slots = sum(share_fits(req, x["free"], x["free_mib"], gpu_mib) for x in row.shared)
         row.share_slots += row.free * per_whole
         row.gpu_pods_fit = min(row.share_slots, req.pods)
     else:

@@ -79,19 +79,18 @@ def _project_quota_findings(
         who = f"{cut.actor} " if cut.actor else ""
         cut_words = f" since {hhmm(cut.time)}, when {who}changed {cut.field.rsplit('.', 1)[-1]} from {cut.old} to {cut.new}"
         cites.append(cite_change(cut))
-    limit_words = f", limit {q.limit}" if q.limit is not None else ", no limit"
+    limit_words = f", limit {_n(q.limit)}" if q.limit is not None else ", no limit"
     head = (
-        f"project {q.project} uses {q.allocated} of {q.quota if q.quota is not None else '∞'} GPUs of quota"
-        f"{limit_words}{cut_words}"
+        f"project {q.project} uses {_n(q.allocated)} of {_n(q.quota)} GPUs of quota{limit_words}{cut_words}"
     )
     ref = job.ref
     if q.blocks:
         if q.over_limit:
-            why = f"{ref.label} needs {q.requested} more, {q.after} would exceed the limit of {q.limit}"
+            why = f"{ref.label} needs {_n(q.requested)} more, {_n(q.after)} would exceed the limit of {_n(q.limit)}"
         elif not q.preemptible:
-            why = f"{ref.label} is non-preemptible and needs {q.requested} more, {q.after} would exceed the quota"
+            why = f"{ref.label} is non-preemptible and needs {_n(q.requested)} more, {_n(q.after)} would exceed the quota"
         else:  # pragma: no cover - QuotaAt.blocks implies one of the two above
-            why = f"{ref.label} needs {q.requested} more, {q.after} would exceed the quota"
+            why = f"{ref.label} needs {_n(q.requested)} more, {_n(q.after)} would exceed the quota"
         conf = 0.9
         if said_cite is not None:
             cites.append(said_cite)
@@ -130,7 +129,7 @@ def _project_quota_findings(
         return [
             Finding(
                 C.PROJECT_QUOTA_EXHAUSTED,
-                f"The scheduler reports a quota problem, but at {hhmm(di.t)} {head} and {ref.label}'s {q.requested} "
+                f"The scheduler reports a quota problem, but at {hhmm(di.t)} {head} and {ref.label}'s {_n(q.requested)} "
                 f"more GPUs are {q.reason}.",
                 "unverified",
                 0.4,
@@ -150,14 +149,16 @@ def _project_quota_findings(
     return [
         Finding(
             C.PROJECT_QUOTA_EXHAUSTED,
-            f"Quota is not what holds {ref.label}: {head}, and its {q.requested} more GPUs are {q.reason}"
+            f"Quota is not what holds {ref.label}: {head}, and its {_n(q.requested)} more GPUs are {q.reason}"
             f"{dept_words}.",
             REFUTED,
             0.85,
             refutes=cites,
             subject=ref,
             sources=("k8s", di.scheduler),
-            why=f"{q.after} ≤ quota {q.quota}" if q.within_quota else f"over-quota is possible ({q.reason})",
+            why=f"{_n(q.after)} ≤ quota {_n(q.quota)}"
+            if q.within_quota
+            else f"over-quota is possible ({q.reason})",
         )
     ]
 
@@ -236,10 +237,10 @@ def department_findings(
             f" (since {hhmm(cut.time)}, when {cut.actor or 'someone'} changed it from {cut.old} to {cut.new})"
         )
     if q.within_quota:
-        own = f"project {q.project} is within its own quota ({q.allocated} of {q.quota if q.quota is not None else '∞'})"
+        own = f"project {q.project} is within its own quota ({_n(q.allocated)} of {_n(q.quota)})"
     elif within:
         own = (
-            f"project {q.project} may borrow past its own quota of {q.quota} (it holds {q.allocated}, "
+            f"project {q.project} may borrow past its own quota of {_n(q.quota)} (it holds {_n(q.allocated)}, "
             f"limit {q.limit if q.limit is not None else 'none'})"
         )
     else:
@@ -299,9 +300,9 @@ def quota_fact(di: DiagnosisInput, q: QuotaAt) -> Derived:
         kind="quota_usage",
         locator=f"inventory quota of project {q.project} (queue {q.queue}) and GPUs of its bound pods as of {iso(di.t)}",
         content=q.to_dict(),
-        summary=f"project {q.project}: {q.allocated} allocated of quota {q.quota if q.quota is not None else '∞'}, "
-        f"{f'limit {q.limit}' if q.limit is not None else 'no limit'}; "
-        f"job needs {q.requested} ({q.reason})",
+        summary=f"project {q.project}: {_n(q.allocated)} allocated of quota {_n(q.quota)}, "
+        f"{f'limit {_n(q.limit)}' if q.limit is not None else 'no limit'}; "
+        f"job needs {_n(q.requested)} ({q.reason})",
         observed_at=di.t,
     )
 
@@ -427,14 +428,17 @@ def queue_findings(
                 why="nothing ahead in the queue order",
             )
         ]
-    demand = sum(a.gpus for a in ahead)
-    names = ", ".join(f"{a.job.ref.label} ({a.gpus} GPUs, {a.why})" for a in ahead[:4])
-    if fits_now or tot.eligible_free >= req.total:
+    demand = round(sum(a.gpus for a in ahead), 4)
+    names = ", ".join(f"{a.job.ref.label} ({_n(a.gpus)} GPUs, {a.why})" for a in ahead[:4])
+    # Free whole GPUs say nothing of a share or a MIG instance (their request counts 0 whole GPUs): for those
+    # only the fit itself says whether the job could run were the jobs ahead gone.
+    sliced = bool(req.share or req.share_memory_mib or req.mig)
+    if fits_now or (not sliced and tot.eligible_free >= req.total):
         conf = 0.7 if tot.eligible_free < req.total + demand else 0.45
         return [
             Finding(
                 C.QUEUE_PRIORITY,
-                f"{len(ahead)} pending job(s) are served before {ref.label}: {names}; together they want {demand} "
+                f"{len(ahead)} pending job(s) are served before {ref.label}: {names}; together they want {_n(demand)} "
                 f"of the {tot.eligible_free} free GPUs.",
                 SUPPORTED,
                 conf,

@@ -23,10 +23,10 @@ class QuotaAt:
 
     project: str
     queue: str
-    quota: int | None
-    limit: int | None
-    allocated: int
-    requested: int  # what the job still needs
+    quota: float | None
+    limit: float | None
+    allocated: float  # GPU units held: a 0.5 share counts 0.5, a MIG instance its "<n>g"
+    requested: float  # GPU units the job still needs, counted the same way
     preemptible: bool
     free_for_borrowing: int  # unused GPUs over-quota could use
     policy: EntityState | None = None  # the queue (or project) state it was read from
@@ -39,16 +39,16 @@ class QuotaAt:
         return self.blocks or (self.department is not None and self.department.blocks)
 
     @property
-    def after(self) -> int:
-        return self.allocated + self.requested
+    def after(self) -> float:
+        return round(self.allocated + self.requested, 4)
 
     @property
     def within_quota(self) -> bool:
-        return self.quota is None or self.after <= self.quota
+        return self.quota is None or self.after <= self.quota + 1e-9
 
     @property
     def over_limit(self) -> bool:
-        return self.limit is not None and self.after > self.limit
+        return self.limit is not None and self.after > self.limit + 1e-9
 
     @property
     def over_quota_possible(self) -> bool:
@@ -77,6 +77,20 @@ class QuotaAt:
         if self.free_for_borrowing < self.requested:
             return "over quota, nothing to borrow"
         return "over quota, borrowing possible"
+
+    @property
+    def display(self) -> dict[str, str]:
+        """The numbers as the pages write them: 3.5, 4 (not 4.0), ∞ for no quota or limit."""
+        return {
+            k: "∞" if v is None else f"{round(float(v), 4):g}"
+            for k, v in (
+                ("allocated", self.allocated),
+                ("requested", self.requested),
+                ("after", self.after),
+                ("quota", self.quota),
+                ("limit", self.limit),
+            )
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -135,6 +149,29 @@ class DepartmentAt:
         Kueue admits within the cohort's nominal quota plus its borrowing limit."""
         return self.over_limit or (not self.preemptible and self.over_quota and self.scheduler == "kai")
 
+    @property
+    def projects_words(self) -> str:
+        """ "nlp 16 (quota 4), speech 0 (quota 12)": each project's use with its own quota."""
+        return ", ".join(
+            f"{p} {round(u, 4):g}"
+            + (f" (quota {self.project_quotas[p]:g})" if self.project_quotas.get(p) is not None else "")
+            for p, u in self.projects.items()
+        )
+
+    @property
+    def display(self) -> dict[str, str]:
+        """The numbers as the pages write them: 3.5, 16 (not 16.0), ∞ for no quota or limit."""
+        return {
+            k: "∞" if v is None else f"{round(float(v), 4):g}"
+            for k, v in (
+                ("allocated", self.allocated),
+                ("requested", self.requested),
+                ("after", self.after),
+                ("quota", self.quota),
+                ("limit", self.limit),
+            )
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "department": self.name,
@@ -164,8 +201,7 @@ def units_held(di: DiagnosisInput, project: str, queue: str = "") -> float:
         if not p.get("node") or p.get("phase") not in ACTIVE_POD_PHASES:
             continue
         if (project and p.get("project") == project) or (queue and p.get("queue") == queue):
-            units = p.get("gpu_units")
-            total += float(units) if units is not None else float(p.get("gpus") or 0)
+            total += pod_units(p)
     return round(total, 4)
 
 
@@ -194,8 +230,7 @@ def department_at(
         q = di.find("queue", m) or di.find("project", m)
         projects[m] = units_held(di, m, m)
         quotas[m] = _num(q.get("quota_gpus")) if q is not None else None
-    units = job.get("gpu_units")
-    requested = float(units) if units is not None and req.bound_pods == 0 else float(req.total)
+    requested = req.units
     changes = [
         c
         for c in di.changes
@@ -236,27 +271,29 @@ def policy_of(di: DiagnosisInput, job: EntityState) -> EntityState | None:
     return di.find("project", project) if project else None
 
 
-def project_allocated(di: DiagnosisInput, project: str, queue: str) -> int:
-    """GPUs held at t by bound, unfinished pods of the project (or queue)."""
+def project_allocated(di: DiagnosisInput, project: str, queue: str) -> float:
+    """GPU units held at t by bound, unfinished pods of the project (or queue): fractions and MIG instances
+    as the scheduler charges them (``gpu_units``), whole GPUs for pods recorded without it."""
     held = di.memo("gpus_held_by_project_queue", lambda: _held(di))
     if held is not None:  # indexed (run_checks): sum per (project, queue) once, not a fleet scan per queue
-        return sum(n for (p, q), n in held.items() if (project and p == project) or (queue and q == queue))
-    total = 0
-    for p in di.pods:
-        if not p.get("node") or p.get("phase") not in ACTIVE_POD_PHASES:
-            continue
-        if (project and p.get("project") == project) or (queue and p.get("queue") == queue):
-            total += int(p.get("gpus") or 0)
-    return total
+        return round(
+            sum(n for (p, q), n in held.items() if (project and p == project) or (queue and q == queue)), 4
+        )
+    return units_held(di, project, queue)
 
 
-def _held(di: DiagnosisInput) -> dict[tuple[str, str], int]:
-    out: dict[tuple[str, str], int] = {}
+def pod_units(p: EntityState) -> float:
+    units = p.get("gpu_units")
+    return float(units) if units is not None else float(p.get("gpus") or 0)
+
+
+def _held(di: DiagnosisInput) -> dict[tuple[str, str], float]:
+    out: dict[tuple[str, str], float] = {}
     for p in di.pods:
         if not p.get("node") or p.get("phase") not in ACTIVE_POD_PHASES:
             continue
         key = (p.get("project"), p.get("queue"))
-        out[key] = out.get(key, 0) + int(p.get("gpus") or 0)
+        out[key] = out.get(key, 0.0) + pod_units(p)
     return out
 
 
@@ -281,10 +318,10 @@ def quota_at(di: DiagnosisInput, job: EntityState, req: Request, free_for_borrow
     return QuotaAt(
         project=project,
         queue=queue,
-        quota=int(quota) if quota is not None and int(quota) >= 0 else None,
-        limit=int(limit) if limit is not None and int(limit) >= 0 else None,
+        quota=_num(quota),
+        limit=_num(limit),
         allocated=project_allocated(di, project, queue),
-        requested=req.total,
+        requested=req.units,
         preemptible=req.preemptible,
         free_for_borrowing=free_for_borrowing,
         policy=policy,
@@ -306,8 +343,12 @@ class QueuedJob:
     queue_priority: int
     priority_class: str
     submitted: str
-    gpus: int
+    gpus: float  # GPU units (a 0.5 share is 0.5)
     why: str  # "higher queue priority" | "same queue, submitted earlier" | "higher priority class"
+
+    @property
+    def gpus_words(self) -> str:
+        return f"{round(self.gpus, 4):g}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -323,6 +364,14 @@ class QueuedJob:
 
 
 _CLASS_RANK = {"inference": 1, "train": 0}
+
+
+def _units_of(job: EntityState) -> float:
+    """A job's GPUs as its queue counts them: shares and MIG in units, whole GPUs for jobs recorded without."""
+    units = job.get("gpu_units")
+    if units is not None:
+        return round(float(units), 4)
+    return float(job.get("gpus_total") or job.get("gpus") or 0)
 
 
 def _queue_priority(di: DiagnosisInput, name: str) -> int:
@@ -370,7 +419,7 @@ def jobs_ahead(di: DiagnosisInput, job: EntityState) -> list[QueuedJob]:
                 key[0],
                 other.get("priority_class") or "",
                 submitted,
-                int(other.get("gpus_total") or other.get("gpus") or 0),
+                _units_of(other),
                 why,
             )
         )

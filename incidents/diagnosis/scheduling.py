@@ -395,11 +395,15 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
     )
     out.extend(quota)
     queue = queue_findings(di, job, req, rows, tot, base, fits_now, since)
-    if any(
-        f.code in (C.PROJECT_QUOTA_EXHAUSTED, C.DEPARTMENT_QUOTA_EXHAUSTED) and f.supported for f in quota
-    ):
-        queue = [_moot_order(f) for f in queue]
-        out = [_moot_capacity(f) for f in out]
+    holding = [
+        f.code
+        for f in quota
+        if f.code in (C.PROJECT_QUOTA_EXHAUSTED, C.DEPARTMENT_QUOTA_EXHAUSTED) and f.supported
+    ]
+    if holding:
+        who = "the project's quota" if C.PROJECT_QUOTA_EXHAUSTED in holding else "the department's quota"
+        queue = [_moot_order(f, who) for f in queue]
+        out = [_moot_capacity(f, who) for f in out]
     out.extend(queue)
     out.extend(request_findings(di, job, req, rows, since))
     return out
@@ -435,24 +439,24 @@ def _withdrawn_gpu_finding(
     )
 
 
-def _moot_order(f: Finding) -> Finding:
+def _moot_order(f: Finding, who: str = "the project's quota") -> Finding:
     """The quota holds the job whatever its turn: queue order is not what keeps it waiting now."""
     if f.code != C.QUEUE_PRIORITY or not f.supported:
         return f
     f.status, f.confidence = UNVERIFIED, min(f.confidence, 0.3)
-    f.why = "the project's quota holds the job whatever its turn; order matters once the quota allows it"
+    f.why = f"{who} holds the job whatever its turn; order matters once the quota allows it"
     f.explains = ()
     return f
 
 
-def _moot_capacity(f: Finding) -> Finding:
+def _moot_capacity(f: Finding, who: str = "the project's quota") -> Finding:
     """The quota refuses the job before any node is considered: free GPUs are not what it waits for now.
     Kept as a caveat (raising the quota alone would not be enough), never a cause beside the quota."""
     if f.code not in (C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION) or not f.supported:
         return f
     f.status, f.confidence = UNVERIFIED, min(f.confidence, 0.35)
     f.why = (
-        "the project's quota refuses the job before any node is considered; once the quota allows it, this is "
+        f"{who} refuses the job before any node is considered; once the quota allows it, this is "
         "what it would wait for next"
     )
     f.explains = ()
@@ -755,12 +759,7 @@ def mig_finding(
         layouts[-1]["words"] = f"{r.node} ({r.mig_config or 'no mig.config'}: {layout})"
     advertised = {p: sum(r.mig_layout.get(p, 0) for r in usable) for p in req.mig}
     missing = [p for p, n in advertised.items() if n == 0]
-    capable = [r for r in usable if _labels(di, r.node).get("nvidia.com/mig.capable") == "true"]
-    candidates = []
-    for r in capable:
-        evicted = [p for p in di.pods_on_node(r.node) if p.get("mig") or int(p.get("gpus") or 0) > 0]
-        candidates.append({"node": r.node, "config": r.mig_config, "evicts": [p.ref for p in evicted]})
-    candidates.sort(key=lambda c: (len(c["evicts"]), c["node"]))
+    candidates = repartition_candidates(di, usable)
     where = "; ".join(x["words"] for x in layouts[:5]) or "no usable node has MIG enabled"
     if missing:
         what = (
@@ -810,6 +809,19 @@ def mig_finding(
     )
 
 
+def repartition_candidates(di: DiagnosisInput, usable: list[F.NodeFit]) -> list[dict[str, Any]]:
+    """The MIG-capable usable nodes a repartition could give a profile, fewest evictions first: mig-manager
+    evicts every pod using the node's GPUs (MIG instances or whole GPUs) before it applies a layout."""
+    candidates = []
+    for r in usable:
+        if _labels(di, r.node).get("nvidia.com/mig.capable") != "true":
+            continue
+        evicted = [p for p in di.pods_on_node(r.node) if p.get("mig") or int(p.get("gpus") or 0) > 0]
+        candidates.append({"node": r.node, "config": r.mig_config, "evicts": [p.ref for p in evicted]})
+    candidates.sort(key=lambda c: (len(c["evicts"]), c["node"]))
+    return candidates
+
+
 def _labels(di: DiagnosisInput, node: str) -> dict[str, str]:
     n = di.find("node", node)
     return (n.get("labels") if n is not None else None) or {}
@@ -818,7 +830,7 @@ def _labels(di: DiagnosisInput, node: str) -> dict[str, str]:
 #
 # GPU shares (KAI gpu-fraction / gpu-memory)
 #
-def _share_words(req: F.Request) -> str:
+def share_words(req: F.Request) -> str:
     if req.share:
         return f"{req.share:g} of a GPU"
     return f"{(req.share_memory_mib or 0) / 1024:g} GiB of GPU memory"
@@ -850,7 +862,7 @@ def share_capacity_findings(
         needed = round(req.pods * (req.share or 0), 4)
         largest = max([x["free"] for x in gpus] + ([1.0] if whole else []), default=0.0)
         unit = "of a GPU"
-    need = f"{req.pods} pod(s) × {_share_words(req)}"
+    need = f"{req.pods} pod(s) × {share_words(req)}"
     held = sorted(gpus, key=lambda x: -(x["free_mib"] or 0) if by_memory else -x["free"])
     named = "; ".join(_shared_gpu_words(x, by_memory) for x in held[:5])
     facts = {
@@ -869,7 +881,7 @@ def share_capacity_findings(
             Finding(
                 C.GPU_FRAGMENTATION,
                 f"{total:g} {unit} is free in total on usable nodes, enough for {ref.label} ({need}), but no single "
-                f"GPU has {_share_words(req)} free and no whole GPU is free: {named}.",
+                f"GPU has {share_words(req)} free and no whole GPU is free: {named}.",
                 SUPPORTED,
                 0.55 if causes else 0.8,
                 supports=[*base, *said_support(C.GPU_CAPACITY_SHORTAGE)],

@@ -6,217 +6,411 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('collectors', '0001_initial'),
+        ("collectors", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Hypothesis',
+            name="Hypothesis",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('code', models.CharField(max_length=48)),
-                ('statement', models.TextField()),
-                ('status', models.CharField(choices=[('supported', 'supported'), ('refuted', 'refuted'), ('unverified', 'unverified')], max_length=16)),
-                ('confidence', models.FloatField()),
-                ('rank', models.IntegerField(default=0)),
-                ('next_questions', models.JSONField(default=list)),
-                ('why', models.TextField(blank=True, default='')),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('subject', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='collectors.entity')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("code", models.CharField(max_length=48)),
+                ("statement", models.TextField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("supported", "supported"),
+                            ("refuted", "refuted"),
+                            ("unverified", "unverified"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("confidence", models.FloatField()),
+                ("rank", models.IntegerField(default=0)),
+                ("next_questions", models.JSONField(default=list)),
+                ("why", models.TextField(blank=True, default="")),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "subject",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="collectors.entity",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['rank', 'id'],
+                "ordering": ["rank", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Citation',
+            name="Citation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(default='supports', max_length=16)),
-                ('hypothesis', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='incidents.hypothesis')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("role", models.CharField(default="supports", max_length=16)),
+                (
+                    "hypothesis",
+                    models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="incidents.hypothesis"),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Incident',
+            name="Incident",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('title', models.CharField(max_length=300)),
-                ('severity', models.CharField(choices=[('critical', 'critical'), ('warning', 'warning'), ('info', 'info')], default='warning', max_length=16)),
-                ('status', models.CharField(choices=[('open', 'open'), ('investigating', 'investigating'), ('mitigated', 'mitigated'), ('resolved', 'resolved')], default='open', max_length=16)),
-                ('onset', models.DateTimeField()),
-                ('window_start', models.DateTimeField()),
-                ('window_end', models.DateTimeField(blank=True, null=True)),
-                ('resolved_at', models.DateTimeField(blank=True, null=True)),
-                ('owner', models.CharField(blank=True, default='', max_length=150)),
-                ('unresolved_subject', models.CharField(blank=True, default='', max_length=500)),
-                ('collection_state', models.CharField(default='pending', max_length=16)),
-                ('collected_at', models.DateTimeField(blank=True, null=True)),
-                ('diagnosed_at', models.DateTimeField(blank=True, null=True)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('cluster', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='incidents', to='collectors.cluster')),
-                ('related', models.ManyToManyField(blank=True, to='incidents.incident')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("title", models.CharField(max_length=300)),
+                (
+                    "severity",
+                    models.CharField(
+                        choices=[("critical", "critical"), ("warning", "warning"), ("info", "info")],
+                        default="warning",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("open", "open"),
+                            ("investigating", "investigating"),
+                            ("mitigated", "mitigated"),
+                            ("resolved", "resolved"),
+                        ],
+                        default="open",
+                        max_length=16,
+                    ),
+                ),
+                ("onset", models.DateTimeField()),
+                ("window_start", models.DateTimeField()),
+                ("window_end", models.DateTimeField(blank=True, null=True)),
+                ("resolved_at", models.DateTimeField(blank=True, null=True)),
+                ("owner", models.CharField(blank=True, default="", max_length=150)),
+                ("unresolved_subject", models.CharField(blank=True, default="", max_length=500)),
+                ("collection_state", models.CharField(default="pending", max_length=16)),
+                ("collected_at", models.DateTimeField(blank=True, null=True)),
+                ("diagnosed_at", models.DateTimeField(blank=True, null=True)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="incidents",
+                        to="collectors.cluster",
+                    ),
+                ),
+                ("related", models.ManyToManyField(blank=True, to="incidents.incident")),
             ],
             options={
-                'ordering': ['-onset'],
+                "ordering": ["-onset"],
             },
         ),
         migrations.AddField(
-            model_name='hypothesis',
-            name='incident',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='hypotheses', to='incidents.incident'),
+            model_name="hypothesis",
+            name="incident",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="hypotheses",
+                to="incidents.incident",
+            ),
         ),
         migrations.CreateModel(
-            name='HandoffNote',
+            name="HandoffNote",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('author_name', models.CharField(max_length=150)),
-                ('created', models.DateTimeField()),
-                ('updated', models.DateTimeField()),
-                ('summary', models.TextField()),
-                ('checked', models.TextField(blank=True, default='')),
-                ('missing', models.TextField(blank=True, default='')),
-                ('next_steps', models.TextField(blank=True, default='')),
-                ('owner', models.CharField(blank=True, default='', max_length=150)),
-                ('author', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('incident', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='handoffs', to='incidents.incident')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("author_name", models.CharField(max_length=150)),
+                ("created", models.DateTimeField()),
+                ("updated", models.DateTimeField()),
+                ("summary", models.TextField()),
+                ("checked", models.TextField(blank=True, default="")),
+                ("missing", models.TextField(blank=True, default="")),
+                ("next_steps", models.TextField(blank=True, default="")),
+                ("owner", models.CharField(blank=True, default="", max_length=150)),
+                (
+                    "author",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "incident",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="handoffs",
+                        to="incidents.incident",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created', '-id'],
+                "ordering": ["-created", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='IncidentSubject',
+            name="IncidentSubject",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(default='subject', max_length=32)),
-                ('entity', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='collectors.entity')),
-                ('incident', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='incidents.incident')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("role", models.CharField(default="subject", max_length=32)),
+                (
+                    "entity",
+                    models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="collectors.entity"),
+                ),
+                (
+                    "incident",
+                    models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="incidents.incident"),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='incident',
-            name='subjects',
-            field=models.ManyToManyField(related_name='incidents', through='incidents.IncidentSubject', to='collectors.entity'),
+            model_name="incident",
+            name="subjects",
+            field=models.ManyToManyField(
+                related_name="incidents", through="incidents.IncidentSubject", to="collectors.entity"
+            ),
         ),
         migrations.CreateModel(
-            name='Observation',
+            name="Observation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('source', models.CharField(choices=[('k8s', 'Kubernetes'), ('prometheus', 'Prometheus'), ('kai', 'KAI Scheduler'), ('kueue', 'Kueue'), ('runai', 'Run:ai'), ('change', 'change history'), ('alert', 'alert'), ('log', 'container log'), ('inventory', 'inventory')], max_length=16)),
-                ('kind', models.CharField(max_length=48)),
-                ('locator', models.CharField(max_length=1000)),
-                ('observed_at', models.DateTimeField()),
-                ('collected_at', models.DateTimeField()),
-                ('content', models.JSONField(default=dict)),
-                ('summary', models.CharField(blank=True, default='', max_length=500)),
-                ('error', models.TextField(blank=True, default='')),
-                ('dedup_key', models.CharField(max_length=300)),
-                ('entity', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='collectors.entity')),
-                ('incident', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='observations', to='incidents.incident')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[
+                            ("k8s", "Kubernetes"),
+                            ("prometheus", "Prometheus"),
+                            ("kai", "KAI Scheduler"),
+                            ("kueue", "Kueue"),
+                            ("runai", "Run:ai"),
+                            ("change", "change history"),
+                            ("alert", "alert"),
+                            ("log", "container log"),
+                            ("inventory", "inventory"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("kind", models.CharField(max_length=48)),
+                ("locator", models.CharField(max_length=1000)),
+                ("observed_at", models.DateTimeField()),
+                ("collected_at", models.DateTimeField()),
+                ("content", models.JSONField(default=dict)),
+                ("summary", models.CharField(blank=True, default="", max_length=500)),
+                ("error", models.TextField(blank=True, default="")),
+                ("dedup_key", models.CharField(max_length=300)),
+                (
+                    "entity",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="collectors.entity",
+                    ),
+                ),
+                (
+                    "incident",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="observations",
+                        to="incidents.incident",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['observed_at', 'id'],
+                "ordering": ["observed_at", "id"],
             },
         ),
         migrations.AddField(
-            model_name='hypothesis',
-            name='evidence',
-            field=models.ManyToManyField(related_name='hypotheses', through='incidents.Citation', to='incidents.observation'),
+            model_name="hypothesis",
+            name="evidence",
+            field=models.ManyToManyField(
+                related_name="hypotheses", through="incidents.Citation", to="incidents.observation"
+            ),
         ),
         migrations.AddField(
-            model_name='citation',
-            name='observation',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='incidents.observation'),
+            model_name="citation",
+            name="observation",
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="incidents.observation"),
         ),
         migrations.CreateModel(
-            name='ProposedAction',
+            name="ProposedAction",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('title', models.CharField(max_length=300)),
-                ('command', models.TextField(blank=True, default='')),
-                ('impact', models.TextField()),
-                ('verify', models.TextField()),
-                ('rollback', models.TextField()),
-                ('rank', models.IntegerField(default=0)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('hypothesis', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='actions', to='incidents.hypothesis')),
-                ('incident', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='actions', to='incidents.incident')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("title", models.CharField(max_length=300)),
+                ("command", models.TextField(blank=True, default="")),
+                ("impact", models.TextField()),
+                ("verify", models.TextField()),
+                ("rollback", models.TextField()),
+                ("rank", models.IntegerField(default=0)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "hypothesis",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="actions",
+                        to="incidents.hypothesis",
+                    ),
+                ),
+                (
+                    "incident",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="actions",
+                        to="incidents.incident",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['rank', 'id'],
+                "ordering": ["rank", "id"],
             },
         ),
         migrations.CreateModel(
-            name='AuditEntry',
+            name="AuditEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('time', models.DateTimeField()),
-                ('user_name', models.CharField(max_length=150)),
-                ('request_id', models.CharField(blank=True, default='', max_length=64)),
-                ('action', models.CharField(max_length=48)),
-                ('target_type', models.CharField(max_length=48)),
-                ('target_id', models.BigIntegerField()),
-                ('object_repr', models.CharField(max_length=300)),
-                ('before', models.JSONField(blank=True, null=True)),
-                ('after', models.JSONField(blank=True, null=True)),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("time", models.DateTimeField()),
+                ("user_name", models.CharField(max_length=150)),
+                ("request_id", models.CharField(blank=True, default="", max_length=64)),
+                ("action", models.CharField(max_length=48)),
+                ("target_type", models.CharField(max_length=48)),
+                ("target_id", models.BigIntegerField()),
+                ("object_repr", models.CharField(max_length=300)),
+                ("before", models.JSONField(blank=True, null=True)),
+                ("after", models.JSONField(blank=True, null=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-time', '-id'],
-                'indexes': [models.Index(fields=['target_type', 'target_id', 'time'], name='audit_target')],
+                "ordering": ["-time", "-id"],
+                "indexes": [models.Index(fields=["target_type", "target_id", "time"], name="audit_target")],
             },
         ),
         migrations.CreateModel(
-            name='Alert',
+            name="Alert",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('fingerprint', models.CharField(max_length=64)),
-                ('name', models.CharField(max_length=200)),
-                ('status', models.CharField(default='firing', max_length=16)),
-                ('severity', models.CharField(blank=True, default='', max_length=32)),
-                ('cluster_name', models.CharField(blank=True, default='', max_length=63)),
-                ('labels', models.JSONField(default=dict)),
-                ('annotations', models.JSONField(default=dict)),
-                ('starts_at', models.DateTimeField()),
-                ('ends_at', models.DateTimeField(blank=True, null=True)),
-                ('generator_url', models.CharField(blank=True, default='', max_length=2000)),
-                ('group_key', models.CharField(blank=True, default='', max_length=2000)),
-                ('receiver', models.CharField(blank=True, default='', max_length=200)),
-                ('raw', models.JSONField(default=dict)),
-                ('received_at', models.DateTimeField()),
-                ('updated_at', models.DateTimeField()),
-                ('processed_at', models.DateTimeField(blank=True, null=True)),
-                ('incident', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='alerts', to='incidents.incident')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("fingerprint", models.CharField(max_length=64)),
+                ("name", models.CharField(max_length=200)),
+                ("status", models.CharField(default="firing", max_length=16)),
+                ("severity", models.CharField(blank=True, default="", max_length=32)),
+                ("cluster_name", models.CharField(blank=True, default="", max_length=63)),
+                ("labels", models.JSONField(default=dict)),
+                ("annotations", models.JSONField(default=dict)),
+                ("starts_at", models.DateTimeField()),
+                ("ends_at", models.DateTimeField(blank=True, null=True)),
+                ("generator_url", models.CharField(blank=True, default="", max_length=2000)),
+                ("group_key", models.CharField(blank=True, default="", max_length=2000)),
+                ("receiver", models.CharField(blank=True, default="", max_length=200)),
+                ("raw", models.JSONField(default=dict)),
+                ("received_at", models.DateTimeField()),
+                ("updated_at", models.DateTimeField()),
+                ("processed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "incident",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="alerts",
+                        to="incidents.incident",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-starts_at'],
-                'indexes': [models.Index(fields=['processed_at', 'received_at'], name='alert_outbox'), models.Index(fields=['status', 'starts_at'], name='alert_status')],
-                'constraints': [models.UniqueConstraint(fields=('fingerprint', 'starts_at'), name='alert_identity')],
+                "ordering": ["-starts_at"],
+                "indexes": [
+                    models.Index(fields=["processed_at", "received_at"], name="alert_outbox"),
+                    models.Index(fields=["status", "starts_at"], name="alert_status"),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(fields=("fingerprint", "starts_at"), name="alert_identity")
+                ],
             },
         ),
         migrations.AddConstraint(
-            model_name='incidentsubject',
-            constraint=models.UniqueConstraint(fields=('incident', 'entity'), name='incident_subject_once'),
+            model_name="incidentsubject",
+            constraint=models.UniqueConstraint(fields=("incident", "entity"), name="incident_subject_once"),
         ),
         migrations.AddIndex(
-            model_name='incident',
-            index=models.Index(fields=['status', 'onset'], name='incident_status'),
+            model_name="incident",
+            index=models.Index(fields=["status", "onset"], name="incident_status"),
         ),
         migrations.AddIndex(
-            model_name='observation',
-            index=models.Index(fields=['incident', 'observed_at'], name='obs_incident_time'),
+            model_name="observation",
+            index=models.Index(fields=["incident", "observed_at"], name="obs_incident_time"),
         ),
         migrations.AddConstraint(
-            model_name='observation',
-            constraint=models.UniqueConstraint(fields=('incident', 'dedup_key'), name='observation_once'),
+            model_name="observation",
+            constraint=models.UniqueConstraint(fields=("incident", "dedup_key"), name="observation_once"),
         ),
         migrations.AddConstraint(
-            model_name='citation',
-            constraint=models.UniqueConstraint(fields=('hypothesis', 'observation'), name='cite_once'),
+            model_name="citation",
+            constraint=models.UniqueConstraint(fields=("hypothesis", "observation"), name="cite_once"),
         ),
     ]

@@ -5,62 +5,101 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('collectors', '0004_job_queue_order'),
-        ('incidents', '0001_initial'),
+        ("collectors", "0004_job_queue_order"),
+        ("incidents", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='hypothesis',
-            name='scope',
-            field=models.CharField(choices=[('cause', 'cause'), ('elsewhere', 'also happening in the cluster')], default='cause', max_length=16),
+            model_name="hypothesis",
+            name="scope",
+            field=models.CharField(
+                choices=[("cause", "cause"), ("elsewhere", "also happening in the cluster")],
+                default="cause",
+                max_length=16,
+            ),
         ),
         migrations.AddField(
-            model_name='hypothesis',
-            name='superseded',
+            model_name="hypothesis",
+            name="superseded",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='proposedaction',
-            name='superseded',
+            model_name="proposedaction",
+            name="superseded",
             field=models.BooleanField(default=False),
         ),
         migrations.CreateModel(
-            name='DiagnosisRun',
+            name="DiagnosisRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField()),
-                ('made_at', models.DateTimeField()),
-                ('trigger', models.CharField(choices=[('onset', 'onset'), ('alert', 'an alert joined'), ('change', 'a subject changed'), ('manual', 'asked by hand')], default='onset', max_length=16)),
-                ('top_code', models.CharField(blank=True, default='', max_length=48)),
-                ('top_statement', models.TextField(blank=True, default='')),
-                ('supported', models.IntegerField(default=0)),
-                ('checked', models.JSONField(default=list)),
-                ('seen_until', models.DateTimeField(blank=True, null=True)),
-                ('incident', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='diagnoses', to='incidents.incident')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("at", models.DateTimeField()),
+                ("made_at", models.DateTimeField()),
+                (
+                    "trigger",
+                    models.CharField(
+                        choices=[
+                            ("onset", "onset"),
+                            ("alert", "an alert joined"),
+                            ("change", "a subject changed"),
+                            ("manual", "asked by hand"),
+                        ],
+                        default="onset",
+                        max_length=16,
+                    ),
+                ),
+                ("top_code", models.CharField(blank=True, default="", max_length=48)),
+                ("top_statement", models.TextField(blank=True, default="")),
+                ("supported", models.IntegerField(default=0)),
+                ("checked", models.JSONField(default=list)),
+                ("seen_until", models.DateTimeField(blank=True, null=True)),
+                (
+                    "incident",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="diagnoses",
+                        to="incidents.incident",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['at', 'id'],
+                "ordering": ["at", "id"],
             },
         ),
         migrations.AddField(
-            model_name='hypothesis',
-            name='run',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='hypotheses', to='incidents.diagnosisrun'),
+            model_name="hypothesis",
+            name="run",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="hypotheses",
+                to="incidents.diagnosisrun",
+            ),
         ),
         migrations.AddField(
-            model_name='proposedaction',
-            name='run',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='actions', to='incidents.diagnosisrun'),
+            model_name="proposedaction",
+            name="run",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="actions",
+                to="incidents.diagnosisrun",
+            ),
         ),
         migrations.AddIndex(
-            model_name='hypothesis',
-            index=models.Index(fields=['incident', 'superseded', 'rank'], name='hypothesis_current'),
+            model_name="hypothesis",
+            index=models.Index(fields=["incident", "superseded", "rank"], name="hypothesis_current"),
         ),
         migrations.AddIndex(
-            model_name='diagnosisrun',
-            index=models.Index(fields=['incident', 'at'], name='diagnosis_incident_at'),
+            model_name="diagnosisrun",
+            index=models.Index(fields=["incident", "at"], name="diagnosis_incident_at"),
         ),
     ]

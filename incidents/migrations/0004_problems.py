@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('incidents', '0003_lifecycle'),
+        ("incidents", "0003_lifecycle"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='diagnosisrun',
-            name='cause_key',
-            field=models.CharField(blank=True, default='', max_length=300),
+            model_name="diagnosisrun",
+            name="cause_key",
+            field=models.CharField(blank=True, default="", max_length=300),
         ),
         migrations.AddField(
-            model_name='incident',
-            name='cause_key',
-            field=models.CharField(blank=True, default='', max_length=300),
+            model_name="incident",
+            name="cause_key",
+            field=models.CharField(blank=True, default="", max_length=300),
         ),
     ]

@@ -9,6 +9,13 @@ Funnel stages are nested, each a subset of the one before:
   allocated  healthy and held by a pod (the GPU's ``pod`` hot column, from DCGM's pod labels)
   active     allocated and SM activity near t above ACTIVE_SM
   well used  active and SM activity near t above WELL_USED_SM
+
+Shared and partitioned GPUs count what is allocated of them, not 1 each: a GPU KAI shares counts the sum of
+its shares' fractions (at most 1; the reservation pod holding the device is not a user), a MIG GPU the part
+of its layout its used instances take (a used 3g.40gb of a 3g+2g+1g+1g layout is 3/7). A share or MIG GPU
+is active/used well for its allocated part when its SM activity near t is (for MIG, the mean of its
+instances' series, as the telemetry sweep stores one point per GPU). The stages from "allocated" on are
+therefore GPU units (412.5), and the funnel also counts the shared GPUs, their shares and the MIG instances.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from django.db.models import Avg, Count, OuterRef, Subquery
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from collectors.mapping.common import RESERVATION_NAMESPACE, mig_units
 from collectors.models import Cluster, EntityVersion, TelemetrySample
 from rcaweb.console.common import ACTIVE_SM, SAMPLE_STEP_MIN, SM_METRIC, WELL_USED_SM
 from rcaweb.cursor import Cursor
@@ -44,23 +52,71 @@ STAGE_LABELS = {
 class Funnel:
     total: int = 0
     healthy: int = 0
-    allocated: int = 0
-    active: int = 0
-    well_used: int = 0
+    allocated: float = (
+        0  # GPU units: a whole GPU 1, a shared GPU its shares' fractions, a MIG GPU its used part
+    )
+    active: float = 0
+    well_used: float = 0
+    shared_gpus: int = 0  # healthy GPUs KAI shares, with at least one share on them
+    shares: int = 0  # the shares on them
+    mig_gpus: int = 0  # healthy partitioned GPUs with at least one instance in use
+    mig_instances: int = 0  # MIG instances in use (a pod on them)
+    mig_instances_free: int = 0  # MIG instances of healthy GPUs no pod holds
 
     def add(self, cell: Cell) -> None:
         self.total += 1
         self.healthy += cell.healthy
-        self.allocated += cell.healthy and cell.allocated
-        self.active += cell.healthy and cell.allocated and cell.active
-        self.well_used += cell.healthy and cell.allocated and cell.well_used
+        if cell.healthy and cell.kind == "mig":
+            self.mig_instances_free += cell.slices_total - cell.slices
+        if not (cell.healthy and cell.allocated):
+            return
+        units = cell.units
+        self.allocated = round(self.allocated + units, 4)
+        if cell.active:
+            self.active = round(self.active + units, 4)
+        if cell.well_used:
+            self.well_used = round(self.well_used + units, 4)
+        if cell.kind == "shared":
+            self.shared_gpus += 1
+            self.shares += cell.slices
+        elif cell.kind == "mig":
+            self.mig_gpus += 1
+            self.mig_instances += cell.slices
 
-    def stages(self) -> list[tuple[str, str, int, float]]:
-        """(stage, label, count, share of total) for the template's bars."""
+    def stages(self) -> list[tuple[str, str, float, float]]:
+        """(stage, label, count, share of total) for the template's bars; counts from "allocated" on in GPU
+        units (a whole number prints as one)."""
         return [
-            (s, STAGE_LABELS[s], getattr(self, s), (getattr(self, s) / self.total) if self.total else 0.0)
+            (
+                s,
+                STAGE_LABELS[s],
+                units(getattr(self, s)),
+                (getattr(self, s) / self.total) if self.total else 0.0,
+            )
             for s in STAGES
         ]
+
+    @property
+    def sliced_words(self) -> str:
+        """What the allocated units hold beyond whole GPUs: "38 shared GPUs hold 91 shares; 24 MIG instances"."""
+        parts = []
+        if self.shared_gpus:
+            parts.append(
+                f"{self.shared_gpus} shared GPU{'s' if self.shared_gpus != 1 else ''} "
+                f"hold{'s' if self.shared_gpus == 1 else ''} {self.shares} share{'s' if self.shares != 1 else ''}"
+            )
+        if self.mig_gpus or self.mig_instances_free:
+            parts.append(
+                f"{self.mig_instances} MIG instance{'s' if self.mig_instances != 1 else ''} in use on "
+                f"{self.mig_gpus} GPU{'s' if self.mig_gpus != 1 else ''}, {self.mig_instances_free} free"
+            )
+        return "; ".join(parts)
+
+
+def units(x: float) -> float | int:
+    """GPU units as the page writes them: 412.5, and 412 rather than 412.0."""
+    x = round(float(x), 2)
+    return int(x) if x.is_integer() else x
 
 
 @dataclass
@@ -78,6 +134,10 @@ class Cell:
     project: str = ""
     job: str = ""
     job_namespace: str = ""
+    kind: str = "whole"  # whole | shared (KAI GPU sharing) | mig (partitioned)
+    units: float = 1.0  # what is allocated of the GPU, in GPUs (1 for a held whole GPU)
+    slices: int = 0  # shares on it, or MIG instances in use
+    slices_total: int = 0  # MIG instances of its layout
 
     @property
     def active(self) -> bool:
@@ -117,7 +177,7 @@ class Fleet:
     rows: list[NodeRow]
     idle: list[Cell]
     over_requesting: list[JobUse]
-    allocated_by_pods: int  # cross-check: GPUs requested by pods bound to nodes (scheduler's view)
+    allocated_by_pods: float  # cross-check: GPU units requested by pods bound to nodes (scheduler's view)
 
 
 def with_cell_html(f: Fleet, cursor: Cursor) -> Fleet:
@@ -126,7 +186,11 @@ def with_cell_html(f: Fleet, cursor: Cursor) -> Fleet:
     for row in f.rows:
         parts = []
         for c in row.cells:
-            title = f"GPU {c.index} · {c.state}" + (f" · {c.pod}" if c.pod else "")
+            title = f"GPU {c.index} · {c.state}" + (f" · {c.pod}" if c.pod and c.kind == "whole" else "")
+            if c.kind == "shared":
+                title += f" · {c.slices} share(s), {units(c.units)} of the GPU"
+            elif c.kind == "mig":
+                title += f" · MIG {c.slices} of {c.slices_total} instance(s) in use"
             if c.sm is not None:
                 title += f" · SM {round(c.sm * 100)}%"
             parts.append(
@@ -159,7 +223,15 @@ def compute(cursor: Cursor, cluster: Cluster | None = None) -> Fleet:
         .exclude(node="")
         .select_related("entity")
         .only(
-            "cluster_id", "node", "gpus", "project", "job", "namespace", "entity__namespace", "entity__name"
+            "cluster_id",
+            "node",
+            "gpus",
+            "gpu_units",
+            "project",
+            "job",
+            "namespace",
+            "entity__namespace",
+            "entity__name",
         )
     )
     sm = _sm_by_gpu(cursor, [g.entity_id for g in gpus] if len(gpus) <= 900 else None, scope)
@@ -175,10 +247,14 @@ def compute(cursor: Cursor, cluster: Cluster | None = None) -> Fleet:
             cordoned=bool(n.state.get("unschedulable")),
         )
     usable_left: dict[tuple[int, str], int] = {}
+    mig_usable: set[tuple[int, str]] = set()  # Ready nodes advertising MIG instances (mixed strategy: gpu 0)
     for key, row in rows.items():
         n = row.version
         ready = n.ready is not False and n.phase not in ("NotReady", "Unknown")
         usable_left[key] = (n.gpus_allocatable or 0) if ready else 0
+        alloc = n.state.get("allocatable") or {}
+        if ready and any(str(k).startswith("nvidia.com/mig-") and _count(v) > 0 for k, v in alloc.items()):
+            mig_usable.add(key)
 
     funnel = Funnel()
     by_pool: defaultdict[str, Funnel] = defaultdict(Funnel)
@@ -187,9 +263,13 @@ def compute(cursor: Cursor, cluster: Cluster | None = None) -> Fleet:
     for g in sorted(gpus, key=lambda v: (v.node, int(v.state.get("index", 0) or 0), v.entity.name)):
         key = (g.cluster_id, g.node)
         row = rows.get(key, orphans)
-        healthy = g.phase == "ok" and usable_left.get(key, 0) > 0
-        if healthy:
-            usable_left[key] -= 1
+        instances = g.state.get("mig") or []
+        if instances:  # a partitioned GPU is advertised as its instances, not as nvidia.com/gpu
+            healthy = g.phase == "ok" and key in mig_usable
+        else:
+            healthy = g.phase == "ok" and usable_left.get(key, 0) > 0
+            if healthy:
+                usable_left[key] -= 1
         stats = sm.get(g.entity_id, {})
         pod = pod_by_key.get((g.cluster_id, g.pod)) if g.pod else None
         cell = Cell(
@@ -205,6 +285,7 @@ def compute(cursor: Cursor, cluster: Cluster | None = None) -> Fleet:
             job=pod.job if pod else "",
             job_namespace=pod.entity.namespace if pod else "",
         )
+        _slices(cell, g.state)
         if g.phase == "missing" or g.state.get("present") is False:
             cell.state = "missing"
         elif g.phase == "faulty" or not healthy:
@@ -230,8 +311,47 @@ def compute(cursor: Cursor, cluster: Cluster | None = None) -> Fleet:
         rows=all_rows,
         idle=idle,
         over_requesting=_over_requesting(cells),
-        allocated_by_pods=sum(p.gpus or 0 for p in pods),
+        allocated_by_pods=units(
+            sum(
+                (p.gpu_units if p.gpu_units is not None else (p.gpus or 0))
+                for p in pods
+                if p.entity.namespace != RESERVATION_NAMESPACE  # KAI's placeholder, not a user of the GPU
+            )
+        ),
     )
+
+
+def _count(v: Any) -> int:
+    try:
+        return int(v or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _slices(cell: Cell, state: dict[str, Any]) -> None:
+    """A shared GPU's shares or a MIG GPU's instances: what is allocated of it, in GPUs."""
+    shares = state.get("shares") or []
+    instances = state.get("mig") or []
+    if shares or state.get("reservation"):
+        cell.kind = "shared"
+        cell.slices = len(shares)
+        cell.units = round(min(1.0, sum(float(sh.get("fraction") or 0) for sh in shares)), 4)
+        cell.allocated = bool(shares)
+        # The pods on it, not KAI's reservation pod (what DCGM names): one job's share is not its whole GPU.
+        cell.pod = ", ".join(str(sh.get("pod") or "") for sh in shares)
+        cell.project = str(shares[0].get("pod") or "").split("/", 1)[0] if shares else ""
+        cell.job = cell.job_namespace = ""
+    elif instances:
+        cell.kind = "mig"
+        used = [i for i in instances if i.get("pod")]
+        cell.slices, cell.slices_total = len(used), len(instances)
+        layout = sum(mig_units(str(i.get("profile") or "")) for i in instances)
+        cell.units = (
+            round(sum(mig_units(str(i.get("profile") or "")) for i in used) / layout, 4) if layout else 0.0
+        )
+        cell.allocated = bool(used)
+    else:
+        cell.units = 1.0 if cell.allocated else 0.0
 
 
 def _sm_by_gpu(

@@ -3,6 +3,16 @@
 Only preemptible (train) work is ever a victim. Cross-queue victims come only
 from queues that are over their deserved (KAI) / nominal (Kueue) quota at the
 moment they are picked, and only for a queue that stays within its own quota.
+
+KAI with departments (parent queues): as KAI's proportion plugin does, the queues are compared where they
+diverge. Two projects of one department compare as siblings (project quota against project quota); a
+project reclaiming from another department, or from a project outside any department, compares at the top
+level: its department must stay within the department's deserved quota after the reclaim, and the victim's
+department (or ungrouped project) must be over its own — so a department over its quota can lose work its
+projects run within their own quotas, and a project under quota in a department at its quota cannot reclaim
+across departments. Fair share is divided the same way: the cluster among the top-level queues
+(departments and ungrouped projects), then each department's share among its projects (deserved quota
+first, then the rest by priority and over-quota weight), never above a queue's limit.
 """
 
 from __future__ import annotations
@@ -87,13 +97,51 @@ def _started(job: SimJob) -> datetime:
 #
 
 
+def top_queue(world: World, project: str) -> tuple[str, str]:
+    """The project's queue at the top level of KAI's hierarchy: ("department", name) or ("project", name)."""
+    dept = world.projects[project].department
+    if dept and dept in world.departments:
+        return ("department", dept)
+    return ("project", project)
+
+
+def _top_used(world: World, top: tuple[str, str], alloc: dict[str, float]) -> float:
+    return department_used(world, top[1], alloc) if top[0] == "department" else alloc[top[1]]
+
+
+def _top_quota(world: World, top: tuple[str, str]) -> float:
+    return (
+        world.departments[top[1]].quota_gpus if top[0] == "department" else world.projects[top[1]].quota_gpus
+    )
+
+
+def _reclaimable(world: World, reclaimer: str, r: float, victim: str, alloc: dict[str, float]) -> bool:
+    """Whether ``reclaimer``'s queue may reclaim from ``victim``'s, compared where the two diverge (KAI)."""
+    if victim == reclaimer:
+        return False
+    mine, theirs = top_queue(world, reclaimer), top_queue(world, victim)
+    if alloc[reclaimer] + r > world.projects[reclaimer].quota_gpus + 1e-9:
+        return False  # the reclaimer's own queue must stay within its deserved quota
+    if mine == theirs:  # siblings in one department
+        return alloc[victim] > world.projects[victim].quota_gpus + 1e-9
+    if mine[0] == "department" and _top_used(world, mine, alloc) + r > _top_quota(world, mine) + 1e-9:
+        return False  # its department would pass its own deserved quota
+    return _top_used(world, theirs, alloc) > _top_quota(world, theirs) + 1e-9
+
+
+def _overage(world: World, reclaimer: str, victim: str, alloc: dict[str, float]) -> float:
+    """How far over quota the victim's queue is at the level the two queues compare at."""
+    theirs = top_queue(world, victim)
+    if top_queue(world, reclaimer) == theirs:
+        return alloc[victim] - world.projects[victim].quota_gpus
+    return _top_used(world, theirs, alloc) - _top_quota(world, theirs)
+
+
 def kai_victims(world: World, placer: Placer, job: SimJob, alloc: dict[str, int]) -> list[tuple[str, SimJob]]:
     proj = world.projects[job.project]
     r = job.pods * job.gpus_per_pod
     cands: list[tuple[str, SimJob]] = []
-    reclaim = alloc[proj.name] + r <= proj.quota_gpus and any(
-        alloc[n] > p.quota_gpus for n, p in world.projects.items()
-    )
+    reclaim = any(_reclaimable(world, proj.name, r, n, alloc) for n in world.projects)
     if not reclaim and job.priority_class != "inference":
         return []  # no queue over quota to reclaim from, nothing of its own to preempt
     bound = _bound_jobs(world, placer)
@@ -103,12 +151,12 @@ def kai_victims(world: World, placer: Placer, job: SimJob, alloc: dict[str, int]
             for j in bound
             if j.project != proj.name
             and j.priority_class == "train"
-            and alloc[j.project] > world.projects[j.project].quota_gpus
+            and _reclaimable(world, proj.name, r, j.project, alloc)
         ]
         others.sort(
             key=lambda j: (
                 world.projects[j.project].priority,
-                -(alloc[j.project] - world.projects[j.project].quota_gpus),
+                -_overage(world, proj.name, j.project, alloc),
                 -_started(j).timestamp(),
                 j.name,
             )
@@ -124,8 +172,8 @@ def kai_victims(world: World, placer: Placer, job: SimJob, alloc: dict[str, int]
     released: list = []
     for kind, victim in cands:
         vq = world.projects[victim.project]
-        if kind == "reclaim" and tentative[vq.name] <= vq.quota_gpus:
-            continue
+        if kind == "reclaim" and not _reclaimable(world, proj.name, r, vq.name, tentative):
+            continue  # earlier victims already brought its queue (or department) back to its quota
         chosen.append((kind, victim))
         for pod in world.pods_of(victim):
             if pod.node is not None:
@@ -201,8 +249,31 @@ def _record(world: World, kind: str, victim: SimJob, by: SimJob, used: dict[str,
             "preemptor_project_allocated": used[by.project],
             "preemptor_project_quota": world.projects[by.project].quota_gpus,
             "preemptor_gpus": by.pods * by.gpus_per_pod,
+            # where KAI compared the two queues: "project" (siblings, or two ungrouped projects) or "top"
+            # (across departments), with the victim's queue at that level and its use and quota then
+            **_compared(world, kind, victim, by, used),
         }
     )
+
+
+def _compared(
+    world: World, kind: str, victim: SimJob, by: SimJob, used: dict[str, float]
+) -> dict[str, object]:
+    if kind != "reclaim":
+        return {}
+    theirs = top_queue(world, victim.project)
+    if top_queue(world, by.project) == theirs or theirs[0] == "project":
+        level, name = "project", victim.project
+        allocated, quota = used[victim.project], world.projects[victim.project].quota_gpus
+    else:
+        level, name = "top", theirs[1]
+        allocated, quota = _top_used(world, theirs, used), _top_quota(world, theirs)
+    return {
+        "compared_at": level,
+        "victim_queue": name,
+        "victim_queue_allocated": allocated,
+        "victim_queue_quota": quota,
+    }
 
 
 def _mark_preempted(world: World, victim: SimJob, by: SimJob) -> None:
@@ -341,31 +412,92 @@ def update_projects(world: World) -> None:
             world.touch(proj)
 
 
+DEPARTMENT_PRIORITY = 0  # a department's parent Queue is rendered without priority, weight 1 (kube/kai.py)
+DEPARTMENT_WEIGHT = 1
+
+
 def _fair_shares(world: World, requested: dict[str, int]) -> dict[str, float]:
-    """KAI: deserved quota, then spare GPUs water-filled by over_quota_weight, higher queue priority first.
+    """KAI: the cluster's GPUs divided among the top-level queues (departments and ungrouped projects), then each
+    department's share among its projects; at each level deserved quota first, then the spare water-filled by
+    over_quota_weight, higher queue priority first, never past a queue's demand (capped by its limit).
 
     Kueue has no fair share here: it is the nominal quota.
     """
     projects = world.projects
     if world.scheduler == "kueue":
         return {n: float(p.quota_gpus) for n, p in projects.items()}
-    total = sum(n.allocatable_gpus for n in world.nodes.values() if n.ready)
+    total = float(sum(n.allocatable_gpus for n in world.nodes.values() if n.ready))
+    total += sum(
+        sum(i.compute_slices for g in n.gpus if g.present and g.healthy for i in g.mig)
+        for n in world.nodes.values()
+        if n.ready and n.mig_layout
+    )  # MIG instances count as their "<n>g" in a KAI queue: a partitioned GPU offers its slices
     demand = {
         n: float(min(requested[n], p.limit_gpus if p.limit_gpus is not None else math.inf))
         for n, p in projects.items()
     }
-    share = {n: float(min(p.quota_gpus, demand[n])) for n, p in projects.items()}
+    members: dict[str, list[str]] = {d: [] for d in world.departments}
+    top: list[tuple[str, float, float, int, int]] = []  # (key, quota, demand, priority, weight)
+    for n, p in projects.items():
+        if p.department in members:
+            members[p.department].append(n)  # type: ignore[index]
+        else:
+            top.append((n, float(p.quota_gpus), demand[n], p.priority, p.over_quota_weight))
+    for d, names in members.items():
+        dept = world.departments[d]
+        want = sum(demand[n] for n in names)
+        if dept.limit_gpus is not None:
+            want = min(want, float(dept.limit_gpus))
+        top.append((f"department/{d}", float(dept.quota_gpus), want, DEPARTMENT_PRIORITY, DEPARTMENT_WEIGHT))
+    level = divide(total, top)
+    share = {n: level[n] for n, p in projects.items() if p.department not in members}
+    for d, names in members.items():
+        share.update(
+            divide(
+                level[f"department/{d}"],
+                [
+                    (
+                        n,
+                        float(projects[n].quota_gpus),
+                        demand[n],
+                        projects[n].priority,
+                        projects[n].over_quota_weight,
+                    )
+                    for n in names
+                ],
+                within=True,
+            )
+        )
+    return share
+
+
+def divide(
+    total: float, queues: list[tuple[str, float, float, int, int]], *, within: bool = False
+) -> dict[str, float]:
+    """One level of KAI's resource division: (name, deserved, demand, priority, weight) -> fair share.
+
+    Deserved quota first (capped by the demand; an over-committed top level still gives it, as KAI's
+    pseudo-code does; ``within`` a department, whose share is what is divided, the projects' deserved quotas
+    are scaled down to fit it), then what is left water-filled by over-quota weight, higher priority first,
+    no queue past its demand."""
+    share = {n: min(q, d) for n, q, d, _p, _w in queues}  # as KAI: deserved is given even past the total
+    need = sum(share.values())
+    if within and need > total + 1e-9:  # a department's share is divided: its projects get no more together
+        share = {n: v * total / need for n, v in share.items()}
+    demand = {n: d for n, _q, d, _p, _w in queues}
+    prio = {n: p for n, _q, _d, p, _w in queues}
+    weight = {n: w for n, _q, _d, _p, w in queues}
     spare = max(0.0, total - sum(share.values()))
-    for prio in sorted({p.priority for p in projects.values()}, reverse=True):
-        level = [n for n, p in projects.items() if p.priority == prio]
-        for _ in range(len(level) + 1):
-            active = [n for n in level if share[n] < demand[n] - 1e-9 and projects[n].over_quota_weight > 0]
+    for level in sorted(set(prio.values()), reverse=True):
+        names = [n for n in share if prio[n] == level]
+        for _ in range(len(names) + 1):
+            active = [n for n in names if share[n] < demand[n] - 1e-9 and weight[n] > 0]
             if not active or spare <= 1e-9:
                 break
-            wsum = sum(projects[n].over_quota_weight for n in active)
+            wsum = sum(weight[n] for n in active)
             given = 0.0
             for n in active:
-                add = min(demand[n] - share[n], spare * projects[n].over_quota_weight / wsum)
+                add = min(demand[n] - share[n], spare * weight[n] / wsum)
                 share[n] += add
                 given += add
             spare -= given

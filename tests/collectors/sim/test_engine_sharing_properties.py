@@ -3,7 +3,9 @@
 After every tick: the shares on a GPU never sum over 1 nor over its memory, and a shared GPU is held by
 exactly one KAI reservation pod and no whole-GPU pod; every MIG layout on a node fits the GPU's compute
 and memory slices and each instance has at most one pod; a department's usage never exceeds its limit;
-CPU and memory requested on a node never exceed what it can allocate.
+CPU and memory requested on a node never exceed what it can allocate; a reclaim's victim queue was over its
+quota at the level KAI compared it (siblings, or departments); a department's projects' fair shares stay
+within the department's limit.
 """
 
 from __future__ import annotations
@@ -157,6 +159,16 @@ def check(world: World) -> None:
             continue
         total = sum(alloc[p.name] for p in world.projects.values() if p.department == d.name)
         assert total <= d.limit_gpus + 1e-6, (d.name, total, d.limit_gpus)
+    # Reclaim compares queues where they diverge: the victim's queue at that level was over its quota.
+    for p in world.preemptions:
+        if p["kind"] == "reclaim" and "compared_at" in p:
+            assert p["victim_queue_allocated"] > p["victim_queue_quota"], p
+    # A department's projects never get more fair share together than the department's limit lets them.
+    if world.scheduler == "kai":
+        for d in world.departments.values():
+            fs = sum(p.fair_share_gpus for p in world.projects.values() if p.department == d.name)
+            if d.limit_gpus is not None:
+                assert fs <= d.limit_gpus + 1e-2, (d.name, fs, d.limit_gpus)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -57,6 +57,11 @@ def test_it_bundles_a_busy_demo() -> None:
     assert len(s.projects) >= 5
     assert len([j for j in s.jobs if j.generated_by]) >= 150
     assert s.duration_s == 12 * 3600
+    # A shared-GPU platform (issue 18): a pool KAI shares, a MIG pool, a department, an incident on each.
+    assert any(p.sharing for p in s.cluster.nodepools) and any(p.mig for p in s.cluster.nodepools)
+    assert s.departments and any(p.department for p in s.projects)
+    tops = {x.top for x in s.expect}
+    assert {"gpu_fragmentation", "mig_profile_unavailable", "department_quota_exhausted"} <= tops
 
 
 def _matches(subject: dict, labels: dict[str, str]) -> bool:
