@@ -140,6 +140,7 @@ def run_scenario_file(path: Any, *, sweep_every: timedelta = SWEEP_EVERY, log: A
             sweeps = 0
             notified: set[str] = set()
             held: set[str] = set()  # pending at the previous check
+            was_firing: set[str] = set()  # firing at the previous check
             while True:
                 # Sweep at the idle cadence, and right away when an alert starts firing: Alertmanager sends it
                 # group_wait (30 s) later, i.e. during the next advance, and the intake must then find the
@@ -154,8 +155,11 @@ def run_scenario_file(path: Any, *, sweep_every: timedelta = SWEEP_EVERY, log: A
                     (firing if a.get("status") == "firing" else pending).add(key)
                 due = firing | (pending & held)
                 held = pending
-                fresh = bool(due - notified)
+                # An alert that stopped firing is swept too: it dates the subject's recovery (the incident's
+                # quiet period starts when the inventory shows it healthy again, incidents.lifecycle).
+                fresh = bool(due - notified) or bool(was_firing - firing)
                 notified |= due
+                was_firing = firing
                 t0 = time.monotonic()
                 with web.busy:  # wait for a pipeline run still in flight
                     # Without workers the intake answered first and the in-process worker groups, collects and
