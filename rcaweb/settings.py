@@ -330,9 +330,8 @@ RCAWEB_WATCH_LEASE_S = envint("RCAWEB_WATCH_LEASE_S", 120)  # a dead worker's cl
 # One watch task's length, below the broker's visibility timeout (a longer task would be delivered twice);
 # beat starts one every RCAWEB_WATCH_CHECK_S per cluster, which returns at once while a session holds the lease.
 # (a minute below it, or half of a visibility timeout shorter than two minutes).
-RCAWEB_WATCH_SESSION_S = envint(
-    "RCAWEB_WATCH_SESSION_S", max(1, min(3000, max(_BROKER_VISIBILITY_S - 60, _BROKER_VISIBILITY_S // 2)))
-)
+_WATCH_SESSION_DEFAULT_S = max(1, min(3000, max(_BROKER_VISIBILITY_S - 60, _BROKER_VISIBILITY_S // 2)))
+RCAWEB_WATCH_SESSION_S = envint("RCAWEB_WATCH_SESSION_S", _WATCH_SESSION_DEFAULT_S)
 RCAWEB_WATCH_CHECK_S = envint("RCAWEB_WATCH_CHECK_S", 30)
 for _name in ("RCAWEB_WATCH_RELIST_S", "RCAWEB_WATCH_TIMEOUT_S", "RCAWEB_WATCH_LEASE_S", "RCAWEB_WATCH_SESSION_S", "RCAWEB_WATCH_CHECK_S"):
     if globals()[_name] <= 0:
