@@ -73,7 +73,10 @@ def test_it_names_an_unknown_key_and_its_line() -> None:
 def test_it_reports_a_wrong_type_with_the_value() -> None:
     with pytest.raises(ScenarioError) as info:
         load_scenario(BASE.replace("gpus_per_pod: 8\nevents", "gpus_per_pod: eight\nevents"))
-    assert "jobs[0].gpus_per_pod (line 24): expected an integer or a fraction between 0 and 1, got 'eight'" in str(info.value)
+    assert (
+        "jobs[0].gpus_per_pod (line 24): expected an integer or a fraction between 0 and 1, got 'eight'"
+        in str(info.value)
+    )
 
 
 def test_it_rejects_a_bad_duration() -> None:
@@ -187,4 +190,39 @@ def test_it_rejects_a_gpu_index_beyond_the_node_in_expect() -> None:
     text = BASE.replace("subject: {job: train-a}", "subject: {gpu: {node: a100-01, index: 8}}")
     assert [(p, m) for p, _l, m in problems_of(text)] == [
         ("expect[0].subject.gpu.index", "node a100-01 has GPUs 0..7, got 8")
+    ]
+
+
+# What a schema library does not give for free (docs/decisions.md, "Scenario validation stays hand-written"):
+# these pin the contract any other implementation of the loader has to keep.
+
+
+def test_it_names_duplicate_and_non_string_keys_with_their_lines() -> None:
+    text = BASE.replace("    pods: 1\n", "    pods: 1\n    pods: 2\n").replace("seed: 3", "seed: 3\n7: x")
+    assert problems_of(text) == [
+        ("", 7, "keys must be strings, got 7"),
+        ("jobs[0].pods", 25, "duplicate key 'pods'"),
+    ]
+
+
+def test_a_missing_key_is_reported_at_its_mapping_and_an_unknown_one_lists_the_keys() -> None:
+    assert problems_of(BASE.replace("    pods: 1\n", "")) == [
+        ("jobs[0].pods", 20, "missing required key 'pods'")
+    ]
+    ((path, line, msg),) = problems_of(BASE.replace("    quota: {gpu: 8}", "    quota: {gpu: 8, cpu: 4}"))
+    assert (path, line, msg) == ("projects[0].quota.cpu", 17, "unknown key 'cpu'; expected one of: gpu")
+
+
+def test_one_entry_reports_its_type_and_reference_problems_together_in_reading_order() -> None:
+    xid = BASE.replace(
+        "{at: 30m, cordon: {node: a100-01}}", "{at: 30m, xid: {node: a100-09, gpu: -1, code: 79}}"
+    )
+    assert problems_of(xid) == [
+        ("events[0].xid.node", 26, "unknown node 'a100-09' at 30m"),
+        ("events[0].xid.gpu", 26, "expected an integer >= 0, got -1"),
+    ]
+    job = BASE.replace("project: vision\n    submit: 10m", "project: vison\n    submit: soon")
+    assert problems_of(job) == [
+        ("jobs[0].project", 21, "unknown project 'vison'"),
+        ("jobs[0].submit", 22, "expected a duration like 30s, 15m, 2h or 1h30m, got 'soon'"),
     ]
