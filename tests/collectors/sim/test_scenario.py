@@ -156,7 +156,10 @@ def test_it_expands_generate_entries_reproducibly() -> None:
     a, b = load_scenario(text), load_scenario(text)
     assert [j.name for j in a.jobs] == ["train-a", "bg-001", "bg-002", "bg-003", "bg-004", "bg-005"]
     assert a.jobs == b.jobs
-    assert all(1800 <= j.runtime_s <= 3600 and j.gpus_per_pod in (1, 2) for j in a.jobs[1:])
+    assert all(
+        j.runtime_s is not None and 1800 <= j.runtime_s <= 3600 and j.gpus_per_pod in (1, 2)
+        for j in a.jobs[1:]
+    )
     other = load_scenario(text.replace("seed: 3", "seed: 4"))
     assert [j.submit_s for j in other.jobs] != [j.submit_s for j in a.jobs]
 
