@@ -15,22 +15,8 @@ One driver for everything that runs the pipeline against the simulated cluster: 
 It never calls the intake, the grouping or the diagnosis itself: those run because the webhook was posted
 to (inline without a Celery worker, ``incidents.inline``). ``collectors/sim`` imports nothing of this.
 
-The policies of its callers, side by side (:func:`scenario_policy`, :func:`demo_policy`,
-:func:`live_policy`): cadences are simulated time when fast-forwarding and wall time when live.
-
-==========================  ===================  ========================  =========================
-                            run_scenario         demo, fast-forward        demo, live
-==========================  ===================  ========================  =========================
-inventory                   every 15 min         every 20 min              every 30 s
-events                      every 10 min         with the inventory        every 15 s
-telemetry                   every 30 min         after (last hour)         every 60 s, and backfill
-lifecycle (settle)          every tick           —                         every 60 s
-alert starts firing         sweep                sweep, at most every      sweep
-                                                 half interval (≥ 5 min)
-pending alert held a tick   sweep                —                         —
-alert stops firing          sweep                —                         —
-inline worker               drained first        —                         —
-==========================  ===================  ========================  =========================
+The policies of its callers, side by side in docs/design.md §9: :func:`scenario_policy`, :func:`demo_policy`
+(the demo's fast-forward to now) and :func:`live_policy` (the demo once live, at wall-clock cadences).
 """
 
 from __future__ import annotations
@@ -38,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -55,7 +40,7 @@ from collectors.models import Cluster
 from collectors.sim.server import SimServer
 from incidents import inline, lifecycle
 from incidents.tasks import SETTLE_EVERY_S
-from rcaweb.webserver import WebServer
+from rcaweb.webserver import AlertPoster, WebServer
 
 logger = logging.getLogger(__name__)
 
@@ -89,9 +74,7 @@ class Policy:
     # An alert that stopped firing sweeps too: it dates the subject's recovery (the incident's quiet period
     # starts when the inventory shows it healthy again, incidents.lifecycle).
     resolved: bool = False
-    events_on_alert: bool = (
-        True  # an alert's sweep takes the events too (when they have a cadence of their own)
-    )
+    events_on_alert: bool = True  # an alert's sweep takes the events too (when they have their own cadence)
     final: bool = False  # sweep at the moment a fast-forward ends, whatever the cadence
     # Without workers the intake answers first and the in-process worker groups, collects and diagnoses after
     # it: wait (up to this many seconds) for it to finish with the inventory of this moment before sweeping on.
@@ -168,9 +151,7 @@ class Harness:
         self.sweeps = 0
         self.timings: dict[str, float] = {"sweeps_s": 0.0, "advance_s": 0.0}
         self.tick = timedelta(seconds=getattr(world, "tick_seconds", 60))
-        self._serve = (serve, quiet, serialize)
-        self._token = token
-        self._hold = hold_alerts
+        self._serve, self._token, self._hold = (serve, quiet, serialize), token, hold_alerts
         # What the alert triggers remember (Policy.once_per_alert, .held_pending, .resolved).
         self._notified: set[str] = set()  # swept for, in this run
         self._at_last_sweep: set[str] = set()  # firing (or held) at the last inventory sweep
@@ -327,7 +308,8 @@ class Harness:
         assert self.cluster is not None
         name = self.cluster.name
         started = time.monotonic()
-        with self._exclusive():
+        busy = self.web.busy if self.web is not None else None
+        with busy or contextlib.nullcontext():  # serialized requests: one in flight finishes first
             if policy.drain_s is not None and not inline.drain(timeout=policy.drain_s):
                 logger.warning("inline worker still busy after %d s; sweeping anyway", policy.drain_s)
             if inventory:
@@ -382,70 +364,6 @@ class Harness:
             except OperationalError as exc:
                 logger.warning("%s at %s, attempt %d: %s", fn.__name__, args[-1], attempt, exc)
         return None
-
-    @contextlib.contextmanager
-    def _exclusive(self) -> Iterator[None]:
-        """Keep the webhook's requests out while sweeping, when they are serialized (a pipeline run still in
-        flight finishes first)."""
-        busy = self.web.busy if self.web is not None else None
-        if busy is None:
-            yield
-            return
-        with busy:
-            yield
-
-
-class AlertPoster:
-    """The simulator's Alertmanager notifications, posted to the intake from a queue in a thread.
-
-    Posting inline would stall the demo's fast-forward for as long as the intake takes to process a
-    notification (evidence and diagnosis run inline without a Celery worker, and share SQLite's single writer
-    with the sweeps). So notifications sent while fast-forwarding wait in the queue and are posted, in order,
-    once :meth:`resume` is called (like an Alertmanager backlog); then the incidents appear as the intake gets
-    through them. Same HTTP request, same bearer token as a real Alertmanager.
-    """
-
-    def __init__(self, url: str, token: str, stop: threading.Event, timeout_s: float = 300.0) -> None:
-        import requests
-
-        self.url = url
-        self.queue: queue.Queue[dict[str, Any]] = queue.Queue()
-        self.session = requests.Session()
-        self.session.headers["Authorization"] = f"Bearer {token}"
-        self.timeout_s = timeout_s
-        self.stop = stop
-        self.posted = 0
-        self.failed = 0
-        self.go = threading.Event()  # set by resume(): until then notifications wait in the queue
-        threading.Thread(target=self._run, name="harness-alerts", daemon=True).start()
-
-    def resume(self) -> None:
-        self.go.set()
-
-    def __call__(self, payload: dict[str, Any]) -> None:
-        self.queue.put(payload)
-
-    def _run(self) -> None:
-        import requests
-
-        while not self.go.wait(0.5):
-            if self.stop.is_set():
-                return
-        while not self.stop.is_set():
-            try:
-                payload = self.queue.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            try:
-                resp = self.session.post(self.url, json=payload, timeout=self.timeout_s)
-                if resp.status_code >= 300:
-                    self.failed += 1
-                    logger.warning("alert intake answered %s: %s", resp.status_code, resp.text[:200])
-                else:
-                    self.posted += 1
-            except requests.RequestException as exc:
-                self.failed += 1
-                logger.warning("alert intake unreachable: %s", exc)
 
 
 @contextlib.contextmanager

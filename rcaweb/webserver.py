@@ -7,15 +7,22 @@ free loopback port); ``bench/intake.py`` measures the webhook through it. Produc
 Each request runs in a thread of its own with its own database connections, closed after the request (Django's
 ``ThreadedWSGIServer``): the database must be one that other threads can open (a file or a server, not an
 in-memory SQLite database).
+
+:class:`AlertPoster` posts the simulator's Alertmanager notifications to the webhook from a queue of its own,
+held until the demo's console is up.
 """
 
 from __future__ import annotations
 
+import logging
+import queue
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler, get_internal_wsgi_application
+
+logger = logging.getLogger(__name__)
 
 
 class _Handler(WSGIRequestHandler):
@@ -87,3 +94,56 @@ class WebServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class AlertPoster:
+    """The simulator's Alertmanager notifications, posted to the intake from a queue in a thread.
+
+    Posting inline would stall the demo's fast-forward for as long as the intake takes to process a
+    notification (evidence and diagnosis run inline without a Celery worker, and share SQLite's single writer
+    with the sweeps). So notifications sent while fast-forwarding wait in the queue and are posted, in order,
+    once :meth:`resume` is called (like an Alertmanager backlog); then the incidents appear as the intake gets
+    through them. Same HTTP request, same bearer token as a real Alertmanager.
+    """
+
+    def __init__(self, url: str, token: str, stop: threading.Event, timeout_s: float = 300.0) -> None:
+        import requests
+
+        self.url = url
+        self.queue: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Bearer {token}"
+        self.timeout_s = timeout_s
+        self.stop = stop
+        self.posted = 0
+        self.failed = 0
+        self.go = threading.Event()  # set by resume(): until then notifications wait in the queue
+        threading.Thread(target=self._run, name="harness-alerts", daemon=True).start()
+
+    def resume(self) -> None:
+        self.go.set()
+
+    def __call__(self, payload: dict[str, Any]) -> None:
+        self.queue.put(payload)
+
+    def _run(self) -> None:
+        import requests
+
+        while not self.go.wait(0.5):
+            if self.stop.is_set():
+                return
+        while not self.stop.is_set():
+            try:
+                payload = self.queue.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            try:
+                resp = self.session.post(self.url, json=payload, timeout=self.timeout_s)
+                if resp.status_code >= 300:
+                    self.failed += 1
+                    logger.warning("alert intake answered %s: %s", resp.status_code, resp.text[:200])
+                else:
+                    self.posted += 1
+            except requests.RequestException as exc:
+                self.failed += 1
+                logger.warning("alert intake unreachable: %s", exc)
