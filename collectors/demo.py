@@ -57,9 +57,8 @@ class Demo:
         self.out = out
         self.stop = threading.Event()
         self.harness: Harness | None = None
-        self.anchor: datetime | None = (
-            None  # the wall-clock instant the fast-forward ends at (world time = wall)
-        )
+        # The wall-clock instant the fast-forward ends at: live, world time follows the wall clock from it.
+        self.anchor: datetime | None = None
 
     def run(self) -> dict[str, Any]:
         from collectors.sim.engine.world import World
