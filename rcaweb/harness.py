@@ -335,7 +335,8 @@ class Harness:
 
     def _alert_due(self, policy: Policy, last: dict[str, float], clock: float) -> bool:
         """Whether the alerts ask for a sweep now (an alert starting to fire, held pending, stopped firing)."""
-        firing, pending = set(), set()  # pending: the others ("state": pending or resolved)
+        firing: set[str] = set()
+        pending: set[str] = set()  # the others ("state": pending or resolved)
         for a in self.world.alerts(include_pending=True):
             status = a.get("status")
             if policy.alert_key == "state":
@@ -387,7 +388,7 @@ def _refuse_in_memory_database() -> None:
     """The webhook's request threads open their own connections: an in-memory SQLite database is invisible to
     them (or, shared-cache, fails with "table is locked"). Say so rather than lose every alert."""
     for conn in connections.all():
-        if conn.vendor == "sqlite" and conn.is_in_memory_db():
+        if conn.vendor == "sqlite" and conn.is_in_memory_db():  # type: ignore[attr-defined]  # sqlite's own
             raise ImproperlyConfigured(
                 f"database {conn.alias!r} is an in-memory SQLite database, which the webhook's server threads "
                 "cannot share: use a file (run_scenario's default --database temp does)"
