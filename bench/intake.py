@@ -643,10 +643,11 @@ def inline_main(args: argparse.Namespace) -> int:
     from django.core.management import call_command
     from django.db import connection
 
-    from collectors.demo import _sqlite_for_concurrency, _start_web
+    from collectors.demo import _sqlite_for_concurrency
     from collectors.models import Cluster
     from incidents import inline
     from incidents.models import Alert, Incident
+    from rcaweb.webserver import WebServer
     from tests.incidents.fixtures.alertmanager import gpu_uuid, small_world
 
     if args.inline_db:
@@ -677,7 +678,7 @@ def inline_main(args: argparse.Namespace) -> int:
     warnings = Warnings()
     logging.getLogger().addHandler(warnings)
     port = free_port()
-    httpd = _start_web(f"127.0.0.1:{port}")
+    httpd = WebServer(f"127.0.0.1:{port}").start()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     latencies: list[float] = []
     backlog_ms = None
@@ -741,7 +742,7 @@ def inline_main(args: argparse.Namespace) -> int:
         drain_s = time.perf_counter() - posted
     finally:
         conn.close()
-        httpd.shutdown()
+        httpd.stop()
     result = {
         "mode": f"inline-{args.inline_mode}",
         "requests": len(latencies),

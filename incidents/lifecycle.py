@@ -1,7 +1,8 @@
 """When an incident is over: all its alerts resolved, and its subject stayed healthy for a quiet period.
 
-``settle(now)`` is the one entry point (Celery beat every minute, the scenario driver after each sweep, the
-demo's live loop); ``now`` is a parameter so a fast-forwarded scenario resolves incidents at simulated time.
+``settle(now)`` is the one entry point (Celery beat every minute; the simulation harness, rcaweb.harness, for
+run_scenario and the demo); ``now`` is a parameter so a fast-forwarded scenario resolves incidents at
+simulated time.
 For each unresolved incident whose alerts all ended at least ``RCAWEB_AUTO_RESOLVE_AFTER`` before ``now``:
 
 - the alerts' resolution is the signal; the inventory confirms it where a subject's state says something

@@ -2,37 +2,31 @@
 
 simulator (collectors.sim, on loopback HTTP) → collectors (inventory/events/telemetry sweeps at simulated
 time) → the simulator's Alertmanager posts over HTTP to this Django app, served on a free loopback port in a
-thread → intake → grouping → evidence → diagnosis (Celery eager). The driver only moves the simulated clock
-and calls the sweeps and the incident lifecycle (incidents.lifecycle.settle), as Celery beat would; it never
-calls the intake or the diagnosis itself.
+thread → intake → grouping → evidence → diagnosis (Celery eager). The driving is the simulation harness's
+(``rcaweb.harness``, with :func:`rcaweb.harness.scenario_policy`): it only moves the simulated clock and calls
+the sweeps and the incident lifecycle (incidents.lifecycle.settle), as Celery beat would; it never calls the
+intake or the diagnosis itself. This module reads the result: the JSON document and the expectations.
 
-Used by ``manage.py run_scenario`` (docs/scenarios.md §5) and by the scenario tests.
+Used by ``manage.py run_scenario`` (docs/scenarios.md §5) and by the scenario tests. The webhook's server
+threads open their own database connections: the database must be a file or a server (the tests put an
+in-memory test database on a file first, ``tests/conftest.py``).
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, timedelta
 from typing import Any
 
-from django.db import connections
-from django.test.testcases import LiveServerThread
-from django.test.utils import override_settings
-
-from collectors.models import Cluster, EntityVersion
-from incidents import inline
+from collectors.models import EntityVersion
 from incidents.models import Alert, DiagnosisRun, Hypothesis, Incident, IncidentSubject
 
 logger = logging.getLogger(__name__)
 
-SWEEP_EVERY = timedelta(minutes=15)  # idle cadence; sweeps also run when alerts fire (see the loop)
-TELEMETRY_EVERY = timedelta(minutes=30)  # fleet samples; incident evidence reads Prometheus live
-EVENTS_EVERY = timedelta(minutes=10)  # well inside the 1 h event TTL
-INLINE_DRAIN_S = 600
+SWEEP_EVERY = timedelta(minutes=15)  # idle cadence; sweeps also run when alerts fire (rcaweb.harness)
 
 
 @dataclass
@@ -59,49 +53,6 @@ class RunResult:
         return all(e["passed"] for e in self.expect)
 
 
-class _Server:
-    """This Django app on a free loopback port, in a thread (the intake the simulator's Alertmanager posts to)."""
-
-    def __init__(self) -> None:
-        override = {}
-        for conn in connections.all():
-            # An in-memory SQLite database (the test database) is only visible through the same connection.
-            if conn.vendor == "sqlite" and conn.is_in_memory_db():
-                override[conn.alias] = conn
-        self.override = override
-        # Held while the app handles a request: the driver takes it before sweeping, so the pipeline a
-        # notification started (which may outlive the sender's 10 s timeout) never writes concurrently with
-        # a sweep (SQLite has one writer).
-        self.busy = threading.Lock()
-        self.thread = LiveServerThread("127.0.0.1", self._serialized, connections_override=override or None)
-
-    def _serialized(self, app: Any) -> Any:
-        def handle(environ: dict[str, Any], start_response: Any) -> Any:
-            with self.busy:
-                return list(app(environ, start_response))
-
-        return handle
-
-    def __enter__(self) -> _Server:
-        for conn in self.override.values():
-            conn.inc_thread_sharing()
-        self.thread.daemon = True
-        self.thread.start()
-        self.thread.is_ready.wait()
-        if self.thread.error:
-            raise self.thread.error
-        return self
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.thread.port}"
-
-    def __exit__(self, *exc: object) -> None:
-        self.thread.terminate()
-        for conn in self.override.values():
-            conn.dec_thread_sharing()
-
-
 def run_scenario_file(path: Any, *, sweep_every: timedelta = SWEEP_EVERY, log: Any = None) -> RunResult:
     """Simulate the scenario at ``path`` end to end; raises ``ScenarioError`` (with ``problems``) for a bad file.
 
@@ -110,83 +61,19 @@ def run_scenario_file(path: Any, *, sweep_every: timedelta = SWEEP_EVERY, log: A
     """
     from collectors.sim.engine.world import World
     from collectors.sim.scenario import Scenario, load_scenario
-    from collectors.sim.server import SimServer
-    from collectors.sweep import sweep_cluster, sweep_events, sweep_telemetry
-    from incidents.lifecycle import settle
+    from rcaweb.harness import Harness, scenario_policy, settings_set
 
     scenario = path if isinstance(path, Scenario) else load_scenario(path)
     started = time.monotonic()
     world = World.from_scenario(scenario)
     token = secrets.token_urlsafe(24)
-    timings: dict[str, float] = {"sweeps_s": 0.0, "advance_s": 0.0}
-    with (
-        _Server() as web,
-        override_settings(WEBHOOK_TOKENS=[token], ALLOWED_HOSTS=["127.0.0.1", "localhost"]),
-    ):
-        intake = f"{web.url}/api/v1/alerts/alertmanager"
-        with SimServer(world, alert_url=intake, alert_token=token) as sim:
-            cluster, _ = Cluster.objects.update_or_create(
-                name=scenario.cluster.name,
-                defaults={
-                    "scheduler": scenario.cluster.scheduler,
-                    "kubeconfig": sim.kubeconfig_path,
-                    "prometheus_url": sim.prometheus_url,
-                    "runai_url": sim.runai_url,
-                },
-            )
-            tick = timedelta(seconds=getattr(world, "tick_seconds", 60))
-            now = world.now
-            last_sweep = last_tel = last_ev = None
-            sweeps = 0
-            notified: set[str] = set()
-            held: set[str] = set()  # pending at the previous check
-            was_firing: set[str] = set()  # firing at the previous check
-            while True:
-                # Sweep at the idle cadence, and right away when an alert starts firing: Alertmanager sends it
-                # group_wait (30 s) later, i.e. during the next advance, and the intake must then find the
-                # inventory of the moment it fired.
-                # A condition that starts holding (pending) is swept too, once it has held through a whole
-                # tick: it dates the symptom before the alert fires (a `for` of a tick or more, so still
-                # before its onset), while a pod bound this tick, Pending only until its container starts
-                # seconds later, makes a pending alert that never fires and needs no sweep of its own.
-                firing, pending = set(), set()
-                for a in world.alerts(include_pending=True):
-                    key = f"{a['fingerprint']}:{a.get('status')}"
-                    (firing if a.get("status") == "firing" else pending).add(key)
-                due = firing | (pending & held)
-                held = pending
-                # An alert that stopped firing is swept too: it dates the subject's recovery (the incident's
-                # quiet period starts when the inventory shows it healthy again, incidents.lifecycle).
-                fresh = bool(due - notified) or bool(was_firing - firing)
-                notified |= due
-                was_firing = firing
-                t0 = time.monotonic()
-                with web.busy:  # wait for a pipeline run still in flight
-                    # Without workers the intake answered first and the in-process worker groups, collects and
-                    # diagnoses after it: let it finish with the inventory of this moment before sweeping on.
-                    if not inline.drain(timeout=INLINE_DRAIN_S):
-                        logger.warning("inline worker still busy after %d s; sweeping anyway", INLINE_DRAIN_S)
-                    if last_sweep is None or fresh or now - last_sweep >= sweep_every:
-                        sweep_cluster(cluster.name, now)
-                        last_sweep = now
-                        sweeps += 1
-                    if last_ev is None or fresh or now - last_ev >= EVENTS_EVERY:
-                        sweep_events(cluster.name, now)
-                        last_ev = now
-                    if last_tel is None or now - last_tel >= TELEMETRY_EVERY:
-                        sweep_telemetry(cluster.name, now)
-                        last_tel = now
-                    # What beat's settle_incidents does, at simulated time: one query on a tick with nothing to do.
-                    settle(now)
-                timings["sweeps_s"] += time.monotonic() - t0
-                if now >= scenario.end:
-                    break
-                now = min(now + tick, scenario.end)
-                t0 = time.monotonic()
-                # The sender posts due notifications to the intake, which runs the pipeline.
-                sim.advance_to(now)
-                timings["advance_s"] += time.monotonic() - t0
-            timings["sweeps"] = sweeps
+    # One request at a time, kept out while the harness sweeps: the pipeline a notification started (which may
+    # outlive the sender's 10 s timeout) never writes concurrently with a sweep (SQLite has one writer).
+    harness = Harness(world, serve="127.0.0.1:0", token=token, quiet=True, serialize=True)
+    with settings_set(WEBHOOK_TOKENS=[token], ALLOWED_HOSTS=["127.0.0.1", "localhost"]), harness:
+        harness.register(scenario)
+        harness.fast_forward(scenario.end, scenario_policy(sweep_every))
+    timings: dict[str, float] = {**harness.timings, "sweeps": harness.sweeps}
     result = RunResult(scenario=scenario.name, incidents=incidents_json(), timings=timings)
     related = related_json()
     result.expect = check_expectations(scenario, result.incidents, related)
@@ -195,7 +82,7 @@ def run_scenario_file(path: Any, *, sweep_every: timedelta = SWEEP_EVERY, log: A
     if log is not None:
         log(
             f"{scenario.name}: {len(result.incidents)} incident(s) in {result.timings['total_s']} s "
-            f"({sweeps} sweeps)"
+            f"({harness.sweeps} sweeps)"
         )
     return result
 

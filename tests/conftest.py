@@ -18,6 +18,9 @@ name must not see each other.
 from __future__ import annotations
 
 import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -49,3 +52,46 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if getattr(settings, "REDIS_URL", ""):
         settings.REDIS_URL = worker_redis_url(settings.REDIS_URL, worker)
+
+
+@pytest.fixture
+def scenario_db(transactional_db: None, tmp_path: Path) -> Iterator[None]:
+    """The test database on a file, for a test that runs a scenario through the real pipeline (run_scenario).
+
+    The simulation harness serves the webhook from threads that open database connections of their own
+    (``rcaweb.harness``, ``rcaweb.webserver``), and refuses an in-memory SQLite database: other connections do
+    not see it, or, in the suite's shared cache, fail at the first conflict ("table is locked"). So, on SQLite,
+    the in-memory test database as it is now (migrated, empty) is copied to a file with the project's options
+    and the default connection points there for the test; it is put back before pytest-django empties it.
+    On PostgreSQL every thread reaches the test database already: nothing to do.
+    """
+    from django.db import connection, connections
+
+    if connection.vendor != "sqlite" or not connection.is_in_memory_db():
+        yield
+        return
+    suite = connections["default"]  # keeps the in-memory test database alive until it is put back
+    saved = dict(connections.settings["default"])
+    path = tmp_path / "scenario.sqlite3"
+    suite.ensure_connection()
+    target = sqlite3.connect(path)
+    try:
+        suite.connection.backup(target)
+    finally:
+        target.close()
+    options = dict(saved.get("OPTIONS") or {})
+    # A throw-away file: WAL as in production, no fsync per commit (as run_scenario's temporary database).
+    options.update(
+        timeout=20,
+        transaction_mode="IMMEDIATE",
+        init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF",
+    )
+    connections.settings["default"].update({"NAME": str(path), "OPTIONS": options})
+    del connections["default"]
+    try:
+        yield
+    finally:
+        connections["default"].close()
+        connections.settings["default"].clear()
+        connections.settings["default"].update(saved)
+        connections["default"] = suite

@@ -63,6 +63,7 @@ def test_it_counts_the_reasons_over_a_jobs_pods():
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("scenario_db")  # the webhook's server threads must see the database
 def test_a_crash_looping_job_reads_crashloopbackoff_on_its_project_and_queue_pages():
     """Through the real pipeline (tests/e2e/scenario.yaml: llama-ft crash-loops with CUDA OOM)."""
     import re

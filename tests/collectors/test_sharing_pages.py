@@ -21,6 +21,7 @@ SCENARIO = (
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("scenario_db")  # the webhook's server threads must see the database
 def test_a_shared_gpu_lists_its_shares_and_a_mig_node_its_layout() -> None:
     call_command("run_scenario", str(SCENARIO), "--json", "--database", "configured", stdout=StringIO())
     client = Client()
@@ -44,6 +45,7 @@ def test_a_shared_gpu_lists_its_shares_and_a_mig_node_its_layout() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("scenario_db")  # the webhook's server threads must see the database
 def test_project_usage_counts_shares_as_fractions() -> None:
     from collectors import queries
     from collectors.models import EntityVersion

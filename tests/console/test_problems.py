@@ -83,6 +83,7 @@ def test_the_key_names_the_shared_object_of_a_supported_cause() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("scenario_db")  # the webhook's server threads must see the database
 def test_jobs_blocked_by_one_quota_cut_are_one_problem_on_the_home_page(tmp_path: Path) -> None:
     path = tmp_path / "cut.yaml"
     path.write_text(QUOTA_CUT)

@@ -54,6 +54,7 @@ def _top(run: DiagnosisRun) -> str:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("scenario_db")  # the webhook's server threads must see the database
 def test_the_onset_answer_and_the_later_one_differ_and_each_cursor_shows_its_own(
     tmp_path: Path, client
 ) -> None:

@@ -44,6 +44,7 @@ expect:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("scenario_db")  # the webhook's server threads must see the database
 def test_it_prints_the_scenarios_md_json_document(tmp_path: Path) -> None:
     path = tmp_path / "tiny.yaml"
     path.write_text(TINY)
@@ -146,6 +147,7 @@ alerts:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("scenario_db")  # the webhook's server threads must see the database
 def test_it_sweeps_when_an_alert_fires_or_holds_pending_not_for_a_pod_waiting_for_its_container(
     tmp_path: Path,
 ) -> None:

@@ -58,6 +58,7 @@ def answer(result: Diagnosis) -> dict[str, Any]:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("scenario_db")  # the webhook's server threads must see the database
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_it_meets_the_scenario_expectations(path: Path) -> None:
     result = run_scenario_file(str(path))

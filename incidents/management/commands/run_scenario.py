@@ -1,9 +1,10 @@
 """``python manage.py run_scenario FILE [--json]``: a scenario through the real pipeline, in fast forward.
 
 Thin (docs/conventions.md §22): it parses arguments, picks the database, and calls
-``incidents.scenario_run.run_scenario_file``. By default every run gets a fresh temporary SQLite database
-(migrated on the fly) so repeated runs never mix; ``--database configured`` uses the configured one
-(the tests do, so the run lands in the test database). Exit status 0 when the run completed, whatever
+``incidents.scenario_run.run_scenario_file`` (driven by ``rcaweb.harness``). By default every run gets a fresh
+temporary SQLite database (migrated on the fly) so repeated runs never mix; ``--database configured`` uses
+the configured one (the tests do, so the run lands in the test database; a file or a server: the webhook's
+server threads open connections of their own). Exit status 0 when the run completed, whatever
 ``expect`` says; 2 for a bad scenario file (the loader's problems are printed).
 """
 
@@ -43,7 +44,7 @@ class Command(BaseCommand):
             default=900,
             metavar="SECONDS",
             help="idle inventory sweep cadence in simulated seconds (default 900; a sweep also runs "
-            "whenever an alert starts firing, or has been pending for a whole tick)",
+            "whenever an alert starts firing, has been pending for a whole tick, or stops firing)",
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
