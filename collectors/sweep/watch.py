@@ -42,7 +42,7 @@ from collectors.models import Cluster
 from collectors.sources.errors import SourceError
 from collectors.sources.kubernetes import SOURCE, KubeSource
 from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
-from collectors.sweep.inventory import _no_cyclic_gc, _Sweep, announce, sweep_cluster
+from collectors.sweep.inventory import GpuAnswers, _no_cyclic_gc, _Sweep, announce, sweep_cluster
 
 logger = logging.getLogger(__name__)
 
@@ -422,6 +422,8 @@ class WatchSession:
             # the relist recorded the GPUs from these answers: a poll that gets the same ones maps nothing
             answers = self._sweep.gpu_answers if self._sweep is not None and not summary.errors else None
             self._gpu_inputs = (self._pass_serial, _answers_digest(answers)) if answers is not None else None
+            if self._sweep is not None:
+                self._sweep.gpu_answers = None  # their digest is all a poll needs of them
             self._note(summary)
             self.stats.relists += 1
             self._last_relist = self._last_gpus = time.monotonic()
@@ -534,13 +536,15 @@ class WatchSession:
             sweep = _Sweep(self.cluster, at, runner, summary, lambda what, n: None)
             sweep.nodes, sweep.pods = self._sweep.nodes, self._sweep.pods
             try:
-                fetched = sweep._gpu_series()
-                inputs = (self._pass_serial, _answers_digest(fetched))
-                if fetched is not None and inputs == self._gpu_inputs:
+                answers = sweep._gpu_answers()
+                inputs = (self._pass_serial, _answers_digest(answers))
+                if answers is not None and inputs == self._gpu_inputs:
                     # Prometheus said what it said last time, about the same nodes and pods: the mapping
-                    # would give the states recorded last time (it is deterministic), so it is skipped.
+                    # would give the states recorded last time (it is deterministic), so the answers are
+                    # not even decoded.
                     self.stats.gpu_polls_unchanged += 1
                 else:
+                    fetched = sweep._gpu_decoded(answers)
                     sweep._gpus(fetched)
                     self._gpu_inputs = inputs if fetched is not None and not summary.errors else None
             finally:
@@ -664,23 +668,20 @@ class WatchSession:
         )
 
 
-def _answers_digest(fetched: Any) -> str | None:
-    """A digest of the GPU queries' answers without their sample times (each poll asks at a new moment), in
-    the order Prometheus gave them: an answer reordered only costs one mapping."""
-    if fetched is None:
+def _answers_digest(answers: GpuAnswers | None) -> str | None:
+    """A digest of the GPU queries' answers as they came, undecoded: without their sample times (each poll
+    asks at a new moment), and of the inventory query only its label sets (its value is utilisation, which
+    changes at every scrape and which no GPU state keeps; ``map_gpus`` reads only its labels). In the order
+    Prometheus gave them: an answer reordered only costs one mapping."""
+    if answers is None:
         return None
-    inventory, facts = fetched
+    inventory, facts = answers
     h = hashlib.blake2b(digest_size=16)
-    for name, series in [("inventory", inventory), *sorted(facts.items())]:
-        h.update(name.encode())
-        if series is None:
-            h.update(b"\x00none")
-            continue
-        h.update(
-            orjson.dumps(
-                [[s.labels, repr(s.last)] for s in series]  # repr: NaN and ±Inf apart
-            )
-        )
+    h.update(b"inventory\x00")
+    h.update(inventory.fingerprint(values=False))
+    for name, answer in sorted(facts.items()):
+        h.update(f"\x00{name}\x00".encode())
+        h.update(b"none" if answer is None else answer.fingerprint())
     return h.hexdigest()
 
 
