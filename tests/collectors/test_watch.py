@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from collectors.models import Change, EntityVersion, SourceRun
+from collectors.sources import prometheus
 from collectors.sweep import sweep_cluster
 from collectors.sweep.watch import CachedKube, Kept, Lease, WatchSession, keepable
 from tests.collectors.simhelpers import register, served, small_world
@@ -133,6 +134,54 @@ def test_the_watch_records_what_changed_and_a_quiet_cluster_writes_nothing(sim) 
         for _ in range(3):
             s.step(timeout=0.2)
         assert rows() == settled, s.stats  # applied once: the same states again write nothing
+    assert_a_sweep_finds_nothing_to_write(s)
+
+
+def test_an_unchanged_gpu_poll_decodes_nothing_and_a_changed_gpu_is_picked_up(sim, monkeypatch) -> None:
+    """The poll compares Prometheus' answers undecoded: an unchanged one builds no series, and an Xid, ECC
+    errors, a GPU gone or another pod on a GPU, with the cluster's nodes and pods unchanged, are recorded."""
+    built: list[int] = []
+
+    class Counted(prometheus.Series):
+        def __init__(self, *args, **kw) -> None:
+            built.append(1)
+            super().__init__(*args, **kw)
+
+    monkeypatch.setattr(prometheus, "Series", Counted)
+    world = sim.world
+    node = world.nodes[sorted(world.nodes)[0]]
+    xid, ecc, gone, moved = (node.gpus[i] for i in range(4))
+    with session(sim) as s:
+        assert s.start()
+        built.clear()
+        s.poll_gpus()
+        assert s.stats.gpu_polls_unchanged == 1 and not built, (s.stats, len(built))
+
+        with sim.lock:  # only the exporter's series change: no Kubernetes event, no apply
+            t = world.now
+            world.telemetry.set_xid(node.name, xid.index, t, 48)
+            world.telemetry.set_ecc(node.name, ecc.index, t, 3, 2)
+            world.telemetry.set_present(node.name, gone.index, t, False)
+            world.telemetry.set_activity(node.name, moved.index, t, "vision/someone-else", 0.5, 1000)
+        # past the inventory query's 2-minute window: the GPU gone has no sample left in it
+        sim.advance_to(t + timedelta(minutes=3))
+        assert world.gpu_pod_at(node.name, moved.index) == "vision/someone-else"  # the engine left it
+        serial = s._pass_serial
+        s.poll_gpus()  # no step: the same kept nodes and pods, only Prometheus' answers differ
+        assert s._pass_serial == serial and s.stats.gpu_polls_unchanged == 1 and built, s.stats
+
+        def gpu(uuid: str) -> EntityVersion:
+            return EntityVersion.objects.get(kind="gpu", entity__name=uuid, valid_to__isnull=True)
+
+        assert (gpu(xid.uuid).state["xid_last"], gpu(xid.uuid).phase) == (48, "faulty")
+        assert (gpu(ecc.uuid).state["ecc_dbe_total"], gpu(ecc.uuid).state["ecc_sbe_total"]) == (2, 3)
+        assert (gpu(gone.uuid).state["present"], gpu(gone.uuid).phase) == (False, "missing")
+        assert gpu(moved.uuid).state["pod"] == "vision/someone-else"
+        built.clear()
+        s.poll_gpus()  # the changed answers, once recorded, are what the next poll compares with
+        assert s.stats.gpu_polls_unchanged == 2 and not built, s.stats
+        settle(s, sim)
+        s.poll_gpus()
     assert_a_sweep_finds_nothing_to_write(s)
 
 
