@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from collectors import mapping
@@ -426,7 +427,7 @@ class _Sweep:
             return None
         facts: dict[str, Answer | None] = {}
         for key, query in promql.GPU_STATE_QUERIES.items():
-            answer = runner.call("prometheus", f"query {query}", lambda q=query: prom.answer(q, at))
+            answer = runner.call("prometheus", f"query {query}", partial(prom.answer, query, at))
             if answer is None:
                 return None
             if answer.empty() and not inventory.empty():

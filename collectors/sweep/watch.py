@@ -62,7 +62,7 @@ def keepable(obj: dict[str, Any]) -> bytes:
     when, and whether it was the status)."""
     m = obj.get("metadata")
     fields = m.get("managedFields") if isinstance(m, dict) else None
-    if isinstance(fields, list) and fields:
+    if isinstance(m, dict) and isinstance(fields, list) and fields:
         slim = [{k: v for k, v in e.items() if k != "fieldsV1"} if isinstance(e, dict) else e for e in fields]
         obj = {**obj, "metadata": {**m, "managedFields": slim}}
     return orjson.dumps(obj)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from typing import Any
 
 import orjson
 import pytest
@@ -39,7 +40,13 @@ def clock(sim) -> Callable[[], datetime]:
 
 
 def session(sim, **kw) -> WatchSession:
-    opts = {"clock": clock(sim), "apply_every_s": 0, "watch_timeout_s": 5, "lease_s": 60, "gpu_every_s": 3600}
+    opts: dict[str, Any] = {
+        "clock": clock(sim),
+        "apply_every_s": 0,
+        "watch_timeout_s": 5,
+        "lease_s": 60,
+        "gpu_every_s": 3600,
+    }
     opts.update(kw)
     return WatchSession("gpu-prod", **opts)
 
@@ -281,7 +288,7 @@ def test_a_process_local_lease_is_exclusive_until_released(settings) -> None:
 def test_kept_objects_drop_only_what_no_mapper_reads() -> None:
     from collectors import mapping
 
-    pod = {
+    pod: dict[str, Any] = {
         "metadata": {
             "namespace": "nlp",
             "name": "p",
@@ -305,7 +312,7 @@ def test_kept_objects_drop_only_what_no_mapper_reads() -> None:
         "spec": {"containers": [{"name": "c", "image": "i"}]},
         "status": {"phase": "Running"},
     }
-    kept = orjson.loads(keepable(pod))
+    kept: dict[str, Any] = orjson.loads(keepable(pod))
     assert all("fieldsV1" not in e for e in kept["metadata"]["managedFields"])
     assert "fieldsV1" in pod["metadata"]["managedFields"][0]  # the listed object itself is left alone
     assert mapping.map_pod(kept).state == mapping.map_pod(pod).state
