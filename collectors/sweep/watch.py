@@ -42,11 +42,13 @@ from collectors.models import Cluster
 from collectors.sources.errors import SourceError
 from collectors.sources.kubernetes import SOURCE, KubeSource
 from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
+from collectors.sweep.events import store_events
 from collectors.sweep.inventory import GpuAnswers, _no_cyclic_gc, _Sweep, announce, sweep_cluster
 
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+EVENTS = "list events"  # listed at each relist and watched; stored as the events sweep stores them, not kept
 STREAM_RETRY_S = (1.0, 30.0)  # a broken watch (not a 410) is resumed after a backoff in this range
 RELIST_RETRY_S = 30.0  # a relist in which a Kubernetes listing failed is tried again after this
 
@@ -305,6 +307,8 @@ def load_cursors(cluster: str) -> dict[str, str]:
 @dataclass
 class WatchStats:
     events: int = 0  # object events received
+    kube_events: int = 0  # Kubernetes Events received by the events watch (stored, not applied)
+    kube_events_new: int = 0  # of those, (uid, count) pairs stored for the first time
     bookmarks: int = 0
     gone: int = 0  # 410s (each relisted one listing)
     errors: list[str] = field(default_factory=list)
@@ -362,6 +366,8 @@ class WatchSession:
         self._sweep: _Sweep | None = None  # the last full pass: nodes and pods the GPU poll resolves against
         self._pass_serial = 0  # bumped whenever that pass or its nodes change
         self._gpu_inputs: tuple[Any, ...] | None = None  # what the last recorded GPU poll was computed from
+        self._events: list[dict[str, Any]] = []  # Kubernetes Events received and not stored yet
+        self._last_events = 0.0
 
     # lifecycle
 
@@ -374,6 +380,8 @@ class WatchSession:
 
     def stop(self) -> None:
         self._stop_streams()
+        if self._events:
+            self.store_events()
         if self.kube is not None:
             self.kube.shutdown()
             self.kube = None
@@ -434,8 +442,12 @@ class WatchSession:
             if self.kube is None:
                 self._relist.clear()
                 return
+            self._list_events()
         else:
             assert self.kube is not None
+            if EVENTS in calls:
+                calls = calls - {EVENTS}
+                self._list_events()
             for call in sorted(calls):
                 fn, args = self.kube.lister(call)
                 try:
@@ -462,6 +474,8 @@ class WatchSession:
         now = time.monotonic()
         if self._dirty and now - self._last_apply >= self.apply_every_s:
             self.apply()
+        if self._events and now - self._last_events >= self.apply_every_s:
+            self.store_events()
         if self.cluster.prometheus_url and now - self._last_gpus >= self.gpu_every_s:
             self.poll_gpus()
         return True
@@ -505,6 +519,33 @@ class WatchSession:
         self._last_apply = time.monotonic()
         save_cursors(self.cluster.name, self.kept.rv, applied_at=time.time())
         return summary
+
+    def store_events(self) -> int:
+        """Store the Kubernetes Events received (deduplicated on (uid, count), as the events sweep does, so an
+        event already stored by a sweep or a relist is not stored twice); how many were new."""
+        pending, self._events = self._events, []
+        with cluster_lock(self.cluster.name, "events") as got:
+            if not got:  # an events sweep (collect --once) is writing: store them at the next step
+                self._events[:0] = pending
+                return 0
+            new = store_events(self.cluster, pending, self.clock())
+        self.stats.kube_events_new += new
+        self._last_events = time.monotonic()
+        return new
+
+    def _list_events(self) -> None:
+        """List the Events (a relist, or after a 410 of their watch), store them, and watch from the list. The
+        objects are not kept: nothing is mapped from them, each is stored once."""
+        assert self.kube is not None
+        try:
+            raw = self.kube.list_events()
+        except SourceError as exc:
+            self._fail(exc.call or EVENTS, exc.message)
+            return
+        finally:
+            self.kept.items.pop(EVENTS, None)  # the RecordingKube keeps every listing: not this one
+        self._events.extend(raw)
+        self.store_events()
 
     def _nodes_only(self, sweep: _Sweep) -> bool:
         """Only nodes changed: record them alone, unless a node's GPU memory (which pods read) changed."""
@@ -570,7 +611,7 @@ class WatchSession:
                 name=f"watch-{self.cluster.name}-{call.removeprefix('list ')}",
                 daemon=True,
             )
-            for call in sorted(self.kept.items)
+            for call in sorted(set(self.kept.items) | ({EVENTS} & set(self.kept.rv)))
         ]
         for t in self._threads:
             t.start()
@@ -625,6 +666,15 @@ class WatchSession:
                     self._relist.add(call)
                 elif kind == _ERROR:
                     self._fail(call.replace("list ", "watch ", 1), payload)
+                elif call == EVENTS:  # stored, not kept: a bookmark or an event only moves where it resumes
+                    if kind == "BOOKMARK":
+                        self.stats.bookmarks += 1
+                    elif kind in ("ADDED", "MODIFIED"):
+                        self.stats.kube_events += 1
+                        self._events.append(payload["object"])
+                    rv = (payload["object"].get("metadata") or {}).get("resourceVersion")
+                    if rv:
+                        self.kept.rv[call] = str(rv)
                 elif kind == "BOOKMARK":
                     self.stats.bookmarks += 1
                     self.kept.apply(call, payload)

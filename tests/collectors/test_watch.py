@@ -14,10 +14,11 @@ from typing import Any
 import orjson
 import pytest
 
-from collectors.models import Change, EntityVersion, SourceRun
+from collectors.models import Change, EntityVersion, KubeEvent, SourceRun
 from collectors.sources import prometheus
 from collectors.sweep import sweep_cluster
-from collectors.sweep.watch import CachedKube, Kept, Lease, WatchSession, keepable
+from collectors.sweep.events import sweep_events
+from collectors.sweep.watch import EVENTS, CachedKube, Kept, Lease, WatchSession, keepable
 from tests.collectors.simhelpers import register, served, small_world
 
 pytestmark = pytest.mark.django_db
@@ -208,6 +209,27 @@ def test_nothing_is_lost_between_the_list_and_the_watch(sim) -> None:
         settle(s, sim)
         s.poll_gpus()
     assert_a_sweep_finds_nothing_to_write(s)
+
+
+def test_events_are_listed_with_the_relist_then_watched_and_stored_once(sim) -> None:
+    """The session lists the Events as the events sweep does, then watches them: nothing is listed every
+    15 s, and an events sweep afterwards finds nothing the watch did not store."""
+
+    def last_event_rv() -> int:
+        with sim.store.cond:
+            return max((rv for rv, resource, *_rest in sim.store.history if resource == "events"), default=0)
+
+    with session(sim) as s:
+        assert s.start()
+        listed = KubeEvent.objects.count()
+        assert listed > 0 and s.stats.kube_events_new == listed  # stored by the relist
+        assert EVENTS in s.kept.rv and EVENTS not in s.kept.items  # watched, not kept
+        assert sweep_events("gpu-prod").events_new == 0  # the relist stored what a sweep would
+        sim.advance_to(sim.world.now + timedelta(minutes=40))  # jobs start and finish: new events
+        steps_until(s, lambda: int(s.kept.rv[EVENTS] or 0) >= last_event_rv() and not s._events, 30)
+        assert s.stats.kube_events > 0 and s.stats.kube_events_new > 0, s.stats
+        assert KubeEvent.objects.count() == s.stats.kube_events_new > listed
+    assert sweep_events("gpu-prod").events_new == 0
 
 
 def test_bookmarks_move_the_resource_version_without_writing(sim) -> None:
