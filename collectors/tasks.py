@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from typing import Any
 
 from celery import shared_task
@@ -36,9 +37,12 @@ def _run(task: Any, kind: str, cluster: str, at: str | None) -> dict[str, Any]:
     from collectors.models import Cluster, SourceRun
     from rcaweb.timestamps import parse_timestamp
 
-    fn = {"inventory": sweep.sweep_cluster, "telemetry": sweep.sweep_telemetry, "events": sweep.sweep_events}[
-        kind
-    ]
+    sweeps: dict[str, Callable[..., Any]] = {
+        "inventory": sweep.sweep_cluster,
+        "telemetry": sweep.sweep_telemetry,
+        "events": sweep.sweep_events,
+    }
+    fn = sweeps[kind]
     try:
         summary = fn(cluster, parse_timestamp(at) if at else None)
     except ValueError as exc:  # unknown cluster, bad time: retrying will not help
