@@ -193,6 +193,33 @@ def test_an_unchanged_gpu_poll_decodes_nothing_and_a_changed_gpu_is_picked_up(si
     assert_a_sweep_finds_nothing_to_write(s)
 
 
+def test_a_changed_gpu_answer_that_cannot_be_decoded_is_a_failed_call_and_writes_nothing(sim, monkeypatch):
+    from collectors.sources import promql
+    from collectors.sources.errors import SourceError
+
+    def unreadable(self) -> list:
+        raise SourceError("prometheus", f"query {self.promql}", "malformed vector sample: 'x'")
+
+    with session(sim) as s:
+        assert s.start()
+        first = rows()
+        monkeypatch.setattr("collectors.sweep.watch._answers_digest", lambda answers: "another answer")
+        monkeypatch.setattr(prometheus.Answer, "series", unreadable)
+        summary = s.poll_gpus()
+        assert summary.errors == [
+            f"prometheus: query {promql.GPU_INVENTORY}: malformed vector sample: 'x'"
+        ] and summary.skipped_kinds == ["gpu"]
+        failed = SourceRun.objects.get(ok=False)
+        assert (failed.call, failed.error) == (
+            f"query {promql.GPU_INVENTORY}",
+            "malformed vector sample: 'x'",
+        )
+        assert rows() == first and s._gpu_inputs is None  # the next poll maps whatever it gets
+        monkeypatch.undo()
+        s.poll_gpus()
+        assert s.stats.gpu_polls_unchanged == 0 and rows() == first, s.stats
+
+
 def test_nothing_is_lost_between_the_list_and_the_watch(sim) -> None:
     """Changes made after the listings answered and before the watches opened arrive through the watch."""
 
