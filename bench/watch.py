@@ -92,6 +92,7 @@ def main() -> None:
         text=True,
         cwd=ROOT,
     )
+    assert child.stdin is not None and child.stdout is not None  # both piped
     try:
         info = json.loads(child.stdout.readline())
         print(
