@@ -49,6 +49,7 @@ logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 EVENTS = "list events"  # listed at each relist and watched; stored as the events sweep stores them, not kept
+EVENTS_BATCH = 2000  # Events listed are stored this many at a time
 STREAM_RETRY_S = (1.0, 30.0)  # a broken watch (not a 410) is resumed after a backoff in this range
 RELIST_RETRY_S = 30.0  # a relist in which a Kubernetes listing failed is tried again after this
 
@@ -535,17 +536,27 @@ class WatchSession:
 
     def _list_events(self) -> None:
         """List the Events (a relist, or after a 410 of their watch), store them, and watch from the list. The
-        objects are not kept: nothing is mapped from them, each is stored once."""
+        objects are not kept (nothing is mapped from them, each is stored once), nor held all at once: they
+        are stored a page batch at a time."""
         assert self.kube is not None
+        kube = self.kube
         try:
-            raw = self.kube.list_events()
+            # the plain listing, not the RecordingKube's, which keeps every object it lists
+            for obj in KubeSource.iter_items(kube, EVENTS, kube.core.list_event_for_all_namespaces):
+                self._events.append(obj)
+                if len(self._events) >= EVENTS_BATCH:
+                    self.store_events()
         except SourceError as exc:
             self._fail(exc.call or EVENTS, exc.message)
+            self.kept.rv.pop(EVENTS, None)  # not watched until a relist lists them, in 30 s
+            self._last_relist = min(
+                self._last_relist, time.monotonic() - self.relist_every_s + RELIST_RETRY_S
+            )
             return
         finally:
-            self.kept.items.pop(EVENTS, None)  # the RecordingKube keeps every listing: not this one
-        self._events.extend(raw)
-        self.store_events()
+            if self._events:
+                self.store_events()
+        self.kept.rv[EVENTS] = kube.last_resource_version.get(EVENTS, "")
 
     def _nodes_only(self, sweep: _Sweep) -> bool:
         """Only nodes changed: record them alone, unless a node's GPU memory (which pods read) changed."""
