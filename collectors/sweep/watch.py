@@ -14,7 +14,10 @@ mapped state did not change writes nothing and pages and as-of queries read what
 - A 410 (``resourceVersion`` too old) relists that listing alone and watches from the new list.
 - The relist safety net runs every ``RCAWEB_WATCH_RELIST_S``: a full sweep that writes only differences.
 - GPUs come from Prometheus, which has no watch: they are polled every ``RCAWEB_SWEEP_INVENTORY_S``
-  against the kept nodes and pods.
+  against the kept nodes and pods; an answer equal to the last one (compared undecoded, without sample
+  times) is neither decoded nor mapped.
+- Kubernetes Events are listed with each relist and watched too, but not kept: they are stored as the
+  events sweep stores them (``store_events``, once per (uid, count)).
 - Where each watch stands (per listing: resourceVersion, last event or bookmark) is kept in Redis
   (``rcaweb:watch:<cluster>``) for ``/metrics`` and for the next session, which relists (it has no objects).
 """
