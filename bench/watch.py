@@ -92,6 +92,7 @@ def main() -> None:
         text=True,
         cwd=ROOT,
     )
+    assert child.stdin is not None and child.stdout is not None  # both piped
     try:
         info = json.loads(child.stdout.readline())
         print(
@@ -158,7 +159,8 @@ def main() -> None:
             f"core; {quiet_sim:.1f} s in the simulator): the open watches {idle:.2f} %, {stats.gpu_polls} GPU "
             f"polls {per_poll:.2f} s CPU each ({stats.gpu_polls_unchanged} unchanged, not mapped)\n"
             f"              = {share:.2f} % of one core at one GPU poll every {every} s   "
-            f"events {stats.events}, bookmarks {stats.bookmarks}, applies {stats.applies}, "
+            f"events {stats.events} (Kubernetes Events {stats.kube_events}), bookmarks {stats.bookmarks}, "
+            f"applies {stats.applies}, "
             f"inventory rows written {quiet_rows} (SourceRun rows of the GPU polls: {runs() - ran})   "
             f"errors {len(stats.errors)}"
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from typing import Any
 
 from celery import shared_task
@@ -36,9 +37,12 @@ def _run(task: Any, kind: str, cluster: str, at: str | None) -> dict[str, Any]:
     from collectors.models import Cluster, SourceRun
     from rcaweb.timestamps import parse_timestamp
 
-    fn = {"inventory": sweep.sweep_cluster, "telemetry": sweep.sweep_telemetry, "events": sweep.sweep_events}[
-        kind
-    ]
+    sweeps: dict[str, Callable[..., Any]] = {
+        "inventory": sweep.sweep_cluster,
+        "telemetry": sweep.sweep_telemetry,
+        "events": sweep.sweep_events,
+    }
+    fn = sweeps[kind]
     try:
         summary = fn(cluster, parse_timestamp(at) if at else None)
     except ValueError as exc:  # unknown cluster, bad time: retrying will not help
@@ -151,14 +155,15 @@ def watch_all() -> int:
 def beat_schedule() -> dict[str, dict[str, Any]]:
     """CELERY beat entries: inventory every RCAWEB_SWEEP_INVENTORY_S (30 s), telemetry every ..._TELEMETRY_S (60 s),
     events every ..._EVENTS_S (15 s); each fans out per configured cluster. With RCAWEB_WATCH the inventory
-    is watched instead: ``watch_all`` every RCAWEB_WATCH_CHECK_S (the sessions relist on their own interval)."""
+    and the events are watched instead: ``watch_all`` every RCAWEB_WATCH_CHECK_S (the sessions relist on their
+    own interval)."""
     every = {
         "inventory": settings.RCAWEB_SWEEP_INVENTORY_S,
         "telemetry": settings.RCAWEB_SWEEP_TELEMETRY_S,
         "events": settings.RCAWEB_SWEEP_EVENTS_S,
     }
-    if settings.RCAWEB_WATCH:
-        del every["inventory"]
+    if settings.RCAWEB_WATCH:  # a watch session lists and watches the Events as well
+        del every["inventory"], every["events"]
     schedule = {
         f"collectors-sweep-{kind}": {
             "task": "collectors.tasks.sweep_all",

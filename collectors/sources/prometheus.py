@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -19,7 +20,7 @@ from django.conf import settings
 from collectors.sources.dcgm import dcgm_identity
 from collectors.sources.errors import SourceError, describe_http_error
 
-__all__ = ["PrometheusSource", "Series", "dcgm_identity"]
+__all__ = ["Answer", "PrometheusSource", "Series", "dcgm_identity"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,97 @@ def _float(raw: Any) -> float:
     return float(raw)
 
 
+def _time(ts: Any, promql: str) -> datetime:
+    try:
+        return datetime.fromtimestamp(float(ts), tz=UTC)
+    except (TypeError, ValueError, OverflowError):
+        raise SourceError(SOURCE, f"query {promql}", f"malformed timestamp {ts!r}")
+
+
+def _instant(data: dict[str, Any], promql: str) -> list[Series]:
+    """The series of an instant query's ``data`` (a vector, or a scalar as one series without labels)."""
+    rtype, result = data.get("resultType"), data.get("result")
+    if rtype == "scalar" and isinstance(result, list) and len(result) == 2:
+        return [Series({}, [(_time(result[0], promql), _float(result[1]))])]
+    if rtype != "vector" or not isinstance(result, list):
+        raise SourceError(SOURCE, f"query {promql}", f"expected a vector result, got {rtype!r}")
+    out: list[Series] = []
+    # an instant vector's samples share the evaluation time: parse it once
+    times: dict[Any, datetime] = {}
+    try:
+        for item in result:
+            ts, value = item["value"]
+            t = times.get(ts)
+            if t is None:
+                t = times[ts] = _time(ts, promql)
+            out.append(Series(dict(item.get("metric") or {}), [(t, _float(value))]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SourceError(SOURCE, f"query {promql}", f"malformed vector sample: {exc!r}")
+    return out
+
+
+# A successful vector answer as Prometheus (and the simulator) encodes it: compact JSON, status first. An
+# answer that starts otherwise (or carries warnings, which are logged) is decoded at once instead.
+_VECTOR = b'{"status":"success","data":{"resultType":"vector","result":['
+_SAMPLE = b'"value":['  # cannot occur inside a JSON string: a quote there is escaped
+_SAMPLES = re.compile(rb'"value":\[[^\]]*\]')
+
+
+class Answer:
+    """An instant query's answer as it came: decoded into series only when they are asked for.
+
+    ``fingerprint`` is a cheap form of it for telling whether an answer is the one got last time without
+    decoding either (the watch's GPU poll, every 30 s, of answers that rarely change): the body without the
+    sample times, which differ at every evaluation time, and with ``values=False`` without the values too
+    (only the label sets: the GPU inventory query's value is utilisation, which the inventory does not keep).
+    """
+
+    __slots__ = ("_body", "_series", "promql")
+
+    def __init__(self, promql: str, body: bytes | None = None, series: list[Series] | None = None) -> None:
+        if (body is None) == (series is None):
+            raise ValueError("an Answer holds a raw vector body or decoded series")
+        self.promql = promql
+        self._body = body
+        self._series = series
+
+    def series(self) -> list[Series]:
+        """The series (decoded once); SourceError when a sample cannot be read."""
+        if self._series is None:
+            assert self._body is not None
+            try:
+                data = orjson.loads(self._body)["data"]
+            except (ValueError, KeyError, TypeError):
+                raise SourceError(SOURCE, f"query {self.promql}", "malformed answer (not JSON)")
+            self._series = _instant(data, self.promql)
+        return self._series
+
+    def empty(self) -> bool:
+        if self._body is not None and self._series is None:
+            return self._body.startswith(_VECTOR + b"]")
+        return not self.series()
+
+    def fingerprint(self, *, values: bool = True) -> bytes:
+        """Equal for two answers with the same series (label sets, and values unless ``values=False``) in the
+        same order, whatever their sample times. A raw body and decoded series never fingerprint alike (an
+        answer whose encoding changed costs one decoding)."""
+        body = self._body
+        if body is None:
+            assert self._series is not None
+            if values:  # repr: NaN and ±Inf apart
+                return orjson.dumps([[s.labels, repr(s.last)] for s in self._series])
+            return orjson.dumps([s.labels for s in self._series])
+        if not values:
+            return _SAMPLES.sub(b"", body)
+        at = body.find(_SAMPLE)
+        if at < 0:
+            return body
+        start = at + len(_SAMPLE)
+        end = body.find(b",", start)
+        # every sample of an instant vector has the evaluation time; one that had another would stay in
+        return body.replace(_SAMPLE + body[start : end + 1], _SAMPLE + b",") if end > start else body
+
+
 class PrometheusSource:
     """A Prometheus server. ``timeout`` bounds each call (connect and read), default RCAWEB_SOURCE_TIMEOUT_S."""
 
@@ -70,25 +162,16 @@ class PrometheusSource:
 
     def query(self, promql: str, at: datetime) -> list[Series]:
         """Instant query at ``at``: one point per series (the evaluation time, the value)."""
-        data = self._get("/api/v1/query", {"query": promql, "time": _ts(at)}, call=f"query {promql}")
-        rtype, result = data.get("resultType"), data.get("result")
-        if rtype == "scalar" and isinstance(result, list) and len(result) == 2:
-            return [Series({}, [(self._time(result[0], promql), _float(result[1]))])]
-        if rtype != "vector" or not isinstance(result, list):
-            raise SourceError(SOURCE, f"query {promql}", f"expected a vector result, got {rtype!r}")
-        out: list[Series] = []
-        # an instant vector's samples share the evaluation time: parse it once
-        times: dict[Any, datetime] = {}
-        try:
-            for item in result:
-                ts, value = item["value"]
-                t = times.get(ts)
-                if t is None:
-                    t = times[ts] = self._time(ts, promql)
-                out.append(Series(dict(item.get("metric") or {}), [(t, _float(value))]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SourceError(SOURCE, f"query {promql}", f"malformed vector sample: {exc!r}")
-        return out
+        return self.answer(promql, at).series()
+
+    def answer(self, promql: str, at: datetime) -> Answer:
+        """Instant query at ``at``, its vector left undecoded until its series are asked for (``Answer``)."""
+        call = f"query {promql}"
+        resp = self._request("/api/v1/query", {"query": promql, "time": _ts(at)}, call=call)
+        body = resp.content
+        if resp.status_code == 200 and body.startswith(_VECTOR) and b'"warnings"' not in body:
+            return Answer(promql, body)
+        return Answer(promql, series=_instant(self._data(resp, call=call), promql))
 
     def query_range(self, promql: str, start: datetime, end: datetime, step: float | int) -> list[Series]:
         """Range query [start, end] every ``step`` seconds; NaN points are dropped (no data is not a value)."""
@@ -107,7 +190,7 @@ class PrometheusSource:
                 for ts, value in item.get("values") or []:
                     v = _float(value)
                     if not math.isnan(v):
-                        points.append((self._time(ts, promql), v))
+                        points.append((_time(ts, promql), v))
                 out.append(Series(dict(item.get("metric") or {}), points))
         except (KeyError, TypeError, ValueError) as exc:
             raise SourceError(SOURCE, f"query_range {promql}", f"malformed matrix sample: {exc!r}")
@@ -143,13 +226,10 @@ class PrometheusSource:
     # HTTP
     #
 
-    def _time(self, ts: Any, promql: str) -> datetime:
-        try:
-            return datetime.fromtimestamp(float(ts), tz=UTC)
-        except (TypeError, ValueError, OverflowError):
-            raise SourceError(SOURCE, f"query {promql}", f"malformed timestamp {ts!r}")
-
     def _get(self, path: str, params: dict[str, str], *, call: str) -> dict[str, Any]:
+        return self._data(self._request(path, params, call=call), call=call)
+
+    def _request(self, path: str, params: dict[str, str], *, call: str) -> requests.Response:
         url = self.url + path
         try:
             resp = self.session.get(url, params=params, timeout=(min(self.timeout, 5.0), self.timeout))
@@ -159,6 +239,9 @@ class PrometheusSource:
             raise SourceError(SOURCE, call, f"cannot connect to {self.url}: {_short(exc)}")
         except requests.RequestException as exc:
             raise SourceError(SOURCE, call, f"request failed: {_short(exc)}")
+        return resp
+
+    def _data(self, resp: requests.Response, *, call: str) -> dict[str, Any]:
         try:
             body = orjson.loads(resp.content)  # ~10,000 GPU series a query: the C decoder, not json's
         except ValueError:

@@ -127,6 +127,18 @@ class Runner:
             )
         )
 
+    def unreadable(self, source: str, call: str, exc: SourceError) -> None:
+        """A call that answered but whose answer could not be read when it was decoded, after the call (the
+        GPU poll decodes only answers that changed): its row says so, as if the call had failed."""
+        for run in reversed(self.runs):
+            if run.call == call[:300] and run.ok:
+                self.failed.add(call)
+                self.summary.errors.append(f"{exc.source or source}: {exc.call or call}: {exc.message}")
+                logger.warning("collection error %s: %s: %s", source, call, exc.message)
+                run.ok, run.error = False, exc.message[:4000]
+                return
+        self._fail(call, exc.source or source, exc.call or call, exc.message, time.monotonic())
+
     def set_rows(self, call: str, rows: int) -> None:
         for run in reversed(self.runs):
             if run.call == call[:300]:

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from collectors import mapping
@@ -29,13 +30,15 @@ from collectors.sources.errors import SourceError
 from collectors.sources.kai import KaiSource
 from collectors.sources.kubernetes import KubeSource
 from collectors.sources.kueue import KueueSource
-from collectors.sources.prometheus import PrometheusSource, Series
+from collectors.sources.prometheus import Answer, PrometheusSource, Series
 from collectors.sources.runai import RunaiSource, runai_enabled
 from collectors.sweep.common import Progress, Runner, SweepSummary, cluster_lock, resolve
 
 logger = logging.getLogger(__name__)
 
 BATCH = 500
+GpuAnswers = tuple[Answer, dict[str, Answer | None]]  # the inventory query's answer, each fact query's
+GpuSeries = tuple[list[Series], dict[str, list[Series] | None]]  # the same decoded (None: no data)
 
 
 def sweep_cluster(
@@ -180,7 +183,7 @@ class _Sweep:
         self.scheduler = cluster.scheduler
         self.nodes: dict[str, dict[str, Any]] | None = None  # node name -> state (GPU host resolution)
         self.pods: _Pods | None = None
-        self.gpu_answers: Any = None  # what Prometheus answered the GPU queries (the watch's poll compares)
+        self.gpu_answers: GpuAnswers | None = None  # the GPU queries' answers (the watch's poll compares)
 
     def run(self) -> None:
         # Prometheus is asked in the background while Kubernetes is listed and mapped: the two wait on
@@ -212,14 +215,14 @@ class _Sweep:
                 )
             else:
                 try:
-                    fetched = gpu_series.result()
+                    answers, fetched = gpu_series.result()
                 except Exception as exc:  # a bug in the worker thread must not stop the sweep
                     logger.exception("prometheus: GPU queries failed")
                     self.summary.errors.append(
                         f"prometheus: GPU queries: unexpected {type(exc).__name__}: {exc}"
                     )
-                    fetched = None
-                self.gpu_answers = fetched
+                    answers = fetched = None
+                self.gpu_answers = answers if fetched is not None else None
                 self._gpus(fetched)
 
     def record(self, kind: str, items: list[Observed] | None, source: str = "k8s") -> None:
@@ -409,24 +412,25 @@ class _Sweep:
     # GPUs (DCGM through Prometheus)
     #
 
-    def _gpu_series(self) -> tuple[list[Series], dict[str, list[Series] | None]] | None:
-        """The GPU inventory query and every fact query (HTTP only: runs in a worker thread).
+    def _gpu_answers(self) -> GpuAnswers | None:
+        """The GPU inventory query and every fact query, answered but not decoded (HTTP only: runs in a
+        worker thread). The watch's GPU poll compares them with the last poll's and decodes only a change.
 
         None when Prometheus failed (recorded once: after the first failure the others are not waited on).
         """
         at, runner = self.at, self.runner
         prom = PrometheusSource(self.cluster.prometheus_url)
         inventory = runner.call(
-            "prometheus", f"query {promql.GPU_INVENTORY}", lambda: prom.query(promql.GPU_INVENTORY, at)
+            "prometheus", f"query {promql.GPU_INVENTORY}", lambda: prom.answer(promql.GPU_INVENTORY, at)
         )
         if inventory is None:
             return None
-        facts: dict[str, list[Series] | None] = {}
+        facts: dict[str, Answer | None] = {}
         for key, query in promql.GPU_STATE_QUERIES.items():
-            series = runner.call("prometheus", f"query {query}", lambda q=query: prom.query(q, at))
-            if series is None:
+            answer = runner.call("prometheus", f"query {query}", partial(prom.answer, query, at))
+            if answer is None:
                 return None
-            if not series and inventory:
+            if answer.empty() and not inventory.empty():
                 metric = promql.GPU_STATE_METRICS[key]
                 why = promql.ABSENT_WHY.get(metric, "the exporter does not export it")
                 runner.note(
@@ -436,10 +440,32 @@ class _Sweep:
                 )
                 facts[key] = None
             else:
-                facts[key] = series
+                facts[key] = answer
         return inventory, facts
 
-    def _gpus(self, fetched: tuple[list[Series], dict[str, list[Series] | None]] | None) -> None:
+    def _gpu_decoded(self, answers: GpuAnswers | None) -> GpuSeries | None:
+        """The answers' series; None (the call's row says why) when one cannot be read."""
+        if answers is None:
+            return None
+        inventory, facts = answers
+        current = promql.GPU_INVENTORY
+        try:
+            decoded = inventory.series()
+            series: dict[str, list[Series] | None] = {}
+            for key, answer in facts.items():
+                current = promql.GPU_STATE_QUERIES[key]
+                series[key] = answer.series() if answer is not None else None
+        except SourceError as exc:
+            self.runner.unreadable("prometheus", f"query {current}", exc)
+            return None
+        return decoded, series
+
+    def _gpu_series(self) -> tuple[GpuAnswers | None, GpuSeries | None]:
+        """The answers and their series (a sweep maps them in any case: the worker thread decodes them)."""
+        answers = self._gpu_answers()
+        return answers, self._gpu_decoded(answers)
+
+    def _gpus(self, fetched: GpuSeries | None) -> None:
         """GPUs need the inventory query and every fact query; hosts resolve against the nodes just listed
         (or, if that listing failed, the nodes recorded last time)."""
         cluster, runner = self.cluster, self.runner

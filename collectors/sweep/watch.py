@@ -14,7 +14,10 @@ mapped state did not change writes nothing and pages and as-of queries read what
 - A 410 (``resourceVersion`` too old) relists that listing alone and watches from the new list.
 - The relist safety net runs every ``RCAWEB_WATCH_RELIST_S``: a full sweep that writes only differences.
 - GPUs come from Prometheus, which has no watch: they are polled every ``RCAWEB_SWEEP_INVENTORY_S``
-  against the kept nodes and pods.
+  against the kept nodes and pods; an answer equal to the last one (compared undecoded, without sample
+  times) is neither decoded nor mapped.
+- Kubernetes Events are listed with each relist and watched too, but not kept: they are stored as the
+  events sweep stores them (``store_events``, once per (uid, count)).
 - Where each watch stands (per listing: resourceVersion, last event or bookmark) is kept in Redis
   (``rcaweb:watch:<cluster>``) for ``/metrics`` and for the next session, which relists (it has no objects).
 """
@@ -42,11 +45,14 @@ from collectors.models import Cluster
 from collectors.sources.errors import SourceError
 from collectors.sources.kubernetes import SOURCE, KubeSource
 from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
-from collectors.sweep.inventory import _no_cyclic_gc, _Sweep, announce, sweep_cluster
+from collectors.sweep.events import store_events
+from collectors.sweep.inventory import GpuAnswers, _no_cyclic_gc, _Sweep, announce, sweep_cluster
 
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+EVENTS = "list events"  # listed at each relist and watched; stored as the events sweep stores them, not kept
+EVENTS_BATCH = 2000  # Events listed are stored this many at a time
 STREAM_RETRY_S = (1.0, 30.0)  # a broken watch (not a 410) is resumed after a backoff in this range
 RELIST_RETRY_S = 30.0  # a relist in which a Kubernetes listing failed is tried again after this
 
@@ -62,7 +68,7 @@ def keepable(obj: dict[str, Any]) -> bytes:
     when, and whether it was the status)."""
     m = obj.get("metadata")
     fields = m.get("managedFields") if isinstance(m, dict) else None
-    if isinstance(fields, list) and fields:
+    if isinstance(m, dict) and isinstance(fields, list) and fields:
         slim = [{k: v for k, v in e.items() if k != "fieldsV1"} if isinstance(e, dict) else e for e in fields]
         obj = {**obj, "metadata": {**m, "managedFields": slim}}
     return orjson.dumps(obj)
@@ -305,6 +311,8 @@ def load_cursors(cluster: str) -> dict[str, str]:
 @dataclass
 class WatchStats:
     events: int = 0  # object events received
+    kube_events: int = 0  # Kubernetes Events received by the events watch (stored, not applied)
+    kube_events_new: int = 0  # of those, (uid, count) pairs stored for the first time
     bookmarks: int = 0
     gone: int = 0  # 410s (each relisted one listing)
     errors: list[str] = field(default_factory=list)
@@ -362,6 +370,8 @@ class WatchSession:
         self._sweep: _Sweep | None = None  # the last full pass: nodes and pods the GPU poll resolves against
         self._pass_serial = 0  # bumped whenever that pass or its nodes change
         self._gpu_inputs: tuple[Any, ...] | None = None  # what the last recorded GPU poll was computed from
+        self._events: list[dict[str, Any]] = []  # Kubernetes Events received and not stored yet
+        self._last_events = 0.0
 
     # lifecycle
 
@@ -374,6 +384,8 @@ class WatchSession:
 
     def stop(self) -> None:
         self._stop_streams()
+        if self._events:
+            self.store_events()
         if self.kube is not None:
             self.kube.shutdown()
             self.kube = None
@@ -422,6 +434,8 @@ class WatchSession:
             # the relist recorded the GPUs from these answers: a poll that gets the same ones maps nothing
             answers = self._sweep.gpu_answers if self._sweep is not None and not summary.errors else None
             self._gpu_inputs = (self._pass_serial, _answers_digest(answers)) if answers is not None else None
+            if self._sweep is not None:
+                self._sweep.gpu_answers = None  # their digest is all a poll needs of them
             self._note(summary)
             self.stats.relists += 1
             self._last_relist = self._last_gpus = time.monotonic()
@@ -432,8 +446,12 @@ class WatchSession:
             if self.kube is None:
                 self._relist.clear()
                 return
+            self._list_events()
         else:
             assert self.kube is not None
+            if EVENTS in calls:
+                calls = calls - {EVENTS}
+                self._list_events()
             for call in sorted(calls):
                 fn, args = self.kube.lister(call)
                 try:
@@ -460,6 +478,8 @@ class WatchSession:
         now = time.monotonic()
         if self._dirty and now - self._last_apply >= self.apply_every_s:
             self.apply()
+        if self._events and now - self._last_events >= self.apply_every_s:
+            self.store_events()
         if self.cluster.prometheus_url and now - self._last_gpus >= self.gpu_every_s:
             self.poll_gpus()
         return True
@@ -504,6 +524,43 @@ class WatchSession:
         save_cursors(self.cluster.name, self.kept.rv, applied_at=time.time())
         return summary
 
+    def store_events(self) -> int:
+        """Store the Kubernetes Events received (deduplicated on (uid, count), as the events sweep does, so an
+        event already stored by a sweep or a relist is not stored twice); how many were new."""
+        pending, self._events = self._events, []
+        with cluster_lock(self.cluster.name, "events") as got:
+            if not got:  # an events sweep (collect --once) is writing: store them at the next step
+                self._events[:0] = pending
+                return 0
+            new = store_events(self.cluster, pending, self.clock())
+        self.stats.kube_events_new += new
+        self._last_events = time.monotonic()
+        return new
+
+    def _list_events(self) -> None:
+        """List the Events (a relist, or after a 410 of their watch), store them, and watch from the list. The
+        objects are not kept (nothing is mapped from them, each is stored once), nor held all at once: they
+        are stored a page batch at a time."""
+        assert self.kube is not None
+        kube = self.kube
+        try:
+            # the plain listing, not the RecordingKube's, which keeps every object it lists
+            for obj in KubeSource.iter_items(kube, EVENTS, kube.core.list_event_for_all_namespaces):
+                self._events.append(obj)
+                if len(self._events) >= EVENTS_BATCH:
+                    self.store_events()
+        except SourceError as exc:
+            self._fail(exc.call or EVENTS, exc.message)
+            self.kept.rv.pop(EVENTS, None)  # not watched until a relist lists them, in 30 s
+            self._last_relist = min(
+                self._last_relist, time.monotonic() - self.relist_every_s + RELIST_RETRY_S
+            )
+            return
+        finally:
+            if self._events:
+                self.store_events()
+        self.kept.rv[EVENTS] = kube.last_resource_version.get(EVENTS, "")
+
     def _nodes_only(self, sweep: _Sweep) -> bool:
         """Only nodes changed: record them alone, unless a node's GPU memory (which pods read) changed."""
         assert self._sweep is not None
@@ -534,13 +591,15 @@ class WatchSession:
             sweep = _Sweep(self.cluster, at, runner, summary, lambda what, n: None)
             sweep.nodes, sweep.pods = self._sweep.nodes, self._sweep.pods
             try:
-                fetched = sweep._gpu_series()
-                inputs = (self._pass_serial, _answers_digest(fetched))
-                if fetched is not None and inputs == self._gpu_inputs:
+                answers = sweep._gpu_answers()
+                inputs = (self._pass_serial, _answers_digest(answers))
+                if answers is not None and inputs == self._gpu_inputs:
                     # Prometheus said what it said last time, about the same nodes and pods: the mapping
-                    # would give the states recorded last time (it is deterministic), so it is skipped.
+                    # would give the states recorded last time (it is deterministic), so the answers are
+                    # not even decoded.
                     self.stats.gpu_polls_unchanged += 1
                 else:
+                    fetched = sweep._gpu_decoded(answers)
                     sweep._gpus(fetched)
                     self._gpu_inputs = inputs if fetched is not None and not summary.errors else None
             finally:
@@ -566,7 +625,7 @@ class WatchSession:
                 name=f"watch-{self.cluster.name}-{call.removeprefix('list ')}",
                 daemon=True,
             )
-            for call in sorted(self.kept.items)
+            for call in sorted(set(self.kept.items) | ({EVENTS} & set(self.kept.rv)))
         ]
         for t in self._threads:
             t.start()
@@ -621,6 +680,15 @@ class WatchSession:
                     self._relist.add(call)
                 elif kind == _ERROR:
                     self._fail(call.replace("list ", "watch ", 1), payload)
+                elif call == EVENTS:  # stored, not kept: a bookmark or an event only moves where it resumes
+                    if kind == "BOOKMARK":
+                        self.stats.bookmarks += 1
+                    elif kind in ("ADDED", "MODIFIED"):
+                        self.stats.kube_events += 1
+                        self._events.append(payload["object"])
+                    rv = (payload["object"].get("metadata") or {}).get("resourceVersion")
+                    if rv:
+                        self.kept.rv[call] = str(rv)
                 elif kind == "BOOKMARK":
                     self.stats.bookmarks += 1
                     self.kept.apply(call, payload)
@@ -664,23 +732,20 @@ class WatchSession:
         )
 
 
-def _answers_digest(fetched: Any) -> str | None:
-    """A digest of the GPU queries' answers without their sample times (each poll asks at a new moment), in
-    the order Prometheus gave them: an answer reordered only costs one mapping."""
-    if fetched is None:
+def _answers_digest(answers: GpuAnswers | None) -> str | None:
+    """A digest of the GPU queries' answers as they came, undecoded: without their sample times (each poll
+    asks at a new moment), and of the inventory query only its label sets (its value is utilisation, which
+    changes at every scrape and which no GPU state keeps; ``map_gpus`` reads only its labels). In the order
+    Prometheus gave them: an answer reordered only costs one mapping."""
+    if answers is None:
         return None
-    inventory, facts = fetched
+    inventory, facts = answers
     h = hashlib.blake2b(digest_size=16)
-    for name, series in [("inventory", inventory), *sorted(facts.items())]:
-        h.update(name.encode())
-        if series is None:
-            h.update(b"\x00none")
-            continue
-        h.update(
-            orjson.dumps(
-                [[s.labels, repr(s.last)] for s in series]  # repr: NaN and ±Inf apart
-            )
-        )
+    h.update(b"inventory\x00")
+    h.update(inventory.fingerprint(values=False))
+    for name, answer in sorted(facts.items()):
+        h.update(f"\x00{name}\x00".encode())
+        h.update(b"none" if answer is None else answer.fingerprint())
     return h.hexdigest()
 
 

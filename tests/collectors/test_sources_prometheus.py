@@ -7,9 +7,10 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+import orjson
 import pytest
 
-from collectors.sources import promql
+from collectors.sources import prometheus, promql
 from collectors.sources.errors import SourceError
 from collectors.sources.prometheus import PrometheusSource, dcgm_identity
 from tests.collectors.faultserver import fault_server, refused_url
@@ -139,3 +140,40 @@ def test_it_names_all_queries_in_one_place():
     assert queries["telemetry DCGM_FI_PROF_SM_ACTIVE"] == "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[5m])"
     with pytest.raises(ValueError):
         promql.telemetry("up) or vector(1")
+
+
+def _vector(samples: list[tuple[dict[str, str], float, str]]) -> bytes:
+    """A vector answer encoded as Prometheus encodes it (compact JSON, status first)."""
+    result = [{"metric": labels, "value": [ts, value]} for labels, ts, value in samples]
+    return json.dumps(
+        {"status": "success", "data": {"resultType": "vector", "result": result}}, separators=(",", ":")
+    ).encode()
+
+
+def test_an_answer_fingerprints_without_sample_times_and_decodes_only_when_asked():
+    a, b = {"UUID": "GPU-1", "pod": "p"}, {"UUID": "GPU-2"}
+    first = _vector([(a, 1795914600.5, "0"), (b, 1795914600.5, "48")])
+    later = _vector([(a, 1795914630, "0"), (b, 1795914630, "48")])  # asked 30 s later: same series
+    with fault_server(bodies={"/api/v1/query": first}) as srv:
+        answer = PrometheusSource(srv.url, timeout=2).answer("last_over_time(x[2m])", T)
+    assert answer._series is None  # nothing decoded yet
+    assert answer.fingerprint() == prometheus.Answer("q", later).fingerprint()
+    assert not answer.empty() and prometheus.Answer("q", _vector([])).empty()
+    value = prometheus.Answer("q", _vector([(a, 1795914630, "0"), (b, 1795914630, "79")]))
+    assert value.fingerprint() != answer.fingerprint()  # a new Xid
+    assert value.fingerprint(values=False) == answer.fingerprint(values=False)  # the same label sets
+    moved = prometheus.Answer("q", _vector([({**a, "pod": "q"}, 1795914630, "0"), (b, 1795914630, "48")]))
+    gone = prometheus.Answer("q", _vector([(a, 1795914630, "0")]))
+    assert len({answer.fingerprint(values=False), moved.fingerprint(values=False), gone.fingerprint()}) == 3
+    assert [(s.labels, s.last) for s in answer.series()] == [(a, 0.0), (b, 48.0)]
+    assert answer.series()[0].points[0][0] == datetime.fromtimestamp(1795914600.5, UTC)
+
+
+def test_an_answer_encoded_otherwise_is_decoded_at_once_and_a_bad_one_fails_when_decoded():
+    spaced = json.dumps(orjson.loads(_vector([({"UUID": "GPU-1"}, 1795914600, "1")]))).encode()
+    with fault_server(bodies={"/api/v1/query": spaced}) as srv:
+        answer = PrometheusSource(srv.url, timeout=2).answer("x", T)
+    assert answer._series is not None and answer.series()[0].last == 1.0
+    bad = prometheus.Answer("x", _vector([({"UUID": "GPU-1"}, 1795914600, "one")]))
+    with pytest.raises(SourceError, match="malformed vector sample"):
+        bad.series()

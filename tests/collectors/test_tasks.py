@@ -123,7 +123,9 @@ def test_a_sweep_time_that_cannot_be_read_is_refused_naming_it():
     assert result.result["retry_in"] is None  # retrying will not make it readable
 
 
-def test_with_watch_on_beat_starts_watch_sessions_instead_of_inventory_sweeps(settings, monkeypatch):
+def test_with_watch_on_beat_starts_watch_sessions_instead_of_inventory_and_event_sweeps(
+    settings, monkeypatch
+):
     settings.RCAWEB_WATCH = True
     settings.RCAWEB_WATCH_CHECK_S = 20
     schedule = tasks.beat_schedule()
@@ -133,7 +135,8 @@ def test_with_watch_on_beat_starts_watch_sessions_instead_of_inventory_sweeps(se
         "schedule": 20.0,
         "options": {"expires": 20.0},
     }
-    assert schedule["collectors-sweep-events"]["kwargs"] == {"kind": "events"}
+    assert "collectors-sweep-events" not in schedule  # the sessions watch the events too
+    assert schedule["collectors-sweep-telemetry"]["kwargs"] == {"kind": "telemetry"}
     Cluster.objects.create(name="a")
     Cluster.objects.create(name="b")
     delay = mock.Mock()

@@ -9,13 +9,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from typing import Any
 
 import orjson
 import pytest
 
-from collectors.models import Change, EntityVersion, SourceRun
+from collectors.models import Change, EntityVersion, KubeEvent, SourceRun
+from collectors.sources import prometheus
 from collectors.sweep import sweep_cluster
-from collectors.sweep.watch import CachedKube, Kept, Lease, WatchSession, keepable
+from collectors.sweep.events import sweep_events
+from collectors.sweep.watch import EVENTS, CachedKube, Kept, Lease, WatchSession, keepable
 from tests.collectors.simhelpers import register, served, small_world
 
 pytestmark = pytest.mark.django_db
@@ -38,7 +41,13 @@ def clock(sim) -> Callable[[], datetime]:
 
 
 def session(sim, **kw) -> WatchSession:
-    opts = {"clock": clock(sim), "apply_every_s": 0, "watch_timeout_s": 5, "lease_s": 60, "gpu_every_s": 3600}
+    opts: dict[str, Any] = {
+        "clock": clock(sim),
+        "apply_every_s": 0,
+        "watch_timeout_s": 5,
+        "lease_s": 60,
+        "gpu_every_s": 3600,
+    }
     opts.update(kw)
     return WatchSession("gpu-prod", **opts)
 
@@ -136,6 +145,81 @@ def test_the_watch_records_what_changed_and_a_quiet_cluster_writes_nothing(sim) 
     assert_a_sweep_finds_nothing_to_write(s)
 
 
+def test_an_unchanged_gpu_poll_decodes_nothing_and_a_changed_gpu_is_picked_up(sim, monkeypatch) -> None:
+    """The poll compares Prometheus' answers undecoded: an unchanged one builds no series, and an Xid, ECC
+    errors, a GPU gone or another pod on a GPU, with the cluster's nodes and pods unchanged, are recorded."""
+    built: list[int] = []
+
+    class Counted(prometheus.Series):
+        def __init__(self, *args, **kw) -> None:
+            built.append(1)
+            super().__init__(*args, **kw)
+
+    monkeypatch.setattr(prometheus, "Series", Counted)
+    world = sim.world
+    node = world.nodes[sorted(world.nodes)[0]]
+    xid, ecc, gone, moved = (node.gpus[i] for i in range(4))
+    with session(sim) as s:
+        assert s.start()
+        built.clear()
+        s.poll_gpus()
+        assert s.stats.gpu_polls_unchanged == 1 and not built, (s.stats, len(built))
+
+        with sim.lock:  # only the exporter's series change: no Kubernetes event, no apply
+            t = world.now
+            world.telemetry.set_xid(node.name, xid.index, t, 48)
+            world.telemetry.set_ecc(node.name, ecc.index, t, 3, 2)
+            world.telemetry.set_present(node.name, gone.index, t, False)
+            world.telemetry.set_activity(node.name, moved.index, t, "vision/someone-else", 0.5, 1000)
+        # past the inventory query's 2-minute window: the GPU gone has no sample left in it
+        sim.advance_to(t + timedelta(minutes=3))
+        assert world.gpu_pod_at(node.name, moved.index) == "vision/someone-else"  # the engine left it
+        serial = s._pass_serial
+        s.poll_gpus()  # no step: the same kept nodes and pods, only Prometheus' answers differ
+        assert s._pass_serial == serial and s.stats.gpu_polls_unchanged == 1 and built, s.stats
+
+        def gpu(uuid: str) -> EntityVersion:
+            return EntityVersion.objects.get(kind="gpu", entity__name=uuid, valid_to__isnull=True)
+
+        assert (gpu(xid.uuid).state["xid_last"], gpu(xid.uuid).phase) == (48, "faulty")
+        assert (gpu(ecc.uuid).state["ecc_dbe_total"], gpu(ecc.uuid).state["ecc_sbe_total"]) == (2, 3)
+        assert (gpu(gone.uuid).state["present"], gpu(gone.uuid).phase) == (False, "missing")
+        assert gpu(moved.uuid).state["pod"] == "vision/someone-else"
+        built.clear()
+        s.poll_gpus()  # the changed answers, once recorded, are what the next poll compares with
+        assert s.stats.gpu_polls_unchanged == 2 and not built, s.stats
+        settle(s, sim)
+        s.poll_gpus()
+    assert_a_sweep_finds_nothing_to_write(s)
+
+
+def test_a_changed_gpu_answer_that_cannot_be_decoded_is_a_failed_call_and_writes_nothing(sim, monkeypatch):
+    from collectors.sources import promql
+    from collectors.sources.errors import SourceError
+
+    def unreadable(self) -> list:
+        raise SourceError("prometheus", f"query {self.promql}", "malformed vector sample: 'x'")
+
+    with session(sim) as s:
+        assert s.start()
+        first = rows()
+        monkeypatch.setattr("collectors.sweep.watch._answers_digest", lambda answers: "another answer")
+        monkeypatch.setattr(prometheus.Answer, "series", unreadable)
+        summary = s.poll_gpus()
+        assert summary.errors == [
+            f"prometheus: query {promql.GPU_INVENTORY}: malformed vector sample: 'x'"
+        ] and summary.skipped_kinds == ["gpu"]
+        failed = SourceRun.objects.get(ok=False)
+        assert (failed.call, failed.error) == (
+            f"query {promql.GPU_INVENTORY}",
+            "malformed vector sample: 'x'",
+        )
+        assert rows() == first and s._gpu_inputs is None  # the next poll maps whatever it gets
+        monkeypatch.undo()
+        s.poll_gpus()
+        assert s.stats.gpu_polls_unchanged == 0 and rows() == first, s.stats
+
+
 def test_nothing_is_lost_between_the_list_and_the_watch(sim) -> None:
     """Changes made after the listings answered and before the watches opened arrive through the watch."""
 
@@ -152,6 +236,27 @@ def test_nothing_is_lost_between_the_list_and_the_watch(sim) -> None:
         settle(s, sim)
         s.poll_gpus()
     assert_a_sweep_finds_nothing_to_write(s)
+
+
+def test_events_are_listed_with_the_relist_then_watched_and_stored_once(sim) -> None:
+    """The session lists the Events as the events sweep does, then watches them: nothing is listed every
+    15 s, and an events sweep afterwards finds nothing the watch did not store."""
+
+    def last_event_rv() -> int:
+        with sim.store.cond:
+            return max((rv for rv, resource, *_rest in sim.store.history if resource == "events"), default=0)
+
+    with session(sim) as s:
+        assert s.start()
+        listed = KubeEvent.objects.count()
+        assert listed > 0 and s.stats.kube_events_new == listed  # stored by the relist
+        assert EVENTS in s.kept.rv and EVENTS not in s.kept.items  # watched, not kept
+        assert sweep_events("gpu-prod").events_new == 0  # the relist stored what a sweep would
+        sim.advance_to(sim.world.now + timedelta(minutes=40))  # jobs start and finish: new events
+        steps_until(s, lambda: int(s.kept.rv[EVENTS] or 0) >= last_event_rv() and not s._events, 30)
+        assert s.stats.kube_events > 0 and s.stats.kube_events_new > 0, s.stats
+        assert KubeEvent.objects.count() == s.stats.kube_events_new > listed
+    assert sweep_events("gpu-prod").events_new == 0
 
 
 def test_bookmarks_move_the_resource_version_without_writing(sim) -> None:
@@ -232,7 +337,7 @@ def test_a_process_local_lease_is_exclusive_until_released(settings) -> None:
 def test_kept_objects_drop_only_what_no_mapper_reads() -> None:
     from collectors import mapping
 
-    pod = {
+    pod: dict[str, Any] = {
         "metadata": {
             "namespace": "nlp",
             "name": "p",
@@ -256,7 +361,7 @@ def test_kept_objects_drop_only_what_no_mapper_reads() -> None:
         "spec": {"containers": [{"name": "c", "image": "i"}]},
         "status": {"phase": "Running"},
     }
-    kept = orjson.loads(keepable(pod))
+    kept: dict[str, Any] = orjson.loads(keepable(pod))
     assert all("fieldsV1" not in e for e in kept["metadata"]["managedFields"])
     assert "fieldsV1" in pod["metadata"]["managedFields"][0]  # the listed object itself is left alone
     assert mapping.map_pod(kept).state == mapping.map_pod(pod).state
