@@ -17,11 +17,11 @@ from typing import Any, NamedTuple
 from django.db import connection
 from django.db.models import FloatField, Sum
 from django.db.models.functions import Cast, Coalesce
-from django.urls import reverse
 
 from collectors import readsql
 from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
 from collectors.queue_order import NEVER_SUBMITTED, order_key
+from rcaweb import kinds
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ MAX_RELATED_IDS = (
     900  # SQLite's default host-parameter limit is 999; beyond this, related changes narrow to the entity
 )
 CHANGES_PER_SIDE = 100  # changes of "changes around t" read on each side of t
-EVENT_KINDS = {"Pod": "pod", "Job": "job", "Node": "node"}  # involvedObject kinds that have a page
+EVENT_KINDS = {k.event_kind: k.name for k in kinds.KINDS if k.event_kind}  # involvedObject kinds with a page
 EVENTS_LIMIT = 100
 
 
@@ -43,9 +43,7 @@ class Ref:
     namespace: str = ""
 
     def get_absolute_url(self) -> str:
-        if self.kind in NAMESPACED_KINDS:
-            return reverse(f"collectors:{self.kind}", args=[self.cluster.name, self.namespace, self.name])
-        return reverse(f"collectors:{self.kind}", args=[self.cluster.name, self.name])
+        return kinds.url_for(self.kind, self.cluster.name, self.namespace, self.name)
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name

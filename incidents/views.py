@@ -29,6 +29,7 @@ from incidents.diagnose import pick_run
 from incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
 from incidents.models import Alert, AuditEntry, Citation, Hypothesis, Incident, IncidentSubject, Observation
 from incidents.ordering import URGENCY_ORDER, with_impact
+from rcaweb import kinds
 from rcaweb.http import RcaRequest
 from rcaweb.roles import can_respond
 
@@ -49,7 +50,7 @@ TIMELINE_MAX = 300
 TIMELINE_SHOWN = 30  # rows in the first view; the rest are folded under "N more rows"
 EVIDENCE_PAGE = 50
 RELATED_MAX = 500  # related entities read (one query); the page lists problems and counts the rest
-HEALTHY = {"gpu": {"ok"}, "node": {"Ready"}, "pod": {"Running", "Succeeded"}, "job": {"Running", "Succeeded"}}
+HEALTHY = {k.name: k.healthy_phases for k in kinds.KINDS if k.healthy_phases}  # rcaweb/kinds.py
 RUNS_SHOWN = 50
 FRAGMENTS = {
     "collection-progress": "progress",

@@ -12,10 +12,15 @@ from collectors import inventory, queries
 from collectors.podstatus import pod_status
 from collectors.views.common import entity_page_context, finish, render_page
 from collectors.xid import last_xids
+from rcaweb import kinds
 from rcaweb.http import RcaRequest
 from rcaweb.templatetags.rcaweb import entity_link_html, list_link
 
 logger = logging.getLogger(__name__)
+
+# The kinds of these pages in the registry (rcaweb/kinds.py): their name and template.
+NODE = kinds.get("node")
+GPU = kinds.get("gpu")
 
 # Labels an operator needs on a GPU node; the rest stays behind "all labels".
 LABELS_THAT_MATTER = (
@@ -37,7 +42,7 @@ LABELS_THAT_MATTER = (
 @require_GET
 @vary_on_headers("HX-Request")
 def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
-    ctx = entity_page_context(request, cluster, "node", name)
+    ctx = entity_page_context(request, cluster, NODE.name, name)
     node = ctx["entity"]
     c, t, state = node.cluster, ctx["t"], ctx["state"]
     gpus, pods = queries.gpus_and_pods_on_node(c, name, t)
@@ -79,16 +84,16 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         cpu_memory=[(k, cap_all.get(k, "—"), alloc_all.get(k, "—")) for k in ("cpu", "memory") if k in cap_all],
         all_labels=sorted(labels.items()),
         conditions=sorted((state.get("conditions") or {}).items()),
-        pods_list_url=list_link(cur, "collectors:jobs", c.name, node=name),
+        pods_list_url=list_link(cur, kinds.JOB_LIST, c.name, **{NODE.job_filter: name}),
     )
     related = queries.related_entities(c, [node] + [g.entity for g in gpus] + [p.entity for p in pods])
-    return render_page(request, "collectors/node_detail.html", finish(request, ctx, related))
+    return render_page(request, NODE.template, finish(request, ctx, related))
 
 
 @require_GET
 @vary_on_headers("HX-Request")
 def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
-    ctx = entity_page_context(request, cluster, "gpu", name)
+    ctx = entity_page_context(request, cluster, GPU.name, name)
     gpu = ctx["entity"]
     c, version, cur = gpu.cluster, ctx["version"], request.cursor
     node_name = version.node if version else ""
@@ -112,4 +117,4 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         users=users,
     )
     related = queries.related_entities(c, [gpu], [("node", "", node_name)])
-    return render_page(request, "collectors/gpu_detail.html", finish(request, ctx, related))
+    return render_page(request, GPU.template, finish(request, ctx, related))

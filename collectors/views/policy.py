@@ -13,9 +13,15 @@ from collectors import queries
 from collectors.models import Change, EntityVersion
 from collectors.podstatus import pods_in_trouble
 from collectors.views.common import entity_page_context, finish, render_page
+from rcaweb import kinds
 from rcaweb.http import RcaRequest
 
 logger = logging.getLogger(__name__)
+
+# The kinds of these pages in the registry (rcaweb/kinds.py): their name and template.
+PROJECT = kinds.get("project")
+QUEUE = kinds.get("queue")
+DEPARTMENT = kinds.get("department")
 
 SHOWN_JOBS = 200  # longer lists link to the filtered job list
 
@@ -90,7 +96,7 @@ def _policy_changes(cluster: Any, related: queries.Related, t: Any, limit: int =
 @require_GET
 @vary_on_headers("HX-Request")
 def project_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
-    ctx = entity_page_context(request, cluster, "project", name)
+    ctx = entity_page_context(request, cluster, PROJECT.name, name)
     project = ctx["entity"]
     c, t, state = project.cluster, ctx["t"], ctx["state"]
     queue_name = state.get("queue") or ""
@@ -108,13 +114,13 @@ def project_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse
     )
     related = queries.related_entities(c, [project], [("queue", "", queue_name)])
     ctx["policy_changes"] = _policy_changes(c, related, t)
-    return render_page(request, "collectors/project_detail.html", finish(request, ctx, related))
+    return render_page(request, PROJECT.template, finish(request, ctx, related))
 
 
 @require_GET
 @vary_on_headers("HX-Request")
 def queue_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
-    ctx = entity_page_context(request, cluster, "queue", name)
+    ctx = entity_page_context(request, cluster, QUEUE.name, name)
     queue = ctx["entity"]
     c, t, state = queue.cluster, ctx["t"], ctx["state"]
     project_name = state.get("project") or ""
@@ -132,14 +138,14 @@ def queue_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     )
     related = queries.related_entities(c, [queue], [("project", "", project_name)])
     ctx["policy_changes"] = _policy_changes(c, related, t)
-    return render_page(request, "collectors/queue_detail.html", finish(request, ctx, related))
+    return render_page(request, QUEUE.template, finish(request, ctx, related))
 
 
 @require_GET
 @vary_on_headers("HX-Request")
 def department_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     """A department (KAI parent queue / Kueue Cohort): its quota and limit, and each project's share of it."""
-    ctx = entity_page_context(request, cluster, "department", name)
+    ctx = entity_page_context(request, cluster, DEPARTMENT.name, name)
     dept = ctx["entity"]
     c, t, state = dept.cluster, ctx["t"], ctx["state"]
     rows: list[dict[str, Any]] = []
@@ -168,4 +174,4 @@ def department_detail(request: RcaRequest, cluster: str, name: str) -> HttpRespo
     )
     related = queries.related_entities(c, [dept], [("project", "", p) for p in state.get("projects") or []])
     ctx["policy_changes"] = _policy_changes(c, related, t)
-    return render_page(request, "collectors/department_detail.html", finish(request, ctx, related))
+    return render_page(request, DEPARTMENT.template, finish(request, ctx, related))
