@@ -17,6 +17,7 @@ from collectors import queries
 from collectors.models import Entity
 from collectors.podstatus import pod_status, pods_in_trouble
 from collectors.views.common import entity_page_context, finish, not_found, render_page
+from collectors.views.rows import PodRow
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
 
@@ -57,15 +58,15 @@ def job_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
     ctx = entity_page_context(request, cluster, JOB.name, name, namespace)
     job = ctx["entity"]
     c, t, version, state = job.cluster, ctx["t"], ctx["version"], ctx["state"]
-    pods = queries.pods_of_job(c, namespace, name, t)
+    pods = [
+        PodRow(p, status=pod_status(p.state or {}, p.phase), node_ref=queries.ref(c, "node", p.node))
+        for p in queries.pods_of_job(c, namespace, name, t)
+    ]
     nodes = sorted({p.node for p in pods if p.node})
     queue_name = version.queue if version else ""
     position = None
     if version is not None and version.phase == "Pending" and queue_name:
         position = queries.queue_position(c, version, t)
-    for p in pods:
-        p.node_ref = queries.ref(c, "node", p.node)
-        p.status = pod_status(p.state or {}, p.phase)
     trouble = pods_in_trouble(pods)
     # The diagnosis explains jobs that wait or failed (a running or finished job needs no "why"). It reads
     # the whole cluster as of t, so it loads lazily (job_why) and never delays the page itself.

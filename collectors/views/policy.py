@@ -13,6 +13,7 @@ from collectors import queries
 from collectors.models import Change, EntityVersion
 from collectors.podstatus import pods_in_trouble
 from collectors.views.common import entity_page_context, finish, render_page
+from collectors.views.rows import JobRow
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
 
@@ -26,7 +27,7 @@ DEPARTMENT = kinds.get("department")
 SHOWN_JOBS = 200  # longer lists link to the filtered job list
 
 
-def _troubles(cluster: Any, t: Any, jobs: list[Any]) -> None:
+def _troubles(cluster: Any, t: Any, jobs: list[JobRow]) -> None:
     """Each running job's ``trouble`` ({reason: pods}): a crash-looping job reads CrashLoopBackOff, not a green
     Running (kubectl's STATUS of its pods at t, collectors.podstatus). One query for the listed jobs."""
     names = {j.entity.name for j in jobs}
@@ -44,10 +45,9 @@ def _troubles(cluster: Any, t: Any, jobs: list[Any]) -> None:
         j.trouble = pods_in_trouble(by_job.get((j.entity.namespace, j.entity.name), []))
 
 
-def _split_jobs(jobs: list[Any], cluster: Any = None, t: Any = None) -> dict[str, Any]:
-    for j in jobs:
-        j.queue_ref = queries.ref(j.entity.cluster, "queue", j.queue)
-    pending = queries.queue_order([j for j in jobs if j.phase == "Pending"])
+def _split_jobs(versions: list[EntityVersion], cluster: Any = None, t: Any = None) -> dict[str, Any]:
+    jobs = [JobRow(v, queue_ref=queries.ref(v.entity.cluster, "queue", v.queue)) for v in versions]
+    pending = _in_queue_order([j for j in jobs if j.phase == "Pending"])
     for pos, j in enumerate(pending, start=1):
         j.position = pos
     running = sorted(
@@ -68,7 +68,12 @@ def _split_jobs(jobs: list[Any], cluster: Any = None, t: Any = None) -> dict[str
     }
 
 
-def _job_units(j: Any) -> float:
+def _in_queue_order(rows: list[JobRow]) -> list[JobRow]:
+    """The rows of waiting jobs in the order their scheduler considers them (``queries.queue_order``)."""
+    return sorted(rows, key=lambda r: queries.queue_order_key(r.version))
+
+
+def _job_units(j: JobRow) -> float:
     """A job's GPUs as its queue counts them (shares and MIG in units; whole GPUs for rows without units)."""
     return float(j.gpu_units) if j.gpu_units is not None else float(j.gpus or 0)
 

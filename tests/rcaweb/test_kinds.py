@@ -62,7 +62,7 @@ class RegistryMatchesUrlsTest(PageTestCase):
     def test_the_models_the_api_and_the_snapshot_take_their_kinds_from_it(self) -> None:
         assert [c for c, _ in KIND_CHOICES] == list(kinds.names())
         assert [c for c, _ in Entity._meta.get_field("kind").choices] == list(kinds.names())
-        assert NAMESPACED_KINDS == {"job", "pod"}
+        assert frozenset({"job", "pod"}) == NAMESPACED_KINDS
         assert set(CHANGE_KINDS) == set(kinds.names()) - {"department"}
         assert set(snapshot.KINDS) == {"node", "gpu", "queue", "project"}
         assert EVENT_KINDS == {"Pod": "pod", "Job": "job", "Node": "node"}
