@@ -168,7 +168,8 @@ def related_entities(
     At most :data:`MAX_RELATED_IDS` (SQLite's host-parameter limit).
     """
     related: Related = {e.pk: Ref(cluster, e.kind, e.name, e.namespace) for e in entities}
-    terms, params = [], [cluster.pk]
+    terms: list[str] = []
+    params: list[object] = [cluster.pk]
     for kind, ns, name in names:
         if name:
             terms.append("(kind = %s AND namespace = %s AND name = %s)")
@@ -264,7 +265,8 @@ ORDER BY w.time, w.id"""
     ]  # fmt: skip
     rows = readsql.fetch(sql, params)
     time_value, load = readsql.time_value, readsql.load_json
-    found = [(time_value(row[3]), row) for row in rows if row[2] is not None]  # not the lone aggregate row
+    # not the lone aggregate row (its change columns are NULL); a change always has a time
+    found = [(when, row) for row in rows if row[2] is not None and (when := time_value(row[3])) is not None]
     at_or_before = sum(1 for when, _ in found if when <= t)
     limited = at_or_before >= limit or len(found) - at_or_before >= limit
     keep = found
@@ -520,8 +522,8 @@ def events_near(
     )
     rows = [readsql.event(r) for r in readsql.fetch(sql, [*params, limit])]
     for ev in rows:
-        kind = EVENT_KINDS.get(ev.involved_kind)
-        ev.ref = ref(cluster, kind, ev.involved_name, ev.involved_namespace) if kind else None
+        page_kind = EVENT_KINDS.get(ev.involved_kind)
+        ev.ref = ref(cluster, page_kind, ev.involved_name, ev.involved_namespace) if page_kind else None
     return rows
 
 
