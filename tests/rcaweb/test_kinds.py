@@ -112,9 +112,14 @@ class EveryKindAnswersTest(PageTestCase):
             assert r.status_code == 200, (k.name, r.status_code)
             assert k.template in [t.name for t in r.templates], k.name
             # its link: the one tag, to its page with the cursor, reading namespace/name or the name
-            link = Template("{% load rcaweb %}{% entity_link e %}").render(Context({"e": entity, "cursor": cur}))
+            link = Template("{% load rcaweb %}{% entity_link e %}").render(
+                Context({"e": entity, "cursor": cur})
+            )
             text = f"{entity.namespace}/{entity.name}" if k.namespaced else entity.name
-            assert link == f'<a class="ent ent-{k.name}" href="{url}?{cur.query().replace("&", "&amp;")}">{text}</a>', link
+            assert (
+                link
+                == f'<a class="ent ent-{k.name}" href="{url}?{cur.query().replace("&", "&amp;")}">{text}</a>'
+            ), link
             ref = Ref(self.cluster, k.name, entity.name, entity.namespace)
             assert ref.get_absolute_url() == url
             # its charts, in the declared order, each loaded from the page and answering
