@@ -12,18 +12,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db import models
-from django.urls import reverse
 
-KIND_CHOICES = [
-    ("project", "project"),
-    ("queue", "queue"),
-    ("job", "job"),
-    ("pod", "pod"),
-    ("node", "node"),
-    ("gpu", "gpu"),
-    ("department", "department"),
-]
-NAMESPACED_KINDS = frozenset({"job", "pod"})
+from rcaweb import kinds
+
+KIND_CHOICES = kinds.choices()  # the registry of kinds (rcaweb/kinds.py)
+NAMESPACED_KINDS = kinds.namespaced()
 
 
 class Cluster(models.Model):
@@ -68,10 +61,7 @@ class Entity(models.Model):
 
     def get_absolute_url(self) -> str:
         """The one URL builder for entity pages (docs/conventions.md §3). Callers add the cursor."""
-        c = self.cluster.name
-        if self.kind in NAMESPACED_KINDS:
-            return reverse(f"collectors:{self.kind}", args=[c, self.namespace, self.name])
-        return reverse(f"collectors:{self.kind}", args=[c, self.name])
+        return kinds.url_for(self.kind, self.cluster.name, self.namespace, self.name)
 
     def as_of(self, t: datetime) -> EntityVersion | None:
         return EntityVersion.objects.as_of(t).filter(entity=self).first()

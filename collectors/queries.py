@@ -17,11 +17,11 @@ from typing import Any, NamedTuple
 from django.db import connection
 from django.db.models import FloatField, Sum
 from django.db.models.functions import Cast, Coalesce
-from django.urls import reverse
 
 from collectors import readsql
 from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
 from collectors.queue_order import NEVER_SUBMITTED, order_key
+from rcaweb import kinds
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ MAX_RELATED_IDS = (
     900  # SQLite's default host-parameter limit is 999; beyond this, related changes narrow to the entity
 )
 CHANGES_PER_SIDE = 100  # changes of "changes around t" read on each side of t
-EVENT_KINDS = {"Pod": "pod", "Job": "job", "Node": "node"}  # involvedObject kinds that have a page
+EVENT_KINDS = {k.event_kind: k.name for k in kinds.KINDS if k.event_kind}  # involvedObject kinds with a page
 EVENTS_LIMIT = 100
 
 
@@ -43,9 +43,7 @@ class Ref:
     namespace: str = ""
 
     def get_absolute_url(self) -> str:
-        if self.kind in NAMESPACED_KINDS:
-            return reverse(f"collectors:{self.kind}", args=[self.cluster.name, self.namespace, self.name])
-        return reverse(f"collectors:{self.kind}", args=[self.cluster.name, self.name])
+        return kinds.url_for(self.kind, self.cluster.name, self.namespace, self.name)
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
@@ -170,7 +168,8 @@ def related_entities(
     At most :data:`MAX_RELATED_IDS` (SQLite's host-parameter limit).
     """
     related: Related = {e.pk: Ref(cluster, e.kind, e.name, e.namespace) for e in entities}
-    terms, params = [], [cluster.pk]
+    terms: list[str] = []
+    params: list[object] = [cluster.pk]
     for kind, ns, name in names:
         if name:
             terms.append("(kind = %s AND namespace = %s AND name = %s)")
@@ -266,7 +265,8 @@ ORDER BY w.time, w.id"""
     ]  # fmt: skip
     rows = readsql.fetch(sql, params)
     time_value, load = readsql.time_value, readsql.load_json
-    found = [(time_value(row[3]), row) for row in rows if row[2] is not None]  # not the lone aggregate row
+    # not the lone aggregate row (its change columns are NULL); a change always has a time
+    found = [(when, row) for row in rows if row[2] is not None and (when := time_value(row[3])) is not None]
     at_or_before = sum(1 for when, _ in found if when <= t)
     limited = at_or_before >= limit or len(found) - at_or_before >= limit
     keep = found
@@ -522,8 +522,8 @@ def events_near(
     )
     rows = [readsql.event(r) for r in readsql.fetch(sql, [*params, limit])]
     for ev in rows:
-        kind = EVENT_KINDS.get(ev.involved_kind)
-        ev.ref = ref(cluster, kind, ev.involved_name, ev.involved_namespace) if kind else None
+        page_kind = EVENT_KINDS.get(ev.involved_kind)
+        ev.ref = ref(cluster, page_kind, ev.involved_name, ev.involved_namespace) if page_kind else None
     return rows
 
 

@@ -30,10 +30,11 @@ from incidents import intake
 from incidents.evidence import iso
 from incidents.intake import PayloadError, parse_rfc3339
 from incidents.models import Incident
+from rcaweb import kinds
 
 logger = logging.getLogger(__name__)
 
-CHANGE_KINDS = ("project", "queue", "job", "pod", "node", "gpu")
+CHANGE_KINDS = tuple(k.name for k in kinds.KINDS if k.external_changes)  # the registry (rcaweb/kinds.py)
 
 
 def error(message: str, status: int) -> JsonResponse:

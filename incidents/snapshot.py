@@ -28,10 +28,12 @@ from django.db.models import Max
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 
 from collectors.models import Cluster, EntityVersion, SourceRun
+from rcaweb import kinds
 
 logger = logging.getLogger(__name__)
 
-KINDS = ("node", "gpu", "queue", "project")  # in full; jobs and pods by their hot keys (below)
+# Read in full; jobs and pods by their hot keys (below): the registry of kinds says which (rcaweb/kinds.py).
+KINDS = tuple(k.name for k in kinds.KINDS if k.fleet_read == "full")
 MIN_CACHED_ROWS = 5000  # below this, read every time
 ROW_LIMIT = 20000  # per kind, as the loader's bound
 SLIM_POD_LIMIT = ROW_LIMIT + 1000  # the loader drops the subject pods from these, then keeps ROW_LIMIT

@@ -29,6 +29,7 @@ from incidents.diagnose import pick_run
 from incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
 from incidents.models import Alert, AuditEntry, Citation, Hypothesis, Incident, IncidentSubject, Observation
 from incidents.ordering import URGENCY_ORDER, with_impact
+from rcaweb import kinds
 from rcaweb.http import RcaRequest
 from rcaweb.roles import can_respond
 
@@ -49,7 +50,7 @@ TIMELINE_MAX = 300
 TIMELINE_SHOWN = 30  # rows in the first view; the rest are folded under "N more rows"
 EVIDENCE_PAGE = 50
 RELATED_MAX = 500  # related entities read (one query); the page lists problems and counts the rest
-HEALTHY = {"gpu": {"ok"}, "node": {"Ready"}, "pod": {"Running", "Succeeded"}, "job": {"Running", "Succeeded"}}
+HEALTHY = {k.name: k.healthy_phases for k in kinds.KINDS if k.healthy_phases}  # rcaweb/kinds.py
 RUNS_SHOWN = 50
 FRAGMENTS = {
     "collection-progress": "progress",
@@ -305,15 +306,44 @@ RELATED_INCIDENTS_READ = 200  # read to fold; at most RELATED_INCIDENTS_SHOWN ro
 RELATED_INCIDENTS_SHOWN = 20
 
 
-def _fold_same_titles(incidents: list) -> list:
+@dataclass
+class RelatedIncidentRow:
+    """A related incident on the incident page, standing for every related incident with its title: the
+    newest, ``same`` (how many) and ``first_onset`` (the oldest's onset)."""
+
+    incident: Incident
+    same: int
+    first_onset: datetime
+
+    # what incident_detail.html reads of the incident itself
+    @property
+    def pk(self) -> int:
+        return self.incident.pk
+
+    @property
+    def title(self) -> str:
+        return self.incident.title
+
+    @property
+    def status(self) -> str:
+        return self.incident.status
+
+    @property
+    def onset(self) -> datetime:
+        return self.incident.onset
+
+    def get_absolute_url(self) -> str:
+        return self.incident.get_absolute_url()
+
+
+def _fold_same_titles(incidents: list[Incident]) -> list[RelatedIncidentRow]:
     """Related incidents with the same title (25 "GPUJobPendingTooLong" on one node) are one row: the newest,
     with ``same`` (how many) and ``first_onset`` (the oldest's onset)."""
-    rows: dict[str, Incident] = {}
+    rows: dict[str, RelatedIncidentRow] = {}
     for inc in incidents:  # newest first
         row = rows.get(inc.title)
         if row is None:
-            inc.same, inc.first_onset = 1, inc.onset
-            rows[inc.title] = inc
+            rows[inc.title] = RelatedIncidentRow(inc, 1, inc.onset)
         else:
             row.same += 1
             row.first_onset = inc.onset

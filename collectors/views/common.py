@@ -19,6 +19,7 @@ from django.utils.timezone import get_current_timezone
 
 from collectors import queries
 from collectors.models import Entity, EntityVersion
+from rcaweb import kinds
 from rcaweb.http import RcaRequest
 from rcaweb.templatetags.rcaweb import (
     at_time_link,
@@ -33,19 +34,11 @@ from rcaweb.templatetags.rcaweb import (
 logger = logging.getLogger(__name__)
 
 FRAGMENT_TEMPLATE = "collectors/_fragment.html"
-# The charts of each kind's page (console:chart names and titles), loaded lazily by htmx so the page paints first.
+# The charts of each kind's page (console:chart names and titles), loaded lazily by htmx so the page paints
+# first: the registry of kinds declares them (rcaweb/kinds.py).
 ENTITY_CHARTS: dict[str, list[tuple[str, str]]] = {
-    "gpu": [
-        ("utilization", "GPU utilization / SM activity"),
-        ("memory", "GPU memory used"),
-        ("power", "power"),
-        ("temperature", "temperature"),
-    ],
-    "job": [("utilization", "GPU utilization / SM activity of its GPUs"), ("memory", "GPU memory used")],
-    "project": [("allocation", "GPUs allocated vs quota"), ("queue_length", "queue length")],
+    k.name: [(ch.name, ch.title) for ch in k.charts] for k in kinds.with_charts()
 }
-ENTITY_CHARTS["node"] = ENTITY_CHARTS["gpu"]
-ENTITY_CHARTS["queue"] = ENTITY_CHARTS["project"]
 CHANGES_SHOWN = 50  # rows of "changes around t" (rendering dominates a page's cost; 50 nearest t read well)
 
 
@@ -74,7 +67,7 @@ def _context_at(request: RcaRequest, entity: Entity, version: EntityVersion | No
 
 def entity_charts(request: RcaRequest, entity: Entity) -> list[tuple[str, str]]:
     """(URL with the cursor, title) of each chart of this entity's page (``partials/entity_charts.html``)."""
-    ident = f"{entity.namespace}/{entity.name}" if entity.namespace else entity.name
+    ident = kinds.get(entity.kind).ident(entity.namespace, entity.name)
     cur, cluster = request.cursor, entity.cluster.name
     return [
         (cursor_reverse(cur, "console:chart", cluster, entity.kind, ident, name), title)

@@ -18,6 +18,7 @@ from django.views.decorators.vary import vary_on_headers
 from collectors import queries
 from collectors.models import Cluster, EntityVersion
 from collectors.views.common import render_page
+from collectors.views.rows import JobRow
 from rcaweb.http import RcaRequest
 
 logger = logging.getLogger(__name__)
@@ -99,13 +100,19 @@ def job_list(request: RcaRequest, cluster: str) -> HttpResponse:
             qs.order_by("entity__namespace", "entity__name", "entity_id")[start : start + LIST_LIMIT]
         )
         ordered_by = "namespace and name"
+    rows = []
     for i, v in enumerate(versions, start=start + 1):
-        v.position = i
         v.entity.cluster = c
-        v.queue_ref = queries.ref(c, "queue", v.queue)
-        v.project_ref = queries.ref(c, "project", v.project)
+        rows.append(
+            JobRow(
+                v,
+                position=i,
+                queue_ref=queries.ref(c, "queue", v.queue),
+                project_ref=queries.ref(c, "project", v.project),
+            )
+        )
     ctx.update(
-        versions=versions,
+        versions=rows,
         total=total,
         filters=f,
         ordered_by=ordered_by,

@@ -17,9 +17,14 @@ from collectors import queries
 from collectors.models import Entity
 from collectors.podstatus import pod_status, pods_in_trouble
 from collectors.views.common import entity_page_context, finish, not_found, render_page
+from collectors.views.rows import PodRow
+from rcaweb import kinds
 from rcaweb.http import RcaRequest
 
 logger = logging.getLogger(__name__)
+
+# The kinds of these pages in the registry (rcaweb/kinds.py): their name and template.
+JOB = kinds.get("job")
 
 REQUEST_FIELDS = ("gpus_per_pod", "pods", "gpus_total", "created")
 WHY_PENDING_TEMPLATE = "incidents/_why_pending.html"
@@ -50,18 +55,18 @@ def why_pending(entity: Entity, t: datetime) -> tuple[Any, str]:
 @require_GET
 @vary_on_headers("HX-Request")
 def job_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
-    ctx = entity_page_context(request, cluster, "job", name, namespace)
+    ctx = entity_page_context(request, cluster, JOB.name, name, namespace)
     job = ctx["entity"]
     c, t, version, state = job.cluster, ctx["t"], ctx["version"], ctx["state"]
-    pods = queries.pods_of_job(c, namespace, name, t)
+    pods = [
+        PodRow(p, status=pod_status(p.state or {}, p.phase), node_ref=queries.ref(c, "node", p.node))
+        for p in queries.pods_of_job(c, namespace, name, t)
+    ]
     nodes = sorted({p.node for p in pods if p.node})
     queue_name = version.queue if version else ""
     position = None
     if version is not None and version.phase == "Pending" and queue_name:
         position = queries.queue_position(c, version, t)
-    for p in pods:
-        p.node_ref = queries.ref(c, "node", p.node)
-        p.status = pod_status(p.state or {}, p.phase)
     trouble = pods_in_trouble(pods)
     # The diagnosis explains jobs that wait or failed (a running or finished job needs no "why"). It reads
     # the whole cluster as of t, so it loads lazily (job_why) and never delays the page itself.
@@ -86,7 +91,7 @@ def job_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
         explain=explain,
     )
     related = queries.related_entities(c, [job] + [p.entity for p in pods], [("queue", "", queue_name)])
-    return render_page(request, "collectors/job_detail.html", finish(request, ctx, related))
+    return render_page(request, JOB.template, finish(request, ctx, related))
 
 
 @require_GET

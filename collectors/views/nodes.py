@@ -11,11 +11,17 @@ from django.views.decorators.vary import vary_on_headers
 from collectors import inventory, queries
 from collectors.podstatus import pod_status
 from collectors.views.common import entity_page_context, finish, render_page
+from collectors.views.rows import GpuUserRow, NodeGpuRow, PodRow, SliceRow
 from collectors.xid import last_xids
+from rcaweb import kinds
 from rcaweb.http import RcaRequest
 from rcaweb.templatetags.rcaweb import entity_link_html, list_link
 
 logger = logging.getLogger(__name__)
+
+# The kinds of these pages in the registry (rcaweb/kinds.py): their name and template.
+NODE = kinds.get("node")
+GPU = kinds.get("gpu")
 
 # Labels an operator needs on a GPU node; the rest stays behind "all labels".
 LABELS_THAT_MATTER = (
@@ -37,25 +43,39 @@ LABELS_THAT_MATTER = (
 @require_GET
 @vary_on_headers("HX-Request")
 def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
-    ctx = entity_page_context(request, cluster, "node", name)
+    ctx = entity_page_context(request, cluster, NODE.name, name)
     node = ctx["entity"]
     c, t, state = node.cluster, ctx["t"], ctx["state"]
-    gpus, pods = queries.gpus_and_pods_on_node(c, name, t)
-    pods_by_key = {f"{p.entity.namespace}/{p.entity.name}": p.entity for p in pods}
+    gpu_versions, pod_versions = queries.gpus_and_pods_on_node(c, name, t)
+    pods_by_key = {f"{p.entity.namespace}/{p.entity.name}": p.entity for p in pod_versions}
     # Row links built once here (the entity_link markup, from its one helper): a node has up to
     # hundreds of pods, and a template tag per cell was most of the table's rendering time.
     cur = request.cursor
-    xids = last_xids(gpus, t)
-    for g in gpus:
-        g.xid = xids.get(g.entity_id)
-        g.pod_ref = pods_by_key.get(g.pod) or queries.ref(c, "pod", g.pod)
-        g.link = entity_link_html(g.entity, cur)
-        g.pod_link = entity_link_html(g.pod_ref, cur) if g.pod_ref else ""
-    for p in pods:
-        p.job_ref = queries.ref(c, "job", p.job, p.entity.namespace)
-        p.link = entity_link_html(p.entity, cur)
-        p.job_link = entity_link_html(p.job_ref, cur)
-        p.status = pod_status(p.state or {}, p.phase)
+    xids = last_xids(gpu_versions, t)
+    gpus = []
+    for g in gpu_versions:
+        pod_ref = pods_by_key.get(g.pod) or queries.ref(c, "pod", g.pod)
+        gpus.append(
+            NodeGpuRow(
+                g,
+                link=entity_link_html(g.entity, cur),
+                xid=xids.get(g.entity_id),
+                pod_ref=pod_ref,
+                pod_link=entity_link_html(pod_ref, cur) if pod_ref else "",
+            )
+        )
+    pods = []
+    for p in pod_versions:
+        job_ref = queries.ref(c, "job", p.job, p.entity.namespace)
+        pods.append(
+            PodRow(
+                p,
+                status=pod_status(p.state or {}, p.phase),
+                link=entity_link_html(p.entity, cur),
+                job_ref=job_ref,
+                job_link=entity_link_html(job_ref, cur),
+            )
+        )
     labels = state.get("labels") or {}
     cap_all, alloc_all = state.get("capacity") or {}, state.get("allocatable") or {}
     mig_names = sorted(k for k in {*cap_all, *alloc_all} if str(k).startswith("nvidia.com/mig-"))
@@ -76,33 +96,43 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         labels_that_matter=[(k, labels[k]) for k in LABELS_THAT_MATTER if k in labels],
         mig=state.get("mig"),  # mig-manager's layout and state (GPU Operator labels), None without MIG
         mig_resources=[(k, cap_all.get(k, "—"), alloc_all.get(k, "—")) for k in mig_names],
-        cpu_memory=[(k, cap_all.get(k, "—"), alloc_all.get(k, "—")) for k in ("cpu", "memory") if k in cap_all],
+        cpu_memory=[
+            (k, cap_all.get(k, "—"), alloc_all.get(k, "—")) for k in ("cpu", "memory") if k in cap_all
+        ],
         all_labels=sorted(labels.items()),
         conditions=sorted((state.get("conditions") or {}).items()),
-        pods_list_url=list_link(cur, "collectors:jobs", c.name, node=name),
+        pods_list_url=list_link(cur, kinds.JOB_LIST, c.name, **{NODE.job_filter: name}),
     )
-    related = queries.related_entities(c, [node] + [g.entity for g in gpus] + [p.entity for p in pods])
-    return render_page(request, "collectors/node_detail.html", finish(request, ctx, related))
+    related = queries.related_entities(
+        c, [node] + [g.entity for g in gpu_versions] + [p.entity for p in pod_versions]
+    )
+    return render_page(request, NODE.template, finish(request, ctx, related))
 
 
 @require_GET
 @vary_on_headers("HX-Request")
 def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
-    ctx = entity_page_context(request, cluster, "gpu", name)
+    ctx = entity_page_context(request, cluster, GPU.name, name)
     gpu = ctx["entity"]
     c, version, cur = gpu.cluster, ctx["version"], request.cursor
     node_name = version.node if version else ""
-    users = queries.gpu_users_in_window(gpu, cur.t - cur.window, cur.t + cur.window)
-    for u in users:
-        u.pod_ref = queries.ref(c, "pod", u.pod)
+    users = [
+        GpuUserRow(u, queries.ref(c, "pod", u.pod))
+        for u in queries.gpu_users_in_window(gpu, cur.t - cur.window, cur.t + cur.window)
+    ]
     gstate = (version.state or {}) if version else {}
     shared = gstate.get("shares") or gstate.get("mig") or gstate.get("reservation")
-    slices = inventory.slices_at(gpu, ctx["t"]) if shared else []  # a whole GPU costs no query
-    for sl in slices:
+    slices = []
+    for sl in inventory.slices_at(gpu, ctx["t"]) if shared else []:  # a whole GPU costs no query
         ns, _, pod = sl.pod.partition("/")
-        sl.pod_ref = queries.ref(c, "pod", pod, ns) if pod else None
         rns, _, rpod = sl.reservation.partition("/")
-        sl.reservation_ref = queries.ref(c, "pod", rpod, rns) if rpod else None
+        slices.append(
+            SliceRow(
+                sl,
+                pod_ref=queries.ref(c, "pod", pod, ns) if pod else None,
+                reservation_ref=queries.ref(c, "pod", rpod, rns) if rpod else None,
+            )
+        )
     ctx.update(
         slices=slices,
         shared_units=round(sum(sl.fraction or 0 for sl in slices if sl.kind == "share"), 3),
@@ -112,4 +142,4 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         users=users,
     )
     related = queries.related_entities(c, [gpu], [("node", "", node_name)])
-    return render_page(request, "collectors/gpu_detail.html", finish(request, ctx, related))
+    return render_page(request, GPU.template, finish(request, ctx, related))

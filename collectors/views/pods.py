@@ -12,9 +12,13 @@ from django.views.decorators.vary import vary_on_headers
 from collectors import queries
 from collectors.podstatus import pod_status
 from collectors.views.common import entity_page_context, finish, render_page
+from rcaweb import kinds
 from rcaweb.http import RcaRequest
 
 logger = logging.getLogger(__name__)
+
+# The kinds of these pages in the registry (rcaweb/kinds.py): their name and template.
+POD = kinds.get("pod")
 
 
 def container_state_text(st: dict[str, Any] | None) -> tuple[str, str, str]:
@@ -39,7 +43,7 @@ def container_state_text(st: dict[str, Any] | None) -> tuple[str, str, str]:
 @require_GET
 @vary_on_headers("HX-Request")
 def pod_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
-    ctx = entity_page_context(request, cluster, "pod", name, namespace)
+    ctx = entity_page_context(request, cluster, POD.name, name, namespace)
     pod = ctx["entity"]
     c, t, version, state = pod.cluster, ctx["t"], ctx["version"], ctx["state"]
     containers = []
@@ -80,4 +84,4 @@ def pod_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
     related = queries.related_entities(
         c, [pod] + [g.entity for g in gpus], [("job", namespace, job_name), ("node", "", node_name)]
     )
-    return render_page(request, "collectors/pod_detail.html", finish(request, ctx, related))
+    return render_page(request, POD.template, finish(request, ctx, related))

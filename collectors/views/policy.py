@@ -13,14 +13,21 @@ from collectors import queries
 from collectors.models import Change, EntityVersion
 from collectors.podstatus import pods_in_trouble
 from collectors.views.common import entity_page_context, finish, render_page
+from collectors.views.rows import JobRow
+from rcaweb import kinds
 from rcaweb.http import RcaRequest
 
 logger = logging.getLogger(__name__)
 
+# The kinds of these pages in the registry (rcaweb/kinds.py): their name and template.
+PROJECT = kinds.get("project")
+QUEUE = kinds.get("queue")
+DEPARTMENT = kinds.get("department")
+
 SHOWN_JOBS = 200  # longer lists link to the filtered job list
 
 
-def _troubles(cluster: Any, t: Any, jobs: list[Any]) -> None:
+def _troubles(cluster: Any, t: Any, jobs: list[JobRow]) -> None:
     """Each running job's ``trouble`` ({reason: pods}): a crash-looping job reads CrashLoopBackOff, not a green
     Running (kubectl's STATUS of its pods at t, collectors.podstatus). One query for the listed jobs."""
     names = {j.entity.name for j in jobs}
@@ -38,10 +45,9 @@ def _troubles(cluster: Any, t: Any, jobs: list[Any]) -> None:
         j.trouble = pods_in_trouble(by_job.get((j.entity.namespace, j.entity.name), []))
 
 
-def _split_jobs(jobs: list[Any], cluster: Any = None, t: Any = None) -> dict[str, Any]:
-    for j in jobs:
-        j.queue_ref = queries.ref(j.entity.cluster, "queue", j.queue)
-    pending = queries.queue_order([j for j in jobs if j.phase == "Pending"])
+def _split_jobs(versions: list[EntityVersion], cluster: Any = None, t: Any = None) -> dict[str, Any]:
+    jobs = [JobRow(v, queue_ref=queries.ref(v.entity.cluster, "queue", v.queue)) for v in versions]
+    pending = _in_queue_order([j for j in jobs if j.phase == "Pending"])
     for pos, j in enumerate(pending, start=1):
         j.position = pos
     running = sorted(
@@ -62,7 +68,12 @@ def _split_jobs(jobs: list[Any], cluster: Any = None, t: Any = None) -> dict[str
     }
 
 
-def _job_units(j: Any) -> float:
+def _in_queue_order(rows: list[JobRow]) -> list[JobRow]:
+    """The rows of waiting jobs in the order their scheduler considers them (``queries.queue_order``)."""
+    return sorted(rows, key=lambda r: queries.queue_order_key(r.version))
+
+
+def _job_units(j: JobRow) -> float:
     """A job's GPUs as its queue counts them (shares and MIG in units; whole GPUs for rows without units)."""
     return float(j.gpu_units) if j.gpu_units is not None else float(j.gpus or 0)
 
@@ -90,7 +101,7 @@ def _policy_changes(cluster: Any, related: queries.Related, t: Any, limit: int =
 @require_GET
 @vary_on_headers("HX-Request")
 def project_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
-    ctx = entity_page_context(request, cluster, "project", name)
+    ctx = entity_page_context(request, cluster, PROJECT.name, name)
     project = ctx["entity"]
     c, t, state = project.cluster, ctx["t"], ctx["state"]
     queue_name = state.get("queue") or ""
@@ -108,13 +119,13 @@ def project_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse
     )
     related = queries.related_entities(c, [project], [("queue", "", queue_name)])
     ctx["policy_changes"] = _policy_changes(c, related, t)
-    return render_page(request, "collectors/project_detail.html", finish(request, ctx, related))
+    return render_page(request, PROJECT.template, finish(request, ctx, related))
 
 
 @require_GET
 @vary_on_headers("HX-Request")
 def queue_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
-    ctx = entity_page_context(request, cluster, "queue", name)
+    ctx = entity_page_context(request, cluster, QUEUE.name, name)
     queue = ctx["entity"]
     c, t, state = queue.cluster, ctx["t"], ctx["state"]
     project_name = state.get("project") or ""
@@ -132,14 +143,14 @@ def queue_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     )
     related = queries.related_entities(c, [queue], [("project", "", project_name)])
     ctx["policy_changes"] = _policy_changes(c, related, t)
-    return render_page(request, "collectors/queue_detail.html", finish(request, ctx, related))
+    return render_page(request, QUEUE.template, finish(request, ctx, related))
 
 
 @require_GET
 @vary_on_headers("HX-Request")
 def department_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     """A department (KAI parent queue / Kueue Cohort): its quota and limit, and each project's share of it."""
-    ctx = entity_page_context(request, cluster, "department", name)
+    ctx = entity_page_context(request, cluster, DEPARTMENT.name, name)
     dept = ctx["entity"]
     c, t, state = dept.cluster, ctx["t"], ctx["state"]
     rows: list[dict[str, Any]] = []
@@ -168,4 +179,4 @@ def department_detail(request: RcaRequest, cluster: str, name: str) -> HttpRespo
     )
     related = queries.related_entities(c, [dept], [("project", "", p) for p in state.get("projects") or []])
     ctx["policy_changes"] = _policy_changes(c, related, t)
-    return render_page(request, "collectors/department_detail.html", finish(request, ctx, related))
+    return render_page(request, DEPARTMENT.template, finish(request, ctx, related))

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from collectors.sources.redact import redact_text
 from incidents.handoffs.links import ExportLinks
-from incidents.handoffs.services import FIELDS, LABELS, incident_cursor, key_subjects
+from incidents.handoffs.services import FIELDS, LABELS, HandoffRow, incident_cursor, key_subjects
 from incidents.models import AuditEntry, HandoffNote, Incident
 from rcaweb.cursor import format_duration, format_t
 
@@ -99,7 +99,7 @@ def incident_markdown(
 
 
 def page_markdown(
-    incidents: Iterable[Incident],
+    incidents: Iterable[HandoffRow],
     edits: dict[int, list[AuditEntry]],
     t: datetime,
     links: ExportLinks | None = None,
@@ -109,7 +109,7 @@ def page_markdown(
     if links is not None:
         head[1:1] = ["", f"Page: {links.url(reverse('incidents:handoffs'))}"]
     body = [
-        incident_markdown(i, i.latest, edits.get(i.latest.pk, []) if i.latest else [], t, links)  # type: ignore[attr-defined]
+        incident_markdown(i.incident, i.latest, edits.get(i.latest.pk, []) if i.latest else [], t, links)
         for i in incs
     ]
     return "\n".join(head) + "\n".join(body) if body else "\n".join([*head, "No open incidents."]) + "\n"

@@ -6,6 +6,7 @@ import logging
 import re
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,7 +16,7 @@ from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, Subquer
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from collectors.models import Entity
+from collectors.models import Cluster, Entity
 from collectors.sources.redact import redact_text
 from incidents import audit
 from incidents.models import AuditEntry, HandoffNote, Hypothesis, Incident, IncidentSubject
@@ -183,7 +184,50 @@ def incident_cursor(incident: Incident) -> Cursor:
     return Cursor(at=incident.onset.replace(microsecond=0), window=window, window_given=True)
 
 
-def open_incidents_with_notes(t: datetime) -> list[Incident]:
+@dataclass
+class HandoffRow:
+    """An open incident on the handoffs page and in its Markdown: the incident with its latest note, its leading
+    hypothesis, the subjects worth naming and how long it has been open at t."""
+
+    incident: Incident
+    latest: HandoffNote | None
+    top: Hypothesis | None
+    ranked: list[Hypothesis]  # its causes as checked (the leading one is among them)
+    key_subjects: list[Entity]
+    more_subjects: int
+    duration: timedelta  # open at t: onset → t
+
+    # what handoff_list.html reads of the incident itself
+    @property
+    def pk(self) -> int:
+        return self.incident.pk
+
+    @property
+    def title(self) -> str:
+        return self.incident.title
+
+    @property
+    def severity(self) -> str:
+        return self.incident.severity
+
+    @property
+    def status(self) -> str:
+        return self.incident.status
+
+    @property
+    def onset(self) -> datetime:
+        return self.incident.onset
+
+    @property
+    def cluster(self) -> Cluster | None:
+        return self.incident.cluster
+
+    @property
+    def owner(self) -> str:
+        return self.incident.owner
+
+
+def open_incidents_with_notes(t: datetime) -> list[HandoffRow]:
     """Incidents open at t in the order to work them (incidents.ordering), each with ``latest`` (its newest
     note or None), ``ranked`` hypotheses, its subjects and how many related objects it has: 4 queries,
     whatever the number of incidents or of their related objects."""
@@ -219,10 +263,20 @@ def open_incidents_with_notes(t: datetime) -> list[Incident]:
             ),
         )[:200]
     )
-    out = list(qs)
-    for inc in out:
-        inc.latest = inc.notes[0] if inc.notes else None  # type: ignore[attr-defined]
-        inc.top = next((h for h in inc.ranked if h.status == "supported"), None)  # type: ignore[attr-defined]
-        inc.key_subjects, inc.more_subjects = key_subjects(inc)  # type: ignore[attr-defined]
-        inc.duration = inc.duration_at(t)  # type: ignore[attr-defined]  # open at t: onset → t
+    out = []
+    for inc in qs:
+        notes: list[HandoffNote] = inc.notes  # the prefetches' to_attr lists
+        ranked: list[Hypothesis] = inc.ranked
+        subjects, more = key_subjects(inc)
+        out.append(
+            HandoffRow(
+                inc,
+                latest=notes[0] if notes else None,
+                top=next((h for h in ranked if h.status == "supported"), None),
+                ranked=ranked,
+                key_subjects=subjects,
+                more_subjects=more,
+                duration=inc.duration_at(t),
+            )
+        )
     return out

@@ -71,13 +71,13 @@ def incident_handoff(request: RcaRequest, pk: int) -> HttpResponse:
 def handoff_list(request: RcaRequest) -> HttpResponse:
     """Every incident open at t with its latest handoff: one printable page for the next shift."""
     incidents = services.open_incidents_with_notes(request.cursor.t)
-    edits = services.history([i.latest for i in incidents if i.latest])  # type: ignore[attr-defined]
+    edits = services.history([i.latest for i in incidents if i.latest])
     rows = [
         (
             i,
             edits.get(i.latest.pk, []) if i.latest else [],
-            services.incident_cursor(i).link(i.get_absolute_url()),
-        )  # type: ignore[attr-defined]
+            services.incident_cursor(i.incident).link(i.incident.get_absolute_url()),
+        )
         for i in incidents
     ]
     # asked once here: the context processor's callable would ask the database once per incident row
@@ -90,7 +90,7 @@ def handoff_list(request: RcaRequest) -> HttpResponse:
 def handoff_list_markdown(request: RcaRequest) -> HttpResponse:
     links = export_links(request)  # its cursor is the moment the export describes (frozen when live)
     incidents = services.open_incidents_with_notes(links.cursor.t)
-    edits = services.history([i.latest for i in incidents if i.latest])  # type: ignore[attr-defined]
+    edits = services.history([i.latest for i in incidents if i.latest])
     return _markdown_response(markdown.page_markdown(incidents, edits, links.cursor.t, links), "handoffs.md")
 
 

@@ -76,4 +76,4 @@ def signal_first(qs: QuerySet[Change], show_all: bool) -> tuple[QuerySet[Change]
         .annotate(n=Count("id"), first=Min("time"), last=Max("time"), actors=Count("actor", distinct=True))
         .order_by("-n", "kind", "field")[:CHURN_ROWS]
     )
-    return qs.filter(signal()), list(churn)
+    return qs.filter(signal()), [dict(row) for row in churn]

@@ -19,18 +19,16 @@ from django.http import Http404
 from collectors import charts
 from collectors.models import Change, Cluster, Entity, EntityVersion, SourceRun, TelemetrySample
 from incidents.models import Alert
+from rcaweb import kinds
 from rcaweb.cursor import Cursor, format_t
 
 logger = logging.getLogger(__name__)
 
 TELEMETRY = tuple(charts.METRIC_CHARTS)  # utilization, memory, power, temperature
+# Which charts each kind's page has (the registry of kinds, rcaweb/kinds.py), and the fleet page's.
 CHARTS_BY_KIND: dict[str, tuple[str, ...]] = {
-    "gpu": TELEMETRY,
-    "node": TELEMETRY,
-    "job": ("utilization", "memory"),
-    "project": ("allocation", "queue_length"),
-    "queue": ("allocation", "queue_length"),
-    "fleet": ("allocation", "utilization", "queue_length"),
+    **{k.name: tuple(ch.name for ch in k.charts) for k in kinds.with_charts()},
+    kinds.FLEET: kinds.FLEET_CHARTS,
 }
 TITLES = {
     "utilization": "GPU utilization / SM activity",
@@ -72,9 +70,9 @@ def resolve(cluster_name: str, kind: str, ident: str, name: str) -> tuple[Cluste
         cluster = Cluster.objects.get(name=cluster_name)
     except Cluster.DoesNotExist:
         raise Http404(f"unknown cluster {cluster_name!r}")
-    if kind == "fleet":
+    if kind == kinds.FLEET:
         return cluster, None
-    namespace, _, ent_name = ident.rpartition("/") if kind in ("job", "pod") else ("", "", ident)
+    namespace, ent_name = kinds.get(kind).split_ident(ident)
     try:
         return cluster, Entity.objects.select_related("cluster").get(
             cluster=cluster, kind=kind, namespace=namespace, name=ent_name

@@ -73,9 +73,11 @@ def open_incidents(t: datetime) -> list[Incident]:
     rows (id, cluster, cause key, impact; SQL orders, Python groups), the rows shown, their hypotheses.
     """
     order = list(
-        by_urgency(open_at(t), t).values_list("id", "cluster_id", "cause_key", "impact_gpus", "inference")[
-            : SCAN_LIMIT + 1
-        ]
+        # impact_gpus and inference are by_urgency's annotations: django-stubs checks the names against the
+        # model's fields only, as by_urgency returns a plain QuerySet[Incident]
+        by_urgency(open_at(t), t).values_list(  # type: ignore[misc]
+            "id", "cluster_id", "cause_key", "impact_gpus", "inference"
+        )[: SCAN_LIMIT + 1]
     )
     open_total = len(order) if len(order) <= SCAN_LIMIT else open_at(t).count()
     groups: dict[tuple[int | None, str], list[tuple[int, int]]] = {}

@@ -17,6 +17,7 @@ from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from collectors.changefmt import Leaf, diff_leaves
+from rcaweb import kinds
 from rcaweb.cursor import Cursor, format_duration, format_t, query_at
 
 register = template.Library()
@@ -145,10 +146,9 @@ def entity_link_parts(entity: object, label: str | None = None) -> tuple[str, st
     escaped text). Rows that name the same object many times (changes around t) take these once per
     object and put each row's cursor into :func:`link_markup`."""
     kind = getattr(entity, "kind", "")
+    name = getattr(entity, "name", None)
     text = label or (
-        f"{entity.namespace}/{entity.name}"  # type: ignore[attr-defined]
-        if getattr(entity, "namespace", "") and kind in ("job", "pod")
-        else getattr(entity, "name", str(entity))
+        str(entity) if name is None else kinds.link_text(kind, getattr(entity, "namespace", ""), name)
     )
     # format_html('<a class="ent ent-{}" href="{}">{}</a>', …) without its per-call overhead: the same
     # escaping (django's escape() is html.escape() behind a lazy-string wrapper)

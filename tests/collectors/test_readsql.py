@@ -133,3 +133,46 @@ def test_the_entity_page_query_reads_the_entity_and_its_clusters_collection_erro
         ("k8s", 1, T0 + timedelta(minutes=25), T0 + timedelta(minutes=25)),
     ]
     assert queries.entity_page_at("gpu-a", "node", "no-such-node", "", t, T0) == (None, None, [])
+
+
+@pytest.mark.parametrize("model", [EntityVersion, Change, Cluster])
+def test_an_instance_built_without_init_is_what_from_db_builds(small, model):
+    """``readsql.instance`` skips ``Model.__init__`` (docs/decisions.md): it must leave what ``from_db`` leaves,
+    with the fields it was not given deferred, and save and refresh like any loaded row."""
+    orm = model.objects.order_by("pk").first()
+    fields = [f.attname for f in model._meta.concrete_fields]
+    some = fields[: max(2, len(fields) // 2)]  # the primary key and a few more; the rest stay deferred
+    for attnames in (fields, some):
+        values = [getattr(orm, a) for a in attnames]
+        built = readsql.instance(model, attnames, values)
+        loaded = model.from_db("default", list(attnames), list(values))
+        assert type(built) is model
+        assert {k: v for k, v in vars(built).items() if k != "_state"} == {
+            k: v for k, v in vars(loaded).items() if k != "_state"
+        }
+        assert (
+            (built._state.adding, built._state.db)
+            == (loaded._state.adding, loaded._state.db)
+            == (False, "default")
+        )
+        assert built.get_deferred_fields() == loaded.get_deferred_fields() == set(fields) - set(attnames)
+        assert built == orm and hash(built) == hash(orm)
+    deferred = readsql.instance(model, some, [getattr(orm, a) for a in some])
+    for a in set(fields) - set(some):
+        assert getattr(deferred, a) == getattr(orm, a), a  # a deferred field loads on access
+
+
+def test_a_model_with_init_receivers_still_goes_through_from_db(small):
+    from django.db.models.signals import post_init
+
+    seen = []
+
+    def receiver(sender, instance, **kwargs):
+        seen.append(instance)
+
+    post_init.connect(receiver, sender=Cluster)
+    try:
+        built = readsql.instance(Cluster, ["id", "name"], [small.cluster.pk, small.cluster.name])
+    finally:
+        post_init.disconnect(receiver, sender=Cluster)
+    assert seen == [built]
