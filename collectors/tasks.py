@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from celery import shared_task
 from django.conf import settings
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from collectors.sweep import SweepSummary
 
 logger = logging.getLogger(__name__)
 
@@ -36,9 +42,12 @@ def _run(task: Any, kind: str, cluster: str, at: str | None) -> dict[str, Any]:
     from collectors.models import Cluster, SourceRun
     from rcaweb.timestamps import parse_timestamp
 
-    fn = {"inventory": sweep.sweep_cluster, "telemetry": sweep.sweep_telemetry, "events": sweep.sweep_events}[
-        kind
-    ]
+    sweeps: dict[str, Callable[[str, datetime | None], SweepSummary]] = {
+        "inventory": sweep.sweep_cluster,
+        "telemetry": sweep.sweep_telemetry,
+        "events": sweep.sweep_events,
+    }
+    fn = sweeps[kind]
     try:
         summary = fn(cluster, parse_timestamp(at) if at else None)
     except ValueError as exc:  # unknown cluster, bad time: retrying will not help
