@@ -453,8 +453,8 @@ def record_slices(cluster: Cluster, gpus: Sequence[Observed], at: datetime) -> i
             if new is None or any(getattr(row, f) != new[f] for f in _SLICE_FIELDS):
                 to_close.append(row.pk)
         for key, new in wanted.items():
-            row = current.get(key)
-            if row is None or any(getattr(row, f) != new[f] for f in _SLICE_FIELDS):
+            was = current.get(key)
+            if was is None or any(getattr(was, f) != new[f] for f in _SLICE_FIELDS):
                 to_open.append(
                     GpuSlice(
                         cluster=cluster, gpu_id=gpu_id, node=obs.state.get("node") or "", valid_from=at, **new

@@ -44,7 +44,10 @@ class Reader:
         fields = model._meta.concrete_fields
         self.model, self.width = model, len(fields)
         self.fields = [f.attname for f in fields]
-        self.select = ", ".join(f"{alias}.{connection.ops.quote_name(f.column)}" for f in fields)
+        self.select = ", ".join(
+            f"{alias}.{connection.ops.quote_name(f.column)}"  # type: ignore[arg-type]  # a concrete field has a column
+            for f in fields
+        )
         self._times = [i for i, f in enumerate(fields) if f.get_internal_type() == "DateTimeField"]
         self._jsons = [i for i, f in enumerate(fields) if f.get_internal_type() == "JSONField"]
 

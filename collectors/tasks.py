@@ -11,10 +11,15 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celery import shared_task
 from django.conf import settings
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from collectors.sweep import SweepSummary
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +42,7 @@ def _run(task: Any, kind: str, cluster: str, at: str | None) -> dict[str, Any]:
     from collectors.models import Cluster, SourceRun
     from rcaweb.timestamps import parse_timestamp
 
-    sweeps: dict[str, Callable[..., Any]] = {
+    sweeps: dict[str, Callable[[str, datetime | None], SweepSummary]] = {
         "inventory": sweep.sweep_cluster,
         "telemetry": sweep.sweep_telemetry,
         "events": sweep.sweep_events,

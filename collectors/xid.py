@@ -48,7 +48,7 @@ def last_xids(gpus: list[EntityVersion], t: datetime) -> dict[int, XidSeen]:
         else ()
     ):
         code = _code(ch.new)
-        if code:
+        if code and ch.entity_id is not None:  # always set: the filter is on these GPUs' ids
             keep(ch.entity_id, XidSeen(code, ch.time, "dcgm"))
     for g in gpus:  # seen at the first sweep already: no change recorded, the version says since when
         code = _code((g.state or {}).get("xid_last"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Literal
 
 from django.db.models import Q, QuerySet
 
@@ -66,6 +67,7 @@ class Lookups:
     def __init__(self) -> None:
         self._clusters: dict[str, Cluster | None] = {}
         self._only: list[Cluster | None] = []
+        self._by_id: dict[int, Cluster] = {}  # the prefetched clusters by pk (prefetch fills it)
         self._entities: dict[tuple[int, str, str, str], Entity | None] = {}
         self._jobs: dict[tuple[int, str], list[Entity]] = {}
         self._gpu_versions: dict[tuple[int, str], list[EntityVersion]] = {}
@@ -144,7 +146,7 @@ class Lookups:
                 for name in names:
                     self._on_node.setdefault((cluster_id, kind, name), [])
 
-    def version(self, ent: Entity, at: datetime) -> EntityVersion | None | bool:
+    def version(self, ent: Entity, at: datetime) -> EntityVersion | None | Literal[False]:
         """The entity's version at ``at`` (else its last one before), as ``related_entities`` reads it; False
         when this entity was not prefetched."""
         versions = self._versions.get(ent.pk)
@@ -256,9 +258,9 @@ def group_alert(alert: Alert, *, lookups: Lookups | None = None) -> Incident:
     ``incident.needs_evidence`` is True when the incident is new or grew (collect evidence again).
     """
     if alert.incident_id:  # rule 1
-        incident = Incident.objects.get(pk=alert.incident_id)
-        incident.needs_evidence = update_window(incident)
-        return incident
+        current = Incident.objects.get(pk=alert.incident_id)
+        current.needs_evidence = update_window(current)
+        return current
     res = resolve_subjects(alert, lookups)  # rule 2
     incident = find_open_incident(res, alert.starts_at)  # rule 3 and 4
     opened = False
@@ -652,10 +654,10 @@ def related_entities(subjects: list[Entity], at: datetime, lookups: Lookups | No
             out += node_entities
             out += gpus_of_nodes(cluster, [n.name for n in node_entities], at)
         elif ent.kind == "node":
-            gpus = lookups.on_node(cluster, "gpu", ent.name, at) if lookups else None
-            pods = lookups.on_node(cluster, "pod", ent.name, at) if lookups else None
-            if gpus is not None and pods is not None:
-                out += [v.entity for v in gpus[:MAX_RELATED]] + [v.entity for v in pods[:64]]
+            node_gpus = lookups.on_node(cluster, "gpu", ent.name, at) if lookups else None
+            node_pods = lookups.on_node(cluster, "pod", ent.name, at) if lookups else None
+            if node_gpus is not None and node_pods is not None:
+                out += [v.entity for v in node_gpus[:MAX_RELATED]] + [v.entity for v in node_pods[:64]]
                 continue
             out += gpus_of_nodes(cluster, [ent.name], at)
             out += [
@@ -742,10 +744,12 @@ def link_related_incidents(incident: Incident, have: Attached | None = None) -> 
     if not mine_all:  # labels that named nothing known: no entity to share with anyone
         return []
     mine_fault = fault_nodes(incident, have)
+    # filter(cluster_id=None) is cluster IS NULL: said so, for the type checker
+    same_cluster = Q(cluster__isnull=True) if incident.cluster_id is None else Q(cluster_id=incident.cluster_id)
     others = (
         Incident.objects.exclude(pk=incident.pk)
         .exclude(status="resolved")
-        .filter(cluster_id=incident.cluster_id, incidentsubject__entity__in=mine_all | mine_fault)
+        .filter(same_cluster, incidentsubject__entity__in=mine_all | mine_fault)
         .distinct()
     )
     linked: list[int] = []

@@ -172,7 +172,7 @@ def validate_alertmanager(payload: Any) -> tuple[dict[str, Any], list[ParsedAler
     version = payload.get("version")
     if version is not None and version != "4":
         raise PayloadError("version", f'expected "4" (the Alertmanager webhook format), got {version!r}')
-    group = {
+    group: dict[str, Any] = {
         "receiver": _string(payload.get("receiver"), "receiver", max_len=200),
         "status": _string(payload.get("status"), "status", max_len=16),
         "group_key": _string(payload.get("groupKey"), "groupKey", max_len=2000),

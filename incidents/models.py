@@ -97,6 +97,9 @@ class Incident(models.Model):
     # the current run's cause_key (incidents.problems): incidents sharing one fault are one problem
     cause_key = models.CharField(max_length=300, blank=True, default="")
     created = models.DateTimeField(auto_now_add=True)
+    # Not a column: incidents.grouping sets it on the instance it returns (new or grown: collect evidence again);
+    # readers use getattr(incident, "needs_evidence", False).
+    needs_evidence: bool
 
     class Meta:
         indexes = [models.Index(fields=["status", "onset"], name="incident_status")]  # open incidents panel

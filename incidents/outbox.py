@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -345,7 +345,7 @@ def sweep_outbox(
     *, now: datetime | None = None, grace_s: int = OUTBOX_GRACE_S, limit: int = OUTBOX_BATCH
 ) -> int:
     """Process alerts still unprocessed ``grace_s`` after they arrived (the broker was down, a worker died)."""
-    cutoff = (now or timezone.now()) - timezone.timedelta(seconds=grace_s)
+    cutoff = (now or timezone.now()) - timedelta(seconds=grace_s)
     ids = list(
         Alert.objects.filter(processed_at__isnull=True, received_at__lte=cutoff)
         .order_by("received_at", "id")

@@ -66,7 +66,7 @@ def collect_logs(
         if hit is not None:
             texts[(pod.pk, container)] = hit
     missing = [(pod, container, v) for pod, container, v in targets if (pod.pk, container) not in texts]
-    source = None
+    source: Any = None  # a KubeSource, imported by name (a cluster without the client module has no logs)
     if missing:
         try:
             module = importlib.import_module("collectors.sources.kubernetes")

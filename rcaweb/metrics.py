@@ -81,12 +81,11 @@ def render_metrics() -> str:
         [({"status": s}, by_status.get(s, 0)) for s, _ in Incident.STATUSES],
     )
     since = timezone.now() - timedelta(hours=1)
-    rows = (
+    rows = list(
         SourceRun.objects.filter(time__gte=since)
         .values("cluster__name", "source")
         .annotate(avg_ms=Avg("duration_ms"), errors=Count("id", filter=Q(ok=False)), calls=Count("id"), last=Max("time"))
     )
-    rows = list(rows)
     metric(
         "rcaweb_source_call_duration_seconds_avg",
         "gauge",

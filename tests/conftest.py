@@ -8,6 +8,12 @@ worker, in order), everything else is spread over the workers:
 - ``services``: the real-worker and fault tests start Celery workers, gunicorn and Redis, cut PostgreSQL
   connections through a proxy and wait on wall-clock timeouts; one at a time they neither starve each
   other of the two cores nor race for the shared services.
+- ``MODULE_GROUPS``: a module whose module-scoped fixture waits on a real peer (tests/peers/test_prometheus.py:
+  a real Prometheus scraping the simulator until every target is scraped three times, ~10 s) is one group,
+  so that fixture is built once rather than once on each worker its tests land on.
+
+``--dist loadgroup`` hands out the largest groups first (pytest-xdist's ``--loadscope-reorder``, on by
+default), so the long e2e group starts at once and the single tests fill in around it.
 
 Each worker has its own test database already (pytest-django suffixes PostgreSQL's ``test_…`` name with
 the worker id; SQLite's test database is in memory). Redis is shared, so each worker gets its own Redis
@@ -26,14 +32,23 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 SERIAL_GROUPS = ("e2e", "services")
+MODULE_GROUPS = ("tests/peers/test_prometheus.py",)
+
+
+def xdist_group_of(nodeid: str, markers: set[str]) -> str | None:
+    """The xdist group of a test with this node id and these marker names (None: a unit of its own)."""
+    for group in SERIAL_GROUPS:
+        if group in markers:
+            return group
+    module = nodeid.split("::", 1)[0]
+    return module if module in MODULE_GROUPS else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        for group in SERIAL_GROUPS:
-            if item.get_closest_marker(group) is not None:
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+        group = xdist_group_of(item.nodeid, {m.name for m in item.iter_markers()})
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def worker_redis_url(url: str, worker: str | None) -> str:

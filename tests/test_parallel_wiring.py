@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SERIAL_GROUPS, worker_redis_url
+from tests.conftest import MODULE_GROUPS, SERIAL_GROUPS, worker_redis_url, xdist_group_of
 
 
 def test_each_worker_gets_its_own_redis_database() -> None:
@@ -30,3 +30,17 @@ def test_a_services_test_lands_in_the_services_group(request: pytest.FixtureRequ
 def test_other_tests_are_spread_over_the_workers(request: pytest.FixtureRequest) -> None:
     assert request.node.get_closest_marker("xdist_group") is None
     assert set(SERIAL_GROUPS) == {"e2e", "services"}
+
+
+def test_a_module_waiting_on_a_real_peer_is_one_group_and_its_neighbours_are_not() -> None:
+    assert MODULE_GROUPS == ("tests/peers/test_prometheus.py",)
+    prom = "tests/peers/test_prometheus.py::test_real_prometheus_answers_as_the_simulator_does[up]"
+    assert xdist_group_of(prom, {"peers", "parametrize"}) == "tests/peers/test_prometheus.py"
+    assert xdist_group_of("tests/peers/test_kubectl.py::test_get_events", {"peers"}) is None
+    assert xdist_group_of("tests/e2e/test_busy.py::test_x", {"e2e"}) == "e2e"  # a serial group comes first
+    assert xdist_group_of("tests/test_deploy.py::test_x", set()) is None
+
+
+@pytest.mark.peers
+def test_a_peers_test_of_another_module_is_spread(request: pytest.FixtureRequest) -> None:
+    assert request.node.get_closest_marker("xdist_group") is None

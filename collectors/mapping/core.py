@@ -304,7 +304,8 @@ def map_job(
     tlabels = (template.get("metadata") or {}).get("labels") or {}
     queue = queue or queue_label(tlabels) or queue_label(m.get("labels"))
     project = project or queue
-    pods = int(spec.get("parallelism") if spec.get("parallelism") is not None else 1)
+    parallelism = spec.get("parallelism")
+    pods = int(parallelism if parallelism is not None else 1)
     gpus_per_pod = sum(container_gpus(c) for c in containers)
     mig: dict[str, int] = {}
     for c in containers:

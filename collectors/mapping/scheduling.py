@@ -199,15 +199,15 @@ def map_kai_departments(queues: list[dict[str, Any]]) -> list[Observed]:
             children.setdefault(parent, []).append(name)
     out = []
     for name, kids in sorted(children.items()):
-        q = by_name.get(name)
-        if q is None or name == KAI_ROOT_QUEUE:
+        parent_queue = by_name.get(name)
+        if parent_queue is None or name == KAI_ROOT_QUEUE:
             continue
         leaves = sorted(k for k in kids if k not in children)
         if not leaves:
             continue
-        gpu = ((q.get("spec") or {}).get("resources") or {}).get("gpu") or {}
+        gpu = ((parent_queue.get("spec") or {}).get("resources") or {}).get("gpu") or {}
         quota, limit = limit_or_none(gpu.get("quota")), limit_or_none(gpu.get("limit"))
-        allocated = _allocated(q)
+        allocated = _allocated(parent_queue)
         state = {
             "scheduler": "kai",
             "quota_gpus": quota,
@@ -216,16 +216,16 @@ def map_kai_departments(queues: list[dict[str, Any]]) -> list[Observed]:
             "projects": sorted(
                 (meta(by_name[k]).get("labels") or {}).get("runai/project") or k for k in leaves
             ),
-            "parent": (q.get("spec") or {}).get("parentQueue") or None,
+            "parent": (parent_queue.get("spec") or {}).get("parentQueue") or None,
             "allocated_gpus": allocated,
         }
         out.append(
             Observed(
                 kind="department",
                 name=name,
-                uid=meta(q).get("uid", ""),
+                uid=meta(parent_queue).get("uid", ""),
                 state=state,
-                actor=actor(q, spec_only=True),
+                actor=actor(parent_queue, spec_only=True),
                 hot={"gpus": quota, "gpus_allocatable": limit, "queue": name, "gpu_units": allocated},
             )
         )

@@ -13,6 +13,7 @@ import json
 import logging
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -116,7 +117,7 @@ class AlertSender:
             "annotations": {str(k): str(v) for k, v in (raw.get("annotations") or {}).items()},
             "startsAt": _ts(raw.get("startsAt")),
             "endsAt": _ts(ends) if status == "resolved" else ZERO_TIME,
-            "generatorURL": f"{self.generator_url}/graph?g0.expr={urllib.request.quote(expr)}&g0.tab=1",
+            "generatorURL": f"{self.generator_url}/graph?g0.expr={urllib.parse.quote(expr)}&g0.tab=1",
             "fingerprint": raw.get("fingerprint") or fingerprint(labels),
         }
 
@@ -232,16 +233,16 @@ class AlertSender:
         if self.sink is not None:
             self.sink(payload)
         if self.url:
-            self._post(at, payload)
+            self._post(self.url, at, payload)
 
-    def _post(self, at: datetime, payload: dict[str, Any]) -> None:
+    def _post(self, url: str, at: datetime, payload: dict[str, Any]) -> None:
         body = json.dumps(payload).encode()
         headers = {"Content-Type": "application/json", "User-Agent": "Alertmanager/0.27.0"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         delay = self.backoff_s
         for attempt in range(1, self.retries + 1):
-            request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+            request = urllib.request.Request(url, data=body, headers=headers, method="POST")
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                     response.read()

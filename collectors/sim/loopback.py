@@ -15,7 +15,8 @@ class LoopbackServer:
         handler = type(f"Bound{handler_cls.__name__}", (handler_cls,), {"sim": self})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
-        self.host, self.port = self.httpd.server_address[:2]
+        bound, self.port = self.httpd.server_address[:2]
+        self.host = bound.decode() if isinstance(bound, bytes | bytearray) else bound  # AF_INET: a str
         self.thread: threading.Thread | None = None
 
     @property

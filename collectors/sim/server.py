@@ -52,7 +52,7 @@ class SimServer:
         self.kube_token = kube_token
         self.runai_token = runai_token
         self.store = Store()
-        variant = getattr(world, "dcgm_labels", None) or getattr(
+        variant = getattr(world, "dcgm_labels", "") or getattr(
             getattr(getattr(world, "scenario", None), "cluster", None), "dcgm_labels", "classic"
         )
         if retention_s is None:  # what the world's telemetry keeps, else Prometheus' default 15 d

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -145,7 +145,7 @@ class KubeSource:
             return page
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="k8s-page") as ahead:
-            pending = ahead.submit(get, None)
+            pending: Future[dict[str, Any]] | None = ahead.submit(get, None)
             while pending is not None:
                 page = pending.result()
                 meta = page.get("metadata") or {}
@@ -230,7 +230,7 @@ class KubeSource:
 
     def lister(self, call: str) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         """The client method (and its leading arguments) behind a listing's call name."""
-        fixed = {
+        fixed: dict[str, Callable[..., Any]] = {
             "list nodes": self.core.list_node,
             "list namespaces": self.core.list_namespace,
             "list pods": self.core.list_pod_for_all_namespaces,

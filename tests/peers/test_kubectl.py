@@ -9,11 +9,14 @@ what kubectl prints.
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -178,21 +181,56 @@ def test_watch_sees_an_update(kubectl_path: str, sim: SimServer, home: Path) -> 
         text=True,
         env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
     try:
         first = proc.stdout.readline()  # the header: the list arrived, the watch is open
         assert first.split()[:2] == ["NAME", "READY"], first
         initial = [proc.stdout.readline() for _ in range(3)]  # big-0, big-1, crashy-0
+        crashy_before = next(ln for ln in initial if ln.startswith("crashy-")).split()
         time.sleep(1.0)
         sim.advance_to(sim.world.now + timedelta(minutes=20))  # the crash loop goes on: restarts, new states
-        out, err = proc.communicate(timeout=30)
+        # Read until the update that shows the restart, not until kubectl's 8 s request timeout ends the watch
+        # (without that update the stream ends there, and the assertions below fail on what arrived).
+        out = "".join(
+            read_lines_until(
+                proc.stdout, lambda ln: ln.startswith("crashy-") and ln.split()[3] != crashy_before[3]
+            )
+        )
     finally:
         if proc.poll() is None:
             proc.kill()
+        proc.wait(timeout=30)
+    err = proc.stderr.read()
     updates = [ln for ln in out.splitlines() if ln.strip()]
     assert any(ln.startswith("crashy-") for ln in updates), (initial, out, err)
-    crashy_before = next(ln for ln in initial if ln.startswith("crashy-")).split()
     crashy_after = [ln.split() for ln in updates if ln.startswith("crashy-")][-1]
     assert crashy_after[3] != crashy_before[3], "the restart count moved on"
+
+
+def read_lines_until(stream: IO[str], done: Callable[[str], bool], timeout_s: float = 30) -> list[str]:
+    """Lines of ``stream`` up to and including the first that ``done`` accepts, or all of them until it ends
+    (or ``timeout_s`` passes); a reader thread, so a stream that stays silent cannot block past the timeout."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, name="kubectl-watch", daemon=True).start()
+    out: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        out.append(line)
+        if done(line):
+            break
+    return out
 
 
 def test_writes_are_forbidden(kubectl_path: str, sim: SimServer, home: Path) -> None:

@@ -56,7 +56,8 @@ class KubeAPIServer:
             self.httpd.socket = tls.server_context().wrap_socket(
                 self.httpd.socket, server_side=True, do_handshake_on_connect=False
             )
-        self.host, self.port = self.httpd.server_address[:2]
+        bound, self.port = self.httpd.server_address[:2]
+        self.host = bound.decode() if isinstance(bound, bytes | bytearray) else bound  # AF_INET: a str
         self.thread: threading.Thread | None = None
 
     @property

@@ -13,10 +13,11 @@ import gc
 import json
 import logging
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
-from collectors.sim.kube import EVENT_TTL, build_context, core, resources
+from collectors.sim.kube import EVENT_TTL, Item, build_context, core, resources
 
 logger = logging.getLogger(__name__)
 
@@ -142,11 +143,12 @@ class Store:
             current: dict[Key, Entry] = {}
             changed = False
             gone: list[Key] | None = None
+            rows: Iterable[Item] = items
             if resource == "events" and incremental_events:
-                items, current, gone = self._event_changes(ctx, world, old)
+                rows, current, gone = self._event_changes(ctx, world, old)
             elif resource == "events":
-                items = self._record_events(ctx, items)
-            for key, sig, render in items:
+                rows = self._record_events(ctx, items)
+            for key, sig, render, *_ in rows:  # the event object, 4th in kube's event items, is not read here
                 prev = old.get(key)
                 if prev is not None and sig is not None and prev.sig == sig:
                     current[key] = prev
@@ -233,7 +235,14 @@ class Store:
                 items.append((key, sig, (lambda e=e: core.event(ctx, e))))
         return items, current, gone
 
+    @overload
+    def snapshot(self, rv: None = None) -> Snapshot: ...
+
+    @overload
+    def snapshot(self, rv: int) -> Snapshot | None: ...
+
     def snapshot(self, rv: int | None = None) -> Snapshot | None:
+        """The current snapshot; or the one at ``rv``, None once it left the kept ones."""
         with self.cond:
             if rv is None:
                 return Snapshot(self.rv, self.entries, self.order)

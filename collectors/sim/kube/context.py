@@ -82,6 +82,7 @@ class RenderContext:
             return 0
         used = self.usage[project.name].allocated
         request = job.pods * job.gpus_per_pod
+        ceiling: float
         if project.limit_gpus is not None:
             ceiling = project.limit_gpus
         else:

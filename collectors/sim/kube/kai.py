@@ -41,7 +41,7 @@ def cluster_created(ctx: RenderContext) -> str | None:
 
 
 def kai_queues(ctx: RenderContext) -> list[dict[str, Any]]:
-    total = {"allocated": 0, "np": 0, "requested": 0}
+    total: dict[str, float] = {"allocated": 0, "np": 0, "requested": 0}
     items = []
     departments = getattr(ctx.world, "departments", {}) or {}
     dept_totals: dict[str, dict[str, float]] = {

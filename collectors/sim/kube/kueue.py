@@ -38,8 +38,9 @@ def _mig_groups(ctx: RenderContext) -> list[dict[str, Any]]:
         for prof, count in (getattr(n, "mig_layout", None) or {}).items():
             totals[prof] = totals.get(prof, 0) + count * len(n.gpus)
     for j in ctx.jobs.values():
-        if getattr(j, "mig_profile", None):
-            totals.setdefault(j.mig_profile, 0)
+        profile = getattr(j, "mig_profile", None)
+        if profile:
+            totals.setdefault(profile, 0)
     if not totals:
         return []
     names = [f"nvidia.com/mig-{p}" for p in sorted(totals)]
@@ -242,12 +243,14 @@ def kueue_workload(ctx: RenderContext, job: SimJob) -> dict[str, Any]:
         )
     else:
         short = max(1, ctx.quota_shortfall(job))
+        # a float when shared GPUs hold fractions of a GPU: printed as it is, as it always was
+        insufficient = messages.kueue_insufficient(short)  # type: ignore[arg-type]  # see the line above
         conditions.append(
             {
                 "type": "QuotaReserved",
                 "status": "False",
                 "reason": "Pending",
-                "message": getattr(job, "condition_message", None) or messages.kueue_insufficient(short),
+                "message": getattr(job, "condition_message", None) or insufficient,
                 "lastTransitionTime": ts(job.submit_at),
                 "observedGeneration": 1,
             }

@@ -157,7 +157,7 @@ def _pod(pod: dict[str, Any], out: dict[str, list[str]]) -> None:
     meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
     ident = {"namespace": meta.get("namespace", ""), "pod": meta.get("name", ""), "uid": meta.get("uid", "")}
     node = spec.get("nodeName", "")
-    owner = next((o for o in meta.get("ownerReferences", []) if o.get("controller")), {})
+    owner: dict[str, Any] = next((o for o in meta.get("ownerReferences", []) if o.get("controller")), {})
     out["kube_pod_info"].append(
         _line(
             "kube_pod_info",
