@@ -13,7 +13,7 @@ Returns nothing: callers that need primary keys read them back by their natural 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from django.db import connections, models, router
@@ -43,7 +43,8 @@ def insert_rows(model: type[models.Model], rows: Sequence[dict[str, Any]]) -> in
         default = f.get_default() if f.has_default() or f.null else _NO_DEFAULT
         plan.append((f.attname, isinstance(f, models.JSONField), f.null, default))
     table = conn.ops.quote_name(model._meta.db_table)
-    cols = ", ".join(conn.ops.quote_name(f.column) for f in fields)
+    # A concrete field always has a column (the stubs type Field.column as optional for the others).
+    cols = ", ".join(conn.ops.quote_name(cast(str, f.column)) for f in fields)
     with conn.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
         for row in rows:
             values = []

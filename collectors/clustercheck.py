@@ -91,7 +91,11 @@ def _kube_checks(kube: Any, scheduler: str) -> list[Check]:
         ("list jobs", batch.list_job_for_all_namespaces),
     ]
     for call, fn in lists:
-        out.append(_timed("kubernetes", call, lambda call=call, fn=fn: _one(kube._json(call, fn, limit=1))))
+
+        def first(call: str = call, fn: Callable[..., Any] = fn) -> str:
+            return _one(kube._json(call, fn, limit=1))
+
+        out.append(_timed("kubernetes", call, first))
     out.append(_timed("kubernetes", "read pod log", lambda: _pod_log(kube)))
     for group, version, plural in SCHEDULER_KINDS.get(scheduler, []):
         call = f"list {plural}.{group}/{version}"
