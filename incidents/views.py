@@ -32,6 +32,7 @@ from incidents.ordering import URGENCY_ORDER, with_impact
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
 from rcaweb.roles import can_respond
+from rcaweb.via import Via
 
 logger = logging.getLogger(__name__)
 
@@ -316,21 +317,10 @@ class RelatedIncidentRow:
     first_onset: datetime
 
     # what incident_detail.html reads of the incident itself
-    @property
-    def pk(self) -> int:
-        return self.incident.pk
-
-    @property
-    def title(self) -> str:
-        return self.incident.title
-
-    @property
-    def status(self) -> str:
-        return self.incident.status
-
-    @property
-    def onset(self) -> datetime:
-        return self.incident.onset
+    pk = Via[int]("incident")
+    title = Via[str]("incident")
+    status = Via[str]("incident")
+    onset = Via[datetime]("incident")
 
     def get_absolute_url(self) -> str:
         return self.incident.get_absolute_url()

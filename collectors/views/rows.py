@@ -14,6 +14,7 @@ from typing import Any
 from collectors.models import Entity, EntityVersion, GpuSlice
 from collectors.queries import Ref
 from collectors.xid import XidSeen
+from rcaweb.via import Via
 
 
 @dataclass
@@ -22,25 +23,11 @@ class VersionRow:
 
     version: EntityVersion
 
-    @property
-    def entity(self) -> Entity:
-        return self.version.entity
-
-    @property
-    def state(self) -> dict[str, Any]:
-        return self.version.state
-
-    @property
-    def phase(self) -> str:
-        return self.version.phase
-
-    @property
-    def gpus(self) -> int | None:
-        return self.version.gpus
-
-    @property
-    def node(self) -> str:
-        return self.version.node
+    entity = Via[Entity]("version")
+    state = Via[dict[str, Any]]("version")
+    phase = Via[str]("version")
+    gpus = Via[int | None]("version")
+    node = Via[str]("version")
 
 
 @dataclass
@@ -71,13 +58,8 @@ class GpuUserRow:
     version: EntityVersion
     pod_ref: Ref | None
 
-    @property
-    def valid_from(self) -> datetime:
-        return self.version.valid_from
-
-    @property
-    def valid_to(self) -> datetime | None:
-        return self.version.valid_to
+    valid_from = Via[datetime]("version")
+    valid_to = Via[datetime | None]("version")
 
 
 @dataclass
@@ -88,29 +70,12 @@ class SliceRow:
     pod_ref: Ref | None
     reservation_ref: Ref | None
 
-    @property
-    def kind(self) -> str:
-        return self.slice.kind
-
-    @property
-    def fraction(self) -> float | None:
-        return self.slice.fraction
-
-    @property
-    def gi_id(self) -> int | None:
-        return self.slice.gi_id
-
-    @property
-    def profile(self) -> str:
-        return self.slice.profile
-
-    @property
-    def memory_mib(self) -> int | None:
-        return self.slice.memory_mib
-
-    @property
-    def valid_from(self) -> datetime:
-        return self.slice.valid_from
+    kind = Via[str]("slice")
+    fraction = Via[float | None]("slice")
+    gi_id = Via[int | None]("slice")
+    profile = Via[str]("slice")
+    memory_mib = Via[int | None]("slice")
+    valid_from = Via[datetime]("slice")
 
     def get_kind_display(self) -> str:
         return self.slice.get_kind_display()
@@ -126,10 +91,5 @@ class JobRow(VersionRow):
     project_ref: Ref | None = None
     trouble: dict[str, int] = field(default_factory=dict)
 
-    @property
-    def queue(self) -> str:
-        return self.version.queue
-
-    @property
-    def gpu_units(self) -> float | None:
-        return self.version.gpu_units
+    queue = Via[str]("version")
+    gpu_units = Via[float | None]("version")

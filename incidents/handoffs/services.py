@@ -22,6 +22,7 @@ from incidents import audit
 from incidents.models import AuditEntry, HandoffNote, Hypothesis, Incident, IncidentSubject
 from incidents.ordering import by_urgency
 from rcaweb.cursor import MAX_WINDOW, Cursor
+from rcaweb.via import Via
 
 logger = logging.getLogger(__name__)
 
@@ -198,33 +199,13 @@ class HandoffRow:
     duration: timedelta  # open at t: onset → t
 
     # what handoff_list.html reads of the incident itself
-    @property
-    def pk(self) -> int:
-        return self.incident.pk
-
-    @property
-    def title(self) -> str:
-        return self.incident.title
-
-    @property
-    def severity(self) -> str:
-        return self.incident.severity
-
-    @property
-    def status(self) -> str:
-        return self.incident.status
-
-    @property
-    def onset(self) -> datetime:
-        return self.incident.onset
-
-    @property
-    def cluster(self) -> Cluster | None:
-        return self.incident.cluster
-
-    @property
-    def owner(self) -> str:
-        return self.incident.owner
+    pk = Via[int]("incident")
+    title = Via[str]("incident")
+    severity = Via[str]("incident")
+    status = Via[str]("incident")
+    onset = Via[datetime]("incident")
+    cluster = Via[Cluster | None]("incident")
+    owner = Via[str]("incident")
 
 
 def open_incidents_with_notes(t: datetime) -> list[HandoffRow]:
