@@ -218,8 +218,42 @@ class Telemetry:
             raise ValueError(f"unknown DCGM metric {metric!r}; known: {', '.join(METRICS)}")
         ts = t.timestamp()
         s = self._series(node, index, ts)
+        return None if s is None else self._compute(s, metric, ts)
+
+    def values(self, node: str, index: int, metric: str, times: list[float]) -> list[float | None]:
+        """``value`` at each of ``times`` (epoch seconds, ascending): one series read for a range query,
+        without a datetime or a lookup of the GPU per sample."""
+        if metric not in METRICS:
+            raise ValueError(f"unknown DCGM metric {metric!r}; known: {', '.join(METRICS)}")
+        s = self.gpus.get((node, index))
         if s is None:
-            return None
+            return [None] * len(times)
+        up = self.node_up[node]
+        floor = self.now - self.retention_s if self.now else None
+        created = s.created
+        compute = self._compute
+        out: list[float | None] = []
+        for ts in times:
+            if ts < created or (floor is not None and ts < floor) or not s.present.at(ts) or not up.at(ts):
+                out.append(None)
+            else:
+                out.append(compute(s, metric, ts))
+        return out
+
+    def pods(self, node: str, index: int, times: list[float]) -> list[str | None]:
+        """``pod_at`` at each of ``times`` (epoch seconds)."""
+        s = self.gpus.get((node, index))
+        if s is None:
+            return [None] * len(times)
+        at = s.activity.at
+        out: list[str | None] = []
+        for ts in times:
+            act = at(ts)
+            out.append(act[0] if act else None)
+        return out
+
+    def _compute(self, s: GpuSeries, metric: str, ts: float) -> float | None:
+        """The value of a present GPU's series at ``ts``."""
         # Counters and clocks need neither the load nor the noise: only what the metric reads is computed.
         if metric == "DCGM_FI_DEV_XID_ERRORS":
             return float(s.xid.at(ts))

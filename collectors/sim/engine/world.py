@@ -351,6 +351,24 @@ class World:
             return None
         return self.telemetry.value(node, index, metric, when)
 
+    def gpu_metric_series(self, node: str, index: int, metric: str, times: list[float]) -> list[float | None]:
+        """``gpu_metric`` at each of ``times`` (epoch seconds, ascending), in one read (range queries)."""
+        now = self.now.timestamp()
+        cut = len(times)
+        while cut and times[cut - 1] > now:
+            cut -= 1
+        head = times if cut == len(times) else times[:cut]
+        return self.telemetry.values(node, index, metric, head) + [None] * (len(times) - cut)
+
+    def gpu_pods_at(self, node: str, index: int, times: list[float]) -> list[str | None]:
+        """``gpu_pod_at`` at each of ``times`` (epoch seconds, ascending)."""
+        now = self.now.timestamp()
+        cut = len(times)
+        while cut and times[cut - 1] > now:
+            cut -= 1
+        head = times if cut == len(times) else times[:cut]
+        return self.telemetry.pods(node, index, head) + [None] * (len(times) - cut)
+
     def exporter_up(self, node: str, t: datetime | None = None) -> bool | None:
         """Whether the node's dcgm-exporter answers a scrape at ``t`` (False while the node is down or
         unreachable: NotReady); None before the node existed or after ``now``."""
