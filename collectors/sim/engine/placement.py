@@ -287,7 +287,7 @@ class Placer:
         ok = [n for n, r in filt.items() if r is None]
         counts = {n: len(self.free[n]) + len((extra or {}).get(n, ())) for n in ok}
         chosen: list[str] = []
-        gpp = job.gpus_per_pod
+        gpp = int(job.gpus_per_pod)  # whole GPUs: these paths place no share
         for i in range(job.pods):
             best = None
             for n in ok:
@@ -310,7 +310,7 @@ class Placer:
     def _place_indexed(self, job: SimJob) -> tuple[list[tuple[str, Any]] | None, int, dict[str, Any]]:
         """``place`` for whole GPUs without counted CPU/memory: the node with the fewest free GPUs that has
         enough (then node order), found in the free-count index instead of a scan of every node."""
-        gpp = job.gpus_per_pod
+        gpp = int(job.gpus_per_pod)  # whole GPUs: these paths place no share
         taken: dict[str, int] = {}  # GPUs this gang took so far, per node
         chosen: list[str] = []
         for i in range(job.pods):
@@ -484,10 +484,10 @@ class Placer:
             if best is None:
                 return None, i, {"rooms": {**rooms, **tent}}
             _s, n, alloc = best
-            room = tent.get(n)
-            if room is None:
-                room = tent[n] = rooms[n].copy()
-            take(job, self.world.nodes[n], room, alloc)
+            target = tent.get(n)
+            if target is None:
+                target = tent[n] = rooms[n].copy()
+            take(job, self.world.nodes[n], target, alloc)
             out.append((n, alloc))
         return out, job.pods, {"rooms": {**rooms, **tent}}
 
@@ -515,10 +515,10 @@ class Placer:
             if best is None:
                 return None, i, {"rooms": {**rooms, **tent}}
             _s, n, alloc = best
-            room = tent.get(n)
-            if room is None:
-                room = tent[n] = rooms[n].copy()
-            take(job, self.world.nodes[n], room, alloc)
+            target = tent.get(n)
+            if target is None:
+                target = tent[n] = rooms[n].copy()
+            take(job, self.world.nodes[n], target, alloc)
             out.append((n, alloc))
         return out, job.pods, {"rooms": {**rooms, **tent}}
 
