@@ -11,6 +11,7 @@ or nothing, bin-packing onto the most allocated node that fits.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -413,13 +414,8 @@ class Placer:
         (score, node, allocation) or None. Whole GPUs: the fewest free whole GPUs that suffice; a fraction:
         the fullest shared GPU it fits (then fewest free whole GPUs), else a free GPU on a sharing node."""
         if not job.shared:
-            for o, _c in self._lowest(job, job.devices_per_pod, exclude):
-                n = self.names[o]
-                room = rooms[n]
-                if self._room_fits_cpu(job, room):
-                    alloc = sorted(room.free)[: job.devices_per_pod]
-                    return (_score(job, room, alloc), o), n, alloc
-            return None
+            k = job.devices_per_pod
+            return self._first_fit(job, k, exclude, rooms, lambda room: sorted(room.free)[:k])
         frac = float(job.gpu_fraction or 0.0)
         if frac > 1 + EPS:
             return None
@@ -455,13 +451,31 @@ class Placer:
                     best = (score, n, alloc)
             if best is not None:
                 return best
-        for o, _c in self._lowest(job, 1, exclude, sharing=True):
+
+        def free_gpu(room: Room) -> list[int] | None:
+            if room.shared and any(used + frac <= 1 + EPS for used in room.shared.values()):
+                return None  # it has a shared GPU the share fits: judged above (and refused there)
+            return [min(room.free)]
+
+        return self._first_fit(job, 1, exclude, rooms, free_gpu, sharing=True)
+
+    def _first_fit(
+        self,
+        job: SimJob,
+        need: int,
+        exclude: dict[str, Room],
+        rooms: dict[str, Room],
+        alloc_of: Callable[[Room], list[int] | None],
+        sharing: bool = False,
+    ) -> tuple[tuple, str, Any] | None:
+        """The first node of the free-count index (fewest free GPUs that suffice, then node order) whose room
+        ``alloc_of`` gives an allocation (None: not this node) and whose CPU and memory fit: (score, node,
+        allocation), as ``_best_indexed`` returns it."""
+        for o, _c in self._lowest(job, need, exclude, sharing):
             n = self.names[o]
             room = rooms[n]
-            if room.shared and any(used + frac <= 1 + EPS for used in room.shared.values()):
-                continue  # it has a shared GPU the share fits: judged above (and refused there)
-            if self._room_fits_cpu(job, room):
-                alloc = [min(room.free)]
+            alloc = alloc_of(room)
+            if alloc is not None and self._room_fits_cpu(job, room):
                 return (_score(job, room, alloc), o), n, alloc
         return None
 
