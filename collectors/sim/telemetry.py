@@ -235,6 +235,12 @@ class Telemetry:
         floor = self.now - self.retention_s if self.now else None
         created = s.created
         compute = self._compute
+        present = s.present
+        if len(present.t) == 1 and len(up.t) == 1:  # never fell off the bus, node never down: one bound
+            if not (present.v[0] and up.v[0]):
+                return [None] * len(times)
+            lo = max(created, present.t[0], up.t[0], created if floor is None else floor)
+            return [compute(s, metric, ts) if ts >= lo else None for ts in times]
         out: list[float | None] = []
         for ts in times:
             if ts < created or (floor is not None and ts < floor) or not s.present.at(ts) or not up.at(ts):
