@@ -77,12 +77,10 @@ def _sweep(
     prom = PrometheusSource(cluster.prometheus_url)
     history: list[tuple[datetime, datetime] | None] = []  # asked once, when a query comes back empty
     end = _floor(at)
-    last = dict(
-        TelemetrySample.objects.filter(cluster=cluster)
-        .values("metric")
-        .annotate(t=Max("time"))
-        .values_list("metric", "t")
-    )
+    # One MAX per metric: each is answered from the end of the (cluster, metric, time) index, where a
+    # GROUP BY metric over the cluster reads every stored point.
+    stored = TelemetrySample.objects.filter(cluster=cluster)
+    last = {m: t for m in metrics if (t := stored.filter(metric=m).aggregate(t=Max("time"))["t"]) is not None}
     for metric in metrics:
         earliest = _floor(end - backfill) + STEP  # (end - backfill, end]: a 1 h backfill is 12 points
         start = max(last[metric] + STEP, earliest) if metric in last else earliest
