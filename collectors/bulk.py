@@ -7,7 +7,10 @@ one regex substitution at a time: ~40 s of CPU. ``COPY`` takes the same rows as 
 
 Rows are dicts of attribute name → value (``cluster_id``, not ``cluster``); a missing key takes the
 field's default, a JSON field's value is encoded here (None is SQL NULL where the field allows it).
-Returns nothing: callers that need primary keys read them back by their natural key.
+Returns the row count (no primary keys: callers that need them read them back by their natural key).
+With ``ignore_conflicts`` a row that collides with a stored one on a unique constraint is skipped, as
+``bulk_create(ignore_conflicts=True)`` skips it: on PostgreSQL the rows are copied into a temporary table
+and moved with ``INSERT … ON CONFLICT DO NOTHING``, and the count is of the rows actually inserted.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import orjson
-from django.db import connections, models, router
+from django.db import connections, models, router, transaction
 
 _NO_DEFAULT = object()
 
@@ -26,13 +29,17 @@ def json_text(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
 
 
-def insert_rows(model: type[models.Model], rows: Sequence[dict[str, Any]]) -> int:
+def insert_rows(
+    model: type[models.Model], rows: Sequence[dict[str, Any]], *, ignore_conflicts: bool = False
+) -> int:
     """Insert ``rows`` into ``model``'s table in one statement per backend batch; returns the row count."""
     if not rows:
         return 0
-    conn = connections[router.db_for_write(model)]
+    alias = router.db_for_write(model)
+    conn = connections[alias]
     if conn.vendor != "postgresql":
-        model._default_manager.bulk_create([model(**row) for row in rows], batch_size=2000)
+        objs = [model(**row) for row in rows]
+        model._default_manager.bulk_create(objs, batch_size=2000, ignore_conflicts=ignore_conflicts)
         return len(rows)
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     unknown = set(rows[0]) - {f.attname for f in fields}  # rows share their keys: the first one tells
@@ -45,6 +52,23 @@ def insert_rows(model: type[models.Model], rows: Sequence[dict[str, Any]]) -> in
     table = conn.ops.quote_name(model._meta.db_table)
     # A concrete field always has a column (the stubs type Field.column as optional for the others).
     cols = ", ".join(conn.ops.quote_name(cast(str, f.column)) for f in fields)
+    if not ignore_conflicts:
+        _copy(conn, table, cols, model, plan, rows)
+        return len(rows)
+    staging = conn.ops.quote_name(f"_staging_{model._meta.db_table}")
+    with transaction.atomic(using=alias), conn.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {staging}")  # a call earlier in the same outer transaction
+        cursor.execute(
+            f"CREATE TEMPORARY TABLE {staging} ON COMMIT DROP AS SELECT {cols} FROM {table} WITH NO DATA"
+        )
+        _copy(conn, staging, cols, model, plan, rows)
+        cursor.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {staging} ON CONFLICT DO NOTHING")
+        return cursor.rowcount
+
+
+def _copy(
+    conn: Any, table: str, cols: str, model: type[models.Model], plan: list, rows: Sequence[dict]
+) -> None:
     with conn.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
         for row in rows:
             values = []
@@ -56,4 +80,3 @@ def insert_rows(model: type[models.Model], rows: Sequence[dict[str, Any]]) -> in
                     value = json_text(value)
                 values.append(value)
             copy.write_row(values)
-    return len(rows)

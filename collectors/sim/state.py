@@ -146,9 +146,9 @@ class SimProject:
     resource_version: int = 0
     last_manager: str = "kai-operator"  # managedFields manager of the last write (the event's actor)
     # Added by the engine, recomputed every tick (KAI Queue status / Kueue ClusterQueue status):
-    allocated_gpus: int = 0  # GPUs held by this project's running pods
-    allocated_nonpreemptible_gpus: int = 0  # of which inference (non-preemptible)
-    requested_gpus: int = 0  # allocated + pending requests
+    allocated_gpus: float = 0  # GPUs held by this project's running pods (shares count their fraction)
+    allocated_nonpreemptible_gpus: float = 0  # of which inference (non-preemptible)
+    requested_gpus: float = 0  # allocated + pending requests
     fair_share_gpus: float = 0.0  # KAI: deserved + share of spare by over_quota_weight; Kueue: nominal
     pending_workloads: int = 0
     admitted_workloads: int = 0

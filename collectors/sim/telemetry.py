@@ -34,6 +34,7 @@ METRICS = (
     "DCGM_FI_PROF_DRAM_ACTIVE",
 )
 THROTTLE_TEMP_C = 85.0
+GpuKey = int | tuple[int, int]  # a GPU's index on its node, or (GPU index, GPU instance id) under MIG
 _ZERO_WHEN_IDLE = frozenset(
     (
         "DCGM_FI_PROF_SM_ACTIVE",
@@ -133,7 +134,7 @@ class Telemetry:
     def __init__(self, seed: int, *, retention_s: int = 86400) -> None:
         self.seed = seed
         self.retention_s = retention_s
-        self.gpus: dict[tuple[str, int], GpuSeries] = {}
+        self.gpus: dict[tuple[str, GpuKey], GpuSeries] = {}
         self.node_up: dict[str, Steps] = {}
         self.now = 0.0
         self._last_prune = 0.0
@@ -143,32 +144,34 @@ class Telemetry:
 
     # Recording (the engine calls these as things happen)
 
-    def add_gpu(self, node: str, index: int, uuid: str, product: str, memory_mib: int, at: datetime) -> None:
+    def add_gpu(
+        self, node: str, index: GpuKey, uuid: str, product: str, memory_mib: int, at: datetime
+    ) -> None:
         self.gpus[(node, index)] = GpuSeries(uuid, product, memory_mib, at.timestamp())
         self.node_up.setdefault(node, Steps(at.timestamp(), True))
 
     def set_activity(
-        self, node: str | None, index: int, at: datetime, pod: str | None, level: float, fb_mib: int
+        self, node: str | None, index: GpuKey, at: datetime, pod: str | None, level: float, fb_mib: int
     ) -> None:
         if node is not None:
             self.gpus[(node, index)].activity.set(at.timestamp(), (pod, float(level), int(fb_mib)))
 
-    def set_present(self, node: str, index: int, at: datetime, present: bool) -> None:
+    def set_present(self, node: str, index: GpuKey, at: datetime, present: bool) -> None:
         self.gpus[(node, index)].present.set(at.timestamp(), present)
 
     def set_node_up(self, node: str, at: datetime, up: bool) -> None:
         self.node_up[node].set(at.timestamp(), up)
 
-    def set_xid(self, node: str, index: int, at: datetime, code: int) -> None:
+    def set_xid(self, node: str, index: GpuKey, at: datetime, code: int) -> None:
         self.gpus[(node, index)].xid.set(at.timestamp(), code)
 
-    def set_ecc(self, node: str, index: int, at: datetime, sbe: int, dbe: int) -> None:
+    def set_ecc(self, node: str, index: GpuKey, at: datetime, sbe: int, dbe: int) -> None:
         self.gpus[(node, index)].ecc.set(at.timestamp(), (sbe, dbe))
 
-    def set_temp(self, node: str, index: int, at: datetime, temp_c: float | None) -> None:
+    def set_temp(self, node: str, index: GpuKey, at: datetime, temp_c: float | None) -> None:
         self.gpus[(node, index)].temp.set(at.timestamp(), temp_c)
 
-    def set_nvlink(self, node: str, index: int, at: datetime, count: int, rate_per_s: float) -> None:
+    def set_nvlink(self, node: str, index: GpuKey, at: datetime, count: int, rate_per_s: float) -> None:
         ts = at.timestamp()
         self.gpus[(node, index)].nvlink.set(ts, (count, rate_per_s, ts))
 
@@ -187,7 +190,7 @@ class Telemetry:
 
     # Reading
 
-    def _series(self, node: str, index: int, ts: float) -> GpuSeries | None:
+    def _series(self, node: str, index: GpuKey, ts: float) -> GpuSeries | None:
         s = self.gpus.get((node, index))
         if s is None or ts < s.created or (self.now and ts < self.now - self.retention_s):
             return None
@@ -195,7 +198,7 @@ class Telemetry:
             return None  # fell off the bus, or the node (and its exporter) is down: no series
         return s
 
-    def pod_at(self, node: str, index: int, t: datetime) -> str | None:
+    def pod_at(self, node: str, index: GpuKey, t: datetime) -> str | None:
         s = self.gpus.get((node, index))
         if s is None:
             return None
@@ -213,13 +216,53 @@ class Telemetry:
         self._noise[(uuid, metric)] = (minute, value)
         return value
 
-    def value(self, node: str, index: int, metric: str, t: datetime) -> float | None:
+    def value(self, node: str, index: GpuKey, metric: str, t: datetime) -> float | None:
         if metric not in METRICS:
             raise ValueError(f"unknown DCGM metric {metric!r}; known: {', '.join(METRICS)}")
         ts = t.timestamp()
         s = self._series(node, index, ts)
+        return None if s is None else self._compute(s, metric, ts)
+
+    def values(self, node: str, index: GpuKey, metric: str, times: list[float]) -> list[float | None]:
+        """``value`` at each of ``times`` (epoch seconds, ascending): one series read for a range query,
+        without a datetime or a lookup of the GPU per sample."""
+        if metric not in METRICS:
+            raise ValueError(f"unknown DCGM metric {metric!r}; known: {', '.join(METRICS)}")
+        s = self.gpus.get((node, index))
         if s is None:
-            return None
+            return [None] * len(times)
+        up = self.node_up[node]
+        floor = self.now - self.retention_s if self.now else None
+        created = s.created
+        compute = self._compute
+        present = s.present
+        if len(present.t) == 1 and len(up.t) == 1:  # never fell off the bus, node never down: one bound
+            if not (present.v[0] and up.v[0]):
+                return [None] * len(times)
+            lo = max(created, present.t[0], up.t[0], created if floor is None else floor)
+            return [compute(s, metric, ts) if ts >= lo else None for ts in times]
+        out: list[float | None] = []
+        for ts in times:
+            if ts < created or (floor is not None and ts < floor) or not s.present.at(ts) or not up.at(ts):
+                out.append(None)
+            else:
+                out.append(compute(s, metric, ts))
+        return out
+
+    def pods(self, node: str, index: GpuKey, times: list[float]) -> list[str | None]:
+        """``pod_at`` at each of ``times`` (epoch seconds)."""
+        s = self.gpus.get((node, index))
+        if s is None:
+            return [None] * len(times)
+        at = s.activity.at
+        out: list[str | None] = []
+        for ts in times:
+            act = at(ts)
+            out.append(act[0] if act else None)
+        return out
+
+    def _compute(self, s: GpuSeries, metric: str, ts: float) -> float | None:
+        """The value of a present GPU's series at ``ts``."""
         # Counters and clocks need neither the load nor the noise: only what the metric reads is computed.
         if metric == "DCGM_FI_DEV_XID_ERRORS":
             return float(s.xid.at(ts))

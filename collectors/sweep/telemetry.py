@@ -7,6 +7,7 @@ dcgm-exporter's default set), never as zero.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import defaultdict
@@ -14,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import Max
 
+from collectors.bulk import insert_rows
 from collectors.models import Cluster, Entity, TelemetrySample
 from collectors.sources import promql
 from collectors.sources.dcgm import dcgm_identity
@@ -75,12 +77,10 @@ def _sweep(
     prom = PrometheusSource(cluster.prometheus_url)
     history: list[tuple[datetime, datetime] | None] = []  # asked once, when a query comes back empty
     end = _floor(at)
-    last = dict(
-        TelemetrySample.objects.filter(cluster=cluster)
-        .values("metric")
-        .annotate(t=Max("time"))
-        .values_list("metric", "t")
-    )
+    # One MAX per metric: each is answered from the end of the (cluster, metric, time) index, where a
+    # GROUP BY metric over the cluster reads every stored point.
+    stored = TelemetrySample.objects.filter(cluster=cluster)
+    last = {m: t for m in metrics if (t := stored.filter(metric=m).aggregate(t=Max("time"))["t"]) is not None}
     for metric in metrics:
         earliest = _floor(end - backfill) + STEP  # (end - backfill, end]: a 1 h backfill is 12 points
         start = max(last[metric] + STEP, earliest) if metric in last else earliest
@@ -91,7 +91,9 @@ def _sweep(
         query = promql.telemetry(metric)
         call = f"query_range {query}"
         series = runner.call(
-            "prometheus", call, lambda q=query, s=start: prom.query_range(q, s, end, promql.TELEMETRY_STEP_S)
+            "prometheus",
+            call,
+            functools.partial(prom.query_range, query, start, end, promql.TELEMETRY_STEP_S),
         )
         if series is None:
             continue
@@ -109,7 +111,10 @@ def _sweep(
             runner.note("prometheus", f"no data {metric}", message)
             continue
         rows = _samples(cluster, metric, series, gpus)
-        TelemetrySample.objects.bulk_create(rows, batch_size=5000, ignore_conflicts=True)
+        # COPY, not bulk_create: a first sweep of a few thousand GPUs writes ~10^5 points, whose model
+        # instances and per-value field preparation cost more than the query. A point already stored
+        # (only with ``since``) is kept.
+        insert_rows(TelemetrySample, rows, ignore_conflicts=True)
         summary.samples_written += len(rows)
         runner.set_rows(call, len(rows))
 
@@ -127,8 +132,9 @@ def short_history(prom: PrometheusSource, history: list, start: datetime) -> str
 
 def _samples(
     cluster: Cluster, metric: str, series: list[Series], gpus: dict[str, int]
-) -> list[TelemetrySample]:
-    """One point per GPU and time: series of one GPU with different pod labels are averaged."""
+) -> list[dict[str, object]]:
+    """One point per GPU and time (rows for ``insert_rows``): series of one GPU with different pod labels
+    are averaged."""
     acc: dict[tuple[int, datetime], list[float]] = defaultdict(list)
     for s in series:
         gpu_id = gpus.get(dcgm_identity(s.labels)["uuid"])
@@ -136,7 +142,8 @@ def _samples(
             continue
         for t, v in s.points:
             acc[(gpu_id, t)].append(v)
+    cluster_id = cluster.pk
     return [
-        TelemetrySample(cluster=cluster, gpu_id=gpu_id, metric=metric, time=t, value=sum(vs) / len(vs))
+        {"cluster_id": cluster_id, "gpu_id": gpu_id, "metric": metric, "time": t, "value": sum(vs) / len(vs)}
         for (gpu_id, t), vs in acc.items()
     ]

@@ -44,3 +44,16 @@ def test_an_unknown_field_is_refused_by_name():
 
 def test_nothing_to_insert_is_a_no_op():
     assert insert_rows(Entity, []) == 0
+
+
+def test_ignore_conflicts_keeps_the_stored_row_and_inserts_the_rest():
+    from collectors.models import TelemetrySample
+
+    cluster = Cluster.objects.create(name="c1")
+    gpu = Entity.objects.create(cluster=cluster, kind="gpu", name="GPU-1", first_seen=T0, last_seen=T0)
+    row = {"cluster_id": cluster.pk, "gpu_id": gpu.pk, "metric": "DCGM_FI_DEV_GPU_UTIL", "time": T0}
+    insert_rows(TelemetrySample, [{**row, "value": 1.0}])
+    later = T0.replace(minute=17)
+    insert_rows(TelemetrySample, [{**row, "value": 2.0}, {**row, "time": later, "value": 3.0}], ignore_conflicts=True)
+    insert_rows(TelemetrySample, [{**row, "time": later, "value": 4.0}], ignore_conflicts=True)  # twice in one test
+    assert sorted(TelemetrySample.objects.values_list("time", "value")) == [(T0, 1.0), (later, 3.0)]

@@ -106,8 +106,8 @@ def _image(world: World, a: dict[str, Any], actor: str | None) -> None:
 def _kill_holder(world: World, node: SimNode, gpu: SimGPU, line: str) -> None:
     """The CUDA processes on a failed GPU die (its holder, every share on it, every MIG instance's pod);
     their gangs are torn down and queued again."""
-    for key in sorted({gpu.pod, *gpu.shares, *(i.pod for i in gpu.mig)} - {None}):
-        pod = world.pods.get(key)  # type: ignore[arg-type]
+    for key in sorted(k for k in {gpu.pod, *gpu.shares, *(i.pod for i in gpu.mig)} if k is not None):
+        pod = world.pods.get(key)
         if pod is None or pod.deleted_at is not None:
             continue
         world.log(pod, world.now, line)

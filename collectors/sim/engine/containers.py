@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ..state import SimJob, SimPod
+from ..state import SimJob, SimNode, SimPod
 from . import sharing
 from .ids import rfc3339, unit
 from .logs import crash_lines, startup_lines
@@ -101,6 +101,13 @@ def _image_pull_attempt(world: World, pod: SimPod, at: datetime) -> None:
     world.touch(pod)
 
 
+def _node(world: World, pod: SimPod) -> SimNode:
+    """The node a bound pod runs on (KeyError for an unbound one, as the lookup by None raised)."""
+    if pod.node is None:
+        raise KeyError(None)
+    return world.nodes[pod.node]
+
+
 def _start_container(world: World, pod: SimPod, job: SimJob, fail: dict | None, at: datetime) -> None:
     involved = world.involved_pod(pod)
     if pod.restart_count == 0:
@@ -119,14 +126,14 @@ def _start_container(world: World, pod: SimPod, job: SimJob, fail: dict | None, 
     pod.logs = []
     for line in startup_lines(job, pod):
         world.log(pod, at, line)
-    mem = world.nodes[pod.node].gpu_memory_mib if pod.node else 0
+    mem = _node(world, pod).gpu_memory_mib if pod.node else 0
     if fail is None:
         pod.ready = True
         pod.next_restart_at = None
         if pod.mig_instances:
-            sharing.mig_activity(world, pod, world.nodes[pod.node], job.sm_activity, at)
+            sharing.mig_activity(world, pod, _node(world, pod), job.sm_activity, at)
         elif pod.shared:
-            sharing.share_activity(world, world.nodes[pod.node], pod.gpu_indices[0], at)
+            sharing.share_activity(world, _node(world, pod), pod.gpu_indices[0], at)
         else:
             for i, level in zip(
                 pod.gpu_indices, gpu_levels(job.sm_activity, len(pod.gpu_indices)), strict=True
@@ -136,21 +143,23 @@ def _start_container(world: World, pod: SimPod, job: SimJob, fail: dict | None, 
     else:
         kind = fail["kind"]
         r = unit(world.seed, "crash", pod.uid, pod.restart_count)
-        after = {"crashloop": 4 + r * 12, "gpu_oom": 40 + r * 80, "oom_killed": 180 + r * 300}.get(kind, 10)
+        after: float = {"crashloop": 4 + r * 12, "gpu_oom": 40 + r * 80, "oom_killed": 180 + r * 300}.get(
+            kind, 10
+        )
         pod.ready = kind == "oom_killed"
-        level, fb = {
+        level, fb_share = {
             "crashloop": (0.0, 0.0),
             "gpu_oom": (0.08, 0.98),
             "oom_killed": (job.sm_activity, 0.6),
         }.get(kind, (0.0, 0.0))
         if pod.mig_instances:
-            sharing.mig_activity(world, pod, world.nodes[pod.node], level, at)
+            sharing.mig_activity(world, pod, _node(world, pod), level, at)
         elif pod.shared:
-            sharing.share_activity(world, world.nodes[pod.node], pod.gpu_indices[0], at)
+            sharing.share_activity(world, _node(world, pod), pod.gpu_indices[0], at)
         else:
             for i in pod.gpu_indices:
                 world.telemetry.set_activity(
-                    pod.node, i, at, f"{pod.namespace}/{pod.name}", level, int(mem * fb)
+                    pod.node, i, at, f"{pod.namespace}/{pod.name}", level, int(mem * fb_share)
                 )
         pod.next_restart_at = at + timedelta(seconds=int(after))
     _check_job_running(world, job, at)
@@ -160,7 +169,7 @@ def _start_container(world: World, pod: SimPod, job: SimJob, fail: dict | None, 
 def _crash(world: World, pod: SimPod, job: SimJob, fail: dict | None, at: datetime) -> None:
     kind = (fail or {}).get("kind", "crashloop")
     started = pod.container_state.get("running", {}).get("startedAt")
-    for line in crash_lines(job, pod, fail or {}, world.nodes[pod.node].gpu_memory_mib if pod.node else 0):
+    for line in crash_lines(job, pod, fail or {}, _node(world, pod).gpu_memory_mib if pod.node else 0):
         world.log(pod, at, line)
     if kind == "oom_killed":
         reason, code = "OOMKilled", 137
@@ -182,9 +191,9 @@ def _crash(world: World, pod: SimPod, job: SimJob, fail: dict | None, at: dateti
     }
     pod.next_restart_at = at + timedelta(seconds=delay)
     if pod.mig_instances:
-        sharing.mig_activity(world, pod, world.nodes[pod.node], 0.0, at)
+        sharing.mig_activity(world, pod, _node(world, pod), 0.0, at)
     elif pod.shared:
-        sharing.share_activity(world, world.nodes[pod.node], pod.gpu_indices[0], at)
+        sharing.share_activity(world, _node(world, pod), pod.gpu_indices[0], at)
     else:
         for i in pod.gpu_indices:
             world.telemetry.set_activity(pod.node, i, at, f"{pod.namespace}/{pod.name}", 0.0, 0)

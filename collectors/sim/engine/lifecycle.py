@@ -7,7 +7,7 @@ lives in ``containers.py``.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..state import SimJob, SimPod
 from . import sharing
@@ -93,7 +93,7 @@ def create_pods(world: World, job: SimJob) -> None:
     world._progress.pop(job.name, None)
 
 
-def bind(world: World, job: SimJob, placement: list[tuple[str, list[int]]]) -> None:
+def bind(world: World, job: SimJob, placement: list[tuple[str, Any]]) -> None:
     pods = sorted(world.pods_of(job), key=lambda p: p.index)
     for pod, (node_name, indices) in zip(pods, placement, strict=True):
         node = world.nodes[node_name]

@@ -11,6 +11,7 @@ or nothing, bin-packing onto the most allocated node that fits.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -287,7 +288,7 @@ class Placer:
         ok = [n for n, r in filt.items() if r is None]
         counts = {n: len(self.free[n]) + len((extra or {}).get(n, ())) for n in ok}
         chosen: list[str] = []
-        gpp = job.gpus_per_pod
+        gpp = int(job.gpus_per_pod)  # whole GPUs: these paths place no share
         for i in range(job.pods):
             best = None
             for n in ok:
@@ -310,7 +311,7 @@ class Placer:
     def _place_indexed(self, job: SimJob) -> tuple[list[tuple[str, Any]] | None, int, dict[str, Any]]:
         """``place`` for whole GPUs without counted CPU/memory: the node with the fewest free GPUs that has
         enough (then node order), found in the free-count index instead of a scan of every node."""
-        gpp = job.gpus_per_pod
+        gpp = int(job.gpus_per_pod)  # whole GPUs: these paths place no share
         taken: dict[str, int] = {}  # GPUs this gang took so far, per node
         chosen: list[str] = []
         for i in range(job.pods):
@@ -413,13 +414,8 @@ class Placer:
         (score, node, allocation) or None. Whole GPUs: the fewest free whole GPUs that suffice; a fraction:
         the fullest shared GPU it fits (then fewest free whole GPUs), else a free GPU on a sharing node."""
         if not job.shared:
-            for o, _c in self._lowest(job, job.devices_per_pod, exclude):
-                n = self.names[o]
-                room = rooms[n]
-                if self._room_fits_cpu(job, room):
-                    alloc = sorted(room.free)[: job.devices_per_pod]
-                    return (_score(job, room, alloc), o), n, alloc
-            return None
+            k = job.devices_per_pod
+            return self._first_fit(job, k, exclude, rooms, lambda room: sorted(room.free)[:k])
         frac = float(job.gpu_fraction or 0.0)
         if frac > 1 + EPS:
             return None
@@ -455,13 +451,31 @@ class Placer:
                     best = (score, n, alloc)
             if best is not None:
                 return best
-        for o, _c in self._lowest(job, 1, exclude, sharing=True):
+
+        def free_gpu(room: Room) -> list[int] | None:
+            if room.shared and any(used + frac <= 1 + EPS for used in room.shared.values()):
+                return None  # it has a shared GPU the share fits: judged above (and refused there)
+            return [min(room.free)]
+
+        return self._first_fit(job, 1, exclude, rooms, free_gpu, sharing=True)
+
+    def _first_fit(
+        self,
+        job: SimJob,
+        need: int,
+        exclude: dict[str, Room],
+        rooms: dict[str, Room],
+        alloc_of: Callable[[Room], list[int] | None],
+        sharing: bool = False,
+    ) -> tuple[tuple, str, Any] | None:
+        """The first node of the free-count index (fewest free GPUs that suffice, then node order) whose room
+        ``alloc_of`` gives an allocation (None: not this node) and whose CPU and memory fit: (score, node,
+        allocation), as ``_best_indexed`` returns it."""
+        for o, _c in self._lowest(job, need, exclude, sharing):
             n = self.names[o]
             room = rooms[n]
-            if room.shared and any(used + frac <= 1 + EPS for used in room.shared.values()):
-                continue  # it has a shared GPU the share fits: judged above (and refused there)
-            if self._room_fits_cpu(job, room):
-                alloc = [min(room.free)]
+            alloc = alloc_of(room)
+            if alloc is not None and self._room_fits_cpu(job, room):
                 return (_score(job, room, alloc), o), n, alloc
         return None
 
@@ -484,10 +498,10 @@ class Placer:
             if best is None:
                 return None, i, {"rooms": {**rooms, **tent}}
             _s, n, alloc = best
-            room = tent.get(n)
-            if room is None:
-                room = tent[n] = rooms[n].copy()
-            take(job, self.world.nodes[n], room, alloc)
+            target = tent.get(n)
+            if target is None:
+                target = tent[n] = rooms[n].copy()
+            take(job, self.world.nodes[n], target, alloc)
             out.append((n, alloc))
         return out, job.pods, {"rooms": {**rooms, **tent}}
 
@@ -515,10 +529,10 @@ class Placer:
             if best is None:
                 return None, i, {"rooms": {**rooms, **tent}}
             _s, n, alloc = best
-            room = tent.get(n)
-            if room is None:
-                room = tent[n] = rooms[n].copy()
-            take(job, self.world.nodes[n], room, alloc)
+            target = tent.get(n)
+            if target is None:
+                target = tent[n] = rooms[n].copy()
+            take(job, self.world.nodes[n], target, alloc)
             out.append((n, alloc))
         return out, job.pods, {"rooms": {**rooms, **tent}}
 

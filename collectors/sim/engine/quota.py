@@ -137,7 +137,9 @@ def _overage(world: World, reclaimer: str, victim: str, alloc: dict[str, float])
     return _top_used(world, theirs, alloc) - _top_quota(world, theirs)
 
 
-def kai_victims(world: World, placer: Placer, job: SimJob, alloc: dict[str, int]) -> list[tuple[str, SimJob]]:
+def kai_victims(
+    world: World, placer: Placer, job: SimJob, alloc: dict[str, float]
+) -> list[tuple[str, SimJob]]:
     proj = world.projects[job.project]
     r = job.pods * job.gpus_per_pod
     cands: list[tuple[str, SimJob]] = []
@@ -199,8 +201,8 @@ def preempt_kai(
     placer: Placer,
     job: SimJob,
     victims: list[tuple[str, SimJob]],
-    alloc: dict[str, int],
-    alloc_np: dict[str, int],
+    alloc: dict[str, float],
+    alloc_np: dict[str, float],
 ) -> None:
     touched: set[str] = set()
     mine = world.projects[job.project]
@@ -233,7 +235,7 @@ def preempt_kai(
     placer.refresh(touched)
 
 
-def _record(world: World, kind: str, victim: SimJob, by: SimJob, used: dict[str, int]) -> None:
+def _record(world: World, kind: str, victim: SimJob, by: SimJob, used: dict[str, float]) -> None:
     """Keep every preemption with the numbers it was decided on (``world.preemptions``)."""
     world.preemptions.append(
         {
@@ -262,6 +264,7 @@ def _compared(
     if kind != "reclaim":
         return {}
     theirs = top_queue(world, victim.project)
+    quota: float
     if top_queue(world, by.project) == theirs or theirs[0] == "project":
         level, name = "project", victim.project
         allocated, quota = used[victim.project], world.projects[victim.project].quota_gpus
@@ -289,8 +292,8 @@ def _mark_preempted(world: World, victim: SimJob, by: SimJob) -> None:
 
 
 def kueue_available(
-    world: World, project: str, used: dict[str, int], cohort_unused: int | None = None
-) -> int:
+    world: World, project: str, used: dict[str, float], cohort_unused: float | None = None
+) -> float:
     """GPUs the ClusterQueue can still reserve: unused cohort quota, capped by nominal + borrowing limit.
 
     ``cohort_unused`` (total quota minus total use) may be passed when the caller keeps it (one pass over
@@ -306,7 +309,7 @@ def kueue_available(
     return int(max(0, min(cohort_unused, cap)))
 
 
-def kueue_victims(world: World, job: SimJob, used: dict[str, int]) -> list[tuple[str, SimJob]]:
+def kueue_victims(world: World, job: SimJob, used: dict[str, float]) -> list[tuple[str, SimJob]]:
     proj = world.projects[job.project]
     r = job.pods * job.gpus_per_pod
     reclaim = used[proj.name] + r <= proj.quota_gpus and any(
@@ -345,7 +348,9 @@ def kueue_victims(world: World, job: SimJob, used: dict[str, int]) -> list[tuple
     return []
 
 
-def preempt_kueue(world: World, job: SimJob, victims: list[tuple[str, SimJob]], used: dict[str, int]) -> None:
+def preempt_kueue(
+    world: World, job: SimJob, victims: list[tuple[str, SimJob]], used: dict[str, float]
+) -> None:
     group_uid = world.involved_group(job)["uid"]
     for kind, victim in victims:
         _record(world, kind, victim, job, used)
@@ -416,7 +421,7 @@ DEPARTMENT_PRIORITY = 0  # a department's parent Queue is rendered without prior
 DEPARTMENT_WEIGHT = 1
 
 
-def _fair_shares(world: World, requested: dict[str, int]) -> dict[str, float]:
+def _fair_shares(world: World, requested: dict[str, float]) -> dict[str, float]:
     """KAI: the cluster's GPUs divided among the top-level queues (departments and ungrouped projects), then each
     department's share among its projects; at each level deserved quota first, then the spare water-filled by
     over_quota_weight, higher queue priority first, never past a queue's demand (capped by its limit).

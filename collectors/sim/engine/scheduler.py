@@ -112,7 +112,7 @@ def _unbound(world: World, job: SimJob) -> bool:
 
 
 def _kai_quota_block(
-    world: World, job: SimJob, alloc: dict[str, int], alloc_np: dict[str, int], r: int
+    world: World, job: SimJob, alloc: dict[str, float], alloc_np: dict[str, float], r: float
 ) -> tuple[str, str, dict[str, Any]] | None:
     proj = world.projects[job.project]
     details = {
@@ -253,7 +253,7 @@ def _queue_positions(world: World, waiting: list[SimJob]) -> None:
 
 
 def _admit_kueue(
-    world: World, usage_: dict[str, int], usage_np: dict[str, int], waiting: list[SimJob]
+    world: World, usage_: dict[str, float], usage_np: dict[str, float], waiting: list[SimJob]
 ) -> None:
     queue = sorted(
         (j for j in world.jobs.values() if j.state == "Pending" and j.suspended),

@@ -130,11 +130,11 @@ def apply_layout(
             for _ in range(count):
                 gi += 1
                 g.mig.append(SimMigInstance(name, gi, prof.memory_mib, prof.compute_slices))
-                key = (g.index, gi)
-                if (node.name, key) not in world.telemetry.gpus:
+                gkey = (g.index, gi)
+                if (node.name, gkey) not in world.telemetry.gpus:
                     world.telemetry.add_gpu(
-                        node.name, key, g.uuid, node.gpu_product, prof.memory_mib, at or world.now
-                    )  # type: ignore[arg-type]
+                        node.name, gkey, g.uuid, node.gpu_product, prof.memory_mib, at or world.now
+                    )
     if model is not None and model.mig_profiles:
         node.mig_config = mig_config_name(model, layout or {})
         node.labels["nvidia.com/mig.config"] = node.mig_config

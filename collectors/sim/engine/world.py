@@ -15,7 +15,7 @@ from typing import Any
 
 from ..scenario import EventSpec, JobSpec, NodePoolSpec, Scenario, node_name
 from ..state import SimChange, SimDepartment, SimEvent, SimGPU, SimJob, SimNode, SimPod, SimProject
-from ..telemetry import Telemetry
+from ..telemetry import GpuKey, Telemetry
 from . import actions, lifecycle, scheduler, sharing
 from .ids import event_name, gpu_uuid, name_suffix, pci_bus_id, rfc3339, uid
 from .snapshot import snapshot as _snapshot
@@ -344,12 +344,32 @@ class World:
     def gpu(self, node: str, index: int) -> SimGPU:
         return self.nodes[node].gpus[index]
 
-    def gpu_metric(self, node: str, index: int, metric: str, t: datetime | None = None) -> float | None:
+    def gpu_metric(self, node: str, index: GpuKey, metric: str, t: datetime | None = None) -> float | None:
         """The DCGM value of ``metric`` for a GPU at ``t`` (default now); None where no series exists."""
         when = t or self.now
         if when > self.now:
             return None
         return self.telemetry.value(node, index, metric, when)
+
+    def gpu_metric_series(
+        self, node: str, index: GpuKey, metric: str, times: list[float]
+    ) -> list[float | None]:
+        """``gpu_metric`` at each of ``times`` (epoch seconds, ascending), in one read (range queries)."""
+        now = self.now.timestamp()
+        cut = len(times)
+        while cut and times[cut - 1] > now:
+            cut -= 1
+        head = times if cut == len(times) else times[:cut]
+        return self.telemetry.values(node, index, metric, head) + [None] * (len(times) - cut)
+
+    def gpu_pods_at(self, node: str, index: GpuKey, times: list[float]) -> list[str | None]:
+        """``gpu_pod_at`` at each of ``times`` (epoch seconds, ascending)."""
+        now = self.now.timestamp()
+        cut = len(times)
+        while cut and times[cut - 1] > now:
+            cut -= 1
+        head = times if cut == len(times) else times[:cut]
+        return self.telemetry.pods(node, index, head) + [None] * (len(times) - cut)
 
     def exporter_up(self, node: str, t: datetime | None = None) -> bool | None:
         """Whether the node's dcgm-exporter answers a scrape at ``t`` (False while the node is down or
@@ -361,7 +381,7 @@ class World:
         up = steps.at(when.timestamp())
         return None if up is None else bool(up)
 
-    def gpu_pod_at(self, node: str, index: int, t: datetime | None = None) -> str | None:
+    def gpu_pod_at(self, node: str, index: GpuKey, t: datetime | None = None) -> str | None:
         """``namespace/name`` of the pod holding the GPU at ``t``, None when free."""
         when = t or self.now
         if when > self.now:

@@ -208,6 +208,10 @@ class DcgmSource:
             held = self.cache[key]
         else:
             held = self.world.gpu_pod_at(node.name, tk, t)
+        return self.held_labels(held)
+
+    def held_labels(self, held: str | None) -> Labels:
+        """The pod attribution labels for ``namespace/name`` (none for a free GPU)."""
         if not held:
             return {}
         namespace, _, pod = held.partition("/")
@@ -284,14 +288,56 @@ class DcgmSource:
             if metric not in self.metric_names:
                 continue
             for node, gpu, base in self._static_matches(metric, selector):
-                for t in times:
-                    v = self.value(node, gpu, metric, t)
+                values = self.values(node, gpu, metric, times)
+                held_at = self.pods_at(node, gpu, times)
+                # The pod holding a GPU changes rarely: its label set (and the matchers' verdict) is worked
+                # out once per pod, not once per sample.
+                keys: dict[str | None, tuple[tuple[tuple[str, str], ...], bool]] = {}
+                for t, v, held in zip(times, values, held_at, strict=True):
                     if v is None:
                         continue
-                    labels = {**base, **self.pod_labels(node, gpu, datetime.fromtimestamp(t, UTC))}
-                    if all(m.matches(labels) for m in selector.matchers):
-                        out[_key(labels)].append((t, v))
+                    known = keys.get(held)
+                    if known is None:
+                        labels = {**base, **self.held_labels(held)}
+                        known = keys[held] = (_key(labels), all(m.matches(labels) for m in selector.matchers))
+                    if known[1]:
+                        out[known[0]].append((t, float(v)))
         return out
+
+    def values(self, node: Any, gpu: Any, metric: str, times: list[float]) -> list[float | None]:
+        """``value`` at each scrape time (ascending): one read of the world's series where it offers one,
+        each sample computed once per query (the windows of a range query's steps may overlap)."""
+        bulk = getattr(self.world, "gpu_metric_series", None)
+        if bulk is None:
+            return [self.value(node, gpu, metric, t) for t in times]
+        tk = _telemetry_key(gpu, metric)
+        known: dict[float, float | None] = {}
+        if self.cache is not None:
+            known = self.cache.setdefault(("values", node.name, tk, metric), known)
+        missing = [t for t in times if t not in known]
+        if missing:
+            created = node.created_at.timestamp()
+            later = [t for t in missing if t >= created]
+            known.update(dict.fromkeys(missing[: len(missing) - len(later)]))
+            known.update(zip(later, bulk(node.name, tk, metric, later), strict=True))
+        return [known[t] for t in times]
+
+    def pods_at(self, node: Any, gpu: Any, times: list[float]) -> list[str | None]:
+        """``namespace/name`` of the pod holding the GPU at each scrape time (None: free)."""
+        bulk = getattr(self.world, "gpu_pods_at", None)
+        if bulk is None:
+            return [
+                self.world.gpu_pod_at(node.name, _telemetry_key(gpu), datetime.fromtimestamp(t, UTC))
+                for t in times
+            ]
+        tk = _telemetry_key(gpu)
+        known: dict[float, str | None] = {}
+        if self.cache is not None:
+            known = self.cache.setdefault(("pods", node.name, tk), known)
+        missing = [t for t in times if t not in known]
+        if missing:
+            known.update(zip(missing, bulk(node.name, tk, missing), strict=True))
+        return [known[t] for t in times]
 
     def _select_up(self, selector: Selector, times: list[float], out: dict[tuple, list]) -> None:
         """``up`` of each node's exporter target: 1 when its scrape succeeded, 0 when it failed."""
