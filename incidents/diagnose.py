@@ -15,8 +15,12 @@ writer of Hypothesis rows in the pipeline.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -66,6 +70,35 @@ class NoEvidence(ValueError):
     """A hypothesis without a single cited observation (docs/design.md §8: no citation, no hypothesis)."""
 
 
+_gc_lock = threading.Lock()
+_gc_holders = 0  # diagnoses running in this process (threads) while the collector is held off
+_gc_was_enabled = False
+
+
+@contextmanager
+def no_cycle_collection() -> Iterator[None]:
+    """Hold off Python's cycle collector while one diagnosis loads and checks its input.
+
+    A diagnosis at 1,000 nodes builds ~60,000 small objects (states, rows, index lists) beside the fleet rows the
+    process keeps (``snapshot``); each allocation burst set off collections that walked all of them: half of
+    the input's CPU time (0.40 -> 0.17 s warm at 1,000 nodes). Refcounting still frees the input; the collector
+    is restored as it was when the last diagnosis running in the process ends.
+    """
+    global _gc_holders, _gc_was_enabled
+    with _gc_lock:
+        if _gc_holders == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_holders += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_was_enabled:
+                gc.enable()
+
+
 #
 # Entry points
 #
@@ -82,8 +115,9 @@ def diagnose_incident(
     if t is None:
         t, moment_trigger = diagnosis_moment(incident)
         trigger = trigger or moment_trigger
-    di = load_incident_input(incident, t)
-    result = run_checks(di)
+    with no_cycle_collection():
+        di = load_incident_input(incident, t)
+        result = run_checks(di)
     if only_if_changed:
         last = DiagnosisRun.objects.filter(incident=incident).order_by("-at", "-id").first()
         new, old = _answer(result), _run_answer(last) if last is not None else None

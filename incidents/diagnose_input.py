@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Max, Q, Subquery
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.utils import timezone
 
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun, TelemetrySample
@@ -30,6 +31,7 @@ from incidents.diagnosis.types import (
     Ref,
     Series,
     SourceFailure,
+    gpus_of,
     parse_ts,
 )
 from incidents.models import Alert, Incident, IncidentSubject, Observation
@@ -213,13 +215,18 @@ def _load_inventory(
     start = min(di.onset, t) - HISTORY
     # History of what the checks read over time: subject objects, their jobs/pods, nodes, GPUs and policy.
     # (GPU history only for subject GPUs: a fleet's GPUs would dominate the load for nothing.)
-    wanted = Q(entity_id__in=subject_ids) | Q(kind__in=("node", "queue", "project"))
+    # An incident about placed objects reads the history of its own nodes only: of the others the checks read
+    # nothing but the most GPUs each reported (a node's nominal count, for the fit in an action's impact).
+    placed = placed_nodes(di) if bounded else None
+    wanted = Q(entity_id__in=subject_ids) | Q(kind__in=("queue", "project"))
+    if placed is None:
+        wanted |= Q(kind="node")
+    else:
+        wanted |= Q(kind="node", entity__name__in=placed)
+        di.peak_gpus = _peak_gpus(cluster, start, t, placed)
     job_names = [e.name for e in subject_entities if e.kind == "job"]
-    pod_jobs = [
-        s.get("job")
-        for s in di.pods
-        if (s.kind, s.name, s.namespace) in {("pod", e.name, e.namespace) for e in subject_entities}
-    ]
+    subject_pods = {(e.name, e.namespace) for e in subject_entities if e.kind == "pod"}
+    pod_jobs = [s.get("job") for s in di.pods if (s.name, s.namespace) in subject_pods]
     if job_names or pod_jobs:
         wanted |= Q(kind="job", entity__name__in=[*job_names, *[j for j in pod_jobs if j]])
     hist = (
@@ -278,6 +285,25 @@ def _load_inventory(
             )
         )
     _load_events(di, cluster, start, t, obs_by_key)
+
+
+def _peak_gpus(cluster: Cluster, start: datetime, t: datetime, skip: set[str]) -> dict[str, int]:
+    """The most GPUs each node but ``skip`` reported over [start, t] (``fit.node_nominal_gpus``), from one
+    text column per version rather than its state."""
+    gpus = KeyTextTransform("nvidia.com/gpu", KeyTransform("capacity", "state"))
+    rows = (
+        EntityVersion.objects.filter(cluster=cluster, kind="node", valid_from__lte=t, deleted=False)
+        .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=start))
+        .exclude(entity__name__in=skip)
+        .annotate(s_gpus=gpus)
+        .values_list("entity__name", "s_gpus")[:MAX_VERSIONS]
+    )
+    peak: dict[str, int] = {}
+    for name, text in rows:
+        n = gpus_of({"nvidia.com/gpu": text})
+        if n > peak.get(name, 0):
+            peak[name] = n
+    return peak
 
 
 def _jobs(

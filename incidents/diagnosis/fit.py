@@ -285,8 +285,14 @@ def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
     return False
 
 
-def node_nominal_gpus(node: EntityState, history: list[EntityState] | None = None) -> int:
-    """How many GPUs the node has when healthy: the GFD label, else the most it ever reported."""
+def nominal_gpus(di: DiagnosisInput, node: EntityState) -> int:
+    """``node_nominal_gpus`` over what the input holds of the node's lookback (its versions, or their peak)."""
+    return node_nominal_gpus(node, di.history.get(node.ref), di.peak_gpus.get(node.name, 0))
+
+
+def node_nominal_gpus(node: EntityState, history: list[EntityState] | None = None, peak: int = 0) -> int:
+    """How many GPUs the node has when healthy: the GFD label, else the most it ever reported (in ``history``,
+    or ``peak`` when only that much of its lookback was read)."""
     st = node.state
     labels = st.get("labels") or {}
     try:
@@ -296,7 +302,7 @@ def node_nominal_gpus(node: EntityState, history: list[EntityState] | None = Non
     if mig_enabled(st):
         # Partitioned: the GPUs are advertised as MIG instances, not missing (mixed strategy: nvidia.com/gpu 0).
         return gpus_of(st.get("capacity") or {})
-    best = max(nominal, gpus_of(st.get("capacity") or {}))
+    best = max(nominal, gpus_of(st.get("capacity") or {}), peak)
     for v in history or []:
         best = max(best, gpus_of(v.state.get("capacity") or {}))
     return best
@@ -390,7 +396,7 @@ def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
         product=st.get("gpu_product") or labels.get("nvidia.com/gpu.product") or "",
         ready=ready,
         unschedulable=unsched,
-        nominal=node_nominal_gpus(node, di.history.get(node.ref)),
+        nominal=nominal_gpus(di, node),
         capacity=capacity,
         allocatable=allocatable,
         allocated=allocated_on(di, node.name),
