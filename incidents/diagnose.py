@@ -123,7 +123,7 @@ def diagnose_incident(
         new, old = _answer(result), _run_answer(last) if last is not None else None
         # Nothing supported where a cause was found is the symptom ending (the node is back, the job
         # started), seen before its alert's resolution arrived: the last answer stands.
-        if old is not None and (new == old or (not new[0] and old[0])):
+        if last is not None and old is not None and (new == old or (not new[0] and old[0])):
             DiagnosisRun.objects.filter(pk=last.pk).update(seen_until=t)
             return []
     saved = persist(incident, di, result, trigger=trigger or "manual")
@@ -290,7 +290,11 @@ def _mark_current(incident: Incident) -> None:
         DiagnosisRun.objects.filter(incident=incident).order_by("-at", "-id").values_list("pk", flat=True)
     )
     current_id = current.first()
-    key = DiagnosisRun.objects.filter(pk=current_id).values_list("cause_key", flat=True).first() or ""
+    key = (
+        DiagnosisRun.objects.filter(pk=current_id).values_list("cause_key", flat=True).first()
+        if current_id is not None
+        else None
+    ) or ""
     Incident.objects.filter(pk=incident.pk).exclude(cause_key=key).update(cause_key=key)
     incident.cause_key = key
     for model in (Hypothesis, ProposedAction):

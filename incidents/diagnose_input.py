@@ -250,10 +250,10 @@ def _load_inventory(
             obs_id=obs.pk if obs else None,
         )
         di.history.setdefault(es.ref, []).append(es)
-    changes = Change.objects.filter(cluster=cluster, time__gte=start, time__lte=t)
+    lookback = Change.objects.filter(cluster=cluster, time__gte=start, time__lte=t)
     if bounded:
-        changes = changes.filter(_changes_read(di, cluster, subject_entities))
-    changes = changes.order_by("time", "id").values_list(
+        lookback = lookback.filter(_changes_read(di, cluster, subject_entities))
+    changes = lookback.order_by("time", "id").values_list(
         "pk",
         "entity_id",
         "entity__kind",

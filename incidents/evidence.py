@@ -288,7 +288,7 @@ def collect_states(
     start: datetime,
     end: datetime,
     *,
-    healthy_unless: set[int] = frozenset(),
+    healthy_unless: frozenset[int] | set[int] = frozenset(),
 ) -> None:
     """Every version of these objects overlapping the window; of the ``healthy_unless`` GPUs, the unhealthy ones."""
     by_id = {e.pk: e for e in entities}

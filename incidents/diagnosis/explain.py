@@ -176,7 +176,7 @@ def share_panel(req: F.Request, rows: list[F.NodeFit]) -> dict[str, Any]:
     """Per node the job may use, each shared GPU's free fraction and memory against the share asked (the fit's
     own rows: ``NodeFit.shared`` and ``share_fits``, as the gpu_fragmentation check reads them)."""
     by_memory = not req.share
-    nodes = []
+    nodes: list[dict[str, Any]] = []
     blocked = 0
     for r in rows:
         if any(b in F.STATIC_BLOCKERS for b in r.blockers):

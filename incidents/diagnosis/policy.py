@@ -245,7 +245,7 @@ def department_findings(
         )
     else:
         own = f"project {q.project} is over its own quota as well"
-    borrowing = [
+    borrowing: list[dict[str, Any]] = [
         {"project": p, "allocated": u, "quota": d.project_quotas.get(p)}
         for p, u in siblings
         if d.project_quotas.get(p) is not None and u > (d.project_quotas.get(p) or 0) + 1e-9

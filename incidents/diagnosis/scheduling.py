@@ -701,7 +701,7 @@ def cpu_memory_finding(
     gained = F.placeable(rows, req, {F.CPU_MEMORY}) - F.placeable(rows, req)
     if not alone and gained <= 0:
         return None
-    per_node = [
+    per_node: list[dict[str, Any]] = [
         {
             "node": r.node,
             "free_gpus": r.free,
@@ -819,7 +819,7 @@ def mig_finding(
         return None  # MIG is not what is short (CPU, memory or node faults are)
     alone = F.fits(rows, req, {F.MIG})
     wanted = ", ".join(f"{n} × {p}" for p, n in sorted(req.mig.items()))
-    layouts = []
+    layouts: list[dict[str, Any]] = []
     holders: dict[str, list[str]] = {}
     for r in usable:
         if not r.mig_layout and not r.mig_config:
@@ -928,9 +928,9 @@ def share_capacity_findings(
     gpus = [{**x, "node": r.node} for r in usable for x in r.shared]
     whole = sum(r.free for r in usable)
     if by_memory:
-        per_gpu_mib = max((x["free_mib"] or 0) for x in gpus) if gpus else 0
-        total = sum(x["free_mib"] or 0 for x in gpus)
-        needed = req.pods * (req.share_memory_mib or 0)
+        per_gpu_mib: float = max((x["free_mib"] or 0) for x in gpus) if gpus else 0
+        total: float = sum(x["free_mib"] or 0 for x in gpus)
+        needed: float = req.pods * (req.share_memory_mib or 0)
         largest = per_gpu_mib
         unit = "MiB of GPU memory"
     else:
