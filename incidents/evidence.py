@@ -140,9 +140,9 @@ def cluster_now(cluster: Cluster | None, now: datetime) -> datetime:
 
 
 def run_diagnosis(incident_id: int) -> None:
-    """Hand over to the diagnosis (``incidents.diagnose``) when it is installed; hypotheses stay empty otherwise."""
+    """Hand over to the diagnosis (``incidents.diagnosis_run``) when it is installed; hypotheses stay empty otherwise."""
     try:
-        diagnose = importlib.import_module("incidents.diagnose")
+        diagnose = importlib.import_module("incidents.diagnosis_run")
     except ImportError:
         return
     try:

@@ -10,7 +10,7 @@ inventories are not kept (reading them is cheap, and a test database reuses ids 
 Jobs are read the same way as pods: by what the checks read of a job that is not the incident's (whether it
 waits, its queue, project and priority class, when it was submitted, its request: queue order, quota,
 the fit of another waiting job), never its scheduler message, conditions or image. Decoding 20,000 job
-states was most of a fleet read; the loader reads the incident's own jobs in full (``diagnose_input``).
+states was most of a fleet read; the loader reads the incident's own jobs in full (``diagnosis_input``).
 
 Rows are plain tuples and dicts; callers build their own EntityState objects (observation ids are per
 incident) and must not mutate the shared state dicts.

@@ -18,9 +18,9 @@ from django.test.utils import CaptureQueriesContext
 from collectors.inventory import Observed, record_states
 from collectors.models import Cluster, Entity, SourceRun
 from incidents import snapshot
-from incidents.diagnose_input import load_incident_input
 from incidents.diagnosis.checks import Diagnosis, run_checks
 from incidents.diagnosis.types import DiagnosisInput, Ref
+from incidents.diagnosis_input import load_incident_input
 from incidents.models import Incident, IncidentSubject
 from tests.base import T0, BaseTestCase
 from tests.incidents.fixtures.alertmanager import gpu_uuid, small_world

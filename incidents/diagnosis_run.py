@@ -31,7 +31,6 @@ from django.utils import timezone
 from collectors.models import Entity
 from collectors.sources.redact import redact_text, redact_value
 from incidents import inline, problems, titles
-from incidents.diagnose_input import default_t, diagnosis_moment, load_incident_input, load_job_input
 from incidents.diagnosis.checks import Diagnosis, run_checks
 from incidents.diagnosis.types import (
     ActionDraft,
@@ -41,6 +40,7 @@ from incidents.diagnosis.types import (
     Finding,
     Ref,
 )
+from incidents.diagnosis_input import default_t, diagnosis_moment, load_incident_input, load_job_input
 from incidents.models import (
     Citation,
     DiagnosisRun,

@@ -1,6 +1,6 @@
 """Load what the diagnosis reads: the incident's observations and the inventory as of t (DiagnosisInput).
 
-Not pure (database reads only, never writes); ``incidents.diagnose`` runs the checks on what this returns.
+Not pure (database reads only, never writes); ``incidents.diagnosis_run`` runs the checks on what this returns.
 Bounded by the incident (docs/diagnosis.md): the fleet-wide rows one query per kind (nodes, GPUs, unfinished
 pods' hot columns and what the fit counts, other jobs by the keys the checks read), the incident's own jobs
 in full, and only the changes the checks can read; never one query per node, pod or job.
