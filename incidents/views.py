@@ -11,6 +11,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
@@ -308,7 +309,7 @@ RELATED_INCIDENTS_SHOWN = 20
 def _fold_same_titles(incidents: list) -> list:
     """Related incidents with the same title (25 "GPUJobPendingTooLong" on one node) are one row: the newest,
     with ``same`` (how many) and ``first_onset`` (the oldest's onset)."""
-    rows: dict[str, Incident] = {}
+    rows: dict[str, Any] = {}  # Incident rows with the two attributes the template reads added
     for inc in incidents:  # newest first
         row = rows.get(inc.title)
         if row is None:
