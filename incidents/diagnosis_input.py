@@ -3,7 +3,8 @@
 Not pure (database reads only, never writes); ``incidents.diagnosis_run`` runs the checks on what this returns.
 Bounded by the incident (docs/diagnosis.md): the fleet-wide rows one query per kind (nodes, GPUs, unfinished
 pods' hot columns and what the fit counts, other jobs by the keys the checks read), the incident's own jobs
-in full, and only the changes the checks can read; never one query per node, pod or job.
+in full, only the changes the checks can read, and for an incident about placed objects only its own nodes'
+history (of the others, their peak GPU count); never one query per node, pod or job.
 Every inventory fact carries the id of the incident Observation that shows it when the evidence collector
 froze one (dedup keys ``state:<version>``, ``change:<id>``, ``event:<cluster>:<uid>:<count>``), so
 citations point at collected evidence first and at computed inventory facts only otherwise.
