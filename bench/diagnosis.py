@@ -2,7 +2,7 @@
 
 For every scenario: expectations met, precision of the supported hypotheses (supported causes that match an
 expected cause of their subject / all supported, docs/scenarios.md), incidents, and the time of each
-diagnosis (every ``incidents.diagnose.diagnose_incident`` call: onset, joining alerts, subject changes),
+diagnosis (every ``incidents.diagnosis_run.diagnose_incident`` call: onset, joining alerts, subject changes),
 p50/p95 per scenario and over all. Each scenario runs through the real pipeline exactly as
 ``manage.py run_scenario FILE --json`` does (simulator on loopback HTTP, collectors, intake, evidence,
 diagnosis; a fresh temporary SQLite database per run). Target (issue 14): every expectation met,
@@ -35,7 +35,7 @@ django.setup()
 
 from django.core.management import call_command  # noqa: E402
 
-import incidents.diagnose as diagnose  # noqa: E402
+import incidents.diagnosis_run as diagnose  # noqa: E402
 
 SCENARIOS = ROOT / "collectors" / "sim" / "scenarios"
 

@@ -51,7 +51,7 @@ Where the time went (2026-12-02, thread mode, 200 notifications after a 300-aler
 was Nagle's algorithm holding the demo server's body until the client's delayed ACK, and the insert waited
 p95 71 ms, up to 319 ms, for the process' write lock behind whole grouping runs). What is left on a loaded
 machine is the wait for the one background transaction in progress, bounded by the grouping's 50 ms batches
-but not by the diagnosis' write of its run (``incidents/diagnose.py``, p95 ~110 ms at load average 15).
+but not by the diagnosis' write of its run (``incidents/diagnosis_run.py``, p95 ~110 ms at load average 15).
 """
 
 from __future__ import annotations

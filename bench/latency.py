@@ -98,7 +98,7 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
     from incidents.models import Alert, Incident
 
     call_command("migrate", verbosity=0)
-    from incidents import diagnose, pod_logs, telemetry
+    from incidents import diagnosis_run, pod_logs, telemetry
 
     diagnosis_s: dict[int, float] = {}  # incident -> seconds in the diagnosis (the rest is evidence)
     stage_s: dict[str, float] = {}  # stage -> seconds, for the incident being processed
@@ -134,9 +134,9 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool) -> int:
     timed(pod_logs, "collect_logs", "evidence Kubernetes")
     timed(telemetry, "collect_dcgm", "evidence Prometheus")
     timed(evidence, "save", "evidence store")
-    timed(diagnose, "load_incident_input", "diagnosis input")
-    timed(diagnose, "run_checks", "diagnosis checks")
-    timed(diagnose, "persist", "diagnosis store")
+    timed(diagnosis_run, "load_incident_input", "diagnosis input")
+    timed(diagnosis_run, "run_checks", "diagnosis checks")
+    timed(diagnosis_run, "persist", "diagnosis store")
     results = []
     for nodes in sizes:
         Incident.objects.all().delete()

@@ -87,7 +87,7 @@ def pipeline_stages() -> Stages:
     """Wrap the stages of a ``run_scenario`` run (call before it starts; Django must be set up)."""
     import collectors.sim.scenario as scenario
     import collectors.sweep as sweep
-    import incidents.diagnose as diagnose
+    import incidents.diagnosis_run as diagnose
     import incidents.evidence as evidence
     import incidents.inline as inline
     import incidents.lifecycle as lifecycle

@@ -9,6 +9,6 @@ class IncidentsConfig(AppConfig):
 
     def ready(self) -> None:
         from collectors.signals import inventory_swept
-        from incidents.diagnose import after_sweep
+        from incidents.diagnosis_run import after_sweep
 
         inventory_swept.connect(after_sweep, dispatch_uid="incidents.rediagnose")

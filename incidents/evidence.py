@@ -140,9 +140,9 @@ def cluster_now(cluster: Cluster | None, now: datetime) -> datetime:
 
 
 def run_diagnosis(incident_id: int) -> None:
-    """Hand over to the diagnosis (``incidents.diagnose``) when it is installed; hypotheses stay empty otherwise."""
+    """Hand over to the diagnosis (``incidents.diagnosis_run``) when it is installed; hypotheses stay empty otherwise."""
     try:
-        diagnose = importlib.import_module("incidents.diagnose")
+        diagnose = importlib.import_module("incidents.diagnosis_run")
     except ImportError:
         return
     try:
@@ -288,7 +288,7 @@ def collect_states(
     start: datetime,
     end: datetime,
     *,
-    healthy_unless: set[int] = frozenset(),
+    healthy_unless: frozenset[int] | set[int] = frozenset(),
 ) -> None:
     """Every version of these objects overlapping the window; of the ``healthy_unless`` GPUs, the unhealthy ones."""
     by_id = {e.pk: e for e in entities}

@@ -167,7 +167,7 @@ def alert_title(alert: Alert, subjects: Iterable[tuple[str, str, str]]) -> str:
 def refresh_title(incident: Incident) -> str:
     """Retitle the incident from its first alert, its subjects and its current run's top cause (one UPDATE).
 
-    The current run is the one describing the latest moment (as ``incidents.diagnose`` marks it); no
+    The current run is the one describing the latest moment (as ``incidents.diagnosis_run`` marks it); no
     supported cause keeps the alert-only title. Returns the title.
     """
     run = (

@@ -25,7 +25,7 @@ from django_htmx.http import HttpResponseStopPolling
 from collectors.inventory import neighbour_change_times
 from collectors.models import EntityVersion
 from incidents import lifecycle, services
-from incidents.diagnose import pick_run
+from incidents.diagnosis_run import pick_run
 from incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
 from incidents.models import Alert, AuditEntry, Citation, Hypothesis, Incident, IncidentSubject, Observation
 from incidents.ordering import URGENCY_ORDER, with_impact

@@ -147,7 +147,7 @@ KINDS: tuple[Kind, ...] = (
         "department_detail",
         "collectors/department_detail.html",
         external_changes=False,
-        fleet_read="",  # few: diagnose_input reads them as of t itself
+        fleet_read="",  # few: the diagnosis input reads them as of t itself
     ),
 )
 BY_NAME: dict[str, Kind] = {k.name: k for k in KINDS}

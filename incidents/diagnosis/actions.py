@@ -47,11 +47,15 @@ def propose(di: DiagnosisInput, ranked: list[Finding], top_n: int = TOP_N) -> li
 #
 def _pending_that_fit_after(di: DiagnosisInput, gained: dict[str, int]) -> list[str]:
     """Pending jobs that would fit if ``gained`` GPUs (per node) became free."""
-    names = []
+    names: list[str] = []
+    if not gained:
+        return names  # no node gains room: no job fits that did not before
     for job in di.jobs:
         if not is_pending(job):
             continue
         req = F.job_request(di, job)
+        if not F.could_gain(di, gained, req):
+            continue  # the nodes that gain room are not where it could go: the fit stays as it is
         rows = F.node_fits(di, req)
         before = F.fits(rows, req)
         for r in rows:

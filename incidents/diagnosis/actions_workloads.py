@@ -113,11 +113,13 @@ def idle(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
 
 
 def _pending_that_fit_after_release(di: DiagnosisInput, freed: dict[str, int]) -> list[str]:
-    names = []
+    names: list[str] = []
     for job in di.jobs:
         if not is_pending(job):
             continue
         req = F.job_request(di, job)
+        if not F.could_gain(di, freed, req):
+            continue  # the freed nodes are not where it could go (fit.could_gain)
         rows = F.node_fits(di, req)
         if F.fits(rows, req):
             continue

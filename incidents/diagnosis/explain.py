@@ -2,7 +2,7 @@
 
 ``explain_job(di, job)`` is pure (a DiagnosisInput in, a JobExplanation out).
 ``explain_job_at(entity, t)`` is the convenience the job page calls: it asks
-``incidents.diagnose`` (the loader, which reads the database) for the input and
+``incidents.diagnosis_run`` (the loader, which reads the database) for the input and
 then calls the pure function; the import is inside the function so that this
 package stays free of database imports at module level.
 """
@@ -176,7 +176,7 @@ def share_panel(req: F.Request, rows: list[F.NodeFit]) -> dict[str, Any]:
     """Per node the job may use, each shared GPU's free fraction and memory against the share asked (the fit's
     own rows: ``NodeFit.shared`` and ``share_fits``, as the gpu_fragmentation check reads them)."""
     by_memory = not req.share
-    nodes = []
+    nodes: list[dict[str, Any]] = []
     blocked = 0
     for r in rows:
         if any(b in F.STATIC_BLOCKERS for b in r.blockers):
@@ -409,8 +409,8 @@ def _lead(ex: JobExplanation) -> list[str]:
 
 
 def explain_job_at(entity: Any, t: datetime) -> JobExplanation:
-    """The panel for a job Entity at t (loads inventory as of t through incidents.diagnose)."""
-    from incidents.diagnose import load_job_input  # database access lives outside the pure package
+    """The panel for a job Entity at t (loads inventory as of t through incidents.diagnosis_run)."""
+    from incidents.diagnosis_run import load_job_input  # database access lives outside the pure package
 
     di, job = load_job_input(entity, t)
     return explain_job(di, job, label=f"{entity.namespace}/{entity.name}")

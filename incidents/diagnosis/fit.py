@@ -11,6 +11,7 @@ its symptom: the blocker whose removal makes the job fit is the cause.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -285,8 +286,14 @@ def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
     return False
 
 
-def node_nominal_gpus(node: EntityState, history: list[EntityState] | None = None) -> int:
-    """How many GPUs the node has when healthy: the GFD label, else the most it ever reported."""
+def nominal_gpus(di: DiagnosisInput, node: EntityState) -> int:
+    """``node_nominal_gpus`` over what the input holds of the node's lookback (its versions, or their peak)."""
+    return node_nominal_gpus(node, di.history.get(node.ref), di.peak_gpus.get(node.name, 0))
+
+
+def node_nominal_gpus(node: EntityState, history: list[EntityState] | None = None, peak: int = 0) -> int:
+    """How many GPUs the node has when healthy: the GFD label, else the most it ever reported (in ``history``,
+    or ``peak`` when only that much of its lookback was read)."""
     st = node.state
     labels = st.get("labels") or {}
     try:
@@ -296,7 +303,7 @@ def node_nominal_gpus(node: EntityState, history: list[EntityState] | None = Non
     if mig_enabled(st):
         # Partitioned: the GPUs are advertised as MIG instances, not missing (mixed strategy: nvidia.com/gpu 0).
         return gpus_of(st.get("capacity") or {})
-    best = max(nominal, gpus_of(st.get("capacity") or {}))
+    best = max(nominal, gpus_of(st.get("capacity") or {}), peak)
     for v in history or []:
         best = max(best, gpus_of(v.state.get("capacity") or {}))
     return best
@@ -390,7 +397,7 @@ def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
         product=st.get("gpu_product") or labels.get("nvidia.com/gpu.product") or "",
         ready=ready,
         unschedulable=unsched,
-        nominal=node_nominal_gpus(node, di.history.get(node.ref)),
+        nominal=nominal_gpus(di, node),
         capacity=capacity,
         allocatable=allocatable,
         allocated=allocated_on(di, node.name),
@@ -494,6 +501,23 @@ def node_fits(di: DiagnosisInput, req: Request) -> list[NodeFit]:
             continue
         rows.append(row)
     return rows
+
+
+def could_gain(di: DiagnosisInput, nodes: Iterable[str], req: Request) -> bool:
+    """Whether more room on ``nodes`` could change where the job fits: one of them is a row of its fit table
+    (``node_fits``) with no static blocker. ``placeable`` skips every other row whatever its free GPUs, so an
+    impact ("pending jobs that would then fit") need not build the whole table of a job for which this is
+    False: of 12,000 waiting jobs at 1,000 nodes, the few that could use the node."""
+    for name in nodes:
+        node = di.find("node", name)
+        if node is None:
+            continue
+        row = node_fit(di, node, req)
+        if row.nominal == 0 and req.gpus_per_pod > 0:
+            continue  # not a row of node_fits
+        if not any(b in STATIC_BLOCKERS for b in row.blockers):
+            return True
+    return False
 
 
 def placeable(rows: list[NodeFit], req: Request, ignore: frozenset[str] | set[str] = frozenset()) -> int:

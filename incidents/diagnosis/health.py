@@ -14,7 +14,7 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.build import refuted
-from incidents.diagnosis.fit import node_nominal_gpus
+from incidents.diagnosis.fit import nominal_gpus
 from incidents.diagnosis.nodes import _first_change, _since_in_history, node_findings
 from incidents.diagnosis.quota import is_pending
 from incidents.diagnosis.types import (
@@ -227,9 +227,11 @@ def _missing_gpu_finding(
     di: DiagnosisInput, node: EntityState, gpu: EntityState, xids: Xids, is_subject: bool
 ) -> Finding | None:
     """A GPU that stopped reporting: gone from the node (supported), or silent with its NotReady node."""
+    missing = gpu.get("present") is False or gpu.get("phase") == "missing"
+    if not missing and not (is_subject and "GPUMissing" in di.alertnames):
+        return None  # the common case (8,000 GPUs for a waiting job): no label, no citation built
     label = _gpu_label(gpu)
     gcite = cite_state(gpu, di.t)
-    missing = gpu.get("present") is False or gpu.get("phase") == "missing"
     if missing and not node.get("ready", True):
         # DCGM on a NotReady node cannot be scraped: silence is the node's finding, not a lost GPU.
         if not is_subject:
@@ -256,7 +258,7 @@ def _missing_gpu_finding(
         return Finding(
             C.GPU_MISSING,
             f"{label} stopped reporting at {hhmm(since)}{cause}; {node.name} now advertises "
-            f"{gpus_of(node.get('capacity') or {})} of {node_nominal_gpus(node, di.history.get(node.ref))} GPUs.",
+            f"{gpus_of(node.get('capacity') or {})} of {nominal_gpus(di, node)} GPUs.",
             SUPPORTED,
             0.85,
             supports=[gcite, cite_state(node, di.t)],
@@ -284,13 +286,15 @@ def _ecc_finding(
     di: DiagnosisInput, node: EntityState, gpu: EntityState, xids: Xids, is_subject: bool
 ) -> Finding | None:
     """Double-bit (uncorrectable) ECC errors, or a burst of single-bit ones."""
-    label = _gpu_label(gpu)
-    gcite = cite_state(gpu, di.t)
     dbe = int(gpu.get("ecc_dbe_total") or 0)
     sbe = int(gpu.get("ecc_sbe_total") or 0)
     s_dbe = _series(di, DBE_METRIC, gpu.name)
     if s_dbe is not None:
         dbe = max([dbe, *[int(v) for ts, v in s_dbe.points if ts <= di.t]])
+    if not (dbe > 0 or sbe >= SBE_NOISE) and not (is_subject and "GPUECCDoubleBitError" in di.alertnames):
+        return None
+    label = _gpu_label(gpu)
+    gcite = cite_state(gpu, di.t)
     if dbe > 0 or sbe >= SBE_NOISE:
         cites = [gcite] + ([cite_series(s_dbe)] if s_dbe is not None else [])
         since = _first_change(di, gpu.ref, "ecc_dbe_total") or (
@@ -387,13 +391,13 @@ def _nvlink_finding(
     di: DiagnosisInput, node: EntityState, gpu: EntityState, xids: Xids, is_subject: bool
 ) -> Finding | None:
     """NVLink CRC flit errors rising in the window, or Xid 74 (NVIDIA's NVLink error), or both."""
-    label = _gpu_label(gpu)
     nv = _series(di, NVLINK_METRIC, gpu.name)
     vals = [v for ts, v in nv.points if ts <= di.t] if nv is not None else []
     rose = max(vals) - min(vals) if vals else 0
     xid74 = [(ts, c) for x, ts, c in xids if x == NVLINK_XID]
     if not (rose > 0 or xid74):
         return None
+    label = _gpu_label(gpu)
     words = (
         f"{label}'s NVLink CRC flit error counter rose by {rose:.0f} in the window"
         if rose > 0

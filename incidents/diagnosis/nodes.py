@@ -12,7 +12,7 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.build import refuted
-from incidents.diagnosis.fit import node_nominal_gpus
+from incidents.diagnosis.fit import nominal_gpus
 from incidents.diagnosis.types import (
     SUPPORTED,
     Cite,
@@ -149,7 +149,7 @@ def _device_plugin_finding(di: DiagnosisInput, node: EntityState, is_subject: bo
 def _missing_gpus_finding(di: DiagnosisInput, node: EntityState, is_subject: bool) -> Finding | None:
     """A Ready node whose capacity fell below its nominal GPU count: a GPU vanished from the driver."""
     capacity, _ = _gpu_counts(node.state)
-    nominal = node_nominal_gpus(node, di.history.get(node.ref))
+    nominal = nominal_gpus(di, node)
     if not (node.state.get("ready", True) and nominal > capacity):
         return None
     since = _first_change(di, node.ref, "nvidia.com/gpu") or _since_in_history(

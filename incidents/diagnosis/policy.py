@@ -13,6 +13,8 @@ from typing import Any
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.quota import (
+    DepartmentAt,
+    QueuedJob,
     QuotaAt,
     jobs_ahead,
     overtaking_pods,
@@ -85,45 +87,7 @@ def _project_quota_findings(
     )
     ref = job.ref
     if q.blocks:
-        if q.over_limit:
-            why = f"{ref.label} needs {_n(q.requested)} more, {_n(q.after)} would exceed the limit of {_n(q.limit)}"
-        elif not q.preemptible:
-            why = f"{ref.label} is non-preemptible and needs {_n(q.requested)} more, {_n(q.after)} would exceed the quota"
-        else:  # pragma: no cover - QuotaAt.blocks implies one of the two above
-            why = f"{ref.label} needs {_n(q.requested)} more, {_n(q.after)} would exceed the quota"
-        conf = 0.9
-        if said_cite is not None:
-            cites.append(said_cite)
-            conf = min(conf + 0.05, 0.95)
-        return [
-            Finding(
-                C.PROJECT_QUOTA_EXHAUSTED,
-                f"{head}; {why}.",
-                SUPPORTED,
-                conf,
-                supports=cites,
-                subject=ref,
-                sources=("k8s", di.scheduler),
-                since=cut.time if cut else since,
-                facts={
-                    "project": q.project,
-                    "queue": q.queue,
-                    "quota": q.quota,
-                    "limit": q.limit,
-                    "allocated": q.allocated,
-                    "requested": q.requested,
-                    "per_pod": req.gpus_per_pod,
-                    "job": ref,
-                    "cut": {"old": cut.old, "new": cut.new, "actor": cut.actor, "field": cut.field}
-                    if cut
-                    else None,
-                },
-                next_questions=[
-                    f"Can project {q.project} borrow unused quota, or should its quota be raised?",
-                    *([f"Was the quota change by {cut.actor} at {hhmm(cut.time)} intended?"] if cut else []),
-                ],
-            )
-        ]
+        return _project_quota_holds(di, job, req, q, cites, head, cut, said_cite, since)
     if said_cite is not None:
         # The scheduler says quota, the inventory says fine: say both, claim nothing.
         return [
@@ -159,6 +123,62 @@ def _project_quota_findings(
             why=f"{_n(q.after)} ≤ quota {_n(q.quota)}"
             if q.within_quota
             else f"over-quota is possible ({q.reason})",
+        )
+    ]
+
+
+def _project_quota_holds(
+    di: DiagnosisInput,
+    job: EntityState,
+    req: F.Request,
+    q: QuotaAt,
+    cites: list[Cite],
+    head: str,
+    cut: Any,
+    said_cite: Cite | None,
+    since: Any,
+) -> list[Finding]:
+    """The project's quota (or limit) refuses the job: the cause, with the quota cut that made it so."""
+    ref = job.ref
+    if q.over_limit:
+        why = (
+            f"{ref.label} needs {_n(q.requested)} more, {_n(q.after)} would exceed the limit of {_n(q.limit)}"
+        )
+    elif not q.preemptible:
+        why = f"{ref.label} is non-preemptible and needs {_n(q.requested)} more, {_n(q.after)} would exceed the quota"
+    else:  # pragma: no cover - QuotaAt.blocks implies one of the two above
+        why = f"{ref.label} needs {_n(q.requested)} more, {_n(q.after)} would exceed the quota"
+    conf = 0.9
+    if said_cite is not None:
+        cites.append(said_cite)
+        conf = min(conf + 0.05, 0.95)
+    return [
+        Finding(
+            C.PROJECT_QUOTA_EXHAUSTED,
+            f"{head}; {why}.",
+            SUPPORTED,
+            conf,
+            supports=cites,
+            subject=ref,
+            sources=("k8s", di.scheduler),
+            since=cut.time if cut else since,
+            facts={
+                "project": q.project,
+                "queue": q.queue,
+                "quota": q.quota,
+                "limit": q.limit,
+                "allocated": q.allocated,
+                "requested": q.requested,
+                "per_pod": req.gpus_per_pod,
+                "job": ref,
+                "cut": {"old": cut.old, "new": cut.new, "actor": cut.actor, "field": cut.field}
+                if cut
+                else None,
+            },
+            next_questions=[
+                f"Can project {q.project} borrow unused quota, or should its quota be raised?",
+                *([f"Was the quota change by {cut.actor} at {hhmm(cut.time)} intended?"] if cut else []),
+            ],
         )
     ]
 
@@ -205,7 +225,6 @@ def department_findings(
         f"department {d.name} uses {_n(d.allocated)} of its {_n(d.quota)} GPUs of quota, limit {_n(d.limit)}: "
         f"{q.project} {mine:g}" + (f", {sib_words}" if sib_words else "")
     )
-    cut = d.changes[-1] if d.changes else None
     if not d.blocks:
         return [
             Finding(
@@ -220,6 +239,23 @@ def department_findings(
                 why=f"{_n(d.after)} ≤ the department's limit {_n(d.limit)}",
             )
         ]
+    return [_department_holds(di, job, q, d, cites, head, siblings, said_cite, since)]
+
+
+def _department_holds(
+    di: DiagnosisInput,
+    job: EntityState,
+    q: QuotaAt,
+    d: DepartmentAt,
+    cites: list[Cite],
+    head: str,
+    siblings: list[tuple[str, float]],
+    said_cite: Cite | None,
+    since: Any,
+) -> Finding:
+    """The department's quota or limit refuses the job: a cause when the project itself may have the GPUs."""
+    ref = job.ref
+    cut = d.changes[-1] if d.changes else None
     if d.over_limit:
         what = f"{_n(d.after)} would exceed the department's limit of {_n(d.limit)}"
     else:
@@ -245,54 +281,52 @@ def department_findings(
         )
     else:
         own = f"project {q.project} is over its own quota as well"
-    borrowing = [
+    borrowing: list[dict[str, Any]] = [
         {"project": p, "allocated": u, "quota": d.project_quotas.get(p)}
         for p, u in siblings
         if d.project_quotas.get(p) is not None and u > (d.project_quotas.get(p) or 0) + 1e-9
     ]
-    return [
-        Finding(
-            C.DEPARTMENT_QUOTA_EXHAUSTED,
-            f"{own}, but {head}{cut_words}; {ref.label} needs {_n(d.requested)} more and {what}.",
-            SUPPORTED,
-            conf,
-            supports=cites,
-            subject=ref,
-            sources=("k8s", di.scheduler),
-            since=cut.time if cut else since,
-            explains=(
-                C.PROJECT_QUOTA_EXHAUSTED,
-                C.GPU_CAPACITY_SHORTAGE,
-                C.GPU_FRAGMENTATION,
-                C.QUEUE_PRIORITY,
-            )
-            if within
-            else (),
-            facts={
-                "job": ref,
-                "department": d.name,
-                "scheduler": d.scheduler,
-                "quota": d.quota,
-                "limit": d.limit,
-                "allocated": d.allocated,
-                "requested": d.requested,
-                "project": q.project,
-                "projects": dict(d.projects),
-                "project_quotas": dict(d.project_quotas),
-                "borrowing": borrowing,
-            },
-            next_questions=[
-                f"Should department {d.name}'s limit be raised, or its projects' use rebalanced?",
-                *(
-                    [
-                        f"Can {', '.join(b['project'] for b in borrowing)} give back what they use over their quota?"
-                    ]
-                    if borrowing
-                    else []
-                ),
-            ],
+    return Finding(
+        C.DEPARTMENT_QUOTA_EXHAUSTED,
+        f"{own}, but {head}{cut_words}; {ref.label} needs {_n(d.requested)} more and {what}.",
+        SUPPORTED,
+        conf,
+        supports=cites,
+        subject=ref,
+        sources=("k8s", di.scheduler),
+        since=cut.time if cut else since,
+        explains=(
+            C.PROJECT_QUOTA_EXHAUSTED,
+            C.GPU_CAPACITY_SHORTAGE,
+            C.GPU_FRAGMENTATION,
+            C.QUEUE_PRIORITY,
         )
-    ]
+        if within
+        else (),
+        facts={
+            "job": ref,
+            "department": d.name,
+            "scheduler": d.scheduler,
+            "quota": d.quota,
+            "limit": d.limit,
+            "allocated": d.allocated,
+            "requested": d.requested,
+            "project": q.project,
+            "projects": dict(d.projects),
+            "project_quotas": dict(d.project_quotas),
+            "borrowing": borrowing,
+        },
+        next_questions=[
+            f"Should department {d.name}'s limit be raised, or its projects' use rebalanced?",
+            *(
+                [
+                    f"Can {', '.join(b['project'] for b in borrowing)} give back what they use over their quota?"
+                ]
+                if borrowing
+                else []
+            ),
+        ],
+    )
 
 
 def quota_fact(di: DiagnosisInput, q: QuotaAt) -> Derived:
@@ -346,75 +380,104 @@ def queue_findings(
         observed_at=di.t,
         entity=ref,
     )
+    if not fits_now:
+        overtaken = overtaking_findings(di, job, req, rows, base, since)
+        if overtaken:
+            return overtaken
+    return ahead_findings(di, job, req, tot, base, fits_now, since, ahead, ahead_cite)
+
+
+def overtaking_findings(
+    di: DiagnosisInput, job: EntityState, req: F.Request, rows: list[F.NodeFit], base: list[Cite], since: Any
+) -> list[Finding]:
+    """Later jobs served first (by precedence) hold the GPUs the waiting job would fit on without them."""
+    ref = job.ref
     overtook = overtaking_pods(di, job, since)
-    if overtook and not fits_now:
-        freed: dict[str, int] = {}
-        for p in overtook:
-            freed[p.get("node")] = freed.get(p.get("node"), 0) + int(p.get("gpus") or 0)
-        without = [replace(r, allocated=max(r.allocated - freed.get(r.node, 0), 0)) for r in rows]
-        if F.fits(without, req):
-            held = sum(freed.values())
-            owners = sorted({f"{p.namespace}/{p.get('job')}" for p in overtook})
-            queues = sorted({p.get("queue") or p.get("project") or "?" for p in overtook})
-            mechanisms = sorted(
+    if not overtook:
+        return []
+    freed: dict[str, int] = {}
+    for p in overtook:
+        freed[p.get("node")] = freed.get(p.get("node"), 0) + int(p.get("gpus") or 0)
+    without = [replace(r, allocated=max(r.allocated - freed.get(r.node, 0), 0)) for r in rows]
+    if not F.fits(without, req):
+        return []
+    held = sum(freed.values())
+    owners = sorted({f"{p.namespace}/{p.get('job')}" for p in overtook})
+    queues = sorted({p.get("queue") or p.get("project") or "?" for p in overtook})
+    mechanisms = sorted(
+        {
+            m
+            for p in overtook
+            if (owner := di.find("job", p.get("job") or "", p.namespace)) is not None
+            and (m := precedence(di, owner, job))
+        }
+    )
+    by = "; ".join(mechanisms) or "scheduler precedence"
+    overtake_cite = Derived(
+        kind="queue_overtaking",
+        locator=f"inventory pods with precedence over {ref.label} started after {iso(since)}, as of {iso(di.t)}",
+        content={
+            "job": ref.label,
+            "pending_since": iso(since),
+            "freed_per_node": freed,
+            "pods": [
                 {
-                    m
-                    for p in overtook
-                    if (owner := di.find("job", p.get("job") or "", p.namespace)) is not None
-                    and (m := precedence(di, owner, job))
+                    "pod": p.ref.label,
+                    "job": p.get("job"),
+                    "queue": p.get("queue"),
+                    "gpus": p.get("gpus"),
+                    "node": p.get("node"),
+                    "started": p.get("started"),
                 }
-            )
-            by = "; ".join(mechanisms) or "scheduler precedence"
-            overtake_cite = Derived(
-                kind="queue_overtaking",
-                locator=f"inventory pods with precedence over {ref.label} started after {iso(since)}, as of {iso(di.t)}",
-                content={
-                    "job": ref.label,
-                    "pending_since": iso(since),
-                    "freed_per_node": freed,
-                    "pods": [
-                        {
-                            "pod": p.ref.label,
-                            "job": p.get("job"),
-                            "queue": p.get("queue"),
-                            "gpus": p.get("gpus"),
-                            "node": p.get("node"),
-                            "started": p.get("started"),
-                        }
-                        for p in overtook
-                    ],
-                },
-                summary=f"{len(overtook)} pod(s) served first ({by}) in queue(s) {', '.join(queues)} started "
-                f"after {ref.label} began waiting, holding {held} GPUs",
-                observed_at=di.t,
-                entity=ref,
-            )
-            return [
-                Finding(
-                    C.QUEUE_PRIORITY,
-                    f"{ref.label} has waited since {hhmm(since)} while {len(owners)} later job(s) in queue(s) "
-                    f"{', '.join(queues)} got GPUs first by {by} ({', '.join(owners[:4])}"
-                    f"{' …' if len(owners) > 4 else ''}, {held} GPUs at {hhmm(di.t)}); without them it would fit.",
-                    SUPPORTED,
-                    0.85,
-                    supports=[base[0], overtake_cite, base[1]],
-                    subject=ref,
-                    sources=("k8s",),
-                    since=since,
-                    explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION),
-                    facts={
-                        "ahead": [Ref("job", p.get("job"), p.namespace) for p in overtook],
-                        "demand": held,
-                        "job": ref,
-                        "queues": queues,
-                        "mechanisms": mechanisms,
-                    },
-                    next_questions=[
-                        f"Should {ref.label}'s queue get a higher priority or a larger deserved quota?",
-                        "Are the jobs served first within their own queue's quota, or borrowing (reclaimable)?",
-                    ],
-                )
-            ]
+                for p in overtook
+            ],
+        },
+        summary=f"{len(overtook)} pod(s) served first ({by}) in queue(s) {', '.join(queues)} started "
+        f"after {ref.label} began waiting, holding {held} GPUs",
+        observed_at=di.t,
+        entity=ref,
+    )
+    return [
+        Finding(
+            C.QUEUE_PRIORITY,
+            f"{ref.label} has waited since {hhmm(since)} while {len(owners)} later job(s) in queue(s) "
+            f"{', '.join(queues)} got GPUs first by {by} ({', '.join(owners[:4])}"
+            f"{' …' if len(owners) > 4 else ''}, {held} GPUs at {hhmm(di.t)}); without them it would fit.",
+            SUPPORTED,
+            0.85,
+            supports=[base[0], overtake_cite, base[1]],
+            subject=ref,
+            sources=("k8s",),
+            since=since,
+            explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION),
+            facts={
+                "ahead": [Ref("job", p.get("job"), p.namespace) for p in overtook],
+                "demand": held,
+                "job": ref,
+                "queues": queues,
+                "mechanisms": mechanisms,
+            },
+            next_questions=[
+                f"Should {ref.label}'s queue get a higher priority or a larger deserved quota?",
+                "Are the jobs served first within their own queue's quota, or borrowing (reclaimable)?",
+            ],
+        )
+    ]
+
+
+def ahead_findings(
+    di: DiagnosisInput,
+    job: EntityState,
+    req: F.Request,
+    tot: F.Totals,
+    base: list[Cite],
+    fits_now: bool,
+    since: Any,
+    ahead: list[QueuedJob],
+    ahead_cite: Derived,
+) -> list[Finding]:
+    """Pending jobs ordered before this one: the reason when they want the free GPUs it would otherwise get."""
+    ref = job.ref
     if not ahead:
         return [
             Finding(

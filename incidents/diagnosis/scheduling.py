@@ -10,6 +10,7 @@ instead of it.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from incidents.diagnosis import codes as C
@@ -30,6 +31,7 @@ from incidents.diagnosis.types import (
     DiagnosisInput,
     EntityState,
     Finding,
+    Ref,
     cite_event,
     cite_state,
     hhmm,
@@ -147,254 +149,330 @@ _REASON_HYPOTHESIS = {
 #
 # One job
 #
+@dataclass
+class JobFit:
+    """One waiting job's fit at t and what the scheduler said of it: what every rule of ``check_job`` reads."""
+
+    job: EntityState
+    req: F.Request
+    rows: list[F.NodeFit]
+    tot: F.Totals
+    fits_now: bool
+    base: list[Cite]  # the job's state and the fit table
+    said: set[str]  # the hypothesis codes the scheduler's message points at
+    said_cite: Cite | None
+    since: Any
+    quota_holds: bool  # no node is considered while the quota refuses the job
+
+    @property
+    def ref(self) -> Ref:
+        return self.job.ref
+
+    @property
+    def need(self) -> str:
+        return f"{self.req.pods} pod(s) × {self.req.gpus_per_pod} GPU"
+
+    def said_support(self, code: str) -> list[Cite]:
+        return [self.said_cite] if self.said_cite is not None and code in self.said else []
+
+
+@dataclass
+class Causes:
+    """The causes found so far: every one, and those whose removal alone lets the job fit."""
+
+    all: list[str] = field(default_factory=list)
+    alone: list[str] = field(default_factory=list)
+
+    def add(self, f: Finding, alone: bool) -> None:
+        self.all.append(f.code)
+        if alone:
+            self.alone.append(f.code)
+
+
+# Blockers whose removal alone lets the job fit are causes (in the order they are reported).
+BLOCKER_GROUPS: tuple[tuple[str, set[str]], ...] = (
+    (C.DEVICE_PLUGIN_UNHEALTHY, {F.DEVICE_PLUGIN}),
+    (C.GPU_MISSING, {F.MISSING_GPU}),
+    (C.GPU_NODE_UNAVAILABLE, {F.NOT_READY, F.CORDONED}),
+    (C.UNTOLERATED_TAINT, {F.TAINT}),
+    (C.NODE_SELECTOR_MISMATCH, {F.SELECTOR}),
+)
+
+
 def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
+    """Every rule about one waiting job: node blockers, MIG, CPU/memory, capacity or fragmentation, then policy."""
     req = F.job_request(di, job)
     if req.pods == 0:
         return placed_findings(di, job, req)
+    jf = job_fit(di, job, req)
+    causes = Causes()
+    out: list[Finding] = []
+    for code, blockers in BLOCKER_GROUPS:
+        out.extend(blocker_findings(di, jf, code, blockers, causes))
+    if not jf.quota_holds and not jf.fits_now:
+        out.extend(mig_cpu_findings(di, jf, causes))
+    elif not jf.quota_holds and jf.fits_now and jf.said_cite is not None and C.CPU_MEMORY_SHORTAGE in jf.said:
+        unrecorded = cpu_memory_unrecorded(di, jf.ref, req, jf.rows, jf.base, jf.said_cite, jf.since)
+        if unrecorded is not None:
+            return [*out, unrecorded, *quota_findings(di, job, req, jf.tot, jf.base, None, jf.since)]
+    out.extend(capacity_findings(di, jf, causes))
+    return policy_findings(di, jf, out)
+
+
+def job_fit(di: DiagnosisInput, job: EntityState, req: F.Request) -> JobFit:
+    """The fit table of the job at t, its totals, the scheduler's words and whether the quota holds it."""
     rows = F.node_fits(di, req)
     tot = F.totals(rows)
-    fits_now = F.fits(rows, req)
-    job_cite = cite_state(job, di.t)
-    fit_cite = fit_table_fact(di, job, req, rows, tot)
     parsed, said_cite = scheduler_said(di, job)
     said = _said_codes(parsed)
     named = getattr(parsed, "queue", None)
     if named and C.PROJECT_QUOTA_EXHAUSTED in said and any(d.name == named for d in di.departments):
-        said = (said - {C.PROJECT_QUOTA_EXHAUSTED}) | {
-            C.DEPARTMENT_QUOTA_EXHAUSTED
-        }  # the message names the department
-    since = first_pending_since(di, job)
-    ref = job.ref
-    base = [job_cite, fit_cite]
-    need = f"{req.pods} pod(s) × {req.gpus_per_pod} GPU"
-    out: list[Finding] = []
-
-    def said_support(code: str) -> list[Cite]:
-        return [said_cite] if said_cite is not None and code in said else []
-
-    # Blockers whose removal alone lets the job fit are causes.
-    groups = [
-        (C.DEVICE_PLUGIN_UNHEALTHY, {F.DEVICE_PLUGIN}),
-        (C.GPU_MISSING, {F.MISSING_GPU}),
-        (C.GPU_NODE_UNAVAILABLE, {F.NOT_READY, F.CORDONED}),
-        (C.UNTOLERATED_TAINT, {F.TAINT}),
-        (C.NODE_SELECTOR_MISMATCH, {F.SELECTOR}),
-    ]
-    causes: list[str] = []
-    alone_causes: list[str] = []
+        # The message names the department.
+        said = (said - {C.PROJECT_QUOTA_EXHAUSTED}) | {C.DEPARTMENT_QUOTA_EXHAUSTED}
     held = quota_at(di, job, req, tot.eligible_free)
-    quota_holds = held is not None and held.holds  # no node is considered while the quota refuses the job
-    for code, blockers in groups:
-        hit = [r for r in rows if set(r.blockers) & blockers]
-        if code == C.DEVICE_PLUGIN_UNHEALTHY:
-            # A plugin that withdrew faulty GPUs is healthy: those nodes' GPU faults are the causes.
-            withdrawn = [r for r in hit if len(condemned_gpus(di, r.node)) >= r.capacity - r.allocatable]
-            hit = [r for r in hit if r not in withdrawn]
-            if withdrawn and not hit and not quota_holds and not fits_now and F.fits(rows, req, blockers):
-                fault = _withdrawn_gpu_finding(di, ref, need, base, withdrawn, since)
-                alone_causes.append(fault.code)
-                causes.append(fault.code)
-                out.append(fault)
-        if not hit:
-            if code in (C.UNTOLERATED_TAINT, C.NODE_SELECTOR_MISMATCH) and not fits_now:
-                out.append(
-                    Finding(
-                        code,
-                        f"No GPU node blocks {ref.label} by {_blocker_words(code)}: "
-                        f"{len(rows)} node(s) checked at {hhmm(di.t)}.",
-                        REFUTED,
-                        0.8,
-                        refutes=base,
-                        subject=ref,
-                        sources=("k8s",),
-                        why=f"the fit table at {hhmm(di.t)} shows no node with this blocker",
-                    )
-                )
-            continue
-        if quota_holds:
-            continue
-        alone = not fits_now and F.fits(rows, req, blockers)
-        if alone and code == C.NODE_SELECTOR_MISMATCH and selector_satisfiable(rows, req):
-            alone = False  # the nodes it selects could hold it: what keeps it off them is the cause
-        # Nodes the job could use but for this blocker: another static blocker (a taint it does not
-        # tolerate, a selector it does not match) keeps it off them anyway, so this one costs it nothing.
-        others = set(F.STATIC_BLOCKERS) - blockers
-        usable = [r for r in hit if not set(r.blockers) & others]
-        if not alone:
-            hit = usable
-        nodes = ", ".join(r.node for r in hit[:6]) + (f" and {len(hit) - 6} more" if len(hit) > 6 else "")
-        detail = _detail(code, hit, req) if hit else ""
-        if alone:
-            alone_causes.append(code)
-            statement = f"{ref.label} ({need}) would fit if {detail} on {nodes} were fixed; it does not fit without them."
-            conf = 0.85
-        elif (
-            not fits_now
-            and hit
-            and code
-            not in (C.UNTOLERATED_TAINT, C.NODE_SELECTOR_MISMATCH)  # constraints, not faults: alone only
-            and _blocks_room(hit, req, blockers)
-        ):
-            statement = (
-                f"{detail} on {nodes} keep(s) {ref.label} ({need}) off nodes that would otherwise have room."
-            )
-            conf = 0.55
-        else:
-            continue  # the blocker exists but costs this job nothing; health checks report it on its own
-        causes.append(code)
-        out.append(
-            Finding(
-                code,
-                statement,
-                SUPPORTED,
-                conf,
-                supports=[*base, *said_support(code)],
-                subject=ref,
-                sources=("k8s",),
-                since=since,
-                explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION) if alone else (),
-                facts={
-                    "nodes": [r.node for r in hit],
-                    "job": ref,
-                    "taints": _taints(hit),
-                    "blockers": sorted(blockers),
-                },
-                next_questions=_questions(code, hit),
-            )
-        )
+    return JobFit(
+        job=job,
+        req=req,
+        rows=rows,
+        tot=tot,
+        fits_now=F.fits(rows, req),
+        base=[cite_state(job, di.t), fit_table_fact(di, job, req, rows, tot)],
+        said=said,
+        said_cite=said_cite,
+        since=first_pending_since(di, job),
+        quota_holds=held is not None and held.holds,
+    )
 
-    if not quota_holds and not fits_now and req.mig:
-        mig = mig_finding(di, ref, req, rows, base, said_support(C.MIG_PROFILE_UNAVAILABLE), since)
-        if mig is not None:
-            out.append(mig)
-            causes.append(mig.code)
-            if mig.explains:
-                alone_causes.append(mig.code)
-    if not quota_holds and not fits_now:
-        cpu_mem = cpu_memory_finding(di, ref, req, rows, base, said_support(C.CPU_MEMORY_SHORTAGE), since)
-        if cpu_mem is not None:
-            out.append(cpu_mem)
-            causes.append(cpu_mem.code)
-            if cpu_mem.explains:
-                alone_causes.append(cpu_mem.code)
-    elif not quota_holds and fits_now and said_cite is not None and C.CPU_MEMORY_SHORTAGE in said:
-        unrecorded = cpu_memory_unrecorded(di, ref, req, rows, base, said_cite, since)
-        if unrecorded is not None:
-            out.append(unrecorded)
-            return [*out, *quota_findings(di, job, req, tot, base, None, since)]
 
-    # Capacity vs fragmentation, on the nodes the job may use.
-    free_needed = req.total
-    if alone_causes and not fits_now:
-        # The GPUs exist: a blocker hides them. "Insufficient GPUs" is its symptom, not a shortage.
-        for code in (C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION):
+def blocker_findings(
+    di: DiagnosisInput, jf: JobFit, code: str, blockers: set[str], causes: Causes
+) -> list[Finding]:
+    """One family of node blockers: a cause when removing it alone lets the job fit, a contributing factor when
+    it keeps the job off nodes that would otherwise have room, refuted (taints, selectors) when no node has it."""
+    rows, req, ref = jf.rows, jf.req, jf.ref
+    out: list[Finding] = []
+    hit = [r for r in rows if set(r.blockers) & blockers]
+    if code == C.DEVICE_PLUGIN_UNHEALTHY:
+        # A plugin that withdrew faulty GPUs is healthy: those nodes' GPU faults are the causes.
+        withdrawn = [r for r in hit if len(condemned_gpus(di, r.node)) >= r.capacity - r.allocatable]
+        hit = [r for r in hit if r not in withdrawn]
+        if withdrawn and not hit and not jf.quota_holds and not jf.fits_now and F.fits(rows, req, blockers):
+            fault = _withdrawn_gpu_finding(di, ref, jf.need, jf.base, withdrawn, jf.since)
+            causes.add(fault, alone=True)
+            out.append(fault)
+    if not hit:
+        if code in (C.UNTOLERATED_TAINT, C.NODE_SELECTOR_MISMATCH) and not jf.fits_now:
             out.append(
                 Finding(
                     code,
-                    f"Not a {'capacity shortage' if code == C.GPU_CAPACITY_SHORTAGE else 'fragmentation'}: "
-                    f"{ref.label} ({need}) would fit if {', '.join(alone_causes)} were fixed; the GPUs exist "
-                    f"({tot.capacity} on {tot.nodes} node(s)), they are hidden from it.",
+                    f"No GPU node blocks {ref.label} by {_blocker_words(code)}: "
+                    f"{len(rows)} node(s) checked at {hhmm(di.t)}.",
                     REFUTED,
-                    0.75,
-                    refutes=base,
+                    0.8,
+                    refutes=jf.base,
                     subject=ref,
                     sources=("k8s",),
-                    why=f"removing {', '.join(alone_causes)} alone makes the pods fit",
+                    why=f"the fit table at {hhmm(di.t)} shows no node with this blocker",
                 )
             )
-    elif fits_now:
-        where = [r.node for r in rows if r.fits][:6]
-        out.append(
+        return out
+    if jf.quota_holds:
+        return out
+    alone = not jf.fits_now and F.fits(rows, req, blockers)
+    if alone and code == C.NODE_SELECTOR_MISMATCH and selector_satisfiable(rows, req):
+        alone = False  # the nodes it selects could hold it: what keeps it off them is the cause
+    # Nodes the job could use but for this blocker: another static blocker (a taint it does not
+    # tolerate, a selector it does not match) keeps it off them anyway, so this one costs it nothing.
+    others = set(F.STATIC_BLOCKERS) - blockers
+    if not alone:
+        hit = [r for r in hit if not set(r.blockers) & others]
+    nodes = ", ".join(r.node for r in hit[:6]) + (f" and {len(hit) - 6} more" if len(hit) > 6 else "")
+    detail = _detail(code, hit, req) if hit else ""
+    if alone:
+        statement = f"{ref.label} ({jf.need}) would fit if {detail} on {nodes} were fixed; it does not fit without them."
+        conf = 0.85
+    elif (
+        not jf.fits_now
+        and hit
+        and code not in (C.UNTOLERATED_TAINT, C.NODE_SELECTOR_MISMATCH)  # constraints, not faults: alone only
+        and _blocks_room(hit, req, blockers)
+    ):
+        statement = (
+            f"{detail} on {nodes} keep(s) {ref.label} ({jf.need}) off nodes that would otherwise have room."
+        )
+        conf = 0.55
+    else:
+        return out  # the blocker exists but costs this job nothing; health checks report it on its own
+    found = Finding(
+        code,
+        statement,
+        SUPPORTED,
+        conf,
+        supports=[*jf.base, *jf.said_support(code)],
+        subject=ref,
+        sources=("k8s",),
+        since=jf.since,
+        explains=(C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION) if alone else (),
+        facts={
+            "nodes": [r.node for r in hit],
+            "job": ref,
+            "taints": _taints(hit),
+            "blockers": sorted(blockers),
+        },
+        next_questions=_questions(code, hit),
+    )
+    causes.add(found, alone=alone)
+    out.append(found)
+    return out
+
+
+def mig_cpu_findings(di: DiagnosisInput, jf: JobFit, causes: Causes) -> list[Finding]:
+    """The job does not fit and the quota does not hold it: a MIG layout or CPU/memory that keeps it off."""
+    out: list[Finding] = []
+    if jf.req.mig:
+        mig = mig_finding(
+            di, jf.ref, jf.req, jf.rows, jf.base, jf.said_support(C.MIG_PROFILE_UNAVAILABLE), jf.since
+        )
+        if mig is not None:
+            out.append(mig)
+            causes.add(mig, alone=bool(mig.explains))
+    cpu_mem = cpu_memory_finding(
+        di, jf.ref, jf.req, jf.rows, jf.base, jf.said_support(C.CPU_MEMORY_SHORTAGE), jf.since
+    )
+    if cpu_mem is not None:
+        out.append(cpu_mem)
+        causes.add(cpu_mem, alone=bool(cpu_mem.explains))
+    return out
+
+
+def capacity_findings(di: DiagnosisInput, jf: JobFit, causes: Causes) -> list[Finding]:
+    """Capacity vs fragmentation, on the nodes the job may use."""
+    ref, tot, need = jf.ref, jf.tot, jf.need
+    if causes.alone and not jf.fits_now:
+        # The GPUs exist: a blocker hides them. "Insufficient GPUs" is its symptom, not a shortage.
+        return [
+            Finding(
+                code,
+                f"Not a {'capacity shortage' if code == C.GPU_CAPACITY_SHORTAGE else 'fragmentation'}: "
+                f"{ref.label} ({need}) would fit if {', '.join(causes.alone)} were fixed; the GPUs exist "
+                f"({tot.capacity} on {tot.nodes} node(s)), they are hidden from it.",
+                REFUTED,
+                0.75,
+                refutes=jf.base,
+                subject=ref,
+                sources=("k8s",),
+                why=f"removing {', '.join(causes.alone)} alone makes the pods fit",
+            )
+            for code in (C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION)
+        ]
+    if jf.fits_now:
+        where = [r.node for r in jf.rows if r.fits][:6]
+        return [
             Finding(
                 C.GPU_CAPACITY_SHORTAGE,
                 f"Capacity is not what holds {ref.label}: {need} fit now on {', '.join(where)} "
                 f"({tot.free} of {tot.allocatable} allocatable GPUs free at {hhmm(di.t)}).",
                 REFUTED,
                 0.85,
-                refutes=base,
+                refutes=jf.base,
                 subject=ref,
                 sources=("k8s",),
                 why=f"the pods fit on {len(where)} node(s) at {hhmm(di.t)}",
             )
+        ]
+    if jf.req.share or jf.req.share_memory_mib:
+        return share_capacity_findings(
+            di, ref, jf.req, jf.rows, jf.base, jf.said_support, jf.since, causes.all
         )
-    elif req.share or req.share_memory_mib:
-        out.extend(share_capacity_findings(di, ref, req, rows, base, said_support, since, causes))
-    elif tot.eligible_free >= free_needed and req.pods > 0:
+    if tot.eligible_free >= jf.req.total and jf.req.pods > 0:
+        return fragmentation_findings(di, jf, causes)
+    return shortage_findings(di, jf, causes)
+
+
+def fragmentation_findings(di: DiagnosisInput, jf: JobFit, causes: Causes) -> list[Finding]:
+    """Enough GPUs are free on usable nodes, but no node has a block as large as one pod needs."""
+    ref, tot, free_needed = jf.ref, jf.tot, jf.req.total
+    return [
+        Finding(
+            C.GPU_FRAGMENTATION,
+            f"{tot.eligible_free} GPUs are free across {tot.eligible_nodes} usable node(s), enough for the "
+            f"{free_needed} {ref.label} needs, but the largest free block on one node is "
+            f"{tot.largest_eligible_block} and each pod needs {jf.req.gpus_per_pod}.",
+            SUPPORTED,
+            0.55 if causes.all else 0.8,
+            supports=[*jf.base, *jf.said_support(C.GPU_CAPACITY_SHORTAGE)],
+            subject=ref,
+            sources=("k8s",),
+            since=jf.since,
+            facts={
+                "job": ref,
+                "largest": tot.largest_eligible_block,
+                "free": tot.eligible_free,
+                "per_pod": jf.req.gpus_per_pod,
+                "nodes": [r.node for r in jf.rows if r.free],
+            },
+            next_questions=["Which small jobs could be packed together to free one whole node?"],
+        ),
+        Finding(
+            C.GPU_CAPACITY_SHORTAGE,
+            f"The total is not short: {tot.eligible_free} free GPUs on usable nodes ≥ {free_needed} needed; "
+            "the free GPUs are scattered.",
+            REFUTED,
+            0.7,
+            refutes=jf.base,
+            subject=ref,
+            sources=("k8s",),
+            why="total free GPUs suffice; placement fails per node (fragmentation)",
+        ),
+    ]
+
+
+def shortage_findings(di: DiagnosisInput, jf: JobFit, causes: Causes) -> list[Finding]:
+    """Fewer GPUs are free on the usable nodes than the job needs (reduced by the causes found, if any)."""
+    ref, tot, free_needed = jf.ref, jf.tot, jf.req.total
+    cause_words = f" (reduced by {', '.join(causes.all)})" if causes.all else ""
+    out = [
+        Finding(
+            C.GPU_CAPACITY_SHORTAGE,
+            f"{ref.label} needs {free_needed} GPUs ({jf.need}); only {tot.eligible_free} are free on the "
+            f"{tot.eligible_nodes} usable node(s) ({tot.allocated} of {tot.allocatable} allocatable GPUs allocated at "
+            f"{hhmm(di.t)}){cause_words}.",
+            SUPPORTED,
+            0.45 if causes.all else 0.8,
+            supports=[*jf.base, *jf.said_support(C.GPU_CAPACITY_SHORTAGE)],
+            subject=ref,
+            sources=("k8s",),
+            since=jf.since,
+            facts={"job": ref, "free": tot.eligible_free, "needed": free_needed, "caused_by": causes.all},
+            next_questions=["Which running jobs hold the GPUs, and are any of them idle or over quota?"],
+        )
+    ]
+    if tot.eligible_free < free_needed:
         out.append(
             Finding(
                 C.GPU_FRAGMENTATION,
-                f"{tot.eligible_free} GPUs are free across {tot.eligible_nodes} usable node(s), enough for the "
-                f"{free_needed} {ref.label} needs, but the largest free block on one node is "
-                f"{tot.largest_eligible_block} and each pod needs {req.gpus_per_pod}.",
-                SUPPORTED,
-                0.55 if causes else 0.8,
-                supports=[*base, *said_support(C.GPU_CAPACITY_SHORTAGE)],
-                subject=ref,
-                sources=("k8s",),
-                since=since,
-                facts={
-                    "job": ref,
-                    "largest": tot.largest_eligible_block,
-                    "free": tot.eligible_free,
-                    "per_pod": req.gpus_per_pod,
-                    "nodes": [r.node for r in rows if r.free],
-                },
-                next_questions=["Which small jobs could be packed together to free one whole node?"],
-            )
-        )
-        out.append(
-            Finding(
-                C.GPU_CAPACITY_SHORTAGE,
-                f"The total is not short: {tot.eligible_free} free GPUs on usable nodes ≥ {free_needed} needed; "
-                "the free GPUs are scattered.",
+                f"Not fragmentation: only {tot.eligible_free} GPUs free in total on usable nodes, fewer than the "
+                f"{free_needed} needed.",
                 REFUTED,
                 0.7,
-                refutes=base,
+                refutes=jf.base,
                 subject=ref,
                 sources=("k8s",),
-                why="total free GPUs suffice; placement fails per node (fragmentation)",
+                why="total free GPUs are short, not scattered",
             )
         )
-    else:
-        conf = 0.45 if causes else 0.8
-        cause_words = f" (reduced by {', '.join(causes)})" if causes else ""
-        out.append(
-            Finding(
-                C.GPU_CAPACITY_SHORTAGE,
-                f"{ref.label} needs {free_needed} GPUs ({need}); only {tot.eligible_free} are free on the "
-                f"{tot.eligible_nodes} usable node(s) ({tot.allocated} of {tot.allocatable} allocatable GPUs allocated at "
-                f"{hhmm(di.t)}){cause_words}.",
-                SUPPORTED,
-                conf,
-                supports=[*base, *said_support(C.GPU_CAPACITY_SHORTAGE)],
-                subject=ref,
-                sources=("k8s",),
-                since=since,
-                facts={"job": ref, "free": tot.eligible_free, "needed": free_needed, "caused_by": causes},
-                next_questions=["Which running jobs hold the GPUs, and are any of them idle or over quota?"],
-            )
-        )
-        if tot.eligible_free < free_needed:
-            out.append(
-                Finding(
-                    C.GPU_FRAGMENTATION,
-                    f"Not fragmentation: only {tot.eligible_free} GPUs free in total on usable nodes, fewer than the "
-                    f"{free_needed} needed.",
-                    REFUTED,
-                    0.7,
-                    refutes=base,
-                    subject=ref,
-                    sources=("k8s",),
-                    why="total free GPUs are short, not scattered",
-                )
-            )
+    return out
 
-    dept_said = said_cite if C.DEPARTMENT_QUOTA_EXHAUSTED in said else None
-    quota = quota_findings(
-        di, job, req, tot, base, said_cite if C.PROJECT_QUOTA_EXHAUSTED in said else None, since, dept_said
-    )
-    out.extend(quota)
-    queue = queue_findings(di, job, req, rows, tot, base, fits_now, since)
+
+def policy_findings(di: DiagnosisInput, jf: JobFit, out: list[Finding]) -> list[Finding]:
+    """Quota, queue order and request history after the fit findings ``out``; a quota that holds the job makes
+    queue order and capacity moot (caveats, never causes beside it)."""
+    job, req, tot = jf.job, jf.req, jf.tot
+    dept_said = jf.said_cite if C.DEPARTMENT_QUOTA_EXHAUSTED in jf.said else None
+    project_said = jf.said_cite if C.PROJECT_QUOTA_EXHAUSTED in jf.said else None
+    quota = quota_findings(di, job, req, tot, jf.base, project_said, jf.since, dept_said)
+    out = [*out, *quota]
+    queue = queue_findings(di, job, req, jf.rows, tot, jf.base, jf.fits_now, jf.since)
     holding = [
         f.code
         for f in quota
@@ -404,9 +482,7 @@ def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
         who = "the project's quota" if C.PROJECT_QUOTA_EXHAUSTED in holding else "the department's quota"
         queue = [_moot_order(f, who) for f in queue]
         out = [_moot_capacity(f, who) for f in out]
-    out.extend(queue)
-    out.extend(request_findings(di, job, req, rows, since))
-    return out
+    return [*out, *queue, *request_findings(di, job, req, jf.rows, jf.since)]
 
 
 def _withdrawn_gpu_finding(
@@ -625,7 +701,7 @@ def cpu_memory_finding(
     gained = F.placeable(rows, req, {F.CPU_MEMORY}) - F.placeable(rows, req)
     if not alone and gained <= 0:
         return None
-    per_node = [
+    per_node: list[dict[str, Any]] = [
         {
             "node": r.node,
             "free_gpus": r.free,
@@ -743,7 +819,7 @@ def mig_finding(
         return None  # MIG is not what is short (CPU, memory or node faults are)
     alone = F.fits(rows, req, {F.MIG})
     wanted = ", ".join(f"{n} × {p}" for p, n in sorted(req.mig.items()))
-    layouts = []
+    layouts: list[dict[str, Any]] = []
     holders: dict[str, list[str]] = {}
     for r in usable:
         if not r.mig_layout and not r.mig_config:
@@ -852,9 +928,9 @@ def share_capacity_findings(
     gpus = [{**x, "node": r.node} for r in usable for x in r.shared]
     whole = sum(r.free for r in usable)
     if by_memory:
-        per_gpu_mib = max((x["free_mib"] or 0) for x in gpus) if gpus else 0
-        total = sum(x["free_mib"] or 0 for x in gpus)
-        needed = req.pods * (req.share_memory_mib or 0)
+        per_gpu_mib: float = max((x["free_mib"] or 0) for x in gpus) if gpus else 0
+        total: float = sum(x["free_mib"] or 0 for x in gpus)
+        needed: float = req.pods * (req.share_memory_mib or 0)
         largest = per_gpu_mib
         unit = "MiB of GPU memory"
     else:

@@ -1,9 +1,9 @@
 """Plain data the diagnosis checks read and return.
 
-The checks never touch the database: ``incidents.diagnose`` loads the
+The checks never touch the database: ``incidents.diagnosis_run`` loads the
 incident's observations and the inventory as of t into a
 :class:`DiagnosisInput`, the checks turn it into :class:`Finding` objects,
-and ``incidents.diagnose`` persists them. Every fact a finding cites is either
+and ``incidents.diagnosis_run`` persists them. Every fact a finding cites is either
 an existing Observation (its id) or a :class:`Derived` fact computed from the
 inventory (a fit table, the quota usage at t), which the loader stores as an
 Observation with source "inventory" before citing it — so "no citation, no
@@ -173,6 +173,9 @@ class DiagnosisInput:
     departments: list[EntityState] = field(default_factory=list)  # KAI parent queues / Kueue cohorts
     # Versions over the lookback window for the subjects and what they depend on, oldest first.
     history: dict[Ref, list[EntityState]] = field(default_factory=dict)
+    # Nodes whose history is not read (an incident about placed objects reads only its own nodes' history): the
+    # most GPUs each reported over the lookback, all the checks read of it (fit.node_nominal_gpus).
+    peak_gpus: dict[str, int] = field(default_factory=dict)
     changes: list[ChangeRec] = field(default_factory=list)
     events: list[EventRec] = field(default_factory=list)
     series: list[Series] = field(default_factory=list)
@@ -183,7 +186,7 @@ class DiagnosisInput:
         default_factory=list
     )  # (obs id, labels, startsAt)
     # Objects read by the keys the checks read of them only (another job than the incident's: its queue,
-    # priority, request). Their citations are completed from the inventory when stored (incidents.diagnose).
+    # priority, request). Their citations are completed from the inventory when stored (incidents.diagnosis_run).
     partial: set[Ref] = field(default_factory=set)
     _index: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -262,7 +265,7 @@ class DiagnosisInput:
 
 @dataclass
 class Finding:
-    """One hypothesis as a check proposes it; ``incidents.diagnose`` persists it with its citations."""
+    """One hypothesis as a check proposes it; ``incidents.diagnosis_run`` persists it with its citations."""
 
     code: str
     statement: str

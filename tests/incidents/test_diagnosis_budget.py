@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from collectors.inventory import Observed, record_states
 from collectors.models import Cluster, Entity, SourceRun
 from incidents import snapshot
-from incidents.diagnose import diagnose_incident
+from incidents.diagnosis_run import diagnose_incident
 from incidents.models import Hypothesis, Incident, IncidentSubject
 from tests.base import T0, BaseTestCase
 from tests.collectors.factories import crowd_node, job_obs
@@ -96,9 +96,9 @@ class PartialCitationTest(BaseTestCase):
 
     def test_a_cited_job_of_another_queue_is_stored_as_the_inventory_holds_it(self) -> None:
         from collectors.models import EntityVersion
-        from incidents.diagnose import _store_derived
-        from incidents.diagnose_input import load_incident_input
         from incidents.diagnosis.types import Finding, cite_state
+        from incidents.diagnosis_input import load_incident_input
+        from incidents.diagnosis_run import _store_derived
         from incidents.models import Observation
 
         snapshot.forget()

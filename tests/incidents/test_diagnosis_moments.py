@@ -94,7 +94,7 @@ def test_a_busy_database_postpones_the_re_diagnosis_instead_of_failing_the_sweep
 
     from django.db import OperationalError
 
-    import incidents.diagnose as diagnose
+    import incidents.diagnosis_run as diagnose
     from collectors.models import Cluster
 
     Cluster.objects.create(name="gpu-busy", scheduler="kai")
@@ -103,7 +103,7 @@ def test_a_busy_database_postpones_the_re_diagnosis_instead_of_failing_the_sweep
         raise OperationalError("database is locked")
 
     monkeypatch.setattr(diagnose, "rediagnose_changed", locked)
-    with caplog.at_level("WARNING", logger="incidents.diagnose"):
+    with caplog.at_level("WARNING", logger="incidents.diagnosis_run"):
         diagnose.after_sweep(cluster="gpu-busy", at=datetime(2026, 11, 29, tzinfo=UTC))
     assert "postponed to the next sweep" in caplog.text
 
@@ -113,7 +113,7 @@ def test_no_cause_after_a_cause_is_the_symptom_ending_not_a_new_answer(monkeypat
     """A subject change seen before the alert's resolution arrives (the node is back): the last answer stands."""
     from datetime import UTC, datetime
 
-    import incidents.diagnose as diagnose
+    import incidents.diagnosis_run as diagnose
     from incidents.diagnosis.checks import Diagnosis
     from incidents.diagnosis.types import DiagnosisInput
 

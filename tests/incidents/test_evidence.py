@@ -234,9 +234,9 @@ class CollectTests(EvidenceTestCase):
         self.assertIn("temperature 85", anomaly.summary)
 
     def test_it_calls_the_diagnosis_when_it_is_installed(self) -> None:
-        fake = types.ModuleType("incidents.diagnose")
+        fake = types.ModuleType("incidents.diagnosis_run")
         fake.diagnose_incident = mock.Mock()  # type: ignore[attr-defined]
-        with mock.patch.dict(sys.modules, {"incidents.diagnose": fake}):
+        with mock.patch.dict(sys.modules, {"incidents.diagnosis_run": fake}):
             collect_evidence(self.incident.pk, now=NOW)
         fake.diagnose_incident.assert_called_once_with(self.incident.pk)  # type: ignore[attr-defined]
 

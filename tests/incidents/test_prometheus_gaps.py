@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from collectors.models import SourceRun
 from collectors.sweep.telemetry import sweep_telemetry
-from incidents.diagnose_input import load_incident_input
+from incidents.diagnosis_input import load_incident_input
 from incidents.evidence import collect_evidence
 from incidents.models import Hypothesis
 from tests.incidents.test_evidence import NOW, OBS, EvidenceTestCase

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from incidents.diagnose_input import load_incident_input
 from incidents.diagnosis.checks import Diagnosis, run_checks
 from incidents.diagnosis.types import Derived
+from incidents.diagnosis_input import load_incident_input
 from incidents.models import DiagnosisRun, Incident
 from incidents.scenario_run import run_scenario_file
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from collectors.inventory import record_states
 from collectors.models import Cluster, SourceRun
-from incidents.diagnose import diagnose_incident
+from incidents.diagnosis_run import diagnose_incident
 from incidents.grouping import group_alert
 from incidents.models import Alert
 from incidents.titles import build_title, cause_gist, subject_label

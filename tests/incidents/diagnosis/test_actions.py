@@ -79,3 +79,34 @@ def test_the_drain_impact_names_the_pod_the_fault_already_ended():
     )
     drains = [a for a in run_checks(di).actions if a.title.startswith("Cordon and drain h100-03")]
     assert drains and "prod/llm-serving-2" in drains[0].impact
+
+
+def test_an_impact_builds_the_fit_of_the_waiting_jobs_that_could_use_the_node_only():
+    """'Pending jobs that would then fit' (fit.could_gain): a job whose selector keeps it off the node that gains
+    room fits as before, so its fit table over the fleet is not built; the answer is the same."""
+    from unittest import mock
+
+    from incidents.diagnosis import fit as F
+    from incidents.diagnosis.actions import _pending_that_fit_after
+    from incidents.diagnosis.actions_workloads import _pending_that_fit_after_release
+
+    nodes = [node("a100-01", allocatable=0, pool="a100")] + [
+        node(f"h100-{i:02d}", labels={"team": "nlp"}) for i in range(1, 31)
+    ]
+    held = [pod(f"nlp-{i}", f"nlp-{i}", "nlp", node_name=f"h100-{i:02d}", gpus=8) for i in range(1, 31)]
+    elsewhere = [job(f"nlp-wait-{i}", "nlp", node_selector={"team": "nlp"}) for i in range(40)]
+    di = world(
+        subjects=[Ref("node", "a100-01")],
+        nodes=nodes,
+        pods=held,
+        jobs=[*elsewhere, job("train", pods=1, gpus_per_pod=8)],
+    )
+    with mock.patch.object(F, "node_fits", wraps=F.node_fits) as built:
+        assert _pending_that_fit_after(di, {"a100-01": 8}) == ["vision/train"]
+    assert built.call_count == 1  # train only: the 40 jobs that select team=nlp cannot use a100-01
+    assert _pending_that_fit_after(di, {}) == []  # nothing gains room
+    di.nodes[0].state["allocatable"] = {"nvidia.com/gpu": 8}
+    di.pods.append(pod("vision-0", "vision-old", "vision", node_name="a100-01", gpus=8))
+    with mock.patch.object(F, "node_fits", wraps=F.node_fits) as built:
+        assert _pending_that_fit_after_release(di, {"a100-01": 8}) == ["vision/train"]
+    assert built.call_count == 1

@@ -15,8 +15,12 @@ writer of Hypothesis rows in the pipeline.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,7 +31,6 @@ from django.utils import timezone
 from collectors.models import Entity
 from collectors.sources.redact import redact_text, redact_value
 from incidents import inline, problems, titles
-from incidents.diagnose_input import default_t, diagnosis_moment, load_incident_input, load_job_input
 from incidents.diagnosis.checks import Diagnosis, run_checks
 from incidents.diagnosis.types import (
     ActionDraft,
@@ -37,6 +40,7 @@ from incidents.diagnosis.types import (
     Finding,
     Ref,
 )
+from incidents.diagnosis_input import default_t, diagnosis_moment, load_incident_input, load_job_input
 from incidents.models import (
     Citation,
     DiagnosisRun,
@@ -66,6 +70,35 @@ class NoEvidence(ValueError):
     """A hypothesis without a single cited observation (docs/design.md §8: no citation, no hypothesis)."""
 
 
+_gc_lock = threading.Lock()
+_gc_holders = 0  # diagnoses running in this process (threads) while the collector is held off
+_gc_was_enabled = False
+
+
+@contextmanager
+def no_cycle_collection() -> Iterator[None]:
+    """Hold off Python's cycle collector while one diagnosis loads and checks its input.
+
+    A diagnosis at 1,000 nodes builds ~60,000 small objects (states, rows, index lists) beside the fleet rows the
+    process keeps (``snapshot``); each allocation burst set off collections that walked all of them: half of
+    the input's CPU time (0.40 -> 0.17 s warm at 1,000 nodes). Refcounting still frees the input; the collector
+    is restored as it was when the last diagnosis running in the process ends.
+    """
+    global _gc_holders, _gc_was_enabled
+    with _gc_lock:
+        if _gc_holders == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_holders += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_was_enabled:
+                gc.enable()
+
+
 #
 # Entry points
 #
@@ -82,14 +115,15 @@ def diagnose_incident(
     if t is None:
         t, moment_trigger = diagnosis_moment(incident)
         trigger = trigger or moment_trigger
-    di = load_incident_input(incident, t)
-    result = run_checks(di)
+    with no_cycle_collection():
+        di = load_incident_input(incident, t)
+        result = run_checks(di)
     if only_if_changed:
         last = DiagnosisRun.objects.filter(incident=incident).order_by("-at", "-id").first()
         new, old = _answer(result), _run_answer(last) if last is not None else None
         # Nothing supported where a cause was found is the symptom ending (the node is back, the job
         # started), seen before its alert's resolution arrived: the last answer stands.
-        if old is not None and (new == old or (not new[0] and old[0])):
+        if last is not None and old is not None and (new == old or (not new[0] and old[0])):
             DiagnosisRun.objects.filter(pk=last.pk).update(seen_until=t)
             return []
     saved = persist(incident, di, result, trigger=trigger or "manual")
@@ -256,7 +290,11 @@ def _mark_current(incident: Incident) -> None:
         DiagnosisRun.objects.filter(incident=incident).order_by("-at", "-id").values_list("pk", flat=True)
     )
     current_id = current.first()
-    key = DiagnosisRun.objects.filter(pk=current_id).values_list("cause_key", flat=True).first() or ""
+    key = (
+        DiagnosisRun.objects.filter(pk=current_id).values_list("cause_key", flat=True).first()
+        if current_id is not None
+        else None
+    ) or ""
     Incident.objects.filter(pk=incident.pk).exclude(cause_key=key).update(cause_key=key)
     incident.cause_key = key
     for model in (Hypothesis, ProposedAction):

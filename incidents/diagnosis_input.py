@@ -1,9 +1,10 @@
 """Load what the diagnosis reads: the incident's observations and the inventory as of t (DiagnosisInput).
 
-Not pure (database reads only, never writes); ``incidents.diagnose`` runs the checks on what this returns.
+Not pure (database reads only, never writes); ``incidents.diagnosis_run`` runs the checks on what this returns.
 Bounded by the incident (docs/diagnosis.md): the fleet-wide rows one query per kind (nodes, GPUs, unfinished
 pods' hot columns and what the fit counts, other jobs by the keys the checks read), the incident's own jobs
-in full, and only the changes the checks can read; never one query per node, pod or job.
+in full, only the changes the checks can read, and for an incident about placed objects only its own nodes'
+history (of the others, their peak GPU count); never one query per node, pod or job.
 Every inventory fact carries the id of the incident Observation that shows it when the evidence collector
 froze one (dedup keys ``state:<version>``, ``change:<id>``, ``event:<cluster>:<uid>:<count>``), so
 citations point at collected evidence first and at computed inventory facts only otherwise.
@@ -15,7 +16,8 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Max, Q
+from django.db.models import Max, Q, Subquery
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.utils import timezone
 
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun, TelemetrySample
@@ -30,6 +32,7 @@ from incidents.diagnosis.types import (
     Ref,
     Series,
     SourceFailure,
+    gpus_of,
     parse_ts,
 )
 from incidents.models import Alert, Incident, IncidentSubject, Observation
@@ -47,7 +50,6 @@ SAMPLE_METRICS = (
     "DCGM_FI_DEV_XID_ERRORS",
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
 )
-KINDS = ("node", "gpu", "pod", "job", "queue", "project")
 # DCGM fields the checks read (health, efficiency); other evidence series are not parsed.
 USED_METRICS = frozenset(
     {
@@ -213,13 +215,18 @@ def _load_inventory(
     start = min(di.onset, t) - HISTORY
     # History of what the checks read over time: subject objects, their jobs/pods, nodes, GPUs and policy.
     # (GPU history only for subject GPUs: a fleet's GPUs would dominate the load for nothing.)
-    wanted = Q(entity_id__in=subject_ids) | Q(kind__in=("node", "queue", "project"))
+    # An incident about placed objects reads the history of its own nodes only: of the others the checks read
+    # nothing but the most GPUs each reported (a node's nominal count, for the fit in an action's impact).
+    placed = placed_nodes(di) if bounded else None
+    wanted = Q(entity_id__in=subject_ids) | Q(kind__in=("queue", "project"))
+    if placed is None:
+        wanted |= Q(kind="node")
+    else:
+        wanted |= Q(kind="node", entity__name__in=placed)
+        di.peak_gpus = _peak_gpus(cluster, start, t, placed)
     job_names = [e.name for e in subject_entities if e.kind == "job"]
-    pod_jobs = [
-        s.get("job")
-        for s in di.pods
-        if (s.kind, s.name, s.namespace) in {("pod", e.name, e.namespace) for e in subject_entities}
-    ]
+    subject_pods = {(e.name, e.namespace) for e in subject_entities if e.kind == "pod"}
+    pod_jobs = [s.get("job") for s in di.pods if (s.name, s.namespace) in subject_pods]
     if job_names or pod_jobs:
         wanted |= Q(kind="job", entity__name__in=[*job_names, *[j for j in pod_jobs if j]])
     hist = (
@@ -243,10 +250,10 @@ def _load_inventory(
             obs_id=obs.pk if obs else None,
         )
         di.history.setdefault(es.ref, []).append(es)
-    changes = Change.objects.filter(cluster=cluster, time__gte=start, time__lte=t)
+    lookback = Change.objects.filter(cluster=cluster, time__gte=start, time__lte=t)
     if bounded:
-        changes = changes.filter(_changes_read(di, subject_entities))
-    changes = changes.order_by("time", "id").values_list(
+        lookback = lookback.filter(_changes_read(di, cluster, subject_entities))
+    changes = lookback.order_by("time", "id").values_list(
         "pk",
         "entity_id",
         "entity__kind",
@@ -278,6 +285,25 @@ def _load_inventory(
             )
         )
     _load_events(di, cluster, start, t, obs_by_key)
+
+
+def _peak_gpus(cluster: Cluster, start: datetime, t: datetime, skip: set[str]) -> dict[str, int]:
+    """The most GPUs each node but ``skip`` reported over [start, t] (``fit.node_nominal_gpus``), from one
+    text column per version rather than its state."""
+    gpus = KeyTextTransform("nvidia.com/gpu", KeyTransform("capacity", "state"))
+    rows = (
+        EntityVersion.objects.filter(cluster=cluster, kind="node", valid_from__lte=t, deleted=False)
+        .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=start))
+        .exclude(entity__name__in=skip)
+        .annotate(s_gpus=gpus)
+        .values_list("entity__name", "s_gpus")[:MAX_VERSIONS]
+    )
+    peak: dict[str, int] = {}
+    for name, text in rows:
+        n = gpus_of({"nvidia.com/gpu": text})
+        if n > peak.get(name, 0):
+            peak[name] = n
+    return peak
 
 
 def _jobs(
@@ -361,11 +387,15 @@ def placed_nodes(di: DiagnosisInput) -> set[str] | None:
     return nodes or None
 
 
-def _changes_read(di: DiagnosisInput, subject_entities: list[Entity]) -> Q:
+def _changes_read(di: DiagnosisInput, cluster: Cluster, subject_entities: list[Entity]) -> Q:
     """The changes the checks can read: external ones, of policy objects, of the nodes and GPUs the incident
     examines (every node and GPU for a waiting job, else those of ``placed_nodes``) and of the incident's own
     pods and jobs (the subjects, a subject job's pods, a subject pod's job). Pod churn elsewhere in the fleet
-    is none of these."""
+    is none of these.
+
+    The entities are picked in a subquery on the entity table, not by joining every change of the lookback to
+    its entity (49,000 changes in 3 h at 1,000 nodes: the join was most of a placed incident's input).
+    """
     pods = {e.name for e in subject_entities if e.kind == "pod"}
     jobs = {e.name for e in subject_entities if e.kind == "job"}
     for e in subject_entities:
@@ -375,19 +405,23 @@ def _changes_read(di: DiagnosisInput, subject_entities: list[Entity]) -> Q:
             pod = di.find("pod", e.name, e.namespace)
             if pod is not None and pod.get("job"):
                 jobs.add(pod.get("job"))
-    q = Q(entity__isnull=True) | Q(entity__kind__in=("queue", "project", "department"))
+    read = Q(kind__in=("queue", "project", "department"))
     nodes = placed_nodes(di)
     if nodes is None:
-        q |= Q(entity__kind__in=("node", "gpu"))
+        read |= Q(kind__in=("node", "gpu"))
     else:
         gpus = {g.name for g in di.gpus if g.get("node") in nodes}
-        q |= Q(entity__kind="node", entity__name__in=nodes) | Q(entity__kind="gpu", entity__name__in=gpus)
-    q |= Q(entity_id__in={e.pk for e in subject_entities})
+        read |= Q(kind="node", name__in=nodes) | Q(kind="gpu", name__in=gpus)
     if pods:
-        q |= Q(entity__kind="pod", entity__name__in=pods)
+        read |= Q(kind="pod", name__in=pods)
     if jobs:
-        q |= Q(entity__kind="job", entity__name__in=jobs)
-    return q
+        read |= Q(kind="job", name__in=jobs)
+    entities = Entity.objects.filter(cluster=cluster).filter(read).values("pk")
+    return (
+        Q(entity__isnull=True)
+        | Q(entity_id__in={e.pk for e in subject_entities})
+        | Q(entity_id__in=Subquery(entities))
+    )
 
 
 def _load_pods(
