@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django import forms
+from django.db.models import QuerySet
 
 from incidents.models import Incident
 from rcaweb.cursor import CursorError, parse_t
@@ -13,7 +15,7 @@ from rcaweb.cursor import CursorError, parse_t
 class UtcTimeField(forms.CharField):
     """``2026-11-29T03:12:00Z``: the same format as the cursor, with the same error."""
 
-    def to_python(self, value: str | None):  # type: ignore[override]
+    def to_python(self, value: str | None) -> datetime | None:  # type: ignore[override]  # a time, not a CharField's str
         value = super().to_python(value)
         if not value:
             return None
@@ -48,7 +50,7 @@ class IncidentFilterForm(forms.Form):
             raise forms.ValidationError("since must be before until")
         return data
 
-    def filter(self, qs):  # type: ignore[no-untyped-def]
+    def filter(self, qs: QuerySet[Incident]) -> QuerySet[Incident]:
         d = self.cleaned_data
         if d.get("status") == "active":
             qs = qs.exclude(status="resolved")

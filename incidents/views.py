@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 from urllib.parse import urlencode
 
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.db.models import Case, Count, Prefetch, Q, Value, When
 from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
@@ -23,13 +24,14 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseStopPolling
 
 from collectors.inventory import neighbour_change_times
-from collectors.models import EntityVersion
+from collectors.models import Cluster, EntityVersion
 from incidents import lifecycle, services
 from incidents.diagnosis_run import pick_run
 from incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
 from incidents.models import Alert, AuditEntry, Citation, Hypothesis, Incident, IncidentSubject, Observation
 from incidents.ordering import URGENCY_ORDER, with_impact
 from rcaweb import kinds
+from rcaweb.cursor import Cursor
 from rcaweb.http import RcaRequest
 from rcaweb.roles import can_respond
 from rcaweb.via import Via
@@ -77,6 +79,33 @@ class Row:
     last: datetime | None = None  # the time of its last repeat
 
 
+@dataclass
+class IncidentListRow:
+    """An incident in the list: its duration and whether it is ongoing now, with the fields the list shows
+    (``impact_gpus``, ``inference``: incidents.ordering's annotations; ``n_alerts``: the list's)."""
+
+    incident: Incident
+    duration: timedelta  # onset → resolution, or → now
+    ongoing: bool
+
+    pk = Via[int]("incident")
+    title = Via[str]("incident")
+    onset = Via[datetime]("incident")
+    unresolved_subject = Via[str]("incident")
+    severity = Via[str]("incident")
+    impact_gpus = Via[int]("incident")
+    inference = Via[bool]("incident")
+    status = Via[str]("incident")
+    auto_resolved = Via[bool]("incident")
+    all_clear_at = Via[datetime | None]("incident")
+    cluster = Via[Cluster | None]("incident")
+    n_alerts = Via[int]("incident")
+    owner = Via[str]("incident")
+
+    def get_absolute_url(self) -> str:
+        return self.incident.get_absolute_url()
+
+
 @require_GET
 def incident_list(request: RcaRequest) -> HttpResponse:
     form = IncidentFilterForm(request.GET)
@@ -89,10 +118,8 @@ def incident_list(request: RcaRequest) -> HttpResponse:
         Case(When(status="resolved", then=Value(1)), default=Value(0)), *URGENCY_ORDER
     )
     page = Paginator(ordered, 50).get_page(form.cleaned_data.get("page") or 1)
-    for inc in page:
-        inc.duration = inc.duration_at(now)  # type: ignore[attr-defined]
-        inc.ongoing = inc.ended_at(now) is None  # type: ignore[attr-defined]
-    return render(request, "incidents/incident_list.html", {"form": form, "page": page})
+    rows = [IncidentListRow(inc, inc.duration_at(now), inc.ended_at(now) is None) for inc in page]
+    return render(request, "incidents/incident_list.html", {"form": form, "page": page, "rows": rows})
 
 
 def _get_incident(pk: int) -> Incident:
@@ -117,7 +144,7 @@ def incident_detail(request: RcaRequest, pk: int) -> HttpResponse:
     return render(request, template, ctx)
 
 
-def _act(request: RcaRequest, incident: Incident, cursor) -> HttpResponse:  # type: ignore[no-untyped-def]
+def _act(request: RcaRequest, incident: Incident, cursor: Cursor) -> HttpResponse:
     """The POST branch: one button per transition, acknowledge, owner. PRG; htmx gets the status panel back."""
     if not can_respond(request.user):
         return HttpResponseForbidden("Your role is viewer: changing incidents needs the responder role.\n")
@@ -155,7 +182,7 @@ def now_at(incident: Incident) -> datetime:
     return end if end is not None else timezone.now().replace(microsecond=0)
 
 
-def _status_context(request: RcaRequest, incident: Incident, cursor) -> dict:  # type: ignore[no-untyped-def]
+def _status_context(request: RcaRequest, incident: Incident, cursor: Cursor) -> dict[str, Any]:
     # Duration is onset → resolution, or → the present: never → the cursor (which defaults to the onset).
     now = timezone.now()
     return {
@@ -171,7 +198,9 @@ def _status_context(request: RcaRequest, incident: Incident, cursor) -> dict:  #
     }
 
 
-def _detail_context(request: RcaRequest, incident: Incident, cursor, fragment: str | None) -> dict:  # type: ignore[no-untyped-def]
+def _detail_context(
+    request: RcaRequest, incident: Incident, cursor: Cursor, fragment: str | None
+) -> dict[str, Any]:
     ctx = _status_context(request, incident, cursor)
     # Every run of the incident in one query (bounded); the page shows the one for the cursor.
     runs = list(incident.diagnoses.order_by("at", "id")[:RUNS_SHOWN])
@@ -287,7 +316,7 @@ def related_groups(rows: list) -> list[RelatedGroup]:
     return sorted(groups.values(), key=lambda g: (not g.problems, order.get(g.kind, 9)))
 
 
-def _evidence_page(request: RcaRequest, incident: Incident):  # type: ignore[no-untyped-def]
+def _evidence_page(request: RcaRequest, incident: Incident) -> Page[Observation]:
     qs = (
         Observation.objects.filter(incident=incident)
         .defer("content")

@@ -7,11 +7,13 @@ import re
 import uuid
 from collections.abc import Callable
 from http import HTTPStatus
+from typing import cast
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.utils.cache import patch_cache_control
 
 from rcaweb.cursor import Cursor, CursorError
+from rcaweb.http import RcaRequest
 
 # What a client's X-Request-Id may be before it is trusted into the audit log and the answer's headers:
 # the shapes proxies and tracers send (UUIDs, hex, W3C trace ids, "abc-123.4"), nothing that can forge a log line.
@@ -27,7 +29,7 @@ class RequestIdMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         given = request.headers.get("X-Request-Id", "")
         rid = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
-        request.request_id = rid  # type: ignore[attr-defined]
+        cast(RcaRequest, request).request_id = rid  # this middleware is what makes it an RcaRequest
         response = self.get_response(request)
         response["X-Request-Id"] = rid
         return response
@@ -68,7 +70,8 @@ class CursorMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         try:
-            request.cursor = Cursor.from_params(request.GET.get("t"), request.GET.get("w"))  # type: ignore[attr-defined]
+            # this middleware is what makes it an RcaRequest
+            cast(RcaRequest, request).cursor = Cursor.from_params(request.GET.get("t"), request.GET.get("w"))
         except CursorError as exc:
             if request.path.startswith("/api/"):
                 return JsonResponse({"error": str(exc)}, status=400)

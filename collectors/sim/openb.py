@@ -35,6 +35,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = (
@@ -244,6 +245,16 @@ def scenario_text(
     return "\n".join(lines) + "\n"
 
 
-def trace_scenario(nodes_csv: str | Path, pods_csv: str | Path, **kwargs: object) -> str:
+class TraceOptions(TypedDict, total=False):
+    """``scenario_text``'s keywords."""
+
+    fraction: float
+    hours: int
+    tail_s: int
+    seed: int
+    name: str | None
+
+
+def trace_scenario(nodes_csv: str | Path, pods_csv: str | Path, **kwargs: Unpack[TraceOptions]) -> str:
     """Read the two CSVs and return the scenario text (keywords as ``scenario_text``)."""
-    return scenario_text(read_nodes(Path(nodes_csv)), read_pods(Path(pods_csv)), **kwargs)  # type: ignore[arg-type]
+    return scenario_text(read_nodes(Path(nodes_csv)), read_pods(Path(pods_csv)), **kwargs)

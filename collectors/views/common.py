@@ -118,7 +118,7 @@ def incidents_about(entity: Entity, request: RcaRequest) -> Any:
     render without them.
     """
     try:
-        from incidents.about import incidents_about as about  # type: ignore[import-not-found]
+        from incidents.about import incidents_about as about
     except ImportError:
         return None
     return about(entity, request.cursor)
@@ -158,11 +158,11 @@ def change_rows(
         when = ch.time
         if ch.entity_id == entity.pk:
             obj = this_entity
-        elif ch.entity is not None:
-            known = objects.get(ch.entity_id)  # type: ignore[arg-type]
+        elif ch.entity is not None and ch.entity_id is not None:  # a Ref comes with its id
+            known = objects.get(ch.entity_id)
             if known is None:
                 parts = entity_link_parts(ch.entity)
-                known = objects[ch.entity_id] = (parts, f'<span class="kind">{parts[0]}</span> ')  # type: ignore[index]
+                known = objects[ch.entity_id] = (parts, f'<span class="kind">{parts[0]}</span> ')
             obj = SafeString(known[1] + link_markup(known[0], at_time_link(cur, known[0][1], when)))
         else:
             obj = format_html('<span class="muted">{}</span>', ch.summary or "—")

@@ -37,7 +37,7 @@ def why_pending(entity: Entity, t: datetime) -> tuple[Any, str]:
     The diagnosis package is optional at this layer: pages must render without it.
     """
     try:
-        from incidents.diagnosis.explain import explain_job_at  # type: ignore[import-not-found]
+        from incidents.diagnosis.explain import explain_job_at
     except ImportError:
         return None, ""
     try:

@@ -333,7 +333,7 @@ def _g(x: object) -> str:
     if x is None:
         return "None"
     try:
-        return f"{round(float(x), 4):g}"  # type: ignore[arg-type]
+        return f"{round(float(x), 4):g}"  # type: ignore[arg-type]  # any value: what float() refuses is str()
     except (TypeError, ValueError):
         return str(x)
 

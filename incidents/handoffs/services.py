@@ -169,7 +169,7 @@ def key_subjects(incident: Incident, limit: int = 8) -> tuple[list[Entity], int]
     """
     links = getattr(incident, "subject_links", None)
     if links is not None:
-        entities, n_related = [link.entity for link in links], incident.n_related  # type: ignore[attr-defined]
+        entities, n_related = [link.entity for link in links], incident.n_related  # type: ignore[attr-defined]  # open_incidents_with_notes' annotation
     else:
         rows = IncidentSubject.objects.filter(incident=incident)
         entities = [link.entity for link in rows.filter(role="subject").select_related("entity__cluster")]

@@ -16,13 +16,14 @@ from django.conf import settings
 from django.db.models import F, Prefetch, Q, QuerySet
 from django.urls import reverse
 
-from collectors.models import EntityVersion, SourceRun
+from collectors.models import Cluster, Entity, EntityVersion, SourceRun
 from incidents import problems
 from incidents.lifecycle import auto_resolve_after
 from incidents.models import Alert, Hypothesis, Incident
 from incidents.ordering import by_urgency
 from rcaweb.console.common import fmt_age, one_line, parse_time
 from rcaweb.cursor import Cursor
+from rcaweb.via import Via
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,55 @@ class SourceErrors:
     last_error: str
 
 
+@dataclass
+class ProblemRow:
+    """A row of the open incidents panel: a problem's most urgent incident and what the page worked out for it.
+
+    The template reads the incident's own fields through the row under the same names (``inc.title``).
+    """
+
+    incident: Incident
+    impact_gpus: int  # this incident's GPUs lost or blocked
+    inference: bool  # an inference workload is hit
+    members: int  # incidents of the problem open at t
+    problem_gpus: int  # their GPUs, summed
+    children: list[Incident]  # the others, at most CHILDREN_SHOWN, most urgent first
+    more: int  # the others not listed
+    open_total: int  # every incident open at t
+    problems_total: int  # every problem open at t
+    top_hypothesis: Hypothesis | None
+    age: str  # onset → t
+    all_clear: bool
+    problem: tuple[str, str] | None  # (code, "kind name") of the shared cause, when it has several incidents
+    problem_url: str
+
+    pk = Via[int]("incident")
+    title = Via[str]("incident")
+    status = Via[str]("incident")
+    severity = Via[str]("incident")
+    cluster = Via[Cluster | None]("incident")
+    onset = Via[datetime]("incident")
+    owner = Via[str]("incident")
+    all_clear_at = Via[datetime | None]("incident")
+    diagnosed_at = Via[datetime | None]("incident")
+    cause_key = Via[str]("incident")
+
+    def get_absolute_url(self) -> str:
+        return self.incident.get_absolute_url()
+
+
+@dataclass
+class BadGpuRow:
+    """A faulty or missing GPU at t, with ``label`` ("h100-03 GPU 4": operators think in node and index)."""
+
+    version: EntityVersion
+    label: str
+
+    entity = Via[Entity]("version")
+    state = Via[dict[str, Any]]("version")
+    phase = Via[str]("version")
+
+
 def open_at(t: datetime) -> QuerySet[Incident]:
     """Incidents open at t: onset <= t, not resolved by t."""
     return Incident.objects.filter(onset__lte=t).filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=t))
@@ -61,9 +111,9 @@ def open_at(t: datetime) -> QuerySet[Incident]:
 SCAN_LIMIT = 10_000  # open incidents read (id, cause, impact) to group into problems; beyond, counted only
 
 
-def open_incidents(t: datetime) -> list[Incident]:
+def open_incidents(t: datetime) -> list[ProblemRow]:
     """The first PANEL_LIMIT problems open at t in the order to work them (incidents.ordering: severity,
-    impact, age): each row is the most urgent incident of a problem (incidents.problems: incidents whose
+    impact, age): each row (ProblemRow) is the most urgent incident of a problem (incidents.problems: incidents whose
     current top cause is one shared fault), with ``members`` (incidents of the problem open at t),
     ``problem_gpus`` (their GPUs lost or blocked, summed), ``children`` (the others, at most
     CHILDREN_SHOWN, most urgent first) and its top hypothesis. ``open_total`` on each counts every incident
@@ -75,7 +125,7 @@ def open_incidents(t: datetime) -> list[Incident]:
     order = list(
         # impact_gpus and inference are by_urgency's annotations: django-stubs checks the names against the
         # model's fields only, as by_urgency returns a plain QuerySet[Incident]
-        by_urgency(open_at(t), t).values_list(  # type: ignore[misc]
+        by_urgency(open_at(t), t).values_list(  # type: ignore[misc]  # annotations, not fields: see above
             "id", "cluster_id", "cause_key", "impact_gpus", "inference"
         )[: SCAN_LIMIT + 1]
     )
@@ -104,33 +154,36 @@ def open_incidents(t: datetime) -> list[Incident]:
         )
     }
     impact_of = {pk: impact for g in shown for pk, impact in groups[g]}
-    out: list[Incident] = []
+    out: list[ProblemRow] = []
     for g in shown:
         members = groups[g]
         inc = rows.get(members[0][0])
         if inc is None:  # resolved or deleted between the two reads
             continue
-        inc.impact_gpus = impact_of.get(inc.pk, 0)  # type: ignore[attr-defined]
-        inc.inference = inc.pk in inference  # type: ignore[attr-defined]
-        inc.members = len(members)  # type: ignore[attr-defined]
-        inc.problem_gpus = sum(i for _, i in members)  # type: ignore[attr-defined]
-        inc.children = [rows[pk] for pk, _ in members[1 : CHILDREN_SHOWN + 1] if pk in rows]  # type: ignore[attr-defined]
-        inc.more = len(members) - 1 - len(inc.children)  # type: ignore[attr-defined]
-        inc.open_total = open_total  # type: ignore[attr-defined]
-        inc.problems_total = len(leads)  # type: ignore[attr-defined]
-        # The top is the best supported cause; none means "no cause found" (a refuted one is never the top).
-        inc.top_hypothesis = inc.ranked[0] if inc.ranked else None  # type: ignore[attr-defined]
-        inc.age = fmt_age(inc.duration_at(t).total_seconds())  # type: ignore[attr-defined]  # onset → t: open at t
-        # held, its alerts resolved and subject healthy for the quiet period by t: for its holder to close
-        inc.all_clear = inc.all_clear_at is not None and inc.all_clear_at + auto_resolve_after() <= t  # type: ignore[attr-defined]
+        children: list[Incident] = [rows[pk] for pk, _ in members[1 : CHILDREN_SHOWN + 1] if pk in rows]
+        ranked: list[Hypothesis] = inc.ranked  # Prefetch(to_attr="ranked") above
         shared = len(members) > 1
-        inc.problem = problems.describe(inc.cause_key) if shared else None  # type: ignore[attr-defined]
-        inc.problem_url = (  # type: ignore[attr-defined]
-            reverse("incidents:incidents") + "?" + urlencode({"status": "active", "cause": inc.cause_key})
-            if shared
-            else ""
+        query = urlencode({"status": "active", "cause": inc.cause_key})
+        out.append(
+            ProblemRow(
+                incident=inc,
+                impact_gpus=impact_of.get(inc.pk, 0),
+                inference=inc.pk in inference,
+                members=len(members),
+                problem_gpus=sum(i for _, i in members),
+                children=children,
+                more=len(members) - 1 - len(children),
+                open_total=open_total,
+                problems_total=len(leads),
+                # The top is the best supported cause; none means "no cause found" (a refuted one is never the top).
+                top_hypothesis=ranked[0] if ranked else None,
+                age=fmt_age(inc.duration_at(t).total_seconds()),  # onset → t: open at t
+                # held, its alerts resolved and subject healthy for the quiet period by t: for its holder to close
+                all_clear=inc.all_clear_at is not None and inc.all_clear_at + auto_resolve_after() <= t,
+                problem=problems.describe(inc.cause_key) if shared else None,
+                problem_url=reverse("incidents:incidents") + "?" + query if shared else "",
+            )
         )
-        out.append(inc)
     return out
 
 
@@ -171,17 +224,15 @@ def unhealthy_nodes(t: datetime) -> list[EntityVersion]:
     )
 
 
-def unhealthy_gpus(t: datetime) -> list[EntityVersion]:
+def unhealthy_gpus(t: datetime) -> list[BadGpuRow]:
     """Faulty or missing GPUs at t, each with ``label`` ("h100-03 GPU 4": operators think in node and index)."""
-    out = list(
+    versions = (
         EntityVersion.objects.as_of(t)
         .filter(kind="gpu", phase__in=["faulty", "missing"])
         .select_related("entity", "entity__cluster")
         .order_by("cluster_id", "node", "entity__name")[:PANEL_LIMIT]
     )
-    for g in out:
-        g.label = f"{g.node or '?'} GPU {g.state.get('index', '?')}"  # type: ignore[attr-defined]
-    return out
+    return [BadGpuRow(g, f"{g.node or '?'} GPU {g.state.get('index', '?')}") for g in versions]
 
 
 def source_errors(cursor: Cursor) -> list[SourceErrors]:
@@ -208,8 +259,8 @@ def home_context(cursor: Cursor) -> dict[str, Any]:
     return {
         "incidents": incidents,
         # the panel shows at most PANEL_LIMIT rows; the count is of every incident open at t
-        "incidents_open": incidents[0].open_total if incidents else 0,  # type: ignore[attr-defined]
-        "problems_open": incidents[0].problems_total if incidents else 0,  # type: ignore[attr-defined]
+        "incidents_open": incidents[0].open_total if incidents else 0,
+        "problems_open": incidents[0].problems_total if incidents else 0,
         "alerts": loose_alerts(t),
         "pending": pending_jobs(t),
         "pending_threshold": PENDING_THRESHOLD,

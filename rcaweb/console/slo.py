@@ -24,6 +24,7 @@ from collectors.models import Cluster, EntityVersion, KubeEvent
 from incidents.models import Hypothesis
 from rcaweb.console.common import fmt_minutes, parse_time, percentile
 from rcaweb.cursor import Cursor
+from rcaweb.via import Via
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +93,23 @@ class WaitStats:
 
 
 @dataclass
+class Preemption:
+    """A preemption event with the pod it preempted (from KAI's message, else the event's object)."""
+
+    event: KubeEvent
+    pod_namespace: str
+    pod_name: str  # "" when the event names no pod
+
+    last_time = Via[datetime]("event")
+    cluster = Via[Cluster]("event")
+    involved_kind = Via[str]("event")
+    involved_namespace = Via[str]("event")
+    involved_name = Via[str]("event")
+    reason = Via[str]("event")
+    message = Via[str]("event")
+
+
+@dataclass
 class Slo:
     target: timedelta
     jobs: list[JobWait]
@@ -107,7 +125,7 @@ class Slo:
     restarts: dict[str, int]
     restart_pods: dict[str, list[tuple[EntityVersion, int]]]
     preemptions: dict[str, int]
-    preempted_pods: dict[str, list[KubeEvent]]
+    preempted_pods: dict[str, list[Preemption]]
 
 
 def first_runs(cursor: Cursor, scope: dict[str, Any]) -> list[JobWait]:
@@ -268,7 +286,7 @@ def _diagnosed(
 def _restarts_and_preemptions(
     cursor: Cursor, scope: dict[str, Any]
 ) -> tuple[
-    dict[str, int], dict[str, list[tuple[EntityVersion, int]]], dict[str, int], dict[str, list[KubeEvent]]
+    dict[str, int], dict[str, list[tuple[EntityVersion, int]]], dict[str, int], dict[str, list[Preemption]]
 ]:
     """Container restarts in the window (restart_count growth per pod) and Preempted events, per project."""
     start, t = cursor.start, cursor.t
@@ -300,7 +318,7 @@ def _restarts_and_preemptions(
             restarts[project] += grew
             restart_pods[project].append((last, grew))
     preemptions: dict[str, int] = defaultdict(int)
-    preempted: dict[str, list[KubeEvent]] = defaultdict(list)
+    preempted: dict[str, list[Preemption]] = defaultdict(list)
     ev_scope = {"cluster": scope["cluster"]} if scope else {}
     # kube-scheduler: "Preempted" on the victim pod; KAI: "Evict" on the victim's PodGroup ("Pod ns/x was preempted by …").
     events = (
@@ -312,15 +330,15 @@ def _restarts_and_preemptions(
     for ev in events:
         m = _PREEMPTED_POD.search(ev.message or "")
         if m:
-            ev.pod_namespace, ev.pod_name = m.group(1), m.group(2)  # type: ignore[attr-defined]
+            row = Preemption(ev, m.group(1), m.group(2))
         elif ev.involved_kind == "Pod":
-            ev.pod_namespace, ev.pod_name = ev.involved_namespace, ev.involved_name  # type: ignore[attr-defined]
+            row = Preemption(ev, ev.involved_namespace, ev.involved_name)
         else:
-            ev.pod_namespace, ev.pod_name = ev.involved_namespace, ""  # type: ignore[attr-defined]
+            row = Preemption(ev, ev.involved_namespace, "")
         project = project_of_pod.get(
-            (ev.cluster_id, ev.pod_namespace, ev.pod_name),  # type: ignore[attr-defined]
+            (ev.cluster_id, row.pod_namespace, row.pod_name),
             project_of_ns.get((ev.cluster_id, ev.involved_namespace), ev.involved_namespace or "—"),
         )
         preemptions[project] += 1
-        preempted[project].append(ev)
+        preempted[project].append(row)
     return dict(restarts), dict(restart_pods), dict(preemptions), dict(preempted)

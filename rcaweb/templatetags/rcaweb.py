@@ -10,6 +10,7 @@ import functools
 import html
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from django import template
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
@@ -21,6 +22,12 @@ from rcaweb import kinds
 from rcaweb.cursor import Cursor, format_duration, format_t, query_at
 
 register = template.Library()
+
+
+class Linked(Protocol):
+    """What a page can link to: a model (entity, incident, alert) or a row that knows its object's URL."""
+
+    def get_absolute_url(self) -> str: ...
 
 
 @functools.lru_cache(maxsize=4096)
@@ -86,7 +93,7 @@ def cached_reverse(
 _URLS: dict[tuple[object, ...], str] = {}
 
 
-def _absolute_url(entity: object) -> str:
+def _absolute_url(entity: Linked) -> str:
     """``entity.get_absolute_url()`` (the one URL builder), memoized by what the URL is made of.
 
     Keyed on (URL resolver, script prefix, type, kind, cluster, namespace, name), never on a primary key (tests
@@ -96,13 +103,13 @@ def _absolute_url(entity: object) -> str:
     kind, name = str(getattr(entity, "kind", "")), str(getattr(entity, "name", ""))
     cluster = str(getattr(getattr(entity, "cluster", None), "name", ""))
     if not kind or not name or not cluster:
-        return entity.get_absolute_url()  # type: ignore[attr-defined]
+        return entity.get_absolute_url()
     # the resolver object changes when the URL conf does (clear_url_caches), so a new conf starts afresh
     namespace = str(getattr(entity, "namespace", ""))
     key = (get_resolver(get_urlconf()), get_script_prefix(), type(entity), kind, cluster, namespace, name)
     url = _URLS.get(key)
     if url is None:
-        url = entity.get_absolute_url()  # type: ignore[attr-defined]
+        url = entity.get_absolute_url()
         if len(_URLS) < 50_000:
             _URLS[key] = url
     return url
@@ -141,7 +148,7 @@ def at_time_url(context: template.Context, url: str, when: datetime | None) -> s
 _DASH = mark_safe('<span class="muted">—</span>')
 
 
-def entity_link_parts(entity: object, label: str | None = None) -> tuple[str, str, str]:
+def entity_link_parts(entity: Linked, label: str | None = None) -> tuple[str, str, str]:
     """What an entity's link is made of, apart from its cursor: (escaped kind, URL without the cursor,
     escaped text). Rows that name the same object many times (changes around t) take these once per
     object and put each row's cursor into :func:`link_markup`."""
@@ -162,7 +169,7 @@ def link_markup(parts: tuple[str, str, str], href: str) -> SafeString:
 
 
 def entity_link_html(
-    entity: object, cur: Cursor, label: str | None = None, when: datetime | None = None
+    entity: Linked | None, cur: Cursor, label: str | None = None, when: datetime | None = None
 ) -> str:
     """The markup of :func:`entity_link`: views that build table rows in Python call this, so every page
     still names an object the one way. ``when`` moves the link's cursor there (same window)."""
@@ -174,7 +181,7 @@ def entity_link_html(
 
 @register.simple_tag(takes_context=True)
 def entity_link(
-    context: template.Context, entity: object, label: str | None = None, when: datetime | None = None
+    context: template.Context, entity: Linked | None, label: str | None = None, when: datetime | None = None
 ) -> str:
     """``{% entity_link obj %}``: the one way a page names an object (NetBox linkify)."""
     if entity is None:

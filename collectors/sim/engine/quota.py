@@ -445,7 +445,7 @@ def _fair_shares(world: World, requested: dict[str, float]) -> dict[str, float]:
     top: list[tuple[str, float, float, int, int]] = []  # (key, quota, demand, priority, weight)
     for n, p in projects.items():
         if p.department in members:
-            members[p.department].append(n)  # type: ignore[index]
+            members[p.department].append(n)
         else:
             top.append((n, float(p.quota_gpus), demand[n], p.priority, p.over_quota_weight))
     for d, names in members.items():

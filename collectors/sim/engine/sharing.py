@@ -258,7 +258,7 @@ def bind_share(world: World, pod: SimPod, node: SimNode, index: int) -> None:
     pod.gpus_requested = round_gpus(frac)
 
 
-def release_share(world: World, pod: SimPod, node: SimNode, at) -> None:  # type: ignore[no-untyped-def]
+def release_share(world: World, pod: SimPod, node: SimNode, at: datetime) -> None:
     key = f"{pod.namespace}/{pod.name}"
     for i in pod.gpu_indices:
         gpu = node.gpus[i]
@@ -276,7 +276,7 @@ def release_share(world: World, pod: SimPod, node: SimNode, at) -> None:  # type
             share_activity(world, node, i, at)
 
 
-def share_activity(world: World, node: SimNode, index: int, at) -> None:  # type: ignore[no-untyped-def]
+def share_activity(world: World, node: SimNode, index: int, at: datetime) -> None:
     """The GPU's load is the sum of its running shares' work; DCGM attributes it to the reservation pod
     (the pod that holds the device in the kubelet's pod-resources API)."""
     gpu = node.gpus[index]
@@ -298,25 +298,25 @@ def bind_mig(world: World, pod: SimPod, node: SimNode, instances: list[tuple[int
         for inst in node.gpus[gi].mig:
             if inst.gi_id == gid:
                 inst.pod = key
-                world.telemetry.set_activity(node.name, (gi, gid), world.now, key, 0.0, 0)  # type: ignore[arg-type]
+                world.telemetry.set_activity(node.name, (gi, gid), world.now, key, 0.0, 0)
 
 
-def release_mig(world: World, pod: SimPod, node: SimNode, at) -> None:  # type: ignore[no-untyped-def]
+def release_mig(world: World, pod: SimPod, node: SimNode, at: datetime) -> None:
     key = f"{pod.namespace}/{pod.name}"
     for gi, gid in pod.mig_instances:
         for inst in node.gpus[gi].mig:
             if inst.gi_id == gid and inst.pod == key:
                 inst.pod = None
-                world.telemetry.set_activity(node.name, (gi, gid), at, None, 0.0, 0)  # type: ignore[arg-type]
+                world.telemetry.set_activity(node.name, (gi, gid), at, None, 0.0, 0)
 
 
-def mig_activity(world: World, pod: SimPod, node: SimNode, level: float, at) -> None:  # type: ignore[no-untyped-def]
+def mig_activity(world: World, pod: SimPod, node: SimNode, level: float, at: datetime) -> None:
     key = f"{pod.namespace}/{pod.name}"
     for gi, gid in pod.mig_instances:
         for inst in node.gpus[gi].mig:
             if inst.gi_id == gid:
                 fb = int(inst.memory_mib * (0.35 + 0.55 * level)) if level > 0 else 0
-                world.telemetry.set_activity(node.name, (gi, gid), at, key, level, fb)  # type: ignore[arg-type]
+                world.telemetry.set_activity(node.name, (gi, gid), at, key, level, fb)
 
 
 #

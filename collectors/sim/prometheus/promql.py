@@ -137,8 +137,9 @@ class _Parser:
         if not self.toks:
             raise PromQLError("empty query")
         expr = self.expr()
-        if self.peek() is not None:
-            kind, text = self.peek()  # type: ignore[misc]
+        tok = self.peek()
+        if tok is not None:
+            _kind, text = tok
             if text in ("+", "-", "*", "/", "%", "^") or text in ("and", "or", "unless", "offset", "@"):
                 raise PromQLError(f'unsupported in the simulator\'s PromQL subset: operator "{text}"')
             raise PromQLError(f'unexpected "{text}" at the end of the query')

@@ -95,7 +95,7 @@ def read_cluster(r: Reader, node: yaml.Node | None) -> ClusterSpec | None:
         ("name", "scheduler", "dcgm_labels", "nodepools"),
         required=("name", "scheduler", "nodepools"),
     )
-    if keys is None:
+    if keys is None or node is None:  # node is a mapping whenever keys is not None
         return None
     name = r.string(keys.get("name"), "cluster.name", slug=True)
     scheduler = r.choice(keys.get("scheduler"), "cluster.scheduler", SCHEDULERS)
@@ -151,16 +151,18 @@ def read_cluster(r: Reader, node: yaml.Node | None) -> ClusterSpec | None:
             r.problem(f"{path}.name", pk.get("name"), f"duplicate nodepool name {pname!r}")
         if pname:
             seen.add(pname)
-        if None in (pname, nodes, gpn, product, mem, labels) or bad:
+        if pname is None or nodes is None or gpn is None or product is None or mem is None or labels is None:
+            continue
+        if bad:
             continue
         pools.append(
             NodePoolSpec(
-                pname,  # type: ignore[arg-type]
-                nodes,  # type: ignore[arg-type]
-                gpn,  # type: ignore[arg-type]
-                product,  # type: ignore[arg-type]
-                mem,  # type: ignore[arg-type]
-                labels,  # type: ignore[arg-type]
+                pname,
+                nodes,
+                gpn,
+                product,
+                mem,
+                labels,
                 tuple(taints),
                 line_of(pnode),
                 mig=mig,
@@ -180,9 +182,9 @@ def read_cluster(r: Reader, node: yaml.Node | None) -> ClusterSpec | None:
                     "GPU sharing (gpu-fraction / gpu-memory) is a KAI Scheduler feature; cluster.scheduler is kueue",
                     line=pool.line,
                 )
-    if None in (name, scheduler, dcgm):
+    if name is None or scheduler is None or dcgm is None:
         return None
-    return ClusterSpec(name, scheduler, dcgm, tuple(pools), line_of(node))  # type: ignore[arg-type]
+    return ClusterSpec(name, scheduler, dcgm, tuple(pools), line_of(node))
 
 
 def _gpu_amount(r: Reader, node: yaml.Node | None, path: str) -> int | None:
@@ -258,7 +260,7 @@ def read_projects(
             r.problem(f"{path}.name", pk.get("name"), f"duplicate project name {name!r}")
         if name:
             seen.add(name)
-        if None in (name, namespace, quota, weight, prio):
+        if name is None or namespace is None or quota is None or weight is None or prio is None:
             continue
-        out.append(ProjectSpec(name, namespace, quota, limit, weight, prio, line_of(pnode), dept))  # type: ignore[arg-type]
+        out.append(ProjectSpec(name, namespace, quota, limit, weight, prio, line_of(pnode), dept))
     return out

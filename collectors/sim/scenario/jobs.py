@@ -351,16 +351,18 @@ def _read_generate(
         if "name_prefix" in k
         else f"{project}-batch"
     )
-    if None in (count, project, pods, every, rt, prefix) or not sizes or not size_ok or not res_ok:
+    if count is None or project is None or pods is None or every is None or rt is None or prefix is None:
+        return None
+    if not sizes or not size_ok or not res_ok:
         return None
     return GenerateSpec(
-        count,  # type: ignore[arg-type]
-        project,  # type: ignore[arg-type]
-        pods,  # type: ignore[arg-type]
+        count,
+        project,
+        pods,
         tuple(sizes),
-        every,  # type: ignore[arg-type]
-        rt,  # type: ignore[arg-type]
-        prefix,  # type: ignore[arg-type]
+        every,
+        rt,
+        prefix,
         line_of(node),
         mig_profile=profile,
         cpu_millis=cpu,

@@ -312,9 +312,9 @@ def read_expect(
         top = r.choice(keys.get("top"), f"{path}.top", DIAGNOSIS_CODES) if "top" in keys else None
         sup = _codes(r, keys.get("supported"), f"{path}.supported")
         nsup = _codes(r, keys.get("not_supported"), f"{path}.not_supported")
-        if None in (alert, subject, sup, nsup) or ("top" in keys and top is None):
+        if alert is None or subject is None or sup is None or nsup is None or ("top" in keys and top is None):
             continue
-        out.append(ExpectSpec(alert, subject, top, sup, nsup, line_of(xnode)))  # type: ignore[arg-type]
+        out.append(ExpectSpec(alert, subject, top, sup, nsup, line_of(xnode)))
     return out
 
 
