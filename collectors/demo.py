@@ -151,7 +151,7 @@ class Demo:
 
     def _backfill(self, harness: Harness, start: datetime, end: datetime) -> None:
         """Older telemetry, hour by hour backwards, while the console is already up."""
-        if harness.backfill(start, end):
+        if harness.backfill(start, end, own_thread=True):
             self.out("telemetry backfilled for the whole scenario")
 
 

@@ -265,8 +265,12 @@ class Harness:
                 close_old_connections()
             self.stop.wait(1.0)
 
-    def backfill(self, start: datetime, end: datetime) -> bool:
-        """Telemetry from ``end`` back to ``start``, an hour per sweep; False when stopped before the end."""
+    def backfill(self, start: datetime, end: datetime, *, own_thread: bool = False) -> bool:
+        """Telemetry from ``end`` back to ``start``, an hour per sweep; False when stopped before the end.
+
+        ``own_thread``: it runs in a thread of its own, whose connections are closed after each sweep (as a
+        request's are). Not in the caller's thread: closing there would end the caller's transaction (a test's,
+        on PostgreSQL)."""
         assert self.cluster is not None
         t = end
         while t > start and not self.stop.is_set():
@@ -276,7 +280,8 @@ class Harness:
             except Exception:
                 logger.exception("telemetry backfill")
             finally:
-                close_old_connections()
+                if own_thread:
+                    close_old_connections()
             t = since
         return not self.stop.is_set()
 
