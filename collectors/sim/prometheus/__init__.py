@@ -160,6 +160,8 @@ class PrometheusHandler(BaseHTTPRequestHandler):
             raise BadData(
                 "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"
             )
+        if isinstance(expr, Selector):
+            return self._range_of_selector(expr, start, end, step)
         series: dict[tuple, list[list[Any]]] = {}
         t = start
         while t <= end + 1e-9:
@@ -176,6 +178,28 @@ class PrometheusHandler(BaseHTTPRequestHandler):
             "resultType": "matrix",
             "result": [{"metric": dict(k), "values": v} for k, v in sorted(series.items())],
         }
+
+    def _range_of_selector(self, expr: Selector, start: float, end: float, step: float) -> dict[str, Any]:
+        """A bare selector over a range, as the step loop answers it, with each series read once.
+
+        At each step the selector reads the last scrape within the lookback (``evaluate``); steps that read
+        the same scrape share its samples, so the world is asked for each scrape time once, not once per step.
+        """
+        source = self.sim.source
+        steps_of: dict[float, list[float]] = {}
+        t = start
+        while t <= end + 1e-9:
+            scrape = source.last_scrape(t - expr.offset_s)
+            if scrape is not None:
+                steps_of.setdefault(scrape, []).append(t)
+            t += step
+        found = source.select_times(expr, sorted(steps_of))
+        result = []
+        for key, points in found.items():
+            values = [[format_ts(at), format_value(v)] for scrape, v in points for at in steps_of[scrape]]
+            if values:
+                result.append((tuple(sorted(key)), values))
+        return {"resultType": "matrix", "result": [{"metric": dict(k), "values": v} for k, v in sorted(result)]}
 
     def _series(self, matches: list[str], one: dict[str, str]) -> list[dict[str, str]]:
         if not matches:

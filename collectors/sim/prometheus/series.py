@@ -251,8 +251,17 @@ class DcgmSource:
         key = ("static", metric, selector.matchers)
         if self.cache is not None and key in self.cache:
             return self.cache[key]
+        # Matchers on the labels that identify a GPU (its UUID, index, host) are tried on those alone first,
+        # as Prometheus' postings narrow a selector before any series is read: a fleet's other GPUs cost a
+        # comparison each, not a label set. The whole label set still decides below.
+        host = "hostname" if self.variant == "current" else "Hostname"
+        probes = [m for m in selector.matchers if m.name in ("UUID", "gpu", host)]
         found = []
         for node, gpu in self.gpus():
+            if probes:
+                cheap = {"UUID": gpu.uuid, "gpu": str(gpu.index), host: node.name}
+                if not all(m.matches(cheap) for m in probes):
+                    continue
             base = self.static_labels(node, gpu)
             base["__name__"] = metric
             if all(
@@ -274,13 +283,26 @@ class DcgmSource:
         that is not in that scrape is stale, as Prometheus marks a series that vanished from its target
         (or whose target failed) at the next scrape, instead of answering its old sample for 5 minutes.
         """
-        names = [selector.metric] if selector.metric else [*sorted(self.metric_names), "up"]
-        out: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
         times = self.sample_times(start, end)
-        if not times:
-            return out
         if last_only:
             times = times[-1:]
+        return self.select_times(selector, times)
+
+    def last_scrape(self, at: float) -> float | None:
+        """The scrape an instant selector at ``at`` reads: the last one in (at - lookback, at], or None.
+
+        The same scrape ``select(selector, at - LOOKBACK_S, at, last_only=True)`` reads."""
+        times = self.sample_times(at - LOOKBACK_S, at)
+        return times[-1] if times else None
+
+    def select_times(
+        self, selector: Selector, times: list[float]
+    ) -> dict[tuple, list[tuple[float, float]]]:
+        """Samples at the given scrape times (ascending) of every series the selector matches."""
+        names = [selector.metric] if selector.metric else [*sorted(self.metric_names), "up"]
+        out: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+        if not times:
+            return out
         for metric in names:
             if metric == "up":
                 self._select_up(selector, times, out)

@@ -11,8 +11,12 @@ from typing import Any
 
 import pytest
 
+from collectors.sim import World, load_scenario
+from collectors.sim.prometheus.promql import parse
+from collectors.sim.prometheus.series import evaluate, format_ts, format_value
 from collectors.sim.server import SimServer
 from tests.collectors.sim.test_api_kube import SmallWorld
+from tests.collectors.sim.test_api_scenario import SCENARIO, run
 
 
 def get(sim: SimServer, path: str, **params: Any) -> tuple[int, Any]:
@@ -138,3 +142,49 @@ def test_it_accepts_post_form_queries_and_rfc3339_times() -> None:
         (result,) = body["data"]["result"]
         assert "__name__" not in result["metric"]  # functions drop the metric name
         assert result["value"] == [int(world.now.timestamp()), "47"]
+
+
+def _step_by_step(sim: SimServer, query: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+    """A range query as its definition says: the instant query evaluated at start, start + step, ..."""
+    expr = parse(query)
+    found: dict[tuple[tuple[str, str], ...], list[list[Any]]] = {}
+    t = start
+    with sim.lock:
+        while t <= end + 1e-9:
+            sim.source.begin()
+            try:
+                for labels, value in evaluate(sim.source, expr, t):
+                    found.setdefault(tuple(sorted(labels.items())), []).append([format_ts(t), format_value(value)])
+            finally:
+                sim.source.end()
+            t += step
+    return [{"metric": dict(k), "values": v} for k, v in sorted(found.items())]
+
+
+def test_a_range_of_a_bare_selector_answers_what_each_step_would() -> None:
+    """The range path that reads each series once answers exactly the step-by-step definition: pod labels
+    that change, a GPU that fell off the bus, offsets, steps finer and coarser than the scrape interval,
+    starts off the scrape grid, windows before the world began and beyond the retention."""
+    world = World.from_scenario(load_scenario(SCENARIO))
+    with SimServer(world, retention_s=2 * 3600) as sim:
+        run(world, sim, timedelta(hours=2, minutes=30))
+        now = world.now.timestamp()
+        queries = [
+            "DCGM_FI_DEV_GPU_UTIL",
+            'DCGM_FI_DEV_GPU_TEMP{hostname="h100-02"}',
+            'DCGM_FI_DEV_FB_USED{pod=~".+"}',
+            'DCGM_FI_DEV_XID_ERRORS{gpu=~"3|4"} offset 7m',
+            "up",
+        ]
+        windows = [
+            (now - 3 * 3600, now, 60.0),  # before the retention and before the world began
+            (now - 1800 + 7, now - 11, 17.0),  # off the grid, finer than the scrape interval
+            (now - 5400, now + 600, 120.0),  # coarser, and past now
+            (now - 40 * 60, now - 20 * 60, 30.0),  # across the Xid at 2 h
+        ]
+        for query in queries:
+            for start, end, step in windows:
+                status, body = get(sim, "/api/v1/query_range", query=query, start=start, end=end, step=step)
+                assert status == 200, body
+                assert body["data"]["result"] == _step_by_step(sim, query, start, end, step), (query, start, step)
+                assert body["data"]["result"] or query.endswith("offset 7m"), query
