@@ -21,6 +21,7 @@ from collectors.sim.prometheus.promql import PromQLError, Selector, parse, parse
 from collectors.sim.prometheus.series import (
     DcgmSource,
     MigView,
+    RangeReader,
     _telemetry_key,
     evaluate,
     format_ts,
@@ -160,12 +161,11 @@ class PrometheusHandler(BaseHTTPRequestHandler):
             raise BadData(
                 "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"
             )
-        if isinstance(expr, Selector):
-            return self._range_of_selector(expr, start, end, step)
         series: dict[tuple, list[list[Any]]] = {}
+        reader = RangeReader(self.sim.source, expr, start, end)
         t = start
         while t <= end + 1e-9:
-            result = evaluate(self.sim.source, expr, t)
+            result = evaluate(reader, expr, t)
             if isinstance(result, float):
                 series.setdefault((), []).append([format_ts(t), format_value(result)])
             else:
@@ -178,28 +178,6 @@ class PrometheusHandler(BaseHTTPRequestHandler):
             "resultType": "matrix",
             "result": [{"metric": dict(k), "values": v} for k, v in sorted(series.items())],
         }
-
-    def _range_of_selector(self, expr: Selector, start: float, end: float, step: float) -> dict[str, Any]:
-        """A bare selector over a range, as the step loop answers it, with each series read once.
-
-        At each step the selector reads the last scrape within the lookback (``evaluate``); steps that read
-        the same scrape share its samples, so the world is asked for each scrape time once, not once per step.
-        """
-        source = self.sim.source
-        steps_of: dict[float, list[float]] = {}
-        t = start
-        while t <= end + 1e-9:
-            scrape = source.last_scrape(t - expr.offset_s)
-            if scrape is not None:
-                steps_of.setdefault(scrape, []).append(t)
-            t += step
-        found = source.select_times(expr, sorted(steps_of))
-        result = []
-        for key, points in found.items():
-            values = [[format_ts(at), format_value(v)] for scrape, v in points for at in steps_of[scrape]]
-            if values:
-                result.append((tuple(sorted(key)), values))
-        return {"resultType": "matrix", "result": [{"metric": dict(k), "values": v} for k, v in sorted(result)]}
 
     def _series(self, matches: list[str], one: dict[str, str]) -> list[dict[str, str]]:
         if not matches:

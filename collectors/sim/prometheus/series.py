@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -288,24 +289,24 @@ class DcgmSource:
             times = times[-1:]
         return self.select_times(selector, times)
 
-    def last_scrape(self, at: float) -> float | None:
-        """The scrape an instant selector at ``at`` reads: the last one in (at - lookback, at], or None.
-
-        The same scrape ``select(selector, at - LOOKBACK_S, at, last_only=True)`` reads."""
-        times = self.sample_times(at - LOOKBACK_S, at)
-        return times[-1] if times else None
-
-    def select_times(
-        self, selector: Selector, times: list[float]
-    ) -> dict[tuple, list[tuple[float, float]]]:
+    def select_times(self, selector: Selector, times: list[float]) -> dict[tuple, list[tuple[float, float]]]:
         """Samples at the given scrape times (ascending) of every series the selector matches."""
-        names = [selector.metric] if selector.metric else [*sorted(self.metric_names), "up"]
         out: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+        for group in self.select_groups(selector, times):
+            out.update(group)
+        return out
+
+    def select_groups(
+        self, selector: Selector, times: list[float]
+    ) -> list[list[tuple[tuple, list[tuple[float, float]]]]]:
+        """``select_times`` by GPU (``up``: by node): each group's series in the order they first appear."""
+        names = [selector.metric] if selector.metric else [*sorted(self.metric_names), "up"]
+        groups: list[list[tuple[tuple, list[tuple[float, float]]]]] = []
         if not times:
-            return out
+            return groups
         for metric in names:
             if metric == "up":
-                self._select_up(selector, times, out)
+                groups.extend(self._select_up(selector, times))
                 continue
             if metric not in self.metric_names:
                 continue
@@ -315,6 +316,7 @@ class DcgmSource:
                 # The pod holding a GPU changes rarely: its label set (and the matchers' verdict) is worked
                 # out once per pod, not once per sample.
                 keys: dict[str | None, tuple[tuple[tuple[str, str], ...], bool]] = {}
+                found: dict[tuple, list[tuple[float, float]]] = {}
                 for t, v, held in zip(times, values, held_at, strict=True):
                     if v is None:
                         continue
@@ -323,8 +325,10 @@ class DcgmSource:
                         labels = {**base, **self.held_labels(held)}
                         known = keys[held] = (_key(labels), all(m.matches(labels) for m in selector.matchers))
                     if known[1]:
-                        out[known[0]].append((t, float(v)))
-        return out
+                        found.setdefault(known[0], []).append((t, float(v)))
+                if found:
+                    groups.append(list(found.items()))
+        return groups
 
     def values(self, node: Any, gpu: Any, metric: str, times: list[float]) -> list[float | None]:
         """``value`` at each scrape time (ascending): one read of the world's series where it offers one,
@@ -361,16 +365,82 @@ class DcgmSource:
             known.update(zip(missing, bulk(node.name, tk, missing), strict=True))
         return [known[t] for t in times]
 
-    def _select_up(self, selector: Selector, times: list[float], out: dict[tuple, list]) -> None:
+    def _select_up(
+        self, selector: Selector, times: list[float]
+    ) -> list[list[tuple[tuple, list[tuple[float, float]]]]]:
         """``up`` of each node's exporter target: 1 when its scrape succeeded, 0 when it failed."""
         nodes = self.world.nodes.values() if isinstance(self.world.nodes, dict) else self.world.nodes
+        groups = []
         for node in sorted(nodes, key=lambda n: n.name):
             labels = {**self.target_labels(node), "__name__": "up"}
             if not all(m.matches(labels) for m in selector.matchers):
                 continue
-            for t in times:
-                if datetime.fromtimestamp(t, UTC) >= node.created_at:
-                    out[_key(labels)].append((t, 1.0 if self.exporter_up(node, t) else 0.0))
+            points = [
+                (t, 1.0 if self.exporter_up(node, t) else 0.0)
+                for t in times
+                if datetime.fromtimestamp(t, UTC) >= node.created_at
+            ]
+            if points:
+                groups.append([(_key(labels), points)])
+        return groups
+
+
+class RangeReader:
+    """What ``evaluate`` reads at each step of one range query, each selector's series read once for the range.
+
+    The world is asked for every selector's samples over the whole range before the first step (each
+    sample once, as Prometheus reads a series' chunks once for a range query); each step's ``select``
+    then slices them. It answers each step exactly as ``DcgmSource.select`` would: the same samples of
+    the same series, in the same order (within a GPU, the order the window first sees each label set).
+    """
+
+    def __init__(self, source: DcgmSource, expr: Expr, start: float, end: float) -> None:
+        self.source = source
+        self.read: dict[Selector, list[list[tuple[tuple, list[float], list[tuple[float, float]]]]]] = {}
+        for selector, window in _selectors(expr).items():
+            times = source.sample_times(start - selector.offset_s - window, end - selector.offset_s)
+            self.read[selector] = [
+                [(key, [t for t, _ in points], points) for key, points in group]
+                for group in source.select_groups(selector, times)
+            ]
+
+    def select(
+        self, selector: Selector, start: float, end: float, last_only: bool = False
+    ) -> dict[tuple, list[tuple[float, float]]]:
+        times = self.source.sample_times(start, end)
+        if last_only:
+            times = times[-1:]
+        out: dict[tuple, list[tuple[float, float]]] = {}
+        if not times:
+            return out
+        lo, hi = times[0], times[-1]
+        for group in self.read[selector]:
+            present = []
+            for key, stamps, points in group:
+                i, j = bisect_left(stamps, lo), bisect_right(stamps, hi)
+                if i < j:
+                    present.append((stamps[i], key, points[i:j]))
+            if len(present) > 1:
+                present.sort(key=lambda p: p[0])
+            for _, key, points in present:
+                out[key] = points
+        return out
+
+
+def _selectors(expr: Expr) -> dict[Selector, float]:
+    """Each selector of an expression with the window one evaluation reads before its time (the widest)."""
+    found: dict[Selector, float] = {}
+
+    def walk(e: Expr) -> None:
+        if isinstance(e, Selector):
+            found[e] = max(found.get(e, 0.0), LOOKBACK_S)
+        elif isinstance(e, RangeFunction):
+            found[e.selector] = max(found.get(e.selector, 0.0), float(e.range_s))
+        elif isinstance(e, Aggregation | Comparison):
+            walk(e.expr)
+
+    walk(expr)
+    return found
 
 
 def exporter_pod(node_name: str) -> str:
@@ -389,7 +459,7 @@ def _dynamic(name: str, variant: str) -> bool:
 #
 
 
-def evaluate(source: DcgmSource, expr: Expr, t: float) -> list[Sample] | float:
+def evaluate(source: DcgmSource | RangeReader, expr: Expr, t: float) -> list[Sample] | float:
     """An instant vector (list of (labels, value)) or a scalar, at time t."""
     if isinstance(expr, Number):
         return expr.value
