@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun, TelemetrySample
 from incidents import snapshot
-from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.health import subject_nodes
 from incidents.diagnosis.types import (
     ChangeRec,
     DiagnosisInput,
@@ -145,14 +145,28 @@ def load_incident_input(
 #
 def _state(v: EntityVersion, obs_by_key: dict[str, Observation]) -> EntityState:
     obs = obs_by_key.get(f"state:{v.pk}")
+    return _row_state(v.entity.kind, v.entity.name, v.entity.namespace, v.state, v.valid_from, v.valid_to, obs)
+
+
+def _row_state(
+    kind: str,
+    name: str,
+    namespace: str,
+    state: dict[str, Any] | None,
+    since: datetime,
+    until: datetime | None,
+    obs: Observation | int | None,
+) -> EntityState:
+    """One version as the checks read it, from a row of ``values_list`` or a model (``obs``: the observation
+    that recorded it, or its id)."""
     return EntityState(
-        v.entity.kind,
-        v.entity.name,
-        v.entity.namespace,
-        state=v.state or {},
-        valid_from=v.valid_from,
-        valid_to=v.valid_to,
-        obs_id=obs.pk if obs else None,
+        kind,
+        name,
+        namespace,
+        state=state or {},
+        valid_from=since,
+        valid_to=until,
+        obs_id=obs.pk if isinstance(obs, Observation) else obs,
     )
 
 
@@ -175,15 +189,7 @@ def _load_inventory(
 
     def states(kind: str, rows: list[tuple[Any, ...]]) -> list[EntityState]:
         return [
-            EntityState(
-                kind,
-                name,
-                ns,
-                state=state or {},
-                valid_from=since,
-                valid_to=until,
-                obs_id=state_obs.get(pk),
-            )
+            _row_state(kind, name, ns, state, since, until, state_obs.get(pk))
             for pk, name, ns, state, since, until in rows[:MAX_VERSIONS]
         ]
 
@@ -196,15 +202,7 @@ def _load_inventory(
     di.partial.update(Ref("job", row[1], row[2]) for row in jobs if id(row) in slim_ids)
     # Departments (KAI parent queues, Kueue cohorts): few, read as of t here rather than through the fleet cache.
     di.departments.extend(
-        EntityState(
-            "department",
-            name,
-            ns,
-            state=state or {},
-            valid_from=since,
-            valid_to=until,
-            obs_id=state_obs.get(pk),
-        )
+        _row_state("department", name, ns, state, since, until, state_obs.get(pk))
         for pk, name, ns, state, since, until in base.filter(kind="department")
         .order_by("entity__name")
         .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")[
@@ -239,16 +237,7 @@ def _load_inventory(
     for pk, kind, name, ns, state, since, until in hist.values_list(
         "pk", "entity__kind", "entity__name", "entity__namespace", "state", "valid_from", "valid_to"
     )[:MAX_VERSIONS]:
-        obs = obs_by_key.get(f"state:{pk}")
-        es = EntityState(
-            kind,
-            name,
-            ns,
-            state=state or {},
-            valid_from=since,
-            valid_to=until,
-            obs_id=obs.pk if obs else None,
-        )
+        es = _row_state(kind, name, ns, state, since, until, obs_by_key.get(f"state:{pk}"))
         di.history.setdefault(es.ref, []).append(es)
     lookback = Change.objects.filter(cluster=cluster, time__gte=start, time__lte=t)
     if bounded:
@@ -364,27 +353,13 @@ def _jobs(
 
 
 def placed_nodes(di: DiagnosisInput) -> set[str] | None:
-    """The nodes an incident about placed objects is about (its nodes, its GPUs' and pods' nodes), or None when
-    the whole fleet is its neighbourhood: a subject job waits (any node could be where it should go), or no
-    subject names a node (incidents.diagnosis.health.examined_nodes, relevance.neighbourhood)."""
-    nodes: set[str] = set()
-    for ref in di.subjects:
-        if ref.kind == "node":
-            nodes.add(ref.name)
-        elif ref.kind == "gpu":
-            g = di.find("gpu", ref.name)
-            if g is not None and g.get("node"):
-                nodes.add(g.get("node"))
-        elif ref.kind == "pod":
-            p = di.find("pod", ref.name, ref.namespace)
-            if p is not None and p.get("node"):
-                nodes.add(p.get("node"))
-        elif ref.kind == "job":
-            j = di.find("job", ref.name, ref.namespace)
-            if j is None or is_pending(j):
-                return None
-            nodes.update(p.get("node") for p in di.pods_of_job(j) if p.get("node"))
-    return nodes or None
+    """The nodes an incident about placed objects is about, or None when the whole fleet is its neighbourhood:
+    the nodes the checks examine (``incidents.diagnosis.health.subject_nodes``), and None as well when a
+    subject job is not in the input (its pods could be anywhere)."""
+    if any(r.kind == "job" and di.find("job", r.name, r.namespace) is None for r in di.subjects):
+        return None
+    nodes, whole = subject_nodes(di)
+    return None if whole else nodes
 
 
 def _changes_read(di: DiagnosisInput, cluster: Cluster, subject_entities: list[Entity]) -> Q:

@@ -47,33 +47,36 @@ NVLINK_XID = 74
 _XID_TEXT = XID_TEXT  # one reading of the driver's "NVRM: Xid (PCI:…): 79" for pages and diagnosis
 
 
-def examined_nodes(di: DiagnosisInput) -> tuple[set[str], set[str]]:
-    """(subject nodes, all nodes worth examining)."""
-    subject: set[str] = set()
+def subject_nodes(di: DiagnosisInput) -> tuple[set[str], bool]:
+    """The nodes the subjects are placed on (a node, a GPU's node, a pod's node, a job's pods' nodes), and
+    whether the whole fleet is the neighbourhood instead: a subject job waits (any node could be where it
+    should go), or no subject names a node. The diagnosis input is bounded by the same answer
+    (``incidents.diagnosis_input.placed_nodes``), so what the checks examine is always what was read."""
+    nodes: set[str] = set()
+    waits = False
     for ref in di.subjects:
         if ref.kind == "node":
-            subject.add(ref.name)
+            nodes.add(ref.name)
         elif ref.kind == "gpu":
             g = di.find("gpu", ref.name)
             if g is not None and g.get("node"):
-                subject.add(g.get("node"))
+                nodes.add(g.get("node"))
         elif ref.kind == "pod":
             p = di.find("pod", ref.name, ref.namespace)
             if p is not None and p.get("node"):
-                subject.add(p.get("node"))
+                nodes.add(p.get("node"))
         elif ref.kind == "job":
             j = di.find("job", ref.name, ref.namespace)
             if j is not None:
-                subject.update(p.get("node") for p in di.pods_of_job(j) if p.get("node"))
-    wide = set(subject)
-    pending = any(
-        (j := di.find("job", r.name, r.namespace)) is not None and is_pending(j)
-        for r in di.subjects
-        if r.kind == "job"
-    )
-    if pending or not subject:
-        wide.update(n.name for n in di.nodes)
-    return subject, wide
+                waits = waits or is_pending(j)
+                nodes.update(p.get("node") for p in di.pods_of_job(j) if p.get("node"))
+    return nodes, waits or not nodes
+
+
+def examined_nodes(di: DiagnosisInput) -> tuple[set[str], set[str]]:
+    """(subject nodes, all nodes worth examining)."""
+    subject, whole = subject_nodes(di)
+    return subject, (subject | {n.name for n in di.nodes}) if whole else set(subject)
 
 
 def check_health(di: DiagnosisInput) -> list[Finding]:
