@@ -145,7 +145,8 @@ def load_incident_input(
 #
 def _state(v: EntityVersion, obs_by_key: dict[str, Observation]) -> EntityState:
     obs = obs_by_key.get(f"state:{v.pk}")
-    return _row_state(v.entity.kind, v.entity.name, v.entity.namespace, v.state, v.valid_from, v.valid_to, obs)
+    e = v.entity
+    return _row_state(e.kind, e.name, e.namespace, v.state, v.valid_from, v.valid_to, obs.pk if obs else None)
 
 
 def _row_state(
@@ -155,10 +156,9 @@ def _row_state(
     state: dict[str, Any] | None,
     since: datetime,
     until: datetime | None,
-    obs: Observation | int | None,
+    obs_id: int | None,
 ) -> EntityState:
-    """One version as the checks read it, from a row of ``values_list`` or a model (``obs``: the observation
-    that recorded it, or its id)."""
+    """One version as the checks read it (``obs_id``: the observation that recorded it, if any)."""
     return EntityState(
         kind,
         name,
@@ -166,7 +166,7 @@ def _row_state(
         state=state or {},
         valid_from=since,
         valid_to=until,
-        obs_id=obs.pk if isinstance(obs, Observation) else obs,
+        obs_id=obs_id,
     )
 
 
@@ -237,7 +237,8 @@ def _load_inventory(
     for pk, kind, name, ns, state, since, until in hist.values_list(
         "pk", "entity__kind", "entity__name", "entity__namespace", "state", "valid_from", "valid_to"
     )[:MAX_VERSIONS]:
-        es = _row_state(kind, name, ns, state, since, until, obs_by_key.get(f"state:{pk}"))
+        obs = obs_by_key.get(f"state:{pk}")
+        es = _row_state(kind, name, ns, state, since, until, obs.pk if obs else None)
         di.history.setdefault(es.ref, []).append(es)
     lookback = Change.objects.filter(cluster=cluster, time__gte=start, time__lte=t)
     if bounded:

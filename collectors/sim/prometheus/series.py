@@ -58,6 +58,9 @@ METRICS: tuple[tuple[str, str, str], ...] = (
 )
 Labels = dict[str, str]
 Sample = tuple[Labels, float]
+Points = list[tuple[float, float]]  # (scrape time, value), ascending
+# One GPU's (or one target's) series: (label key, points) in the order they first appear.
+Group = list[tuple[tuple[tuple[str, str], ...], Points]]
 
 
 def _key(labels: Labels) -> tuple[tuple[str, str], ...]:
@@ -277,7 +280,7 @@ class DcgmSource:
 
     def select(
         self, selector: Selector, start: float, end: float, last_only: bool = False
-    ) -> dict[tuple, list[tuple[float, float]]]:
+    ) -> dict[tuple, Points]:
         """Samples in (start, end] of every series the selector matches, keyed by its label set.
 
         ``last_only`` (an instant selector): only the samples of the last scrape in the window. A series
@@ -287,21 +290,16 @@ class DcgmSource:
         times = self.sample_times(start, end)
         if last_only:
             times = times[-1:]
-        return self.select_times(selector, times)
-
-    def select_times(self, selector: Selector, times: list[float]) -> dict[tuple, list[tuple[float, float]]]:
-        """Samples at the given scrape times (ascending) of every series the selector matches."""
-        out: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+        out: dict[tuple, Points] = defaultdict(list)
         for group in self.select_groups(selector, times):
             out.update(group)
         return out
 
-    def select_groups(
-        self, selector: Selector, times: list[float]
-    ) -> list[list[tuple[tuple, list[tuple[float, float]]]]]:
-        """``select_times`` by GPU (``up``: by node): each group's series in the order they first appear."""
+    def select_groups(self, selector: Selector, times: list[float]) -> list[Group]:
+        """The samples at the given scrape times (ascending) of every series the selector matches, by GPU
+        (``up``: by node), each group's series in the order they first appear."""
         names = [selector.metric] if selector.metric else [*sorted(self.metric_names), "up"]
-        groups: list[list[tuple[tuple, list[tuple[float, float]]]]] = []
+        groups: list[Group] = []
         if not times:
             return groups
         for metric in names:
@@ -316,7 +314,7 @@ class DcgmSource:
                 # The pod holding a GPU changes rarely: its label set (and the matchers' verdict) is worked
                 # out once per pod, not once per sample.
                 keys: dict[str | None, tuple[tuple[tuple[str, str], ...], bool]] = {}
-                found: dict[tuple, list[tuple[float, float]]] = {}
+                found: dict[tuple, Points] = {}
                 for t, v, held in zip(times, values, held_at, strict=True):
                     if v is None:
                         continue
@@ -365,12 +363,10 @@ class DcgmSource:
             known.update(zip(missing, bulk(node.name, tk, missing), strict=True))
         return [known[t] for t in times]
 
-    def _select_up(
-        self, selector: Selector, times: list[float]
-    ) -> list[list[tuple[tuple, list[tuple[float, float]]]]]:
+    def _select_up(self, selector: Selector, times: list[float]) -> list[Group]:
         """``up`` of each node's exporter target: 1 when its scrape succeeded, 0 when it failed."""
         nodes = self.world.nodes.values() if isinstance(self.world.nodes, dict) else self.world.nodes
-        groups = []
+        groups: list[Group] = []
         for node in sorted(nodes, key=lambda n: n.name):
             labels = {**self.target_labels(node), "__name__": "up"}
             if not all(m.matches(labels) for m in selector.matchers):
@@ -396,7 +392,7 @@ class RangeReader:
 
     def __init__(self, source: DcgmSource, expr: Expr, start: float, end: float) -> None:
         self.source = source
-        self.read: dict[Selector, list[list[tuple[tuple, list[float], list[tuple[float, float]]]]]] = {}
+        self.read: dict[Selector, list[list[tuple[tuple, list[float], Points]]]] = {}
         for selector, window in _selectors(expr).items():
             times = source.sample_times(start - selector.offset_s - window, end - selector.offset_s)
             self.read[selector] = [
@@ -406,11 +402,11 @@ class RangeReader:
 
     def select(
         self, selector: Selector, start: float, end: float, last_only: bool = False
-    ) -> dict[tuple, list[tuple[float, float]]]:
+    ) -> dict[tuple, Points]:
         times = self.source.sample_times(start, end)
         if last_only:
             times = times[-1:]
-        out: dict[tuple, list[tuple[float, float]]] = {}
+        out: dict[tuple, Points] = {}
         if not times:
             return out
         lo, hi = times[0], times[-1]
