@@ -11,7 +11,7 @@ a day costs a few bisects per point, and the same seed gives the same curves.
 from __future__ import annotations
 
 import hashlib
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from datetime import datetime
 from typing import Any
 
@@ -97,6 +97,20 @@ class Steps:
         if i > 0:
             del self.t[:i]
             del self.v[:i]
+
+
+def _walk(steps: Steps, times: list[float]) -> list[Any]:
+    """``steps.at`` at each of ``times`` (ascending), walking the change points once."""
+    tv, vv = steps.t, steps.v
+    if len(tv) == 1:
+        return [vv[0] if ts >= tv[0] else None for ts in times]
+    i, n = bisect_right(tv, times[0]) - 1, len(tv)
+    out: list[Any] = []
+    for ts in times:
+        while i + 1 < n and tv[i + 1] <= ts:
+            i += 1
+        out.append(vv[i] if i >= 0 else None)
+    return out
 
 
 class GpuSeries:
@@ -240,7 +254,8 @@ class Telemetry:
             if not (present.v[0] and up.v[0]):
                 return [None] * len(times)
             lo = max(created, present.t[0], up.t[0], created if floor is None else floor)
-            return [compute(s, metric, ts) if ts >= lo else None for ts in times]
+            first = bisect_left(times, lo)
+            return [None] * first + self._compute_many(s, metric, times[first:])
         out: list[float | None] = []
         for ts in times:
             if ts < created or (floor is not None and ts < floor) or not s.present.at(ts) or not up.at(ts):
@@ -249,17 +264,88 @@ class Telemetry:
                 out.append(compute(s, metric, ts))
         return out
 
+    def _compute_many(self, s: GpuSeries, metric: str, times: list[float]) -> list[float | None]:
+        """``_compute`` at each of ``times`` (ascending, all where the series is present), equal to it sample
+        by sample: the change points are walked once instead of bisected per sample, the noise is hashed once
+        a minute, and the metric is dispatched once per series (a range query over 1,600 GPUs reads ~10^6
+        samples: bench/telemetry.py --part server)."""
+        if not times:
+            return []
+        if metric == "DCGM_FI_DEV_XID_ERRORS":
+            return [float(x) for x in _walk(s.xid, times)]
+        if metric in ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"):
+            k = 0 if metric == "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL" else 1
+            return [float(e[k]) for e in _walk(s.ecc, times)]
+        if metric == "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL":
+            return [
+                float(int(c + r * max(0.0, ts - t0)))
+                for ts, (c, r, t0) in zip(times, _walk(s.nvlink, times), strict=True)
+            ]
+        tdp, idle_w, max_clock, mem_clock, reserved = s.specs
+        if metric == "DCGM_FI_DEV_MEM_CLOCK":
+            return [float(mem_clock)] * len(times)
+        acts = _walk(s.activity, times)
+        if metric in _ZERO_WHEN_IDLE:
+            noise = self._noises(s.uuid, metric, times)
+            out: list[float | None] = []
+            for (_pod, level, _fb), n in zip(acts, noise, strict=True):
+                if level <= 0.0:
+                    out.append(0.0)
+                elif metric == "DCGM_FI_PROF_SM_ACTIVE":
+                    out.append(round(_clamp(level + 0.04 * n), 4))
+                elif metric == "DCGM_FI_PROF_GR_ENGINE_ACTIVE":
+                    out.append(round(_clamp(level * 1.04 + 0.04 * n), 4))
+                elif metric == "DCGM_FI_PROF_DRAM_ACTIVE":
+                    out.append(round(_clamp(level * 0.55 + 0.03 * n), 4))
+                elif metric == "DCGM_FI_DEV_GPU_UTIL":
+                    out.append(float(round(100 * _clamp(min(1.0, level * 1.2) + 0.03 * n))))
+                else:  # DCGM_FI_DEV_MEM_COPY_UTIL
+                    out.append(float(max(0, round(level * 38 + 2 * n))))
+            return out
+        noise = self._noises(s.uuid, metric, times)
+        overrides = _walk(s.temp, times)
+        temp_noise = self._noises(s.uuid, "temp", times)
+        out = []
+        room = s.memory_mib - reserved
+        for (_pod, level, fb), n, override, tn in zip(acts, noise, overrides, temp_noise, strict=True):
+            temp = override if override is not None else 31 + 42 * level + 2 * tn
+            if metric == "DCGM_FI_DEV_FB_USED":
+                out.append(float(min(room, max(0, fb + (int(64 * n) if fb else 0)))))
+            elif metric == "DCGM_FI_DEV_FB_FREE":
+                out.append(float(room - min(room, max(0, fb + (int(64 * n) if fb else 0)))))
+            elif metric == "DCGM_FI_DEV_POWER_USAGE":
+                watts = idle_w + (tdp - idle_w) * level * 0.92 + 6 * n
+                out.append(round(watts * (0.7 if temp >= THROTTLE_TEMP_C else 1.0), 3))
+            elif metric == "DCGM_FI_DEV_GPU_TEMP":
+                out.append(float(round(temp)))
+            elif metric == "DCGM_FI_DEV_MEMORY_TEMP":
+                out.append(float(round(temp + 4 + n)))
+            elif metric == "DCGM_FI_DEV_SM_CLOCK":
+                clock = max_clock if level >= 0.02 else 345
+                out.append(float(int(clock * 0.62) if temp >= THROTTLE_TEMP_C else clock))
+            else:
+                raise AssertionError(metric)  # every metric of METRICS is handled above
+        return out
+
+    def _noises(self, uuid: str, metric: str, times: list[float]) -> list[float]:
+        """``noise`` at each of ``times`` (ascending): one hash per minute."""
+        prefix = f"{self.seed}|{uuid}|{metric}|"
+        out: list[float] = []
+        minute, value = None, 0.0
+        for ts in times:
+            m = int(ts // 60)
+            if m != minute:
+                h = hashlib.blake2b(f"{prefix}{m}".encode(), digest_size=8).digest()
+                minute, value = m, int.from_bytes(h, "big") / 2**64 - 0.5
+            out.append(value)
+        return out
+
     def pods(self, node: str, index: GpuKey, times: list[float]) -> list[str | None]:
-        """``pod_at`` at each of ``times`` (epoch seconds)."""
+        """``pod_at`` at each of ``times`` (epoch seconds, ascending)."""
         s = self.gpus.get((node, index))
         if s is None:
             return [None] * len(times)
-        at = s.activity.at
-        out: list[str | None] = []
-        for ts in times:
-            act = at(ts)
-            out.append(act[0] if act else None)
-        return out
+        return [act[0] if act else None for act in _walk(s.activity, times)] if times else []
 
     def _compute(self, s: GpuSeries, metric: str, ts: float) -> float | None:
         """The value of a present GPU's series at ``ts``."""

@@ -97,7 +97,10 @@ def _no_cyclic_gc(*, collect: bool = True) -> Iterator[None]:
 
     A sweep allocates millions of small dicts (decoded JSON, mapped states) and holds ~100,000 of them at
     once; each generation-2 pass walks them all, ~20% of a re-sweep's CPU, to find no cycle (decoded JSON
-    has none). Reference counting still frees everything; one collection runs at the end.
+    has none). Reference counting still frees everything; one collection of the young generations runs at
+    the end: everything the sweep allocated and kept is young (nothing was promoted while the collector was
+    off), so that pass finds any cycle the sweep made, without walking the whole heap (a full pass cost as
+    much as the rest of a 200-node re-sweep when the simulator shares the process: bench/sim.py --pipeline).
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -107,7 +110,7 @@ def _no_cyclic_gc(*, collect: bool = True) -> Iterator[None]:
         if was_enabled:
             gc.enable()
         if collect:
-            gc.collect()
+            gc.collect(1)
 
 
 def _cohorts(kube: KubeSource) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ as of t equals the simulator's state at t, for every kind, on KAI and on Kueue."
 from __future__ import annotations
 
 import gc
+import weakref
 from datetime import timedelta
 from typing import Any
 
@@ -187,3 +188,22 @@ def test_it_stores_five_minute_telemetry_and_marks_absent_counters_as_no_data():
     assert all(x.minute % 5 == 0 and x.second == 0 for x in times) and len(times) == 12
     gpu = EntityVersion.objects.filter(kind="gpu", valid_to__isnull=True).first()
     assert gpu.state["ecc_dbe_total"] is None and "ecc_dbe_total" in gpu.state["unreported"]
+
+
+def test_the_collector_pass_after_a_sweep_frees_the_cycles_the_sweep_made_without_a_full_pass():
+    from collectors.sweep.inventory import _no_cyclic_gc
+
+    class Node:
+        pass
+
+    gc.collect()
+    full_passes = gc.get_stats()[2]["collections"]
+    with _no_cyclic_gc():
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a cycle: reference counting alone never frees it
+        gone = weakref.ref(a)
+        del a, b
+        assert gone() is not None  # the collector is off during the sweep
+    assert gone() is None
+    assert gc.get_stats()[2]["collections"] == full_passes  # only the young generations were walked
+    assert gc.isenabled()
