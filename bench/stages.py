@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import resource
 import threading
 import time
 from collections.abc import Callable
@@ -77,10 +78,27 @@ class Stages:
                 args = self.last_args.get("engine ticks")
                 at = f"{args[1]:%H:%M}" if args and len(args) > 1 else "?"
                 rows = ", ".join(f"{n} {v:.0f} s/{c}" for n, v, c in self.table()[:8])
-                out(f"  [{time.perf_counter() - started:.0f} s wall, simulated {at}, load {load()}] {rows}")
+                out(
+                    f"  [{time.perf_counter() - started:.0f} s wall, simulated {at}, load {load()}, "
+                    f"memory {rss_mib():.0f} MiB (peak {peak_mib():.0f})] {rows}"
+                )
 
         threading.Thread(target=run, daemon=True).start()
         return stop
+
+
+def rss_mib() -> float:
+    """The process' resident memory now (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def peak_mib() -> float:
+    """The process' peak resident memory so far."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def pipeline_stages() -> Stages:

@@ -184,13 +184,18 @@ class PrometheusSource:
                 SOURCE, f"query_range {promql}", f"expected a matrix result, got {data.get('resultType')!r}"
             )
         out: list[Series] = []
+        # a matrix's series share the steps' times: each is parsed once, not once per series
+        times: dict[Any, datetime] = {}
         try:
             for item in data["result"]:
                 points = []
                 for ts, value in item.get("values") or []:
                     v = _float(value)
                     if not math.isnan(v):
-                        points.append((_time(ts, promql), v))
+                        when = times.get(ts)
+                        if when is None:
+                            when = times[ts] = _time(ts, promql)
+                        points.append((when, v))
                 out.append(Series(dict(item.get("metric") or {}), points))
         except (KeyError, TypeError, ValueError) as exc:
             raise SourceError(SOURCE, f"query_range {promql}", f"malformed matrix sample: {exc!r}")

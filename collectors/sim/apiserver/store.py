@@ -94,9 +94,15 @@ def with_rv(entry: Entry, rv: int) -> bytes:
 class Store:
     """Rendered state of the world, synced after every tick (``sync`` is called under the world lock)."""
 
-    def __init__(self, history: int = 100_000, snapshots: int = 16) -> None:
+    def __init__(self, history: int = 100_000, snapshots: int = 16, compaction_s: float = 300.0) -> None:
         self.rv = 0
         self.max_history = history
+        # The history also forgets what is older than this much world time, as the API server's storage
+        # does (kube-apiserver compacts etcd every 5 minutes, --etcd-compaction-interval): a watch that
+        # falls further behind gets 410 and re-lists. Without it a busy cluster's last 100,000 changes
+        # (every node status, pod and event write, each rendered) held ~200 MB (bench/trace.py).
+        self.compaction_s = compaction_s
+        self._synced: list[tuple[float, int]] = []  # (world time of a sync, the resourceVersion it reached)
         self.max_snapshots = snapshots
         self.entries: dict[str, dict[Key, Entry]] = {}
         self.order: dict[str, list[Key]] = {}
@@ -192,8 +198,8 @@ class Store:
             self.order = new_order
             self.history.extend(changes)
             self.history_rvs.extend(c[0] for c in changes)
-            if len(self.history) > self.max_history:
-                cut = len(self.history) - self.max_history
+            cut = max(0, len(self.history) - self.max_history, self._compacted(world))
+            if cut:
                 self.floor = self.history_rvs[cut - 1]
                 self.history = self.history[cut:]
                 self.history_rvs = self.history_rvs[cut:]
@@ -202,6 +208,18 @@ class Store:
                 self.snapshots.pop(next(iter(self.snapshots)))
             self.cond.notify_all()
         return len(changes)
+
+    def _compacted(self, world: Any) -> int:
+        """How many of the oldest history entries were written more than ``compaction_s`` of world time ago."""
+        now = getattr(world, "now", None)
+        if now is None:
+            return 0
+        ts = now.timestamp()
+        self._synced.append((ts, self.rv))
+        reached = None
+        while self._synced and self._synced[0][0] < ts - self.compaction_s:
+            reached = self._synced.pop(0)[1]
+        return 0 if reached is None else bisect.bisect_right(self.history_rvs, reached)
 
     def _record_events(self, ctx: Any, items: Any) -> Any:
         """Full pass over the events: remember each synced event object for the incremental passes."""

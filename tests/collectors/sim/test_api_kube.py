@@ -360,6 +360,38 @@ def test_it_watches_changes_and_resyncs_after_410() -> None:
         assert again == []
 
 
+def test_the_watch_history_keeps_five_minutes_of_world_time_as_a_compacted_api_server_does() -> None:
+    world = SmallWorld()
+
+    def schedule(w: SmallWorld) -> None:
+        pod = w.pods["vision/resnet-train-0"]
+        pod.node, pod.phase, pod.scheduled_message = "h100-02", "Running", None
+        pod.started_at = w.now
+
+    world.plan.append((world.now + timedelta(minutes=1), schedule))
+    with SimServer(world) as sim:
+        core = client.CoreV1Api(api(sim))
+
+        def changes_since(rv: str) -> list[tuple[str, str]]:
+            stream = watch.Watch().stream(
+                core.list_pod_for_all_namespaces, resource_version=rv, timeout_seconds=1
+            )
+            return [(e["type"], e["object"].metadata.name) for e in stream]
+
+        rv = core.list_pod_for_all_namespaces().metadata.resource_version
+        sim.advance_to(world.now + timedelta(minutes=1))  # the pod starts
+        written = sim.store.rv
+        for _ in range(4):
+            sim.advance_to(world.now + timedelta(minutes=1))
+        assert ("MODIFIED", "resnet-train-0") in changes_since(rv)  # written 4 minutes ago: still kept
+        sim.advance_to(world.now + timedelta(minutes=2))  # now 6 minutes after the write: compacted away
+        with pytest.raises(ApiException) as exc:
+            changes_since(rv)
+        assert exc.value.status == 410
+        assert all(entry[0] > written for entry in sim.store.history)
+        assert changes_since(str(sim.store.rv)) == []  # a watch from a fresh listing goes on
+
+
 def test_it_serves_previous_logs_with_tail_lines(sim: SimServer) -> None:
     core = client.CoreV1Api(api(sim))
     assert (
