@@ -31,6 +31,7 @@ from django.utils import timezone
 from collectors.models import Entity
 from collectors.sources.redact import redact_text, redact_value
 from incidents import inline, problems, titles
+from incidents.diagnosis import material
 from incidents.diagnosis.checks import Diagnosis, run_checks
 from incidents.diagnosis.types import (
     ActionDraft,
@@ -138,22 +139,26 @@ REDIAGNOSE_LIMIT = 200
 
 
 def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = None) -> int:
-    """Diagnose again every firing incident whose subjects changed since its latest diagnosis; returns how many.
+    """Diagnose again every firing incident whose subjects changed materially since its latest diagnosis;
+    returns how many were diagnosed.
 
     "Changed" is a new inventory version of a subject, or of the queue or project linked to the incident (a
     quota raised while the job still waits, a node back Ready while its GPU is still missing), after the
     moment the latest run describes, and at least ``SETTLE`` before ``now`` while an alert of the incident
     still fires: a change that ended the symptom (the job started, so its alert resolves) is not a new
-    moment of the problem. The new diagnosis describes the moment of that change, not "now", so a page at
-    any t shows what was true then; it is kept as a new run only when its answer differs (another top
-    cause, or other supported causes), else the latest run notes that it was checked up to there. At most
-    one new moment per ``SPACING`` of cluster time. Incidents whose alerts all resolved keep their last
-    firing answer.
+    moment of the problem. Only a *material* change counts (``incidents.diagnosis.material``: not a new
+    timestamp, the counts in a scheduler message, a restart counter); an immaterial one marks the latest run
+    as standing up to there without diagnosing. The new diagnosis describes the moment of that change, not
+    "now", so a page at any t shows what was true then; it is kept as a new run only when its answer differs
+    (another top cause, or other supported causes), else the latest run notes that it was checked up to
+    there. At most one new moment per ``SPACING`` of cluster time. Incidents whose alerts all resolved keep
+    their last firing answer. Every incident's candidate versions are read in one query.
     """
     from collectors.models import EntityVersion
     from incidents.models import IncidentSubject
 
     now = now or timezone.now()
+    horizon = now - SETTLE
     firing = Incident.objects.exclude(status="resolved").filter(alerts__status="firing")
     if cluster_id is not None:
         firing = firing.filter(cluster_id=cluster_id)
@@ -161,28 +166,66 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
     latest: dict[int, DiagnosisRun] = {}
     for run in DiagnosisRun.objects.filter(incident_id__in=ids).order_by("at", "id"):
         latest[run.incident_id] = run
-    done = 0
+    # Per incident: the moment its answer was last known to stand (the base) and the earliest moment a change
+    # may be news (SPACING after its latest run).
+    due: dict[int, tuple[datetime, datetime]] = {}
     for incident_id in ids:
         last = latest.get(incident_id)
         if last is None:
             continue  # never diagnosed yet: its evidence collection will
-        since = max(last.at + SPACING, last.seen_until or last.at)
-        if since > now - SETTLE:
-            continue
-        # The subjects, and the policy a subject job waits on (its queue and project: a quota raised
-        # while it still waits changes why it waits).
-        watched = IncidentSubject.objects.filter(incident_id=incident_id).filter(
-            Q(role="subject") | Q(entity__kind__in=("queue", "project"))
-        )
-        newest = (
-            EntityVersion.objects.filter(
-                entity_id__in=watched.values("entity_id"), valid_from__gt=since, valid_from__lte=now - SETTLE
-            )
-            .order_by("-valid_from")
-            .values_list("valid_from", flat=True)
-            .first()
-        )
+        base = max(last.at, last.seen_until or last.at)
+        since = max(last.at + SPACING, base)
+        if since <= horizon:
+            due[incident_id] = (base, since)
+    if not due:
+        return 0
+    # The subjects, and the policy a subject job waits on (its queue and project: a quota raised while it
+    # still waits changes why it waits).
+    watched: dict[int, set[int]] = {}
+    for incident_id, entity_id in (
+        IncidentSubject.objects.filter(incident_id__in=due)
+        .filter(Q(role="subject") | Q(entity__kind__in=("queue", "project")))
+        .values_list("incident_id", "entity_id")
+    ):
+        watched.setdefault(incident_id, set()).add(entity_id)
+    # Each entity's versions from the earliest base that watches it up to the horizon, one query for all.
+    start: dict[int, datetime] = {}
+    for incident_id, entities in watched.items():
+        for entity_id in entities:
+            base = due[incident_id][0]
+            start[entity_id] = min(start.get(entity_id, base), base)
+    by_start: dict[datetime, list[int]] = {}
+    for entity_id, moment in start.items():
+        by_start.setdefault(moment, []).append(entity_id)
+    if not by_start:
+        return 0
+    reach = Q()
+    for moment, entity_ids in by_start.items():
+        reach |= Q(entity_id__in=entity_ids) & (Q(valid_to__isnull=True) | Q(valid_to__gt=moment))
+    versions: dict[int, list[tuple[datetime, str]]] = {}
+    for entity_id, valid_from, deleted, state in (
+        EntityVersion.objects.filter(reach, valid_from__lte=horizon)
+        .order_by("entity_id", "valid_from")
+        .values_list("entity_id", "valid_from", "deleted", "state")
+    ):
+        versions.setdefault(entity_id, []).append((valid_from, material.digest(state, deleted)))
+    done = 0
+    for incident_id, (base, since) in due.items():
+        newest: datetime | None = None  # the newest change in (since, horizon]
+        moved = False  # a subject's state at that change differs materially from its state at the base
+        for entity_id in watched.get(incident_id, ()):
+            history = versions.get(entity_id) or []
+            if not history:
+                continue
+            at_base = next((d for valid_from, d in reversed(history) if valid_from <= base), None)
+            last_from, last_digest = history[-1]
+            if last_from > since and (newest is None or last_from > newest):
+                newest = last_from
+            moved = moved or last_digest != at_base
         if newest is None:
+            continue
+        if not moved:  # nothing the diagnosis reads as news: the latest answer stands up to there
+            DiagnosisRun.objects.filter(pk=latest[incident_id].pk).update(seen_until=newest)
             continue
         if diagnose_incident(incident_id, newest, trigger="change", only_if_changed=True):
             Incident.objects.filter(pk=incident_id).update(diagnosed_at=timezone.now())

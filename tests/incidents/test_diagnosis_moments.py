@@ -138,3 +138,78 @@ def test_no_cause_after_a_cause_is_the_symptom_ending_not_a_new_answer(monkeypat
     assert diagnose.diagnose_incident(incident.pk, later, trigger="change", only_if_changed=True) == []
     runs = list(DiagnosisRun.objects.filter(incident=incident))
     assert len(runs) == 1 and runs[0].seen_until == later and runs[0].top_code == "gpu_node_unavailable"
+
+
+@pytest.mark.django_db
+def test_only_a_material_change_of_a_subject_is_diagnosed_again(monkeypatch) -> None:
+    """KAI rewriting a waiting job's counts is not a new moment (the run stands, no diagnosis); a quota change is."""
+    from datetime import UTC, datetime
+
+    import incidents.diagnosis_run as diagnose
+    from collectors.models import Cluster, Entity, EntityVersion
+    from incidents.models import Alert, IncidentSubject
+
+    t0 = datetime(2026, 11, 29, 3, tzinfo=UTC)
+    cluster = Cluster.objects.create(name="gpu-material", scheduler="kai")
+    incident = Incident.objects.create(title="train waits", onset=t0, window_start=t0, cluster=cluster)
+    Alert.objects.create(
+        fingerprint="f1",
+        name="GPUJobPendingTooLong",
+        starts_at=t0,
+        received_at=t0,
+        updated_at=t0,
+        incident=incident,
+    )
+    run = DiagnosisRun.objects.create(
+        incident=incident, at=t0, made_at=t0, trigger="onset", top_code="project_quota_exhausted", supported=1
+    )
+
+    def entity(kind: str, name: str) -> Entity:
+        e = Entity.objects.create(
+            cluster=cluster, kind=kind, namespace="vision", name=name, first_seen=t0, last_seen=t0
+        )
+        IncidentSubject.objects.create(
+            incident=incident, entity=e, role="subject" if kind == "job" else "related"
+        )
+        return e
+
+    job, project = entity("job", "train"), entity("project", "vision")
+
+    def versions(e: Entity, states: list[tuple[int, dict]]) -> None:
+        for i, (minute, state) in enumerate(states):
+            end = states[i + 1][0] if i + 1 < len(states) else None
+            EntityVersion.objects.create(
+                entity=e,
+                cluster=cluster,
+                kind=e.kind,
+                valid_from=t0 + timedelta(minutes=minute),
+                valid_to=None if end is None else t0 + timedelta(minutes=end),
+                state=state,
+            )
+
+    def waiting(allocated: int, minute: int) -> dict:
+        return {
+            "phase": "Pending",
+            "scheduling": {
+                "reason": "OverLimit",
+                "since": f"2026-11-29T03:{minute:02d}:00Z",
+                "message": f"Limit is 8 GPUs, currently {allocated} GPUs allocated and workload requested 4 GPUs.",
+            },
+        }
+
+    versions(job, [(-1, waiting(56, 0)), (20, waiting(50, 20)), (40, waiting(47, 40))])
+    versions(project, [(-60, {"quota_gpus": 8, "limit_gpus": 8})])
+    calls: list[datetime] = []
+    monkeypatch.setattr(diagnose, "diagnose_incident", lambda pk, t, **kw: calls.append(t) or [])
+
+    assert diagnose.rediagnose_changed(t0 + timedelta(minutes=55), cluster.pk) == 0
+    assert calls == []  # only the counts moved: no diagnosis, the onset answer stands up to the newest change
+    run.refresh_from_db()
+    assert run.seen_until == t0 + timedelta(minutes=40)
+
+    EntityVersion.objects.filter(entity=project).update(valid_to=t0 + timedelta(minutes=70))
+    versions(project, [(70, {"quota_gpus": 64, "limit_gpus": 64})])
+    diagnose.rediagnose_changed(t0 + timedelta(minutes=90), cluster.pk)
+    assert calls == [
+        t0 + timedelta(minutes=70)
+    ]  # the quota raised while it still waits: diagnosed as of then
