@@ -62,6 +62,9 @@ class Observed:
     creator: str = ""
     spec_actor: str = ""
     spec_keys: frozenset[str] = frozenset()
+    # ``state_hash(state)`` when the mapper already knows it (a pod mapped at an earlier sweep, unchanged since);
+    # "" = computed when recorded. Whoever sets it must not change ``state`` afterwards.
+    digest: str = field(default="", compare=False)
 
     def actor_of(self, path: str) -> str:
         """Who changed the state key at ``path`` ("created" for the object's creation)."""
@@ -182,7 +185,7 @@ def _pending(cluster: Cluster, kind: str, items: list[Observed], at: datetime) -
     }
     out: list[_Pending] = []
     for obs in items:
-        digest = state_hash(obs.state)
+        digest = obs.digest or state_hash(obs.state)
         current = open_versions.get((obs.namespace, obs.name))
         if current is None:
             out.append((obs, None, digest, None))
@@ -257,11 +260,25 @@ def _write(cluster: Cluster, kind: str, pending: list[_Pending], at: datetime, s
                 diffs = [("state", None, f"{len(diffs)} fields changed")]
             for path, old, new in diffs:
                 changes.append(
-                    {**base, "entity_id": eid, "field": path, "old": old, "new": new, "actor": obs.actor_of(path)}
+                    {
+                        **base,
+                        "entity_id": eid,
+                        "field": path,
+                        "old": old,
+                        "new": new,
+                        "actor": obs.actor_of(path),
+                    }
                 )
         else:
             changes.append(
-                {**base, "entity_id": eid, "field": "created", "old": None, "new": None, "actor": obs.actor_of("created")}
+                {
+                    **base,
+                    "entity_id": eid,
+                    "field": "created",
+                    "old": None,
+                    "new": None,
+                    "actor": obs.actor_of("created"),
+                }
             )
         versions.append(
             {

@@ -22,7 +22,7 @@ from functools import partial
 from typing import Any
 
 from collectors import mapping
-from collectors.inventory import Observed, record_absent, record_slices, record_states
+from collectors.inventory import Observed, record_absent, record_slices, record_states, state_hash
 from collectors.models import Cluster, EntityVersion
 from collectors.signals import inventory_swept
 from collectors.sources import promql
@@ -134,6 +134,35 @@ class _Pods:
     by_job: dict[tuple[str, str], list[Observed]] = field(default_factory=lambda: defaultdict(list))
     on_node: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     shares: dict[str, dict[str, Any]] = field(default_factory=dict)  # GPU uuid -> KAI shares (gpu_shares)
+
+
+class _PodMemo:
+    """One cluster's pods as the last complete pod listing mapped them, by (namespace, name): the mark
+    (uid, resourceVersion, the node's GPU memory) and the mapped object with its digest. The API server
+    gives an object a new resourceVersion at every change, so a pod listed again with the same mark maps
+    to the same state: a sweep maps and digests only the pods that changed (most pods of a busy cluster
+    do not change between two sweeps). Valid for one namespace → project mapping (``project_of``)."""
+
+    def __init__(self, projects: int) -> None:
+        self.projects = projects
+        self.pods: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
+
+
+_pod_memos: dict[tuple[Any, ...], _PodMemo] = {}
+
+
+def _pod_memo(cluster: Cluster, project_of: dict[tuple[str, str], str]) -> _PodMemo:
+    """The cluster's memo, emptied when the queue → project mapping the pods were mapped with changed. By the
+    cluster row and where it is read from (a cluster registered anew is another cluster). Sweeps of one
+    cluster never run at once (``cluster_lock``)."""
+    projects = hash(frozenset(project_of.items()))
+    key = (cluster.pk, cluster.name, cluster.kubeconfig, cluster.created)
+    memo = _pod_memos.get(key)
+    if memo is None or memo.projects != projects:
+        for stale in [k for k in _pod_memos if k[0] == key[0] or k[1] == key[1]]:
+            del _pod_memos[stale]
+        memo = _pod_memos[key] = _PodMemo(projects)
+    return memo
 
 
 def _lite(pod: Observed) -> Observed:
@@ -370,11 +399,27 @@ class _Sweep:
     def _list_pods(self, kube: KubeSource, project_of: dict[tuple[str, str], str]) -> list[Observed]:
         out = []
         memory = {n: st.get("gpu_memory_mib") for n, st in (self.nodes or {}).items()}
+        memo = _pod_memo(self.cluster, project_of)
+        fresh: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
         for n, raw in enumerate(kube.iter_pods(), 1):
             node = (raw.get("spec") or {}).get("nodeName")
-            out.append(mapping.map_pod(raw, project_of, memory.get(node) if node else None))
+            gpu_memory = memory.get(node) if node else None
+            m = raw.get("metadata") or {}
+            rv = m.get("resourceVersion")
+            name = (str(m.get("namespace") or ""), str(m.get("name") or ""))
+            mark = (m.get("uid"), rv, gpu_memory)
+            kept = memo.pods.get(name) if rv else None
+            if kept is not None and kept[0] == mark:
+                obs = kept[1]  # the same object version as last time: the same mapped state and digest
+            else:
+                obs = mapping.map_pod(raw, project_of, gpu_memory)
+                obs.digest = state_hash(obs.state)
+            if rv:
+                fresh[name] = (mark, obs)
+            out.append(obs)
             if n % 2000 == 0:
                 self.progress("pods", n)
+        memo.pods = fresh  # a complete listing only (a failed one raised above): pods gone are forgotten
         self.progress("pods", len(out))
         return out
 

@@ -135,6 +135,56 @@ def test_a_second_sweep_over_an_unchanged_cluster_writes_nothing():
     assert gc.isenabled()  # the sweep pauses the cyclic collector and gives it back
 
 
+def test_a_sweep_maps_only_the_pods_whose_resource_version_moved(monkeypatch):
+    """The API server bumps an object's resourceVersion at every change: a pod listed again unchanged is not
+    mapped again (its mapped state and digest are the last sweep's), a changed one is, and both are right."""
+    from collectors import mapping
+
+    world = small_world("kai")
+    mapped: list[str] = []
+    real = mapping.map_pod
+
+    def counting(raw, *args, **kwargs):
+        mapped.append(raw["metadata"]["name"])
+        return real(raw, *args, **kwargs)
+
+    monkeypatch.setattr(mapping, "map_pod", counting)
+    with served(world) as sim:
+        cluster = register(sim)
+        t = world.start + timedelta(minutes=40)
+        sim.advance_to(t)
+        sweep_cluster(cluster.name, t)
+        listed = len(mapped)
+        assert listed > 0
+        mapped.clear()
+        assert sweep_cluster(cluster.name, t + timedelta(seconds=30)).opened == 0
+        assert mapped == []  # nothing moved: nothing mapped
+        t2 = world.start + timedelta(minutes=75)
+        rvs = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in _pods(sim)}
+        sim.advance_to(t2)
+        moved = {
+            p["metadata"]["name"]
+            for p in _pods(sim)
+            if rvs.get(p["metadata"]["name"]) != p["metadata"]["resourceVersion"]
+        }
+        want = expected(world)["pod"]
+        sweep_cluster(cluster.name, t2)
+    assert moved and set(mapped) == moved and len(mapped) < listed
+    got = recorded(cluster, t2)["pod"]
+    assert got == want
+
+
+def _pods(sim) -> list[dict]:
+    import json
+    import urllib.request
+
+    req = urllib.request.Request(
+        f"{sim.kube_url}/api/v1/pods", headers={"Authorization": f"Bearer {sim.kube_token}"}
+    )
+    with urllib.request.urlopen(req, context=sim.kube_tls.client_context()) as resp:
+        return json.loads(resp.read())["items"]
+
+
 def test_a_quota_change_is_one_change_on_the_project_with_old_new_and_actor():
     world = small_world("kai")
     with served(world) as sim:
