@@ -16,12 +16,22 @@ from rcaweb.timestamps import timestamp_or_none
 logger = logging.getLogger(__name__)
 
 
-def map_event(cluster: Cluster, obj: dict[str, Any], fallback: datetime) -> KubeEvent | None:
-    """core/v1 Event → KubeEvent; events.k8s.io-style fields (eventTime, series) are understood too."""
+def event_key(obj: dict[str, Any]) -> tuple[str, int] | None:
+    """What an Event is stored once by: (uid, count); None without a uid."""
     m = obj.get("metadata") or {}
     uid = m.get("uid")
     if not uid:
         return None
+    series = obj.get("series") or {}
+    return str(uid)[:64], int(obj.get("count") or series.get("count") or 1)
+
+
+def map_event(cluster: Cluster, obj: dict[str, Any], fallback: datetime) -> KubeEvent | None:
+    """core/v1 Event → KubeEvent; events.k8s.io-style fields (eventTime, series) are understood too."""
+    key = event_key(obj)
+    if key is None:
+        return None
+    m = obj.get("metadata") or {}
     inv = obj.get("involvedObject") or obj.get("regarding") or {}
     series = obj.get("series") or {}
     first = (
@@ -36,12 +46,11 @@ def map_event(cluster: Cluster, obj: dict[str, Any], fallback: datetime) -> Kube
         or timestamp_or_none(obj.get("eventTime"))
         or first
     )
-    count = obj.get("count") or series.get("count") or 1
     source = obj.get("source") or {}
     return KubeEvent(
         cluster=cluster,
-        uid=str(uid)[:64],
-        count=int(count),
+        uid=key[0],
+        count=key[1],
         namespace=m.get("namespace", "") or "",
         involved_kind=(inv.get("kind") or "")[:64],
         involved_name=(inv.get("name") or "")[:253],
@@ -85,20 +94,21 @@ def sweep_events(cluster_name: str, at: datetime | None = None) -> SweepSummary:
 
 
 def store_events(cluster: Cluster, raw: list[dict[str, Any]], at: datetime) -> int:
-    """Insert the (uid, count) pairs not stored yet; returns how many were new."""
-    rows: dict[tuple[str, int], KubeEvent] = {}
+    """Insert the (uid, count) pairs not stored yet; returns how many were new. Only those are mapped (and
+    their messages redacted): a listing repeats every Event of the last hour, most of them stored already."""
+    objs: dict[tuple[str, int], dict[str, Any]] = {}
     for obj in raw:
-        ev = map_event(cluster, obj, at)
-        if ev is not None:
-            rows[(ev.uid, ev.count)] = ev
-    if not rows:
+        key = event_key(obj)
+        if key is not None:
+            objs[key] = obj
+    if not objs:
         return 0
-    uids = list({uid for uid, _ in rows})
+    uids = list({uid for uid, _ in objs})
     existing: set[tuple[str, int]] = set()
     for i in range(0, len(uids), 900):
         existing.update(
             KubeEvent.objects.filter(cluster=cluster, uid__in=uids[i : i + 900]).values_list("uid", "count")
         )
-    new = [ev for key, ev in rows.items() if key not in existing]
+    new = [ev for key, obj in objs.items() if key not in existing and (ev := map_event(cluster, obj, at))]
     KubeEvent.objects.bulk_create(new, batch_size=2000, ignore_conflicts=True)
     return len(new)

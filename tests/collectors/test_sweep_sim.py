@@ -218,6 +218,30 @@ def test_it_keeps_events_past_their_ttl_without_duplicates():
     assert not KubeEvent.objects.filter(message__contains="abcdefghijklmnop1234").exists()
 
 
+def test_a_listing_of_events_maps_only_those_not_stored_yet(monkeypatch):
+    """Each listing repeats the last hour's Events: only new (uid, count) pairs are mapped and redacted."""
+    from collectors.sweep import events
+
+    world = small_world("kai")
+    mapped: list[str] = []
+    real = events.map_event
+    monkeypatch.setattr(
+        events, "map_event", lambda c, obj, at: mapped.append(obj["metadata"]["uid"]) or real(c, obj, at)
+    )
+    with served(world) as sim:
+        cluster = register(sim)
+        t = world.start + timedelta(minutes=30)
+        sim.advance_to(t)
+        first = sweep_events(cluster.name, t)
+        assert len(mapped) == first.events_new > 0
+        mapped.clear()
+        again = sweep_events(cluster.name, t)
+        assert again.seen >= first.events_new and again.events_new == 0 and mapped == []
+        sim.advance_to(t + timedelta(minutes=20))
+        later = sweep_events(cluster.name, world.now)
+    assert len(mapped) == later.events_new > 0
+
+
 def test_it_stores_five_minute_telemetry_and_marks_absent_counters_as_no_data():
     world = small_world("kai")
     with served(world, disabled_metrics=("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")) as sim:
