@@ -37,6 +37,7 @@ from django.utils import timezone
 
 from collectors import sweep
 from collectors.models import Cluster
+from collectors.sim.process import SimProcess
 from collectors.sim.server import SimServer
 from incidents import inline, lifecycle
 from incidents.tasks import SETTLE_EVERY_S
@@ -141,16 +142,20 @@ class Harness:
         quiet: bool = False,
         serialize: bool = False,
         stop: threading.Event | None = None,
+        process: SimProcess | None = None,
     ) -> None:
         self.world = world
+        # The simulator in a process of its own (``collectors.sim.process``; ``world`` is then None until
+        # ``start``, which starts it with this app's webhook as its Alertmanager's receiver).
+        self.process = process
         self.stop = stop or threading.Event()
         self.web: WebServer | None = None
         self.poster: AlertPoster | None = None
-        self.sim: SimServer | None = None
+        self.sim: SimServer | SimProcess | None = None
         self.cluster: Cluster | None = None
         self.sweeps = 0
         self.timings: dict[str, float] = {"sweeps_s": 0.0, "advance_s": 0.0}
-        self.tick = timedelta(seconds=getattr(world, "tick_seconds", 60))
+        self.tick = timedelta(seconds=getattr(world, "tick_seconds", 60))  # (a process' world: at start)
         self._serve, self._token, self._hold = (serve, quiet, serialize), token, hold_alerts
         # What the alert triggers remember (Policy.once_per_alert, .held_pending, .resolved).
         self._notified: set[str] = set()  # swept for, in this run
@@ -172,12 +177,18 @@ class Harness:
                 self.web = WebServer(serve, quiet=quiet, serialize=serialize).start()
                 if self._token:
                     alert_url = self.web.url + INTAKE_PATH
-            if alert_url and self._hold:
+            if self.process is not None:
+                if self._hold:
+                    raise ImproperlyConfigured("a simulator in its own process posts its alerts as it goes")
+                self.process.alert_url, self.process.alert_token = alert_url, self._token
+                self.sim = self.process.start()
+                self.world = self.process.world
+                self.tick = timedelta(seconds=getattr(self.world, "tick_seconds", 60))
+            elif alert_url and self._hold:
                 self.poster = AlertPoster(alert_url, str(self._token), self.stop)
-                self.sim = SimServer(self.world, alert_sink=self.poster)
+                self.sim = SimServer(self.world, alert_sink=self.poster).start()
             else:
-                self.sim = SimServer(self.world, alert_url=alert_url, alert_token=self._token)
-            self.sim.start()
+                self.sim = SimServer(self.world, alert_url=alert_url, alert_token=self._token).start()
         except BaseException:
             self.close()
             raise

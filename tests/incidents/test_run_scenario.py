@@ -65,6 +65,33 @@ def test_it_prints_the_scenarios_md_json_document(tmp_path: Path) -> None:
     assert doc["expect"] == [{"alert": "GPUJobPendingTooLong", "passed": True, "why": ""}]
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("scenario_db")
+def test_the_simulator_in_a_process_of_its_own_gives_the_same_run(tmp_path: Path) -> None:
+    """``--sim-process``: the simulated cluster served from a child process, read over the same HTTP, answers
+    the same incidents, hypotheses and expectations as in this process; the child's cost is reported."""
+    from collectors.models import Cluster
+    from incidents.models import Alert, Incident
+    from incidents.scenario_run import run_scenario_file
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY)
+    runs = []
+    for own in (False, True):
+        for model in (Alert, Incident, Cluster):  # a second run of the same alerts would be duplicates
+            model.objects.all().delete()
+        result = run_scenario_file(str(path), sim_process=own)
+        doc = result.to_dict()
+        for inc in doc["incidents"]:  # row ids and times of day differ between the two runs, nothing else
+            inc.pop("id"), inc.pop("url"), inc.pop("diagnosed_at")
+            for h in inc["hypotheses"]:
+                h["evidence"] = len(h["evidence"])
+        runs.append((doc, result.timings))
+    (here, _), (there, timings) = runs
+    assert here == there and here["incidents"] and here["expect"][0]["passed"]
+    assert timings["sim_process_cpu_s"] > 0 and timings["sim_process_peak_mib"] > 0
+
+
 def test_it_exits_2_with_the_loaders_problems_for_a_bad_file(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(TINY.replace("duration: 40m", "duration: 40m\nduraton: 1h"))

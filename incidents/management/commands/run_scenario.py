@@ -47,6 +47,13 @@ class Command(BaseCommand):
             "whenever an alert starts firing, has been pending for a whole tick, or stops firing)",
         )
 
+        parser.add_argument(
+            "--sim-process",
+            action="store_true",
+            help="run the simulated cluster in a process of its own (its servers on another core than the "
+            "pipeline; the same answers)",
+        )
+
     def handle(self, *args: Any, **opts: Any) -> None:
         from datetime import timedelta
 
@@ -66,7 +73,11 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: bad scenario file ({len(exc.problems)} problem(s))", returncode=2)
         tmp = _use_temp_database() if opts["database"] == "temp" else None
         try:
-            result = run_scenario_file(scenario, sweep_every=timedelta(seconds=max(opts["sweep_every"], 60)))
+            result = run_scenario_file(
+                scenario,
+                sweep_every=timedelta(seconds=max(opts["sweep_every"], 60)),
+                sim_process=opts["sim_process"],
+            )
         finally:
             if tmp is not None:
                 connections.close_all()
