@@ -14,7 +14,8 @@ grows with the number of pods; ``--max-ticks`` bounds the run.
 
 ``--pipeline`` (issue 16) fast-forwards a busy 12 h cluster of 200 nodes (1,600 GPUs, ten projects, ~2,000
 jobs, a GPU off the bus, a NotReady node, a crash loop and a quota cut) through the whole pipeline, exactly
-as ``manage.py run_scenario FILE --database configured --json`` does, on the PostgreSQL database of
+as ``manage.py run_scenario FILE --database configured --sim-process --json`` does (``--in-process``: without
+``--sim-process``), on the PostgreSQL database of
 DATABASE_URL (default postgres://postgres@127.0.0.1:5432/rcaweb_trace; created, migrated and emptied first),
 and prints wall time, peak memory, incidents and the time per stage (bench/stages.py), evidence and
 diagnosis included. Target: ≤ 5 minutes.
@@ -290,8 +291,10 @@ def pipeline_main(args: argparse.Namespace) -> None:
     )
     buf = io.StringIO()
     t0, cpu0 = time.perf_counter(), time.process_time()
-    call_command("run_scenario", str(path), "--database", "configured", "--json", stdout=buf)
+    own = [] if args.in_process else ["--sim-process"]
+    call_command("run_scenario", str(path), "--database", "configured", "--json", *own, stdout=buf)
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    child = resource.getrusage(resource.RUSAGE_CHILDREN)  # the simulator's process, once it ended
     if reporter is not None:
         reporter.set()
     stages.restore()
@@ -301,6 +304,11 @@ def pipeline_main(args: argparse.Namespace) -> None:
         f"{jobs} jobs -> {len(doc['incidents'])} incidents; wall {wall:.0f} s (process CPU {cpu:.0f} s), "
         f"peak memory {peak_mib():.0f} MiB, load average {load()}"
     )
+    if own:
+        print(
+            f"simulator process: CPU {child.ru_utime + child.ru_stime:.0f} s, "
+            f"peak memory {child.ru_maxrss / 1024:.0f} MiB"
+        )
     print(f"{'stage':40} {'seconds':>8} {'calls':>7}")
     for name, secs, calls in stages.table():
         print(f"{name:40} {secs:8.1f} {calls:7d}")
@@ -348,6 +356,11 @@ def main() -> None:
         "--pipeline", action="store_true", help="the 12 h / 200-node cluster through the whole pipeline"
     )
     parser.add_argument("--jobs", type=int, default=2000, help="--pipeline: jobs over the span")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="--pipeline: the simulator in this process (default: run_scenario --sim-process)",
+    )
     parser.add_argument(
         "--progress", type=float, default=60, help="--pipeline: stage times every N s (0: off)"
     )

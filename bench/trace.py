@@ -3,7 +3,8 @@
 Reads the trace's node and pod CSVs from a directory (nothing is fetched at run time), writes a scenario
 from them (``collectors.sim.openb``: the real node shapes and GPU products, the real pods as jobs in
 creation order with their real whole, fractional, CPU and memory requests), then fast-forwards it through
-the whole pipeline exactly as ``manage.py run_scenario FILE --database configured --json`` does, on
+the whole pipeline exactly as ``manage.py run_scenario FILE --database configured --sim-process --json`` does
+(``--in-process``: without ``--sim-process``; the peaks of both processes are printed, and judged together), on
 PostgreSQL: simulator on loopback HTTP, sweeps, the simulator's Alertmanager posting to the webhook,
 intake, grouping, evidence and diagnosis. Prints wall time, peak memory, incidents, the time per stage
 (bench/stages.py) and the load average. Targets (issue 20): a quarter of the cluster (306 nodes) in
@@ -57,6 +58,11 @@ def main() -> int:
     ap.add_argument("--write-only", metavar="FILE", help="write the scenario file and stop")
     ap.add_argument("--json", action="store_true", help="print one JSON line of figures at the end")
     ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="the simulator in this process (default: run_scenario --sim-process, its own process)",
+    )
+    ap.add_argument(
         "--progress", type=float, default=60, metavar="S", help="print stage times every S s (0: off)"
     )
     args = ap.parse_args()
@@ -97,9 +103,11 @@ def main() -> int:
     buf = io.StringIO()
     t0 = time.perf_counter()
     cpu0 = time.process_time()
-    call_command("run_scenario", str(out), "--database", "configured", "--json", stdout=buf)
+    own = [] if args.in_process else ["--sim-process"]
+    call_command("run_scenario", str(out), "--database", "configured", "--json", *own, stdout=buf)
     wall = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
+    child = resource.getrusage(resource.RUSAGE_CHILDREN)  # the simulator's process, once it ended
     if reporter is not None:
         reporter.set()
     stages.restore()
@@ -115,13 +123,19 @@ def main() -> int:
         f"{doc['scenario']}: {nodes} nodes, {gpus} GPUs, {len(sc.jobs)} jobs over {args.hours} h -> "
         f"{len(doc['incidents'])} incidents ({diagnosed} diagnosed)"
     )
+    sim_peak = child.ru_maxrss / 1024 if own else 0.0
     print(f"wall {wall:.0f} s (process CPU {cpu:.0f} s), peak memory {peak:.0f} MiB, load average {load()}")
+    if own:
+        print(
+            f"simulator process: CPU {child.ru_utime + child.ru_stime:.0f} s, peak memory {sim_peak:.0f} MiB; "
+            f"both processes' peaks together {peak + sim_peak:.0f} MiB"
+        )
     print(f"{'stage':40} {'seconds':>8} {'calls':>7}")
     for name, secs, calls in stages.table():
         print(f"{name:40} {secs:8.1f} {calls:7d}")
     target_s = 600 if args.fraction <= 0.25 else 1800
-    verdict = "meets" if wall <= target_s and peak <= 1536 else "misses"
-    print(f"target: ≤ {target_s // 60} min, peak ≤ 1.5 GB -> {verdict}")
+    verdict = "meets" if wall <= target_s and peak + sim_peak <= 1536 else "misses"
+    print(f"target: ≤ {target_s // 60} min, peak ≤ 1.5 GB (both processes together) -> {verdict}")
     if args.json:
         print(
             json.dumps(
@@ -132,6 +146,8 @@ def main() -> int:
                     "wall_s": round(wall, 1),
                     "cpu_s": round(cpu, 1),
                     "peak_mib": round(peak),
+                    "sim_process_peak_mib": round(sim_peak),
+                    "sim_process_cpu_s": round(child.ru_utime + child.ru_stime, 1),
                     "incidents": len(doc["incidents"]),
                     "stages_s": {n: round(s, 1) for n, s, _c in stages.table()},
                 }
