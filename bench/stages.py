@@ -75,7 +75,9 @@ class Stages:
 
         def run() -> None:
             while not stop.wait(seconds):
-                args = self.last_args.get("engine ticks")
+                args = self.last_args.get("engine ticks") or self.last_args.get(
+                    "engine ticks (simulator process)"
+                )
                 at = f"{args[1]:%H:%M}" if args and len(args) > 1 else "?"
                 rows = ", ".join(f"{n} {v:.0f} s/{c}" for n, v, c in self.table()[:8])
                 out(
@@ -113,11 +115,14 @@ def pipeline_stages() -> Stages:
     from collectors.sim.alertmanager import AlertSender
     from collectors.sim.apiserver import Store
     from collectors.sim.engine.world import World
+    from collectors.sim.process import SimProcess
 
     s = Stages()
     s.wrap(scenario, "load_scenario", "scenario load")
     s.wrap(World, "_build", "world build")
     s.wrap(World, "advance_to", "engine ticks")
+    # run_scenario --sim-process: the world moves in the other process; this is the driver waiting for it
+    s.wrap(SimProcess, "advance_to", "engine ticks (simulator process)")
     s.wrap(Store, "sync", "API store sync")
     s.wrap(AlertSender, "tick", "alert sending (incl. webhook answers)")
     s.wrap(sweep, "sweep_cluster", "inventory sweep")
