@@ -73,7 +73,11 @@ class SimProcess:
         )
         self._proc.start()
         child.close()
-        ready = self._call(None, timeout=READY_TIMEOUT_S)
+        try:
+            ready = self._call(None, timeout=READY_TIMEOUT_S)
+        except BaseException:
+            self.stop()  # a child that failed to build or serve the world is not left behind
+            raise
         self.kubeconfig_path = ready["kubeconfig_path"]
         self.kube_url = ready["kube_url"]
         self.prometheus_url = ready["prometheus_url"]
@@ -96,7 +100,7 @@ class SimProcess:
             if self._proc.is_alive():
                 usage = self._call(("stop",), timeout=60.0)
                 self.child_cpu_s, self.child_peak_mib = usage["cpu_s"], usage["peak_mib"]
-        except SimProcessError:
+        except (SimProcessError, OSError, EOFError):  # it ended or is ending: joined below
             pass
         finally:
             self._proc.join(timeout=30)

@@ -199,3 +199,13 @@ def test_it_sweeps_when_an_alert_fires_or_holds_pending_not_for_a_pod_waiting_fo
     # alert fires; 27: the idle cadence. quick-a (5m) and quick-b (20m) are Pending only until their
     # containers start seconds later: their pending alerts never fire and cost no sweep.
     assert minutes == [0, 3, 12, 27]
+
+
+def test_a_simulator_process_that_cannot_build_its_world_says_why_and_is_not_left_running() -> None:
+    from collectors.sim.process import SimProcess, SimProcessError
+
+    process = SimProcess(scenario="not a scenario")
+    with pytest.raises(SimProcessError, match="the simulator failed") as exc:
+        process.start()
+    assert "Traceback" in str(exc.value)
+    assert process._proc is None  # stopped and joined
