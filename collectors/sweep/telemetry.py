@@ -11,6 +11,7 @@ import functools
 import logging
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 from django.db.models import Max
@@ -81,42 +82,65 @@ def _sweep(
     # GROUP BY metric over the cluster reads every stored point.
     stored = TelemetrySample.objects.filter(cluster=cluster)
     last = {m: t for m in metrics if (t := stored.filter(metric=m).aggregate(t=Max("time"))["t"]) is not None}
+    plan: list[tuple[str, datetime]] = []
     for metric in metrics:
         earliest = _floor(end - backfill) + STEP  # (end - backfill, end]: a 1 h backfill is 12 points
         start = max(last[metric] + STEP, earliest) if metric in last else earliest
         if since is not None:
             start = _floor(since) + STEP
-        if start > end:
-            continue
+        if start <= end:
+            plan.append((metric, start))
+
+    def ask(metric: str, start: datetime) -> list[Series] | None:
         query = promql.telemetry(metric)
-        call = f"query_range {query}"
-        series = runner.call(
+        return runner.call(
             "prometheus",
-            call,
+            f"query_range {query}",
             functools.partial(prom.query_range, query, start, end, promql.TELEMETRY_STEP_S),
         )
-        if series is None:
-            continue
-        if not series:
-            summary.no_data.append(metric)
-            gap = short_history(prom, history, start - STEP)  # a point at ``start`` averages the 5 min before
-            if gap:
-                message = f"no data: {gap}; {metric} has no 5-minute point from {start:%H:%M} to {end:%H:%M} UTC yet"
-            else:
-                why = promql.ABSENT_WHY.get(metric, "the exporter does not export it")
-                message = (
-                    f"no data: {metric} has no series from {start:%H:%M} to {end:%H:%M} UTC ({why}); "
-                    "shown as missing, not as zero"
-                )
-            runner.note("prometheus", f"no data {metric}", message)
-            continue
-        rows = _samples(cluster, metric, series, gpus)
-        # COPY, not bulk_create: a first sweep of a few thousand GPUs writes ~10^5 points, whose model
-        # instances and per-value field preparation cost more than the query. A point already stored
-        # (only with ``since``) is kept.
-        insert_rows(TelemetrySample, rows, ignore_conflicts=True)
-        summary.samples_written += len(rows)
-        runner.set_rows(call, len(rows))
+
+    # The next metric is asked for while this one is mapped and written (Prometheus evaluates while the
+    # database writes); only HTTP happens in the worker thread.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry-ask") as pool:
+        ahead = pool.submit(ask, *plan[0]) if plan else None
+        for i, (metric, start) in enumerate(plan):
+            assert ahead is not None
+            series = ahead.result()
+            ahead = pool.submit(ask, *plan[i + 1]) if i + 1 < len(plan) else None
+            if series is None:
+                continue
+            if not series:
+                summary.no_data.append(metric)
+                # a point at ``start`` averages the 5 min before
+                gap = short_history(prom, history, start - STEP)
+                if gap:
+                    message = f"no data: {gap}; {metric} has no 5-minute point from {start:%H:%M} to {end:%H:%M} UTC yet"
+                else:
+                    why = promql.ABSENT_WHY.get(metric, "the exporter does not export it")
+                    message = (
+                        f"no data: {metric} has no series from {start:%H:%M} to {end:%H:%M} UTC ({why}); "
+                        "shown as missing, not as zero"
+                    )
+                runner.note("prometheus", f"no data {metric}", message)
+                continue
+            _store(cluster, metric, series, gpus, runner, summary)
+
+
+def _store(
+    cluster: Cluster,
+    metric: str,
+    series: list[Series],
+    gpus: dict[str, int],
+    runner: Runner,
+    summary: SweepSummary,
+) -> None:
+    rows = _samples(cluster, metric, series, gpus)
+    # COPY, not bulk_create: a first sweep of a few thousand GPUs writes ~10^5 points, whose model
+    # instances and per-value field preparation cost more than the query. A point already stored
+    # (only with ``since``) is kept.
+    insert_rows(TelemetrySample, rows, ignore_conflicts=True)
+    summary.samples_written += len(rows)
+    runner.set_rows(f"query_range {promql.telemetry(metric)}", len(rows))
 
 
 def short_history(prom: PrometheusSource, history: list, start: datetime) -> str:
