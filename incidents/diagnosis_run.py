@@ -151,8 +151,10 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
     as standing up to there without diagnosing. The new diagnosis describes the moment of that change, not
     "now", so a page at any t shows what was true then; it is kept as a new run only when its answer differs
     (another top cause, or other supported causes), else the latest run notes that it was checked up to
-    there. At most one new moment per ``SPACING`` of cluster time. Incidents whose alerts all resolved keep
-    their last firing answer. Every incident's candidate versions are read in one query.
+    there. At most one new moment per ``SPACING`` of cluster time: a change sooner after the latest run is
+    diagnosed as of ``SPACING`` after it (a quota raised five minutes after the onset is not lost for want
+    of a later change). Incidents whose alerts all resolved keep their last firing answer. Every incident's
+    candidate versions are read in one query.
     """
     from collectors.models import EntityVersion
     from incidents.models import IncidentSubject
@@ -166,17 +168,17 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
     latest: dict[int, DiagnosisRun] = {}
     for run in DiagnosisRun.objects.filter(incident_id__in=ids).order_by("at", "id"):
         latest[run.incident_id] = run
-    # Per incident: the moment its answer was last known to stand (the base) and the earliest moment a change
-    # may be news (SPACING after its latest run).
+    # Per incident: the moment its answer was last known to stand (the base) and the earliest moment a new
+    # diagnosis may describe (SPACING after its latest run).
     due: dict[int, tuple[datetime, datetime]] = {}
     for incident_id in ids:
         last = latest.get(incident_id)
         if last is None:
             continue  # never diagnosed yet: its evidence collection will
         base = max(last.at, last.seen_until or last.at)
-        since = max(last.at + SPACING, base)
-        if since <= horizon:
-            due[incident_id] = (base, since)
+        earliest = last.at + SPACING
+        if max(base, earliest) <= horizon:
+            due[incident_id] = (base, earliest)
     if not due:
         return 0
     # The subjects, and the policy a subject job waits on (its queue and project: a quota raised while it
@@ -210,8 +212,8 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
     ):
         versions.setdefault(entity_id, []).append((valid_from, material.digest(state, deleted)))
     done = 0
-    for incident_id, (base, since) in due.items():
-        newest: datetime | None = None  # the newest change in (since, horizon]
+    for incident_id, (base, earliest) in due.items():
+        newest: datetime | None = None  # the newest change in (base, horizon]
         moved = False  # a subject's state at that change differs materially from its state at the base
         for entity_id in watched.get(incident_id, ()):
             history = versions.get(entity_id) or []
@@ -219,7 +221,7 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
                 continue
             at_base = next((d for valid_from, d in reversed(history) if valid_from <= base), None)
             last_from, last_digest = history[-1]
-            if last_from > since and (newest is None or last_from > newest):
+            if last_from > base and (newest is None or last_from > newest):
                 newest = last_from
             moved = moved or last_digest != at_base
         if newest is None:
@@ -227,7 +229,8 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
         if not moved:  # nothing the diagnosis reads as news: the latest answer stands up to there
             DiagnosisRun.objects.filter(pk=latest[incident_id].pk).update(seen_until=newest)
             continue
-        if diagnose_incident(incident_id, newest, trigger="change", only_if_changed=True):
+        moment = max(newest, earliest)  # <= horizon (due)
+        if diagnose_incident(incident_id, moment, trigger="change", only_if_changed=True):
             Incident.objects.filter(pk=incident_id).update(diagnosed_at=timezone.now())
             done += 1
     return done

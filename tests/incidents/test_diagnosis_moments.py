@@ -210,6 +210,25 @@ def test_only_a_material_change_of_a_subject_is_diagnosed_again(monkeypatch) -> 
     EntityVersion.objects.filter(entity=project).update(valid_to=t0 + timedelta(minutes=70))
     versions(project, [(70, {"quota_gpus": 64, "limit_gpus": 64})])
     diagnose.rediagnose_changed(t0 + timedelta(minutes=90), cluster.pk)
-    assert calls == [
-        t0 + timedelta(minutes=70)
-    ]  # the quota raised while it still waits: diagnosed as of then
+    # the quota raised while it still waits: diagnosed as of then
+    assert calls == [t0 + timedelta(minutes=70)]
+
+    # A material change sooner than SPACING after the latest run, and nothing after it: not lost, diagnosed as
+    # of SPACING after that run, once settled.
+    calls.clear()
+    DiagnosisRun.objects.create(
+        incident=incident,
+        at=t0 + timedelta(minutes=70),
+        made_at=t0,
+        trigger="change",
+        top_code="x",
+        supported=1,
+    )
+    EntityVersion.objects.filter(entity=project, valid_to__isnull=True).update(
+        valid_to=t0 + timedelta(minutes=75)
+    )
+    versions(project, [(75, {"quota_gpus": 4, "limit_gpus": 4})])
+    diagnose.rediagnose_changed(t0 + timedelta(minutes=94), cluster.pk)
+    assert calls == []  # 70 + SPACING = 85 is later than now - SETTLE = 84
+    diagnose.rediagnose_changed(t0 + timedelta(minutes=110), cluster.pk)
+    assert calls == [t0 + timedelta(minutes=85)]
