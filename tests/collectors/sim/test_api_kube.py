@@ -323,7 +323,8 @@ def test_it_serves_kueue_objects_when_the_scenario_runs_kueue() -> None:
         assert pods[0].metadata.labels["kueue.x-k8s.io/queue-name"] == "vision"
 
 
-def test_it_watches_changes_and_resyncs_after_410() -> None:
+def _resnet_starts_after_a_minute() -> SmallWorld:
+    """The small world with vision/resnet-train-0 placed on h100-02 one minute in (one watched change)."""
     world = SmallWorld()
 
     def schedule(w: SmallWorld) -> None:
@@ -332,6 +333,11 @@ def test_it_watches_changes_and_resyncs_after_410() -> None:
         pod.started_at = w.now
 
     world.plan.append((world.now + timedelta(minutes=1), schedule))
+    return world
+
+
+def test_it_watches_changes_and_resyncs_after_410() -> None:
+    world = _resnet_starts_after_a_minute()
     with SimServer(world) as sim:
         core = client.CoreV1Api(api(sim))
         listed = core.list_pod_for_all_namespaces()
@@ -361,14 +367,7 @@ def test_it_watches_changes_and_resyncs_after_410() -> None:
 
 
 def test_the_watch_history_keeps_five_minutes_of_world_time_as_a_compacted_api_server_does() -> None:
-    world = SmallWorld()
-
-    def schedule(w: SmallWorld) -> None:
-        pod = w.pods["vision/resnet-train-0"]
-        pod.node, pod.phase, pod.scheduled_message = "h100-02", "Running", None
-        pod.started_at = w.now
-
-    world.plan.append((world.now + timedelta(minutes=1), schedule))
+    world = _resnet_starts_after_a_minute()
     with SimServer(world) as sim:
         core = client.CoreV1Api(api(sim))
 
