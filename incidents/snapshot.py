@@ -28,7 +28,7 @@ from typing import Any
 from django.db.models import Max
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 
-from collectors.models import Cluster, EntityVersion, SourceRun
+from collectors.models import Change, Cluster, EntityVersion, SourceRun
 from rcaweb import kinds
 
 logger = logging.getLogger(__name__)
@@ -72,9 +72,15 @@ def forget() -> None:
 
 
 def _key(cluster: Cluster, t: datetime) -> tuple[Any, ...]:
+    """Which inventory a read as of t sees: the cluster's last change at or before t, and the newest version and
+    source run ids (any write since moves them). Every version the inventory opens or closes is written with a
+    Change row at the same moment (``collectors.inventory``), so between two changes the versions valid at t are
+    the same for every t: a burst of alerts between two sweeps, each diagnosed at its own firing time, shares
+    one read. A Change that is no version's (an external change) only splits the key further."""
+    moved = Change.objects.filter(cluster=cluster, time__lte=t).aggregate(m=Max("time"))["m"]
     return (
         cluster.pk,
-        t,
+        t if moved is None else moved,
         EntityVersion.objects.aggregate(m=Max("id"))["m"],
         SourceRun.objects.aggregate(m=Max("id"))["m"],
     )

@@ -25,8 +25,9 @@ from tests.incidents.fixtures.alertmanager import small_world
 ONSET = T0 + timedelta(minutes=5)
 # Incident, its moment, links, alerts, observations; the inventory (snapshot keys, fleet kinds, the incident's
 # jobs, departments, subject pods, history, changes, events, samples, source runs); storing the runs,
-# hypotheses with their citations, derived facts and actions, the title.
-BUDGET = 58
+# hypotheses with their citations, derived facts and actions, the title. The snapshot key is three aggregates
+# (the last inventory change at or before t, the newest version and source run ids).
+BUDGET = 59
 
 
 class DiagnosisBudgetTest(BaseTestCase):
