@@ -160,12 +160,18 @@ def run_diagnosis(incident_id: int) -> None:
 def save(batch: Batch) -> int:
     if not batch.items:
         return 0
-    existing = {
-        key: (pk, content, error)
-        for key, pk, content, error in Observation.objects.filter(
-            incident=batch.incident, dedup_key__in=list(batch.items)
-        ).values_list("dedup_key", "id", "content", "error")
-    }
+    # A first collection (most are) has nothing stored to compare with: one EXISTS instead of sending every
+    # key of the batch (hundreds of states on a busy cluster) in an IN list.
+    existing = (
+        {
+            key: (pk, content, error)
+            for key, pk, content, error in Observation.objects.filter(
+                incident=batch.incident, dedup_key__in=list(batch.items)
+            ).values_list("dedup_key", "id", "content", "error")
+        }
+        if Observation.objects.filter(incident=batch.incident).exists()
+        else {}
+    )
     new = [o for k, o in batch.items.items() if k not in existing]
     written = 0
     with inline.serialized(), transaction.atomic():

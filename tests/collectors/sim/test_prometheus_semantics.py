@@ -245,3 +245,34 @@ def test_an_unknown_node_page_is_404() -> None:
             assert exc.code == 404
         else:
             raise AssertionError("expected 404")
+
+
+@pytest.mark.parametrize(
+    "name,minutes",
+    [("busy-gpu-neighbours-kai.yaml", 95), ("xid79-gpu-missing.yaml", 70), ("node-not-ready.yaml", 44)],
+)
+def test_last_over_time_reads_only_each_series_last_sample_and_answers_as_the_full_read(
+    name: str, minutes: int
+) -> None:
+    """The fast path of ``last_over_time`` (each holder's last scrape computed, not the window) gives the
+    answer of taking the last point of every series the full window read gives, at every scrape of an
+    hour of pod churn, a GPU falling off the bus and a node going NotReady."""
+    from collectors.sim.prometheus.series import DcgmSource, evaluate
+
+    world = _world_at(name, minutes, scraped=False)
+    source = DcgmSource(world)
+    checked = 0
+    for metric in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_FB_USED"):
+        expr = parse(f"last_over_time({metric}[2m])")
+        for back in range(0, 3600, 90):
+            t = world.now.timestamp() - back
+            source.begin()
+            fast = sorted((sorted(labels.items()), v) for labels, v in evaluate(source, expr, t))
+            source.end()
+            source.begin()
+            full = source.select(expr.selector, t - 120, t)  # every sample of the window
+            source.end()
+            want = sorted((sorted(k), pts[-1][1]) for k, pts in full.items() if pts)
+            assert fast == want, (metric, back)
+            checked += len(want)
+    assert checked > 100
