@@ -75,6 +75,7 @@ class ProblemRow:
     all_clear: bool
     problem: tuple[str, str] | None  # (code, "kind name") of the shared cause, when it has several incidents
     problem_url: str
+    resolved_later: datetime | None  # open at t, resolved since: its status now says "resolved", not at t
 
     pk = Via[int]("incident")
     title = Via[str]("incident")
@@ -182,6 +183,9 @@ def open_incidents(t: datetime) -> list[ProblemRow]:
                 all_clear=inc.all_clear_at is not None and inc.all_clear_at + auto_resolve_after() <= t,
                 problem=problems.describe(inc.cause_key) if shared else None,
                 problem_url=reverse("incidents:incidents") + "?" + query if shared else "",
+                resolved_later=inc.resolved_at
+                if inc.resolved_at is not None and inc.resolved_at > t
+                else None,
             )
         )
     return out

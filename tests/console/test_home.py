@@ -94,7 +94,12 @@ class HomeTest(PageTestCase):
 
     def test_an_incident_resolved_after_t_is_still_open_at_t(self) -> None:
         Incident.objects.filter(title="old and resolved").update(resolved_at=self.t + timedelta(minutes=5))
-        assert "old and resolved" in self.panel(self.html(), "panel-incidents")
+        panel = self.panel(self.html(), "panel-incidents")
+        assert "old and resolved" in panel
+        # its status now is "resolved"; at t it was not: the row says it was resolved later, and when
+        row = panel[panel.index("old and resolved") :].split("</tr>")[0]
+        assert ">resolved later</span>" in row and ">resolved</span>" not in row
+        assert iso(self.t + timedelta(minutes=5)).replace("+00:00", "Z")[:16] in row
 
     def test_it_lists_firing_alerts_that_no_incident_has_taken(self) -> None:
         p = self.panel(self.html(), "panel-alerts")
