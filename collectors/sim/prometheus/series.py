@@ -294,37 +294,25 @@ class DcgmSource:
         return found
 
     def select(
-        self,
-        selector: Selector,
-        start: float,
-        end: float,
-        last_only: bool = False,
-        last_per_series: bool = False,
+        self, selector: Selector, start: float, end: float, last_only: bool = False
     ) -> dict[tuple, Points]:
         """Samples in (start, end] of every series the selector matches, keyed by its label set.
 
         ``last_only`` (an instant selector): only the samples of the last scrape in the window. A series
         that is not in that scrape is stale, as Prometheus marks a series that vanished from its target
         (or whose target failed) at the next scrape, instead of answering its old sample for 5 minutes.
-        ``last_per_series`` (``last_over_time``): only each series' last sample in the window, the only one
-        read; the others are not computed.
         """
         times = self.sample_times(start, end)
         if last_only:
             times = times[-1:]
         out: dict[tuple, Points] = defaultdict(list)
-        for group in self.select_groups(selector, times, last_per_series=last_per_series):
+        for group in self.select_groups(selector, times):
             out.update(group)
         return out
 
-    def select_groups(
-        self, selector: Selector, times: list[float], *, last_per_series: bool = False
-    ) -> list[Group]:
+    def select_groups(self, selector: Selector, times: list[float]) -> list[Group]:
         """The samples at the given scrape times (ascending) of every series the selector matches, by GPU
-        (``up``: by node), each group's series in the order they first appear; ``last_per_series``: only
-        each series' last sample (a GPU's series is its label set, which changes only with the pod holding
-        it: the value is computed at the last scrape of each holder, and at every scrape only when one of
-        those finds the GPU absent)."""
+        (``up``: by node), each group's series in the order they first appear."""
         names = [selector.metric] if selector.metric else [*sorted(self.metric_names), "up"]
         groups: list[Group] = []
         if not times:
@@ -336,31 +324,13 @@ class DcgmSource:
             if metric not in self.metric_names:
                 continue
             for node, gpu, base in self._static_matches(metric, selector):
+                values = self.values(node, gpu, metric, times)
                 held_at = self.pods_at(node, gpu, times)
-                at, holders = times, held_at
-                values: list[float | None] | None = None
-                if last_per_series and len(times) > 1:
-                    last = {held: i for i, held in enumerate(held_at)}
-                    picked = sorted(last.values())
-                    at = [times[i] for i in picked]
-                    values = self.values(node, gpu, metric, at)
-                    if any(v is None for v in values):  # absent at a holder's last scrape: read them all
-                        at, values = times, None
-                    else:
-                        holders = [held_at[i] for i in picked]
-                        # in the order the holders first appear in the window, as the full read gives them
-                        rank = {held: n for n, held in enumerate(dict.fromkeys(held_at))}
-                        order = sorted(range(len(at)), key=lambda n: rank[holders[n]])
-                        at = [at[n] for n in order]
-                        values = [values[n] for n in order]
-                        holders = [holders[n] for n in order]
-                if values is None:
-                    values = self.values(node, gpu, metric, at)
                 # The pod holding a GPU changes rarely: its label set (and the matchers' verdict) is worked
                 # out once per pod, not once per sample.
                 keys: dict[str | None, tuple[tuple[tuple[str, str], ...], bool]] = {}
                 found: dict[tuple, Points] = {}
-                for t, v, held in zip(at, values, holders, strict=True):
+                for t, v, held in zip(times, values, held_at, strict=True):
                     if v is None:
                         continue
                     known = keys.get(held)
@@ -370,10 +340,7 @@ class DcgmSource:
                     if known[1]:
                         found.setdefault(known[0], []).append((t, float(v)))
                 if found:
-                    if last_per_series:
-                        groups.append([(key, points[-1:]) for key, points in found.items()])
-                    else:
-                        groups.append(list(found.items()))
+                    groups.append(list(found.items()))
         return groups
 
     def values(self, node: Any, gpu: Any, metric: str, times: list[float]) -> list[float | None]:
@@ -449,12 +416,7 @@ class RangeReader:
             ]
 
     def select(
-        self,
-        selector: Selector,
-        start: float,
-        end: float,
-        last_only: bool = False,
-        last_per_series: bool = False,  # the samples were read anyway: evaluate takes the last one
+        self, selector: Selector, start: float, end: float, last_only: bool = False
     ) -> dict[tuple, Points]:
         times = self.source.sample_times(start, end)
         if last_only:
@@ -520,9 +482,7 @@ def evaluate(source: DcgmSource | RangeReader, expr: Expr, t: float) -> list[Sam
         return [(dict(k), pts[-1][1]) for k, pts in series.items() if pts]
     if isinstance(expr, RangeFunction):
         at = t - expr.selector.offset_s
-        series = source.select(
-            expr.selector, at - expr.range_s, at, last_per_series=expr.name == "last_over_time"
-        )
+        series = source.select(expr.selector, at - expr.range_s, at)
         out = []
         for key, pts in series.items():
             if not pts:

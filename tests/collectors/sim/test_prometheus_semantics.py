@@ -251,11 +251,8 @@ def test_an_unknown_node_page_is_404() -> None:
     "name,minutes",
     [("busy-gpu-neighbours-kai.yaml", 95), ("xid79-gpu-missing.yaml", 70), ("node-not-ready.yaml", 44)],
 )
-def test_last_over_time_reads_only_each_series_last_sample_and_answers_as_the_full_read(
-    name: str, minutes: int
-) -> None:
-    """The fast path of ``last_over_time`` (each holder's last scrape computed, not the window) gives the
-    answer of taking the last point of every series the full window read gives, at every scrape of an
+def test_last_over_time_answers_each_series_last_sample_of_the_window(name: str, minutes: int) -> None:
+    """``last_over_time`` gives, for every series the window holds, its last sample: at every scrape of an
     hour of pod churn, a GPU falling off the bus and a node going NotReady."""
     from collectors.sim.prometheus.series import DcgmSource, evaluate
 
