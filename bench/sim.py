@@ -269,7 +269,7 @@ def pipeline_main(args: argparse.Namespace) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rcaweb.settings")
     os.environ.setdefault("RCAWEB_SECRET_KEY", "bench-only-secret")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from stages import ensure_database, load, pipeline_stages
+    from stages import children_usage, ensure_database, load, pipeline_stages
 
     ensure_database(os.environ["DATABASE_URL"])
     import django
@@ -294,7 +294,7 @@ def pipeline_main(args: argparse.Namespace) -> None:
     own = [] if args.in_process else ["--sim-process"]
     call_command("run_scenario", str(path), "--database", "configured", "--json", *own, stdout=buf)
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    child = resource.getrusage(resource.RUSAGE_CHILDREN)  # the simulator's process, once it ended
+    sim_cpu, sim_peak = children_usage()
     if reporter is not None:
         reporter.set()
     stages.restore()
@@ -305,10 +305,7 @@ def pipeline_main(args: argparse.Namespace) -> None:
         f"peak memory {peak_mib():.0f} MiB, load average {load()}"
     )
     if own:
-        print(
-            f"simulator process: CPU {child.ru_utime + child.ru_stime:.0f} s, "
-            f"peak memory {child.ru_maxrss / 1024:.0f} MiB"
-        )
+        print(f"simulator process: CPU {sim_cpu:.0f} s, peak memory {sim_peak:.0f} MiB")
     print(f"{'stage':40} {'seconds':>8} {'calls':>7}")
     for name, secs, calls in stages.table():
         print(f"{name:40} {secs:8.1f} {calls:7d}")

@@ -103,6 +103,13 @@ def peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def children_usage() -> tuple[float, float]:
+    """CPU seconds and peak resident MiB of this process' ended children (run_scenario --sim-process: the
+    simulator's process, once it ended)."""
+    child = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return child.ru_utime + child.ru_stime, child.ru_maxrss / 1024
+
+
 def pipeline_stages() -> Stages:
     """Wrap the stages of a ``run_scenario`` run (call before it starts; Django must be set up)."""
     import collectors.sim.scenario as scenario

@@ -85,7 +85,7 @@ def main() -> int:
         return 0
 
     sys.path.insert(0, str(ROOT / "bench"))
-    from stages import ensure_database, load, pipeline_stages
+    from stages import children_usage, ensure_database, load, pipeline_stages
 
     ensure_database(os.environ["DATABASE_URL"])
     import django
@@ -107,7 +107,7 @@ def main() -> int:
     call_command("run_scenario", str(out), "--database", "configured", "--json", *own, stdout=buf)
     wall = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
-    child = resource.getrusage(resource.RUSAGE_CHILDREN)  # the simulator's process, once it ended
+    sim_cpu, sim_peak = children_usage()
     if reporter is not None:
         reporter.set()
     stages.restore()
@@ -123,11 +123,11 @@ def main() -> int:
         f"{doc['scenario']}: {nodes} nodes, {gpus} GPUs, {len(sc.jobs)} jobs over {args.hours} h -> "
         f"{len(doc['incidents'])} incidents ({diagnosed} diagnosed)"
     )
-    sim_peak = child.ru_maxrss / 1024 if own else 0.0
+    sim_peak = sim_peak if own else 0.0
     print(f"wall {wall:.0f} s (process CPU {cpu:.0f} s), peak memory {peak:.0f} MiB, load average {load()}")
     if own:
         print(
-            f"simulator process: CPU {child.ru_utime + child.ru_stime:.0f} s, peak memory {sim_peak:.0f} MiB; "
+            f"simulator process: CPU {sim_cpu:.0f} s, peak memory {sim_peak:.0f} MiB; "
             f"both processes' peaks together {peak + sim_peak:.0f} MiB"
         )
     print(f"{'stage':40} {'seconds':>8} {'calls':>7}")
@@ -147,7 +147,7 @@ def main() -> int:
                     "cpu_s": round(cpu, 1),
                     "peak_mib": round(peak),
                     "sim_process_peak_mib": round(sim_peak),
-                    "sim_process_cpu_s": round(child.ru_utime + child.ru_stime, 1),
+                    "sim_process_cpu_s": round(sim_cpu, 1),
                     "incidents": len(doc["incidents"]),
                     "stages_s": {n: round(s, 1) for n, s, _c in stages.table()},
                 }

@@ -95,7 +95,7 @@ def _sweep(
         query = promql.telemetry(metric)
         return runner.call(
             "prometheus",
-            f"query_range {query}",
+            _call(metric),
             functools.partial(prom.query_range, query, start, end, promql.TELEMETRY_STEP_S),
         )
 
@@ -140,7 +140,12 @@ def _store(
     # (only with ``since``) is kept.
     insert_rows(TelemetrySample, rows, ignore_conflicts=True)
     summary.samples_written += len(rows)
-    runner.set_rows(f"query_range {promql.telemetry(metric)}", len(rows))
+    runner.set_rows(_call(metric), len(rows))
+
+
+def _call(metric: str) -> str:
+    """The SourceRun call of a metric's query (its rows count is set once the points are written)."""
+    return f"query_range {promql.telemetry(metric)}"
 
 
 def short_history(prom: PrometheusSource, history: list, start: datetime) -> str:
