@@ -24,6 +24,18 @@ from incidents.diagnosis_input import load_incident_input
 from incidents.models import DiagnosisRun, Incident
 from incidents.scenario_run import run_scenario_file
 
+# Scenarios whose expected incident also has a supported hypothesis its expectations do not name, with the
+# precision that gives and why (open questions for the diagnosis, not accepted answers).
+KNOWN_IMPRECISE: dict[str, tuple[float, str]] = {
+    # recent_change stays supported (0.4) citing the eval quota raise, though the only supported cause
+    # (untolerated_taint) is not what that change is about; the rank lowers an unlinked change's confidence
+    # and keeps it supported, which unit tests hold for a cordon on a usable node
+    "misleading-quota-raise-taint": (0.5, "an unlinked recent change stays supported"),
+    # preempted (0.85): the job was preempted by a reclaim within the cohort before it waited on the
+    # department's limit; true of the job, but not named by the expectation
+    "department-cohort-kueue": (0.5, "the preemption that started the wait is supported beside the cause"),
+}
+
 SCENARIOS = sorted(
     p
     for p in (Path(__file__).resolve().parents[2] / "collectors" / "sim" / "scenarios").glob("*.yaml")
@@ -66,6 +78,12 @@ def test_it_meets_the_scenario_expectations(path: Path) -> None:
     failed = [f"{e['alert']}: {e['why']}" for e in result.expect if not e["passed"]]
     tops = {i["id"]: [h["code"] for h in i["hypotheses"][:3]] for i in result.incidents}
     assert not failed, f"{path.name}: {failed}; incidents' top hypotheses: {tops}"
+    # No cause supported on an expected incident that its expectations do not name (a fault elsewhere in the
+    # cluster called a cause): precision 1.0, but for the known gaps below, held at their value so that a
+    # fix or a further slip both show.
+    assert result.precision in (None, KNOWN_IMPRECISE.get(path.stem, (1.0, ""))[0]), (
+        f"{path.name}: precision {result.precision}; {tops}"
+    )
     compared = 0
     for incident in Incident.objects.select_related("cluster").order_by("pk"):
         for at in DiagnosisRun.objects.filter(incident=incident).values_list("at", flat=True).distinct():
