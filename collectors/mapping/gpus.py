@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from collectors.inventory import Observed
-from collectors.sources.dcgm import dcgm_identity
+from collectors.sources.dcgm import dcgm_identity, dcgm_uuid
 from collectors.sources.prometheus import Series
 
 # Xids that mean the GPU itself is in trouble (NVIDIA's Xid catalog: 48 DBE, 63/64 row remap, 74 NVLink,
@@ -38,7 +38,7 @@ def _node_for(ident: dict[str, str], nodes: dict[str, dict[str, Any]], ip_to_nod
 def _value_by_uuid(series: list[Series] | None) -> dict[str, float]:
     out: dict[str, float] = {}
     for s in series or []:
-        uuid = dcgm_identity(s.labels)["uuid"]
+        uuid = dcgm_uuid(s.labels)  # not the whole identity: three fact queries of a fleet's GPUs per sweep
         if uuid and s.last is not None:
             out[uuid] = max(out.get(uuid, s.last), s.last)  # MIG instances of one GPU: the worst value
     return out

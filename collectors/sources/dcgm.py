@@ -58,6 +58,11 @@ def alert_workload(labels: dict[str, Any]) -> tuple[str, str]:
     return namespace, pod
 
 
+def dcgm_uuid(labels: dict[str, Any]) -> str:
+    """The GPU's UUID alone (``UUID`` or ``uuid``; "" when none): what a fact query's series is keyed by."""
+    return _first(labels, "UUID", "uuid")
+
+
 def dcgm_identity(labels: dict[str, Any]) -> dict[str, str]:
     """{"uuid", "gpu", "hostname", "model", "pod", "namespace", "container"}; "" where the labels say nothing.
 
@@ -81,7 +86,7 @@ def dcgm_identity(labels: dict[str, Any]) -> dict[str, str]:
         # The host label names the exporter pod (no NODE_NAME env): a relabelled node label is better.
         hostname = _first(labels, "node", "kubernetes_node") or hostname
     return {
-        "uuid": _first(labels, "UUID", "uuid"),
+        "uuid": dcgm_uuid(labels),
         "gpu": _first(labels, "gpu"),
         "hostname": hostname,
         "model": _first(labels, "modelName", "model_name"),

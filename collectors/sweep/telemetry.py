@@ -19,7 +19,7 @@ from django.db.models import Max
 from collectors.bulk import insert_rows
 from collectors.models import Cluster, Entity, TelemetrySample
 from collectors.sources import promql
-from collectors.sources.dcgm import dcgm_identity
+from collectors.sources.dcgm import dcgm_uuid
 from collectors.sources.prometheus import PrometheusSource, Series
 from collectors.sources.prometheus import short_history as describe_short_history
 from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
@@ -166,7 +166,7 @@ def _samples(
     are averaged."""
     acc: dict[tuple[int, datetime], list[float]] = defaultdict(list)
     for s in series:
-        gpu_id = gpus.get(dcgm_identity(s.labels)["uuid"])
+        gpu_id = gpus.get(dcgm_uuid(s.labels))
         if gpu_id is None:
             continue
         for t, v in s.points:
