@@ -116,6 +116,45 @@ def category(ch: ChangeRec) -> str | None:
     return None
 
 
+def loosens(ch: ChangeRec) -> bool:
+    """A change that only gives a waiting job more room: a quota, limit or over-quota weight raised (or a limit
+    lifted), a request lowered, a cordon lifted, a taint removed, a toleration added. None of these can be
+    why a job waits; "a quota change right before onset" is the classic wrong lead when it was a raise."""
+    if ch.source == "external":
+        return False  # what an external change did is not known field by field
+    leaf = ch.field.rsplit(".", 1)[-1]
+    old, new = _number(ch.old), _number(ch.new)
+    if leaf in ("quota_gpus", "over_quota_weight"):
+        return old is not None and new is not None and new > old
+    if leaf == "limit_gpus":  # None: no limit (KAI's -1, Kueue without a borrowing limit)
+        return old is not None and (ch.new is None or (new is not None and new > old))
+    if leaf in ("gpus_per_pod", "pods", "gpus_total"):
+        return old is not None and new is not None and new < old
+    if leaf == "unschedulable":
+        return bool(ch.old) and not ch.new
+    if leaf == "taints":
+        before, after = set(_own_taints(ch.old)), set(_own_taints(ch.new))
+        return after < before
+    if leaf == "tolerations":
+        before, after = _tolerations(ch.old), _tolerations(ch.new)
+        return before is not None and after is not None and after > before
+    return False
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _tolerations(value: object) -> set[str] | None:
+    if value is None:
+        return set()
+    if not isinstance(value, list):
+        return None
+    return {repr(sorted(t.items())) if isinstance(t, dict) else repr(t) for t in value}
+
+
 def _own_taints(taints: object) -> list[str]:
     """Taints someone set, without the node.kubernetes.io/* ones Kubernetes derives from node conditions."""
     if not isinstance(taints, list):
@@ -221,23 +260,36 @@ def check_changes(di: DiagnosisInput, lookback: timedelta = LOOKBACK) -> list[Fi
     refs = related_refs(di)
     onset = symptom_onset(di)
     start = onset - lookback
-    picked, late = _window_changes(di, refs, onset, start)
+    picked, late, loosened = _window_changes(di, refs, onset, start)
     subject = di.subjects[0] if di.subjects else None
     if not picked and late:
         return [_late_changes_finding(late, onset, subject)]
+    if not picked and loosened:
+        return [_loosened_finding(loosened, subject)]
     if not picked:
         return [_no_change_finding(di, refs, start, subject)]
     return [_recent_change_finding(picked, subject)]
 
 
+def waiting_subjects(di: DiagnosisInput) -> bool:
+    """Every subject is a job that waits unplaced (what a change that gives more room cannot explain)."""
+    jobs = [di.find("job", r.name, r.namespace) if r.kind == "job" else None for r in di.subjects]
+    return bool(jobs) and all(
+        j is not None and is_pending(j) and not any(p.get("node") for p in di.pods_of_job(j)) for j in jobs
+    )
+
+
 def _window_changes(
     di: DiagnosisInput, refs: set[Ref], onset: datetime, start: datetime
-) -> tuple[list[tuple[ChangeRec, str]], list[ChangeRec]]:
+) -> tuple[list[tuple[ChangeRec, str]], list[ChangeRec], list[ChangeRec]]:
     """The deliberate changes on related objects from start to t: (before the symptom with their category,
-    after it). A change on a node the job could never use counts only when it is a selector or taint."""
+    after it, those that only gave a waiting job more room). A change on a node the job could never use
+    counts only when it is a selector or taint."""
     never = unusable_nodes(di)
+    waiting = waiting_subjects(di)
     picked: list[tuple[ChangeRec, str]] = []
     late: list[ChangeRec] = []
+    loosened: list[ChangeRec] = []
     for ch in di.changes:
         if ch.time < start or ch.time > di.t:
             continue
@@ -249,11 +301,14 @@ def _window_changes(
         if ch.entity is not None and ch.entity.kind == "node" and ch.entity.name in never:
             if cat not in ("selector", "taint"):
                 continue
+        if waiting and loosens(ch):
+            loosened.append(ch)
+            continue
         if ch.time > onset + ONSET_GRACE:
             late.append(ch)
             continue
         picked.append((ch, cat))
-    return picked, late
+    return picked, late, loosened
 
 
 def _late_changes_finding(late: list[ChangeRec], onset: datetime, subject: Ref | None) -> Finding:
@@ -276,6 +331,25 @@ def _late_changes_finding(late: list[ChangeRec], onset: datetime, subject: Ref |
             "late_categories": sorted({c for c in (category(ch) for ch in late) if c}),
             "late_summary": "; ".join(_describe(ch) for ch in sorted(late, key=lambda c: c.time)[:3]),
         },
+    )
+
+
+def _loosened_finding(loosened: list[ChangeRec], subject: Ref | None) -> Finding:
+    """Every related change gave the waiting job more room (a raise, a lifted cordon, a removed taint): none
+    of them can be why it waits."""
+    ordered = sorted(loosened, key=lambda c: c.time, reverse=True)
+    more = f" (+{len(ordered) - 3} more)" if len(ordered) > 3 else ""
+    return refuted(
+        C.RECENT_CHANGE,
+        "The only change(s) on related objects gave the job more room, so none can be why it waits: "
+        + "; ".join(_describe(ch) for ch in ordered[:3])
+        + more
+        + ".",
+        0.7,
+        [cite_change(c) for c in ordered[:8]],
+        subject,
+        ("change",),
+        "only loosened what the job needs (a raise, a lifted cordon or limit, a removed taint)",
     )
 
 

@@ -27,10 +27,6 @@ from incidents.scenario_run import run_scenario_file
 # Scenarios whose expected incident also has a supported hypothesis its expectations do not name, with the
 # precision that gives and why (open questions for the diagnosis, not accepted answers).
 KNOWN_IMPRECISE: dict[str, tuple[float, str]] = {
-    # recent_change stays supported (0.4) citing the eval quota raise, though the only supported cause
-    # (untolerated_taint) is not what that change is about; the rank lowers an unlinked change's confidence
-    # and keeps it supported, which unit tests hold for a cordon on a usable node
-    "misleading-quota-raise-taint": (0.5, "an unlinked recent change stays supported"),
     # preempted (0.85): the job was preempted by a reclaim within the cohort before it waited on the
     # department's limit; true of the job, but not named by the expectation
     "department-cohort-kueue": (0.5, "the preemption that started the wait is supported beside the cause"),

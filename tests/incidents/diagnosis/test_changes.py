@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from incidents.diagnosis import codes as C
-from incidents.diagnosis.changes import check_changes
+from incidents.diagnosis.changes import check_changes, loosens
 from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.types import Ref
 
@@ -90,3 +90,89 @@ def test_it_words_a_container_image_change_by_the_field_that_differs():
         "containers[main].image: nvcr.io/nvidia/pytorch:24.08-py3-research-build-1.4 → "
         "nvcr.io/nvidia/pytorch:24.08-py3-research-build-1.5" in rc.statement
     ), rc.statement
+
+
+def _waiting_on_a_taint(changes: list) -> object:
+    """A job that waits because no node it could use fits (the nodes are full of another project's pods)."""
+    pending = job("train", pods=2, valid_from=T0 + timedelta(hours=1, minutes=10))
+    busy = [pod("x-0", "x", "llm", node_name="h100-01"), pod("x-1", "x", "llm", node_name="h100-02")]
+    return world(
+        subjects=[JOB],
+        nodes=[node("h100-01"), node("h100-02")],
+        jobs=[pending],
+        pods=busy,
+        queues=[queue("vision", 16, 24)],
+        t=T0 + timedelta(hours=1, minutes=30),
+        history={JOB: [pending]},
+        changes=changes,
+    )
+
+
+def test_a_quota_raise_just_before_the_wait_is_no_cause_of_it():
+    raised = [
+        change("queue", "vision", "quota_gpus", 8, 16, T0 + timedelta(hours=1), "platform-admin"),
+        change("queue", "vision", "limit_gpus", 16, 24, T0 + timedelta(hours=1), "platform-admin"),
+    ]
+    rc = next(f for f in run_checks(_waiting_on_a_taint(raised)).findings if f.code == C.RECENT_CHANGE)
+    assert rc.status == "refuted", rc.statement
+    assert "more room" in rc.statement and "platform-admin" in rc.statement, rc.statement
+    assert len(rc.refutes) == 2 and not rc.supports  # it cites the raises it set aside
+
+
+def test_a_cut_beside_a_raise_is_still_the_change_that_counts():
+    mixed = [
+        change("queue", "vision", "limit_gpus", 16, 24, T0 + timedelta(hours=1), "platform-admin"),
+        change("queue", "vision", "quota_gpus", 16, 8, T0 + timedelta(hours=1), "platform-admin"),
+    ]
+    rc = next(f for f in run_checks(_waiting_on_a_taint(mixed)).findings if f.code == C.RECENT_CHANGE)
+    assert rc.status == "supported", rc.statement
+    assert "16 → 8" in rc.statement and "24" not in rc.statement, rc.statement
+
+
+def test_a_raise_for_a_job_that_runs_is_still_context():
+    running = job("train", pods=1, phase="Running", valid_from=T0 + timedelta(hours=1, minutes=10))
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01")],
+        jobs=[running],
+        pods=[pod("train-0", "train", "vision", phase="Running", node_name="h100-01")],
+        queues=[queue("vision", 16)],
+        t=T0 + timedelta(hours=1, minutes=30),
+        history={JOB: [running]},
+        changes=[change("queue", "vision", "quota_gpus", 8, 16, T0 + timedelta(hours=1), "platform-admin")],
+    )
+    rc = next(f for f in run_checks(di).findings if f.code == C.RECENT_CHANGE)
+    assert rc.status == "supported", rc.statement
+
+
+def test_what_gives_a_waiting_job_more_room():
+    at = T0 + timedelta(hours=1)
+    taint = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    condition = {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}
+    more = [
+        ("queue", "quota_gpus", 4, 8),
+        ("queue", "over_quota_weight", 1, 2),
+        ("queue", "limit_gpus", 8, 12),
+        ("queue", "limit_gpus", 8, None),  # the limit lifted
+        ("job", "gpus_per_pod", 8, 4),
+        ("job", "pods", 4, 2),
+        ("node", "unschedulable", True, False),
+        ("node", "taints", [taint, condition], [condition]),
+        ("job", "tolerations", None, [taint]),
+    ]
+    less = [
+        ("queue", "quota_gpus", 8, 4),
+        ("queue", "quota_gpus", None, 4),  # unknown before: not known to be a raise
+        ("queue", "limit_gpus", None, 12),  # a limit where there was none
+        ("queue", "limit_gpus", 12, 8),
+        ("job", "gpus_per_pod", 4, 8),
+        ("node", "unschedulable", False, True),
+        ("node", "taints", [condition], [taint]),
+        ("node", "taints", [taint], [taint, condition]),  # only the controller's taint moved
+        ("job", "tolerations", [taint], []),
+        ("job", "image", "a:1", "a:2"),
+    ]
+    for kind, field, old, new in more:
+        assert loosens(change(kind, "x", field, old, new, at)), (field, old, new)
+    for kind, field, old, new in less:
+        assert not loosens(change(kind, "x", field, old, new, at)), (field, old, new)
