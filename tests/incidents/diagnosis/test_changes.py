@@ -92,11 +92,13 @@ def test_it_words_a_container_image_change_by_the_field_that_differs():
     ), rc.statement
 
 
-def _waiting_on_a_taint(changes: list) -> object:
-    """A job that waits because no node it could use fits (the nodes are full of another project's pods)."""
+def _waiting_job_changed(*edits: tuple[str, int, int]) -> object:
+    """recent_change of a job that waits unplaced (the nodes are full of another project's pods) after the
+    admin's edits (field, old, new) of its queue, an hour after T0."""
     pending = job("train", pods=2, valid_from=T0 + timedelta(hours=1, minutes=10))
     busy = [pod("x-0", "x", "llm", node_name="h100-01"), pod("x-1", "x", "llm", node_name="h100-02")]
-    return world(
+    at = T0 + timedelta(hours=1)
+    di = world(
         subjects=[JOB],
         nodes=[node("h100-01"), node("h100-02")],
         jobs=[pending],
@@ -104,27 +106,20 @@ def _waiting_on_a_taint(changes: list) -> object:
         queues=[queue("vision", 16, 24)],
         t=T0 + timedelta(hours=1, minutes=30),
         history={JOB: [pending]},
-        changes=changes,
+        changes=[change("queue", "vision", f, old, new, at, "platform-admin") for f, old, new in edits],
     )
+    return next(f for f in run_checks(di).findings if f.code == C.RECENT_CHANGE)
 
 
 def test_a_quota_raise_just_before_the_wait_is_no_cause_of_it():
-    raised = [
-        change("queue", "vision", "quota_gpus", 8, 16, T0 + timedelta(hours=1), "platform-admin"),
-        change("queue", "vision", "limit_gpus", 16, 24, T0 + timedelta(hours=1), "platform-admin"),
-    ]
-    rc = next(f for f in run_checks(_waiting_on_a_taint(raised)).findings if f.code == C.RECENT_CHANGE)
+    rc = _waiting_job_changed(("quota_gpus", 8, 16), ("limit_gpus", 16, 24))
     assert rc.status == "refuted", rc.statement
     assert "more room" in rc.statement and "platform-admin" in rc.statement, rc.statement
     assert len(rc.refutes) == 2 and not rc.supports  # it cites the raises it set aside
 
 
 def test_a_cut_beside_a_raise_is_still_the_change_that_counts():
-    mixed = [
-        change("queue", "vision", "limit_gpus", 16, 24, T0 + timedelta(hours=1), "platform-admin"),
-        change("queue", "vision", "quota_gpus", 16, 8, T0 + timedelta(hours=1), "platform-admin"),
-    ]
-    rc = next(f for f in run_checks(_waiting_on_a_taint(mixed)).findings if f.code == C.RECENT_CHANGE)
+    rc = _waiting_job_changed(("limit_gpus", 16, 24), ("quota_gpus", 16, 8))
     assert rc.status == "supported", rc.statement
     assert "16 → 8" in rc.statement and "24" not in rc.statement, rc.statement
 
