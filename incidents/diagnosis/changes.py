@@ -136,8 +136,8 @@ def loosens(ch: ChangeRec) -> bool:
         before, after = set(_own_taints(ch.old)), set(_own_taints(ch.new))
         return after < before
     if leaf == "tolerations":
-        before, after = _tolerations(ch.old), _tolerations(ch.new)
-        return before is not None and after is not None and after > before
+        had, has = _tolerations(ch.old), _tolerations(ch.new)
+        return had is not None and has is not None and has > had
     return False
 
 
