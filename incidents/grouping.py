@@ -574,6 +574,9 @@ def update_window(incident: Incident) -> bool:
 Attached = dict[int, tuple[str, str]]  # an incident's entities: entity id -> (role, kind)
 
 
+MAX_RELATED_CANDIDATES = 50  # open incidents weighed for rule 7 per grouping
+
+
 def attached(incident: Incident) -> Attached:
     return {
         e: (role, kind)
@@ -729,7 +732,12 @@ def gpus_of_nodes(cluster: Cluster, nodes: list[str], at: datetime) -> list[Enti
 
 def fault_nodes(incident: Incident, have: Attached | None = None) -> set[int]:
     """Node entity ids this incident is *about*: subject nodes, and the nodes of subject GPUs."""
-    rows = [(e, k, r) for e, (r, k) in (attached(incident) if have is None else have).items()]
+    return _faulty(attached(incident) if have is None else have)
+
+
+def _faulty(have: Attached) -> set[int]:
+    """``fault_nodes`` of an incident whose entities are ``have``."""
+    rows = [(e, k, r) for e, (r, k) in have.items()]
     subject_nodes = {e for e, k, r in rows if k == "node" and r == "subject"}
     if any(k == "gpu" and r == "subject" for _, k, r in rows):
         subject_nodes |= {e for e, k, _ in rows if k == "node"}  # a GPU subject's node is attached as related
@@ -737,7 +745,10 @@ def fault_nodes(incident: Incident, have: Attached | None = None) -> set[int]:
 
 
 def link_related_incidents(incident: Incident, have: Attached | None = None) -> list[int]:
-    """Link open incidents where one's faulty node/GPU is among the other's entities (e.g. a job pending on it)."""
+    """Link open incidents where one's faulty node/GPU is among the other's entities (e.g. a job pending on it).
+
+    At most ``MAX_RELATED_CANDIDATES`` open incidents sharing an entity are weighed (the oldest first), and
+    their subjects are read in one query: the cost stays three queries however many incidents are open."""
     if have is None:
         have = attached(incident)
     mine_all = set(have)
@@ -745,17 +756,25 @@ def link_related_incidents(incident: Incident, have: Attached | None = None) -> 
         return []
     mine_fault = fault_nodes(incident, have)
     # filter(cluster_id=None) is cluster IS NULL: said so, for the type checker
-    same_cluster = Q(cluster__isnull=True) if incident.cluster_id is None else Q(cluster_id=incident.cluster_id)
-    others = (
+    same_cluster = (
+        Q(cluster__isnull=True) if incident.cluster_id is None else Q(cluster_id=incident.cluster_id)
+    )
+    candidates = list(
         Incident.objects.exclude(pk=incident.pk)
         .exclude(status="resolved")
         .filter(same_cluster, incidentsubject__entity__in=mine_all | mine_fault)
         .distinct()
+        .order_by("pk")
+        .values_list("pk", flat=True)[:MAX_RELATED_CANDIDATES]
     )
-    linked: list[int] = []
-    for other in others[:50]:
-        theirs = attached(other)
-        if (mine_fault & set(theirs)) or (fault_nodes(other, theirs) & mine_all):
-            incident.related.add(other)
-            linked.append(other.pk)
+    if not candidates:
+        return []
+    theirs: dict[int, Attached] = {pk: {} for pk in candidates}
+    for pk, e, role, kind in IncidentSubject.objects.filter(incident_id__in=candidates).values_list(
+        "incident_id", "entity_id", "role", "entity__kind"
+    ):
+        theirs[pk][e] = (role, kind)
+    linked = [pk for pk in candidates if (mine_fault & set(theirs[pk])) or (_faulty(theirs[pk]) & mine_all)]
+    if linked:
+        incident.related.add(*linked)
     return linked

@@ -235,6 +235,30 @@ class RelatedIncidentRuleTests(GroupingTestCase):
         self.assertEqual(a.related.count(), 0)
         self.assertTrue(Entity.objects.filter(kind="job", name="bert").exists())
 
+    def test_it_weighs_every_open_incident_sharing_an_entity_in_a_fixed_number_of_queries(self) -> None:
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        from incidents.grouping import link_related_incidents
+
+        small_world(self.cluster, T0, nodes=6)
+        job = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
+        counts, gpus = [], []
+        for i in range(1, 7):  # a GPU fault on each node the job may run on: each is related to the job
+            host = f"h100-{i:02d}"
+            gpus.append(
+                self.fire(
+                    "GPUXidError", {"UUID": gpu_uuid(host, 3), "Hostname": host}, at=T0 + timedelta(minutes=i)
+                ).pk
+            )
+            job.related.clear()
+            with CaptureQueriesContext(connection) as queries:
+                linked = link_related_incidents(job)
+            counts.append(len(queries))
+            self.assertEqual(sorted(linked), sorted(gpus))
+        self.assertEqual(sorted(job.related.values_list("pk", flat=True)), sorted(gpus))
+        self.assertEqual(len(set(counts)), 1, f"queries grew with the open incidents: {counts}")
+
 
 class SpecificityRuleTests(GroupingTestCase):
     def test_it_keeps_project_and_queue_labels_as_context_of_a_job_alert(self) -> None:
