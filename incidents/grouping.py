@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 EVIDENCE_LOOKBACK = timedelta(hours=1)  # evidence window starts this long before onset
 MAX_CANDIDATE_NODES = 64  # a pending job on a 1,000-node cluster: keep the first 64 candidates, not all
 MAX_RELATED = 600
+MAX_RELATED_CANDIDATES = 50  # open incidents weighed for rule 7 per grouping
 SEVERITY_ORDER = {"info": 0, "warning": 1, "critical": 2}
 SEVERITY_ALIASES = {
     "page": "critical",
@@ -574,16 +575,18 @@ def update_window(incident: Incident) -> bool:
 Attached = dict[int, tuple[str, str]]  # an incident's entities: entity id -> (role, kind)
 
 
-MAX_RELATED_CANDIDATES = 50  # open incidents weighed for rule 7 per grouping
-
-
 def attached(incident: Incident) -> Attached:
-    return {
-        e: (role, kind)
-        for e, role, kind in IncidentSubject.objects.filter(incident=incident).values_list(
-            "entity_id", "role", "entity__kind"
-        )
-    }
+    return attached_to([incident.pk])[incident.pk]
+
+
+def attached_to(incident_ids: list[int]) -> dict[int, Attached]:
+    """``attached`` of each incident, in one query."""
+    out: dict[int, Attached] = {pk: {} for pk in incident_ids}
+    for pk, e, role, kind in IncidentSubject.objects.filter(incident_id__in=incident_ids).values_list(
+        "incident_id", "entity_id", "role", "entity__kind"
+    ):
+        out[pk][e] = (role, kind)
+    return out
 
 
 def attach_subjects(
@@ -748,7 +751,7 @@ def link_related_incidents(incident: Incident, have: Attached | None = None) -> 
     """Link open incidents where one's faulty node/GPU is among the other's entities (e.g. a job pending on it).
 
     At most ``MAX_RELATED_CANDIDATES`` open incidents sharing an entity are weighed (the oldest first), and
-    their subjects are read in one query: the cost stays three queries however many incidents are open."""
+    their subjects are read in one query: the number of queries does not grow with the open incidents."""
     if have is None:
         have = attached(incident)
     mine_all = set(have)
@@ -769,11 +772,7 @@ def link_related_incidents(incident: Incident, have: Attached | None = None) -> 
     )
     if not candidates:
         return []
-    theirs: dict[int, Attached] = {pk: {} for pk in candidates}
-    for pk, e, role, kind in IncidentSubject.objects.filter(incident_id__in=candidates).values_list(
-        "incident_id", "entity_id", "role", "entity__kind"
-    ):
-        theirs[pk][e] = (role, kind)
+    theirs = attached_to(candidates)
     linked = [pk for pk in candidates if (mine_fault & set(theirs[pk])) or (_faulty(theirs[pk]) & mine_all)]
     if linked:
         incident.related.add(*linked)
