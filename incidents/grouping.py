@@ -255,7 +255,8 @@ def group_alert(alert: Alert, *, lookups: Lookups | None = None) -> Incident:
       5. otherwise it reopens the incident of those subjects resolved at most RCAWEB_REOPEN_WINDOW before it
          started (audited), or a new incident opens at the alert's start;
       6. related entities (job → project, queue, pods, candidate nodes and their GPUs; node → GPUs, pods) attach;
-      7. open incidents sharing a faulty node or GPU with this one are linked.
+      7. open incidents sharing a faulty node or GPU with this one are linked, when the fault took capacity
+         away (the inventory shows it around the alert's start), shares a workload, or is both's subject.
     ``incident.needs_evidence`` is True when the incident is new or grew (collect evidence again).
     """
     if alert.incident_id:  # rule 1
@@ -283,7 +284,7 @@ def group_alert(alert: Alert, *, lookups: Lookups | None = None) -> Incident:
     attach_subjects(incident, res.subjects, role="subject", have=have)
     related = res.context + related_entities(res.subjects, alert.starts_at, lookups)
     attach_subjects(incident, related, role="related", have=have)  # rule 6
-    link_related_incidents(incident, have)  # rule 7
+    link_related_incidents(incident, have, alert.starts_at)  # rule 7
     update_window(incident)
     if incident.all_clear_at is not None and incident.window_end is None:
         # A held incident flagged all clear is not over after all.
@@ -747,11 +748,20 @@ def _faulty(have: Attached) -> set[int]:
     return subject_nodes | {e for e, k, r in rows if k == "gpu" and r == "subject"}
 
 
-def link_related_incidents(incident: Incident, have: Attached | None = None) -> list[int]:
-    """Link open incidents where one's faulty node/GPU is among the other's entities (e.g. a job pending on it).
+def link_related_incidents(
+    incident: Incident, have: Attached | None = None, at: datetime | None = None
+) -> list[int]:
+    """Link open incidents where one's faulty node/GPU is among the other's entities (e.g. a job pending on it),
+    when that can matter to the other: the fault took capacity away around ``at`` (default: the incident's
+    onset), or the two share a workload (a pod or job), or the faulty entity is the other's subject too.
+
+    A healthy GPU that is idle, or hot, takes nothing from a job pending elsewhere: on a busy cluster every
+    pending job relates dozens of candidate nodes, and without that condition an idle-allocation incident
+    would be linked to each of them.
 
     At most ``MAX_RELATED_CANDIDATES`` open incidents sharing an entity are weighed (the oldest first), and
-    their subjects are read in one query: the number of queries does not grow with the open incidents."""
+    their subjects and the faulty entities' versions are read in one query each: the number of queries does
+    not grow with the open incidents."""
     if have is None:
         have = attached(incident)
     mine_all = set(have)
@@ -773,7 +783,63 @@ def link_related_incidents(incident: Incident, have: Attached | None = None) -> 
     if not candidates:
         return []
     theirs = attached_to(candidates)
-    linked = [pk for pk in candidates if (mine_fault & set(theirs[pk])) or (_faulty(theirs[pk]) & mine_all)]
+    faults = {pk: _faulty(theirs[pk]) for pk in candidates}
+    sharing = [pk for pk in candidates if (mine_fault & set(theirs[pk])) or (faults[pk] & mine_all)]
+    if not sharing:
+        return []
+    unusable = _unusable(
+        mine_fault.union(*(faults[pk] for pk in sharing)), incident.onset if at is None else at
+    )
+    linked = [
+        pk
+        for pk in sharing
+        if _matters(have, mine_fault, theirs[pk], faults[pk], unusable)
+        or _matters(theirs[pk], faults[pk], have, mine_fault, unusable)
+    ]
     if linked:
         incident.related.add(*linked)
     return linked
+
+
+FAULT_SLACK = timedelta(minutes=10)  # a fault's inventory state counts this long before or after the alert
+_UNHEALTHY_TAINTS = "node.kubernetes.io/"  # what Kubernetes itself taints a failing node with
+
+
+def _matters(a: Attached, a_fault: set[int], b: Attached, b_fault: set[int], unusable: set[int]) -> bool:
+    """Whether ``a``'s fault can matter to ``b`` (both as :data:`Attached`, with their fault entities): they
+    share a faulty entity, and ``a``'s fault took capacity away, or that entity is ``b``'s subject too, or
+    they share a workload."""
+    shared = a_fault & set(b)
+    if not shared:
+        return False
+    if a_fault & unusable or any(b[e][0] == "subject" for e in shared):
+        return True
+    workloads = {e for e, (_, kind) in a.items() if kind in ("pod", "job")}
+    return bool(workloads & {e for e, (_, kind) in b.items() if kind in ("pod", "job")})
+
+
+def _unusable(entities: set[int], at: datetime) -> set[int]:
+    """The nodes and GPUs among ``entities`` whose capacity was gone at some point within ``FAULT_SLACK`` of
+    ``at`` (the inventory sees a fault a sweep after its alert, or already before): what keeps an incident
+    open (``lifecycle.trouble``: a node not Ready or with fewer allocatable GPUs than it has, a GPU faulty or
+    missing), and a node cordoned or tainted by Kubernetes."""
+    out: set[int] = set()
+    versions = EntityVersion.objects.overlapping(at - FAULT_SLACK, at + FAULT_SLACK).filter(
+        entity_id__in=entities, kind__in=("node", "gpu")
+    )
+    for v in versions.only("entity_id", "kind", "phase", "gpus", "gpus_allocatable", "deleted", "state"):
+        state = v.state or {}
+        if lifecycle.trouble(v) or (
+            v.kind == "node"
+            and (
+                bool(state.get("unschedulable"))
+                or any(
+                    str(t.get("key", "")).startswith(_UNHEALTHY_TAINTS)
+                    and t.get("effect") in ("NoSchedule", "NoExecute")
+                    for t in state.get("taints") or []
+                    if isinstance(t, dict)
+                )
+            )
+        ):
+            out.add(v.entity_id)
+    return out

@@ -181,8 +181,23 @@ class JoinRuleTests(GroupingTestCase):
 
 
 class RelatedIncidentRuleTests(GroupingTestCase):
+    def gpu_fault(self, host: str, index: int, at=T0, phase: str = "missing") -> None:  # type: ignore[no-untyped-def]
+        """The inventory sees the GPU gone (``missing``) or ``faulty`` from ``at`` (a sweep after its Xid)."""
+        from collectors.inventory import Observed, record_states
+
+        uuid = gpu_uuid(host, index)
+        state = {"node": host, "index": index, "uuid": uuid, "present": phase != "missing", "pod": ""}
+        if phase == "faulty":
+            state["xid_last"] = 48  # a double-bit ECC error: the GPU reports, and is not to be used
+        record_states(
+            self.cluster,
+            [Observed("gpu", uuid, state, hot={"node": host, "phase": phase, "pod": ""})],
+            at,
+        )
+
     def test_it_links_a_gpu_fault_and_a_job_pending_on_that_node(self) -> None:
         job = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
+        self.gpu_fault("h100-01", 3, T0 + timedelta(minutes=4))
         gpu = self.fire(
             "GPUXidError",
             {"UUID": gpu_uuid("h100-01", 3), "Hostname": "h100-01"},
@@ -235,6 +250,64 @@ class RelatedIncidentRuleTests(GroupingTestCase):
         self.assertEqual(a.related.count(), 0)
         self.assertTrue(Entity.objects.filter(kind="job", name="bert").exists())
 
+    def test_it_does_not_link_a_job_pending_elsewhere_to_a_gpu_that_kept_its_capacity(self) -> None:
+        # An idle or hot GPU takes nothing from a job that waits for its quota: every node is one of its
+        # candidates, and linking it to each would bury the incidents that matter.
+        job = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
+        idle = self.fire(
+            "GPUIdleAllocated",
+            {"UUID": gpu_uuid("h100-01", 3), "Hostname": "h100-01", "gpu": "3"},
+            at=T0 + timedelta(minutes=3),
+        )
+        self.assertNotEqual(job.pk, idle.pk)
+        self.assertEqual(job.related.count(), 0)
+        # The same GPU falling off the bus later takes capacity the job may be waiting for.
+        self.gpu_fault("h100-01", 3, T0 + timedelta(minutes=20))
+        gone = self.fire(
+            "GPUXidError",
+            {"UUID": gpu_uuid("h100-01", 5), "Hostname": "h100-01"},
+            at=T0 + timedelta(minutes=21),
+        )
+        self.assertIn(gone.pk, set(job.related.values_list("pk", flat=True)))
+
+    def test_it_links_an_idle_gpu_to_the_incident_of_the_job_holding_it(self) -> None:
+        from collectors.inventory import Observed, record_states
+
+        uuid = gpu_uuid("h100-02", 1)
+        record_states(
+            self.cluster,
+            [
+                Observed(
+                    "pod",
+                    "serve-0",
+                    {"phase": "Running", "node": "h100-02", "job": "serve"},
+                    namespace="nlp",
+                    hot={"phase": "Running", "node": "h100-02", "job": "serve"},
+                ),
+                Observed(
+                    "gpu",
+                    uuid,
+                    {"node": "h100-02", "index": 1, "uuid": uuid, "present": True, "pod": "nlp/serve-0"},
+                    hot={"node": "h100-02", "phase": "ok", "pod": "nlp/serve-0"},
+                ),
+            ],
+            T0 - timedelta(hours=1),
+        )
+        pod = self.fire("PodCrashLooping", {"namespace": "nlp", "pod": "serve-0"})
+        idle = self.fire(
+            "GPUIdleAllocated",
+            {
+                "UUID": uuid,
+                "Hostname": "h100-02",
+                "gpu": "1",
+                "exported_namespace": "nlp",
+                "exported_pod": "serve-0",
+            },
+            at=T0 + timedelta(minutes=2),
+        )
+        self.assertNotEqual(pod.pk, idle.pk)
+        self.assertEqual(list(idle.related.values_list("pk", flat=True)), [pod.pk])
+
     def test_it_weighs_every_open_incident_sharing_an_entity_in_a_fixed_number_of_queries(self) -> None:
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
@@ -246,6 +319,7 @@ class RelatedIncidentRuleTests(GroupingTestCase):
         counts, gpus = [], []
         for i in range(1, 7):  # a GPU fault on each node the job may run on: each is related to the job
             host = f"h100-{i:02d}"
+            self.gpu_fault(host, 3, T0 + timedelta(minutes=i), phase="faulty")
             gpus.append(
                 self.fire(
                     "GPUXidError", {"UUID": gpu_uuid(host, 3), "Hostname": host}, at=T0 + timedelta(minutes=i)
