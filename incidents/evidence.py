@@ -1,7 +1,7 @@
 """Freeze an incident's evidence into Observations, with provenance, so it outlives event TTL and retention.
 
-Window: [onset − 1 h, resolution or now]. For every subject and related entity:
-object states (one observation per inventory version overlapping the window),
+Window: [onset − 1 h, resolution or now], DCGM series from 15 min earlier. For every subject and related
+entity: object states (one observation per inventory version overlapping the window),
 Kubernetes events, changes (inventory diffs and external ones), DCGM series
 (live from Prometheus when the cluster has one, else the downsampled
 TelemetrySample points), previous-container logs of failing pods, and the
@@ -34,6 +34,10 @@ from incidents.models import Alert, Incident, IncidentSubject, Observation
 logger = logging.getLogger(__name__)
 
 LOOKBACK = timedelta(hours=1)
+# DCGM series start this much earlier than the rest of the window: a rule that needs a spell as long as the
+# lookback (an allocation idle for 1 h, the idle alert's own ``for``) must see where that spell began, not
+# have it cut at the window's start a step or two short of the hour.
+SERIES_LEAD = timedelta(minutes=15)
 MAX_STATE_OBSERVATIONS = 3000
 MAX_EVENTS = 2000
 MAX_CHANGES = 1000
@@ -112,7 +116,7 @@ def collect_evidence(incident_id: int, now: datetime | None = None) -> int:
         collect_states(batch, entities, start, end, healthy_unless=candidate_gpus(links))
         collect_events(batch, entities, start, end)
         collect_changes(batch, entities, start, end)
-        telemetry.collect_dcgm(batch, incident.cluster, links, start, end)
+        telemetry.collect_dcgm(batch, incident.cluster, links, start - SERIES_LEAD, end)
         pod_logs.collect_logs(batch, incident.cluster, links, start, end)
         written = save(batch)
     except Exception:

@@ -24,6 +24,7 @@ from incidents.diagnosis.types import (
     cite_series,
     cite_state,
     hhmm,
+    parse_ts,
 )
 
 logger = logging.getLogger(__name__)
@@ -114,16 +115,20 @@ def check_efficiency(di: DiagnosisInput, idle_for: timedelta = IDLE_FOR) -> list
     return out
 
 
-def _measure(di: DiagnosisInput, gpus: list[EntityState], idle_for: timedelta) -> list[_Measured]:
-    """The GPUs with an activity series in the idle window, each with its mean and idle-since."""
+def _measure(
+    di: DiagnosisInput, gpus: list[EntityState], idle_for: timedelta, held_from: datetime | None = None
+) -> list[_Measured]:
+    """The GPUs with an activity series in the idle window, each with its mean and idle-since. ``held_from``:
+    when the pod got them (its start): an idle spell is the pod's from then, not the free GPU's before."""
     measured: list[_Measured] = []
     for g in gpus:
         s, factor = activity(di, g.name)
         if s is None:
             continue
-        vals = [v * factor for ts, v in s.points if ts <= di.t and ts >= di.t - idle_for]
+        points = s.points if held_from is None else [(ts, v) for ts, v in s.points if ts >= held_from]
+        vals = [v * factor for ts, v in points if ts <= di.t and ts >= di.t - idle_for]
         if vals:
-            measured.append(_Measured(g, s, sum(vals) / len(vals), idle_since(s.points, di.t, factor)))
+            measured.append(_Measured(g, s, sum(vals) / len(vals), idle_since(points, di.t, factor)))
     return measured
 
 
@@ -132,7 +137,7 @@ def _pod_finding(di: DiagnosisInput, pod: EntityState, idle_for: timedelta) -> F
     gpus = [g for g in di.gpus if g.get("pod") == f"{pod.namespace}/{pod.name}"]
     if not gpus and not pod.get("gpus"):
         return None
-    measured = _measure(di, gpus, idle_for)
+    measured = _measure(di, gpus, idle_for, parse_ts(pod.get("started")))
     pcite = cite_state(pod, di.t)
     if not measured:
         return _unmeasured_finding(di, pod, gpus, pcite)

@@ -296,6 +296,23 @@ class PrometheusTests(EvidenceTestCase):
         self.assertIn("Prometheus did not answer: did not answer within 10 s", err.error)
         self.assertEqual(err.content["source"], "prometheus")
 
+    def test_it_asks_for_series_from_before_the_window_so_an_hour_long_spell_shows_where_it_began(
+        self,
+    ) -> None:
+        # The idle alert fires after an hour idle, the window starts an hour before onset: were the series
+        # cut there, the spell would measure a step or two short of the hour it lasted.
+        from incidents.evidence import SERIES_LEAD
+
+        with mock.patch("collectors.sources.prometheus.PrometheusSource.query_range", return_value=[]) as q:
+            collect_evidence(self.gpu_incident.pk, now=NOW)
+        self.gpu_incident.refresh_from_db()
+        starts = {call.args[1] for call in q.call_args_list}
+        self.assertEqual(len(starts), 1)
+        lead = self.gpu_incident.window_start - starts.pop()
+        step = timedelta(seconds=q.call_args_list[0].args[3])
+        self.assertGreater(lead, SERIES_LEAD - step)  # on the step grid, at most a step later
+        self.assertLessEqual(lead, SERIES_LEAD)
+
     def test_it_merges_points_when_retention_dropped_the_oldest(self) -> None:
         with mock.patch(
             "collectors.sources.prometheus.PrometheusSource.query_range",

@@ -52,3 +52,15 @@ def test_it_does_not_call_a_short_pause_idle():
 def test_it_finds_a_job_using_fewer_gpus_than_it_holds():
     f = check_efficiency(_world([[0.8] * 10, [0.01] * 10, [0.0] * 10, [0.02] * 10]))
     assert f[0].code == C.OVER_REQUESTED and "uses 1 of its 4 GPUs" in f[0].statement
+
+
+def test_an_idle_spell_starts_when_the_pod_got_the_gpus_not_while_they_were_free():
+    # The series reaches back before the pod started (the evidence asks a little before its window): the
+    # GPU idled free then. The pod's spell is counted from its start, and here falls short of the hour.
+    di = _world([[0.0] * 10])
+    di.pods[0].state["started"] = (T0 + timedelta(minutes=40)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    f = check_efficiency(di)
+    assert [x.status for x in f] == ["unverified"] and "since 00:40" in f[0].statement
+    di.pods[0].state["started"] = (T0 - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    f = check_efficiency(di)
+    assert f[0].status == "supported" and "since 00:00" in f[0].statement
