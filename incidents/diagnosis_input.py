@@ -408,7 +408,8 @@ def _load_pods(
     obs_by_key: dict[str, Observation],
     state_obs: dict[int, int],
 ) -> None:
-    """Subject pods and pods of subject jobs in full; every other unfinished pod by its hot columns only.
+    """Subject pods, pods of subject jobs and pods holding subject GPUs in full; every other unfinished pod by
+    its hot columns only.
 
     The checks need only where other pods run, what they hold and when they started (fit, quota usage,
     overtaking); decoding 20,000 pod states for that would dominate the diagnosis.
@@ -418,6 +419,13 @@ def _load_pods(
     for e in subject_entities:
         if e.kind == "job":
             full |= Q(job=e.name, namespace=e.namespace)
+    gpu_ids = [e.pk for e in subject_entities if e.kind == "gpu"]
+    if gpu_ids:  # the pods holding subject GPUs: a pod that never ran leaves its GPUs allocated and idle
+        for holder in (
+            base.filter(kind="gpu", entity_id__in=gpu_ids).exclude(pod="").values_list("pod", flat=True)
+        ):
+            ns, _, name = holder.partition("/")
+            full |= Q(entity__name=name, namespace=ns)
     seen: set[int] = set()
     for v in base.filter(kind="pod").filter(full).select_related("entity")[:MAX_VERSIONS]:
         seen.add(v.pk)

@@ -128,8 +128,19 @@ def _measure(
         points = s.points if held_from is None else [(ts, v) for ts, v in s.points if ts >= held_from]
         vals = [v * factor for ts, v in points if ts <= di.t and ts >= di.t - idle_for]
         if vals:
-            measured.append(_Measured(g, s, sum(vals) / len(vals), idle_since(points, di.t, factor)))
+            since = idle_since(points, di.t, factor)
+            if since is not None and held_from is not None and since - held_from <= _step(s.points):
+                # Idle from the first sample after the pod started, taken within a step of its start: idle
+                # since it started, not since that sample (an hour-long spell would come out a step short).
+                since = held_from
+            measured.append(_Measured(g, s, sum(vals) / len(vals), since))
     return measured
+
+
+def _step(points: list[tuple[datetime, float]]) -> timedelta:
+    """The series' sample spacing (its smallest; zero with fewer than two points)."""
+    times = sorted(ts for ts, _ in points)
+    return min((b - a for a, b in zip(times, times[1:], strict=False)), default=timedelta(0))
 
 
 def _pod_finding(di: DiagnosisInput, pod: EntityState, idle_for: timedelta) -> Finding | None:

@@ -97,9 +97,38 @@ def related_pods(di: DiagnosisInput) -> list[EntityState]:
     return pods
 
 
+def idle_holders(di: DiagnosisInput) -> list[EntityState]:
+    """Pods holding a subject GPU that sits idle because the pod never got to run on it: a container waiting
+    to be pulled or restarted (its GPUs stay allocated and idle). The pod's failure is why the GPU is
+    allocated and idle, so it is weighed as the subject's own pod would be. A faulty GPU is left out: there
+    the pod's trouble may be the fault's consequence."""
+    from incidents.diagnosis.efficiency import IDLE_BELOW, activity
+
+    out: list[EntityState] = []
+    for ref in di.subjects:
+        g = di.find("gpu", ref.name) if ref.kind == "gpu" else None
+        holder = str(g.get("pod") or "") if g is not None else ""
+        if g is None or "/" not in holder or g.get("xid_last") or g.get("present") is False:
+            continue
+        ns, name = holder.split("/", 1)
+        pod = di.find("pod", name, ns)
+        if (
+            pod is None
+            or pod in out
+            or not any(((c.get("state") or {}).get("waiting") or {}).get("reason") for c in _containers(pod))
+        ):
+            continue
+        series, factor = activity(di, g.name)
+        last = [v for ts, v in series.points if ts <= di.t][-1:] if series is not None else []
+        if last and last[0] * factor < IDLE_BELOW:
+            out.append(pod)
+    return out
+
+
 def check_workloads(di: DiagnosisInput) -> list[Finding]:
     out: list[Finding] = []
-    for pod in related_pods(di):
+    pods = related_pods(di)
+    for pod in pods + [p for p in idle_holders(di) if p not in pods]:
         out.extend(pod_findings(di, pod))
     out.extend(preemption_findings(di))
     return out

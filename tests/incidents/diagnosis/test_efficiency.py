@@ -61,6 +61,10 @@ def test_an_idle_spell_starts_when_the_pod_got_the_gpus_not_while_they_were_free
     di.pods[0].state["started"] = (T0 + timedelta(minutes=40)).strftime("%Y-%m-%dT%H:%M:%SZ")
     f = check_efficiency(di)
     assert [x.status for x in f] == ["unverified"] and "since 00:40" in f[0].statement
-    di.pods[0].state["started"] = (T0 - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Started between two samples and idle from the first one after: idle since it started.
+    di.pods[0].state["started"] = (T0 + timedelta(minutes=25)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert "since 00:25" in check_efficiency(di)[0].statement
+    # Started long before the series begins: idle as far back as it reaches, no further.
+    di.pods[0].state["started"] = (T0 - timedelta(minutes=25)).strftime("%Y-%m-%dT%H:%M:%SZ")
     f = check_efficiency(di)
     assert f[0].status == "supported" and "since 00:00" in f[0].statement

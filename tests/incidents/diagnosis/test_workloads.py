@@ -142,3 +142,41 @@ def test_it_finds_the_explaining_line_from_the_most_specific_pattern():
         == "a permission problem"
     )
     assert explaining_line(["all good"]) is None
+
+
+def test_an_idle_gpu_held_by_a_pod_that_never_ran_is_explained_by_the_pods_failure():
+    # The idle alert names the GPU; the pod holding it cannot pull its image, so the GPU sits allocated and
+    # idle. That failure is the answer, not "idle allocation" (which leaves a pod that never ran to the
+    # crash's or pull's own finding).
+    from .dx_world import gpu, series
+
+    uuid = "GPU-0"
+    pull = [
+        {
+            "name": "main",
+            "image": "registry.local/recsys/ctr:5.1-rc",
+            "gpus": 2,
+            "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}},
+            "last_state": {},
+            "restart_count": 0,
+            "ready": False,
+        }
+    ]
+
+    def di(xid: int = 0, values: tuple[float, ...] = (0.0,) * 12):  # type: ignore[no-untyped-def]
+        return world(
+            subjects=[Ref("gpu", uuid)],
+            nodes=[node("h100-01")],
+            gpus=[gpu(uuid, "h100-01", 0, pod_ref="recsys/ctr-0", xid=xid)],
+            pods=[
+                pod("ctr-0", "ctr", "recsys", node_name="h100-01", gpus=2, containers=pull, phase="Pending")
+            ],
+            series=[series("DCGM_FI_PROF_SM_ACTIVE", uuid, "h100-01", list(values), start=T0)],
+        )
+
+    f = by_code(check_workloads(di()))
+    assert f[C.IMAGE_PULL_ERROR].status == "supported" and "ctr:5.1-rc" in f[C.IMAGE_PULL_ERROR].statement
+    assert C.IMAGE_PULL_ERROR not in by_code(
+        check_workloads(di(values=(0.7,) * 12))
+    )  # busy: not its GPU's story
+    assert C.IMAGE_PULL_ERROR not in by_code(check_workloads(di(xid=79)))  # faulty GPU: maybe the consequence
