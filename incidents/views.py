@@ -25,7 +25,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from collectors.inventory import neighbour_change_times
 from collectors.models import Cluster, EntityVersion
-from incidents import lifecycle, services
+from incidents import lifecycle, problems, services
 from incidents.diagnosis_run import pick_run
 from incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
 from incidents.models import Alert, AuditEntry, Citation, Hypothesis, Incident, IncidentSubject, Observation
@@ -273,9 +273,7 @@ def _detail_context(
         related_groups=related_groups([(s, versions.get(s.entity_id)) for s in related[:RELATED_MAX]]),
         related_more=max(0, len(related) - RELATED_MAX),
         alerts=_with_telling_labels(list(incident.alerts.order_by("starts_at", "id"))),
-        related_incidents=_fold_same_titles(
-            list(incident.related.order_by("-onset")[:RELATED_INCIDENTS_READ])
-        ),
+        **_related_incidents(list(incident.related.order_by("-onset")[:RELATED_INCIDENTS_READ])),
         hypotheses=[h for h in hypotheses if h.scope != "elsewhere"],
         elsewhere=[h for h in hypotheses if h.scope == "elsewhere"],
         top=next((h for h in hypotheses if h.scope != "elsewhere" and h.status == "supported"), None),
@@ -353,6 +351,43 @@ class RelatedIncidentRow:
 
     def get_absolute_url(self) -> str:
         return self.incident.get_absolute_url()
+
+
+# Shared causes about policy, not hardware: a related incident whose current top cause is one of these waits
+# for its own quota or queue, not for this incident's node or GPU.
+POLICY_CAUSE_KINDS = ("project", "queue")
+
+
+@dataclass
+class HeldElsewhere:
+    """Related incidents whose own current cause is a quota or a queue (one problem, ``key``)."""
+
+    key: str
+    code: str
+    what: str
+    count: int
+
+    def get_absolute_url(self) -> str:
+        return "/incidents/?" + urlencode({"cause": self.key})
+
+
+def _related_incidents(incidents: list[Incident]) -> dict[str, Any]:
+    """The related incidents that may hang on this one, folded by title, and apart, counted by problem, those
+    that their own diagnosis says wait for their quota or queue. A pending job relates every node it might
+    run on, so a failed node on a busy cluster relates dozens of jobs that its recovery would not start."""
+    mine: list[Incident] = []
+    held: dict[str, HeldElsewhere] = {}
+    for inc in incidents:  # newest first
+        code, what = problems.describe(inc.cause_key) if inc.cause_key else ("", "")
+        if what.split(" ", 1)[0] in POLICY_CAUSE_KINDS:
+            group = held.setdefault(inc.cause_key, HeldElsewhere(inc.cause_key, code, what, 0))
+            group.count += 1
+        else:
+            mine.append(inc)
+    return {
+        "related_incidents": _fold_same_titles(mine),
+        "related_held": sorted(held.values(), key=lambda g: (-g.count, g.key)),
+    }
 
 
 def _fold_same_titles(incidents: list[Incident]) -> list[RelatedIncidentRow]:

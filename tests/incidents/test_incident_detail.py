@@ -348,3 +348,38 @@ class RelatedIncidentFoldTest(IncidentPageTestCase):
         html = self.client.get(self.url).content.decode()
         block = html.split("<h3>Related incidents</h3>")[1].split("</ul>")[0]
         assert block.count("a100-07 GPUJobPendingTooLong") == 1 and "×25 since 03:00" in block
+
+    def test_related_incidents_waiting_for_their_own_quota_are_counted_apart_by_problem(self) -> None:
+        # A failed node relates every job that might have run on it; those whose own diagnosis says their
+        # quota holds them would not start when it is back: one line per problem, not a row each.
+        def related(title: str, cause_key: str, minute: int) -> None:
+            other = Incident.objects.create(
+                title=title,
+                cluster=self.incident.cluster,
+                onset=T0 + timedelta(minutes=minute),
+                window_start=T0,
+                cause_key=cause_key,
+            )
+            self.incident.related.add(other)
+
+        for i in range(12):
+            related(
+                f"nlp/batch-{i} pending: project nlp limit 96 < 104 needed",
+                "project_quota_exhausted|project/nlp",
+                i,
+            )
+        related("vision/batch-1 pending: queue vision waits", "queue_priority|queue/vision", 20)
+        related(
+            "research/exp-39 pending: would fit if h100-03 were fixed",
+            "gpu_node_unavailable|node/h100-03",
+            21,
+        )
+        html = self.client.get(self.url).content.decode()
+        rows = html.split("<h3>Related incidents</h3>")[1].split("</ul>")[0]
+        self.assertIn("research/exp-39", rows)
+        self.assertNotIn("nlp/batch-", rows)
+        held = html.split('id="related-held"')[1].split("</p>")[0]
+        self.assertIn('href="/incidents/?cause=project_quota_exhausted%7Cproject%2Fnlp"', held)
+        self.assertIn("project nlp ×12", held)
+        self.assertIn("queue vision ×1", held)
+        self.assertLess(held.index("project nlp"), held.index("queue vision"))  # the largest first
