@@ -32,7 +32,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import OperationalError, close_old_connections, connections
+from django.db import OperationalError, close_old_connections, connections, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from collectors import sweep
@@ -40,6 +41,7 @@ from collectors.models import Cluster
 from collectors.sim.process import SimProcess
 from collectors.sim.server import SimServer
 from incidents import inline, lifecycle
+from incidents.models import Alert, Incident
 from incidents.tasks import SETTLE_EVERY_S
 from rcaweb.webserver import AlertPoster, WebServer
 
@@ -220,7 +222,18 @@ class Harness:
         }
         dropped = False
         if replace and Cluster.objects.filter(name=name).exists():
-            Cluster.objects.filter(name=name).delete()
+            # Its incidents and their alerts go too: left behind they would stay open forever beside the
+            # new timeline's (their cluster gone), every problem listed twice on the console. Those a run
+            # before this rule left without a cluster are found by their alerts' cluster label.
+            with transaction.atomic():
+                ids = set(
+                    Incident.objects.filter(Q(cluster__name=name) | Q(alerts__cluster_name=name)).values_list(
+                        "pk", flat=True
+                    )
+                )
+                Alert.objects.filter(Q(incident__in=ids) | Q(cluster_name=name)).delete()
+                Incident.objects.filter(pk__in=ids).delete()
+                Cluster.objects.filter(name=name).delete()
             dropped = True
         self.cluster, _ = Cluster.objects.update_or_create(name=name, defaults=where)
         return dropped
