@@ -793,8 +793,8 @@ def link_related_incidents(
     linked = [
         pk
         for pk in sharing
-        if _matters(have, mine_fault, theirs[pk], faults[pk], unusable)
-        or _matters(theirs[pk], faults[pk], have, mine_fault, unusable)
+        if _matters(have, mine_fault, theirs[pk], unusable)
+        or _matters(theirs[pk], faults[pk], have, unusable)
     ]
     if linked:
         incident.related.add(*linked)
@@ -805,9 +805,9 @@ FAULT_SLACK = timedelta(minutes=10)  # a fault's inventory state counts this lon
 _UNHEALTHY_TAINTS = "node.kubernetes.io/"  # what Kubernetes itself taints a failing node with
 
 
-def _matters(a: Attached, a_fault: set[int], b: Attached, b_fault: set[int], unusable: set[int]) -> bool:
-    """Whether ``a``'s fault can matter to ``b`` (both as :data:`Attached`, with their fault entities): they
-    share a faulty entity, and ``a``'s fault took capacity away, or that entity is ``b``'s subject too, or
+def _matters(a: Attached, a_fault: set[int], b: Attached, unusable: set[int]) -> bool:
+    """Whether ``a``'s fault (``a_fault``, its fault entities) can matter to ``b`` (both as :data:`Attached`):
+    they share a faulty entity, and ``a``'s fault took capacity away, or that entity is ``b``'s subject too, or
     they share a workload."""
     shared = a_fault & set(b)
     if not shared:
