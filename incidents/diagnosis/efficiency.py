@@ -78,12 +78,12 @@ def _pods_of_interest(di: DiagnosisInput) -> list[EntityState]:
                 pods += [p] if p else []
     seen: list[EntityState] = []
     for p in pods:
-        if p not in seen and p.get("phase") == "Running" and not _crashing(p):
+        if p not in seen and p.get("phase") == "Running" and not crashing(p):
             seen.append(p)
     return seen
 
 
-def _crashing(pod: EntityState) -> bool:
+def crashing(pod: EntityState) -> bool:
     """A container waiting to restart leaves its GPUs idle by consequence: that is the crash's finding, not this."""
     for c in pod.get("containers") or []:
         waiting = (c.get("state") or {}).get("waiting") or {}

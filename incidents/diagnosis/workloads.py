@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.build import refuted
+from incidents.diagnosis.efficiency import IDLE_BELOW, activity, crashing
 from incidents.diagnosis.types import (
     SUPPORTED,
     Cite,
@@ -102,8 +103,6 @@ def idle_holders(di: DiagnosisInput) -> list[EntityState]:
     to be pulled or restarted (its GPUs stay allocated and idle). The pod's failure is why the GPU is
     allocated and idle, so it is weighed as the subject's own pod would be. A faulty GPU is left out: there
     the pod's trouble may be the fault's consequence."""
-    from incidents.diagnosis.efficiency import IDLE_BELOW, activity
-
     out: list[EntityState] = []
     for ref in di.subjects:
         g = di.find("gpu", ref.name) if ref.kind == "gpu" else None
@@ -112,11 +111,7 @@ def idle_holders(di: DiagnosisInput) -> list[EntityState]:
             continue
         ns, name = holder.split("/", 1)
         pod = di.find("pod", name, ns)
-        if (
-            pod is None
-            or pod in out
-            or not any(((c.get("state") or {}).get("waiting") or {}).get("reason") for c in _containers(pod))
-        ):
+        if pod is None or pod in out or not crashing(pod):
             continue
         series, factor = activity(di, g.name)
         last = [v for ts, v in series.points if ts <= di.t][-1:] if series is not None else []
