@@ -24,7 +24,7 @@ from collectors.sim.prometheus.series import (
     MigView,
     RangeReader,
     _telemetry_key,
-    evaluate,
+    evaluate_keyed,
     format_ts,
     format_value,
 )
@@ -139,14 +139,14 @@ class PrometheusHandler(BaseHTTPRequestHandler):
     def _query(self, one: dict[str, str]) -> dict[str, Any]:
         expr = parse(one.get("query", ""))
         t = parse_time(one.get("time"), self._now())
-        result = evaluate(self.sim.source, expr, t)
+        result = evaluate_keyed(self.sim.source, expr, t)
+        ts = format_ts(t)
         if isinstance(result, float):
-            return {"resultType": "scalar", "result": [format_ts(t), format_value(result)]}
+            return {"resultType": "scalar", "result": [ts, format_value(result)]}
+        result.sort(key=_first)  # series keys are unique in a vector: the labels alone order it
         return {
             "resultType": "vector",
-            "result": [
-                {"metric": labels, "value": [format_ts(t), format_value(v)]} for labels, v in _sorted(result)
-            ],
+            "result": [{"metric": dict(key), "value": [ts, format_value(v)]} for key, v in result],
         }
 
     def _query_range(self, one: dict[str, str]) -> dict[str, Any]:
@@ -166,18 +166,20 @@ class PrometheusHandler(BaseHTTPRequestHandler):
         reader = RangeReader(self.sim.source, expr, start, end)
         t = start
         while t <= end + 1e-9:
-            result = evaluate(reader, expr, t)
+            result = evaluate_keyed(reader, expr, t)
+            ts = format_ts(t)
             if isinstance(result, float):
-                series.setdefault((), []).append([format_ts(t), format_value(result)])
+                series.setdefault((), []).append([ts, format_value(result)])
             else:
-                for labels, v in result:
-                    series.setdefault(tuple(sorted(labels.items())), []).append(
-                        [format_ts(t), format_value(v)]
-                    )
+                for key, v in result:
+                    points = series.get(key)
+                    if points is None:
+                        points = series[key] = []
+                    points.append([ts, format_value(v)])
             t += step
         return {
             "resultType": "matrix",
-            "result": [{"metric": dict(k), "values": v} for k, v in sorted(series.items())],
+            "result": [{"metric": dict(k), "values": v} for k, v in sorted(series.items(), key=_first)],
         }
 
     def _series(self, matches: list[str], one: dict[str, str]) -> list[dict[str, str]]:
@@ -259,8 +261,8 @@ class PrometheusHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def _sorted(result: list[tuple[dict[str, str], float]]) -> list[tuple[dict[str, str], float]]:
-    return sorted(result, key=lambda item: sorted(item[0].items()))
+def _first(item: tuple[Any, Any]) -> Any:
+    return item[0]
 
 
 class PrometheusServer(LoopbackServer):

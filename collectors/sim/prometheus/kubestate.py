@@ -55,6 +55,8 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
         "The number of container restarts per container.",
     ),
 )
+
+
 def quantity(text: Any) -> float:
     """A Kubernetes resource quantity ("8", "500m", "64Gi") as a number (``kubernetes.utils.parse_quantity``)."""
     from kubernetes.utils import parse_quantity

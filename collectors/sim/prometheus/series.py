@@ -60,8 +60,9 @@ METRICS: tuple[tuple[str, str, str], ...] = (
 Labels = dict[str, str]
 Sample = tuple[Labels, float]
 Points = list[tuple[float, float]]  # (scrape time, value), ascending
+Key = tuple[tuple[str, str], ...]  # a series' labels as sorted (name, value) pairs
 # One GPU's (or one target's) series: (label key, points) in the order they first appear.
-Group = list[tuple[tuple[tuple[str, str], ...], Points]]
+Group = list[tuple[Key, Points]]
 
 
 def _key(labels: Labels) -> tuple[tuple[str, str], ...]:
@@ -133,6 +134,9 @@ class DcgmSource:
         self.metric_names = {m[0] for m in self.metrics}
         self.cache: dict[tuple[Any, ...], Any] | None = None  # per query: range steps overlap
         self._static: dict[tuple[Any, ...], Labels] = {}  # static_labels, per GPU (they never change)
+        # The world's bulk reads, where it has them (a range query's samples of a GPU in one call).
+        self._bulk_values = getattr(world, "gpu_metric_series", None)
+        self._bulk_pods = getattr(world, "gpu_pods_at", None)
 
     def begin(self) -> None:
         """Start memoising world reads for one query (the caller holds the world lock throughout)."""
@@ -328,8 +332,16 @@ class DcgmSource:
                 held_at = self.pods_at(node, gpu, times)
                 # The pod holding a GPU changes rarely: its label set (and the matchers' verdict) is worked
                 # out once per pod, not once per sample.
-                keys: dict[str | None, tuple[tuple[tuple[str, str], ...], bool]] = {}
-                found: dict[tuple, Points] = {}
+                first = held_at[0]
+                if held_at.count(first) == len(held_at):  # one pod (or none) all along: one series
+                    labels = {**base, **self.held_labels(first)}
+                    if all(m.matches(labels) for m in selector.matchers):
+                        points = [(t, float(v)) for t, v in zip(times, values, strict=True) if v is not None]
+                        if points:
+                            groups.append([(_key(labels), points)])
+                    continue
+                keys: dict[str | None, tuple[Key, bool]] = {}
+                found: dict[Key, Points] = {}
                 for t, v, held in zip(times, values, held_at, strict=True):
                     if v is None:
                         continue
@@ -344,39 +356,31 @@ class DcgmSource:
         return groups
 
     def values(self, node: Any, gpu: Any, metric: str, times: list[float]) -> list[float | None]:
-        """``value`` at each scrape time (ascending): one read of the world's series where it offers one,
-        each sample computed once per query (the windows of a range query's steps may overlap)."""
-        bulk = getattr(self.world, "gpu_metric_series", None)
+        """``value`` at each scrape time (ascending), in one read of the world's series where it offers one
+        (a query reads each GPU's series once: ``RangeReader`` reads a range query's whole span up front)."""
+        bulk = self._bulk_values
         if bulk is None:
             return [self.value(node, gpu, metric, t) for t in times]
-        tk = _telemetry_key(gpu, metric)
-        known: dict[float, float | None] = {}
-        if self.cache is not None:
-            known = self.cache.setdefault(("values", node.name, tk, metric), known)
-        missing = [t for t in times if t not in known]
-        if missing:
-            created = node.created_at.timestamp()
-            later = [t for t in missing if t >= created]
-            known.update(dict.fromkeys(missing[: len(missing) - len(later)]))
-            known.update(zip(later, bulk(node.name, tk, metric, later), strict=True))
-        return [known[t] for t in times]
+        created = node.created_at.timestamp()
+        if times[0] >= created:
+            return bulk(node.name, _telemetry_key(gpu, metric), metric, times)
+        later = bisect_left(times, created)
+        head: list[float | None] = [None] * later
+        return (
+            head + bulk(node.name, _telemetry_key(gpu, metric), metric, times[later:])
+            if later < len(times)
+            else head
+        )
 
     def pods_at(self, node: Any, gpu: Any, times: list[float]) -> list[str | None]:
         """``namespace/name`` of the pod holding the GPU at each scrape time (None: free)."""
-        bulk = getattr(self.world, "gpu_pods_at", None)
+        bulk = self._bulk_pods
         if bulk is None:
             return [
                 self.world.gpu_pod_at(node.name, _telemetry_key(gpu), datetime.fromtimestamp(t, UTC))
                 for t in times
             ]
-        tk = _telemetry_key(gpu)
-        known: dict[float, str | None] = {}
-        if self.cache is not None:
-            known = self.cache.setdefault(("pods", node.name, tk), known)
-        missing = [t for t in times if t not in known]
-        if missing:
-            known.update(zip(missing, bulk(node.name, tk, missing), strict=True))
-        return [known[t] for t in times]
+        return bulk(node.name, _telemetry_key(gpu), times)
 
     def _select_up(self, selector: Selector, times: list[float]) -> list[Group]:
         """``up`` of each node's exporter target: 1 when its scrape succeeded, 0 when it failed."""
@@ -472,6 +476,16 @@ def _dynamic(name: str, variant: str) -> bool:
 
 def evaluate(source: DcgmSource | RangeReader, expr: Expr, t: float) -> list[Sample] | float:
     """An instant vector (list of (labels, value)) or a scalar, at time t."""
+    result = evaluate_keyed(source, expr, t)
+    if isinstance(result, float):
+        return result
+    return [(dict(key), v) for key, v in result]
+
+
+def evaluate_keyed(source: DcgmSource | RangeReader, expr: Expr, t: float) -> list[tuple[Key, float]] | float:
+    """``evaluate`` with each series' labels as their sorted (name, value) pairs: the order Prometheus sorts a
+    result in and the key a range query collects its steps by, so neither rebuilds and sorts a label dict
+    per series and step."""
     if isinstance(expr, Number):
         return expr.value
     if isinstance(expr, Time):
@@ -479,41 +493,43 @@ def evaluate(source: DcgmSource | RangeReader, expr: Expr, t: float) -> list[Sam
     if isinstance(expr, Selector):
         at = t - expr.offset_s
         series = source.select(expr, at - LOOKBACK_S, at, last_only=True)
-        return [(dict(k), pts[-1][1]) for k, pts in series.items() if pts]
+        return [(k, pts[-1][1]) for k, pts in series.items() if pts]
     if isinstance(expr, RangeFunction):
         at = t - expr.selector.offset_s
         series = source.select(expr.selector, at - expr.range_s, at)
-        out = []
+        out: list[tuple[Key, float]] = []
+        name = expr.name
+        # Prometheus keeps the metric name of last_over_time only (it returns a sample, not a new value)
+        keep_name = name == "last_over_time"
         for key, pts in series.items():
             if not pts:
                 continue
-            values = [v for _, v in pts]
-            # Prometheus keeps the metric name of last_over_time only (it returns a sample, not a new value)
-            labels = dict(key) if expr.name == "last_over_time" else {k: v for k, v in key if k != "__name__"}
-            if expr.name == "avg_over_time":
-                out.append((labels, sum(values) / len(values)))
-            elif expr.name == "max_over_time":
-                out.append((labels, max(values)))
-            elif expr.name == "min_over_time":
-                out.append((labels, min(values)))
-            elif expr.name == "count_over_time":
-                out.append((labels, float(len(values))))
-            elif expr.name in ("rate", "increase"):
-                value = extrapolated_rate(pts, at - expr.range_s, at, is_rate=expr.name == "rate")
+            labels = key if keep_name else tuple(p for p in key if p[0] != "__name__")
+            if name == "avg_over_time":
+                out.append((labels, sum(v for _, v in pts) / len(pts)))
+            elif name == "max_over_time":
+                out.append((labels, max(v for _, v in pts)))
+            elif name == "min_over_time":
+                out.append((labels, min(v for _, v in pts)))
+            elif name == "count_over_time":
+                out.append((labels, float(len(pts))))
+            elif name in ("rate", "increase"):
+                value = extrapolated_rate(pts, at - expr.range_s, at, is_rate=name == "rate")
                 if value is not None:
                     out.append((labels, value))
             else:
-                out.append((labels, values[-1]))
+                out.append((labels, pts[-1][1]))
         return out
     if isinstance(expr, Aggregation):
-        inner = evaluate(source, expr.expr, t)
+        inner = evaluate_keyed(source, expr.expr, t)
         if isinstance(inner, float):
             raise ValueError("expected an instant vector in aggregation, got a scalar")
-        groups: dict[tuple, list[float]] = defaultdict(list)
-        for labels, value in inner:
-            groups[tuple((name, labels[name]) for name in expr.by if labels.get(name))].append(value)
+        groups: dict[Key, list[float]] = defaultdict(list)
+        for key, value in inner:
+            named = dict(key)
+            groups[tuple(sorted((n, named[n]) for n in set(expr.by) if named.get(n)))].append(value)
         result = []
-        for key, values in groups.items():
+        for group, values in groups.items():
             agg = {
                 "sum": sum(values),
                 "avg": sum(values) / len(values),
@@ -521,10 +537,10 @@ def evaluate(source: DcgmSource | RangeReader, expr: Expr, t: float) -> list[Sam
                 "min": min(values),
                 "count": float(len(values)),
             }[expr.op]
-            result.append((dict(key), agg))
+            result.append((group, agg))
         return result
     if isinstance(expr, Comparison):
-        inner = evaluate(source, expr.expr, t)
+        inner = evaluate_keyed(source, expr.expr, t)
         if isinstance(inner, float):
             raise ValueError(
                 "comparison between two scalars needs the bool modifier, which the subset does not support"
@@ -538,7 +554,7 @@ def evaluate(source: DcgmSource | RangeReader, expr: Expr, t: float) -> list[Sam
             "!=": float.__ne__,
         }[expr.op]
         bound = float(t) if isinstance(expr.value, Time) else expr.value.value
-        return [(labels, v) for labels, v in inner if op(float(v), bound)]
+        return [(key, v) for key, v in inner if op(float(v), bound)]
     raise TypeError(expr)
 
 
