@@ -266,6 +266,9 @@ def pipeline_main(args: argparse.Namespace) -> None:
     import os
 
     os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rcaweb_trace")
+    # Production's settings: with DEBUG, Django wraps every cursor to log each query (a third of this
+    # process' CPU in a run, the figures then say nothing about a deployment).
+    os.environ["RCAWEB_DEBUG"] = "false"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rcaweb.settings")
     os.environ.setdefault("RCAWEB_SECRET_KEY", "bench-only-secret")
     sys.path.insert(0, str(Path(__file__).resolve().parent))

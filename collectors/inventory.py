@@ -65,6 +65,10 @@ class Observed:
     # ``state_hash(state)`` when the mapper already knows it (a pod mapped at an earlier sweep, unchanged since);
     # "" = computed when recorded. Whoever sets it must not change ``state`` afterwards.
     digest: str = field(default="", compare=False)
+    # The object's own latest transition time, where the source gives one (``latest_transition``): a new
+    # state is dated then rather than when the sweep saw it, when that time falls after the kind's previous
+    # listing (``record_states(listed_before=…)``).
+    since: datetime | None = field(default=None, compare=False)
 
     def actor_of(self, path: str) -> str:
         """Who changed the state key at ``path`` ("created" for the object's creation)."""
@@ -139,8 +143,14 @@ def record_states(
     *,
     source: str = "k8s",
     batch: int | None = None,
+    listed_before: datetime | None = None,
 ) -> RecordResult:
     """Record many observed objects of any kinds at ``at``.
+
+    ``listed_before``: when these objects were last listed completely (the previous sweep). A state that
+    differs from the open version changed after then: it is dated at the object's own ``since`` when that
+    falls strictly between the two listings (a pod created, a condition that turned, a spec written: the
+    Kubernetes object says when), else at ``at``. Without it every state is dated ``at``.
 
     Idempotent: recording the same states again writes no rows. ``at`` earlier than an
     open version's ``valid_from`` is refused for that object (history is append-only).
@@ -162,7 +172,7 @@ def record_states(
             step = batch or len(pending) or 1
             for i in range(0, len(pending), step):
                 with transaction.atomic() if batch is not None else nullcontext():
-                    result += _write(cluster, kind, pending[i : i + step], at, source)
+                    result += _write(cluster, kind, pending[i : i + step], at, source, listed_before)
     return result
 
 
@@ -205,7 +215,27 @@ def _entity_ids(cluster: Cluster, kind: str, names: set[str]) -> dict[tuple[str,
     return ids
 
 
-def _write(cluster: Cluster, kind: str, pending: list[_Pending], at: datetime, source: str) -> RecordResult:
+def dated(
+    obs: Observed, at: datetime, listed_before: datetime | None, opened: datetime | None = None
+) -> datetime:
+    """When ``obs``' new state began: its ``since`` when that falls after the previous listing (and after the
+    open version began), before ``at``; else ``at``, the moment it was seen."""
+    since = obs.since
+    if since is None or listed_before is None or not (listed_before < since < at):
+        return at
+    if opened is not None and since <= opened:
+        return at
+    return since
+
+
+def _write(
+    cluster: Cluster,
+    kind: str,
+    pending: list[_Pending],
+    at: datetime,
+    source: str,
+    listed_before: datetime | None = None,
+) -> RecordResult:
     """Open new versions (and entities) for ``pending``, close the old ones, record one Change per field."""
     result = RecordResult()
     # Objects without an open version: an entity that existed before (closed) is reused, others are created.
@@ -224,7 +254,7 @@ def _write(cluster: Cluster, kind: str, pending: list[_Pending], at: datetime, s
                         "namespace": o.namespace,
                         "name": o.name,
                         "uid": o.uid,
-                        "first_seen": at,
+                        "first_seen": dated(o, at, listed_before),
                         "last_seen": at,
                     }
                     for o in new
@@ -236,14 +266,14 @@ def _write(cluster: Cluster, kind: str, pending: list[_Pending], at: datetime, s
     for chunk in _chunks([pk for _, _, _, pk in pending if pk is not None], 500):
         qs = EntityVersion.objects.filter(pk__in=chunk).values_list("pk", "state", "valid_from")
         previous.update((pk, (state, valid_from)) for pk, state, valid_from in qs)
-    to_close: list[int] = []
+    to_close: dict[datetime, list[int]] = {}
     healed: list[EntityVersion] = []
     versions: list[dict[str, Any]] = []
     changes: list[dict[str, Any]] = []
     touched: list[int] = []
-    base = {"cluster_id": cluster.pk, "kind": kind, "time": at, "source": source}
     for obs, eid, digest, current in pending:
         eid = eid if eid is not None else ids[(obs.namespace, obs.name)]
+        when = at
         if current is not None:
             old_state, valid_from = previous[current]
             if at <= valid_from:
@@ -255,9 +285,11 @@ def _write(cluster: Cluster, kind: str, pending: list[_Pending], at: datetime, s
             if not diffs:  # same state, digest computed another way: remember the new digest, open nothing
                 healed.append(EntityVersion(pk=current, state_hash=digest))
                 continue
-            to_close.append(current)
+            when = dated(obs, at, listed_before, valid_from)
+            to_close.setdefault(when, []).append(current)
             if len(diffs) > MAX_CHANGES_PER_DIFF:
                 diffs = [("state", None, f"{len(diffs)} fields changed")]
+            base = {"cluster_id": cluster.pk, "kind": kind, "time": when, "source": source}
             for path, old, new in diffs:
                 changes.append(
                     {
@@ -270,9 +302,13 @@ def _write(cluster: Cluster, kind: str, pending: list[_Pending], at: datetime, s
                     }
                 )
         else:
+            when = dated(obs, at, listed_before)
             changes.append(
                 {
-                    **base,
+                    "cluster_id": cluster.pk,
+                    "kind": kind,
+                    "time": when,
+                    "source": source,
                     "entity_id": eid,
                     "field": "created",
                     "old": None,
@@ -285,15 +321,16 @@ def _write(cluster: Cluster, kind: str, pending: list[_Pending], at: datetime, s
                 "entity_id": eid,
                 "cluster_id": cluster.pk,
                 "kind": kind,
-                "valid_from": at,
+                "valid_from": when,
                 "state": obs.state,
                 "state_hash": digest,
                 **_hot_values(obs),
             }
         )
         touched.append(eid)
-    for chunk in _chunks(to_close, 900):
-        EntityVersion.objects.filter(pk__in=chunk).update(valid_to=at)
+    for when, closing in to_close.items():
+        for chunk in _chunks(closing, 900):
+            EntityVersion.objects.filter(pk__in=chunk).update(valid_to=when)
     if healed:
         EntityVersion.objects.bulk_update(healed, ["state_hash"], batch_size=1000)
     insert_rows(EntityVersion, versions)

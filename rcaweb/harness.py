@@ -68,12 +68,9 @@ class Policy:
     # states is a key of its own (fingerprint:status), firing or not (pending, resolved).
     alert_key: str = "fingerprint"
     # "Newly firing": not yet swept for in this run (True), or not firing at the last inventory sweep (False).
+    # A pending alert asks for no sweep: the sweep after it dates what changed by the objects' own times
+    # (a pod's creation, a condition's lastTransitionTime; collectors.inventory.dated), not by when it looked.
     once_per_alert: bool = False
-    # A condition that starts holding (pending) sweeps too, once it has held through a whole tick: it dates the
-    # symptom before the alert fires (a `for` of a tick or more, so still before its onset), while a pod bound
-    # this tick, Pending only until its container starts seconds later, makes a pending alert that never fires
-    # and needs no sweep of its own.
-    held_pending: bool = False
     # An alert that stopped firing sweeps too: it dates the subject's recovery (the incident's quiet period
     # starts when the inventory shows it healthy again, incidents.lifecycle).
     resolved: bool = False
@@ -96,7 +93,6 @@ def scenario_policy(sweep_every: timedelta = timedelta(minutes=15)) -> Policy:
         settle=timedelta(0),  # one query on a tick with nothing to do
         alert_key="state",
         once_per_alert=True,
-        held_pending=True,
         resolved=True,
         drain_s=600.0,
     )
@@ -159,10 +155,9 @@ class Harness:
         self.timings: dict[str, float] = {"sweeps_s": 0.0, "advance_s": 0.0}
         self.tick = timedelta(seconds=getattr(world, "tick_seconds", 60))  # (a process' world: at start)
         self._serve, self._token, self._hold = (serve, quiet, serialize), token, hold_alerts
-        # What the alert triggers remember (Policy.once_per_alert, .held_pending, .resolved).
+        # What the alert triggers remember (Policy.once_per_alert, .resolved).
         self._notified: set[str] = set()  # swept for, in this run
-        self._at_last_sweep: set[str] = set()  # firing (or held) at the last inventory sweep
-        self._held: set[str] = set()  # pending at the previous tick
+        self._at_last_sweep: set[str] = set()  # firing at the last inventory sweep
         self._was_firing: set[str] = set()  # firing at the previous tick
         self._due_keys: set[str] = set()  # asking for a sweep at this tick
 
@@ -363,18 +358,17 @@ class Harness:
         self.timings["sweeps_s"] += time.monotonic() - started
 
     def _alert_due(self, policy: Policy, last: dict[str, float], clock: float) -> bool:
-        """Whether the alerts ask for a sweep now (an alert starting to fire, held pending, stopped firing)."""
+        """Whether the alerts ask for a sweep now (an alert starting to fire, or stopping)."""
         firing: set[str] = set()
-        pending: set[str] = set()  # the others ("state": pending or resolved)
         for a in self.world.alerts(include_pending=True):
             status = a.get("status")
             if policy.alert_key == "state":
                 key, up = f"{a['fingerprint']}:{status}", status == "firing"
             else:
                 key, up = str(a["fingerprint"]), status != "pending"
-            (firing if up else pending).add(key)
-        due = firing | (pending & self._held) if policy.held_pending else firing
-        self._held = pending
+            if up:
+                firing.add(key)
+        due = firing
         self._due_keys = due
         started = due - (self._notified if policy.once_per_alert else self._at_last_sweep)
         stopped = policy.resolved and bool(self._was_firing - firing)

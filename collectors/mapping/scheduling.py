@@ -12,7 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collectors.inventory import Observed
-from collectors.mapping.common import GPU, actor, int_quantity, limit_or_none, meta, owner, queue_label
+from collectors.mapping.common import (
+    GPU,
+    actor,
+    int_quantity,
+    latest_transition,
+    limit_or_none,
+    meta,
+    owner,
+    queue_label,
+)
 from collectors.sources.redact import redact_text
 
 #
@@ -101,6 +110,7 @@ def map_kai_queues(queues: list[dict[str, Any]], namespace_of_queue: dict[str, s
             or ((m.get("labels") or {}).get("kai.scheduler/queue-type") == "parent")
         )
         project = "" if is_parent else ((m.get("labels") or {}).get("runai/project") or name)
+        first = len(out)
         out += _queue_and_project(
             name,
             project=project,
@@ -116,6 +126,9 @@ def map_kai_queues(queues: list[dict[str, Any]], namespace_of_queue: dict[str, s
             uid=m.get("uid", ""),
             who=actor(q, spec_only=True),
         )
+        since = latest_transition(q)
+        for o in out[first:]:
+            o.since = since
     return out
 
 
@@ -149,6 +162,7 @@ def map_kueue_queues(
                     elif borrow is not None:
                         borrow += int_quantity(res.get("borrowingLimit")) or 0
         limit = None if borrow is None or not found else quota + borrow
+        first = len(out)
         out += _queue_and_project(
             name,
             project=name,
@@ -164,6 +178,9 @@ def map_kueue_queues(
             uid=m.get("uid", ""),
             who=actor(cq, spec_only=True),
         )
+        since = latest_transition(cq)
+        for o in out[first:]:
+            o.since = since
     return out
 
 

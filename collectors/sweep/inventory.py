@@ -23,7 +23,8 @@ from typing import Any
 
 from collectors import mapping
 from collectors.inventory import Observed, record_absent, record_slices, record_states, state_hash
-from collectors.models import Cluster, EntityVersion
+from collectors.mapping.common import latest_transition
+from collectors.models import Cluster, EntityVersion, SourceRun
 from collectors.signals import inventory_swept
 from collectors.sources import promql
 from collectors.sources.errors import SourceError
@@ -172,7 +173,7 @@ def _lite(pod: Observed) -> Observed:
         "node": pod.state.get("node"),
         "conditions": {"PodScheduled": cond} if cond else {},
     }
-    return Observed(kind="pod", name=pod.name, namespace=pod.namespace, state=state)
+    return Observed(kind="pod", name=pod.name, namespace=pod.namespace, state=state, since=pod.since)
 
 
 def _slim(obj: dict[str, Any], status_keys: tuple[str, ...]) -> dict[str, Any]:
@@ -263,7 +264,9 @@ class _Sweep:
             return
         # One read of the kind's open versions (digests only), then the changed objects are written in
         # transactions of at most 500: a failure leaves whole entities recorded or not, never half an entity.
-        result = record_states(self.cluster, items, self.at, source=source, batch=BATCH)
+        result = record_states(
+            self.cluster, items, self.at, source=source, batch=BATCH, listed_before=self._listed_before(kind)
+        )
         if kind != "gpu":  # a GPU that stops reporting is "missing", never deleted (map_gpus keeps it)
             keys = {(o.namespace, o.name) for o in items}
             still_open = EntityVersion.objects.filter(
@@ -276,6 +279,33 @@ class _Sweep:
         self.summary.add(result)
         self.progress(f"recorded {kind}s", len(items))
 
+    # The listing each kind's states come from (kinds without one, GPUs, carry no time of their own).
+    LISTINGS = {
+        "node": ("k8s", "list nodes"),
+        "pod": ("k8s", "list pods"),
+        "job": ("k8s", "list jobs"),
+        "queue": ("{scheduler}", "{queues}"),
+        "project": ("{scheduler}", "{queues}"),
+        "department": ("{scheduler}", "{queues}"),
+    }
+
+    def _listed_before(self, kind: str) -> datetime | None:
+        """When the kind's listing last succeeded before this sweep: a state that changed since changed
+        after then (``collectors.inventory.dated``). None for a kind without a listing of its own."""
+        listing = self.LISTINGS.get(kind)
+        if listing is None:
+            return None
+        queues = "list queues" if self.scheduler == "kai" else "list clusterqueues"
+        source, call = (part.format(scheduler=self.scheduler, queues=queues) for part in listing)
+        return (
+            SourceRun.objects.filter(
+                cluster=self.cluster, source=source, call=call, ok=True, time__lt=self.at
+            )
+            .order_by("-time")
+            .values_list("time", flat=True)
+            .first()
+        )
+
     #
     # Kubernetes and the scheduler
     #
@@ -285,6 +315,8 @@ class _Sweep:
         raw_nodes = runner.call("k8s", "list nodes", kube.list_nodes)
         if raw_nodes is not None:
             nodes = [mapping.map_node(n) for n in raw_nodes]
+            for node, raw in zip(nodes, raw_nodes, strict=True):
+                node.since = latest_transition(raw)
             runner.set_rows("list nodes", len(nodes))
             self.record("node", nodes)
             self.nodes = {o.name: o.state for o in nodes}
@@ -414,6 +446,7 @@ class _Sweep:
             else:
                 obs = mapping.map_pod(raw, project_of, gpu_memory)
                 obs.digest = state_hash(obs.state)
+                obs.since = latest_transition(raw)
             if rv:
                 fresh[name] = (mark, obs)
             out.append(obs)
@@ -435,12 +468,20 @@ class _Sweep:
         for job in kube.iter_items("list jobs", kube.batch.list_job_for_all_namespaces):
             m = job.get("metadata") or {}
             jpods = self.pods.by_job.get((m.get("namespace", ""), m.get("name", "")), [])
+            group = None
             if self.scheduler == "kai":
-                js = mapping.kai_job_scheduling(index.find(job), jpods, queue_project)
+                group = index.find(job)
+                js = mapping.kai_job_scheduling(group, jpods, queue_project)
             elif self.scheduler == "kueue":
-                js = mapping.kueue_job_scheduling(index.find(job), jpods, local_queues)
+                group = index.find(job)
+                js = mapping.kueue_job_scheduling(group, jpods, local_queues)
             else:
                 js = mapping.pod_job_scheduling(jpods)
+            # A job's state follows its PodGroup/Workload and its pods: the latest of their times dates it.
+            since = max(
+                (t for t in (latest_transition(job, group), *(p.since for p in jpods)) if t is not None),
+                default=None,
+            )
             out.append(
                 mapping.map_job(
                     job,
@@ -453,6 +494,7 @@ class _Sweep:
                     waiting_for_admission=js.waiting_for_admission,
                 )
             )
+            out[-1].since = since
         self.progress("jobs", len(out))
         return out
 

@@ -175,12 +175,10 @@ alerts:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("scenario_db")  # the webhook's server threads must see the database
-def test_it_sweeps_when_an_alert_fires_or_holds_pending_not_for_a_pod_waiting_for_its_container(
-    tmp_path: Path,
-) -> None:
-    from datetime import UTC, datetime
+def test_it_sweeps_when_an_alert_fires_and_dates_the_pending_job_at_its_creation(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
 
-    from collectors.models import SourceRun
+    from collectors.models import Change, EntityVersion, SourceRun
     from incidents.scenario_run import run_scenario_file
 
     path = tmp_path / "flicker.yaml"
@@ -195,10 +193,18 @@ def test_it_sweeps_when_an_alert_fires_or_holds_pending_not_for_a_pod_waiting_fo
             )
         }
     )
-    # 0: the first sweep; 3: eval-nightly (pending from 2m, untolerated taint) held through a tick; 12: its
-    # alert fires; 27: the idle cadence. quick-a (5m) and quick-b (20m) are Pending only until their
-    # containers start seconds later: their pending alerts never fire and cost no sweep.
-    assert minutes == [0, 3, 12, 27]
+    # 0: the first sweep; 12: eval-nightly's alert fires (pending from 2m, untolerated taint); 27: the idle
+    # cadence. Pending alerts ask for no sweep: eval-nightly's, nor quick-a's (5m) and quick-b's (20m), Pending
+    # only until their containers start seconds later.
+    assert minutes == [0, 12, 27]
+    # First seen at 12, eval-nightly is pending since its creation at 2m: the job and its pod say when.
+    first = EntityVersion.objects.filter(entity__kind="job", entity__name="eval-nightly").order_by(
+        "valid_from"
+    )[0]
+    assert first.valid_from == start + timedelta(minutes=2)
+    assert first.state["phase"] == "Pending"
+    created = Change.objects.get(entity__kind="job", entity__name="eval-nightly", field="created")
+    assert created.time == start + timedelta(minutes=2)
 
 
 def test_a_simulator_process_that_cannot_build_its_world_says_why_and_is_not_left_running() -> None:

@@ -108,23 +108,23 @@ def test_the_demo_counts_an_alert_listed_resolved_as_known(monkeypatch) -> None:
     assert seen["inventory"] == [0, 10, 30, 39]  # 10: a (after the gap), 30: the cadence, 39: the end
 
 
-def test_run_scenario_sweeps_once_per_alert_and_state_on_held_pending_and_on_stopping(monkeypatch) -> None:
+def test_run_scenario_sweeps_once_per_alert_and_state_when_it_fires_and_when_it_stops(monkeypatch) -> None:
     world = ScriptedWorld(
         scripted(
             {
-                # pending at 2 (held at 3), firing at 12, stops at 20 (resolved from then), fires again at 40
+                # pending at 2, firing at 12, stops at 20 (resolved from then), fires again at 40
                 "a": [(2, 12, "pending"), (12, 20, "firing"), (20, 40, "resolved"), (40, 50, "firing")],
-                # pending for one tick only (a pod waiting for its container): no sweep
+                # pending for one tick only (a pod waiting for its container)
                 "b": [(7, 8, "pending")],
             }
         )
     )
     seen = schedule(monkeypatch, world, scenario_policy(timedelta(minutes=15)), 50)
-    # 0 first; 3 a held pending; 12 a fires; 20 a stops firing; 21 a's resolved state held a tick (a state of
-    # its own); 36 the cadence; 40 is the re-fire of a known alert and state: no sweep of its own; 50 it stops
-    # firing again.
-    assert seen["inventory"] == [0, 3, 12, 20, 21, 36, 50]
-    assert seen["events"] == [0, 3, 12, 20, 21, 31, 41, 50]  # the triggers, else every 10 min
+    # 0 first; a pending asks for no sweep (the sweep that follows dates the pending objects by their own
+    # times); 12 a fires; 20 a stops firing; 35 the cadence; 40 is the re-fire of a known alert and state: no
+    # sweep of its own; 50 it stops firing again.
+    assert seen["inventory"] == [0, 12, 20, 35, 50]
+    assert seen["events"] == [0, 10, 12, 20, 30, 40, 50]  # the triggers, else every 10 min
     assert seen["telemetry"] == [0, 30]
     assert len(seen["settle"]) == 51  # every tick, 0 to 50
 
