@@ -20,11 +20,13 @@ import importlib
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from collectors.bulk import insert_rows
 from collectors.changefmt import describe_change
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
 from collectors.sources.redact import redact_text, redact_value
@@ -161,6 +163,13 @@ def run_diagnosis(incident_id: int) -> None:
 #
 
 
+_OBSERVATION_FIELDS = tuple(f.attname for f in Observation._meta.concrete_fields if not f.primary_key)
+
+
+def _row(obs: Observation) -> dict[str, Any]:
+    return {name: getattr(obs, name) for name in _OBSERVATION_FIELDS}
+
+
 def save(batch: Batch) -> int:
     if not batch.items:
         return 0
@@ -179,7 +188,9 @@ def save(batch: Batch) -> int:
     new = [o for k, o in batch.items.items() if k not in existing]
     written = 0
     with inline.serialized(), transaction.atomic():
-        Observation.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)
+        # COPY on PostgreSQL (collectors.bulk): a busy cluster's incident stores hundreds of states, whose
+        # JSON bulk_create escaped one parameter at a time.
+        insert_rows(Observation, [_row(o) for o in new], ignore_conflicts=True)
         written += len(new)
         for key, obs in batch.items.items():
             if key not in existing:

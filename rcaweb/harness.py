@@ -71,9 +71,6 @@ class Policy:
     # A pending alert asks for no sweep: the sweep after it dates what changed by the objects' own times
     # (a pod's creation, a condition's lastTransitionTime; collectors.inventory.dated), not by when it looked.
     once_per_alert: bool = False
-    # An alert that stopped firing sweeps too: it dates the subject's recovery (the incident's quiet period
-    # starts when the inventory shows it healthy again, incidents.lifecycle).
-    resolved: bool = False
     events_on_alert: bool = True  # an alert's sweep takes the events too (when they have their own cadence)
     final: bool = False  # sweep at the moment a fast-forward ends, whatever the cadence
     # Without workers the intake answers first and the in-process worker groups, collects and diagnoses after
@@ -93,7 +90,6 @@ def scenario_policy(sweep_every: timedelta = timedelta(minutes=15)) -> Policy:
         settle=timedelta(0),  # one query on a tick with nothing to do
         alert_key="state",
         once_per_alert=True,
-        resolved=True,
         drain_s=600.0,
     )
 
@@ -155,10 +151,9 @@ class Harness:
         self.timings: dict[str, float] = {"sweeps_s": 0.0, "advance_s": 0.0}
         self.tick = timedelta(seconds=getattr(world, "tick_seconds", 60))  # (a process' world: at start)
         self._serve, self._token, self._hold = (serve, quiet, serialize), token, hold_alerts
-        # What the alert triggers remember (Policy.once_per_alert, .resolved).
+        # What the alert triggers remember (Policy.once_per_alert).
         self._notified: set[str] = set()  # swept for, in this run
         self._at_last_sweep: set[str] = set()  # firing at the last inventory sweep
-        self._was_firing: set[str] = set()  # firing at the previous tick
         self._due_keys: set[str] = set()  # asking for a sweep at this tick
 
     #
@@ -358,7 +353,9 @@ class Harness:
         self.timings["sweeps_s"] += time.monotonic() - started
 
     def _alert_due(self, policy: Policy, last: dict[str, float], clock: float) -> bool:
-        """Whether the alerts ask for a sweep now (an alert starting to fire, or stopping)."""
+        """Whether the alerts ask for a sweep now: an alert starting to fire. One that stops asks for none:
+        the next sweep dates its subject's recovery by the objects' own times (a GPU, which has none, when
+        it sees it), and the incident's quiet period starts then (incidents.lifecycle)."""
         firing: set[str] = set()
         for a in self.world.alerts(include_pending=True):
             status = a.get("status")
@@ -368,15 +365,12 @@ class Harness:
                 key, up = str(a["fingerprint"]), status != "pending"
             if up:
                 firing.add(key)
-        due = firing
-        self._due_keys = due
-        started = due - (self._notified if policy.once_per_alert else self._at_last_sweep)
-        stopped = policy.resolved and bool(self._was_firing - firing)
-        self._was_firing = firing
+        self._due_keys = firing
+        started = firing - (self._notified if policy.once_per_alert else self._at_last_sweep)
         if policy.once_per_alert:
-            self._notified |= due
+            self._notified |= firing
         gap_ok = "inventory" not in last or clock - last["inventory"] >= policy.firing_gap.total_seconds()
-        return (bool(started) and gap_ok) or stopped
+        return bool(started) and gap_ok
 
     def _attempt(self, policy: Policy, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)``; on a locked database again, up to ``policy.locked_attempts`` times, then None."""

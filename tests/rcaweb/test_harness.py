@@ -108,7 +108,7 @@ def test_the_demo_counts_an_alert_listed_resolved_as_known(monkeypatch) -> None:
     assert seen["inventory"] == [0, 10, 30, 39]  # 10: a (after the gap), 30: the cadence, 39: the end
 
 
-def test_run_scenario_sweeps_once_per_alert_and_state_when_it_fires_and_when_it_stops(monkeypatch) -> None:
+def test_run_scenario_sweeps_once_per_alert_and_state_when_it_fires(monkeypatch) -> None:
     world = ScriptedWorld(
         scripted(
             {
@@ -120,11 +120,11 @@ def test_run_scenario_sweeps_once_per_alert_and_state_when_it_fires_and_when_it_
         )
     )
     seen = schedule(monkeypatch, world, scenario_policy(timedelta(minutes=15)), 50)
-    # 0 first; a pending asks for no sweep (the sweep that follows dates the pending objects by their own
-    # times); 12 a fires; 20 a stops firing; 35 the cadence; 40 is the re-fire of a known alert and state: no
-    # sweep of its own; 50 it stops firing again.
-    assert seen["inventory"] == [0, 12, 20, 35, 50]
-    assert seen["events"] == [0, 10, 12, 20, 30, 40, 50]  # the triggers, else every 10 min
+    # 0 first; a pending or stopping alert asks for no sweep (the sweep that follows dates the objects'
+    # changes by their own times); 12 a fires; 27 and 42 the cadence; 40 is the re-fire of a known alert and
+    # state: no sweep of its own.
+    assert seen["inventory"] == [0, 12, 27, 42]
+    assert seen["events"] == [0, 10, 12, 22, 32, 42]  # the triggers, else every 10 min
     assert seen["telemetry"] == [0, 30]
     assert len(seen["settle"]) == 51  # every tick, 0 to 50
 

@@ -28,6 +28,7 @@ from collectors.sim.prometheus.promql import (
 )
 
 LOOKBACK_S = 300
+KEYS_MAX = 200_000  # label keys kept per source (DcgmSource._series_key)
 DRIVER_VERSION = "550.127.08"
 EXPORTER_NAMESPACE = "gpu-operator"
 # (name, type, help) as dcgm-exporter's counters CSV describes them.
@@ -134,6 +135,7 @@ class DcgmSource:
         self.metric_names = {m[0] for m in self.metrics}
         self.cache: dict[tuple[Any, ...], Any] | None = None  # per query: range steps overlap
         self._static: dict[tuple[Any, ...], Labels] = {}  # static_labels, per GPU (they never change)
+        self._keys: dict[tuple[Any, ...], Key] = {}  # _series_key
         # The world's bulk reads, where it has them (a range query's samples of a GPU in one call).
         self._bulk_values = getattr(world, "gpu_metric_series", None)
         self._bulk_pods = getattr(world, "gpu_pods_at", None)
@@ -330,15 +332,19 @@ class DcgmSource:
             for node, gpu, base in self._static_matches(metric, selector):
                 values = self.values(node, gpu, metric, times)
                 held_at = self.pods_at(node, gpu, times)
+                # _static_matches tried every matcher but those on the pod attribution labels: only these are
+                # left to try on each pod's label set (most selectors have none).
+                dynamic = [
+                    m for m in selector.matchers if m.name not in base and _dynamic(m.name, self.variant)
+                ]
                 # The pod holding a GPU changes rarely: its label set (and the matchers' verdict) is worked
                 # out once per pod, not once per sample.
                 first = held_at[0]
                 if held_at.count(first) == len(held_at):  # one pod (or none) all along: one series
-                    labels = {**base, **self.held_labels(first)}
-                    if all(m.matches(labels) for m in selector.matchers):
+                    if self._held_matches(dynamic, base, first):
                         points = [(t, float(v)) for t, v in zip(times, values, strict=True) if v is not None]
                         if points:
-                            groups.append([(_key(labels), points)])
+                            groups.append([(self._series_key(metric, node, gpu, base, first), points)])
                     continue
                 keys: dict[str | None, tuple[Key, bool]] = {}
                 found: dict[Key, Points] = {}
@@ -347,13 +353,34 @@ class DcgmSource:
                         continue
                     known = keys.get(held)
                     if known is None:
-                        labels = {**base, **self.held_labels(held)}
-                        known = keys[held] = (_key(labels), all(m.matches(labels) for m in selector.matchers))
+                        known = keys[held] = (
+                            self._series_key(metric, node, gpu, base, held),
+                            self._held_matches(dynamic, base, held),
+                        )
                     if known[1]:
                         found.setdefault(known[0], []).append((t, float(v)))
                 if found:
                     groups.append(list(found.items()))
         return groups
+
+    def _held_matches(self, dynamic: list[Any], base: Labels, held: str | None) -> bool:
+        if not dynamic:
+            return True
+        labels = {**base, **self.held_labels(held)}
+        return all(m.matches(labels) for m in dynamic)
+
+    def _series_key(self, metric: str, node: Any, gpu: Any, base: Labels, held: str | None) -> Key:
+        """The sorted label pairs of a GPU's series while ``held`` holds it, worked out once per source (a
+        sweep asks the same fleet the same queries every few minutes: sorting 1,600 label sets each time was
+        a fifth of an instant query). Bounded: forgotten wholesale past ``KEYS_MAX`` (a long live run)."""
+        profile = gpu.instance.profile if isinstance(gpu, MigView) else None
+        index = (metric, node.name, gpu.uuid, _telemetry_key(gpu), profile, held)
+        key = self._keys.get(index)
+        if key is None:
+            if len(self._keys) >= KEYS_MAX:
+                self._keys.clear()
+            key = self._keys[index] = _key({**base, **self.held_labels(held)})
+        return key
 
     def values(self, node: Any, gpu: Any, metric: str, times: list[float]) -> list[float | None]:
         """``value`` at each scrape time (ascending), in one read of the world's series where it offers one

@@ -44,7 +44,7 @@ class Command(BaseCommand):
             default=900,
             metavar="SECONDS",
             help="idle inventory sweep cadence in simulated seconds (default 900; a sweep also runs "
-            "whenever an alert starts firing, has been pending for a whole tick, or stops firing)",
+            "whenever an alert starts firing)",
         )
 
         parser.add_argument(
