@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -285,13 +286,17 @@ class Telemetry:
         if metric == "DCGM_FI_DEV_MEM_CLOCK":
             return [float(mem_clock)] * len(times)
         acts = _walk(s.activity, times)
+        uuid = s.uuid
         if metric in _ZERO_WHEN_IDLE:
-            noise = self._noises(s.uuid, metric, times)
+            # An idle sample is 0 whatever the noise: the noise is hashed for busy samples only.
+            noise = self._noise_of(uuid, metric)
             out: list[float | None] = []
-            for (_pod, level, _fb), n in zip(acts, noise, strict=True):
+            for (_pod, level, _fb), ts in zip(acts, times, strict=True):
                 if level <= 0.0:
                     out.append(0.0)
-                elif metric == "DCGM_FI_PROF_SM_ACTIVE":
+                    continue
+                n = noise(ts)
+                if metric == "DCGM_FI_PROF_SM_ACTIVE":
                     out.append(round(_clamp(level + 0.04 * n), 4))
                 elif metric == "DCGM_FI_PROF_GR_ENGINE_ACTIVE":
                     out.append(round(_clamp(level * 1.04 + 0.04 * n), 4))
@@ -302,24 +307,28 @@ class Telemetry:
                 else:  # DCGM_FI_DEV_MEM_COPY_UTIL
                     out.append(float(max(0, round(level * 38 + 2 * n))))
             return out
-        noise = self._noises(s.uuid, metric, times)
-        overrides = _walk(s.temp, times)
-        temp_noise = self._noises(s.uuid, "temp", times)
         out = []
         room = s.memory_mib - reserved
-        for (_pod, level, fb), n, override, tn in zip(acts, noise, overrides, temp_noise, strict=True):
-            temp = override if override is not None else 31 + 42 * level + 2 * tn
-            if metric == "DCGM_FI_DEV_FB_USED":
-                out.append(float(min(room, max(0, fb + (int(64 * n) if fb else 0)))))
-            elif metric == "DCGM_FI_DEV_FB_FREE":
-                out.append(float(room - min(room, max(0, fb + (int(64 * n) if fb else 0)))))
-            elif metric == "DCGM_FI_DEV_POWER_USAGE":
-                watts = idle_w + (tdp - idle_w) * level * 0.92 + 6 * n
+        if metric in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"):
+            # Framebuffer: the noise moves a used framebuffer only; no temperature.
+            noise = self._noise_of(uuid, metric)
+            for (_pod, _level, fb), ts in zip(acts, times, strict=True):
+                used = min(room, max(0, fb + int(64 * noise(ts)))) if fb else min(room, max(0, fb))
+                out.append(float(used if metric == "DCGM_FI_DEV_FB_USED" else room - used))
+            return out
+        overrides = _walk(s.temp, times)
+        temp_noise = self._noise_of(uuid, "temp")
+        # Only power and memory temperature read the metric's own noise.
+        noise = self._noise_of(uuid, metric)
+        for (_pod, level, _fb), override, ts in zip(acts, overrides, times, strict=True):
+            temp = override if override is not None else 31 + 42 * level + 2 * temp_noise(ts)
+            if metric == "DCGM_FI_DEV_POWER_USAGE":
+                watts = idle_w + (tdp - idle_w) * level * 0.92 + 6 * noise(ts)
                 out.append(round(watts * (0.7 if temp >= THROTTLE_TEMP_C else 1.0), 3))
             elif metric == "DCGM_FI_DEV_GPU_TEMP":
                 out.append(float(round(temp)))
             elif metric == "DCGM_FI_DEV_MEMORY_TEMP":
-                out.append(float(round(temp + 4 + n)))
+                out.append(float(round(temp + 4 + noise(ts))))
             elif metric == "DCGM_FI_DEV_SM_CLOCK":
                 clock = max_clock if level >= 0.02 else 345
                 out.append(float(int(clock * 0.62) if temp >= THROTTLE_TEMP_C else clock))
@@ -327,18 +336,19 @@ class Telemetry:
                 raise AssertionError(metric)  # every metric of METRICS is handled above
         return out
 
-    def _noises(self, uuid: str, metric: str, times: list[float]) -> list[float]:
-        """``noise`` at each of ``times`` (ascending): one hash per minute."""
+    def _noise_of(self, uuid: str, metric: str) -> Callable[[float], float]:
+        """``noise(uuid, metric, ts)`` for ascending ``ts``: hashed once a minute, only when asked."""
         prefix = f"{self.seed}|{uuid}|{metric}|"
-        out: list[float] = []
-        minute, value = None, 0.0
-        for ts in times:
+        last = [-1, 0.0]
+
+        def at(ts: float) -> float:
             m = int(ts // 60)
-            if m != minute:
+            if m != last[0]:
                 h = hashlib.blake2b(f"{prefix}{m}".encode(), digest_size=8).digest()
-                minute, value = m, int.from_bytes(h, "big") / 2**64 - 0.5
-            out.append(value)
-        return out
+                last[0], last[1] = m, int.from_bytes(h, "big") / 2**64 - 0.5
+            return last[1]
+
+        return at
 
     def pods(self, node: str, index: GpuKey, times: list[float]) -> list[str | None]:
         """``pod_at`` at each of ``times`` (epoch seconds, ascending)."""

@@ -28,7 +28,7 @@ from collectors.sim.prometheus.promql import (
 )
 
 LOOKBACK_S = 300
-KEYS_MAX = 200_000  # label keys kept per source (DcgmSource._series_key)
+KEYS_MAX = 100_000  # pods' label pairs kept per source (DcgmSource._series_key)
 DRIVER_VERSION = "550.127.08"
 EXPORTER_NAMESPACE = "gpu-operator"
 # (name, type, help) as dcgm-exporter's counters CSV describes them.
@@ -135,7 +135,10 @@ class DcgmSource:
         self.metric_names = {m[0] for m in self.metrics}
         self.cache: dict[tuple[Any, ...], Any] | None = None  # per query: range steps overlap
         self._static: dict[tuple[Any, ...], Labels] = {}  # static_labels, per GPU (they never change)
-        self._keys: dict[tuple[Any, ...], Key] = {}  # _series_key
+        self._base_keys: dict[
+            tuple[Any, ...], tuple[Key, frozenset[str]]
+        ] = {}  # _series_key: per GPU, metric
+        self._held_keys: dict[str | None, Key] = {}  # _series_key: per pod
         # The world's bulk reads, where it has them (a range query's samples of a GPU in one call).
         self._bulk_values = getattr(world, "gpu_metric_series", None)
         self._bulk_pods = getattr(world, "gpu_pods_at", None)
@@ -370,17 +373,26 @@ class DcgmSource:
         return all(m.matches(labels) for m in dynamic)
 
     def _series_key(self, metric: str, node: Any, gpu: Any, base: Labels, held: str | None) -> Key:
-        """The sorted label pairs of a GPU's series while ``held`` holds it, worked out once per source (a
-        sweep asks the same fleet the same queries every few minutes: sorting 1,600 label sets each time was
-        a fifth of an instant query). Bounded: forgotten wholesale past ``KEYS_MAX`` (a long live run)."""
+        """The sorted label pairs of a GPU's series while ``held`` holds it: the GPU's own pairs (sorted once
+        per source: a sweep asks the same fleet the same queries every few minutes, and sorting 1,600 label
+        sets each time was a fifth of an instant query) merged with the pod's."""
         profile = gpu.instance.profile if isinstance(gpu, MigView) else None
-        index = (metric, node.name, gpu.uuid, _telemetry_key(gpu), profile, held)
-        key = self._keys.get(index)
-        if key is None:
-            if len(self._keys) >= KEYS_MAX:
-                self._keys.clear()
-            key = self._keys[index] = _key({**base, **self.held_labels(held)})
-        return key
+        index = (metric, node.name, gpu.uuid, _telemetry_key(gpu), profile)
+        known = self._base_keys.get(index)
+        if known is None:
+            own = _key(base)
+            known = self._base_keys[index] = (own, frozenset(name for name, _ in own))
+        own, names = known
+        pod = self._held_keys.get(held)
+        if pod is None:
+            if len(self._held_keys) >= KEYS_MAX:  # a long live run: forgotten wholesale
+                self._held_keys.clear()
+            pod = self._held_keys[held] = _key(self.held_labels(held))
+        if not pod:
+            return own
+        if any(name in names for name, _ in pod):  # the pod's labels override the GPU's (no variant does)
+            return _key({**base, **self.held_labels(held)})
+        return tuple(sorted(own + pod))
 
     def values(self, node: Any, gpu: Any, metric: str, times: list[float]) -> list[float | None]:
         """``value`` at each scrape time (ascending), in one read of the world's series where it offers one
