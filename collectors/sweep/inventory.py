@@ -27,6 +27,7 @@ from collectors.mapping.common import latest_transition
 from collectors.models import Cluster, EntityVersion, SourceRun
 from collectors.signals import inventory_swept
 from collectors.sources import promql
+from collectors.sources.dcgm import dcgm_identity
 from collectors.sources.errors import SourceError
 from collectors.sources.kai import KaiSource
 from collectors.sources.kubernetes import KubeSource
@@ -567,7 +568,18 @@ class _Sweep:
         nodes = self.nodes
         if nodes is None:
             nodes = dict(open_states.filter(kind="node").values_list("entity__name", "state"))
-        previous = dict(open_states.filter(kind="gpu").values_list("entity__name", "state"))
+        # The last states of the GPUs that stopped reporting (map_gpus keeps them, missing): only theirs are
+        # read, not the fleet's (1,600 JSON states decoded at every sweep to use none).
+        reporting = {dcgm_identity(s.labels)["uuid"] for s in inventory}
+        open_gpus = open_states.filter(kind="gpu")
+        silent = set(open_gpus.values_list("entity__name", flat=True)) - reporting
+        if not silent:
+            previous = {}
+        elif len(silent) <= 500:  # an IN list SQLite takes; more (a fleet gone silent): all, then filtered
+            previous = dict(open_gpus.filter(entity__name__in=silent).values_list("entity__name", "state"))
+        else:
+            rows = open_gpus.values_list("entity__name", "state")
+            previous = {name: state for name, state in rows if name in silent}
         gpus = mapping.map_gpus(
             inventory,
             facts,
