@@ -328,7 +328,11 @@ class Harness:
         name = self.cluster.name
         started = time.monotonic()
         busy = self.web.busy if self.web is not None else None
-        with busy or contextlib.nullcontext():  # serialized requests: one in flight finishes first
+        # Telemetry's queries go out first: Prometheus answers them (the simulator, on its own core) while the
+        # inline worker finishes and the inventory is swept; the answers are stored after, where the sweep
+        # ran before (what they ask and what a past window holds depend on nothing done in between).
+        asked = [self._attempt(policy, sweep.ask_telemetry, name, t)] if telemetry else [None]
+        with busy or contextlib.nullcontext(), _closing(asked):  # serialized requests: one in flight first
             if policy.drain_s is not None and not inline.drain(timeout=policy.drain_s):
                 logger.warning("inline worker still busy after %d s; sweeping anyway", policy.drain_s)
             if inventory:
@@ -345,7 +349,12 @@ class Harness:
                 self._attempt(policy, sweep.sweep_events, name, t)
                 last["events"] = clock
             if telemetry:
-                self._attempt(policy, sweep.sweep_telemetry, name, t)
+
+                def sweep_telemetry(cluster: str, at: datetime) -> Any:
+                    first, asked[0] = asked[0], None  # a second attempt asks again
+                    return sweep.sweep_telemetry(cluster, at, asked=first)
+
+                self._attempt(policy, sweep_telemetry, name, t)
                 last["telemetry"] = clock
             if settle:
                 lifecycle.settle(t)  # what beat's settle_incidents does, at simulated time
@@ -382,6 +391,16 @@ class Harness:
             except OperationalError as exc:
                 logger.warning("%s at %s, attempt %d: %s", fn.__name__, args[-1], attempt, exc)
         return None
+
+
+@contextlib.contextmanager
+def _closing(asked: list[Any]) -> Iterator[None]:
+    """Telemetry queries asked and never stored (a sweep before them failed) are not left running."""
+    try:
+        yield
+    finally:
+        if asked[0] is not None:
+            asked[0].close()
 
 
 @contextlib.contextmanager

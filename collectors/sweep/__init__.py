@@ -9,6 +9,14 @@ from __future__ import annotations
 from collectors.sweep.common import SweepSummary, cluster_lock
 from collectors.sweep.events import store_events, sweep_events
 from collectors.sweep.inventory import sweep_cluster
-from collectors.sweep.telemetry import sweep_telemetry
+from collectors.sweep.telemetry import ask_telemetry, sweep_telemetry
 
-__all__ = ["SweepSummary", "cluster_lock", "store_events", "sweep_cluster", "sweep_events", "sweep_telemetry"]
+__all__ = [
+    "SweepSummary",
+    "ask_telemetry",
+    "cluster_lock",
+    "store_events",
+    "sweep_cluster",
+    "sweep_events",
+    "sweep_telemetry",
+]

@@ -11,7 +11,7 @@ import functools
 import logging
 import time
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 from django.db.models import Max
@@ -42,42 +42,99 @@ def sweep_telemetry(
     backfill: timedelta = DEFAULT_BACKFILL,
     metrics: tuple[str, ...] = promql.TELEMETRY_METRICS,
     since: datetime | None = None,
+    asked: Asked | None = None,
 ) -> SweepSummary:
     """Fill 5-minute points up to ``at``: from the last stored point, at most ``backfill`` back. With ``since``,
-    exactly (since, at] whatever is stored (existing points are kept): to backfill older history."""
+    exactly (since, at] whatever is stored (existing points are kept): to backfill older history.
+
+    ``asked``: the sweep's queries, sent earlier (:func:`ask_telemetry`, with the same arguments): only the
+    answers are stored here."""
     cluster, at = resolve(cluster_name, at)
-    summary = SweepSummary(cluster=cluster.name, at=at, kind="telemetry")
+    summary = asked.runner.summary if asked is not None else SweepSummary(cluster.name, at, "telemetry")
     started = time.monotonic()
     if not cluster.prometheus_url:
+        if asked is not None:
+            asked.close()
         return summary
     with cluster_lock(cluster.name, "telemetry") as got:
         if not got:
             summary.skipped = True
+            if asked is not None:
+                asked.close()
             return summary
-        runner = Runner(cluster, at, summary)
+        if asked is None:
+            if not Entity.objects.filter(cluster=cluster, kind="gpu").exists():
+                return summary  # GPUs come from the inventory sweep; nothing to attach samples to yet
+            asked = Asked(cluster, at, Runner(cluster, at, summary), backfill, metrics, since)
         try:
-            _sweep(cluster, at, runner, summary, backfill, metrics, since)
+            _store_answers(cluster, asked, summary)
         finally:
-            runner.save()
+            asked.close()
+            asked.runner.save()
     summary.duration_s = time.monotonic() - started
     return summary
 
 
-def _sweep(
-    cluster: Cluster,
+def ask_telemetry(
+    cluster_name: str,
     at: datetime,
-    runner: Runner,
-    summary: SweepSummary,
-    backfill: timedelta,
-    metrics: tuple[str, ...],
+    *,
+    backfill: timedelta = DEFAULT_BACKFILL,
+    metrics: tuple[str, ...] = promql.TELEMETRY_METRICS,
     since: datetime | None = None,
-) -> None:
-    gpus = dict(Entity.objects.filter(cluster=cluster, kind="gpu").values_list("name", "pk"))
-    if not gpus:
-        return  # GPUs come from the inventory sweep; nothing to attach samples to yet
-    prom = PrometheusSource(cluster.prometheus_url)
-    history: list[tuple[datetime, datetime] | None] = []  # asked once, when a query comes back empty
-    end = _floor(at)
+) -> Asked | None:
+    """Send a telemetry sweep's queries now, in the background; ``sweep_telemetry(…, asked=…)`` stores the
+    answers later. What the queries ask depends only on the points stored so far (read here), and what
+    Prometheus answers for a past window does not change: a driver sends them while other work runs (the
+    simulation harness, while the inline worker finishes and the inventory is swept) and stores them at
+    the same point as if asked then. None without a Prometheus."""
+    cluster, at = resolve(cluster_name, at)
+    if not cluster.prometheus_url:
+        return None
+    summary = SweepSummary(cluster=cluster.name, at=at, kind="telemetry")
+    return Asked(cluster, at, Runner(cluster, at, summary), backfill, metrics, since)
+
+
+class Asked:
+    """One telemetry sweep's queries, in flight: one at a time in a worker thread, in the plan's order (only
+    HTTP happens there; the plan is read from the database by the caller)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        at: datetime,
+        runner: Runner,
+        backfill: timedelta,
+        metrics: tuple[str, ...],
+        since: datetime | None,
+    ) -> None:
+        self.cluster, self.at, self.runner = cluster, at, runner
+        self.end = _floor(at)
+        self.prom = PrometheusSource(cluster.prometheus_url)
+        self.plan = _plan(cluster, self.end, backfill, metrics, since)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry-ask")
+        self.answers: list[Future[list[Series] | None]] = [
+            self._pool.submit(self._ask, metric, start) for metric, start in self.plan
+        ]
+
+    def _ask(self, metric: str, start: datetime) -> list[Series] | None:
+        query = promql.telemetry(metric)
+        return self.runner.call(
+            "prometheus",
+            _call(metric),
+            functools.partial(self.prom.query_range, query, start, self.end, promql.TELEMETRY_STEP_S),
+        )
+
+    def close(self) -> None:
+        for answer in self.answers:
+            answer.cancel()
+        self._pool.shutdown(wait=True)
+
+
+def _plan(
+    cluster: Cluster, end: datetime, backfill: timedelta, metrics: tuple[str, ...], since: datetime | None
+) -> list[tuple[str, datetime]]:
+    """(metric, first point to fill) for each metric with points to fill up to ``end``."""
     # One MAX per metric: each is answered from the end of the (cluster, metric, time) index, where a
     # GROUP BY metric over the cluster reads every stored point.
     stored = TelemetrySample.objects.filter(cluster=cluster)
@@ -90,40 +147,35 @@ def _sweep(
             start = _floor(since) + STEP
         if start <= end:
             plan.append((metric, start))
+    return plan
 
-    def ask(metric: str, start: datetime) -> list[Series] | None:
-        query = promql.telemetry(metric)
-        return runner.call(
-            "prometheus",
-            _call(metric),
-            functools.partial(prom.query_range, query, start, end, promql.TELEMETRY_STEP_S),
-        )
 
-    # The next metric is asked for while this one is mapped and written (Prometheus evaluates while the
-    # database writes); only HTTP happens in the worker thread.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry-ask") as pool:
-        ahead = pool.submit(ask, *plan[0]) if plan else None
-        for i, (metric, start) in enumerate(plan):
-            assert ahead is not None
-            series = ahead.result()
-            ahead = pool.submit(ask, *plan[i + 1]) if i + 1 < len(plan) else None
-            if series is None:
-                continue
-            if not series:
-                summary.no_data.append(metric)
-                # a point at ``start`` averages the 5 min before
-                gap = short_history(prom, history, start - STEP)
-                if gap:
-                    message = f"no data: {gap}; {metric} has no 5-minute point from {start:%H:%M} to {end:%H:%M} UTC yet"
-                else:
-                    why = promql.ABSENT_WHY.get(metric, "the exporter does not export it")
-                    message = (
-                        f"no data: {metric} has no series from {start:%H:%M} to {end:%H:%M} UTC ({why}); "
-                        "shown as missing, not as zero"
-                    )
-                runner.note("prometheus", f"no data {metric}", message)
-                continue
-            _store(cluster, metric, series, gpus, runner, summary)
+def _store_answers(cluster: Cluster, asked: Asked, summary: SweepSummary) -> None:
+    """Each answer as it comes, in the plan's order: the next query is answered while this one is written
+    (Prometheus evaluates while the database writes)."""
+    runner, end = asked.runner, asked.end
+    # Read when storing, not when asking: GPUs come from the inventory sweep, which may run in between.
+    gpus = dict(Entity.objects.filter(cluster=cluster, kind="gpu").values_list("name", "pk"))
+    history: list[tuple[datetime, datetime] | None] = []  # asked once, when a query comes back empty
+    for (metric, start), answer in zip(asked.plan, asked.answers, strict=True):
+        series = answer.result()
+        if series is None or not gpus:  # no GPUs yet: nothing to attach samples to
+            continue
+        if not series:
+            summary.no_data.append(metric)
+            # a point at ``start`` averages the 5 min before
+            gap = short_history(asked.prom, history, start - STEP)
+            if gap:
+                message = f"no data: {gap}; {metric} has no 5-minute point from {start:%H:%M} to {end:%H:%M} UTC yet"
+            else:
+                why = promql.ABSENT_WHY.get(metric, "the exporter does not export it")
+                message = (
+                    f"no data: {metric} has no series from {start:%H:%M} to {end:%H:%M} UTC ({why}); "
+                    "shown as missing, not as zero"
+                )
+            runner.note("prometheus", f"no data {metric}", message)
+            continue
+        _store(cluster, metric, series, gpus, runner, summary)
 
 
 def _store(

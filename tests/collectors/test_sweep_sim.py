@@ -282,3 +282,31 @@ def test_the_collector_pass_after_a_sweep_frees_the_cycles_the_sweep_made_withou
     assert gone() is None
     assert gc.get_stats()[2]["collections"] == full_passes  # only the young generations were walked
     assert gc.isenabled()
+
+
+def test_telemetry_asked_ahead_stores_what_a_sweep_at_that_moment_stores():
+    """The harness sends a telemetry sweep's queries before the inventory sweep and stores the answers after
+    (rcaweb.harness): the points are those of a sweep run at that moment, though the world moved on since."""
+    from collectors.sweep import ask_telemetry
+
+    world = small_world("kai")
+    with served(world) as sim:
+        ahead, now = register(sim, "ahead"), register(sim, "now")
+        t = world.start + timedelta(minutes=60)
+        sim.advance_to(t)
+        for cluster in (ahead, now):
+            sweep_cluster(cluster.name, t)
+        asked = ask_telemetry(ahead.name, t)
+        sweep_telemetry(now.name, t)
+        sim.advance_to(t + timedelta(minutes=20))  # the world moves on before the answers are stored
+        summary = sweep_telemetry(ahead.name, t, asked=asked)
+
+    def points(cluster):
+        rows = TelemetrySample.objects.filter(cluster=cluster).values_list(
+            "gpu__name", "metric", "time", "value"
+        )
+        return sorted(rows)
+
+    assert summary.errors == [] and summary.no_data == [] and summary.samples_written > 0
+    assert points(ahead) == points(now) and len(points(now)) == summary.samples_written
+    assert SourceRun.objects.filter(cluster=ahead, call__startswith="query_range", ok=True).count() == 7

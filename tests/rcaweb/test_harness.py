@@ -75,6 +75,7 @@ def schedule(
         ("telemetry", "sweep_telemetry"),
     ):
         monkeypatch.setattr(sweep, attr, record(kind))
+    monkeypatch.setattr(sweep, "ask_telemetry", lambda name, t, **kwargs: None)  # sent ahead of the sweeps
     monkeypatch.setattr(lifecycle, "settle", lambda t: seen.setdefault("settle", []).append(0) and None)
     harness = Harness(world)
     harness.sim = world  # type: ignore[assignment]  # advance_to is all the fast-forward asks of the simulator
