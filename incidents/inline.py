@@ -273,6 +273,12 @@ worker = InlineWorker()
 atexit.register(worker.shutdown)
 
 
+def working() -> bool:
+    """Whether the worker has something to do or is doing it (a driver times work of its own around it)."""
+    w = worker
+    return w.thread is not None and bool(w.alerts or w.evidence or w.busy)
+
+
 def drain(timeout: float = 60.0) -> bool:
     """Block until the worker has processed everything queued so far (run_scenario's driver, tests, benches)."""
     if worker.thread is None:

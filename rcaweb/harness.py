@@ -328,10 +328,12 @@ class Harness:
         name = self.cluster.name
         started = time.monotonic()
         busy = self.web.busy if self.web is not None else None
-        # Telemetry's queries go out first: Prometheus answers them (the simulator, on its own core) while the
-        # inline worker finishes and the inventory is swept; the answers are stored after, where the sweep
-        # ran before (what they ask and what a past window holds depend on nothing done in between).
-        asked = [self._attempt(policy, sweep.ask_telemetry, name, t)] if telemetry else [None]
+        # While the inline worker is busy, telemetry's queries go out first: Prometheus (the simulator, on its
+        # own core) answers them while the worker finishes; the answers are stored where the sweep ran before
+        # (what they ask and what a past window holds depend on nothing done in between). With the worker
+        # idle they wait: sent now they would only hold up the inventory's own Prometheus queries.
+        early = telemetry and policy.drain_s is not None and inline.working()
+        asked = [self._attempt(policy, sweep.ask_telemetry, name, t)] if early else [None]
         with busy or contextlib.nullcontext(), _closing(asked):  # serialized requests: one in flight first
             if policy.drain_s is not None and not inline.drain(timeout=policy.drain_s):
                 logger.warning("inline worker still busy after %d s; sweeping anyway", policy.drain_s)
