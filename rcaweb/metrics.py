@@ -65,21 +65,14 @@ def render_metrics() -> str:
             lab = ",".join(f'{k}="{_esc(v)}"' for k, v in sorted(labels.items()))
             lines.append(f"{name}{{{lab}}} {value}" if lab else f"{name} {value}")
 
-    metric(
-        "rcaweb_alerts_received_total",
-        "counter",
-        "Alerts stored by the Alertmanager intake.",
-        [({}, Alert.objects.count())],
-    )
+    metric("rcaweb_alerts_received_total", "counter", "Alerts stored by the Alertmanager intake.", [({}, Alert.objects.count())])
     metric(
         "rcaweb_alerts_unprocessed",
         "gauge",
         "Alerts stored but not yet grouped (the outbox).",
         [({}, Alert.objects.filter(processed_at__isnull=True).count())],
     )
-    by_status = dict(
-        Incident.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n")
-    )
+    by_status = dict(Incident.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
     metric("rcaweb_incidents_opened_total", "counter", "Incidents opened.", [({}, sum(by_status.values()))])
     metric(
         "rcaweb_incidents",
@@ -91,21 +84,13 @@ def render_metrics() -> str:
     rows = list(
         SourceRun.objects.filter(time__gte=since)
         .values("cluster__name", "source")
-        .annotate(
-            avg_ms=Avg("duration_ms"),
-            errors=Count("id", filter=Q(ok=False)),
-            calls=Count("id"),
-            last=Max("time"),
-        )
+        .annotate(avg_ms=Avg("duration_ms"), errors=Count("id", filter=Q(ok=False)), calls=Count("id"), last=Max("time"))
     )
     metric(
         "rcaweb_source_call_duration_seconds_avg",
         "gauge",
         "Mean duration of source calls over the last hour.",
-        [
-            ({"cluster": r["cluster__name"], "source": r["source"]}, round((r["avg_ms"] or 0) / 1000, 3))
-            for r in rows
-        ],
+        [({"cluster": r["cluster__name"], "source": r["source"]}, round((r["avg_ms"] or 0) / 1000, 3)) for r in rows],
     )
     metric(
         "rcaweb_source_errors_last_hour",
@@ -115,9 +100,7 @@ def render_metrics() -> str:
     )
     depth = queue_depth()
     if depth is not None:
-        metric(
-            "rcaweb_task_queue_depth", "gauge", "Celery messages waiting in the default queue.", [({}, depth)]
-        )
+        metric("rcaweb_task_queue_depth", "gauge", "Celery messages waiting in the default queue.", [({}, depth)])
     stats = taskstats.snapshot()
     for what, help_text in (
         ("wait", "Seconds a Celery task waited between being sent and starting, per task."),
@@ -145,9 +128,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     token = settings.METRICS_TOKEN
     given = request.headers.get("Authorization", "")
     if not token:
-        return HttpResponse(
-            "metrics are disabled: set RCAWEB_METRICS_TOKEN\n", status=404, content_type="text/plain"
-        )
+        return HttpResponse("metrics are disabled: set RCAWEB_METRICS_TOKEN\n", status=404, content_type="text/plain")
     if not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].encode(), token.encode()):
         return HttpResponse("missing or wrong bearer token\n", status=401, content_type="text/plain")
     return HttpResponse(render_metrics(), content_type="text/plain; version=0.0.4; charset=utf-8")

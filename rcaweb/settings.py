@@ -114,9 +114,7 @@ if not SECRET_KEY:
         )
     SECRET_KEY = _DEFAULT_SECRET
 
-ALLOWED_HOSTS = [
-    h.strip() for h in os.environ.get("RCAWEB_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h.strip()
-]
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("RCAWEB_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h.strip()]
 if DEBUG:
     ALLOWED_HOSTS += ["testserver"]
 
@@ -234,10 +232,7 @@ STATIC_ROOT = BASE_DIR / "var" / "static"
 # plotly.js is served from the plotly Python package (no CDN: clusters are often air-gapped).
 import plotly as _plotly  # noqa: E402
 
-STATICFILES_DIRS = [
-    BASE_DIR / "static",
-    ("vendor/plotly", str(Path(_plotly.__file__).resolve().parent / "package_data")),
-]
+STATICFILES_DIRS = [BASE_DIR / "static", ("vendor/plotly", str(Path(_plotly.__file__).resolve().parent / "package_data"))]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -262,15 +257,7 @@ if OIDC_ENABLED:
     OIDC_OP_TOKEN_ENDPOINT = os.environ.get("RCAWEB_OIDC_TOKEN_ENDPOINT", "")
     OIDC_OP_USER_ENDPOINT = os.environ.get("RCAWEB_OIDC_USER_ENDPOINT", "")
     OIDC_OP_JWKS_ENDPOINT = os.environ.get("RCAWEB_OIDC_JWKS_ENDPOINT", "")
-    _missing = [
-        n
-        for n, v in (
-            ("RCAWEB_OIDC_CLIENT_ID", OIDC_RP_CLIENT_ID),
-            ("RCAWEB_OIDC_AUTHORIZATION_ENDPOINT", OIDC_OP_AUTHORIZATION_ENDPOINT),
-            ("RCAWEB_OIDC_TOKEN_ENDPOINT", OIDC_OP_TOKEN_ENDPOINT),
-        )
-        if not v
-    ]
+    _missing = [n for n, v in (("RCAWEB_OIDC_CLIENT_ID", OIDC_RP_CLIENT_ID), ("RCAWEB_OIDC_AUTHORIZATION_ENDPOINT", OIDC_OP_AUTHORIZATION_ENDPOINT), ("RCAWEB_OIDC_TOKEN_ENDPOINT", OIDC_OP_TOKEN_ENDPOINT)) if not v]
     if _missing:
         raise ImproperlyConfigured(f"RCAWEB_OIDC_ENABLED is true but {', '.join(_missing)} is missing")
 
@@ -290,9 +277,7 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("RCAWEB_HSTS_INCLUDE_SUBDOMAINS", False
 # Behind a TLS-terminating proxy: trust its X-Forwarded-Proto so Django knows the request was HTTPS.
 if envbool("RCAWEB_TRUST_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-}  # per process: nothing shared lives here
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}  # per process: nothing shared lives here
 # Login throttling (rcaweb/throttle.py, counts in the database): free failures per username and per address,
 # then a doubling delay (429 + Retry-After) capped at LOGIN_MAX_DELAY_S.
 LOGIN_FREE_ATTEMPTS = envint("RCAWEB_LOGIN_FREE_ATTEMPTS", 5)
@@ -321,12 +306,7 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "max_retries": 1,
-    "interval_start": 0,
-    "interval_step": 0.2,
-    "interval_max": 0.5,
-}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
 # A task whose worker died (SIGKILL, OOM, lost node) stays unacked in Redis and is redelivered after the
 # visibility timeout, which must exceed the longest task or a running task is delivered twice (kombu's default,
 # 1 h). The fault tests lower it to seconds, and then scan for such tasks every second rather than every 100 s.
@@ -343,27 +323,17 @@ RCAWEB_SWEEP_TELEMETRY_S = envint("RCAWEB_SWEEP_TELEMETRY_S", 60)
 RCAWEB_SWEEP_EVENTS_S = envint("RCAWEB_SWEEP_EVENTS_S", 15)
 # Watch-based inventory (collectors/sweep/watch.py): list once, then watch; off = the periodic sweep above.
 RCAWEB_WATCH = envbool("RCAWEB_WATCH", False)
-RCAWEB_WATCH_RELIST_S = envint(
-    "RCAWEB_WATCH_RELIST_S", 3600
-)  # the safety-net relist (writes only differences)
+RCAWEB_WATCH_RELIST_S = envint("RCAWEB_WATCH_RELIST_S", 3600)  # the safety-net relist (writes only differences)
 RCAWEB_WATCH_APPLY_S = envint("RCAWEB_WATCH_APPLY_S", 5)  # watch events are recorded at most this often
 RCAWEB_WATCH_TIMEOUT_S = envint("RCAWEB_WATCH_TIMEOUT_S", 300)  # one watch request's timeoutSeconds
-RCAWEB_WATCH_LEASE_S = envint(
-    "RCAWEB_WATCH_LEASE_S", 120
-)  # a dead worker's cluster is watched again after this
+RCAWEB_WATCH_LEASE_S = envint("RCAWEB_WATCH_LEASE_S", 120)  # a dead worker's cluster is watched again after this
 # One watch task's length, below the broker's visibility timeout (a longer task would be delivered twice);
 # beat starts one every RCAWEB_WATCH_CHECK_S per cluster, which returns at once while a session holds the lease.
 # (a minute below it, or half of a visibility timeout shorter than two minutes).
 _WATCH_SESSION_DEFAULT_S = max(1, min(3000, max(_BROKER_VISIBILITY_S - 60, _BROKER_VISIBILITY_S // 2)))
 RCAWEB_WATCH_SESSION_S = envint("RCAWEB_WATCH_SESSION_S", _WATCH_SESSION_DEFAULT_S)
 RCAWEB_WATCH_CHECK_S = envint("RCAWEB_WATCH_CHECK_S", 30)
-for _name in (
-    "RCAWEB_WATCH_RELIST_S",
-    "RCAWEB_WATCH_TIMEOUT_S",
-    "RCAWEB_WATCH_LEASE_S",
-    "RCAWEB_WATCH_SESSION_S",
-    "RCAWEB_WATCH_CHECK_S",
-):
+for _name in ("RCAWEB_WATCH_RELIST_S", "RCAWEB_WATCH_TIMEOUT_S", "RCAWEB_WATCH_LEASE_S", "RCAWEB_WATCH_SESSION_S", "RCAWEB_WATCH_CHECK_S"):
     if globals()[_name] <= 0:
         raise ImproperlyConfigured(f"{_name}={globals()[_name]}: expected a positive number of seconds")
 if RCAWEB_WATCH_APPLY_S < 0:

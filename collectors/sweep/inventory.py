@@ -280,24 +280,18 @@ class _Sweep:
         self.summary.add(result)
         self.progress(f"recorded {kind}s", len(items))
 
-    # The listing each kind's states come from (kinds without one, GPUs, carry no time of their own).
-    LISTINGS = {
-        "node": ("k8s", "list nodes"),
-        "pod": ("k8s", "list pods"),
-        "job": ("k8s", "list jobs"),
-        "queue": ("{scheduler}", "{queues}"),
-        "project": ("{scheduler}", "{queues}"),
-        "department": ("{scheduler}", "{queues}"),
-    }
-
     def _listed_before(self, kind: str) -> datetime | None:
         """When the kind's listing last succeeded before this sweep: a state that changed since changed
-        after then (``collectors.inventory.dated``). None for a kind without a listing of its own."""
-        listing = self.LISTINGS.get(kind)
-        if listing is None:
+        after then (``collectors.inventory.dated``). None for a kind without a listing of its own (GPUs, from
+        Prometheus, carry no time)."""
+        if kind in ("node", "pod", "job"):
+            source, call = "k8s", f"list {kind}s"
+        elif kind in ("queue", "project", "department") and self.scheduler == "kai":
+            source, call = "kai", "list queues"
+        elif kind in ("queue", "project", "department") and self.scheduler == "kueue":
+            source, call = "kueue", "list clusterqueues"
+        else:
             return None
-        queues = "list queues" if self.scheduler == "kai" else "list clusterqueues"
-        source, call = (part.format(scheduler=self.scheduler, queues=queues) for part in listing)
         return (
             SourceRun.objects.filter(
                 cluster=self.cluster, source=source, call=call, ok=True, time__lt=self.at
