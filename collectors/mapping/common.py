@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from collectors.sources.redact import redact_text
+from rcaweb.timestamps import timestamp_or_none
 
 GPU = "nvidia.com/gpu"
 QUEUE_LABELS = ("kai.scheduler/queue", "runai/queue", "kueue.x-k8s.io/queue-name")
@@ -225,7 +226,7 @@ def latest_transition(*objs: dict[str, Any] | None) -> datetime | None:
 
     A sweep sees a changed state some time after the change; this dates it (``Observed.since``), bounded
     by the previous listing (``collectors.inventory.dated``)."""
-    latest = ""
+    latest = ""  # the API server writes every time in UTC ("…Z"): the latest is the greatest text
     for obj in objs:
         if not isinstance(obj, dict):
             continue
@@ -255,11 +256,8 @@ def latest_transition(*objs: dict[str, Any] | None) -> datetime | None:
                             latest = max(
                                 latest, _text(detail.get("startedAt")), _text(detail.get("finishedAt"))
                             )
-    if not latest:
-        return None
-    try:
-        when = datetime.fromisoformat(latest)
-    except ValueError:
+    when = timestamp_or_none(latest)
+    if when is None:
         return None
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 

@@ -57,6 +57,15 @@ def test_latest_transition_reads_creation_conditions_containers_and_spec_writers
     )
 
 
+def test_latest_transition_reads_go_nanoseconds_and_offsets():
+    assert latest_transition(
+        {"metadata": {"creationTimestamp": "2026-11-29T00:04:00.123456789Z"}}
+    ) == T0 + timedelta(minutes=4, microseconds=123456)
+    assert latest_transition(
+        {"metadata": {"creationTimestamp": "2026-11-29T01:04:00+01:00"}}
+    ) == T0 + timedelta(minutes=4)
+
+
 def test_latest_transition_without_times_or_with_garbage_is_none():
     assert latest_transition({}) is None
     assert latest_transition({"metadata": {"creationTimestamp": "yesterday"}}) is None
