@@ -68,9 +68,13 @@ class Policy:
     # states is a key of its own (fingerprint:status), firing or not (pending, resolved).
     alert_key: str = "fingerprint"
     # "Newly firing": not yet swept for in this run (True), or not firing at the last inventory sweep (False).
-    # A pending alert asks for no sweep: the sweep after it dates what changed by the objects' own times
-    # (a pod's creation, a condition's lastTransitionTime; collectors.inventory.dated), not by when it looked.
     once_per_alert: bool = False
+    # A condition that starts holding (pending) sweeps too, once it has held through a whole tick: the
+    # inventory then sees the symptom's first states (a pod's containers before they crash-loop), which a
+    # sweep at firing time alone would miss; dates come from the objects' own times either way
+    # (collectors.inventory.dated). A pod bound this tick, Pending only until its container starts seconds
+    # later, makes a pending alert that never fires and needs no sweep of its own.
+    held_pending: bool = False
     events_on_alert: bool = True  # an alert's sweep takes the events too (when they have their own cadence)
     final: bool = False  # sweep at the moment a fast-forward ends, whatever the cadence
     # Without workers the intake answers first and the in-process worker groups, collects and diagnoses after
@@ -90,6 +94,7 @@ def scenario_policy(sweep_every: timedelta = timedelta(minutes=15)) -> Policy:
         settle=timedelta(0),  # one query on a tick with nothing to do
         alert_key="state",
         once_per_alert=True,
+        held_pending=True,
         drain_s=600.0,
     )
 
@@ -151,9 +156,10 @@ class Harness:
         self.timings: dict[str, float] = {"sweeps_s": 0.0, "advance_s": 0.0}
         self.tick = timedelta(seconds=getattr(world, "tick_seconds", 60))  # (a process' world: at start)
         self._serve, self._token, self._hold = (serve, quiet, serialize), token, hold_alerts
-        # What the alert triggers remember (Policy.once_per_alert).
+        # What the alert triggers remember (Policy.once_per_alert, .held_pending).
         self._notified: set[str] = set()  # swept for, in this run
-        self._at_last_sweep: set[str] = set()  # firing at the last inventory sweep
+        self._at_last_sweep: set[str] = set()  # firing (or held) at the last inventory sweep
+        self._held: set[str] = set()  # pending at the previous tick
         self._due_keys: set[str] = set()  # asking for a sweep at this tick
 
     #
@@ -364,10 +370,12 @@ class Harness:
         self.timings["sweeps_s"] += time.monotonic() - started
 
     def _alert_due(self, policy: Policy, last: dict[str, float], clock: float) -> bool:
-        """Whether the alerts ask for a sweep now: an alert starting to fire. One that stops asks for none:
-        the next sweep dates its subject's recovery by the objects' own times (a GPU, which has none, when
-        it sees it), and the incident's quiet period starts then (incidents.lifecycle)."""
+        """Whether the alerts ask for a sweep now: an alert starting to fire, or pending through a whole tick
+        (``Policy.held_pending``). One that stops asks for none: the next sweep dates its subject's recovery
+        by the objects' own times (a GPU, which has none, when it sees it), and the incident's quiet period
+        starts then (incidents.lifecycle)."""
         firing: set[str] = set()
+        pending: set[str] = set()
         for a in self.world.alerts(include_pending=True):
             status = a.get("status")
             if policy.alert_key == "state":
@@ -376,10 +384,14 @@ class Harness:
                 key, up = str(a["fingerprint"]), status != "pending"
             if up:
                 firing.add(key)
-        self._due_keys = firing
-        started = firing - (self._notified if policy.once_per_alert else self._at_last_sweep)
+            elif status == "pending":
+                pending.add(key)
+        due = firing | (pending & self._held) if policy.held_pending else firing
+        self._held = pending
+        self._due_keys = due
+        started = due - (self._notified if policy.once_per_alert else self._at_last_sweep)
         if policy.once_per_alert:
-            self._notified |= firing
+            self._notified |= due
         gap_ok = "inventory" not in last or clock - last["inventory"] >= policy.firing_gap.total_seconds()
         return bool(started) and gap_ok
 

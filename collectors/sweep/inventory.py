@@ -134,6 +134,8 @@ class _Pods:
     """What the job and GPU mappers need of the pods, without the pods."""
 
     by_job: dict[tuple[str, str], list[Observed]] = field(default_factory=lambda: defaultdict(list))
+    # Per job, its pods' (name, digest of the mapped state): what the job memo compares (_JobMemo).
+    marks: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=lambda: defaultdict(list))
     on_node: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     shares: dict[str, dict[str, Any]] = field(default_factory=dict)  # GPU uuid -> KAI shares (gpu_shares)
 
@@ -167,6 +169,31 @@ def _pod_memo(cluster: Cluster, project_of: dict[tuple[str, str], str]) -> _PodM
     return memo
 
 
+class _JobMemo:
+    """One cluster's jobs as the last complete job listing mapped them, by (namespace, name), with their mark:
+    the job's uid and resourceVersion, its PodGroup/Workload's, and its pods' mapped states (name, digest).
+    A job's state is a function of exactly these (and of the queue → project maps, whose change empties the
+    memo): a job listed again with the same mark maps to the same state, so a sweep maps only the jobs whose
+    object, scheduling object or pods changed."""
+
+    def __init__(self, context: int) -> None:
+        self.context = context
+        self.jobs: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
+
+
+_job_memos: dict[tuple[Any, ...], _JobMemo] = {}
+
+
+def _job_memo(cluster: Cluster, context: int) -> _JobMemo:
+    key = (cluster.pk, cluster.name, cluster.kubeconfig, cluster.created)
+    memo = _job_memos.get(key)
+    if memo is None or memo.context != context:
+        for stale in [k for k in _job_memos if k[0] == key[0] or k[1] == key[1]]:
+            del _job_memos[stale]
+        memo = _job_memos[key] = _JobMemo(context)
+    return memo
+
+
 def _lite(pod: Observed) -> Observed:
     cond = (pod.state.get("conditions") or {}).get("PodScheduled")
     state = {
@@ -181,7 +208,11 @@ def _slim(obj: dict[str, Any], status_keys: tuple[str, ...]) -> dict[str, Any]:
     """A scheduler object reduced to what the job mappers read (no managedFields, templates, usage)."""
     m = obj.get("metadata") or {}
     return {
-        "metadata": {k: m[k] for k in ("name", "namespace", "uid", "labels", "ownerReferences") if k in m},
+        "metadata": {
+            k: m[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences")
+            if k in m
+        },
         "spec": {
             k: v for k, v in (obj.get("spec") or {}).items() if k in ("queue", "queueName", "preemptibility")
         },
@@ -395,6 +426,9 @@ class _Sweep:
             for p in pods:
                 if p.state.get("job"):
                     self.pods.by_job[(p.namespace, p.state["job"])].append(_lite(p))
+                    self.pods.marks[(p.namespace, p.state["job"])].append(
+                        (p.name, p.digest or state_hash(p.state))
+                    )
                 if p.state.get("node") and p.state.get("phase") in ("Running", "Pending"):
                     self.pods.on_node[p.state["node"]].add(f"{p.namespace}/{p.name}")
             del pods
@@ -460,15 +494,26 @@ class _Sweep:
     ) -> list[Observed]:
         assert self.pods is not None
         out = []
+        context = hash((self.scheduler, frozenset(queue_project.items()), frozenset(local_queues.items())))
+        memo = _job_memo(self.cluster, context)
+        fresh: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
         for job in kube.iter_items("list jobs", kube.batch.list_job_for_all_namespaces):
             m = job.get("metadata") or {}
-            jpods = self.pods.by_job.get((m.get("namespace", ""), m.get("name", "")), [])
-            group = None
+            name = (str(m.get("namespace") or ""), str(m.get("name") or ""))
+            group = index.find(job) if self.scheduler in ("kai", "kueue") else None
+            group_rv = None if group is None else (group.get("metadata") or {}).get("resourceVersion")
+            # Without resourceVersions (a server that omits them) nothing says a job is unchanged: mapped anew.
+            rv = m.get("resourceVersion") if group is None or group_rv else None
+            mark = (m.get("uid"), rv, group_rv, tuple(self.pods.marks.get(name, ())))
+            kept = memo.jobs.get(name) if rv else None
+            if kept is not None and kept[0] == mark:
+                out.append(kept[1])  # the same job, scheduling object and pods as last time: the same state
+                fresh[name] = kept
+                continue
+            jpods = self.pods.by_job.get(name, [])
             if self.scheduler == "kai":
-                group = index.find(job)
                 js = mapping.kai_job_scheduling(group, jpods, queue_project)
             elif self.scheduler == "kueue":
-                group = index.find(job)
                 js = mapping.kueue_job_scheduling(group, jpods, local_queues)
             else:
                 js = mapping.pod_job_scheduling(jpods)
@@ -489,7 +534,12 @@ class _Sweep:
                     waiting_for_admission=js.waiting_for_admission,
                 )
             )
-            out[-1].since = since
+            obs = out[-1]
+            obs.since = since
+            obs.digest = state_hash(obs.state)
+            if rv:
+                fresh[name] = (mark, obs)
+        memo.jobs = fresh  # a complete listing only (a failed one raised above): jobs gone are forgotten
         self.progress("jobs", len(out))
         return out
 

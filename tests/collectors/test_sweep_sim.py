@@ -310,3 +310,36 @@ def test_telemetry_asked_ahead_stores_what_a_sweep_at_that_moment_stores():
     assert summary.errors == [] and summary.no_data == [] and summary.samples_written > 0
     assert points(ahead) == points(now) and len(points(now)) == summary.samples_written
     assert SourceRun.objects.filter(cluster=ahead, call__startswith="query_range", ok=True).count() == 7
+
+
+@pytest.mark.parametrize("scheduler", ["kai", "kueue"])
+def test_a_sweep_maps_only_the_jobs_whose_object_scheduling_or_pods_moved(monkeypatch, scheduler):
+    """A job's state follows its object, its PodGroup/Workload and its pods: listed again with all three
+    unchanged it is not mapped again (the last sweep's state is kept), and what is recorded stays right."""
+    from collectors import mapping
+
+    world = small_world(scheduler)
+    mapped: list[str] = []
+    real = mapping.map_job
+
+    def counting(raw, **kwargs):
+        mapped.append(raw["metadata"]["name"])
+        return real(raw, **kwargs)
+
+    monkeypatch.setattr(mapping, "map_job", counting)
+    with served(world) as sim:
+        cluster = register(sim)
+        t = world.start + timedelta(minutes=40)
+        sim.advance_to(t)
+        sweep_cluster(cluster.name, t)
+        listed = len(mapped)
+        assert listed > 0
+        mapped.clear()
+        assert sweep_cluster(cluster.name, t + timedelta(seconds=30)).opened == 0
+        assert mapped == []  # nothing moved: nothing mapped
+        t2 = world.start + timedelta(minutes=75)
+        sim.advance_to(t2)
+        want = expected(world)["job"]
+        sweep_cluster(cluster.name, t2)
+    assert 0 < len(mapped) < len(want)  # the jobs that moved, not all of them
+    assert recorded(cluster, t2)["job"] == want

@@ -175,7 +175,9 @@ alerts:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("scenario_db")  # the webhook's server threads must see the database
-def test_it_sweeps_when_an_alert_fires_and_dates_the_pending_job_at_its_creation(tmp_path: Path) -> None:
+def test_it_sweeps_when_an_alert_fires_or_holds_pending_and_dates_the_job_at_its_creation(
+    tmp_path: Path,
+) -> None:
     from datetime import UTC, datetime, timedelta
 
     from collectors.models import Change, EntityVersion, SourceRun
@@ -193,11 +195,11 @@ def test_it_sweeps_when_an_alert_fires_and_dates_the_pending_job_at_its_creation
             )
         }
     )
-    # 0: the first sweep; 12: eval-nightly's alert fires (pending from 2m, untolerated taint); 27: the idle
-    # cadence. Pending alerts ask for no sweep: eval-nightly's, nor quick-a's (5m) and quick-b's (20m), Pending
-    # only until their containers start seconds later.
-    assert minutes == [0, 12, 27]
-    # First seen at 12, eval-nightly is pending since its creation at 2m: the job and its pod say when.
+    # 0: the first sweep; 3: eval-nightly (pending from 2m, untolerated taint) held through a tick; 12: its
+    # alert fires; 27: the idle cadence. quick-a (5m) and quick-b (20m) are Pending only until their
+    # containers start seconds later: their pending alerts never fire and cost no sweep.
+    assert minutes == [0, 3, 12, 27]
+    # First seen at 3, eval-nightly is pending since its creation at 2m: the job and its pod say when.
     first = EntityVersion.objects.filter(entity__kind="job", entity__name="eval-nightly").order_by(
         "valid_from"
     )[0]

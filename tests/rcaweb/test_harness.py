@@ -109,23 +109,23 @@ def test_the_demo_counts_an_alert_listed_resolved_as_known(monkeypatch) -> None:
     assert seen["inventory"] == [0, 10, 30, 39]  # 10: a (after the gap), 30: the cadence, 39: the end
 
 
-def test_run_scenario_sweeps_once_per_alert_and_state_when_it_fires(monkeypatch) -> None:
+def test_run_scenario_sweeps_once_per_alert_and_state_on_held_pending_and_when_it_fires(monkeypatch) -> None:
     world = ScriptedWorld(
         scripted(
             {
-                # pending at 2, firing at 12, stops at 20 (resolved from then), fires again at 40
+                # pending at 2 (held at 3), firing at 12, stops at 20 (resolved from then), fires again at 40
                 "a": [(2, 12, "pending"), (12, 20, "firing"), (20, 40, "resolved"), (40, 50, "firing")],
-                # pending for one tick only (a pod waiting for its container)
+                # pending for one tick only (a pod waiting for its container): no sweep
                 "b": [(7, 8, "pending")],
             }
         )
     )
     seen = schedule(monkeypatch, world, scenario_policy(timedelta(minutes=15)), 50)
-    # 0 first; a pending or stopping alert asks for no sweep (the sweep that follows dates the objects'
-    # changes by their own times); 12 a fires; 27 and 42 the cadence; 40 is the re-fire of a known alert and
+    # 0 first; 3 a held pending; 12 a fires; a stopping alert asks for no sweep (the sweep that follows dates
+    # the recovery by the objects' own times); 27 and 42 the cadence; 40 is the re-fire of a known alert and
     # state: no sweep of its own.
-    assert seen["inventory"] == [0, 12, 27, 42]
-    assert seen["events"] == [0, 10, 12, 22, 32, 42]  # the triggers, else every 10 min
+    assert seen["inventory"] == [0, 3, 12, 27, 42]
+    assert seen["events"] == [0, 3, 12, 22, 32, 42]  # the triggers, else every 10 min
     assert seen["telemetry"] == [0, 30]
     assert len(seen["settle"]) == 51  # every tick, 0 to 50
 

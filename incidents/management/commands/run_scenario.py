@@ -44,7 +44,7 @@ class Command(BaseCommand):
             default=900,
             metavar="SECONDS",
             help="idle inventory sweep cadence in simulated seconds (default 900; a sweep also runs "
-            "whenever an alert starts firing)",
+            "whenever an alert starts firing or has been pending for a whole tick)",
         )
 
         parser.add_argument(
