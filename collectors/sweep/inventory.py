@@ -134,63 +134,42 @@ class _Pods:
     """What the job and GPU mappers need of the pods, without the pods."""
 
     by_job: dict[tuple[str, str], list[Observed]] = field(default_factory=lambda: defaultdict(list))
-    # Per job, its pods' (name, digest of the mapped state): what the job memo compares (_JobMemo).
+    # Per job, its pods' (name, digest of the mapped state): what the job memo compares (_Memo).
     marks: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=lambda: defaultdict(list))
     on_node: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     shares: dict[str, dict[str, Any]] = field(default_factory=dict)  # GPU uuid -> KAI shares (gpu_shares)
 
 
-class _PodMemo:
-    """One cluster's pods as the last complete pod listing mapped them, by (namespace, name): the mark
-    (uid, resourceVersion, the node's GPU memory) and the mapped object with its digest. The API server
-    gives an object a new resourceVersion at every change, so a pod listed again with the same mark maps
-    to the same state: a sweep maps and digests only the pods that changed (most pods of a busy cluster
-    do not change between two sweeps). Valid for one namespace → project mapping (``project_of``)."""
+class _Memo:
+    """One cluster's objects of one listing as its last complete listing mapped them, by (namespace, name):
+    each object's mark and the mapped object with its digest. The API server gives an object a new
+    resourceVersion at every change, so an object listed again with the same mark maps to the same state: a
+    sweep maps and digests only what changed (most objects of a busy cluster do not change between two sweeps).
 
-    def __init__(self, projects: int) -> None:
-        self.projects = projects
-        self.pods: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
+    - pods: the mark is (uid, resourceVersion, the node's GPU memory);
+    - jobs: (uid, resourceVersion, the PodGroup/Workload's resourceVersion, the pods' (name, digest)): a job's
+      state is a function of exactly its object, its scheduling object and its pods' mapped states.
 
-
-_pod_memos: dict[tuple[Any, ...], _PodMemo] = {}
-
-
-def _pod_memo(cluster: Cluster, project_of: dict[tuple[str, str], str]) -> _PodMemo:
-    """The cluster's memo, emptied when the queue → project mapping the pods were mapped with changed. By the
-    cluster row and where it is read from (a cluster registered anew is another cluster). Sweeps of one
-    cluster never run at once (``cluster_lock``)."""
-    projects = hash(frozenset(project_of.items()))
-    key = (cluster.pk, cluster.name, cluster.kubeconfig, cluster.created)
-    memo = _pod_memos.get(key)
-    if memo is None or memo.projects != projects:
-        for stale in [k for k in _pod_memos if k[0] == key[0] or k[1] == key[1]]:
-            del _pod_memos[stale]
-        memo = _pod_memos[key] = _PodMemo(projects)
-    return memo
-
-
-class _JobMemo:
-    """One cluster's jobs as the last complete job listing mapped them, by (namespace, name), with their mark:
-    the job's uid and resourceVersion, its PodGroup/Workload's, and its pods' mapped states (name, digest).
-    A job's state is a function of exactly these (and of the queue → project maps, whose change empties the
-    memo): a job listed again with the same mark maps to the same state, so a sweep maps only the jobs whose
-    object, scheduling object or pods changed."""
+    Valid for one ``context`` (the queue → project maps the objects were mapped with): another empties it."""
 
     def __init__(self, context: int) -> None:
         self.context = context
-        self.jobs: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
+        self.objects: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
 
 
-_job_memos: dict[tuple[Any, ...], _JobMemo] = {}
+_memos: dict[tuple[Any, ...], _Memo] = {}
 
 
-def _job_memo(cluster: Cluster, context: int) -> _JobMemo:
-    key = (cluster.pk, cluster.name, cluster.kubeconfig, cluster.created)
-    memo = _job_memos.get(key)
+def _memo(cluster: Cluster, listing: str, context: int) -> _Memo:
+    """The cluster's memo of ``listing`` ("pods", "jobs"), emptied when its context changed. By the cluster row
+    and where it is read from (a cluster registered anew is another cluster). Sweeps of one cluster never run
+    at once (``cluster_lock``)."""
+    key = (listing, cluster.pk, cluster.name, cluster.kubeconfig, cluster.created)
+    memo = _memos.get(key)
     if memo is None or memo.context != context:
-        for stale in [k for k in _job_memos if k[0] == key[0] or k[1] == key[1]]:
-            del _job_memos[stale]
-        memo = _job_memos[key] = _JobMemo(context)
+        for stale in [k for k in _memos if k[0] == listing and (k[1] == key[1] or k[2] == key[2])]:
+            del _memos[stale]
+        memo = _memos[key] = _Memo(context)
     return memo
 
 
@@ -460,7 +439,7 @@ class _Sweep:
     def _list_pods(self, kube: KubeSource, project_of: dict[tuple[str, str], str]) -> list[Observed]:
         out = []
         memory = {n: st.get("gpu_memory_mib") for n, st in (self.nodes or {}).items()}
-        memo = _pod_memo(self.cluster, project_of)
+        memo = _memo(self.cluster, "pods", hash(frozenset(project_of.items())))
         fresh: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
         for n, raw in enumerate(kube.iter_pods(), 1):
             node = (raw.get("spec") or {}).get("nodeName")
@@ -469,7 +448,7 @@ class _Sweep:
             rv = m.get("resourceVersion")
             name = (str(m.get("namespace") or ""), str(m.get("name") or ""))
             mark = (m.get("uid"), rv, gpu_memory)
-            kept = memo.pods.get(name) if rv else None
+            kept = memo.objects.get(name) if rv else None
             if kept is not None and kept[0] == mark:
                 obs = kept[1]  # the same object version as last time: the same mapped state and digest
             else:
@@ -481,7 +460,7 @@ class _Sweep:
             out.append(obs)
             if n % 2000 == 0:
                 self.progress("pods", n)
-        memo.pods = fresh  # a complete listing only (a failed one raised above): pods gone are forgotten
+        memo.objects = fresh  # a complete listing only (a failed one raised above): pods gone are forgotten
         self.progress("pods", len(out))
         return out
 
@@ -495,7 +474,7 @@ class _Sweep:
         assert self.pods is not None
         out = []
         context = hash((self.scheduler, frozenset(queue_project.items()), frozenset(local_queues.items())))
-        memo = _job_memo(self.cluster, context)
+        memo = _memo(self.cluster, "jobs", context)
         fresh: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
         for job in kube.iter_items("list jobs", kube.batch.list_job_for_all_namespaces):
             m = job.get("metadata") or {}
@@ -505,7 +484,7 @@ class _Sweep:
             # Without resourceVersions (a server that omits them) nothing says a job is unchanged: mapped anew.
             rv = m.get("resourceVersion") if group is None or group_rv else None
             mark = (m.get("uid"), rv, group_rv, tuple(self.pods.marks.get(name, ())))
-            kept = memo.jobs.get(name) if rv else None
+            kept = memo.objects.get(name) if rv else None
             if kept is not None and kept[0] == mark:
                 out.append(kept[1])  # the same job, scheduling object and pods as last time: the same state
                 fresh[name] = kept
@@ -539,7 +518,7 @@ class _Sweep:
             obs.digest = state_hash(obs.state)
             if rv:
                 fresh[name] = (mark, obs)
-        memo.jobs = fresh  # a complete listing only (a failed one raised above): jobs gone are forgotten
+        memo.objects = fresh  # a complete listing only (a failed one raised above): jobs gone are forgotten
         self.progress("jobs", len(out))
         return out
 
