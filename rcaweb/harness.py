@@ -69,9 +69,10 @@ class Policy:
     alert_key: str = "fingerprint"
     # "Newly firing": not yet swept for in this run (True), or not firing at the last inventory sweep (False).
     once_per_alert: bool = False
-    # A condition that starts holding (pending) sweeps too, once it has held through a whole tick: the
-    # inventory then sees the symptom's first states (a pod's containers before they crash-loop), which a
-    # sweep at firing time alone would miss; dates come from the objects' own times either way
+    # A condition that starts holding (pending) sweeps too, once it has held through a whole tick, unless a
+    # sweep already ran while it was pending: the inventory then sees the symptom's first states (a pod's
+    # containers before they crash-loop), which a sweep at firing time alone would miss; on a busy cluster
+    # the sweeps for other alerts usually saw them already. Dates come from the objects' own times either way
     # (collectors.inventory.dated). A pod bound this tick, Pending only until its container starts seconds
     # later, makes a pending alert that never fires and needs no sweep of its own.
     held_pending: bool = False
@@ -160,6 +161,7 @@ class Harness:
         self._notified: set[str] = set()  # swept for, in this run
         self._at_last_sweep: set[str] = set()  # firing (or held) at the last inventory sweep
         self._held: set[str] = set()  # pending at the previous tick
+        self._pending_swept: set[str] = set()  # pending now, and already so at an inventory sweep
         self._due_keys: set[str] = set()  # asking for a sweep at this tick
 
     #
@@ -347,6 +349,7 @@ class Harness:
                 summary = self._attempt(policy, sweep.sweep_cluster, name, t)
                 last["inventory"] = clock
                 self._at_last_sweep = self._due_keys
+                self._pending_swept |= self._held  # this sweep saw what pends now in its pending state
                 if summary is not None:
                     self.sweeps += 1
                     if summary.errors:
@@ -371,7 +374,7 @@ class Harness:
 
     def _alert_due(self, policy: Policy, last: dict[str, float], clock: float) -> bool:
         """Whether the alerts ask for a sweep now: an alert starting to fire, or pending through a whole tick
-        (``Policy.held_pending``). One that stops asks for none: the next sweep dates its subject's recovery
+        without a sweep having seen it pending (``Policy.held_pending``). One that stops asks for none: the next sweep dates its subject's recovery
         by the objects' own times (a GPU, which has none, when it sees it), and the incident's quiet period
         starts then (incidents.lifecycle)."""
         firing: set[str] = set()
@@ -386,7 +389,11 @@ class Harness:
                 firing.add(key)
             elif status == "pending":
                 pending.add(key)
-        due = firing | (pending & self._held) if policy.held_pending else firing
+        # A condition pending through a tick needs one sweep while it pends, not one of its own: a sweep since
+        # it started pending (for another alert, or the idle cadence) already saw its first states.
+        self._pending_swept &= pending
+        held = (pending & self._held) - self._pending_swept
+        due = firing | held if policy.held_pending else firing
         self._held = pending
         self._due_keys = due
         started = due - (self._notified if policy.once_per_alert else self._at_last_sweep)

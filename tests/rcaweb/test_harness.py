@@ -130,6 +130,22 @@ def test_run_scenario_sweeps_once_per_alert_and_state_on_held_pending_and_when_i
     assert len(seen["settle"]) == 51  # every tick, 0 to 50
 
 
+def test_a_held_pending_alert_already_seen_pending_by_a_sweep_asks_for_none(monkeypatch) -> None:
+    world = ScriptedWorld(
+        scripted(
+            {
+                # pending from 2: the sweep at 2, for c firing, already saw it pending: none at 3
+                "a": [(2, 12, "pending"), (12, 20, "firing")],
+                "c": [(2, 30, "firing")],
+                # pending from 5, held at 6, with no sweep since 2: its own at 6
+                "d": [(5, 9, "pending")],
+            }
+        )
+    )
+    seen = schedule(monkeypatch, world, scenario_policy(timedelta(minutes=15)), 14)
+    assert seen["inventory"] == [0, 2, 6, 12]
+
+
 @pytest.mark.django_db
 def test_the_harness_refuses_an_in_memory_database_its_server_threads_cannot_share() -> None:
     from django.db import connection

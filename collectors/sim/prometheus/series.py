@@ -303,25 +303,34 @@ class DcgmSource:
         return found
 
     def select(
-        self, selector: Selector, start: float, end: float, last_only: bool = False
+        self,
+        selector: Selector,
+        start: float,
+        end: float,
+        last_only: bool = False,
+        last_per_series: bool = False,
     ) -> dict[tuple, Points]:
         """Samples in (start, end] of every series the selector matches, keyed by its label set.
 
         ``last_only`` (an instant selector): only the samples of the last scrape in the window. A series
         that is not in that scrape is stale, as Prometheus marks a series that vanished from its target
         (or whose target failed) at the next scrape, instead of answering its old sample for 5 minutes.
+        ``last_per_series`` (``last_over_time``, which reads nothing else): each series' last sample in the
+        window only, the same series as without it.
         """
         times = self.sample_times(start, end)
         if last_only:
             times = times[-1:]
         out: dict[tuple, Points] = defaultdict(list)
-        for group in self.select_groups(selector, times):
+        for group in self.select_groups(selector, times, last=last_per_series):
             out.update(group)
         return out
 
-    def select_groups(self, selector: Selector, times: list[float]) -> list[Group]:
+    def select_groups(self, selector: Selector, times: list[float], last: bool = False) -> list[Group]:
         """The samples at the given scrape times (ascending) of every series the selector matches, by GPU
-        (``up``: by node), each group's series in the order they first appear."""
+        (``up``: by node), each group's series in the order they first appear. ``last``: of each series only
+        its last sample (a GPU held by one pod all along is then read at the last scrape alone, where it
+        reports: an instant ``last_over_time`` over the fleet reads a sample per GPU, not a window's)."""
         names = [selector.metric] if selector.metric else [*sorted(self.metric_names), "up"]
         groups: list[Group] = []
         if not times:
@@ -333,8 +342,18 @@ class DcgmSource:
             if metric not in self.metric_names:
                 continue
             for node, gpu, base in self._static_matches(metric, selector):
-                values = self.values(node, gpu, metric, times)
                 held_at = self.pods_at(node, gpu, times)
+                first = held_at[0]
+                one_pod = held_at.count(first) == len(held_at)
+                values: list[float | None] = []
+                if last and one_pod:
+                    values = self.values(node, gpu, metric, times[-1:])
+                    if values[0] is not None:
+                        values = [None] * (len(times) - 1) + values
+                    else:  # not reporting at the last scrape: its last sample is earlier, if any
+                        values = []
+                if not values:
+                    values = self.values(node, gpu, metric, times)
                 # _static_matches tried every matcher but those on the pod attribution labels: only these are
                 # left to try on each pod's label set (most selectors have none).
                 dynamic = [
@@ -342,10 +361,11 @@ class DcgmSource:
                 ]
                 # The pod holding a GPU changes rarely: its label set (and the matchers' verdict) is worked
                 # out once per pod, not once per sample.
-                first = held_at[0]
-                if held_at.count(first) == len(held_at):  # one pod (or none) all along: one series
+                if one_pod:  # one pod (or none) all along: one series
                     if self._held_matches(dynamic, base, first):
                         points = [(t, float(v)) for t, v in zip(times, values, strict=True) if v is not None]
+                        if last:
+                            points = points[-1:]
                         if points:
                             groups.append([(self._series_key(metric, node, gpu, base, first), points)])
                     continue
@@ -363,7 +383,7 @@ class DcgmSource:
                     if known[1]:
                         found.setdefault(known[0], []).append((t, float(v)))
                 if found:
-                    groups.append(list(found.items()))
+                    groups.append([(k, pts[-1:] if last else pts) for k, pts in found.items()])
         return groups
 
     def _held_matches(self, dynamic: list[Any], base: Labels, held: str | None) -> bool:
@@ -535,9 +555,12 @@ def evaluate_keyed(source: DcgmSource | RangeReader, expr: Expr, t: float) -> li
         return [(k, pts[-1][1]) for k, pts in series.items() if pts]
     if isinstance(expr, RangeFunction):
         at = t - expr.selector.offset_s
-        series = source.select(expr.selector, at - expr.range_s, at)
-        out: list[tuple[Key, float]] = []
         name = expr.name
+        if name == "last_over_time" and isinstance(source, DcgmSource):
+            series = source.select(expr.selector, at - expr.range_s, at, last_per_series=True)
+        else:
+            series = source.select(expr.selector, at - expr.range_s, at)
+        out: list[tuple[Key, float]] = []
         # Prometheus keeps the metric name of last_over_time only (it returns a sample, not a new value)
         keep_name = name == "last_over_time"
         for key, pts in series.items():
