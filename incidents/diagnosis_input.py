@@ -81,16 +81,16 @@ def diagnosis_moment(incident: Incident) -> tuple[datetime, str]:
 
     The first run describes the onset; each alert that joins later moves it to that alert's firing time.
     Never past what the inventory knows (the last sweep) nor past the incident's end, never before the onset.
+    Only a moment at the onset is called the onset: a first run made once a later alert had joined describes
+    that alert's moment and says so.
     """
-    from incidents.models import DiagnosisRun
-
     newest = (
         Alert.objects.filter(incident=incident).order_by("-starts_at").values_list("starts_at", flat=True)
     )
     t = max([incident.onset, *newest[:1]])
     t = min(t, default_t(incident))
-    first = not DiagnosisRun.objects.filter(incident=incident).exists()
-    return max(t, incident.onset), "onset" if first or t <= incident.onset else "alert"
+    t = max(t, incident.onset)
+    return t, "onset" if t <= incident.onset else "alert"
 
 
 def load_job_input(

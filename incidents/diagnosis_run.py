@@ -286,8 +286,8 @@ def persist(
         if same.exists():  # the same moment again (more evidence): this run replaces it
             trigger = same.order_by("id").values_list("trigger", flat=True).first() or trigger
             same.delete()
-        if not DiagnosisRun.objects.filter(incident=incident).exists():
-            trigger = "onset"
+        if di.t <= incident.onset and not DiagnosisRun.objects.filter(incident=incident).exists():
+            trigger = "onset"  # the first run describing the onset, whatever asked for it
         causes = [f for f in result.findings if f.scope == "cause"]
         top = next((f for f in causes if f.supported), None)
         run = DiagnosisRun.objects.create(

@@ -21,6 +21,8 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
+import simdjson
+
 from collectors import mapping
 from collectors.inventory import Observed, record_absent, record_slices, record_states, state_hash
 from collectors.mapping.common import latest_transition
@@ -183,19 +185,31 @@ def _lite(pod: Observed) -> Observed:
     return Observed(kind="pod", name=pod.name, namespace=pod.namespace, state=state, since=pod.since)
 
 
-def _slim(obj: dict[str, Any], status_keys: tuple[str, ...]) -> dict[str, Any]:
-    """A scheduler object reduced to what the job mappers read (no managedFields, templates, usage)."""
-    m = obj.get("metadata") or {}
+def _plain(value: Any) -> Any:
+    """A value read from a ``simdjson`` page as plain dicts and lists (a decoded one as it is)."""
+    if isinstance(value, simdjson.Object):
+        return value.as_dict()
+    if isinstance(value, simdjson.Array):
+        return value.as_list()
+    return value
+
+
+def _slim(obj: Any, status_keys: tuple[str, ...]) -> dict[str, Any]:
+    """A scheduler object reduced to what the job mappers read (no managedFields, templates, usage): from a
+    decoded object or read field by field from an undecoded one (``KubeSource.iter_reusing``)."""
+
+    def part(name: str, keys: tuple[str, ...]) -> dict[str, Any]:
+        value = obj.get(name)
+        if not isinstance(value, dict | simdjson.Object):
+            return {}
+        return {k: _plain(value.get(k)) for k in keys if k in value}
+
     return {
-        "metadata": {
-            k: m[k]
-            for k in ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences")
-            if k in m
-        },
-        "spec": {
-            k: v for k, v in (obj.get("spec") or {}).items() if k in ("queue", "queueName", "preemptibility")
-        },
-        "status": {k: v for k, v in (obj.get("status") or {}).items() if k in status_keys},
+        "metadata": part(
+            "metadata", ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences")
+        ),
+        "spec": part("spec", ("queue", "queueName", "preemptibility")),
+        "status": part("status", status_keys),
     }
 
 
@@ -343,7 +357,12 @@ class _Sweep:
                 "list podgroups",
                 lambda: [
                     _slim(o, ("schedulingConditions",))
-                    for o in kube.iter_custom("scheduling.run.ai", "v2alpha2", "podgroups")
+                    for o in kube.iter_custom(
+                        "scheduling.run.ai",
+                        "v2alpha2",
+                        "podgroups",
+                        reuse=lambda o: _slim(o, ("schedulingConditions",)),
+                    )
                 ],
             )
             namespaces = runner.call("k8s", "list namespaces", kube.list_namespaces)
@@ -371,7 +390,12 @@ class _Sweep:
                 "list workloads",
                 lambda: [
                     _slim(o, ("conditions", "admission"))
-                    for o in kube.iter_custom("kueue.x-k8s.io", "v1beta1", "workloads")
+                    for o in kube.iter_custom(
+                        "kueue.x-k8s.io",
+                        "v1beta1",
+                        "workloads",
+                        reuse=lambda o: _slim(o, ("conditions", "admission")),
+                    )
                 ],
             )
             runner.call("kueue", "list resourceflavors", kueue.list_resource_flavors)
@@ -441,22 +465,41 @@ class _Sweep:
         memory = {n: st.get("gpu_memory_mib") for n, st in (self.nodes or {}).items()}
         memo = _memo(self.cluster, "pods", hash(frozenset(project_of.items())))
         fresh: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
-        for n, raw in enumerate(kube.iter_pods(), 1):
-            node = (raw.get("spec") or {}).get("nodeName")
-            gpu_memory = memory.get(node) if node else None
-            m = raw.get("metadata") or {}
-            rv = m.get("resourceVersion")
+
+        def reuse(raw: Any) -> Observed | None:
+            """The pod as mapped last time, when the undecoded item is the same object version."""
+            m, spec = raw.get("metadata"), raw.get("spec")
+            if not isinstance(m, simdjson.Object) or not isinstance(spec, simdjson.Object | None):
+                return None
+            rv, node = m.get("resourceVersion"), spec.get("nodeName") if spec is not None else None
+            if not rv or not isinstance(node, str | None):
+                return None
             name = (str(m.get("namespace") or ""), str(m.get("name") or ""))
-            mark = (m.get("uid"), rv, gpu_memory)
-            kept = memo.objects.get(name) if rv else None
-            if kept is not None and kept[0] == mark:
-                obs = kept[1]  # the same object version as last time: the same mapped state and digest
+            kept = memo.objects.get(name)
+            if kept is None or kept[0] != (m.get("uid"), rv, memory.get(node) if node else None):
+                return None
+            fresh[name] = kept
+            return kept[1]
+
+        for n, raw in enumerate(kube.iter_pods(reuse), 1):
+            if isinstance(raw, Observed):  # reused (undecoded): already in fresh
+                obs = raw
             else:
-                obs = mapping.map_pod(raw, project_of, gpu_memory)
-                obs.digest = state_hash(obs.state)
-                obs.since = latest_transition(raw)
-            if rv:
-                fresh[name] = (mark, obs)
+                node = (raw.get("spec") or {}).get("nodeName")
+                gpu_memory = memory.get(node) if node else None
+                m = raw.get("metadata") or {}
+                rv = m.get("resourceVersion")
+                name = (str(m.get("namespace") or ""), str(m.get("name") or ""))
+                mark = (m.get("uid"), rv, gpu_memory)
+                kept = memo.objects.get(name) if rv else None
+                if kept is not None and kept[0] == mark:
+                    obs = kept[1]  # the same object version as last time: the same mapped state and digest
+                else:
+                    obs = mapping.map_pod(raw, project_of, gpu_memory)
+                    obs.digest = state_hash(obs.state)
+                    obs.since = latest_transition(raw)
+                if rv:
+                    fresh[name] = (mark, obs)
             out.append(obs)
             if n % 2000 == 0:
                 self.progress("pods", n)
@@ -476,14 +519,35 @@ class _Sweep:
         context = hash((self.scheduler, frozenset(queue_project.items()), frozenset(local_queues.items())))
         memo = _memo(self.cluster, "jobs", context)
         fresh: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
-        for job in kube.iter_items("list jobs", kube.batch.list_job_for_all_namespaces):
+        marks = self.pods.marks
+
+        def known(job: Any) -> tuple[tuple[str, str], tuple[Any, ...], Any, str | None]:
+            """The job's name, mark, scheduling object and resourceVersion (None: nothing says it is unchanged),
+            read from a decoded job or an undecoded one alike."""
             m = job.get("metadata") or {}
             name = (str(m.get("namespace") or ""), str(m.get("name") or ""))
             group = index.find(job) if self.scheduler in ("kai", "kueue") else None
             group_rv = None if group is None else (group.get("metadata") or {}).get("resourceVersion")
             # Without resourceVersions (a server that omits them) nothing says a job is unchanged: mapped anew.
             rv = m.get("resourceVersion") if group is None or group_rv else None
-            mark = (m.get("uid"), rv, group_rv, tuple(self.pods.marks.get(name, ())))
+            return name, (m.get("uid"), rv, group_rv, tuple(marks.get(name, ()))), group, rv
+
+        def reuse(job: Any) -> Observed | None:
+            """The job as mapped last time: the same job, scheduling object and pods as then."""
+            if not isinstance(job.get("metadata"), simdjson.Object):
+                return None
+            name, mark, _, rv = known(job)
+            kept = memo.objects.get(name) if rv else None
+            if kept is None or kept[0] != mark:
+                return None
+            fresh[name] = kept
+            return kept[1]
+
+        for job in kube.iter_reusing("list jobs", kube.batch.list_job_for_all_namespaces, reuse):
+            if isinstance(job, Observed):  # reused: already in fresh
+                out.append(job)
+                continue
+            name, mark, group, rv = known(job)
             kept = memo.objects.get(name) if rv else None
             if kept is not None and kept[0] == mark:
                 out.append(kept[1])  # the same job, scheduling object and pods as last time: the same state

@@ -123,6 +123,12 @@ class RecordingKube(KubeSource):
         self.kept.items[call] = listed  # only a complete listing replaces what was kept
         self.kept.rv[call] = self.last_resource_version.get(call, "")
 
+    def iter_reusing(
+        self, call: str, fn: Callable[..., Any], reuse: Callable[[Any], Any], **params: Any
+    ) -> Iterator[dict[str, Any]]:
+        """Every object decoded and kept (a relist keeps what it lists): ``reuse`` is not asked."""
+        return self.iter_items(call, fn, **params)
+
     def close(self) -> None:
         pass
 
@@ -153,8 +159,13 @@ class CachedKube:
     def list_namespaces(self) -> list[dict[str, Any]]:
         return list(self.iter_items("list namespaces"))
 
-    def iter_pods(self) -> Iterator[dict[str, Any]]:
+    def iter_pods(self, reuse: Callable[[Any], Any] | None = None) -> Iterator[dict[str, Any]]:
         return self.iter_items("list pods")
+
+    def iter_reusing(
+        self, call: str, fn: Any, reuse: Callable[[Any], Any], **params: Any
+    ) -> Iterator[dict[str, Any]]:
+        return self.iter_items(call)
 
     def list_pods(self) -> list[dict[str, Any]]:
         return list(self.iter_pods())
@@ -162,7 +173,9 @@ class CachedKube:
     def list_jobs(self) -> list[dict[str, Any]]:
         return list(self.iter_items("list jobs"))
 
-    def iter_custom(self, group: str, version: str, plural: str) -> Iterator[dict[str, Any]]:
+    def iter_custom(
+        self, group: str, version: str, plural: str, reuse: Callable[[Any], Any] | None = None
+    ) -> Iterator[dict[str, Any]]:
         return self.iter_items(f"list {plural}.{group}/{version}")
 
     def list_custom(self, group: str, version: str, plural: str) -> list[dict[str, Any]]:

@@ -116,3 +116,45 @@ def test_it_lists_again_when_a_continue_token_expires(sim, tmp_path):
     assert err.value.gone
     # one restart from the first page, then the second expiry is reported
     assert sum("continue=" not in p for p in proxy.paths) == 2
+
+
+def test_reusing_lists_yields_what_reuse_knew_and_decodes_only_the_rest(sim):
+    """``iter_reusing`` shows each item undecoded to ``reuse``: what it returns takes the item's place (in the
+    listing's order, across pages), the others come decoded exactly as ``iter_items`` gives them."""
+    plain = _source(sim.kubeconfig_path).list_pods()
+    known = {p["metadata"]["name"] for p in plain[::2]}
+    seen: list[tuple[str, str]] = []
+
+    def reuse(item):
+        m = item.get("metadata")
+        seen.append((m.get("name"), m.get("resourceVersion")))
+        return ("kept", m.get("name")) if m.get("name") in known else None
+
+    kube = _source(sim.kubeconfig_path, page_size=2)
+    pods = list(kube.iter_pods(reuse))
+    assert [p if isinstance(p, tuple) else ("decoded", p["metadata"]["name"]) for p in pods] == [
+        ("kept" if p["metadata"]["name"] in known else "decoded", p["metadata"]["name"]) for p in plain
+    ]
+    assert [p for p in pods if isinstance(p, dict)] == [
+        p for p in plain if p["metadata"]["name"] not in known
+    ]
+    assert seen == [(p["metadata"]["name"], p["metadata"]["resourceVersion"]) for p in plain]
+    assert kube.last_resource_version["list pods"]  # where a watch would start, as with iter_items
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b"{not json", "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'{"metadata": {}, "items": {}}', "no items list"),
+        (b'{"metadata": {}, "items": [1]}', "an item is not an object"),
+    ],
+)
+def test_reusing_lists_name_a_malformed_answer(sim, tmp_path, body, words):
+    with fault_server(
+        upstream=sim.kube_url, upstream_ca=sim.kube_ca_path, bodies={"/api/v1/pods": body}
+    ) as proxy:
+        kube = _source(kubeconfig_for(proxy.url, str(tmp_path / "kc")))
+        with pytest.raises(SourceError, match=words):
+            list(kube.iter_pods(lambda item: None))

@@ -232,3 +232,38 @@ def test_only_a_material_change_of_a_subject_is_diagnosed_again(monkeypatch) -> 
     assert calls == []  # 70 + SPACING = 85 is later than now - SETTLE = 84
     diagnose.rediagnose_changed(t0 + timedelta(minutes=110), cluster.pk)
     assert calls == [t0 + timedelta(minutes=85)]
+
+
+@pytest.mark.django_db
+def test_a_first_diagnosis_made_after_a_later_alert_joined_is_not_called_the_onset(monkeypatch) -> None:
+    """Onset 05:45; the first diagnosis is made once a second alert joined at 07:01: it describes 07:01 and says
+    it is that alert's moment, not "the onset" (the incident page's banner read "as of 07:01 (the onset)")."""
+    from datetime import UTC, datetime
+
+    import incidents.diagnosis_run as diagnose
+    from collectors.models import Cluster, SourceRun
+    from incidents.diagnosis.checks import Diagnosis
+    from incidents.diagnosis.types import DiagnosisInput
+    from incidents.models import Alert
+
+    onset, joined = datetime(2026, 11, 29, 5, 45, tzinfo=UTC), datetime(2026, 11, 29, 7, 1, tzinfo=UTC)
+    cluster = Cluster.objects.create(name="gpu-late", scheduler="kai")
+    SourceRun.objects.create(cluster=cluster, source="k8s", call="list nodes", time=joined, ok=True)
+    incident = Incident.objects.create(title="Xid", onset=onset, window_start=onset, cluster=cluster)
+    for fp, at in (("a", onset), ("b", joined)):
+        Alert.objects.create(
+            fingerprint=fp, name="GPUXid", starts_at=at, received_at=at, updated_at=at, incident=incident
+        )
+    monkeypatch.setattr(
+        diagnose, "load_incident_input", lambda inc, t: DiagnosisInput(t=t, onset=onset, cluster="gpu-late")
+    )
+    monkeypatch.setattr(diagnose, "run_checks", lambda di: Diagnosis())
+    diagnose.diagnose_incident(incident.pk)
+    (run,) = DiagnosisRun.objects.filter(incident=incident)
+    assert (run.at, run.trigger) == (joined, "alert")
+    # a first run at the onset itself is the onset's, whatever asked for it
+    incident.alerts.filter(fingerprint="b").delete()
+    run.delete()
+    diagnose.diagnose_incident(incident.pk, trigger="manual")
+    (run,) = DiagnosisRun.objects.filter(incident=incident)
+    assert (run.at, run.trigger) == (onset, "onset")
