@@ -349,7 +349,8 @@ class DcgmSource:
                 if last and one_pod:
                     values = self.values(node, gpu, metric, times[-1:])
                     if values[0] is not None:
-                        values = [None] * (len(times) - 1) + values
+                        head: list[float | None] = [None] * (len(times) - 1)
+                        values = head + values
                     else:  # not reporting at the last scrape: its last sample is earlier, if any
                         values = []
                 if not values:
