@@ -66,11 +66,41 @@ def map_event(cluster: Cluster, obj: dict[str, Any], fallback: datetime) -> Kube
     )
 
 
+# Per cluster (row, name, kubeconfig): the (uid, count) pairs of its last complete Event listing, all stored by
+# then. An Event listed again with the same pair is neither decoded nor looked up (a listing repeats every
+# Event of the last hour); pairs no longer listed are forgotten with the next listing. Sweeps of one cluster
+# never run at once (cluster_lock).
+_listed: dict[tuple[Any, ...], set[tuple[str, int]]] = {}
+_STORED = object()  # what the listing yields in place of an Event stored already
+
+
 def sweep_events(cluster_name: str, at: datetime | None = None) -> SweepSummary:
     """List events (paginated) and store the ones not seen yet, deduplicated on (uid, count)."""
     cluster, at = resolve(cluster_name, at)
     summary = SweepSummary(cluster=cluster.name, at=at, kind="events")
     started = time.monotonic()
+    memo_key = (cluster.pk, cluster.name, cluster.kubeconfig)
+    known = _listed.get(memo_key, set())
+    again: set[tuple[str, int]] = set()
+
+    def reuse(obj: Any) -> object | None:
+        """``_STORED`` for an Event the last listing had (read undecoded), else None: decode it."""
+        try:
+            key = event_key(obj)
+        except (
+            TypeError,
+            ValueError,
+        ):  # a malformed count: decoded, and store_events says what it makes of it
+            return None
+        if key is None or key not in known:
+            return None
+        again.add(key)
+        return _STORED
+
+    def listing(kube: KubeSource) -> list[dict[str, Any]]:
+        fn = kube.core.list_event_for_all_namespaces
+        return [obj for obj in kube.iter_reusing("list events", fn, reuse) if obj is not _STORED]
+
     with cluster_lock(cluster.name, "events") as got:
         if not got:
             summary.skipped = True
@@ -80,17 +110,28 @@ def sweep_events(cluster_name: str, at: datetime | None = None) -> SweepSummary:
             kube = runner.call("k8s", "connect", lambda: KubeSource(cluster))
             if kube is not None:
                 try:
-                    raw = runner.call("k8s", "list events", kube.list_events)
+                    raw = runner.call("k8s", "list events", lambda: listing(kube))
                 finally:
                     kube.close()
                 if raw is not None:
                     summary.events_new = store_events(cluster, raw, at)
-                    summary.seen = len(raw)
+                    summary.seen = len(raw) + len(again)
                     runner.set_rows("list events", summary.events_new)
+                    stored = {key for obj in raw if (key := _key_or_none(obj)) is not None}
+                    for stale in [k for k in _listed if k[0] == memo_key[0] or k[1] == memo_key[1]]:
+                        del _listed[stale]
+                    _listed[memo_key] = again | stored
         finally:
             runner.save()
     summary.duration_s = time.monotonic() - started
     return summary
+
+
+def _key_or_none(obj: dict[str, Any]) -> tuple[str, int] | None:
+    try:
+        return event_key(obj)
+    except (TypeError, ValueError):
+        return None
 
 
 def store_events(cluster: Cluster, raw: list[dict[str, Any]], at: datetime) -> int:
