@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, overload
 
+import orjson
+
 from collectors.sim.kube import EVENT_TTL, Item, build_context, core, resources
 
 logger = logging.getLogger(__name__)
@@ -289,7 +291,10 @@ def _same_object(a: bytes, b: bytes) -> bool:
     """Equal apart from metadata.resourceVersion (a signature changed but the rendering did not)."""
     if len(a) < 10 or abs(len(a) - len(b)) > 20:
         return False
-    oa, ob = json.loads(a), json.loads(b)
+    try:
+        oa, ob = orjson.loads(a), orjson.loads(b)
+    except orjson.JSONDecodeError:  # what json wrote and orjson refuses (NaN): read as json reads it
+        oa, ob = json.loads(a), json.loads(b)
     oa["metadata"].pop("resourceVersion", None)
     ob["metadata"].pop("resourceVersion", None)
     return oa == ob

@@ -50,7 +50,7 @@ def _job_sig(ctx: RenderContext, job: Any) -> tuple[Any, ...]:
             job.preempted_count,
             job.resource_version,
             tuple(
-                (p.phase, p.node, p.restart_count, p.resource_version, repr(p.container_state)) for p in pods
+                (p.phase, p.node, p.restart_count, p.resource_version, _container_repr(ctx, p)) for p in pods
             ),
         )
         ctx.memo[key] = sig
@@ -92,6 +92,15 @@ def _iter_nodes(ctx: RenderContext) -> Iterator[Item]:
         yield ("", n.name), sig, partial(nodes.node, ctx, n)
 
 
+def _container_repr(ctx: RenderContext, p: Any) -> str:
+    """``repr(p.container_state)``, once per pod and tick (the pod's signature and its job's both read it)."""
+    key = ("containers", id(p))  # the object itself: two pods may share a name within a tick
+    found = ctx.memo.get(key)
+    if found is None:
+        found = ctx.memo[key] = repr(p.container_state)
+    return found
+
+
 def _iter_pods(ctx: RenderContext) -> Iterator[Item]:
     for p in getattr(ctx.world, "reservations", {}).values():
         if p.deleted_at is None:
@@ -103,7 +112,7 @@ def _iter_pods(ctx: RenderContext) -> Iterator[Item]:
             p.scheduled_message,
             p.started_at,
             p.finished_at,
-            repr(p.container_state),
+            _container_repr(ctx, p),
             repr(p.last_state),
             p.restart_count,
             p.deleted_at,

@@ -41,7 +41,7 @@ class RenderContext:
     pods_by_key: dict[tuple[str, str], SimPod]
     usage: dict[str, Usage]
     last_change: dict[tuple[str, str], SimChange] = field(default_factory=dict)  # (kind, target) -> latest
-    memo: dict[tuple[str, ...], Any] = field(default_factory=dict)  # per-tick signatures shared by renderers
+    memo: dict[tuple[Any, ...], Any] = field(default_factory=dict)  # per-tick signatures shared by renderers
 
     @property
     def heartbeat(self) -> datetime:
