@@ -220,14 +220,20 @@ def test_it_keeps_events_past_their_ttl_without_duplicates():
 
 
 def test_a_listing_of_events_maps_only_those_not_stored_yet(monkeypatch):
-    """Each listing repeats the last hour's Events: only new (uid, count) pairs are mapped and redacted."""
+    """Each listing repeats the last hour's Events: only new (uid, count) pairs are mapped and redacted. The
+    pairs of the last complete listing are known stored: listed again, they are read undecoded and skipped
+    before store_events (no decoding, no lookup); without that memo (another process) they are looked up."""
     from collectors.sweep import events
 
     world = small_world("kai")
     mapped: list[str] = []
-    real = events.map_event
+    given: list[int] = []
+    map_event, store_events = events.map_event, events.store_events
     monkeypatch.setattr(
-        events, "map_event", lambda c, obj, at: mapped.append(obj["metadata"]["uid"]) or real(c, obj, at)
+        events, "map_event", lambda c, obj, at: mapped.append(obj["metadata"]["uid"]) or map_event(c, obj, at)
+    )
+    monkeypatch.setattr(
+        events, "store_events", lambda c, raw, at: given.append(len(raw)) or store_events(c, raw, at)
     )
     with served(world) as sim:
         cluster = register(sim)
@@ -237,33 +243,13 @@ def test_a_listing_of_events_maps_only_those_not_stored_yet(monkeypatch):
         assert len(mapped) == first.events_new > 0
         mapped.clear()
         again = sweep_events(cluster.name, t)
-        assert again.seen >= first.events_new and again.events_new == 0 and mapped == []
+        assert again.seen == first.seen >= first.events_new and again.events_new == 0 and mapped == []
+        assert given == [first.seen, 0]  # nothing decoded, nothing looked up
+        events._listed.clear()
+        assert sweep_events(cluster.name, t).events_new == 0 and given[-1] == first.seen and mapped == []
         sim.advance_to(t + timedelta(minutes=20))
         later = sweep_events(cluster.name, world.now)
-    assert len(mapped) == later.events_new > 0
-
-
-def test_events_the_last_listing_had_are_neither_decoded_nor_looked_up_again(monkeypatch):
-    """The (uid, count) pairs of the last complete listing are known stored: listed again, they are read
-    undecoded and skipped before store_events (no decoding, no lookup); a new count is stored."""
-    from collectors.sweep import events
-
-    world = small_world("kai")
-    given: list[int] = []
-    real = events.store_events
-    monkeypatch.setattr(events, "store_events", lambda c, raw, at: given.append(len(raw)) or real(c, raw, at))
-    with served(world) as sim:
-        cluster = register(sim)
-        t = world.start + timedelta(minutes=30)
-        sim.advance_to(t)
-        first = sweep_events(cluster.name, t)
-        again = sweep_events(cluster.name, t)
-        assert given == [first.seen, 0] and again.seen == first.seen > 0 and again.events_new == 0
-        events._listed.clear()  # another process (no memo): looked up, none new
-        assert sweep_events(cluster.name, t).events_new == 0 and given[-1] == first.seen
-        sim.advance_to(t + timedelta(minutes=20))
-        later = sweep_events(cluster.name, world.now)
-    assert 0 < later.events_new <= given[-1] < later.seen
+    assert len(mapped) == later.events_new > 0 and later.events_new <= given[-1] < later.seen
 
 
 def test_it_stores_five_minute_telemetry_and_marks_absent_counters_as_no_data():
