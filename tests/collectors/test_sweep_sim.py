@@ -138,27 +138,11 @@ def test_a_second_sweep_over_an_unchanged_cluster_writes_nothing():
 def test_a_sweep_maps_only_the_pods_whose_resource_version_moved(monkeypatch):
     """The API server bumps an object's resourceVersion at every change: a pod listed again unchanged is not
     mapped again (its mapped state and digest are the last sweep's), a changed one is, and both are right."""
-    from collectors import mapping
-
     world = small_world("kai")
-    mapped: list[str] = []
-    real = mapping.map_pod
-
-    def counting(raw, *args, **kwargs):
-        mapped.append(raw["metadata"]["name"])
-        return real(raw, *args, **kwargs)
-
-    monkeypatch.setattr(mapping, "map_pod", counting)
+    mapped = _counting(monkeypatch, "map_pod")
     with served(world) as sim:
         cluster = register(sim)
-        t = world.start + timedelta(minutes=40)
-        sim.advance_to(t)
-        sweep_cluster(cluster.name, t)
-        listed = len(mapped)
-        assert listed > 0
-        mapped.clear()
-        assert sweep_cluster(cluster.name, t + timedelta(seconds=30)).opened == 0
-        assert mapped == []  # nothing moved: nothing mapped
+        listed = _swept_twice_unchanged(sim, cluster, world, mapped)
         t2 = world.start + timedelta(minutes=75)
         rvs = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in _pods(sim)}
         sim.advance_to(t2)
@@ -172,6 +156,35 @@ def test_a_sweep_maps_only_the_pods_whose_resource_version_moved(monkeypatch):
     assert moved and set(mapped) == moved and len(mapped) < listed
     got = recorded(cluster, t2)["pod"]
     assert got == want
+
+
+def _counting(monkeypatch, name: str) -> list[str]:
+    """The names of the objects ``collectors.mapping.<name>`` maps from now on (the sweep calls it there)."""
+    from collectors import mapping
+
+    mapped: list[str] = []
+    real = getattr(mapping, name)
+
+    def counting(raw, *args, **kwargs):
+        mapped.append(raw["metadata"]["name"])
+        return real(raw, *args, **kwargs)
+
+    monkeypatch.setattr(mapping, name, counting)
+    return mapped
+
+
+def _swept_twice_unchanged(sim, cluster, world, mapped: list[str]) -> int:
+    """A sweep at 40 min maps objects; one 30 s later, nothing having moved, maps none. How many the first
+    mapped (``mapped`` is left empty)."""
+    t = world.start + timedelta(minutes=40)
+    sim.advance_to(t)
+    sweep_cluster(cluster.name, t)
+    listed = len(mapped)
+    assert listed > 0
+    mapped.clear()
+    assert sweep_cluster(cluster.name, t + timedelta(seconds=30)).opened == 0
+    assert mapped == []  # nothing moved: nothing mapped
+    return listed
 
 
 def _pods(sim) -> list[dict]:
@@ -325,27 +338,11 @@ def test_telemetry_asked_ahead_stores_what_a_sweep_at_that_moment_stores():
 def test_a_sweep_maps_only_the_jobs_whose_object_scheduling_or_pods_moved(monkeypatch, scheduler):
     """A job's state follows its object, its PodGroup/Workload and its pods: listed again with all three
     unchanged it is not mapped again (the last sweep's state is kept), and what is recorded stays right."""
-    from collectors import mapping
-
     world = small_world(scheduler)
-    mapped: list[str] = []
-    real = mapping.map_job
-
-    def counting(raw, **kwargs):
-        mapped.append(raw["metadata"]["name"])
-        return real(raw, **kwargs)
-
-    monkeypatch.setattr(mapping, "map_job", counting)
+    mapped = _counting(monkeypatch, "map_job")
     with served(world) as sim:
         cluster = register(sim)
-        t = world.start + timedelta(minutes=40)
-        sim.advance_to(t)
-        sweep_cluster(cluster.name, t)
-        listed = len(mapped)
-        assert listed > 0
-        mapped.clear()
-        assert sweep_cluster(cluster.name, t + timedelta(seconds=30)).opened == 0
-        assert mapped == []  # nothing moved: nothing mapped
+        _swept_twice_unchanged(sim, cluster, world, mapped)
         t2 = world.start + timedelta(minutes=75)
         sim.advance_to(t2)
         want = expected(world)["job"]
