@@ -85,13 +85,7 @@ def sweep_events(cluster_name: str, at: datetime | None = None) -> SweepSummary:
 
     def reuse(obj: Any) -> object | None:
         """``_STORED`` for an Event the last listing had (read undecoded), else None: decode it."""
-        try:
-            key = event_key(obj)
-        except (
-            TypeError,
-            ValueError,
-        ):  # a malformed count: decoded, and store_events says what it makes of it
-            return None
+        key = _key_or_none(obj)
         if key is None or key not in known:
             return None
         again.add(key)
@@ -127,7 +121,8 @@ def sweep_events(cluster_name: str, at: datetime | None = None) -> SweepSummary:
     return summary
 
 
-def _key_or_none(obj: dict[str, Any]) -> tuple[str, int] | None:
+def _key_or_none(obj: Any) -> tuple[str, int] | None:
+    """``event_key``, None when the count is malformed (store_events then says what it makes of it)."""
     try:
         return event_key(obj)
     except (TypeError, ValueError):

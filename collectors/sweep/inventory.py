@@ -466,40 +466,42 @@ class _Sweep:
         memo = _memo(self.cluster, "pods", hash(frozenset(project_of.items())))
         fresh: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
 
-        def reuse(raw: Any) -> Observed | None:
-            """The pod as mapped last time, when the undecoded item is the same object version."""
-            m, spec = raw.get("metadata"), raw.get("spec")
-            if not isinstance(m, simdjson.Object) or not isinstance(spec, simdjson.Object | None):
-                return None
-            rv, node = m.get("resourceVersion"), spec.get("nodeName") if spec is not None else None
-            if not rv or not isinstance(node, str | None):
-                return None
+        def identify(raw: Any) -> tuple[tuple[str, str], tuple[Any, ...], Any]:
+            """A pod's (namespace, name), mark and node's GPU memory, read from it decoded or not."""
+            m = raw.get("metadata") or {}
+            node = (raw.get("spec") or {}).get("nodeName")
+            gpu_memory = memory.get(node) if node else None
             name = (str(m.get("namespace") or ""), str(m.get("name") or ""))
-            kept = memo.objects.get(name)
-            if kept is None or kept[0] != (m.get("uid"), rv, memory.get(node) if node else None):
+            return name, (m.get("uid"), m.get("resourceVersion"), gpu_memory), gpu_memory
+
+        def known(name: tuple[str, str], mark: tuple[Any, ...]) -> Observed | None:
+            """The pod as mapped last time, when this is the same object version (kept in ``fresh``)."""
+            kept = memo.objects.get(name) if mark[1] else None
+            if kept is None or kept[0] != mark:
                 return None
             fresh[name] = kept
             return kept[1]
+
+        def reuse(raw: Any) -> Observed | None:
+            try:
+                return known(*identify(raw)[:2])
+            except (AttributeError, TypeError):  # malformed (metadata not an object…): decoded and mapped
+                return None
 
         for n, raw in enumerate(kube.iter_pods(reuse), 1):
             if isinstance(raw, Observed):  # reused (undecoded): already in fresh
                 obs = raw
             else:
-                node = (raw.get("spec") or {}).get("nodeName")
-                gpu_memory = memory.get(node) if node else None
-                m = raw.get("metadata") or {}
-                rv = m.get("resourceVersion")
-                name = (str(m.get("namespace") or ""), str(m.get("name") or ""))
-                mark = (m.get("uid"), rv, gpu_memory)
-                kept = memo.objects.get(name) if rv else None
-                if kept is not None and kept[0] == mark:
-                    obs = kept[1]  # the same object version as last time: the same mapped state and digest
+                name, mark, gpu_memory = identify(raw)
+                found = known(name, mark)
+                if found is not None:
+                    obs = found  # the same object version as last time: the same mapped state and digest
                 else:
                     obs = mapping.map_pod(raw, project_of, gpu_memory)
                     obs.digest = state_hash(obs.state)
                     obs.since = latest_transition(raw)
-                if rv:
-                    fresh[name] = (mark, obs)
+                    if mark[1]:
+                        fresh[name] = (mark, obs)
             out.append(obs)
             if n % 2000 == 0:
                 self.progress("pods", n)
