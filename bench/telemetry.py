@@ -12,6 +12,7 @@ Two parts, so the simulator's share and the collector's share show apart:
 
     .venv/bin/python bench/telemetry.py [--nodes 200] [--hours 2] [--variant classic|current|scraped]
     .venv/bin/python bench/telemetry.py --part server --profile     # cProfile of the simulator's side
+    .venv/bin/python bench/telemetry.py --part instant [--sweeps 20]  # the inventory sweep's instant queries
 """
 
 from __future__ import annotations
@@ -68,6 +69,38 @@ def server_part(args: argparse.Namespace) -> None:
     )
     if args.profile:
         pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+
+
+def instant_part(args: argparse.Namespace) -> None:
+    """The inventory sweep's instant queries (GPU list, Xid, ECC) at ``--sweeps`` moments 3 minutes apart, as
+    the pipeline's sweeps ask them: the simulator's CPU per sweep and a digest of the answers."""
+    from collectors.sim.engine.world import World
+    from collectors.sim.prometheus import DcgmSource, PrometheusHandler
+    from collectors.sim.scenario import load_scenario
+    from collectors.sources import promql
+
+    world = World.from_scenario(load_scenario(_scenario(args)))
+    at = world.start + timedelta(hours=args.hours)
+    world.advance_to(at)
+    source = DcgmSource(world, args.variant, retention_s=world.telemetry.retention_s)  # as SimServer
+    sim = SimpleNamespace(source=source, world=world, lock=threading.RLock())
+    handler = SimpleNamespace(sim=sim, _now=lambda: world.now.timestamp())
+    queries = [promql.GPU_INVENTORY, *promql.GPU_STATE_QUERIES.values()]
+    digest = hashlib.sha256()
+    cpu = 0.0
+    for i in range(args.sweeps):
+        world.advance_to(at + timedelta(minutes=3 * i))
+        started = time.process_time()
+        for query in queries:
+            source.begin()
+            data = PrometheusHandler._query(handler, {"query": query})  # type: ignore[arg-type]
+            source.end()
+            digest.update(json.dumps(data, sort_keys=True).encode())
+        cpu += time.process_time() - started
+    print(
+        f"instant: {len(queries)} queries × {args.sweeps} sweeps over {len(source.gpus())} GPUs, "
+        f"CPU {cpu / args.sweeps * 1000:.0f} ms per sweep, answers {digest.hexdigest()[:16]}, load {_load()}"
+    )
 
 
 def sweep_part(args: argparse.Namespace) -> None:
@@ -138,11 +171,14 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=200, help="8 GPUs each (default 200: 1,600 GPUs)")
     ap.add_argument("--hours", type=int, default=2, help="simulated time before the sweep")
     ap.add_argument("--variant", default="classic", choices=("classic", "current", "scraped"))
-    ap.add_argument("--part", default="both", choices=("both", "server", "sweep"))
+    ap.add_argument("--part", default="both", choices=("both", "server", "instant", "sweep"))
+    ap.add_argument("--sweeps", type=int, default=20, help="instant part: how many sweeps")
     ap.add_argument("--profile", action="store_true", help="server part: print the cProfile table")
     args = ap.parse_args()
     if args.part in ("both", "server"):
         server_part(args)
+    if args.part == "instant":
+        instant_part(args)
     if args.part in ("both", "sweep"):
         sweep_part(args)
 

@@ -30,9 +30,19 @@ def json_text(value: Any) -> str:
 
 
 def insert_rows(
-    model: type[models.Model], rows: Sequence[dict[str, Any]], *, ignore_conflicts: bool = False
+    model: type[models.Model],
+    rows: Sequence[dict[str, Any]],
+    *,
+    ignore_conflicts: bool = False,
+    wait_for_disk: bool = True,
 ) -> int:
-    """Insert ``rows`` into ``model``'s table in one statement per backend batch; returns the row count."""
+    """Insert ``rows`` into ``model``'s table in one statement per backend batch; returns the row count.
+
+    ``wait_for_disk=False``, for rows that are a copy of what a source still holds (telemetry points: the next
+    sweep refills from the last stored one): on PostgreSQL the commit does not wait for the write-ahead log to
+    reach the disk (``synchronous_commit = off`` for this transaction; inside a caller's transaction, that
+    transaction's commit decides). A crash may lose the last fraction of a second of such commits, never
+    corrupt or half-write them."""
     if not rows:
         return 0
     alias = router.db_for_write(model)
@@ -41,6 +51,11 @@ def insert_rows(
         objs = [model(**row) for row in rows]
         model._default_manager.bulk_create(objs, batch_size=2000, ignore_conflicts=ignore_conflicts)
         return len(rows)
+    if not wait_for_disk and not conn.in_atomic_block:  # within a caller's transaction, its commit decides
+        with transaction.atomic(using=alias):
+            with conn.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit = off")
+            return insert_rows(model, rows, ignore_conflicts=ignore_conflicts)
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     unknown = set(rows[0]) - {f.attname for f in fields}  # rows share their keys: the first one tells
     if unknown:

@@ -265,8 +265,10 @@ class KubeEvent(models.Model):
 class TelemetrySample(models.Model):
     """A downsampled GPU metric point (DCGM through Prometheus) for fleet and entity charts."""
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
-    gpu = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="samples")
+    # No index of their own: sample_cluster_metric and sample_identity start with them and serve their lookups
+    # (and cascades). A sweep writes ~10^4 points; each index is one more B-tree insert per point.
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+", db_index=False)
+    gpu = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="samples", db_index=False)
     metric = models.CharField(max_length=64)  # DCGM field name, e.g. DCGM_FI_PROF_SM_ACTIVE
     time = models.DateTimeField()
     value = models.FloatField()

@@ -108,7 +108,7 @@ class Asked:
         metrics: tuple[str, ...],
         since: datetime | None,
     ) -> None:
-        self.cluster, self.at, self.runner = cluster, at, runner
+        self.cluster, self.at, self.runner, self.since = cluster, at, runner, since
         self.end = _floor(at)
         self.prom = PrometheusSource(cluster.prometheus_url)
         self.plan = _plan(cluster, self.end, backfill, metrics, since)
@@ -175,7 +175,15 @@ def _store_answers(cluster: Cluster, asked: Asked, summary: SweepSummary) -> Non
                 )
             runner.note("prometheus", f"no data {metric}", message)
             continue
-        _store(cluster, metric, series, gpus, runner, summary)
+        # Points after the last stored one cannot collide: copied straight in. Asked outside the lock (the
+        # harness asks early), another sweep may have stored some since: then each is checked.
+        fresh = asked.since is None and _last_stored(cluster, metric) < start
+        _store(cluster, metric, series, gpus, runner, summary, fresh=fresh)
+
+
+def _last_stored(cluster: Cluster, metric: str) -> datetime:
+    last = TelemetrySample.objects.filter(cluster=cluster, metric=metric).aggregate(t=Max("time"))["t"]
+    return last or datetime.min.replace(tzinfo=UTC)
 
 
 def _store(
@@ -185,12 +193,15 @@ def _store(
     gpus: dict[str, int],
     runner: Runner,
     summary: SweepSummary,
+    *,
+    fresh: bool = False,
 ) -> None:
     rows = _samples(cluster, metric, series, gpus)
     # COPY, not bulk_create: a first sweep of a few thousand GPUs writes ~10^5 points, whose model
-    # instances and per-value field preparation cost more than the query. A point already stored
-    # (only with ``since``) is kept.
-    insert_rows(TelemetrySample, rows, ignore_conflicts=True)
+    # instances and per-value field preparation cost more than the query. Unless ``fresh`` (all after the
+    # last stored point), a point already stored is kept. The points are Prometheus' to give again: the
+    # commit does not wait for the disk (a crash loses at most the last sweep's, which the next one refills).
+    insert_rows(TelemetrySample, rows, ignore_conflicts=not fresh, wait_for_disk=False)
     summary.samples_written += len(rows)
     runner.set_rows(_call(metric), len(rows))
 

@@ -16,15 +16,34 @@ pytestmark = pytest.mark.django_db
 
 def test_defaults_nulls_and_json_values_are_stored_as_the_orm_would():
     cluster = Cluster.objects.create(name="c1")
-    insert_rows(Entity, [{"cluster_id": cluster.pk, "kind": "pod", "name": "p\tq", "first_seen": T0, "last_seen": T0}])
+    insert_rows(
+        Entity, [{"cluster_id": cluster.pk, "kind": "pod", "name": "p\tq", "first_seen": T0, "last_seen": T0}]
+    )
     e = Entity.objects.get()
-    assert (e.namespace, e.name, e.uid) == ("", "p\tq", "")  # defaults filled, tab survived COPY's text format
+    assert (e.namespace, e.name, e.uid) == (
+        "",
+        "p\tq",
+        "",
+    )  # defaults filled, tab survived COPY's text format
     insert_rows(
         Change,
         [
             {"cluster_id": cluster.pk, "entity_id": e.pk, "time": T0, "field": "created"},
-            {"cluster_id": cluster.pk, "entity_id": e.pk, "time": T0, "field": "quota", "old": 8, "new": {"gpu": [16]}},
-            {"cluster_id": cluster.pk, "entity_id": None, "time": T0, "field": "note", "new": "line\nbreak \\ ok"},
+            {
+                "cluster_id": cluster.pk,
+                "entity_id": e.pk,
+                "time": T0,
+                "field": "quota",
+                "old": 8,
+                "new": {"gpu": [16]},
+            },
+            {
+                "cluster_id": cluster.pk,
+                "entity_id": None,
+                "time": T0,
+                "field": "note",
+                "new": "line\nbreak \\ ok",
+            },
         ],
     )
     rows = {c.field: c for c in Change.objects.all()}
@@ -37,8 +56,19 @@ def test_defaults_nulls_and_json_values_are_stored_as_the_orm_would():
 def test_an_unknown_field_is_refused_by_name():
     cluster = Cluster.objects.create(name="c1")
     with pytest.raises(TypeError, match="colour"):
-        insert_rows(Entity, [{"cluster_id": cluster.pk, "kind": "pod", "name": "p", "colour": "red",
-                              "first_seen": T0, "last_seen": T0}])
+        insert_rows(
+            Entity,
+            [
+                {
+                    "cluster_id": cluster.pk,
+                    "kind": "pod",
+                    "name": "p",
+                    "colour": "red",
+                    "first_seen": T0,
+                    "last_seen": T0,
+                }
+            ],
+        )
     assert Entity.objects.count() == 0
 
 
@@ -54,6 +84,66 @@ def test_ignore_conflicts_keeps_the_stored_row_and_inserts_the_rest():
     row = {"cluster_id": cluster.pk, "gpu_id": gpu.pk, "metric": "DCGM_FI_DEV_GPU_UTIL", "time": T0}
     insert_rows(TelemetrySample, [{**row, "value": 1.0}])
     later = T0.replace(minute=17)
-    insert_rows(TelemetrySample, [{**row, "value": 2.0}, {**row, "time": later, "value": 3.0}], ignore_conflicts=True)
-    insert_rows(TelemetrySample, [{**row, "time": later, "value": 4.0}], ignore_conflicts=True)  # twice in one test
+    insert_rows(
+        TelemetrySample, [{**row, "value": 2.0}, {**row, "time": later, "value": 3.0}], ignore_conflicts=True
+    )
+    insert_rows(
+        TelemetrySample, [{**row, "time": later, "value": 4.0}], ignore_conflicts=True
+    )  # twice in one test
     assert sorted(TelemetrySample.objects.values_list("time", "value")) == [(T0, 1.0), (later, 3.0)]
+
+
+def test_rows_that_need_not_wait_for_the_disk_are_stored_and_the_setting_ends_with_their_transaction():
+    from django.db import connection
+
+    from collectors.models import TelemetrySample
+
+    cluster = Cluster.objects.create(name="c1")
+    gpu = Entity.objects.create(cluster=cluster, kind="gpu", name="GPU-1", first_seen=T0, last_seen=T0)
+    row = {
+        "cluster_id": cluster.pk,
+        "gpu_id": gpu.pk,
+        "metric": "DCGM_FI_DEV_GPU_UTIL",
+        "time": T0,
+        "value": 1.0,
+    }
+    assert insert_rows(TelemetrySample, [row], wait_for_disk=False) == 1
+    insert_rows(TelemetrySample, [{**row, "value": 2.0}], ignore_conflicts=True, wait_for_disk=False)
+    assert list(TelemetrySample.objects.values_list("value", flat=True)) == [1.0]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone()[0] == "on"  # the test's transaction (a caller's) is not left without it
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_that_need_not_wait_for_the_disk_commit_on_their_own_without_waiting():
+    from django.db import connection
+
+    from collectors.models import TelemetrySample
+
+    if connection.vendor != "postgresql":
+        pytest.skip("synchronous_commit is PostgreSQL's")
+    seen: list[str] = []
+    cluster = Cluster.objects.create(name="c1")
+    gpu = Entity.objects.create(cluster=cluster, kind="gpu", name="GPU-1", first_seen=T0, last_seen=T0)
+    row = {
+        "cluster_id": cluster.pk,
+        "gpu_id": gpu.pk,
+        "metric": "DCGM_FI_DEV_GPU_UTIL",
+        "time": T0,
+        "value": 1.0,
+    }
+
+    def spy(execute, sql, params, many, context):  # noqa: ANN001, ANN202
+        if sql.startswith(("SET", "COPY", "INSERT")):
+            seen.append(sql.split()[0] + (" " + sql.split()[2] if sql.startswith("SET") else ""))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(spy):
+        insert_rows(TelemetrySample, [row], wait_for_disk=False)
+    assert seen[0] == "SET synchronous_commit"  # in the rows' own transaction, before them
+    assert TelemetrySample.objects.count() == 1
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"  # ended with that transaction

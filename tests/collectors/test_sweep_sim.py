@@ -334,6 +334,25 @@ def test_telemetry_asked_ahead_stores_what_a_sweep_at_that_moment_stores():
     assert SourceRun.objects.filter(cluster=ahead, call__startswith="query_range", ok=True).count() == 7
 
 
+def test_telemetry_asked_ahead_keeps_the_points_another_sweep_stored_meanwhile():
+    """Points after the last stored one are copied straight in; a sweep asked before another stored the same
+    points (asked outside the lock) finds them and keeps them: no error, no point twice."""
+    from collectors.sweep import ask_telemetry
+
+    world = small_world("kai")
+    with served(world) as sim:
+        cluster = register(sim)
+        t = world.start + timedelta(minutes=60)
+        sim.advance_to(t)
+        sweep_cluster(cluster.name, t)
+        asked = ask_telemetry(cluster.name, t)
+        first = sweep_telemetry(cluster.name, t)  # stores the same points first
+        second = sweep_telemetry(cluster.name, t, asked=asked)
+    rows = list(TelemetrySample.objects.filter(cluster=cluster).values_list("gpu_id", "metric", "time"))
+    assert first.errors == [] and second.errors == [] and first.samples_written > 0
+    assert len(rows) == len(set(rows)) == first.samples_written
+
+
 @pytest.mark.parametrize("scheduler", ["kai", "kueue"])
 def test_a_sweep_maps_only_the_jobs_whose_object_scheduling_or_pods_moved(monkeypatch, scheduler):
     """A job's state follows its object, its PodGroup/Workload and its pods: listed again with all three

@@ -144,9 +144,10 @@ class PrometheusHandler(BaseHTTPRequestHandler):
         if isinstance(result, float):
             return {"resultType": "scalar", "result": [ts, format_value(result)]}
         result.sort(key=_first)  # series keys are unique in a vector: the labels alone order it
+        labels = self.sim.source.label_map
         return {
             "resultType": "vector",
-            "result": [{"metric": dict(key), "value": [ts, format_value(v)]} for key, v in result],
+            "result": [{"metric": labels(key), "value": [ts, format_value(v)]} for key, v in result],
         }
 
     def _query_range(self, one: dict[str, str]) -> dict[str, Any]:
@@ -179,7 +180,10 @@ class PrometheusHandler(BaseHTTPRequestHandler):
             t += step
         return {
             "resultType": "matrix",
-            "result": [{"metric": dict(k), "values": v} for k, v in sorted(series.items(), key=_first)],
+            "result": [
+                {"metric": self.sim.source.label_map(k), "values": v}
+                for k, v in sorted(series.items(), key=_first)
+            ],
         }
 
     def _series(self, matches: list[str], one: dict[str, str]) -> list[dict[str, str]]:

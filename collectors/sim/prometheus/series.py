@@ -139,6 +139,12 @@ class DcgmSource:
             tuple[Any, ...], tuple[Key, frozenset[str]]
         ] = {}  # _series_key: per GPU, metric
         self._held_keys: dict[str | None, Key] = {}  # _series_key: per pod
+        self._merged_keys: dict[tuple[Any, ...], Key] = {}  # _series_key: per GPU, metric and pod
+        self._label_maps: dict[Key, Labels] = {}  # label_map: a series' labels as the answer's "metric" map
+        # pods_at of every GPU at one set of scrape times, while the world stays at one moment: a sweep's
+        # queries (the four instant ones, the seven range ones) share their window.
+        self._pods_window: tuple[Any, ...] | None = None
+        self._pods_seen: dict[tuple[str, Any], list[str | None]] = {}
         # The world's bulk reads, where it has them (a range query's samples of a GPU in one call).
         self._bulk_values = getattr(world, "gpu_metric_series", None)
         self._bulk_pods = getattr(world, "gpu_pods_at", None)
@@ -342,7 +348,7 @@ class DcgmSource:
             if metric not in self.metric_names:
                 continue
             for node, gpu, base in self._static_matches(metric, selector):
-                held_at = self.pods_at(node, gpu, times)
+                held_at = self._window_pods(node, gpu, times)
                 first = held_at[0]
                 one_pod = held_at.count(first) == len(held_at)
                 values: list[float | None] = []
@@ -387,6 +393,28 @@ class DcgmSource:
                     groups.append([(k, pts[-1:] if last else pts) for k, pts in found.items()])
         return groups
 
+    def _window_pods(self, node: Any, gpu: Any, times: list[float]) -> list[str | None]:
+        """``pods_at``, kept for the next query over the same scrape times at the same moment (the list is
+        shared: callers only read it)."""
+        window = (self.world.now, times[0], times[-1], len(times))
+        if window != self._pods_window:
+            self._pods_window, self._pods_seen = window, {}
+        key = (node.name, _telemetry_key(gpu))
+        held_at = self._pods_seen.get(key)
+        if held_at is None:
+            held_at = self._pods_seen[key] = self.pods_at(node, gpu, times)
+        return held_at
+
+    def label_map(self, key: Key) -> Labels:
+        """A series' labels as a dict (the answer's ``metric``), one per label set: a sweep asks the same
+        fleet's series every few minutes. Shared: callers only serialize it."""
+        labels = self._label_maps.get(key)
+        if labels is None:
+            if len(self._label_maps) >= KEYS_MAX:
+                self._label_maps.clear()
+            labels = self._label_maps[key] = dict(key)
+        return labels
+
     def _held_matches(self, dynamic: list[Any], base: Labels, held: str | None) -> bool:
         if not dynamic:
             return True
@@ -399,6 +427,15 @@ class DcgmSource:
         sets each time was a fifth of an instant query) merged with the pod's."""
         profile = gpu.instance.profile if isinstance(gpu, MigView) else None
         index = (metric, node.name, gpu.uuid, _telemetry_key(gpu), profile)
+        merged = self._merged_keys.get((index, held))
+        if merged is not None:
+            return merged
+        if len(self._merged_keys) >= KEYS_MAX:  # a long live run: forgotten wholesale
+            self._merged_keys.clear()
+        merged = self._merged_keys[(index, held)] = self._merge_key(index, base, held)
+        return merged
+
+    def _merge_key(self, index: tuple[Any, ...], base: Labels, held: str | None) -> Key:
         known = self._base_keys.get(index)
         if known is None:
             own = _key(base)
