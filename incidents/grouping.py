@@ -580,12 +580,15 @@ def attached(incident: Incident) -> Attached:
     return attached_to([incident.pk])[incident.pk]
 
 
-def attached_to(incident_ids: list[int]) -> dict[int, Attached]:
-    """``attached`` of each incident, in one query."""
+def attached_to(incident_ids: list[int], related_gpus: set[int] | None = None) -> dict[int, Attached]:
+    """``attached`` of each incident, in one query. With ``related_gpus``, of the GPUs attached as related only
+    those among them: a pending job relates every GPU of its candidate nodes (most of a busy incident's rows),
+    and rule 7 reads of another incident's GPUs only its subjects and the faulty ones."""
     out: dict[int, Attached] = {pk: {} for pk in incident_ids}
-    for pk, e, role, kind in IncidentSubject.objects.filter(incident_id__in=incident_ids).values_list(
-        "incident_id", "entity_id", "role", "entity__kind"
-    ):
+    rows = IncidentSubject.objects.filter(incident_id__in=incident_ids)
+    if related_gpus is not None:
+        rows = rows.filter(Q(role="subject") | ~Q(entity__kind="gpu") | Q(entity_id__in=related_gpus))
+    for pk, e, role, kind in rows.values_list("incident_id", "entity_id", "role", "entity__kind"):
         out[pk][e] = (role, kind)
     return out
 
@@ -782,7 +785,9 @@ def link_related_incidents(
     )
     if not candidates:
         return []
-    theirs = attached_to(candidates)
+    # Of their related GPUs only my faulty ones count (_faulty reads their subjects and nodes, _matters the
+    # shared faulty entities and the workloads).
+    theirs = attached_to(candidates, related_gpus=mine_fault)
     faults = {pk: _faulty(theirs[pk]) for pk in candidates}
     sharing = [pk for pk in candidates if (mine_fault & set(theirs[pk])) or (faults[pk] & mine_all)]
     if not sharing:

@@ -72,11 +72,22 @@ def pick_gpus(links: list[IncidentSubject]) -> list[tuple[str, Any]]:
     gpus = [s for s in links if s.entity.kind == "gpu"]
     if not gpus:
         return []
+    # A GPU's node is its newest version's (a GPU never leaves the inventory: a missing one stays open as
+    # "missing"). Its open version alone is read: a busy GPU has a version per pod that held it, and a
+    # pending job links hundreds of candidate GPUs. Only a GPU without one (deleted) is read in full.
+    ids = [s.entity.pk for s in gpus]
     nodes = dict(
-        EntityVersion.objects.filter(entity__in=[s.entity for s in gpus])
-        .order_by("entity_id", "valid_from")
-        .values_list("entity_id", "node")
+        EntityVersion.objects.filter(entity_id__in=ids, valid_to__isnull=True).values_list(
+            "entity_id", "node"
+        )
     )
+    closed = [pk for pk in ids if pk not in nodes]
+    if closed:
+        nodes.update(
+            EntityVersion.objects.filter(entity_id__in=closed)
+            .order_by("entity_id", "valid_from")
+            .values_list("entity_id", "node")
+        )
     pods = [s.entity for s in links if s.entity.kind == "pod"]
     pod_nodes = (
         set(EntityVersion.objects.filter(entity__in=pods).exclude(node="").values_list("node", flat=True))
@@ -100,9 +111,16 @@ def pick_gpus(links: list[IncidentSubject]) -> list[tuple[str, Any]]:
 
 
 def collect_dcgm(
-    batch: Batch, cluster: Cluster | None, links: list[IncidentSubject], start: datetime, end: datetime
+    batch: Batch,
+    cluster: Cluster | None,
+    links: list[IncidentSubject],
+    start: datetime,
+    end: datetime,
+    *,
+    picked: list[tuple[str, Any]] | None = None,
 ) -> None:
-    gpus = pick_gpus(links)
+    """Series of the GPUs ``pick_gpus`` picks (``picked``: its answer, when the caller has it)."""
+    gpus = pick_gpus(links) if picked is None else picked
     if cluster is None or not gpus:
         return
     node_of = dict(

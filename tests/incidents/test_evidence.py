@@ -187,6 +187,30 @@ class CollectTests(EvidenceTestCase):
             OBS.filter(incident=self.gpu_incident, kind="gpu_state").values_list("entity__name", flat=True),
         )
 
+    def test_a_gpu_counts_on_the_node_of_its_newest_version_open_or_not(self) -> None:
+        from collectors.models import EntityVersion
+        from incidents.telemetry import pick_gpus
+
+        moved = gpu_uuid("h100-09", 0)
+        for minutes, node in ((60, "h100-09"), (30, "h100-01")):
+            state = {"node": node, "index": 0, "uuid": moved, "present": True, "pod": ""}
+            record_states(
+                self.cluster,
+                [Observed("gpu", moved, state, hot={"node": node, "phase": "ok", "pod": ""})],
+                T0 - timedelta(minutes=minutes),
+            )
+        gpu = Entity.objects.get(cluster=self.cluster, kind="gpu", name=moved)
+        node = Entity.objects.get(cluster=self.cluster, kind="node", name="h100-01")
+        links = [
+            IncidentSubject(incident=self.incident, entity=node, role="subject"),
+            IncidentSubject(incident=self.incident, entity=gpu, role="related"),
+        ]
+        self.assertEqual([name for name, _ in pick_gpus(links)], [moved])  # on the subject node now
+        EntityVersion.objects.filter(entity=gpu, valid_to__isnull=True).update(valid_to=T0)
+        self.assertEqual(
+            [name for name, _ in pick_gpus(links)], [moved]
+        )  # closed: its last version still says
+
     def test_it_ends_the_window_at_the_clusters_own_present(self) -> None:
         from collectors.models import SourceRun
 
