@@ -333,6 +333,17 @@ class RelatedIncidentRuleTests(GroupingTestCase):
         self.assertEqual(sorted(job.related.values_list("pk", flat=True)), sorted(gpus))
         self.assertEqual(len(set(counts)), 1, f"queries grew with the open incidents: {counts}")
 
+    def test_another_incidents_related_gpus_are_read_only_where_asked(self) -> None:
+        from incidents.grouping import attached, attached_to
+
+        job = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
+        everything = attached(job)
+        gpus = {e for e, (role, kind) in everything.items() if kind == "gpu" and role == "related"}
+        self.assertGreater(len(gpus), 1)  # every GPU of its candidate nodes
+        one = min(gpus)
+        read = attached_to([job.pk], related_gpus={one})[job.pk]
+        self.assertEqual(read, {e: v for e, v in everything.items() if e == one or e not in gpus})
+
 
 class SpecificityRuleTests(GroupingTestCase):
     def test_it_keeps_project_and_queue_labels_as_context_of_a_job_alert(self) -> None:
