@@ -156,7 +156,7 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
     of a later change). Incidents whose alerts all resolved keep their last firing answer. Every incident's
     candidate versions are read in one query.
     """
-    from collectors.models import EntityVersion
+    from collectors.models import Entity, EntityVersion
     from incidents.models import IncidentSubject
 
     now = now or timezone.now()
@@ -183,10 +183,15 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
         return 0
     # The subjects, and the policy a subject job waits on (its queue and project: a quota raised while it
     # still waits changes why it waits).
+    # The policy entities as a subquery rather than a join on every link: a pending job's incident relates
+    # hundreds of candidate nodes and GPUs, none of which is read here.
+    policy = Entity.objects.filter(kind__in=("queue", "project"))
+    if cluster_id is not None:
+        policy = policy.filter(cluster_id=cluster_id)
     watched: dict[int, set[int]] = {}
     for incident_id, entity_id in (
         IncidentSubject.objects.filter(incident_id__in=due)
-        .filter(Q(role="subject") | Q(entity__kind__in=("queue", "project")))
+        .filter(Q(role="subject") | Q(entity_id__in=policy.values("pk")))
         .values_list("incident_id", "entity_id")
     ):
         watched.setdefault(incident_id, set()).add(entity_id)
