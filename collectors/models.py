@@ -265,10 +265,17 @@ class KubeEvent(models.Model):
 class TelemetrySample(models.Model):
     """A downsampled GPU metric point (DCGM through Prometheus) for fleet and entity charts."""
 
-    # No index of their own: sample_cluster_metric and sample_identity start with them and serve their lookups
-    # (and cascades). A sweep writes ~10^4 points; each index is one more B-tree insert per point.
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+", db_index=False)
-    gpu = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="samples", db_index=False)
+    # A sweep writes ~10^4 points per metric. Their foreign keys have no index of their own (sample_cluster_metric
+    # and sample_identity start with them and serve their lookups and cascades) and no database constraint:
+    # PostgreSQL checks a deferred constraint per row at commit, a third of a sweep's write. The references
+    # are kept by this app: the one writer takes GPU ids from the cluster's entities as it stores, and a
+    # cluster or GPU deleted takes its points with it through Django's cascade (tests/collectors/test_bulk.py).
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    gpu = models.ForeignKey(
+        Entity, on_delete=models.CASCADE, related_name="samples", db_index=False, db_constraint=False
+    )
     metric = models.CharField(max_length=64)  # DCGM field name, e.g. DCGM_FI_PROF_SM_ACTIVE
     time = models.DateTimeField()
     value = models.FloatField()

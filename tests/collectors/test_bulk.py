@@ -147,3 +147,21 @@ def test_rows_that_need_not_wait_for_the_disk_commit_on_their_own_without_waitin
     with connection.cursor() as cursor:
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone()[0] == "on"  # ended with that transaction
+
+
+def test_a_deleted_gpu_or_cluster_takes_its_telemetry_points_with_it():
+    """The samples' foreign keys have no database constraint (a deferred check per point at commit): Django's
+    cascade keeps the references."""
+    from collectors.models import TelemetrySample
+
+    cluster = Cluster.objects.create(name="c1")
+    gpus = [
+        Entity.objects.create(cluster=cluster, kind="gpu", name=f"GPU-{i}", first_seen=T0, last_seen=T0)
+        for i in range(2)
+    ]
+    row = {"cluster_id": cluster.pk, "metric": "DCGM_FI_DEV_GPU_UTIL", "time": T0, "value": 1.0}
+    insert_rows(TelemetrySample, [{**row, "gpu_id": g.pk} for g in gpus])
+    gpus[0].delete()
+    assert list(TelemetrySample.objects.values_list("gpu_id", flat=True)) == [gpus[1].pk]
+    cluster.delete()
+    assert not TelemetrySample.objects.exists()
