@@ -29,24 +29,33 @@ import time
 from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def server_part(args: argparse.Namespace) -> None:
+def _served(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """The --pipeline cluster's world ``--hours`` in, its simulated Prometheus source (as SimServer builds it)
+    and a stand-in for the request handler that the handler's methods run on, without HTTP."""
     from collectors.sim.engine.world import World
-    from collectors.sim.prometheus import DcgmSource, PrometheusHandler
+    from collectors.sim.prometheus import DcgmSource
     from collectors.sim.scenario import load_scenario
-    from collectors.sources import promql
 
     world = World.from_scenario(load_scenario(_scenario(args)))
-    at = world.start + timedelta(hours=args.hours)
-    world.advance_to(at)
-    source = DcgmSource(world, args.variant, retention_s=world.telemetry.retention_s)  # as SimServer
+    world.advance_to(world.start + timedelta(hours=args.hours))
+    source = DcgmSource(world, args.variant, retention_s=world.telemetry.retention_s)
     sim = SimpleNamespace(source=source, world=world, lock=threading.RLock())
-    handler = SimpleNamespace(sim=sim, _now=lambda: world.now.timestamp())
+    return world, source, SimpleNamespace(sim=sim, _now=lambda: world.now.timestamp())
+
+
+def server_part(args: argparse.Namespace) -> None:
+    from collectors.sim.prometheus import PrometheusHandler
+    from collectors.sources import promql
+
+    world, source, handler = _served(args)
+    at = world.now
     end = at.timestamp() // promql.TELEMETRY_STEP_S * promql.TELEMETRY_STEP_S
     start = end - 3600 + promql.TELEMETRY_STEP_S
     profile = cProfile.Profile()
@@ -74,17 +83,11 @@ def server_part(args: argparse.Namespace) -> None:
 def instant_part(args: argparse.Namespace) -> None:
     """The inventory sweep's instant queries (GPU list, Xid, ECC) at ``--sweeps`` moments 3 minutes apart, as
     the pipeline's sweeps ask them: the simulator's CPU per sweep and a digest of the answers."""
-    from collectors.sim.engine.world import World
-    from collectors.sim.prometheus import DcgmSource, PrometheusHandler
-    from collectors.sim.scenario import load_scenario
+    from collectors.sim.prometheus import PrometheusHandler
     from collectors.sources import promql
 
-    world = World.from_scenario(load_scenario(_scenario(args)))
-    at = world.start + timedelta(hours=args.hours)
-    world.advance_to(at)
-    source = DcgmSource(world, args.variant, retention_s=world.telemetry.retention_s)  # as SimServer
-    sim = SimpleNamespace(source=source, world=world, lock=threading.RLock())
-    handler = SimpleNamespace(sim=sim, _now=lambda: world.now.timestamp())
+    world, source, handler = _served(args)
+    at = world.now
     queries = [promql.GPU_INVENTORY, *promql.GPU_STATE_QUERIES.values()]
     digest = hashlib.sha256()
     cpu = 0.0

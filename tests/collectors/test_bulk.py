@@ -14,6 +14,19 @@ T0 = datetime(2026, 11, 29, 3, 12, tzinfo=UTC)
 pytestmark = pytest.mark.django_db
 
 
+def _gpu_point(**values: object) -> dict[str, object]:
+    """A telemetry point's row, on a new cluster's GPU."""
+    cluster = Cluster.objects.create(name="c1")
+    gpu = Entity.objects.create(cluster=cluster, kind="gpu", name="GPU-1", first_seen=T0, last_seen=T0)
+    return {
+        "cluster_id": cluster.pk,
+        "gpu_id": gpu.pk,
+        "metric": "DCGM_FI_DEV_GPU_UTIL",
+        "time": T0,
+        **values,
+    }
+
+
 def test_defaults_nulls_and_json_values_are_stored_as_the_orm_would():
     cluster = Cluster.objects.create(name="c1")
     insert_rows(
@@ -79,9 +92,7 @@ def test_nothing_to_insert_is_a_no_op():
 def test_ignore_conflicts_keeps_the_stored_row_and_inserts_the_rest():
     from collectors.models import TelemetrySample
 
-    cluster = Cluster.objects.create(name="c1")
-    gpu = Entity.objects.create(cluster=cluster, kind="gpu", name="GPU-1", first_seen=T0, last_seen=T0)
-    row = {"cluster_id": cluster.pk, "gpu_id": gpu.pk, "metric": "DCGM_FI_DEV_GPU_UTIL", "time": T0}
+    row = _gpu_point()
     insert_rows(TelemetrySample, [{**row, "value": 1.0}])
     later = T0.replace(minute=17)
     insert_rows(
@@ -98,15 +109,7 @@ def test_rows_that_need_not_wait_for_the_disk_are_stored_and_the_setting_ends_wi
 
     from collectors.models import TelemetrySample
 
-    cluster = Cluster.objects.create(name="c1")
-    gpu = Entity.objects.create(cluster=cluster, kind="gpu", name="GPU-1", first_seen=T0, last_seen=T0)
-    row = {
-        "cluster_id": cluster.pk,
-        "gpu_id": gpu.pk,
-        "metric": "DCGM_FI_DEV_GPU_UTIL",
-        "time": T0,
-        "value": 1.0,
-    }
+    row = _gpu_point(value=1.0)
     assert insert_rows(TelemetrySample, [row], wait_for_disk=False) == 1
     insert_rows(TelemetrySample, [{**row, "value": 2.0}], ignore_conflicts=True, wait_for_disk=False)
     assert list(TelemetrySample.objects.values_list("value", flat=True)) == [1.0]
@@ -125,15 +128,7 @@ def test_rows_that_need_not_wait_for_the_disk_commit_on_their_own_without_waitin
     if connection.vendor != "postgresql":
         pytest.skip("synchronous_commit is PostgreSQL's")
     seen: list[str] = []
-    cluster = Cluster.objects.create(name="c1")
-    gpu = Entity.objects.create(cluster=cluster, kind="gpu", name="GPU-1", first_seen=T0, last_seen=T0)
-    row = {
-        "cluster_id": cluster.pk,
-        "gpu_id": gpu.pk,
-        "metric": "DCGM_FI_DEV_GPU_UTIL",
-        "time": T0,
-        "value": 1.0,
-    }
+    row = _gpu_point(value=1.0)
 
     def spy(execute, sql, params, many, context):  # noqa: ANN001, ANN202
         if sql.startswith(("SET", "COPY", "INSERT")):
