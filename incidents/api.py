@@ -98,6 +98,12 @@ def bearer_token(
     return decorate(view) if view is not None else decorate
 
 
+def _not_json(name: str) -> Any:
+    """``NaN``, ``Infinity`` and ``-Infinity``: Python's json reads them, JSON (and PostgreSQL's jsonb, where an
+    alert's unknown keys are kept) does not."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def read_json(request: HttpRequest) -> Any:
     """The body as JSON; raises PayloadError with 413 (over DATA_UPLOAD_MAX_MEMORY_SIZE) or 400."""
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -109,7 +115,7 @@ def read_json(request: HttpRequest) -> Any:
         raise PayloadError("", f"body larger than {limit} bytes", status=413)
     # Content-Type is not checked: Alertmanager sends application/json, but curl tests often do not.
     try:
-        return json.loads(body)
+        return json.loads(body, parse_constant=_not_json)
     except RecursionError:
         raise PayloadError("", "JSON nested too deeply")
     except (ValueError, UnicodeDecodeError) as exc:

@@ -95,3 +95,16 @@ class WebhookFuzzTests(TestCase):
             for url in (f"/incidents/{incident.pk}/", f"/api/v1/incidents/{incident.pk}", f"/alerts/{a.pk}/",
                         f"/incidents/{incident.pk}/handoff.md", f"/incidents/{incident.pk}/history/"):  # fmt: skip
                 assert self.client.get(url).status_code < 500, url
+
+    def test_a_non_finite_number_anywhere_is_refused_by_name(self) -> None:
+        """Python's json reads NaN and Infinity; JSON does not, nor does PostgreSQL's jsonb, where an alert's
+        unknown keys are kept: they were a 500 there (found by the test above)."""
+        Cluster.objects.create(name="gpu-prod", scheduler="kai")
+        for value in (float("inf"), float("-inf"), float("nan")):
+            a = alert("Fuzz", {"cluster": "gpu-prod", "node": "h100-01"}, T0)
+            a["extra"] = value
+            body = json.dumps(payload([a, alert("Good", {"node": "h100-01"}, T0)]))
+            r = self.client.post(URL, data=body, content_type="application/json", **AUTH)
+            assert r.status_code == 400, r.content
+            assert json.dumps(value) in r.json()["error"] and "not a JSON number" in r.json()["error"]
+        assert Alert.objects.count() == 0
