@@ -119,7 +119,7 @@ def collect_evidence(incident_id: int, now: datetime | None = None) -> int:
         collect_states(batch, entities, start, end, healthy_unless=candidate_gpus(links, picked))
         collect_events(batch, entities, start, end)
         collect_changes(batch, entities, start, end)
-        telemetry.collect_dcgm(batch, incident.cluster, links, start - SERIES_LEAD, end, picked=picked)
+        telemetry.collect_dcgm(batch, incident.cluster, links, start - SERIES_LEAD, end, gpus=picked)
         pod_logs.collect_logs(batch, incident.cluster, links, start, end)
         written = save(batch)
     except Exception:
@@ -286,14 +286,14 @@ def state_summary(kind: str, name: str, version: EntityVersion) -> str:
     return " · ".join(b for b in bits if b)
 
 
-def candidate_gpus(links: list[IncidentSubject], picked: list[tuple[str, Any]] | None = None) -> set[int]:
+def candidate_gpus(links: list[IncidentSubject], picked: list[tuple[str, Any]]) -> set[int]:
     """GPUs linked only because their node is a candidate for a pending job (not the job's, not a subject's).
 
     A pending job's neighbourhood is its candidate nodes; of their GPUs only a fault costs it capacity (a
     GPU missing, an Xid, ECC errors: incidents.diagnosis.relevance). Their healthy states say nothing, and
     on a fleet they are hundreds of GPUs: only their unhealthy versions are frozen as evidence.
     """
-    wanted = {e.pk for _, e in (telemetry.pick_gpus(links) if picked is None else picked)}
+    wanted = {e.pk for _, e in picked}
     return {
         s.entity.pk
         for s in links

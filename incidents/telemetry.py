@@ -117,10 +117,9 @@ def collect_dcgm(
     start: datetime,
     end: datetime,
     *,
-    picked: list[tuple[str, Any]] | None = None,
+    gpus: list[tuple[str, Any]],
 ) -> None:
-    """Series of the GPUs ``pick_gpus`` picks (``picked``: its answer, when the caller has it)."""
-    gpus = pick_gpus(links) if picked is None else picked
+    """Series of ``gpus``, what ``pick_gpus(links)`` picked (the collection picks them once)."""
     if cluster is None or not gpus:
         return
     node_of = dict(

@@ -137,8 +137,7 @@ def _plan(
     """(metric, first point to fill) for each metric with points to fill up to ``end``."""
     # One MAX per metric: each is answered from the end of the (cluster, metric, time) index, where a
     # GROUP BY metric over the cluster reads every stored point.
-    stored = TelemetrySample.objects.filter(cluster=cluster)
-    last = {m: t for m in metrics if (t := stored.filter(metric=m).aggregate(t=Max("time"))["t"]) is not None}
+    last = {m: t for m in metrics if (t := _last_point(cluster, m)) is not None}
     plan: list[tuple[str, datetime]] = []
     for metric in metrics:
         earliest = _floor(end - backfill) + STEP  # (end - backfill, end]: a 1 h backfill is 12 points
@@ -177,13 +176,14 @@ def _store_answers(cluster: Cluster, asked: Asked, summary: SweepSummary) -> Non
             continue
         # Points after the last stored one cannot collide: copied straight in. Asked outside the lock (the
         # harness asks early), another sweep may have stored some since: then each is checked.
-        fresh = asked.since is None and _last_stored(cluster, metric) < start
+        last = _last_point(cluster, metric)
+        fresh = asked.since is None and (last is None or last < start)
         _store(cluster, metric, series, gpus, runner, summary, fresh=fresh)
 
 
-def _last_stored(cluster: Cluster, metric: str) -> datetime:
-    last = TelemetrySample.objects.filter(cluster=cluster, metric=metric).aggregate(t=Max("time"))["t"]
-    return last or datetime.min.replace(tzinfo=UTC)
+def _last_point(cluster: Cluster, metric: str) -> datetime | None:
+    """The metric's newest stored point, from the end of the (cluster, metric, time) index."""
+    return TelemetrySample.objects.filter(cluster=cluster, metric=metric).aggregate(t=Max("time"))["t"]
 
 
 def _store(
