@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -58,6 +57,14 @@ _PRODUCTS = (
     ("A10G", (300.0, 25.0, 1710, 6251, 340)),
     ("T4", (70.0, 10.0, 1590, 5001, 250)),
 )
+
+
+# The profiling ratios' level factor and noise amplitude (DCGM_FI_PROF_*: ``_compute``).
+_PROFILE_SHAPE = {
+    "DCGM_FI_PROF_SM_ACTIVE": (1.0, 0.04),
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": (1.04, 0.04),
+    "DCGM_FI_PROF_DRAM_ACTIVE": (0.55, 0.03),
+}
 
 
 def _specs(product: str) -> tuple[float, float, int, int, int]:
@@ -287,68 +294,84 @@ class Telemetry:
             return [float(mem_clock)] * len(times)
         acts = _walk(s.activity, times)
         uuid = s.uuid
+        out: list[float | None] = []
+        append = out.append
+        # The noise (``noise``, inlined: one sample costs a few operations, a call would double it) is hashed
+        # once a minute per series, and only for the samples that read it.
+        blake = hashlib.blake2b
+        prefix = f"{self.seed}|{uuid}|{metric}|"
+        minute, n = -1, 0.0
         if metric in _ZERO_WHEN_IDLE:
             # An idle sample is 0 whatever the noise: the noise is hashed for busy samples only.
-            noise = self._noise_of(uuid, metric)
-            out: list[float | None] = []
+            scale, spread = _PROFILE_SHAPE.get(metric, (1.0, 0.0))
             for (_pod, level, _fb), ts in zip(acts, times, strict=True):
                 if level <= 0.0:
-                    out.append(0.0)
+                    append(0.0)
                     continue
-                n = noise(ts)
-                if metric == "DCGM_FI_PROF_SM_ACTIVE":
-                    out.append(round(_clamp(level + 0.04 * n), 4))
-                elif metric == "DCGM_FI_PROF_GR_ENGINE_ACTIVE":
-                    out.append(round(_clamp(level * 1.04 + 0.04 * n), 4))
-                elif metric == "DCGM_FI_PROF_DRAM_ACTIVE":
-                    out.append(round(_clamp(level * 0.55 + 0.03 * n), 4))
-                elif metric == "DCGM_FI_DEV_GPU_UTIL":
-                    out.append(float(round(100 * _clamp(min(1.0, level * 1.2) + 0.03 * n))))
-                else:  # DCGM_FI_DEV_MEM_COPY_UTIL
-                    out.append(float(max(0, round(level * 38 + 2 * n))))
+                m = int(ts // 60)
+                if m != minute:
+                    minute = m
+                    h = blake(f"{prefix}{m}".encode(), digest_size=8).digest()
+                    n = int.from_bytes(h, "big") / 2**64 - 0.5
+                if metric == "DCGM_FI_DEV_GPU_UTIL":
+                    x = min(1.0, level * 1.2) + 0.03 * n
+                    append(float(round(100 * (0.0 if x < 0.0 else 1.0 if x > 1.0 else x))))
+                elif metric == "DCGM_FI_DEV_MEM_COPY_UTIL":
+                    append(float(max(0, round(level * 38 + 2 * n))))
+                else:  # the profiling ratios: level scaled, plus noise, clamped to [0, 1]
+                    x = level * scale + spread * n
+                    append(round(0.0 if x < 0.0 else 1.0 if x > 1.0 else x, 4))
             return out
-        out = []
         room = s.memory_mib - reserved
         if metric in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"):
             # Framebuffer: the noise moves a used framebuffer only; no temperature.
-            noise = self._noise_of(uuid, metric)
+            free = metric == "DCGM_FI_DEV_FB_FREE"
             for (_pod, _level, fb), ts in zip(acts, times, strict=True):
-                used = min(room, max(0, fb + int(64 * noise(ts)))) if fb else min(room, max(0, fb))
-                out.append(float(used if metric == "DCGM_FI_DEV_FB_USED" else room - used))
+                if fb:
+                    m = int(ts // 60)
+                    if m != minute:
+                        minute = m
+                        h = blake(f"{prefix}{m}".encode(), digest_size=8).digest()
+                        n = int.from_bytes(h, "big") / 2**64 - 0.5
+                    used = min(room, max(0, fb + int(64 * n)))
+                else:
+                    used = min(room, max(0, fb))
+                append(float(room - used if free else used))
             return out
         overrides = _walk(s.temp, times)
-        temp_noise = self._noise_of(uuid, "temp")
-        # Only power and memory temperature read the metric's own noise.
-        noise = self._noise_of(uuid, metric)
+        # The modelled temperature reads the "temp" noise; power and memory temperature their own as well.
+        temp_prefix = f"{self.seed}|{uuid}|temp|"
+        temp_minute, temp_n = -1, 0.0
+        own = metric in ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_MEMORY_TEMP")
         for (_pod, level, _fb), override, ts in zip(acts, overrides, times, strict=True):
-            temp = override if override is not None else 31 + 42 * level + 2 * temp_noise(ts)
+            if override is not None:
+                temp = override
+            else:
+                m = int(ts // 60)
+                if m != temp_minute:
+                    temp_minute = m
+                    h = blake(f"{temp_prefix}{m}".encode(), digest_size=8).digest()
+                    temp_n = int.from_bytes(h, "big") / 2**64 - 0.5
+                temp = 31 + 42 * level + 2 * temp_n
+            if own:
+                m = int(ts // 60)
+                if m != minute:
+                    minute = m
+                    h = blake(f"{prefix}{m}".encode(), digest_size=8).digest()
+                    n = int.from_bytes(h, "big") / 2**64 - 0.5
             if metric == "DCGM_FI_DEV_POWER_USAGE":
-                watts = idle_w + (tdp - idle_w) * level * 0.92 + 6 * noise(ts)
-                out.append(round(watts * (0.7 if temp >= THROTTLE_TEMP_C else 1.0), 3))
+                watts = idle_w + (tdp - idle_w) * level * 0.92 + 6 * n
+                append(round(watts * (0.7 if temp >= THROTTLE_TEMP_C else 1.0), 3))
             elif metric == "DCGM_FI_DEV_GPU_TEMP":
-                out.append(float(round(temp)))
+                append(float(round(temp)))
             elif metric == "DCGM_FI_DEV_MEMORY_TEMP":
-                out.append(float(round(temp + 4 + noise(ts))))
+                append(float(round(temp + 4 + n)))
             elif metric == "DCGM_FI_DEV_SM_CLOCK":
                 clock = max_clock if level >= 0.02 else 345
-                out.append(float(int(clock * 0.62) if temp >= THROTTLE_TEMP_C else clock))
+                append(float(int(clock * 0.62) if temp >= THROTTLE_TEMP_C else clock))
             else:
                 raise AssertionError(metric)  # every metric of METRICS is handled above
         return out
-
-    def _noise_of(self, uuid: str, metric: str) -> Callable[[float], float]:
-        """``noise(uuid, metric, ts)`` for ascending ``ts``: hashed once a minute, only when asked."""
-        prefix = f"{self.seed}|{uuid}|{metric}|"
-        last = [-1, 0.0]
-
-        def at(ts: float) -> float:
-            m = int(ts // 60)
-            if m != last[0]:
-                h = hashlib.blake2b(f"{prefix}{m}".encode(), digest_size=8).digest()
-                last[0], last[1] = m, int.from_bytes(h, "big") / 2**64 - 0.5
-            return last[1]
-
-        return at
 
     def pods(self, node: str, index: GpuKey, times: list[float]) -> list[str | None]:
         """``pod_at`` at each of ``times`` (epoch seconds, ascending)."""

@@ -163,21 +163,26 @@ class PrometheusHandler(BaseHTTPRequestHandler):
             raise BadData(
                 "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"
             )
-        series: dict[tuple, list[list[Any]]] = {}
         reader = RangeReader(self.sim.source, expr, start, end)
+        times: list[float] = []
         t = start
         while t <= end + 1e-9:
-            result = evaluate_keyed(reader, expr, t)
-            ts = format_ts(t)
-            if isinstance(result, float):
-                series.setdefault((), []).append([ts, format_value(result)])
-            else:
-                for key, v in result:
-                    points = series.get(key)
-                    if points is None:
-                        points = series[key] = []
-                    points.append([ts, format_value(v)])
+            times.append(t)
             t += step
+        series = reader.by_series(expr, times)
+        if series is None:
+            series = {}
+            for t in times:
+                result = evaluate_keyed(reader, expr, t)
+                ts = format_ts(t)
+                if isinstance(result, float):
+                    series.setdefault((), []).append([ts, format_value(result)])
+                else:
+                    for key, v in result:
+                        points = series.get(key)
+                        if points is None:
+                            points = series[key] = []
+                        points.append([ts, format_value(v)])
         return {
             "resultType": "matrix",
             "result": [

@@ -351,21 +351,22 @@ class DcgmSource:
                 held_at = self._window_pods(node, gpu, times)
                 first = held_at[0]
                 one_pod = held_at.count(first) == len(held_at)
-                values: list[float | None] = []
-                if last and one_pod:
-                    values = self.values(node, gpu, metric, times[-1:])
-                    if values[0] is not None:
-                        head: list[float | None] = [None] * (len(times) - 1)
-                        values = head + values
-                    else:  # not reporting at the last scrape: its last sample is earlier, if any
-                        values = []
-                if not values:
-                    values = self.values(node, gpu, metric, times)
                 # _static_matches tried every matcher but those on the pod attribution labels: only these are
                 # left to try on each pod's label set (most selectors have none).
-                dynamic = [
-                    m for m in selector.matchers if m.name not in base and _dynamic(m.name, self.variant)
-                ]
+                dynamic = (
+                    [m for m in selector.matchers if m.name not in base and _dynamic(m.name, self.variant)]
+                    if selector.matchers
+                    else []
+                )
+                if last and one_pod:
+                    tail = self.values(node, gpu, metric, times[-1:])[0]
+                    if tail is not None:  # reporting at the last scrape: that sample is the series' last
+                        if self._held_matches(dynamic, base, first):
+                            key = self._series_key(metric, node, gpu, base, first)
+                            groups.append([(key, [(times[-1], float(tail))])])
+                        continue
+                # (not reporting at the last scrape: its last sample is earlier, if any)
+                values = self.values(node, gpu, metric, times)
                 # The pod holding a GPU changes rarely: its label set (and the matchers' verdict) is worked
                 # out once per pod, not once per sample.
                 if one_pod:  # one pod (or none) all along: one series
@@ -508,13 +509,59 @@ class RangeReader:
 
     def __init__(self, source: DcgmSource, expr: Expr, start: float, end: float) -> None:
         self.source = source
-        self.read: dict[Selector, list[list[tuple[tuple, list[float], Points]]]] = {}
+        self.read: dict[Selector, list[list[tuple[Key, list[float], Points]]]] = {}
         for selector, window in _selectors(expr).items():
             times = source.sample_times(start - selector.offset_s - window, end - selector.offset_s)
             self.read[selector] = [
                 [(key, [t for t, _ in points], points) for key, points in group]
                 for group in source.select_groups(selector, times)
             ]
+
+    def by_series(self, expr: Expr, times: list[float]) -> dict[Key, list[list[Any]]] | None:
+        """A range query of one metric's selector or of a range function over one, at each of ``times``, series
+        by series: each series' window is found by bisection at every step, no step builds the vector of the
+        whole fleet. The same answer as ``evaluate_keyed`` step by step (each series' points, its labels, the
+        same value computed from the same samples in the same order); None for any other expression (an
+        aggregation sums in the vector's order, a selector without a metric name may repeat a label set)."""
+        if isinstance(expr, RangeFunction):
+            selector, window, name = expr.selector, float(expr.range_s), expr.name
+        elif isinstance(expr, Selector):
+            selector, window, name = expr, float(LOOKBACK_S), ""
+        else:
+            return None
+        if not selector.metric:
+            return None
+        windows: list[
+            tuple[Any, float, float, float]
+        ] = []  # (timestamp, first and last scrape, window start)
+        for t in times:
+            at = t - selector.offset_s
+            scrapes = self.source.sample_times(at - window, at)
+            if not name:  # an instant selector: the last scrape only (a series not in it is stale)
+                scrapes = scrapes[-1:]
+            if scrapes:
+                windows.append((format_ts(t), scrapes[0], scrapes[-1], at))
+        keep_name = name == "last_over_time"
+        out: dict[Key, list[list[Any]]] = {}
+        for group in self.read[selector]:
+            for key, stamps, points in group:
+                values = [v for _, v in points]
+                answered: list[list[Any]] = []
+                for ts, lo, hi, at in windows:
+                    i, j = bisect_left(stamps, lo), bisect_right(stamps, hi)
+                    if i >= j:
+                        continue
+                    if name:
+                        value = over_time(name, points[i:j], values[i:j], at - window, at)
+                        if value is None:
+                            continue
+                    else:
+                        value = values[j - 1]
+                    answered.append([ts, format_value(value)])
+                if answered:
+                    labels = key if keep_name or not name else tuple(p for p in key if p[0] != "__name__")
+                    out[labels] = answered
+        return out
 
     def select(
         self, selector: Selector, start: float, end: float, last_only: bool = False
@@ -605,20 +652,12 @@ def evaluate_keyed(source: DcgmSource | RangeReader, expr: Expr, t: float) -> li
             if not pts:
                 continue
             labels = key if keep_name else tuple(p for p in key if p[0] != "__name__")
-            if name == "avg_over_time":
-                out.append((labels, sum(v for _, v in pts) / len(pts)))
-            elif name == "max_over_time":
-                out.append((labels, max(v for _, v in pts)))
-            elif name == "min_over_time":
-                out.append((labels, min(v for _, v in pts)))
-            elif name == "count_over_time":
-                out.append((labels, float(len(pts))))
-            elif name in ("rate", "increase"):
-                value = extrapolated_rate(pts, at - expr.range_s, at, is_rate=name == "rate")
-                if value is not None:
-                    out.append((labels, value))
+            if keep_name:  # one sample a series when read from the source (last_per_series)
+                value: float | None = pts[-1][1]
             else:
-                out.append((labels, pts[-1][1]))
+                value = over_time(name, pts, [v for _, v in pts], at - expr.range_s, at)
+            if value is not None:
+                out.append((labels, value))
         return out
     if isinstance(expr, Aggregation):
         inner = evaluate_keyed(source, expr.expr, t)
@@ -656,6 +695,22 @@ def evaluate_keyed(source: DcgmSource | RangeReader, expr: Expr, t: float) -> li
         bound = float(t) if isinstance(expr.value, Time) else expr.value.value
         return [(key, v) for key, v in inner if op(float(v), bound)]
     raise TypeError(expr)
+
+
+def over_time(name: str, pts: Points, values: list[float], start: float, end: float) -> float | None:
+    """A range function over one series' samples in the window (start, end] (``values``: theirs, in order);
+    None where Prometheus gives no sample (a rate of fewer than two)."""
+    if name == "avg_over_time":
+        return sum(values) / len(values)
+    if name == "max_over_time":
+        return max(values)
+    if name == "min_over_time":
+        return min(values)
+    if name == "count_over_time":
+        return float(len(values))
+    if name in ("rate", "increase"):
+        return extrapolated_rate(pts, start, end, is_rate=name == "rate")
+    return values[-1]  # last_over_time
 
 
 def extrapolated_rate(

@@ -154,7 +154,9 @@ def _step_by_step(sim: SimServer, query: str, start: float, end: float, step: fl
             sim.source.begin()
             try:
                 for labels, value in evaluate(sim.source, expr, t):
-                    found.setdefault(tuple(sorted(labels.items())), []).append([format_ts(t), format_value(value)])
+                    found.setdefault(tuple(sorted(labels.items())), []).append(
+                        [format_ts(t), format_value(value)]
+                    )
             finally:
                 sim.source.end()
             t += step
@@ -162,8 +164,9 @@ def _step_by_step(sim: SimServer, query: str, start: float, end: float, step: fl
 
 
 def test_a_range_of_a_bare_selector_answers_what_each_step_would() -> None:
-    """The range path that reads each series once answers exactly the step-by-step definition (bare
-    selectors, range functions, aggregations, comparisons): pod labels
+    """The range path that reads each series once (and answers a selector or a range function series by
+    series) answers exactly the step-by-step definition (bare selectors, every range function, aggregations,
+    comparisons, a selector without a metric name): pod labels
     that change, a GPU that fell off the bus, offsets, steps finer and coarser than the scrape interval,
     starts off the scrape grid, windows before the world began and beyond the retention."""
     world = World.from_scenario(load_scenario(SCENARIO))
@@ -181,6 +184,11 @@ def test_a_range_of_a_bare_selector_answers_what_each_step_would() -> None:
             "sum by (hostname) (DCGM_FI_DEV_FB_USED)",
             "rate(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL[10m])",
             "count by (hostname) (last_over_time(up[2m]))",
+            'last_over_time(DCGM_FI_DEV_GPU_UTIL{pod=~".+"}[2m])',
+            "min_over_time(DCGM_FI_DEV_POWER_USAGE[4m])",
+            "count_over_time(DCGM_FI_DEV_SM_CLOCK[3m] offset 1m)",
+            "increase(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL[10m])",
+            '{__name__=~"DCGM_FI_DEV_GPU_(UTIL|TEMP)", gpu="1"}',
         ]
         windows = [
             (now - 3 * 3600, now, 60.0),  # before the retention and before the world began
@@ -192,5 +200,9 @@ def test_a_range_of_a_bare_selector_answers_what_each_step_would() -> None:
             for start, end, step in windows:
                 status, body = get(sim, "/api/v1/query_range", query=query, start=start, end=end, step=step)
                 assert status == 200, body
-                assert body["data"]["result"] == _step_by_step(sim, query, start, end, step), (query, start, step)
+                assert body["data"]["result"] == _step_by_step(sim, query, start, end, step), (
+                    query,
+                    start,
+                    step,
+                )
                 assert body["data"]["result"] or "offset" in query, query
