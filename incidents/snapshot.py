@@ -3,8 +3,9 @@
 A diagnosis reads every node, GPU, job, queue and project of the cluster, and every unfinished pod's hot
 columns, as of t (the last sweep): on a 1,000-node / 20,000-pod cluster that is most of its time, and
 alerts come in bursts about the same moment. The rows depend only on (cluster, t) and on what the
-inventory holds; sweeps are the only writers, and every sweep records a SourceRun and opens or closes
-versions, so the newest SourceRun and EntityVersion ids tell whether the inventory moved. Small
+inventory holds; sweeps are the only writers, every version they open is a new row and every version they
+close (a change, a deletion) writes a Change row, so the newest EntityVersion and Change ids tell whether the
+inventory moved (a sweep that moved nothing, like every events sweep, keeps the rows). Small
 inventories are not kept (reading them is cheap, and a test database reuses ids across rollbacks).
 
 Jobs are read the same way as pods: by what the checks read of a job that is not the incident's (whether it
@@ -28,7 +29,7 @@ from typing import Any
 from django.db.models import Max
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 
-from collectors.models import Change, Cluster, EntityVersion, SourceRun
+from collectors.models import Change, Cluster, EntityVersion
 from rcaweb import kinds
 
 logger = logging.getLogger(__name__)
@@ -73,16 +74,17 @@ def forget() -> None:
 
 def _key(cluster: Cluster, t: datetime) -> tuple[Any, ...]:
     """Which inventory a read as of t sees: the cluster's last change at or before t, and the newest version and
-    source run ids (any write since moves them). Every version the inventory opens or closes is written with a
-    Change row at the same moment (``collectors.inventory``), so between two changes the versions valid at t are
-    the same for every t: a burst of alerts between two sweeps, each diagnosed at its own firing time, shares
-    one read. A Change that is no version's (an external change) only splits the key further."""
+    change ids (any version opened or closed since moves them: a version closed after t, by a change or a
+    deletion, changes the ``valid_to`` of a row valid at t). Every version the inventory opens or closes is
+    written with a Change row at the same moment (``collectors.inventory``), so between two changes the versions
+    valid at t are the same for every t: a burst of alerts between two sweeps, each diagnosed at its own firing
+    time, shares one read. A Change that is no version's (an external change) only splits the key further."""
     moved = Change.objects.filter(cluster=cluster, time__lte=t).aggregate(m=Max("time"))["m"]
     return (
         cluster.pk,
         t if moved is None else moved,
         EntityVersion.objects.aggregate(m=Max("id"))["m"],
-        SourceRun.objects.aggregate(m=Max("id"))["m"],
+        Change.objects.aggregate(m=Max("id"))["m"],
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from unittest import mock
 
-from collectors.inventory import Observed, record_states
+from collectors.inventory import Observed, record_absent, record_states
 from collectors.models import SourceRun
 from incidents import snapshot
 from tests.base import T0, BaseTestCase
@@ -33,8 +33,20 @@ class SnapshotTests(BaseTestCase):
             # before the inventory's first change (small_world records it at T0 - 2 h): nothing is valid then
             self.assertIsNot(snapshot.fleet_rows(self.cluster, T0 - timedelta(hours=3)), first)
             again = snapshot.fleet_rows(self.cluster, T)
-            SourceRun.objects.create(cluster=self.cluster, source="k8s", call="list nodes", time=T, ok=True)
-            self.assertIsNot(snapshot.fleet_rows(self.cluster, T), again)
+            # a sweep that moved nothing (an events sweep, an unchanged inventory) keeps the rows
+            SourceRun.objects.create(cluster=self.cluster, source="k8s", call="events", time=T, ok=True)
+            self.assertIs(snapshot.fleet_rows(self.cluster, T), again)
+            # a deletion after T closes a version valid at T: its row's valid_to moves, the read is redone
+            queues = {name: until for _, name, _, _, _, until in again["queue"]}
+            gone = next(name for name, until in queues.items() if until is None)
+            keep = [("", name) for name in queues if name != gone]
+            record_absent(self.cluster, "queue", keep, T + timedelta(minutes=1))
+            moved = snapshot.fleet_rows(self.cluster, T)
+            self.assertIsNot(moved, again)
+            self.assertEqual(
+                {name: until for _, name, _, _, _, until in moved["queue"]},
+                {**queues, gone: T + timedelta(minutes=1)},
+            )
             before = snapshot.fleet_rows(self.cluster, T)
             record_states(
                 self.cluster, [Observed("queue", "late", {"quota_gpus": 4})], T - timedelta(minutes=1)
