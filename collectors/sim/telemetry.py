@@ -258,6 +258,11 @@ class Telemetry:
         created = s.created
         compute = self._compute
         present = s.present
+        if len(times) == 1:  # an instant read (last_over_time over a fleet): one sample, no walk to set up
+            ts = times[0]
+            if ts < created or (floor is not None and ts < floor) or not present.at(ts) or not up.at(ts):
+                return [None]
+            return [compute(s, metric, ts)]
         if len(present.t) == 1 and len(up.t) == 1:  # never fell off the bus, node never down: one bound
             if not (present.v[0] and up.v[0]):
                 return [None] * len(times)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import math
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
@@ -379,8 +380,15 @@ class DcgmSource:
                     continue
                 keys: dict[str | None, tuple[Key, bool]] = {}
                 found: dict[Key, Points] = {}
-                for t, v, held in zip(times, values, held_at, strict=True):
-                    if v is None:
+                end = 0
+                for held, run in itertools.groupby(held_at):  # each stretch one pod held the GPU
+                    start, end = end, end + len(list(run))
+                    points = [
+                        (t, float(v))
+                        for t, v in zip(times[start:end], values[start:end], strict=True)
+                        if v is not None
+                    ]
+                    if not points:
                         continue
                     known = keys.get(held)
                     if known is None:
@@ -389,7 +397,11 @@ class DcgmSource:
                             self._held_matches(dynamic, base, held),
                         )
                     if known[1]:
-                        found.setdefault(known[0], []).append((t, float(v)))
+                        series = found.get(known[0])
+                        if series is None:
+                            found[known[0]] = points
+                        else:
+                            series.extend(points)
                 if found:
                     groups.append([(k, pts[-1:] if last else pts) for k, pts in found.items()])
         return groups

@@ -23,7 +23,9 @@ def busy_gpu(seed: int) -> Telemetry:
             at = T0 + timedelta(seconds=second)
             what = rnd.choice(("load", "idle", "temp", "xid", "ecc", "nvlink"))
             if what == "load":
-                tel.set_activity("n1", index, at, "ns/p", rnd.choice((0.01, 0.3, 0.97)), rnd.randrange(0, 70000))
+                tel.set_activity(
+                    "n1", index, at, "ns/p", rnd.choice((0.01, 0.3, 0.97)), rnd.randrange(0, 70000)
+                )
             elif what == "idle":
                 tel.set_activity("n1", index, at, None, 0.0, 0)
             elif what == "temp":
@@ -49,6 +51,7 @@ def test_a_range_read_equals_each_sample_read_alone(seed: int, metric: str) -> N
     for index in (0, 1):
         one_by_one = [tel.value("n1", index, metric, datetime.fromtimestamp(t, UTC)) for t in times]
         assert tel.values("n1", index, metric, times) == one_by_one
+        assert [tel.values("n1", index, metric, [t])[0] for t in times] == one_by_one  # an instant read
         assert any(v is not None for v in one_by_one)
 
 
