@@ -348,8 +348,11 @@ class DcgmSource:
                 continue
             if metric not in self.metric_names:
                 continue
+            seen = self._window_pods(times)
             for node, gpu, base in self._static_matches(metric, selector):
-                held_at = self._window_pods(node, gpu, times)
+                held_at = seen.get((node.name, _telemetry_key(gpu)))
+                if held_at is None:
+                    held_at = seen[(node.name, _telemetry_key(gpu))] = self.pods_at(node, gpu, times)
                 first = held_at[0]
                 one_pod = held_at.count(first) == len(held_at)
                 # _static_matches tried every matcher but those on the pod attribution labels: only these are
@@ -406,17 +409,13 @@ class DcgmSource:
                     groups.append([(k, pts[-1:] if last else pts) for k, pts in found.items()])
         return groups
 
-    def _window_pods(self, node: Any, gpu: Any, times: list[float]) -> list[str | None]:
-        """``pods_at``, kept for the next query over the same scrape times at the same moment (the list is
-        shared: callers only read it)."""
+    def _window_pods(self, times: list[float]) -> dict[tuple[str, Any], list[str | None]]:
+        """Each GPU's ``pods_at`` over these scrape times, by (node name, telemetry key), kept for the next query
+        over the same scrape times at the same moment (the lists are shared: callers only read them)."""
         window = (self.world.now, times[0], times[-1], len(times))
         if window != self._pods_window:
             self._pods_window, self._pods_seen = window, {}
-        key = (node.name, _telemetry_key(gpu))
-        held_at = self._pods_seen.get(key)
-        if held_at is None:
-            held_at = self._pods_seen[key] = self.pods_at(node, gpu, times)
-        return held_at
+        return self._pods_seen
 
     def label_map(self, key: Key) -> Labels:
         """A series' labels as a dict (the answer's ``metric``), one per label set: a sweep asks the same
