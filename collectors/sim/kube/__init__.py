@@ -13,9 +13,9 @@ from functools import partial
 from typing import Any
 
 from collectors.sim.kube import core, kai, kueue, nodes, pods
-from collectors.sim.kube.context import RenderContext, build_context
+from collectors.sim.kube.context import RenderContext, Signatures, build_context
 
-__all__ = ["EVENT_TTL", "RenderContext", "build_context", "resources"]
+__all__ = ["EVENT_TTL", "RenderContext", "Signatures", "build_context", "resources"]
 
 EVENT_TTL = timedelta(hours=1)
 Key = tuple[str, str]  # (namespace or "", name)
@@ -34,27 +34,47 @@ def _heartbeat_bucket(ctx: RenderContext) -> int:
 
 
 def _job_sig(ctx: RenderContext, job: Any) -> tuple[Any, ...]:
-    """What a Job/PodGroup/Workload rendering depends on; memoised per tick (jobs and groups share it)."""
-    key = ("job", job.namespace, job.name)
-    sig = ctx.memo.get(key)
-    if sig is None:
-        pods = ctx.pods_by_job.get((job.namespace, job.name), [])
-        sig = (
-            job.state,
-            job.started_at,
-            job.finished_at,
-            job.generation,
-            job.image,
-            job.pods,
-            job.gpus_per_pod,
-            job.preempted_count,
-            job.resource_version,
-            tuple(
-                (p.phase, p.node, p.restart_count, p.resource_version, _container_repr(ctx, p)) for p in pods
-            ),
-        )
-        ctx.memo[key] = sig
+    """What a Job/PodGroup/Workload rendering depends on.
+
+    The same tuple object while the job, its pods (the same objects, in the same order) and their
+    resourceVersions are unchanged (see ``Signatures``): not rebuilt, and the store's comparison with
+    the signature it holds stops at the first element (tuples compare items by identity first).
+    """
+    pods = ctx.pods_by_job.get((job.namespace, job.name), ())
+    members = tuple(pods)
+    versions = tuple([p.resource_version for p in pods])
+    rv = job.resource_version
+    held = ctx.signatures.jobs.get(id(job))
+    if held is not None and held[1] == rv and held[2] == members and held[3] == versions:
+        return held[4]
+    sig = (
+        job.state,
+        job.started_at,
+        job.finished_at,
+        job.generation,
+        job.image,
+        job.pods,
+        job.gpus_per_pod,
+        job.preempted_count,
+        rv,
+        tuple([_pod_sigs(ctx, p)[1] for p in pods]),
+    )
+    ctx.signatures.jobs[id(job)] = (job, rv, members, versions, sig)
     return sig
+
+
+def _submitted_jobs(ctx: RenderContext) -> list[tuple[Any, tuple[Any, ...]]]:
+    """The jobs past submission, each with its signature: once per tick for their Job, PodGroup, Workload."""
+    found = ctx.memo.get(("submitted-jobs",))
+    if found is None:
+        now = ctx.now
+        found = [
+            (job, _job_sig(ctx, job))
+            for job in ctx.jobs.values()
+            if job.state != "Waiting" and job.submit_at <= now
+        ]
+        ctx.memo[("submitted-jobs",)] = found
+    return found
 
 
 def _project_sig(ctx: RenderContext, name: str) -> tuple[Any, ...]:
@@ -72,53 +92,68 @@ def _project_sig(ctx: RenderContext, name: str) -> tuple[Any, ...]:
 
 def _iter_nodes(ctx: RenderContext) -> Iterator[Item]:
     hb = _heartbeat_bucket(ctx)
+    held_nodes = ctx.signatures.nodes
     for n in ctx.nodes.values():
         if n.created_at > ctx.now:
             continue
-        sig = (
-            n.ready,
-            n.ready_changed_at,
-            n.unschedulable,
-            n.device_plugin_healthy,
-            n.capacity_gpus,
-            n.mig_state,
-            repr(n.mig_layout),
-            repr(n.taints),
-            repr(n.labels),
-            n.resource_version,
-            ctx.last_change.get(("node", n.name)),
-            hb,
-        )
-        yield ("", n.name), sig, partial(nodes.node, ctx, n)
+        rv = n.resource_version
+        held = held_nodes.get(id(n))
+        if held is not None and held[1] == rv:
+            own = held[2]
+        else:
+            own = (
+                n.ready,
+                n.ready_changed_at,
+                n.unschedulable,
+                n.device_plugin_healthy,
+                n.capacity_gpus,
+                n.mig_state,
+                repr(n.mig_layout),
+                repr(n.taints),
+                repr(n.labels),
+                rv,
+            )
+            held_nodes[id(n)] = (n, rv, own)
+        yield ("", n.name), (*own, ctx.last_change.get(("node", n.name)), hb), partial(nodes.node, ctx, n)
 
 
-def _container_repr(ctx: RenderContext, p: Any) -> str:
-    """``repr(p.container_state)``, once per pod and tick (the pod's signature and its job's both read it)."""
-    key = ("containers", id(p))  # the object itself: two pods may share a name within a tick
-    found = ctx.memo.get(key)
-    if found is None:
-        found = ctx.memo[key] = repr(p.container_state)
-    return found
+def _pod_sigs(ctx: RenderContext, p: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The pod's own signature and its part in its job's, once per pod and resourceVersion.
+
+    Both read ``repr(p.container_state)``, the costly part: computed once for the two, and (with the
+    store's ``Signatures``) not again until the engine writes the pod.
+    """
+    rv = p.resource_version
+    held = ctx.signatures.pods.get(id(p))
+    if held is not None and held[1] == rv:
+        return held[2], held[3]
+    containers = repr(p.container_state)
+    sig = (
+        p.phase,
+        p.node,
+        p.scheduled_message,
+        p.started_at,
+        p.finished_at,
+        containers,
+        repr(p.last_state),
+        p.restart_count,
+        p.deleted_at,
+        rv,
+        p.image,
+    )
+    part = (p.phase, p.node, p.restart_count, rv, containers)
+    ctx.signatures.pods[id(p)] = (p, rv, sig, part)
+    return sig, part
 
 
 def _iter_pods(ctx: RenderContext) -> Iterator[Item]:
     for p in getattr(ctx.world, "reservations", {}).values():
         if p.deleted_at is None:
             yield (p.namespace, p.name), (p.resource_version,), partial(pods.reservation_pod, ctx, p)
+    held_pods = ctx.signatures.pods
     for p in ctx.live_pods:
-        sig = (
-            p.phase,
-            p.node,
-            p.scheduled_message,
-            p.started_at,
-            p.finished_at,
-            _container_repr(ctx, p),
-            repr(p.last_state),
-            p.restart_count,
-            p.deleted_at,
-            p.resource_version,
-            p.image,
-        )
+        held = held_pods.get(id(p))
+        sig = held[2] if held is not None and held[1] == p.resource_version else _pod_sigs(ctx, p)[0]
         yield (p.namespace, p.name), sig, partial(pods.pod, ctx, p)
 
 
@@ -152,11 +187,10 @@ def _iter_namespaces(ctx: RenderContext) -> Iterator[Item]:
 
 
 def _iter_jobs(ctx: RenderContext) -> Iterator[Item]:
-    for job in ctx.jobs.values():
-        if job.state == "Waiting" or job.submit_at > ctx.now:
-            continue
-        admitted = ctx.job_admitted(job) if ctx.scheduler == "kueue" else None
-        yield (job.namespace, job.name), (_job_sig(ctx, job), admitted), partial(core.job, ctx, job)
+    kueue = ctx.scheduler == "kueue"
+    for job, sig in _submitted_jobs(ctx):
+        admitted = ctx.job_admitted(job) if kueue else None
+        yield (job.namespace, job.name), (sig, admitted), partial(core.job, ctx, job)
 
 
 def _iter_kai_queues(ctx: RenderContext) -> Iterator[Item]:
@@ -166,15 +200,9 @@ def _iter_kai_queues(ctx: RenderContext) -> Iterator[Item]:
 
 
 def _iter_podgroups(ctx: RenderContext) -> Iterator[Item]:
-    for job in ctx.jobs.values():
-        if job.state == "Waiting" or job.submit_at > ctx.now:
-            continue
+    for job, sig in _submitted_jobs(ctx):
         usage = _project_sig(ctx, job.project) if job.state == "Pending" else None
-        yield (
-            (job.namespace, kai.podgroup_name(job)),
-            (_job_sig(ctx, job), usage),
-            partial(kai.kai_podgroup, ctx, job),
-        )
+        yield (job.namespace, kai.podgroup_name(job)), (sig, usage), partial(kai.kai_podgroup, ctx, job)
 
 
 def _iter_flavors(ctx: RenderContext) -> Iterator[Item]:
@@ -199,13 +227,11 @@ def _iter_local_queues(ctx: RenderContext) -> Iterator[Item]:
 
 
 def _iter_workloads(ctx: RenderContext) -> Iterator[Item]:
-    for job in ctx.jobs.values():
-        if job.state == "Waiting" or job.submit_at > ctx.now:
-            continue
+    for job, sig in _submitted_jobs(ctx):
         usage = _project_sig(ctx, job.project) if job.state == "Pending" else None
         yield (
             (job.namespace, kueue.workload_name(job)),
-            (_job_sig(ctx, job), usage, ctx.job_admitted(job)),
+            (sig, usage, ctx.job_admitted(job)),
             partial(kueue.kueue_workload, ctx, job),
         )
 

@@ -6,9 +6,10 @@ pods does not re-scan the world for every pod.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
+from operator import attrgetter
 from typing import Any
 
 from collectors.sim.state import SimChange, SimJob, SimNode, SimPod, SimProject
@@ -27,6 +28,39 @@ class Usage:
     admitted_jobs: int = 0
 
 
+class Signatures:
+    """Signature parts of the world's objects, computed once per object and resourceVersion.
+
+    The engine's world stamps every write to an object with a new resourceVersion (``World.touch``), so
+    parts computed for an object at a resourceVersion hold until it moves: the API server's store keeps
+    one ``Signatures`` from sync to sync and a tick re-reads only the objects written since (the repr()
+    of container states, each pod's part in its job's signature). A world without an integer
+    ``resource_version`` may change its objects in place: ``build_context`` gives it a fresh one every
+    tick, a per-tick memo. Entries are keyed by ``id()`` and hold the object, so an id is not reused
+    while its entry lives.
+    """
+
+    def __init__(self) -> None:
+        self.pods: dict[int, tuple[SimPod, int, tuple[Any, ...], tuple[Any, ...]]] = {}  # pod, rv, sig, part
+        # job, rv, its pods, their resourceVersions, sig
+        self.jobs: dict[int, tuple[SimJob, int, tuple[SimPod, ...], tuple[int, ...], tuple[Any, ...]]] = {}
+        self.nodes: dict[int, tuple[SimNode, int, tuple[Any, ...]]] = {}  # node, rv, its own fields' part
+
+    def prune(
+        self, pods: list[SimPod], jobs: dict[tuple[str, str], SimJob], nodes: dict[str, SimNode]
+    ) -> None:
+        """Forget the objects that left the world, once they outnumber the live ones (amortised)."""
+        if len(self.pods) > 2 * len(pods) + 1000:
+            live = {id(p) for p in pods}
+            self.pods = {k: v for k, v in self.pods.items() if k in live}
+        if len(self.jobs) > 2 * len(jobs) + 1000:
+            ids = {id(j) for j in jobs.values()}
+            self.jobs = {k: v for k, v in self.jobs.items() if k in ids}
+        if len(self.nodes) > 2 * len(nodes) + 1000:
+            ids = {id(n) for n in nodes.values()}
+            self.nodes = {k: v for k, v in self.nodes.items() if k in ids}
+
+
 @dataclass
 class RenderContext:
     world: Any
@@ -38,10 +72,15 @@ class RenderContext:
     jobs: dict[tuple[str, str], SimJob]  # (namespace, name)
     pods_by_job: dict[tuple[str, str], list[SimPod]]
     live_pods: list[SimPod]
-    pods_by_key: dict[tuple[str, str], SimPod]
     usage: dict[str, Usage]
     last_change: dict[tuple[str, str], SimChange] = field(default_factory=dict)  # (kind, target) -> latest
     memo: dict[tuple[Any, ...], Any] = field(default_factory=dict)  # per-tick signatures shared by renderers
+    signatures: Signatures = field(default_factory=Signatures)
+
+    @cached_property
+    def pods_by_key(self) -> dict[tuple[str, str], SimPod]:
+        """Live pods by (namespace, name): only an Event's rendering reads it, so only such a tick builds it."""
+        return {(p.namespace, p.name): p for p in self.live_pods}
 
     @property
     def heartbeat(self) -> datetime:
@@ -101,7 +140,9 @@ def _values(container: Any) -> list[Any]:
     return list(container)
 
 
-def build_context(world: Any) -> RenderContext:
+def build_context(world: Any, signatures: Signatures | None = None) -> RenderContext:
+    """The context of one tick; ``signatures``: the caller's, kept across ticks (used when the world
+    stamps its writes with an integer ``resource_version``, see ``Signatures``)."""
     now = world.now
     scenario = getattr(world, "scenario", None)
     cluster_spec = getattr(scenario, "cluster", None)
@@ -110,7 +151,7 @@ def build_context(world: Any) -> RenderContext:
     nodes = {n.name: n for n in _values(world.nodes)}
     projects = {p.name: p for p in _values(world.projects)}
     jobs = {(j.namespace, j.name): j for j in _values(world.jobs)}
-    pods_by_job: dict[tuple[str, str], list[SimPod]] = defaultdict(list)
+    pods_by_job: dict[tuple[str, str], list[SimPod]] = {}
     live: list[SimPod] = []
     for pod in _values(world.pods):
         if pod.deleted_at is not None and pod.deleted_at <= now:
@@ -118,24 +159,34 @@ def build_context(world: Any) -> RenderContext:
         if pod.created_at > now:
             continue
         live.append(pod)
-        pods_by_job[(pod.namespace, pod.job)].append(pod)
+        siblings = pods_by_job.get((pod.namespace, pod.job))
+        if siblings is None:
+            pods_by_job[(pod.namespace, pod.job)] = [pod]
+        else:
+            siblings.append(pod)
+    by_index = attrgetter("index")
     for pods in pods_by_job.values():
-        pods.sort(key=lambda p: p.index)
+        if len(pods) > 1:
+            pods.sort(key=by_index)
     usage: dict[str, Usage] = {name: Usage() for name in projects}
+    # The engine keeps its own accounting (allocated_gpus...): a project that has it takes it below, and the
+    # estimate from its pods would be overwritten; only the others need it.
+    estimated = {name for name, project in projects.items() if not hasattr(project, "allocated_gpus")}
     for job in jobs.values():
         u = usage.get(job.project)
         if u is None or job.state not in ACTIVE_PHASES:
             continue
-        pods = pods_by_job.get((job.namespace, job.name), [])
-        bound = sum(p.gpus_requested for p in pods if p.node and p.phase in ACTIVE_PHASES)
-        u.allocated += bound
-        if job.priority_class == "inference":
-            u.allocated_non_preemptible += bound
-        u.requested += job.pods * job.gpus_per_pod
+        if job.project in estimated:
+            pods = pods_by_job.get((job.namespace, job.name), [])
+            bound = sum(p.gpus_requested for p in pods if p.node and p.phase in ACTIVE_PHASES)
+            u.allocated += bound
+            if job.priority_class == "inference":
+                u.allocated_non_preemptible += bound
+            u.requested += job.pods * job.gpus_per_pod
         if job.state == "Pending":
             u.pending_jobs += 1
     for project in projects.values():
-        if hasattr(project, "allocated_gpus"):  # the engine's own accounting wins over the estimate above
+        if project.name not in estimated:  # the engine's own accounting
             u = usage[project.name]
             u.allocated = project.allocated_gpus
             u.allocated_non_preemptible = project.allocated_nonpreemptible_gpus
@@ -152,12 +203,14 @@ def build_context(world: Any) -> RenderContext:
         nodes=nodes,
         projects=projects,
         jobs=jobs,
-        pods_by_job=dict(pods_by_job),
+        pods_by_job=pods_by_job,
         live_pods=live,
-        pods_by_key={(p.namespace, p.name): p for p in live},
         usage=usage,
         last_change=last_change,
     )
+    if signatures is not None and isinstance(getattr(world, "resource_version", None), int):
+        signatures.prune(live, jobs, nodes)
+        ctx.signatures = signatures
     for job in jobs.values():
         u = usage.get(job.project)
         if u is not None and job.state in ACTIVE_PHASES and ctx.job_admitted(job):
