@@ -74,6 +74,12 @@ def _specs(product: str) -> tuple[float, float, int, int, int]:
     return (400.0, 50.0, 1500, 1500, 400)
 
 
+def _minute_noise(prefix: str, minute: int) -> float:
+    """``Telemetry.noise`` of the series ``prefix`` names (seed, GPU UUID, metric) in one minute."""
+    h = hashlib.blake2b(f"{prefix}{minute}".encode(), digest_size=8).digest()
+    return int.from_bytes(h, "big") / 2**64 - 0.5
+
+
 def _clamp(x: float, lo: float = 0.0, hi: float = 1.0) -> float:
     return lo if x < lo else hi if x > hi else x
 
@@ -233,8 +239,7 @@ class Telemetry:
         last = self._noise.get((uuid, metric))
         if last is not None and last[0] == minute:
             return last[1]
-        h = hashlib.blake2b(f"{self.seed}|{uuid}|{metric}|{minute}".encode(), digest_size=8).digest()
-        value = int.from_bytes(h, "big") / 2**64 - 0.5
+        value = _minute_noise(f"{self.seed}|{uuid}|{metric}|", minute)
         self._noise[(uuid, metric)] = (minute, value)
         return value
 
@@ -301,9 +306,8 @@ class Telemetry:
         uuid = s.uuid
         out: list[float | None] = []
         append = out.append
-        # The noise (``noise``, inlined: one sample costs a few operations, a call would double it) is hashed
-        # once a minute per series, and only for the samples that read it.
-        blake = hashlib.blake2b
+        # The noise (``noise``, its minute check inlined: one sample costs a few operations, a call per sample
+        # would double it) is hashed once a minute per series, and only for the samples that read it.
         prefix = f"{self.seed}|{uuid}|{metric}|"
         minute, n = -1, 0.0
         if metric in _ZERO_WHEN_IDLE:
@@ -315,9 +319,7 @@ class Telemetry:
                     continue
                 m = int(ts // 60)
                 if m != minute:
-                    minute = m
-                    h = blake(f"{prefix}{m}".encode(), digest_size=8).digest()
-                    n = int.from_bytes(h, "big") / 2**64 - 0.5
+                    minute, n = m, _minute_noise(prefix, m)
                 if metric == "DCGM_FI_DEV_GPU_UTIL":
                     x = min(1.0, level * 1.2) + 0.03 * n
                     append(float(round(100 * (0.0 if x < 0.0 else 1.0 if x > 1.0 else x))))
@@ -335,9 +337,7 @@ class Telemetry:
                 if fb:
                     m = int(ts // 60)
                     if m != minute:
-                        minute = m
-                        h = blake(f"{prefix}{m}".encode(), digest_size=8).digest()
-                        n = int.from_bytes(h, "big") / 2**64 - 0.5
+                        minute, n = m, _minute_noise(prefix, m)
                     used = min(room, max(0, fb + int(64 * n)))
                 else:
                     used = min(room, max(0, fb))
@@ -354,16 +354,12 @@ class Telemetry:
             else:
                 m = int(ts // 60)
                 if m != temp_minute:
-                    temp_minute = m
-                    h = blake(f"{temp_prefix}{m}".encode(), digest_size=8).digest()
-                    temp_n = int.from_bytes(h, "big") / 2**64 - 0.5
+                    temp_minute, temp_n = m, _minute_noise(temp_prefix, m)
                 temp = 31 + 42 * level + 2 * temp_n
             if own:
                 m = int(ts // 60)
                 if m != minute:
-                    minute = m
-                    h = blake(f"{prefix}{m}".encode(), digest_size=8).digest()
-                    n = int.from_bytes(h, "big") / 2**64 - 0.5
+                    minute, n = m, _minute_noise(prefix, m)
             if metric == "DCGM_FI_DEV_POWER_USAGE":
                 watts = idle_w + (tdp - idle_w) * level * 0.92 + 6 * n
                 append(round(watts * (0.7 if temp >= THROTTLE_TEMP_C else 1.0), 3))
