@@ -9,9 +9,14 @@ class RcawebConfig(AppConfig):
     verbose_name = "rcaweb"
 
     def ready(self) -> None:
+        from django.conf import settings
+
+        from collectors import gc_policy
         from rcaweb import pgtime
 
         pgtime.connect()
+        # The startup heap frozen, higher thresholds (collectors/gc_policy.py; the value was checked by settings)
+        gc_policy.tune(settings.RCAWEB_GC_THRESHOLDS)
 
 
 class RcaAdminConfig(admin_apps.AdminConfig):

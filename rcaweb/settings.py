@@ -15,6 +15,8 @@ from urllib.parse import unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
+from collectors import gc_policy
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -346,6 +348,14 @@ RCAWEB_RUNAI_TOKEN = envsecret("RCAWEB_RUNAI_TOKEN", "")  # bearer token for the
 # stayed healthy this long, resolves by itself; an alert firing again this soon after the resolution reopens it.
 RCAWEB_AUTO_RESOLVE_AFTER = envduration("RCAWEB_AUTO_RESOLVE_AFTER", "15m")
 RCAWEB_REOPEN_WINDOW = envduration("RCAWEB_REOPEN_WINDOW", "1h")
+
+# Python's cycle collector in every process (collectors/gc_policy.py, applied when the apps are ready; the
+# simulator's process reads the same variable): "" = its thresholds, with the startup heap frozen; "off" = Python's.
+RCAWEB_GC_THRESHOLDS = os.environ.get("RCAWEB_GC_THRESHOLDS", "")
+try:
+    gc_policy.thresholds(RCAWEB_GC_THRESHOLDS)
+except ValueError as _exc:
+    raise ImproperlyConfigured(str(_exc)) from None
 
 LOGGING = {
     "version": 1,

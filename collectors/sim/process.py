@@ -138,12 +138,14 @@ def _serve(conn: Any, scenario: Any, alert_url: str | None, alert_token: str | N
     """The child: build and serve the world, then answer the parent until it says stop."""
     import traceback
 
+    from collectors import gc_policy
     from collectors.sim.engine.world import World
     from collectors.sim.server import SimServer
 
     try:
         world = World.from_scenario(scenario)
         server = SimServer(world, alert_url=alert_url, alert_token=alert_token).start()
+        gc_policy.tune()  # the built world frozen out of the collector's passes, higher thresholds
     except Exception:
         conn.send(("error", traceback.format_exc()))
         return
