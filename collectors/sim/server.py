@@ -188,7 +188,7 @@ class SimServer:
         """Move the world to t, publish its state, then send the alert notifications due; returns them."""
         with self.lock:
             self.world.advance_to(t)
-            self.store.sync(self.world)
+            self.store.publish(self.world)  # rendered for the API when next read (or now, for a watch)
             alerts = list(self.world.alerts())
             now = self.world.now
             self._sync_targets()

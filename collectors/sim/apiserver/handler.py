@@ -49,6 +49,7 @@ class KubeHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         try:
             self._authorize()
+            self.sim.store.catch_up(self.sim.lock)  # the world as it is now, published if it moved unread
             self._route()
         except HTTPError as exc:
             self._json(exc.code, exc.body)
@@ -361,6 +362,23 @@ class KubeHandler(BaseHTTPRequestHandler):
             self._chunk(b'{"type":"' + kind.encode() + b'","object":' + data + b"}\n")
 
         include = query.get("includeObject") or "Metadata"
+        store.watch_opened()
+        try:
+            self._stream(store, resource, since, deadline, query, matches, send)
+        finally:
+            store.watch_closed()
+
+    def _stream(
+        self,
+        store: Any,
+        resource: str,
+        since: int,
+        deadline: float,
+        query: dict[str, str],
+        matches: Any,
+        send: Any,
+    ) -> None:
+        store.catch_up(self.sim.lock)  # an advance between the request's catch-up and the watch's opening
         if since == 0 or resource == "leases":  # leases have no history: a watch starts from what they are
             snap = store.snapshot()
             entries, order = self._entries(resource, snap)
@@ -389,6 +407,7 @@ class KubeHandler(BaseHTTPRequestHandler):
         next_mark = time.monotonic() + store.bookmark_interval_s
         expired = False
         while time.monotonic() < deadline and not store.closed:
+            store.catch_up(self.sim.lock)
             events = store.events_since(since)
             if events is None:
                 body = status(410, "Expired", f"too old resource version: {since} ({store.rv})")

@@ -166,20 +166,61 @@ class Store:
         self._world_rv: int | None = None
         self._event_objs: dict[Key, Any] = {}
         self._signatures = Signatures()  # the objects' signature parts, kept from sync to sync
+        # Publication on demand (``defer``/``catch_up``): the world that moved since the last sync, and how
+        # many watches are open (while one is, every advance syncs at once: its events are due as they happen).
+        self._pending: Any = None
+        self._pending_since: float | None = None  # world time of the first advance not yet synced
+        self.watching = 0
 
-    def sync(self, world: Any) -> int:
-        """Render the world at world.now, record what changed; returns the number of changes."""
+    def publish(self, world: Any) -> None:
+        """After the world moved (its lock held): sync now while a watch is open, else at the next read
+        (``catch_up``). A list or get at any moment sees exactly what a sync per tick would have shown (the
+        objects as the world holds them then); only resourceVersions of states nobody read are skipped, as
+        an API server's numbering is opaque and gapped. The driver of a fast-forward reads the cluster at a
+        fraction of its ticks: each tick rendered every changed object for nobody (bench/sim.py --pipeline)."""
+        if self.watching:
+            since, self._pending, self._pending_since = self._pending_since, None, None
+            self.sync(world, since=since)
+            return
+        if self._pending is None:
+            now = getattr(world, "now", None)
+            self._pending_since = now.timestamp() if now is not None else None
+        self._pending = world
+
+    def watch_opened(self) -> None:
+        with self.cond:
+            self.watching += 1
+
+    def watch_closed(self) -> None:
+        with self.cond:
+            self.watching -= 1
+
+    def catch_up(self, lock: Any) -> None:
+        """Sync the world deferred by ``publish`` (with ``lock``, the world's, held): every reader calls it
+        before it reads the store."""
+        if self._pending is None:
+            return
+        with lock:
+            world, since, self._pending, self._pending_since = self._pending, self._pending_since, None, None
+            if world is not None:
+                self.sync(world, since=since)
+
+    def sync(self, world: Any, *, since: float | None = None) -> int:
+        """Render the world at world.now, record what changed; returns the number of changes. ``since``: the
+        world time of the first advance this sync publishes (deferred by ``publish``): its changes count as
+        written then for the history's compaction (they happened at or after it), so a watch that fell
+        behind expires as it would had every tick been synced."""
         # A tick allocates many short-lived objects over a large live heap: the cyclic collector's full
         # passes would dominate (seconds per tick at 20,000 pods). Nothing here creates cycles.
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._sync(world)
+            return self._sync(world, since)
         finally:
             if enabled:
                 gc.enable()
 
-    def _sync(self, world: Any) -> int:
+    def _sync(self, world: Any, since: float | None = None) -> int:
         ctx = build_context(world, self._signatures)
         self.scheduler = ctx.scheduler
         changes: list[tuple[int, str, str, bytes, Entry]] = []
@@ -247,7 +288,7 @@ class Store:
             self.order = new_order
             self.history.extend(changes)
             self.history_rvs.extend(c[0] for c in changes)
-            cut = max(0, len(self.history) - self.max_history, self._compacted(world))
+            cut = max(0, len(self.history) - self.max_history, self._compacted(world, since))
             if cut:
                 self.floor = self.history_rvs[cut - 1]
                 self.history = self.history[cut:]
@@ -258,13 +299,13 @@ class Store:
             self.cond.notify_all()
         return len(changes)
 
-    def _compacted(self, world: Any) -> int:
+    def _compacted(self, world: Any, since: float | None = None) -> int:
         """How many of the oldest history entries were written more than ``compaction_s`` of world time ago."""
         now = getattr(world, "now", None)
         if now is None:
             return 0
         ts = now.timestamp()
-        self._synced.append((ts, self.rv))
+        self._synced.append((ts if since is None else min(since, ts), self.rv))
         reached = None
         while self._synced and self._synced[0][0] < ts - self.compaction_s:
             reached = self._synced.pop(0)[1]

@@ -248,6 +248,7 @@ class PrometheusHandler(BaseHTTPRequestHandler):
             return self._raw(
                 404, b"no Kubernetes API store: kube-state-metrics is not simulated\n", "text/plain"
             )
+        self.sim.store.catch_up(self.sim.lock)
         with self.sim.lock:
             text = kubestate.exposition(self.sim.store)
         self._raw(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
