@@ -9,11 +9,12 @@ an incident, with ``unresolved_subject`` saying which labels those were.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from django.db.models import Q, QuerySet
+from django.db.models import Max, Q, QuerySet
 
 from collectors.models import Cluster, Entity, EntityVersion
 from collectors.sources.dcgm import alert_workload
@@ -792,14 +793,15 @@ def link_related_incidents(
     sharing = [pk for pk in candidates if (mine_fault & set(theirs[pk])) or (faults[pk] & mine_all)]
     if not sharing:
         return []
-    unusable = _unusable(
-        mine_fault.union(*(faults[pk] for pk in sharing)), incident.onset if at is None else at
-    )
+    when = incident.onset if at is None else at
+    unusable = _unusable(mine_fault.union(*(faults[pk] for pk in sharing)), when)
+    room = _room_if_fixed(unusable, when)
+    asks = _requests({incident.pk: have, **{pk: theirs[pk] for pk in sharing}}, when)
     linked = [
         pk
         for pk in sharing
-        if _matters(have, mine_fault, theirs[pk], unusable)
-        or _matters(theirs[pk], faults[pk], have, unusable)
+        if _matters(have, mine_fault, theirs[pk], unusable, room, asks.get(pk))
+        or _matters(theirs[pk], faults[pk], have, unusable, room, asks.get(incident.pk))
     ]
     if linked:
         incident.related.add(*linked)
@@ -810,17 +812,97 @@ FAULT_SLACK = timedelta(minutes=10)  # a fault's inventory state counts this lon
 _UNHEALTHY_TAINTS = "node.kubernetes.io/"  # what Kubernetes itself taints a failing node with
 
 
-def _matters(a: Attached, a_fault: set[int], b: Attached, unusable: set[int]) -> bool:
+def _matters(
+    a: Attached,
+    a_fault: set[int],
+    b: Attached,
+    unusable: set[int],
+    room: dict[int, int] | None = None,
+    b_asks: float | None = None,
+) -> bool:
     """Whether ``a``'s fault (``a_fault``, its fault entities) can matter to ``b`` (both as :data:`Attached`):
-    they share a faulty entity, and ``a``'s fault took capacity away, or that entity is ``b``'s subject too, or
-    they share a workload."""
+    they share a faulty entity, and that entity is ``b``'s subject too, or they share a workload, or ``a``'s
+    fault took capacity away that ``b`` could use: ``b`` asks ``b_asks`` whole GPUs for a waiting pod (None:
+    not known; ``inf``: nothing of it waits) and a faulty node would have that many free once fixed
+    (``room``, by entity; a node not in it counts as having room). A pending 8-GPU job is not waiting for a node whose
+    other GPUs its running pods hold, whatever happens to the faulty one."""
     shared = a_fault & set(b)
     if not shared:
         return False
-    if a_fault & unusable or any(b[e][0] == "subject" for e in shared):
+    if any(b[e][0] == "subject" for e in shared):
         return True
+    taken = a_fault & unusable
+    if taken and b_asks != math.inf:  # (nothing of b waits: capacity taken elsewhere is nothing to it)
+        if b_asks is None or room is None or any(room.get(e, math.inf) >= b_asks for e in taken):
+            return True
     workloads = {e for e, (_, kind) in a.items() if kind in ("pod", "job")}
     return bool(workloads & {e for e, (_, kind) in b.items() if kind in ("pod", "job")})
+
+
+NOMINAL_LOOKBACK = timedelta(hours=24)  # a node's GPUs are the most it reported over this long before t
+
+
+def _room_if_fixed(unusable: set[int], at: datetime) -> dict[int, int]:
+    """Per faulty node or GPU (entity id), the whole GPUs its node would have free at ``at`` were its faults
+    fixed: the most GPUs the node reported over ``NOMINAL_LOOKBACK`` (a GPU that fell off the bus leaves
+    its capacity too) less those its running pods hold. Entities whose node or count is unknown are left
+    out (they count as having room). Three queries, whatever the number of entities."""
+    if not unusable:
+        return {}
+    node_of: dict[int, str] = {}
+    versions = EntityVersion.objects.as_of(at).filter(entity_id__in=unusable, kind__in=("node", "gpu"))
+    for entity_id, kind, name, node in versions.values_list("entity_id", "kind", "entity__name", "node"):
+        host = name if kind == "node" else node
+        if host:
+            node_of[entity_id] = host
+    hosts = set(node_of.values())
+    if not hosts:
+        return {}
+    nominal = dict(
+        EntityVersion.objects.overlapping(at - NOMINAL_LOOKBACK, at)
+        .filter(kind="node", entity__name__in=hosts, valid_from__lte=at, gpus__isnull=False)
+        .values_list("entity__name")
+        .annotate(most=Max("gpus"))
+        .values_list("entity__name", "most")
+    )
+    held: dict[str, int] = dict.fromkeys(hosts, 0)
+    pods = EntityVersion.objects.as_of(at).filter(kind="pod", node__in=hosts, phase="Running", deleted=False)
+    for node, gpus in pods.values_list("node", "gpus"):
+        held[node] += gpus or 0
+    return {e: nominal[h] - held[h] for e, h in node_of.items() if h in nominal}
+
+
+def _requests(incidents: dict[int, Attached], at: datetime) -> dict[int, float]:
+    """Per incident about jobs or pods, the fewest whole GPUs one of its waiting pods asks for (a job's per
+    pod); ``inf`` when none of them waits at ``at`` (placed, finished: capacity elsewhere is nothing to
+    them). Absent (not known) when a request is in fractions or MIG slices (what fits then is not a count
+    of free GPUs), or the incident is about no job or pod. One query."""
+    subjects = {
+        e: pk
+        for pk, have in incidents.items()
+        for e, (role, kind) in have.items()
+        if role == "subject" and kind in ("job", "pod")
+    }
+    if not subjects:
+        return {}
+    out: dict[int, float] = dict.fromkeys(set(subjects.values()), math.inf)
+    unknown: set[int] = set()
+    versions = EntityVersion.objects.as_of(at).filter(entity_id__in=subjects, deleted=False)
+    for entity_id, kind, phase, gpus, state in versions.values_list(
+        "entity_id", "kind", "phase", "gpus", "state"
+    ):
+        if phase != "Pending":
+            continue
+        state = state or {}
+        per_pod = state.get("gpus_per_pod") if kind == "job" else gpus
+        pk = subjects[entity_id]
+        if not isinstance(per_pod, int) or per_pod <= 0 or state.get("mig") or state.get("gpu_share"):
+            unknown.add(pk)
+            continue
+        out[pk] = min(out[pk], per_pod)
+    for pk in unknown:
+        out.pop(pk, None)
+    return out
 
 
 def _unusable(entities: set[int], at: datetime) -> set[int]:

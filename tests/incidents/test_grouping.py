@@ -206,6 +206,143 @@ class RelatedIncidentRuleTests(GroupingTestCase):
         self.assertNotEqual(job.pk, gpu.pk)
         self.assertEqual(list(job.related.values_list("pk", flat=True)), [gpu.pk])
 
+    def running_pods(self, host: str, gpus: int, at=T0 - timedelta(hours=1)) -> None:  # type: ignore[no-untyped-def]
+        """Pods of another project running on ``host``, holding ``gpus`` of its GPUs (one each)."""
+        from collectors.inventory import Observed, record_states
+
+        record_states(
+            self.cluster,
+            [
+                Observed(
+                    "pod",
+                    f"serve-{host}-{i}",
+                    {"phase": "Running", "node": host, "job": f"serve-{host}", "gpus": 1},
+                    namespace="nlp",
+                    hot={"phase": "Running", "node": host, "job": f"serve-{host}", "gpus": 1},
+                )
+                for i in range(gpus)
+            ],
+            at,
+        )
+
+    def test_it_does_not_link_a_pending_job_to_a_fault_on_a_node_it_could_not_use_once_fixed(self) -> None:
+        # h100-01's other seven GPUs are held by running pods: with its faulty GPU back it has one free, and
+        # resnet-train asks 8 a pod. On a busy cluster every pending job lists every node as a candidate.
+        self.running_pods("h100-01", 7)
+        job = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
+        self.gpu_fault("h100-01", 3, T0 + timedelta(minutes=4), phase="faulty")
+        gpu = self.fire(
+            "GPUXidError",
+            {"UUID": gpu_uuid("h100-01", 3), "Hostname": "h100-01"},
+            at=T0 + timedelta(minutes=3),
+        )
+        self.assertNotEqual(job.pk, gpu.pk)
+        self.assertEqual(job.related.count(), 0)
+        # The same fault on a node with room for a pod once fixed is linked (only the free GPUs count).
+        self.running_pods("h100-02", 0)
+        self.gpu_fault("h100-02", 5, T0 + timedelta(minutes=6), phase="faulty")
+        other = self.fire(
+            "GPUXidError",
+            {"UUID": gpu_uuid("h100-02", 5), "Hostname": "h100-02"},
+            at=T0 + timedelta(minutes=5),
+        )
+        self.assertEqual(list(job.related.values_list("pk", flat=True)), [other.pk])
+
+    def test_a_gpu_off_the_bus_counts_with_its_node_for_the_room_a_fix_would_make(self) -> None:
+        from collectors.inventory import Observed, record_states
+
+        job = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
+        node = {"ready": True, "unschedulable": False, "taints": [], "labels": {"nodepool": "h100"}}
+        record_states(  # the GPU gone, h100-01 advertises 7: resnet-train's 8-GPU pod fits once it is back
+            self.cluster,
+            [
+                Observed(
+                    "node",
+                    "h100-01",
+                    {**node, "capacity": {"nvidia.com/gpu": 7}, "allocatable": {"nvidia.com/gpu": 7}},
+                    hot={
+                        "phase": "Ready",
+                        "ready": True,
+                        "gpus": 7,
+                        "gpus_allocatable": 7,
+                        "node": "h100-01",
+                    },
+                )
+            ],
+            T0 + timedelta(minutes=2),
+        )
+        self.gpu_fault("h100-01", 3, T0 + timedelta(minutes=2))
+        gpu = self.fire(
+            "GPUXidError",
+            {"UUID": gpu_uuid("h100-01", 3), "Hostname": "h100-01"},
+            at=T0 + timedelta(minutes=3),
+        )
+        self.assertEqual(list(job.related.values_list("pk", flat=True)), [gpu.pk])
+
+    def test_it_does_not_link_a_job_placed_before_the_fault_by_capacity_alone(self) -> None:
+        from collectors.inventory import Observed, record_states
+
+        job = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
+        record_states(  # placed (elsewhere) a minute later: no capacity lost afterwards is anything to it
+            self.cluster,
+            [
+                Observed(
+                    "job",
+                    "resnet-train",
+                    {
+                        "phase": "Running",
+                        "queue": "vision",
+                        "project": "vision",
+                        "pods": 2,
+                        "gpus_per_pod": 8,
+                    },
+                    namespace="vision",
+                    hot={"phase": "Running", "queue": "vision", "project": "vision", "gpus": 16},
+                )
+            ],
+            T0 + timedelta(minutes=1),
+        )
+        self.gpu_fault("h100-01", 3, T0 + timedelta(minutes=4))
+        gpu = self.fire(
+            "GPUXidError",
+            {"UUID": gpu_uuid("h100-01", 3), "Hostname": "h100-01"},
+            at=T0 + timedelta(minutes=3),
+        )
+        self.assertNotEqual(job.pk, gpu.pk)
+        self.assertEqual(job.related.count(), 0)
+
+    def test_a_fault_on_a_node_with_room_for_a_smaller_pod_is_linked_to_the_job_asking_for_it(self) -> None:
+        from collectors.inventory import Observed, record_states
+
+        self.running_pods("h100-01", 6)
+        record_states(  # resnet-train now asks 2 GPUs a pod: h100-01 has them once its GPU is back
+            self.cluster,
+            [
+                Observed(
+                    "job",
+                    "resnet-train",
+                    {
+                        "phase": "Pending",
+                        "queue": "vision",
+                        "project": "vision",
+                        "pods": 2,
+                        "gpus_per_pod": 2,
+                    },
+                    namespace="vision",
+                    hot={"phase": "Pending", "queue": "vision", "project": "vision", "gpus": 4},
+                )
+            ],
+            T0 - timedelta(minutes=30),
+        )
+        job = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
+        self.gpu_fault("h100-01", 3, T0 + timedelta(minutes=4), phase="faulty")
+        gpu = self.fire(
+            "GPUXidError",
+            {"UUID": gpu_uuid("h100-01", 3), "Hostname": "h100-01"},
+            at=T0 + timedelta(minutes=3),
+        )
+        self.assertEqual(list(job.related.values_list("pk", flat=True)), [gpu.pk])
+
     def test_it_links_a_node_incident_and_a_pod_running_on_that_node(self) -> None:
         from collectors.inventory import Observed, record_states
 
