@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from collectors.models import Cluster, Entity
 from incidents.grouping import group_alert, resolve_subjects
@@ -206,142 +206,71 @@ class RelatedIncidentRuleTests(GroupingTestCase):
         self.assertNotEqual(job.pk, gpu.pk)
         self.assertEqual(list(job.related.values_list("pk", flat=True)), [gpu.pk])
 
-    def running_pods(self, host: str, gpus: int, at=T0 - timedelta(hours=1)) -> None:  # type: ignore[no-untyped-def]
+    def running_pods(self, host: str, gpus: int, at: datetime = T0 - timedelta(hours=1)) -> None:
         """Pods of another project running on ``host``, holding ``gpus`` of its GPUs (one each)."""
         from collectors.inventory import Observed, record_states
 
-        record_states(
-            self.cluster,
-            [
-                Observed(
-                    "pod",
-                    f"serve-{host}-{i}",
-                    {"phase": "Running", "node": host, "job": f"serve-{host}", "gpus": 1},
-                    namespace="nlp",
-                    hot={"phase": "Running", "node": host, "job": f"serve-{host}", "gpus": 1},
-                )
-                for i in range(gpus)
-            ],
-            at,
+        state = {"phase": "Running", "node": host, "job": f"serve-{host}", "gpus": 1}
+        pods = [Observed("pod", f"serve-{host}-{i}", state, namespace="nlp", hot=state) for i in range(gpus)]
+        record_states(self.cluster, pods, at)
+
+    def resnet(self, phase: str, gpus_per_pod: int, at: datetime) -> None:
+        """vision/resnet-train (2 pods) from ``at`` in ``phase``, asking ``gpus_per_pod`` a pod."""
+        from collectors.inventory import Observed, record_states
+
+        hot = {"phase": phase, "queue": "vision", "project": "vision", "gpus": 2 * gpus_per_pod}
+        state = {**hot, "pods": 2, "gpus_per_pod": gpus_per_pod}
+        record_states(self.cluster, [Observed("job", "resnet-train", state, namespace="vision", hot=hot)], at)
+
+    def xid(self, host: str, index: int, minute: int, phase: str = "missing") -> Incident:
+        """A GPU fault the inventory sees a minute after its Xid alert fires (``minute`` after T0)."""
+        self.gpu_fault(host, index, T0 + timedelta(minutes=minute + 1), phase=phase)
+        return self.fire(
+            "GPUXidError",
+            {"UUID": gpu_uuid(host, index), "Hostname": host},
+            at=T0 + timedelta(minutes=minute),
         )
+
+    def related(self, incident: Incident) -> list[int]:
+        return list(incident.related.values_list("pk", flat=True))
+
+    def pending_resnet(self) -> Incident:
+        return self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
 
     def test_it_does_not_link_a_pending_job_to_a_fault_on_a_node_it_could_not_use_once_fixed(self) -> None:
         # h100-01's other seven GPUs are held by running pods: with its faulty GPU back it has one free, and
         # resnet-train asks 8 a pod. On a busy cluster every pending job lists every node as a candidate.
         self.running_pods("h100-01", 7)
-        job = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
-        self.gpu_fault("h100-01", 3, T0 + timedelta(minutes=4), phase="faulty")
-        gpu = self.fire(
-            "GPUXidError",
-            {"UUID": gpu_uuid("h100-01", 3), "Hostname": "h100-01"},
-            at=T0 + timedelta(minutes=3),
-        )
-        self.assertNotEqual(job.pk, gpu.pk)
-        self.assertEqual(job.related.count(), 0)
-        # The same fault on a node with room for a pod once fixed is linked (only the free GPUs count).
-        self.running_pods("h100-02", 0)
-        self.gpu_fault("h100-02", 5, T0 + timedelta(minutes=6), phase="faulty")
-        other = self.fire(
-            "GPUXidError",
-            {"UUID": gpu_uuid("h100-02", 5), "Hostname": "h100-02"},
-            at=T0 + timedelta(minutes=5),
-        )
-        self.assertEqual(list(job.related.values_list("pk", flat=True)), [other.pk])
+        job = self.pending_resnet()
+        self.xid("h100-01", 3, 3, phase="faulty")
+        self.assertEqual(self.related(job), [])
+        # The same fault on a node with room for a pod once fixed is linked.
+        other = self.xid("h100-02", 5, 5, phase="faulty")
+        self.assertEqual(self.related(job), [other.pk])
 
     def test_a_gpu_off_the_bus_counts_with_its_node_for_the_room_a_fix_would_make(self) -> None:
         from collectors.inventory import Observed, record_states
 
-        job = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
-        node = {"ready": True, "unschedulable": False, "taints": [], "labels": {"nodepool": "h100"}}
-        record_states(  # the GPU gone, h100-01 advertises 7: resnet-train's 8-GPU pod fits once it is back
-            self.cluster,
-            [
-                Observed(
-                    "node",
-                    "h100-01",
-                    {**node, "capacity": {"nvidia.com/gpu": 7}, "allocatable": {"nvidia.com/gpu": 7}},
-                    hot={
-                        "phase": "Ready",
-                        "ready": True,
-                        "gpus": 7,
-                        "gpus_allocatable": 7,
-                        "node": "h100-01",
-                    },
-                )
-            ],
-            T0 + timedelta(minutes=2),
-        )
-        self.gpu_fault("h100-01", 3, T0 + timedelta(minutes=2))
-        gpu = self.fire(
-            "GPUXidError",
-            {"UUID": gpu_uuid("h100-01", 3), "Hostname": "h100-01"},
-            at=T0 + timedelta(minutes=3),
-        )
-        self.assertEqual(list(job.related.values_list("pk", flat=True)), [gpu.pk])
+        job = self.pending_resnet()
+        hot = {"phase": "Ready", "ready": True, "gpus": 7, "gpus_allocatable": 7, "node": "h100-01"}
+        state = {**hot, "capacity": {"nvidia.com/gpu": 7}, "allocatable": {"nvidia.com/gpu": 7}}
+        # the GPU gone, h100-01 advertises 7: resnet-train's 8-GPU pod fits once it is back
+        record_states(self.cluster, [Observed("node", "h100-01", state, hot=hot)], T0 + timedelta(minutes=2))
+        gpu = self.xid("h100-01", 3, 3)
+        self.assertEqual(self.related(job), [gpu.pk])
 
     def test_it_does_not_link_a_job_placed_before_the_fault_by_capacity_alone(self) -> None:
-        from collectors.inventory import Observed, record_states
-
-        job = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
-        record_states(  # placed (elsewhere) a minute later: no capacity lost afterwards is anything to it
-            self.cluster,
-            [
-                Observed(
-                    "job",
-                    "resnet-train",
-                    {
-                        "phase": "Running",
-                        "queue": "vision",
-                        "project": "vision",
-                        "pods": 2,
-                        "gpus_per_pod": 8,
-                    },
-                    namespace="vision",
-                    hot={"phase": "Running", "queue": "vision", "project": "vision", "gpus": 16},
-                )
-            ],
-            T0 + timedelta(minutes=1),
-        )
-        self.gpu_fault("h100-01", 3, T0 + timedelta(minutes=4))
-        gpu = self.fire(
-            "GPUXidError",
-            {"UUID": gpu_uuid("h100-01", 3), "Hostname": "h100-01"},
-            at=T0 + timedelta(minutes=3),
-        )
-        self.assertNotEqual(job.pk, gpu.pk)
-        self.assertEqual(job.related.count(), 0)
+        job = self.pending_resnet()
+        self.resnet("Running", 8, T0 + timedelta(minutes=1))  # placed: capacity lost later is nothing to it
+        self.xid("h100-01", 3, 3)
+        self.assertEqual(self.related(job), [])
 
     def test_a_fault_on_a_node_with_room_for_a_smaller_pod_is_linked_to_the_job_asking_for_it(self) -> None:
-        from collectors.inventory import Observed, record_states
-
         self.running_pods("h100-01", 6)
-        record_states(  # resnet-train now asks 2 GPUs a pod: h100-01 has them once its GPU is back
-            self.cluster,
-            [
-                Observed(
-                    "job",
-                    "resnet-train",
-                    {
-                        "phase": "Pending",
-                        "queue": "vision",
-                        "project": "vision",
-                        "pods": 2,
-                        "gpus_per_pod": 2,
-                    },
-                    namespace="vision",
-                    hot={"phase": "Pending", "queue": "vision", "project": "vision", "gpus": 4},
-                )
-            ],
-            T0 - timedelta(minutes=30),
-        )
-        job = self.fire("GPUJobPendingTooLong", {"namespace": "vision", "job_name": "resnet-train"})
-        self.gpu_fault("h100-01", 3, T0 + timedelta(minutes=4), phase="faulty")
-        gpu = self.fire(
-            "GPUXidError",
-            {"UUID": gpu_uuid("h100-01", 3), "Hostname": "h100-01"},
-            at=T0 + timedelta(minutes=3),
-        )
-        self.assertEqual(list(job.related.values_list("pk", flat=True)), [gpu.pk])
+        self.resnet("Pending", 2, T0 - timedelta(minutes=30))  # h100-01 has 2 free once its GPU is back
+        job = self.pending_resnet()
+        gpu = self.xid("h100-01", 3, 3, phase="faulty")
+        self.assertEqual(self.related(job), [gpu.pk])
 
     def test_it_links_a_node_incident_and_a_pod_running_on_that_node(self) -> None:
         from collectors.inventory import Observed, record_states
