@@ -872,14 +872,14 @@ def _room_if_fixed(unusable: set[int], at: datetime) -> dict[int, int]:
     return {e: nominal[h] - held[h] for e, h in node_of.items() if h in nominal}
 
 
-def _requests(incidents: dict[int, Attached], at: datetime) -> dict[int, float]:
+def _requests(attachments: dict[int, Attached], at: datetime) -> dict[int, float]:
     """Per incident about jobs or pods, the fewest whole GPUs one of its waiting pods asks for (a job's per
     pod); ``inf`` when none of them waits at ``at`` (placed, finished: capacity elsewhere is nothing to
     them). Absent (not known) when a request is in fractions or MIG slices (what fits then is not a count
     of free GPUs), or the incident is about no job or pod. One query."""
     subjects = {
         e: pk
-        for pk, have in incidents.items()
+        for pk, have in attachments.items()
         for e, (role, kind) in have.items()
         if role == "subject" and kind in ("job", "pod")
     }
