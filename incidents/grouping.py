@@ -817,8 +817,8 @@ def _matters(
     a_fault: set[int],
     b: Attached,
     unusable: set[int],
-    room: dict[int, int] | None = None,
-    b_asks: float | None = None,
+    room: dict[int, int],
+    b_asks: float | None,
 ) -> bool:
     """Whether ``a``'s fault (``a_fault``, its fault entities) can matter to ``b`` (both as :data:`Attached`):
     they share a faulty entity, and that entity is ``b``'s subject too, or they share a workload, or ``a``'s
@@ -833,7 +833,7 @@ def _matters(
         return True
     taken = a_fault & unusable
     if taken and b_asks != math.inf:  # (nothing of b waits: capacity taken elsewhere is nothing to it)
-        if b_asks is None or room is None or any(room.get(e, math.inf) >= b_asks for e in taken):
+        if b_asks is None or any(room.get(e, math.inf) >= b_asks for e in taken):
             return True
     workloads = {e for e, (_, kind) in a.items() if kind in ("pod", "job")}
     return bool(workloads & {e for e, (_, kind) in b.items() if kind in ("pod", "job")})
@@ -876,7 +876,8 @@ def _requests(attachments: dict[int, Attached], at: datetime) -> dict[int, float
     """Per incident about jobs or pods, the fewest whole GPUs one of its waiting pods asks for (a job's per
     pod); ``inf`` when none of them waits at ``at`` (placed, finished: capacity elsewhere is nothing to
     them). Absent (not known) when a request is in fractions or MIG slices (what fits then is not a count
-    of free GPUs), or the incident is about no job or pod. One query."""
+    of free GPUs), when a subject has no state at ``at`` (not swept yet), or the incident is about no job
+    or pod. One query."""
     subjects = {
         e: pk
         for pk, have in attachments.items()
@@ -886,11 +887,13 @@ def _requests(attachments: dict[int, Attached], at: datetime) -> dict[int, float
     if not subjects:
         return {}
     out: dict[int, float] = dict.fromkeys(set(subjects.values()), math.inf)
+    unseen = set(subjects)
     unknown: set[int] = set()
     versions = EntityVersion.objects.as_of(at).filter(entity_id__in=subjects, deleted=False)
     for entity_id, kind, phase, gpus, state in versions.values_list(
         "entity_id", "kind", "phase", "gpus", "state"
     ):
+        unseen.discard(entity_id)
         if phase != "Pending":
             continue
         state = state or {}
@@ -900,6 +903,7 @@ def _requests(attachments: dict[int, Attached], at: datetime) -> dict[int, float
             unknown.add(pk)
             continue
         out[pk] = min(out[pk], per_pod)
+    unknown.update(subjects[e] for e in unseen)  # not known to wait or not: not "placed" either
     for pk in unknown:
         out.pop(pk, None)
     return out

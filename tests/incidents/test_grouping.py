@@ -265,6 +265,20 @@ class RelatedIncidentRuleTests(GroupingTestCase):
         self.xid("h100-01", 3, 3)
         self.assertEqual(self.related(job), [])
 
+    def test_a_jobs_request_is_what_its_state_says_at_that_moment(self) -> None:
+        import math
+
+        from incidents.grouping import _requests
+
+        job = Entity.objects.get(kind="job", name="resnet-train")
+        asks = {7: {job.pk: ("subject", "job")}}
+        self.assertEqual(_requests(asks, T0), {7: 8})  # pending, 8 GPUs a pod
+        self.assertEqual(_requests(asks, T0 - timedelta(hours=3)), {})  # not swept yet: not known
+        self.resnet("Running", 8, T0 + timedelta(minutes=1))
+        self.assertEqual(
+            _requests(asks, T0 + timedelta(minutes=2)), {7: math.inf}
+        )  # placed: waits for nothing
+
     def test_a_fault_on_a_node_with_room_for_a_smaller_pod_is_linked_to_the_job_asking_for_it(self) -> None:
         self.running_pods("h100-01", 6)
         self.resnet("Pending", 2, T0 - timedelta(minutes=30))  # h100-01 has 2 free once its GPU is back

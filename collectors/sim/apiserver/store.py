@@ -166,7 +166,7 @@ class Store:
         self._world_rv: int | None = None
         self._event_objs: dict[Key, Any] = {}
         self._signatures = Signatures()  # the objects' signature parts, kept from sync to sync
-        # Publication on demand (``defer``/``catch_up``): the world that moved since the last sync, and how
+        # Publication on demand (``publish``/``catch_up``): the world that moved since the last sync, and how
         # many watches are open (while one is, every advance syncs at once: its events are due as they happen).
         self._pending: Any = None
         self._pending_since: float | None = None  # world time of the first advance not yet synced
