@@ -135,6 +135,7 @@ def pipeline_stages() -> Stages:
     s.wrap(sweep, "sweep_cluster", "inventory sweep")
     s.wrap(sweep, "sweep_events", "event sweep")
     s.wrap(sweep, "sweep_telemetry", "telemetry sweep")
+    s.wrap(sweep, "ask_inventory", "inventory asked ahead")
     s.wrap(lifecycle, "settle", "settle")
     s.wrap(inline, "drain", "drain wait (driver)")
     s.wrap(outbox, "process_alerts", "grouping")

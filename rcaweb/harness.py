@@ -336,17 +336,27 @@ class Harness:
         name = self.cluster.name
         started = time.monotonic()
         busy = self.web.busy if self.web is not None else None
-        # While the inline worker is busy, telemetry's queries go out first: Prometheus (the simulator, on its
-        # own core) answers them while the worker finishes; the answers are stored where the sweep ran before
-        # (what they ask and what a past window holds depend on nothing done in between). With the worker
-        # idle they wait: sent now they would only hold up the inventory's own Prometheus queries.
-        early = telemetry and policy.drain_s is not None and inline.working()
-        asked = [self._attempt(policy, sweep.ask_telemetry, name, t)] if early else [None]
+        # While the inline worker is busy, the sweeps' reads go out first: the simulator (on its own core)
+        # answers them while the worker finishes, and the answers are mapped and stored where the sweeps ran
+        # before. The inventory's listings and GPU queries read the cluster as it is at this tick, and it does
+        # not move until the next advance (the worker only reads it); what telemetry's queries ask and what a
+        # past window holds depend on nothing done in between. With the worker idle they wait: sent now, the
+        # telemetry queries would only hold up the inventory's own.
+        early = policy.drain_s is not None and inline.working()
+        asked = [
+            self._attempt(policy, sweep.ask_telemetry, name, t) if early and telemetry else None,
+            self._attempt(policy, sweep.ask_inventory, name, t) if early and inventory else None,
+        ]
         with busy or contextlib.nullcontext(), _closing(asked):  # serialized requests: one in flight first
             if policy.drain_s is not None and not inline.drain(timeout=policy.drain_s):
                 logger.warning("inline worker still busy after %d s; sweeping anyway", policy.drain_s)
             if inventory:
-                summary = self._attempt(policy, sweep.sweep_cluster, name, t)
+
+                def sweep_cluster(cluster: str, at: datetime) -> Any:
+                    first, asked[1] = asked[1], None  # a second attempt reads again
+                    return sweep.sweep_cluster(cluster, at, asked=first)
+
+                summary = self._attempt(policy, sweep_cluster, name, t)
                 last["inventory"] = clock
                 self._at_last_sweep = self._due_keys
                 self._pending_swept |= self._held  # this sweep saw what pends now in its pending state
@@ -416,12 +426,13 @@ class Harness:
 
 @contextlib.contextmanager
 def _closing(asked: list[Any]) -> Iterator[None]:
-    """Telemetry queries asked and never stored (a sweep before them failed) are not left running."""
+    """Reads asked and never used (a sweep before them failed) are not left running."""
     try:
         yield
     finally:
-        if asked[0] is not None:
-            asked[0].close()
+        for one in asked:
+            if one is not None:
+                one.close()
 
 
 @contextlib.contextmanager

@@ -6,7 +6,8 @@ orjson): deserializing 20,000 pods into generated model classes costs seconds an
 ``iter_reusing`` goes further for a caller that knows most objects already (a sweep's memos): each page is
 parsed by simdjson and only the items the caller does not recognise are decoded.
 While the caller maps one page, the next one is already being fetched (one page ahead, one thread), so the
-API server's time to answer overlaps ours. Every failure —
+API server's time to answer overlaps ours; a caller that knows what it will list can have whole listings read
+ahead (``prefetch``: the inventory sweep asks all of its own at its start). Every failure —
 timeout, refused, 401/403/5xx, an answer that is not JSON — is a :class:`SourceError`.
 Only read verbs are called here; ``tests/collectors/test_readonly.py`` proves it.
 """
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -35,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 SOURCE = "k8s"
 PAGE_SIZE = 500  # kubectl's default chunk size
+PREFETCH_BYTES = 64 * 1024 * 1024  # what a read ahead keeps at most (prefetch); then the listing goes live
 
 
 def _api_client(cluster: Cluster, timeout: float) -> client.ApiClient:
@@ -68,8 +72,14 @@ class KubeSource:
         self.custom = client.CustomObjectsApi(self.api)
         self.last_resource_version: dict[str, str] = {}  # per listing: the list's resourceVersion (for watch)
         self._watches: set[_RawWatch] = set()
+        self._ahead: dict[str, queue.SimpleQueue[tuple[str, Any]]] = {}  # listings read ahead (prefetch)
+        self._reader: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     def close(self) -> None:
+        if self._reader is not None:  # a read ahead stops after its request in flight, before the pool closes
+            self._stopping.set()
+            self._reader.join()
         self.api.close()
 
     def __enter__(self) -> KubeSource:
@@ -171,22 +181,34 @@ class KubeSource:
         self, call: str, fn: Callable[..., Any], params: dict[str, Any], *, lazy: bool = False
     ) -> Iterator[Any]:
         """The pages of one listing; page n+1 is requested (in a worker thread) as soon as page n arrived.
-        ``lazy``: each page parsed by simdjson (a ``simdjson.Object``, its fields decoded when read)."""
-        mapping_type, list_type = (simdjson.Object, simdjson.Array) if lazy else (dict, list)
+        ``lazy``: each page parsed by simdjson (a ``simdjson.Object``, its fields decoded when read). A listing
+        read ahead (:meth:`prefetch`) gives its pages from there, then goes on live where the read stopped."""
+        token: str | None = None
+        ahead_pages = self._ahead.pop(call, None) if not params else None
+        if ahead_pages is not None:
+            while True:
+                what, value = ahead_pages.get()
+                if what == "error":
+                    raise value
+                if what == "end":
+                    return
+                if what == "stop":
+                    token = value  # where the read ahead stopped (its bound, or closed): None, the start
+                    break
+                page = self._page(call, self._decode(call, value, lazy), lazy)
+                meta = page.get("metadata") or {}
+                if not meta.get("continue"):
+                    self.last_resource_version[call] = str(meta.get("resourceVersion") or "")
+                yield page
 
         def get(token: str | None) -> Any:
             kw: dict[str, Any] = {"limit": self.page_size, **params}
             if token:
                 kw["_continue"] = token
-            page = self._json(call, fn, lazy=lazy, **kw)
-            if not isinstance(page.get("items"), list_type):
-                raise SourceError(SOURCE, call, "malformed answer: no items list")
-            if not isinstance(page.get("metadata") or {}, mapping_type | dict):
-                raise SourceError(SOURCE, call, "malformed answer: metadata is not an object")
-            return page
+            return self._page(call, self._json(call, fn, lazy=lazy, **kw), lazy)
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="k8s-page") as ahead:
-            pending: Future[dict[str, Any]] | None = ahead.submit(get, None)
+            pending: Future[dict[str, Any]] | None = ahead.submit(get, token)
             while pending is not None:
                 page = pending.result()
                 meta = page.get("metadata") or {}
@@ -195,6 +217,63 @@ class KubeSource:
                 if not token:
                     self.last_resource_version[call] = str(meta.get("resourceVersion") or "")
                 yield page
+
+    @staticmethod
+    def _page(call: str, page: Any, lazy: bool) -> Any:
+        """A decoded page, checked: an object with an items list."""
+        mapping_type, list_type = (simdjson.Object, simdjson.Array) if lazy else (dict, list)
+        if not isinstance(page.get("items"), list_type):
+            raise SourceError(SOURCE, call, "malformed answer: no items list")
+        if not isinstance(page.get("metadata") or {}, mapping_type | dict):
+            raise SourceError(SOURCE, call, "malformed answer: metadata is not an object")
+        return page
+
+    def prefetch(self, calls: list[str], *, max_bytes: int = PREFETCH_BYTES) -> None:
+        """Start reading these listings now ("list nodes", "list pods", …: :meth:`lister`'s names), one after
+        the other in a thread of their own, while the caller does something else; a later listing of the same
+        name (without parameters) takes its pages from there, as they arrive, instead of asking again.
+
+        For a driver that knows it will list and is waiting on other work meanwhile (the simulation harness,
+        while its inline worker finishes): the API server answers on its own time. The pages are kept as the
+        server sent them (bytes) and decoded when listed. At most ``max_bytes`` are kept: a listing that
+        reaches the bound stops there, and its listing goes on live from that page's continue token; the
+        listings after it are not read ahead. A failure is raised where the listing would have met it. A
+        listing read ahead is listed once: a second listing (a restart after an expired token) goes live."""
+        fns = {call: self.lister(call) for call in calls}  # an unknown name fails here, in the caller
+        queues: dict[str, queue.SimpleQueue[tuple[str, Any]]] = {c: queue.SimpleQueue() for c in fns}
+        self._ahead.update(queues)
+
+        def read() -> None:
+            kept = 0
+            for call, (fn, args) in fns.items():
+                out, token = queues[call], None
+                while True:
+                    if self._stopping.is_set() or kept >= max_bytes:
+                        out.put_nowait(
+                            ("stop", token)
+                        )  # its listing goes on live from here (None: the start)
+                        break
+                    kw: dict[str, Any] = {"limit": self.page_size}
+                    if token:
+                        kw["_continue"] = token
+                    try:
+                        raw = self._body(call, fn, *args, **kw)
+                    except SourceError as exc:
+                        out.put_nowait(("error", exc))
+                        break
+                    except Exception:  # not the source's failure: the listing meets it live, or not
+                        logger.exception("%s: reading ahead failed", call)
+                        out.put_nowait(("stop", token))
+                        break
+                    kept += len(raw)
+                    out.put_nowait(("page", raw))
+                    token = _continue_token(raw)
+                    if token is None:
+                        out.put_nowait(("end", None))
+                        break
+
+        self._reader = threading.Thread(target=read, name="k8s-ahead", daemon=True)
+        self._reader.start()
 
     #
     # Watch
@@ -348,15 +427,22 @@ class KubeSource:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise SourceError(SOURCE, call, f"request failed: {exc}")
 
-    def _json(self, call: str, fn: Callable[..., Any], *, lazy: bool = False, **kw: Any) -> Any:
-        """The answer decoded (a dict), or with ``lazy`` parsed by simdjson (a ``simdjson.Object``)."""
-        resp = self._raw(call, fn, **kw)
+    def _body(self, call: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> bytes:
+        """The answer's body as the server sent it."""
+        resp = self._raw(call, fn, *args, **kw)
         try:
-            raw = resp.data
+            return bytes(resp.data)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise SourceError(SOURCE, call, f"answer broke off: {exc}")
         finally:
             resp.release_conn()
+
+    def _json(self, call: str, fn: Callable[..., Any], *, lazy: bool = False, **kw: Any) -> Any:
+        """The answer decoded (a dict), or with ``lazy`` parsed by simdjson (a ``simdjson.Object``)."""
+        return self._decode(call, self._body(call, fn, **kw), lazy)
+
+    @staticmethod
+    def _decode(call: str, raw: bytes, lazy: bool) -> Any:
         try:
             # A parser per page: a page's objects stay readable while the next page is parsed.
             body = simdjson.Parser().parse(raw) if lazy else orjson.loads(raw)
@@ -365,6 +451,18 @@ class KubeSource:
         if not isinstance(body, simdjson.Object if lazy else dict):
             raise SourceError(SOURCE, call, "malformed answer: not a JSON object")
         return body
+
+
+def _continue_token(raw: bytes) -> str | None:
+    """A page's continue token, read without decoding the page (None: the last page, or not a list page: the
+    listing then meets the same answer when it decodes it)."""
+    try:
+        page = simdjson.Parser().parse(raw)
+        meta = page.get("metadata") if isinstance(page, simdjson.Object) else None
+        token = meta.get("continue") if isinstance(meta, simdjson.Object) else None
+    except ValueError:
+        return None
+    return str(token) if isinstance(token, str) and token else None
 
 
 class _RawWatch(watch.Watch):

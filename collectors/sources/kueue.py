@@ -9,6 +9,7 @@ from collectors.sources.kubernetes import KubeSource
 
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta1"
+COHORT_VERSION = "v1alpha1"  # Cohort objects (kueue.x-k8s.io/v1alpha1), where the cluster has them
 
 
 class KueueSource:

@@ -14,7 +14,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -28,6 +28,8 @@ from collectors.inventory import Observed, record_absent, record_slices, record_
 from collectors.mapping.common import latest_transition
 from collectors.models import Cluster, EntityVersion, SourceRun
 from collectors.signals import inventory_swept
+from collectors.sources import kai as kai_api
+from collectors.sources import kueue as kueue_api
 from collectors.sources import promql
 from collectors.sources.dcgm import dcgm_identity
 from collectors.sources.errors import SourceError
@@ -52,40 +54,56 @@ def sweep_cluster(
     progress: Progress | None = None,
     kube_factory: Callable[[Cluster], Any] = KubeSource,
     passes: list[_Sweep] | None = None,
+    asked: _Sweep | None = None,
 ) -> SweepSummary:
     """Sweep one cluster's inventory at ``at`` (default now; the simulator drivers pass simulated time).
 
     Never raises for a source failure: each failure is a ``SourceRun(ok=False)`` and in ``summary.errors``.
     Raises ValueError for an unknown cluster. ``kube_factory``: see ``_Sweep``; ``passes`` gets the pass
-    (its nodes and pods: what the watch's GPU polls resolve against).
+    (its nodes and pods: what the watch's GPU polls resolve against). ``asked``: this sweep, its reads sent
+    earlier (:func:`ask_inventory`, for the same cluster and ``at``): it maps and records what they answer.
     """
     cluster, at = resolve(cluster_name, at)
-    summary = SweepSummary(cluster=cluster.name, at=at, kind="inventory")
+    if asked is not None and (asked.cluster.pk, asked.at) != (cluster.pk, at):
+        asked.close()
+        raise ValueError(f"asked for {asked.cluster.name} at {asked.at}, swept {cluster.name} at {at}")
+    summary = (
+        asked.summary if asked is not None else SweepSummary(cluster=cluster.name, at=at, kind="inventory")
+    )
     started = time.monotonic()
     with cluster_lock(cluster.name, "inventory") as got:
         if not got:
             summary.skipped = True
+            if asked is not None:
+                asked.close()
             return summary
-        runner = Runner(cluster, at, summary)
+        one = asked or _Sweep(cluster, at, Runner(cluster, at, summary), summary, kube_factory=kube_factory)
+        if progress is not None:
+            one.progress = progress
         try:
             with _no_cyclic_gc():
-                one = _Sweep(
-                    cluster,
-                    at,
-                    runner,
-                    summary,
-                    progress or (lambda what, n: None),
-                    kube_factory=kube_factory,
-                )
                 one.run()
                 if passes is not None:
                     passes.append(one)
         finally:
-            runner.save()
+            one.runner.save()
     summary.duration_s = time.monotonic() - started
     logger.info("%s", summary.line())
     announce(cluster.name, at)
     return summary
+
+
+def ask_inventory(cluster_name: str, at: datetime) -> _Sweep:
+    """Send an inventory sweep's reads now, in the background; ``sweep_cluster(…, asked=…)`` maps and
+    records their answers later (:meth:`_Sweep.ask`). For a driver that will sweep at ``at`` and waits on
+    other work first (the simulation harness, while its inline worker finishes): what the cluster answers
+    is what it would answer then, provided nothing moves it in between (the simulated cluster does not
+    advance while the harness waits). Nothing is written until the sweep runs; ``close()`` drops it."""
+    cluster, at = resolve(cluster_name, at)
+    summary = SweepSummary(cluster=cluster.name, at=at, kind="inventory")
+    one = _Sweep(cluster, at, Runner(cluster, at, summary), summary)
+    one.ask()
+    return one
 
 
 def announce(cluster: str, at: datetime) -> None:
@@ -120,7 +138,7 @@ def _no_cyclic_gc(*, collect: bool = True) -> Iterator[None]:
 def _cohorts(kube: KubeSource) -> list[dict[str, Any]]:
     """Kueue Cohort objects (kueue.x-k8s.io/v1alpha1); a cluster without the Cohort API has none, not an error."""
     try:
-        return list(kube.iter_custom("kueue.x-k8s.io", "v1alpha1", "cohorts"))
+        return list(kube.iter_custom(kueue_api.GROUP, kueue_api.COHORT_VERSION, "cohorts"))
     except SourceError as exc:
         if exc.status == 404:
             return []
@@ -224,7 +242,7 @@ class _Sweep:
         at: datetime,
         runner: Runner,
         summary: SweepSummary,
-        progress: Progress,
+        progress: Progress | None = None,
         *,
         kube_factory: Callable[[Cluster], Any] = KubeSource,
         gpus: bool = True,
@@ -234,7 +252,7 @@ class _Sweep:
             at,
             runner,
             summary,
-            progress,
+            progress or (lambda what, n: None),
         )
         self.kube_factory = kube_factory
         self.with_gpus = gpus
@@ -242,46 +260,97 @@ class _Sweep:
         self.nodes: dict[str, dict[str, Any]] | None = None  # node name -> state (GPU host resolution)
         self.pods: _Pods | None = None
         self.gpu_answers: GpuAnswers | None = None  # the GPU queries' answers (the watch's poll compares)
+        self._background: ThreadPoolExecutor | None = None  # the Prometheus reads' thread (ask)
+        self._gpu_series_asked: Future[tuple[GpuAnswers | None, GpuSeries | None]] | None = None
+        self._kube_asked: Any = None  # the Kubernetes source, its listings read ahead (ask)
+
+    def listings(self) -> list[str]:
+        """What ``_kube`` lists, in its order (``KubeSource.lister``'s names): what ``ask`` reads ahead."""
+        calls = ["list nodes"]
+        if self.scheduler == "kai":
+            g = kai_api.GROUP
+            calls += [
+                f"list queues.{g}/{kai_api.QUEUE_VERSION}",
+                f"list podgroups.{g}/{kai_api.PODGROUP_VERSION}",
+                "list namespaces",
+            ]
+        elif self.scheduler == "kueue":
+            g, v = kueue_api.GROUP, kueue_api.VERSION
+            calls += [
+                f"list {plural}.{g}/{v}"
+                for plural in ("clusterqueues", "localqueues", "workloads", "resourceflavors")
+            ]
+            calls.append(f"list cohorts.{g}/{kueue_api.COHORT_VERSION}")
+        return [*calls, "list pods", "list jobs"]
+
+    def ask(self, *, kube: bool = True) -> None:
+        """Send the reads: Prometheus' GPU queries, and with ``kube`` every Kubernetes listing (read ahead:
+        ``KubeSource.prefetch``), each in a thread of its own. Only HTTP happens there; ``run`` maps and
+        records. A source that cannot be reached is connected to again, and its failure recorded, by ``run``."""
+        if self._background is not None:
+            return
+        self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prometheus")
+        if self.cluster.prometheus_url and self.with_gpus:
+            self._gpu_series_asked = self._background.submit(self._gpu_series)
+        if kube:
+            try:
+                source = self.kube_factory(self.cluster)
+            except Exception:  # connected again by run, which records why it cannot
+                return
+            self._kube_asked = source
+            if isinstance(source, KubeSource):
+                source.prefetch(self.listings())
+
+    def close(self) -> None:
+        """Stop what ``ask`` sent and was not used (a sweep that did not run), and free its threads."""
+        if self._gpu_series_asked is not None:
+            self._gpu_series_asked.cancel()
+        if self._background is not None:
+            self._background.shutdown(wait=True)
+            self._background = None
+        if self._kube_asked is not None:
+            self._kube_asked.close()
+            self._kube_asked = None
 
     def run(self) -> None:
         # Prometheus is asked in the background while Kubernetes is listed and mapped: the two wait on
         # different servers. The worker thread only talks HTTP; everything touching the database stays here.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="prometheus") as background:
-            gpu_series = (
-                background.submit(self._gpu_series)
-                if self.cluster.prometheus_url and self.with_gpus
-                else None
+        self.ask()
+        try:
+            self._run(self._gpu_series_asked)
+        finally:
+            self.close()
+
+    def _run(self, gpu_series: Future[tuple[GpuAnswers | None, GpuSeries | None]] | None) -> None:
+        actors = self._runai_actors() if runai_enabled(self.cluster.runai_url) else {}
+        asked, self._kube_asked = self._kube_asked, None
+        kube = self.runner.call("k8s", "connect", lambda: asked or self.kube_factory(self.cluster))
+        if kube is None:
+            self.summary.skipped_kinds += ["node", "pod", "job"] + (
+                ["project", "queue"] if self.scheduler != "default" else []
             )
-            actors = self._runai_actors() if runai_enabled(self.cluster.runai_url) else {}
-            kube = self.runner.call("k8s", "connect", lambda: self.kube_factory(self.cluster))
-            if kube is None:
-                self.summary.skipped_kinds += ["node", "pod", "job"] + (
-                    ["project", "queue"] if self.scheduler != "default" else []
-                )
-            else:
-                try:
-                    self._kube(kube, actors)
-                finally:
-                    kube.close()
-            if not self.with_gpus:
-                pass
-            elif gpu_series is None:
-                self.runner.note(
-                    "prometheus",
-                    "configure",
-                    "no Prometheus URL configured: GPUs and telemetry are not collected",
-                )
-            else:
-                try:
-                    answers, fetched = gpu_series.result()
-                except Exception as exc:  # a bug in the worker thread must not stop the sweep
-                    logger.exception("prometheus: GPU queries failed")
-                    self.summary.errors.append(
-                        f"prometheus: GPU queries: unexpected {type(exc).__name__}: {exc}"
-                    )
-                    answers = fetched = None
-                self.gpu_answers = answers if fetched is not None else None
-                self._gpus(fetched)
+        else:
+            try:
+                self._kube(kube, actors)
+            finally:
+                kube.close()
+        if not self.with_gpus:
+            pass
+        elif gpu_series is None:
+            self.runner.note(
+                "prometheus",
+                "configure",
+                "no Prometheus URL configured: GPUs and telemetry are not collected",
+            )
+        else:
+            try:
+                answers, fetched = gpu_series.result()
+            except Exception as exc:  # a bug in the worker thread must not stop the sweep
+                logger.exception("prometheus: GPU queries failed")
+                self.summary.errors.append(f"prometheus: GPU queries: unexpected {type(exc).__name__}: {exc}")
+                answers = fetched = None
+            self.gpu_answers = answers if fetched is not None else None
+            self._gpus(fetched)
 
     def record(self, kind: str, items: list[Observed] | None, source: str = "k8s") -> None:
         if items is None:
@@ -358,8 +427,8 @@ class _Sweep:
                 lambda: [
                     _slim(o, ("schedulingConditions",))
                     for o in kube.iter_custom(
-                        "scheduling.run.ai",
-                        "v2alpha2",
+                        kai_api.GROUP,
+                        kai_api.PODGROUP_VERSION,
                         "podgroups",
                         reuse=lambda o: _slim(o, ("schedulingConditions",)),
                     )
@@ -391,8 +460,8 @@ class _Sweep:
                 lambda: [
                     _slim(o, ("conditions", "admission"))
                     for o in kube.iter_custom(
-                        "kueue.x-k8s.io",
-                        "v1beta1",
+                        kueue_api.GROUP,
+                        kueue_api.VERSION,
                         "workloads",
                         reuse=lambda o: _slim(o, ("conditions", "admission")),
                     )

@@ -158,3 +158,64 @@ def test_reusing_lists_name_a_malformed_answer(sim, tmp_path, body, words):
         kube = _source(kubeconfig_for(proxy.url, str(tmp_path / "kc")))
         with pytest.raises(SourceError, match=words):
             list(kube.iter_pods(lambda item: None))
+
+
+def test_a_listing_read_ahead_gives_what_a_live_one_does_without_asking_again(sim, tmp_path):
+    live = _source(sim.kubeconfig_path)
+    want = {
+        call: live.lister(call) for call in ("list nodes", "list pods", "list queues.scheduling.run.ai/v2")
+    }
+    with fault_server(upstream=sim.kube_url, upstream_ca=sim.kube_ca_path) as proxy:
+        kube = _source(kubeconfig_for(proxy.url, str(tmp_path / "kc")), page_size=2)
+        kube.prefetch(list(want))
+        assert kube._reader is not None
+        kube._reader.join(timeout=10)
+        asked = list(proxy.paths)
+        nodes, pods, queues = kube.list_nodes(), kube.list_pods(), KaiSource(kube).list_queues()
+        assert proxy.paths == asked  # nothing asked again
+        jobs = kube.list_jobs()  # a listing not read ahead is asked as before
+        assert len(proxy.paths) > len(asked)
+    assert nodes == live.list_nodes() and pods == live.list_pods() and jobs == live.list_jobs()
+    assert queues == KaiSource(live).list_queues()
+    assert len(asked) == sum(-(-len(items) // 2) for items in (nodes, pods, queues))  # each page once
+    assert kube.last_resource_version["list pods"]
+
+
+def test_a_read_ahead_stops_at_its_bound_and_its_listing_goes_on_live(sim, tmp_path):
+    live_pods = _source(sim.kubeconfig_path).list_pods()
+    with fault_server(upstream=sim.kube_url, upstream_ca=sim.kube_ca_path) as proxy:
+        kube = _source(kubeconfig_for(proxy.url, str(tmp_path / "kc")), page_size=1)
+        kube.prefetch(["list pods", "list nodes"], max_bytes=1)  # one page of pods, no node
+        kube._reader.join(timeout=10)
+        assert len(proxy.paths) == 1
+        pods, nodes = kube.list_pods(), kube.list_nodes()
+    assert pods == live_pods and [n["metadata"]["name"] for n in nodes] == ["h100-01", "h100-02", "h100-03"]
+    pod_paths = [p for p in proxy.paths if "/pods" in p]
+    assert len(pod_paths) == len(pods) and sum("continue=" not in p for p in pod_paths) == 1  # went on
+    assert len([p for p in proxy.paths if "/nodes" in p]) == 3  # listed from the start
+
+
+def test_a_read_ahead_failure_is_raised_by_its_listing_and_spares_the_others(sim, tmp_path):
+    with fault_server(
+        upstream=sim.kube_url, upstream_ca=sim.kube_ca_path, faults={"/api/v1/nodes": "403"}
+    ) as proxy:
+        kube = _source(kubeconfig_for(proxy.url, str(tmp_path / "kc")))
+        kube.prefetch(["list nodes", "list jobs"])
+        with pytest.raises(SourceError) as err:
+            kube.list_nodes()
+        assert {j["metadata"]["name"] for j in kube.list_jobs()} == {"resnet-train", "big", "crashy", "small"}
+        with pytest.raises(ValueError, match="no watchable listing"):
+            kube.prefetch(["list everything"])
+        kube.close()
+    assert err.value.call == "list nodes" and "forbidden" in err.value.message
+
+
+def test_closing_a_source_stops_its_read_ahead(sim, tmp_path):
+    with fault_server(
+        upstream=sim.kube_url, upstream_ca=sim.kube_ca_path, faults={"/api/v1/nodes": "hang"}, hang_s=1
+    ) as proxy:
+        kube = _source(kubeconfig_for(proxy.url, str(tmp_path / "kc")), timeout=0.5)
+        kube.prefetch(["list nodes", "list pods", "list jobs"])
+        kube.close()  # waits for the request in flight (it times out), reads nothing after it
+        assert not kube._reader.is_alive()
+    assert not any("/pods" in p or "/jobs" in p for p in proxy.paths)

@@ -368,3 +368,64 @@ def test_a_sweep_maps_only_the_jobs_whose_object_scheduling_or_pods_moved(monkey
         sweep_cluster(cluster.name, t2)
     assert 0 < len(mapped) < len(want)  # the jobs that moved, not all of them
     assert recorded(cluster, t2)["job"] == want
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "registered"), [("kai", "kai"), ("kueue", "kueue"), ("kai", "default")]
+)
+def test_a_sweep_reads_every_listing_ahead_and_records_what_a_live_listing_does(
+    monkeypatch, scheduler, registered
+):
+    """A sweep sends all its listings at its start (``_Sweep.listings``, read ahead while it maps and records
+    the first ones): none of them is asked again page by page, and what is recorded is what the simulator
+    serves, as with live listings (a cluster registered without a scheduler lists no scheduler object)."""
+    from collectors.sources.kubernetes import KubeSource
+
+    world = small_world(scheduler)
+    live_pages: list[str] = []
+    json_page = KubeSource._json
+
+    def counted(self, call, fn, **kw):
+        live_pages.append(call)
+        return json_page(self, call, fn, **kw)
+
+    with served(world) as sim:
+        cluster = register(sim, scheduler=registered)
+        t = world.start + timedelta(minutes=45)
+        sim.advance_to(t)
+        want = expected(world)
+        monkeypatch.setattr(KubeSource, "_json", counted)
+        summary = sweep_cluster(cluster.name, t)
+    assert summary.errors == [] and summary.skipped_kinds == []
+    assert live_pages == []
+    if registered != scheduler:
+        assert not EntityVersion.objects.filter(kind__in=("queue", "project")).exists()
+        return
+    got = recorded(cluster, t)
+    for kind in ("node", "pod", "job", "gpu"):
+        assert got[kind] == want[kind], kind
+
+
+def test_an_inventory_sweep_asked_ahead_records_what_a_sweep_at_that_moment_records():
+    """The harness sends an inventory sweep's reads while its inline worker finishes, then sweeps
+    (rcaweb.harness): the same rows as a sweep that read then, every listing and query asked once."""
+    from collectors.sweep import ask_inventory
+
+    world = small_world("kai")
+    with served(world) as sim:
+        ahead, now = register(sim, "ahead"), register(sim, "now")
+        t = world.start + timedelta(minutes=45)
+        sim.advance_to(t)
+        asked = ask_inventory(ahead.name, t)
+        sweep_cluster(now.name, t)
+        summary = sweep_cluster(ahead.name, t, asked=asked)
+        unused = ask_inventory(ahead.name, t + timedelta(minutes=1))
+        unused.close()  # dropped: nothing recorded, its threads gone
+        with pytest.raises(ValueError, match="asked for ahead"):
+            sweep_cluster(now.name, t, asked=ask_inventory(ahead.name, t))
+    assert summary.errors == [] and summary.skipped_kinds == []
+    for kind in ("node", "pod", "job", "project", "gpu", "queue"):
+        assert recorded(ahead, t)[kind] == recorded(now, t)[kind], kind
+    calls = sorted(SourceRun.objects.filter(cluster=ahead).values_list("call", flat=True))
+    assert calls == sorted(SourceRun.objects.filter(cluster=now).values_list("call", flat=True))
+    assert len(calls) == len(set(calls))

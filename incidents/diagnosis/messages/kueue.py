@@ -93,7 +93,7 @@ _REASON_MECHANISMS = {
 
 _MARKERS_RE = re.compile(
     r"assign flavors|assign a flavor|\bin flavor\b|\bflavor \S+ (?:doesn't|does not|not found)|"
-    r"\b(?:Cluster|Local)Queue\b|didn't fit in the remaining quota|Pending the preemption of|"
+    r"(?-i:\b(?:Cluster|Local)Queue\b)|didn't fit in the remaining quota|Pending the preemption of|"
     r"(?:Preempted|Evicted) to accommodate|insufficient (?:unused )?quota|no longer fits after processing|"
     r"resource flavor|PodsReady timeout|Not all pods are ready or succeeded|The workload is deactivated|"
     r"re-queuing retries|maximum execution time \(\d+s\) exceeded|exceeding the maximum execution time|"

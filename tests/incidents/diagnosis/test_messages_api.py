@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from incidents.diagnosis import codes
@@ -85,6 +85,8 @@ def test_it_never_raises_on_scheduler_like_fragments(parts):
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.characters(whitelist_categories=("Ll", "Lu", "Zs")), max_size=200))
 def test_it_reports_plain_words_as_unknown(text):
+    # Kueue's kind names, written as Kueue writes them, are its words (the test below).
+    assume("ClusterQueue" not in text and "LocalQueue" not in text)
     d = parse_message(text).to_dict()
     assert d["source"] == "unknown"
     assert d["reasons"] == [] and d["total_nodes"] is None and d["preemption"] is None
@@ -148,3 +150,11 @@ def test_it_imports_without_django():
         cwd=Path(__file__).resolve().parents[3],
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_kueue_kind_names_mark_a_message_only_as_kueue_writes_them():
+    """Kueue names its kinds ClusterQueue and LocalQueue; an object named after them (a pod "localqueue-bench")
+    or the word in capitals does not make a message Kueue's (found by the property above: "CLUSTERQUEUE")."""
+    assert parse_message("ClusterQueue team-a is inactive").to_dict()["source"] == "kueue"
+    for text in ("workload localqueue-bench is pending", "CLUSTERQUEUE", "clusterqueue"):
+        assert parse_message(text).to_dict()["source"] == "unknown", text
