@@ -189,9 +189,7 @@ def line_figure(
     return {"data": data, "layout": layout}
 
 
-def spanned_range(
-    series: Sequence[Series], min_span: float, *, from_zero: bool = False
-) -> list[float] | None:
+def spanned_range(series: Sequence[Series], min_span: float, *, from_zero: bool = False) -> list[float] | None:
     """A y range around the data at least ``min_span`` tall (centred on it; never below zero when the
     quantity cannot be negative), or None for no data (plotly's autorange)."""
     values = [v for s in series for _, v in s.points if v is not None]

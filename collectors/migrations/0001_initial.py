@@ -5,356 +5,194 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
-    dependencies = []
+    dependencies = [
+    ]
 
     operations = [
         migrations.CreateModel(
-            name="Cluster",
+            name='Cluster',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("name", models.SlugField(max_length=63, unique=True)),
-                (
-                    "scheduler",
-                    models.CharField(
-                        choices=[
-                            ("kai", "KAI Scheduler / Run:ai"),
-                            ("kueue", "Kueue"),
-                            ("default", "kube-scheduler"),
-                        ],
-                        default="kai",
-                        max_length=16,
-                    ),
-                ),
-                (
-                    "kubeconfig",
-                    models.CharField(
-                        blank=True, help_text="path; blank = in-cluster service account", max_length=500
-                    ),
-                ),
-                ("prometheus_url", models.URLField(blank=True)),
-                ("runai_url", models.URLField(blank=True)),
-                ("created", models.DateTimeField(auto_now_add=True)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('name', models.SlugField(max_length=63, unique=True)),
+                ('scheduler', models.CharField(choices=[('kai', 'KAI Scheduler / Run:ai'), ('kueue', 'Kueue'), ('default', 'kube-scheduler')], default='kai', max_length=16)),
+                ('kubeconfig', models.CharField(blank=True, help_text='path; blank = in-cluster service account', max_length=500)),
+                ('prometheus_url', models.URLField(blank=True)),
+                ('runai_url', models.URLField(blank=True)),
+                ('created', models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                "ordering": ["name"],
+                'ordering': ['name'],
             },
         ),
         migrations.CreateModel(
-            name="Entity",
+            name='Entity',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                (
-                    "kind",
-                    models.CharField(
-                        choices=[
-                            ("project", "project"),
-                            ("queue", "queue"),
-                            ("job", "job"),
-                            ("pod", "pod"),
-                            ("node", "node"),
-                            ("gpu", "gpu"),
-                        ],
-                        max_length=16,
-                    ),
-                ),
-                ("namespace", models.CharField(blank=True, default="", max_length=253)),
-                ("name", models.CharField(max_length=253)),
-                ("uid", models.CharField(blank=True, default="", max_length=64)),
-                ("first_seen", models.DateTimeField()),
-                ("last_seen", models.DateTimeField()),
-                (
-                    "cluster",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="entities",
-                        to="collectors.cluster",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('kind', models.CharField(choices=[('project', 'project'), ('queue', 'queue'), ('job', 'job'), ('pod', 'pod'), ('node', 'node'), ('gpu', 'gpu')], max_length=16)),
+                ('namespace', models.CharField(blank=True, default='', max_length=253)),
+                ('name', models.CharField(max_length=253)),
+                ('uid', models.CharField(blank=True, default='', max_length=64)),
+                ('first_seen', models.DateTimeField()),
+                ('last_seen', models.DateTimeField()),
+                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='entities', to='collectors.cluster')),
             ],
         ),
         migrations.CreateModel(
-            name="Change",
+            name='Change',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("kind", models.CharField(blank=True, default="", max_length=16)),
-                ("time", models.DateTimeField()),
-                ("field", models.CharField(max_length=200)),
-                ("old", models.JSONField(blank=True, null=True)),
-                ("new", models.JSONField(blank=True, null=True)),
-                (
-                    "source",
-                    models.CharField(
-                        choices=[
-                            ("k8s", "Kubernetes"),
-                            ("kai", "KAI Scheduler"),
-                            ("kueue", "Kueue"),
-                            ("runai", "Run:ai"),
-                            ("prometheus", "Prometheus"),
-                            ("external", "external"),
-                        ],
-                        default="k8s",
-                        max_length=16,
-                    ),
-                ),
-                ("actor", models.CharField(blank=True, default="", max_length=200)),
-                ("summary", models.CharField(blank=True, default="", max_length=500)),
-                ("link", models.URLField(blank=True, default="")),
-                (
-                    "cluster",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="changes",
-                        to="collectors.cluster",
-                    ),
-                ),
-                (
-                    "entity",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="changes",
-                        to="collectors.entity",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('kind', models.CharField(blank=True, default='', max_length=16)),
+                ('time', models.DateTimeField()),
+                ('field', models.CharField(max_length=200)),
+                ('old', models.JSONField(blank=True, null=True)),
+                ('new', models.JSONField(blank=True, null=True)),
+                ('source', models.CharField(choices=[('k8s', 'Kubernetes'), ('kai', 'KAI Scheduler'), ('kueue', 'Kueue'), ('runai', 'Run:ai'), ('prometheus', 'Prometheus'), ('external', 'external')], default='k8s', max_length=16)),
+                ('actor', models.CharField(blank=True, default='', max_length=200)),
+                ('summary', models.CharField(blank=True, default='', max_length=500)),
+                ('link', models.URLField(blank=True, default='')),
+                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='changes', to='collectors.cluster')),
+                ('entity', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='changes', to='collectors.entity')),
             ],
             options={
-                "ordering": ["time", "id"],
+                'ordering': ['time', 'id'],
             },
         ),
         migrations.CreateModel(
-            name="EntityVersion",
+            name='EntityVersion',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                (
-                    "kind",
-                    models.CharField(
-                        choices=[
-                            ("project", "project"),
-                            ("queue", "queue"),
-                            ("job", "job"),
-                            ("pod", "pod"),
-                            ("node", "node"),
-                            ("gpu", "gpu"),
-                        ],
-                        max_length=16,
-                    ),
-                ),
-                ("valid_from", models.DateTimeField()),
-                ("valid_to", models.DateTimeField(blank=True, null=True)),
-                (
-                    "deleted",
-                    models.BooleanField(
-                        default=False, help_text="a tombstone: the object was gone from valid_from"
-                    ),
-                ),
-                ("state", models.JSONField(default=dict)),
-                ("phase", models.CharField(blank=True, default="", max_length=32)),
-                ("node", models.CharField(blank=True, default="", max_length=253)),
-                ("namespace", models.CharField(blank=True, default="", max_length=253)),
-                ("queue", models.CharField(blank=True, default="", max_length=253)),
-                ("project", models.CharField(blank=True, default="", max_length=253)),
-                ("job", models.CharField(blank=True, default="", max_length=253)),
-                ("pod", models.CharField(blank=True, default="", max_length=253)),
-                ("gpus", models.IntegerField(blank=True, null=True)),
-                ("gpus_allocatable", models.IntegerField(blank=True, null=True)),
-                ("ready", models.BooleanField(blank=True, null=True)),
-                (
-                    "cluster",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="collectors.cluster"
-                    ),
-                ),
-                (
-                    "entity",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="versions",
-                        to="collectors.entity",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('kind', models.CharField(choices=[('project', 'project'), ('queue', 'queue'), ('job', 'job'), ('pod', 'pod'), ('node', 'node'), ('gpu', 'gpu')], max_length=16)),
+                ('valid_from', models.DateTimeField()),
+                ('valid_to', models.DateTimeField(blank=True, null=True)),
+                ('deleted', models.BooleanField(default=False, help_text='a tombstone: the object was gone from valid_from')),
+                ('state', models.JSONField(default=dict)),
+                ('phase', models.CharField(blank=True, default='', max_length=32)),
+                ('node', models.CharField(blank=True, default='', max_length=253)),
+                ('namespace', models.CharField(blank=True, default='', max_length=253)),
+                ('queue', models.CharField(blank=True, default='', max_length=253)),
+                ('project', models.CharField(blank=True, default='', max_length=253)),
+                ('job', models.CharField(blank=True, default='', max_length=253)),
+                ('pod', models.CharField(blank=True, default='', max_length=253)),
+                ('gpus', models.IntegerField(blank=True, null=True)),
+                ('gpus_allocatable', models.IntegerField(blank=True, null=True)),
+                ('ready', models.BooleanField(blank=True, null=True)),
+                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='collectors.cluster')),
+                ('entity', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='versions', to='collectors.entity')),
             ],
         ),
         migrations.CreateModel(
-            name="KubeEvent",
+            name='KubeEvent',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("uid", models.CharField(max_length=64)),
-                ("count", models.IntegerField(default=1)),
-                ("namespace", models.CharField(blank=True, default="", max_length=253)),
-                ("involved_kind", models.CharField(max_length=64)),
-                ("involved_name", models.CharField(max_length=253)),
-                ("involved_namespace", models.CharField(blank=True, default="", max_length=253)),
-                ("reason", models.CharField(max_length=128)),
-                ("message", models.TextField(blank=True, default="")),
-                ("type", models.CharField(default="Normal", max_length=16)),
-                ("component", models.CharField(blank=True, default="", max_length=128)),
-                ("first_time", models.DateTimeField()),
-                ("last_time", models.DateTimeField()),
-                (
-                    "cluster",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="events",
-                        to="collectors.cluster",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('uid', models.CharField(max_length=64)),
+                ('count', models.IntegerField(default=1)),
+                ('namespace', models.CharField(blank=True, default='', max_length=253)),
+                ('involved_kind', models.CharField(max_length=64)),
+                ('involved_name', models.CharField(max_length=253)),
+                ('involved_namespace', models.CharField(blank=True, default='', max_length=253)),
+                ('reason', models.CharField(max_length=128)),
+                ('message', models.TextField(blank=True, default='')),
+                ('type', models.CharField(default='Normal', max_length=16)),
+                ('component', models.CharField(blank=True, default='', max_length=128)),
+                ('first_time', models.DateTimeField()),
+                ('last_time', models.DateTimeField()),
+                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='collectors.cluster')),
             ],
         ),
         migrations.CreateModel(
-            name="SourceRun",
+            name='SourceRun',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("source", models.CharField(max_length=16)),
-                ("call", models.CharField(max_length=300)),
-                ("time", models.DateTimeField()),
-                ("ok", models.BooleanField()),
-                ("error", models.TextField(blank=True, default="")),
-                ("duration_ms", models.IntegerField(default=0)),
-                ("rows_written", models.IntegerField(default=0)),
-                (
-                    "cluster",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="source_runs",
-                        to="collectors.cluster",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('source', models.CharField(max_length=16)),
+                ('call', models.CharField(max_length=300)),
+                ('time', models.DateTimeField()),
+                ('ok', models.BooleanField()),
+                ('error', models.TextField(blank=True, default='')),
+                ('duration_ms', models.IntegerField(default=0)),
+                ('rows_written', models.IntegerField(default=0)),
+                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='source_runs', to='collectors.cluster')),
             ],
         ),
         migrations.CreateModel(
-            name="TelemetrySample",
+            name='TelemetrySample',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("metric", models.CharField(max_length=64)),
-                ("time", models.DateTimeField()),
-                ("value", models.FloatField()),
-                (
-                    "cluster",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="collectors.cluster"
-                    ),
-                ),
-                (
-                    "gpu",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="samples",
-                        to="collectors.entity",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('metric', models.CharField(max_length=64)),
+                ('time', models.DateTimeField()),
+                ('value', models.FloatField()),
+                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='collectors.cluster')),
+                ('gpu', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='samples', to='collectors.entity')),
             ],
         ),
         migrations.AddConstraint(
-            model_name="entity",
-            constraint=models.UniqueConstraint(
-                fields=("cluster", "kind", "namespace", "name"), name="entity_identity"
-            ),
+            model_name='entity',
+            constraint=models.UniqueConstraint(fields=('cluster', 'kind', 'namespace', 'name'), name='entity_identity'),
         ),
         migrations.AddIndex(
-            model_name="change",
-            index=models.Index(fields=["entity", "time"], name="change_entity_time"),
+            model_name='change',
+            index=models.Index(fields=['entity', 'time'], name='change_entity_time'),
         ),
         migrations.AddIndex(
-            model_name="change",
-            index=models.Index(fields=["cluster", "time"], name="change_cluster_time"),
+            model_name='change',
+            index=models.Index(fields=['cluster', 'time'], name='change_cluster_time'),
         ),
         migrations.AddIndex(
-            model_name="entityversion",
-            index=models.Index(fields=["entity", "valid_from"], name="ev_entity_from"),
+            model_name='entityversion',
+            index=models.Index(fields=['entity', 'valid_from'], name='ev_entity_from'),
         ),
         migrations.AddIndex(
-            model_name="entityversion",
-            index=models.Index(fields=["cluster", "kind", "valid_to", "valid_from"], name="ev_cluster_kind"),
+            model_name='entityversion',
+            index=models.Index(fields=['cluster', 'kind', 'valid_to', 'valid_from'], name='ev_cluster_kind'),
         ),
         migrations.AddIndex(
-            model_name="entityversion",
-            index=models.Index(fields=["cluster", "kind", "node", "valid_from"], name="ev_node"),
+            model_name='entityversion',
+            index=models.Index(fields=['cluster', 'kind', 'node', 'valid_from'], name='ev_node'),
         ),
         migrations.AddIndex(
-            model_name="entityversion",
-            index=models.Index(fields=["cluster", "kind", "queue", "valid_from"], name="ev_queue"),
+            model_name='entityversion',
+            index=models.Index(fields=['cluster', 'kind', 'queue', 'valid_from'], name='ev_queue'),
         ),
         migrations.AddIndex(
-            model_name="entityversion",
-            index=models.Index(fields=["cluster", "kind", "project", "valid_from"], name="ev_project"),
+            model_name='entityversion',
+            index=models.Index(fields=['cluster', 'kind', 'project', 'valid_from'], name='ev_project'),
         ),
         migrations.AddIndex(
-            model_name="entityversion",
-            index=models.Index(fields=["cluster", "kind", "job", "valid_from"], name="ev_job"),
+            model_name='entityversion',
+            index=models.Index(fields=['cluster', 'kind', 'job', 'valid_from'], name='ev_job'),
         ),
         migrations.AddConstraint(
-            model_name="entityversion",
-            constraint=models.UniqueConstraint(
-                condition=models.Q(("valid_to__isnull", True)), fields=("entity",), name="one_open_version"
-            ),
+            model_name='entityversion',
+            constraint=models.UniqueConstraint(condition=models.Q(('valid_to__isnull', True)), fields=('entity',), name='one_open_version'),
         ),
         migrations.AddIndex(
-            model_name="kubeevent",
-            index=models.Index(
-                fields=["cluster", "involved_kind", "involved_namespace", "involved_name", "last_time"],
-                name="event_object",
-            ),
+            model_name='kubeevent',
+            index=models.Index(fields=['cluster', 'involved_kind', 'involved_namespace', 'involved_name', 'last_time'], name='event_object'),
         ),
         migrations.AddIndex(
-            model_name="kubeevent",
-            index=models.Index(fields=["cluster", "last_time"], name="event_time"),
+            model_name='kubeevent',
+            index=models.Index(fields=['cluster', 'last_time'], name='event_time'),
         ),
         migrations.AddConstraint(
-            model_name="kubeevent",
-            constraint=models.UniqueConstraint(fields=("cluster", "uid", "count"), name="event_uid_count"),
+            model_name='kubeevent',
+            constraint=models.UniqueConstraint(fields=('cluster', 'uid', 'count'), name='event_uid_count'),
         ),
         migrations.AddIndex(
-            model_name="sourcerun",
-            index=models.Index(fields=["cluster", "source", "time"], name="sourcerun_latest"),
+            model_name='sourcerun',
+            index=models.Index(fields=['cluster', 'source', 'time'], name='sourcerun_latest'),
         ),
         migrations.AddIndex(
-            model_name="sourcerun",
-            index=models.Index(fields=["ok", "time"], name="sourcerun_errors"),
+            model_name='sourcerun',
+            index=models.Index(fields=['ok', 'time'], name='sourcerun_errors'),
         ),
         migrations.AddIndex(
-            model_name="telemetrysample",
-            index=models.Index(fields=["cluster", "metric", "time"], name="sample_cluster_metric"),
+            model_name='telemetrysample',
+            index=models.Index(fields=['cluster', 'metric', 'time'], name='sample_cluster_metric'),
         ),
         migrations.AddConstraint(
-            model_name="telemetrysample",
-            constraint=models.UniqueConstraint(fields=("gpu", "metric", "time"), name="sample_identity"),
+            model_name='telemetrysample',
+            constraint=models.UniqueConstraint(fields=('gpu', 'metric', 'time'), name='sample_identity'),
         ),
     ]

@@ -10,11 +10,7 @@ def fill_hashes(apps, schema_editor):
     """Digest the open versions recorded before the column existed, so the next sweep sees them unchanged."""
     EntityVersion = apps.get_model("collectors", "EntityVersion")
     batch = []
-    for v in (
-        EntityVersion.objects.filter(valid_to__isnull=True, state_hash="")
-        .only("pk", "state")
-        .iterator(chunk_size=2000)
-    ):
+    for v in EntityVersion.objects.filter(valid_to__isnull=True, state_hash="").only("pk", "state").iterator(chunk_size=2000):
         blob = json.dumps(v.state, sort_keys=True, separators=(",", ":"), default=str)
         v.state_hash = hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()
         batch.append(v)
@@ -26,15 +22,16 @@ def fill_hashes(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("collectors", "0001_initial"),
+        ('collectors', '0001_initial'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="entityversion",
-            name="state_hash",
-            field=models.CharField(blank=True, default="", max_length=32),
+            model_name='entityversion',
+            name='state_hash',
+            field=models.CharField(blank=True, default='', max_length=32),
         ),
         migrations.RunPython(fill_hashes, migrations.RunPython.noop),
     ]

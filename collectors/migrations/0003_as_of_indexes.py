@@ -4,55 +4,46 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("collectors", "0002_entityversion_state_hash"),
+        ('collectors', '0002_entityversion_state_hash'),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name="entityversion",
-            name="ev_node",
+            model_name='entityversion',
+            name='ev_node',
         ),
         migrations.RemoveIndex(
-            model_name="entityversion",
-            name="ev_queue",
+            model_name='entityversion',
+            name='ev_queue',
         ),
         migrations.RemoveIndex(
-            model_name="entityversion",
-            name="ev_project",
+            model_name='entityversion',
+            name='ev_project',
         ),
         migrations.RemoveIndex(
-            model_name="entityversion",
-            name="ev_job",
+            model_name='entityversion',
+            name='ev_job',
         ),
         migrations.AddIndex(
-            model_name="entityversion",
-            index=models.Index(
-                fields=["cluster", "kind", "node", "valid_to", "valid_from"], name="ev_node_at"
-            ),
+            model_name='entityversion',
+            index=models.Index(fields=['cluster', 'kind', 'node', 'valid_to', 'valid_from'], name='ev_node_at'),
         ),
         migrations.AddIndex(
-            model_name="entityversion",
-            index=models.Index(
-                fields=["cluster", "kind", "queue", "valid_to", "valid_from"], name="ev_queue_at"
-            ),
+            model_name='entityversion',
+            index=models.Index(fields=['cluster', 'kind', 'queue', 'valid_to', 'valid_from'], name='ev_queue_at'),
         ),
         migrations.AddIndex(
-            model_name="entityversion",
-            index=models.Index(
-                fields=["cluster", "kind", "project", "valid_to", "valid_from"], name="ev_project_at"
-            ),
+            model_name='entityversion',
+            index=models.Index(fields=['cluster', 'kind', 'project', 'valid_to', 'valid_from'], name='ev_project_at'),
         ),
         migrations.AddIndex(
-            model_name="entityversion",
-            index=models.Index(fields=["cluster", "kind", "job", "valid_to", "valid_from"], name="ev_job_at"),
+            model_name='entityversion',
+            index=models.Index(fields=['cluster', 'kind', 'job', 'valid_to', 'valid_from'], name='ev_job_at'),
         ),
         migrations.AddIndex(
-            model_name="entityversion",
-            index=models.Index(
-                condition=models.Q(("kind", "job"), ("phase", "Pending")),
-                fields=["cluster", "queue", "valid_to", "valid_from"],
-                name="ev_pending_job",
-            ),
+            model_name='entityversion',
+            index=models.Index(condition=models.Q(('kind', 'job'), ('phase', 'Pending')), fields=['cluster', 'queue', 'valid_to', 'valid_from'], name='ev_pending_job'),
         ),
     ]

@@ -18,39 +18,34 @@ def fill_queue_order(apps, schema_editor):
             return
         for v in batch:
             v.priority, v.submitted = job_priority(v.state or {}), job_submitted(v.state or {})
-        EntityVersion.objects.using(schema_editor.connection.alias).bulk_update(
-            batch, ["priority", "submitted"]
-        )
+        EntityVersion.objects.using(schema_editor.connection.alias).bulk_update(batch, ["priority", "submitted"])
         last = batch[-1].id
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("collectors", "0003_as_of_indexes"),
+        ('collectors', '0003_as_of_indexes'),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name="entityversion",
-            name="ev_pending_job",
+            model_name='entityversion',
+            name='ev_pending_job',
         ),
         migrations.AddField(
-            model_name="entityversion",
-            name="priority",
+            model_name='entityversion',
+            name='priority',
             field=models.IntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name="entityversion",
-            name="submitted",
+            model_name='entityversion',
+            name='submitted',
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.RunPython(fill_queue_order, migrations.RunPython.noop, elidable=True),
         migrations.AddIndex(
-            model_name="entityversion",
-            index=models.Index(
-                condition=models.Q(("deleted", False), ("kind", "job"), ("phase", "Pending")),
-                fields=["cluster", "queue", "valid_to", "valid_from", "priority", "submitted", "entity"],
-                name="ev_pending_job",
-            ),
+            model_name='entityversion',
+            index=models.Index(condition=models.Q(('deleted', False), ('kind', 'job'), ('phase', 'Pending')), fields=['cluster', 'queue', 'valid_to', 'valid_from', 'priority', 'submitted', 'entity'], name='ev_pending_job'),
         ),
     ]
