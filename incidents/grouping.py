@@ -763,7 +763,7 @@ def link_related_incidents(
     pending job relates dozens of candidate nodes, and without that condition an idle-allocation incident
     would be linked to each of them.
 
-    At most ``MAX_RELATED_CANDIDATES`` open incidents that can share a fault are weighed (the oldest first), and
+    At most ``MAX_RELATED_CANDIDATES`` open incidents sharing an entity are weighed (the oldest first), and
     their subjects and the faulty entities' versions are read in one query each: the number of queries does
     not grow with the open incidents."""
     if have is None:
@@ -776,24 +776,11 @@ def link_related_incidents(
     same_cluster = (
         Q(cluster__isnull=True) if incident.cluster_id is None else Q(cluster_id=incident.cluster_id)
     )
-    # Only incidents that can share a fault with this one are weighed (``sharing`` below): those holding one of
-    # my faulty entities, and those about a node or GPU among my entities (their faulty entities: a subject node
-    # or GPU, or the node of a subject GPU). Not every incident that merely shares an entity: a pending job
-    # relates every candidate node and GPU, so on a busy cluster dozens of other pending jobs share entities
-    # with it, and the oldest of them filled the candidates while the fault on its node went unweighed.
-    subjects = IncidentSubject.objects.filter(role="subject")
-    holds_my_fault = IncidentSubject.objects.filter(entity__in=mine_fault).values("incident")
-    about_my_nodes = subjects.filter(entity__in=mine_all, entity__kind__in=("node", "gpu")).values("incident")
-    my_nodes = [e for e, (_, kind) in have.items() if kind == "node"]
-    gpu_on_my_nodes = subjects.filter(
-        entity__kind="gpu",
-        incident__in=IncidentSubject.objects.filter(entity__in=my_nodes).values("incident"),
-    ).values("incident")
     candidates = list(
         Incident.objects.exclude(pk=incident.pk)
         .exclude(status="resolved")
-        .filter(same_cluster)
-        .filter(Q(pk__in=holds_my_fault) | Q(pk__in=about_my_nodes) | Q(pk__in=gpu_on_my_nodes))
+        .filter(same_cluster, incidentsubject__entity__in=mine_all | mine_fault)
+        .distinct()
         .order_by("pk")
         .values_list("pk", flat=True)[:MAX_RELATED_CANDIDATES]
     )

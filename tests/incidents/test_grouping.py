@@ -286,32 +286,6 @@ class RelatedIncidentRuleTests(GroupingTestCase):
         gpu = self.xid("h100-01", 3, 3, phase="faulty")
         self.assertEqual(self.related(job), [gpu.pk])
 
-    def test_a_fault_is_weighed_however_many_pending_jobs_share_candidate_nodes(self) -> None:
-        """Only incidents that can share a fault are candidates: on a busy cluster the pending jobs that share
-        candidate nodes with a new one are many, and the oldest of them filled the candidates before, so that
-        a job pending after an Xid on a node with room for it was not linked to it (the demo's #83 and #78)."""
-        from unittest import mock
-
-        from collectors.inventory import Observed, record_states
-
-        others = [f"bert-{i}" for i in range(4)]
-        state = {"phase": "Pending", "node_selector": {}}
-        record_states(
-            self.cluster,
-            [Observed("job", name, state, namespace="nlp", hot={"phase": "Pending"}) for name in others],
-            T0 - timedelta(hours=1),
-        )
-        with mock.patch("incidents.grouping.MAX_RELATED_CANDIDATES", 3):
-            for name in others:  # older incidents, sharing every candidate node with resnet-train
-                self.fire("GPUJobPendingTooLong", {"namespace": "nlp", "job_name": name})
-            fault = self.xid("h100-02", 5, 5, phase="faulty")
-            job = self.fire(
-                "GPUJobPendingTooLong",
-                {"namespace": "vision", "job_name": "resnet-train"},
-                at=T0 + timedelta(minutes=10),
-            )
-        self.assertEqual(self.related(job), [fault.pk])
-
     def test_it_links_a_node_incident_and_a_pod_running_on_that_node(self) -> None:
         from collectors.inventory import Observed, record_states
 
