@@ -81,6 +81,8 @@ def check_cluster(cluster: Cluster, timeout: float | None = None) -> list[Check]
 
 
 def _kube_checks(kube: Any, scheduler: str) -> list[Check]:
+    from collectors.sources.kubernetes import custom_listing
+
     core, batch, custom = kube.core, kube.batch, kube.custom
     out: list[Check] = []
     lists: list[tuple[str, Callable[..., Any]]] = [
@@ -98,7 +100,7 @@ def _kube_checks(kube: Any, scheduler: str) -> list[Check]:
         out.append(_timed("kubernetes", call, first))
     out.append(_timed("kubernetes", "read pod log", lambda: _pod_log(kube)))
     for group, version, plural in SCHEDULER_KINDS.get(scheduler, []):
-        call = f"list {plural}.{group}/{version}"
+        call = custom_listing(group, version, plural)
 
         def read(group: str = group, version: str = version, plural: str = plural, call: str = call) -> str:
             return _one(

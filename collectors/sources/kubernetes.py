@@ -41,6 +41,12 @@ PAGE_SIZE = 500  # kubectl's default chunk size
 PREFETCH_BYTES = 64 * 1024 * 1024  # what a read ahead keeps at most (prefetch); then the listing goes live
 
 
+def custom_listing(group: str, version: str, plural: str) -> str:
+    """The call name of a custom resource's listing ("list podgroups.scheduling.run.ai/v2alpha2"): what
+    ``lister`` reads back, and what a sweep names to ``prefetch``."""
+    return f"list {plural}.{group}/{version}"
+
+
 def _api_client(cluster: Cluster, timeout: float) -> client.ApiClient:
     cfg = client.Configuration()
     try:
@@ -126,8 +132,8 @@ class KubeSource:
             return self.custom.list_cluster_custom_object(group, version, plural, **kw)
 
         if reuse is not None:
-            return self.iter_reusing(f"list {plural}.{group}/{version}", call, reuse)
-        return self.iter_items(f"list {plural}.{group}/{version}", call)
+            return self.iter_reusing(custom_listing(group, version, plural), call, reuse)
+        return self.iter_items(custom_listing(group, version, plural), call)
 
     def iter_items(self, call: str, fn: Callable[..., Any], **params: Any) -> Iterator[dict[str, Any]]:
         """Yield the items of a paginated list, page by page (memory stays at two pages of raw JSON).
@@ -249,9 +255,8 @@ class KubeSource:
                 out, token = queues[call], None
                 while True:
                     if self._stopping.is_set() or kept >= max_bytes:
-                        out.put_nowait(
-                            ("stop", token)
-                        )  # its listing goes on live from here (None: the start)
+                        # its listing goes on live from here (None: from the start)
+                        out.put_nowait(("stop", token))
                         break
                     kw: dict[str, Any] = {"limit": self.page_size}
                     if token:

@@ -34,7 +34,7 @@ from collectors.sources import promql
 from collectors.sources.dcgm import dcgm_identity
 from collectors.sources.errors import SourceError
 from collectors.sources.kai import KaiSource
-from collectors.sources.kubernetes import KubeSource
+from collectors.sources.kubernetes import KubeSource, custom_listing
 from collectors.sources.kueue import KueueSource
 from collectors.sources.prometheus import Answer, PrometheusSource, Series
 from collectors.sources.runai import RunaiSource, runai_enabled
@@ -268,19 +268,17 @@ class _Sweep:
         """What ``_kube`` lists, in its order (``KubeSource.lister``'s names): what ``ask`` reads ahead."""
         calls = ["list nodes"]
         if self.scheduler == "kai":
-            g = kai_api.GROUP
             calls += [
-                f"list queues.{g}/{kai_api.QUEUE_VERSION}",
-                f"list podgroups.{g}/{kai_api.PODGROUP_VERSION}",
+                custom_listing(kai_api.GROUP, kai_api.QUEUE_VERSION, "queues"),
+                custom_listing(kai_api.GROUP, kai_api.PODGROUP_VERSION, "podgroups"),
                 "list namespaces",
             ]
         elif self.scheduler == "kueue":
-            g, v = kueue_api.GROUP, kueue_api.VERSION
             calls += [
-                f"list {plural}.{g}/{v}"
+                custom_listing(kueue_api.GROUP, kueue_api.VERSION, plural)
                 for plural in ("clusterqueues", "localqueues", "workloads", "resourceflavors")
             ]
-            calls.append(f"list cohorts.{g}/{kueue_api.COHORT_VERSION}")
+            calls.append(custom_listing(kueue_api.GROUP, kueue_api.COHORT_VERSION, "cohorts"))
         return [*calls, "list pods", "list jobs"]
 
     def ask(self, *, kube: bool = True) -> None:

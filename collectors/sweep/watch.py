@@ -43,7 +43,7 @@ from django.utils import timezone
 from collectors import mapping
 from collectors.models import Cluster
 from collectors.sources.errors import SourceError
-from collectors.sources.kubernetes import SOURCE, KubeSource
+from collectors.sources.kubernetes import SOURCE, KubeSource, custom_listing
 from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
 from collectors.sweep.events import store_events
 from collectors.sweep.inventory import GpuAnswers, _no_cyclic_gc, _Sweep, announce, sweep_cluster
@@ -176,7 +176,7 @@ class CachedKube:
     def iter_custom(
         self, group: str, version: str, plural: str, reuse: Callable[[Any], Any] | None = None
     ) -> Iterator[dict[str, Any]]:
-        return self.iter_items(f"list {plural}.{group}/{version}")
+        return self.iter_items(custom_listing(group, version, plural))
 
     def list_custom(self, group: str, version: str, plural: str) -> list[dict[str, Any]]:
         return list(self.iter_custom(group, version, plural))
