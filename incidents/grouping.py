@@ -12,7 +12,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from django.db.models import Max, Q, QuerySet
 
@@ -763,7 +763,7 @@ def link_related_incidents(
     pending job relates dozens of candidate nodes, and without that condition an idle-allocation incident
     would be linked to each of them.
 
-    At most ``MAX_RELATED_CANDIDATES`` open incidents sharing an entity are weighed (the oldest first), and
+    At most ``MAX_RELATED_CANDIDATES`` open incidents that can share a fault are weighed (the oldest first), and
     their subjects and the faulty entities' versions are read in one query each: the number of queries does
     not grow with the open incidents."""
     if have is None:
@@ -776,11 +776,24 @@ def link_related_incidents(
     same_cluster = (
         Q(cluster__isnull=True) if incident.cluster_id is None else Q(cluster_id=incident.cluster_id)
     )
+    # Only incidents that can share a fault with this one are weighed (``sharing`` below): those holding one of
+    # my faulty entities, and those about a node or GPU among my entities (their faulty entities: a subject node
+    # or GPU, or the node of a subject GPU). Not every incident that merely shares an entity: a pending job
+    # relates every candidate node and GPU, so on a busy cluster dozens of other pending jobs share entities
+    # with it, and the oldest of them filled the candidates while the fault on its node went unweighed.
+    subjects = IncidentSubject.objects.filter(role="subject")
+    holds_my_fault = IncidentSubject.objects.filter(entity__in=mine_fault).values("incident")
+    about_my_nodes = subjects.filter(entity__in=mine_all, entity__kind__in=("node", "gpu")).values("incident")
+    my_nodes = [e for e, (_, kind) in have.items() if kind == "node"]
+    gpu_on_my_nodes = subjects.filter(
+        entity__kind="gpu",
+        incident__in=IncidentSubject.objects.filter(entity__in=my_nodes).values("incident"),
+    ).values("incident")
     candidates = list(
         Incident.objects.exclude(pk=incident.pk)
         .exclude(status="resolved")
-        .filter(same_cluster, incidentsubject__entity__in=mine_all | mine_fault)
-        .distinct()
+        .filter(same_cluster)
+        .filter(Q(pk__in=holds_my_fault) | Q(pk__in=about_my_nodes) | Q(pk__in=gpu_on_my_nodes))
         .order_by("pk")
         .values_list("pk", flat=True)[:MAX_RELATED_CANDIDATES]
     )
@@ -795,7 +808,7 @@ def link_related_incidents(
         return []
     when = incident.onset if at is None else at
     unusable = _unusable(mine_fault.union(*(faults[pk] for pk in sharing)), when)
-    room = _room_if_fixed(unusable, when)
+    room = _room(unusable, when)
     asks = _requests({incident.pk: have, **{pk: theirs[pk] for pk in sharing}}, when)
     linked = [
         pk
@@ -817,15 +830,18 @@ def _matters(
     a_fault: set[int],
     b: Attached,
     unusable: set[int],
-    room: dict[int, int],
+    room: dict[int, Room],
     b_asks: float | None,
 ) -> bool:
     """Whether ``a``'s fault (``a_fault``, its fault entities) can matter to ``b`` (both as :data:`Attached`):
     they share a faulty entity, and that entity is ``b``'s subject too, or they share a workload, or ``a``'s
-    fault took capacity away that ``b`` could use: ``b`` asks ``b_asks`` whole GPUs for a waiting pod (None:
-    not known; ``inf``: nothing of it waits) and a faulty node would have that many free once fixed
-    (``room``, by entity; a node not in it counts as having room). A pending 8-GPU job is not waiting for a node whose
-    other GPUs its running pods hold, whatever happens to the faulty one."""
+    fault took away capacity that ``b`` waits for: ``b`` asks ``b_asks`` whole GPUs for a waiting pod (None:
+    not known; ``inf``: nothing of it waits), and a faulty node has too few free for it while faulty and
+    enough once fixed (``room``, by entity; a node not in it counts as having none now and room once fixed).
+
+    A pending 8-GPU job is not waiting for a node whose other GPUs its running pods hold, whatever happens
+    to the faulty one; nor is a 1-GPU job waiting for a GPU that fell off an empty node's bus: seven are
+    still free there."""
     shared = a_fault & set(b)
     if not shared:
         return False
@@ -833,28 +849,49 @@ def _matters(
         return True
     taken = a_fault & unusable
     if taken and b_asks != math.inf:  # (nothing of b waits: capacity taken elsewhere is nothing to it)
-        if b_asks is None or any(room.get(e, math.inf) >= b_asks for e in taken):
+        if b_asks is None or any(room.get(e, _NO_ROOM_KNOWN).keeps_out(b_asks) for e in taken):
             return True
     workloads = {e for e, (_, kind) in a.items() if kind in ("pod", "job")}
     return bool(workloads & {e for e, (_, kind) in b.items() if kind in ("pod", "job")})
 
 
+class Room(NamedTuple):
+    """Whole GPUs free on a faulty entity's node: ``now`` while the fault lasts, ``fixed`` once it is fixed."""
+
+    now: float
+    fixed: float
+
+    def keeps_out(self, asks: float) -> bool:
+        """Whether the fault is what keeps a pod asking ``asks`` GPUs off this node."""
+        return self.now < asks <= self.fixed
+
+
+_NO_ROOM_KNOWN = Room(0, math.inf)  # node or count unknown: the fault may be what keeps anyone out
+
+
 NOMINAL_LOOKBACK = timedelta(hours=24)  # a node's GPUs are the most it reported over this long before t
 
 
-def _room_if_fixed(unusable: set[int], at: datetime) -> dict[int, int]:
-    """Per faulty node or GPU (entity id), the whole GPUs its node would have free at ``at`` were its faults
-    fixed: the most GPUs the node reported over ``NOMINAL_LOOKBACK`` (a GPU that fell off the bus leaves
-    its capacity too) less those its running pods hold. Entities whose node or count is unknown are left
-    out (they count as having room). Three queries, whatever the number of entities."""
+def _room(unusable: set[int], at: datetime) -> dict[int, Room]:
+    """Per faulty node or GPU (entity id), the whole GPUs its node has free around ``at``, as :class:`Room`.
+
+    Once fixed: the most GPUs the node reported over ``NOMINAL_LOOKBACK`` (a GPU that fell off the bus
+    leaves its capacity too) less those its running pods hold. While faulty: none if the node was not Ready,
+    cordoned or tainted by Kubernetes within ``FAULT_SLACK`` of ``at``; else the fewest it advertised
+    allocatable then, and no more than that most less its faulty or missing GPUs among ``unusable`` (the
+    device plugin may not have withdrawn them yet), less those held. Entities whose node or count is unknown
+    are left out. Four queries, whatever the number of entities."""
     if not unusable:
         return {}
     node_of: dict[int, str] = {}
+    bad_gpus: dict[str, int] = {}
     versions = EntityVersion.objects.as_of(at).filter(entity_id__in=unusable, kind__in=("node", "gpu"))
     for entity_id, kind, name, node in versions.values_list("entity_id", "kind", "entity__name", "node"):
         host = name if kind == "node" else node
         if host:
             node_of[entity_id] = host
+            if kind == "gpu":
+                bad_gpus[host] = bad_gpus.get(host, 0) + 1
     hosts = set(node_of.values())
     if not hosts:
         return {}
@@ -865,11 +902,25 @@ def _room_if_fixed(unusable: set[int], at: datetime) -> dict[int, int]:
         .annotate(most=Max("gpus"))
         .values_list("entity__name", "most")
     )
+    usable: dict[str, float] = {h: nominal[h] - bad_gpus.get(h, 0) for h in hosts if h in nominal}
+    window = EntityVersion.objects.overlapping(at - FAULT_SLACK, at + FAULT_SLACK).filter(
+        kind="node", entity__name__in=hosts
+    )
+    rows = window.filter(deleted=False).values_list("entity__name", "phase", "gpus_allocatable", "state")
+    for host, phase, allocatable, state in rows:
+        if _shut(phase, state):
+            usable[host] = 0
+        elif allocatable is not None:
+            usable[host] = min(usable.get(host, math.inf), allocatable)
     held: dict[str, int] = dict.fromkeys(hosts, 0)
     pods = EntityVersion.objects.as_of(at).filter(kind="pod", node__in=hosts, phase="Running", deleted=False)
     for node, gpus in pods.values_list("node", "gpus"):
         held[node] += gpus or 0
-    return {e: nominal[h] - held[h] for e, h in node_of.items() if h in nominal}
+    return {
+        e: Room(max(0, usable.get(h, 0) - held[h]), nominal[h] - held[h])
+        for e, h in node_of.items()
+        if h in nominal
+    }
 
 
 def _requests(attachments: dict[int, Attached], at: datetime) -> dict[int, float]:
@@ -914,23 +965,24 @@ def _unusable(entities: set[int], at: datetime) -> set[int]:
     ``at`` (the inventory sees a fault a sweep after its alert, or already before): what keeps an incident
     open (``lifecycle.trouble``: a node not Ready or with fewer allocatable GPUs than it has, a GPU faulty or
     missing), and a node cordoned or tainted by Kubernetes."""
-    out: set[int] = set()
     versions = EntityVersion.objects.overlapping(at - FAULT_SLACK, at + FAULT_SLACK).filter(
         entity_id__in=entities, kind__in=("node", "gpu")
     )
-    for v in versions.only("entity_id", "kind", "phase", "gpus", "gpus_allocatable", "deleted", "state"):
-        state = v.state or {}
-        if lifecycle.trouble(v) or (
-            v.kind == "node"
-            and (
-                bool(state.get("unschedulable"))
-                or any(
-                    str(t.get("key", "")).startswith(_UNHEALTHY_TAINTS)
-                    and t.get("effect") in ("NoSchedule", "NoExecute")
-                    for t in state.get("taints") or []
-                    if isinstance(t, dict)
-                )
-            )
-        ):
-            out.add(v.entity_id)
-    return out
+    return {
+        v.entity_id
+        for v in versions.only("entity_id", "kind", "phase", "gpus", "gpus_allocatable", "deleted", "state")
+        if lifecycle.trouble(v) or (v.kind == "node" and not v.deleted and _shut(v.phase, v.state))
+    }
+
+
+def _shut(phase: str | None, state: dict | None) -> bool:
+    """Whether the scheduler places nothing on a node in this ``phase`` and ``state``: not Ready, cordoned,
+    or tainted by Kubernetes itself (``node.kubernetes.io/...``, NoSchedule or NoExecute)."""
+    if phase and phase != "Ready":
+        return True
+    state = state or {}
+    return bool(state.get("unschedulable")) or any(
+        str(t.get("key", "")).startswith(_UNHEALTHY_TAINTS) and t.get("effect") in ("NoSchedule", "NoExecute")
+        for t in state.get("taints") or []
+        if isinstance(t, dict)
+    )

@@ -286,6 +286,77 @@ class RelatedIncidentRuleTests(GroupingTestCase):
         gpu = self.xid("h100-01", 3, 3, phase="faulty")
         self.assertEqual(self.related(job), [gpu.pk])
 
+    def test_a_fault_is_not_linked_to_a_job_whose_pod_fits_beside_it(self) -> None:
+        """A GPU gone from a node with seven others free keeps nobody asking one GPU out: on a busy cluster
+        every such job lists the node as a candidate, and linking each would bury the jobs it does keep out."""
+        from collectors.inventory import Observed, record_states
+
+        self.resnet("Pending", 1, T0 - timedelta(minutes=30))
+        job = self.pending_resnet()
+        self.xid("h100-01", 3, 3)  # missing: h100-01 has 7 free while it is gone
+        self.assertEqual(self.related(job), [])
+        # A node that is not Ready has no room while faulty: the job may be waiting for it.
+        hot = {"phase": "NotReady", "ready": False, "gpus": 8, "gpus_allocatable": 8, "node": "h100-02"}
+        record_states(
+            self.cluster,
+            [Observed("node", "h100-02", {**hot, "capacity": {"nvidia.com/gpu": 8}}, hot=hot)],
+            T0 + timedelta(minutes=6),
+        )
+        node = self.fire("NodeNotReady", {"node": "h100-02"}, at=T0 + timedelta(minutes=5))
+        self.assertEqual(self.related(job), [node.pk])
+
+    def test_a_fault_is_linked_to_a_small_job_when_the_node_is_otherwise_full(self) -> None:
+        self.running_pods("h100-01", 7)  # the faulty GPU was the one free: none while faulty, one once fixed
+        self.resnet("Pending", 1, T0 - timedelta(minutes=30))
+        job = self.pending_resnet()
+        gpu = self.xid("h100-01", 3, 3, phase="faulty")
+        self.assertEqual(self.related(job), [gpu.pk])
+
+    def test_the_room_while_faulty_is_the_least_a_node_advertised_around_the_fault(self) -> None:
+        from collectors.inventory import Observed, record_states
+        from incidents.grouping import Room, _room
+
+        node = Entity.objects.get(kind="node", name="h100-01")
+        gpu = Entity.objects.get(kind="gpu", name=gpu_uuid("h100-01", 3))
+        self.running_pods("h100-01", 2)
+        self.gpu_fault("h100-01", 3, T0)
+        at = T0 + timedelta(minutes=1)
+        # the GPU faulty, the device plugin not yet told: 8 advertised, 7 usable, 2 held
+        self.assertEqual(_room({gpu.pk}, at), {gpu.pk: Room(5, 6)})
+        hot = {"phase": "Ready", "ready": True, "gpus": 8, "gpus_allocatable": 6, "node": "h100-01"}
+        record_states(self.cluster, [Observed("node", "h100-01", hot, hot=hot)], T0 + timedelta(minutes=2))
+        self.assertEqual(_room({gpu.pk, node.pk}, at), {gpu.pk: Room(4, 6), node.pk: Room(4, 6)})
+        cordoned = {**hot, "unschedulable": True, "gpus_allocatable": 8}
+        record_states(self.cluster, [Observed("node", "h100-01", cordoned, hot=hot)], T0 + timedelta(minutes=3))
+        self.assertEqual(_room({node.pk}, at)[node.pk].now, 0)
+        self.assertEqual(_room({node.pk}, T0 + timedelta(hours=2))[node.pk].now, 0)  # still cordoned
+
+    def test_a_fault_is_weighed_however_many_pending_jobs_share_candidate_nodes(self) -> None:
+        """Only incidents that can share a fault are candidates: on a busy cluster the pending jobs that share
+        candidate nodes with a new one are many, and the oldest of them filled the candidates before, so that
+        a job pending after an Xid on a node with room for it was not linked to it (the demo's #83 and #78)."""
+        from unittest import mock
+
+        from collectors.inventory import Observed, record_states
+
+        others = [f"bert-{i}" for i in range(4)]
+        state = {"phase": "Pending", "node_selector": {}}
+        record_states(
+            self.cluster,
+            [Observed("job", name, state, namespace="nlp", hot={"phase": "Pending"}) for name in others],
+            T0 - timedelta(hours=1),
+        )
+        with mock.patch("incidents.grouping.MAX_RELATED_CANDIDATES", 3):
+            for name in others:  # older incidents, sharing every candidate node with resnet-train
+                self.fire("GPUJobPendingTooLong", {"namespace": "nlp", "job_name": name})
+            fault = self.xid("h100-02", 5, 5, phase="faulty")
+            job = self.fire(
+                "GPUJobPendingTooLong",
+                {"namespace": "vision", "job_name": "resnet-train"},
+                at=T0 + timedelta(minutes=10),
+            )
+        self.assertEqual(self.related(job), [fault.pk])
+
     def test_it_links_a_node_incident_and_a_pod_running_on_that_node(self) -> None:
         from collectors.inventory import Observed, record_states
 
