@@ -86,13 +86,26 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def now_rss_mb() -> float:
+    """This process' resident memory now (Linux: /proc/self/statm), against ``rss_mb``'s peak."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=20000)
-    parser.add_argument("--timeline", action="store_true", help="print when each phase of each sweep ended")
+    parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="print when each phase of each sweep ended, and the memory then",
+    )
     parser.add_argument("--serve-sim", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rcaweb.settings")
@@ -121,7 +134,9 @@ def main() -> None:
 
         def progress(what: str, n: int) -> None:
             now = time.monotonic()
-            print(f"    {now - mark[0]:5.2f} s  {what} ({n:,})")
+            print(
+                f"    {now - mark[0]:5.2f} s  RSS {now_rss_mb():5.0f} MB (peak {rss_mb():5.0f})  {what} ({n:,})"
+            )
             mark[0] = now
 
     started = time.monotonic()
@@ -185,7 +200,9 @@ def main() -> None:
 
             prof = cProfile.Profile()
             second = prof.runcall(sweep_cluster, CLUSTER, at + timedelta(seconds=30))
-            pstats.Stats(prof).sort_stats(os.environ["BENCH_PROFILE2"]).print_stats(os.environ.get("BENCH_PROFILE_FILTER", ""), 40)
+            pstats.Stats(prof).sort_stats(os.environ["BENCH_PROFILE2"]).print_stats(
+                os.environ.get("BENCH_PROFILE_FILTER", ""), 40
+            )
         else:
             second = sweep_cluster(CLUSTER, at + timedelta(seconds=30), progress=progress)
         second_s = time.monotonic() - t0

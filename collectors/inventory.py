@@ -65,6 +65,10 @@ class Observed:
     # ``state_hash(state)`` when the mapper already knows it (a pod mapped at an earlier sweep, unchanged since);
     # "" = computed when recorded. Whoever sets it must not change ``state`` afterwards.
     digest: str = field(default="", compare=False)
+    # ``state`` holds only part of the state whose digest is ``digest``, recorded already (a sweep's memo keeps
+    # no more of an unchanged object than it reads): recording it is refused unless that digest is the open
+    # version's, so a part is never written as a whole.
+    partial: bool = field(default=False, compare=False)
     # The object's own latest transition time, where the source gives one (``latest_transition``): a new
     # state is dated then rather than when the sweep saw it, when that time falls after the kind's previous
     # listing (``record_states(listed_before=…)``).
@@ -144,6 +148,7 @@ def record_states(
     source: str = "k8s",
     batch: int | None = None,
     listed_before: datetime | None = None,
+    open_versions: OpenVersions | None = None,
 ) -> RecordResult:
     """Record many observed objects of any kinds at ``at``.
 
@@ -159,6 +164,10 @@ def record_states(
 
     ``batch=None`` writes everything in one transaction. ``batch=n`` commits every n changed objects
     (a sweep of 20,000 pods): a failure then leaves whole objects recorded or not, never half of one.
+
+    ``open_versions`` (one kind's, from :func:`open_versions`) spares the read of the open versions to a
+    caller that records one listing in parts: it must have been read before any of these objects was
+    recorded since, and name each object once over the parts.
     """
     result = RecordResult(seen=len(observed))
     if not observed:
@@ -168,7 +177,7 @@ def record_states(
         by_kind.setdefault(obs.kind, []).append(obs)
     with transaction.atomic() if batch is None else nullcontext():
         for kind, raw_items in by_kind.items():
-            pending = _pending(cluster, kind, _unique(raw_items), at)
+            pending = _pending(cluster, kind, _unique(raw_items), at, open_versions)
             step = batch or len(pending) or 1
             for i in range(0, len(pending), step):
                 with transaction.atomic() if batch is not None else nullcontext():
@@ -178,32 +187,54 @@ def record_states(
 
 # (observed, entity id or None, new digest, open version pk or None)
 _Pending = tuple[Observed, int | None, str, int | None]
+# (namespace, name) -> (entity id, open version pk, its digest)
+OpenVersions = dict[tuple[str, str], tuple[int, int, str]]
 
 
-def _pending(cluster: Cluster, kind: str, items: list[Observed], at: datetime) -> list[_Pending]:
-    """The observed objects whose state differs from their open version (or that have none)."""
-    names = {o.name for o in items}
-    # Open versions are the live objects: their count does not grow with history (closed ones are never read).
+def open_versions(cluster: Cluster, kind: str, names: set[str] | None = None) -> OpenVersions:
+    """The open versions of ``kind`` (of these ``names``, when at most 500 are asked: else all of them, in one
+    read). Open versions are the live objects: their count does not grow with history (closed ones are never
+    read)."""
     ov_qs = EntityVersion.objects.filter(cluster=cluster, kind=kind, valid_to__isnull=True)
-    if len(names) <= 500:
+    if names is not None and len(names) <= 500:
         ov_qs = ov_qs.filter(entity__name__in=names)
-    open_versions = {
+    return {
         (ns, name): (eid, pk, digest)
         for ns, name, eid, pk, digest in ov_qs.values_list(
             "entity__namespace", "entity__name", "entity_id", "pk", "state_hash"
         )
     }
+
+
+def _pending(
+    cluster: Cluster, kind: str, items: list[Observed], at: datetime, known: OpenVersions | None = None
+) -> list[_Pending]:
+    """The observed objects whose state differs from their open version (or that have none)."""
+    opened = open_versions(cluster, kind, {o.name for o in items}) if known is None else known
     out: list[_Pending] = []
     for obs in items:
         digest = obs.digest or state_hash(obs.state)
-        current = open_versions.get((obs.namespace, obs.name))
+        current = opened.get((obs.namespace, obs.name))
         if current is None:
             out.append((obs, None, digest, None))
             continue
         eid, pk, old_digest = current
         if old_digest != digest:
             out.append((obs, eid, digest, pk))
+    partial = [o for o, *_ in out if o.partial]
+    if partial:
+        raise PartialState(kind, [f"{o.namespace}/{o.name}" if o.namespace else o.name for o in partial])
     return out
+
+
+class PartialState(ValueError):
+    """Objects with a partial state (``Observed.partial``) whose digest is not their open version's: what the
+    caller took as recorded is not (another writer, or a database put back). Nothing was written."""
+
+    def __init__(self, kind: str, names: list[str]) -> None:
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        super().__init__(f"{len(names)} {kind}(s) with a partial state not recorded as such: {shown}")
+        self.kind, self.names = kind, names
 
 
 def _entity_ids(cluster: Cluster, kind: str, names: set[str]) -> dict[tuple[str, str], int]:

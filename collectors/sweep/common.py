@@ -94,12 +94,26 @@ class Runner:
         self.summary = summary
         self.runs: list[SourceRun] = []
         self.failed: set[str] = set()
+        self._aside = 0.0  # seconds the call in progress spent on work of ours (``aside``), not the source's
 
-    def call(self, source: str, call: str, fn: Callable[[], T], *, key: str | None = None) -> T | None:
-        """Run ``fn``; on any failure record the error and return None (the caller then skips what depends on it)."""
+    def call(
+        self,
+        source: str,
+        call: str,
+        fn: Callable[[], T],
+        *,
+        key: str | None = None,
+        passes: tuple[type[Exception], ...] = (),
+    ) -> T | None:
+        """Run ``fn``; on any failure record the error and return None (the caller then skips what depends on it).
+        Failures of the ``passes`` types are not the source's (recording what it listed, as it comes): they
+        propagate."""
         started = time.monotonic()
+        self._aside = 0.0
         try:
             value = fn()
+        except passes:
+            raise
         except SourceError as exc:
             self._fail(key or call, exc.source or source, exc.call or call, exc.message, started)
             return None
@@ -114,10 +128,20 @@ class Runner:
                 call=call[:300],
                 time=self.at,
                 ok=True,
-                duration_ms=int((time.monotonic() - started) * 1000),
+                duration_ms=int((time.monotonic() - started - self._aside) * 1000),
             )
         )
         return value
+
+    @contextmanager
+    def aside(self) -> Iterator[None]:
+        """Work of ours within the call in progress (recording a batch of what it listed): not counted in the
+        call's duration, which is the source's."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self._aside += time.monotonic() - started
 
     def note(self, source: str, call: str, message: str) -> None:
         """A call that answered but says "no data": recorded as not ok, so pages show the gap."""

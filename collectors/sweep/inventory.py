@@ -1,10 +1,10 @@
 """The inventory sweep: list everything once, map it, record it by diff (collectors.inventory).
 
-Each kind is recorded in its own transaction as soon as it is mapped, and only when every source it depends
-on answered: a failed listing never deletes entities and never writes half-known states (a job without its
-PodGroup would otherwise open a version that says "no scheduling condition"). Between kinds only compact
-indexes are kept (what jobs need of pods, what GPUs need of nodes), so 20,000 pods and 20,000 jobs never sit
-in memory twice.
+Each kind is recorded as soon as it is mapped (pods as they are listed, 2,000 at a time), in transactions of at
+most 500 objects, and only when every source it depends on answered: a failed listing never deletes entities
+and never writes half-known states (a job without its PodGroup would otherwise open a version that says "no
+scheduling condition"). Between kinds only compact indexes are kept (what jobs need of pods, what GPUs need
+of nodes), so 20,000 pods' whole states never sit in memory together, nor beside 20,000 jobs.
 """
 
 from __future__ import annotations
@@ -24,7 +24,15 @@ from typing import Any
 import simdjson
 
 from collectors import mapping
-from collectors.inventory import Observed, record_absent, record_slices, record_states, state_hash
+from collectors.inventory import (
+    Observed,
+    RecordResult,
+    open_versions,
+    record_absent,
+    record_slices,
+    record_states,
+    state_hash,
+)
 from collectors.mapping.common import latest_transition
 from collectors.models import Cluster, EntityVersion, SourceRun
 from collectors.signals import inventory_swept
@@ -43,6 +51,18 @@ from collectors.sweep.common import Progress, Runner, SweepSummary, cluster_lock
 logger = logging.getLogger(__name__)
 
 BATCH = 500
+POD_BATCH = 2000  # pods mapped, then recorded, at a time
+
+
+class _RecordFailed(Exception):
+    """Recording what a listing gave failed (the database, not the source): raised through ``Runner.call``,
+    then ``cause`` is raised as the sweep's failure."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 GpuAnswers = tuple[Answer, dict[str, Answer | None]]  # the inventory query's answer, each fact query's
 GpuSeries = tuple[list[Series], dict[str, list[Series] | None]]  # the same decoded (None: no data)
 
@@ -191,6 +211,31 @@ def _memo(cluster: Cluster, listing: str, context: int) -> _Memo:
             del _memos[stale]
         memo = _memos[key] = _Memo(context)
     return memo
+
+
+_KEPT_POD_KEYS = ("phase", "node", "job", "gpu_share", "reservation_for")  # what a sweep reads of a pod
+
+
+def _kept(pod: Observed) -> Observed:
+    """A recorded pod as the memo keeps it for the next sweep: its mark's digest and only the part of its state
+    a sweep reads (``_kube``: the job's pods, the node's, GPU shares), so 20,000 pods' whole states do not
+    outlive their recording (they would sit beside the job listing). A pod that shares a GPU or reserves one
+    for others is kept whole (``mapping.gpu_shares`` reads more of it; they are few)."""
+    state = pod.state
+    if pod.partial or state.get("gpu_share") or state.get("reservation_for"):
+        return pod
+    kept = {k: state[k] for k in _KEPT_POD_KEYS if k in state}
+    cond = (state.get("conditions") or {}).get("PodScheduled")
+    kept["conditions"] = {"PodScheduled": cond} if cond else {}
+    return Observed(
+        kind="pod",
+        name=pod.name,
+        namespace=pod.namespace,
+        state=kept,
+        since=pod.since,
+        digest=pod.digest,
+        partial=True,
+    )
 
 
 def _lite(pod: Observed) -> Observed:
@@ -360,16 +405,19 @@ class _Sweep:
             self.cluster, items, self.at, source=source, batch=BATCH, listed_before=self._listed_before(kind)
         )
         if kind != "gpu":  # a GPU that stops reporting is "missing", never deleted (map_gpus keeps it)
-            keys = {(o.namespace, o.name) for o in items}
-            still_open = EntityVersion.objects.filter(
-                cluster=self.cluster, kind=kind, valid_to__isnull=True
-            ).count()
-            if still_open != len(
-                keys
-            ):  # something open was not listed: it is gone (one COUNT spares a full read)
-                result += record_absent(self.cluster, kind, keys, self.at, source=source)
+            result += self._absent(kind, items, source)
         self.summary.add(result)
         self.progress(f"recorded {kind}s", len(items))
+
+    def _absent(self, kind: str, items: list[Observed], source: str) -> RecordResult:
+        """Close what is open of ``kind`` and not among ``items``, a complete listing: it is gone."""
+        keys = {(o.namespace, o.name) for o in items}
+        still_open = EntityVersion.objects.filter(
+            cluster=self.cluster, kind=kind, valid_to__isnull=True
+        ).count()
+        if still_open == len(keys):  # nothing open that was not listed (one COUNT spares a full read)
+            return RecordResult()
+        return record_absent(self.cluster, kind, keys, self.at, source=source)
 
     def _listed_before(self, kind: str) -> datetime | None:
         """When the kind's listing last succeeded before this sweep: a state that changed since changed
@@ -483,11 +531,24 @@ class _Sweep:
             self._record_queues(qs, actors, source)
             self.record("department", departments, source)
 
-        pods = runner.call("k8s", "list pods", lambda: self._list_pods(kube, project_of))
+        # Kueue: a pod's queue label names a LocalQueue; without the LocalQueue list its project is unknown,
+        # and the pods are listed (jobs need them) but not recorded.
+        try:
+            pods = runner.call(
+                "k8s",
+                "list pods",
+                lambda: self._list_pods(kube, project_of, record=lq_ok),
+                passes=(_RecordFailed,),
+            )
+        except _RecordFailed as failed:  # the database's failure, not the source's: the sweep's
+            raise failed.cause from None
         if pods is not None:
             runner.set_rows("list pods", len(pods))
-            # Kueue: a pod's queue label names a LocalQueue; without the LocalQueue list its project is unknown.
-            self.record("pod", pods if lq_ok else None)
+            if lq_ok:  # recorded as listed, 2,000 at a time: what is open and was not listed is gone
+                self.summary.add(self._absent("pod", pods, "k8s"))
+                self.progress("recorded pods", len(pods))
+            else:
+                self.summary.skipped_kinds.append("pod")
             self.pods = _Pods()
             gpu_memory = {n: (st.get("gpu_memory_mib") or None) for n, st in (self.nodes or {}).items()}
             self.pods.shares = mapping.gpu_shares(
@@ -527,11 +588,24 @@ class _Sweep:
         self.record("project", [o for o in qs if o.kind == "project"], source)
         self.record("queue", [o for o in qs if o.kind == "queue"], source)
 
-    def _list_pods(self, kube: KubeSource, project_of: dict[tuple[str, str], str]) -> list[Observed]:
-        out = []
+    def _list_pods(
+        self, kube: KubeSource, project_of: dict[tuple[str, str], str], *, record: bool
+    ) -> list[Observed]:
+        """The pods, mapped (those unchanged since the last listing taken from the memo, not mapped again) and,
+        when ``record``, recorded ``POD_BATCH`` at a time as they are mapped: 20,000 pods' whole states never
+        sit in memory together. Returned, and kept in the memo, as :func:`_kept` keeps them once recorded.
+
+        A listing that fails part way leaves the pods recorded so far recorded (each whole, as listed), and
+        closes nothing: only a complete listing says what is gone (``_kube``)."""
+        out: list[Observed] = []
         memory = {n: st.get("gpu_memory_mib") for n, st in (self.nodes or {}).items()}
         memo = _memo(self.cluster, "pods", hash(frozenset(project_of.items())))
         fresh: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
+        # One read of the open pod versions: what each batch is recorded against, and what a pod the memo
+        # keeps in part must still be (no other writer, no database put back since) to be reused.
+        opened = open_versions(self.cluster, "pod") if record or memo.objects else {}
+        listed_before = self._listed_before("pod") if record else None
+        batch: list[tuple[tuple[str, str], tuple[Any, ...] | None, Observed]] = []
 
         def identify(raw: Any) -> tuple[tuple[str, str], tuple[Any, ...], Any]:
             """A pod's (namespace, name), mark and node's GPU memory, read from it decoded or not."""
@@ -546,6 +620,8 @@ class _Sweep:
             kept = memo.objects.get(name) if mark[1] else None
             if kept is None or kept[0] != mark:
                 return None
+            if kept[1].partial and (opened.get(name) or (0, 0, ""))[2] != kept[1].digest:
+                return None
             fresh[name] = kept
             return kept[1]
 
@@ -555,24 +631,59 @@ class _Sweep:
             except (AttributeError, TypeError):  # malformed (metadata not an object…): decoded and mapped
                 return None
 
-        for n, raw in enumerate(kube.iter_pods(reuse), 1):
-            if isinstance(raw, Observed):  # reused (undecoded): already in fresh
-                obs = raw
-            else:
-                name, mark, gpu_memory = identify(raw)
-                found = known(name, mark)
-                if found is not None:
-                    obs = found  # the same object version as last time: the same mapped state and digest
+        def flush() -> None:
+            if record:  # (a pod reused in part is recorded already: it only counts as seen)
+                with self.runner.aside():
+                    try:
+                        result = record_states(
+                            self.cluster,
+                            [obs for _, _, obs in batch],
+                            self.at,
+                            batch=BATCH,
+                            listed_before=listed_before,
+                            open_versions=opened,
+                        )
+                    except Exception as exc:
+                        raise _RecordFailed(exc) from exc
+                self.summary.add(result)
+            for name, mark, obs in batch:
+                kept = _kept(obs) if record else obs
+                if mark is not None:
+                    fresh[name] = (mark, kept)
+                elif kept is not obs and name in fresh:  # reused whole (listed, not recorded, last time)
+                    fresh[name] = (fresh[name][0], kept)
+                out.append(kept)
+            batch.clear()
+
+        listed: set[tuple[str, str]] = set()
+        try:
+            for n, raw in enumerate(kube.iter_pods(reuse), 1):
+                if isinstance(raw, Observed):  # reused (undecoded): already in fresh
+                    obs, name, mark = raw, (raw.namespace, raw.name), None
                 else:
-                    obs = mapping.map_pod(raw, project_of, gpu_memory)
-                    obs.digest = state_hash(obs.state)
-                    obs.since = latest_transition(raw)
-                    if mark[1]:
-                        fresh[name] = (mark, obs)
-            out.append(obs)
-            if n % 2000 == 0:
-                self.progress("pods", n)
-        memo.objects = fresh  # a complete listing only (a failed one raised above): pods gone are forgotten
+                    name, mark, gpu_memory = identify(raw)
+                    found = known(name, mark)
+                    if found is not None:
+                        obs, mark = found, None  # the same object version as last time: already in fresh
+                    else:
+                        obs = mapping.map_pod(raw, project_of, gpu_memory)
+                        obs.digest = state_hash(obs.state)
+                        obs.since = latest_transition(raw)
+                        if not mark[1]:
+                            mark = None
+                if name in listed:  # a page boundary moved under the listing: the first one stands
+                    continue
+                listed.add(name)
+                batch.append((name, mark, obs))
+                if len(batch) >= POD_BATCH:
+                    flush()
+                if n % 2000 == 0:
+                    self.progress("pods", n)
+            flush()
+        except BaseException:
+            memo.objects = {}  # some of it recorded, or not: the next listing maps every pod again
+            raise
+        memo.objects = fresh  # a complete listing only: pods gone are forgotten
         self.progress("pods", len(out))
         return out
 

@@ -105,3 +105,37 @@ def test_two_sweeps_of_one_cluster_never_overlap(sim):
         summary = sweep_cluster(cluster.name, sim.world.now)
     assert summary.skipped and summary.opened == 0
     assert not EntityVersion.objects.exists()
+
+
+def test_a_pod_listing_failing_part_way_keeps_what_it_recorded_and_closes_nothing(sim, monkeypatch):
+    """Pods are recorded as they are listed (POD_BATCH at a time): a listing that fails part way leaves the
+    pods recorded so far, each whole, and deletes nothing; the jobs, which need every pod, are skipped."""
+    from collectors.sources.errors import SourceError
+    from collectors.sources.kubernetes import KubeSource
+    from collectors.sweep import inventory as sweep_inventory
+
+    monkeypatch.setattr(sweep_inventory, "_memos", {})  # (other tests' clusters leave theirs)
+    cluster = register(sim)
+    sweep_cluster(cluster.name, sim.world.now)
+    before = _open("pod")
+    sim.advance_to(sim.world.now + timedelta(hours=2))
+    later = sim.world.now
+    monkeypatch.setattr(sweep_inventory, "POD_BATCH", 2)
+    real = KubeSource.iter_pods
+
+    def failing(self, reuse=None):  # type: ignore[no-untyped-def]
+        for n, item in enumerate(real(self, reuse)):
+            if n == 2:
+                raise SourceError("k8s", "list pods", "connection reset by peer")
+            yield item
+
+    monkeypatch.setattr(KubeSource, "iter_pods", failing)
+    summary = sweep_cluster(cluster.name, later)
+    assert any("list pods" in e and "connection reset" in e for e in summary.errors), summary.errors
+    assert {"pod", "job"} <= set(summary.skipped_kinds)
+    assert _open("pod") >= before  # nothing deleted
+    opened = EntityVersion.objects.filter(kind="pod", valid_from=later)
+    assert 0 < opened.count() <= 2 and not opened.filter(deleted=True).exists()  # the first batch, whole
+    assert EntityVersion.objects.filter(kind="pod", valid_to=later).count() <= opened.count()  # replaced only
+    assert SourceRun.objects.filter(cluster=cluster, ok=False, call="list pods", time=later).exists()
+    assert [m.objects for key, m in sweep_inventory._memos.items() if key[0] == "pods"] == [{}]

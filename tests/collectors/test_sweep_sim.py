@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils.timezone import now as timezone_now
 
 from collectors import inventory
 from collectors.models import Change, EntityVersion, KubeEvent, SourceRun, TelemetrySample
@@ -185,6 +186,125 @@ def _swept_twice_unchanged(sim, cluster, world, mapped: list[str]) -> int:
     assert sweep_cluster(cluster.name, t + timedelta(seconds=30)).opened == 0
     assert mapped == []  # nothing moved: nothing mapped
     return listed
+
+
+def _pod_memo() -> dict:
+    from collectors.sweep import inventory as sweep_inventory
+
+    (memo,) = [m for key, m in sweep_inventory._memos.items() if key[0] == "pods"]
+    return memo.objects
+
+
+def test_the_memo_keeps_of_a_recorded_pod_only_what_the_next_sweep_reads(monkeypatch):
+    """20,000 pods' whole states must not outlive their recording (they sat beside the job listing: the first
+    sweep's peak); once recorded, the memo keeps each pod's digest and the few keys a sweep reads."""
+    from collectors import mapping
+    from collectors.sweep import inventory as sweep_inventory
+
+    monkeypatch.setattr(sweep_inventory, "_memos", {})
+    world = small_world("kai")
+    mapped: list[str] = []
+    real = mapping.map_pod
+
+    def counting(raw, *args, **kwargs):
+        mapped.append(raw["metadata"]["name"])
+        return real(raw, *args, **kwargs)
+
+    monkeypatch.setattr(mapping, "map_pod", counting)
+    with served(world) as sim:
+        cluster = register(sim)
+        t = world.start + timedelta(minutes=40)
+        sim.advance_to(t)
+        sweep_cluster(cluster.name, t)
+        kept = _pod_memo()
+        assert kept and all(obs.partial for _, obs in kept.values())
+        allowed = {*sweep_inventory._KEPT_POD_KEYS, "conditions"}
+        assert all(set(obs.state) <= allowed for _, obs in kept.values())
+        opened = {
+            (ns, name): digest
+            for ns, name, digest in EntityVersion.objects.filter(
+                cluster=cluster, kind="pod", valid_to__isnull=True
+            ).values_list("entity__namespace", "entity__name", "state_hash")
+        }
+        assert {key: obs.digest for key, (_, obs) in kept.items()} == opened
+        mapped.clear()
+        again = sweep_cluster(cluster.name, t + timedelta(seconds=30))
+        assert (again.opened, again.errors, mapped) == (0, [], [])  # reused, recorded as they were: no write
+
+
+def test_a_pod_whose_recorded_version_changed_since_is_mapped_again(monkeypatch):
+    """The memo keeps a recorded pod in part: when its open version is no longer the one recorded (another
+    writer, a database put back), the pod is mapped again from its listing, never written from the part."""
+    from collectors import mapping
+    from collectors.sweep import inventory as sweep_inventory
+
+    monkeypatch.setattr(sweep_inventory, "_memos", {})
+    world = small_world("kai")
+    mapped: list[str] = []
+    real = mapping.map_pod
+
+    def counting(raw, *args, **kwargs):
+        mapped.append(raw["metadata"]["name"])
+        return real(raw, *args, **kwargs)
+
+    monkeypatch.setattr(mapping, "map_pod", counting)
+    with served(world) as sim:
+        cluster = register(sim)
+        t = world.start + timedelta(minutes=40)
+        sim.advance_to(t)
+        sweep_cluster(cluster.name, t)
+        pods = EntityVersion.objects.filter(cluster=cluster, kind="pod", valid_to__isnull=True)
+        moved = pods.order_by("pk").first()
+        assert moved is not None
+        EntityVersion.objects.filter(pk=moved.pk).update(state_hash="written by another")
+        gone = pods.order_by("-pk").first()
+        assert gone is not None and gone.pk != moved.pk
+        EntityVersion.objects.filter(pk=gone.pk).delete()  # a database put back to before that pod
+        mapped.clear()
+        sweep_cluster(cluster.name, t + timedelta(seconds=30))
+        want = expected(world)["pod"]
+    assert sorted(mapped) == sorted([moved.entity.name, gone.entity.name])
+    assert recorded(cluster, t + timedelta(seconds=30))["pod"] == want
+
+
+def test_recording_a_partial_state_that_is_not_the_open_version_is_refused():
+    from collectors.inventory import Observed, PartialState, record_states
+    from collectors.models import Cluster
+
+    cluster = Cluster.objects.create(name="c1")
+    at = timezone_now()
+    whole = Observed("pod", "p-0", {"phase": "Running", "node": "n1", "image": "x"}, namespace="ns")
+    record_states(cluster, [whole], at)
+    same = inventory.state_hash(whole.state)
+    part = Observed("pod", "p-0", {"phase": "Running"}, namespace="ns", digest=same, partial=True)
+    assert record_states(cluster, [part], at + timedelta(minutes=1)).opened == 0  # the recorded one: nothing
+    other = Observed("pod", "p-0", {"phase": "Failed"}, namespace="ns", digest="elsewhere", partial=True)
+    new = Observed("pod", "p-1", {"phase": "Running"}, namespace="ns", digest="never", partial=True)
+    with pytest.raises(PartialState, match=r"2 pod\(s\).*ns/p-0, ns/p-1"):
+        record_states(cluster, [other, new], at + timedelta(minutes=2), batch=500)
+    assert EntityVersion.objects.filter(cluster=cluster).count() == 1  # nothing written
+
+
+def test_a_failed_pod_record_empties_the_memo(monkeypatch):
+    from collectors.sweep import inventory as sweep_inventory
+
+    monkeypatch.setattr(sweep_inventory, "_memos", {})
+    world = small_world("kai")
+    real = sweep_inventory.record_states
+
+    def failing(cluster, items, *args, **kwargs):
+        if items and items[0].kind == "pod":
+            raise RuntimeError("database went away")
+        return real(cluster, items, *args, **kwargs)
+
+    monkeypatch.setattr(sweep_inventory, "record_states", failing)
+    with served(world) as sim:
+        cluster = register(sim)
+        t = world.start + timedelta(minutes=40)
+        sim.advance_to(t)
+        with pytest.raises(RuntimeError, match="went away"):
+            sweep_cluster(cluster.name, t)
+    assert _pod_memo() == {}
 
 
 def _pods(sim) -> list[dict]:
