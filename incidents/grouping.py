@@ -807,8 +807,10 @@ def link_related_incidents(
     if not sharing:
         return []
     when = incident.onset if at is None else at
-    unusable = _unusable(mine_fault.union(*(faults[pk] for pk in sharing)), when)
-    room = _room(unusable, when)
+    entities = mine_fault.union(*(faults[pk] for pk in sharing))
+    unusable = _unusable(entities, when)
+    room = _room(entities, unusable, when)
+    unusable |= {e for e, r in room.items() if r.short}
     asks = _requests({incident.pk: have, **{pk: theirs[pk] for pk in sharing}}, when)
     linked = [
         pk
@@ -856,10 +858,12 @@ def _matters(
 
 
 class Room(NamedTuple):
-    """Whole GPUs free on a faulty entity's node: ``now`` while the fault lasts, ``fixed`` once it is fixed."""
+    """Whole GPUs free on a faulty entity's node: ``now`` while the fault lasts, ``fixed`` once it is fixed;
+    ``short``: a node with fewer usable GPUs than it had (see :func:`_room`)."""
 
     now: float
     fixed: float
+    short: bool = False
 
     def keeps_out(self, asks: float) -> bool:
         """Whether the fault is what keeps a pod asking ``asks`` GPUs off this node."""
@@ -872,25 +876,31 @@ _NO_ROOM_KNOWN = Room(0, math.inf)  # node or count unknown: the fault may be wh
 NOMINAL_LOOKBACK = timedelta(hours=24)  # a node's GPUs are the most it reported over this long before t
 
 
-def _room(unusable: set[int], at: datetime) -> dict[int, Room]:
-    """Per faulty node or GPU (entity id), the whole GPUs its node has free around ``at``, as :class:`Room`.
+def _room(entities: set[int], faulty: set[int], at: datetime) -> dict[int, Room]:
+    """Per node or GPU among ``entities`` (entity id), the whole GPUs its node has free around ``at``, as
+    :class:`Room`.
 
     Once fixed: the most GPUs the node reported over ``NOMINAL_LOOKBACK`` (a GPU that fell off the bus
     leaves its capacity too) less those its running pods hold. While faulty: none if the node was not Ready,
     cordoned or tainted by Kubernetes within ``FAULT_SLACK`` of ``at``; else the fewest it advertised
-    allocatable then, and no more than that most less its faulty or missing GPUs among ``unusable`` (the
-    device plugin may not have withdrawn them yet), less those held. Entities whose node or count is unknown
-    are left out. Four queries, whatever the number of entities."""
-    if not unusable:
+    allocatable then, and no more than that most less its GPUs among ``faulty`` (the device plugin may not
+    have withdrawn them yet), less those held. A node is ``short`` when it had fewer usable GPUs than that
+    most: the kubelet withdraws a GPU that fell off the bus at once, while the GPU is seen missing only at
+    the next GPU poll. Entities whose node or count is unknown are left out. Four queries, whatever the
+    number of entities."""
+    if not entities:
         return {}
     node_of: dict[int, str] = {}
+    nodes: set[int] = set()
     bad_gpus: dict[str, int] = {}
-    versions = EntityVersion.objects.as_of(at).filter(entity_id__in=unusable, kind__in=("node", "gpu"))
+    versions = EntityVersion.objects.as_of(at).filter(entity_id__in=entities, kind__in=("node", "gpu"))
     for entity_id, kind, name, node in versions.values_list("entity_id", "kind", "entity__name", "node"):
         host = name if kind == "node" else node
         if host:
             node_of[entity_id] = host
-            if kind == "gpu":
+            if kind == "node":
+                nodes.add(entity_id)
+            elif entity_id in faulty:
                 bad_gpus[host] = bad_gpus.get(host, 0) + 1
     hosts = set(node_of.values())
     if not hosts:
@@ -917,7 +927,11 @@ def _room(unusable: set[int], at: datetime) -> dict[int, Room]:
     for node, gpus in pods.values_list("node", "gpus"):
         held[node] += gpus or 0
     return {
-        e: Room(max(0, usable.get(h, 0) - held[h]), nominal[h] - held[h])
+        e: Room(
+            max(0, usable.get(h, 0) - held[h]),
+            nominal[h] - held[h],
+            e in nodes and usable.get(h, 0) < nominal[h],
+        )
         for e, h in node_of.items()
         if h in nominal
     }

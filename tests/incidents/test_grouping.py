@@ -322,14 +322,43 @@ class RelatedIncidentRuleTests(GroupingTestCase):
         self.gpu_fault("h100-01", 3, T0)
         at = T0 + timedelta(minutes=1)
         # the GPU faulty, the device plugin not yet told: 8 advertised, 7 usable, 2 held
-        self.assertEqual(_room({gpu.pk}, at), {gpu.pk: Room(5, 6)})
+        self.assertEqual(
+            _room({gpu.pk, node.pk}, {gpu.pk}, at), {gpu.pk: Room(5, 6), node.pk: Room(5, 6, True)}
+        )
+        self.assertEqual(_room({gpu.pk, node.pk}, set(), at), {gpu.pk: Room(6, 6), node.pk: Room(6, 6)})
         hot = {"phase": "Ready", "ready": True, "gpus": 8, "gpus_allocatable": 6, "node": "h100-01"}
         record_states(self.cluster, [Observed("node", "h100-01", hot, hot=hot)], T0 + timedelta(minutes=2))
-        self.assertEqual(_room({gpu.pk, node.pk}, at), {gpu.pk: Room(4, 6), node.pk: Room(4, 6)})
+        self.assertEqual(
+            _room({gpu.pk, node.pk}, {gpu.pk}, at), {gpu.pk: Room(4, 6), node.pk: Room(4, 6, True)}
+        )
         cordoned = {**hot, "unschedulable": True, "gpus_allocatable": 8}
-        record_states(self.cluster, [Observed("node", "h100-01", cordoned, hot=hot)], T0 + timedelta(minutes=3))
-        self.assertEqual(_room({node.pk}, at)[node.pk].now, 0)
-        self.assertEqual(_room({node.pk}, T0 + timedelta(hours=2))[node.pk].now, 0)  # still cordoned
+        record_states(
+            self.cluster, [Observed("node", "h100-01", cordoned, hot=hot)], T0 + timedelta(minutes=3)
+        )
+        self.assertEqual(_room({node.pk}, set(), at)[node.pk].now, 0)
+        self.assertEqual(_room({node.pk}, set(), T0 + timedelta(hours=2))[node.pk].now, 0)  # still cordoned
+
+    def test_a_gpu_the_kubelet_withdrew_counts_before_the_inventory_sees_it_missing(self) -> None:
+        """A GPU that fell off the bus leaves the node's capacity at once (the kubelet), while the GPU poll
+        sees it missing a sweep or more later: the node is short from the first, and the 8-GPU job pending
+        since before the Xid is linked to it; a 1-GPU job, with room left beside it, is not."""
+        from collectors.inventory import Observed, record_states
+
+        job = self.pending_resnet()  # 8 GPUs a pod
+        hot = {"phase": "Ready", "ready": True, "gpus": 7, "gpus_allocatable": 7, "node": "h100-01"}
+        state = {**hot, "capacity": {"nvidia.com/gpu": 7}, "allocatable": {"nvidia.com/gpu": 7}}
+        record_states(self.cluster, [Observed("node", "h100-01", state, hot=hot)], T0 + timedelta(minutes=3))
+        gpu = self.fire(
+            "GPUXidError",
+            {"UUID": gpu_uuid("h100-01", 3), "Hostname": "h100-01"},
+            at=T0 + timedelta(minutes=3),
+        )
+        self.assertEqual(self.related(job), [gpu.pk])
+        self.resnet("Pending", 1, T0 + timedelta(minutes=4))
+        job.related.clear()
+        from incidents.grouping import link_related_incidents
+
+        self.assertEqual(link_related_incidents(gpu, at=T0 + timedelta(minutes=5)), [])
 
     def test_a_fault_is_weighed_however_many_pending_jobs_share_candidate_nodes(self) -> None:
         """Only incidents that can share a fault are candidates: on a busy cluster the pending jobs that share
