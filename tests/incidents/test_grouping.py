@@ -56,6 +56,19 @@ class SubjectRuleTests(GroupingTestCase):
         )
         self.assertIn(f"gpu {gpu_uuid('h100-02', 7)}", related)
 
+    def test_a_pending_jobs_candidate_nodes_are_those_its_node_selector_matches(self) -> None:
+        from collectors.inventory import Observed, record_states
+        from incidents.grouping import candidate_nodes
+
+        labels = {"kubernetes.io/hostname": "a100-01", "nodepool": "a100"}
+        hot = {"phase": "Ready", "ready": True, "gpus": 8, "gpus_allocatable": 8, "node": "a100-01"}
+        record_states(self.cluster, [Observed("node", "a100-01", {**hot, "labels": labels}, hot=hot)], T0)
+        names = lambda selector: [e.name for e in candidate_nodes(self.cluster, selector, T0)]  # noqa: E731
+        self.assertEqual(names({}), ["a100-01", "h100-01", "h100-02"])
+        self.assertEqual(names({"nodepool": "h100"}), ["h100-01", "h100-02"])
+        self.assertEqual(names({"nodepool": "a100", "kubernetes.io/hostname": "a100-01"}), ["a100-01"])
+        self.assertEqual(names({"nodepool": "b200"}), [])
+
     def test_it_finds_a_job_by_name_alone_when_the_name_is_unique(self) -> None:
         inc = self.fire("GPUJobPendingTooLong", {"job_name": "resnet-train"})
         self.assertEqual(self.subjects(inc), {"job vision/resnet-train"})
