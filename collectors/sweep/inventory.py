@@ -1,6 +1,6 @@
 """The inventory sweep: list everything once, map it, record it by diff (collectors.inventory).
 
-Each kind is recorded as soon as it is mapped (pods as they are listed, 2,000 at a time), in transactions of at
+Each kind is recorded as soon as it is mapped (pods and jobs as they are listed, 2,000 at a time), in transactions of at
 most 500 objects, and only when every source it depends on answered: a failed listing never deletes entities
 and never writes half-known states (a job without its PodGroup would otherwise open a version that says "no
 scheduling condition"). Between kinds only compact indexes are kept (what jobs need of pods, what GPUs need
@@ -51,7 +51,7 @@ from collectors.sweep.common import Progress, Runner, SweepSummary, cluster_lock
 logger = logging.getLogger(__name__)
 
 BATCH = 500
-POD_BATCH = 2000  # pods mapped, then recorded, at a time
+LISTED_BATCH = 2000  # objects of a listing (pods, jobs) mapped, then recorded, at a time
 
 
 class _RecordFailed(Exception):
@@ -246,6 +246,82 @@ def _lite(pod: Observed) -> Observed:
         "conditions": {"PodScheduled": cond} if cond else {},
     }
     return Observed(kind="pod", name=pod.name, namespace=pod.namespace, state=state, since=pod.since)
+
+
+class _Streamed:
+    """One listing's objects, recorded as they are mapped (``LISTED_BATCH`` at a time, when ``record``) against one
+    read of the kind's open versions, and kept by the memo as ``keep`` makes them once recorded: a listing's
+    whole states never sit in memory together.
+
+    An object the memo keeps in part (``Observed.partial``) is reused only while its open version's digest is
+    the one kept (``reusable``): another writer, or a database put back, makes it mapped again. A listing
+    that fails part way leaves the objects recorded so far (each whole) and closes nothing: only a complete
+    listing says what is gone (``_Sweep._absent``). ``fresh`` is the memo's next content; the caller sets it
+    once the listing is complete, and empties the memo on a failure."""
+
+    def __init__(
+        self, sweep: _Sweep, kind: str, memo: _Memo, *, record: bool, keep: Callable[[Observed], Observed]
+    ) -> None:
+        self.sweep, self.kind, self.record, self.keep = sweep, kind, record, keep
+        self.opened = open_versions(sweep.cluster, kind) if record or memo.objects else {}
+        self.listed_before = sweep._listed_before(kind) if record else None
+        self.batch: list[tuple[tuple[str, str], tuple[Any, ...] | None, Observed]] = []
+        self.out: list[Observed] = []
+        self.fresh: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
+        self.listed: set[tuple[str, str]] = set()
+
+    def reusable(self, name: tuple[str, str], kept: Observed) -> bool:
+        return not kept.partial or (self.opened.get(name) or (0, 0, ""))[2] == kept.digest
+
+    def add(self, name: tuple[str, str], mark: tuple[Any, ...] | None, obs: Observed) -> None:
+        """One object as listed: ``mark`` None when it is not to be remembered, or is already in ``fresh``."""
+        if name in self.listed:  # a page boundary moved under the listing: the first one stands
+            return
+        self.listed.add(name)
+        self.batch.append((name, mark, obs))
+        if len(self.batch) >= LISTED_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if (
+            self.record and self.batch
+        ):  # (an object reused in part is recorded already: it only counts as seen)
+            with self.sweep.runner.aside():
+                try:
+                    result = record_states(
+                        self.sweep.cluster,
+                        [obs for _, _, obs in self.batch],
+                        self.sweep.at,
+                        batch=BATCH,
+                        listed_before=self.listed_before,
+                        open_versions=self.opened,
+                    )
+                except Exception as exc:
+                    raise _RecordFailed(exc) from exc
+            self.sweep.summary.add(result)
+        for name, mark, obs in self.batch:
+            kept = self.keep(obs) if self.record else obs
+            if mark is not None:
+                self.fresh[name] = (mark, kept)
+            elif kept is not obs and name in self.fresh:  # reused whole (listed, not recorded, last time)
+                self.fresh[name] = (self.fresh[name][0], kept)
+            self.out.append(kept)
+        self.batch.clear()
+
+
+def _kept_job(job: Observed) -> Observed:
+    """A recorded job as the memo keeps it: its digest (nothing of a job is read after it is recorded)."""
+    if job.partial:
+        return job
+    return Observed(
+        kind="job",
+        name=job.name,
+        namespace=job.namespace,
+        state={},
+        since=job.since,
+        digest=job.digest,
+        partial=True,
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -570,12 +646,21 @@ class _Sweep:
             self.summary.skipped_kinds.append("job")
             return
         queue_project = {q: p for (_, q), p in project_of.items()}
-        jobs = runner.call(
-            "k8s", "list jobs", lambda: self._list_jobs(kube, index, queue_project, local_queues)
-        )
-        if jobs is not None:
-            runner.set_rows("list jobs", len(jobs))
-        self.record("job", jobs)
+        try:
+            jobs = runner.call(
+                "k8s",
+                "list jobs",
+                lambda: self._list_jobs(kube, index, queue_project, local_queues),
+                passes=(_RecordFailed,),
+            )
+        except _RecordFailed as failed:  # the database's failure, not the source's: the sweep's
+            raise failed.cause from None
+        if jobs is None:
+            self.summary.skipped_kinds.append("job")
+            return
+        runner.set_rows("list jobs", len(jobs))
+        self.summary.add(self._absent("job", jobs, "k8s"))  # recorded as listed: what was not listed is gone
+        self.progress("recorded jobs", len(jobs))
 
     def _record_queues(self, qs: list[Observed] | None, actors: dict[str, str], source: str) -> None:
         if qs is None:
@@ -592,20 +677,11 @@ class _Sweep:
         self, kube: KubeSource, project_of: dict[tuple[str, str], str], *, record: bool
     ) -> list[Observed]:
         """The pods, mapped (those unchanged since the last listing taken from the memo, not mapped again) and,
-        when ``record``, recorded ``POD_BATCH`` at a time as they are mapped: 20,000 pods' whole states never
-        sit in memory together. Returned, and kept in the memo, as :func:`_kept` keeps them once recorded.
-
-        A listing that fails part way leaves the pods recorded so far recorded (each whole, as listed), and
-        closes nothing: only a complete listing says what is gone (``_kube``)."""
-        out: list[Observed] = []
+        when ``record``, recorded as they are mapped (:class:`_Streamed`). Returned, and kept in the memo, as
+        :func:`_kept` keeps them once recorded."""
         memory = {n: st.get("gpu_memory_mib") for n, st in (self.nodes or {}).items()}
         memo = _memo(self.cluster, "pods", hash(frozenset(project_of.items())))
-        fresh: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
-        # One read of the open pod versions: what each batch is recorded against, and what a pod the memo
-        # keeps in part must still be (no other writer, no database put back since) to be reused.
-        opened = open_versions(self.cluster, "pod") if record or memo.objects else {}
-        listed_before = self._listed_before("pod") if record else None
-        batch: list[tuple[tuple[str, str], tuple[Any, ...] | None, Observed]] = []
+        stream = _Streamed(self, "pod", memo, record=record, keep=_kept)
 
         def identify(raw: Any) -> tuple[tuple[str, str], tuple[Any, ...], Any]:
             """A pod's (namespace, name), mark and node's GPU memory, read from it decoded or not."""
@@ -618,11 +694,9 @@ class _Sweep:
         def known(name: tuple[str, str], mark: tuple[Any, ...]) -> Observed | None:
             """The pod as mapped last time, when this is the same object version (kept in ``fresh``)."""
             kept = memo.objects.get(name) if mark[1] else None
-            if kept is None or kept[0] != mark:
+            if kept is None or kept[0] != mark or not stream.reusable(name, kept[1]):
                 return None
-            if kept[1].partial and (opened.get(name) or (0, 0, ""))[2] != kept[1].digest:
-                return None
-            fresh[name] = kept
+            stream.fresh[name] = kept
             return kept[1]
 
         def reuse(raw: Any) -> Observed | None:
@@ -631,61 +705,29 @@ class _Sweep:
             except (AttributeError, TypeError):  # malformed (metadata not an object…): decoded and mapped
                 return None
 
-        def flush() -> None:
-            if record:  # (a pod reused in part is recorded already: it only counts as seen)
-                with self.runner.aside():
-                    try:
-                        result = record_states(
-                            self.cluster,
-                            [obs for _, _, obs in batch],
-                            self.at,
-                            batch=BATCH,
-                            listed_before=listed_before,
-                            open_versions=opened,
-                        )
-                    except Exception as exc:
-                        raise _RecordFailed(exc) from exc
-                self.summary.add(result)
-            for name, mark, obs in batch:
-                kept = _kept(obs) if record else obs
-                if mark is not None:
-                    fresh[name] = (mark, kept)
-                elif kept is not obs and name in fresh:  # reused whole (listed, not recorded, last time)
-                    fresh[name] = (fresh[name][0], kept)
-                out.append(kept)
-            batch.clear()
-
-        listed: set[tuple[str, str]] = set()
         try:
             for n, raw in enumerate(kube.iter_pods(reuse), 1):
                 if isinstance(raw, Observed):  # reused (undecoded): already in fresh
-                    obs, name, mark = raw, (raw.namespace, raw.name), None
+                    stream.add((raw.namespace, raw.name), None, raw)
                 else:
                     name, mark, gpu_memory = identify(raw)
                     found = known(name, mark)
-                    if found is not None:
-                        obs, mark = found, None  # the same object version as last time: already in fresh
+                    if found is not None:  # the same object version as last time: already in fresh
+                        stream.add(name, None, found)
                     else:
                         obs = mapping.map_pod(raw, project_of, gpu_memory)
                         obs.digest = state_hash(obs.state)
                         obs.since = latest_transition(raw)
-                        if not mark[1]:
-                            mark = None
-                if name in listed:  # a page boundary moved under the listing: the first one stands
-                    continue
-                listed.add(name)
-                batch.append((name, mark, obs))
-                if len(batch) >= POD_BATCH:
-                    flush()
+                        stream.add(name, mark if mark[1] else None, obs)
                 if n % 2000 == 0:
                     self.progress("pods", n)
-            flush()
+            stream.flush()
         except BaseException:
             memo.objects = {}  # some of it recorded, or not: the next listing maps every pod again
             raise
-        memo.objects = fresh  # a complete listing only: pods gone are forgotten
-        self.progress("pods", len(out))
-        return out
+        memo.objects = stream.fresh  # a complete listing only: pods gone are forgotten
+        self.progress("pods", len(stream.out))
+        return stream.out
 
     def _list_jobs(
         self,
@@ -694,11 +736,13 @@ class _Sweep:
         queue_project: dict[str, str],
         local_queues: dict[tuple[str, str], str],
     ) -> list[Observed]:
+        """The jobs, mapped (those whose job, scheduling object and pods are unchanged taken from the memo) and
+        recorded as they are mapped (:class:`_Streamed`); the memo keeps a recorded job's digest only."""
         assert self.pods is not None
-        out = []
         context = hash((self.scheduler, frozenset(queue_project.items()), frozenset(local_queues.items())))
         memo = _memo(self.cluster, "jobs", context)
-        fresh: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
+        stream = _Streamed(self, "job", memo, record=True, keep=_kept_job)
+        fresh = stream.fresh
         marks = self.pods.marks
 
         def known(job: Any) -> tuple[tuple[str, str], tuple[Any, ...], Any, str | None]:
@@ -718,53 +762,69 @@ class _Sweep:
                 return None
             name, mark, _, rv = known(job)
             kept = memo.objects.get(name) if rv else None
-            if kept is None or kept[0] != mark:
+            if kept is None or kept[0] != mark or not stream.reusable(name, kept[1]):
                 return None
             fresh[name] = kept
             return kept[1]
 
-        for job in kube.iter_reusing("list jobs", kube.batch.list_job_for_all_namespaces, reuse):
-            if isinstance(job, Observed):  # reused: already in fresh
-                out.append(job)
-                continue
-            name, mark, group, rv = known(job)
-            kept = memo.objects.get(name) if rv else None
-            if kept is not None and kept[0] == mark:
-                out.append(kept[1])  # the same job, scheduling object and pods as last time: the same state
-                fresh[name] = kept
-                continue
-            jpods = self.pods.by_job.get(name, [])
-            if self.scheduler == "kai":
-                js = mapping.kai_job_scheduling(group, jpods, queue_project)
-            elif self.scheduler == "kueue":
-                js = mapping.kueue_job_scheduling(group, jpods, local_queues)
-            else:
-                js = mapping.pod_job_scheduling(jpods)
-            # A job's state follows its PodGroup/Workload and its pods: the latest of their times dates it.
-            since = max(
-                (t for t in (latest_transition(job, group), *(p.since for p in jpods)) if t is not None),
-                default=None,
-            )
-            out.append(
-                mapping.map_job(
-                    job,
-                    pod_phases=[p.state.get("phase", "") for p in jpods],
-                    queue=js.queue,
-                    project=js.project,
-                    scheduling=js.scheduling,
-                    admitted=js.admitted,
-                    preemptible=js.preemptible,
-                    waiting_for_admission=js.waiting_for_admission,
-                )
-            )
-            obs = out[-1]
-            obs.since = since
-            obs.digest = state_hash(obs.state)
-            if rv:
-                fresh[name] = (mark, obs)
-        memo.objects = fresh  # a complete listing only (a failed one raised above): jobs gone are forgotten
-        self.progress("jobs", len(out))
-        return out
+        try:
+            for job in kube.iter_reusing("list jobs", kube.batch.list_job_for_all_namespaces, reuse):
+                self._map_job(job, stream, memo, known, index, queue_project, local_queues)
+            stream.flush()
+        except BaseException:
+            memo.objects = {}  # some of it recorded, or not: the next listing maps every job again
+            raise
+        memo.objects = fresh  # a complete listing only: jobs gone are forgotten
+        self.progress("jobs", len(stream.out))
+        return stream.out
+
+    def _map_job(
+        self,
+        job: Any,
+        stream: _Streamed,
+        memo: _Memo,
+        known: Callable[[Any], tuple[tuple[str, str], tuple[Any, ...], Any, str | None]],
+        index: mapping.SchedulingIndex,
+        queue_project: dict[str, str],
+        local_queues: dict[tuple[str, str], str],
+    ) -> None:
+        """One listed job into ``stream``: reused from the memo, or mapped from the job, its scheduling object
+        and its pods."""
+        assert self.pods is not None
+        if isinstance(job, Observed):  # reused: already in fresh
+            stream.add((job.namespace, job.name), None, job)
+            return
+        name, mark, group, rv = known(job)
+        kept = memo.objects.get(name) if rv else None
+        if kept is not None and kept[0] == mark and stream.reusable(name, kept[1]):
+            stream.fresh[name] = kept  # the same job, scheduling object and pods as last time: the same state
+            stream.add(name, None, kept[1])
+            return
+        jpods = self.pods.by_job.get(name, [])
+        if self.scheduler == "kai":
+            js = mapping.kai_job_scheduling(group, jpods, queue_project)
+        elif self.scheduler == "kueue":
+            js = mapping.kueue_job_scheduling(group, jpods, local_queues)
+        else:
+            js = mapping.pod_job_scheduling(jpods)
+        # A job's state follows its PodGroup/Workload and its pods: the latest of their times dates it.
+        since = max(
+            (t for t in (latest_transition(job, group), *(p.since for p in jpods)) if t is not None),
+            default=None,
+        )
+        obs = mapping.map_job(
+            job,
+            pod_phases=[p.state.get("phase", "") for p in jpods],
+            queue=js.queue,
+            project=js.project,
+            scheduling=js.scheduling,
+            admitted=js.admitted,
+            preemptible=js.preemptible,
+            waiting_for_admission=js.waiting_for_admission,
+        )
+        obs.since = since
+        obs.digest = state_hash(obs.state)
+        stream.add(name, mark if rv else None, obs)
 
     #
     # GPUs (DCGM through Prometheus)

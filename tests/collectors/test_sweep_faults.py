@@ -108,7 +108,7 @@ def test_two_sweeps_of_one_cluster_never_overlap(sim):
 
 
 def test_a_pod_listing_failing_part_way_keeps_what_it_recorded_and_closes_nothing(sim, monkeypatch):
-    """Pods are recorded as they are listed (POD_BATCH at a time): a listing that fails part way leaves the
+    """Pods are recorded as they are listed (LISTED_BATCH at a time): a listing that fails part way leaves the
     pods recorded so far, each whole, and deletes nothing; the jobs, which need every pod, are skipped."""
     from collectors.sources.errors import SourceError
     from collectors.sources.kubernetes import KubeSource
@@ -120,7 +120,7 @@ def test_a_pod_listing_failing_part_way_keeps_what_it_recorded_and_closes_nothin
     before = _open("pod")
     sim.advance_to(sim.world.now + timedelta(hours=2))
     later = sim.world.now
-    monkeypatch.setattr(sweep_inventory, "POD_BATCH", 2)
+    monkeypatch.setattr(sweep_inventory, "LISTED_BATCH", 2)
     real = KubeSource.iter_pods
 
     def failing(self, reuse=None):  # type: ignore[no-untyped-def]

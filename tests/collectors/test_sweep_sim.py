@@ -232,6 +232,44 @@ def test_the_memo_keeps_of_a_recorded_pod_only_what_the_next_sweep_reads(monkeyp
         assert (again.opened, again.errors, mapped) == (0, [], [])  # reused, recorded as they were: no write
 
 
+@pytest.mark.parametrize("scheduler", ["kai", "kueue"])
+def test_the_memo_keeps_of_a_recorded_job_its_digest_and_reuses_it_while_it_is_the_open_one(
+    monkeypatch, scheduler
+):
+    from collectors import mapping
+    from collectors.sweep import inventory as sweep_inventory
+
+    monkeypatch.setattr(sweep_inventory, "_memos", {})
+    world = small_world(scheduler)
+    mapped: list[str] = []
+    real = mapping.map_job
+
+    def counting(raw, *args, **kwargs):
+        mapped.append(raw["metadata"]["name"])
+        return real(raw, *args, **kwargs)
+
+    monkeypatch.setattr(mapping, "map_job", counting)
+    with served(world) as sim:
+        cluster = register(sim)
+        t = world.start + timedelta(minutes=40)
+        sim.advance_to(t)
+        sweep_cluster(cluster.name, t)
+        (kept,) = [m.objects for key, m in sweep_inventory._memos.items() if key[0] == "jobs"]
+        assert kept and all(obs.partial and obs.state == {} for _, obs in kept.values())
+        jobs = EntityVersion.objects.filter(cluster=cluster, kind="job", valid_to__isnull=True)
+        assert {key: obs.digest for key, (_, obs) in kept.items()} == {
+            (v.entity.namespace, v.entity.name): v.state_hash for v in jobs.select_related("entity")
+        }
+        moved = jobs.order_by("pk").first()
+        assert moved is not None
+        EntityVersion.objects.filter(pk=moved.pk).update(state_hash="written by another")
+        mapped.clear()
+        again = sweep_cluster(cluster.name, t + timedelta(seconds=30))
+        want = expected(world)["job"]
+    assert again.errors == [] and mapped == [moved.entity.name]  # the others reused: recorded as they were
+    assert recorded(cluster, t + timedelta(seconds=30))["job"] == want
+
+
 def test_a_pod_whose_recorded_version_changed_since_is_mapped_again(monkeypatch):
     """The memo keeps a recorded pod in part: when its open version is no longer the one recorded (another
     writer, a database put back), the pod is mapped again from its listing, never written from the part."""
@@ -285,7 +323,10 @@ def test_recording_a_partial_state_that_is_not_the_open_version_is_refused():
     assert EntityVersion.objects.filter(cluster=cluster).count() == 1  # nothing written
 
 
-def test_a_failed_pod_record_empties_the_memo(monkeypatch):
+@pytest.mark.parametrize("kind", ["pod", "job"])
+def test_a_failed_record_empties_the_memo_and_fails_the_sweep(monkeypatch, kind):
+    """The database's failure while a listing is recorded is the sweep's, not the API server's; what the
+    memo held may not be recorded, so the next sweep maps everything again."""
     from collectors.sweep import inventory as sweep_inventory
 
     monkeypatch.setattr(sweep_inventory, "_memos", {})
@@ -293,7 +334,7 @@ def test_a_failed_pod_record_empties_the_memo(monkeypatch):
     real = sweep_inventory.record_states
 
     def failing(cluster, items, *args, **kwargs):
-        if items and items[0].kind == "pod":
+        if items and items[0].kind == kind:
             raise RuntimeError("database went away")
         return real(cluster, items, *args, **kwargs)
 
@@ -304,7 +345,8 @@ def test_a_failed_pod_record_empties_the_memo(monkeypatch):
         sim.advance_to(t)
         with pytest.raises(RuntimeError, match="went away"):
             sweep_cluster(cluster.name, t)
-    assert _pod_memo() == {}
+    memos = {key[0]: m.objects for key, m in sweep_inventory._memos.items()}
+    assert memos[kind + "s"] == {}
 
 
 def _pods(sim) -> list[dict]:
