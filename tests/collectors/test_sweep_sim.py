@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -188,6 +189,21 @@ def _swept_twice_unchanged(sim, cluster, world, mapped: list[str]) -> int:
     return listed
 
 
+@contextmanager
+def _swept_once(monkeypatch, world, mapper: str):
+    """``world`` served and swept at 40 min with the memos empty before; yields (sim, cluster, t, the names
+    ``mapping.<mapper>`` maps from then on)."""
+    from collectors.sweep import inventory as sweep_inventory
+
+    monkeypatch.setattr(sweep_inventory, "_memos", {})
+    with served(world) as sim:
+        cluster = register(sim)
+        t = world.start + timedelta(minutes=40)
+        sim.advance_to(t)
+        sweep_cluster(cluster.name, t)
+        yield sim, cluster, t, _counting(monkeypatch, mapper)
+
+
 def _pod_memo() -> dict:
     from collectors.sweep import inventory as sweep_inventory
 
@@ -198,24 +214,10 @@ def _pod_memo() -> dict:
 def test_the_memo_keeps_of_a_recorded_pod_only_what_the_next_sweep_reads(monkeypatch):
     """20,000 pods' whole states must not outlive their recording (they sat beside the job listing: the first
     sweep's peak); once recorded, the memo keeps each pod's digest and the few keys a sweep reads."""
-    from collectors import mapping
     from collectors.sweep import inventory as sweep_inventory
 
-    monkeypatch.setattr(sweep_inventory, "_memos", {})
     world = small_world("kai")
-    mapped: list[str] = []
-    real = mapping.map_pod
-
-    def counting(raw, *args, **kwargs):
-        mapped.append(raw["metadata"]["name"])
-        return real(raw, *args, **kwargs)
-
-    monkeypatch.setattr(mapping, "map_pod", counting)
-    with served(world) as sim:
-        cluster = register(sim)
-        t = world.start + timedelta(minutes=40)
-        sim.advance_to(t)
-        sweep_cluster(cluster.name, t)
+    with _swept_once(monkeypatch, world, "map_pod") as (sim, cluster, t, mapped):
         kept = _pod_memo()
         assert kept and all(obs.partial for _, obs in kept.values())
         allowed = {*sweep_inventory._KEPT_POD_KEYS, "conditions"}
@@ -236,24 +238,10 @@ def test_the_memo_keeps_of_a_recorded_pod_only_what_the_next_sweep_reads(monkeyp
 def test_the_memo_keeps_of_a_recorded_job_its_digest_and_reuses_it_while_it_is_the_open_one(
     monkeypatch, scheduler
 ):
-    from collectors import mapping
     from collectors.sweep import inventory as sweep_inventory
 
-    monkeypatch.setattr(sweep_inventory, "_memos", {})
     world = small_world(scheduler)
-    mapped: list[str] = []
-    real = mapping.map_job
-
-    def counting(raw, *args, **kwargs):
-        mapped.append(raw["metadata"]["name"])
-        return real(raw, *args, **kwargs)
-
-    monkeypatch.setattr(mapping, "map_job", counting)
-    with served(world) as sim:
-        cluster = register(sim)
-        t = world.start + timedelta(minutes=40)
-        sim.advance_to(t)
-        sweep_cluster(cluster.name, t)
+    with _swept_once(monkeypatch, world, "map_job") as (sim, cluster, t, mapped):
         (kept,) = [m.objects for key, m in sweep_inventory._memos.items() if key[0] == "jobs"]
         assert kept and all(obs.partial and obs.state == {} for _, obs in kept.values())
         jobs = EntityVersion.objects.filter(cluster=cluster, kind="job", valid_to__isnull=True)
@@ -273,24 +261,9 @@ def test_the_memo_keeps_of_a_recorded_job_its_digest_and_reuses_it_while_it_is_t
 def test_a_pod_whose_recorded_version_changed_since_is_mapped_again(monkeypatch):
     """The memo keeps a recorded pod in part: when its open version is no longer the one recorded (another
     writer, a database put back), the pod is mapped again from its listing, never written from the part."""
-    from collectors import mapping
-    from collectors.sweep import inventory as sweep_inventory
 
-    monkeypatch.setattr(sweep_inventory, "_memos", {})
     world = small_world("kai")
-    mapped: list[str] = []
-    real = mapping.map_pod
-
-    def counting(raw, *args, **kwargs):
-        mapped.append(raw["metadata"]["name"])
-        return real(raw, *args, **kwargs)
-
-    monkeypatch.setattr(mapping, "map_pod", counting)
-    with served(world) as sim:
-        cluster = register(sim)
-        t = world.start + timedelta(minutes=40)
-        sim.advance_to(t)
-        sweep_cluster(cluster.name, t)
+    with _swept_once(monkeypatch, world, "map_pod") as (sim, cluster, t, mapped):
         pods = EntityVersion.objects.filter(cluster=cluster, kind="pod", valid_to__isnull=True)
         moved = pods.order_by("pk").first()
         assert moved is not None
