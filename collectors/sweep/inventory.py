@@ -256,13 +256,14 @@ class _Streamed:
     An object the memo keeps in part (``Observed.partial``) is reused only while its open version's digest is
     the one kept (``reusable``): another writer, or a database put back, makes it mapped again. A listing
     that fails part way leaves the objects recorded so far (each whole) and closes nothing: only a complete
-    listing says what is gone (``_Sweep._absent``). ``fresh`` is the memo's next content; the caller sets it
-    once the listing is complete, and empties the memo on a failure."""
+    listing says what is gone (``_Sweep._absent``). Used as a context manager around the listing: once it is
+    complete the memo holds what it listed (objects gone are forgotten); after a failure, nothing (some of it
+    recorded or not: the next listing maps everything again)."""
 
     def __init__(
         self, sweep: _Sweep, kind: str, memo: _Memo, *, record: bool, keep: Callable[[Observed], Observed]
     ) -> None:
-        self.sweep, self.kind, self.record, self.keep = sweep, kind, record, keep
+        self.sweep, self.kind, self.memo, self.record, self.keep = sweep, kind, memo, record, keep
         self.opened = open_versions(sweep.cluster, kind) if record or memo.objects else {}
         self.listed_before = sweep._listed_before(kind) if record else None
         self.batch: list[tuple[tuple[str, str], tuple[Any, ...] | None, Observed]] = []
@@ -270,8 +271,25 @@ class _Streamed:
         self.fresh: dict[tuple[str, str], tuple[tuple[Any, ...], Observed]] = {}
         self.listed: set[tuple[str, str]] = set()
 
-    def reusable(self, name: tuple[str, str], kept: Observed) -> bool:
-        return not kept.partial or (self.opened.get(name) or (0, 0, ""))[2] == kept.digest
+    def __enter__(self) -> _Streamed:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.memo.objects = {}  # (also when the last batch fails to record)
+        if exc_type is None:
+            self.flush()
+            self.memo.objects = self.fresh
+
+    def recall(self, name: tuple[str, str], mark: tuple[Any, ...] | None) -> Observed | None:
+        """The object as mapped last time, when ``mark`` (None: nothing says it is unchanged) is the memo's
+        and what the memo keeps in part is still the open version; then it is kept for the next listing."""
+        kept = self.memo.objects.get(name) if mark is not None else None
+        if kept is None or kept[0] != mark:
+            return None
+        if kept[1].partial and (self.opened.get(name) or (0, 0, ""))[2] != kept[1].digest:
+            return None
+        self.fresh[name] = kept
+        return kept[1]
 
     def add(self, name: tuple[str, str], mark: tuple[Any, ...] | None, obs: Observed) -> None:
         """One object as listed: ``mark`` None when it is not to be remembered, or is already in ``fresh``."""
@@ -283,9 +301,8 @@ class _Streamed:
             self.flush()
 
     def flush(self) -> None:
-        if (
-            self.record and self.batch
-        ):  # (an object reused in part is recorded already: it only counts as seen)
+        # (an object reused in part is recorded already: recording it again only counts it as seen)
+        if self.record and self.batch:
             with self.sweep.runner.aside():
                 try:
                     result = record_states(
@@ -609,15 +626,7 @@ class _Sweep:
 
         # Kueue: a pod's queue label names a LocalQueue; without the LocalQueue list its project is unknown,
         # and the pods are listed (jobs need them) but not recorded.
-        try:
-            pods = runner.call(
-                "k8s",
-                "list pods",
-                lambda: self._list_pods(kube, project_of, record=lq_ok),
-                passes=(_RecordFailed,),
-            )
-        except _RecordFailed as failed:  # the database's failure, not the source's: the sweep's
-            raise failed.cause from None
+        pods = self._streamed("list pods", lambda: self._list_pods(kube, project_of, record=lq_ok))
         if pods is not None:
             runner.set_rows("list pods", len(pods))
             if lq_ok:  # recorded as listed, 2,000 at a time: what is open and was not listed is gone
@@ -646,21 +655,21 @@ class _Sweep:
             self.summary.skipped_kinds.append("job")
             return
         queue_project = {q: p for (_, q), p in project_of.items()}
-        try:
-            jobs = runner.call(
-                "k8s",
-                "list jobs",
-                lambda: self._list_jobs(kube, index, queue_project, local_queues),
-                passes=(_RecordFailed,),
-            )
-        except _RecordFailed as failed:  # the database's failure, not the source's: the sweep's
-            raise failed.cause from None
+        jobs = self._streamed("list jobs", lambda: self._list_jobs(kube, index, queue_project, local_queues))
         if jobs is None:
             self.summary.skipped_kinds.append("job")
             return
         runner.set_rows("list jobs", len(jobs))
         self.summary.add(self._absent("job", jobs, "k8s"))  # recorded as listed: what was not listed is gone
         self.progress("recorded jobs", len(jobs))
+
+    def _streamed(self, call: str, fn: Callable[[], list[Observed]]) -> list[Observed] | None:
+        """A Kubernetes listing recorded as it is listed (:class:`_Streamed`): its source's failure is recorded
+        as the call's, the database's is the sweep's and raised."""
+        try:
+            return self.runner.call("k8s", call, fn, passes=(_RecordFailed,))
+        except _RecordFailed as failed:
+            raise failed.cause from None
 
     def _record_queues(self, qs: list[Observed] | None, actors: dict[str, str], source: str) -> None:
         if qs is None:
@@ -693,11 +702,7 @@ class _Sweep:
 
         def known(name: tuple[str, str], mark: tuple[Any, ...]) -> Observed | None:
             """The pod as mapped last time, when this is the same object version (kept in ``fresh``)."""
-            kept = memo.objects.get(name) if mark[1] else None
-            if kept is None or kept[0] != mark or not stream.reusable(name, kept[1]):
-                return None
-            stream.fresh[name] = kept
-            return kept[1]
+            return stream.recall(name, mark if mark[1] else None)
 
         def reuse(raw: Any) -> Observed | None:
             try:
@@ -705,7 +710,7 @@ class _Sweep:
             except (AttributeError, TypeError):  # malformed (metadata not an object…): decoded and mapped
                 return None
 
-        try:
+        with stream:
             for n, raw in enumerate(kube.iter_pods(reuse), 1):
                 if isinstance(raw, Observed):  # reused (undecoded): already in fresh
                     stream.add((raw.namespace, raw.name), None, raw)
@@ -721,11 +726,6 @@ class _Sweep:
                         stream.add(name, mark if mark[1] else None, obs)
                 if n % 2000 == 0:
                     self.progress("pods", n)
-            stream.flush()
-        except BaseException:
-            memo.objects = {}  # some of it recorded, or not: the next listing maps every pod again
-            raise
-        memo.objects = stream.fresh  # a complete listing only: pods gone are forgotten
         self.progress("pods", len(stream.out))
         return stream.out
 
@@ -742,7 +742,6 @@ class _Sweep:
         context = hash((self.scheduler, frozenset(queue_project.items()), frozenset(local_queues.items())))
         memo = _memo(self.cluster, "jobs", context)
         stream = _Streamed(self, "job", memo, record=True, keep=_kept_job)
-        fresh = stream.fresh
         marks = self.pods.marks
 
         def known(job: Any) -> tuple[tuple[str, str], tuple[Any, ...], Any, str | None]:
@@ -761,20 +760,11 @@ class _Sweep:
             if not isinstance(job.get("metadata"), simdjson.Object):
                 return None
             name, mark, _, rv = known(job)
-            kept = memo.objects.get(name) if rv else None
-            if kept is None or kept[0] != mark or not stream.reusable(name, kept[1]):
-                return None
-            fresh[name] = kept
-            return kept[1]
+            return stream.recall(name, mark if rv else None)
 
-        try:
+        with stream:
             for job in kube.iter_reusing("list jobs", kube.batch.list_job_for_all_namespaces, reuse):
-                self._map_job(job, stream, memo, known, index, queue_project, local_queues)
-            stream.flush()
-        except BaseException:
-            memo.objects = {}  # some of it recorded, or not: the next listing maps every job again
-            raise
-        memo.objects = fresh  # a complete listing only: jobs gone are forgotten
+                self._map_job(job, stream, known, index, queue_project, local_queues)
         self.progress("jobs", len(stream.out))
         return stream.out
 
@@ -782,7 +772,6 @@ class _Sweep:
         self,
         job: Any,
         stream: _Streamed,
-        memo: _Memo,
         known: Callable[[Any], tuple[tuple[str, str], tuple[Any, ...], Any, str | None]],
         index: mapping.SchedulingIndex,
         queue_project: dict[str, str],
@@ -795,10 +784,9 @@ class _Sweep:
             stream.add((job.namespace, job.name), None, job)
             return
         name, mark, group, rv = known(job)
-        kept = memo.objects.get(name) if rv else None
-        if kept is not None and kept[0] == mark and stream.reusable(name, kept[1]):
-            stream.fresh[name] = kept  # the same job, scheduling object and pods as last time: the same state
-            stream.add(name, None, kept[1])
+        kept = stream.recall(name, mark if rv else None)
+        if kept is not None:  # the same job, scheduling object and pods as last time: the same state
+            stream.add(name, None, kept)
             return
         jpods = self.pods.by_job.get(name, [])
         if self.scheduler == "kai":
