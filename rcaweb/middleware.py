@@ -9,6 +9,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import cast
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.utils.cache import patch_cache_control
 
@@ -36,17 +37,21 @@ class RequestIdMiddleware:
 
 
 class TextInputMiddleware:
-    """A NUL byte in a query or form parameter is a 400 naming the parameter, on every page and database.
+    """A NUL byte in the URL's path or in a query or form parameter is a 400 naming where, on every page and
+    database.
 
-    PostgreSQL refuses NUL in any text value, so a filter like ``?kind=%00`` was a 500 there and a silent
-    empty list on SQLite. Lone surrogates cannot arrive here: Django decodes query strings and forms as
-    UTF-8 with replacement characters.
+    PostgreSQL refuses NUL in any text value, so a filter like ``?kind=%00`` or a path like
+    ``/c/gpu-prod/nodes/%00/`` was a 500 there and a silent empty list or 404 on SQLite. Checked here, before
+    any view, so no route can forget it. Lone surrogates cannot arrive here: Django decodes paths, query
+    strings and forms as UTF-8 (with replacement characters, or left percent-encoded in a path).
     """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if "\x00" in request.path or "\x00" in request.path_info:
+            return _bad_request(request, "the URL path contains a NUL byte")
         sources = [("query", request.GET)]
         if not request.path.startswith(
             "/api/"
@@ -56,10 +61,14 @@ class TextInputMiddleware:
             for key, values in params.lists():
                 if "\x00" in key or any("\x00" in v for v in values):
                     msg = f"{where} parameter {key.replace(chr(0), '?')[:40]!r} contains a NUL byte"
-                    if request.path.startswith("/api/"):
-                        return JsonResponse({"error": msg}, status=400)
-                    return HttpResponseBadRequest(msg + "\n", content_type="text/plain; charset=utf-8")
+                    return _bad_request(request, msg)
         return self.get_response(request)
+
+
+def _bad_request(request: HttpRequest, msg: str) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": msg}, status=400)
+    return HttpResponseBadRequest(msg + "\n", content_type="text/plain; charset=utf-8")
 
 
 class CursorMiddleware:
@@ -82,7 +91,14 @@ class CursorMiddleware:
 
 
 class SecurityHeadersMiddleware:
-    """CSP without inline scripts: data reaches JS only through json_script (docs/conventions.md §10–11)."""
+    """CSP without inline scripts: data reaches JS only through json_script (docs/conventions.md §10–11); and
+    ``Cache-Control: no-store`` on whatever answers a request that carries credentials.
+
+    First in ``MIDDLEWARE``, so every answer passes it: a 400 from the cursor or NUL check, a CSRF 403, a 503
+    of ``handler500`` (which answers for every middleware after this one). Who asks is read from the request's
+    headers, never from ``request.user``: loading a user needs the database, and this must hold while the
+    database is down.
+    """
 
     CSP = (
         "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
@@ -96,9 +112,16 @@ class SecurityHeadersMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
         response.setdefault("Content-Security-Policy", self.CSP)
-        # Signed-in pages and API answers hold incident facts: no shared or browser cache keeps a copy.
-        user = getattr(request, "user", None)
-        if request.path.startswith("/api/") or (user is not None and user.is_authenticated):
+        # Signed-in pages, API answers and whatever a token unlocks (/metrics, /readyz's details) hold incident
+        # facts: no shared or browser cache keeps a copy. Nor of an answer that sets a cookie (a login). Static
+        # files keep WhiteNoise's caching whoever asks: they are the same for everyone.
+        static = request.path.startswith(settings.STATIC_URL or "/static/")
+        if not static and (
+            request.path.startswith("/api/")
+            or "Authorization" in request.headers
+            or settings.SESSION_COOKIE_NAME in request.COOKIES
+            or settings.SESSION_COOKIE_NAME in response.cookies
+        ):
             patch_cache_control(response, no_store=True, private=True)
         return response
 

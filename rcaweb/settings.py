@@ -162,6 +162,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # first: its headers reach every answer, the 400s and 503s of the middleware below included
+    "rcaweb.middleware.SecurityHeadersMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "rcaweb.middleware.ApiErrorsMiddleware",
@@ -178,7 +180,6 @@ MIDDLEWARE = [
     # every view needs a login unless it is marked @login_not_required: login itself, the health probes, and
     # the API and metrics, which check their own bearer token (docs/decisions.md)
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
-    "rcaweb.middleware.SecurityHeadersMiddleware",
 ]
 
 ROOT_URLCONF = "rcaweb.urls"

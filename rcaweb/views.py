@@ -95,19 +95,31 @@ def audit_log(request: RcaRequest) -> HttpResponse:
     return render(request, "audit_log.html", {"page": page})
 
 
+def is_database_failure(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is the database's failure, whatever driver path raised it: Django's wrapped errors
+    (``django.db.Error`` and subclasses) and psycopg's own, which code on psycopg's cursors raises outside
+    Django's wrapper (the intake's fast path, ``incidents.intake._insert_postgresql``); also when one of them
+    is the cause or context of what was raised. The chain is followed a few links deep only (it can loop)."""
+    import psycopg
+    from django.db import Error as DjangoDbError
+
+    for _ in range(8):
+        if exc is None:
+            return False
+        if isinstance(exc, DjangoDbError | psycopg.Error):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
-    """handler500: a database or broker outage is a 503 with Retry-After (clients retry), anything else a 500.
+    """handler500: a database failure is a 503 with Retry-After (clients retry), anything else a 500.
 
     Django calls this inside its ``except`` block, so the exception is still in ``sys.exc_info()``.
     """
     import sys
 
-    from django.db import DatabaseError, InterfaceError, OperationalError
-
-    exc = sys.exc_info()[1]
-    if isinstance(exc, OperationalError | InterfaceError) or (
-        isinstance(exc, DatabaseError) and "connection" in str(exc).lower()
-    ):
+    if is_database_failure(sys.exc_info()[1]):
         body = "rcaweb: the database is not answering right now; retry in a few seconds.\n"
         if request.path.startswith("/api/"):
             resp: HttpResponse = JsonResponse({"error": body.strip()}, status=503)
