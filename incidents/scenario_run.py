@@ -23,7 +23,15 @@ from datetime import UTC, timedelta
 from typing import Any
 
 from collectors.models import EntityVersion
-from incidents.models import Alert, DiagnosisRun, Hypothesis, Incident, IncidentSubject
+from incidents.models import (
+    Alert,
+    Citation,
+    DiagnosisRun,
+    Hypothesis,
+    Incident,
+    IncidentSubject,
+    ProposedAction,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +41,8 @@ SWEEP_EVERY = timedelta(minutes=15)  # idle cadence; sweeps also run when alerts
 @dataclass
 class RunResult:
     scenario: str
+    start: str | None = None  # the scenario's simulated start and end (ISO 8601 UTC)
+    end: str | None = None
     incidents: list[dict[str, Any]] = field(default_factory=list)
     expect: list[dict[str, Any]] = field(default_factory=list)
     precision: float | None = (
@@ -44,6 +54,8 @@ class RunResult:
         """The JSON document of docs/scenarios.md (exactly these keys)."""
         return {
             "scenario": self.scenario,
+            "start": self.start,
+            "end": self.end,
             "incidents": self.incidents,
             "expect": self.expect,
             "precision": self.precision,
@@ -88,7 +100,13 @@ def run_scenario_file(
     # trace's size) is done with: freed before the report is read, not held beside it.
     del harness, world
     gc.collect()
-    result = RunResult(scenario=scenario.name, incidents=incidents_json(), timings=timings)
+    result = RunResult(
+        scenario=scenario.name,
+        start=_iso(scenario.start),
+        end=_iso(scenario.end),
+        incidents=incidents_json(),
+        timings=timings,
+    )
     related = related_json()
     result.expect = check_expectations(scenario, result.incidents, related)
     result.precision = precision(scenario, result.incidents, related)
@@ -104,46 +122,94 @@ def run_scenario_file(
 #
 # The JSON document
 #
+def _iso(moment: Any) -> str | None:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else None
+
+
 def incidents_json() -> list[dict[str, Any]]:
+    """Every incident with its first diagnosis (``hypotheses``) and every diagnosis in time order (``diagnoses``).
+
+    Read in a fixed number of queries whatever the number of incidents and runs (the whole trace has
+    thousands): runs, their cause hypotheses, citations and actions are each read once and joined here.
+    """
+    runs: dict[int, list[DiagnosisRun]] = {}
+    for run in DiagnosisRun.objects.order_by("incident_id", "at", "id").iterator(chunk_size=5000):
+        runs.setdefault(run.incident_id, []).append(run)
+    hyps_by_run: dict[int, list[dict[str, Any]]] = {}
+    unrun: dict[int, list[dict[str, Any]]] = {}  # current hypotheses saved without a run, per incident
+    by_hyp: dict[int, dict[str, Any]] = {}
+    for pk, incident_id, run_id, superseded, code, status, confidence, statement in (
+        Hypothesis.objects.filter(scope="cause")
+        .order_by("run_id", "rank", "id")
+        .values_list("pk", "incident_id", "run_id", "superseded", "code", "status", "confidence", "statement")
+        .iterator(chunk_size=5000)
+    ):
+        h = {
+            "code": code,
+            "status": status,
+            "confidence": round(confidence, 2),
+            "statement": statement,
+            "evidence": [],
+            "actions": [],
+        }
+        by_hyp[pk] = h
+        if run_id is not None:
+            hyps_by_run.setdefault(run_id, []).append(h)
+        elif not superseded:
+            unrun.setdefault(incident_id, []).append(h)
+    for hyp_id, obs_id in (
+        Citation.objects.order_by("hypothesis_id", "observation_id")
+        .values_list("hypothesis_id", "observation_id")
+        .iterator(chunk_size=5000)
+    ):
+        if hyp_id in by_hyp:
+            by_hyp[hyp_id]["evidence"].append(obs_id)
+    for hyp_id, title, command, impact, verify, rollback in (
+        ProposedAction.objects.filter(hypothesis__isnull=False)
+        .order_by("hypothesis_id", "rank", "id")
+        .values_list("hypothesis_id", "title", "command", "impact", "verify", "rollback")
+        .iterator(chunk_size=5000)
+    ):
+        if hyp_id in by_hyp:
+            by_hyp[hyp_id]["actions"].append(
+                {"title": title, "command": command, "impact": impact, "verify": verify, "rollback": rollback}
+            )
+    alerts: dict[int, list[str]] = {}
+    for incident_id, name in Alert.objects.order_by("starts_at", "id").values_list("incident_id", "name"):
+        names = alerts.setdefault(incident_id, [])
+        if name not in names:
+            names.append(name)
+    subjects: dict[int, list[dict[str, Any]]] = {}
+    for incident_id, kind, cluster, namespace, name in (
+        IncidentSubject.objects.filter(role="subject")
+        .order_by("id")
+        .values_list(
+            "incident_id", "entity__kind", "entity__cluster__name", "entity__namespace", "entity__name"
+        )
+    ):
+        subjects.setdefault(incident_id, []).append(
+            {"kind": kind, "cluster": cluster, "namespace": namespace, "name": name}
+        )
     out = []
     for inc in Incident.objects.order_by("id"):
-        alerts: list[str] = []
-        for name in (
-            Alert.objects.filter(incident=inc).order_by("starts_at", "id").values_list("name", flat=True)
-        ):
-            if name not in alerts:
-                alerts.append(name)
-        subjects = [
-            {"kind": e.kind, "cluster": e.cluster.name, "namespace": e.namespace, "name": e.name}
-            for e in (
-                lk.entity
-                for lk in IncidentSubject.objects.filter(incident=inc, role="subject")
-                .select_related("entity", "entity__cluster")
-                .order_by("id")
-            )
-        ]
+        mine = runs.get(inc.pk, [])
         # The onset's diagnosis: what on-call sees first, about the problem the scenario injected. Later
-        # runs (joining alerts, subject changes) are kept on the incident and shown at their own t.
-        run = DiagnosisRun.objects.filter(incident=inc).order_by("at", "id").first()
-        mine = Hypothesis.objects.filter(run=run) if run else Hypothesis.objects.current()
-        hyps = [
-            {
-                "code": h.code,
-                "status": h.status,
-                "confidence": round(h.confidence, 2),
-                "statement": h.statement,
-                "evidence": sorted(h.evidence.values_list("id", flat=True)),
-            }
-            for h in mine.filter(incident=inc, scope="cause").order_by("rank", "id")
-        ]
+        # runs (joining alerts, subject changes) are in ``diagnoses``, each shown at its own t.
+        first = mine[0] if mine else None
         out.append(
             {
                 "id": inc.pk,
                 "url": inc.get_absolute_url(),
-                "alerts": alerts,
-                "subjects": subjects,
-                "diagnosed_at": run.at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if run else None,
-                "hypotheses": hyps,
+                "title": inc.title,
+                "status": inc.status,
+                "resolved_at": _iso(inc.resolved_at),
+                "alerts": alerts.get(inc.pk, []),
+                "subjects": subjects.get(inc.pk, []),
+                "diagnosed_at": _iso(first.at) if first else None,
+                "hypotheses": hyps_by_run.get(first.pk, []) if first else unrun.get(inc.pk, []),
+                "diagnoses": [
+                    {"at": _iso(run.at), "hypotheses": hyps_by_run.get(run.pk, [])} for run in mine
+                ],
             }
         )
     return out
@@ -218,7 +284,17 @@ def check_expectations(
             continue
         problems: list[str] = []
         inc = matching[0]
-        hyps = inc["hypotheses"]
+        moment, diagnosis = judged_diagnosis(scenario, exp, inc)
+        if diagnosis is None:
+            out.append(
+                {
+                    "alert": exp.alert,
+                    "passed": False,
+                    "why": f"incident {inc['id']}: no diagnosis in force at {moment}",
+                }
+            )
+            continue
+        hyps = diagnosis["hypotheses"]
         status = {h["code"]: h["status"] for h in hyps}
         if exp.top is not None:
             top = top_code(hyps)
@@ -230,14 +306,33 @@ def check_expectations(
         for code in exp.not_supported:
             if status.get(code) == "supported":
                 problems.append(f"{code} is supported, expected not")
+        at = f" at {moment}" if moment else ""
         out.append(
             {
                 "alert": exp.alert,
                 "passed": not problems,
-                "why": f"incident {inc['id']}: " + "; ".join(problems) if problems else "",
+                "why": f"incident {inc['id']}{at}: " + "; ".join(problems) if problems else "",
             }
         )
     return out
+
+
+def judged_diagnosis(scenario: Any, exp: Any, inc: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """The moment an expectation is judged at ("" for the first diagnosis) and that diagnosis (``at``,
+    ``hypotheses``).
+
+    Without ``at``, the incident's first diagnosis (``hypotheses``). With it, the diagnosis in force at
+    ``start + at``: the last of ``diagnoses`` whose ``at`` is not later; None when there is none yet.
+    """
+    at_s = getattr(exp, "at_s", None)
+    if at_s is None:
+        return "", {"at": inc.get("diagnosed_at"), "hypotheses": inc["hypotheses"]}
+    moment = _iso(scenario.start + timedelta(seconds=at_s)) or ""
+    in_force = None
+    for d in inc.get("diagnoses", []):
+        if d["at"] <= moment:  # both are ISO 8601 UTC with Z: text order is time order
+            in_force = d
+    return moment, in_force
 
 
 def top_code(hyps: list[dict[str, Any]]) -> str | None:
@@ -259,26 +354,33 @@ def incidents_for(
 def precision(
     scenario: Any, incidents: list[dict[str, Any]], related: dict[int, list[dict[str, Any]]] | None = None
 ) -> float | None:
-    """Of the supported hypotheses of the incidents an expectation is about, the share it expects.
+    """Of the supported hypotheses of every diagnosis an expectation judges, the share it expects.
 
     An expected cause is the expectation's ``top`` or one of its ``supported`` codes; several expectations
-    about one incident pool their codes. None when no expected incident has a supported hypothesis.
+    judging one diagnosis (one incident, at one moment) pool their codes. Each judged diagnosis counts once:
+    the first diagnosis for an expectation without ``at``, the one in force at ``at`` otherwise. None when no
+    judged diagnosis has a supported hypothesis.
     """
     related = related or {}
-    wanted: dict[int, set[str]] = {}
+    wanted: dict[tuple[int, str], set[str]] = {}
+    judged: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for exp in scenario.expect:
         for inc in incidents_for(scenario, exp, incidents, related)[:1]:
-            codes = wanted.setdefault(inc["id"], set())
+            _, diagnosis = judged_diagnosis(scenario, exp, inc)
+            if diagnosis is None:
+                continue
+            # The same diagnosis reached from two moments (or without one) is one judgement.
+            key = (inc["id"], str(diagnosis["at"]))
+            judged[key] = diagnosis["hypotheses"]
+            codes = wanted.setdefault(key, set())
             codes.update([exp.top] if exp.top else [])
             codes.update(exp.supported)
     supported = matched = 0
-    for inc in incidents:
-        if inc["id"] not in wanted:
-            continue
-        for h in inc["hypotheses"]:
+    for key, hyps in judged.items():
+        for h in hyps:
             if h["status"] == "supported":
                 supported += 1
-                matched += h["code"] in wanted[inc["id"]]
+                matched += h["code"] in wanted[key]
     return round(matched / supported, 3) if supported else None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from io import StringIO
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from incidents.scenario_run import check_expectations
+from incidents.scenario_run import check_expectations, precision
 
 TINY = """
 format: 1
@@ -51,16 +52,34 @@ def test_it_prints_the_scenarios_md_json_document(tmp_path: Path) -> None:
     out = StringIO()
     call_command("run_scenario", str(path), "--json", "--database", "configured", stdout=out)
     doc = json.loads(out.getvalue())
-    assert set(doc) == {"scenario", "incidents", "expect", "precision"} and doc["scenario"] == "tiny-taint"
+    assert set(doc) == {"scenario", "start", "end", "incidents", "expect", "precision"}
+    assert doc["scenario"] == "tiny-taint" and doc["start"] == "2026-11-29T00:00:00Z"
     inc = doc["incidents"][0]
-    assert set(inc) == {"id", "url", "alerts", "subjects", "diagnosed_at", "hypotheses"}
+    assert set(inc) == {
+        "id",
+        "url",
+        "title",
+        "status",
+        "resolved_at",
+        "alerts",
+        "subjects",
+        "diagnosed_at",
+        "hypotheses",
+        "diagnoses",
+    }
+    assert inc["title"] and inc["status"] in ("open", "resolved")
+    # every diagnosis in time order, the first one being the onset's that ``hypotheses`` shows
+    assert inc["diagnoses"] and inc["diagnoses"][0]["at"] == inc["diagnosed_at"]
+    assert [d["at"] for d in inc["diagnoses"]] == sorted(d["at"] for d in inc["diagnoses"])
+    assert inc["diagnoses"][0]["hypotheses"] == inc["hypotheses"]
     assert inc["url"] == f"/incidents/{inc['id']}/" and inc["alerts"] == ["GPUJobPendingTooLong"]
     assert {"kind": "job", "cluster": "gpu-tiny", "namespace": "eval", "name": "eval-nightly"} in inc[
         "subjects"
     ]
     top = inc["hypotheses"][0]
-    assert set(top) == {"code", "status", "confidence", "statement", "evidence"}
+    assert set(top) == {"code", "status", "confidence", "statement", "evidence", "actions"}
     assert top["code"] == "untolerated_taint" and top["status"] == "supported" and top["evidence"]
+    assert top["actions"] and set(top["actions"][0]) == {"title", "command", "impact", "verify", "rollback"}
     assert "dedicated=train:NoSchedule" in top["statement"]
     assert doc["expect"] == [{"alert": "GPUJobPendingTooLong", "passed": True, "why": ""}]
 
@@ -146,6 +165,76 @@ def test_it_checks_top_supported_and_not_supported_per_expectation() -> None:
     )
     other = _incident(["NodeNotReady"], [("job", "train")], [("project_quota_exhausted", "supported")])
     assert "no incident with alert GPUJobPendingTooLong" in check_expectations(scenario, [other])[0]["why"]
+
+
+def _diagnosis(at: str, codes: list[tuple[str, str]]) -> dict:
+    hyps = [{"code": c, "status": s, "confidence": 0.8, "statement": "", "evidence": [1]} for c, s in codes]
+    return {"at": at, "hypotheses": hyps}
+
+
+def test_an_expectation_with_a_moment_is_judged_on_the_diagnosis_in_force_then() -> None:
+    onset = _diagnosis("2026-12-01T01:00:00Z", [("gpu_node_unavailable", "supported")])
+    later = _diagnosis(
+        "2026-12-01T02:05:00Z",
+        [("project_quota_exhausted", "supported"), ("gpu_node_unavailable", "refuted")],
+    )
+    inc = _incident(["GPUJobPendingTooLong"], [("job", "train")], [("gpu_node_unavailable", "supported")])
+    inc.update(diagnosed_at=onset["at"], diagnoses=[onset, later])
+
+    def expect(at_s: int | None, top: str, not_supported: tuple[str, ...] = ()) -> SimpleNamespace:
+        exp = SimpleNamespace(
+            alert="GPUJobPendingTooLong",
+            subject={"job": "train"},
+            top=top,
+            supported=(),
+            not_supported=not_supported,
+            at_s=at_s,
+        )
+        start = datetime(2026, 12, 1, tzinfo=UTC)
+        return SimpleNamespace(expect=[exp], cluster=SimpleNamespace(name="c"), start=start)
+
+    assert check_expectations(expect(None, "gpu_node_unavailable"), [inc])[0]["passed"]  # no `at`: the first
+    # 02:04 is still the onset's answer; 02:05 on, the later one (its `at` is not later than the moment)
+    assert check_expectations(expect(2 * 3600 + 240, "gpu_node_unavailable"), [inc])[0]["passed"]
+    scenario = expect(2 * 3600 + 300, "project_quota_exhausted", ("gpu_node_unavailable",))
+    assert check_expectations(scenario, [inc])[0]["passed"]
+    assert precision(scenario, [inc]) == 1.0
+    why = check_expectations(expect(3 * 3600, "gpu_node_unavailable"), [inc])[0]["why"]
+    assert why == (
+        "incident 1 at 2026-12-01T03:00:00Z: top is project_quota_exhausted, expected gpu_node_unavailable"
+    )
+    # before the first diagnosis, nothing is in force: the expectation fails and says so
+    early = check_expectations(expect(1800, "gpu_node_unavailable"), [inc])[0]
+    assert not early["passed"] and early["why"] == "incident 1: no diagnosis in force at 2026-12-01T00:30:00Z"
+
+
+def test_precision_counts_each_judged_diagnosis_once() -> None:
+    onset = _diagnosis("2026-12-01T01:00:00Z", [("gpu_node_unavailable", "supported")])
+    later = _diagnosis(
+        "2026-12-01T02:00:00Z", [("project_quota_exhausted", "supported"), ("recent_change", "supported")]
+    )
+    inc = _incident(["GPUJobPendingTooLong"], [("job", "train")], [("gpu_node_unavailable", "supported")])
+    inc.update(diagnosed_at=onset["at"], diagnoses=[onset, later])
+    exps = [
+        SimpleNamespace(
+            alert="GPUJobPendingTooLong",
+            subject={"job": "train"},
+            top=top,
+            supported=(),
+            not_supported=(),
+            at_s=at,
+        )
+        for top, at in (
+            ("gpu_node_unavailable", None),
+            ("gpu_node_unavailable", 1800 + 3600),
+            ("project_quota_exhausted", 3 * 3600),
+        )
+    ]
+    scenario = SimpleNamespace(
+        expect=exps, cluster=SimpleNamespace(name="c"), start=datetime(2026, 12, 1, tzinfo=UTC)
+    )
+    # the onset's diagnosis (judged twice, counted once): 1 of 1; the later one: 1 of 2 (recent_change unexpected)
+    assert precision(scenario, [inc]) == round(2 / 3, 3)
 
 
 FLICKER = """

@@ -130,6 +130,7 @@ def _read(r: Reader, root: yaml.Node, source: str | None, now: datetime | None) 
     if duration is not None:
         _check_within(r, top.get("jobs"), "jobs", "submit", duration)
         _check_within(r, top.get("events"), "events", "at", duration)
+        _check_within(r, top.get("expect"), "expect", "at", duration)
     alerts = read_alerts(r, top.get("alerts"))
     expect = read_expect(r, top.get("expect"), alerts, cluster, events, project_names, job_names)
     if r.problems or None in (fmt, name, duration, seed, start, cluster):

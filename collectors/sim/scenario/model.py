@@ -202,6 +202,7 @@ class ExpectSpec:
     supported: tuple[str, ...] = ()
     not_supported: tuple[str, ...] = ()
     line: int = 0
+    at_s: int | None = None  # `at`: judged on the diagnosis in force this long after `start`; None: the first
 
 
 @dataclass(frozen=True)

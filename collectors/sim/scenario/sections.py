@@ -299,11 +299,14 @@ def read_expect(
         keys = r.mapping(
             xnode,
             path,
-            ("alert", "subject", "top", "supported", "not_supported"),
+            ("alert", "subject", "at", "top", "supported", "not_supported"),
             required=("alert", "subject"),
         )
         if keys is None:
             continue
+        # `at`: an offset from start (the loader checks it is within the duration, as for events)
+        at_s = r.duration(keys.get("at"), f"{path}.at") if "at" in keys else None
+        bad_at = "at" in keys and at_s is None
         alert = r.choice(keys.get("alert"), f"{path}.alert", ALERT_NAMES)
         if alert is not None and alert not in rules:
             r.problem(f"{path}.alert", keys["alert"], f"alert {alert!r} is not among this scenario's alerts")
@@ -314,7 +317,9 @@ def read_expect(
         nsup = _codes(r, keys.get("not_supported"), f"{path}.not_supported")
         if alert is None or subject is None or sup is None or nsup is None or ("top" in keys and top is None):
             continue
-        out.append(ExpectSpec(alert, subject, top, sup, nsup, line_of(xnode)))
+        if bad_at:
+            continue
+        out.append(ExpectSpec(alert, subject, top, sup, nsup, line_of(xnode), at_s))
     return out
 
 

@@ -229,3 +229,13 @@ def test_one_entry_reports_its_type_and_reference_problems_together_in_reading_o
         ("jobs[0].project", 21, "unknown project 'vison'"),
         ("jobs[0].submit", 22, "expected a duration like 30s, 15m, 2h or 1h30m, got 'soon'"),
     ]
+
+
+def test_an_expectation_may_name_a_moment_within_the_scenario() -> None:
+    at = BASE.replace("    top: gpu_capacity_shortage\n", "    at: 1h30m\n    top: gpu_capacity_shortage\n")
+    assert load_scenario(at).expect[0].at_s == 5400
+    assert load_scenario(BASE).expect[0].at_s is None
+    assert [(p, m) for p, _l, m in problems_of(at.replace("at: 1h30m", "at: 3h"))] == [
+        ("expect[0].at", "3h is after the end of the scenario (duration 2h)")
+    ]
+    assert [p for p, _l, _m in problems_of(at.replace("at: 1h30m", "at: soon"))] == ["expect[0].at"]
