@@ -1,4 +1,4 @@
-# rcaweb production image: gunicorn web, Celery worker and beat share it.
+# rcaweb production image: the web server (deploy/serve), Celery worker and beat share it.
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
@@ -12,4 +12,5 @@ RUN RCAWEB_SECRET_KEY=build-only python manage.py collectstatic --noinput -v0
 RUN useradd --system --uid 10001 rcaweb && mkdir -p /app/var && chown rcaweb /app/var
 USER rcaweb
 EXPOSE 8000
-CMD ["gunicorn", "rcaweb.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--worker-class", "gthread", "--threads", "4", "--timeout", "30", "--access-logfile", "-"]
+# gunicorn's asyncio worker reads each request whole before a thread serves it: slow clients hold sockets only.
+CMD ["deploy/serve"]
