@@ -246,7 +246,8 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
-AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+# Passwords are checked only under the login policy (rcaweb/throttle.py), whatever form asks for one.
+AUTHENTICATION_BACKENDS = ["rcaweb.throttle.ThrottledModelBackend"]
 
 # OIDC single sign-on (mozilla-django-oidc), off by default. Users it creates start as viewers.
 OIDC_ENABLED = envbool("RCAWEB_OIDC_ENABLED", False)
@@ -281,8 +282,9 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("RCAWEB_HSTS_INCLUDE_SUBDOMAINS", False
 if envbool("RCAWEB_TRUST_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}  # per process: nothing shared lives here
-# Login throttling (rcaweb/throttle.py, counts in the database): free failures per username and per address,
-# then a doubling delay (429 + Retry-After) capped at LOGIN_MAX_DELAY_S.
+# Login throttling (rcaweb/throttle.py, counts in the database): free failures per username, per username and
+# address, and per address (for usernames unknown there), then a doubling delay (429 + Retry-After) capped at
+# LOGIN_MAX_DELAY_S.
 LOGIN_FREE_ATTEMPTS = envint("RCAWEB_LOGIN_FREE_ATTEMPTS", 5)
 LOGIN_MAX_DELAY_S = envint("RCAWEB_LOGIN_MAX_DELAY_S", 900)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # Alertmanager bodies over 1 MiB are a 413

@@ -1,16 +1,41 @@
-"""Login throttling: a progressive delay per username and per source address, shared through the database.
+"""Login throttling: one policy for every password check, a progressive delay shared through the database.
 
-- The username is keyed NFKC-normalized and case-folded, as Django's ``UsernameField`` normalizes what it
-  authenticates: ``ｖictim`` (fullwidth) and ``Victim`` count against ``victim``.
-- After ``RCAWEB_LOGIN_FREE_ATTEMPTS`` failures a key waits ``2^(n - free)`` seconds (capped by
-  ``RCAWEB_LOGIN_MAX_DELAY_S``) before its next attempt is heard; the answer meanwhile is a 429 with
-  ``Retry-After``. A delay, not a lock: guessing stays slow, and the real user gets in once it passes.
-- A username's delay does not apply from an address where that user has logged in before (a known-good
-  address), so guesses from elsewhere cannot keep the real user out of their usual desk.
-- A successful login clears only that user's own username count; the address's count decays with time
-  (``WINDOW``), so an attacker's own account cannot reset the count of the address it guesses from.
-- State lives in ``rcaweb.LoginThrottle`` (the database): every worker process and host sees one count,
-  which the per-process cache did not.
+Where it applies. ``ThrottledModelBackend`` is the one authentication backend that checks passwords
+(``AUTHENTICATION_BACKENDS``), so whatever form signs someone in with a password goes through it. The admin
+offers no password form of its own: ``rcaweb.admin_site`` sends its login page to ``/accounts/login/``.
+
+What is counted. A username is normalised, then truncated, then counted: stripped and NFKC-normalised as
+Django's ``UsernameField`` cleans what it authenticates, case-folded, then cut to the longest username
+(150): `` alice`` padded with spaces, ``ａlice`` (fullwidth) and ``Alice`` count against ``alice``. An attempt
+counts under three keys:
+
+- ``user:<hash>``, the username from anywhere (a guesser spread over many addresses);
+- ``pair:<hash>:<address>``, the username from this address;
+- ``ip:<address>``, the address, whatever the username (a guesser trying many names).
+
+When. After ``RCAWEB_LOGIN_FREE_ATTEMPTS`` failures a key waits ``2^(n - free)`` seconds (capped by
+``RCAWEB_LOGIN_MAX_DELAY_S``) before its next attempt is heard; meanwhile the answer is a 429 with
+``Retry-After`` and no password is checked. A delay, not a lock: guessing stays slow, and the real user gets
+in once it passes. A key with no failure for ``WINDOW`` starts again from zero.
+
+Counted before the password is checked. An attempt takes its number under each key by an atomic claim (a
+conditional update of the count it read: docs/conventions.md §15) before the password is checked, so
+concurrent guesses each take their own number and only the free ones are heard. A success gives its claims
+back: the user's own keys are cleared and the address's count is what it was; an attacker's own account
+cannot reset the count of the address it guesses from.
+
+Known users are not held back by others' guesses. A user is known at an address they logged in from
+(a ``good:<hash>:<address>`` row) and on a browser that holds the signed cookie their login set
+(``rcaweb_known``), each for ``KNOWN_GOOD``:
+
+- the user key does not hold back a known user, so guesses from elsewhere cannot keep them out;
+- the address key holds back only usernames unknown there, so failures for made-up users from one address
+  (behind a TLS proxy, everyone's) do not lock out the users who sign in from it;
+- the pair key holds back everyone but a known browser, so a guesser behind the same proxy as its victim is
+  slowed as any other.
+
+Every key counts every failure, whether or not it held that attempt back. State lives in
+``rcaweb.LoginThrottle`` (the database): every worker process and host sees one count.
 """
 
 from __future__ import annotations
@@ -18,40 +43,45 @@ from __future__ import annotations
 import hashlib
 import math
 import unicodedata
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
+from weakref import WeakKeyDictionary
 
 from django.conf import settings
+from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.models import User
 from django.contrib.auth.views import LoginView
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from rcaweb.models import LoginThrottle
 
 WINDOW = timedelta(hours=24)  # a key with no failure for this long starts again from zero
-KNOWN_GOOD = timedelta(days=30)  # an address a user logged in from stays trusted for them this long
+KNOWN_GOOD = timedelta(days=30)  # a user stays known at an address, or on a browser, this long
+USERNAME_MAX_LENGTH = 150  # AbstractUser.username: the login form refuses a longer one unchecked
+COOKIE = "rcaweb_known"  # the users who signed in on this browser (hashes), signed
+COOKIE_SALT = "rcaweb-login-known-browser"
+COOKIE_USERS = 5  # a shared browser remembers this many users, the latest first
+CLAIM_TRIES = 20  # conditional updates lost to concurrent attempts before the attempt is told to retry
 
 
 def normalize_username(username: str) -> str:
-    """The identity a username authenticates as, for counting: NFKC (as UsernameField), then case-folded."""
-    return unicodedata.normalize("NFKC", username or "").strip().casefold()
+    """Normalise, then truncate: the identity a username authenticates as, as it is counted."""
+    cleaned = unicodedata.normalize("NFKC", (username or "").strip()).strip().casefold()
+    return cleaned[:USERNAME_MAX_LENGTH]
 
 
-def _user_key(username: str) -> str:
+def _user_hash(username: str) -> str:
     return hashlib.sha256(normalize_username(username).encode()).hexdigest()[:32]
 
 
 def _address(request: HttpRequest) -> str:
     return (request.META.get("REMOTE_ADDR") or "")[:64]
-
-
-def _keys(request: HttpRequest, username: str) -> tuple[str, str]:
-    return f"user:{_user_key(username)}", f"ip:{_address(request)}"
-
-
-def _good_key(request: HttpRequest, username: str) -> str:
-    return f"good:{_user_key(username)}:{_address(request)}"
 
 
 def delay_after(failures: int) -> float:
@@ -63,81 +93,204 @@ def delay_after(failures: int) -> float:
     return float(min(2**exponent, settings.LOGIN_MAX_DELAY_S))
 
 
-def retry_after(request: HttpRequest, username: str, now: datetime | None = None) -> int:
-    """Seconds until an attempt for ``username`` from this address is heard; 0 when it may go ahead."""
+def _known_on_browser(request: HttpRequest) -> list[str]:
+    value = request.get_signed_cookie(COOKIE, default="", salt=COOKIE_SALT, max_age=KNOWN_GOOD)
+    return [h for h in (value or "").split(",") if h]
+
+
+#
+# Admission: claim every key before the password is checked, give the claims back on success
+#
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One key's number taken by an attempt, and the key's delay before it (given back on success)."""
+
+    key: str
+    failures: int
+    before: datetime | None
+
+
+@dataclass
+class Admission:
+    """What ``admit`` decided: wait ``wait`` seconds, or go ahead holding ``claims``."""
+
+    user_keys: tuple[str, str]  # the user's own keys, cleared when they log in
+    good_key: str
+    wait: int = 0
+    claims: list[Claim] = field(default_factory=list)
+
+
+class _Refused(Exception):
+    def __init__(self, wait: int) -> None:
+        super().__init__(wait)
+        self.wait = wait
+
+
+def _seconds(delta: timedelta) -> int:
+    return max(1, math.ceil(delta.total_seconds()))
+
+
+def admit(request: HttpRequest, username: str, now: datetime | None = None) -> Admission:
+    """Count an attempt for ``username`` from this request under each key, or say how long it must wait."""
     now = now or timezone.now()
-    user_key, ip_key = _keys(request, username)
-    wanted = [ip_key, user_key, _good_key(request, username)]
-    rows = {r.key: r for r in LoginThrottle.objects.filter(key__in=wanted)}
-    good = rows.get(wanted[2])
-    trusted = good is not None and good.last_seen >= now - KNOWN_GOOD
-    waits = []
-    for key in (ip_key, user_key):
-        row = rows.get(key)
-        if row is None or row.next_allowed is None or row.last_seen < now - WINDOW:
-            continue
-        if key == user_key and trusted:
-            continue
-        waits.append((row.next_allowed - now).total_seconds())
-    return max(0, math.ceil(max(waits, default=0)))
+    user, address = _user_hash(username), _address(request)
+    user_key, pair_key, ip_key, good_key = (
+        f"user:{user}",
+        f"pair:{user}:{address}",
+        f"ip:{address}",
+        f"good:{user}:{address}",
+    )
+    rows = {r.key: r for r in LoginThrottle.objects.filter(key__in=[user_key, pair_key, ip_key, good_key])}
+    good = rows.get(good_key)
+    known_browser = user in _known_on_browser(request)
+    known = known_browser or (good is not None and good.last_seen >= now - KNOWN_GOOD)
+    # (key, whether it holds this attempt back), in one order for every attempt: row locks never cross
+    keys = sorted([(user_key, not known), (pair_key, not known_browser), (ip_key, not known)])
+    admission = Admission(user_keys=(user_key, pair_key), good_key=good_key)
+    waits = [
+        row.next_allowed - now
+        for key, holds in keys
+        if holds
+        and (row := rows.get(key)) is not None
+        and row.next_allowed is not None
+        and row.next_allowed > now
+        and row.last_seen >= now - WINDOW
+    ]
+    if waits:
+        admission.wait = _seconds(max(waits))
+        return admission
+    try:
+        with transaction.atomic():  # all the keys or none: a refusal on one gives back the others
+            admission.claims = [_claim(key, holds, now) for key, holds in keys]
+    except _Refused as refused:  # a concurrent attempt took the last free number meanwhile
+        admission.wait = refused.wait
+    return admission
 
 
-def note_failure(request: HttpRequest, username: str, now: datetime | None = None) -> None:
-    now = now or timezone.now()
-    for key in _keys(request, username):
-        with transaction.atomic():
-            row = _row_for_update(key, now)
-            failures = 1 if row.last_seen < now - WINDOW else row.failures + 1
-            LoginThrottle.objects.filter(pk=row.pk).update(
-                failures=failures, last_seen=now, next_allowed=now + timedelta(seconds=delay_after(failures))
-            )
+def _claim(key: str, holds: bool, now: datetime) -> Claim:
+    for _ in range(CLAIM_TRIES):
+        row = _row(key, now)
+        fresh = row.last_seen >= now - WINDOW
+        if holds and fresh and row.next_allowed is not None and row.next_allowed > now:
+            raise _Refused(_seconds(row.next_allowed - now))
+        failures = row.failures + 1 if fresh else 1
+        taken = LoginThrottle.objects.filter(
+            pk=row.pk, failures=row.failures, last_seen=row.last_seen
+        ).update(
+            failures=failures, last_seen=now, next_allowed=now + timedelta(seconds=delay_after(failures))
+        )
+        if taken:
+            return Claim(key, failures, row.next_allowed if fresh else None)
+    raise _Refused(1)  # every try lost to another attempt: this one is heard again in a second
 
 
-def note_success(request: HttpRequest, username: str, now: datetime | None = None) -> None:
-    """The user's own count is cleared and this address remembered as theirs; the address count stays."""
-    now = now or timezone.now()
-    user_key, _ = _keys(request, username)
-    good = _good_key(request, username)
-    LoginThrottle.objects.filter(key=user_key).delete()
-    if not LoginThrottle.objects.filter(key=good).update(last_seen=now):
-        try:
-            with transaction.atomic():
-                LoginThrottle.objects.create(key=good, last_seen=now)
-        except IntegrityError:  # a concurrent login from the same place created it
-            pass
-    LoginThrottle.objects.filter(last_seen__lt=now - KNOWN_GOOD).delete()  # old rows, by the last_seen index
-
-
-def _row_for_update(key: str, now: datetime) -> LoginThrottle:
-    row = LoginThrottle.objects.select_for_update().filter(key=key).first()
+def _row(key: str, now: datetime) -> LoginThrottle:
+    row = LoginThrottle.objects.filter(key=key).first()
     if row is not None:
         return row
     try:
         with transaction.atomic():
             return LoginThrottle.objects.create(key=key, failures=0, last_seen=now)
-    except IntegrityError:  # another worker inserted it between our read and write
-        return LoginThrottle.objects.select_for_update().get(key=key)
+    except IntegrityError:  # another attempt inserted it between our read and write
+        return LoginThrottle.objects.get(key=key)
+
+
+def settle(admission: Admission, success: bool, now: datetime | None = None) -> None:
+    """A failure keeps its claims. A success clears the user's own keys, gives the address's count back as
+    it was, and remembers the address as the user's."""
+    if not success:
+        return
+    now = now or timezone.now()
+    LoginThrottle.objects.filter(key__in=admission.user_keys).delete()
+    for claim in admission.claims:
+        if claim.key in admission.user_keys:
+            continue
+        given_back = LoginThrottle.objects.filter(key=claim.key, failures=claim.failures).update(
+            failures=claim.failures - 1, next_allowed=claim.before
+        )
+        if not given_back:  # others were counted since: take ours off and leave their delay
+            LoginThrottle.objects.filter(key=claim.key, failures__gt=0).update(failures=F("failures") - 1)
+    if not LoginThrottle.objects.filter(key=admission.good_key).update(last_seen=now):
+        try:
+            with transaction.atomic():
+                LoginThrottle.objects.create(key=admission.good_key, last_seen=now)
+        except IntegrityError:  # a concurrent login from the same place created it
+            pass
+    LoginThrottle.objects.filter(last_seen__lt=now - KNOWN_GOOD).delete()  # old rows, by the last_seen index
+
+
+#
+# Where passwords are checked
+#
+
+_WAITS: WeakKeyDictionary[HttpRequest, int] = WeakKeyDictionary()  # requests held back, for the login view
+
+
+def throttled_for(request: HttpRequest) -> int:
+    """Seconds the login attempt of ``request`` was told to wait (0: it was heard)."""
+    return _WAITS.get(request, 0)
+
+
+class ThrottledModelBackend(ModelBackend):
+    """Django's ModelBackend under the login policy: an attempt is counted before its password is checked,
+    and one that must wait is refused without a check (``PermissionDenied`` stops ``authenticate()``).
+
+    Without a request (``Client.login`` in tests, a shell) there is no address and nothing is throttled.
+    """
+
+    def authenticate(
+        self,
+        request: HttpRequest | None,
+        username: str | None = None,
+        password: str | None = None,
+        **kwargs: Any,
+    ) -> User | None:
+        if request is None or username is None or password is None:
+            return super().authenticate(request, username, password, **kwargs)
+        admission = admit(request, username)
+        if admission.wait:
+            _WAITS[request] = admission.wait
+            raise PermissionDenied
+        user = super().authenticate(request, username, password, **kwargs)
+        settle(admission, user is not None)
+        return user
+
+
+def remember_browser(request: HttpRequest, response: HttpResponse, username: str) -> None:
+    """Mark this browser as one ``username`` signed in on, so others' guesses do not hold them back here."""
+    user = _user_hash(username)
+    known = [user, *(h for h in _known_on_browser(request) if h != user)][:COOKIE_USERS]
+    response.set_signed_cookie(
+        COOKIE,
+        ",".join(known),
+        salt=COOKIE_SALT,
+        max_age=int(KNOWN_GOOD.total_seconds()),
+        secure=settings.SESSION_COOKIE_SECURE,
+        httponly=True,
+        samesite="Lax",
+    )
 
 
 class ThrottledLoginView(LoginView):
-    """Django's LoginView, answering 429 with ``Retry-After`` while the username or address must wait."""
+    """Django's LoginView: a 429 with ``Retry-After`` when the policy held the attempt back, and the
+    browser remembered on success."""
 
     template_name = "registration/login.html"
     form_class = AuthenticationForm
 
-    def post(self, request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
-        username = request.POST.get("username", "")[:150]
-        wait = retry_after(request, username)
-        if wait:
-            form = self.get_form()
-            form.errors.clear()
-            ctx = self.get_context_data(form=form, throttled=True, retry_after=wait)
-            response = self.render_to_response(ctx, status=429)
-            response["Retry-After"] = str(wait)
-            return response
-        response = super().post(request, *args, **kwargs)
-        if response.status_code == 200:  # re-rendered form: the credentials were wrong
-            note_failure(request, username)
-        else:
-            note_success(request, username)
+    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
+        wait = throttled_for(self.request)
+        if not wait:
+            return super().form_invalid(form)
+        form.errors.clear()  # "didn't match" would be wrong: the password was not checked
+        ctx = self.get_context_data(form=form, throttled=True, retry_after=wait)
+        response = self.render_to_response(ctx, status=429)
+        response["Retry-After"] = str(wait)
+        return response
+
+    def form_valid(self, form: AuthenticationForm) -> HttpResponse:
+        response = super().form_valid(form)
+        remember_browser(self.request, response, form.get_user().get_username())
         return response
