@@ -10,6 +10,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import math
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -98,10 +99,38 @@ def bearer_token(
     return decorate(view) if view is not None else decorate
 
 
-def _not_json(name: str) -> Any:
-    """``NaN``, ``Infinity`` and ``-Infinity``: Python's json reads them, JSON (and PostgreSQL's jsonb, where an
-    alert's unknown keys are kept) does not."""
-    raise ValueError(f"{name} is not a JSON number")
+class _NotFinite:
+    """A number no float holds, kept as its text while the body is parsed so that the check after the parse can
+    name its field: ``NaN``, ``Infinity`` and ``-Infinity`` (Python's json reads them; JSON and PostgreSQL's
+    jsonb, where an alert's unknown keys are kept, do not), and a number that overflows a float (``1e400``,
+    which Python reads as infinity, stored as "Infinity" or refused by the database)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def error(self, path: str) -> PayloadError:
+        if self.text in ("NaN", "Infinity", "-Infinity"):
+            return PayloadError(path, f"{self.text} is not a JSON number")
+        return PayloadError(path, f"{self.text[:40]} is out of range: a number must fit a 64-bit float")
+
+
+def _first_not_finite(value: Any) -> PayloadError | None:
+    """The error naming the first :class:`_NotFinite` of a parsed body, by field path (``alerts[0].x``), if any.
+
+    Iterative: a body nested as deep as the parser allows must not overflow the stack here either.
+    """
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, _NotFinite):
+            return item.error(path)
+        if isinstance(item, dict):
+            stack.extend((f"{path}.{k[:40]}" if path else k[:40], v) for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(item))))
+    return None
 
 
 def read_json(request: HttpRequest) -> Any:
@@ -114,12 +143,25 @@ def read_json(request: HttpRequest) -> Any:
     if limit and len(body) > limit:  # chunked bodies carry no Content-Length
         raise PayloadError("", f"body larger than {limit} bytes", status=413)
     # Content-Type is not checked: Alertmanager sends application/json, but curl tests often do not.
+    found: list[_NotFinite] = []
+
+    def not_finite(text: str) -> _NotFinite:
+        found.append(_NotFinite(text))
+        return found[-1]
+
+    def number(text: str) -> float | _NotFinite:
+        value = float(text)
+        return value if math.isfinite(value) else not_finite(text)
+
     try:
-        return json.loads(body, parse_constant=_not_json)
+        payload = json.loads(body, parse_constant=not_finite, parse_float=number)
     except RecursionError:
         raise PayloadError("", "JSON nested too deeply")
     except (ValueError, UnicodeDecodeError) as exc:
         raise PayloadError("", f"body is not JSON: {exc}")
+    if found:  # only then is the body walked: an ordinary notification pays nothing
+        raise _first_not_finite(payload) or found[0].error("")
+    return payload
 
 
 @require_POST

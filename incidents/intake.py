@@ -17,7 +17,7 @@ import hashlib
 import logging
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
@@ -27,7 +27,7 @@ from collectors.sources.redact import redact_text, redact_value
 from incidents import inline
 from incidents.models import Alert
 from rcaweb import timestamps
-from rcaweb.cursor import LATEST
+from rcaweb.cursor import EARLIEST, LATEST, TIME_RANGE
 
 logger = logging.getLogger(__name__)
 
@@ -85,23 +85,31 @@ class IntakeResult:
 #
 
 
-def parse_rfc3339(value: Any, path: str) -> datetime:
-    """Go's RFC 3339 (nanoseconds, any offset) as an aware UTC datetime."""
+def parse_rfc3339(value: Any, path: str, *, zero_ok: bool = False) -> datetime:
+    """Go's RFC 3339 (nanoseconds, any offset) as an aware UTC datetime, within rcaweb's one time range
+    (``rcaweb.cursor.EARLIEST``..``LATEST``, the cursor's): an alert dated 1999 would be an incident whose
+    every link is a 400. With ``zero_ok``, Go's zero time (year 1, any offset) is returned as written: the
+    endsAt of a firing alert, which the caller reads as no end."""
     if not isinstance(value, str):
         raise PayloadError(path, f"expected an RFC 3339 time string, got {_type(value)}")
     try:
         parsed = timestamps.parse_rfc3339(value)
     except timestamps.TimestampError as exc:
         raise PayloadError(path, str(exc))
-    if parsed.year <= 1:
-        return parsed  # Go's zero time (endsAt of a firing alert); callers treat years before 1970 as absent
+    if parsed.year <= 1 and zero_ok:
+        return parsed
     try:
         utc = parsed.astimezone(UTC)  # 9999-12-31T23:59:59-01:00 is past datetime's year 9999
-    except OverflowError:
-        utc = LATEST
+    except OverflowError:  # ... and 0001-01-01T00:00:00+01:00 before its year 1
+        utc = LATEST if parsed.year > 1 else EARLIEST - timedelta(days=1)
     if utc >= LATEST:
-        raise PayloadError(path, f"{value[:40]!r} is after 2099: not a time an alert or a change can have")
+        raise PayloadError(path, f"{value[:40]!r} is after {LATEST.year - 1}: {_RANGE_HELP}")
+    if utc < EARLIEST:
+        raise PayloadError(path, f"{value[:40]!r} is before {EARLIEST.year}: {_RANGE_HELP}")
     return utc
+
+
+_RANGE_HELP = f"an alert's or a change's time must be within {TIME_RANGE} (UTC), the range of the time cursor"
 
 
 _BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
@@ -212,11 +220,13 @@ def _parse_alert(item: Any, path: str) -> ParsedAlert:
     if "startsAt" not in item:
         raise PayloadError(f"{path}.startsAt", "missing")
     starts_at = parse_rfc3339(item["startsAt"], f"{path}.startsAt")
-    if starts_at.year < 1970:
-        raise PayloadError(f"{path}.startsAt", "the zero time is not a start time")
     ends_raw = item.get("endsAt")
-    ends_at = None if ends_raw in (None, "", GO_ZERO_TIME) else parse_rfc3339(ends_raw, f"{path}.endsAt")
-    if ends_at is not None and ends_at.year < 1970:
+    ends_at = (
+        None
+        if ends_raw in (None, "", GO_ZERO_TIME)
+        else parse_rfc3339(ends_raw, f"{path}.endsAt", zero_ok=True)
+    )
+    if ends_at is not None and ends_at.year <= 1:  # Go's zero time in another offset
         ends_at = None
     if status == "firing":
         ends_at = None  # a firing alert's endsAt is Alertmanager's resolve timeout guess, not an end

@@ -21,8 +21,11 @@ W_FORMAT_HELP = "w must be a window such as 30m, 2h, 1d or 1h30m (between 1m and
 DEFAULT_WINDOW = timedelta(hours=2)
 MIN_WINDOW = timedelta(minutes=1)
 MAX_WINDOW = timedelta(days=30)
+# The one time range of rcaweb: the cursor's t, and what the intake accepts as an alert's or a change's time
+# (incidents.intake.parse_rfc3339), so that every time stored is one a cursor link can point at.
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2100, 1, 1, tzinfo=UTC)
+TIME_RANGE = f"{EARLIEST.year}-{LATEST.year - 1}"
 
 # At most 6 digits per unit: bounded before any arithmetic (timedelta overflows past 999,999,999 days).
 _DURATION_RE = re.compile(
@@ -70,7 +73,7 @@ def parse_t(text: str) -> datetime:
     except ValueError:
         raise CursorError(f"t={text[:40]!r} is not valid: {T_FORMAT_HELP}")
     if not (EARLIEST <= value < LATEST):
-        raise CursorError(f"t={text[:40]!r} is out of range (2000-2099): {T_FORMAT_HELP}")
+        raise CursorError(f"t={text[:40]!r} is out of range ({TIME_RANGE}): {T_FORMAT_HELP}")
     return value.astimezone(UTC)
 
 
@@ -79,10 +82,17 @@ def format_t(value: datetime) -> str:
     return value.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def within_range(at: datetime) -> datetime:
+    """``at``, or the nearest moment the cursor accepts: a link an hour before an incident of 2000-01-01 00:10
+    points at 2000-01-01 00:00 rather than at a 400 (what the intake accepts ends at the same edges)."""
+    return min(max(at, EARLIEST), LATEST - timedelta(seconds=1))
+
+
 def query_at(at: datetime, window: timedelta) -> str:
     """The query of a cursor at ``at`` (``t=…&w=…``), written out rather than through ``urlencode``: of what
-    :func:`format_t` and :func:`format_duration` print, only the colons of t need encoding."""
-    return f"t={format_t(at).replace(':', '%3A')}&w={format_duration(window)}"
+    :func:`format_t` and :func:`format_duration` print, only the colons of t need encoding. ``at`` is kept
+    within the cursor's range (:func:`within_range`)."""
+    return f"t={format_t(within_range(at)).replace(':', '%3A')}&w={format_duration(window)}"
 
 
 def parse_w(text: str) -> timedelta:
@@ -134,7 +144,7 @@ class Cursor:
     def params(self) -> dict[str, str]:
         out: dict[str, str] = {}
         if self.at is not None:
-            out["t"] = format_t(self.at)
+            out["t"] = format_t(within_range(self.at))
         if self.window_given or self.at is not None:
             out["w"] = format_duration(self.window)
         return out
