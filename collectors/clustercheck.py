@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 
 from collectors.models import Cluster
+from collectors.sources.endpoints import EndpointError, check_url
 from collectors.sources.errors import SourceError
 
 DCGM_PROBE = "count(DCGM_FI_DEV_GPU_UTIL)"
@@ -74,9 +75,21 @@ def check_cluster(cluster: Cluster, timeout: float | None = None) -> list[Check]
     if kube is not None:
         with kube:
             checks.extend(_kube_checks(kube, cluster.scheduler))
-    checks.append(_prometheus_check(cluster, timeout))
-    if cluster.runai_url:
-        checks.append(_runai_check(cluster, timeout))
+    # The URLs as `cluster add` checks them: a cluster stored before (or by the admin site) may hold one a request
+    # cannot use, or credentials that a failure's detail would show.
+    for source, option, url, probe in (
+        ("prometheus", "--prometheus", cluster.prometheus_url, _prometheus_check),
+        ("runai", "--runai", cluster.runai_url, _runai_check),
+    ):
+        if source == "runai" and not url:
+            continue
+        try:
+            if url:  # none at all: the probe says so
+                check_url(option, url)
+        except EndpointError as exc:
+            checks.append(Check(source, "configure", False, str(exc)))
+            continue
+        checks.append(probe(cluster, timeout))
     return checks
 
 

@@ -346,6 +346,9 @@ if RCAWEB_WATCH_APPLY_S < 0:
 RCAWEB_SOURCE_TIMEOUT_S = envint("RCAWEB_SOURCE_TIMEOUT_S", 10)
 RCAWEB_RUNAI_ENABLED = envbool("RCAWEB_RUNAI_ENABLED", False)
 RCAWEB_RUNAI_TOKEN = envsecret("RCAWEB_RUNAI_TOKEN", "")  # bearer token for the Run:ai REST API
+# Basic auth for every cluster's Prometheus, when it needs any (never in the URL: collectors/sources/endpoints.py).
+RCAWEB_PROMETHEUS_USERNAME = envsecret("RCAWEB_PROMETHEUS_USERNAME", "")
+RCAWEB_PROMETHEUS_PASSWORD = envsecret("RCAWEB_PROMETHEUS_PASSWORD", "")
 
 # Incident lifecycle (incidents.lifecycle): an open incident whose alerts have all resolved, and whose subject
 # stayed healthy this long, resolves by itself; an alert firing again this soon after the resolution reopens it.

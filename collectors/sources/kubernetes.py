@@ -32,6 +32,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from collectors.models import Cluster
 from collectors.sources.errors import SourceError, describe_http_error
+from collectors.sources.kubeconfig import check_kubeconfig
 from collectors.sources.redact import is_secret_object, redact_text
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ def _api_client(cluster: Cluster, timeout: float) -> client.ApiClient:
     cfg = client.Configuration()
     try:
         if cluster.kubeconfig:
+            check_kubeconfig(cluster.kubeconfig)  # bounded first: the client reads any file whole
             config.load_kube_config(
                 config_file=cluster.kubeconfig, client_configuration=cfg, persist_config=False
             )

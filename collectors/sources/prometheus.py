@@ -159,6 +159,10 @@ class PrometheusSource:
         self.session = session or requests.Session()
         if headers:
             self.session.headers.update(headers)
+        # the credentials a URL may not carry (collectors/sources/endpoints.py)
+        username = getattr(settings, "RCAWEB_PROMETHEUS_USERNAME", "")
+        if username and self.session.auth is None:
+            self.session.auth = (username, getattr(settings, "RCAWEB_PROMETHEUS_PASSWORD", ""))
 
     def query(self, promql: str, at: datetime) -> list[Series]:
         """Instant query at ``at``: one point per series (the evaluation time, the value)."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -21,6 +20,8 @@ from django.core.validators import validate_slug
 from django.db import transaction
 
 from collectors.models import Cluster
+from collectors.sources.endpoints import EndpointError, check_url, shown_url
+from collectors.sources.kubeconfig import KubeconfigError, check_kubeconfig
 
 SCHEDULERS = [key for key, _ in Cluster.SCHEDULERS]
 
@@ -85,11 +86,11 @@ class Command(BaseCommand):
             _load_kubeconfig(kubeconfig)
         for flag, url in (("--prometheus", opts["prometheus"]), ("--runai", opts["runai"])):
             # not URLValidator: it refuses the short in-cluster names (http://prometheus:9090) people use
-            parts = urlsplit(url) if url else None
-            if parts is not None and (parts.scheme not in ("http", "https") or not parts.hostname):
-                raise CommandError(
-                    f"{flag} {url!r}: not an http(s) URL (like http://prometheus.monitoring:9090)"
-                )
+            try:
+                if url:
+                    check_url(flag, url)
+            except EndpointError as exc:
+                raise CommandError(str(exc)) from None
         values = {
             "scheduler": opts["scheduler"],
             "kubeconfig": kubeconfig,
@@ -105,15 +106,21 @@ class Command(BaseCommand):
             cluster, created = Cluster.objects.update_or_create(name=name, defaults=values)
         self.stdout.write(
             f"{'added' if created else 'updated'} cluster {cluster.name}: kubernetes "
-            f"{kubeconfig or 'in-cluster service account'}, prometheus {cluster.prometheus_url}"
-            + (f", run:ai {cluster.runai_url}" if cluster.runai_url else "")
+            f"{kubeconfig or 'in-cluster service account'}, prometheus {shown_url(cluster.prometheus_url)}"
+            + (f", run:ai {shown_url(cluster.runai_url)}" if cluster.runai_url else "")
             + f", scheduler {cluster.scheduler}"
         )
         self.stdout.write(f"next: python manage.py cluster check {cluster.name}")
 
     def _list(self, opts: dict[str, Any]) -> None:
         rows = [
-            [c.name, c.scheduler, c.kubeconfig or "(in-cluster)", c.prometheus_url, c.runai_url or "-"]
+            [
+                c.name,
+                c.scheduler,
+                c.kubeconfig or "(in-cluster)",
+                shown_url(c.prometheus_url),  # a cluster added before credentials were refused
+                shown_url(c.runai_url) or "-",
+            ]
             for c in Cluster.objects.order_by("name")
         ]
         if not rows:
@@ -172,10 +179,15 @@ def _get(name: str) -> Cluster:
 
 
 def _load_kubeconfig(path: str) -> None:
-    """Refuse a file the kubernetes client cannot use, naming why (before anything is saved)."""
+    """Refuse a file the kubernetes client cannot use, naming why (before anything is saved); a file too large
+    or a YAML alias bomb is refused before the client reads it (collectors/sources/kubeconfig.py)."""
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
+    try:
+        check_kubeconfig(path)
+    except KubeconfigError as exc:
+        raise CommandError(f"--kubeconfig {path}: {exc}") from None
     try:
         config.load_kube_config(
             config_file=path, client_configuration=client.Configuration(), persist_config=False
