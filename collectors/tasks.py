@@ -40,6 +40,7 @@ def retry_countdown(
 def _run(task: Any, kind: str, cluster: str, at: str | None) -> dict[str, Any]:
     from collectors import sweep
     from collectors.models import Cluster, SourceRun
+    from collectors.sources.redact import redact_text
     from rcaweb.timestamps import parse_timestamp
 
     sweeps: dict[str, Callable[[str, datetime | None], SweepSummary]] = {
@@ -65,7 +66,7 @@ def _run(task: Any, kind: str, cluster: str, at: str | None) -> dict[str, Any]:
                 call=f"{kind} sweep",
                 time=timezone.now(),
                 ok=False,
-                error=f"{type(exc).__name__}: {exc}"[:4000],
+                error=redact_text(f"{type(exc).__name__}: {exc}")[:4000],
             )
         result: dict[str, Any] = {
             "cluster": cluster,

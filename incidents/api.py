@@ -26,7 +26,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity
-from collectors.sources.redact import redact_text, redact_value
+from collectors.sources.redact import redact_value
 from incidents import intake
 from incidents.evidence import iso
 from incidents.intake import PayloadError, parse_rfc3339
@@ -246,12 +246,11 @@ def record_change(data: dict[str, Any]) -> tuple[Change, bool]:
         cluster=cluster, kind=t["kind"], namespace=t["namespace"], name=t["name"]
     ).first()
     target_text = f"{t['kind']} {t['namespace'] + '/' if t['namespace'] else ''}{t['name']}"
-    data = {
-        **data,
-        "what": redact_text(data["what"]),
-        "old": redact_value(data["old"]),
-        "new": redact_value(data["new"]),
-    }
+    # Every field a sender writes is redacted before it is stored or looked up (a resend must find the stored
+    # row): a link's userinfo and ?token=, a secret in the actor or summary, and old/new whole when the field
+    # names a secret ({"field": "spec.auth.password", "old": …}: redact_value masks a named field's values).
+    texts = ("what", "actor", "source", "link", "field", "old", "new")
+    data = {**data, **redact_value({k: data[k] for k in texts})}
     summary = data["what"] if entity else f"{data['what']} (target {target_text}, not in the inventory)"
     if data["source"]:
         summary = f"{summary} [via {data['source']}]"

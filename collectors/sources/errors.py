@@ -6,11 +6,16 @@ error carries enough to be stored as a ``SourceRun`` row and shown on pages.
 
 from __future__ import annotations
 
+from collectors.sources.redact import redact_text
+
 
 class SourceError(Exception):
     """A source call failed: timeout, refused, 401/403/5xx, or an answer that is not what the API promises."""
 
     def __init__(self, source: str, call: str, message: str, *, status: int | None = None) -> None:
+        # Redacted here, once for every source: a message names the URL it could not reach, and a URL may
+        # carry credentials (http://user:pass@prom:9090) that the home page would show any signed-in user.
+        call, message = redact_text(call), redact_text(message)
         super().__init__(f"{source}: {call}: {message}")
         self.source = source
         self.call = call

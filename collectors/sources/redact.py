@@ -1,14 +1,23 @@
 """Secrets never reach the database or a page: env values, log lines, messages and Secret objects are redacted.
 
-One module, applied where text enters storage (collectors' mapping and log reads, event messages,
-alert intake, evidence observations, hypotheses) and again where it leaves (the JSON API, the Markdown
-export), so rows stored before a pattern existed do not leak either.
+One policy in one module, applied where text enters storage (collectors' mapping and log reads, event
+messages, source errors, alert intake, external changes, evidence observations, hypotheses) and again where
+it leaves (the JSON API, the home page's source errors, the Markdown export), so rows stored before a
+pattern existed do not leak either.
 
 Names that look like credentials are matched on word parts and distinctive substrings (``WANDB_API_KEY``,
 ``DB_PASSWORD``, ``CLIENTSECRET``, ``GITHUB_PAT``, ``clientSecret``), not on a fixed list, because every team
-invents its own names. Free text is masked by shape: ``Authorization:`` headers (Bearer/Basic/any scheme,
-any length), ``key = value`` and ``--flag value`` for secret-like keys, URLs with credentials or webhook
-tokens, cloud and SaaS key formats, JWTs and PEM private key blocks.
+invents its own names. A bare ``key`` is not one (``KeyError: 'DB_HOST'``, a taint's key); ``api_key`` and
+``private_key`` are. Names *about* a credential (``PASSWORD_FILE``, ``secretName``, ``token_count``) are not.
+
+Free text is masked by shape: ``Authorization:`` headers and bearer tokens (quoted or not), URLs with
+credentials (userinfo, secret-named query parameters, webhook paths), CLI password flags (``--password``,
+``-p`` after ``mysql``/``login``/``-u``, ``-u user:pass``), ``key = value``, ``key: value`` and
+``"key": "value"`` for secret-like keys (JSON, YAML, ini, env, logfmt, XML), cloud and SaaS key formats,
+JWTs and PEM private key blocks. A value is masked whole, whatever characters it holds: a quoted one up to
+its closing quote, an unquoted one to the end of its word (of its line, for an ini or YAML line
+``password = two words``). The policy in words: docs/collectors.md#redaction; its corpus of shapes and
+near-misses: tests/collectors/test_redaction_corpus.py.
 """
 
 from __future__ import annotations
@@ -24,8 +33,8 @@ REDACTED = "[redacted]"
 # A name part (split on _ - . and camelCase) that is a credential by itself.
 _SECRET_PARTS = frozenset(
     {
-        "pass", "password", "passwd", "passphrase", "pwd", "pat", "secret", "secrets", "token", "tokens",
-        "key", "apikey", "credential", "credentials", "creds", "auth", "authorization", "cookie", "dsn",
+        "pass", "password", "passwd", "passphrase", "pwd", "pat", "secret", "secrets", "token",
+        "apikey", "credential", "credentials", "creds", "auth", "authorization", "cookie", "dsn",
         "jwt", "bearer", "sig", "signature", "sas", "privatekey", "accesskey", "secretkey",
     }
 )  # fmt: skip
@@ -33,11 +42,25 @@ _SECRET_PARTS = frozenset(
 _SECRET_SUBSTRINGS = ("password", "passwd", "passphrase", "secret", "credential", "apikey", "accesskey",
                       "privatekey", "authorization", "authtoken", "accesstoken", "webhookurl")  # fmt: skip
 # Words that contain a secret-looking part but are not secrets.
-_NOT_SECRET = re.compile(
-    r"(^|[_\-.])(PUBLIC[_\-]?KEY|KEY[_\-]?ID|KEYS?[_\-]?PATH|KEY[_\-]?FILE[_\-]?PATH|PRIMARY[_\-]?KEY|SORT[_\-]?KEY|"
-    r"CACHE[_\-]?KEY|DEDUP[_\-]?KEY|GROUP[_\-]?KEY|TOKENIZERS?([_\-].*)?)$",
-    re.IGNORECASE,
-)
+_NOT_SECRET = re.compile(r"(^|[_\-.])TOKENIZERS?([_\-].*)?$", re.IGNORECASE)
+# A last part that makes a name *about* a credential, not the credential: where it is read from, what it is
+# called, how long it lives, how many there are, or an exception class (KeyError, TokenExpiredError).
+_ABOUT_PARTS = frozenset(
+    {
+        "file", "path", "dir", "stdin", "name", "names", "ref", "id", "ids", "type", "ttl", "length", "len",
+        "expiry", "count", "size", "policy", "mode", "enabled", "required", "error", "exception", "warning",
+        "exceeded", "expired", "invalid", "missing",
+    }
+)  # fmt: skip
+# "key" is a credential only when qualified (api_key, private_key, sshKey), never alone (KeyError, a taint's
+# key), nor with these qualifiers (a database's or a cache's key).
+_NOT_KEY_QUALIFIERS = frozenset(
+    {
+        "public", "primary", "sort", "cache", "dedup", "group", "partition", "foreign", "label", "node",
+        "taint", "lookup", "hash", "range", "row", "map", "dict", "object", "idempotency", "unique",
+        "composite", "shard", "sharding", "routing", "index", "cluster", "metric", "series", "the", "a",
+    }
+)  # fmt: skip
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _PARTS = re.compile(r"[^A-Za-z0-9]+")
 
@@ -49,7 +72,11 @@ def is_secret_name(name: str) -> bool:
     if not name or _NOT_SECRET.search(name):
         return False
     parts = [p.lower() for p in _PARTS.split(_CAMEL.sub("_", name)) if p]
+    if not parts or (len(parts) > 1 and parts[-1] in _ABOUT_PARTS):
+        return False
     if any(p in _SECRET_PARTS or p.endswith("token") for p in parts):
+        return True
+    if len(parts) > 1 and parts[-1] in ("key", "keys") and parts[-2] not in _NOT_KEY_QUALIFIERS:
         return True
     flat = "".join(parts)
     return any(s in flat for s in _SECRET_SUBSTRINGS)
@@ -64,8 +91,96 @@ def _basic(m: re.Match[str]) -> str:
     return m.group(1) + REDACTED if ":" in decoded else m.group(0)
 
 
+#
+# Where a value ends
+#
+
+_QUOTES = "\"'`"
+_OPENER = {")": "(", "]": "[", "}": "{"}
+_SPACE = re.compile(r"\s")
+
+
+def _value_end(text: str, start: int, *, to_eol: bool = False, enclosing: str = "") -> int:
+    """The end of the value that starts at ``start``.
+
+    A quoted value runs to its closing quote (backslash escapes skipped, as in JSON; ``\\"value\\"`` inside a
+    JSON string to its ``\\"``), or to the end of its line if none closes it. An unquoted one runs to the next
+    whitespace (``to_eol``: to the end of the line), or to the quote that encloses the whole assignment
+    (``-H 'Authorization: Bearer x'``). Closers the value did not open (the ``}`` of ``{password: x}``) and a
+    trailing comma are left out; every other character, ``; & ' <`` included, is the value's.
+    """
+    n = len(text)
+    eol = text.find("\n", start)
+    eol = n if eol < 0 else eol
+    if start >= eol:
+        return start
+    escaped = text.startswith(('\\"', "\\'"), start)
+    if text[start] in _QUOTES or escaped:
+        quote = text[start + 1] if escaped else text[start]
+        i = start + (2 if escaped else 1)
+        while i < eol:
+            if escaped and text.startswith("\\" + quote, i):
+                return i + 2
+            if text[i] == "\\":
+                i += 2
+                continue
+            if text[i] == quote and not escaped:
+                return i + 1
+            i += 1
+        return eol
+    end = eol
+    if not to_eol:
+        m = _SPACE.search(text, start, eol)
+        end = m.start() if m else eol
+    if enclosing:
+        q = text.find(enclosing, start, end)
+        end = q if q >= 0 else end
+    while end > start:
+        last = text[end - 1]
+        if last in ", \t\r" or (
+            last in _OPENER and text.count(last, start, end) > text.count(_OPENER[last], start, end)
+        ):
+            end -= 1
+        else:
+            break
+    return end
+
+
+def _masked(value: str) -> str:
+    """``value`` masked, keeping its quotes so that the line still reads as it was written."""
+    for q in ('\\"', "\\'", '"', "'", "`"):
+        if value.startswith(q) and len(value) >= 2 * len(q) and value.endswith(q):
+            return q + REDACTED + q
+        if value.startswith(q):
+            return q + REDACTED
+    return REDACTED
+
+
+def _enclosing(text: str, start: int) -> str:
+    """The quote just before an unquoted key or header (``"password=x y"``, ``-H 'Authorization: …'``)."""
+    return text[start - 1] if start > 0 and text[start - 1] in _QUOTES else ""
+
+
+def _mask_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each (start, end) span masked; spans are in order and an overlapping one is skipped."""
+    out, pos = [], 0
+    for s, e in spans:
+        if s < pos or e <= s:
+            continue
+        out += [text[pos:s], _masked(text[s:e])]
+        pos = e
+    out.append(text[pos:])
+    return "".join(out)
+
+
+#
+# Shapes masked by a pattern alone
+#
+
+_URL_SCHEME = r"[a-zA-Z][a-zA-Z0-9+.\-]*://"
 _AUTH_SCHEMES = r"(?:bearer|basic|token|digest|negotiate|ntlm|apikey|sso-key|aws4-hmac-sha256|hmac|dpop)"
-_VALUE = r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"'<>]+)"
+# A value masked already by an earlier shape, perhaps after its scheme word ("Bearer [redacted]").
+_ALREADY = re.compile(rf"(?i)[\"'`\\]*(?:{_AUTH_SCHEMES}[ \t]+)?\[redacted\]")
 
 _TEXT_PATTERNS: list[tuple[re.Pattern[str], Any]] = [
     # PEM private key blocks (a truncated block is masked to the end of the text).
@@ -75,15 +190,6 @@ _TEXT_PATTERNS: list[tuple[re.Pattern[str], Any]] = [
         ),
         lambda m: f"-----BEGIN {m.group(1)}PRIVATE KEY-----{REDACTED}-----END {m.group(1)}PRIVATE KEY-----",
     ),
-    # Authorization / Proxy-Authorization headers: the whole credential, whatever the scheme or length.
-    (
-        re.compile(
-            rf"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:{_AUTH_SCHEMES}\s+)?)(?!\[redacted\])[^\s\"'\\,;]+"
-        ),
-        r"\1" + REDACTED,
-    ),
-    # "Bearer <token>" anywhere (curl -H, error messages), any length.
-    (re.compile(r"(?i)(\bbearer\s+)(?!\[redacted\])[^\s\"'\\,;]+"), r"\1" + REDACTED),
     (re.compile(r"(?i)(\bbasic\s+)([A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])"), _basic),
     # Webhook URLs whose path is the credential: Slack, Discord, Microsoft Teams/Power Automate, Mattermost.
     (
@@ -93,9 +199,10 @@ _TEXT_PATTERNS: list[tuple[re.Pattern[str], Any]] = [
         ),
         r"\1" + REDACTED,
     ),
-    # URLs with credentials: scheme://user:pass@host, and scheme://<long token>@host.
-    (re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@\"'<>]*:)([^\s@/\"'<>]+)(@)"), r"\1" + REDACTED + r"\3"),
-    (re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://)([A-Za-z0-9_\-]{20,})(@)"), r"\1" + REDACTED + r"\3"),
+    # URLs with credentials: scheme://user:pass@host (the password runs to the authority's last "@", so one
+    # holding an unencoded "@" or ";" is masked whole), and scheme://<long token>@host.
+    (re.compile(rf"({_URL_SCHEME}[^\s:/@?#\"'<>]*:)([^\s/?#]*)(@)"), r"\1" + REDACTED + r"\3"),
+    (re.compile(rf"({_URL_SCHEME})([A-Za-z0-9_\-]{{20,}})(@)"), r"\1" + REDACTED + r"\3"),
     # Well-known key shapes even without a name.
     (
         re.compile(
@@ -111,29 +218,106 @@ _TEXT_PATTERNS: list[tuple[re.Pattern[str], Any]] = [
     # JWTs (header.payload.signature, the signature may be empty for alg "none").
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"), REDACTED),
 ]
-# key = value / key: value / "key": "value" for secret-like keys; --flag value / --flag=value / -p value.
-_ASSIGNMENT = re.compile(r"(?<![\w.\-])([\"']?)([A-Za-z_][\w.\-]{0,80})\1(\s*[=:]\s*)" + _VALUE)
-_FLAG = re.compile(r"(?<![\w\-])(--?[A-Za-z][\w\-]{0,80})(=|[ \t]+)" + _VALUE)
 
 
-def _assignment(m: re.Match[str]) -> str:
-    key, value = m.group(2), m.group(4)
-    if (
-        not is_secret_name(key)
-        or value.strip("\"'") == REDACTED
-        or m.string.startswith(f" {REDACTED}", m.end())
-    ):
-        return m.group(0)
-    quote = value[0] if value[:1] in ("'", '"') else ""
-    return f"{m.group(1)}{key}{m.group(1)}{m.group(3)}{quote}{REDACTED}{quote}"
+#
+# Shapes whose value _value_end measures
+#
+
+# Authorization / Proxy-Authorization headers: the whole credential, whatever the scheme.
+_AUTH_HEADER = re.compile(
+    rf"(?i)\b(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*(?:{_AUTH_SCHEMES}[ \t]+)?(?=[^\s])"
+)
+# "Bearer <token>" anywhere (curl -H, error messages), quoted or not, any length; not "bearer token expired".
+_BEARER = re.compile(
+    r"(?i)\bbearer[ \t]+(?=[\"']|(?!(?:tokens?|auth\w*|is|was|the|an?|not|missing|invalid|expired|required"
+    r"|header|scheme|realm|of|for|with|and|or)\b)[^\s])"
+)
+# A secret-named query parameter of a URL (?token=, &api_key=, X-Amz-Signature=, a Google API's ?key=).
+_QUERY = re.compile(r"(?<=[?&])([A-Za-z_][\w.\-]{0,80})=(?=[^&#\s\"'<>])")
+_QUERY_END = re.compile(r"[&#\s\"'<>]")
+# key = value / key: value / "key": "value" (also \"key\": inside a JSON string) for secret-like keys.
+_ASSIGNMENT = re.compile(r"(?<![\w.\-\\])(\\?[\"']|)([A-Za-z_][\w.\-]{0,80})\1([ \t]*(?:=|:(?!//))[ \t]*)")
+_LINE_START = re.compile(r"[ \t]*(?:-[ \t]+|export[ \t]+)?")  # what may stand before an ini/YAML key
+# <password>value</password>
+_XML = re.compile(r"<([A-Za-z_][\w.\-]{0,80})>([^<\n]+)</\1>")
+# --flag value / --flag=value / -flag value for secret-like flag names.
+_FLAG = re.compile(r"(?<![\w\-])(--?[A-Za-z][\w\-]{0,80})(?:=|[ \t]+)(?=[^\s\-])")
+# -u user:pass / --user user:pass / -uuser:pass (curl, wget; -U and --proxy-user for a proxy).
+_USER_FLAG = re.compile(r"(?<![\w\-])(?:-u|-U|--user|--proxy-user|--http-user)(?:=|[ \t]+|(?=[^\s\-]))")
+_UID_GID = re.compile(r"[\"']?\d+:\d+[\"']?")  # docker run -u 1000:1000
+# -p is a password only where its line says so: a client whose -p is the password, a login, or a -u user.
+_P_FLAG = re.compile(r"(?<![\w\-])-p(?:[ \t]+(?=[^\s\-])|(?=[^\s\-]))")
+_P_CONTEXT = re.compile(
+    r"(?<![\w\-])(?i:mysql\w*|mariadb[\w\-]*|mongo\w*|sshpass|login)(?![\w\-])"
+    r"|(?<![\w\-])(?:-u|--user(?:name)?)(?:[ \t=]|(?=\w))"
+)
+_PORTS = re.compile(r"[\d.\[\]:]*\d+:\d+(?:/\w+)?")  # docker run -u 1000 -p 127.0.0.1:8080:80/tcp
 
 
-def _flag(m: re.Match[str]) -> str:
-    flag, value = m.group(1), m.group(3)
-    if not is_secret_name(flag) or value.startswith("-") or value.strip("\"'") == REDACTED:
-        return m.group(0)
-    quote = value[0] if value[:1] in ("'", '"') else ""
-    return f"{flag}{m.group(2)}{quote}{REDACTED}{quote}"
+def _headers(text: str) -> list[tuple[int, int]]:
+    spans = []
+    for pattern in (_AUTH_HEADER, _BEARER):
+        for m in pattern.finditer(text):
+            if not _already(text, m.end()):
+                spans.append((m.end(), _value_end(text, m.end(), enclosing=_enclosing(text, m.start()))))
+    return spans
+
+
+def _already(text: str, start: int) -> bool:
+    return _ALREADY.match(text, start) is not None
+
+
+def _queries(text: str) -> list[tuple[int, int]]:
+    spans = []
+    for m in _QUERY.finditer(text):
+        name = m.group(1)
+        if (is_secret_name(name) or name.lower() == "key") and not _already(text, m.end()):
+            end = _QUERY_END.search(text, m.end())
+            spans.append((m.end(), end.start() if end else len(text)))
+    return spans
+
+
+def _assignments(text: str) -> list[tuple[int, int]]:
+    spans = []
+    for m in _ASSIGNMENT.finditer(text):
+        start = m.end()
+        if not is_secret_name(m.group(2)) or _already(text, start) or start >= len(text):
+            continue
+        # An ini or YAML line (password = two words, password: x y): the value is the rest of the line.
+        spaced = m.group(3).strip(" \t") != m.group(3)
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        to_eol = spaced and not m.group(1) and _LINE_START.fullmatch(text, line_start, m.start()) is not None
+        enclosing = "" if m.group(1) else _enclosing(text, m.start())
+        spans.append((start, _value_end(text, start, to_eol=to_eol, enclosing=enclosing)))
+    for m in _XML.finditer(text):
+        if is_secret_name(m.group(1)) and not _already(text, m.start(2)):
+            spans.append((m.start(2), m.end(2)))
+    return spans
+
+
+def _flags(text: str) -> list[tuple[int, int]]:
+    spans = []
+    for m in _FLAG.finditer(text):
+        if is_secret_name(m.group(1)) and not _already(text, m.end()):
+            spans.append((m.end(), _value_end(text, m.end(), enclosing=_enclosing(text, m.start()))))
+    for m in _USER_FLAG.finditer(text):
+        end = _value_end(text, m.end(), enclosing=_enclosing(text, m.start()))
+        value = text[m.end() : end]
+        colon = value.find(":")
+        if colon > 0 and not _UID_GID.fullmatch(value) and not _already(text, m.end() + colon + 1):
+            quoted = len(value) > 1 and value[0] in _QUOTES and value[-1] == value[0]
+            spans.append((m.end() + colon + 1, end - 1 if quoted else end))  # -u 'admin:[redacted]
+    for m in _P_FLAG.finditer(text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_end = text.find("\n", m.end())
+        line = text[line_start : len(text) if line_end < 0 else line_end]
+        if not _P_CONTEXT.search(line) or _already(text, m.end()):
+            continue
+        end = _value_end(text, m.end(), enclosing=_enclosing(text, m.start()))
+        if not _PORTS.fullmatch(text[m.end() : end]):
+            spans.append((m.end(), end))
+    return spans
 
 
 def redact_env(env: dict[str, Any]) -> dict[str, Any]:
@@ -203,31 +387,38 @@ def _redact_short(text: str) -> str:
 def _redact(text: str) -> str:
     for pattern, repl in _TEXT_PATTERNS:
         text = pattern.sub(repl, text)
-    text = _ASSIGNMENT.sub(_assignment, text)
-    return _FLAG.sub(_flag, text)
+    # One pass per family, each seeing the last one's masks: a value is masked once, by its first shape.
+    for spans in (_headers, _queries, _assignments, _flags):
+        text = _mask_spans(text, sorted(spans(text)))
+    return text
 
 
 # Field names of structured data that look secret but name a non-secret (a taint's or a label selector's key).
 _STRUCTURED_NOT_SECRET = frozenset({"key", "keys", "token_type", "auth_type"})
+# A field that names another (an env var {"name", "value"}, a change {"field", "old", "new"}), and the fields
+# that then hold the named one's value.
+_NAMING_FIELDS = ("name", "field", "key", "path", "param", "parameter", "variable")
+_VALUE_FIELDS = frozenset({"value", "values", "old", "new", "before", "after", "from", "to", "default"})
 
 
 def redact_value(value: Any) -> Any:
     """``value`` (JSON-shaped: dicts, lists, strings) with every string redacted and the values of secret-named
-    fields masked; the same shape back, so stored content and API answers keep their structure."""
+    fields masked, at any depth: ``{"password": …}``, a list under ``"tokens"``, and the ``value`` of
+    ``{"name": "DB_PASSWORD", "value": …}`` (or ``old``/``new`` of ``{"field": "password", …}``). The same shape
+    comes back, so stored content and API answers keep their structure."""
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
+        names_secret = any(
+            isinstance(value.get(f), str) and is_secret_name(value[f]) for f in _NAMING_FIELDS if f in value
+        )
         out: dict[Any, Any] = {}
         for k, v in value.items():
             name = str(k)
-            if (
-                isinstance(v, str | int | float)
-                and not isinstance(v, bool)
-                and v != ""
-                and name.lower() not in _STRUCTURED_NOT_SECRET
-                and is_secret_name(name)
-            ):
-                out[k] = REDACTED
+            if names_secret and name.lower() in _VALUE_FIELDS:
+                out[k] = _mask_scalars(v, deep=True)
+            elif name.lower() not in _STRUCTURED_NOT_SECRET and is_secret_name(name):
+                out[k] = _mask_scalars(v)
             else:
                 out[k] = redact_value(v)
         return out
@@ -236,6 +427,22 @@ def redact_value(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(redact_value(v) for v in value)
     return value
+
+
+def _mask_scalars(value: Any, *, deep: bool = False) -> Any:
+    """The value of a secret-named field: strings and numbers masked (in lists too), an empty string, a boolean
+    or null kept (they say whether one is set, not what it is). A dict is redacted field by field (the names
+    of ``imagePullSecrets`` entries stay readable), or masked throughout (``deep``: the value of a field that
+    another one names, ``{"field": "password", "new": {"value": …}}``)."""
+    if isinstance(value, bool) or value is None or value == "":
+        return value
+    if isinstance(value, str | int | float):
+        return REDACTED
+    if isinstance(value, list | tuple):
+        return [_mask_scalars(v, deep=deep) for v in value]
+    if deep and isinstance(value, dict):
+        return {k: _mask_scalars(v, deep=True) for k, v in value.items()}
+    return redact_value(value)
 
 
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")

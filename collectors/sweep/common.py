@@ -18,6 +18,7 @@ from django.utils import timezone
 from collectors.inventory import RecordResult
 from collectors.models import Cluster, SourceRun
 from collectors.sources.errors import SourceError
+from collectors.sources.redact import redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +148,12 @@ class Runner:
         """A call that answered but says "no data": recorded as not ok, so pages show the gap."""
         self.runs.append(
             SourceRun(
-                cluster=self.cluster, source=source, call=call[:300], time=self.at, ok=False, error=message
+                cluster=self.cluster,
+                source=source,
+                call=call[:300],
+                time=self.at,
+                ok=False,
+                error=redact_text(message),
             )
         )
 
@@ -159,7 +165,7 @@ class Runner:
                 self.failed.add(call)
                 self.summary.errors.append(f"{exc.source or source}: {exc.call or call}: {exc.message}")
                 logger.warning("collection error %s: %s: %s", source, call, exc.message)
-                run.ok, run.error = False, exc.message[:4000]
+                run.ok, run.error = False, redact_text(exc.message)[:4000]
                 return
         self._fail(call, exc.source or source, exc.call or call, exc.message, time.monotonic())
 
@@ -170,6 +176,7 @@ class Runner:
                 return
 
     def _fail(self, key: str, source: str, call: str, message: str, started: float) -> None:
+        message = redact_text(message)  # "unexpected ValueError: …" may quote a URL with its credentials
         self.failed.add(key)
         self.summary.errors.append(f"{source}: {call}: {message}")
         logger.warning("collection error %s: %s: %s", source, call, message)

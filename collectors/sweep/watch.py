@@ -44,6 +44,7 @@ from collectors import mapping
 from collectors.models import Cluster
 from collectors.sources.errors import SourceError
 from collectors.sources.kubernetes import SOURCE, KubeSource, custom_listing
+from collectors.sources.redact import redact_text
 from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
 from collectors.sweep.events import store_events
 from collectors.sweep.inventory import GpuAnswers, _no_cyclic_gc, _Sweep, announce, sweep_cluster
@@ -741,7 +742,7 @@ class WatchSession:
             call=call[:300],
             time=self._at(),
             ok=False,
-            error=message[:4000],
+            error=redact_text(message)[:4000],
         )
 
 

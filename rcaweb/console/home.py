@@ -13,13 +13,15 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.db.models import F, Prefetch, Q, QuerySet
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.urls import reverse
 
 from collectors.models import Cluster, Entity, EntityVersion, SourceRun
+from collectors.sources.redact import redact_text
 from incidents import problems
 from incidents.lifecycle import auto_resolve_after
-from incidents.models import Alert, Hypothesis, Incident
+from incidents.models import Alert, DiagnosisRun, Hypothesis, Incident
 from incidents.ordering import by_urgency
 from rcaweb.console.common import fmt_age, one_line, parse_time
 from rcaweb.cursor import Cursor
@@ -142,18 +144,36 @@ def open_incidents(t: datetime) -> list[ProblemRow]:
         groups[gkey].append((pk, impact or 0))
     shown = leads[:PANEL_LIMIT]
     wanted = [pk for g in shown for pk, _ in groups[g][: CHILDREN_SHOWN + 1]]
-    rows = {
+    # The diagnosis in force at t of each row (the latest describing a moment at or before t, else the onset's):
+    # a page at a past cursor shows what was known then, never a later answer.
+    runs = DiagnosisRun.objects.filter(incident=OuterRef("pk"))
+    rows: dict[int, Any] = {
         inc.pk: inc
         for inc in Incident.objects.filter(pk__in=wanted)
         .select_related("cluster")
-        .prefetch_related(
-            Prefetch(
-                "hypotheses",
-                queryset=Hypothesis.objects.causes().filter(status="supported").order_by("rank", "id"),
-                to_attr="ranked",
+        .annotate(
+            run_at_t=Coalesce(
+                Subquery(runs.filter(at__lte=t).order_by("-at", "-id").values("pk")[:1]),
+                Subquery(runs.order_by("at", "id").values("pk")[:1]),
             )
         )
     }
+    in_force = {inc.run_at_t: inc for inc in rows.values() if inc.run_at_t is not None}
+    ranked_of: dict[int, list[Hypothesis]] = {}
+    run_titles: dict[int, str] = dict(
+        DiagnosisRun.objects.filter(pk__in=in_force).exclude(title="").values_list("pk", "title")
+    )
+    unrun = [pk for pk, inc in rows.items() if inc.run_at_t is None]  # hypotheses saved without a run
+    for h in Hypothesis.objects.filter(
+        Q(run_id__in=in_force) | Q(incident_id__in=unrun, run__isnull=True, superseded=False),
+        scope="cause",
+        status="supported",
+    ).order_by("rank", "id"):
+        owner = in_force[h.run_id].pk if h.run_id in in_force else h.incident_id
+        ranked_of.setdefault(owner, []).append(h)
+    for inc in rows.values():
+        if inc.run_at_t in run_titles:
+            inc.title = run_titles[inc.run_at_t]  # shown, never saved: the title as the run in force tells it
     impact_of = {pk: impact for g in shown for pk, impact in groups[g]}
     out: list[ProblemRow] = []
     for g in shown:
@@ -162,7 +182,7 @@ def open_incidents(t: datetime) -> list[ProblemRow]:
         if inc is None:  # resolved or deleted between the two reads
             continue
         children: list[Incident] = [rows[pk] for pk, _ in members[1 : CHILDREN_SHOWN + 1] if pk in rows]
-        ranked: list[Hypothesis] = inc.ranked  # Prefetch(to_attr="ranked") above
+        ranked = ranked_of.get(inc.pk, [])
         shared = len(members) > 1
         query = urlencode({"status": "active", "cause": inc.cause_key})
         out.append(
@@ -252,7 +272,9 @@ def source_errors(cursor: Cursor) -> list[SourceErrors]:
         if key in groups:
             groups[key].count += 1
         else:
-            groups[key] = SourceErrors(r.cluster.name, r.source, 1, r.time, r.call, r.error[:300])
+            # Redacted again on the way out: a row stored before a pattern existed must not show a password.
+            error = redact_text(r.error[:2000])[:300]
+            groups[key] = SourceErrors(r.cluster.name, r.source, 1, r.time, redact_text(r.call), error)
     return list(groups.values())
 
 

@@ -134,6 +134,16 @@ def test_it_reports_a_refused_connection():
         PrometheusSource(refused_url(), timeout=1).query_range("up", T, T, 60)
 
 
+def test_a_refused_connection_does_not_carry_the_urls_credentials():
+    """Issue 42, item 3: the message named the URL it could not reach, password and all, and the home page's
+    source-error panel showed it to every signed-in user."""
+    url = refused_url().replace("http://", "http://user:PA55;w0rd@")
+    with pytest.raises(SourceError) as err:
+        PrometheusSource(url, timeout=1).query_range("up", T, T, 60)
+    assert "cannot connect to http://" in err.value.message and "127.0.0.1" in err.value.message
+    assert "PA55" not in err.value.message and "PA55" not in str(err.value) and "w0rd" not in str(err.value)
+
+
 def test_it_names_all_queries_in_one_place():
     queries = promql.all_queries()
     assert queries["gpu_inventory"] == promql.GPU_INVENTORY

@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from collectors.models import Cluster
+from collectors.models import Cluster, SourceRun
 from incidents.models import Alert, Hypothesis, Incident
 from tests.collectors.factories import T0, PageTestCase, iso
 from tests.console.factories import build_fleet
@@ -128,6 +128,20 @@ class HomeTest(PageTestCase):
         # Two hours later the error is outside the window.
         later = self.html(self.t + timedelta(hours=3))
         assert "timeout after 10s" not in self.panel(later, "panel-sources")
+
+    def test_a_source_error_never_shows_a_urls_credentials(self) -> None:
+        """Issue 42, item 3: a row stored with the URL's password (as before the fix) is redacted on the way out."""
+        SourceRun.objects.create(
+            cluster=self.cluster,
+            source="prometheus",
+            call="query up",
+            time=self.t - timedelta(minutes=1),
+            ok=False,
+            error="cannot connect to http://user:PA55@prom:9090?token=T0KEN: connection refused",
+        )
+        sources = self.panel(self.html(), "panel-sources")
+        assert "http://user:[redacted]@prom:9090?token=[redacted]" in sources
+        assert "PA55" not in sources and "T0KEN" not in sources
 
     def test_every_link_keeps_the_cursor(self) -> None:
         html = re.sub(r'<nav class="cursor-bar".*?</nav>', "", self.html(), flags=re.S)

@@ -113,3 +113,33 @@ class ChangesApiTests(BaseTestCase):
         self.assertEqual(
             obs.content["entity"], {"kind": "job", "namespace": "vision", "name": "resnet-train"}
         )
+
+
+class ChangeRedactionTests(BaseTestCase):
+    """Issue 42, item 3: a change posted with credentials in every field stored them as sent."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        small_world(self.cluster, T0)
+
+    def test_it_redacts_every_field_before_storing(self) -> None:
+        body = change(
+            what="rotated the registry login: docker login -u bot -p S3CR3T-what registry.local",
+            actor="ci-bot token=S3CR3T-actor",
+            source="argo-cd --password S3CR3T-source",
+            link="https://u:S3CR3T-userinfo@ci.example.org/runs/42?token=S3CR3T-query",
+            field="spec.template.spec.containers[0].env[DB_PASSWORD]",
+            old="S3CR3T-old",
+            new={"value": "S3CR3T-new"},
+        )
+        post = ChangesApiTests.post
+        r = post(self, body)  # type: ignore[arg-type]
+        self.assertEqual(r.status_code, 201, r.content)
+        ch = Change.objects.get(source="external")
+        stored = json.dumps([ch.summary, ch.actor, ch.link, ch.field, ch.old, ch.new])
+        self.assertNotIn("S3CR3T", stored)
+        self.assertEqual(ch.link, "https://u:[redacted]@ci.example.org/runs/42?token=[redacted]")
+        self.assertEqual((ch.old, ch.new), ("[redacted]", {"value": "[redacted]"}))
+        self.assertIn("registry.local", ch.summary)  # what is not a secret stays readable
+        r = post(self, body)  # type: ignore[arg-type]
+        self.assertEqual((r.status_code, r.json()["created"]), (200, False))  # a resend finds the stored row
