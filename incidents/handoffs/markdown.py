@@ -19,22 +19,27 @@ from incidents.handoffs.services import FIELDS, LABELS, HandoffRow, incident_cur
 from incidents.models import AuditEntry, HandoffNote, Incident
 from rcaweb.cursor import format_duration, format_t
 
-# Characters that start links, images, raw HTML, emphasis or code in CommonMark/GFM.
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]()!|~])")
+# Characters that start links, images, raw HTML, entities, emphasis or code in CommonMark/GFM. Each is
+# escaped with a backslash, Markdown's own escape: an HTML entity (&lt;) would show as such in a title
+# wherever the export is read as plain text or pasted into a chat that does not decode entities.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]()!|~<>&])")
 # A line that would become a heading, quote, rule or setext underline where the export is pasted.
 _MD_LINE_START = re.compile(r"^(\s*)(#|>|=+\s*$|-{3,}\s*$|\+\s)")
+# What GFM turns into a link without brackets: scheme://… and www.… (an escaped ":" or "." is not matched).
+_AUTOLINK = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*):(?=//)|\b(www)\.")
 
 
 def _md_escape(text: str, *, multiline: bool = False) -> str:
-    """Alert- and operator-derived text as inert Markdown: secrets redacted, no links, images, raw HTML or
-    fake headings (the export is pasted into chat and tickets that render Markdown, and alert text is
-    written by whoever can reach Alertmanager)."""
+    """Alert- and operator-derived text as inert Markdown: secrets redacted, no links (bracketed or bare),
+    images, raw HTML or fake headings (the export is pasted into chat and tickets that render Markdown, alert
+    text is written by whoever can reach Alertmanager, and an owner or a note by any responder). Every
+    user-written field goes through here: titles, names, owner, note fields."""
     text = redact_text(text or "")
     lines = text.splitlines() if multiline else [" ".join(text.split())]
     out = []
     for line in lines:
-        line = line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
         line = _MD_SPECIAL.sub(r"\\\1", line)
+        line = _AUTOLINK.sub(lambda m: f"{m.group(1)}\\:" if m.group(1) else f"{m.group(2)}\\.", line)
         line = _MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), line)
         out.append(line)
     return "\n".join(out)
@@ -68,9 +73,9 @@ def incident_markdown(
         f"Duration: {format_duration(incident.duration_at(now))}{ongoing}",
     ]
     if incident.cluster:
-        facts.append(f"Cluster: {incident.cluster.name}")
+        facts.append(f"Cluster: {_md_escape(incident.cluster.name)}")
     if incident.owner:
-        facts.append(f"Owner: {incident.owner}")
+        facts.append(f"Owner: {_md_escape(incident.owner)}")
     lines = [
         f"## [Incident #{incident.pk}: {_md_escape(incident.title)}]({url})",
         "",
@@ -80,7 +85,8 @@ def incident_markdown(
     subjects, more = key_subjects(incident, limit=10)
     if subjects:
         names = ", ".join(
-            f"[{s.kind} {s.namespace + '/' if s.namespace else ''}{_md_escape(s.name)}]({link(s.get_absolute_url())})"
+            f"[{s.kind} {_md_escape(s.namespace) + '/' if s.namespace else ''}{_md_escape(s.name)}]"
+            f"({link(s.get_absolute_url())})"
             for s in subjects
         )
         lines.append(f"- Subjects: {names}" + (f" and {more} more (see the incident page)" if more else ""))

@@ -8,6 +8,7 @@ from datetime import timedelta
 from collectors.models import Entity
 from incidents.handoffs import services
 from incidents.models import Incident
+from incidents.services import assign_owner
 from tests.base import T0, BaseTestCase
 
 HOSTILE = (
@@ -57,7 +58,8 @@ class HostileMarkdownTests(BaseTestCase):
 
     def test_it_leaves_no_raw_html(self) -> None:
         md = self.md()
-        assert "<img" not in md and "<b>" not in md and "<javascript:" not in md
+        assert not re.search(r"(?<!\\)<", md), "an unescaped < starts raw HTML or an autolink"
+        assert "\\<img src=x onerror=alert\\(1\\)\\>" in md  # shown as written, inert
 
     def test_it_leaves_no_fake_headings_quotes_or_setext_underlines(self) -> None:
         lines = self.md().splitlines()
@@ -71,3 +73,47 @@ class HostileMarkdownTests(BaseTestCase):
         md = self.md()
         assert "Resolved, nothing to do" in md and "Fake heading" in md
         assert "hunter2" not in md and "[redacted]" in md.replace("\\[", "[").replace("\\]", "]")
+
+
+EVIL_OWNER = "[Rollback runbook](https://evil.example/x) ![](https://evil.example/t.png)"
+
+
+class HostileOwnerTests(BaseTestCase):
+    """Issue 42, item 6: the owner reached both exports as written, a live link and a tracking image with it."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.incident = Incident.objects.create(
+            title="Pending <img src=x onerror=alert(1)> & queue a<b",
+            cluster=self.cluster,
+            onset=T0 + timedelta(minutes=40),
+            window_start=T0,
+        )
+        services.create_handoff(
+            self.incident, self.alice, {"summary": "see www.evil.example", "owner": EVIL_OWNER}
+        )
+        assign_owner(self.incident, EVIL_OWNER, self.alice)
+
+    def exports(self) -> dict[str, str]:
+        out = {}
+        for url in (f"/incidents/{self.incident.pk}/handoff.md", "/handoffs.md"):
+            r = self.client.get(url)
+            assert r.status_code == 200, url
+            out[url] = r.content.decode()
+        return out
+
+    def test_no_export_carries_a_link_or_image_the_owner_wrote(self) -> None:
+        for url, md in self.exports().items():
+            assert "Owner: \\[Rollback runbook\\]\\(https\\://evil" in md, url  # the words, inert
+            targets = re.findall(r"(?<!\\)\]\(([^)]*)\)", md)
+            assert targets and all(t.startswith("http://testserver/") for t in targets), (url, targets)
+            assert not re.search(r"(?<!\\)!\[", md), url
+            # nor a bare URL, which GFM links by itself
+            assert "https://evil" not in md and "www.evil" not in md, url
+
+    def test_titles_escape_html_for_markdown_not_as_entities(self) -> None:
+        for url, md in self.exports().items():
+            assert "&lt;" not in md and "&amp;" not in md, url
+            assert "Pending \\<img src=x onerror=alert\\(1\\)\\> \\& queue a\\<b" in md, url
+            own = re.sub(r"http://testserver/\S*", "", md)  # the export's own links carry ?t=…&w=…
+            assert not re.search(r"(?<!\\)[<&]", own), url
