@@ -61,6 +61,9 @@ _NOT_KEY_QUALIFIERS = frozenset(
         "composite", "shard", "sharding", "routing", "index", "cluster", "metric", "series", "the", "a",
     }
 )  # fmt: skip
+# Every secret name holds one of these (the parts and substrings above): a text without any has no
+# secret-named key or flag, and the scans for them are skipped (most log lines).
+_MAYBE_SECRET_NAME = re.compile(r"(?i)pass|pwd|pat|secret|token|key|cred|auth|cookie|dsn|jwt|bearer|sig|sas")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _PARTS = re.compile(r"[^A-Za-z0-9]+")
 
@@ -279,7 +282,9 @@ def _queries(text: str) -> list[tuple[int, int]]:
 
 
 def _assignments(text: str) -> list[tuple[int, int]]:
-    spans = []
+    spans: list[tuple[int, int]] = []
+    if not _MAYBE_SECRET_NAME.search(text):
+        return spans
     for m in _ASSIGNMENT.finditer(text):
         start = m.end()
         if not is_secret_name(m.group(2)) or _already(text, start) or start >= len(text):
@@ -297,8 +302,10 @@ def _assignments(text: str) -> list[tuple[int, int]]:
 
 
 def _flags(text: str) -> list[tuple[int, int]]:
-    spans = []
-    for m in _FLAG.finditer(text):
+    spans: list[tuple[int, int]] = []
+    if "-" not in text:
+        return spans
+    for m in _FLAG.finditer(text) if _MAYBE_SECRET_NAME.search(text) else ():
         if is_secret_name(m.group(1)) and not _already(text, m.end()):
             spans.append((m.end(), _value_end(text, m.end(), enclosing=_enclosing(text, m.start()))))
     for m in _USER_FLAG.finditer(text):
@@ -308,7 +315,7 @@ def _flags(text: str) -> list[tuple[int, int]]:
         if colon > 0 and not _UID_GID.fullmatch(value) and not _already(text, m.end() + colon + 1):
             quoted = len(value) > 1 and value[0] in _QUOTES and value[-1] == value[0]
             spans.append((m.end() + colon + 1, end - 1 if quoted else end))  # -u 'admin:[redacted]
-    for m in _P_FLAG.finditer(text):
+    for m in _P_FLAG.finditer(text) if "-p" in text else ():
         line_start = text.rfind("\n", 0, m.start()) + 1
         line_end = text.find("\n", m.end())
         line = text[line_start : len(text) if line_end < 0 else line_end]
