@@ -493,10 +493,10 @@ def ahead_findings(
         ]
     demand = round(sum(a.gpus for a in ahead), 4)
     names = ", ".join(f"{a.job.ref.label} ({_n(a.gpus)} GPUs, {a.why})" for a in ahead[:4])
-    # Free whole GPUs say nothing of a share or a MIG instance (their request counts 0 whole GPUs): for those
-    # only the fit itself says whether the job could run were the jobs ahead gone.
-    sliced = bool(req.share or req.share_memory_mib or req.mig)
-    if fits_now or (not sliced and tot.eligible_free >= req.total):
+    # Jobs ahead that wait hold nothing: only a job that fits now is kept out by them (they are served the
+    # room first). Free GPUs in total say nothing when no node has a block for one pod (fragmentation, or a
+    # pod larger than any node), nor of a share or a MIG instance.
+    if fits_now:
         conf = 0.7 if tot.eligible_free < req.total + demand else 0.45
         return [
             Finding(

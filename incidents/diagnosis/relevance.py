@@ -203,6 +203,17 @@ def scope_of(di: DiagnosisInput, hood: Neighbourhood, f: Finding) -> str:
     return CAUSE
 
 
+def _by_capacity_only(hood: Neighbourhood, f: Finding, nodes: set[str]) -> bool:
+    """A fault in the job's neighbourhood only because it costs capacity on one of ``nodes`` (not on a node or
+    GPU the job's own pods use)."""
+    if f.subject is None or f.subject.kind not in ("node", "gpu") or f.facts.get("served_first"):
+        return False
+    node = _node_of(f)
+    if node not in nodes or node in hood.nodes or node in hood.node_level:
+        return False
+    return not (f.subject.kind == "gpu" and f.subject.name in hood.gpus)
+
+
 def _began_after_onset(di: DiagnosisInput, f: Finding) -> bool:
     """A node state that began after the incident's onset (a cordon after a GPU fell off the bus) is not its
     cause: an incident re-diagnosed later sees it, but an effect cannot precede its cause. Not for a job
@@ -220,9 +231,14 @@ def _began_after_onset(di: DiagnosisInput, f: Finding) -> bool:
 def apply_scope(di: DiagnosisInput, findings: list[Finding]) -> list[Finding]:
     """Scope every finding; findings elsewhere are kept only when supported (as context, not as causes)."""
     hood = di.memo("neighbourhood", lambda: neighbourhood(di)) or neighbourhood(di)
+    # Nodes whose fault hides room the job could use, but whose fix would start the jobs ahead of it first
+    # (incidents.diagnosis.scheduling_pass): their faults are context for this job, not its cause.
+    served_first = {n for f in findings if f.facts.get("served_first") for n in f.facts.get("nodes") or ()}
     out = []
     for f in findings:
         f.scope = scope_of(di, hood, f)
+        if f.scope == CAUSE and served_first and _by_capacity_only(hood, f, served_first):
+            f.scope = ELSEWHERE
         if f.scope == ELSEWHERE and not f.supported:
             continue
         out.append(f)

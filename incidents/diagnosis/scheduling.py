@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from incidents.diagnosis import codes as C
@@ -22,6 +23,7 @@ from incidents.diagnosis.quota import (
     is_pending,
     quota_at,
 )
+from incidents.diagnosis.scheduling_pass import PassResult, pass_if_fixed
 from incidents.diagnosis.types import (
     REFUTED,
     SUPPORTED,
@@ -182,12 +184,17 @@ class Causes:
 
     all: list[str] = field(default_factory=list)
     alone: list[str] = field(default_factory=list)
+    # Faults whose fix would start jobs ahead instead: context for the capacity answer, never a cause
+    served_first: list[str] = field(default_factory=list)
 
     def add(self, f: Finding, alone: bool) -> None:
         self.all.append(f.code)
         if alone:
             self.alone.append(f.code)
 
+
+# Faults that take capacity away: a cause of a job's wait only if their fix would start that job.
+FAULT_CODES = frozenset({C.DEVICE_PLUGIN_UNHEALTHY, C.GPU_MISSING, C.GPU_NODE_UNAVAILABLE})
 
 # Blockers whose removal alone lets the job fit are causes (in the order they are reported).
 BLOCKER_GROUPS: tuple[tuple[str, set[str]], ...] = (
@@ -281,6 +288,21 @@ def blocker_findings(
     alone = not jf.fits_now and F.fits(rows, req, blockers)
     if alone and code == C.NODE_SELECTOR_MISMATCH and selector_satisfiable(rows, req):
         alone = False  # the nodes it selects could hold it: what keeps it off them is the cause
+    if alone and code == C.UNTOLERATED_TAINT and jf.tot.eligible_nodes > 0:
+        standing = standing_taints(di, hit, jf.since)
+        if standing is not None:
+            # A pool dedicated to other work since long before the job waited, while the job has nodes of its
+            # own: the pool's purpose, not a fault. Context; never "remove the taint".
+            out.append(pool_purpose_finding(di, jf, hit, standing))
+            return out
+    if alone and code in FAULT_CODES:
+        # The room the fix gives back goes to the waiting jobs ahead first, in queue order.
+        queued = pass_if_fixed(di, jf.job, req, rows, frozenset(blockers), [r.node for r in hit])
+        if not queued.starts and queued.before:
+            served = served_first_finding(di, jf, code, hit, queued)
+            causes.served_first.append(served.facts["words"])
+            out.append(served)
+            return out
     # Nodes the job could use but for this blocker: another static blocker (a taint it does not
     # tolerate, a selector it does not match) keeps it off them anyway, so this one costs it nothing.
     others = set(F.STATIC_BLOCKERS) - blockers
@@ -324,6 +346,100 @@ def blocker_findings(
     causes.add(found, alone=alone)
     out.append(found)
     return out
+
+
+def served_first_finding(
+    di: DiagnosisInput, jf: JobFit, code: str, hit: list[F.NodeFit], queued: PassResult
+) -> Finding:
+    """The fault hides room the job could use, but its fix would start the jobs ahead first: not its cause."""
+    ref, req = jf.ref, jf.req
+    nodes = ", ".join(r.node for r in hit[:6]) + (f" and {len(hit) - 6} more" if len(hit) > 6 else "")
+    detail = _detail(code, hit, req)
+    first = queued.before[0]
+    more = f" and {len(queued.before) - 1} more job(s)" if len(queued.before) > 1 else ""
+    where = ", ".join(sorted(first.nodes))
+    words = (
+        f"fixing {detail} on {nodes} would start {first.label} first ({first.job.why}, on {where}){more}; "
+        f"{ref.label} is {ordinal(queued.position)} in line for that room"
+    )
+    return Finding(
+        code,
+        f"{detail} on {nodes} hide(s) room {ref.label} ({jf.need}) could use, but {words}, so it is not what "
+        f"keeps {ref.label} waiting.",
+        REFUTED,
+        0.7,
+        refutes=jf.base,
+        subject=ref,
+        sources=("k8s",),
+        why="in queue order, the room the fix gives back goes to the jobs ahead",
+        facts={
+            "nodes": [r.node for r in hit],
+            "job": ref,
+            "words": words,
+            "position": queued.position,
+            "served_first": [s.job.job.ref for s in queued.before],
+        },
+    )
+
+
+# A taint that was there this long before a job began to wait is the pool's standing purpose, not news.
+STANDING = timedelta(hours=1)
+
+
+def standing_taints(di: DiagnosisInput, hit: list[F.NodeFit], since: Any) -> datetime | None:
+    """When the untolerated taints on ``hit`` were last put in place (the latest node's), if every one has been
+    there since at least ``STANDING`` before the job began to wait; None when one is recent (a cause)."""
+    began = since if isinstance(since, datetime) else di.t
+    latest: datetime | None = None
+    for row in hit:
+        for taint in row.untolerated:
+            placed = taint_since(di, row.node, taint)
+            if placed is None or placed > began - STANDING:
+                return None
+            latest = placed if latest is None or placed > latest else latest
+    return latest
+
+
+def taint_since(di: DiagnosisInput, node: str, taint: dict[str, Any]) -> datetime | None:
+    """The start of the node's latest unbroken run of versions carrying ``taint`` (the oldest version loaded, if
+    it carried it already: "at least since"); None when the node's history is not loaded."""
+    history = di.history.get(Ref("node", node)) or []
+    if not history:
+        return None
+    key = (taint.get("key"), taint.get("value") or "", taint.get("effect"))
+    placed: datetime | None = None
+    for version in reversed(history):
+        carried = {(t.get("key"), t.get("value") or "", t.get("effect")) for t in version.get("taints") or []}
+        if key not in carried:
+            break
+        placed = version.valid_from
+    return placed
+
+
+def pool_purpose_finding(di: DiagnosisInput, jf: JobFit, hit: list[F.NodeFit], placed: datetime) -> Finding:
+    """Nodes kept for other work by a standing taint: context for the job's wait, never its cause."""
+    ref = jf.ref
+    pools = sorted({r.pool for r in hit if r.pool})
+    nodes = ", ".join(r.node for r in hit[:6]) + (f" and {len(hit) - 6} more" if len(hit) > 6 else "")
+    taints = ", ".join(f"{t['key']}={t.get('value') or ''}:{t['effect']}" for t in _taints(hit))
+    what = f"Pool {', '.join(pools)}" if pools else nodes
+    return Finding(
+        C.UNTOLERATED_TAINT,
+        f"{what} is dedicated to other work (taint {taints} on {nodes}, in place since {hhmm(placed)} or "
+        f"earlier, before {ref.label} waited): a standing purpose, not a fault. {ref.label} waits for the "
+        f"{jf.tot.eligible_nodes} node(s) it may use.",
+        REFUTED,
+        0.75,
+        refutes=jf.base,
+        subject=ref,
+        sources=("k8s",),
+        why="the taint was in place long before the job waited, and the job has nodes of its own",
+        facts={"nodes": [r.node for r in hit], "job": ref, "taints": _taints(hit), "standing_since": placed},
+    )
+
+
+def ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def mig_cpu_findings(di: DiagnosisInput, jf: JobFit, causes: Causes) -> list[Finding]:
@@ -431,6 +547,8 @@ def shortage_findings(di: DiagnosisInput, jf: JobFit, causes: Causes) -> list[Fi
     """Fewer GPUs are free on the usable nodes than the job needs (reduced by the causes found, if any)."""
     ref, tot, free_needed = jf.ref, jf.tot, jf.req.total
     cause_words = f" (reduced by {', '.join(causes.all)})" if causes.all else ""
+    if causes.served_first:
+        cause_words += "; " + "; ".join(causes.served_first)
     out = [
         Finding(
             C.GPU_CAPACITY_SHORTAGE,
