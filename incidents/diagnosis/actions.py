@@ -22,7 +22,7 @@ from incidents.diagnosis.actions_workloads import (
     workload,
 )
 from incidents.diagnosis.quota import is_pending, project_allocated, units_held
-from incidents.diagnosis.types import ActionDraft, DiagnosisInput, EntityState, Finding, Ref
+from incidents.diagnosis.types import ActionDraft, DiagnosisInput, EntityState, Finding, Ref, gpus_of
 
 logger = logging.getLogger(__name__)
 
@@ -36,9 +36,13 @@ def propose(di: DiagnosisInput, ranked: list[Finding], top_n: int = TOP_N) -> li
         if builder is None:
             continue
         try:
-            out.extend(builder(di, f))
+            drafts = builder(di, f)
         except (KeyError, TypeError, ValueError) as exc:  # a missing fact must not lose the other actions
             logger.warning("no action for %s: %s", f.code, exc)
+            continue
+        # Two causes about one fault (an Xid and the GPU it took away) propose the same step once.
+        seen = {(a.title, a.command) for a in out}
+        out.extend(a for a in drafts if (a.title, a.command) not in seen)
     return out
 
 
@@ -71,65 +75,144 @@ def _pending_that_fit_after(di: DiagnosisInput, gained: dict[str, int]) -> list[
 # Builders, one per code
 #
 def _drain(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    """Take a faulty node or GPU out of service, checked against the state at t: never what is already done
+    (a cordoned node gets its next step), the least disruptive step first (a GPU the device plugin already
+    withdrew needs no drain of the healthy jobs beside it), every number read from the state."""
     node = f.facts.get("node") or (f.subject.name if f.subject and f.subject.kind == "node" else None)
     if not node:
         return []
     pods = pods_on(di, node)
-    killed = _held_before(di, f.facts.get("gpu"), {f"{p.namespace}/{p.name}" for p in pods})
     n = di.find("node", node)
-    gpus = F.node_nominal_gpus(n) if n else 0
+    held = _held_at_fault(di, f.facts.get("gpu"), f.since)
+    killed = [p for p in held if p not in {f"{x.namespace}/{x.name}" for x in pods}]
+    # what the node advertises now (the kubelet already withdrew a GPU that fell off the bus)
+    advertised = gpus_of(n.get("allocatable") or n.get("capacity") or {}) if n else 0
+    cordoned = bool(n.get("unschedulable")) if n else False
     pool = (n.get("nodepool") if n else "") or ""
-    pool_total = sum(F.node_nominal_gpus(x) for x in di.nodes if (x.get("nodepool") or "") == pool)
+    pool_total = sum(
+        gpus_of(x.get("allocatable") or x.get("capacity") or {})
+        for x in di.nodes
+        if (x.get("nodepool") or "") == pool and not x.get("unschedulable")
+    )
     idx = f.facts.get("index")
-    actions = [
-        ActionDraft(
-            f.code,
-            f"Cordon and drain {node}",
-            f"kubectl cordon {node} && kubectl drain {node} --ignore-daemonsets --delete-emptydir-data",
-            f"Evicts {len(pods)} pod(s) holding {sum(int(p.get('gpus') or 0) for p in pods)} GPUs: {describe_pods(pods)}. "
-            + (
-                f"The fault already ended {', '.join(killed)}, which held the GPU before it. "
-                if killed
-                else ""
-            )
-            + f"Removes {gpus} GPUs from {'pool ' + pool if pool else 'the cluster'} ({pool_total} → {pool_total - gpus}) "
-            "until it is back.",
-            f"kubectl get node {node} shows SchedulingDisabled; no pods but DaemonSets remain on it; the evicted jobs "
-            "are Running elsewhere or queued.",
-            f"kubectl uncordon {node} (after the GPU was reset/serviced and `nvidia-smi -q` shows it healthy).",
-            Ref("node", node),
-        )
+    gpu = f.facts.get("gpu")
+    # the pods still on the faulty GPU itself (a GPU-level fault) or on the node (a node-level one)
+    on_gpu = [
+        p
+        for p in pods
+        if gpu and any(g.name == gpu and g.get("pod") == f"{p.namespace}/{p.name}" for g in di.gpus)
     ]
-    if f.code == C.GPU_XID_FAULT and idx is not None and f.facts.get("xid") != 79:
-        holder = [
-            p
-            for p in pods
-            if any(
-                g.name == f.facts.get("gpu") and g.get("pod") == f"{p.namespace}/{p.name}" for g in di.gpus
+    withdrawn = bool(gpu) and n is not None and advertised < F.node_nominal_gpus(n) and not on_gpu
+    ended = (
+        f"The fault already ended {', '.join(killed)}, which held the GPU when it failed. " if killed else ""
+    )
+    gpus_held = sum(int(p.get("gpus") or 0) for p in pods)
+    where = "pool " + pool if pool else "the cluster"
+    actions: list[ActionDraft] = []
+    if not cordoned:
+        removes = (
+            f"Removes its {advertised} advertised GPUs from scheduling in {where} ({pool_total} → "
+            f"{max(pool_total - advertised, 0)}) until it is back."
+        )
+        if withdrawn or not pods:
+            # The faulty GPU holds nothing and is already withdrawn: keep new work off, let the jobs finish.
+            actions.append(
+                ActionDraft(
+                    f.code,
+                    f"Cordon {node}; let its {len(pods)} running pod(s) finish" if pods else f"Cordon {node}",
+                    f"kubectl cordon {node}",
+                    "Evicts nothing"
+                    + (
+                        f": {len(pods)} pod(s) holding {gpus_held} healthy GPUs keep running ({describe_pods(pods)}); "
+                        "the faulty GPU is already withdrawn and holds none of them"
+                        if pods
+                        else ""
+                    )
+                    + f". {ended}{removes}",
+                    f"kubectl get node {node} shows SchedulingDisabled; no new pod is bound to it.",
+                    f"kubectl uncordon {node}",
+                    Ref("node", node),
+                )
             )
-        ]
+        else:
+            actions.append(
+                ActionDraft(
+                    f.code,
+                    f"Cordon and drain {node}",
+                    f"kubectl cordon {node} && kubectl drain {node} --ignore-daemonsets --delete-emptydir-data",
+                    f"Evicts {len(pods)} pod(s) holding {gpus_held} GPUs: {describe_pods(pods)}. {ended}{removes}",
+                    f"kubectl get node {node} shows SchedulingDisabled; no pods but DaemonSets remain on it; the "
+                    "evicted jobs are Running elsewhere or queued.",
+                    f"kubectl uncordon {node} (after the GPU was reset/serviced and `nvidia-smi -q` shows it healthy).",
+                    Ref("node", node),
+                )
+            )
+    elif on_gpu or (pods and not gpu):
+        victims = on_gpu or pods
         actions.append(
             ActionDraft(
                 f.code,
-                f"Reset GPU {idx} on {node} once drained",
+                f"Drain {node} (already cordoned)",
+                f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data",
+                f"Evicts {len(pods)} pod(s) holding {gpus_held} GPUs: {describe_pods(pods)}; "
+                f"{len(victims)} of them on the faulty hardware. {ended}The node is already cordoned: its GPUs "
+                "take no new pods.",
+                f"kubectl get pods -A --field-selector spec.nodeName={node} lists only DaemonSet pods.",
+                "None: the evicted jobs are rescheduled by their controllers; uncordon the node once repaired.",
+                Ref("node", node),
+            )
+        )
+    if f.code == C.GPU_XID_FAULT and idx is not None and f.facts.get("xid") != 79:
+        actions.append(
+            ActionDraft(
+                f.code,
+                f"Reset GPU {idx} on {node}" + (" once drained" if on_gpu or not cordoned else ""),
                 f"nvidia-smi -r -i {idx}   # on {node}, with no process on the GPU",
-                f"Only after the drain: kills whatever still runs on GPU {idx} ({describe_pods(holder)}).",
+                f"Kills whatever still runs on GPU {idx} ({describe_pods(on_gpu)}).",
                 f"nvidia-smi -q -i {idx} shows no pending retired pages/row remaps; DCGM_FI_DEV_XID_ERRORS stays 0.",
                 "None needed (a reset does not change configuration); uncordon the node when healthy.",
+                Ref("node", node),
+            )
+        )
+    elif cordoned and gpu and idx is not None:
+        # Cordoned, nothing left on the faulty GPU: its repair is next (a GPU off the bus needs the node
+        # rebooted, and replacing if it does not come back).
+        rest = (
+            f"{len(pods)} pod(s) on its other GPUs ({gpus_held} GPUs) must finish or be drained first"
+            if pods
+            else "nothing runs on it"
+        )
+        actions.append(
+            ActionDraft(
+                f.code,
+                f"Reboot {node} to recover GPU {idx}; replace it (RMA) if it stays missing",
+                f"# once {node} is empty: reboot it, then on it: nvidia-smi -q -i {idx}",
+                f"The node is cordoned; {rest}. A reboot takes its {advertised} advertised GPUs away for its duration.",
+                f"nvidia-smi lists GPU {idx} again and DCGM reports it; kubectl shows {node} advertising "
+                f"{F.node_nominal_gpus(n) if n else advertised} GPUs.",
+                f"kubectl uncordon {node} once healthy; if GPU {idx} does not come back, keep it cordoned for the RMA.",
                 Ref("node", node),
             )
         )
     return actions
 
 
-def _held_before(di: DiagnosisInput, gpu: str | None, running: set[str]) -> list[str]:
-    """Pods the faulty GPU held shortly before t that no longer run: the workload the fault already hit."""
+def _held_at_fault(di: DiagnosisInput, gpu: str | None, since: object) -> list[str]:
+    """Pods the faulty GPU held when the fault began (``since``), or its last holder before t when the moment
+    is unknown: the workload the fault hit, never one that had finished long before."""
     if not gpu:
         return []
+    history = di.history.get(Ref("gpu", gpu), [])
     out: list[str] = []
-    for v in di.history.get(Ref("gpu", gpu), []):
+    for v in history:
         pod = v.state.get("pod") or ""
-        if pod and pod not in running and pod not in out:
+        if not pod:
+            continue
+        if since is not None and v.valid_from is not None and isinstance(since, type(v.valid_from)):
+            ended_before = v.valid_to is not None and v.valid_to < since
+            if ended_before or v.valid_from > since:
+                continue
+        if pod not in out:
             out.append(pod)
     return out[-3:]
 
@@ -176,19 +259,31 @@ def _device_plugin(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     ]
 
 
+def _faulty_gpus(di: DiagnosisInput, n: EntityState) -> bool:
+    """Whether a GPU of the node is gone or faulted (fell off the bus, ECC, a condemning Xid)."""
+    advertised = gpus_of(n.get("capacity") or {})
+    return advertised < F.node_nominal_gpus(n) or any(
+        g.get("present") is False or int(g.get("xid_last") or 0) or int(g.get("ecc_dbe_total") or 0)
+        for g in di.gpus_of_node(n.name)
+    )
+
+
 def _node_unavailable(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     node = f.facts.get("node") or next(iter(f.facts.get("nodes", [])), None)
     if not node:
         return []
     n = di.find("node", node)
     if n is not None and n.get("unschedulable") and n.get("ready", True):
+        if _faulty_gpus(di, n):
+            return []  # cordoned for a GPU fault: its repair comes first (the fault's own actions)
         pending = _pending_that_fit_after(di, {})
         return [
             ActionDraft(
                 f.code,
                 f"Uncordon {node} if its maintenance is over",
                 f"kubectl uncordon {node}",
-                f"Opens {F.node_nominal_gpus(n)} GPUs to new pods; pending jobs that could land there: "
+                f"Opens its {gpus_of(n.get('allocatable') or n.get('capacity') or {})} advertised GPUs to new "
+                "pods; pending jobs that could land there: "
                 f"{', '.join(pending) or 'see the queue'}.",
                 f"kubectl get node {node} no longer shows SchedulingDisabled; pending pods bind to it.",
                 f"kubectl cordon {node}",
@@ -340,14 +435,30 @@ def _g(x: object) -> str:
 
 def _capacity(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     job = f.facts.get("job")
-    idle = [p for p in di.pods if p.get("phase") == "Running" and p.get("project") and p.get("gpus")]
+    free = int(f.facts.get("free") or 0)
+    label = job.label if job else "the job"
+    running = [p for p in di.pods if p.get("phase") == "Running" and p.get("project") and p.get("gpus")]
+    if free <= 0:
+        # Nothing is free: a smaller request would wait as well ("lower it to 0 GPUs" helps nobody).
+        return [
+            ActionDraft(
+                f.code,
+                f"Wait for capacity, or add GPU nodes to the pool {label} can use",
+                "",
+                f"No GPU is free on the nodes {label} can use; {len(running)} running GPU pod(s) keep their GPUs. "
+                "Adding nodes affects no one.",
+                "The job's pods bind (PodScheduled=True) once GPUs free up or nodes join.",
+                "None: nothing is changed.",
+                job,
+            )
+        ]
     return [
         ActionDraft(
             f.code,
-            f"Lower {job.label if job else 'the job'}'s request to {f.facts.get('free', 0)} GPUs or wait for "
-            "capacity",
+            f"Lower {label}'s request to {free} GPUs or wait for capacity",
             "resubmit with fewer GPUs per pod / fewer pods",
-            f"Only this job changes; {len(idle)} running GPU pods keep their GPUs. Adding nodes to the pool affects no one.",
+            f"Only this job changes; {len(running)} running GPU pods keep their GPUs. Adding nodes to the pool "
+            "affects no one.",
             "The job's pods bind (PodScheduled=True).",
             "Resubmit with the original size.",
             job,

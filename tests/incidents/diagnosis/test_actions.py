@@ -22,10 +22,57 @@ def test_it_proposes_a_drain_naming_the_pods_it_would_evict():
         alertnames=["GPUXidError"],
     )
     acts = [a for a in run_checks(di).actions if a.code == C.GPU_XID_FAULT]
-    drain = acts[0]
-    assert drain.title == "Cordon and drain a100-01"
-    assert "nlp/nlp-0" in drain.impact and "16 → 8" in drain.impact
-    assert "uncordon a100-01" in drain.rollback and drain.verify
+    # The GPU fell off the bus and is withdrawn already; nlp-0 runs on healthy GPUs: the least disruptive step
+    # first, a cordon that evicts nothing. The numbers are what the nodes advertise (7 + 8, not 8 + 8).
+    cordon = acts[0]
+    assert cordon.title == "Cordon a100-01; let its 1 running pod(s) finish"
+    assert cordon.command == "kubectl cordon a100-01"
+    assert "Evicts nothing" in cordon.impact and "nlp/nlp-0" in cordon.impact and "15 → 8" in cordon.impact
+    assert "uncordon a100-01" in cordon.rollback and cordon.verify
+
+
+def test_a_drain_evicts_the_pods_on_the_faulty_gpu():
+    g = gpu("GPU-aaa", "a100-01", 3, pod_ref="nlp/nlp-0", xid=48)
+    held = [pod("nlp-0", "nlp-train", "nlp", node_name="a100-01", gpus=4)]
+    di = world(
+        subjects=[Ref("gpu", "GPU-aaa")],
+        nodes=[node("a100-01"), node("a100-02")],
+        gpus=[g],
+        pods=held,
+        alertnames=["GPUXidError"],
+    )
+    titles = [a.title for a in run_checks(di).actions]
+    assert titles[0] == "Cordon and drain a100-01", titles
+
+
+def test_a_cordoned_node_gets_its_next_step_not_a_cordon_again():
+    """ops-bot cordoned the node after the Xid: what is left is the drain of what still runs on the faulty GPU,
+    then its repair; never "cordon" again."""
+    g = gpu("GPU-aaa", "a100-01", 3, pod_ref="nlp/nlp-0", xid=48)
+    held = [pod("nlp-0", "nlp-train", "nlp", node_name="a100-01", gpus=4)]
+    di = world(
+        subjects=[Ref("gpu", "GPU-aaa")],
+        nodes=[node("a100-01", unschedulable=True), node("a100-02")],
+        gpus=[g],
+        pods=held,
+        alertnames=["GPUXidError"],
+    )
+    titles = [a.title for a in run_checks(di).actions]
+    assert titles[0] == "Drain a100-01 (already cordoned)", titles
+    assert not any("ordon " in t and t.startswith("Cordon") for t in titles)
+    # Emptied and cordoned, with the GPU off the bus: the repair is next
+    gone = gpu("GPU-aaa", "a100-01", 3, present=False, xid=79)
+    di = world(
+        subjects=[Ref("gpu", "GPU-aaa")],
+        nodes=[node("a100-01", capacity=7, unschedulable=True), node("a100-02")],
+        gpus=[gone],
+        alertnames=["GPUXidError", "GPUMissing"],
+    )
+    actions = run_checks(di).actions
+    assert [a.title for a in actions] == [
+        "Reboot a100-01 to recover GPU 3; replace it (RMA) if it stays missing"
+    ]
+    assert "7 advertised GPUs" in actions[0].impact
 
 
 def test_it_proposes_restoring_a_cut_quota_with_its_impact_on_other_projects():
@@ -77,7 +124,7 @@ def test_the_drain_impact_names_the_pod_the_fault_already_ended():
         alertnames=["GPUXidError", "GPUMissing"],
         t=T,
     )
-    drains = [a for a in run_checks(di).actions if a.title.startswith("Cordon and drain h100-03")]
+    drains = [a for a in run_checks(di).actions if a.title.startswith("Cordon h100-03")]
     assert drains and "prod/llm-serving-2" in drains[0].impact
 
 
