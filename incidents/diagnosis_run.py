@@ -136,6 +136,8 @@ def diagnose_incident(
 SETTLE = timedelta(minutes=10)
 SPACING = timedelta(minutes=15)  # at most one new moment per incident per this much cluster time
 REDIAGNOSE_LIMIT = 200
+# A workload's incident is checked again this often even when nothing of its own changed (the queue moved).
+RECHECK = timedelta(minutes=30)
 
 
 def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = None) -> int:
@@ -185,16 +187,19 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
     # still waits changes why it waits).
     # The policy entities as a subquery rather than a join on every link: a pending job's incident relates
     # hundreds of candidate nodes and GPUs, none of which is read here.
-    policy = Entity.objects.filter(kind__in=("queue", "project"))
+    policy = Entity.objects.filter(kind__in=("queue", "project", "department"))
     if cluster_id is not None:
         policy = policy.filter(cluster_id=cluster_id)
     watched: dict[int, set[int]] = {}
-    for incident_id, entity_id in (
+    waiting: set[int] = set()  # incidents about a workload: the queue around it moves without touching it
+    for incident_id, entity_id, role, kind in (
         IncidentSubject.objects.filter(incident_id__in=due)
         .filter(Q(role="subject") | Q(entity_id__in=policy.values("pk")))
-        .values_list("incident_id", "entity_id")
+        .values_list("incident_id", "entity_id", "role", "entity__kind")
     ):
         watched.setdefault(incident_id, set()).add(entity_id)
+        if role == "subject" and kind in ("job", "pod"):
+            waiting.add(incident_id)
     # Each entity's versions from the earliest base that watches it up to the horizon, one query for all.
     start: dict[int, datetime] = {}
     for incident_id, entities in watched.items():
@@ -229,6 +234,16 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
             if last_from > base and (newest is None or last_from > newest):
                 newest = last_from
             moved = moved or last_digest != at_base
+        if newest is None or not moved:
+            # Nothing of its own moved. A workload's answer also rests on what is around it (a fault it was
+            # told to wait for clears, freed GPUs go to a job ahead, a job ahead starts): checked again once
+            # every RECHECK of cluster time, kept as a new run only if the answer differs.
+            if incident_id in waiting and base + RECHECK <= horizon:
+                moment = max(horizon, earliest)
+                if diagnose_incident(incident_id, moment, trigger="change", only_if_changed=True):
+                    Incident.objects.filter(pk=incident_id).update(diagnosed_at=timezone.now())
+                    done += 1
+                continue
         if newest is None:
             continue
         if not moved:  # nothing the diagnosis reads as news: the latest answer stands up to there
@@ -241,16 +256,20 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
     return done
 
 
-def _answer(result: Diagnosis) -> tuple[str, frozenset[str]]:
+def _answer(result: Diagnosis) -> tuple[str, frozenset[str], tuple[str, ...]]:
+    """What a new run must differ in to be kept: the top cause, the supported causes, the actions proposed
+    (a node cordoned meanwhile changes what is left to do, not why)."""
     causes = [f for f in result.findings if f.scope == "cause" and f.supported]
-    return (causes[0].code if causes else "", frozenset(f.code for f in causes))
+    actions = tuple(redact_text(a.title[:300]) for a in result.actions)
+    return (causes[0].code if causes else "", frozenset(f.code for f in causes), actions)
 
 
-def _run_answer(run: DiagnosisRun) -> tuple[str, frozenset[str]]:
+def _run_answer(run: DiagnosisRun) -> tuple[str, frozenset[str], tuple[str, ...]]:
     codes = Hypothesis.objects.filter(run=run, scope="cause", status="supported").values_list(
         "code", flat=True
     )
-    return (run.top_code, frozenset(codes))
+    actions = ProposedAction.objects.filter(run=run).order_by("rank", "id").values_list("title", flat=True)
+    return (run.top_code, frozenset(codes), tuple(actions))
 
 
 def after_sweep(sender: object = None, *, cluster: str, at: datetime, **kwargs: Any) -> None:
@@ -332,6 +351,9 @@ def persist(
         save_actions(incident, result.actions, by_code, run=run)
         _mark_current(incident)
         titles.refresh_title(incident)  # "<subject> <symptom>: <top cause>", or the alert-only title
+        # the title as this run tells it, for pages at a cursor where it is the run in force
+        run.title = (titles.title_for(incident, run.top_code, run.top_statement) or incident.title)[:300]
+        DiagnosisRun.objects.filter(pk=run.pk).update(title=run.title)
     return saved
 
 

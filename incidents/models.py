@@ -195,6 +195,8 @@ class DiagnosisRun(models.Model):
     trigger = models.CharField(max_length=16, choices=TRIGGERS, default="onset")
     top_code = models.CharField(max_length=48, blank=True, default="")  # "" = no cause found
     top_statement = models.TextField(blank=True, default="")
+    # The incident's title as this run tells it (incidents.titles): pages at a cursor show the run in force's
+    title = models.CharField(max_length=300, blank=True, default="")
     cause_key = models.CharField(max_length=300, blank=True, default="")  # incidents.problems.cause_key(top)
     supported = models.IntegerField(default=0)  # supported causes (not counting "elsewhere" context)
     checked = models.JSONField(default=list)  # codes examined, for "no cause found: checked …"

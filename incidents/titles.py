@@ -176,6 +176,18 @@ def refresh_title(incident: Incident) -> str:
         .values_list("top_code", "top_statement")
         .first()
     )
+    code, statement = run if run else ("", "")
+    title = title_for(incident, code, statement)
+    if title is None:
+        return incident.title
+    if title != incident.title:
+        Incident.objects.filter(pk=incident.pk).update(title=title)
+        incident.title = title
+    return title
+
+
+def title_for(incident: Incident, code: str, statement: str) -> str | None:
+    """The incident's title with ``code``/``statement`` as its top cause (None before any alert joined)."""
     first = (
         Alert.objects.filter(incident=incident)
         .order_by("starts_at", "id")
@@ -183,13 +195,8 @@ def refresh_title(incident: Incident) -> str:
         .first()
     )
     if first is None:
-        return incident.title
+        return None
     subjects = IncidentSubject.objects.filter(incident=incident, role="subject").order_by("id")
     entities = list(subjects.values_list("entity__kind", "entity__namespace", "entity__name"))
     summary = str(first.annotations.get("summary", "")) if isinstance(first.annotations, dict) else ""
-    code, statement = run if run else ("", "")
-    title = build_title(subject_label(entities, first.labels or {}), first.name, summary, code, statement)
-    if title != incident.title:
-        Incident.objects.filter(pk=incident.pk).update(title=title)
-        incident.title = title
-    return title
+    return build_title(subject_label(entities, first.labels or {}), first.name, summary, code, statement)

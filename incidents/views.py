@@ -192,8 +192,10 @@ def _status_context(request: RcaRequest, incident: Incident, cursor: Cursor) -> 
         "cursor_now_at": now_at(incident),
         "transitions": services.allowed_transitions(incident.status),
         "responder": can_respond(request.user),
-        "duration": incident.duration_at(now),
-        "ongoing": incident.ended_at(now) is None,
+        # A resolved incident lasted onset → resolution, whatever the clock says (a scenario's simulated
+        # time may run ahead of this server's).
+        "duration": incident.duration_at(max(now, incident.resolved_at or now)),
+        "ongoing": incident.ended_at(max(now, incident.resolved_at or now)) is None,
         "lifecycle": lifecycle.explain(incident, now),
     }
 

@@ -8,7 +8,7 @@ incident page at each cursor shows the matching one.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -201,6 +201,8 @@ def test_only_a_material_change_of_a_subject_is_diagnosed_again(monkeypatch) -> 
     versions(project, [(-60, {"quota_gpus": 8, "limit_gpus": 8})])
     calls: list[datetime] = []
     monkeypatch.setattr(diagnose, "diagnose_incident", lambda pk, t, **kw: calls.append(t) or [])
+    # this test is about the subject's own changes: the periodic check of a waiting job is weighed apart
+    monkeypatch.setattr(diagnose, "RECHECK", timedelta(days=1))
 
     assert diagnose.rediagnose_changed(t0 + timedelta(minutes=55), cluster.pk) == 0
     assert calls == []  # only the counts moved: no diagnosis, the onset answer stands up to the newest change
@@ -267,3 +269,41 @@ def test_a_first_diagnosis_made_after_a_later_alert_joined_is_not_called_the_ons
     diagnose.diagnose_incident(incident.pk, trigger="manual")
     (run,) = DiagnosisRun.objects.filter(incident=incident)
     assert (run.at, run.trigger) == (onset, "onset")
+
+
+@pytest.mark.django_db
+def test_a_waiting_job_is_checked_again_when_nothing_of_its_own_moved(monkeypatch) -> None:
+    """Freed GPUs went to a job ahead, a fault it was told to wait for cleared: nothing of the job's own changed,
+    yet its answer may have. A workload's incident is diagnosed again once every RECHECK of cluster time (kept
+    only if the answer differs); a node's incident is not (its own changes say when)."""
+    from collectors.models import Cluster, Entity
+    from incidents import diagnosis_run as diagnose
+    from incidents.models import Alert, IncidentSubject
+
+    t0 = datetime(2026, 11, 29, 3, tzinfo=UTC)
+    cluster = Cluster.objects.create(name="gpu-recheck", scheduler="kai")
+    made: dict[str, int] = {}
+    for kind, name in (("job", "train"), ("node", "h100-01")):
+        inc = Incident.objects.create(title=name, onset=t0, window_start=t0, cluster=cluster)
+        Alert.objects.create(
+            fingerprint=name, name="X", starts_at=t0, received_at=t0, updated_at=t0, incident=inc
+        )
+        DiagnosisRun.objects.create(
+            incident=inc, at=t0, made_at=t0, trigger="onset", top_code="c", supported=1
+        )
+        e = Entity.objects.create(
+            cluster=cluster,
+            kind=kind,
+            namespace="vision" if kind == "job" else "",
+            name=name,
+            first_seen=t0,
+            last_seen=t0,
+        )
+        IncidentSubject.objects.create(incident=inc, entity=e, role="subject")
+        made[kind] = inc.pk
+    calls: list[tuple[int, datetime]] = []
+    monkeypatch.setattr(diagnose, "diagnose_incident", lambda pk, t, **kw: calls.append((pk, t)) or [])
+    diagnose.rediagnose_changed(t0 + timedelta(minutes=35), cluster.pk)
+    assert calls == []  # 25 min after the onset's moment: not yet
+    diagnose.rediagnose_changed(t0 + timedelta(minutes=45), cluster.pk)
+    assert calls == [(made["job"], t0 + timedelta(minutes=35))]  # as of now - SETTLE, the job's incident only
