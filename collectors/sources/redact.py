@@ -294,11 +294,51 @@ def _assignments(text: str) -> list[tuple[int, int]]:
         line_start = text.rfind("\n", 0, m.start()) + 1
         to_eol = spaced and not m.group(1) and _LINE_START.fullmatch(text, line_start, m.start()) is not None
         enclosing = "" if m.group(1) else _enclosing(text, m.start())
-        spans.append((start, _value_end(text, start, to_eol=to_eol, enclosing=enclosing)))
+        end = _value_end(text, start, to_eol=to_eol, enclosing=enclosing)
+        if to_eol or (not m.group(1) and ":" in m.group(3)):
+            block = _yaml_block(text, line_start, m.start(), text[start:end])
+            if block is not None:
+                spans.append(block)
+                continue
+        spans.append((start, end))
     for m in _XML.finditer(text):
         if is_secret_name(m.group(1)) and not _already(text, m.start(2)):
             spans.append((m.start(2), m.end(2)))
     return spans
+
+
+_BLOCK_INDICATOR = re.compile(r"[|>][-+0-9]*(?:[ \t]+#.*)?")
+_MAPPING_OR_ITEM = re.compile(r"[ \t]*(?:-(?:[ \t]|$)|[\"']?[\w.\-]+[\"']?[ \t]*:(?:[ \t]|$))")
+
+
+def _yaml_block(text: str, line_start: int, key_start: int, value: str) -> tuple[int, int] | None:
+    """The lines a YAML key's value continues on, when it does: a block scalar (``password: |`` and its more
+    indented lines), or an empty value whose next, more indented line is a scalar, not a mapping or a list
+    (``token:\n  abc``; ``credentials:\n  user: bob`` stays, its fields judged one by one)."""
+    block = bool(_BLOCK_INDICATOR.fullmatch(value))
+    if value and not block:
+        return None
+    indent = key_start - line_start
+    first = text.find("\n", key_start)
+    if first < 0:
+        return None
+    pos, end = first + 1, None
+    while pos <= len(text):
+        nl = text.find("\n", pos)
+        line = text[pos : len(text) if nl < 0 else nl]
+        if line.strip():
+            if len(line) - len(line.lstrip(" \t")) <= indent:
+                break
+            if end is None and not block and _MAPPING_OR_ITEM.match(line):
+                return None
+            end = pos + len(line.rstrip())
+        if nl < 0:
+            break
+        pos = nl + 1
+    if end is None:
+        return None
+    body = first + 1 + len(text[first + 1 : end]) - len(text[first + 1 : end].lstrip())
+    return (body, end)
 
 
 def _flags(text: str) -> list[tuple[int, int]]:

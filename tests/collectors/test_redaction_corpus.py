@@ -69,6 +69,9 @@ HOSTILE = "S3;CR&3T'x<y"  # the tail ("CR&3T'x<y") is what leaked before
         "{'password': 'S3CR3T'}",
         "db:\n  user: app\n  password: S3CR3T\n",
         "db:\n  Password: 'S3CR3T'\n",
+        "db:\n  password: |\n    S3CR3T\n    S3CR3T\n  host: db\n",
+        "private_key: >-\n  S3CR3T\n",
+        "token:\n  S3CR3T\n",
         "- token: S3CR3T",
         "[client]\npassword = S3CR3T words\n",
         "PASSWORD=S3CR3T",
@@ -128,6 +131,8 @@ def test_it_masks_a_value_whole_whatever_characters_it_holds(template: str) -> N
         ),
         ("[db]\npassword = two words\nhost = db", f"[db]\npassword = {REDACTED}\nhost = db"),
         ("KeyError: 'lr'  (token=abc123)", f"KeyError: 'lr'  (token={REDACTED})"),
+        ("db:\n  password: |\n    S3CR3T\n  host: db", f"db:\n  password: |\n    {REDACTED}\n  host: db"),
+        ("credentials:\n  user: bob\n  pass: S3CR3T", f"credentials:\n  user: bob\n  pass: {REDACTED}"),
     ],
 )
 def test_it_keeps_what_surrounds_the_secret(text: str, expected: str) -> None:
