@@ -75,8 +75,8 @@ def check_cluster(cluster: Cluster, timeout: float | None = None) -> list[Check]
     if kube is not None:
         with kube:
             checks.extend(_kube_checks(kube, cluster.scheduler))
-    # The URLs as `cluster add` checks them: a cluster stored before (or by the admin site) may hold one a request
-    # cannot use, or credentials that a failure's detail would show.
+    # The URLs as `cluster add` checks them: a cluster stored before it did may hold one no request can use, or
+    # credentials that a failure's detail would show.
     for source, option, url, probe in (
         ("prometheus", "--prometheus", cluster.prometheus_url, _prometheus_check),
         ("runai", "--runai", cluster.runai_url, _runai_check),
