@@ -734,6 +734,7 @@ class WatchSession:
     def _fail(self, call: str, message: str) -> None:
         from collectors.models import SourceRun
 
+        message = redact_text(message)  # stats, the log and the SourceRun row alike
         self.stats.errors.append(f"k8s: {call}: {message}")
         logger.warning("collection error k8s: %s: %s", call, message)
         SourceRun.objects.create(
@@ -742,7 +743,7 @@ class WatchSession:
             call=call[:300],
             time=self._at(),
             ok=False,
-            error=redact_text(message)[:4000],
+            error=message[:4000],
         )
 
 

@@ -68,3 +68,23 @@ def test_a_failure_of_a_passing_type_is_not_the_sources(runner) -> None:
 
     assert run.call("k8s", "list pods", source_failing, passes=(Mine,)) is None
     assert run.failed == {"list pods"} and "connection reset" in run.summary.errors[0]
+
+
+def test_a_failure_is_recorded_without_the_credentials_it_quotes(runner) -> None:
+    """Issue 42, item 3: a source error quoting a URL with its password reached the home page as stored."""
+    run, _ = runner
+
+    def unforeseen() -> None:
+        raise ValueError("bad answer from http://user:PA55@prom:9090/api/v1/query?token=T0KEN")
+
+    def refused() -> None:
+        raise SourceError("prometheus", "query up", "cannot connect to http://user:PA55@prom:9090")
+
+    run.call("prometheus", "query up", unforeseen)
+    run.call("prometheus", "query up", refused)
+    run.note("prometheus", "query up", "no data from http://user:PA55@prom:9090")
+    run.save()
+    errors = [r.error for r in run.cluster.source_runs.all()]
+    assert len(errors) == 3 and all("prom:9090" in e for e in errors)
+    assert not any("PA55" in e or "T0KEN" in e for e in errors)
+    assert not any("PA55" in e for e in run.summary.errors)
