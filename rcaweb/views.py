@@ -48,7 +48,9 @@ def readyz(request: HttpRequest) -> HttpResponse:
         with connection.cursor() as cur:
             cur.execute("SELECT 1")
     except Exception as exc:  # the database is the one thing we cannot serve without
-        return JsonResponse({"ready": False, "database": f"error: {exc.__class__.__name__}"}, status=503)
+        resp = JsonResponse({"ready": False, "database": f"error: {exc.__class__.__name__}"}, status=503)
+        resp["Retry-After"] = "5"  # as every answer to a database failure (server_error)
+        return resp
     now = timezone.now()
     last_ok = (
         SourceRun.objects.filter(ok=True, time__gte=now - timedelta(days=7))

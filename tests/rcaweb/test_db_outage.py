@@ -35,6 +35,7 @@ class DatabaseOutageTest(BaseTestCase):
         with mock.patch("rcaweb.views.connection.cursor", side_effect=DOWN):
             r = c.get("/readyz")
         assert r.status_code == 503 and r.json()["ready"] is False
+        assert r["Retry-After"] == "5"
 
     def test_the_same_request_succeeds_once_the_database_is_back(self):
         c = self.client_with_session()
