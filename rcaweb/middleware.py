@@ -112,6 +112,10 @@ class SecurityHeadersMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
         response.setdefault("Content-Security-Policy", self.CSP)
+        # XFrameOptionsMiddleware's, for an answer made before it ran (a middleware's failure, answered by
+        # handler500 where it happened)
+        if not getattr(response, "xframe_options_exempt", False):
+            response.setdefault("X-Frame-Options", settings.X_FRAME_OPTIONS)
         # Signed-in pages, API answers and whatever a token unlocks (/metrics, /readyz's details) hold incident
         # facts: no shared or browser cache keeps a copy. Nor of an answer that sets a cookie (a login). Static
         # files keep WhiteNoise's caching whoever asks: they are the same for everyone.

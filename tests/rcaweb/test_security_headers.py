@@ -56,6 +56,15 @@ class SecurityHeadersOnErrorsTest(BaseTestCase):
         assert r.status_code == 503
         self.assert_secured(r)
 
+    def test_an_answer_to_a_failure_in_an_early_middleware_carries_them(self):
+        """handler500 answers where the exception was raised: here before the session and X-Frame-Options
+        middleware ever ran."""
+        c = Client(raise_request_exception=False)
+        with mock.patch("rcaweb.middleware.uuid.uuid4", side_effect=OperationalError("connection lost")):
+            r = c.get("/healthz")
+        assert r.status_code == 503
+        self.assert_secured(r, no_store=False)
+
     def test_an_anonymous_login_redirect_carries_csp(self):
         r = self.anon.get("/incidents/")
         assert r.status_code == 302
