@@ -103,13 +103,15 @@ _OPENER = {")": "(", "]": "[", "}": "{"}
 _SPACE = re.compile(r"\s")
 
 
-def _value_end(text: str, start: int, *, to_eol: bool = False, enclosing: str = "") -> int:
+def _value_end(
+    text: str, start: int, *, to_eol: bool = False, enclosing: str = "", spaces: bool = False
+) -> int:
     """The end of the value that starts at ``start``.
 
     A quoted value runs to its closing quote (backslash escapes skipped, as in JSON; ``\\"value\\"`` inside a
     JSON string to its ``\\"``), or to the end of its line if none closes it. An unquoted one runs to the next
     whitespace (``to_eol``: to the end of the line), or to the quote that encloses the whole assignment
-    (``-H 'Authorization: Bearer x'``). Closers the value did not open (the ``}`` of ``{password: x}``) and a
+    (``-H 'Authorization: Bearer x'``; with ``spaces``, whitespace included: a header's value may hold some). Closers the value did not open (the ``}`` of ``{password: x}``) and a
     trailing comma are left out; every other character, ``; & ' <`` included, is the value's.
     """
     n = len(text)
@@ -132,7 +134,7 @@ def _value_end(text: str, start: int, *, to_eol: bool = False, enclosing: str = 
             i += 1
         return eol
     end = eol
-    if not to_eol:
+    if not to_eol and not (enclosing and spaces):
         m = _SPACE.search(text, start, eol)
         end = m.start() if m else eol
     if enclosing:
@@ -236,8 +238,9 @@ _BEARER = re.compile(
     r"(?i)\bbearer[ \t]+(?=[\"']|(?!(?:tokens?|auth\w*|is|was|the|an?|not|missing|invalid|expired|required"
     r"|header|scheme|realm|of|for|with|and|or)\b)[^\s])"
 )
+_HEADER_LINE = re.compile(r"[ \t]*(?:[<>][ \t]*)?")  # what may stand before a header at a line's start
 # A secret-named query parameter of a URL (?token=, &api_key=, X-Amz-Signature=, a Google API's ?key=).
-_QUERY = re.compile(r"(?<=[?&])([A-Za-z_][\w.\-]{0,80})=(?=[^&#\s\"'<>])")
+_QUERY = re.compile(r"(?<=[?&;])([A-Za-z_][\w.\-]{0,80})=(?=[^&#\s\"'<>])")
 _QUERY_END = re.compile(r"[&#\s\"'<>]")
 # key = value / key: value / "key": "value" (also \"key\": inside a JSON string) for secret-like keys.
 _ASSIGNMENT = re.compile(r"(?<![\w.\-\\])(\\?[\"']|)([A-Za-z_][\w.\-]{0,80})\1([ \t]*(?:=|:(?!//))[ \t]*)")
@@ -249,6 +252,11 @@ _FLAG = re.compile(r"(?<![\w\-])(--?[A-Za-z][\w\-]{0,80})(?:=|[ \t]+)(?=[^\s\-])
 # -u user:pass / --user user:pass / -uuser:pass (curl, wget; -U and --proxy-user for a proxy).
 _USER_FLAG = re.compile(r"(?<![\w\-])(?:-u|-U|--user|--proxy-user|--http-user)(?:=|[ \t]+|(?=[^\s\-]))")
 _UID_GID = re.compile(r"[\"']?\d+:\d+[\"']?")  # docker run -u 1000:1000
+_HTTP_CLIENT = re.compile(r"(?i)\b(?:curl|wget|http|https)\b")
+# Tools whose -u is user:group, not user:password (unless the line runs an HTTP client too).
+_USER_GROUP_TOOLS = re.compile(
+    r"(?<![\w\-])(?:docker|podman|nerdctl|crictl|buildah|chown|runuser)[ \t]+(?!login\b)"
+)
 # -p is a password only where its line says so: a client whose -p is the password, a login, or a -u user.
 _P_FLAG = re.compile(r"(?<![\w\-])-p(?:[ \t]+(?=[^\s\-])|(?=[^\s\-]))")
 _P_CONTEXT = re.compile(
@@ -259,11 +267,19 @@ _PORTS = re.compile(r"[\d.\[\]:]*\d+:\d+(?:/\w+)?")  # docker run -u 1000 -p 127
 
 
 def _headers(text: str) -> list[tuple[int, int]]:
+    """Authorization headers and bearer tokens. A header that starts its line (an HTTP dump, ``curl -v``'s
+    ``> Authorization: Digest username="bob", response="…"``) or is quoted whole holds its value to the end of
+    the line or the quote."""
     spans = []
     for pattern in (_AUTH_HEADER, _BEARER):
         for m in pattern.finditer(text):
-            if not _already(text, m.end()):
-                spans.append((m.end(), _value_end(text, m.end(), enclosing=_enclosing(text, m.start()))))
+            if _already(text, m.end()):
+                continue
+            line_start = text.rfind("\n", 0, m.start()) + 1
+            header_line = pattern is _AUTH_HEADER and _HEADER_LINE.fullmatch(text, line_start, m.start())
+            enclosing = _enclosing(text, m.start())
+            end = _value_end(text, m.end(), to_eol=bool(header_line), enclosing=enclosing, spaces=True)
+            spans.append((m.end(), end))
     return spans
 
 
@@ -352,9 +368,15 @@ def _flags(text: str) -> list[tuple[int, int]]:
         end = _value_end(text, m.end(), enclosing=_enclosing(text, m.start()))
         value = text[m.end() : end]
         colon = value.find(":")
-        if colon > 0 and not _UID_GID.fullmatch(value) and not _already(text, m.end() + colon + 1):
-            quoted = len(value) > 1 and value[0] in _QUOTES and value[-1] == value[0]
-            spans.append((m.end() + colon + 1, end - 1 if quoted else end))  # -u 'admin:[redacted]
+        if colon <= 0 or _UID_GID.fullmatch(value) or _already(text, m.end() + colon + 1):
+            continue
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_end = text.find("\n", m.end())
+        line = text[line_start : len(text) if line_end < 0 else line_end]
+        if _USER_GROUP_TOOLS.search(line) and not _HTTP_CLIENT.search(line):
+            continue  # docker run -u app:app is a user and a group
+        quoted = len(value) > 1 and value[0] in _QUOTES and value[-1] == value[0]
+        spans.append((m.end() + colon + 1, end - 1 if quoted else end))  # -u 'admin:[redacted]'
     for m in _P_FLAG.finditer(text) if "-p" in text else ():
         line_start = text.rfind("\n", 0, m.start()) + 1
         line_end = text.find("\n", m.end())

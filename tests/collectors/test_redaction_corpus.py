@@ -36,6 +36,7 @@ HOSTILE = "S3;CR&3T'x<y"  # the tail ("CR&3T'x<y") is what leaked before
         "curl --user admin:S3CR3T https://api.example/v1",
         "curl --user=admin:S3CR3T https://api.example/v1",
         "curl -u 'admin:S3CR3T' https://api.example/v1",
+        "docker run --rm curlimages/curl curl -u admin:S3CR3T https://api.example/v1",
         # bearer tokens, quoted or not
         "Bearer S3CR3T",
         'Bearer "S3CR3T"',
@@ -44,6 +45,10 @@ HOSTILE = "S3;CR&3T'x<y"  # the tail ("CR&3T'x<y") is what leaked before
         "curl -H 'Authorization: Bearer S3CR3T' https://api.example",
         'headers={"Authorization": "Bearer S3CR3T"}',
         "Authorization: token S3CR3T",
+        '> Authorization: Digest username="bob", realm="api", response="S3CR3T"',
+        'curl -H \'Authorization: Digest username="bob", response="S3CR3T"\' https://api.example',
+        'headers={"Authorization": "Bearer abc S3CR3T"}',
+        "<a href='/x?a=1&amp;token=S3CR3T'>",
         # URLs: userinfo and secret-named query parameters
         "http://user:S3CR3T@prom:9090",
         "cannot connect to http://user:S3CR3T@prom:9090: connection refused",
@@ -153,6 +158,7 @@ def test_it_keeps_what_surrounds_the_secret(text: str, expected: str) -> None:
         "psql -U app -p 5432 -h db",
         "kubectl logs -p trainer-0",
         "docker run -u 1000:1000 -p 8080:80 img",
+        "docker exec -u www-data:www-data web ls",
         "mkdir -p /data/ckpt",
         "curl -u admin https://api.example/v1",
         "pip install -U torch",
