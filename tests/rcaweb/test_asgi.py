@@ -1,17 +1,28 @@
-"""rcaweb.asgi.ReadWhole: requests read whole before they take a thread, at most THREADS at once."""
+"""rcaweb.asgi.ReadWhole: requests read whole on the event loop, then served by the WSGI app on a few threads."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from django.test import override_settings
 
-from rcaweb.asgi import ReadWhole
+from rcaweb.asgi import ReadWhole, environ
 
 
-def scope(path: str = "/api/v1/changes") -> dict[str, Any]:
-    return {"type": "http", "method": "POST", "path": path, "headers": []}
+def scope(path: str = "/api/v1/changes", **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "method": "POST",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [],
+        "server": ("127.0.0.1", 8000),
+        "client": ("10.1.2.3", 50000),
+        **extra,
+    }
 
 
 def receiver(*chunks: bytes) -> Any:
@@ -28,72 +39,125 @@ def receiver(*chunks: bytes) -> Any:
     return receive
 
 
-async def ignore(message: Any) -> None:
-    pass
+class Sent(list):
+    async def __call__(self, message: Any) -> None:
+        self.append(message)
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(m.get("body", b"") for m in self if m["type"] == "http.response.body")
+
+
+def ok_app(seen: list[dict[str, Any]]) -> Any:
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        seen.append({**environ, "body": environ["wsgi.input"].read()})
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    return app
 
 
 def test_it_hands_the_app_the_body_read_whole():
-    seen: list[Any] = []
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        seen.append(await receive())
-
-    asyncio.run(ReadWhole(app)(scope(), receiver(b"ab", b"cd", b"e"), ignore))
-    assert seen == [{"type": "http.request", "body": b"abcde", "more_body": False}]
+    seen: list[dict[str, Any]] = []
+    sent = Sent()
+    asyncio.run(ReadWhole(ok_app(seen))(scope(), receiver(b"ab", b"cd", b"e"), sent))
+    assert seen[0]["body"] == b"abcde"
+    assert seen[0]["CONTENT_LENGTH"] == "5"
+    assert sent[0]["status"] == 200
+    assert sent.body == b"ok"
 
 
 @override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=4)
 def test_it_answers_413_past_the_upload_limit_without_calling_the_app():
-    sent: list[Any] = []
-    called: list[bool] = []
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        called.append(True)
-
-    async def send(message: Any) -> None:
-        sent.append(message)
-
-    asyncio.run(ReadWhole(app)(scope(), receiver(b"abc", b"de", b"more"), send))
-    assert not called
+    seen: list[dict[str, Any]] = []
+    sent = Sent()
+    asyncio.run(ReadWhole(ok_app(seen))(scope(), receiver(b"abc", b"de", b"more"), sent))
+    assert not seen
     assert sent[0]["status"] == 413
-    assert sent[1]["body"] == b'{"error": "body larger than 4 bytes"}'
+    assert sent.body == b'{"error": "body larger than 4 bytes"}'
 
 
 def test_it_never_calls_the_app_for_a_client_that_left():
-    called: list[bool] = []
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        called.append(True)
+    seen: list[dict[str, Any]] = []
 
     async def left() -> dict[str, Any]:
         return {"type": "http.disconnect"}
 
-    asyncio.run(ReadWhole(app)(scope(), left, ignore))
-    assert not called
+    asyncio.run(ReadWhole(ok_app(seen))(scope(), left, Sent()))
+    assert not seen
 
 
-def test_it_runs_at_most_threads_requests_at_once_and_healthz_past_them():
+def test_it_serves_at_most_threads_requests_at_once_and_healthz_on_a_thread_of_its_own():
     running: list[str] = []
     most = 0
-    release = asyncio.Event()
+    lock = threading.Lock()
+    release = threading.Event()
 
-    async def app(scope: Any, receive: Any, send: Any) -> None:
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
         nonlocal most
-        running.append(scope["path"])
-        most = max(most, len(running))
-        if scope["path"] != "/healthz":
-            await release.wait()
-        running.remove(scope["path"])
+        with lock:
+            running.append(environ["PATH_INFO"])
+            most = max(most, len(running))
+        if environ["PATH_INFO"] != "/healthz":
+            release.wait(10)
+        with lock:
+            running.remove(environ["PATH_INFO"])
+        start_response("200 OK", [])
+        return [b""]
 
     async def main() -> None:
         server = ReadWhole(app, threads=2)
-        busy = [asyncio.create_task(server(scope(), receiver(b"{}"), ignore)) for _ in range(5)]
-        await asyncio.sleep(0.01)
-        assert len(running) == 2  # three wait, read whole, for a slot
-        await asyncio.wait_for(server(scope("/healthz"), receiver(b""), ignore), 1)
+        busy = [asyncio.create_task(server(scope(), receiver(b"{}"), Sent())) for _ in range(5)]
+        await asyncio.sleep(0.2)
+        assert len(running) == 2  # three wait, read whole, for a thread
+        probe = Sent()
+        await asyncio.wait_for(server(scope("/healthz", method="GET"), receiver(b""), probe), 2)
+        assert probe[0]["status"] == 200
         release.set()
         await asyncio.gather(*busy)
 
     asyncio.run(main())
     assert most == 3  # two requests and the probe
     assert not running
+
+
+def test_it_streams_an_answer_in_pieces():
+    class Streamed:
+        streaming = True
+
+        def __iter__(self) -> Any:
+            return iter([b"x" * 40_000] * 5)
+
+    def app(environ: dict[str, Any], start_response: Any) -> Streamed:
+        start_response("200 OK", [("Content-Type", "application/octet-stream")])
+        return Streamed()
+
+    sent = Sent()
+    asyncio.run(ReadWhole(app)(scope(method="GET"), receiver(b""), sent))
+    bodies = [m for m in sent if m["type"] == "http.response.body"]
+    assert sent[0]["type"] == "http.response.start"
+    assert len(bodies) == 3  # 80 KB, 80 KB, then the last 40 KB
+    assert sent.body == b"x" * 200_000
+    assert bodies[-1]["more_body"] is False
+
+
+def test_its_environ_is_gunicorns():
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", b"999"),
+        (b"x-forwarded-for", b"a"),
+        (b"x_forwarded_for", b"smuggled"),
+        (b"accept", b"text/html"),
+        (b"accept", b"*/*"),
+    ]
+    env = environ(
+        scope("/c/a%FFb/nodes/", raw_path=b"/c/a%FFb/nodes/", query_string=b"t=1&w=2h", headers=headers),
+        b"{}",
+    )
+    assert env["PATH_INFO"] == "/c/a\xffb/nodes/"  # bytes as latin-1, as WSGI wants them
+    assert env["QUERY_STRING"] == "t=1&w=2h"
+    assert env["REMOTE_ADDR"] == "10.1.2.3"
+    assert env["CONTENT_TYPE"] == "application/json"
+    assert env["CONTENT_LENGTH"] == "2"  # what was read
+    assert env["HTTP_X_FORWARDED_FOR"] == "a"
+    assert env["HTTP_ACCEPT"] == "text/html,*/*"
