@@ -282,8 +282,8 @@ def group_alert(alert: Alert, *, lookups: Lookups | None = None) -> Incident:
     Alert.objects.filter(pk=alert.pk).update(incident=incident)
     alert.incident = incident
     have: Attached = {} if opened else attached(incident)  # one read for rules 6 and 7
-    attach_subjects(incident, res.subjects, role="subject", have=have)
     related = res.context + related_entities(res.subjects, alert.starts_at, lookups)
+    attach_subjects(incident, res.subjects + workload_of(alert, res, related), role="subject", have=have)
     attach_subjects(incident, related, role="related", have=have)  # rule 6
     link_related_incidents(incident, have, alert.starts_at)  # rule 7
     update_window(incident)
@@ -297,6 +297,26 @@ def group_alert(alert: Alert, *, lookups: Lookups | None = None) -> Incident:
 #
 # Rule 2: labels -> entities
 #
+
+
+# Alerts about how a workload uses the GPUs it holds (not about the GPU's health): the holding pod and its job
+# are subjects beside the GPU, so the job's page lists the incident and handoffs file it under the workload.
+# Joining still goes by the GPU and its node (``_about``): two pods' idle GPUs stay two incidents.
+WORKLOAD_GPU_ALERTS = frozenset({"GPUIdleAllocated"})
+
+
+def workload_of(alert: Alert, res: Resolution, related: list[Entity]) -> list[Entity]:
+    """The pod a workload-use GPU alert names (``res.workload``) and its job, among what rule 6 relates."""
+    if (
+        alert.name not in WORKLOAD_GPU_ALERTS
+        or not res.workload
+        or not any(e.kind == "gpu" for e in res.subjects)
+    ):
+        return []
+    pods = [e for e in related if e.kind == "pod" and e.name == res.workload]
+    # a GPU subject relates the job of the pod holding it, and only that job
+    jobs = [e for e in related if e.kind == "job" and any(p.namespace == e.namespace for p in pods)]
+    return pods[:1] + jobs[:1]
 
 
 def resolve_cluster(labels: dict[str, str]) -> Cluster | None:

@@ -565,11 +565,22 @@ class SpecificityRuleTests(GroupingTestCase):
     def test_it_makes_a_gpu_alert_about_the_gpu_even_when_a_pod_holds_it(self) -> None:
         uuid = gpu_uuid("h100-01", 2)
         inc = self.fire(
-            "GPUIdleAllocated",
+            "GPUXidError",
             {"UUID": uuid, "Hostname": "h100-01", "gpu": "2", "namespace": "vision", "pod": "resnet-train-0"},
         )
         self.assertEqual(self.subjects(inc), {f"gpu {uuid}", "node h100-01"})
         self.assertIn("pod vision/resnet-train-0", self.subjects(inc, "related"))
+
+    def test_an_idle_allocation_is_about_the_workload_holding_the_gpu_too(self) -> None:
+        """How a workload uses its GPUs is the workload's problem: its pod and job are subjects beside the GPU
+        (its job page lists the incident, handoffs file it under it)."""
+        uuid = gpu_uuid("h100-01", 2)
+        inc = self.fire(
+            "GPUIdleAllocated",
+            {"UUID": uuid, "Hostname": "h100-01", "gpu": "2", "namespace": "vision", "pod": "resnet-train-0"},
+        )
+        subjects = self.subjects(inc)
+        self.assertTrue({f"gpu {uuid}", "node h100-01", "pod vision/resnet-train-0"} <= subjects, subjects)
 
     def test_it_makes_a_pod_alert_about_the_pod_not_the_node_it_ran_on(self) -> None:
         inc = self.fire(
@@ -599,4 +610,5 @@ class GpuAlertJoinTest(GroupingTestCase):
         other_pod = idle(2, "resnet-train-1", 6)
         assert same_pod.pk == first.pk
         assert other_pod.pk != first.pk
-        assert self.subjects(other_pod) == {f"gpu {gpu_uuid('h100-01', 2)}", "node h100-01"}
+        assert {f"gpu {gpu_uuid('h100-01', 2)}", "node h100-01"} <= self.subjects(other_pod)
+        assert "pod vision/resnet-train-0" not in self.subjects(other_pod)
