@@ -840,7 +840,10 @@ def main() -> int:
     )
     ap.add_argument("--workers", type=int, default=3, help="gunicorn workers")
     ap.add_argument(
-        "--worker-class", default="gthread", choices=["sync", "gthread"], help="gunicorn worker class"
+        "--worker-class",
+        default="gthread",
+        choices=["sync", "gthread", "asgi"],
+        help="gunicorn worker class (asgi: rcaweb.asgi, as deploy/serve runs it; 4 threads per worker)",
     )
     ap.add_argument(
         "--threads", type=int, default=4, help="threads per gthread worker (keep-alive connections)"
@@ -895,15 +898,14 @@ def main() -> int:
             sys.executable,
             "-m",
             "gunicorn",
-            "rcaweb.wsgi",
+            "rcaweb.asgi:application" if args.worker_class == "asgi" else "rcaweb.wsgi",
             "-b",
             f"127.0.0.1:{port}",
             "-w",
             str(args.workers),
             "--worker-class",
             args.worker_class,
-            "--threads",
-            str(args.threads),
+            *(["--asgi-lifespan", "off"] if args.worker_class == "asgi" else ["--threads", str(args.threads)]),
             "--keep-alive",
             "5",
             "--log-level",
