@@ -240,7 +240,7 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
             # every RECHECK of cluster time, kept as a new run only if the answer differs.
             if incident_id in waiting and base + RECHECK <= horizon:
                 moment = max(horizon, earliest)
-                if diagnose_incident(incident_id, moment, trigger="change", only_if_changed=True):
+                if diagnose_incident(incident_id, moment, trigger="recheck", only_if_changed=True):
                     Incident.objects.filter(pk=incident_id).update(diagnosed_at=timezone.now())
                     done += 1
                 continue

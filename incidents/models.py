@@ -186,6 +186,7 @@ class DiagnosisRun(models.Model):
         ("onset", "onset"),
         ("alert", "an alert joined"),
         ("change", "a subject changed"),
+        ("recheck", "checked again as the queue moved"),
         ("manual", "asked by hand"),
     ]
 

@@ -23,6 +23,7 @@ from incidents.diagnosis.types import (
     ChangeRec,
     Derived,
     DiagnosisInput,
+    EntityState,
     Finding,
     Ref,
     cite_change,
@@ -184,6 +185,7 @@ def related_refs(di: DiagnosisInput) -> set[Ref]:
             refs.update(p.ref for p in pods)
             for name in {job.get("queue"), job.get("project")} - {None, ""}:
                 refs.update({Ref("queue", name), Ref("project", name)})
+            refs.update(_departments_of(di, job))
             nodes = {p.get("node") for p in pods if p.get("node")}
             if not nodes:  # waiting: any node could be where it should have gone
                 nodes = {n.name for n in di.nodes}
@@ -206,6 +208,22 @@ def related_refs(di: DiagnosisInput) -> set[Ref]:
         elif ref.kind == "project":
             refs.add(Ref("queue", ref.name))
     return refs
+
+
+def _departments_of(di: DiagnosisInput, job: EntityState) -> set[Ref]:
+    """The department(s) over the job's queue or project: a cut of a department's quota is a change the job
+    depends on, as its quota cause says."""
+    names = {job.get("queue"), job.get("project")} - {None, ""}
+    out: set[Ref] = set()
+    for name in names:
+        for kind in ("queue", "project"):
+            policy = di.find(kind, name)
+            if policy is not None and policy.get("department"):
+                out.add(Ref("department", policy.get("department")))
+    for d in di.departments:
+        if names & set((d.get("projects") or []) + (d.get("queues") or [])):
+            out.add(d.ref)
+    return out
 
 
 def unusable_nodes(di: DiagnosisInput) -> set[str]:

@@ -13,13 +13,17 @@ confidence, statement, why, subject, what they cite) and the same actions.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from incidents.diagnosis import codes as C
+from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import Diagnosis, run_checks
-from incidents.diagnosis.types import Derived
+from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.types import Derived, DiagnosisInput
 from incidents.diagnosis_input import load_incident_input
 from incidents.models import DiagnosisRun, Incident
 from incidents.scenario_run import run_scenario_file
@@ -87,6 +91,70 @@ def test_it_meets_the_scenario_expectations(path: Path) -> None:
             whole = load_incident_input(incident, at, bounded=False)
             assert len(bounded.jobs) == len(whole.jobs)
             assert len(bounded.changes) <= len(whole.changes)
-            assert answer(run_checks(bounded)) == answer(run_checks(whole)), (path.name, incident.pk, at)
+            result = run_checks(bounded)
+            assert answer(result) == answer(run_checks(whole)), (path.name, incident.pk, at)
+            assert not inconsistencies(bounded, result), (
+                path.name,
+                incident.pk,
+                at,
+                inconsistencies(bounded, result),
+            )
             compared += 1
+        for run in DiagnosisRun.objects.filter(incident=incident).exclude(top_code="").exclude(title=""):
+            assert not title_numbers_apart(run.title, run.top_statement), (
+                path.name,
+                incident.pk,
+                run.at,
+                run.title,
+            )
     assert compared, f"{path.name}: no diagnosis to compare"
+
+
+# One set of facts per diagnosis (issue: "one page, two stories"): what one part of an answer says, no other
+# part of the same answer contradicts.
+CAPACITY_TYPE = {
+    C.GPU_CAPACITY_SHORTAGE,
+    C.GPU_FRAGMENTATION,
+    C.GPU_MISSING,
+    C.GPU_NODE_UNAVAILABLE,
+    C.DEVICE_PLUGIN_UNHEALTHY,
+}
+
+
+def inconsistencies(di: DiagnosisInput, result: Diagnosis) -> list[str]:
+    out = []
+    causes = [f for f in result.findings if f.scope == "cause" and f.supported]
+    with di.indexed():
+        for ref in di.subjects:
+            job = di.find("job", ref.name, ref.namespace) if ref.kind == "job" else None
+            if job is None or not is_pending(job):
+                continue
+            req = F.job_request(di, job)
+            if req.pods and F.fits(F.node_fits(di, req), req):
+                wrong = [f.code for f in causes if f.code in CAPACITY_TYPE and f.subject == ref]
+                if wrong:
+                    out.append(f"{ref.label} fits now, yet {wrong} supported")
+    nothing = [
+        f
+        for f in result.findings
+        if f.code == C.RECENT_CHANGE and not f.supported and f.statement.startswith("Nothing was changed")
+    ]
+    if nothing:
+        citing = [
+            f.code for f in causes if any(isinstance(c, Derived) and c.kind == "change" for c in f.supports)
+        ]
+        if citing:
+            out.append(f"{citing} cite a change while recent_change says nothing changed")
+    return out
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])")
+
+
+def title_numbers_apart(title: str, statement: str) -> list[str]:
+    """Numbers the title's cause part gives that its top cause's statement does not (its own computation)."""
+    if ": " not in title:
+        return []
+    tail = title.split(": ", 1)[1]
+    known = set(_NUMBER.findall(statement))
+    return [n for n in _NUMBER.findall(tail) if n not in known]
