@@ -1,4 +1,5 @@
-"""The real rcaweb server for the browser tests: a scenario loaded through the real pipeline, served by gunicorn.
+"""The real rcaweb server for the browser tests: a scenario loaded through the real pipeline, served by
+``deploy/serve``, the image's command.
 
 Why a subprocess and not pytest-django's ``live_server``: the browser must see what an operator sees, so the
 server runs with production settings (``RCAWEB_DEBUG=false``, no ``PYTEST_VERSION`` in its environment, so
@@ -142,12 +143,13 @@ def start(
     timings["migrate_s"] = round(time.monotonic() - t0, 2)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "gunicorn", "rcaweb.wsgi:application", "--bind", f"127.0.0.1:{port}",
-           "--workers", "2", "--threads", "4", "--timeout", "60",
+    cmd = [str(REPO / "deploy" / "serve"), f"127.0.0.1:{port}", "--workers", "2", "--timeout", "60",
            "--access-logfile", str(artifacts / ("access.log" if name == "server" else f"{name}-access.log")),
            "--access-logformat", '%(h)s "%(r)s" %(s)s %(b)s %(L)ss', *_no_control_socket()]  # fmt: skip
+    # deploy/serve runs the gunicorn on PATH: this venv's
+    serve_env = {**env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"}
     with log.open("ab") as fh:  # gunicorn boots while the scenario runs (it reads the database per request)
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=REPO, env=serve_env, stdout=fh, stderr=subprocess.STDOUT)
     try:
         t0 = time.monotonic()
         out = _manage(
