@@ -312,12 +312,11 @@ def _quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
         f.facts["allocated"],
         f.facts["requested"],
     )
-    # Fractions count as the scheduler charges them; a quota is raised to whole GPUs (Kueue's nominalQuota of
-    # nvidia.com/gpu is a count; a KAI quota could be fractional, but a whole one is what operators set).
-    new_quota = _whole(max(alloc + need, quota or 0))
-    new_limit = _whole(max(new_quota, limit)) if limit is not None else None
+    new_quota, new_limit, title = _smallest_quota_edit(f, proj, alloc + need)
     total = sum(F.node_nominal_gpus(n) for n in di.nodes)
-    deserved = _g(sum(float(q.get("quota_gpus") or 0) for q in di.queues if q.name != queue) + new_quota)
+    deserved = _g(
+        sum(float(q.get("quota_gpus") or 0) for q in di.queues if q.name != queue) + float(new_quota or 0)
+    )
     over = [
         f"{q.name} ({_g(project_allocated(di, q.get('project') or q.name, q.name))} of {_g(q.get('quota_gpus'))})"
         for q in di.queues
@@ -326,29 +325,37 @@ def _quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     ]
     quota = _g(quota) if quota is not None else None
     limit = _g(limit) if limit is not None else None
-    cut = f.facts.get("cut")
-    res = {"quota": new_quota, "limit": new_limit if new_limit is not None else -1}
+    res = {
+        "quota": _g(new_quota) if new_quota is not None else -1,
+        "limit": _g(new_limit) if new_limit is not None else -1,
+    }
     cmd = (
         f"kubectl patch queue {queue} --type merge -p "
         f'\'{{"spec":{{"resources":{{"gpu":{{"quota":{res["quota"]},"limit":{res["limit"]}}}}}}}}}\''
         if di.scheduler == "kai"
-        else f"kubectl edit clusterqueue {queue}   # nominalQuota of nvidia.com/gpu: {quota} -> {new_quota}"
-    )
-    title = (
-        f"Restore project {proj}'s quota to {cut['old']} (cut by {cut['actor'] or 'someone'})"
-        if cut and cut.get("old") is not None and float(cut["old"]) >= alloc + need
-        else f"Raise project {proj}'s GPU quota from {quota} to {new_quota}"
-        + (f" and limit to {new_limit}" if limit is not None and str(new_limit) != limit else "")
+        else f"kubectl edit clusterqueue {queue}   # nvidia.com/gpu: nominalQuota {quota} -> {_g(new_quota)}"
+        + (
+            f", limit (nominalQuota + borrowingLimit) {limit} -> {_g(new_limit)}"
+            if new_limit != f.facts.get("limit")
+            else ""
+        )
     )
     job = f.facts.get("job")
-    unblocked = _pending_in_project_within(di, proj, queue, new_quota if limit is None else new_limit, job)
+    ceiling_after = new_limit if new_limit is not None else new_quota
+    unblocked = _pending_in_project_within(
+        di, proj, queue, int(ceiling_after) if ceiling_after is not None else None, job
+    )
     out = [
         ActionDraft(
             f.code,
             title,
             cmd,
             f"Deserved quotas would sum to {deserved} of {total} GPUs in the cluster"
-            + (" (over-committed: other projects may be reclaimed)" if float(deserved) > total else "")
+            + (
+                f" (over-committed by {_g(float(deserved) - total)}: other projects may be reclaimed)"
+                if float(deserved) > total
+                else ""
+            )
             + (
                 f"; projects running over their quota that a reclaim could preempt: {', '.join(over)}"
                 if over
@@ -389,6 +396,64 @@ def _quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
             )
         )
     return out
+
+
+def _smallest_quota_edit(f: Finding, proj: str, after: float) -> tuple[float | None, float | None, str]:
+    """The smallest quota edit that lets the job in, as (quota, limit, title); None is "no limit"/"no quota".
+
+    In order: revert the cut that made it (every quota field changed at that moment), when that suffices;
+    else, for a job that may run over its quota (preemptible), raise only the limit by what is missing; else
+    raise the quota (and the limit with it) to what the job needs. The scheduler lets a preemptible job run
+    over its quota up to its limit, so a limit is often all that holds it.
+    """
+    quota, limit = _num_or_none(f.facts.get("quota")), _num_or_none(f.facts.get("limit"))
+    preemptible = bool(f.facts.get("preemptible", True))
+
+    def lets_in(q: float | None, lim: float | None) -> bool:
+        within = q is None or after <= q + 1e-9
+        return within or (preemptible and (lim is None or after <= lim + 1e-9))
+
+    cut = f.facts.get("cut") or {}
+    reverted = f.facts.get("reverted") or {}
+    if cut and reverted:
+        q = _num_or_none(reverted["quota_gpus"]) if "quota_gpus" in reverted else quota
+        lim = _num_or_none(reverted["limit_gpus"]) if "limit_gpus" in reverted else limit
+        if lets_in(q, lim):
+            parts = []
+            if "quota_gpus" in reverted:
+                parts.append(f"quota to {_g(q) if q is not None else 'none'}")
+            if "limit_gpus" in reverted:
+                parts.append(f"limit to {_g(lim) if lim is not None else 'none (unlimited)'}")
+            return (
+                q,
+                lim,
+                (f"Restore project {proj}'s {' and '.join(parts)} (cut by {cut.get('actor') or 'someone'})"),
+            )
+    if preemptible and limit is not None and after > limit + 1e-9 and lets_in(quota, _whole(after)):
+        new_limit = float(_whole(after))
+        return (
+            quota,
+            new_limit,
+            (
+                f"Raise project {proj}'s GPU limit from {_g(limit)} to {_g(new_limit)} "
+                f"(+{_g(new_limit - limit)}; its quota stays {_g(quota) if quota is not None else 'as it is'})"
+            ),
+        )
+    # Fractions count as the scheduler charges them; a quota is raised to whole GPUs (Kueue's nominalQuota of
+    # nvidia.com/gpu is a count; a KAI quota could be fractional, but a whole one is what operators set).
+    raised = float(_whole(max(after, quota or 0)))
+    raised_limit = float(_whole(max(raised, limit))) if limit is not None else None
+    title = f"Raise project {proj}'s GPU quota from {_g(quota)} to {_g(raised)}" + (
+        f" and limit to {_g(raised_limit)}" if limit is not None and raised_limit != limit else ""
+    )
+    return raised, raised_limit, title
+
+
+def _num_or_none(x: object) -> float | None:
+    try:
+        return None if x is None or float(x) < 0 else float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
 
 
 def _pending_in_project_within(

@@ -174,6 +174,15 @@ def _project_quota_holds(
                 "cut": {"old": cut.old, "new": cut.new, "actor": cut.actor, "field": cut.field}
                 if cut
                 else None,
+                # what reverting the cut sets back: every quota field changed at the cut's moment (None: unlimited)
+                "reverted": {
+                    c.field.rsplit(".", 1)[-1]: c.old
+                    for c in q.changes
+                    if cut
+                    and c.time == cut.time
+                    and c.field.rsplit(".", 1)[-1] in ("quota_gpus", "limit_gpus")
+                },
+                "preemptible": q.preemptible,
             },
             next_questions=[
                 f"Can project {q.project} borrow unused quota, or should its quota be raised?",

@@ -157,3 +157,35 @@ def test_an_impact_builds_the_fit_of_the_waiting_jobs_that_could_use_the_node_on
     with mock.patch.object(F, "node_fits", wraps=F.node_fits) as built:
         assert _pending_that_fit_after_release(di, {"a100-01": 8}) == ["vision/train"]
     assert built.call_count == 1
+
+
+def test_a_quota_action_is_the_smallest_edit_that_lets_the_job_in():
+    """A preemptible job held by its project's limit needs the limit raised by what is missing, not the quota
+    raised above what it ever was (over-committing the pool); a cut that alone explains the wait is reverted."""
+    pending = job("train", pods=2, valid_from=T0 + timedelta(hours=1, minutes=10))
+    held = [pod("v-0", "v-old", "vision", node_name="h100-01")]  # vision already runs 8
+    common = dict(
+        subjects=[Ref("job", "train", "vision")],
+        nodes=[node(f"h100-0{i}") for i in range(1, 5)],
+        jobs=[pending, job("v-old", phase="Running")],
+        pods=held,
+        t=T0 + timedelta(hours=1, minutes=30),
+        history={Ref("job", "train", "vision"): [pending]},
+    )
+    di = world(queues=[queue("vision", 16, 16), queue("nlp", 16, 16)], **common)
+    acts = [a for a in run_checks(di).actions if a.code == C.PROJECT_QUOTA_EXHAUSTED]
+    assert acts[0].title == "Raise project vision's GPU limit from 16 to 24 (+8; its quota stays 16)", acts[
+        0
+    ].title
+    assert '"quota":16,"limit":24' in acts[0].command
+    assert "sum to 32 of 32 GPUs" in acts[0].impact and "over-committed" not in acts[0].impact
+
+    # quota and limit cut together at 01:00: reverting both is enough, and is what is proposed
+    cut = [
+        change("queue", "vision", "quota_gpus", 32, 16, T0 + timedelta(hours=1), "platform-admin"),
+        change("queue", "vision", "limit_gpus", 32, 16, T0 + timedelta(hours=1), "platform-admin"),
+    ]
+    di = world(queues=[queue("vision", 16, 16), queue("nlp", 16, 16)], changes=cut, **common)
+    acts = [a for a in run_checks(di).actions if a.code == C.PROJECT_QUOTA_EXHAUSTED]
+    assert acts[0].title == "Restore project vision's quota to 32 and limit to 32 (cut by platform-admin)"
+    assert "sum to 48 of 32 GPUs in the cluster (over-committed by 16" in acts[0].impact
