@@ -25,10 +25,20 @@ from django_htmx.http import HttpResponseStopPolling
 
 from collectors.inventory import neighbour_change_times
 from collectors.models import Cluster, EntityVersion
-from incidents import lifecycle, problems, services
+from collectors.podstatus import pod_status
+from incidents import causes, lifecycle, problems, services
 from incidents.diagnosis_run import pick_run
 from incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
-from incidents.models import Alert, AuditEntry, Citation, Hypothesis, Incident, IncidentSubject, Observation
+from incidents.models import (
+    Alert,
+    AuditEntry,
+    Citation,
+    DiagnosisRun,
+    Hypothesis,
+    Incident,
+    IncidentSubject,
+    Observation,
+)
 from incidents.ordering import URGENCY_ORDER, with_impact
 from rcaweb import kinds
 from rcaweb.cursor import Cursor
@@ -101,6 +111,13 @@ class IncidentListRow:
     cluster = Via[Cluster | None]("incident")
     n_alerts = Via[int]("incident")
     owner = Via[str]("incident")
+    diagnosed_at = Via[datetime | None]("incident")
+    top: DiagnosisRun | None = None  # the diagnosis in force at the cursor (its top_code, top_statement)
+
+    @property
+    def top_name(self) -> str:
+        """The top hypothesis in force at the cursor, in words ("GPU missing"); "" when none was supported."""
+        return causes.name(self.top.top_code) if self.top is not None and self.top.top_code else ""
 
     def get_absolute_url(self) -> str:
         return self.incident.get_absolute_url()
@@ -109,9 +126,12 @@ class IncidentListRow:
 @require_GET
 def incident_list(request: RcaRequest) -> HttpResponse:
     form = IncidentFilterForm(request.GET)
+    ctx: dict[str, Any] = {"form": form, "page": None, "cause_names": sorted(causes.NAMES.items())}
     if not form.is_valid():
-        return render(request, "incidents/incident_list.html", {"form": form, "page": None}, status=400)
-    qs = form.filter(Incident.objects.select_related("cluster").annotate(n_alerts=Count("alerts")))
+        return render(request, "incidents/incident_list.html", ctx, status=400)
+    qs = form.filter(
+        Incident.objects.select_related("cluster").annotate(n_alerts=Count("alerts")), request.cursor.t
+    )
     now = timezone.now()
     # Unresolved first, then the order to work them in (incidents.ordering: severity, impact, age).
     ordered = with_impact(qs, request.cursor.t).order_by(
@@ -119,7 +139,17 @@ def incident_list(request: RcaRequest) -> HttpResponse:
     )
     page = Paginator(ordered, 50).get_page(form.cleaned_data.get("page") or 1)
     rows = [IncidentListRow(inc, inc.duration_at(now), inc.ended_at(now) is None) for inc in page]
-    return render(request, "incidents/incident_list.html", {"form": form, "page": page, "rows": rows})
+    # The run in force at t of each row (one query for the page): a past cursor shows what was known then.
+    in_force = {row.pk: getattr(row.incident, "run_at_t", None) for row in rows}  # IncidentFilterForm.filter's
+    runs = DiagnosisRun.objects.only("at", "top_code", "top_statement", "title").in_bulk(
+        [pk for pk in in_force.values() if pk]
+    )
+    for row in rows:
+        row.top = runs.get(in_force[row.pk] or 0)
+        if row.top is not None and row.top.title:
+            row.incident.title = row.top.title  # shown, never saved: the title as the run in force tells it
+    ctx.update(page=page, rows=rows)
+    return render(request, "incidents/incident_list.html", ctx)
 
 
 def _get_incident(pk: int) -> Incident:
@@ -258,6 +288,15 @@ def _detail_context(
         .filter(entity_id__in=[s.entity_id for s in shown])
         .only("entity_id", "phase", "deleted", "valid_from", "gpus", "kind")
     }
+    # A pod reads as the pod page and kubectl show it (CrashLoopBackOff, not its phase Running): its
+    # containers' state, read for the pods shown only.
+    pods = [s.entity_id for s in shown if s.entity.kind == "pod" and s.entity_id in versions]
+    if pods:
+        for entity_id, state in (
+            EntityVersion.objects.as_of(cursor.t).filter(entity_id__in=pods).values_list("entity_id", "state")
+        ):
+            version = versions[entity_id]
+            version.status = pod_status(state or {}, version.phase)
     ids = [s.entity_id for s in subjects] or [s.entity_id for s in shown]
     # The diagnosis the page shows is the one for the cursor (the latest made at or before t); older and
     # newer runs are listed with the moment each describes.
@@ -310,7 +349,8 @@ def related_groups(rows: list) -> list[RelatedGroup]:
         kind = link.entity.kind
         g = groups.setdefault(kind, RelatedGroup(kind, [], []))
         ok = HEALTHY.get(kind)
-        healthy = version is not None and (ok is None or (version.phase or "") in ok)
+        shown = getattr(version, "status", None) or (version.phase if version is not None else "")
+        healthy = version is not None and (ok is None or (shown or "") in ok)
         (g.healthy if healthy else g.problems).append((link, version))
     order = {"node": 0, "gpu": 1, "job": 2, "pod": 3, "queue": 4, "project": 5}
     return sorted(groups.values(), key=lambda g: (not g.problems, order.get(g.kind, 9)))

@@ -383,3 +383,32 @@ class RelatedIncidentFoldTest(IncidentPageTestCase):
         self.assertIn("project nlp ×12", held)
         self.assertIn("queue vision ×1", held)
         self.assertLess(held.index("project nlp"), held.index("queue vision"))  # the largest first
+
+
+class CrashLoopSubjectTests(BaseTestCase):
+    def test_a_crash_looping_pod_reads_as_on_its_own_page_not_as_its_phase(self) -> None:
+        """Kubernetes keeps a crash-looping pod in phase Running; the incident page says CrashLoopBackOff, as the
+        pod page and kubectl do (one pod, one story)."""
+        from collectors.inventory import Observed, record_states
+
+        small_world(self.cluster, T0, pending_job=False)
+        state = {
+            "phase": "Running",
+            "node": "h100-01",
+            "job": "serve",
+            "containers": [
+                {"name": "main", "ready": False, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+            ],
+        }
+        record_states(
+            self.cluster,
+            [Observed("pod", "serve-0", state, namespace="nlp", hot={"phase": "Running", "node": "h100-01"})],
+            T0 - timedelta(minutes=20),
+        )
+        body = alert("PodCrashLooping", {"cluster": "gpu-prod", "namespace": "nlp", "pod": "serve-0"}, T0)
+        ingest_alertmanager(payload([body]))
+        incident = group_alert(Alert.objects.get())
+        html = self.client.get(incident.get_absolute_url()).content.decode()
+        subjects = html[html.index('id="subjects"') :][:2000]
+        self.assertIn("CrashLoopBackOff", subjects)
+        self.assertNotIn(">Running<", subjects)
