@@ -22,6 +22,7 @@ from incidents.diagnosis.actions_workloads import (
     workload,
 )
 from incidents.diagnosis.quota import is_pending, project_allocated, units_held
+from incidents.diagnosis.scheduling_pass import starts_with_room
 from incidents.diagnosis.types import ActionDraft, DiagnosisInput, EntityState, Finding, Ref, gpus_of
 
 logger = logging.getLogger(__name__)
@@ -50,25 +51,8 @@ def propose(di: DiagnosisInput, ranked: list[Finding], top_n: int = TOP_N) -> li
 # Impact helpers
 #
 def _pending_that_fit_after(di: DiagnosisInput, gained: dict[str, int]) -> list[str]:
-    """Pending jobs that would fit if ``gained`` GPUs (per node) became free."""
-    names: list[str] = []
-    if not gained:
-        return names  # no node gains room: no job fits that did not before
-    for job in di.jobs:
-        if not is_pending(job):
-            continue
-        req = F.job_request(di, job)
-        if not F.could_gain(di, gained, req):
-            continue  # the nodes that gain room are not where it could go: the fit stays as it is
-        rows = F.node_fits(di, req)
-        before = F.fits(rows, req)
-        for r in rows:
-            if r.node in gained:
-                r.allocatable = min(r.allocatable + gained[r.node], max(r.capacity, r.nominal))
-                r.pods_fit = min(r.free // max(req.gpus_per_pod, 1), req.pods)
-        if not before and F.fits(rows, req):
-            names.append(job.ref.label)
-    return names
+    """Pending jobs that would start, in queue order, if ``gained`` GPUs (per node) became allocatable."""
+    return starts_with_room(di, gained)
 
 
 #

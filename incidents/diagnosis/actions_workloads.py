@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 
 from incidents.diagnosis import codes as C
-from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.scheduling_pass import starts_with_room
 from incidents.diagnosis.types import ActionDraft, DiagnosisInput, EntityState, Finding, Ref
 
 logger = logging.getLogger(__name__)
@@ -113,23 +112,8 @@ def idle(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
 
 
 def _pending_that_fit_after_release(di: DiagnosisInput, freed: dict[str, int]) -> list[str]:
-    names: list[str] = []
-    for job in di.jobs:
-        if not is_pending(job):
-            continue
-        req = F.job_request(di, job)
-        if not F.could_gain(di, freed, req):
-            continue  # the freed nodes are not where it could go (fit.could_gain)
-        rows = F.node_fits(di, req)
-        if F.fits(rows, req):
-            continue
-        for r in rows:
-            if r.node in freed:
-                r.allocated = max(r.allocated - freed[r.node], 0)
-                r.pods_fit = min(r.free // max(req.gpus_per_pod, 1), req.pods)
-        if F.fits(rows, req):
-            names.append(job.ref.label)
-    return names
+    """Pending jobs that would start, in queue order, if pods released ``freed`` GPUs (per node)."""
+    return starts_with_room(di, freed, freed=True)
 
 
 def over_requested(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:

@@ -388,6 +388,17 @@ def is_pending(job: EntityState) -> bool:
     )
 
 
+def order_key(di: DiagnosisInput, job: EntityState) -> tuple[int, int, str]:
+    """Where a waiting job stands in the cluster's order: queue priority, then priority class, then submission
+    (between queues of equal priority the scheduler weighs fair share; submission stands in for it here)."""
+    queue = job.get("queue") or job.get("project") or ""
+    return (
+        -_queue_priority(di, queue),
+        -_CLASS_RANK.get(job.get("priority_class") or "train", 0),
+        job.get("submitted") or "",
+    )
+
+
 def jobs_ahead(di: DiagnosisInput, job: EntityState) -> list[QueuedJob]:
     """Pending jobs the scheduler serves first: higher queue priority, then priority class, then FIFO."""
     mine_q = job.get("queue") or job.get("project") or ""

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import QueuedJob, jobs_ahead, quota_at
+from incidents.diagnosis.quota import QueuedJob, is_pending, jobs_ahead, order_key, quota_at
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 # Jobs ahead weighed in one pass: the first in order that could use the lifted room. A job behind more than
@@ -129,4 +129,51 @@ def pass_if_fixed(
     )
 
 
-__all__ = ["MAX_AHEAD", "PassResult", "Start", "pass_if_fixed", "place", "room_if", "whole_gpus"]
+def starts_with_room(di: DiagnosisInput, gained: dict[str, int], freed: bool = False) -> list[str]:
+    """The waiting jobs that would start, in the cluster's order, if ``gained`` GPUs per node became free (a GPU
+    repaired: more allocatable; ``freed``: pods released them), each taking its room: one 8-GPU node starts one
+    8-GPU job, not every job that would fit there alone. Only jobs that could use those nodes are weighed
+    (``fit.could_gain``); a job that fits already, or whose own quota holds it, takes nothing."""
+    if not gained:
+        return []
+    waiting = [j for j in di.jobs if is_pending(j)]
+    free: dict[str, int] | None = None
+    started: list[str] = []
+    for job in sorted(waiting, key=lambda j: order_key(di, j)):
+        req = F.job_request(di, job)
+        if req.pods == 0 or not whole_gpus(req) or not F.could_gain(di, gained, req):
+            continue
+        rows = F.node_fits(di, req)
+        if F.fits(rows, req):
+            continue  # it fits already: the room changes nothing for it
+        if free is None:  # node room is the same whoever asks: read once, with the gain
+            free = {}
+            for r in rows:
+                extra = gained.get(r.node, 0)
+                if freed:
+                    free[r.node] = max(r.allocatable - max(r.allocated - extra, 0), 0)
+                else:
+                    top = min(r.allocatable + extra, max(r.capacity, r.nominal))
+                    free[r.node] = max(top - r.allocated, 0)
+        held = quota_at(di, job, req, sum(free.values()))
+        if held is not None and held.holds:
+            continue
+        taken = place(rows, req, free, frozenset())
+        if not taken:
+            continue
+        for node, pods in taken.items():
+            free[node] -= pods * req.gpus_per_pod
+        started.append(job.ref.label)
+    return started
+
+
+__all__ = [
+    "MAX_AHEAD",
+    "PassResult",
+    "Start",
+    "pass_if_fixed",
+    "place",
+    "room_if",
+    "starts_with_room",
+    "whole_gpus",
+]

@@ -111,3 +111,22 @@ def test_a_pass_never_gives_out_more_than_the_room(free, ahead, pods, per_pod):
         assert result.starts == bool(place(rows, req, left, LIFT))
         if not jobs:
             assert result.starts == F.fits(rows, req, LIFT) and result.position == 1
+
+
+def test_room_given_back_starts_the_first_jobs_in_order_not_every_job_that_fits_alone():
+    """An action's impact ("pending jobs that would then start"): 8 GPUs back on h100-03 start one 8-GPU job, the
+    first in queue order, and a 4-GPU job still fits beside nothing; higher queue priority goes first."""
+    from incidents.diagnosis.scheduling_pass import starts_with_room
+
+    from .dx_world import queue
+
+    waiters = _waiters(4)
+    di = _full_cluster_with_a_gpu_missing(waiters, "w1")
+    di.nodes[2].state["allocatable"] = {"nvidia.com/gpu": 0}  # the device plugin withdrew all of h100-03
+    assert starts_with_room(di, {"h100-03": 8}) == ["research/w1"]
+    urgent = job("urgent", "prod", submitted=T0 + timedelta(hours=2))
+    di = _full_cluster_with_a_gpu_missing([*waiters, urgent], "w1")
+    di.nodes[2].state["allocatable"] = {"nvidia.com/gpu": 0}
+    di.queues = [queue("prod", 64, priority=100), queue("research", 64)]
+    assert starts_with_room(di, {"h100-03": 8}) == ["prod/urgent"]
+    assert starts_with_room(di, {}) == []
