@@ -8,7 +8,8 @@ from typing import Any
 from django import forms
 from django.db.models import QuerySet
 
-from incidents.models import Incident
+from incidents import causes
+from incidents.models import DiagnosisRun, Incident
 from rcaweb.cursor import CursorError, parse_t
 
 
@@ -37,11 +38,28 @@ class IncidentFilterForm(forms.Form):
     cause = forms.CharField(
         max_length=300,
         required=False,
-        help_text="one problem: the incidents whose current top cause is this shared fault (incidents.problems)",
+        help_text="the top hypothesis at the cursor: a diagnosis code or its name (gpu_missing, GPU missing, "
+        "quota)",
+        widget=forms.TextInput(attrs={"list": "cause-names"}),
     )
     since = UtcTimeField(required=False, help_text="onset at or after (UTC)")
     until = UtcTimeField(required=False, help_text="onset before (UTC)")
     page = forms.IntegerField(min_value=1, max_value=10_000, required=False)
+    cause_codes: tuple[str, ...] = ()  # what ``cause`` names, once clean (clean_cause)
+
+    def clean_cause(self) -> str:
+        """A problem's key (``code|kind/name``, the home page's links) as it is; otherwise a code or a name,
+        which must name at least one code (``self.cause_codes``)."""
+        value: str = self.cleaned_data.get("cause") or ""
+        self.cause_codes = ()
+        if value and "|" not in value:
+            self.cause_codes = tuple(causes.codes_for(value))
+            if not self.cause_codes:
+                raise forms.ValidationError(
+                    f"no diagnosis code or name matches {value!r}: try a code such as gpu_missing or its "
+                    "name, GPU missing"
+                )
+        return value
 
     def clean(self) -> dict[str, Any]:
         super().clean()
@@ -50,13 +68,20 @@ class IncidentFilterForm(forms.Form):
             raise forms.ValidationError("since must be before until")
         return data
 
-    def filter(self, qs: QuerySet[Incident]) -> QuerySet[Incident]:
+    def filter(self, qs: QuerySet[Incident], t: datetime) -> QuerySet[Incident]:
+        """The incidents that match, annotated with ``run_at_t`` (incidents.causes.run_in_force): the cause
+        filter reads the top hypothesis of the run in force at the cursor ``t``, as the list shows it."""
         d = self.cleaned_data
+        qs = qs.annotate(run_at_t=causes.run_in_force(t))
         if d.get("status") == "active":
             qs = qs.exclude(status="resolved")
         elif d.get("status"):
             qs = qs.filter(status=d["status"])
-        if d.get("cause"):
+        if self.cause_codes:
+            qs = qs.filter(
+                run_at_t__in=DiagnosisRun.objects.filter(top_code__in=self.cause_codes).values("pk")
+            )
+        elif d.get("cause"):
             qs = qs.filter(cause_key=d["cause"])
         if d.get("severity"):
             qs = qs.filter(severity=d["severity"])

@@ -139,8 +139,9 @@ def incident_list(request: RcaRequest) -> HttpResponse:
     )
     page = Paginator(ordered, 50).get_page(form.cleaned_data.get("page") or 1)
     rows = [IncidentListRow(inc, inc.duration_at(now), inc.ended_at(now) is None) for inc in page]
-    # The run in force at t of each row (one query for the page): a past cursor shows what was known then.
-    in_force = {row.pk: getattr(row.incident, "run_at_t", None) for row in rows}  # IncidentFilterForm.filter's
+    # The run in force at t of each row (IncidentFilterForm.filter's run_at_t; one query for the page): a past
+    # cursor shows what was known then.
+    in_force = {row.pk: getattr(row.incident, "run_at_t", None) for row in rows}
     runs = DiagnosisRun.objects.only("at", "top_code", "top_statement", "title").in_bulk(
         [pk for pk in in_force.values() if pk]
     )

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
 from collectors.inventory import Observed, record_states
 from collectors.models import Cluster
 from incidents.grouping import group_alert
 from incidents.intake import ingest_alertmanager
-from incidents.models import Alert, Incident
+from incidents.models import Alert, DiagnosisRun, Incident
 from tests.base import T0, BaseTestCase
 from tests.incidents.fixtures.alertmanager import alert, payload, small_world
 
@@ -87,3 +90,62 @@ class IncidentListTests(BaseTestCase):
             Incident.objects.create(title=f"x{i}", onset=T0, window_start=T0, cluster=self.cluster)
         with self.assertNumQueries(4):
             self.client.get("/incidents/")
+
+    def diagnose(self, title: str, code: str, at, *, run_title: str = "") -> Incident:  # type: ignore[no-untyped-def]
+        inc = Incident.objects.get(title=title)
+        DiagnosisRun.objects.create(incident=inc, at=at, made_at=at, top_code=code, title=run_title)
+        return inc
+
+    def test_it_filters_by_the_top_hypothesis_by_code_or_human_name(self) -> None:
+        self.diagnose("a100-01 not Ready", "gpu_missing", T0 + timedelta(hours=2))
+        self.diagnose("vision/resnet-train pending", "project_quota_exhausted", T0)
+        for query in (
+            "?cause=gpu_missing",
+            "?cause=GPU%20missing",
+            "?cause=gpu-missing",
+            "?cause=GPU+MISSING",
+        ):
+            with self.subTest(query):
+                self.assertEqual(self.titles(query), ["a100-01 not Ready"])
+        self.assertEqual(self.titles("?cause=quota"), ["vision/resnet-train pending"])
+        r = self.client.get("/incidents/?cause=no%20such%20thing")
+        self.assertEqual(r.status_code, 400)
+        self.assertIn("no diagnosis code or name matches", r.content.decode())
+
+    def test_it_renders_the_help_of_each_filter(self) -> None:
+        html = self.client.get("/incidents/").content.decode()
+        self.assertIn("a diagnosis code or its name", html)
+        self.assertIn('<option value="GPU missing">gpu_missing</option>', html)
+
+    def test_it_shows_the_top_hypothesis_in_force_at_the_cursor(self) -> None:
+        t1 = T0 + timedelta(hours=1)
+        inc = self.diagnose("vision/resnet-train pending", "gpu_capacity_shortage", T0)
+        DiagnosisRun.objects.create(incident=inc, at=t1, made_at=t1, top_code="project_quota_exhausted")
+        now = self.client.get("/incidents/").content.decode().partition("<tbody>")[2]  # not the datalist
+        self.assertIn("project quota exhausted", now)
+        self.assertNotIn("not enough free GPUs", now)
+        before = (
+            self.client.get("/incidents/?t=2026-11-29T03:30:00Z").content.decode().partition("<tbody>")[2]
+        )
+        self.assertIn("not enough free GPUs", before)
+        self.assertIn("/incidents/?cause=gpu_capacity_shortage&amp;t=2026-11-29T03%3A30%3A00Z", before)
+        # the filter reads the same run: at 03:30 the incident's top was the capacity shortage
+        self.assertEqual(self.titles("?cause=project_quota_exhausted&t=2026-11-29T03:30:00Z"), [])
+        self.assertEqual(len(self.titles("?cause=gpu_capacity_shortage&t=2026-11-29T03:30:00Z")), 1)
+        self.assertIn("not diagnosed yet", now)  # the other incident has no run
+
+    def test_its_query_count_with_top_hypotheses_is_the_same_at_two_sizes(self) -> None:
+        def diagnosed(n: int) -> None:
+            for i in range(n):
+                inc = Incident.objects.create(title=f"d{i}", onset=T0, window_start=T0, cluster=self.cluster)
+                DiagnosisRun.objects.create(incident=inc, at=T0, made_at=T0, top_code="gpu_missing")
+
+        diagnosed(2)
+        with CaptureQueriesContext(connection) as small:
+            self.client.get("/incidents/?cause=GPU%20missing")
+        diagnosed(60)
+        with CaptureQueriesContext(connection) as big:
+            r = self.client.get("/incidents/?cause=GPU%20missing")
+        self.assertEqual(len(r.context["rows"]), 50)
+        self.assertEqual(len(small.captured_queries), 5)
+        self.assertEqual(len(big.captured_queries), len(small.captured_queries))
