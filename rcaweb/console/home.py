@@ -218,16 +218,31 @@ def loose_alerts(t: datetime) -> list[Alert]:
 
 
 def pending_jobs(t: datetime, threshold: timedelta = PENDING_THRESHOLD) -> list[PendingJob]:
-    """GPU jobs pending at t for longer than ``threshold``, longest wait first, with their one-line reason."""
+    """GPU jobs pending at t for longer than ``threshold``, longest wait first, with their one-line reason.
+
+    A wait counts from the start of the job's current pending spell, not from its submission: a job that ran
+    and was preempted (or whose pods were recreated) waits again from when it stopped running. The spell starts
+    where the job's latest version in another phase before t ended (a correlated subquery: no query per job),
+    else at its submission.
+    """
+    not_pending = (
+        EntityVersion.objects.filter(entity_id=OuterRef("entity_id"), valid_from__lt=OuterRef("valid_from"))
+        .exclude(phase="Pending")
+        .order_by("-valid_from")
+        .values("valid_to")[:1]
+    )
     qs = (
         EntityVersion.objects.as_of(t)
         .filter(kind="job", phase="Pending", gpus__gt=0)
+        .annotate(spell_from=Subquery(not_pending))
         .select_related("entity", "entity__cluster")
         .order_by("valid_from")[:2000]
     )
     out: list[PendingJob] = []
     for v in qs:
-        since = parse_time(v.state.get("submitted")) or v.entity.first_seen
+        submitted = parse_time(v.state.get("submitted")) or v.entity.first_seen
+        spell_from: datetime | None = getattr(v, "spell_from", None)  # the annotation above
+        since = max(submitted, spell_from) if spell_from is not None else submitted
         waiting = t - since
         if waiting < threshold:
             continue

@@ -7,8 +7,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from collectors.inventory import Observed, record_states
 from collectors.models import Cluster, SourceRun
 from incidents.models import Alert, Hypothesis, Incident
+from rcaweb.console.home import pending_jobs
 from tests.collectors.factories import T0, PageTestCase, iso
 from tests.console.factories import build_fleet
 
@@ -177,3 +179,30 @@ class HomeTest(PageTestCase):
             html = self.html()
         assert "gpu-013" in self.panel(html, "panel-health")  # a NotReady node of the big cluster
         assert len(small) == len(large) <= 12, [q["sql"][:100] for q in large.captured_queries]
+
+    def test_it_counts_a_wait_from_the_start_of_the_current_pending_spell(self) -> None:
+        # Submitted at T0, ran from T0+1h, preempted at T0+3h: at T0+3h30m it has waited 30 min, not 3h30m.
+        submitted = iso(T0)
+
+        def job(phase: str) -> Observed:
+            state = {"phase": phase, "submitted": submitted, "scheduling": {"reason": "Unschedulable"}}
+            return Observed("job", "requeued", state, namespace="vision", hot={"phase": phase, "gpus": 8})
+
+        for at, phase in (
+            (T0, "Pending"),
+            (T0 + timedelta(hours=1), "Running"),
+            (T0 + timedelta(hours=3), "Pending"),
+        ):
+            record_states(self.cluster, [job(phase)], at)
+        (row,) = [
+            p
+            for p in pending_jobs(T0 + timedelta(hours=3, minutes=30))
+            if p.version.entity.name == "requeued"
+        ]
+        assert row.waiting == timedelta(minutes=30) and row.since == T0 + timedelta(hours=3)
+        assert row.waiting_label == "30m"
+        # Before it ran, its wait counts from its submission.
+        (first,) = [
+            p for p in pending_jobs(T0 + timedelta(minutes=50)) if p.version.entity.name == "requeued"
+        ]
+        assert first.waiting == timedelta(minutes=50)
