@@ -33,6 +33,7 @@ from collectors.sources.redact import redact_text, redact_value
 from incidents import inline, problems, titles
 from incidents.diagnosis import material
 from incidents.diagnosis.checks import Diagnosis, run_checks
+from incidents.diagnosis.quota import is_pending
 from incidents.diagnosis.types import (
     ActionDraft,
     Cite,
@@ -123,13 +124,26 @@ def diagnose_incident(
         last = DiagnosisRun.objects.filter(incident=incident).order_by("-at", "-id").first()
         new, old = _answer(result), _run_answer(last) if last is not None else None
         # Nothing supported where a cause was found is the symptom ending (the node is back, the job
-        # started), seen before its alert's resolution arrived: the last answer stands.
-        if last is not None and old is not None and (new == old or (not new[0] and old[0])):
+        # started), seen before its alert's resolution arrived: the last answer stands. Not while a subject
+        # job still waits at t: then the cause it was given has cleared and something else holds it, and a
+        # cleared fault must not stay "the cause".
+        ended = not new[0] and bool(old and old[0]) and not _still_waiting(di)
+        if last is not None and old is not None and (new == old or ended):
             DiagnosisRun.objects.filter(pk=last.pk).update(seen_until=t)
             return []
     saved = persist(incident, di, result, trigger=trigger or "manual")
     logger.info("incident %s diagnosed at %s: %s", incident_id, di.t, [h.code for h in saved])
     return saved
+
+
+def _still_waiting(di: DiagnosisInput) -> bool:
+    """Whether a subject job is still waiting at the input's moment (its symptom goes on)."""
+    for ref in di.subjects:
+        if ref.kind == "job":
+            job = di.find("job", ref.name, ref.namespace)
+            if job is not None and is_pending(job) and not any(p.get("node") for p in di.pods_of_job(job)):
+                return True
+    return False
 
 
 # A subject change that the alert outlives by SETTLE did not end the symptom.

@@ -307,3 +307,31 @@ def test_a_waiting_job_is_checked_again_when_nothing_of_its_own_moved(monkeypatc
     assert calls == []  # 25 min after the onset's moment: not yet
     diagnose.rediagnose_changed(t0 + timedelta(minutes=45), cluster.pk)
     assert calls == [(made["job"], t0 + timedelta(minutes=35))]  # as of now - SETTLE, the job's incident only
+
+
+@pytest.mark.django_db
+def test_a_cleared_fault_does_not_stay_the_cause_of_a_job_that_still_waits(monkeypatch) -> None:
+    """The job it blamed still waits, yet nothing supports the node any more (it is Ready again): that is news,
+    kept as a run of its own, not "the symptom ended" (which keeps the stale answer)."""
+    import incidents.diagnosis_run as diagnose
+    from incidents.diagnosis.checks import Diagnosis
+    from incidents.diagnosis.types import DiagnosisInput, EntityState, Ref
+
+    t0 = datetime(2026, 11, 29, 3, tzinfo=UTC)
+    incident = Incident.objects.create(title="train waits", onset=t0, window_start=t0)
+    DiagnosisRun.objects.create(
+        incident=incident, at=t0, made_at=t0, trigger="onset", top_code="gpu_node_unavailable", supported=1
+    )
+    waiting = EntityState("job", "train", "vision", state={"phase": "Pending"})
+    monkeypatch.setattr(
+        diagnose,
+        "load_incident_input",
+        lambda inc, t: DiagnosisInput(
+            t=t, onset=t0, cluster="", subjects=[Ref("job", "train", "vision")], jobs=[waiting]
+        ),
+    )
+    monkeypatch.setattr(diagnose, "run_checks", lambda di: Diagnosis())
+    later = t0 + timedelta(hours=3)
+    diagnose.diagnose_incident(incident.pk, later, trigger="recheck", only_if_changed=True)
+    runs = list(DiagnosisRun.objects.filter(incident=incident).order_by("at"))
+    assert [(r.at, r.top_code) for r in runs] == [(t0, "gpu_node_unavailable"), (later, "")]
