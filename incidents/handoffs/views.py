@@ -100,8 +100,9 @@ def incident_handoff_markdown(request: RcaRequest, pk: int) -> HttpResponse:
     latest = incident.handoffs.order_by("-created", "-id").first()
     edits = services.history([latest]).get(latest.pk, []) if latest else []
     links = export_links(request)
+    lead = markdown.leads([incident.pk], links.cursor.t)[incident.pk]
     return _markdown_response(
-        markdown.incident_markdown(incident, latest, edits, links.cursor.t, links),
+        markdown.incident_markdown(incident, latest, edits, links.cursor.t, links, lead),
         f"incident-{incident.pk}-handoff.md",
     )
 

@@ -13,6 +13,7 @@ from collectors.models import Entity
 from incidents.handoffs import services
 from incidents.models import (
     AuditEntry,
+    DiagnosisRun,
     HandoffNote,
     Hypothesis,
     Incident,
@@ -219,6 +220,45 @@ class HandoffTest(BaseTestCase):
         noteless = md.split("noteless", 1)[1]
         assert "_No handoff note yet._" in noteless and "###" not in noteless
 
+    def test_the_exports_carry_the_leading_hypothesis_and_first_action_without_a_note(self) -> None:
+        for url in (f"/incidents/{self.incident.pk}/handoff.md", "/handoffs.md?t=2026-11-29T05:00:00Z"):
+            md = self.client.get(url).content.decode()
+            assert "_No handoff note yet._" in md, url
+            assert (
+                "- Leading hypothesis: project quota exhausted (`project_quota_exhausted`, supported, "
+                "confidence 0.80): Quota 12 \\< 16 allocated + 8." in md
+            ), (url, md)
+            assert "- First action: Restore the vision quota to 16" in md, url
+            assert "&lt;" not in md, url
+
+    def test_the_exports_read_the_diagnosis_in_force_at_their_cursor(self) -> None:
+        t1 = T0 + timedelta(hours=1)
+        for at, code, title, command in (
+            (self.incident.onset, "gpu_capacity_shortage", "Wait <for> GPUs", ""),
+            (t1, "gpu_missing", "Drain h100-03", "kubectl drain h100-03 `x`"),
+        ):
+            run = DiagnosisRun.objects.create(incident=self.incident, at=at, made_at=at, top_code=code)
+            Hypothesis.objects.create(
+                incident=self.incident, run=run, code=code, statement="s.", status="supported", confidence=0.7
+            )
+            ProposedAction.objects.create(
+                incident=self.incident,
+                run=run,
+                title=title,
+                command=command,
+                impact="i",
+                verify="v",
+                rollback="r",
+            )
+        before = self.client.get("/handoffs.md?t=2026-11-29T03:50:00Z").content.decode()
+        assert (
+            "Leading hypothesis: not enough free GPUs" in before
+            and "First action: Wait \\<for\\> GPUs" in before
+        )
+        after = self.client.get("/handoffs.md?t=2026-11-29T04:10:00Z").content.decode()
+        assert "Leading hypothesis: GPU missing (`gpu_missing`" in after
+        assert "First action: Drain h100-03: `` kubectl drain h100-03 `x` ``" in after
+
     def test_the_settings_refuse_a_base_url_that_is_not_one(self) -> None:
         from django.core.exceptions import ImproperlyConfigured
 
@@ -274,11 +314,13 @@ class HandoffTest(BaseTestCase):
 
 
 # session + user (2), incidents open at t (1), their notes, hypotheses and subjects (3), note edits (1); the page
-# asks once more whether the user may write handoffs (1)
+# asks once more whether the user may write handoffs (1); the exports read instead the leading hypotheses and
+# first actions in force at t (2)
 HANDOFFS_QUERIES = 8
-HANDOFFS_MD_QUERIES = 7
-# session + user (2), the incident (1), its latest note and its edits (2), subjects and related count (2)
-HANDOFF_MD_QUERIES = 7
+HANDOFFS_MD_QUERIES = 9
+# session + user (2), the incident (1), its latest note and its edits (2), subjects and related count (2), its
+# leading hypothesis and first action (2)
+HANDOFF_MD_QUERIES = 9
 
 
 class HandoffQueryBudgetTest(BaseTestCase):
