@@ -21,7 +21,8 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 
 from collectors.models import Cluster, EntityVersion, KubeEvent
-from incidents.models import Hypothesis
+from incidents.diagnosis.codes import SCHEDULING_CODES
+from incidents.models import Hypothesis, IncidentSubject
 from rcaweb.console.common import fmt_minutes, parse_time, percentile
 from rcaweb.cursor import Cursor
 from rcaweb.via import Via
@@ -247,40 +248,73 @@ def compute(cursor: Cursor, cluster: Cluster | None = None, target: timedelta = 
 def _diagnosed(
     cursor: Cursor, scope: dict[str, Any]
 ) -> tuple[dict[str, Counter], dict[tuple[str, str], list[Hypothesis]]]:
-    """Supported hypothesis codes of incidents with onset in the window, per project of their subject (two queries)."""
+    """Allocation failures as diagnosed: the supported scheduling causes (``SCHEDULING_CODES``: a job could not
+    be placed; an idle or over-requested allocation is no failure to allocate) of incidents open at some point
+    in the window, per project (three queries).
+
+    The project is the hypothesis subject's (a project or queue by name, else a workload's project as of t);
+    a cause about a node or GPU, or about nothing, takes the project of the incident's own subject workload,
+    so a job waiting on a failed node counts for its project, not under "—".
+    """
     inc_scope = {"incident__cluster": scope["cluster"]} if scope else {}
     hyps = list(
         Hypothesis.objects.causes()
         .filter(
-            status="supported", incident__onset__gte=cursor.start, incident__onset__lte=cursor.t, **inc_scope
+            Q(incident__resolved_at__isnull=True) | Q(incident__resolved_at__gte=cursor.start),
+            status="supported",
+            code__in=SCHEDULING_CODES,
+            incident__onset__lte=cursor.t,
+            **inc_scope,
         )
         .select_related("incident", "subject", "subject__cluster")
         .order_by("incident_id", "rank")[:ROW_LIMIT]
     )
-    subject_ids = {h.subject_id for h in hyps if h.subject_id}
+    own: dict[int, list[tuple[int, str, str]]] = defaultdict(
+        list
+    )  # incident -> its subjects (id, kind, name)
+    if hyps:
+        for inc_id, ent_id, kind, name in IncidentSubject.objects.filter(
+            incident_id__in={h.incident_id for h in hyps}, role="subject"
+        ).values_list("incident_id", "entity_id", "entity__kind", "entity__name"):
+            own[inc_id].append((ent_id, kind, name))
+    entity_ids = {h.subject_id for h in hyps if h.subject_id} | {
+        e for rows in own.values() for e, _, _ in rows
+    }
     project_of: dict[int, str] = {}
-    if subject_ids:
+    if entity_ids:
         for row in (
-            EntityVersion.objects.filter(entity_id__in=subject_ids)
+            EntityVersion.objects.filter(entity_id__in=entity_ids)
             .filter(valid_from__lte=cursor.t)
             .order_by("valid_from")
             .values("entity_id", "project")
         ):
             if row["project"]:
                 project_of[row["entity_id"]] = row["project"]
+
+    def project_of_entity(ent_id: int, kind: str, name: str) -> str:
+        return name if kind in ("project", "queue") else project_of.get(ent_id, "")
+
     counts: dict[str, Counter] = defaultdict(Counter)
     listed: dict[tuple[str, str], list[Hypothesis]] = defaultdict(list)
     for h in hyps:
         subj = h.subject
-        if subj is None:
-            project = "—"
-        elif subj.kind in ("project", "queue"):
-            project = subj.name
-        else:
-            project = project_of.get(subj.pk, "—")
+        project = project_of_entity(subj.pk, subj.kind, subj.name) if subj is not None else ""
+        if not project:
+            project = next(
+                (
+                    p
+                    for e, k, n in sorted(own.get(h.incident_id, []), key=_workload_first)
+                    if (p := project_of_entity(e, k, n))
+                ),
+                "—",
+            )
         counts[project][h.code] += 1
         listed[(project, h.code)].append(h)
     return counts, listed
+
+
+def _workload_first(subject: tuple[int, str, str]) -> int:
+    return {"job": 0, "pod": 1, "project": 2, "queue": 3}.get(subject[1], 9)
 
 
 def _restarts_and_preemptions(

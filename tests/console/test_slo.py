@@ -173,6 +173,48 @@ class SloTest(BaseTestCase):
         assert got.sched_reasons["vision"]["NonPreemptibleOverQuota"] == 5
         assert got.sched_reasons["nlp"]["Unschedulable"] == 5  # f, g, h, late, old
 
+    def test_it_fills_diagnosed_from_scheduling_causes_of_incidents_open_in_the_window(self) -> None:
+        job, node = (
+            Entity.objects.get(kind="job", name="e"),
+            Entity.objects.create(
+                cluster=self.cluster, kind="node", name="h100-09", first_seen=T0, last_seen=T0
+            ),
+        )
+        # Opened before the window and still open; its cause is about a node: it counts for its job's project.
+        early = Incident.objects.create(
+            title="e waits", cluster=self.cluster, onset=T0 - timedelta(hours=2), window_start=T0
+        )
+        early.subjects.add(job)
+        for code, subject in (
+            ("gpu_node_unavailable", node),
+            ("over_requested", job),
+            ("idle_gpu_allocation", None),
+        ):
+            Hypothesis.objects.create(
+                incident=early, code=code, statement="s", status="supported", confidence=0.8, subject=subject
+            )
+        # Resolved before the window: not counted.
+        gone = Incident.objects.create(
+            title="old",
+            cluster=self.cluster,
+            onset=T0 - timedelta(hours=3),
+            window_start=T0,
+            status="resolved",
+            resolved_at=T0 - timedelta(minutes=1),
+        )
+        Hypothesis.objects.create(
+            incident=gone,
+            code="queue_priority",
+            statement="s",
+            status="supported",
+            confidence=0.8,
+            subject=job,
+        )
+        got = slo.compute(CURSOR)
+        assert got.diag_codes == {"vision": {"gpu_node_unavailable": 1}}
+        html = self.client.get(f"/slo/?{Q}").content.decode()
+        assert "<code>gpu_node_unavailable</code> 1" in html and "over_requested" not in html
+
     def test_it_counts_restarts_and_preemptions_per_project(self) -> None:
         c = self.cluster
         rec = inventory.record_states
