@@ -16,10 +16,22 @@ jobs ahead are not counted against whole-GPU room.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import QueuedJob, is_pending, jobs_ahead, order_key, quota_at
+from incidents.diagnosis.quota import (
+    _CLASS_RANK,
+    QueuedJob,
+    QuotaAt,
+    _queue_priority,
+    is_pending,
+    jobs_ahead,
+    order_key,
+    project_allocated,
+    quota_at,
+)
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 # Jobs ahead weighed in one pass: the first in order that could use the lifted room. A job behind more than
@@ -167,10 +179,314 @@ def starts_with_room(di: DiagnosisInput, gained: dict[str, int], freed: bool = F
     return started
 
 
+#
+# The cluster's pass: every waiting job in the scheduler's order
+#
+
+# Waiting jobs one cluster pass considers (a page's cost is bounded by it); later ones are "not reached".
+MAX_CONSIDERED = 400
+
+STARTS = "starts"
+NO_ROOM = "no room"
+QUOTA = "quota"
+HELD = "held"
+BLOCKED_FIFO = "behind its queue's head"  # Kueue StrictFIFO: a head that cannot be admitted blocks its queue
+NOT_REACHED = "not reached"
+
+
+@dataclass
+class Considered:
+    """One waiting job as the cluster's pass considers it, in order."""
+
+    job: EntityState
+    queue: str
+    project: str
+    order: int  # 1-based place in the cluster's order
+    queue_order: int  # 1-based place in its own queue
+    units: float  # GPU units it asks (a 0.5 share is 0.5)
+    outcome: str  # STARTS, NO_ROOM, QUOTA, HELD, BLOCKED_FIFO
+    nodes: dict[str, int] = field(default_factory=dict)  # where its pods go when it starts
+    usable: frozenset[str] = frozenset()  # nodes with no static blocker for it (the GPUs it competes for)
+    why: str = ""  # the quota reason, or what held it
+    whole: bool = True  # whole GPUs (shares and MIG are weighed by the fit rules alone, taking no room)
+
+    @property
+    def label(self) -> str:
+        return self.job.ref.label
+
+    @property
+    def units_words(self) -> str:
+        return f"{round(self.units, 4):g}"
+
+    @property
+    def nodes_words(self) -> str:
+        return ", ".join(f"{n} ×{p}" if p > 1 else n for n, p in self.nodes.items())
+
+
+@dataclass
+class ClusterPass:
+    """One scheduling pass over every waiting job of the cluster, in its order, each taking its room."""
+
+    rule: str  # the words of the order rule
+    considered: list[Considered]
+    waiting: int  # waiting jobs in all (the pass stops after MAX_CONSIDERED)
+    started_units: dict[tuple[str, str], float] = field(default_factory=dict)  # (project, queue) -> units
+
+    @property
+    def truncated(self) -> bool:
+        return self.waiting > len(self.considered)
+
+    @property
+    def starts(self) -> list[Considered]:
+        return [c for c in self.considered if c.outcome == STARTS]
+
+    def find(self, namespace: str, name: str) -> Considered | None:
+        for c in self.considered:
+            if c.job.name == name and c.job.namespace == namespace:
+                return c
+        return None
+
+
+def order_rule(di: DiagnosisInput) -> str:
+    """The rule that orders the cluster's waiting jobs, in the words the pages show."""
+    if di.scheduler == "kueue":
+        return (
+            "Kueue: each ClusterQueue by its queueing strategy (BestEffortFIFO unless the queue records "
+            "StrictFIFO: a head that cannot be admitted blocks the jobs behind it), within a queue by priority "
+            "class then creation time; across queues by queue priority, then priority class, then creation time"
+        )
+    if di.scheduler == "kai":
+        return (
+            "KAI: queue priority first, then fair share (the queue furthest below its quota goes first; over "
+            "quota, the least over it per over-quota weight), then the job's priority class, then its age; "
+            "each start is charged to its queue before the next choice"
+        )
+    return "Kubernetes: priority class, then creation time"
+
+
+def _job_queue(job: EntityState) -> str:
+    return job.get("queue") or job.get("project") or ""
+
+
+def _in_queue_key(job: EntityState) -> tuple[int, str, str, str]:
+    return (
+        -_CLASS_RANK.get(job.get("priority_class") or "train", 0),
+        job.get("submitted") or "",
+        job.namespace,
+        job.name,
+    )
+
+
+def _fair_share(di: DiagnosisInput, queue: str, used: float) -> float:
+    """KAI's fair-share standing of a queue: below its quota, the fraction used (lower first); over it, 1 plus
+    the excess per over-quota weight. A queue without quota ranks after every queue within one."""
+    q = di.find("queue", queue) or di.find("project", queue)
+    quota = _float(q.get("quota_gpus")) if q is not None else None
+    if quota is None or quota <= 0:
+        return 1.0 + used
+    if used < quota:
+        return used / quota
+    weight = _float(q.get("over_quota_weight") if q is not None else None) or 1.0
+    return 1.0 + (used - quota) / (quota * weight)
+
+
+def _float(value: object) -> float | None:
+    try:
+        n = float(value)  # type: ignore[arg-type]  # a state value: number, string or None
+    except (TypeError, ValueError):
+        return None
+    return n if math.isfinite(n) and n >= 0 else None
+
+
+def _strict_fifo(di: DiagnosisInput, queue: str) -> bool:
+    q = di.find("queue", queue)
+    return q is not None and str(q.get("queueing_strategy") or "") == "StrictFIFO"
+
+
+def cluster_pass(di: DiagnosisInput, limit: int = MAX_CONSIDERED) -> ClusterPass:
+    """Every waiting job in the cluster's order (``order_rule``), each gang placed whole in the room left by the
+    jobs before it or passed over, each charged to its queue and department so the next quota check counts it.
+
+    Held jobs (state ``held``, a what-if edit) are listed and take nothing. No preemption or reclaim is
+    weighed: the pass answers which waiting jobs the free room starts. Pure; call it inside ``di.indexed()``
+    on a large input."""
+    waiting = [j for j in di.jobs if is_pending(j)]
+    queues: dict[str, list[EntityState]] = {}
+    for j in sorted(waiting, key=_in_queue_key):
+        queues.setdefault(_job_queue(j), []).append(j)
+    in_queue = {id(j): i for jobs in queues.values() for i, j in enumerate(jobs, 1)}
+    used = {name: project_allocated(di, name, name) for name in queues}
+    started: dict[tuple[str, str], float] = {}
+    free: dict[str, int] = {}
+    heads = dict.fromkeys(queues, 0)
+    blocked: set[str] = set()
+    out: list[Considered] = []
+
+    def key(name: str) -> tuple[Any, ...]:
+        head = queues[name][heads[name]]
+        rank, submitted = _in_queue_key(head)[:2]
+        prio = -_queue_priority(di, name)
+        if di.scheduler == "kai":
+            return (prio, _fair_share(di, name, used[name]), rank, submitted)
+        if di.scheduler == "kueue":
+            return (prio, rank, submitted)
+        return (rank, submitted)
+
+    while len(out) < limit:
+        live = [n for n in queues if heads[n] < len(queues[n])]
+        if not live:
+            break
+        name = min(live, key=lambda n: (key(n), n))
+        job = queues[name][heads[name]]
+        heads[name] += 1
+        c = _consider(di, job, name, free, started, blocked=name in blocked)
+        c.order, c.queue_order = len(out) + 1, in_queue[id(job)]
+        if c.outcome == STARTS:
+            started[(c.project, name)] = started.get((c.project, name), 0.0) + c.units
+            used[name] += c.units
+        elif c.outcome in (NO_ROOM, QUOTA) and _strict_fifo(di, name):
+            blocked.add(name)
+        out.append(c)
+    return ClusterPass(rule=order_rule(di), considered=out, waiting=len(waiting), started_units=started)
+
+
+def _consider(
+    di: DiagnosisInput,
+    job: EntityState,
+    queue: str,
+    free: dict[str, int],
+    started: dict[tuple[str, str], float],
+    *,
+    blocked: bool,
+) -> Considered:
+    req = F.job_request(di, job)
+    project = job.get("project") or queue
+    c = Considered(job, queue, project, 0, 0, round(req.units, 4), NO_ROOM, whole=whole_gpus(req))
+    rows = F.node_fits(di, req)
+    c.usable = frozenset(r.node for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers))
+    for r in rows:
+        free.setdefault(r.node, r.free)
+    if job.get("held"):
+        c.outcome, c.why = HELD, "held (what-if)"
+        return c
+    if blocked:
+        c.outcome = BLOCKED_FIFO
+        return c
+    if req.pods == 0:
+        c.outcome, c.why = NO_ROOM, "nothing left to place"
+        return c
+    held = quota_at(di, job, req, sum(free.get(n, 0) for n in c.usable))
+    if held is not None:
+        _charge(held, started)
+        if held.holds:
+            c.outcome = QUOTA
+            dept = held.department
+            c.why = (
+                f"department {dept.name} at {dept.display['after']} of limit {dept.display['limit']}"
+                if dept is not None and dept.blocks and not held.blocks
+                else f"{held.reason}: {held.display['after']} of quota {held.display['quota']}, "
+                f"limit {held.display['limit']}"
+            )
+            return c
+    if not c.whole:
+        if F.fits(rows, req):  # shares and MIG: the fit rules at t, taking no whole-GPU room
+            c.outcome, c.nodes = STARTS, _fit_nodes(rows, req)
+        return c
+    taken = place(rows, req, free, frozenset())
+    if taken:
+        for node, pods in taken.items():
+            free[node] -= pods * req.gpus_per_pod
+        c.outcome, c.nodes = STARTS, taken
+    return c
+
+
+def _charge(held: QuotaAt, started: dict[tuple[str, str], float]) -> None:
+    """Add what this pass started before to the quota read at t (its project or queue, and its department)."""
+    held.allocated = round(
+        held.allocated + sum(u for (p, q), u in started.items() if p == held.project or q == held.queue), 4
+    )
+    dept = held.department
+    if dept is not None:
+        extra = sum(u for (p, q), u in started.items() if p in dept.projects or q in dept.projects)
+        dept.allocated = round(dept.allocated + extra, 4)
+
+
+def _fit_nodes(rows: list[F.NodeFit], req: F.Request) -> dict[str, int]:
+    out: dict[str, int] = {}
+    want = req.pods
+    for r in rows:
+        if r.fits and want > 0:
+            out[r.node] = min(r.pods_fit, want)
+            want -= out[r.node]
+    return out
+
+
+@dataclass
+class Position:
+    """Where a waiting job stands: in its queue and in the cluster's order, and the jobs ahead competing for the
+    GPUs it could use (``cluster_pass``)."""
+
+    rule: str
+    queue: str
+    in_queue: int
+    queue_size: int
+    in_cluster: int | None  # None: beyond the jobs the pass considers
+    waiting: int
+    me: Considered | None
+    competitors: list[Considered]  # ahead of it, able to use one of its nodes, in order
+    ahead: int  # jobs ahead in the cluster's order
+
+    @property
+    def starting_ahead(self) -> list[Considered]:
+        return [c for c in self.competitors if c.outcome == STARTS]
+
+
+def position(di: DiagnosisInput, job: EntityState, cp: ClusterPass | None = None) -> Position | None:
+    """The job's position, or None when it is not waiting."""
+    if not is_pending(job):
+        return None
+    cp = cp or cluster_pass(di)
+    queue = _job_queue(job)
+    mine = [j for j in di.jobs if is_pending(j) and _job_queue(j) == queue]
+    me = cp.find(job.namespace, job.name)
+    if me is None:
+        ahead_all = cp.considered
+        in_queue = 1 + sum(1 for j in mine if _in_queue_key(j) < _in_queue_key(job))
+    else:
+        ahead_all = cp.considered[: me.order - 1]
+        in_queue = me.queue_order
+    usable = me.usable if me is not None else frozenset()
+    competitors = [c for c in ahead_all if c.usable & usable and c.outcome != HELD]
+    return Position(
+        rule=cp.rule,
+        queue=queue,
+        in_queue=in_queue,
+        queue_size=len(mine),
+        in_cluster=me.order if me is not None else None,
+        waiting=cp.waiting,
+        me=me,
+        competitors=competitors,
+        ahead=len(ahead_all),
+    )
+
+
 __all__ = [
+    "BLOCKED_FIFO",
+    "HELD",
     "MAX_AHEAD",
+    "MAX_CONSIDERED",
+    "NOT_REACHED",
+    "NO_ROOM",
+    "QUOTA",
+    "STARTS",
+    "ClusterPass",
+    "Considered",
     "PassResult",
+    "Position",
     "Start",
+    "cluster_pass",
+    "order_rule",
+    "position",
     "pass_if_fixed",
     "place",
     "room_if",
