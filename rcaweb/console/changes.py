@@ -1,10 +1,11 @@
 """Every change in the window, across Kubernetes objects, scheduler policy/quota and external sources.
 
-The signal first: what people and their tools changed — policy and quota (queues, projects), nodes (cordon,
-taints, capacity), a job's spec (image, request, selector) and external changes (CI/CD, tickets) — one row
-each. The churn that a busy cluster makes on its own (pods starting and ending, jobs' status, GPU
-attribution) is summed up per kind, field and source with a count, first and last time; each of those rows
-opens its changes one by one (``show=all``).
+The signal first: what people and their pipelines changed — policy and quota (queues, projects), nodes
+(cordon, taints, capacity), a job's spec (image, request, selector) and external changes (CI/CD, tickets) —
+one row each. Who made a change decides (:func:`by_system`): what the kubelet, controllers, schedulers and
+operators wrote, and a node's own conditions, is the cluster's. That churn (pods starting and ending, jobs'
+status, GPU attribution, a recovering node's condition flips) is summed up per kind, field and source with a
+count, first and last time; each of those rows opens its changes one by one (``show=all``).
 """
 
 from __future__ import annotations
@@ -23,12 +24,50 @@ CHURN_ROWS = 40
 SIGNAL_KINDS = ("node", "queue", "project", "department")
 
 
+# Writers that are the cluster itself: the kubelet, controllers, schedulers, operators and exporters (the
+# managedFields manager or audit user of a change, collectors.mapping.common.actor), not a person or a pipeline.
+SYSTEM_ACTORS = (
+    "kubelet",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "cloud-controller-manager",
+    "node-problem-detector",
+    "cluster-autoscaler",
+    "kueue",
+    "kai-scheduler",
+    "dcgm-exporter",
+)
+SYSTEM_ACTOR_SUFFIXES = (
+    "-controller",
+    "-controller-manager",
+    "-operator",
+    "-scheduler",
+    "-exporter",
+    "-device-plugin",
+)
+# What a node reports about itself through its status (the kubelet's, whoever the source names as the last
+# writer): a condition or readiness flip is the node recovering or failing, never a change made on purpose.
+NODE_STATUS_FIELDS = ("ready", "conditions")
+
+
+def by_system() -> Q:
+    """Changes the cluster made by itself: written by a system actor (:data:`SYSTEM_ACTORS`, ``system:…``
+    users, controllers and operators by name), or a node's own status."""
+    q = Q(actor__in=SYSTEM_ACTORS) | Q(actor__startswith="system:")
+    for suffix in SYSTEM_ACTOR_SUFFIXES:
+        q |= Q(actor__endswith=suffix)
+    for key in NODE_STATUS_FIELDS:
+        q |= Q(kind="node") & (Q(field=key) | Q(field__startswith=f"{key}."))
+    return q
+
+
 def signal() -> Q:
-    """Changes someone made on purpose: policy, quota, nodes, a job's spec, external changes."""
+    """Changes people and pipelines made: to policy, quota, nodes or a job's spec, by anyone but the cluster
+    itself (:func:`by_system`), and external changes."""
     spec = Q()
     for key in sorted(JOB_SPEC_KEYS):
         spec |= Q(field=key) | Q(field__startswith=f"{key}.")
-    return Q(source="external") | Q(kind__in=SIGNAL_KINDS) | (Q(kind="job") & spec)
+    return Q(source="external") | ((Q(kind__in=SIGNAL_KINDS) | (Q(kind="job") & spec)) & ~by_system())
 
 
 def changes(cursor: Cursor, filters: dict[str, Any]) -> QuerySet[Change]:

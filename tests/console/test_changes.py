@@ -62,6 +62,38 @@ class ChangesTest(PageTestCase):
         pod_rows = self.rows(listed)
         assert pod_rows and all('<span class="kind">pod</span>' in r for r in pod_rows)
 
+    def test_it_tells_the_cluster_s_own_changes_from_people_and_pipelines(self) -> None:
+        node = self.story.entity("node", "h100-01")
+        at = T0 + timedelta(minutes=110)
+        for field, actor, old, new in (
+            ("conditions.Ready.status", "kubelet", "False", "True"),
+            ("conditions.Ready.reason", "node-ops", "KubeletNotReady", "KubeletReady"),  # a node's own status
+            ("ready", "", False, True),
+            ("allocatable.nvidia.com/gpu", "kubelet", 7, 8),
+            ("labels.nvidia.com/gpu.count", "gpu-feature-discovery-operator", 7, 8),
+            ("unschedulable", "system:serviceaccount:kube-system:cluster-autoscaler", False, True),
+            ("taints", "ops-bot", [], [{"key": "maintenance"}]),
+            ("unschedulable", "alice", True, False),
+        ):
+            Change.objects.create(
+                cluster=self.cluster,
+                entity=node,
+                kind="node",
+                time=at,
+                field=field,
+                old=old,
+                new=new,
+                actor=actor,
+            )
+        signal = Change.objects.filter(entity=node, time=at).filter(changes_q.signal())
+        assert sorted(signal.values_list("field", "actor")) == [
+            ("taints", "ops-bot"),
+            ("unschedulable", "alice"),
+        ]
+        rows = [r for r in self.rows(self.page().content.decode()) if "h100-01" in r]
+        assert rows and not any("conditions" in r or "kubelet" in r for r in rows), rows
+        assert "made by people and pipelines" in self.page().content.decode()
+
     def test_each_object_links_to_itself_at_the_time_of_its_change(self) -> None:
         html = self.page("project=vision&kind=project").content.decode()
         rows = self.rows(html)
