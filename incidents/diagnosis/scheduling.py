@@ -308,7 +308,7 @@ def blocker_findings(
     others = set(F.STATIC_BLOCKERS) - blockers
     if not alone:
         hit = [r for r in hit if not set(r.blockers) & others]
-    nodes = ", ".join(r.node for r in hit[:6]) + (f" and {len(hit) - 6} more" if len(hit) > 6 else "")
+    nodes = node_list(hit)
     detail = _detail(code, hit, req) if hit else ""
     if alone:
         statement = f"{ref.label} ({jf.need}) would fit if {detail} on {nodes} were fixed; it does not fit without them."
@@ -353,7 +353,7 @@ def served_first_finding(
 ) -> Finding:
     """The fault hides room the job could use, but its fix would start the jobs ahead first: not its cause."""
     ref, req = jf.ref, jf.req
-    nodes = ", ".join(r.node for r in hit[:6]) + (f" and {len(hit) - 6} more" if len(hit) > 6 else "")
+    nodes = node_list(hit)
     detail = _detail(code, hit, req)
     first = queued.before[0]
     more = f" and {len(queued.before) - 1} more job(s)" if len(queued.before) > 1 else ""
@@ -420,7 +420,7 @@ def pool_purpose_finding(di: DiagnosisInput, jf: JobFit, hit: list[F.NodeFit], p
     """Nodes kept for other work by a standing taint: context for the job's wait, never its cause."""
     ref = jf.ref
     pools = sorted({r.pool for r in hit if r.pool})
-    nodes = ", ".join(r.node for r in hit[:6]) + (f" and {len(hit) - 6} more" if len(hit) > 6 else "")
+    nodes = node_list(hit)
     taints = ", ".join(f"{t['key']}={t.get('value') or ''}:{t['effect']}" for t in _taints(hit))
     what = f"Pool {', '.join(pools)}" if pools else nodes
     return Finding(
@@ -436,6 +436,12 @@ def pool_purpose_finding(di: DiagnosisInput, jf: JobFit, hit: list[F.NodeFit], p
         why="the taint was in place long before the job waited, and the job has nodes of its own",
         facts={"nodes": [r.node for r in hit], "job": ref, "taints": _taints(hit), "standing_since": placed},
     )
+
+
+def node_list(rows: list[F.NodeFit], shown: int = 6) -> str:
+    """"h100-01, h100-02 and 3 more": the first ``shown`` nodes of the rows, then how many more."""
+    more = f" and {len(rows) - shown} more" if len(rows) > shown else ""
+    return ", ".join(r.node for r in rows[:shown]) + more
 
 
 def ordinal(n: int) -> str:
