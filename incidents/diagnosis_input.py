@@ -105,6 +105,14 @@ def load_job_input(
     return di, di.find("job", entity.name, entity.namespace)
 
 
+def load_cluster_input(cluster: Cluster, t: datetime) -> DiagnosisInput:
+    """The whole cluster as of t with no subject (the what-if page): every waiting job by the keys the
+    scheduling model reads of it (``snapshot.SLIM_JOB_KEYS``), the fleet's rows, the nodes' history."""
+    di = DiagnosisInput(t=t, onset=t, cluster=cluster.name, scheduler=cluster.scheduler)
+    _load_inventory(di, cluster, t, subject_entities=[], obs_by_key={})
+    return di
+
+
 def load_incident_input(
     incident: Incident, t: datetime | None = None, *, bounded: bool = True
 ) -> DiagnosisInput:

@@ -305,8 +305,21 @@ class Allocation:
     def delta(self) -> float:
         return round(self.after - self.before, 4)
 
-    def words(self, v: float | None) -> str:
-        return "∞" if v is None else f"{round(v, 4):g}"
+    @property
+    def display(self) -> dict[str, str]:
+        """The numbers as the pages write them: 16 (not 16.0), ∞ for no quota or limit, +8 for a delta."""
+        out = {
+            k: "∞" if v is None else f"{round(v, 4):g}"
+            for k, v in (
+                ("quota", self.quota),
+                ("limit", self.limit),
+                ("now", self.now),
+                ("before", self.before),
+                ("after", self.after),
+            )
+        }
+        out["delta"] = f"{self.delta:+g}"
+        return out
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from rcaweb.console import views
+from rcaweb.console import views, whatif
 
 app_name = "console"
 
@@ -14,5 +14,6 @@ urlpatterns = [
     path("slo/", views.slo_view, name="slo"),
     path("slo/jobs/", views.slo_jobs_view, name="slo_jobs"),
     path("changes/", views.changes_view, name="changes"),
+    path("c/<slug:cluster>/whatif/", whatif.whatif_view, name="whatif"),
     path("charts/<slug:cluster>/<str:kind>/<path:ident>/<str:name>/", views.chart_view, name="chart"),
 ]

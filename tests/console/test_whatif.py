@@ -1,0 +1,100 @@
+"""The what-if page /c/<cluster>/whatif/ (rcaweb.console.whatif): the state at t with the query string's edits,
+one scheduling pass before and after, never executed."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from tests.collectors.factories import PageTestCase, crowd_node, deepen_history, iso
+
+PATH = "/c/gpu-prod/whatif/"
+# session, user, cluster, the fleet's rows (nodes, GPUs, queues, projects, pods, jobs), departments, the
+# history, the changes and the events of the lookback: the same whatever the edits and the cluster's size.
+BUDGET = 16
+
+
+class WhatIfTest(PageTestCase):
+    def test_it_requires_login_lets_bob_read_and_swaps_only_the_page_for_htmx(self):
+        self.assert_page_basics(PATH, self.times["end"])
+
+    def test_without_edits_it_lists_every_waiting_job_in_the_clusters_order(self):
+        r = self.get(PATH, self.times["end"])
+        assert r.status_code == 200
+        order = [(c.job.ref.label, c.outcome) for c in r.context["wi"].after.considered]
+        # vision (16 held, quota 12, limit 24) and nlp (4 of 8): nlp is below its fair share, yet vision's queue
+        # priority (50) comes first
+        assert order == [("vision/vit-large", "no room"), ("nlp/bert-eval", "no room")]
+        html = r.content.decode()
+        assert "nothing here is executed" in html and "Add an edit to compare." in html
+        assert "KAI: queue priority first, then fair share" in html
+
+    def test_adding_a_node_starts_the_first_job_in_line_on_it(self):
+        r = self.get(PATH + "?add=h100-01:1", self.times["end"])
+        assert r.status_code == 200
+        changed = [
+            (row.namespace, row.name, row.change, [p.node for p in row.nodes]) for row in r.context["changed"]
+        ]
+        assert changed == [("vision", "vit-large", "starts", ["h100-01+1"])]
+        html = r.content.decode()
+        assert "add 1 node(s) like h100-01" in html and "h100-01+1</span> (added)" in html
+        vision = next(a for a in r.context["wi"].allocations if a.name == "vision")
+        assert (vision.before, vision.after) == (16.0, 24.0)
+
+    def test_holding_the_job_ahead_gives_the_room_to_the_next(self):
+        r = self.get(PATH + "?add=h100-01:1&hold=vision/vit-large", self.times["end"])
+        changed = {(row.name, row.change) for row in r.context["changed"]}
+        assert changed == {("bert-eval", "starts")}
+
+    def test_it_keeps_the_cursor_and_the_other_edits_in_its_links(self):
+        r = self.get(PATH + "?add=h100-01:1&hold=vision/vit-large", self.times["end"])
+        html = r.content.decode()
+        hrefs = re.findall(r'href="([^"]+)"', html.split('<main class="page">', 1)[1])
+        assert hrefs
+        for href in hrefs:
+            assert "t=2026-11-29T03%3A20%3A00Z" in href and "w=2h" in href, href
+        assert (
+            f'href="{PATH}?t=2026-11-29T03%3A20%3A00Z&amp;w=2h&amp;hold=vision%2Fvit-large"' in html
+        )  # drop add
+        assert '<input type="hidden" name="add" value="h100-01:1">' in html
+
+    def test_an_empty_field_of_its_form_is_no_edit(self):
+        r = self.get(PATH + "?quota=&cordon=&add=h100-01:1", self.times["end"])
+        assert r.status_code == 200 and len(r.context["wi"].edits) == 1
+
+    def test_it_answers_400_naming_a_bad_edit(self):
+        for query, words in (
+            ("quota=nobody:4", "quota=nobody:4: no queue, project or department nobody"),
+            ("quota=vision:-4", "quota=vision:-4: expected <name>:<gpus>"),
+            ("cordon=h100-99", "cordon=h100-99: no node h100-99"),
+            ("add=h100-01:1000000", "add=h100-01:1000000"),
+            ("request=nlp/bert-eval:0x8", "request=nlp/bert-eval:0x8: pods between 1"),
+            ("hold=nlp/nope", "hold=nlp/nope: no job nlp/nope"),
+            ("flavor=a100", "flavor: not an edit"),
+        ):
+            r = self.get(f"{PATH}?{query}", self.times["end"])
+            assert r.status_code == 400, query
+            assert words in r.content.decode(), (query, r.content)
+        assert self.get(f"{PATH}?t=yesterday").status_code == 400
+
+    def test_an_unknown_cluster_is_404(self):
+        assert self.get("/c/nowhere/whatif/", self.times["end"]).status_code == 404
+
+    def count(self, t) -> tuple[int, list[str]]:
+        with CaptureQueriesContext(connection) as ctx:
+            r = self.client.get(f"{PATH}?t={iso(t)}&w=2h&add=h100-01:2&uncordon=h100-04&quota=nlp:12")
+        assert r.status_code == 200
+        return len(ctx.captured_queries), [q["sql"][:160] for q in ctx.captured_queries]
+
+    def test_its_query_count_holds_as_the_cluster_grows(self):
+        small_t = self.times["end"]
+        n_small, sql_small = self.count(small_t)
+        deepen_history(self.cluster, small_t + timedelta(minutes=1), versions=20, step=timedelta(seconds=10))
+        big_t = small_t + timedelta(minutes=20)
+        crowd_node(self.cluster, "h100-02", 300, big_t - timedelta(minutes=1))
+        n_big, sql_big = self.count(big_t)
+        assert n_small <= BUDGET, (n_small, sql_small)
+        assert n_big == n_small, (n_small, n_big, sql_big)
