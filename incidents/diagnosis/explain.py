@@ -13,13 +13,16 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.quota import QueuedJob, QuotaAt, is_pending, jobs_ahead, quota_at, request_history
 from incidents.diagnosis.relevance import CAUSE
 from incidents.diagnosis.scheduling import repartition_candidates, scheduler_said, share_words
+from incidents.diagnosis.scheduling_pass import STARTS, Position, position
 from incidents.diagnosis.types import DiagnosisInput, EntityState, hhmm, iso
+from incidents.diagnosis.whatif import Edit, suggest_edit
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +58,10 @@ class JobExplanation:
     shares: dict[str, Any] | None = None
     # A MIG request: per node, the profile's instances advertised and free, and the repartition candidates.
     mig: dict[str, Any] | None = None
+    # A waiting job's place in its queue and in the cluster's order, with the jobs ahead competing for its GPUs
+    # (scheduling_pass.position), and the edit the what-if link is prefilled with (whatif.suggest_edit).
+    position: Position | None = None
+    whatif_edit: Edit | None = None
 
     @property
     def also_supported(self) -> list[str]:
@@ -74,6 +81,12 @@ class JobExplanation:
         else:
             what = f"{r.gpus_per_pod} GPU{'s' if r.gpus_per_pod != 1 else ''}"
         return f"{r.pods} pod(s) × {what}"
+
+    @property
+    def whatif_query(self) -> str:
+        """The query string of the what-if page prefilled with ``whatif_edit`` ("" without one)."""
+        e = self.whatif_edit
+        return urlencode({e.kind: e.value}) if e is not None else ""
 
     @property
     def nodes_that_fit(self) -> list[str]:
@@ -105,6 +118,23 @@ class JobExplanation:
             "containers": self.containers,
             "shares": self.shares,
             "mig": self.mig,
+            "position": None
+            if self.position is None
+            else {
+                "queue": self.position.queue,
+                "in_queue": self.position.in_queue,
+                "queue_size": self.position.queue_size,
+                "in_cluster": self.position.in_cluster,
+                "waiting": self.position.waiting,
+                "rule": self.position.rule,
+                "competitors": [
+                    {"job": c.label, "order": c.order, "outcome": c.outcome, "nodes": c.nodes}
+                    for c in self.position.competitors
+                ],
+            },
+            "whatif_edit": None
+            if self.whatif_edit is None
+            else [self.whatif_edit.kind, self.whatif_edit.value],
             "causes": self.causes,
             "ruled_out": self.ruled_out,
         }
@@ -160,6 +190,9 @@ def _explain(di: DiagnosisInput, job: EntityState) -> JobExplanation:
     if req.mig:
         ex.mig = mig_panel(di, req, rows)
     ex.containers = waiting_containers(di, job)
+    if ex.pending and not ex.placed:
+        ex.position = position(di, job)
+        ex.whatif_edit = suggest_edit(di, job, ex.position)
     parsed, _cite = scheduler_said(di, job)
     if parsed is not None and not ex.placed:
         ex.message = parsed.to_dict()
@@ -351,7 +384,9 @@ def _verdict(ex: JobExplanation) -> list[str]:
             f"Project {q.project}: {d['allocated']} allocated of quota {d['quota']}, {limit}; "
             f"the job needs {d['requested']} more ({q.reason}; {over})."
         )
-    if ex.ahead:
+    if ex.position is not None:
+        out.append(position_words(ex.position))
+    elif ex.ahead:
         out.append(f"{len(ex.ahead)} pending job(s) ahead in the scheduler's order, across queues.")
     if len(ex.history) > 1:
         before, after = ex.history[-2], ex.history[-1]
@@ -360,6 +395,38 @@ def _verdict(ex: JobExplanation) -> list[str]:
             f"{after['pods']}×{after['gpus_per_pod']} at {hhmm(after['from'])}."
         )
     return out
+
+
+def _nth(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def position_words(pos: Position) -> str:
+    """ "2nd of 3 waiting in queue vision, 3rd of 5 in the cluster's order; ahead for the same GPUs: vision/v1
+    (starts on h100-03), nlp/n1 (quota); in one pass at t it would not start (no room)." """
+    where = (
+        f"{_nth(pos.in_cluster)} of {pos.waiting} in the cluster's order"
+        if pos.in_cluster is not None
+        else f"beyond the first {pos.ahead} of {pos.waiting} in the cluster's order"
+    )
+    words = f"{_nth(pos.in_queue)} of {pos.queue_size} waiting in queue {pos.queue}, {where}"
+    if pos.competitors:
+        named = ", ".join(
+            f"{c.label} ({'starts on ' + c.nodes_words if c.outcome == STARTS else c.outcome})"
+            for c in pos.competitors[:5]
+        )
+        more = f" and {len(pos.competitors) - 5} more" if len(pos.competitors) > 5 else ""
+        words += f"; ahead of it for the same GPUs: {named}{more}"
+    else:
+        words += "; no job ahead competes for the GPUs it could use"
+    me = pos.me
+    if me is not None:
+        words += (
+            f"; one pass at t would start it on {me.nodes_words}"
+            if me.outcome == STARTS
+            else f"; one pass at t would not start it ({me.outcome}{': ' + me.why if me.why else ''})"
+        )
+    return words + "."
 
 
 def _share_verdict(sh: dict[str, Any]) -> str:

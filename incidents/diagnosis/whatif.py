@@ -31,7 +31,15 @@ from typing import Any
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.quota import ACTIVE_POD_PHASES, is_pending, pod_units, project_allocated, quota_at
-from incidents.diagnosis.scheduling_pass import QUOTA, STARTS, ClusterPass, Considered, Position, cluster_pass
+from incidents.diagnosis.scheduling_pass import (
+    NO_ROOM,
+    QUOTA,
+    STARTS,
+    ClusterPass,
+    Considered,
+    Position,
+    cluster_pass,
+)
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 KINDS = ("quota", "limit", "cordon", "uncordon", "add", "remove", "hold", "request")
@@ -456,15 +464,25 @@ def suggest_edit(di: DiagnosisInput, job: EntityState, pos: Position | None) -> 
     cordoned = [
         r
         for r in rows
-        if r.blockers and set(r.blockers) <= {F.CORDONED, F.INSUFFICIENT} and r.nominal >= req.gpus_per_pod
+        if F.CORDONED in r.blockers
+        and set(r.blockers) <= {F.CORDONED, F.INSUFFICIENT}
+        and r.free >= req.gpus_per_pod
     ]
     if cordoned:
         return Edit("uncordon", cordoned[0].node)
     shapes = [r for r in rows if r.node in me.usable and r.nominal >= max(req.gpus_per_pod, 1)]
     if shapes and req.gpus_per_pod > 0:
         best = max(shapes, key=lambda r: r.nominal)
-        per_node = max(best.nominal // req.gpus_per_pod, 1)
-        return Edit("add", best.node, number=min(-(-req.pods // per_node), MAX_ADD))
+        # enough new nodes for it and for the jobs ahead that wait for the same room and would take them first
+        need = 0
+        for c in [*pos.competitors, me]:
+            if c.outcome != NO_ROOM or best.node not in c.usable:
+                continue
+            other = F.job_request(di, c.job)
+            if other.gpus_per_pod == 0 or other.gpus_per_pod > best.nominal or not c.whole:
+                continue
+            need += -(-other.pods // (best.nominal // other.gpus_per_pod))
+        return Edit("add", best.node, number=min(max(need, 1), MAX_ADD))
     return None
 
 

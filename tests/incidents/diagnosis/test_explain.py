@@ -47,4 +47,8 @@ def test_its_jobs_ahead_are_the_schedulers_order_across_queues():
     )
     ex = explain_job(di, di.find("job", "train", "vision"))
     assert [(a.queue, a.why) for a in ex.ahead] == [("nlp", "higher queue priority")]
-    assert "1 pending job(s) ahead in the scheduler's order, across queues." in ex.verdict
+    assert (
+        "1st of 1 waiting in queue vision, 2nd of 2 in the cluster's order; ahead of it for the same GPUs: "
+        "nlp/first (starts on h100-01); one pass at t would not start it (no room)." in ex.verdict
+    )
+    assert ex.whatif_edit is not None and (ex.whatif_edit.kind, ex.whatif_edit.value) == ("hold", "nlp/first")
