@@ -304,6 +304,22 @@ def field_history(entity: Entity, fields: Sequence[str], limit: int = 50) -> lis
     return [readsql.change(r) for r in readsql.fetch(sql, [entity.pk, *fields, limit])]
 
 
+_VERSIONS_UNTIL = (
+    f"SELECT {readsql.EV_SELECT} FROM {readsql.EV} v WHERE v.entity_id = %s AND v.valid_from <= %s "
+    "ORDER BY v.valid_from DESC LIMIT %s"
+)
+
+
+def versions_until(entity: Entity, t: datetime, limit: int = 20) -> list[EntityVersion]:
+    """The entity's last ``limit`` versions started at or before t, newest first, tombstones included (one
+    query along the (entity, valid_from) index): the pod page's YAML diff and container state history."""
+    found = readsql.fetch(_VERSIONS_UNTIL, [entity.pk, readsql.db_time(t), limit])
+    out = [readsql.version(r) for r in found]
+    for v in out:
+        v.entity = entity
+    return out
+
+
 #
 # Collection errors
 #

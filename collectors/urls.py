@@ -16,6 +16,7 @@ urlpatterns = [
     path("c/<slug:cluster>/jobs/<str:namespace>/<str:name>/", views.job_detail, name="job"),
     path("c/<slug:cluster>/jobs/<str:namespace>/<str:name>/why/", views.job_why, name="job_why"),
     path("c/<slug:cluster>/pods/<str:namespace>/<str:name>/", views.pod_detail, name="pod"),
+    path("c/<slug:cluster>/pods/<str:namespace>/<str:name>/logs/", views.pod_logs, name="pod_logs"),
     path("c/<slug:cluster>/nodes/<str:name>/", views.node_detail, name="node"),
     path("c/<slug:cluster>/gpus/<str:name>/", views.gpu_detail, name="gpu"),
 ]

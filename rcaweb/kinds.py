@@ -39,7 +39,7 @@ class Kind:
     template: str  # the page's template (its inline partial ``body`` is the htmx fragment)
     namespaced: bool = False  # jobs and pods live in a namespace; the rest are cluster-scoped
     charts: tuple[Chart, ...] = ()  # loaded lazily by the page (partials/entity_charts.html), in this order
-    pages: tuple[str, ...] = ()  # other collectors:<name> pages of this kind (the job list, the why panel)
+    pages: tuple[str, ...] = ()  # other collectors:<name> pages of this kind (the job list, the why panel, logs)
     job_filter: str = ""  # the job list's query parameter that lists this object's jobs (?queue=train)
     event_kind: str = ""  # Kubernetes events' involvedObject.kind when its events are shown on pages
     external_changes: bool = True  # POST /api/v1/changes may name it as a target
@@ -119,6 +119,7 @@ KINDS: tuple[Kind, ...] = (
         "pod_detail",
         "collectors/pod_detail.html",
         namespaced=True,
+        pages=("pod_logs",),
         event_kind="Pod",
         fleet_read="hot",
         healthy_phases=frozenset({"Running", "Succeeded"}),

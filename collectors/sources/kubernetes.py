@@ -384,14 +384,19 @@ class KubeSource:
         container: str | None = None,
         previous: bool = False,
         tail_lines: int = 200,
+        timestamps: bool = False,
     ) -> str:
-        """The last ``tail_lines`` lines (at most 1 MiB) of a container's log, current or previous, redacted."""
+        """The last ``tail_lines`` lines (at most 1 MiB) of a container's log, current or previous, redacted;
+        with ``timestamps`` each line starts with the RFC 3339 time the kubelet read it (the pod page cuts a
+        past cursor's log there)."""
         call = f"log {namespace}/{name}{' previous' if previous else ''}"
         kw: dict[str, Any] = {"tail_lines": max(1, min(int(tail_lines), 5000)), "limit_bytes": 1024 * 1024}
         if container:
             kw["container"] = container
         if previous:
             kw["previous"] = True
+        if timestamps:
+            kw["timestamps"] = True
         resp = self._raw(call, self.core.read_namespaced_pod_log, name, namespace, **kw)
         try:
             text = resp.data.decode("utf-8", errors="replace")

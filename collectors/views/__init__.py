@@ -8,7 +8,7 @@ from __future__ import annotations
 from collectors.views.joblist import job_list
 from collectors.views.jobs import job_detail, job_why
 from collectors.views.nodes import gpu_detail, node_detail
-from collectors.views.pods import pod_detail
+from collectors.views.pods import pod_detail, pod_logs
 from collectors.views.policy import department_detail, project_detail, queue_detail
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "job_why",
     "node_detail",
     "pod_detail",
+    "pod_logs",
     "project_detail",
     "queue_detail",
 ]

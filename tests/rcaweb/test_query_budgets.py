@@ -21,7 +21,7 @@ from tests.collectors.factories import PageTestCase, crowd_node, deepen_history,
 BUDGETS = {
     "/c/gpu-prod/nodes/h100-01/": 6,  # + its GPUs and pods (one query)
     f"/c/gpu-prod/gpus/{gpu_uuid('h100-01', 0)}/": 7,  # + users in window, related ids
-    "/c/gpu-prod/pods/vision/resnet-train-0/": 8,  # + GPUs, events, related ids
+    "/c/gpu-prod/pods/vision/resnet-train-0/": 9,  # + GPUs, events, versions up to t, related ids
     "/c/gpu-prod/jobs/vision/resnet-train/": 9,  # + pods, events, request history, related ids
     "/c/gpu-prod/jobs/nlp/bert-eval/": 10,  # + its queue's waiting jobs (position); why-pending loads lazily
     "/c/gpu-prod/queues/nlp/": 10,  # + usage, jobs, their pods' trouble, policy changes, related ids
