@@ -27,6 +27,7 @@ from collectors.inventory import neighbour_change_times
 from collectors.models import Cluster, EntityVersion
 from collectors.podstatus import pod_status
 from incidents import causes, lifecycle, problems, services
+from incidents.diagnosis import codes
 from incidents.diagnosis_run import pick_run
 from incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
 from incidents.models import (
@@ -64,6 +65,10 @@ TIMELINE_SHOWN = 30  # rows in the first view; the rest are folded under "N more
 EVIDENCE_PAGE = 50
 RELATED_MAX = 500  # related entities read (one query); the page lists problems and counts the rest
 HEALTHY = {k.name: k.healthy_phases for k in kinds.KINDS if k.healthy_phases}  # rcaweb/kinds.py
+# Causes a container's own log, YAML and events explain: the answer links the pod's page (its troubleshooter) first.
+TROUBLESHOOT_CODES = frozenset(
+    {codes.CRASHLOOP_CONFIG_ERROR, codes.OOM_KILLED, codes.GPU_OOM, codes.IMAGE_PULL_ERROR}
+)
 RUNS_SHOWN = 50
 FRAGMENTS = {
     "collection-progress": "progress",
@@ -309,6 +314,7 @@ def _detail_context(
         )
     )
     runs = list(incident.diagnoses.order_by("at", "id")[:RUNS_SHOWN])
+    top = next((h for h in hypotheses if h.scope != "elsewhere" and h.status == "supported"), None)
     prev_change, next_change = neighbour_change_times(ids, cursor.t) if ids else (None, None)
     ctx.update(
         subjects=[(s, versions.get(s.entity_id)) for s in subjects],
@@ -318,7 +324,9 @@ def _detail_context(
         **_related_incidents(list(incident.related.order_by("-onset")[:RELATED_INCIDENTS_READ])),
         hypotheses=[h for h in hypotheses if h.scope != "elsewhere"],
         elsewhere=[h for h in hypotheses if h.scope == "elsewhere"],
-        top=next((h for h in hypotheses if h.scope != "elsewhere" and h.status == "supported"), None),
+        top=top,
+        troubleshoot_pod=troubleshoot_pod(top, subjects),
+        waiting_job=waiting_job(top, subjects),
         runs=runs,
         onset_run=runs[0] if runs else None,
         cursor_prev_change=prev_change,
@@ -327,6 +335,27 @@ def _detail_context(
         handoff_templates=["incidents/_handoff_panel.html", "incidents/_handoff_basic.html"],
     )
     return ctx
+
+
+def troubleshoot_pod(top: Hypothesis | None, subjects: list[IncidentSubject]) -> Any:
+    """The pod whose page answers a crash-loop, OOM or image-pull cause (its logs, YAML, events): the cause's own
+    subject when it is a pod, else the incident's first pod subject; None for other causes."""
+    if top is None or top.code not in TROUBLESHOOT_CODES:
+        return None
+    if top.subject is not None and top.subject.kind == "pod":
+        return top.subject
+    return next((s.entity for s in subjects if s.entity.kind == "pod"), None)
+
+
+def waiting_job(top: Hypothesis | None, subjects: list[IncidentSubject]) -> Any:
+    """The job whose place in line the answer links to (its why-pending panel: position, the jobs ahead, the
+    what-if page): the incident's first job subject when the answer is about scheduling, a fault that takes
+    GPUs away, or no cause found."""
+    if top is not None and top.code not in (*codes.SCHEDULING_CODES, *codes.HEALTH_CODES):
+        return None
+    if top is not None and top.subject is not None and top.subject.kind == "job":
+        return top.subject
+    return next((s.entity for s in subjects if s.entity.kind == "job" and s.role == "subject"), None)
 
 
 @dataclass

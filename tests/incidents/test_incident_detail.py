@@ -13,7 +13,7 @@ from collectors.models import KubeEvent
 from incidents.evidence import collect_evidence
 from incidents.grouping import group_alert
 from incidents.intake import ingest_alertmanager
-from incidents.models import Alert, AuditEntry, Citation, Hypothesis, Incident, Observation
+from incidents.models import Alert, AuditEntry, Citation, DiagnosisRun, Hypothesis, Incident, Observation
 from tests.base import T0, BaseTestCase
 from tests.incidents.fixtures.alertmanager import alert, payload, small_world
 
@@ -412,3 +412,40 @@ class CrashLoopSubjectTests(BaseTestCase):
         subjects = html[html.index('id="subjects"') :][:2000]
         self.assertIn("CrashLoopBackOff", subjects)
         self.assertNotIn(">Running<", subjects)
+
+    def test_a_crash_loop_answer_links_the_pod_troubleshooter_first(self) -> None:
+        from collectors.inventory import Observed, record_states
+        from collectors.models import Entity
+
+        small_world(self.cluster, T0, pending_job=False)
+        state = {
+            "phase": "Running",
+            "containers": [{"name": "main", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}],
+        }
+        record_states(
+            self.cluster,
+            [Observed("pod", "serve-0", state, namespace="nlp", hot={"phase": "Running"})],
+            T0 - timedelta(minutes=20),
+        )
+        body = alert("PodCrashLooping", {"cluster": "gpu-prod", "namespace": "nlp", "pod": "serve-0"}, T0)
+        ingest_alertmanager(payload([body]))
+        incident = group_alert(Alert.objects.get())
+        DiagnosisRun.objects.create(
+            incident=incident, at=incident.onset, made_at=incident.onset, top_code="crashloop_config_error"
+        )
+        h = Hypothesis.objects.create(
+            incident=incident,
+            code="crashloop_config_error",
+            status="supported",
+            confidence=0.8,
+            statement="main exits 1: FileNotFoundError",
+            subject=Entity.objects.get(kind="pod", name="serve-0"),
+        )
+        html = self.client.get(incident.get_absolute_url()).content.decode()
+        answer = html[html.index('id="answer"') :][:3000]
+        self.assertIn('href="/c/gpu-prod/pods/nlp/serve-0/?t=', answer)
+        self.assertIn('#pod-logs">Troubleshoot pod nlp/serve-0</a>', answer)
+        h.code = "gpu_capacity_shortage"
+        h.save()
+        html = self.client.get(incident.get_absolute_url()).content.decode()
+        self.assertNotIn("Troubleshoot pod", html)
