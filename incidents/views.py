@@ -326,6 +326,7 @@ def _detail_context(
         elsewhere=[h for h in hypotheses if h.scope == "elsewhere"],
         top=top,
         troubleshoot_pod=troubleshoot_pod(top, subjects),
+        waiting_job=waiting_job(top, subjects),
         runs=runs,
         onset_run=runs[0] if runs else None,
         cursor_prev_change=prev_change,
@@ -344,6 +345,17 @@ def troubleshoot_pod(top: Hypothesis | None, subjects: list[IncidentSubject]) ->
     if top.subject is not None and top.subject.kind == "pod":
         return top.subject
     return next((s.entity for s in subjects if s.entity.kind == "pod"), None)
+
+
+def waiting_job(top: Hypothesis | None, subjects: list[IncidentSubject]) -> Any:
+    """The job whose place in line the answer links to (its why-pending panel: position, the jobs ahead, the
+    what-if page): the incident's first job subject when the answer is about scheduling, a fault that takes
+    GPUs away, or no cause found."""
+    if top is not None and top.code not in (*codes.SCHEDULING_CODES, *codes.HEALTH_CODES):
+        return None
+    if top is not None and top.subject is not None and top.subject.kind == "job":
+        return top.subject
+    return next((s.entity for s in subjects if s.entity.kind == "job" and s.role == "subject"), None)
 
 
 @dataclass
