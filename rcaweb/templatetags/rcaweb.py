@@ -14,6 +14,7 @@ from typing import Protocol
 
 from django import template
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
+from django.utils import timezone
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
@@ -271,8 +272,12 @@ def cursor_bar_context(context: template.Context) -> dict:
     next_change = context.get("cursor_next_change")
     anchor = context.get("cursor_anchor")
     now_at = context.get("cursor_now_at")
+    now = timezone.now()
     return {
         "cursor": cur,
+        # a t after now is shown as asked, but flagged: nothing is known past now, and durations that run to
+        # t would be extrapolated
+        "future": format_duration(cur.t - now) if not cur.live and cur.t > now else "",
         "steps": steps,
         "now_url": cur.moved_to(now_at).link(here),
         "prev_url": cur.moved_to(prev_change).link(here) if prev_change else "",
