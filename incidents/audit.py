@@ -39,3 +39,59 @@ def record(
         before=before,
         after=after,
     )
+
+
+#
+# Sentences: the history tab and the audit log read entries as text, not as the stored JSON
+#
+_HANDOFF_FIELDS = {
+    "summary": "summary",
+    "checked": "hypotheses checked",
+    "missing": "evidence still missing",
+    "next_steps": "next steps",
+    "owner": "owner",
+}
+
+
+def _quote(value: Any, limit: int = 120) -> str:
+    text = " ".join(str(value).split())
+    return f"“{text if len(text) <= limit else text[: limit - 1].rstrip() + '…'}”"
+
+
+def _because(why: Any) -> str:
+    return f": {why}" if why else ""
+
+
+def sentence(entry: AuditEntry) -> str:
+    """What an entry changed, as one sentence ("Status changed from open to acknowledged.")."""
+    before: dict[str, Any] = entry.before if isinstance(entry.before, dict) else {}
+    after: dict[str, Any] = entry.after if isinstance(entry.after, dict) else {}
+    if entry.action == "incident.status":
+        old, new = before.get("status"), after.get("status")
+        if after.get("automatically"):
+            when = f" at {after['resolved_at']}" if after.get("resolved_at") else ""
+            return f"Resolved automatically{when}{_because(after.get('why'))}."
+        if after.get("reopened_by_alert"):
+            return f"Reopened (was {old}) when alert #{after['reopened_by_alert']} fired again{_because(after.get('why'))}."
+        return f"Status changed from {old} to {new}." if old else f"Status set to {new}."
+    if entry.action == "incident.owner":
+        old, new = before.get("owner") or "", after.get("owner") or ""
+        if not new:
+            return f"Owner {old} removed." if old else "Owner cleared."
+        return f"Owner changed from {old} to {new}." if old else f"Owner set to {new}."
+    if entry.action == "incident.all_clear":
+        if after.get("all_clear_since"):
+            return f"All clear since {after['all_clear_since']}, while {after.get('status')}{_because(after.get('why'))}."
+        return f"No longer all clear{_because(after.get('why'))}."
+    if entry.action == "handoff.create":
+        return (
+            f"Handoff note written: {_quote(after.get('summary', ''))}."
+            if after.get("summary")
+            else "Handoff note written."
+        )
+    if entry.action == "handoff.edit":
+        changed = [label for f, label in _HANDOFF_FIELDS.items() if before.get(f) != after.get(f)]
+        return "Handoff note edited: " + (", ".join(changed) or "no field") + " changed."
+    keys = sorted(set(before) | set(after))
+    parts = [f"{k} from {before.get(k)} to {after.get(k)}" for k in keys if before.get(k) != after.get(k)]
+    return f"{entry.action}: " + ("; ".join(parts) or "no change") + "."

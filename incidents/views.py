@@ -26,7 +26,7 @@ from django_htmx.http import HttpResponseStopPolling
 from collectors.inventory import neighbour_change_times
 from collectors.models import Cluster, EntityVersion
 from collectors.podstatus import pod_status
-from incidents import causes, lifecycle, problems, services
+from incidents import audit, causes, lifecycle, problems, services
 from incidents.diagnosis import codes
 from incidents.diagnosis_run import pick_run
 from incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
@@ -595,6 +595,7 @@ def incident_history(request: RcaRequest, pk: int) -> HttpResponse:
         "cursor_anchor": ("incident start", incident.onset),
         "cursor_now_at": now_at(incident),
         "page": page,
+        "rows": [(e, audit.sentence(e)) for e in page],  # each entry as a sentence, not its stored JSON
     }
     return render(request, "incidents/incident_history.html", ctx)
 
