@@ -92,6 +92,13 @@ def _started(job: SimJob) -> datetime:
     return job.started_at or job.admitted_at or job.submit_at
 
 
+def _newest_first(world: World, job: SimJob) -> tuple[float, int]:
+    """Sort key putting the most recently created job first: KAI takes victims of a queue in reverse job order
+    (lowest priority, then newest PodGroup). A job keeps its PodGroup through restarts, so its age is its
+    submission; jobs submitted together were created in the scenario's order."""
+    return (-job.submit_at.timestamp(), -world.creation_order.get(job.name, 0))
+
+
 #
 # KAI
 #
@@ -159,14 +166,13 @@ def kai_victims(
             key=lambda j: (
                 world.projects[j.project].priority,
                 -_overage(world, proj.name, j.project, alloc),
-                -_started(j).timestamp(),
-                j.name,
+                *_newest_first(world, j),
             )
         )
         cands += [("reclaim", j) for j in others]
     if job.priority_class == "inference":
         same = [j for j in bound if j.project == proj.name and j.priority_class == "train"]
-        same.sort(key=lambda j: (-_started(j).timestamp(), j.name))
+        same.sort(key=lambda j: _newest_first(world, j))
         cands += [("preempt", j) for j in same]
     chosen: list[tuple[str, SimJob]] = []
     tentative = dict(alloc)

@@ -56,6 +56,9 @@ class World:
         self._pool_width: dict[str, int] = {}
         self._pools: dict[str, NodePoolSpec] = {p.name: p for p in scenario.cluster.nodepools}
         self._job_specs: dict[str, JobSpec] = {j.name: j for j in scenario.jobs}
+        # The order the scenario lists its jobs: which of two jobs submitted at one moment was created first
+        # (KAI's job age, which picks among equally valid victims).
+        self.creation_order: dict[str, int] = {j.name: i for i, j in enumerate(scenario.jobs)}
         self._pending_events: list[EventSpec] = list(scenario.events)
         self._arrivals = sorted(scenario.jobs, key=lambda j: (j.submit_s, j.name))
         self._event_index: dict[tuple[str, str, str, str], SimEvent] = {}
