@@ -218,6 +218,27 @@ def now_at(incident: Incident) -> datetime:
     return end if end is not None else timezone.now().replace(microsecond=0)
 
 
+ORDER_OF_STATUS = {s: i for i, (s, _) in enumerate(Incident.STATUSES)}
+
+
+def status_buttons(status: str) -> list[tuple[str, str]]:
+    """(new status, label) of each button the status panel offers: exactly the moves
+    ``services.allowed_transitions`` allows from ``status``, named for what they do from there. "Reopen" is for
+    a resolved incident only; a held one goes "back to open"; an open one is acknowledged by its own button."""
+    out = []
+    for new in services.allowed_transitions(status):
+        if new == "acknowledged" and status == "open":
+            continue  # the Acknowledge button: it also takes the incident (owner)
+        if new == "open":
+            label = "Reopen" if status == "resolved" else "Back to open"
+        elif ORDER_OF_STATUS.get(new, 0) < ORDER_OF_STATUS.get(status, 0):
+            label = f"Back to {new}"
+        else:
+            label = f"Mark {new}"
+        out.append((new, label))
+    return out
+
+
 def _status_context(request: RcaRequest, incident: Incident, cursor: Cursor) -> dict[str, Any]:
     # Duration is onset → resolution, or → the present: never → the cursor (which defaults to the onset).
     now = timezone.now()
@@ -226,7 +247,7 @@ def _status_context(request: RcaRequest, incident: Incident, cursor: Cursor) -> 
         "cursor": cursor,
         "cursor_anchor": ("incident start", incident.onset),
         "cursor_now_at": now_at(incident),
-        "transitions": services.allowed_transitions(incident.status),
+        "status_buttons": status_buttons(incident.status),
         "responder": can_respond(request.user),
         # A resolved incident lasted onset → resolution, whatever the clock says (a scenario's simulated
         # time may run ahead of this server's).

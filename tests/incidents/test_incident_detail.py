@@ -14,6 +14,7 @@ from incidents.evidence import collect_evidence
 from incidents.grouping import group_alert
 from incidents.intake import ingest_alertmanager
 from incidents.models import Alert, AuditEntry, Citation, DiagnosisRun, Hypothesis, Incident, Observation
+from incidents.services import allowed_transitions
 from tests.base import T0, BaseTestCase
 from tests.incidents.fixtures.alertmanager import alert, payload, small_world
 
@@ -143,6 +144,50 @@ class IncidentDetailTests(IncidentPageTestCase):
         html = self.login_as(self.bob).get(self.url).content.decode()
         self.assertNotIn('name="status"', html)
         self.assertNotIn('name="ack"', html)
+
+    def test_its_status_buttons_match_the_status(self) -> None:
+        for status, want in (
+            (
+                "open",
+                [
+                    ("investigating", "Mark investigating"),
+                    ("mitigated", "Mark mitigated"),
+                    ("resolved", "Mark resolved"),
+                ],
+            ),
+            (
+                "acknowledged",
+                [
+                    ("investigating", "Mark investigating"),
+                    ("mitigated", "Mark mitigated"),
+                    ("resolved", "Mark resolved"),
+                    ("open", "Back to open"),
+                ],
+            ),
+            (
+                "mitigated",
+                [
+                    ("investigating", "Back to investigating"),
+                    ("resolved", "Mark resolved"),
+                    ("open", "Back to open"),
+                ],
+            ),
+            ("resolved", [("open", "Reopen")]),
+        ):
+            with self.subTest(status):
+                Incident.objects.filter(pk=self.incident.pk).update(status=status)
+                html = self.client.get(self.url).content.decode()
+                got = re.findall(
+                    r'<button class="btn[^"]*" type="submit" name="status" value="([a-z]+)">([^<]+)</button>',
+                    html,
+                )
+                self.assertEqual(got, want)
+                allowed = [
+                    s for s in allowed_transitions(status) if not (status == "open" and s == "acknowledged")
+                ]
+                self.assertEqual([s for s, _ in got], allowed)
+                self.assertEqual("Reopen" in html, status == "resolved")
+                self.assertEqual('name="ack"' in html, status == "open")
 
     def test_it_forbids_viewers_to_post(self) -> None:
         r = self.login_as(self.bob).post(self.url, {"status": "resolved"})
