@@ -192,6 +192,7 @@ QUOTA = "quota"
 HELD = "held"
 BLOCKED_FIFO = "behind its queue's head"  # Kueue StrictFIFO: a head that cannot be admitted blocks its queue
 NOT_REACHED = "not reached"
+PLACED = "placed"  # every pod is bound already: it waits on its containers, not on the scheduler
 
 
 @dataclass
@@ -204,7 +205,7 @@ class Considered:
     order: int  # 1-based place in the cluster's order
     queue_order: int  # 1-based place in its own queue
     units: float  # GPU units it asks (a 0.5 share is 0.5)
-    outcome: str  # STARTS, NO_ROOM, QUOTA, HELD, BLOCKED_FIFO
+    outcome: str  # STARTS, NO_ROOM, QUOTA, HELD, BLOCKED_FIFO, PLACED
     nodes: dict[str, int] = field(default_factory=dict)  # where its pods go when it starts
     usable: frozenset[str] = frozenset()  # nodes with no static blocker for it (the GPUs it competes for)
     why: str = ""  # the quota reason, or what held it
@@ -367,13 +368,13 @@ def _consider(
     for r in rows:
         free.setdefault(r.node, r.free)
     if job.get("held"):
-        c.outcome, c.why = HELD, "held (what-if)"
+        c.outcome, c.why = HELD, "what-if edit"
         return c
     if blocked:
         c.outcome = BLOCKED_FIFO
         return c
     if req.pods == 0:
-        c.outcome, c.why = NO_ROOM, "nothing left to place"
+        c.outcome, c.why = PLACED, "its pods are bound"
         return c
     held = quota_at(di, job, req, sum(free.get(n, 0) for n in c.usable))
     if held is not None:
@@ -456,7 +457,7 @@ def position(di: DiagnosisInput, job: EntityState, cp: ClusterPass | None = None
         ahead_all = cp.considered[: me.order - 1]
         in_queue = me.queue_order
     usable = me.usable if me is not None else frozenset()
-    competitors = [c for c in ahead_all if c.usable & usable and c.outcome != HELD]
+    competitors = [c for c in ahead_all if c.usable & usable and c.outcome not in (HELD, PLACED)]
     return Position(
         rule=cp.rule,
         queue=queue,
@@ -477,6 +478,7 @@ __all__ = [
     "MAX_CONSIDERED",
     "NOT_REACHED",
     "NO_ROOM",
+    "PLACED",
     "QUOTA",
     "STARTS",
     "ClusterPass",

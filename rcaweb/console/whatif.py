@@ -121,7 +121,7 @@ def whatif_view(request: RcaRequest, cluster: str) -> HttpResponse:
         "t": request.cursor.t,
         "wi": wi,
         "changed": [r for r in rows if r.change != "same"],
-        "order": rows[:MAX_ORDER_ROWS],
+        "order": sorted(rows, key=lambda r: r.order_after or len(rows) + 1)[:MAX_ORDER_ROWS],
         "kinds": KINDS,
         "edits": [(e, whatif_url(c.name, request.cursor, [x for x in edits if x != e])) for e in edits],
         "clear_url": whatif_url(c.name, request.cursor, []),

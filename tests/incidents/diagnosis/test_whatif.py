@@ -168,3 +168,30 @@ def test_the_suggested_edit_is_the_quota_a_held_job_lacks_or_the_job_ahead_that_
         v2 = di.find("job", "v2", "vision")
         edit = suggest_edit(di, v2, SP.position(di, v2))
         assert edit is not None and (edit.kind, edit.value) == ("hold", "vision/v1")
+
+
+def test_a_waiting_job_whose_pods_are_all_bound_is_placed_and_competes_for_nothing():
+    di = _busy()
+    di.jobs.append(job("v3", "vision", submitted=T0 - timedelta(minutes=5)))
+    di.pods.append(pod("v3-0", "v3", "vision", node_name="h100-03", phase="Pending"))
+    with di.indexed():
+        cp = SP.cluster_pass(di)
+        v3 = cp.find("vision", "v3")
+        assert v3 is not None and (v3.outcome, v3.why) == ("placed", "its pods are bound")
+        pos = SP.position(di, di.find("job", "v2", "vision"))
+    assert pos is not None and "vision/v3" not in [c.label for c in pos.competitors]
+
+
+def test_kueue_strict_fifo_stops_a_queue_at_a_head_that_cannot_start():
+    di = _busy()
+    di.scheduler = "kueue"
+    di.jobs.append(job("v9", "vision", gpus_per_pod=16, submitted=T0 - timedelta(minutes=5)))
+    with di.indexed():
+        best_effort = _outcomes(SP.cluster_pass(di))
+    assert best_effort["vision/v9"][0] == "no room" and best_effort["vision/v1"][0] == "starts"
+    vision = di.find("queue", "vision")
+    vision.state["queueing_strategy"] = "StrictFIFO"
+    with di.indexed():
+        strict = _outcomes(SP.cluster_pass(di))
+    assert strict["vision/v9"][0] == "no room"
+    assert strict["vision/v1"][0] == strict["vision/v2"][0] == "behind its queue's head"
