@@ -47,7 +47,7 @@ SYSTEM_ACTOR_SUFFIXES = (
 )
 # What a node reports about itself through its status (the kubelet's, whoever the source names as the last
 # writer): a condition or readiness flip is the node recovering or failing, never a change made on purpose.
-NODE_STATUS_FIELDS = ("ready", "conditions")
+NODE_STATUS_FIELDS = ("ready", "ready_reason", "conditions")
 
 
 def by_system() -> Q:

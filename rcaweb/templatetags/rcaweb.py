@@ -277,7 +277,11 @@ def cursor_bar_context(context: template.Context) -> dict:
         "cursor": cur,
         # a t after now is shown as asked, but flagged: nothing is known past now, and durations that run to
         # t would be extrapolated
-        "future": format_duration(cur.t - now) if not cur.live and cur.t > now else "",
+        "future": format_duration(
+            max(timedelta(minutes=1), (cur.t - now) // timedelta(minutes=1) * timedelta(minutes=1))
+        )
+        if not cur.live and cur.t > now
+        else "",
         "steps": steps,
         "now_url": cur.moved_to(now_at).link(here),
         "prev_url": cur.moved_to(prev_change).link(here) if prev_change else "",

@@ -69,6 +69,7 @@ class ChangesTest(PageTestCase):
             ("conditions.Ready.status", "kubelet", "False", "True"),
             ("conditions.Ready.reason", "node-ops", "KubeletNotReady", "KubeletReady"),  # a node's own status
             ("ready", "", False, True),
+            ("ready_reason", "node-ops", "NodeStatusUnknown", "KubeletReady"),
             ("allocatable.nvidia.com/gpu", "kubelet", 7, 8),
             ("labels.nvidia.com/gpu.count", "gpu-feature-discovery-operator", 7, 8),
             ("unschedulable", "system:serviceaccount:kube-system:cluster-autoscaler", False, True),
