@@ -76,10 +76,13 @@ def place(
     fit). Rows with a static blocker that is not lifted take nothing; CPU, memory and MIG limits still apply."""
     placed: dict[str, int] = {}
     want = req.pods
+    per = req.gpus_per_pod
     for row in rows:
+        if free.get(row.node, 0) < per:
+            continue  # no room for one pod: nothing else about the node matters (most rows of a busy cluster)
         if any(b in F.STATIC_BLOCKERS and b not in lifted for b in row.blockers):
             continue
-        here = min(free.get(row.node, 0) // req.gpus_per_pod, want)
+        here = min(free.get(row.node, 0) // per, want)
         res = row.resource_pods(lifted)
         if res is not None:
             here = min(here, res)
@@ -319,6 +322,10 @@ def cluster_pass(di: DiagnosisInput, limit: int = MAX_CONSIDERED) -> ClusterPass
     used = {name: project_allocated(di, name, name) for name in queues}
     started: dict[tuple[str, str], float] = {}
     free: dict[str, int] = {}
+    # The fit rows of one request shape, built once: what a whole-GPU gang's placement reads of them (static
+    # blockers, CPU/memory/MIG per pod) does not depend on how many pods it has, nor on whose it is, and the
+    # room comes from ``free``. 400 waiting jobs over 200 nodes were 80,000 node fits, 5 s.
+    shapes: dict[tuple[Any, ...], tuple[list[F.NodeFit], list[F.NodeFit], frozenset[str]]] = {}
     heads = dict.fromkeys(queues, 0)
     blocked: set[str] = set()
     out: list[Considered] = []
@@ -340,7 +347,7 @@ def cluster_pass(di: DiagnosisInput, limit: int = MAX_CONSIDERED) -> ClusterPass
         name = min(live, key=lambda n: (key(n), n))
         job = queues[name][heads[name]]
         heads[name] += 1
-        c = _consider(di, job, name, free, started, blocked=name in blocked)
+        c = _consider(di, job, name, free, started, shapes, blocked=name in blocked)
         c.order, c.queue_order = len(out) + 1, in_queue[id(job)]
         if c.outcome == STARTS:
             started[(c.project, name)] = started.get((c.project, name), 0.0) + c.units
@@ -357,16 +364,21 @@ def _consider(
     queue: str,
     free: dict[str, int],
     started: dict[tuple[str, str], float],
+    shapes: dict[tuple[Any, ...], tuple[list[F.NodeFit], list[F.NodeFit], frozenset[str]]],
     *,
     blocked: bool,
 ) -> Considered:
     req = F.job_request(di, job)
     project = job.get("project") or queue
     c = Considered(job, queue, project, 0, 0, round(req.units, 4), NO_ROOM, whole=whole_gpus(req))
-    rows = F.node_fits(di, req)
-    c.usable = frozenset(r.node for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers))
-    for r in rows:
-        free.setdefault(r.node, r.free)
+    key = _shape(req, c.whole)
+    if key not in shapes:
+        rows = F.node_fits(di, req)
+        open_rows = [r for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
+        shapes[key] = (rows, open_rows, frozenset(r.node for r in open_rows))
+        for r in rows:
+            free.setdefault(r.node, r.free)
+    rows, open_rows, c.usable = shapes[key]
     if job.get("held"):
         c.outcome, c.why = HELD, "what-if edit"
         return c
@@ -393,12 +405,28 @@ def _consider(
         if F.fits(rows, req):  # shares and MIG: the fit rules at t, taking no whole-GPU room
             c.outcome, c.nodes = STARTS, _fit_nodes(rows, req)
         return c
-    taken = place(rows, req, free, frozenset())
+    taken = place(open_rows, req, free, frozenset())  # the rows a static blocker closes would take nothing
     if taken:
         for node, pods in taken.items():
             free[node] -= pods * req.gpus_per_pod
         c.outcome, c.nodes = STARTS, taken
     return c
+
+
+def _shape(req: F.Request, whole: bool) -> tuple[Any, ...]:
+    """What a job's fit rows depend on, besides the cluster: its pods' request, selector and tolerations (and the
+    number of pods for a share or MIG job, whose rows the fit rules read as they are)."""
+    return (
+        req.gpus_per_pod,
+        req.cpu_per_pod,
+        req.memory_per_pod,
+        tuple(sorted(req.node_selector.items())),
+        repr(req.tolerations),
+        tuple(sorted(req.mig.items())),
+        req.share,
+        req.share_memory_mib,
+        None if whole else req.pods,
+    )
 
 
 def _charge(held: QuotaAt, started: dict[tuple[str, str], float]) -> None:
