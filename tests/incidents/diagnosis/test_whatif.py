@@ -195,3 +195,25 @@ def test_kueue_strict_fifo_stops_a_queue_at_a_head_that_cannot_start():
         strict = _outcomes(SP.cluster_pass(di))
     assert strict["vision/v9"][0] == "no room"
     assert strict["vision/v1"][0] == strict["vision/v2"][0] == "behind its queue's head"
+
+
+def test_a_departments_limit_holds_its_projects_jobs_until_the_edit_raises_it():
+    from incidents.diagnosis.types import EntityState
+
+    di = _busy()
+    di.departments = [
+        EntityState(
+            "department",
+            "research",
+            state={"projects": ["vision", "nlp"], "quota_gpus": 16, "limit_gpus": 16, "scheduler": "kai"},
+            valid_from=T0,
+        )
+    ]
+    with di.indexed():
+        held = _outcomes(SP.cluster_pass(di))
+    assert held["vision/v1"][0] == "quota"
+    wi = compare(di, [parse_edit("limit", "research:24")])
+    assert {j.job.ref.label: j.change for j in wi.changed} == {"vision/v1": "starts"}
+    research = next(a for a in wi.allocations if a.kind == "department")
+    assert (research.name, research.now, research.before, research.after) == ("research", 16.0, 16.0, 24.0)
+    assert research.display["limit"] == "24" and research.display["delta"] == "+8"
