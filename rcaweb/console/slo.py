@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 
 from collectors.models import Cluster, EntityVersion, KubeEvent
-from incidents.diagnosis.codes import SCHEDULING_CODES
+from incidents.diagnosis.codes import HEALTH_CODES, SCHEDULING_CODES
 from incidents.models import Hypothesis, IncidentSubject
 from rcaweb.console.common import fmt_minutes, parse_time, percentile
 from rcaweb.cursor import Cursor
@@ -121,7 +121,8 @@ class Slo:
     still_waiting: list[tuple[EntityVersion, float]]  # pending at t longer than target, with wait seconds
     sched_reasons: dict[str, Counter]  # project -> scheduler reason -> distinct jobs
     sched_reason_jobs: dict[tuple[str, str], list[EntityVersion]]
-    diag_codes: dict[str, Counter]  # project -> supported hypothesis code -> hypotheses
+    diag_codes: dict[str, Counter]  # project -> supported scheduling cause code -> hypotheses
+    diag_faults: dict[str, Counter]  # project -> a fault (HEALTH_CODES) a waiting workload's incident blamed
     diag_hypotheses: dict[tuple[str, str], list[Hypothesis]]
     restarts: dict[str, int]
     restart_pods: dict[str, list[tuple[EntityVersion, int]]]
@@ -224,7 +225,7 @@ def compute(cursor: Cursor, cluster: Cluster | None = None, target: timedelta = 
         sched[v.project or "—"][reason] += 1
         sched_jobs[(v.project or "—", reason)].append(v)
 
-    diag, diag_h = _diagnosed(cursor, scope)
+    diag, faults, diag_h = _diagnosed(cursor, scope)
     restarts, restart_pods, preemptions, preempted = _restarts_and_preemptions(cursor, scope)
     return Slo(
         target=target,
@@ -237,6 +238,7 @@ def compute(cursor: Cursor, cluster: Cluster | None = None, target: timedelta = 
         sched_reasons=dict(sched),
         sched_reason_jobs=dict(sched_jobs),
         diag_codes=dict(diag),
+        diag_faults=dict(faults),
         diag_hypotheses=dict(diag_h),
         restarts=restarts,
         restart_pods=restart_pods,
@@ -247,14 +249,16 @@ def compute(cursor: Cursor, cluster: Cluster | None = None, target: timedelta = 
 
 def _diagnosed(
     cursor: Cursor, scope: dict[str, Any]
-) -> tuple[dict[str, Counter], dict[tuple[str, str], list[Hypothesis]]]:
+) -> tuple[dict[str, Counter], dict[str, Counter], dict[tuple[str, str], list[Hypothesis]]]:
     """Allocation failures as diagnosed: the supported scheduling causes (``SCHEDULING_CODES``: a job could not
     be placed; an idle or over-requested allocation is no failure to allocate) of incidents open at some point
     in the window, per project (three queries).
 
     The project is the hypothesis subject's (a project or queue by name, else a workload's project as of t);
     a cause about a node or GPU, or about nothing, takes the project of the incident's own subject workload,
-    so a job waiting on a failed node counts for its project, not under "—".
+    so a job waiting on a failed node counts for its project, not under "—". A hardware or node fault
+    (``HEALTH_CODES``) blamed by the incident of a waiting job or pod is counted apart (``faults``): it kept the
+    workload from its GPUs without being a scheduling decision.
     """
     inc_scope = {"incident__cluster": scope["cluster"]} if scope else {}
     hyps = list(
@@ -262,7 +266,7 @@ def _diagnosed(
         .filter(
             Q(incident__resolved_at__isnull=True) | Q(incident__resolved_at__gte=cursor.start),
             status="supported",
-            code__in=SCHEDULING_CODES,
+            code__in=SCHEDULING_CODES + HEALTH_CODES,
             incident__onset__lte=cursor.t,
             **inc_scope,
         )
@@ -295,8 +299,12 @@ def _diagnosed(
         return name if kind in ("project", "queue") else project_of.get(ent_id, "")
 
     counts: dict[str, Counter] = defaultdict(Counter)
+    faults: dict[str, Counter] = defaultdict(Counter)
     listed: dict[tuple[str, str], list[Hypothesis]] = defaultdict(list)
     for h in hyps:
+        waiting = any(k in ("job", "pod") for _, k, _ in own.get(h.incident_id, []))
+        if h.code not in SCHEDULING_CODES and not waiting:
+            continue  # a fault of a node or GPU incident: no workload's allocation failed on it
         subj = h.subject
         project = project_of_entity(subj.pk, subj.kind, subj.name) if subj is not None else ""
         if not project:
@@ -308,9 +316,9 @@ def _diagnosed(
                 ),
                 "—",
             )
-        counts[project][h.code] += 1
+        (counts if h.code in SCHEDULING_CODES else faults)[project][h.code] += 1
         listed[(project, h.code)].append(h)
-    return counts, listed
+    return counts, faults, listed
 
 
 def _workload_first(subject: tuple[int, str, str]) -> int:

@@ -95,8 +95,13 @@ def slo_view(request: RcaRequest) -> HttpResponse:
         ),
         "by_tables": [("project", result.by_project, "project"), ("queue", result.by_queue, "queue")],
         "reason_rows": [
-            (p, sorted(result.diag_codes.get(p, {}).items()), sorted(result.sched_reasons.get(p, {}).items()))
-            for p in sorted(set(result.sched_reasons) | set(result.diag_codes))
+            (
+                p,
+                sorted(result.diag_codes.get(p, {}).items()),
+                sorted(result.sched_reasons.get(p, {}).items()),
+                sorted(result.diag_faults.get(p, {}).items()),
+            )
+            for p in sorted(set(result.sched_reasons) | set(result.diag_codes) | set(result.diag_faults))
         ],
         "rp_rows": [
             (p, result.restarts.get(p, 0), result.preemptions.get(p, 0))

@@ -210,10 +210,32 @@ class SloTest(BaseTestCase):
             confidence=0.8,
             subject=job,
         )
+        # A fault blamed by a waiting job's incident is shown apart; a node's own incident is no allocation failure.
+        Hypothesis.objects.create(
+            incident=early,
+            code="gpu_missing",
+            statement="s",
+            status="supported",
+            confidence=0.7,
+            subject=node,
+        )
+        node_inc = Incident.objects.create(title="h100-09", cluster=self.cluster, onset=T0, window_start=T0)
+        node_inc.subjects.add(node)
+        Hypothesis.objects.create(
+            incident=node_inc,
+            code="gpu_xid_fault",
+            statement="s",
+            status="supported",
+            confidence=0.9,
+            subject=node,
+        )
         got = slo.compute(CURSOR)
         assert got.diag_codes == {"vision": {"gpu_node_unavailable": 1}}
+        assert got.diag_faults == {"vision": {"gpu_missing": 1}}
         html = self.client.get(f"/slo/?{Q}").content.decode()
         assert "<code>gpu_node_unavailable</code> 1" in html and "over_requested" not in html
+        assert "fault: <code>gpu_missing</code> 1" in html and "gpu_xid_fault" not in html
+        assert "no scheduling cause diagnosed" in html  # nlp: jobs waited, nothing diagnosed
 
     def test_it_counts_restarts_and_preemptions_per_project(self) -> None:
         c = self.cluster
