@@ -22,7 +22,7 @@ from incidents.diagnosis.relevance import CAUSE
 from incidents.diagnosis.scheduling import repartition_candidates, scheduler_said, share_words
 from incidents.diagnosis.scheduling_pass import STARTS, Position, position
 from incidents.diagnosis.types import DiagnosisInput, EntityState, hhmm, iso
-from incidents.diagnosis.whatif import Edit, suggest_edit
+from incidents.diagnosis.whatif import Edit, suggest_edit, would_start
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +62,7 @@ class JobExplanation:
     # (scheduling_pass.position), and the edit the what-if link is prefilled with (whatif.suggest_edit).
     position: Position | None = None
     whatif_edit: Edit | None = None
+    whatif_starts: bool | None = None  # whether one pass with that edit starts the job (None: no edit)
 
     @property
     def also_supported(self) -> list[str]:
@@ -193,6 +194,9 @@ def _explain(di: DiagnosisInput, job: EntityState) -> JobExplanation:
     if ex.pending and not ex.placed:
         ex.position = position(di, job)
         ex.whatif_edit = suggest_edit(di, job, ex.position)
+        if ex.whatif_edit is not None:
+            after = would_start(di, job, ex.whatif_edit)
+            ex.whatif_starts = after is not None and after.outcome == STARTS
     parsed, _cite = scheduler_said(di, job)
     if parsed is not None and not ex.placed:
         ex.message = parsed.to_dict()

@@ -486,6 +486,13 @@ def suggest_edit(di: DiagnosisInput, job: EntityState, pos: Position | None) -> 
     return None
 
 
+def would_start(di: DiagnosisInput, job: EntityState, edit: Edit) -> Considered | None:
+    """The job as one pass over the state with ``edit`` sees it (None: the pass did not reach it)."""
+    edited = apply_edits(di, [edit])
+    with edited.indexed():
+        return cluster_pass(edited).find(job.namespace, job.name)
+
+
 def _quota_edit(di: DiagnosisInput, job: EntityState, req: F.Request) -> Edit | None:
     q = quota_at(di, job, req, 0)
     if q is None:
@@ -513,4 +520,5 @@ __all__ = [
     "parse_edit",
     "parse_edits",
     "suggest_edit",
+    "would_start",
 ]

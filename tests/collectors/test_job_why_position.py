@@ -28,6 +28,7 @@ class WhyPositionTest(PageTestCase):
         # two nodes like h100-01: one for vit-large, ahead of it, and one for bert-eval itself
         link = re.search(r'<a href="(/c/gpu-prod/whatif/[^"]+)">What if: add 2 node\(s\) like h100-01', html)
         assert link is not None, html[html.find("Position at") :][:800]
+        assert "(one pass with it would start it)" in html
         url = link.group(1).replace("&amp;", "&")
         assert "t=2026-11-29T03%3A20%3A00Z" in url and "w=2h" in url
         page = self.client.get(url)

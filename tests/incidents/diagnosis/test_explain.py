@@ -52,3 +52,4 @@ def test_its_jobs_ahead_are_the_schedulers_order_across_queues():
         "nlp/first (starts on h100-01); one pass at t would not start it (no room)." in ex.verdict
     )
     assert ex.whatif_edit is not None and (ex.whatif_edit.kind, ex.whatif_edit.value) == ("hold", "nlp/first")
+    assert ex.whatif_starts is True  # checked with one pass over the edited state
