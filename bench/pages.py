@@ -104,6 +104,7 @@ def main() -> int:
         "fleet": "/fleet/",
         "slo": "/slo/",
         "changes": "/changes/",
+        "what-if": reverse("console:whatif", args=[CLUSTER]),  # one pass over every waiting job, twice
     }
 
     # CPU time in Django's template engine per response (the least of the samples: the least disturbed by
