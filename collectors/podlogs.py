@@ -118,6 +118,7 @@ def read_log(
     # As of a past t, read as much as the source allows: the lines after t are dropped before the tail is taken.
     ask = tail if until is None else MAX_TAIL
     deadline = float(settings.RCAWEB_SOURCE_TIMEOUT_S)
+    _load_client()
     future = _POOL.submit(_fetch, cluster, namespace, name, container, previous, ask, deadline)
     try:
         text = future.result(timeout=deadline + 1)
@@ -138,6 +139,15 @@ def read_log(
     answer.read = len(lines)
     answer.lines, answer.after_t, answer.before_tail = select(lines, until=until, tail=tail, query=query)
     return answer
+
+
+def _load_client() -> None:
+    """Import the API classes KubeSource builds. The client imports them on first use, which takes seconds once
+    per process: paid here, before the deadline starts, since the deadline is the API server's to meet."""
+    from kubernetes import client
+
+    for name in ("CoreV1Api", "BatchV1Api", "CustomObjectsApi"):
+        getattr(client, name)
 
 
 def _fetch(

@@ -192,7 +192,9 @@ class LogForm(forms.Form):
     """What the logs panel reads: which container, its current or previous log, how many lines, a search."""
 
     container = forms.CharField(required=False, max_length=253)
-    previous = forms.NullBooleanField(required=False)
+    previous = forms.ChoiceField(
+        required=False, choices=[("", "as fits"), ("0", "current"), ("1", "previous")]
+    )
     tail = forms.IntegerField(required=False, min_value=1, max_value=podlogs.MAX_TAIL)
     q = forms.CharField(required=False, max_length=200, strip=False)
     download = forms.BooleanField(required=False)
@@ -227,8 +229,8 @@ def pod_logs(request: RcaRequest, cluster: str, namespace: str, name: str) -> Ht
             f"container: the pod has no container {chosen!r} at t; it has {', '.join(names)}\n"
         )
     ct = containers[names.index(chosen)] if chosen in names else {}
-    previous = data["previous"]
-    if previous is None:  # not asked: after a crash, the log of the container that died
+    previous = data["previous"] == "1"
+    if not data["previous"]:  # not asked: after a crash, the log of the container that died
         previous = "running" not in (ct.get("state") or {}) and bool(
             (ct.get("last_state") or {}).get("terminated")
         )

@@ -56,6 +56,13 @@ class PodLogsTest(PageTestCase):
         assert "read now" in html.lower() or "Read from the Kubernetes API" in html
         assert "current and the previous container" in html
 
+    def test_it_reads_the_current_container_when_asked(self):
+        pod_log = mock.Mock(return_value=LOG)
+        with _kube(pod_log=pod_log):
+            r = self.get(PATH + "?previous=0&tail=2", self.times["end"])
+        assert pod_log.call_args.kwargs["previous"] is False and r.context["log"].previous is False
+        assert "of the current" in r.content.decode()
+
     def test_it_tails_and_searches_and_the_form_keeps_t_and_w(self):
         with _kube(pod_log=mock.Mock(return_value=LOG)):
             r = self.get(PATH + "?previous=1&tail=1", self.times["end"])
@@ -132,7 +139,14 @@ class PodLogsTest(PageTestCase):
         pod_log.assert_not_called()
 
     def test_bad_input_is_a_400_and_an_unknown_pod_a_404(self):
-        for query in ("?tail=0", "?tail=99999", "?tail=x", "?container=nope", "?q=" + "x" * 201):
+        for query in (
+            "?tail=0",
+            "?tail=99999",
+            "?tail=x",
+            "?previous=yes",
+            "?container=nope",
+            "?q=" + "x" * 201,
+        ):
             assert self.get(PATH + query, self.times["end"]).status_code == 400, query
         assert self.get("/c/gpu-prod/pods/nlp/nope/logs/", self.times["end"]).status_code == 404
 
