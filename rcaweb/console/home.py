@@ -14,12 +14,11 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.db.models import F, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
 from django.urls import reverse
 
 from collectors.models import Cluster, Entity, EntityVersion, SourceRun
 from collectors.sources.redact import redact_text
-from incidents import problems
+from incidents import causes, problems
 from incidents.lifecycle import auto_resolve_after
 from incidents.models import Alert, DiagnosisRun, Hypothesis, Incident
 from incidents.ordering import by_urgency
@@ -146,17 +145,11 @@ def open_incidents(t: datetime) -> list[ProblemRow]:
     wanted = [pk for g in shown for pk, _ in groups[g][: CHILDREN_SHOWN + 1]]
     # The diagnosis in force at t of each row (the latest describing a moment at or before t, else the onset's):
     # a page at a past cursor shows what was known then, never a later answer.
-    runs = DiagnosisRun.objects.filter(incident=OuterRef("pk"))
     rows: dict[int, Any] = {
         inc.pk: inc
         for inc in Incident.objects.filter(pk__in=wanted)
         .select_related("cluster")
-        .annotate(
-            run_at_t=Coalesce(
-                Subquery(runs.filter(at__lte=t).order_by("-at", "-id").values("pk")[:1]),
-                Subquery(runs.order_by("at", "id").values("pk")[:1]),
-            )
-        )
+        .annotate(run_at_t=causes.run_in_force(t))
     }
     in_force = {inc.run_at_t: inc for inc in rows.values() if inc.run_at_t is not None}
     ranked_of: dict[int, list[Hypothesis]] = {}
