@@ -1,18 +1,14 @@
 """Queue policy: usage, preemption victims and project status (KAI deserved/limit, Kueue nominal/cohort).
 
-Only preemptible (train) work is ever a victim. Cross-queue victims come only
-from queues that are over their deserved (KAI) / nominal (Kueue) quota at the
-moment they are picked, and only for a queue that stays within its own quota.
+Only preemptible (train) work is ever a victim. KAI: a queue reclaims while it stays within its fair share,
+from queues over their fair share (or over their deserved quota while it stays within its own), compared where
+the two diverge in the hierarchy of departments (parent queues) and projects (``proportion``). Kueue:
+cross-queue victims come only from queues over their nominal quota at the moment they are picked, and only for
+a queue that stays within its own.
 
-KAI with departments (parent queues): as KAI's proportion plugin does, the queues are compared where they
-diverge. Two projects of one department compare as siblings (project quota against project quota); a
-project reclaiming from another department, or from a project outside any department, compares at the top
-level: its department must stay within the department's deserved quota after the reclaim, and the victim's
-department (or ungrouped project) must be over its own — so a department over its quota can lose work its
-projects run within their own quotas, and a project under quota in a department at its quota cannot reclaim
-across departments. Fair share is divided the same way: the cluster among the top-level queues
-(departments and ungrouped projects), then each department's share among its projects (deserved quota
-first, then the rest by priority and over-quota weight), never above a queue's limit.
+Fair share (KAI) is divided level by level: the cluster among the top-level queues (departments and ungrouped
+projects), then each department's share among its projects (deserved quota first, then the rest by priority
+and over-quota weight), never above a queue's limit.
 """
 
 from __future__ import annotations
@@ -21,7 +17,8 @@ import math
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from . import lifecycle, messages
+from . import lifecycle, messages, proportion
+from .proportion import DEPARTMENT_PRIORITY
 
 if TYPE_CHECKING:
     from ..state import SimJob
@@ -122,20 +119,6 @@ def _top_quota(world: World, top: tuple[str, str]) -> float:
     )
 
 
-def _reclaimable(world: World, reclaimer: str, r: float, victim: str, alloc: dict[str, float]) -> bool:
-    """Whether ``reclaimer``'s queue may reclaim from ``victim``'s, compared where the two diverge (KAI)."""
-    if victim == reclaimer:
-        return False
-    mine, theirs = top_queue(world, reclaimer), top_queue(world, victim)
-    if alloc[reclaimer] + r > world.projects[reclaimer].quota_gpus + 1e-9:
-        return False  # the reclaimer's own queue must stay within its deserved quota
-    if mine == theirs:  # siblings in one department
-        return alloc[victim] > world.projects[victim].quota_gpus + 1e-9
-    if mine[0] == "department" and _top_used(world, mine, alloc) + r > _top_quota(world, mine) + 1e-9:
-        return False  # its department would pass its own deserved quota
-    return _top_used(world, theirs, alloc) > _top_quota(world, theirs) + 1e-9
-
-
 def _overage(world: World, reclaimer: str, victim: str, alloc: dict[str, float]) -> float:
     """How far over quota the victim's queue is at the level the two queues compare at."""
     theirs = top_queue(world, victim)
@@ -144,15 +127,40 @@ def _overage(world: World, reclaimer: str, victim: str, alloc: dict[str, float])
     return _top_used(world, theirs, alloc) - _top_quota(world, theirs)
 
 
+def kai_queues(world: World, placer: Placer, alloc: dict[str, float]) -> proportion.Queues:
+    """KAI's queue attributes for this pass. Fair shares follow the queues' demand (use plus waiting requests),
+    which binding and evicting within a pass do not change: computed once per pass."""
+    cached = placer.memo.get("kai-fair")
+    if cached is None:
+        requested, _pending, _admitted = _requested(world, alloc)
+        projects, departments = fair_shares(world, requested)
+        fair: dict[proportion.Key, float] = {("project", n): v for n, v in projects.items()}
+        fair.update({("department", n): v for n, v in departments.items()})
+        cached = (placer.version, fair)
+        placer.memo["kai-fair"] = cached
+    return proportion.Queues(world, cached[1], alloc)
+
+
 def kai_victims(
-    world: World, placer: Placer, job: SimJob, alloc: dict[str, float]
+    world: World, placer: Placer, job: SimJob, alloc: dict[str, float], *, over_limit: float = 0.0
 ) -> list[tuple[str, SimJob]]:
+    """Victims that let the job in (proportion's rules for other queues' train work; an inference job also
+    preempts train work of its own queue, newest first), or [] when no such set makes it fit.
+
+    ``over_limit``: GPUs the job's own queue must give up first, its limit (or its department's) being in the
+    way; only its own train work can make room then (KAI's preempt action checks the queue's capacity with the
+    victims gone)."""
     proj = world.projects[job.project]
     r = job.pods * job.gpus_per_pod
     cands: list[tuple[str, SimJob]] = []
-    reclaim = any(_reclaimable(world, proj.name, r, n, alloc) for n in world.projects)
+    queues = kai_queues(world, placer, alloc)
+    reclaim = (
+        not over_limit
+        and proportion.can_reclaim(queues, proj.name, r)
+        and any(proportion.candidate(queues, proj.name, r, n) for n in world.projects)
+    )
     if not reclaim and job.priority_class != "inference":
-        return []  # no queue over quota to reclaim from, nothing of its own to preempt
+        return []  # no queue to reclaim from, nothing of its own to preempt
     bound = _bound_jobs(world, placer)
     if reclaim:
         others = [
@@ -160,7 +168,7 @@ def kai_victims(
             for j in bound
             if j.project != proj.name
             and j.priority_class == "train"
-            and _reclaimable(world, proj.name, r, j.project, alloc)
+            and proportion.candidate(queues, proj.name, r, j.project)
         ]
         others.sort(
             key=lambda j: (
@@ -175,19 +183,22 @@ def kai_victims(
         same.sort(key=lambda j: _newest_first(world, j))
         cands += [("preempt", j) for j in same]
     chosen: list[tuple[str, SimJob]] = []
-    tentative = dict(alloc)
+    remaining: dict[proportion.Key, float] = {}  # what each queue holds once the chosen victims are gone
     extra: dict[str, list[int]] = {}
     released: list = []
+    freed = 0.0  # of the job's own queue
     for kind, victim in cands:
-        vq = world.projects[victim.project]
-        if kind == "reclaim" and not _reclaimable(world, proj.name, r, vq.name, tentative):
-            continue  # earlier victims already brought its queue (or department) back to its quota
+        pods = [p for p in world.pods_of(victim) if p.node is not None]
+        if kind == "preempt":
+            freed += sum(p.gpus_requested for p in pods)
+        if kind == "reclaim":
+            if not proportion.allowed(queues, proj.name, r, victim.project, remaining):
+                continue  # earlier victims already brought its queue back to its share
+            proportion.take(queues, victim.project, sum(p.gpus_requested for p in pods), remaining)
         chosen.append((kind, victim))
-        for pod in world.pods_of(victim):
-            if pod.node is not None:
-                tentative[vq.name] -= pod.gpus_requested
-                extra.setdefault(pod.node, []).extend(pod.gpu_indices)
-                released.append(pod)
+        for pod in pods:
+            extra.setdefault(pod.node or "", []).extend(pod.gpu_indices)
+            released.append(pod)
         # Whole GPUs only: the fast path; shares, MIG instances or counted CPU/memory: the rooms.
         simple = (
             not placer.counts_resources
@@ -197,7 +208,11 @@ def kai_victims(
         placement, _placed, _counts = (
             placer.place(job, extra) if simple else placer.place(job, released=released)
         )
-        if placement is not None:
+        if (
+            placement is not None
+            and freed >= over_limit - 1e-9
+            and proportion.within_bounds(queues, proj.name, r, remaining)
+        ):
             return chosen
     return []
 
@@ -373,8 +388,10 @@ def preempt_kueue(
 #
 
 
-def update_projects(world: World) -> None:
-    alloc, alloc_np = usage(world)
+def _requested(
+    world: World, alloc: dict[str, float]
+) -> tuple[dict[str, float], dict[str, int], dict[str, int]]:
+    """Per project: GPUs in use plus those its waiting jobs ask for; waiting jobs; admitted (bound) jobs."""
     requested = dict(alloc)
     pending = dict.fromkeys(world.projects, 0)
     admitted = dict.fromkeys(world.projects, 0)
@@ -387,7 +404,13 @@ def update_projects(world: World) -> None:
         else:
             pending[job.project] += 1
             requested[job.project] = round(requested[job.project] + job.pods * job.gpus_per_pod, 4)
-    shares = _fair_shares(world, requested)
+    return requested, pending, admitted
+
+
+def update_projects(world: World) -> None:
+    alloc, alloc_np = usage(world)
+    requested, pending, admitted = _requested(world, alloc)
+    shares, _departments = fair_shares(world, requested)
     for dname, dept in world.departments.items():
         members = [n for n, p in world.projects.items() if p.department == dname]
         new_d = (round(sum(alloc[n] for n in members), 4), round(sum(requested[n] for n in members), 4))
@@ -423,20 +446,21 @@ def update_projects(world: World) -> None:
             world.touch(proj)
 
 
-DEPARTMENT_PRIORITY = 0  # a department's parent Queue is rendered without priority, weight 1 (kube/kai.py)
-DEPARTMENT_WEIGHT = 1
+DEPARTMENT_WEIGHT = 1  # a department's parent Queue is rendered with weight 1 (kube/kai.py)
 
 
-def _fair_shares(world: World, requested: dict[str, float]) -> dict[str, float]:
+def fair_shares(world: World, requested: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
     """KAI: the cluster's GPUs divided among the top-level queues (departments and ungrouped projects), then each
     department's share among its projects; at each level deserved quota first, then the spare water-filled by
     over_quota_weight, higher queue priority first, never past a queue's demand (capped by its limit).
 
-    Kueue has no fair share here: it is the nominal quota.
+    Returns the projects' fair shares and the departments'. Kueue has no fair share here: it is the nominal quota.
     """
     projects = world.projects
     if world.scheduler == "kueue":
-        return {n: float(p.quota_gpus) for n, p in projects.items()}
+        return {n: float(p.quota_gpus) for n, p in projects.items()}, {
+            d: float(dept.quota_gpus) for d, dept in world.departments.items()
+        }
     total = float(sum(n.allocatable_gpus for n in world.nodes.values() if n.ready))
     total += sum(
         sum(i.compute_slices for g in n.gpus if g.present and g.healthy for i in g.mig)
@@ -479,7 +503,7 @@ def _fair_shares(world: World, requested: dict[str, float]) -> dict[str, float]:
                 within=True,
             )
         )
-    return share
+    return share, {d: level[f"department/{d}"] for d in members}
 
 
 def divide(

@@ -1,15 +1,18 @@
 """One scheduling pass per tick: queue policy first, then nodes.
 
-Ordering (both schedulers): queue priority (higher first), then job priority
-class (inference before train), then submission time. A job that cannot go
-does not block the ones behind it (KAI's allocate action and Kueue's
-BestEffortFIFO both let smaller work pass).
+Ordering: KAI serves queue by queue as its proportion plugin orders them
+(``proportion.serve``: fair share, deserved quota, queue priority, share ratio),
+each queue's inference work before its train work, oldest first; Kueue by queue
+priority (higher first), then job priority class (inference before train), then
+submission time. A job that cannot go does not block the ones behind it (KAI's
+allocate action and Kueue's BestEffortFIFO both let smaller work pass).
 
 KAI / Run:ai: a queue may not exceed its ``limit`` (``OverLimit``); inference
 (non-preemptible) work must fit in the deserved quota (``NonPreemptibleOverQuota``);
 train work may go over quota into idle GPUs. When a gang does not fit, a queue
-that stays within its deserved quota reclaims train work from queues that are
-over theirs, and inference work preempts train work of its own queue.
+that stays within its fair share reclaims train work from queues over theirs
+(``proportion``'s rules), and inference work preempts train work of its own
+queue, also to bring the queue back within its limit.
 
 Kueue: a ClusterQueue per project, all in one cohort. A workload is admitted
 when its GPUs fit in the unused cohort quota without passing the queue's limit
@@ -23,13 +26,15 @@ Inference work is never preempted.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import lifecycle, messages
+from . import lifecycle, messages, proportion
 from .placement import Placer
 from .quota import (
     cohort_quota,
+    kai_queues,
     kai_victims,
     kueue_available,
     kueue_victims,
@@ -58,15 +63,25 @@ def schedule(world: World) -> None:
     if world.scheduler == "kueue":
         _admit_kueue(world, alloc, alloc_np, waiting)
     placer = Placer(world)  # after admission: Kueue preemption may have freed GPUs
-    candidates = sorted(
-        (j for j in world.jobs.values() if j.state == "Pending" and not j.suspended and _unbound(world, j)),
-        key=lambda j: order_key(world, j),
-    )
+    pending = [
+        j for j in world.jobs.values() if j.state == "Pending" and not j.suspended and _unbound(world, j)
+    ]
+    candidates: Iterable[SimJob]
+    if world.scheduler == "kai":  # queue by queue, as KAI's proportion plugin orders them
+        candidates = proportion.serve(kai_queues(world, placer, alloc), pending) if pending else ()
+    else:
+        candidates = sorted(pending, key=lambda j: order_key(world, j))
     failed: dict[tuple, tuple[int, int, dict[str, int]]] = {}
     for job in candidates:
         r = job.pods * job.gpus_per_pod
         if world.scheduler == "kai":
             blocked = _kai_quota_block(world, job, alloc, alloc_np, r)
+            if blocked and blocked[0] == "OverLimit" and job.priority_class == "inference":
+                # KAI's preempt action: train work of the job's own queue may go to bring it within its limit
+                victims = kai_victims(world, placer, job, alloc, over_limit=_over_limit(world, job, alloc, r))
+                if victims:
+                    preempt_kai(world, placer, job, victims, alloc, alloc_np)
+                    blocked = _kai_quota_block(world, job, alloc, alloc_np, r)
             if blocked:
                 _unschedulable(world, job, "Unschedulable", f"{blocked[0]}: {blocked[1]}.", [blocked[2]])
                 waiting.append(job)
@@ -109,6 +124,17 @@ def schedule(world: World) -> None:
 def _unbound(world: World, job: SimJob) -> bool:
     pods = world.pods_of(job)
     return bool(pods) and all(p.node is None for p in pods)
+
+
+def _over_limit(world: World, job: SimJob, alloc: dict[str, float], r: float) -> float:
+    """How many GPUs the job's queue holds past what its limit (or its department's) leaves room for."""
+    proj = world.projects[job.project]
+    over = 0.0 if proj.limit_gpus is None else alloc[proj.name] + r - proj.limit_gpus
+    dept = world.departments.get(proj.department or "")
+    if dept is not None and dept.limit_gpus is not None:
+        used = sum(alloc[p.name] for p in world.projects.values() if p.department == dept.name)
+        over = max(over, used + r - dept.limit_gpus)
+    return max(0.0, over)
 
 
 def _kai_quota_block(

@@ -39,6 +39,7 @@ class World:
         self.end = scenario.end
         self.now = scenario.start
         self.tick_seconds = tick_seconds
+        self._opened = False  # the scheduling pass at ``start`` has run
         self.resource_version = 0
         self.nodes: dict[str, SimNode] = {}
         self.projects: dict[str, SimProject] = {}
@@ -303,6 +304,11 @@ class World:
     def advance_to(self, t: datetime) -> None:
         """Step ticks of ``tick_seconds`` until ``now`` reaches ``t`` (never beyond the scenario's end)."""
         t = min(t, self.end)
+        if not self._opened:
+            # What is submitted at ``start`` meets the scheduler at start, before anything submitted during the
+            # first tick: KAI's sessions, a second apart, would have placed it first.
+            self._opened = True
+            self._tick(self.start)
         step = timedelta(seconds=self.tick_seconds)
         while self.now + step <= t:
             self._tick(self.now + step)
