@@ -328,13 +328,17 @@ def persist(
             trigger = "onset"  # the first run describing the onset, whatever asked for it
         causes = [f for f in result.findings if f.scope == "cause"]
         top = next((f for f in causes if f.supported), None)
+        top_statement = redact_text(top.statement) if top else ""
+        # the title as this run tells it ("<subject> <symptom>: <top cause>"), for pages where it is in force
+        title = titles.title_for(incident, top.code if top else "", top_statement) or incident.title
         run = DiagnosisRun.objects.create(
             incident=incident,
             at=di.t,
             made_at=timezone.now(),
             trigger=trigger,
+            title=title[:300],
             top_code=top.code if top else "",
-            top_statement=redact_text(top.statement) if top else "",
+            top_statement=top_statement,
             cause_key=problems.cause_key(top),
             supported=sum(1 for f in causes if f.supported),
             checked=sorted({f.code for f in causes}),
@@ -364,10 +368,12 @@ def persist(
                 by_code.setdefault(f.code, h)
         save_actions(incident, result.actions, by_code, run=run)
         _mark_current(incident)
-        titles.refresh_title(incident)  # "<subject> <symptom>: <top cause>", or the alert-only title
-        # the title as this run tells it, for pages at a cursor where it is the run in force
-        run.title = (titles.title_for(incident, run.top_code, run.top_statement) or incident.title)[:300]
-        DiagnosisRun.objects.filter(pk=run.pk).update(title=run.title)
+        # An open incident's title follows its latest run: this one, unless a later moment was diagnosed before.
+        if DiagnosisRun.objects.filter(incident=incident, at__gt=run.at).exists():
+            titles.refresh_title(incident)
+        elif run.title != incident.title:
+            Incident.objects.filter(pk=incident.pk).update(title=run.title)
+            incident.title = run.title
     return saved
 
 

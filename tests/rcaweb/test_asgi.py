@@ -11,6 +11,25 @@ from django.test import override_settings
 from rcaweb.asgi import ReadWhole, environ
 
 
+def run(coro: Any) -> Any:
+    """``asyncio.run`` in a thread of its own: a test run before this one in the same worker (a browser test's
+    sync Playwright) may leave an event loop running in this thread, where asyncio.run refuses to start."""
+    out: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            out["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the test's thread
+            out["error"] = exc
+
+    t = threading.Thread(target=target)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
+
+
 def scope(path: str = "/api/v1/changes", **extra: Any) -> dict[str, Any]:
     return {
         "type": "http",
@@ -60,7 +79,7 @@ def ok_app(seen: list[dict[str, Any]]) -> Any:
 def test_it_hands_the_app_the_body_read_whole():
     seen: list[dict[str, Any]] = []
     sent = Sent()
-    asyncio.run(ReadWhole(ok_app(seen))(scope(), receiver(b"ab", b"cd", b"e"), sent))
+    run(ReadWhole(ok_app(seen))(scope(), receiver(b"ab", b"cd", b"e"), sent))
     assert seen[0]["body"] == b"abcde"
     assert seen[0]["CONTENT_LENGTH"] == "5"
     assert sent[0]["status"] == 200
@@ -71,7 +90,7 @@ def test_it_hands_the_app_the_body_read_whole():
 def test_it_answers_413_past_the_upload_limit_without_calling_the_app():
     seen: list[dict[str, Any]] = []
     sent = Sent()
-    asyncio.run(ReadWhole(ok_app(seen))(scope(), receiver(b"abc", b"de", b"more"), sent))
+    run(ReadWhole(ok_app(seen))(scope(), receiver(b"abc", b"de", b"more"), sent))
     assert not seen
     assert sent[0]["status"] == 413
     assert sent.body == b'{"error": "body larger than 4 bytes"}'
@@ -83,7 +102,7 @@ def test_it_never_calls_the_app_for_a_client_that_left():
     async def left() -> dict[str, Any]:
         return {"type": "http.disconnect"}
 
-    asyncio.run(ReadWhole(ok_app(seen))(scope(), left, Sent()))
+    run(ReadWhole(ok_app(seen))(scope(), left, Sent()))
     assert not seen
 
 
@@ -116,7 +135,7 @@ def test_it_serves_at_most_threads_requests_at_once_and_healthz_on_a_thread_of_i
         release.set()
         await asyncio.gather(*busy)
 
-    asyncio.run(main())
+    run(main())
     assert most == 3  # two requests and the probe
     assert not running
 
@@ -133,7 +152,7 @@ def test_it_streams_an_answer_in_pieces():
         return Streamed()
 
     sent = Sent()
-    asyncio.run(ReadWhole(app)(scope(method="GET"), receiver(b""), sent))
+    run(ReadWhole(app)(scope(method="GET"), receiver(b""), sent))
     bodies = [m for m in sent if m["type"] == "http.response.body"]
     assert sent[0]["type"] == "http.response.start"
     assert len(bodies) == 3  # 80 KB, 80 KB, then the last 40 KB
