@@ -16,6 +16,7 @@ import yaml
 
 from .cluster import read_cluster, read_departments, read_projects
 from .jobs import read_jobs
+from .kueue import read_kueue
 from .model import (
     Scenario,
 )
@@ -38,6 +39,7 @@ TOP_KEYS = (
     "events",
     "alerts",
     "expect",
+    "kueue",
 )
 
 
@@ -133,6 +135,11 @@ def _read(r: Reader, root: yaml.Node, source: str | None, now: datetime | None) 
         _check_within(r, top.get("expect"), "expect", "at", duration)
     alerts = read_alerts(r, top.get("alerts"))
     expect = read_expect(r, top.get("expect"), alerts, cluster, events, project_names, job_names)
+    kueue = None
+    if "kueue" in top:
+        quotas = {p.name: p.quota_gpus for p in projects}
+        scheduler = cluster.scheduler if cluster else None
+        kueue = read_kueue(r, top["kueue"], scheduler, quotas, job_names, bool(departments))
     if r.problems or None in (fmt, name, duration, seed, start, cluster):
         return None
     assert name is not None and duration is not None and seed is not None and start is not None
@@ -153,6 +160,7 @@ def _read(r: Reader, root: yaml.Node, source: str | None, now: datetime | None) 
         expect=tuple(expect),
         source=source,
         departments=tuple(departments),
+        kueue=kueue,
     )
 
 

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from .gpus import CATALOG
+from .kueue import KueueSpec
 
 SCHEDULERS = ("kai", "kueue")
 DCGM_LABEL_STYLES = ("classic", "current", "scraped")
@@ -222,6 +223,7 @@ class Scenario:
     expect: tuple[ExpectSpec, ...]
     source: str | None = None  # file path, when loaded from one
     departments: tuple[DepartmentSpec, ...] = ()
+    kueue: KueueSpec | None = None  # ClusterQueues and ResourceFlavors written out (scenario/kueue.py)
 
     @property
     def end(self) -> datetime:
