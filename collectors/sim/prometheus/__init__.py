@@ -98,6 +98,8 @@ class PrometheusHandler(BaseHTTPRequestHandler):
         try:
             if path in ("/-/ready", "/-/healthy"):
                 return self._raw(200, b"Prometheus Server is Ready.\n", "text/plain")
+            if path.startswith("/nodes/") and path.endswith("/metrics/cadvisor"):
+                return self._cadvisor(path[len("/nodes/") : -len("/metrics/cadvisor")])
             if path.startswith("/nodes/") and path.endswith("/metrics"):
                 return self._exposition(path[len("/nodes/") : -len("/metrics")])
             if path == "/kube-state-metrics/metrics":
@@ -217,7 +219,7 @@ class PrometheusHandler(BaseHTTPRequestHandler):
 
     def _label_values(self, name: str) -> list[str]:
         if name == "__name__":
-            return sorted({*self.sim.source.metric_names, "up"})
+            return sorted({*self.sim.source.metric_names, *self.sim.source.container_names, "up"})
         values = set()
         now = self.sim.world.now
         for node, gpu in self.sim.source.gpus():
@@ -240,6 +242,26 @@ class PrometheusHandler(BaseHTTPRequestHandler):
         if text is DOWN:  # a real scrape times out; 503 says why to whoever curls it
             return self._raw(
                 503, f"node {node_name} is down: its dcgm-exporter does not answer\n".encode(), "text/plain"
+            )
+        self._raw(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+
+    def _cadvisor(self, node_name: str) -> None:
+        """The kubelet's /metrics/cadvisor of one node: 404 unknown, 503 down (its kubelet does not answer)."""
+        with self.sim.lock:
+            nodes = self.sim.world.nodes
+            node = nodes.get(node_name) if isinstance(nodes, dict) else None
+            now = self.sim.world.now
+            if node is None:
+                text = None
+            elif not self.sim.source.exporter_up(node, now.timestamp()):
+                text = DOWN
+            else:
+                text = self.sim.source.containers.exposition(node_name, now)
+        if text is None:
+            return self._raw(404, f"node {node_name} not found\n".encode(), "text/plain")
+        if text is DOWN:
+            return self._raw(
+                503, f"node {node_name} is down: its kubelet does not answer\n".encode(), "text/plain"
             )
         self._raw(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
 

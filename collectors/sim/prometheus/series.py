@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from collectors.sim.prometheus import containers
 from collectors.sim.prometheus.promql import (
     Aggregation,
     Comparison,
@@ -134,6 +135,9 @@ class DcgmSource:
         self.retention = retention_s
         self.metrics = tuple(m for m in METRICS if m[0] not in self.disabled)
         self.metric_names = {m[0] for m in self.metrics}
+        # cAdvisor's and kube-state-metrics' container series (a name in ``disabled``: that exporter is not scraped)
+        self.container_names = containers.NAMES - self.disabled
+        self.containers = containers.ContainerSeries(world, self._kubelet_up)
         self.cache: dict[tuple[Any, ...], Any] | None = None  # per query: range steps overlap
         self._static: dict[tuple[Any, ...], Labels] = {}  # static_labels, per GPU (they never change)
         self._base_keys: dict[
@@ -218,6 +222,12 @@ class DcgmSource:
         if labels is None:
             labels = self._static[key] = {**self.exporter_labels(node, gpu), **self.target_labels(node)}
         return dict(labels)
+
+    def _kubelet_up(self, node_name: str, t: float) -> bool:
+        """Whether the node's kubelet answered the scrape at t: down with the node, as its exporter is."""
+        nodes = self.world.nodes
+        node = nodes.get(node_name) if isinstance(nodes, dict) else None
+        return node is not None and self.exporter_up(node, t)
 
     def exporter_up(self, node: Any, t: float) -> bool:
         """Whether the node's exporter answered the scrape at t (a NotReady node's does not)."""
@@ -338,13 +348,20 @@ class DcgmSource:
         (``up``: by node), each group's series in the order they first appear. ``last``: of each series only
         its last sample (a GPU held by one pod all along is then read at the last scrape alone, where it
         reports: an instant ``last_over_time`` over the fleet reads a sample per GPU, not a window's)."""
-        names = [selector.metric] if selector.metric else [*sorted(self.metric_names), "up"]
+        names = (
+            [selector.metric]
+            if selector.metric
+            else [*sorted(self.metric_names), *sorted(self.container_names), "up"]
+        )
         groups: list[Group] = []
         if not times:
             return groups
         for metric in names:
             if metric == "up":
                 groups.extend(self._select_up(selector, times))
+                continue
+            if metric in self.container_names:
+                groups.extend(self.containers.select_groups(metric, selector, times, last=last))
                 continue
             if metric not in self.metric_names:
                 continue
