@@ -13,11 +13,13 @@ from django.template.loader import get_template
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
+from collectors import gpu_amounts as amounts
 from collectors import queries
 from collectors.models import Entity
 from collectors.podstatus import pod_status, pods_in_trouble
 from collectors.views.common import entity_page_context, finish, not_found, render_page
 from collectors.views.rows import PodRow
+from collectors.views.sharing import PodGpu, entity_resolver, gpus_held, with_links
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
 
@@ -58,10 +60,22 @@ def job_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
     ctx = entity_page_context(request, cluster, JOB.name, name, namespace)
     job = ctx["entity"]
     c, t, version, state = job.cluster, ctx["t"], ctx["version"], ctx["state"]
-    pods = [
-        PodRow(p, status=pod_status(p.state or {}, p.phase), node_ref=queries.ref(c, "node", p.node))
-        for p in queries.pods_of_job(c, namespace, name, t)
-    ]
+    versions = queries.pods_of_job(c, namespace, name, t)
+    held = gpus_held(c, versions, t, entity_resolver(c, (p.entity for p in versions)))
+    pods = []
+    for p in versions:
+        mine = held.get(f"{namespace}/{p.entity.name}", [])
+        for pg in mine:
+            with_links(pg.use, request.cursor)
+        pods.append(
+            PodRow(
+                p,
+                status=pod_status(p.state or {}, p.phase),
+                node_ref=queries.ref(c, "node", p.node),
+                gpu_words=", ".join(pg.words for pg in mine) or _asked(p.state),
+                held=mine,
+            )
+        )
     nodes = sorted({p.node for p in pods if p.node})
     queue_name = version.queue if version else ""
     position = None
@@ -81,6 +95,7 @@ def job_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
         project_ref=queries.ref(c, "project", version.project if version else ""),
         scheduling=state.get("scheduling") or {},
         queue_position=position,
+        request_words=request_words(state, [pg for p in pods for pg in p.held]),
         request_history=queries.field_history(job, REQUEST_FIELDS),
         events=queries.events_near(
             c,
@@ -92,6 +107,55 @@ def job_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
     )
     related = queries.related_entities(c, [job] + [p.entity for p in pods], [("queue", "", queue_name)])
     return render_page(request, JOB.template, finish(request, ctx, related))
+
+
+def _asked(state: dict[str, Any] | None) -> str:
+    """A pod's share or MIG request in words ("" for whole GPUs: the number says it)."""
+    return amounts.state_request_words(state) if amounts.is_fractional(state) else ""
+
+
+def request_words(state: dict[str, Any], held: list[PodGpu]) -> dict[str, str]:
+    """The job's request as its page writes it: {"pods", "per_pod", "total", "counted"}: "1 pod", "0.5 of an
+    L40S, 22.5 GiB", "0.5 GPU"; MIG "2 × 1g.10gb", counted "2 GPUs" (as its queue counts it). A share names the
+    GPU its first bound pod was given; a waiting one says "of a GPU"."""
+    pods = state.get("pods")
+    n = pods if isinstance(pods, int) else 1
+    share = state.get("gpu_share") or {}
+    mig = {p: c for p, c in (state.get("mig") or {}).items() if c}
+    units = state.get("gpu_units")
+    shares = [pg for pg in held if pg.use.kind == "shared"]
+    per_pod = amounts.state_request_words(state)
+    if share and shares:  # what a bound pod was given, on the product it was given
+        mine: dict[str, Any] = next(
+            (sh for sh in shares[0].gpu.state.get("shares") or [] if sh.get("pod") == shares[0].pod), {}
+        )
+        fraction, memory = mine.get("fraction"), mine.get("memory_mib")
+        gpu_memory = memory / fraction if fraction and memory else None
+        model = shares[0].gpu.state.get("model", "")
+        per_pod = amounts.share_words(share.get("fraction"), share.get("memory_mib"), model, gpu_memory)
+        if units is None and len(shares) == n:  # a gpu-memory share counts its part of the GPU it landed on
+            units = sum(
+                float(sh.get("fraction") or 0)
+                for pg in shares
+                for sh in pg.gpu.state.get("shares") or []
+                if sh.get("pod") == pg.pod
+            )
+    elif mig and not state.get("gpus_per_pod") and not share:
+        per_pod = amounts.mig_words(mig) if sum(mig.values()) > 1 else next(iter(mig))
+    total = state.get("gpus_total") if units is None and not share else units
+    counted = "?" if total is None else f"{amounts.amount(total)} GPU{'' if 0 < total <= 1 else 's'}"
+    if mig and not share and not state.get("gpus_per_pod"):
+        return {
+            "pods": _pods_words(pods),
+            "per_pod": per_pod,
+            "total": amounts.mig_words({p: c * n for p, c in mig.items()}),
+            "counted": counted,
+        }
+    return {"pods": _pods_words(pods), "per_pod": per_pod, "total": counted, "counted": ""}
+
+
+def _pods_words(pods: Any) -> str:
+    return f"{pods} pod{'' if pods == 1 else 's'}" if pods is not None else "? pods"
 
 
 @require_GET

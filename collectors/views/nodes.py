@@ -8,10 +8,12 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
+from collectors import gpu_amounts as amounts
 from collectors import inventory, queries
 from collectors.podstatus import pod_status
 from collectors.views.common import entity_page_context, finish, render_page
 from collectors.views.rows import GpuUserRow, NodeGpuRow, PodRow, SliceRow
+from collectors.views.sharing import GpuUse, entity_resolver, gpu_use, with_links
 from collectors.xid import last_xids
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
@@ -47,14 +49,16 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     node = ctx["entity"]
     c, t, state = node.cluster, ctx["t"], ctx["state"]
     gpu_versions, pod_versions = queries.gpus_and_pods_on_node(c, name, t)
-    pods_by_key = {f"{p.entity.namespace}/{p.entity.name}": p.entity for p in pod_versions}
     # Row links built once here (the entity_link markup, from its one helper): a node has up to
     # hundreds of pods, and a template tag per cell was most of the table's rendering time.
     cur = request.cursor
+    resolve = entity_resolver(c, (p.entity for p in pod_versions))
+    product, memory = state.get("gpu_product") or "", state.get("gpu_memory_mib")
     xids = last_xids(gpu_versions, t)
     gpus = []
     for g in gpu_versions:
-        pod_ref = pods_by_key.get(g.pod) or queries.ref(c, "pod", g.pod)
+        use = with_links(gpu_use(g.state or {}, resolve, memory), cur)
+        pod_ref = resolve(g.pod) if g.pod else None
         gpus.append(
             NodeGpuRow(
                 g,
@@ -62,6 +66,7 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
                 xid=xids.get(g.entity_id),
                 pod_ref=pod_ref,
                 pod_link=entity_link_html(pod_ref, cur) if pod_ref else "",
+                use=use,
             )
         )
     pods = []
@@ -74,8 +79,13 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
                 link=entity_link_html(p.entity, cur),
                 job_ref=job_ref,
                 job_link=entity_link_html(job_ref, cur),
+                gpu_words=amounts.state_request_words(p.state, product, memory)
+                if amounts.is_fractional(p.state)
+                else "",
+                reservation=amounts.is_reservation(p.entity.namespace, (p.state or {}).get("labels")),
             )
         )
+    pods.sort(key=lambda p: p.reservation)  # KAI's reservation pods under the pods they hold GPUs for
     labels = state.get("labels") or {}
     cap_all, alloc_all = state.get("capacity") or {}, state.get("allocatable") or {}
     mig_names = sorted(k for k in {*cap_all, *alloc_all} if str(k).startswith("nvidia.com/mig-"))
@@ -88,6 +98,7 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         pods_running=sum(1 for p in pods if p.phase == "Running" and p.status == p.phase),
         gpus_held=held,
         gpus_free=None if allocatable is None else max(int(allocatable) - held, 0),
+        sharing=_sharing_words([g.use for g in gpus if g.use]),
         capacity=capacity,
         allocatable=allocatable,
         allocatable_short=capacity is not None
@@ -109,6 +120,22 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     return render_page(request, NODE.template, finish(request, ctx, related))
 
 
+def _sharing_words(uses: list[GpuUse]) -> str:
+    """The node's shared and MIG GPUs in one line: "2 GPUs shared by 5 pods · 3 of 16 MIG instances in use"."""
+    shared = [u for u in uses if u.kind == "shared"]
+    mig = [u for u in uses if u.kind == "mig"]
+    parts = []
+    if shared:
+        n, pods = len(shared), sum(len(u.holders) for u in shared)
+        parts.append(f"{n} GPU{'' if n == 1 else 's'} shared by {pods} pod{'' if pods == 1 else 's'}")
+    if mig:
+        used, total = sum(len(u.holders) for u in mig), sum(u.instances for u in mig)
+        parts.append(
+            f"{used} of {total} MIG instances in use on {len(mig)} GPU{'' if len(mig) == 1 else 's'}"
+        )
+    return " · ".join(parts)
+
+
 @require_GET
 @vary_on_headers("HX-Request")
 def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
@@ -117,7 +144,7 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     c, version, cur = gpu.cluster, ctx["version"], request.cursor
     node_name = version.node if version else ""
     users = [
-        GpuUserRow(u, queries.ref(c, "pod", u.pod))
+        GpuUserRow(u, queries.ref(c, "pod", u.pod), amounts.is_reservation_key(u.pod))
         for u in queries.gpu_users_in_window(gpu, cur.t - cur.window, cur.t + cur.window)
     ]
     gstate = (version.state or {}) if version else {}
@@ -134,6 +161,8 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
             )
         )
     ctx.update(
+        # the shares' memory is in the GPU's state (collectors.mapping.gpus.gpu_shares): no node query
+        use=with_links(gpu_use(gstate, entity_resolver(c)), cur),
         slices=slices,
         shared_units=round(sum(sl.fraction or 0 for sl in slices if sl.kind == "share"), 3),
         xid=last_xids([version], ctx["t"]).get(gpu.pk) if version else None,

@@ -19,11 +19,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
+from collectors import gpu_amounts as amounts
 from collectors import podlogs, queries
 from collectors.models import EntityVersion
 from collectors.podstatus import pod_status
 from collectors.sources.redact import redact_text
 from collectors.views.common import entity_page_context, finish, not_found, render_page
+from collectors.views.sharing import entity_resolver, gpus_held, with_links
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
 
@@ -78,6 +80,13 @@ def pod_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
     job_name = version.job if version else ""
     node_name = version.node if version else ""
     gpus = queries.gpus_of_pod(c, namespace, name, t)
+    # A share or MIG instance is not the GPU's pod (DCGM names KAI's reservation pod, or one instance's pod):
+    # found in the GPU states of its node, one query, only for a pod asking one.
+    held = gpus_held(c, [version] if version else [], t, entity_resolver(c, [pod])).get(
+        f"{namespace}/{name}", []
+    )
+    for pg in held:
+        with_links(pg.use, request.cursor)
     objects = [("Pod", namespace, name)]
     if job_name:
         objects.append(("Job", namespace, job_name))
@@ -89,7 +98,10 @@ def pod_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
         job_ref=queries.ref(c, "job", job_name, namespace),
         queue_ref=queries.ref(c, "queue", version.queue if version else ""),
         project_ref=queries.ref(c, "project", version.project if version else ""),
-        gpus=gpus,
+        gpus=[g for g in gpus if g.entity_id not in {pg.gpu.entity_id for pg in held}],
+        held=held,
+        gpu_request=amounts.state_request_words(state),
+        reservation_ref=queries.ref(c, "gpu", state.get("reservation_for")),
         events=queries.events_near(c, objects, t, request.cursor.window),
         tolerations=state.get("tolerations") or [],
         node_selector=sorted((state.get("node_selector") or {}).items()),

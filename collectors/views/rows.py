@@ -13,6 +13,7 @@ from typing import Any
 
 from collectors.models import Entity, EntityVersion, GpuSlice
 from collectors.queries import Ref
+from collectors.views.sharing import GpuUse, PodGpu
 from collectors.xid import XidSeen
 from rcaweb.via import Via
 
@@ -38,6 +39,9 @@ class NodeGpuRow(VersionRow):
     xid: XidSeen | None = None
     pod_ref: Entity | Ref | None = None
     pod_link: str = ""
+    use: GpuUse | None = (
+        None  # who holds it: the pods sharing it or on its MIG instances, KAI's reservation pod
+    )
 
 
 @dataclass
@@ -49,6 +53,11 @@ class PodRow(VersionRow):
     job_ref: Ref | None = None
     job_link: str = ""
     node_ref: Ref | None = None
+    gpu_words: str = (
+        ""  # what it asks when a share or MIG instances ("0.5 of an L40S, 22.5 GiB"); "" when whole
+    )
+    reservation: bool = False  # KAI's reservation pod (holds a shared GPU's device for the pods sharing it)
+    held: list[PodGpu] = field(default_factory=list)  # its shares and MIG instances at t, with their GPU
 
 
 @dataclass
@@ -57,6 +66,7 @@ class GpuUserRow:
 
     version: EntityVersion
     pod_ref: Ref | None
+    reservation: bool = False  # KAI's reservation pod: it held the device for the pods sharing the GPU
 
     valid_from = Via[datetime]("version")
     valid_to = Via[datetime | None]("version")

@@ -1,0 +1,159 @@
+"""Who holds a GPU at t, as the pages show it: the pods sharing it (each with its fraction and memory) or on its
+MIG instances, and KAI's reservation pod named as such, under them, never as the user.
+
+DCGM sees only the process holding the device, so a shared GPU's ``pod`` is KAI's reservation pod; the pods
+that share it are in the GPU's ``shares`` (``collectors.mapping.gpus.gpu_shares``), its MIG instances' pods in
+``mig``. The words come from ``collectors.gpu_amounts``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from collectors import gpu_amounts as amounts
+from collectors import inventory, queries
+from collectors.models import Cluster, Entity, EntityVersion
+from rcaweb.cursor import Cursor
+from rcaweb.templatetags.rcaweb import entity_link_html
+
+Resolve = Callable[[str], Any]  # "ns/name" → what the page links (an Entity, a Ref, or None)
+
+
+@dataclass
+class Holder:
+    """A pod holding (part of) a GPU: its key, what it holds in words, and its link target."""
+
+    pod: str
+    words: str = ""
+    ref: Any = None
+    link: str = ""  # the entity_link markup, when the view builds links once per row
+
+
+@dataclass
+class GpuUse:
+    """What a GPU is used by at t: ``kind`` whole | shared | mig, its holders, and KAI's reservation pod."""
+
+    kind: str = "whole"
+    holders: list[Holder] = field(default_factory=list)
+    reservation: Holder | None = None
+    free_words: str = ""  # "0.25 of the GPU free", "2 of 4 instances in use"
+    instances: int = 0  # a MIG GPU's instances, used or not
+
+    @property
+    def summary(self) -> str:
+        """One line: "shared by 2 pods, 0.5 of the GPU free", "MIG, 2 of 4 instances in use"; "" when whole."""
+        if self.kind == "shared":
+            n = len(self.holders)
+            return f"shared by {n} pod{'' if n == 1 else 's'}" + (
+                f", {self.free_words}" if self.free_words else ""
+            )
+        if self.kind == "mig":
+            return f"MIG, {self.free_words}" if self.free_words else "MIG"
+        return ""
+
+
+def gpu_use(state: dict[str, Any], resolve: Resolve, gpu_memory_mib: float | None = None) -> GpuUse:
+    """The :class:`GpuUse` of one GPU state (a version's ``state``); ``resolve`` turns a pod key into a link
+    target, ``gpu_memory_mib`` (the node's GPU memory) sizes a share that does not say its memory."""
+    product = state.get("model") or ""
+    shares = state.get("shares") or []
+    instances = state.get("mig") or []
+    reservation = state.get("reservation") or ""
+    pod = state.get("pod") or ""
+    if shares or reservation:
+        holders = [
+            Holder(
+                str(sh.get("pod") or ""),
+                amounts.share_words(sh.get("fraction"), sh.get("memory_mib"), product, gpu_memory_mib),
+                resolve(str(sh.get("pod") or "")),
+            )
+            for sh in shares
+        ]
+        given = sum(float(sh.get("fraction") or 0) for sh in shares)
+        held = reservation or (pod if amounts.is_reservation_key(pod) else "")
+        return GpuUse(
+            "shared",
+            holders,
+            Holder(held, "KAI's reservation pod", resolve(held)) if held else None,
+            f"{amounts.amount(max(0.0, 1 - given))} of the GPU free",
+        )
+    if instances:
+        holders = [
+            Holder(str(i["pod"]), f"{i.get('profile') or '?'} (GI {i.get('gi_id')})", resolve(str(i["pod"])))
+            for i in instances
+            if i.get("pod")
+        ]
+        return GpuUse(
+            "mig", holders, None, f"{len(holders)} of {len(instances)} instances in use", len(instances)
+        )
+    if pod and amounts.is_reservation_key(pod):  # a reservation pod without shares: KAI holds it for none yet
+        return GpuUse("shared", [], Holder(pod, "KAI's reservation pod", resolve(pod)), "1 of the GPU free")
+    return GpuUse("whole", [Holder(pod, "", resolve(pod))] if pod else [])
+
+
+@dataclass
+class PodGpu:
+    """What one pod holds of one GPU at t: the GPU's version, the pod's part in words, and who else is on it."""
+
+    gpu: EntityVersion
+    pod: str
+    words: str
+    use: GpuUse
+
+    @property
+    def label(self) -> str:
+        """How the page names the GPU: "GPU 1 · l40s-01"."""
+        index = self.gpu.state.get("index")
+        return f"GPU {'?' if index is None else index} · {self.gpu.node}"
+
+    @property
+    def others(self) -> list[Holder]:
+        """The other pods on the same GPU (its other shares), without KAI's reservation pod."""
+        return [h for h in self.use.holders if h.pod != self.pod]
+
+
+def gpus_held(
+    cluster: Cluster, pods: Iterable[EntityVersion], t: datetime, resolve: Resolve
+) -> dict[str, list[PodGpu]]:
+    """ "ns/name" → the shares and MIG instances each of ``pods`` holds at t, read from the GPUs of their
+    nodes (one query, only when a pod asks a share or MIG instances and is bound). Whole GPUs are not here:
+    ``queries.gpus_of_pod`` finds those by the GPU's pod."""
+    wanted = {
+        f"{p.entity.namespace}/{p.entity.name}": p for p in pods if p.node and amounts.is_fractional(p.state)
+    }
+    if not wanted:
+        return {}
+    nodes = {p.node for p in wanted.values()}
+    out: dict[str, list[PodGpu]] = {}
+    gpus = inventory.as_of(cluster, "gpu", t, node__in=sorted(nodes))
+    for g in sorted(gpus, key=lambda v: (v.node, v.state.get("index") is None, v.state.get("index") or 0)):
+        use = gpu_use(g.state or {}, resolve)
+        for h in use.holders:
+            if h.pod in wanted:
+                out.setdefault(h.pod, []).append(PodGpu(g, h.pod, h.words, use))
+    return out
+
+
+def entity_resolver(cluster: Cluster, known: Iterable[Entity] = ()) -> Resolve:
+    """A resolver preferring entities the view already has (no query), else a Ref (also no query)."""
+    by_key = {f"{e.namespace}/{e.name}": e for e in known}
+
+    def resolve(pod: str) -> Any:
+        if not pod:
+            return None
+        if pod in by_key:
+            return by_key[pod]
+        ns, _, name = pod.partition("/")
+        return queries.ref(cluster, "pod", name, ns)
+
+    return resolve
+
+
+def with_links(use: GpuUse, cursor: Cursor) -> GpuUse:
+    """``use`` with each holder's link markup built once (``entity_link_html``, keeping the cursor)."""
+    for h in [*use.holders, *([use.reservation] if use.reservation else [])]:
+        h.link = entity_link_html(h.ref, cursor) if h.ref else ""
+    return use
