@@ -9,12 +9,18 @@ parameter          value                           edit
 ``limit``          ``<name>:<gpus>``               its limit (Kueue: nominal + borrowing limit)
 ``cordon``         ``<node>``                      the node takes no new pods
 ``uncordon``       ``<node>``                      the node takes pods again (its cordon taint gone too)
+``repair``         ``<node>``                      the node is Ready again with every GPU it should have (its
+                                                   health taints gone, allocatable = its nominal GPUs)
 ``add``            ``<node>:<n>``                  ``n`` new empty nodes shaped like ``node`` (labels, taints,
                                                    GPUs, CPU, memory), named ``<node>+1`` …
 ``remove``         ``<ns>/<job>``                  the job is gone: its pods free their GPUs
 ``hold``           ``<ns>/<job>``                  the job waits out the pass (a running one is suspended: its
                                                    pods free their GPUs)
-``request``        ``<ns>/<job>:<pods>x<gpus>``    the waiting job asks for ``pods`` × ``gpus`` instead
+``request``        ``<ns>/<job>:<pods>x<gpus>``    the waiting job asks for ``pods`` × ``gpus`` instead; ``x0.5``:
+                                                   a share of each GPU (gpu-fraction); ``x1g.10gb``: one MIG
+                                                   instance of that profile per pod
+``onto``           ``<ns>/<job>:<node>``           the waiting job may go where ``node`` is: its selector takes
+                                                   the node's labels, its tolerations the node's taints
 =================  ==============================  ==============================================================
 
 ``apply_edits`` returns a new input and never changes the one it was given; ``compare`` runs
@@ -42,7 +48,7 @@ from incidents.diagnosis.scheduling_pass import (
 )
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
-KINDS = ("quota", "limit", "cordon", "uncordon", "add", "remove", "hold", "request")
+KINDS = ("quota", "limit", "cordon", "uncordon", "repair", "add", "remove", "hold", "request", "onto")
 MAX_EDITS = 20  # edits in one URL
 MAX_ADD = 64  # nodes one ``add`` makes
 MAX_ADDED = 256  # nodes all ``add`` edits make together
@@ -56,20 +62,27 @@ _PATTERNS = {
     "limit": re.compile(rf"^(?P<name>{_NAME}):(?P<n>\d{{1,9}}(\.\d{{1,4}})?)$"),
     "cordon": re.compile(rf"^(?P<name>{_NAME})$"),
     "uncordon": re.compile(rf"^(?P<name>{_NAME})$"),
+    "repair": re.compile(rf"^(?P<name>{_NAME})$"),
     "add": re.compile(rf"^(?P<name>{_NAME}):(?P<n>\d{{1,6}})$"),
     "remove": re.compile(rf"^(?P<ns>{_NAME})/(?P<name>{_NAME})$"),
     "hold": re.compile(rf"^(?P<ns>{_NAME})/(?P<name>{_NAME})$"),
-    "request": re.compile(rf"^(?P<ns>{_NAME})/(?P<name>{_NAME}):(?P<pods>\d{{1,6}})x(?P<gpus>\d{{1,4}})$"),
+    "request": re.compile(
+        rf"^(?P<ns>{_NAME})/(?P<name>{_NAME}):(?P<pods>\d{{1,6}})x"
+        r"(?:(?P<share>0\.\d{1,4})|(?P<profile>\d{1,2}g\.\d{1,4}gb)|(?P<gpus>\d{1,4}))$"
+    ),
+    "onto": re.compile(rf"^(?P<ns>{_NAME})/(?P<name>{_NAME}):(?P<node>{_NAME})$"),
 }
 _FORMS = {
     "quota": "<name>:<gpus>",
     "limit": "<name>:<gpus>",
     "cordon": "<node>",
     "uncordon": "<node>",
+    "repair": "<node>",
     "add": "<node>:<n>",
     "remove": "<namespace>/<job>",
     "hold": "<namespace>/<job>",
-    "request": "<namespace>/<job>:<pods>x<gpus per pod>",
+    "request": "<namespace>/<job>:<pods>x<gpus per pod | share 0.x | MIG profile 1g.10gb>",
+    "onto": "<namespace>/<job>:<node>",
 }
 
 
@@ -91,6 +104,8 @@ class Edit:
     namespace: str = ""  # a job's
     number: float = 0  # quota/limit GPUs, nodes to add, pods
     gpus: int = 0  # GPUs per pod (request)
+    share: float = 0  # a share of one GPU per pod (request), instead of whole GPUs
+    profile: str = ""  # a MIG profile per pod (request); the node whose place the job may take (onto)
 
     @property
     def value(self) -> str:
@@ -102,8 +117,14 @@ class Edit:
             "add": f"{self.name}:{n}",
             "remove": f"{self.namespace}/{self.name}",
             "hold": f"{self.namespace}/{self.name}",
-            "request": f"{self.namespace}/{self.name}:{n}x{self.gpus}",
+            "request": f"{self.namespace}/{self.name}:{n}x{self.per_pod}",
+            "onto": f"{self.namespace}/{self.name}:{self.profile}",
         }.get(self.kind, self.name)
+
+    @property
+    def per_pod(self) -> str:
+        """What each pod of a request edit asks: "8", "0.5" (a share), "1g.10gb" (a MIG instance)."""
+        return self.profile or (f"{self.share:g}" if self.share else str(self.gpus))
 
     @property
     def words(self) -> str:
@@ -114,11 +135,21 @@ class Edit:
             "limit": f"limit of {self.name} → {n} GPUs",
             "cordon": f"cordon {self.name}",
             "uncordon": f"uncordon {self.name}",
+            "repair": f"repair {self.name}",
             "add": f"add {n} node(s) like {self.name}",
             "remove": f"remove {job}",
             "hold": f"hold {job}",
-            "request": f"{job} asks {n} pod(s) × {self.gpus} GPUs",
+            "request": f"{job} asks {n} pod(s) × {self._per_pod_words}",
+            "onto": f"let {job} onto nodes like {self.profile}",
         }[self.kind]
+
+    @property
+    def _per_pod_words(self) -> str:
+        if self.profile:
+            return f"MIG {self.profile}"
+        if self.share:
+            return f"{self.share:g} of a GPU"
+        return f"{self.gpus} GPUs"
 
 
 def parse_edit(kind: str, raw: str) -> Edit:
@@ -139,12 +170,17 @@ def parse_edit(kind: str, raw: str) -> Edit:
             raise EditError(kind, raw, f"add between 1 and {MAX_ADD} nodes")
         return Edit(kind, g["name"], number=n)
     if kind == "request":
-        pods, gpus = int(g["pods"]), int(g["gpus"])
-        if not 1 <= pods <= MAX_PODS or not 1 <= gpus <= MAX_GPUS_PER_POD:
+        pods, gpus = int(g["pods"]), int(g["gpus"] or 0)
+        share = float(g["share"] or 0)
+        if g["share"] is not None and not 0 < share < 1:
+            raise EditError(kind, raw, "a share is between 0 and 1 of a GPU")
+        if not 1 <= pods <= MAX_PODS or not (share or g["profile"] or 1 <= gpus <= MAX_GPUS_PER_POD):
             raise EditError(
                 kind, raw, f"pods between 1 and {MAX_PODS}, GPUs per pod between 1 and {MAX_GPUS_PER_POD}"
             )
-        return Edit(kind, g["name"], g["ns"], number=pods, gpus=gpus)
+        return Edit(kind, g["name"], g["ns"], number=pods, gpus=gpus, share=share, profile=g["profile"] or "")
+    if kind == "onto":
+        return Edit(kind, g["name"], g["ns"], profile=g["node"])
     return Edit(kind, g["name"], g.get("ns") or "")
 
 
@@ -199,35 +235,31 @@ def _apply(di: DiagnosisInput, e: Edit) -> None:
         if not found:
             raise EditError(e.kind, e.value, f"no queue, project or department {e.name} at t")
         return
-    if e.kind in ("cordon", "uncordon", "add"):
+    if e.kind in ("cordon", "uncordon", "repair", "add"):
         node = di.find("node", e.name)
         if node is None:
             raise EditError(e.kind, e.value, f"no node {e.name} at t")
         if e.kind == "add":
             _add_nodes(di, node, int(e.number))
-            return
-        taints = [
-            t for t in node.state.get("taints") or [] if t.get("key") != "node.kubernetes.io/unschedulable"
-        ]
-        _edited(di.nodes, node, {**node.state, "unschedulable": e.kind == "cordon", "taints": taints})
+        elif e.kind == "repair":
+            _edited(di.nodes, node, _healthy(di, node, keep_cordon=True))
+        else:
+            taints = [t for t in node.state.get("taints") or [] if t.get("key") != _UNSCHEDULABLE_TAINT]
+            _edited(di.nodes, node, {**node.state, "unschedulable": e.kind == "cordon", "taints": taints})
         return
     job = di.find("job", e.name, e.namespace)
     if job is None or job.namespace != e.namespace:
         raise EditError(e.kind, e.value, f"no job {e.namespace}/{e.name} at t")
-    if e.kind == "request":
+    if e.kind in ("request", "onto"):
         if not is_pending(job):
             raise EditError(e.kind, e.value, f"{job.ref.label} is not waiting at t")
-        pods, gpus = int(e.number), e.gpus
-        state = {
-            **job.state,
-            "pods": pods,
-            "gpus_per_pod": gpus,
-            "gpus_total": pods * gpus,
-            "gpu_units": pods * gpus,
-        }
-        for k in ("gpu_share", "mig"):
-            state.pop(k, None)
-        _edited(di.jobs, job, state)
+        if e.kind == "request":
+            _retarget(di, job, _request_state(e))
+            return
+        node = di.find("node", e.profile)
+        if node is None:
+            raise EditError(e.kind, e.value, f"no node {e.profile} at t")
+        _retarget(di, job, _onto_state(di, job, node))
         return
     # remove / hold: the job's pods free their GPUs; a held job stays listed and waits
     di.pods[:] = [p for p in di.pods if not (p.namespace == job.namespace and p.get("job") == job.name)]
@@ -237,17 +269,76 @@ def _apply(di: DiagnosisInput, e: Edit) -> None:
         _edited(di.jobs, job, {**job.state, "phase": "Pending", "active": 0, "held": True})
 
 
-def _add_nodes(di: DiagnosisInput, node: EntityState, n: int) -> None:
-    """``n`` empty copies of ``node``, healthy and schedulable, with every GPU it should have."""
+_UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def _request_state(e: Edit) -> dict[str, Any]:
+    """The job's request keys as a request edit writes them (whole GPUs, a share, or one MIG instance per pod)."""
+    pods = int(e.number)
+    if e.profile:
+        return {"pods": pods, "gpus_per_pod": 0, "gpus_total": 0, "gpu_share": None, "mig": {e.profile: 1},
+                "gpu_units": pods * F.mig_units(e.profile)}  # fmt: skip
+    if e.share:
+        return {"pods": pods, "gpus_per_pod": 0, "gpus_total": 0, "gpu_share": {"fraction": e.share},
+                "mig": {}, "gpu_units": round(pods * e.share, 4)}  # fmt: skip
+    return {"pods": pods, "gpus_per_pod": e.gpus, "gpus_total": pods * e.gpus, "gpu_share": None, "mig": {},
+            "gpu_units": pods * e.gpus}  # fmt: skip
+
+
+def _onto_state(di: DiagnosisInput, job: EntityState, node: EntityState) -> dict[str, Any]:
+    """The selector and tolerations that let the job where ``node`` is: each selector key the node's labels
+    contradict takes the node's value (or goes, when the node has no such label), and each taint of the node the
+    job does not tolerate (other than a cordon or a health taint, which an uncordon or a repair lifts) gets a
+    toleration."""
+    req = F.job_request(di, job)
+    labels = node.state.get("labels") or {}
+    selector = {k: labels[k] for k in req.node_selector if k in labels}
+    tolerations = list(req.tolerations)
+    for t in node.state.get("taints") or []:
+        key = t.get("key") or ""
+        if t.get("effect") not in ("NoSchedule", "NoExecute") or key.startswith("node.kubernetes.io/"):
+            continue
+        if not F.tolerates(tolerations, t):
+            tol = {"key": key, "operator": "Equal", "value": t.get("value"), "effect": t.get("effect")}
+            tolerations.append(
+                tol if t.get("value") is not None else {**tol, "operator": "Exists", "value": None}
+            )
+    return {"node_selector": selector, "tolerations": tolerations}
+
+
+def _retarget(di: DiagnosisInput, job: EntityState, changes: dict[str, Any]) -> None:
+    """Write ``changes`` into the job and into its unbound pods (whose spec the fit prefers to the job's)."""
+    _edited(di.jobs, job, {**job.state, **changes})
+    pod_keys = {k: v for k, v in changes.items() if k in ("node_selector", "tolerations", "gpu_share", "mig")}
+    if "gpus_per_pod" in changes:
+        pod_keys["gpus"] = changes["gpus_per_pod"]
+    for p in [p for p in di.pods_of_job(job) if not p.get("node")]:
+        _edited(di.pods, p, {**p.state, **pod_keys})
+
+
+def _healthy(di: DiagnosisInput, node: EntityState, *, keep_cordon: bool) -> dict[str, Any]:
+    """The node's state Ready, with every GPU it should have and no health taint (nor, unless ``keep_cordon``,
+    a cordon)."""
     gpus = F.nominal_gpus(di, node)
     state = dict(node.state)
     res = {"nvidia.com/gpu": gpus}
     state["capacity"] = {**(state.get("capacity") or {}), **res}
     state["allocatable"] = {**(state.get("allocatable") or {}), **res}
-    state.update(ready=True, unschedulable=False)
+    state["ready"] = True
+    if not keep_cordon:
+        state["unschedulable"] = False
     state["taints"] = [
-        t for t in state.get("taints") or [] if not (t.get("key") or "").startswith("node.kubernetes.io/")
+        t
+        for t in state.get("taints") or []
+        if not (t.get("key") or "").startswith("node.kubernetes.io/")
+        or (keep_cordon and t.get("key") == _UNSCHEDULABLE_TAINT)
     ]
+    return state
+
+
+def _add_nodes(di: DiagnosisInput, node: EntityState, n: int) -> None:
+    """``n`` empty copies of ``node``, healthy and schedulable, with every GPU it should have."""
+    state = _healthy(di, node, keep_cordon=False)
     taken = {x.name for x in di.nodes}
     i = 0
     for _ in range(n):

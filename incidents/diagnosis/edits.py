@@ -1,0 +1,491 @@
+"""The smallest edits that would start a waiting job, each checked by one scheduling pass (issue 44, item 2).
+
+A candidate is an edit of the state at t (``whatif.Edit``) a reader could make happen: raise the quota or limit the
+job lacks by the least that starts it, uncordon or repair a node it could use, hold the jobs ahead that take its
+room, shrink its request to what fits (pods × GPUs, a smaller share, a smaller MIG profile), or let it onto
+another pool (its selector and tolerations). Each is kept only when one ``scheduling_pass.cluster_pass`` over the
+state with the edit applied starts the job; the answer says where (nodes, and GPU indices where the inventory
+names the free ones), who that pass no longer starts (delayed), and whose running pods the edit stops
+(evicted). What no edit of the list can fix is said as a refusal ("no node type it selects has 16 GPUs").
+
+Bounded: at most ``MAX_PASSES`` passes and ``MAX_ANSWERS`` answers per job; the base pass is the caller's.
+Pure: no database, no simulator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from incidents.diagnosis import fit as F
+from incidents.diagnosis.quota import quota_at
+from incidents.diagnosis.scheduling_pass import (
+    NOT_REACHED,
+    PLACED,
+    QUOTA,
+    STARTS,
+    ClusterPass,
+    Considered,
+    _charge,
+    cluster_pass,
+    place,
+    whole_gpus,
+)
+from incidents.diagnosis.types import DiagnosisInput, EntityState
+from incidents.diagnosis.whatif import MAX_GPUS_PER_POD, Edit, EditError, apply_edits
+
+MAX_PASSES = 8  # scheduling passes one job's answers may run
+MAX_ANSWERS = 5
+MAX_HOLDS = 4  # jobs ahead one answer may hold
+MAX_NODES = 4  # nodes one answer may uncordon or repair
+
+
+@dataclass
+class Answer:
+    """One edit (or a few of one kind) that starts the job in one pass, and what it does to the others."""
+
+    kind: str  # "quota", "limit", "uncordon", "repair", "hold", "shrink", "onto"
+    edits: list[Edit]
+    words: str  # "limit +8 on vision"
+    nodes: dict[str, int] = field(default_factory=dict)  # where its pods go: node -> pods
+    gpus: dict[str, list[int]] = field(default_factory=dict)  # node -> GPU indices, where the inventory says
+    delayed: list[Considered] = field(
+        default_factory=list
+    )  # started in the base pass, no longer with the edit
+    evicted: list[str] = field(default_factory=list)  # running jobs the edit stops
+
+    @property
+    def where_words(self) -> str:
+        """ "starts now on h100-07, GPUs 0–7"."""
+        parts = []
+        for node, pods in self.nodes.items():
+            idx = self.gpus.get(node)
+            where = f"{node}, GPUs {_ranges(idx)}" if idx else node
+            parts.append(where + (f" ({pods} pods)" if pods > 1 and not idx else ""))
+        return "starts now on " + "; ".join(parts)
+
+    @property
+    def others_words(self) -> str:
+        out = [f"evicts {', '.join(self.evicted)}" if self.evicted else "nothing evicted"]
+        if self.delayed:
+            out.append("delays " + ", ".join(c.label for c in self.delayed))
+        return "; ".join(out)
+
+    @property
+    def sentence(self) -> str:
+        return f"{self.words} → {self.where_words}; {self.others_words}"
+
+
+@dataclass
+class Unblock:
+    """The answers for one waiting job, the refusals (what no edit of the list fixes), and the passes run."""
+
+    answers: list[Answer] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)
+    passes: int = 0
+    starts_already: bool = False
+
+
+def _ranges(idx: list[int]) -> str:
+    """[0,1,2,3,6] -> "0–3, 6"."""
+    out: list[str] = []
+    run: list[int] = []
+    for i in sorted(idx):
+        if run and i != run[-1] + 1:
+            out.append(f"{run[0]}–{run[-1]}" if len(run) > 1 else str(run[0]))
+            run = []
+        run.append(i)
+    if run:
+        out.append(f"{run[0]}–{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ", ".join(out)
+
+
+def smallest_edits(di: DiagnosisInput, job: EntityState, base: ClusterPass) -> Unblock:
+    """The edits that start ``job`` in one pass over the state at t with the edit applied (module doc). ``base``
+    is the pass over the state as it is (``cluster_pass(di)``). Call inside ``di.indexed()``."""
+    out = Unblock()
+    me = base.find(job.namespace, job.name)
+    if me is None:
+        out.refusals.append(
+            f"not weighed: it is beyond the first {len(base.considered)} of the {base.waiting} waiting jobs one "
+            "pass considers"
+        )
+        return out
+    if me.outcome == STARTS:
+        out.starts_already = True
+        return out
+    if me.outcome == PLACED:
+        return out
+    req = F.job_request(di, job)
+    rows = F.node_fits(di, req)
+    prefix: list[Edit] = []
+    trials = _Trials(di, job, base, out)
+    if me.outcome == QUOTA:
+        quota = _quota_answer(di, job, req, me, base, trials)
+        if quota is None:
+            return out
+        if quota.starts:
+            return out
+        prefix = quota.edits  # room is short too: each room edit below comes with the quota it needs
+    refusal = _size_refusal(req, rows)
+    if refusal:
+        out.refusals.append(refusal)
+    else:
+        for kind, edits, words in _room_candidates(di, job, req, rows, me, base):
+            if len(out.answers) >= MAX_ANSWERS:
+                break
+            trials.run(kind, [*prefix, *edits], words if not prefix else f"{_words(prefix)} and {words}")
+    for kind, edits, words in _shrink_candidates(di, job, req, rows, me, base):
+        if len(out.answers) >= MAX_ANSWERS:
+            break
+        trials.run(kind, [*prefix, *edits], words if not prefix else f"{_words(prefix)} and {words}")
+    if not out.answers and not out.refusals:
+        out.refusals.append(
+            "no edit of the list starts it in one pass (quota, nodes, jobs ahead, request, pool)"
+        )
+    return out
+
+
+def _words(edits: list[Edit]) -> str:
+    return ", ".join(e.words for e in edits)
+
+
+#
+# Trying an edit: one pass
+#
+
+
+@dataclass
+class _Outcome:
+    starts: bool
+    edits: list[Edit]
+    after: Considered | None
+
+
+class _Trials:
+    """Runs one pass per candidate, within ``MAX_PASSES``, and keeps those that start the job."""
+
+    def __init__(self, di: DiagnosisInput, job: EntityState, base: ClusterPass, out: Unblock) -> None:
+        self.di, self.job, self.base, self.out = di, job, base, out
+
+    def run(self, kind: str, edits: list[Edit], words: str) -> _Outcome | None:
+        if self.out.passes >= MAX_PASSES:
+            return None
+        try:
+            edited = apply_edits(self.di, edits)
+        except EditError:
+            return None
+        self.out.passes += 1
+        with edited.indexed():
+            after = cluster_pass(edited)
+            mine = after.find(self.job.namespace, self.job.name)
+            starts = mine is not None and mine.outcome == STARTS
+            if starts and mine is not None:
+                self.out.answers.append(
+                    Answer(
+                        kind=kind,
+                        edits=edits,
+                        words=words,
+                        nodes=dict(mine.nodes),
+                        gpus=_gpu_indices(edited, mine),
+                        delayed=_delayed(self.base, after, self.job, edits),
+                        evicted=_evicted(self.di, edits),
+                    )
+                )
+        return _Outcome(starts, edits, mine)
+
+
+def _gpu_indices(di: DiagnosisInput, c: Considered) -> dict[str, list[int]]:
+    """The free GPUs a whole-GPU start would take on each node, lowest index first, where the inventory lists the
+    node's GPUs (a GPU with no pod, present and not faulty). Nothing for shares and MIG."""
+    if not c.whole:
+        return {}
+    req_per = int(c.units // max(sum(c.nodes.values()), 1)) if c.nodes else 0
+    out: dict[str, list[int]] = {}
+    for node, pods in c.nodes.items():
+        free = [
+            int(g.get("index"))
+            for g in di.gpus_of_node(node)
+            if not g.get("pod") and g.get("phase", "ok") == "ok" and g.get("index") is not None
+        ]
+        want = pods * req_per
+        if want and len(free) >= want:
+            out[node] = free[:want]
+    return out
+
+
+def _delayed(base: ClusterPass, after: ClusterPass, job: EntityState, edits: list[Edit]) -> list[Considered]:
+    """The jobs the base pass starts and the edited one does not (the job itself and the jobs held are not)."""
+    edited = {(e.namespace, e.name) for e in edits if e.kind in ("hold", "remove")}
+    edited.add((job.namespace, job.name))
+    gone = []
+    for c in base.starts:
+        if (c.job.namespace, c.job.name) in edited:
+            continue
+        a = after.find(c.job.namespace, c.job.name)
+        if a is None or a.outcome != STARTS:
+            gone.append(c)
+    return gone
+
+
+def _evicted(di: DiagnosisInput, edits: list[Edit]) -> list[str]:
+    """Running jobs a hold or remove stops (their pods free their GPUs)."""
+    out = []
+    for e in edits:
+        if e.kind not in ("hold", "remove"):
+            continue
+        j = di.find("job", e.name, e.namespace)
+        if j is not None and any(p.get("node") for p in di.pods_of_job(j)):
+            out.append(j.ref.label)
+    return out
+
+
+#
+# Quota and limit: the least raise that starts it
+#
+
+
+def _quota_answer(
+    di: DiagnosisInput, job: EntityState, req: F.Request, me: Considered, base: ClusterPass, trials: _Trials
+) -> _Outcome | None:
+    """Raise the quota or limit that holds the job to what it needs with what the pass started before it charged
+    (the least that admits it), then by one more job of its size while that is not enough (at most three tries).
+    The outcome that admits it, even when room is then short; None when nothing can be raised."""
+    q = quota_at(di, job, req, 0)
+    if q is None:
+        return None
+    started: dict[tuple[str, str], float] = {}
+    for c in base.starts:
+        if c.order < me.order:
+            started[(c.project, c.queue)] = started.get((c.project, c.queue), 0.0) + c.units
+    _charge(q, started)  # as the pass read it: what it started before the job is charged
+    dept = q.department
+    if not q.blocks and dept is not None and dept.blocks:
+        kind = "limit" if dept.over_limit else "quota"
+        name, after, current = dept.name, dept.after, dept.limit if dept.over_limit else dept.quota
+    else:
+        kind = "limit" if q.over_limit else "quota"
+        name = q.policy.name if q.policy is not None else q.queue
+        after, current = q.after, q.limit if q.over_limit else q.quota
+    target = math.ceil(after - 1e-9)
+    step = max(math.ceil(req.units), 1)
+    last: _Outcome | None = None
+    for _ in range(3):
+        delta = target - (current or 0)
+        edit = Edit(kind, name, number=target)
+        words = f"{kind} {'+' if delta >= 0 else ''}{delta:g} on {name} (to {target:g})"
+        last = trials.run(kind, [edit], words)
+        if last is None or last.starts:
+            return last
+        if last.after is not None and last.after.outcome != QUOTA:
+            return last  # admitted: what holds it now is room
+        target += step
+    return last
+
+
+#
+# Room: nodes, jobs ahead, another pool
+#
+
+
+def _size_refusal(req: F.Request, rows: list[F.NodeFit]) -> str:
+    """Why no room edit can start a whole-GPU job: its pods are larger than every node it selects."""
+    if not whole_gpus(req):
+        return ""
+    per = req.gpus_per_pod
+    selected = [r for r in rows if F.SELECTOR not in r.blockers]
+    largest_any = max((r.nominal for r in rows), default=0)
+    if largest_any < per:
+        return f"not possible: no node type can hold 1×{per} GPUs (the largest has {largest_any})"
+    largest = max((r.nominal for r in selected), default=0)
+    if largest < per:
+        return (
+            f"not possible where it may go: no node type it selects has {per} GPUs (the largest has {largest}); "
+            "another pool could"
+        )
+    return ""
+
+
+def _free_after(base: ClusterPass, rows: list[F.NodeFit], me: Considered) -> dict[str, int]:
+    """Free whole GPUs per node once the pass has served the jobs before ``me``."""
+    free = {r.node: r.free for r in rows}
+    for c in base.starts:
+        if c.order >= me.order or not c.whole:
+            continue
+        per = int(round(c.units / max(sum(c.nodes.values()), 1)))
+        for node, pods in c.nodes.items():
+            if node in free:
+                free[node] = max(free[node] - pods * per, 0)
+    return free
+
+
+def _room_candidates(
+    di: DiagnosisInput,
+    job: EntityState,
+    req: F.Request,
+    rows: list[F.NodeFit],
+    me: Considered,
+    base: ClusterPass,
+) -> list[tuple[str, list[Edit], str]]:
+    per = max(req.gpus_per_pod, 1)
+    free = _free_after(base, rows, me)
+    out: list[tuple[str, list[Edit], str]] = []
+    # uncordon / repair: nodes whose only static blocker is the cordon, or which are sick, with room for a pod
+    cordoned = [r for r in rows if F.CORDONED in r.blockers and _static(r) <= {F.CORDONED}]
+    sick = [r for r in rows if _sick(r) and _static(r) <= {F.NOT_READY}]
+    for kind, cands, lifted in (
+        ("uncordon", cordoned, set()),
+        ("repair", sick, {F.DEVICE_PLUGIN, F.MISSING_GPU}),
+    ):
+        picks = _cover(cands, req, lifted, per)
+        if picks:
+            out.append((kind, [Edit(kind, n) for n in picks], f"{kind} {', '.join(picks)}"))
+    # hold the jobs ahead that take room it could use, the largest takers first
+    takers = sorted(
+        (c for c in base.starts if c.order < me.order and c.whole and set(c.nodes) & me.usable),
+        key=lambda c: (-sum(p for n, p in c.nodes.items() if n in me.usable) * c.units, c.order),
+    )
+    need = req.pods * per - sum(min(free.get(n, 0), free.get(n, 0) // per * per) for n in me.usable)
+    held: list[Considered] = []
+    gained = 0
+    for c in takers[:MAX_HOLDS]:
+        held.append(c)
+        gained += int(c.units)
+        if gained >= need:
+            break
+    if held:
+        names = ", ".join(c.label for c in held)
+        out.append(("hold", [Edit("hold", c.job.name, c.job.namespace) for c in held], f"hold {names}"))
+    # another pool: nodes closed to it only by a taint or its selector, with room for its pods
+    other = [r for r in rows if r.blockers and _static(r) and _static(r) <= {F.TAINT, F.SELECTOR}]
+    pools: dict[str, list[F.NodeFit]] = {}
+    for r in other:
+        pools.setdefault(r.pool or r.node, []).append(r)
+    best = max(pools.values(), key=lambda rs: sum(r.free // per for r in rs), default=[])
+    if best and sum(r.free // per for r in best) >= req.pods:
+        node = max(best, key=lambda r: r.free)
+        what = "tolerate its taints" if any(r.untolerated for r in best) else "select it"
+        out.append(
+            ("onto", [Edit("onto", job.name, job.namespace, profile=node.node)],
+             f"let it onto pool {node.pool or node.node} ({what})")
+        )  # fmt: skip
+    return out
+
+
+def _static(r: F.NodeFit) -> set[str]:
+    return {b for b in r.blockers if b in F.STATIC_BLOCKERS}
+
+
+def _sick(r: F.NodeFit) -> bool:
+    return F.NOT_READY in r.blockers or r.capacity < r.nominal or r.allocatable < r.capacity
+
+
+def _cover(cands: list[F.NodeFit], req: F.Request, lifted: set[str], per: int) -> list[str]:
+    """The fewest of ``cands`` (most room first) whose room takes the job's pods; [] when all of them cannot."""
+    picks: list[str] = []
+    pods = 0
+    for r in sorted(cands, key=lambda r: (-r.free_if(lifted), r.node))[:MAX_NODES]:
+        here = r.free_if(lifted) // per
+        if here <= 0:
+            continue
+        picks.append(r.node)
+        pods += here
+        if pods >= req.pods:
+            return picks
+    return []
+
+
+#
+# Shrink: the largest request that fits
+#
+
+
+def _shrink_candidates(
+    di: DiagnosisInput,
+    job: EntityState,
+    req: F.Request,
+    rows: list[F.NodeFit],
+    me: Considered,
+    base: ClusterPass,
+) -> list[tuple[str, list[Edit], str]]:
+    pods = req.pods + req.bound_pods
+    if req.mig:
+        return _shrink_mig(job, req, rows, pods)
+    if req.share or req.share_memory_mib:
+        return _shrink_share(job, req, rows, pods)
+    if req.gpus_per_pod <= 0 or req.bound_pods:
+        return []
+    free = _free_after(base, rows, me)
+    open_rows = [r for r in rows if not _static(r)]
+    best: tuple[int, int] | None = None  # (pods, gpus per pod)
+    for per in sorted({g for g in (req.gpus_per_pod, 8, 4, 2, 1) if g <= min(req.gpus_per_pod, MAX_GPUS_PER_POD)},
+                      reverse=True):  # fmt: skip
+        want = req.pods * req.gpus_per_pod // per
+        trial = replace(req, pods=want, gpus_per_pod=per)
+        took = place(open_rows, trial, dict(free), frozenset())
+        n = sum(took.values()) if took else _most_pods(open_rows, trial, free)
+        if n <= 0:
+            continue
+        if (per, n) == (req.gpus_per_pod, req.pods):
+            continue  # that is the request itself
+        if best is None or n * per > best[0] * best[1]:
+            best = (n, per)
+    if best is None:
+        return []
+    n, per = best
+    edit = Edit("request", job.name, job.namespace, number=n, gpus=per)
+    return [("shrink", [edit], f"shrink to {n} pod(s) × {per} GPU{'s' if per != 1 else ''} (from "
+             f"{req.pods} × {req.gpus_per_pod})")]  # fmt: skip
+
+
+def _most_pods(rows: list[F.NodeFit], req: F.Request, free: dict[str, int]) -> int:
+    """How many of ``req``'s pods the room takes (a gang smaller than asked)."""
+    n = 0
+    for r in rows:
+        here = free.get(r.node, 0) // max(req.gpus_per_pod, 1)
+        res = r.resource_pods()
+        n += min(here, res) if res is not None else here
+    return min(n, req.pods)
+
+
+def _shrink_share(
+    job: EntityState, req: F.Request, rows: list[F.NodeFit], pods: int
+) -> list[tuple[str, list[Edit], str]]:
+    """The largest share, in hundredths, that what is left of the shared GPUs it may use takes, pods × that."""
+    if not req.share:
+        return []  # a gpu-memory share: the fraction edit would change its kind
+    left = sorted(
+        (x["free"] for r in rows if not _static(r) for x in r.shared if x["free"] > 0), reverse=True
+    )
+    if len(left) < 1:
+        return []
+    share = math.floor(left[min(pods, len(left)) - 1] * 100) / 100 if len(left) >= pods else 0.0
+    if not 0 < share < req.share:
+        return []
+    edit = Edit("request", job.name, job.namespace, number=pods, share=share)
+    return [("shrink", [edit], f"shrink its share to {share:g} of a GPU (from {req.share:g})")]
+
+
+def _shrink_mig(
+    job: EntityState, req: F.Request, rows: list[F.NodeFit], pods: int
+) -> list[tuple[str, list[Edit], str]]:
+    """The largest MIG profile smaller than the one asked that has a free instance per pod on the nodes it may
+    use."""
+    asked = max(req.mig, key=F.mig_units)
+    free: dict[str, int] = {}
+    for r in rows:
+        if _static(r):
+            continue
+        for prof in r.mig_layout:
+            n = r.mig_free(prof)
+            if n > 0 and F.mig_units(prof) < F.mig_units(asked):
+                free[prof] = free.get(prof, 0) + n
+    fitting = [p for p, n in free.items() if n >= pods]
+    if not fitting:
+        return []
+    prof = max(fitting, key=lambda p: (F.mig_units(p), p))
+    edit = Edit("request", job.name, job.namespace, number=pods, profile=prof)
+    return [("shrink", [edit], f"shrink to MIG {prof} (from {asked})")]
+
+
+__all__ = ["MAX_ANSWERS", "MAX_PASSES", "NOT_REACHED", "Answer", "Unblock", "smallest_edits"]
