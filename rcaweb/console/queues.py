@@ -27,7 +27,7 @@ from collectors.views.common import render_page
 from incidents.diagnosis.fairshare import Shares, Standing, fill, judge, shares
 from incidents.diagnosis.scheduling_pass import cluster_pass
 from incidents.diagnosis_input import load_cluster_input
-from rcaweb.cursor import Cursor
+from rcaweb.cursor import Cursor, format_duration
 from rcaweb.http import RcaRequest
 
 logger = logging.getLogger(__name__)
@@ -198,5 +198,6 @@ def queues_view(request: RcaRequest, cluster: str) -> HttpResponse:
         "considered": len(cp.considered),
         "waiting": cp.waiting,
         "shown_waiting": SHOWN_WAITING,
+        "window_words": format_duration(cursor.window),
     }
     return render_page(request, "console/queues.html", ctx)
