@@ -53,6 +53,7 @@ JOB_SPEC_KEYS = frozenset(
         "tolerations",
         "scheduler",
         "backoff_limit",
+        "active_deadline_seconds",
         "suspended",
         "generation",
     }
@@ -345,6 +346,7 @@ def map_job(
         "succeeded": int(status.get("succeeded") or 0),
         "failed": int(status.get("failed") or 0),
         "backoff_limit": spec.get("backoffLimit"),
+        "active_deadline_seconds": spec.get("activeDeadlineSeconds"),  # its runtime limit (the ETA reads it)
         "suspended": bool(spec.get("suspend")),
         "generation": m.get("generation"),
         "conditions": conditions(status.get("conditions")),

@@ -327,3 +327,16 @@ def test_the_simulated_kube_state_metrics_name_a_bad_quantity():
     assert quantity("64Gi") == 64 * 2**30 and quantity("500m") == 0.5 and quantity(8) == 8
     with pytest.raises(ValueError, match="not a Kubernetes quantity: '12 cores'"):
         quantity("12 cores")
+
+
+def test_it_keeps_a_jobs_runtime_limit_as_a_spec_key():
+    job = {
+        "metadata": {"name": "train", "namespace": "vision"},
+        "spec": {"activeDeadlineSeconds": 7200, "template": {"spec": {"containers": [{"name": "main"}]}}},
+        "status": {"startTime": "2026-11-29T01:00:00Z"},
+    }
+    obs = mapping.map_job(job, pod_phases=["Running"])
+    assert obs.state["active_deadline_seconds"] == 7200 and obs.state["started"] == "2026-11-29T01:00:00Z"
+    assert "active_deadline_seconds" in obs.spec_keys
+    no_limit = mapping.map_job({**job, "spec": {"template": job["spec"]["template"]}}, pod_phases=[])
+    assert no_limit.state["active_deadline_seconds"] is None
