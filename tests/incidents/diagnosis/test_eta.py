@@ -1,0 +1,121 @@
+"""When a waiting job will start (incidents.diagnosis.eta): the queue replayed forward from t with the running
+jobs' expected ends, by their runtime limit or by the durations of finished jobs of the same project and shape."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from incidents.diagnosis import scheduling_pass as SP
+from incidents.diagnosis.eta import MAX_STEPS, Basis, eta, expected_end, shape_of
+from incidents.diagnosis.types import iso
+
+from .dx_world import T0, job, node, pod, queue, world
+
+T = T0 + timedelta(hours=1)
+DAY = timedelta(hours=24)
+
+
+def _running(name, project="vision", node_name="h100-01", gpus=8, started=T0, limit=None):
+    j = job(name, project, phase="Running", gpus_per_pod=gpus)
+    j.state["started"] = iso(started)
+    if limit is not None:
+        j.state["active_deadline_seconds"] = limit
+    return j, pod(f"{name}-0", name, project, node_name=node_name, gpus=gpus)
+
+
+def _world(running, waiting, nodes=None):
+    jobs = [j for j, _ in running] + list(waiting)
+    return world(
+        subjects=[],
+        t=T,
+        nodes=nodes or [node("h100-01")],
+        pods=[p for _, p in running],
+        jobs=jobs,
+        queues=[queue("vision", 64, 64), queue("nlp", 64, 64)],
+    )
+
+
+def _eta(di, label, basis):
+    ns, name = label.split("/")
+    with di.indexed():
+        base = SP.cluster_pass(di)
+    return eta(di, di.find("job", name, ns), base, basis)
+
+
+def test_a_running_jobs_runtime_limit_bounds_its_end_and_the_waiting_job_starts_then():
+    di = _world([_running("r", limit=3 * 3600)], [job("w", submitted=T0 + timedelta(minutes=5))])
+    e = _eta(di, "vision/w", Basis(window=DAY))
+    assert (e.lo, e.hi) == (T0 + timedelta(hours=3), T0 + timedelta(hours=3))
+    assert e.words == "likely 03:00: 1 running job(s) end by then (1 by its runtime limit)"
+
+
+def test_without_a_limit_the_spread_of_finished_jobs_of_the_same_project_and_shape_gives_a_range():
+    di = _world([_running("r")], [job("w", submitted=T0 + timedelta(minutes=5))])
+    runs = [2 * 3600, 3 * 3600, 4 * 3600, 5 * 3600, 6 * 3600]
+    basis = Basis(window=DAY, durations={("vision", 1, "8"): runs, ("nlp", 1, "8"): [60.0]})
+    e = _eta(di, "vision/w", basis)
+    # the quartiles of 2..6 h from a start at 00:00
+    assert (e.lo, e.hi) == (T0 + timedelta(hours=3), T0 + timedelta(hours=5))
+    assert e.words.startswith(
+        "likely 03:00–05:00: 1 running job(s) end by then (1 by the durations of finished"
+    )
+
+
+def test_a_job_ahead_takes_the_first_room_and_the_next_end_starts_it():
+    # two running jobs end at 02:00 and 04:00 (limits); the job ahead takes the first node, it gets the second
+    nodes = [node("h100-01"), node("h100-02")]
+    running = [_running("r1", limit=2 * 3600), _running("r2", node_name="h100-02", limit=4 * 3600)]
+    ahead = job("a", submitted=T0)
+    mine = job("w", submitted=T0 + timedelta(minutes=5))
+    di = _world(running, [ahead, mine], nodes)
+    e = _eta(di, "vision/w", Basis(window=DAY))
+    assert (e.lo, e.hi) == (T0 + timedelta(hours=4), T0 + timedelta(hours=4))
+    assert [x.label for x in e.ended] == ["vision/r1", "vision/r2"]
+    assert e.started_first == ["vision/a"]
+    assert e.words.endswith("and 1 job(s) ahead start first")
+
+
+def test_a_job_the_next_pass_starts_starts_now():
+    di = _world([], [job("w")])
+    e = _eta(di, "vision/w", Basis(window=DAY))
+    assert e.now and e.words == "now: the next scheduling pass starts it"
+
+
+def test_it_is_unknown_when_no_running_job_has_a_limit_or_a_history_and_says_why():
+    di = _world([_running("r")], [job("w")])
+    e = _eta(di, "vision/w", Basis(window=DAY, durations={("nlp", 1, "8"): [3600.0]}))
+    assert e.lo is None and e.unknown
+    assert e.words == (
+        "unknown: none of the 1 running job(s) has a runtime limit, nor finished jobs of its project and shape "
+        "over the 24 h before t"
+    )
+
+
+def test_it_is_unknown_when_the_ends_it_can_foresee_never_make_room_for_it():
+    # a 16-GPU job on 8-GPU nodes: no end ever starts it
+    di = _world([_running("r", limit=3600)], [job("w", gpus_per_pod=16)])
+    e = _eta(di, "vision/w", Basis(window=DAY))
+    assert e.unknown.startswith(
+        "once every running job with an expected end has ended, one pass still does not"
+    )
+    assert e.passes <= 2 * MAX_STEPS
+
+
+def test_a_job_that_ran_past_every_finished_one_of_its_kind_has_no_expected_end():
+    j, _ = _running("r", started=T0 - timedelta(hours=10))
+    basis = Basis(window=DAY, durations={("vision", 1, "8"): [3600.0, 7200.0]})
+    assert expected_end(j, T, basis) is None
+    j2, _ = _running("r2", started=T0 - timedelta(minutes=30))
+    end = expected_end(j2, T, basis)
+    # quartiles 1:15 and 1:45 after its start: the early one is past, so any moment from t
+    assert end is not None and (end.lo, end.hi) == (T, T0 + timedelta(hours=1, minutes=15))
+
+
+def test_shapes_tell_shares_and_mig_from_whole_gpus():
+    assert shape_of({"project": "v", "pods": 2, "gpus_per_pod": 8}) == ("v", 2, "8")
+    assert shape_of({"project": "v", "pods": 1, "gpus_per_pod": 0, "gpu_share": {"fraction": 0.5}}) == (
+        "v",
+        1,
+        "0.5",
+    )
+    assert shape_of({"queue": "v", "mig": {"1g.10gb": 2}}) == ("v", 1, "mig:2x1g.10gb")
