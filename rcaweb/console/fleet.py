@@ -21,7 +21,7 @@ therefore GPU units (412.5), and the funnel also counts the shared GPUs, their s
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -30,6 +30,7 @@ from django.db.models import Avg, Count, OuterRef, Subquery
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from collectors import gpu_amounts as amounts
 from collectors.mapping.common import RESERVATION_NAMESPACE, mig_units
 from collectors.models import Cluster, EntityVersion, TelemetrySample
 from rcaweb.console.common import ACTIVE_SM, SAMPLE_STEP_MIN, SM_METRIC, WELL_USED_SM
@@ -138,6 +139,7 @@ class Cell:
     units: float = 1.0  # what is allocated of the GPU, in GPUs (1 for a held whole GPU)
     slices: int = 0  # shares on it, or MIG instances in use
     slices_total: int = 0  # MIG instances of its layout
+    detail: str = ""  # who holds its shares or instances, in collectors.gpu_amounts' words (the cell's title)
 
     @property
     def active(self) -> bool:
@@ -188,9 +190,13 @@ def with_cell_html(f: Fleet, cursor: Cursor) -> Fleet:
         for c in row.cells:
             title = f"GPU {c.index} · {c.state}" + (f" · {c.pod}" if c.pod and c.kind == "whole" else "")
             if c.kind == "shared":
-                title += f" · {c.slices} share(s), {units(c.units)} of the GPU"
+                title += f" · {c.slices} share(s), {units(c.units)} of the GPU" + (
+                    f": {c.detail}" if c.detail else ""
+                )
             elif c.kind == "mig":
-                title += f" · MIG {c.slices} of {c.slices_total} instance(s) in use"
+                title += f" · MIG {c.slices} of {c.slices_total} instance(s) in use" + (
+                    f": {c.detail}" if c.detail else ""
+                )
             if c.sm is not None:
                 title += f" · SM {round(c.sm * 100)}%"
             parts.append(
@@ -339,6 +345,11 @@ def _slices(cell: Cell, state: dict[str, Any]) -> None:
         cell.allocated = bool(shares)
         # The pods on it, not KAI's reservation pod (what DCGM names): one job's share is not its whole GPU.
         cell.pod = ", ".join(str(sh.get("pod") or "") for sh in shares)
+        model = str(state.get("model") or "")
+        cell.detail = "; ".join(
+            f"{sh.get('pod')} {amounts.share_words(sh.get('fraction'), sh.get('memory_mib'), model)}"
+            for sh in shares
+        )
         cell.project = str(shares[0].get("pod") or "").split("/", 1)[0] if shares else ""
         cell.job = cell.job_namespace = ""
     elif instances:
@@ -350,6 +361,9 @@ def _slices(cell: Cell, state: dict[str, Any]) -> None:
             round(sum(mig_units(str(i.get("profile") or "")) for i in used) / layout, 4) if layout else 0.0
         )
         cell.allocated = bool(used)
+        in_use = amounts.mig_words(Counter(str(i.get("profile") or "?") for i in used))
+        free = amounts.mig_words(Counter(str(i.get("profile") or "?") for i in instances if not i.get("pod")))
+        cell.detail = ", ".join([*([in_use] if in_use else []), *([f"free {free}"] if free else [])])
     else:
         cell.units = 1.0 if cell.allocated else 0.0
 
