@@ -7,6 +7,7 @@ PostgreSQL and Redis. Every variable is listed in .env.example.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from datetime import timedelta
@@ -349,6 +350,19 @@ RCAWEB_RUNAI_TOKEN = envsecret("RCAWEB_RUNAI_TOKEN", "")  # bearer token for the
 # Basic auth for every cluster's Prometheus, when it needs any (never in the URL: collectors/sources/endpoints.py).
 RCAWEB_PROMETHEUS_USERNAME = envsecret("RCAWEB_PROMETHEUS_USERNAME", "")
 RCAWEB_PROMETHEUS_PASSWORD = envsecret("RCAWEB_PROMETHEUS_PASSWORD", "")
+# What a GPU-hour costs (any currency; unset: no costs shown): the fleet's "allocated but barely used" page
+# prices the GPU-hours held and not used with it (rcaweb/console/usage.py).
+RCAWEB_GPU_HOUR_PRICE: float | None = None
+_price = os.environ.get("RCAWEB_GPU_HOUR_PRICE", "").strip()
+if _price:
+    try:
+        RCAWEB_GPU_HOUR_PRICE = float(_price)
+    except ValueError:
+        RCAWEB_GPU_HOUR_PRICE = math.nan
+    if not math.isfinite(RCAWEB_GPU_HOUR_PRICE) or RCAWEB_GPU_HOUR_PRICE < 0:
+        raise ImproperlyConfigured(
+            f"RCAWEB_GPU_HOUR_PRICE={_price!r}: expected a price per GPU-hour such as 2.50 (0 or more, no currency sign)"
+        )
 
 # Incident lifecycle (incidents.lifecycle): an open incident whose alerts have all resolved, and whose subject
 # stayed healthy this long, resolves by itself; an alert firing again this soon after the resolution reopens it.

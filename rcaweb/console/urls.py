@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from rcaweb.console import queues, views, whatif
+from rcaweb.console import queues, usage, views, whatif
 
 app_name = "console"
 
@@ -15,6 +15,18 @@ urlpatterns = [
     path("slo/jobs/", views.slo_jobs_view, name="slo_jobs"),
     path("changes/", views.changes_view, name="changes"),
     path("c/<slug:cluster>/whatif/", whatif.whatif_view, name="whatif"),
+    path("c/<slug:cluster>/usage/", usage.usage_view, name="usage"),
+    path(
+        "c/<slug:cluster>/usage/project/<str:name>/",
+        usage.workload_usage_view,
+        {"kind": "project", "namespace": ""},
+        name="usage_project",
+    ),
+    path(
+        "c/<slug:cluster>/usage/<str:kind>/<str:namespace>/<str:name>/",
+        usage.workload_usage_view,
+        name="usage_workload",
+    ),
     path("c/<slug:cluster>/queues/", queues.queues_view, name="queues"),
     path("charts/<slug:cluster>/<str:kind>/<path:ident>/<str:name>/", views.chart_view, name="chart"),
 ]

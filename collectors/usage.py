@@ -1,0 +1,270 @@
+"""Request vs usage, read now from the cluster's Prometheus: CPU and memory, GPUs and their SM activity.
+
+The series are the ones every Kubernetes monitoring stack scrapes: kube-state-metrics'
+``kube_pod_container_resource_requests`` (what the pod spec asks for), cAdvisor's
+``container_cpu_usage_seconds_total`` and ``container_memory_working_set_bytes`` (through the kubelet), and
+dcgm-exporter's ``DCGM_FI_PROF_SM_ACTIVE`` (``DCGM_FI_DEV_GPU_UTIL`` where profiling is off). They are
+not stored: like a pod's log, they are read when a page asks, for the cursor's window ``(t - w, t]``, each
+with a fixed number of queries whatever the number of pods (one selector names them all).
+
+A series that does not answer is named, with why it may be absent, never shown as a zero: a use of 0 cores
+and a cAdvisor that is not scraped are different answers. A query that fails is an ``error``, in words.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from collectors.mapping.common import mig_units
+from collectors.models import Cluster
+from collectors.sources.dcgm import dcgm_identity
+from collectors.sources.errors import SourceError
+from collectors.sources.prometheus import PrometheusSource, Series
+
+logger = logging.getLogger(__name__)
+
+REQUESTS = "kube_pod_container_resource_requests"
+CPU = "container_cpu_usage_seconds_total"
+MEMORY = "container_memory_working_set_bytes"
+SM = "DCGM_FI_PROF_SM_ACTIVE"
+UTIL = "DCGM_FI_DEV_GPU_UTIL"
+WHY_ABSENT = {
+    REQUESTS: "kube-state-metrics is not scraped by this Prometheus, or the pods were gone before the window",
+    CPU: "no container ran in the window, or the kubelets' /metrics/cadvisor is not scraped",
+    MEMORY: "no container ran in the window, or the kubelets' /metrics/cadvisor is not scraped",
+    SM: "profiling (DCGM_FI_PROF_*) counters are off in dcgm-exporter's default counter set",
+    UTIL: "no GPU held by these pods reported to dcgm-exporter in the window",
+}
+MAX_PODS = 200  # pods named in one selector (a job page's pods; a bigger job is read by its namespace)
+FLEET_STEP_MIN = 5  # the fleet reads SM activity as 5-minute means
+FLEET_POINTS = 48  # at most this many per GPU, whatever the window (the step grows with it)
+MIG_SLICES = 7  # an A100/H100 has seven compute slices: a "3g" instance holds 3/7 of the GPU
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+@dataclass
+class Missing:
+    """A series that gave nothing, and why it may be absent."""
+
+    series: str
+    why: str
+
+
+@dataclass
+class Resource:
+    """One resource of a workload: what it asks for and what it used over the window (None: no series)."""
+
+    name: str  # cpu | memory
+    requested: float | None = None
+    used: float | None = None  # the window's mean (cores; bytes)
+    peak: float | None = None  # the highest sample (memory) or None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.requested and self.used is not None:
+            return self.used / self.requested
+        return None
+
+
+@dataclass
+class Usage:
+    """Request vs usage of a set of pods (a job's, a pod, a namespace's) over the window ending at t."""
+
+    at: datetime
+    window: timedelta
+    cpu: Resource = field(default_factory=lambda: Resource("cpu"))
+    memory: Resource = field(default_factory=lambda: Resource("memory"))
+    gpus: float | None = None  # GPUs the pods held in the window (whole GPUs; MIG instances by their slices)
+    gpu_activity: float | None = None  # mean SM activity (0..1) of those GPUs
+    gpu_metric: str = SM
+    missing: list[Missing] = field(default_factory=list)
+    error: str = ""
+    queries: list[str] = field(default_factory=list)
+
+    @property
+    def answered(self) -> bool:
+        return not self.error
+
+
+def _range(window: timedelta) -> str:
+    return f"{max(1, int(window.total_seconds() // 60))}m"
+
+
+def _quote(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def pod_selector(namespace: str, pods: list[str], prefix: str = "") -> str:
+    """Matchers for these pods of a namespace (all of its pods when ``pods`` is empty or too many); ``prefix``
+    ``exported_`` names the labels as a scrape without honor_labels left them on DCGM series."""
+    parts = [f'{prefix}namespace="{_quote(namespace)}"']
+    names = sorted({p for p in pods if _NAME.match(p)})
+    if names and len(names) <= MAX_PODS:
+        # DNS names need no escaping but for ".", which as a regex also matches itself (a PromQL string would
+        # need "\\." for it; the rare pod name with a dot may match a sibling differing there, never miss)
+        parts.append(f'{prefix}pod=~"{"|".join(names)}"')
+    return ",".join(parts)
+
+
+def read_usage(cluster: Cluster, namespace: str, pods: list[str], at: datetime, window: timedelta) -> Usage:
+    """Requests, CPU and memory use, GPUs and SM activity of ``pods`` (of ``namespace``) over ``(at - window, at]``.
+
+    Six instant queries at most: requests, CPU rate, memory mean and peak, then SM activity (and GPU
+    utilisation only when SM activity has no series). Never raises: a failure is ``Usage.error``.
+    """
+    out = Usage(at=at, window=window)
+    sel, rng = pod_selector(namespace, pods), _range(window)
+    queries = {
+        REQUESTS: f'max_over_time({REQUESTS}{{{sel},resource=~"cpu|memory"}}[{rng}])',
+        CPU: f'rate({CPU}{{{sel},container!=""}}[{rng}])',
+        MEMORY: f'avg_over_time({MEMORY}{{{sel},container!=""}}[{rng}])',
+        "peak": f'max_over_time({MEMORY}{{{sel},container!=""}}[{rng}])',
+    }
+    try:
+        source = PrometheusSource(cluster.prometheus_url)
+        answers = {name: _ask(source, q, at, out) for name, q in queries.items()}
+        requested: dict[str, float] = defaultdict(float)
+        for s in answers[REQUESTS]:
+            requested[s.labels.get("resource", "")] += s.last or 0.0
+        if answers[REQUESTS]:
+            out.cpu.requested, out.memory.requested = requested.get("cpu"), requested.get("memory")
+        else:
+            out.missing.append(Missing(REQUESTS, WHY_ABSENT[REQUESTS]))
+        for metric, res in ((CPU, out.cpu), (MEMORY, out.memory)):
+            if answers[metric]:
+                res.used = sum(s.last or 0.0 for s in answers[metric])
+            else:
+                out.missing.append(Missing(metric, WHY_ABSENT[metric]))
+        if answers["peak"]:
+            out.memory.peak = sum(s.last or 0.0 for s in answers["peak"])
+        _gpus(source, namespace, pods, at, window, out)
+    except SourceError as exc:
+        out.error = str(exc)
+    return out
+
+
+def _ask(source: PrometheusSource, promql: str, at: datetime, out: Usage) -> list[Series]:
+    out.queries.append(promql)
+    return source.query(promql, at)
+
+
+def _gpus(
+    source: PrometheusSource, namespace: str, pods: list[str], at: datetime, window: timedelta, out: Usage
+) -> None:
+    """The GPUs the pods held and their mean activity: DCGM series carry the pod as ``pod`` or, after a scrape
+    without honor_labels, ``exported_pod`` (collectors/sources/dcgm.py), so each metric is asked both ways."""
+    rng = _range(window)
+    wanted = set(pods)
+    for metric in (SM, UTIL):
+        found: list[Series] = []
+        for prefix in ("", "exported_"):
+            sel = pod_selector(namespace, pods, prefix)
+            found = _ask(source, f"avg_over_time({metric}{{{sel}}}[{rng}])", at, out)
+            if found:
+                break
+        held = [s for s in found if not wanted or dcgm_identity(s.labels)["pod"] in wanted]
+        if held:
+            scale = 100.0 if metric == UTIL else 1.0
+            weights = [_units(s) for s in held]
+            total = sum(weights)
+            out.gpus = round(total, 3)
+            out.gpu_activity = (
+                sum(w * (s.last or 0.0) / scale for w, s in zip(weights, held, strict=True)) / total
+            )
+            out.gpu_metric = metric
+            return
+        out.missing.append(Missing(metric, WHY_ABSENT[metric]))
+
+
+def _units(series: Series) -> float:
+    """What one DCGM series is of a GPU: 1, or a MIG instance's slices of seven."""
+    profile = dcgm_identity(series.labels)["gi_profile"]
+    return mig_units(profile) / MIG_SLICES if profile else 1.0
+
+
+#
+# The fleet: GPUs allocated but barely used
+#
+
+
+@dataclass
+class Holding:
+    """One pod's hold on GPUs over the window: GPU-hours held and their mean activity."""
+
+    namespace: str
+    pod: str
+    gpu_hours: float = 0.0
+    active_hours: float = 0.0  # GPU-hours weighted by activity: activity = active_hours / gpu_hours
+    gpus: set[str] = field(default_factory=set)
+
+    @property
+    def activity(self) -> float:
+        return self.active_hours / self.gpu_hours if self.gpu_hours else 0.0
+
+    @property
+    def wasted_hours(self) -> float:
+        """GPU-hours held and not used: held x (1 - mean activity)."""
+        return self.gpu_hours - self.active_hours
+
+
+@dataclass
+class FleetRead:
+    holdings: list[Holding]
+    metric: str
+    step: timedelta
+    missing: list[Missing] = field(default_factory=list)
+    error: str = ""
+    queries: list[str] = field(default_factory=list)
+
+
+def fleet_step(window: timedelta) -> timedelta:
+    """5 minutes, or longer for a long window: at most FLEET_POINTS points per GPU."""
+    minutes = max(FLEET_STEP_MIN, -(-int(window.total_seconds() // 60) // FLEET_POINTS))
+    return timedelta(minutes=minutes)
+
+
+def read_holdings(cluster: Cluster, at: datetime, window: timedelta) -> FleetRead:
+    """Every pod that held a GPU in ``(at - window, at]``, with the GPU-hours it held and how busy they were.
+
+    One range query (two when SM activity has no series): each GPU series' mean activity per step, its pod
+    from its labels; a step in which a GPU reported with a pod counts one step of that pod's hold.
+    """
+    step = fleet_step(window)
+    read = FleetRead(holdings=[], metric=SM, step=step)
+    start = at - window + step
+    try:
+        source = PrometheusSource(cluster.prometheus_url)
+        for metric in (SM, UTIL):
+            promql = f"avg_over_time({metric}[{int(step.total_seconds() // 60)}m])"
+            read.queries.append(promql)
+            series = source.query_range(promql, start, at, step.total_seconds()) if start <= at else []
+            if series:
+                read.metric = metric
+                read.holdings = _holdings(series, step, 100.0 if metric == UTIL else 1.0)
+                return read
+            read.missing.append(Missing(metric, WHY_ABSENT[metric] if metric == SM else "no GPU reported"))
+    except SourceError as exc:
+        read.error = str(exc)
+    return read
+
+
+def _holdings(series: list[Series], step: timedelta, scale: float) -> list[Holding]:
+    hours = step.total_seconds() / 3600
+    by_pod: dict[tuple[str, str], Holding] = {}
+    for s in series:
+        ident = dcgm_identity(s.labels)
+        if not ident["pod"] or not s.points:
+            continue  # a free GPU
+        key = (ident["namespace"], ident["pod"])
+        h = by_pod.get(key)
+        if h is None:
+            h = by_pod[key] = Holding(*key)
+        units = _units(s)
+        h.gpus.add(ident["uuid"] + (f"/{ident['gi_id']}" if ident["gi_id"] else ""))
+        h.gpu_hours += units * hours * len(s.points)
+        h.active_hours += units * hours * sum(min(1.0, max(0.0, v / scale)) for _, v in s.points)
+    return list(by_pod.values())
