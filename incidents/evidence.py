@@ -16,7 +16,6 @@ The observation vocabulary (kinds and content shapes) is read by
 
 from __future__ import annotations
 
-import importlib
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -30,7 +29,7 @@ from collectors.bulk import insert_rows
 from collectors.changefmt import describe_change
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
 from collectors.sources.redact import redact_text, redact_value
-from incidents import inline, pod_logs, telemetry
+from incidents import diagnosis_run, inline, pod_logs, telemetry
 from incidents.models import Alert, Incident, IncidentSubject, Observation
 
 logger = logging.getLogger(__name__)
@@ -147,13 +146,9 @@ def cluster_now(cluster: Cluster | None, now: datetime) -> datetime:
 
 
 def run_diagnosis(incident_id: int) -> None:
-    """Hand over to the diagnosis (``incidents.diagnosis_run``) when it is installed; hypotheses stay empty otherwise."""
+    """Hand over to the diagnosis (``incidents.diagnosis_run``); a failure is logged, the evidence stays."""
     try:
-        diagnose = importlib.import_module("incidents.diagnosis_run")
-    except ImportError:
-        return
-    try:
-        diagnose.diagnose_incident(incident_id)
+        diagnosis_run.diagnose_incident(incident_id)
         Incident.objects.filter(pk=incident_id).update(diagnosed_at=timezone.now())
     except Exception:
         logger.exception("diagnosis of incident %s failed", incident_id)

@@ -7,7 +7,6 @@ be read is a ``log`` observation with ``error`` (an absence is evidence too).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from collectors.models import Cluster, Entity, EntityVersion
+from collectors.sources import kubernetes
 from incidents.models import IncidentSubject
 
 if TYPE_CHECKING:
@@ -66,12 +66,11 @@ def collect_logs(
         if hit is not None:
             texts[(pod.pk, container)] = hit
     missing = [(pod, container, v) for pod, container, v in targets if (pod.pk, container) not in texts]
-    source: Any = None  # a KubeSource, imported by name (a cluster without the client module has no logs)
+    source: Any = None  # a KubeSource, made only when some log is not in the shared cache
     if missing:
         try:
-            module = importlib.import_module("collectors.sources.kubernetes")
-            source = module.KubeSource(cluster)
-        except Exception as exc:  # no client module, or credentials that do not load: an absence, recorded
+            source = kubernetes.KubeSource(cluster)
+        except Exception as exc:  # credentials that do not load: an absence, recorded
             for pod, container, _ in missing:
                 _log_error(batch, pod, container, end, exc)
             missing = []

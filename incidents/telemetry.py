@@ -10,7 +10,6 @@ reporting) are also written as ``telemetry_anomaly`` observations.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 import threading
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from collectors.models import Cluster, EntityVersion, TelemetrySample
+from collectors.sources import prometheus
 from incidents.models import IncidentSubject
 from rcaweb.timestamps import parse_timestamp
 
@@ -145,8 +145,7 @@ def _from_prometheus(
 ) -> bool:
     """True when Prometheus answered every query; each failed query is recorded as an error observation."""
     try:
-        module = importlib.import_module("collectors.sources.prometheus")
-        source = module.PrometheusSource(url)
+        source = prometheus.PrometheusSource(url)
     except Exception as exc:
         _error(batch, "(client)", "configure", end, f"Prometheus client unavailable: {exc}")
         return False
@@ -173,7 +172,7 @@ def _from_prometheus(
         held = history[0]
         if held is None or (earliest is not None and (held[0] - earliest).total_seconds() > 2 * step):
             return ""
-        return module.short_history(held, start, slack_s=2 * step)
+        return prometheus.short_history(held, start, slack_s=2 * step)
 
     down = ""  # once Prometheus timed out or refused, the other queries are skipped (bounded collection time)
     labels_seen: list[str] = []  # the label spelling this exporter uses, once one query found series
