@@ -20,7 +20,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import simdjson
@@ -30,7 +30,6 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from collectors.models import Cluster
 from collectors.sources.errors import SourceError, describe_http_error
 from collectors.sources.kubeconfig import check_kubeconfig
 from collectors.sources.redact import is_secret_object, redact_text
@@ -48,7 +47,14 @@ def custom_listing(group: str, version: str, plural: str) -> str:
     return f"list {plural}.{group}/{version}"
 
 
-def _api_client(cluster: Cluster, timeout: float) -> client.ApiClient:
+class ClusterAccess(Protocol):
+    """What a source needs of a cluster: where its credentials are ("" for the in-cluster service account).
+    The inventory's ``Cluster`` model is one; sources import no model."""
+
+    kubeconfig: str
+
+
+def _api_client(cluster: ClusterAccess, timeout: float) -> client.ApiClient:
     cfg = client.Configuration()
     try:
         if cluster.kubeconfig:
@@ -70,7 +76,7 @@ def _api_client(cluster: Cluster, timeout: float) -> client.ApiClient:
 class KubeSource:
     """Read-only view of one cluster's API server."""
 
-    def __init__(self, cluster: Cluster, timeout: float | None = None, *, page_size: int = PAGE_SIZE) -> None:
+    def __init__(self, cluster: ClusterAccess, timeout: float | None = None, *, page_size: int = PAGE_SIZE) -> None:
         self.cluster = cluster
         self.timeout = float(timeout if timeout is not None else settings.RCAWEB_SOURCE_TIMEOUT_S)
         self.page_size = page_size
