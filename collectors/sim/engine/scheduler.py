@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import lifecycle, messages, proportion
+from . import kueue, lifecycle, messages, proportion
 from .placement import Placer
 from .quota import (
     cohort_quota,
@@ -60,7 +60,9 @@ def order_key(world: World, job: SimJob) -> tuple:
 def schedule(world: World) -> None:
     alloc, alloc_np = usage(world)
     waiting: list[SimJob] = []
-    if world.scheduler == "kueue":
+    if world.scheduler == "kueue" and world.scenario.kueue is not None:
+        kueue.admit_pass(world, lambda j: _admit(world, j), lambda j, m: _wait_kueue(world, j, m, waiting))
+    elif world.scheduler == "kueue":
         _admit_kueue(world, alloc, alloc_np, waiting)
     placer = Placer(world)  # after admission: Kueue preemption may have freed GPUs
     pending = [
@@ -306,6 +308,11 @@ def _admit_kueue(
         if job.priority_class == "inference":
             usage_np[job.project] += r
         _admit(world, job)
+
+
+def _wait_kueue(world: World, job: SimJob, message: str, waiting: list[SimJob]) -> None:
+    _unschedulable(world, job, "Pending", message, [])
+    waiting.append(job)
 
 
 def _admit(world: World, job: SimJob) -> None:
