@@ -29,6 +29,8 @@ lint: install-dev
 TEST_WORKERS ?= auto
 test: install-dev
 	$(BIN)/ruff check .
+# The layer rules of docs/design.md ([tool.importlinter] in pyproject.toml).
+	$(BIN)/lint-imports --no-cache
 # mypy before the tests: a type error fails in a minute, not after the suite's minutes.
 	$(BIN)/mypy
 	RCAWEB_DEBUG=false $(BIN)/pytest -q -r s -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)

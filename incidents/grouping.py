@@ -12,13 +12,14 @@ import logging
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from django.db.models import Max, Q, QuerySet
 
 from collectors.models import Cluster, Entity, EntityVersion
 from collectors.sources.dcgm import alert_workload
 from incidents import lifecycle, services, titles
+from incidents.diagnosis.capacity import UNKNOWN_ROOM, Room, room, shut
 from incidents.models import Alert, Incident, IncidentSubject
 
 logger = logging.getLogger(__name__)
@@ -844,7 +845,6 @@ def link_related_incidents(
 
 
 FAULT_SLACK = timedelta(minutes=10)  # a fault's inventory state counts this long before or after the alert
-_UNHEALTHY_TAINTS = "node.kubernetes.io/"  # what Kubernetes itself taints a failing node with
 
 
 def _matters(
@@ -871,26 +871,10 @@ def _matters(
         return True
     taken = a_fault & unusable
     if taken and b_asks != math.inf:  # (nothing of b waits: capacity taken elsewhere is nothing to it)
-        if b_asks is None or any(room.get(e, _NO_ROOM_KNOWN).keeps_out(b_asks) for e in taken):
+        if b_asks is None or any(room.get(e, UNKNOWN_ROOM).keeps_out(b_asks) for e in taken):
             return True
     workloads = {e for e, (_, kind) in a.items() if kind in ("pod", "job")}
     return bool(workloads & {e for e, (_, kind) in b.items() if kind in ("pod", "job")})
-
-
-class Room(NamedTuple):
-    """Whole GPUs free on a faulty entity's node: ``now`` while the fault lasts, ``fixed`` once it is fixed;
-    ``short``: a node with fewer usable GPUs than it had (see :func:`_room`)."""
-
-    now: float
-    fixed: float
-    short: bool = False
-
-    def keeps_out(self, asks: float) -> bool:
-        """Whether the fault is what keeps a pod asking ``asks`` GPUs off this node."""
-        return self.now < asks <= self.fixed
-
-
-_NO_ROOM_KNOWN = Room(0, math.inf)  # node or count unknown: the fault may be what keeps anyone out
 
 
 NOMINAL_LOOKBACK = timedelta(hours=24)  # a node's GPUs are the most it reported over this long before t
@@ -938,7 +922,7 @@ def _room(entities: set[int], faulty: set[int], at: datetime) -> dict[int, Room]
     )
     rows = window.filter(deleted=False).values_list("entity__name", "phase", "gpus_allocatable", "state")
     for host, phase, allocatable, state in rows:
-        if _shut(phase, state):
+        if shut(state, phase):
             usable[host] = 0
         elif allocatable is not None:
             usable[host] = min(usable.get(host, math.inf), allocatable)
@@ -946,15 +930,12 @@ def _room(entities: set[int], faulty: set[int], at: datetime) -> dict[int, Room]
     pods = EntityVersion.objects.as_of(at).filter(kind="pod", node__in=hosts, phase="Running", deleted=False)
     for node, gpus in pods.values_list("node", "gpus"):
         held[node] += gpus or 0
-    return {
-        e: Room(
-            max(0, usable.get(h, 0) - held[h]),
-            nominal[h] - held[h],
-            e in nodes and usable.get(h, 0) < nominal[h],
-        )
-        for e, h in node_of.items()
-        if h in nominal
-    }
+    out = {}
+    for e, h in node_of.items():
+        if h in nominal:
+            r = room(nominal[h], usable.get(h, 0), held[h])
+            out[e] = r if e in nodes else r._replace(short=False)
+    return out
 
 
 def _requests(attachments: dict[int, Attached], at: datetime) -> dict[int, float]:
@@ -1005,18 +986,5 @@ def _unusable(entities: set[int], at: datetime) -> set[int]:
     return {
         v.entity_id
         for v in versions.only("entity_id", "kind", "phase", "gpus", "gpus_allocatable", "deleted", "state")
-        if lifecycle.trouble(v) or (v.kind == "node" and not v.deleted and _shut(v.phase, v.state))
+        if lifecycle.trouble(v) or (v.kind == "node" and not v.deleted and shut(v.state, v.phase))
     }
-
-
-def _shut(phase: str | None, state: dict | None) -> bool:
-    """Whether the scheduler places nothing on a node in this ``phase`` and ``state``: not Ready, cordoned,
-    or tainted by Kubernetes itself (``node.kubernetes.io/...``, NoSchedule or NoExecute)."""
-    if phase and phase != "Ready":
-        return True
-    state = state or {}
-    return bool(state.get("unschedulable")) or any(
-        str(t.get("key", "")).startswith(_UNHEALTHY_TAINTS) and t.get("effect") in ("NoSchedule", "NoExecute")
-        for t in state.get("taints") or []
-        if isinstance(t, dict)
-    )

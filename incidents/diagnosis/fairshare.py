@@ -17,45 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.division import EPS, Claim, capacity, divide
 from incidents.diagnosis.quota import is_pending, project_allocated
 from incidents.diagnosis.scheduling_pass import ClusterPass, Considered
-from incidents.diagnosis.types import DiagnosisInput, EntityState, gpus_of
-
-EPS = 1e-6
-MAX_ROUNDS = 64  # water-filling rounds: each one fills at least one claimant, so this bounds any real cluster
-
-
-@dataclass
-class Claim:
-    """One claimant of a division: what it deserves, may reach, weighs and asks (held + waiting)."""
-
-    name: str
-    deserved: float | None  # None: no quota (it deserves nothing ahead of the others)
-    limit: float | None  # None: no limit
-    weight: float
-    asks: float
-
-
-def divide(capacity: float, claims: list[Claim]) -> dict[str, float]:
-    """Each claimant's fair share of ``capacity`` (module doc): deserved first, then the rest by weight."""
-    share = {c.name: min(c.deserved or 0.0, c.asks, _cap(c)) for c in claims}
-    left = capacity - sum(share.values())
-    for _ in range(MAX_ROUNDS):
-        hungry = [c for c in claims if share[c.name] < min(c.asks, _cap(c)) - EPS]
-        weight = sum(c.weight for c in hungry)
-        if left <= EPS or not hungry or weight <= 0:
-            break
-        given = 0.0
-        for c in hungry:
-            more = min(left * c.weight / weight, min(c.asks, _cap(c)) - share[c.name])
-            share[c.name] += more
-            given += more
-        left -= given
-    return {k: round(v, 4) for k, v in share.items()}
-
-
-def _cap(c: Claim) -> float:
-    return math.inf if c.limit is None else c.limit
+from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 
 @dataclass
@@ -116,17 +81,6 @@ class Shares:
     @property
     def borrowers(self) -> list[Standing]:
         return [s for s in self.queues if s.borrowing_while_starved]
-
-
-def capacity(di: DiagnosisInput) -> float:
-    """Allocatable GPUs of the nodes that take pods: Ready and not cordoned."""
-    return float(
-        sum(
-            gpus_of(n.get("allocatable") or {})
-            for n in di.nodes
-            if n.get("ready") is not False and not n.get("unschedulable")
-        )
-    )
 
 
 def _num(value: Any) -> float | None:

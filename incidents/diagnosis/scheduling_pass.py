@@ -2,7 +2,7 @@
 
 A counterfactual weighed for one job alone ("it would fit if h100-03's missing GPU were back") is true of every
 job that fits in the room the fault took, and one 8-GPU node starts only one of them. The scheduler serves its
-waiting jobs in order (queue priority, then priority class, then submission: ``quota.jobs_ahead``), each gang
+waiting jobs in order (``queue_order.QueueOrder``: KAI's fair share, Kueue's queueing strategies), each gang
 all or nothing, a job that does not fit is passed over and the next one tried (KAI and Kueue both go on past a
 job that does not fit). This module replays that pass over the room the diagnosis sees at t, with the
 ``lifted`` blockers gone, and says whether the job would start, who would start before it, and its place.
@@ -16,22 +16,13 @@ jobs ahead are not counted against whole-GPU room.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import (
-    _CLASS_RANK,
-    QueuedJob,
-    QuotaAt,
-    _queue_priority,
-    is_pending,
-    jobs_ahead,
-    order_key,
-    project_allocated,
-    quota_at,
-)
+from incidents.diagnosis import queue_order
+from incidents.diagnosis.queue_order import QueueOrder, in_queue_key, job_queue, strict_fifo
+from incidents.diagnosis.quota import QueuedJob, QuotaAt, _queue_priority, is_pending, quota_at
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 # Jobs ahead weighed in one pass: the first in order that could use the lifted room. A job behind more than
@@ -107,41 +98,71 @@ def pass_if_fixed(
     lifted: frozenset[str],
     fault_nodes: list[str],
 ) -> PassResult:
-    """Replay the scheduler's pass with ``lifted`` gone: the waiting jobs ahead of ``job`` that could use the
-    room on ``fault_nodes`` are served first, in order, each taking its room if its whole gang fits and its
-    quota allows it; then ``job`` is tried in what is left."""
+    """Replay the scheduler's pass with ``lifted`` gone: the waiting jobs ahead of ``job`` in the cluster's order
+    (:class:`~incidents.diagnosis.queue_order.QueueOrder`) that could use the room on ``fault_nodes`` are served
+    first, each taking its room if its whole gang fits and its quota allows it; then ``job`` is tried in what
+    is left."""
     if not whole_gpus(req):
         return PassResult(starts=F.fits(rows, req, lifted))
     free = room_if(rows, lifted)
     before: list[Start] = []
     waiting_ahead = 0
-    for queued in jobs_ahead(di, job)[:MAX_AHEAD]:
-        other = queued.job
-        other_req = F.job_request(di, other)
-        if other_req.pods == 0 or not whole_gpus(other_req):
+    waiting = [j for j in di.jobs if is_pending(j) and not _same(j, job)]
+    order = QueueOrder(di, [*waiting, job])
+    for seen, other in enumerate(order):
+        if _same(other, job):
+            break
+        if seen >= MAX_AHEAD:
             continue
-        if not F.could_gain(di, fault_nodes, other_req):
-            continue  # it cannot use the room the fix gives back: not a competitor for it
-        held = quota_at(di, other, other_req, sum(free.values()))
-        if held is not None and held.holds:
-            continue  # its own quota keeps it out whatever the room
-        other_rows = F.node_fits(di, other_req)
-        if not F.fits(other_rows, other_req, lifted):
-            continue  # it would not start even with the fix: it takes nothing
+        taken, fits = _serve_ahead(di, other, free, lifted, fault_nodes)
+        if not fits:
+            continue
         waiting_ahead += 1
-        taken = place(other_rows, other_req, free, lifted)
         if not taken:
             continue
+        other_req = F.job_request(di, other)
         for node, pods in taken.items():
             free[node] -= pods * other_req.gpus_per_pod
+        order.charge(other, other_req.units)
+        queued = QueuedJob(
+            other,
+            job_queue(other),
+            _queue_priority(di, job_queue(other)),
+            other.get("priority_class") or "",
+            other.get("submitted") or "",
+            round(other_req.units, 4),
+            order.why_before(other, job),
+        )
         before.append(Start(queued, taken))
     mine = place(rows, req, free, lifted)
-    return PassResult(
-        starts=bool(mine),
-        nodes=mine,
-        before=before,
-        position=waiting_ahead + 1,
-    )
+    return PassResult(starts=bool(mine), nodes=mine, before=before, position=waiting_ahead + 1)
+
+
+def _same(a: EntityState, b: EntityState) -> bool:
+    return a is b or (a.name == b.name and a.namespace == b.namespace and a.kind == b.kind)
+
+
+def _serve_ahead(
+    di: DiagnosisInput,
+    other: EntityState,
+    free: dict[str, int],
+    lifted: frozenset[str],
+    fault_nodes: list[str],
+) -> tuple[dict[str, int], bool]:
+    """What a waiting job ahead takes of ``free`` (its placement), and whether it competes for the room at all:
+    whole GPUs, able to use the fault's nodes, not held by its own quota, and able to start with the fix."""
+    other_req = F.job_request(di, other)
+    if other_req.pods == 0 or not whole_gpus(other_req):
+        return {}, False
+    if not F.could_gain(di, fault_nodes, other_req):
+        return {}, False  # it cannot use the room the fix gives back: not a competitor for it
+    held = quota_at(di, other, other_req, sum(free.values()))
+    if held is not None and held.holds:
+        return {}, False  # its own quota keeps it out whatever the room
+    other_rows = F.node_fits(di, other_req)
+    if not F.fits(other_rows, other_req, lifted):
+        return {}, False  # it would not start even with the fix: it takes nothing
+    return place(other_rows, other_req, free, lifted), True
 
 
 def starts_with_room(di: DiagnosisInput, gained: dict[str, int], freed: bool = False) -> list[str]:
@@ -151,10 +172,10 @@ def starts_with_room(di: DiagnosisInput, gained: dict[str, int], freed: bool = F
     (``fit.could_gain``); a job that fits already, or whose own quota holds it, takes nothing."""
     if not gained:
         return []
-    waiting = [j for j in di.jobs if is_pending(j)]
     free: dict[str, int] | None = None
     started: list[str] = []
-    for job in sorted(waiting, key=lambda j: order_key(di, j)):
+    order = QueueOrder(di, [j for j in di.jobs if is_pending(j)])
+    for job in order:
         req = F.job_request(di, job)
         if req.pods == 0 or not whole_gpus(req) or not F.could_gain(di, gained, req):
             continue
@@ -162,14 +183,7 @@ def starts_with_room(di: DiagnosisInput, gained: dict[str, int], freed: bool = F
         if F.fits(rows, req):
             continue  # it fits already: the room changes nothing for it
         if free is None:  # node room is the same whoever asks: read once, with the gain
-            free = {}
-            for r in rows:
-                extra = gained.get(r.node, 0)
-                if freed:
-                    free[r.node] = max(r.allocatable - max(r.allocated - extra, 0), 0)
-                else:
-                    top = min(r.allocatable + extra, max(r.capacity, r.nominal))
-                    free[r.node] = max(top - r.allocated, 0)
+            free = _room_with(rows, gained, freed)
         held = quota_at(di, job, req, sum(free.values()))
         if held is not None and held.holds:
             continue
@@ -178,8 +192,21 @@ def starts_with_room(di: DiagnosisInput, gained: dict[str, int], freed: bool = F
             continue
         for node, pods in taken.items():
             free[node] -= pods * req.gpus_per_pod
+        order.charge(job, req.units)
         started.append(job.ref.label)
     return started
+
+
+def _room_with(rows: list[F.NodeFit], gained: dict[str, int], freed: bool) -> dict[str, int]:
+    free: dict[str, int] = {}
+    for r in rows:
+        extra = gained.get(r.node, 0)
+        if freed:
+            free[r.node] = max(r.allocatable - max(r.allocated - extra, 0), 0)
+        else:
+            top = min(r.allocatable + extra, max(r.capacity, r.nominal))
+            free[r.node] = max(top - r.allocated, 0)
+    return free
 
 
 #
@@ -253,107 +280,38 @@ class ClusterPass:
 
 def order_rule(di: DiagnosisInput) -> str:
     """The rule that orders the cluster's waiting jobs, in the words the pages show."""
-    if di.scheduler == "kueue":
-        return (
-            "Kueue: each ClusterQueue by its queueing strategy (BestEffortFIFO unless the queue records "
-            "StrictFIFO: a head that cannot be admitted blocks the jobs behind it), within a queue by priority "
-            "class then creation time; across queues by queue priority, then priority class, then creation time"
-        )
-    if di.scheduler == "kai":
-        return (
-            "KAI: queue priority first, then fair share (the queue furthest below its quota goes first; over "
-            "quota, the least over it per over-quota weight), then the job's priority class, then its age; "
-            "each start is charged to its queue before the next choice"
-        )
-    return "Kubernetes: priority class, then creation time"
-
-
-def _job_queue(job: EntityState) -> str:
-    return job.get("queue") or job.get("project") or ""
-
-
-def _in_queue_key(job: EntityState) -> tuple[int, str, str, str]:
-    return (
-        -_CLASS_RANK.get(job.get("priority_class") or "train", 0),
-        job.get("submitted") or "",
-        job.namespace,
-        job.name,
-    )
-
-
-def _fair_share(di: DiagnosisInput, queue: str, used: float) -> float:
-    """KAI's fair-share standing of a queue: below its quota, the fraction used (lower first); over it, 1 plus
-    the excess per over-quota weight. A queue without quota ranks after every queue within one."""
-    q = di.find("queue", queue) or di.find("project", queue)
-    quota = _float(q.get("quota_gpus")) if q is not None else None
-    if quota is None or quota <= 0:
-        return 1.0 + used
-    if used < quota:
-        return used / quota
-    weight = _float(q.get("over_quota_weight") if q is not None else None) or 1.0
-    return 1.0 + (used - quota) / (quota * weight)
-
-
-def _float(value: object) -> float | None:
-    try:
-        n = float(value)  # type: ignore[arg-type]  # a state value: number, string or None
-    except (TypeError, ValueError):
-        return None
-    return n if math.isfinite(n) and n >= 0 else None
-
-
-def _strict_fifo(di: DiagnosisInput, queue: str) -> bool:
-    q = di.find("queue", queue)
-    return q is not None and str(q.get("queueing_strategy") or "") == "StrictFIFO"
+    return queue_order.rule(di.scheduler)
 
 
 def cluster_pass(di: DiagnosisInput, limit: int = MAX_CONSIDERED) -> ClusterPass:
-    """Every waiting job in the cluster's order (``order_rule``), each gang placed whole in the room left by the
-    jobs before it or passed over, each charged to its queue and department so the next quota check counts it.
+    """Every waiting job in the cluster's order (:class:`~incidents.diagnosis.queue_order.QueueOrder`), each
+    gang placed whole in the room left by the jobs before it or passed over, each charged to its queue and
+    department so the next quota check and the next fair-share choice count it.
 
     Held jobs (state ``held``, a what-if edit) are listed and take nothing. No preemption or reclaim is
     weighed: the pass answers which waiting jobs the free room starts. Pure; call it inside ``di.indexed()``
     on a large input."""
     waiting = [j for j in di.jobs if is_pending(j)]
-    queues: dict[str, list[EntityState]] = {}
-    for j in sorted(waiting, key=_in_queue_key):
-        queues.setdefault(_job_queue(j), []).append(j)
-    in_queue = {id(j): i for jobs in queues.values() for i, j in enumerate(jobs, 1)}
-    used = {name: project_allocated(di, name, name) for name in queues}
+    order = QueueOrder(di, waiting)
     started: dict[tuple[str, str], float] = {}
     free: dict[str, int] = {}
     # The fit rows of one request shape, built once: what a whole-GPU gang's placement reads of them (static
     # blockers, CPU/memory/MIG per pod) does not depend on how many pods it has, nor on whose it is, and the
     # room comes from ``free``. 400 waiting jobs over 200 nodes were 80,000 node fits, 5 s.
     shapes: dict[tuple[Any, ...], tuple[list[F.NodeFit], list[F.NodeFit], frozenset[str]]] = {}
-    heads = dict.fromkeys(queues, 0)
-    blocked: set[str] = set()
     out: list[Considered] = []
-
-    def key(name: str) -> tuple[Any, ...]:
-        head = queues[name][heads[name]]
-        rank, submitted = _in_queue_key(head)[:2]
-        prio = -_queue_priority(di, name)
-        if di.scheduler == "kai":
-            return (prio, _fair_share(di, name, used[name]), rank, submitted)
-        if di.scheduler == "kueue":
-            return (prio, rank, submitted)
-        return (rank, submitted)
-
     while len(out) < limit:
-        live = [n for n in queues if heads[n] < len(queues[n])]
-        if not live:
+        job = order.next()
+        if job is None:
             break
-        name = min(live, key=lambda n: (key(n), n))
-        job = queues[name][heads[name]]
-        heads[name] += 1
-        c = _consider(di, job, name, free, started, shapes, blocked=name in blocked)
-        c.order, c.queue_order = len(out) + 1, in_queue[id(job)]
+        name = job_queue(job)
+        c = _consider(di, job, name, free, started, shapes, blocked=order.is_blocked(name))
+        c.order, c.queue_order = len(out) + 1, order.in_queue(job)
         if c.outcome == STARTS:
             started[(c.project, name)] = started.get((c.project, name), 0.0) + c.units
-            used[name] += c.units
-        elif c.outcome in (NO_ROOM, QUOTA) and _strict_fifo(di, name):
-            blocked.add(name)
+            order.charge(job, c.units)
+        elif c.outcome in (NO_ROOM, QUOTA) and strict_fifo(di, name):
+            order.block(name)
         out.append(c)
     return ClusterPass(rule=order_rule(di), considered=out, waiting=len(waiting), started_units=started)
 
@@ -441,9 +399,15 @@ def _charge(held: QuotaAt, started: dict[tuple[str, str], float]) -> None:
 
 
 def _fit_nodes(rows: list[F.NodeFit], req: F.Request) -> dict[str, int]:
+    """Where a share or MIG job's pods go: shares first onto nodes whose shared GPUs still take one (KAI packs a
+    share onto a GPU already shared before it reserves a free one), then in node order."""
     out: dict[str, int] = {}
     want = req.pods
-    for r in rows:
+
+    def packed(r: F.NodeFit) -> bool:
+        return any(F.share_fits(req, x["free"], x["free_mib"], x["free_mib"]) > 0 for x in r.shared)
+
+    for r in sorted(rows, key=lambda r: not packed(r)):
         if r.fits and want > 0:
             out[r.node] = min(r.pods_fit, want)
             want -= out[r.node]
@@ -475,12 +439,12 @@ def position(di: DiagnosisInput, job: EntityState, cp: ClusterPass | None = None
     if not is_pending(job):
         return None
     cp = cp or cluster_pass(di)
-    queue = _job_queue(job)
-    mine = [j for j in di.jobs if is_pending(j) and _job_queue(j) == queue]
+    queue = job_queue(job)
+    mine = [j for j in di.jobs if is_pending(j) and job_queue(j) == queue]
     me = cp.find(job.namespace, job.name)
     if me is None:
         ahead_all = cp.considered
-        in_queue = 1 + sum(1 for j in mine if _in_queue_key(j) < _in_queue_key(job))
+        in_queue = 1 + sum(1 for j in mine if in_queue_key(j) < in_queue_key(job))
     else:
         ahead_all = cp.considered[: me.order - 1]
         in_queue = me.queue_order

@@ -33,6 +33,7 @@ from django.utils.safestring import mark_safe
 from collectors import gpu_amounts as amounts
 from collectors.mapping.common import RESERVATION_NAMESPACE, mig_units
 from collectors.models import Cluster, EntityVersion, TelemetrySample
+from incidents.diagnosis import capacity
 from rcaweb.console.common import ACTIVE_SM, SAMPLE_STEP_MIN, SM_METRIC, WELL_USED_SM
 from rcaweb.cursor import Cursor
 
@@ -255,11 +256,9 @@ def compute(cursor: Cursor, cluster: Cluster | None = None) -> Fleet:
     usable_left: dict[tuple[int, str], int] = {}
     mig_usable: set[tuple[int, str]] = set()  # Ready nodes advertising MIG instances (mixed strategy: gpu 0)
     for key, row in rows.items():
-        n = row.version
-        ready = n.ready is not False and n.phase not in ("NotReady", "Unknown")
-        usable_left[key] = (n.gpus_allocatable or 0) if ready else 0
-        alloc = n.state.get("allocatable") or {}
-        if ready and any(str(k).startswith("nvidia.com/mig-") and _count(v) > 0 for k, v in alloc.items()):
+        n = row.version  # what the node offers the scheduler: the model's reading (diagnosis.capacity)
+        usable_left[key] = capacity.offered_gpus(n.state, n.phase)
+        if capacity.offers_mig(n.state, n.phase):
             mig_usable.add(key)
 
     funnel = Funnel()

@@ -50,8 +50,9 @@ def test_the_pass_serves_the_queue_below_its_fair_share_first_and_charges_each_s
     assert got["vision/v1"] == ("starts", {"h100-03": 1})
     assert got["vision/v2"][0] == "no room"  # h100-03 went to v1, h100-04 is cordoned
     assert got["nlp/n1"][0] == "quota"
-    # once v1 is charged, vision (16 of 16) stands level with nlp (8 of 8): then the older job goes first
-    assert [c.label for c in cp.considered] == ["vision/v1", "nlp/n1", "vision/v2"]
+    # once v1 is charged both queues are at their quota; with its job vision would hold 24 of its fair share
+    # 16 (1.5) and nlp 16 of 8 (2, its limit caps its share): the smaller share goes first, as KAI weighs it
+    assert [c.label for c in cp.considered] == ["vision/v1", "vision/v2", "nlp/n1"]
     assert cp.started_units == {("vision", "vision"): 8.0}
     assert "fair share" in cp.rule
 
@@ -62,8 +63,8 @@ def test_position_names_the_jobs_ahead_that_compete_for_the_same_gpus():
     with di.indexed():
         pos = SP.position(di, v2)
     assert pos is not None
-    assert (pos.in_queue, pos.queue_size, pos.in_cluster, pos.waiting) == (2, 2, 3, 3)
-    assert [c.label for c in pos.competitors] == ["vision/v1", "nlp/n1"]
+    assert (pos.in_queue, pos.queue_size, pos.in_cluster, pos.waiting) == (2, 2, 2, 3)
+    assert [c.label for c in pos.competitors] == ["vision/v1"]  # nlp/n1 comes after it (fair share)
     assert [c.label for c in pos.starting_ahead] == ["vision/v1"]
     assert SP.position(di, di.find("job", "v0", "vision")) is None  # a running job has no place in line
 

@@ -1,0 +1,303 @@
+"""The order a scheduler serves its waiting jobs in: the one ordering every "who starts first" answer reads.
+
+The diagnosis' counterfactuals ("fixing h100-03 would start research/w1 first"), an action's impact ("pending
+jobs that would then start") and the cluster's pass (the what-if page, the why-pending panel) all walk the
+waiting jobs through :class:`QueueOrder`, so they never disagree about who goes first.
+
+- **KAI** (its proportion plugin, as KAI Scheduler's docs/fairness describe it): each queue offers its next job
+  (inference before train, then the oldest); queues are compared at each level of the hierarchy, departments
+  (parent queues) first, then the projects of one department, by: still within its deserved quota with the
+  job, then queue priority, then the smaller share allocated / max(deserved, fair share) with the job and then
+  without it, then the job's priority class and age. The fair share is the cluster's GPUs divided among the
+  queues (``division.divide``): deserved quota first, then the spare by priority and over-quota weight, never
+  past a queue's demand or its limit. Each start is charged to its queue (and department) before the next choice, so two equal
+  queues split free GPUs between them.
+- **Kueue**: each ClusterQueue orders its workloads by priority class, then creation time (StrictFIFO or
+  BestEffortFIFO: the caller blocks a StrictFIFO queue whose head cannot be admitted, :meth:`block`); the heads
+  are compared by queue priority, then whether admitting the head makes its ClusterQueue borrow from its cohort
+  (borrowing goes after), then priority class, then creation time.
+- **Kubernetes**: priority class, then creation time.
+
+Pure: reads the ``DiagnosisInput`` only (no database, no simulator).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from incidents.diagnosis.division import Claim, capacity, divide
+from incidents.diagnosis.quota import _CLASS_RANK, _queue_priority, _units_of, project_allocated
+from incidents.diagnosis.types import DiagnosisInput, EntityState
+
+EPS = 1e-9
+
+
+def job_queue(job: EntityState) -> str:
+    """The queue a job is charged to (KAI Queue / Kueue ClusterQueue), else its project."""
+    return job.get("queue") or job.get("project") or ""
+
+
+def in_queue_key(job: EntityState) -> tuple[int, str, str, str]:
+    """A job's place in its own queue: inference before train, then the oldest (submission, then name)."""
+    return (
+        -_CLASS_RANK.get(job.get("priority_class") or "train", 0),
+        job.get("submitted") or "",
+        job.namespace,
+        job.name,
+    )
+
+
+def _num(value: object) -> float | None:
+    try:
+        n = float(value)  # type: ignore[arg-type]  # a state value: number, string or None
+    except (TypeError, ValueError):
+        return None
+    return n if math.isfinite(n) and n >= 0 else None
+
+
+@dataclass
+class Standing:
+    """A queue or department as the order weighs it: its quota, weight, priority and what it holds."""
+
+    name: str
+    priority: int = 0
+    deserved: float | None = None
+    weight: float = 1.0
+    limit: float | None = None
+    used: float = 0.0
+    demand: float = 0.0  # what it holds plus what its waiting jobs ask
+    fair: float = 0.0  # KAI fair share (set by ``fair_shares``)
+
+    def ratio(self, extra: float = 0.0) -> float:
+        return (self.used + extra) / max(self.deserved or 0.0, self.fair, EPS)
+
+    def within(self, extra: float) -> bool:
+        return self.deserved is not None and self.used + extra <= self.deserved + EPS
+
+
+def fair_shares(total: float, members: list[Standing]) -> None:
+    """Set each member's ``fair``: its share of ``total`` GPUs as KAI divides them (``division.divide``)."""
+    share = divide(
+        total, [Claim(m.name, m.deserved, m.limit, m.weight, m.demand, m.priority) for m in members]
+    )
+    for m in members:
+        m.fair = share[m.name]
+
+
+def department_of(di: DiagnosisInput, queue: str) -> str:
+    """The department (KAI parent queue, Kueue cohort) above a queue, or ""."""
+    for kind in ("queue", "project"):
+        q = di.find(kind, queue)
+        if q is not None and (q.get("department") or q.get("parent")):
+            return str(q.get("department") or q.get("parent"))
+    for d in di.departments:
+        if queue in (d.get("projects") or []) or queue in (d.get("queues") or []):
+            return d.name
+    return ""
+
+
+def _standing(state: EntityState | None, name: str, used: float) -> Standing:
+    if state is None:
+        return Standing(name, used=used)
+    weight = _num(state.get("over_quota_weight"))
+    return Standing(
+        name,
+        priority=int(_num(state.get("priority")) or 0),
+        deserved=_num(state.get("quota_gpus")),
+        weight=1.0 if weight is None else weight,
+        limit=_num(state.get("limit_gpus")),
+        used=used,
+    )
+
+
+class QueueOrder:
+    """Waiting jobs in the scheduler's order, one at a time (:meth:`next`); the caller :meth:`charge`\\ s each
+    start to its queue before asking for the next, so fair share follows what the pass has started."""
+
+    def __init__(self, di: DiagnosisInput, waiting: list[EntityState]) -> None:
+        self.di = di
+        self.scheduler = di.scheduler
+        self.queues: dict[str, list[EntityState]] = {}
+        for j in sorted(waiting, key=in_queue_key):
+            self.queues.setdefault(job_queue(j), []).append(j)
+        self.heads = dict.fromkeys(self.queues, 0)
+        self.blocked: set[str] = set()
+        self.position = {id(j): i for jobs in self.queues.values() for i, j in enumerate(jobs, 1)}
+        self.queue: dict[str, Standing] = {}
+        self.parent: dict[str, str] = {}
+        for name, jobs in self.queues.items():
+            state = di.find("queue", name) or di.find("project", name)
+            s = _standing(state, name, project_allocated(di, name, name))
+            s.demand = s.used + sum(_units_of(j) for j in jobs)
+            s.priority = _queue_priority(di, name)
+            self.queue[name] = s
+            self.parent[name] = department_of(di, name)
+        self.department: dict[str, Standing] = {}
+        for name in set(self.parent.values()) - {""}:
+            state = di.find("department", name) or di.find("queue", name)
+            members = [self.queue[q] for q in self.queue if self.parent[q] == name]
+            d = _standing(state, name, sum(m.used for m in members))
+            d.demand = sum(m.demand for m in members)
+            if state is None or state.get("over_quota_weight") is None:
+                d.weight = 1.0  # KAI renders a department's parent queue with weight 1
+            self.department[name] = d
+        if self.scheduler == "kai":
+            self._fair()
+
+    def _fair(self) -> None:
+        top = [*self.department.values(), *(self.queue[q] for q in self.queue if not self.parent[q])]
+        fair_shares(capacity(self.di), top)
+        for name, d in self.department.items():
+            fair_shares(d.fair, [self.queue[q] for q in self.queue if self.parent[q] == name])
+
+    #
+    # Serving
+    #
+    def __iter__(self) -> QueueOrder:
+        return self
+
+    def __next__(self) -> EntityState:
+        job = self.next()
+        if job is None:
+            raise StopIteration
+        return job
+
+    def next(self) -> EntityState | None:
+        """The next job the scheduler would consider, or None when every queue is served."""
+        live = [q for q in self.queues if self.heads[q] < len(self.queues[q])]
+        if not live:
+            return None
+        if self.scheduler == "kai":
+            name = self._kai_pick(live)
+        else:
+            name = min(live, key=lambda q: (self._flat_key(q), q))
+        job = self.queues[name][self.heads[name]]
+        self.heads[name] += 1
+        return job
+
+    def charge(self, job: EntityState, units: float) -> None:
+        """Count a started job against its queue and department before the next choice."""
+        name = job_queue(job)
+        s = self.queue.get(name)
+        if s is None:
+            return
+        s.used += units
+        d = self.department.get(self.parent.get(name, ""))
+        if d is not None:
+            d.used += units
+
+    def block(self, queue: str) -> None:
+        """A StrictFIFO queue whose head cannot be admitted: the jobs behind it wait too."""
+        self.blocked.add(queue)
+
+    def is_blocked(self, queue: str) -> bool:
+        return queue in self.blocked
+
+    def in_queue(self, job: EntityState) -> int:
+        """The job's 1-based place in its own queue."""
+        return self.position.get(id(job), 0)
+
+    #
+    # Keys
+    #
+    def _head(self, queue: str) -> EntityState:
+        return self.queues[queue][self.heads[queue]]
+
+    def _tail_key(self, queue: str) -> tuple[Any, ...]:
+        rank, submitted = in_queue_key(self._head(queue))[:2]
+        return (rank, submitted, queue)
+
+    def _flat_key(self, queue: str) -> tuple[Any, ...]:
+        rank, submitted = in_queue_key(self._head(queue))[:2]
+        if self.scheduler == "kueue":
+            s = self.queue[queue]
+            borrows = s.deserved is not None and not s.within(_units_of(self._head(queue)))
+            return (-s.priority, borrows, rank, submitted)
+        return (rank, submitted)
+
+    def _kai_key(self, s: Standing, units: float) -> tuple[Any, ...]:
+        return (not s.within(units), -s.priority, s.ratio(units), s.ratio())
+
+    def _kai_pick(self, live: list[str]) -> str:
+        """Departments (and ungrouped projects) first, then the projects of the chosen department."""
+        best: dict[str, str] = {}  # top-level name -> its best project
+        for q in live:
+            top = self.parent[q] or q
+            units = _units_of(self._head(q))
+            key = (self._kai_key(self.queue[q], units), self._tail_key(q))
+            if top not in best:
+                best[top] = q
+                continue
+            other = best[top]
+            other_key = (
+                self._kai_key(self.queue[other], _units_of(self._head(other))),
+                self._tail_key(other),
+            )
+            if key < other_key:
+                best[top] = q
+
+        def top_key(top: str) -> tuple[Any, ...]:
+            q = best[top]
+            s = self.department.get(top) if self.parent[q] else self.queue[q]
+            assert s is not None
+            return (self._kai_key(s, _units_of(self._head(q))), self._tail_key(q))
+
+        return best[min(best, key=top_key)]
+
+    #
+    # Words
+    #
+    def why_before(self, other: EntityState, job: EntityState) -> str:
+        """Why ``other`` is served before ``job``, in the pages' words."""
+        mine, theirs = job_queue(job), job_queue(other)
+        rank = _CLASS_RANK.get(other.get("priority_class") or "train", 0) > _CLASS_RANK.get(
+            job.get("priority_class") or "train", 0
+        )
+        if theirs == mine:
+            return "same queue, higher priority class" if rank else "same queue, submitted earlier"
+        a, b = self.queue.get(theirs), self.queue.get(mine)
+        if a is not None and b is not None and a.priority > b.priority:
+            return "higher queue priority"
+        if self.scheduler == "kai":
+            return "its queue is further below its fair share"
+        if rank:
+            return "higher priority class"
+        return "submitted earlier"
+
+
+def rule(scheduler: str) -> str:
+    """The words of the order rule, as the pages show them."""
+    if scheduler == "kueue":
+        return (
+            "Kueue: each ClusterQueue by its queueing strategy (BestEffortFIFO unless the queue records "
+            "StrictFIFO: a head that cannot be admitted blocks the jobs behind it), within a queue by priority "
+            "class then creation time; across queues by queue priority, then not borrowing from the cohort "
+            "before borrowing, then priority class, then creation time"
+        )
+    if scheduler == "kai":
+        return (
+            "KAI: departments first, then their projects; a queue still within its deserved quota first, then "
+            "queue priority, then fair share (the smaller share allocated / fair share, the fair share "
+            "dividing spare GPUs by over-quota weight), then the job's priority class, then its age; each "
+            "start is charged to its queue before the next choice"
+        )
+    return "Kubernetes: priority class, then creation time"
+
+
+def strict_fifo(di: DiagnosisInput, queue: str) -> bool:
+    q = di.find("queue", queue)
+    return q is not None and str(q.get("queueing_strategy") or "") == "StrictFIFO"
+
+
+__all__ = [
+    "QueueOrder",
+    "Standing",
+    "department_of",
+    "fair_shares",
+    "in_queue_key",
+    "job_queue",
+    "rule",
+    "strict_fifo",
+]

@@ -1,0 +1,56 @@
+"""The layer rules of docs/design.md hold, and the tool that checks them notices a deliberate break.
+
+`make test` runs ``lint-imports`` on the tree. These tests run it too, then once more on a copy of the
+packages with one bad import added, to show the contract catches what review would miss: an import inside
+a function, in a module nobody opens.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("rcaweb", "collectors", "incidents")
+LINT = Path(sys.executable).with_name("lint-imports")
+
+pytestmark = pytest.mark.skipif(not LINT.exists(), reason="import-linter is not installed (pip install -e '.[dev]')")
+
+
+def lint(cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(cwd))
+    return subprocess.run(
+        [str(LINT), "--config", str(cwd / "pyproject.toml"), "--no-cache"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_tree_keeps_every_contract() -> None:
+    done = lint(ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_an_import_inside_a_function_breaks_its_contract(tmp_path: Path) -> None:
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    redact = tmp_path / "collectors" / "sources" / "redact.py"
+    redact.write_text(
+        redact.read_text() + "\n\ndef _probe() -> None:\n    from collectors.models import Cluster  # noqa: F401\n"
+    )
+
+    done = lint(tmp_path)
+
+    assert done.returncode != 0
+    assert "Sources import no models BROKEN" in done.stdout
+    assert "collectors.sources.redact -> collectors.models" in done.stdout
+    assert "The simulator imports nothing of the product KEPT" in done.stdout
