@@ -17,10 +17,12 @@ from urllib.parse import urlencode
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import run_checks
+from incidents.diagnosis.edits import Unblock, smallest_edits
+from incidents.diagnosis.eta import Basis, Eta, eta
 from incidents.diagnosis.quota import QueuedJob, QuotaAt, is_pending, jobs_ahead, quota_at, request_history
 from incidents.diagnosis.relevance import CAUSE
 from incidents.diagnosis.scheduling import repartition_candidates, scheduler_said, share_words
-from incidents.diagnosis.scheduling_pass import STARTS, Position, position
+from incidents.diagnosis.scheduling_pass import STARTS, ClusterPass, Position, cluster_pass, position
 from incidents.diagnosis.types import DiagnosisInput, EntityState, hhmm, iso
 from incidents.diagnosis.whatif import Edit, suggest_edit, would_start
 
@@ -63,6 +65,11 @@ class JobExplanation:
     position: Position | None = None
     whatif_edit: Edit | None = None
     whatif_starts: bool | None = None  # whether one pass with that edit starts the job (None: no edit)
+    # The smallest edits that start it, each checked by one pass (edits.smallest_edits), and when it is likely to
+    # start (eta.eta: None without the finished jobs' durations, explain_job's ``basis``).
+    unblock: Unblock | None = None
+    eta: Eta | None = None
+    base_pass: ClusterPass | None = field(default=None, repr=False)  # the pass at t they all read
 
     @property
     def also_supported(self) -> list[str]:
@@ -136,6 +143,18 @@ class JobExplanation:
             "whatif_edit": None
             if self.whatif_edit is None
             else [self.whatif_edit.kind, self.whatif_edit.value],
+            "unblock": None
+            if self.unblock is None
+            else {
+                "answers": [
+                    {"edits": [[e.kind, e.value] for e in a.edits], "nodes": a.nodes, "sentence": a.sentence}
+                    for a in self.unblock.answers
+                ],
+                "refusals": self.unblock.refusals,
+            },
+            "eta": None
+            if self.eta is None
+            else {"lo": iso(self.eta.lo), "hi": iso(self.eta.hi), "words": self.eta.words},
             "causes": self.causes,
             "ruled_out": self.ruled_out,
         }
@@ -152,7 +171,9 @@ BLOCKER_WORDS = {
 }
 
 
-def explain_job(di: DiagnosisInput, job: EntityState | None, label: str = "") -> JobExplanation:
+def explain_job(
+    di: DiagnosisInput, job: EntityState | None, label: str = "", basis: Basis | None = None
+) -> JobExplanation:
     if job is None:
         return JobExplanation(
             job=label, t=di.t, exists=False, verdict=[f"The job did not exist at {iso(di.t)}."]
@@ -160,7 +181,10 @@ def explain_job(di: DiagnosisInput, job: EntityState | None, label: str = "") ->
     # Read-only from here: per-node lookups use indexes built once (1,000 nodes x 20,000 pods scanned per
     # node took seconds).
     with di.indexed():
-        return _explain(di, job)
+        ex = _explain(di, job)
+    if basis is not None and ex.base_pass is not None:
+        ex.eta = eta(di, job, ex.base_pass, basis)  # outside the index: the replay edits copies
+    return ex
 
 
 def _explain(di: DiagnosisInput, job: EntityState) -> JobExplanation:
@@ -192,7 +216,9 @@ def _explain(di: DiagnosisInput, job: EntityState) -> JobExplanation:
         ex.mig = mig_panel(di, req, rows)
     ex.containers = waiting_containers(di, job)
     if ex.pending and not ex.placed:
-        ex.position = position(di, job)
+        base = ex.base_pass = cluster_pass(di)
+        ex.position = position(di, job, base)
+        ex.unblock = smallest_edits(di, job, base)
         ex.whatif_edit = suggest_edit(di, job, ex.position)
         if ex.whatif_edit is not None:
             after = would_start(di, job, ex.whatif_edit)
@@ -482,6 +508,8 @@ def _lead(ex: JobExplanation) -> list[str]:
 def explain_job_at(entity: Any, t: datetime) -> JobExplanation:
     """The panel for a job Entity at t (loads inventory as of t through incidents.diagnosis_run)."""
     from incidents.diagnosis_run import load_job_input  # database access lives outside the pure package
+    from incidents.eta_input import load_basis
 
     di, job = load_job_input(entity, t)
-    return explain_job(di, job, label=f"{entity.namespace}/{entity.name}")
+    basis = load_basis(entity.cluster, t) if job is not None and is_pending(job) else None
+    return explain_job(di, job, label=f"{entity.namespace}/{entity.name}", basis=basis)
