@@ -24,7 +24,13 @@ import yaml
 from collectors.sim.alertmanager import AlertSender, Sink
 from collectors.sim.apiserver import KubeAPIServer, Store
 from collectors.sim.apiserver.tls import generate as generate_tls
-from collectors.sim.prometheus import DcgmSource, PrometheusServer, exporter_targets, scrape_config
+from collectors.sim.prometheus import (
+    DcgmSource,
+    PrometheusServer,
+    exporter_targets,
+    kubelet_targets,
+    scrape_config,
+)
 from collectors.sim.runai import RunaiServer
 
 logger = logging.getLogger(__name__)
@@ -130,16 +136,28 @@ class SimServer:
         self._targets_files.append(targets)
         self._write_targets(targets)
         config = scrape_config(
-            self.prometheus_url, targets, scrape_interval_s=scrape_interval_s or self.source.interval
+            self.prometheus_url,
+            targets,
+            scrape_interval_s=scrape_interval_s or self.source.interval,
+            kubelet_targets_file=self._kubelet_file(targets),
         )
         Path(path).write_text(yaml.safe_dump(config, sort_keys=False))
         return path
 
+    @staticmethod
+    def _kubelet_file(targets: str) -> str:
+        """The kubelets' targets file beside the exporters' (``…-dcgm-targets.json`` → ``…-kubelet-targets.json``)."""
+        return targets.replace("-dcgm-targets.json", "-kubelet-targets.json")
+
     def _write_targets(self, path: str) -> None:
         nodes = list(self.world.nodes.values() if isinstance(self.world.nodes, dict) else self.world.nodes)
-        tmp = Path(path + ".tmp")  # renamed into place: Prometheus never reads half a file
-        tmp.write_text(json.dumps(exporter_targets(self.prometheus_url, nodes, self.source), indent=1))
-        tmp.replace(path)
+        for where, groups in (
+            (path, exporter_targets(self.prometheus_url, nodes, self.source)),
+            (self._kubelet_file(path), kubelet_targets(self.prometheus_url, nodes)),
+        ):
+            tmp = Path(where + ".tmp")  # renamed into place: Prometheus never reads half a file
+            tmp.write_text(json.dumps(groups, indent=1))
+            tmp.replace(where)
         self._targets_written = len(nodes)
 
     def _sync_targets(self) -> None:

@@ -82,7 +82,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
         loaded["rule_files"] = [str(work / "rcaweb-gpu.rules.yaml")]
         config.write_text(yaml.safe_dump(loaded, sort_keys=False))
         with prometheus(config, work) as peer:
-            targets = 1 + len(world.nodes)  # every node's exporter and kube-state-metrics
+            targets = 1 + 2 * len(world.nodes)  # every node's exporter and kubelet, and kube-state-metrics
             query = urllib.parse.quote("count_over_time(up[1m]) >= 3")
 
             def scraped_three_times() -> bool:
@@ -129,6 +129,11 @@ QUERIES = [
     "DCGM_FI_DEV_GPU_TEMP >= 30",
     "DCGM_FI_DEV_XID_ERRORS",
     'up{job="dcgm-exporter"}',
+    # cAdvisor through the kubelets and kube-state-metrics' requests (collectors/usage.py reads them)
+    "container_cpu_usage_seconds_total",
+    'container_memory_working_set_bytes{container!=""}',
+    'kube_pod_container_resource_requests{resource=~"cpu|memory"}',
+    'sum by (namespace, pod) (container_memory_working_set_bytes{container!=""})',
     *(q for q in promql.all_queries().values() if q.startswith("last_over_time(")),
 ]
 # rcaweb's other queries average windows longer than one simulated scrape: the simulator has a history the

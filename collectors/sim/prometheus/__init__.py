@@ -18,6 +18,7 @@ import orjson
 
 from collectors.sim.loopback import LoopbackServer
 from collectors.sim.prometheus import kubestate
+from collectors.sim.prometheus.containers import ContainerSeries
 from collectors.sim.prometheus.promql import PromQLError, Selector, parse, parse_duration
 from collectors.sim.prometheus.series import (
     DcgmSource,
@@ -29,7 +30,7 @@ from collectors.sim.prometheus.series import (
     format_value,
 )
 
-__all__ = ["DcgmSource", "PrometheusServer", "exporter_targets", "scrape_config"]
+__all__ = ["DcgmSource", "PrometheusServer", "exporter_targets", "kubelet_targets", "scrape_config"]
 
 logger = logging.getLogger(__name__)
 MAX_POINTS = 11_000
@@ -369,7 +370,30 @@ def exporter_targets(prometheus_url: str, nodes: list[Any], source: DcgmSource) 
     ]
 
 
-def scrape_config(prometheus_url: str, targets_file: str, *, scrape_interval_s: int = 30) -> dict[str, Any]:
+def kubelet_targets(prometheus_url: str, nodes: list[Any]) -> list[dict[str, Any]]:
+    """file_sd target groups: one per node's kubelet cAdvisor endpoint, labelled as kube-prometheus' kubelet
+    ServiceMonitor labels it (``node``, ``metrics_path``, ``endpoint``, ``service``, the node's ``instance``)."""
+    address = urlsplit(prometheus_url).netloc
+    groups = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        labels = ContainerSeries.kubelet_target(node.name)
+        labels.pop("job")  # the scrape job's name
+        groups.append(
+            {
+                "targets": [address],
+                "labels": {"__metrics_path__": f"/nodes/{node.name}/metrics/cadvisor", **labels},
+            }
+        )
+    return groups
+
+
+def scrape_config(
+    prometheus_url: str,
+    targets_file: str,
+    *,
+    scrape_interval_s: int = 30,
+    kubelet_targets_file: str | None = None,
+) -> dict[str, Any]:
     """A prometheus.yml that scrapes the simulated exporters the way a ServiceMonitor would.
 
     dcgm-exporter: the targets of ``targets_file`` (:func:`exporter_targets`; rewritten when nodes are
@@ -378,7 +402,9 @@ def scrape_config(prometheus_url: str, targets_file: str, *, scrape_interval_s: 
     (the pod's address) and ``job`` — so the exposition's own ``pod``/``namespace``/``container`` arrive
     as ``exported_*``, as after gpu-operator's ServiceMonitor. kube-state-metrics: ``honor_labels: true``
     (kube-prometheus' ServiceMonitor), its objects' labels kept. The series a real Prometheus stores
-    from this are the simulator's ``scraped`` label variant.
+    from this are the simulator's ``scraped`` label variant. With ``kubelet_targets_file``
+    (:func:`kubelet_targets`), job ``kubelet`` scrapes every node's ``/metrics/cadvisor``, ``honor_labels:
+    true`` as kube-prometheus does, so its container series are the simulator's own.
     """
     address = urlsplit(prometheus_url).netloc
     interval = f"{scrape_interval_s}s"
@@ -405,5 +431,18 @@ def scrape_config(prometheus_url: str, targets_file: str, *, scrape_interval_s: 
                     }
                 ],
             },
+            *(
+                [
+                    {
+                        "job_name": "kubelet",
+                        "honor_labels": True,
+                        "scrape_interval": interval,
+                        "scrape_timeout": interval,
+                        "file_sd_configs": [{"files": [kubelet_targets_file], "refresh_interval": "30s"}],
+                    }
+                ]
+                if kubelet_targets_file
+                else []
+            ),
         ],
     }

@@ -177,8 +177,21 @@ def test_the_scrape_config_scrapes_every_exporter_as_a_service_monitor_would() -
     world = _world_at("node-not-ready.yaml", 5, scraped=False)
     with SimServer(world) as sim:
         config = yaml.safe_load(Path(sim.scrape_config_path).read_text())
-        dcgm, ksm = config["scrape_configs"]
-        assert dcgm["honor_labels"] is False and ksm["honor_labels"] is True
+        dcgm, ksm, kubelet = config["scrape_configs"]
+        assert (
+            dcgm["honor_labels"] is False and ksm["honor_labels"] is True and kubelet["honor_labels"] is True
+        )
+        (kubelet_file,) = kubelet["file_sd_configs"][0]["files"]
+        kubelets = json.loads(Path(kubelet_file).read_text())
+        assert [g["labels"]["__metrics_path__"] for g in kubelets] == [
+            "/nodes/h100-01/metrics/cadvisor",
+            "/nodes/h100-02/metrics/cadvisor",
+        ]
+        assert all(
+            g["labels"]["node"] in g["labels"]["__metrics_path__"]
+            and g["labels"]["instance"].endswith(":10250")
+            for g in kubelets
+        )
         (targets_file,) = dcgm["file_sd_configs"][0]["files"]
         groups = json.loads(Path(targets_file).read_text())
         assert [g["labels"]["__metrics_path__"] for g in groups] == [
@@ -208,6 +221,8 @@ def test_added_nodes_become_scrape_targets() -> None:
         assert len(json.loads(Path(targets_file).read_text())) == 2
         sim.advance_to(world.start + timedelta(minutes=11))
         assert len(json.loads(Path(targets_file).read_text())) == 3
+        kubelet_file = config["scrape_configs"][2]["file_sd_configs"][0]["files"][0]
+        assert len(json.loads(Path(kubelet_file).read_text())) == 3
 
 
 def test_the_simulate_command_prints_the_scrape_config(tmp_path: Path) -> None:
