@@ -68,12 +68,19 @@ def codes_for(text: str) -> list[str]:
     return [code for code in C.ALL_CODES if wanted in _norm(code) or wanted in _norm(name(code))]
 
 
-def run_in_force(t: datetime) -> Expression:
-    """The pk of each incident's diagnosis run in force at t, as an annotation (one correlated subquery per
-    row, no query per row): the latest run describing a moment at or before t, else the onset's (the first).
-    ``incidents.diagnosis_run.pick_run`` does the same over runs already read."""
+def run_in_force(t: datetime, field: str = "pk") -> Expression:
+    """A field (the pk by default) of each incident's diagnosis run in force at t, as an annotation (one
+    correlated subquery per row, no query per row): the latest run describing a moment at or before t, else the
+    onset's (the first). ``incidents.diagnosis_run.pick_run`` does the same over runs already read."""
     runs = DiagnosisRun.objects.filter(incident=OuterRef("pk"))
     return Coalesce(
-        Subquery(runs.filter(at__lte=t).order_by("-at", "-id").values("pk")[:1]),
-        Subquery(runs.order_by("at", "id").values("pk")[:1]),
+        Subquery(runs.filter(at__lte=t).order_by("-at", "-id").values(field)[:1]),
+        Subquery(runs.order_by("at", "id").values(field)[:1]),
     )
+
+
+def cause_in_force(t: datetime) -> Expression:
+    """Each incident's cause key (``incidents.problems.cause_key``) as the run in force at t tells it; the
+    incident's own key (its latest run's) when it has no run. The home page groups a past cursor's problems by
+    it, as they were then."""
+    return Coalesce(run_in_force(t, "cause_key"), "cause_key")

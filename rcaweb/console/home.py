@@ -127,8 +127,10 @@ def open_incidents(t: datetime) -> list[ProblemRow]:
     order = list(
         # impact_gpus and inference are by_urgency's annotations: django-stubs checks the names against the
         # model's fields only, as by_urgency returns a plain QuerySet[Incident]
-        by_urgency(open_at(t), t).values_list(  # type: ignore[misc]  # annotations, not fields: see above
-            "id", "cluster_id", "cause_key", "impact_gpus", "inference"
+        by_urgency(open_at(t), t)
+        .annotate(cause_at_t=causes.cause_in_force(t))
+        .values_list(  # type: ignore[misc]  # annotations, not fields: see above
+            "id", "cluster_id", "cause_at_t", "impact_gpus", "inference"
         )[: SCAN_LIMIT + 1]
     )
     open_total = len(order) if len(order) <= SCAN_LIMIT else open_at(t).count()
@@ -177,7 +179,8 @@ def open_incidents(t: datetime) -> list[ProblemRow]:
         children: list[Incident] = [rows[pk] for pk, _ in members[1 : CHILDREN_SHOWN + 1] if pk in rows]
         ranked = ranked_of.get(inc.pk, [])
         shared = len(members) > 1
-        query = urlencode({"status": "active", "cause": inc.cause_key})
+        key = g[1] if not g[1].startswith("#") else ""  # the cause key in force at t that groups this problem
+        query = urlencode({"status": "active", "cause": key})
         out.append(
             ProblemRow(
                 incident=inc,
@@ -194,7 +197,7 @@ def open_incidents(t: datetime) -> list[ProblemRow]:
                 age=fmt_age(inc.duration_at(t).total_seconds()),  # onset → t: open at t
                 # held, its alerts resolved and subject healthy for the quiet period by t: for its holder to close
                 all_clear=inc.all_clear_at is not None and inc.all_clear_at + auto_resolve_after() <= t,
-                problem=problems.describe(inc.cause_key) if shared else None,
+                problem=problems.describe(key) if shared else None,
                 problem_url=reverse("incidents:incidents") + "?" + query if shared else "",
                 resolved_later=inc.resolved_at
                 if inc.resolved_at is not None and inc.resolved_at > t

@@ -335,3 +335,36 @@ def test_a_cleared_fault_does_not_stay_the_cause_of_a_job_that_still_waits(monke
     diagnose.diagnose_incident(incident.pk, later, trigger="recheck", only_if_changed=True)
     runs = list(DiagnosisRun.objects.filter(incident=incident).order_by("at"))
     assert [(r.at, r.top_code) for r in runs] == [(t0, "gpu_node_unavailable"), (later, "")]
+
+
+@pytest.mark.django_db
+def test_the_home_page_groups_a_past_cursor_by_the_causes_in_force_then() -> None:
+    """Two jobs waited on one quota at 03:00; at 05:00 one of them is re-diagnosed (capacity). At 04:00 they are
+    one problem, as they were then; now they are two rows. The incidents' own keys are the current ones."""
+    from datetime import UTC, datetime
+
+    from rcaweb.console.home import open_incidents
+
+    t0 = datetime(2026, 11, 29, 3, tzinfo=UTC)
+    quota = "project_quota_exhausted|project/vision"
+    incidents = []
+    for name in ("train", "eval"):
+        inc = Incident.objects.create(title=f"{name} waits", onset=t0, window_start=t0, cause_key=quota)
+        DiagnosisRun.objects.create(
+            incident=inc, at=t0, made_at=t0, trigger="onset", top_code="project_quota_exhausted",
+            cause_key=quota, supported=1,
+        )
+        incidents.append(inc)
+    later = t0 + timedelta(hours=2)
+    DiagnosisRun.objects.create(
+        incident=incidents[1], at=later, made_at=later, trigger="recheck", top_code="gpu_capacity_shortage",
+        cause_key="", supported=1,
+    )
+    Incident.objects.filter(pk=incidents[1].pk).update(cause_key="")
+
+    then = open_incidents(t0 + timedelta(hours=1))
+    now = open_incidents(later + timedelta(minutes=5))
+
+    assert [r.members for r in then] == [2], [(r.incident.title, r.members) for r in then]
+    assert then[0].problem is not None
+    assert sorted(r.members for r in now) == [1, 1]
