@@ -125,13 +125,9 @@ def open_incidents(t: datetime) -> list[ProblemRow]:
     rows (id, cluster, cause key, impact; SQL orders, Python groups), the rows shown, their hypotheses.
     """
     order = list(
-        # impact_gpus and inference are by_urgency's annotations: django-stubs checks the names against the
-        # model's fields only, as by_urgency returns a plain QuerySet[Incident]
         by_urgency(open_at(t), t)
         .annotate(cause_at_t=causes.cause_in_force(t))
-        .values_list(  # type: ignore[misc]  # annotations, not fields: see above
-            "id", "cluster_id", "cause_at_t", "impact_gpus", "inference"
-        )[: SCAN_LIMIT + 1]
+        .values_list("id", "cluster_id", "cause_at_t", "impact_gpus", "inference")[: SCAN_LIMIT + 1]
     )
     open_total = len(order) if len(order) <= SCAN_LIMIT else open_at(t).count()
     groups: dict[tuple[int | None, str], list[tuple[int, int]]] = {}
