@@ -1,4 +1,4 @@
-"""The simulator against Kueue's own scheduler and preemption tests: 36 of 37 cases end as Kueue expects.
+"""The simulator against Kueue's own scheduler, preemption and flavor-assigner tests: 41 of 42 cases end as Kueue expects.
 
 Each case of `kueue_cases/cases.json` (transcribed from kubernetes-sigs/kueue at
 ff69552e79ad21652c36caa97038382e55625cf7, see `kueue_cases/README.md`) is a format-1 scenario with a `kueue`
@@ -8,7 +8,7 @@ Kueue's test starts with quota are submitted at 0s, pinned to their flavor; the 
 state is read after the simulator's admission pass at 1m.
 
 `DISAGREE` lists, exactly, the cases the simulator does not end as Kueue does, each with the reason: a listed
-case that starts agreeing fails too, so the figure above moves only on purpose.
+case that starts agreeing fails too, so the figure above (also in docs/kueue.md, checked below) moves only on purpose.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collectors.sim import World, load_scenario
 from collectors.sim.engine.kueue import assigned_flavor
 
 HERE = Path(__file__).parent
+KUEUE_MD = Path(__file__).resolve().parents[3] / "docs" / "kueue.md"
 CASES: list[dict[str, Any]] = json.loads((HERE / "kueue_cases" / "cases.json").read_text(encoding="utf-8"))
 
 # case id -> why the simulator ends it otherwise
@@ -96,3 +97,4 @@ def test_the_simulator_ends_the_case_as_kueue(case: dict[str, Any]) -> None:
 def test_the_agreement_figure_is_written_where_readers_look() -> None:
     figure = f"{len(CASES) - len(DISAGREE)} of {len(CASES)}"
     assert re.search(rf"\b{figure} cases\b", __doc__ or ""), f"this module's docstring must say {figure}"
+    assert f"**{figure}**" in KUEUE_MD.read_text(encoding="utf-8"), f"docs/kueue.md must say **{figure}**"
