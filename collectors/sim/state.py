@@ -170,6 +170,7 @@ class SimDepartment:
     allocated_gpus: float = 0  # sum of its projects' allocation, recomputed every tick
     requested_gpus: float = 0
     changed_at: datetime | None = None
+    over_quota_weight: int = 1
 
 
 @dataclass
@@ -288,6 +289,11 @@ class SimJob:
         if self.shared or self.mig_profile:
             return 0
         return int(self.gpus_per_pod)
+
+    # KAI's priority value (train 50, inference 100 unless the scenario gives a number; 100 and above is
+    # not preemptible) and, for a job the scenario starts as running, the node of each pod
+    priority_value: int = 50
+    running_on: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -536,6 +536,24 @@ class Placer:
             out.append((n, alloc))
         return out, job.pods, {"rooms": {**rooms, **tent}}
 
+    def place_on(self, job: SimJob, nodes: list[str]) -> list[tuple[str, Any]] | None:
+        """The job's pods on the given nodes, one each in order (a job the scenario starts as running there),
+        or None when they do not fit there."""
+        rooms = self.rooms()
+        tent: dict[str, Room] = {}
+        out: list[tuple[str, Any]] = []
+        for n in nodes:
+            node = self.world.nodes.get(n)
+            if node is None:
+                return None
+            room = tent.setdefault(n, rooms[n].copy())
+            alloc, _why = fit_pod(job, node, room)
+            if alloc is None:
+                return None
+            take(job, node, room, alloc)
+            out.append((n, alloc))
+        return out
+
     def commit(self, placement: list[tuple[str, Any]], job: SimJob | None = None) -> None:
         before = {n: len(self.free[n]) for n, _idx in placement}
         if self._rooms is not None and job is not None:

@@ -189,7 +189,7 @@ def _share(used: float, share: float) -> float:
 def job_order(world: World, job: SimJob) -> tuple:
     """A queue's own order: higher priority (inference) first, then the oldest job."""
     return (
-        0 if job.priority_class == "inference" else 1,
+        -job.priority_value,
         job.submit_at,
         world.creation_order.get(job.name, 0),
     )

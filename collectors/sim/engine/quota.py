@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
+from ..scenario.model import TRAIN_PRIORITY
 from . import lifecycle, messages, proportion
-from .proportion import DEPARTMENT_PRIORITY
+from .proportion import DEPARTMENT_PRIORITY, EPS
 
 if TYPE_CHECKING:
     from ..state import SimJob
@@ -159,8 +160,8 @@ def kai_victims(
         and proportion.can_reclaim(queues, proj.name, r)
         and any(proportion.candidate(queues, proj.name, r, n) for n in world.projects)
     )
-    if not reclaim and job.priority_class != "inference":
-        return []  # no queue to reclaim from, nothing of its own to preempt
+    if not reclaim and job.priority_value <= TRAIN_PRIORITY:
+        return []  # no queue to reclaim from, nothing of its own of a lower priority to preempt
     bound = _bound_jobs(world, placer)
     if reclaim:
         others = [
@@ -174,14 +175,19 @@ def kai_victims(
             key=lambda j: (
                 world.projects[j.project].priority,
                 -_overage(world, proj.name, j.project, alloc),
+                j.priority_value,
                 *_newest_first(world, j),
             )
         )
         cands += [("reclaim", j) for j in others]
-    if job.priority_class == "inference":
-        same = [j for j in bound if j.project == proj.name and j.priority_class == "train"]
-        same.sort(key=lambda j: _newest_first(world, j))
-        cands += [("preempt", j) for j in same]
+    # KAI's preempt action: preemptible jobs of the job's own queue with a lower priority, lowest then newest
+    same = [
+        j
+        for j in bound
+        if j.project == proj.name and j.priority_class == "train" and j.priority_value < job.priority_value
+    ]
+    same.sort(key=lambda j: (j.priority_value, *_newest_first(world, j)))
+    cands += [("preempt", j) for j in same]
     chosen: list[tuple[str, SimJob]] = []
     remaining: dict[proportion.Key, float] = {}  # what each queue holds once the chosen victims are gone
     extra: dict[str, list[int]] = {}
@@ -229,7 +235,7 @@ def preempt_kai(
     mine = world.projects[job.project]
     for kind, victim in victims:
         vq = world.projects[victim.project]
-        _record(world, kind, victim, job, alloc)
+        _record(world, kind, victim, job, alloc, kai_queues(world, placer, alloc).fair)
         for pod in world.pods_of(victim):
             if kind == "reclaim":
                 msg = "\n".join(
@@ -256,8 +262,16 @@ def preempt_kai(
     placer.refresh(touched)
 
 
-def _record(world: World, kind: str, victim: SimJob, by: SimJob, used: dict[str, float]) -> None:
-    """Keep every preemption with the numbers it was decided on (``world.preemptions``)."""
+def _record(
+    world: World,
+    kind: str,
+    victim: SimJob,
+    by: SimJob,
+    used: dict[str, float],
+    fair: dict[proportion.Key, float] | None = None,
+) -> None:
+    """Keep every preemption with the numbers it was decided on (``world.preemptions``); under KAI with the
+    preemptor's fair share in the pass (KAI lets a queue reclaim up to it)."""
     world.preemptions.append(
         {
             "time": world.now,
@@ -271,6 +285,7 @@ def _record(world: World, kind: str, victim: SimJob, by: SimJob, used: dict[str,
             "preemptor_project": by.project,
             "preemptor_project_allocated": used[by.project],
             "preemptor_project_quota": world.projects[by.project].quota_gpus,
+            "preemptor_project_fair_share": (fair or {}).get(("project", by.project)),
             "preemptor_gpus": by.pods * by.gpus_per_pod,
             # where KAI compared the two queues: "project" (siblings, or two ungrouped projects) or "top"
             # (across departments), with the victim's queue at that level and its use and quota then
@@ -446,13 +461,10 @@ def update_projects(world: World) -> None:
             world.touch(proj)
 
 
-DEPARTMENT_WEIGHT = 1  # a department's parent Queue is rendered with weight 1 (kube/kai.py)
-
-
 def fair_shares(world: World, requested: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
     """KAI: the cluster's GPUs divided among the top-level queues (departments and ungrouped projects), then each
-    department's share among its projects; at each level deserved quota first, then the spare water-filled by
-    over_quota_weight, higher queue priority first, never past a queue's demand (capped by its limit).
+    department's share among its projects; at each level deserved quota first, then the spare by over-quota
+    weight in whole GPUs, higher queue priority first, never past a queue's demand (capped by its limit).
 
     Returns the projects' fair shares and the departments'. Kueue has no fair share here: it is the nominal quota.
     """
@@ -472,18 +484,22 @@ def fair_shares(world: World, requested: dict[str, float]) -> tuple[dict[str, fl
         for n, p in projects.items()
     }
     members: dict[str, list[str]] = {d: [] for d in world.departments}
-    top: list[tuple[str, float, float, int, int]] = []  # (key, quota, demand, priority, weight)
+    top: list[Division] = []
     for n, p in projects.items():
         if p.department in members:
             members[p.department].append(n)
         else:
-            top.append((n, float(p.quota_gpus), demand[n], p.priority, p.over_quota_weight))
+            top.append(Division(n, float(p.quota_gpus), demand[n], p.priority, p.over_quota_weight))
     for d, names in members.items():
         dept = world.departments[d]
         want = sum(demand[n] for n in names)
         if dept.limit_gpus is not None:
             want = min(want, float(dept.limit_gpus))
-        top.append((f"department/{d}", float(dept.quota_gpus), want, DEPARTMENT_PRIORITY, DEPARTMENT_WEIGHT))
+        top.append(
+            Division(
+                f"department/{d}", float(dept.quota_gpus), want, DEPARTMENT_PRIORITY, dept.over_quota_weight
+            )
+        )
     level = divide(total, top)
     share = {n: level[n] for n, p in projects.items() if p.department not in members}
     for d, names in members.items():
@@ -491,7 +507,7 @@ def fair_shares(world: World, requested: dict[str, float]) -> tuple[dict[str, fl
             divide(
                 level[f"department/{d}"],
                 [
-                    (
+                    Division(
                         n,
                         float(projects[n].quota_gpus),
                         demand[n],
@@ -506,34 +522,65 @@ def fair_shares(world: World, requested: dict[str, float]) -> tuple[dict[str, fl
     return share, {d: level[f"department/{d}"] for d in members}
 
 
-def divide(
-    total: float, queues: list[tuple[str, float, float, int, int]], *, within: bool = False
-) -> dict[str, float]:
-    """One level of KAI's resource division: (name, deserved, demand, priority, weight) -> fair share.
+class Division(NamedTuple):
+    """One queue at one level of the division, listed in the order the queues were created."""
 
-    Deserved quota first (capped by the demand; an over-committed top level still gives it, as KAI's
-    pseudo-code does; ``within`` a department, whose share is what is divided, the projects' deserved quotas
-    are scaled down to fit it), then what is left water-filled by over-quota weight, higher priority first,
-    no queue past its demand."""
-    share = {n: min(q, d) for n, q, d, _p, _w in queues}  # as KAI: deserved is given even past the total
+    name: str
+    deserved: float
+    demand: float
+    priority: int
+    weight: int
+
+
+def divide(total: float, queues: list[Division], *, within: bool = False) -> dict[str, float]:
+    """One level of KAI's resource division (its proportion plugin's resource_division): queue -> fair share.
+
+    Deserved quota first (capped by the demand; an over-committed top level still gives it, as KAI does;
+    ``within`` a department, whose share is what is divided, the projects' deserved quotas are scaled down to
+    fit it). Then, for each queue priority from the highest, rounds over the queues still wanting more: each
+    gets the round's spare times its over-quota weight over the weights of those still wanting, all of it if
+    that covers its demand, else only the whole GPUs of it (the fraction is remembered). Another round follows
+    only when a queue took less than its part. Last, what the rounds left is handed out a GPU at a time to the
+    queues with the largest remembered fraction (the queue created first on a tie), higher priority first."""
+    share = {q.name: min(q.deserved, q.demand) for q in queues}
     need = sum(share.values())
-    if within and need > total + 1e-9:  # a department's share is divided: its projects get no more together
+    if within and need > total + EPS:  # a department's share is divided: its projects get no more together
         share = {n: v * total / need for n, v in share.items()}
-    demand = {n: d for n, _q, d, _p, _w in queues}
-    prio = {n: p for n, _q, _d, p, _w in queues}
-    weight = {n: w for n, _q, _d, _p, w in queues}
-    spare = max(0.0, total - sum(share.values()))
-    for level in sorted(set(prio.values()), reverse=True):
-        names = [n for n in share if prio[n] == level]
-        for _ in range(len(names) + 1):
-            active = [n for n in names if share[n] < demand[n] - 1e-9 and weight[n] > 0]
-            if not active or spare <= 1e-9:
+    spare = total - sum(share.values())
+    if spare <= EPS:
+        return share
+    leftovers: list[dict[str, float]] = []
+    for prio in sorted({q.priority for q in queues}, reverse=True):
+        level = [q for q in queues if q.priority == prio and q.weight > 0]
+        fraction: dict[str, float] = {}
+        while spare > EPS:
+            wanting = [q for q in level if share[q.name] < q.demand - EPS]
+            wsum = sum(q.weight for q in wanting)
+            if wsum <= 0:
                 break
-            wsum = sum(weight[n] for n in active)
-            given = 0.0
-            for n in active:
-                add = min(demand[n] - share[n], spare * weight[n] / wsum)
-                share[n] += add
-                given += add
-            spare -= given
+            amount, again = spare, False
+            for q in wanting:
+                part = amount * q.weight / wsum
+                want = q.demand - share[q.name]
+                if want <= part + EPS:
+                    give = want
+                    fraction.pop(q.name, None)
+                else:
+                    give = math.floor(part + EPS)
+                    if part - give > EPS:
+                        fraction[q.name] = part - give
+                share[q.name] += give
+                spare -= give
+                again = again or want < part - EPS
+            if not again:
+                break
+        leftovers.append(fraction)
+    order = {q.name: i for i, q in enumerate(queues)}
+    for fraction in leftovers:
+        for name in sorted(fraction, key=lambda n: (-fraction[n], order[n])):
+            if spare <= EPS:
+                return share
+            give = min(1.0, spare)
+            share[name] += give
+            spare -= give
     return share

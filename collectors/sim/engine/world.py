@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..scenario import EventSpec, JobSpec, NodePoolSpec, Scenario, node_name
+from ..scenario.model import INFERENCE_PRIORITY, TRAIN_PRIORITY
 from ..state import SimChange, SimDepartment, SimEvent, SimGPU, SimJob, SimNode, SimPod, SimProject
 from ..telemetry import GpuKey, Telemetry
 from . import actions, lifecycle, scheduler, sharing
@@ -97,6 +98,7 @@ class World:
                 limit_gpus=d.limit_gpus,
                 created_at=self.start - timedelta(days=7),
                 uid=uid(self.seed, "department", d.name),
+                over_quota_weight=d.over_quota_weight,
             )
             self.departments[d.name] = dept
             self.touch(dept)
@@ -125,6 +127,10 @@ class World:
                 pods=spec.pods,
                 gpus_per_pod=spec.gpus_per_pod,
                 priority_class=spec.priority,
+                priority_value=spec.priority_value
+                if spec.priority_value is not None
+                else (INFERENCE_PRIORITY if spec.priority == "inference" else TRAIN_PRIORITY),
+                running_on=list(spec.running_on),
                 runtime_s=spec.runtime_s,
                 image=spec.image,
                 node_selector=dict(spec.node_selector),

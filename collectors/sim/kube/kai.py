@@ -186,7 +186,7 @@ def kai_department_queue(ctx: RenderContext, dept: Any, total: dict[str, float])
                 "gpu": {
                     "quota": dept.quota_gpus,
                     "limit": dept.limit_gpus if dept.limit_gpus is not None else -1,
-                    "overQuotaWeight": 1,
+                    "overQuotaWeight": dept.over_quota_weight,
                 },
                 "cpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
                 "memory": {"quota": -1, "limit": -1, "overQuotaWeight": 1},

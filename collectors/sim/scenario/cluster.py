@@ -199,12 +199,19 @@ def read_departments(r: Reader, node: yaml.Node | None) -> list[DepartmentSpec]:
     seen: set[str] = set()
     for i, dnode in enumerate(r.sequence(node, "departments") or []):
         path = f"departments[{i}]"
-        dk = r.mapping(dnode, path, ("name", "quota", "limit"), required=("name", "quota"))
+        dk = r.mapping(
+            dnode, path, ("name", "quota", "limit", "over_quota_weight"), required=("name", "quota")
+        )
         if dk is None:
             continue
         name = r.string(dk.get("name"), f"{path}.name", slug=True)
         quota = _gpu_amount(r, dk.get("quota"), f"{path}.quota")
         limit = _gpu_amount(r, dk.get("limit"), f"{path}.limit") if "limit" in dk else None
+        weight = (
+            r.integer(dk.get("over_quota_weight"), f"{path}.over_quota_weight", minimum=0)
+            if "over_quota_weight" in dk
+            else 1
+        )
         if quota is not None and limit is not None and limit < quota:
             r.problem(f"{path}.limit", dk["limit"], f"limit ({limit}) is below quota ({quota})")
             continue
@@ -212,9 +219,9 @@ def read_departments(r: Reader, node: yaml.Node | None) -> list[DepartmentSpec]:
             r.problem(f"{path}.name", dk.get("name"), f"duplicate department name {name!r}")
         if name:
             seen.add(name)
-        if name is None or quota is None or ("limit" in dk and limit is None):
+        if name is None or quota is None or weight is None or ("limit" in dk and limit is None):
             continue
-        out.append(DepartmentSpec(name, quota, limit, line_of(dnode)))
+        out.append(DepartmentSpec(name, quota, limit, line_of(dnode), weight))
     return out
 
 

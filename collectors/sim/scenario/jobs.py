@@ -10,7 +10,6 @@ import yaml
 from .gpus import MIG_PROFILE_NAMES
 from .model import (
     FAILURE_KINDS,
-    JOB_PRIORITIES,
     TAINT_EFFECTS,
     ClusterSpec,
     FailureSpec,
@@ -18,6 +17,7 @@ from .model import (
     JobSpec,
 )
 from .nodes import Reader, describe, line_of
+from .running import read_priority, read_running_on
 
 GENERATED_IMAGE = "nvcr.io/nvidia/pytorch:24.08-py3"
 
@@ -39,6 +39,7 @@ JOB_KEYS = (
     "mig_profile",
     "cpu_per_pod",
     "memory_per_pod",
+    "running_on",
 )
 GENERATE_KEYS = (
     "count",
@@ -244,7 +245,12 @@ def _read_job(
                 "with mig_profile, gpus_per_pod is the number of MIG instances per pod: a whole number >= 1",
             )
             res_ok = False
-    prio = r.choice(k.get("priority"), f"{path}.priority", JOB_PRIORITIES) if "priority" in k else "train"
+    prio, prio_value = (
+        read_priority(r, k["priority"], f"{path}.priority") if "priority" in k else ("train", None)
+    )
+    running_on: tuple[str, ...] | None = ()
+    if "running_on" in k:
+        running_on = read_running_on(r, k["running_on"], f"{path}.running_on", pods, submit, cluster)
     runtime = r.duration(k.get("runtime"), f"{path}.runtime", positive=True) if "runtime" in k else None
     image = r.string(k.get("image"), f"{path}.image") if "image" in k else GENERATED_IMAGE
     selector = r.string_map(k.get("node_selector"), f"{path}.node_selector") if "node_selector" in k else {}
@@ -269,6 +275,7 @@ def _read_job(
         or image is None
         or selector is None
         or sm is None
+        or running_on is None
         or not res_ok
     ):
         return None
@@ -291,6 +298,8 @@ def _read_job(
         mig_profile=profile,
         cpu_millis=cpu,
         memory_bytes=mem,
+        priority_value=prio_value,
+        running_on=running_on,
     )
 
 

@@ -21,6 +21,7 @@ from .model import (
     Scenario,
 )
 from .nodes import Reader, parse_duration
+from .reference import read_reference
 from .sections import read_alerts, read_events, read_expect
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ TOP_KEYS = (
     "alerts",
     "expect",
     "kueue",
+    "reference",
 )
 
 
@@ -140,6 +142,7 @@ def _read(r: Reader, root: yaml.Node, source: str | None, now: datetime | None) 
         quotas = {p.name: p.quota_gpus for p in projects}
         scheduler = cluster.scheduler if cluster else None
         kueue = read_kueue(r, top["kueue"], scheduler, quotas, job_names, bool(departments))
+    reference = read_reference(r, top["reference"], cluster, job_names) if "reference" in top else None
     if r.problems or None in (fmt, name, duration, seed, start, cluster):
         return None
     assert name is not None and duration is not None and seed is not None and start is not None
@@ -161,6 +164,7 @@ def _read(r: Reader, root: yaml.Node, source: str | None, now: datetime | None) 
         source=source,
         departments=tuple(departments),
         kueue=kueue,
+        reference=reference,
     )
 
 

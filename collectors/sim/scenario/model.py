@@ -18,6 +18,11 @@ from .kueue import KueueSpec
 SCHEDULERS = ("kai", "kueue")
 DCGM_LABEL_STYLES = ("classic", "current", "scraped")
 JOB_PRIORITIES = ("train", "inference")
+# KAI priority values of the two names (its PriorityTrainNumber and PriorityBuildNumber); a job may give a
+# number instead, and from NON_PREEMPTIBLE_PRIORITY on it is not preemptible, as KAI decides.
+TRAIN_PRIORITY = 50
+INFERENCE_PRIORITY = 100
+NON_PREEMPTIBLE_PRIORITY = 100
 FAILURE_KINDS = ("crashloop", "oom_killed", "gpu_oom", "image_pull")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 EVENT_ACTIONS = (
@@ -105,6 +110,7 @@ class DepartmentSpec:
     quota_gpus: int
     limit_gpus: int | None
     line: int = 0
+    over_quota_weight: int = 1  # KAI: its share of the spare among the top-level queues
 
 
 @dataclass(frozen=True)
@@ -157,6 +163,8 @@ class JobSpec:
     mig_profile: str | None = None  # "3g.40gb": gpus_per_pod instances of nvidia.com/mig-3g.40gb per pod
     cpu_millis: int | None = None  # CPU request per pod, None = the default (8 cores per GPU)
     memory_bytes: int | None = None  # memory request per pod, None = the default (64 GiB per GPU)
+    priority_value: int | None = None  # `priority` given as a number (KAI's); None = the name's value
+    running_on: tuple[str, ...] = ()  # `running_on`: already running at start, pod i on node i
 
     @property
     def shared(self) -> bool:
@@ -207,6 +215,17 @@ class ExpectSpec:
 
 
 @dataclass(frozen=True)
+class ReferenceSpec:
+    """What an outside reference (a scheduler's own test) expects at the end: job -> (state, node or None)."""
+
+    source: str  # where it was transcribed from: path@commit :: test name
+    family: str
+    what: str
+    notes: str
+    end_state: dict[str, tuple[str, str | None]]
+
+
+@dataclass(frozen=True)
 class Scenario:
     format: int
     name: str
@@ -224,6 +243,7 @@ class Scenario:
     source: str | None = None  # file path, when loaded from one
     departments: tuple[DepartmentSpec, ...] = ()
     kueue: KueueSpec | None = None  # ClusterQueues and ResourceFlavors written out (scenario/kueue.py)
+    reference: ReferenceSpec | None = None  # an outside reference's end state (scenario/reference.py)
 
     @property
     def end(self) -> datetime:

@@ -1,31 +1,29 @@
-"""The simulator against KAI Scheduler's own test tables: 31 of 32 cases end as KAI expects.
+"""The simulator against KAI Scheduler's own test tables: 66 of 67 cases end as KAI expects.
 
-Each case of `kai_cases/cases.json` (transcribed from kai-scheduler/KAI-Scheduler at
-d5bc503a146317e51037d89775d77172c6d12f71, see `kai_cases/README.md`) is a format-1 scenario and KAI's
-expected end state: which jobs run, and on which node where KAI's test checks it. The scenario runs in the
-simulator's world to its end (ten simulated minutes, a few milliseconds) and the jobs whose pods are all
-bound are the running ones.
+Each file of `kai_cases/` (transcribed from kai-scheduler/KAI-Scheduler at
+d5bc503a146317e51037d89775d77172c6d12f71, see `kai_cases/README.md`) is a format-1 scenario whose
+`reference` section holds KAI's expected end state: which jobs run, and on which node where KAI's test
+checks it. The scenario runs in the simulator's world to its end (ten simulated minutes, a few
+milliseconds) and the jobs whose pods are all bound are the running ones.
 
 `DISAGREE` lists, exactly, the cases the simulator does not yet end as KAI does, with the family and the
-reason: a listed case that starts agreeing fails too, so the figure above (also in collectors/sim/ENGINE.md,
-checked below) moves only on purpose.
+reason: they are strict xfails, so a listed case that starts agreeing fails too, and the figure above (also
+in collectors/sim/ENGINE.md, checked below) moves only on purpose.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from collectors.sim import World, load_scenario
+from collectors.sim.scenario.model import Scenario
 
 HERE = Path(__file__).parent
-CASES: list[dict[str, Any]] = json.loads((HERE / "kai_cases" / "cases.json").read_text(encoding="utf-8"))
+FILES = sorted((HERE / "kai_cases").glob("*.yaml"))
 ENGINE_MD = Path(__file__).resolve().parents[3] / "collectors" / "sim" / "ENGINE.md"
 
 # case id -> (family, why the simulator ends it otherwise)
@@ -39,10 +37,15 @@ DISAGREE: dict[str, tuple[str, str]] = {
 
 
 @cache
+def case(case_id: str) -> Scenario:
+    scenario = load_scenario(HERE / "kai_cases" / f"{case_id}.yaml")
+    assert scenario.reference is not None, f"{case_id}.yaml has no reference section"
+    return scenario
+
+
 def end_state(case_id: str) -> dict[str, tuple[str, list[str]]]:
     """job -> ("running" | "pending", the nodes its pods are bound to) at the end of the case's scenario."""
-    case = next(c for c in CASES if c["id"] == case_id)
-    world = World.from_scenario(load_scenario(yaml.safe_dump(case["scenario"], sort_keys=False)))
+    world = World.from_scenario(case(case_id))
     world.advance_to(world.end)
     out = {}
     for name, job in world.jobs.items():
@@ -52,33 +55,60 @@ def end_state(case_id: str) -> dict[str, tuple[str, list[str]]]:
     return out
 
 
-def differences(case: dict[str, Any]) -> list[str]:
-    got = end_state(case["id"])
-    assert set(got) == set(case["expected"]), "every job of the case has an expectation"
+def differences(case_id: str) -> list[str]:
+    ref = case(case_id).reference
+    assert ref is not None
+    got = end_state(case_id)
+    assert set(got) == set(ref.end_state), "every job of the case has an expectation"
     out = []
-    for name, exp in sorted(case["expected"].items()):
+    for name, (want, node) in sorted(ref.end_state.items()):
         state, nodes = got[name]
-        if state != exp["state"] or (state == "running" and exp["node"] and nodes != [exp["node"]]):
-            out.append(f"{name}: KAI {exp['state']} on {exp['node']}, simulator {state} on {nodes}")
+        if state != want or (state == "running" and node and nodes != [node]):
+            out.append(f"{name}: KAI {want} on {node}, simulator {state} on {nodes}")
     return out
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
-def test_the_simulator_ends_the_case_as_kai(case: dict[str, Any]) -> None:
-    diff = differences(case)
-    if case["id"] in DISAGREE:
-        assert diff, f"{case['id']} now ends as KAI expects: remove it from DISAGREE and raise the figure"
-    else:
-        assert not diff, f"{case['id']} ({case['what']}):\n" + "\n".join(diff)
+def _param(path: Path) -> object:
+    cid = path.stem
+    if cid in DISAGREE:
+        return pytest.param(cid, id=cid, marks=pytest.mark.xfail(reason=DISAGREE[cid][1], strict=True))
+    return pytest.param(cid, id=cid)
+
+
+@pytest.mark.parametrize("case_id", [_param(p) for p in FILES])
+def test_the_simulator_ends_the_case_as_kai(case_id: str) -> None:
+    diff = differences(case_id)
+    assert not diff, f"{case_id} ({case(case_id).reference.what}):\n" + "\n".join(diff)  # type: ignore[union-attr]
+
+
+def test_every_case_names_its_source_commit_and_family() -> None:
+    assert len(FILES) >= 60
+    for path in FILES:
+        ref = case(path.stem).reference
+        assert ref is not None
+        assert re.fullmatch(r"pkg/scheduler/\S+_test\.go@[0-9a-f]{40} :: .+", ref.source), path.name
+        assert path.stem.startswith(FAMILY_PREFIX[ref.family]), path.name
+
+
+FAMILY_PREFIX = {
+    "allocate": "alloc-",
+    "gang": "gang-",
+    "limit": "limit-",
+    "reclaim": "reclaim-",
+    "preempt": "preempt-",
+    "departments": "dept-",
+    "fractional": "frac-",
+    "mig": "mig-",
+}
 
 
 def test_the_disagreements_are_cases_of_their_family() -> None:
-    families = {c["id"]: c["family"] for c in CASES}
+    families = {p.stem: case(p.stem).reference.family for p in FILES}  # type: ignore[union-attr]
     assert {k: v[0] for k, v in DISAGREE.items()} == {k: families.get(k) for k in DISAGREE}
 
 
 def test_the_agreement_figure_is_written_where_readers_look() -> None:
-    figure = f"{len(CASES) - len(DISAGREE)} of {len(CASES)}"
+    figure = f"{len(FILES) - len(DISAGREE)} of {len(FILES)}"
     assert re.search(rf"\b{figure} cases\b", __doc__ or ""), f"this module's docstring must say {figure}"
     assert re.search(rf"\*\*{figure}\*\*", ENGINE_MD.read_text(encoding="utf-8")), (
         f"collectors/sim/ENGINE.md must say **{figure}**"

@@ -1,0 +1,77 @@
+"""A job's numeric (KAI) priority and `running_on`, the nodes a job already runs on at the start."""
+
+from __future__ import annotations
+
+import pytest
+
+from collectors.sim import World, load_scenario
+from collectors.sim.scenario import ScenarioError
+
+BASE = """\
+format: 1
+name: running
+start: 2026-12-01T00:00:00Z
+duration: 10m
+seed: 1
+cluster:
+  name: kai-oracle
+  scheduler: kai
+  nodepools:
+    - {name: n, nodes: 2, gpus_per_node: 2, gpu_product: NVIDIA-A100-SXM4-80GB}
+projects:
+  - {name: queue0, quota: {gpu: 4}, over_quota_weight: 0}
+jobs:
+  - {name: spread, project: queue0, submit: 0s, pods: 2, gpus_per_pod: 1, priority: 40, running_on: [n-02, n-01]}
+  - {name: low, project: queue0, submit: 0s, pods: 1, gpus_per_pod: 1, priority: 45, running_on: [n-02]}
+  - {name: mid, project: queue0, submit: 0s, pods: 1, gpus_per_pod: 1, priority: 75, running_on: [n-01]}
+  - {name: high, project: queue0, submit: 1m, pods: 1, gpus_per_pod: 2, priority: 60}
+"""
+
+
+def problems_of(text: str) -> list[tuple[str, int, str]]:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(text)
+    return info.value.problems
+
+
+def test_it_reads_numbers_and_nodes() -> None:
+    jobs = {j.name: j for j in load_scenario(BASE).jobs}
+    assert jobs["spread"].running_on == ("n-02", "n-01") and jobs["high"].running_on == ()
+    assert (jobs["mid"].priority, jobs["mid"].priority_value) == ("train", 75)
+    assert load_scenario(BASE.replace("priority: 75", "priority: 100")).jobs[2].priority == "inference"
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "words"),
+    [
+        (("running_on: [n-02, n-01]", "running_on: [n-02]"), "jobs[0].running_on", "one node per pod (2)"),
+        (("running_on: [n-02, n-01]", "running_on: [n-02, n-07]"), "jobs[0].running_on[1]", "unknown node"),
+        (
+            (
+                "submit: 1m, pods: 1, gpus_per_pod: 2",
+                "submit: 1m, pods: 1, gpus_per_pod: 2, running_on: [n-01]",
+            ),
+            "jobs[3].running_on",
+            "submitted at 0s",
+        ),
+        (("priority: 60", "priority: -3"), "jobs[3].priority", ">= 0"),
+        (("priority: 60", "priority: urgent"), "jobs[3].priority", "urgent"),
+    ],
+)
+def test_it_names_what_is_wrong(change: tuple[str, str], path: str, words: str) -> None:
+    problems = problems_of(BASE.replace(*change))
+    assert any(p == path and words in msg for p, _line, msg in problems), problems
+
+
+def test_running_jobs_start_on_their_nodes_and_a_higher_priority_preempts_the_lowest_of_its_queue() -> None:
+    world = World.from_scenario(load_scenario(BASE))
+    world.advance_to(world.start)
+    assert [p.node for p in world.pods_of(world.jobs["spread"])] == ["n-02", "n-01"]
+    world.advance_to(world.end)
+    # 60 needs two GPUs on one node: the lowest-priority jobs of its queue go (40 on both nodes, then 45),
+    # never the 75 above it
+    victims = {p["victim"].split("/")[1] for p in world.preemptions}
+    assert "mid" not in victims and "spread" in victims
+    assert all(p["kind"] == "preempt" for p in world.preemptions)
+    assert all(p.node for p in world.pods_of(world.jobs["high"]))
+    assert all(p.node for p in world.pods_of(world.jobs["mid"]))
