@@ -16,38 +16,10 @@ from django.db.models.functions import Coalesce
 from incidents.diagnosis import codes as C
 from incidents.models import DiagnosisRun
 
-NAMES: dict[str, str] = {
-    C.GPU_CAPACITY_SHORTAGE: "not enough free GPUs",
-    C.GPU_FRAGMENTATION: "free GPUs fragmented across nodes",
-    C.UNTOLERATED_TAINT: "untolerated taint",
-    C.NODE_SELECTOR_MISMATCH: "node selector matches no node",
-    C.PROJECT_QUOTA_EXHAUSTED: "project quota exhausted",
-    C.QUEUE_PRIORITY: "behind higher-priority jobs in the queue",
-    C.REQUEST_SIZE_CHANGED: "request size changed",
-    C.GPU_NODE_UNAVAILABLE: "GPU node unavailable",
-    C.CPU_MEMORY_SHORTAGE: "not enough CPU or memory",
-    C.DEPARTMENT_QUOTA_EXHAUSTED: "department quota exhausted",
-    C.MIG_PROFILE_UNAVAILABLE: "MIG profile unavailable",
-    C.GPU_XID_FAULT: "GPU Xid fault",
-    C.GPU_ECC_ERRORS: "GPU ECC errors",
-    C.GPU_MISSING: "GPU missing",
-    C.DEVICE_PLUGIN_UNHEALTHY: "device plugin unhealthy",
-    C.GPU_THERMAL_THROTTLING: "GPU thermal throttling",
-    C.NVLINK_ERRORS: "NVLink errors",
-    C.CRASHLOOP_CONFIG_ERROR: "crash loop from a configuration error",
-    C.OOM_KILLED: "out of memory (OOM-killed)",
-    C.GPU_OOM: "GPU out of memory",
-    C.IMAGE_PULL_ERROR: "image pull error",
-    C.PREEMPTED: "preempted",
-    C.IDLE_GPU_ALLOCATION: "allocated GPUs idle",
-    C.OVER_REQUESTED: "more requested than used",
-    C.RECENT_CHANGE: "a recent change",
-}
+NAMES = C.NAMES  # the names live beside the codes, where the pure diagnosis writes its statements with them
 
 
-def name(code: str) -> str:
-    """The human name of a code; an unknown code (a newer release's) is shown as it is."""
-    return NAMES.get(code, code.replace("_", " "))
+name = C.name
 
 
 def _norm(text: str) -> str:

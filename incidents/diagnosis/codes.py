@@ -81,6 +81,41 @@ ALL_CODES: tuple[str, ...] = (
     SCHEDULING_CODES + HEALTH_CODES + WORKLOAD_CODES + EFFICIENCY_CODES + CONTEXT_CODES
 )
 
+# Each code in an operator's words: what statements, titles and lists say instead of the code itself.
+NAMES: dict[str, str] = {
+    GPU_CAPACITY_SHORTAGE: "not enough free GPUs",
+    GPU_FRAGMENTATION: "free GPUs fragmented across nodes",
+    UNTOLERATED_TAINT: "untolerated taint",
+    NODE_SELECTOR_MISMATCH: "node selector matches no node",
+    PROJECT_QUOTA_EXHAUSTED: "project quota exhausted",
+    QUEUE_PRIORITY: "behind higher-priority jobs in the queue",
+    REQUEST_SIZE_CHANGED: "request size changed",
+    GPU_NODE_UNAVAILABLE: "GPU node unavailable",
+    CPU_MEMORY_SHORTAGE: "not enough CPU or memory",
+    DEPARTMENT_QUOTA_EXHAUSTED: "department quota exhausted",
+    MIG_PROFILE_UNAVAILABLE: "MIG profile unavailable",
+    GPU_XID_FAULT: "GPU Xid fault",
+    GPU_ECC_ERRORS: "GPU ECC errors",
+    GPU_MISSING: "GPU missing",
+    DEVICE_PLUGIN_UNHEALTHY: "device plugin unhealthy",
+    GPU_THERMAL_THROTTLING: "GPU thermal throttling",
+    NVLINK_ERRORS: "NVLink errors",
+    CRASHLOOP_CONFIG_ERROR: "crash loop from a configuration error",
+    OOM_KILLED: "out of memory (OOM-killed)",
+    GPU_OOM: "GPU out of memory",
+    IMAGE_PULL_ERROR: "image pull error",
+    PREEMPTED: "preempted",
+    IDLE_GPU_ALLOCATION: "allocated GPUs idle",
+    OVER_REQUESTED: "more requested than used",
+    RECENT_CHANGE: "a recent change",
+}
+
+
+def name(code: str) -> str:
+    """The code in an operator's words; an unknown code (a newer release's) is shown as it is, spaced."""
+    return NAMES.get(code, code.replace("_", " "))
+
+
 __all__ = [
     "ALL_CODES",
     "CONTEXT_CODES",
@@ -101,6 +136,7 @@ __all__ = [
     "IDLE_GPU_ALLOCATION",
     "IMAGE_PULL_ERROR",
     "MIG_PROFILE_UNAVAILABLE",
+    "NAMES",
     "NODE_SELECTOR_MISMATCH",
     "NVLINK_ERRORS",
     "OOM_KILLED",
@@ -112,5 +148,6 @@ __all__ = [
     "REQUEST_SIZE_CHANGED",
     "SCHEDULING_CODES",
     "UNTOLERATED_TAINT",
+    "name",
     "WORKLOAD_CODES",
 ]

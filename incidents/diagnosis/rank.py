@@ -63,7 +63,7 @@ def symptoms_of_causes(findings: list[Finding]) -> None:
         if by is None:
             continue
         f.status, f.confidence = UNVERIFIED, min(f.confidence, 0.35)
-        f.why = f"a consequence of {by.code}: fixing that gives the job its GPUs back"
+        f.why = f"a consequence of {C.name(by.code)}: fixing that gives the job its GPUs back"
 
 
 def _key(c: Cite) -> object:
@@ -150,7 +150,7 @@ def link_changes(findings: list[Finding]) -> None:
                 f.status, f.supports, f.refutes, f.confidence = SUPPORTED, f.refutes, [], 0.7
                 f.statement = (
                     f"{f.facts['late_summary']}, while the symptom had already begun; since then "
-                    f"{', '.join(late)} holds it."
+                    f"{', '.join(C.name(code) for code in late)} holds it."
                 )
                 f.why = "the change came after onset but is what the supported mechanism is about"
                 f.facts["linked"] = late

@@ -476,14 +476,15 @@ def capacity_findings(di: DiagnosisInput, jf: JobFit, causes: Causes) -> list[Fi
             Finding(
                 code,
                 f"Not a {'capacity shortage' if code == C.GPU_CAPACITY_SHORTAGE else 'fragmentation'}: "
-                f"{ref.label} ({need}) would fit if {', '.join(causes.alone)} were fixed; the GPUs exist "
+                f"{ref.label} ({need}) would fit without what hides the GPUs "
+                f"({', '.join(C.name(c) for c in causes.alone)}); the GPUs exist "
                 f"({tot.capacity} on {tot.nodes} node(s)), they are hidden from it.",
                 REFUTED,
                 0.75,
                 refutes=jf.base,
                 subject=ref,
                 sources=("k8s",),
-                why=f"removing {', '.join(causes.alone)} alone makes the pods fit",
+                why=f"removing {', '.join(C.name(c) for c in causes.alone)} alone makes the pods fit",
             )
             for code in (C.GPU_CAPACITY_SHORTAGE, C.GPU_FRAGMENTATION)
         ]

@@ -145,6 +145,10 @@ def inconsistencies(di: DiagnosisInput, result: Diagnosis) -> list[str]:
         ]
         if citing:
             out.append(f"{citing} cite a change while recent_change says nothing changed")
+    for f in result.findings:  # a reader sees words, never the codes the checks use among themselves
+        named = [code for code in C.NAMES if "_" in code and re.search(rf"(?<![\w/|]){code}(?![\w/|])", f.statement)]
+        if named:
+            out.append(f"{f.code}'s statement names {named}: {f.statement[:120]}")
     return out
 
 

@@ -48,3 +48,14 @@ def test_a_title_with_numbers_of_its_own_is_caught():
     statement = "GPU 3 on h100-12 logged 11510 NVLink CRC errors since 04:10."
     assert title_numbers_apart("h100-12 NVLink errors: counter rose by 13760", statement) == ["13760"]
     assert title_numbers_apart("h100-12 NVLink errors: 11510 CRC errors since 04:10", statement) == []
+
+
+def test_a_statement_that_names_a_code_instead_of_its_words_is_caught():
+    di = world(subjects=[Ref("project", "vision")])
+    late = _finding(C.RECENT_CHANGE, SUPPORTED, "quota cut at 01:20; since then project_quota_exhausted holds it.")
+    worded = _finding(C.RECENT_CHANGE, SUPPORTED, "quota cut at 01:20; since then project quota exhausted holds it.")
+    keyed = _finding(C.GPU_MISSING, SUPPORTED, "see gpu_missing|node/h100-03 and quota_gpus 16 → 8")
+    assert inconsistencies(di, Diagnosis(findings=[late], actions=[])) == [
+        "recent_change's statement names ['project_quota_exhausted']: " + late.statement
+    ]
+    assert inconsistencies(di, Diagnosis(findings=[worded, keyed], actions=[])) == []

@@ -149,7 +149,7 @@ def test_it_blames_the_device_plugin_and_refutes_the_shortage_it_fakes():
     ranked = run_checks(di).findings
     assert ranked[0].code == C.DEVICE_PLUGIN_UNHEALTHY
     short = next(f for f in ranked if f.code == C.GPU_CAPACITY_SHORTAGE)
-    assert short.status == "refuted" and "would fit if device_plugin_unhealthy were fixed" in short.statement
+    assert short.status == "refuted" and "would fit without what hides the GPUs (device plugin unhealthy)" in short.statement
 
 
 def test_it_ranks_a_partial_blocker_before_the_real_shortage_it_worsens():
