@@ -99,6 +99,7 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         gpus_held=held,
         gpus_free=None if allocatable is None else max(int(allocatable) - held, 0),
         sharing=_sharing_words([g.use for g in gpus if g.use]),
+        gpu_models=sorted({str(g.state.get("model")) for g in gpu_versions if g.state.get("model")}),
         capacity=capacity,
         allocatable=allocatable,
         allocatable_short=capacity is not None

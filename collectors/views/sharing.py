@@ -154,6 +154,9 @@ def entity_resolver(cluster: Cluster, known: Iterable[Entity] = ()) -> Resolve:
 
 def with_links(use: GpuUse, cursor: Cursor) -> GpuUse:
     """``use`` with each holder's link markup built once (``entity_link_html``, keeping the cursor)."""
-    for h in [*use.holders, *([use.reservation] if use.reservation else [])]:
+    for h in use.holders:
         h.link = entity_link_html(h.ref, cursor) if h.ref else ""
+    if use.reservation and use.reservation.ref:  # its namespace is in the words around it ("reservation pod")
+        r = use.reservation
+        r.link = entity_link_html(r.ref, cursor, r.pod.partition("/")[2] or r.pod)
     return use

@@ -126,10 +126,7 @@ class ShareDisplaysTest(PageTestCase):
         text = _text(gpus)
         assert "serving/embed-svc-0 0.445 of an L40S, 20 GiB" in text
         assert "vision/notebook-ana-0 0.5 of an L40S, 22.5 GiB" in text
-        assert (
-            "device held for KAI by runai-reservation/gpu-reservation-l40s-01-x7k2p KAI reservation pod"
-            in text
-        )
+        assert "device held for KAI by its reservation pod gpu-reservation-l40s-01-x7k2p" in text
         # the users are links, and come before the reservation pod, which is never given as the user
         assert gpus.index("/c/gpu-prod/pods/vision/notebook-ana-0/") < gpus.index(
             f"/c/gpu-prod/pods/{RESERVATION}/"
@@ -143,13 +140,14 @@ class ShareDisplaysTest(PageTestCase):
         pods = _text(_panel(html, "node-pods"))
         assert "0.5 of an L40S, 22.5 GiB" in pods and "20 GiB of GPU memory (0.445 of an L40S)" in pods, pods
         assert pods.rindex("KAI reservation pod") > pods.index("vision/notebook-ana-0")
+        assert pods.count("KAI reservation pod") == 1
         assert "45 GiB each" in _text(_panel(html, "node-state"))
 
     def test_the_gpu_page_names_the_sharing_pods_not_the_reservation_pod_as_users(self):
         html = self.get(f"/c/gpu-prod/gpus/{gpu_uuid('l40s-01', 0)}/", T).content.decode()
         state = _text(_panel(html, "gpu-state"))
         used = state.split("Used by at t", 1)[1]
-        assert used.index("serving/embed-svc-0") < used.index("KAI reservation pod")
+        assert used.index("serving/embed-svc-0") < used.index("held for KAI by its reservation pod")
         assert "0.5 of an L40S, 22.5 GiB" in used
 
     def test_a_fractional_job_reads_its_share_and_the_pods_sharing_its_gpu(self):
@@ -160,7 +158,7 @@ class ShareDisplaysTest(PageTestCase):
         pods = _panel(html, "job-pods")
         assert "shared with" in pods and "/c/gpu-prod/pods/serving/embed-svc-0/" in pods
         assert f"/c/gpu-prod/gpus/{gpu_uuid('l40s-01', 0)}/" in pods and "GPU 0 · l40s-01" in pods
-        assert "KAI reservation pod" in pods
+        assert "device held for KAI by its reservation pod" in pods
 
     def test_a_mig_job_and_its_pod_read_instances_by_profile(self):
         job = _text(self.get("/c/gpu-prod/jobs/nlp/eval/", T).content.decode())
