@@ -131,6 +131,14 @@ class IncidentSubject(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["incident", "entity"], name="incident_subject_once")]
+        indexes = [
+            # incidents.ordering's impact subqueries, one per incident listed: WHERE incident_id=? AND
+            # role='subject'. A pending job's incident relates hundreds of candidate nodes and GPUs; without it
+            # each lookup reads them all to keep its one or two subjects.
+            models.Index(
+                fields=["incident", "entity"], condition=models.Q(role="subject"), name="incident_subjects"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.incident_id} -> {self.entity_id} ({self.role})"

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Case, Count, Prefetch, Q, Value, When
+from django.db.models import Prefetch, Q
 from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -30,6 +30,7 @@ from incidents import audit, causes, lifecycle, problems, services
 from incidents.diagnosis import codes
 from incidents.diagnosis_run import pick_run
 from incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
+from incidents.listing import UnresolvedThenResolved, alert_count
 from incidents.models import (
     Alert,
     AuditEntry,
@@ -40,7 +41,6 @@ from incidents.models import (
     IncidentSubject,
     Observation,
 )
-from incidents.ordering import URGENCY_ORDER, with_impact
 from rcaweb import kinds
 from rcaweb.cursor import Cursor
 from rcaweb.http import RcaRequest
@@ -135,13 +135,12 @@ def incident_list(request: RcaRequest) -> HttpResponse:
     if not form.is_valid():
         return render(request, "incidents/incident_list.html", ctx, status=400)
     qs = form.filter(
-        Incident.objects.select_related("cluster").annotate(n_alerts=Count("alerts")), request.cursor.t
+        Incident.objects.select_related("cluster").annotate(n_alerts=alert_count()), request.cursor.t
     )
     now = timezone.now()
-    # Unresolved first, then the order to work them in (incidents.ordering: severity, impact, age).
-    ordered = with_impact(qs, request.cursor.t).order_by(
-        Case(When(status="resolved", then=Value(1)), default=Value(0)), *URGENCY_ORDER
-    )
+    # Unresolved first, in the order to work them in (incidents.ordering: severity, impact, age), then the
+    # resolved ones newest first: each query bounded by the open incidents or the page, not by history.
+    ordered = UnresolvedThenResolved(qs, request.cursor.t)
     page = Paginator(ordered, 50).get_page(form.cleaned_data.get("page") or 1)
     rows = [IncidentListRow(inc, inc.duration_at(now), inc.ended_at(now) is None) for inc in page]
     # The run in force at t of each row (IncidentFilterForm.filter's run_at_t; one query for the page): a past

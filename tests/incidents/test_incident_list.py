@@ -84,12 +84,38 @@ class IncidentListTests(BaseTestCase):
         self.assertIn(f'href="/incidents/{inc.pk}/?t=2026-11-29T03%3A00%3A00Z&amp;w=2h"', html)
 
     def test_its_query_count_does_not_grow_with_the_incidents(self) -> None:
-        with self.assertNumQueries(4):
+        # session, user, the counts, the unresolved rows of the page, the resolved ones
+        with self.assertNumQueries(5):
             self.client.get("/incidents/")
         for i in range(30):
             Incident.objects.create(title=f"x{i}", onset=T0, window_start=T0, cluster=self.cluster)
-        with self.assertNumQueries(4):
+            Incident.objects.create(
+                title=f"y{i}", onset=T0, window_start=T0, cluster=self.cluster, status="resolved"
+            )
+        with self.assertNumQueries(5):
             self.client.get("/incidents/")
+
+    def test_it_lists_resolved_incidents_after_the_unresolved_ones_newest_first_across_pages(self) -> None:
+        for i in range(40):
+            Incident.objects.create(
+                title=f"open {i:02d}", onset=T0 + timedelta(minutes=i), window_start=T0, cluster=self.cluster
+            )
+            Incident.objects.create(
+                title=f"done {i:02d}",
+                onset=T0 + timedelta(minutes=i),
+                window_start=T0,
+                cluster=self.cluster,
+                status="resolved",
+            )
+        first, second = self.titles(), self.titles("?page=2")
+        self.assertEqual(len(first), 50)
+        self.assertEqual(len(second), 32)  # 41 unresolved, then 41 resolved
+        listed = first + second
+        self.assertEqual(len(set(listed)), 82)
+        self.assertEqual(listed[:2], ["vision/resnet-train pending", "open 00"])  # oldest first, as worked
+        # then the history, newest first (the node incident began at 05:00)
+        self.assertEqual(listed[41:44], ["a100-01 not Ready", "done 39", "done 38"])
+        self.assertEqual(listed[-1], "done 00")
 
     def diagnose(self, title: str, code: str, at, *, run_title: str = "") -> Incident:  # type: ignore[no-untyped-def]
         inc = Incident.objects.get(title=title)
