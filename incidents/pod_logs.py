@@ -8,8 +8,6 @@ be read is a ``log`` observation with ``error`` (an absence is evidence too).
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +16,7 @@ from django.conf import settings
 from collectors.models import Cluster, Entity, EntityVersion
 from collectors.sources import kubernetes
 from incidents.models import IncidentSubject
+from rcaweb.ttlcache import TtlCache
 
 if TYPE_CHECKING:
     from incidents.evidence import Batch
@@ -62,7 +61,7 @@ def collect_logs(
     targets = targets[:MAX_LOG_PODS]
     texts: dict[tuple[int, str], str] = {}  # (pod id, container) -> log, from a recent identical read
     for pod, container, v in targets:
-        hit = _shared_get(_share_key(cluster, pod, container, v))
+        hit = shared.get(_share_key(cluster, pod, container, v), _ttl())
         if hit is not None:
             texts[(pod.pk, container)] = hit
     missing = [(pod, container, v) for pod, container, v in targets if (pod.pk, container) not in texts]
@@ -84,7 +83,7 @@ def collect_logs(
                 _log_error(batch, pod, container, end, exc)
                 continue
             texts[(pod.pk, container)] = text
-            _shared_put(_share_key(cluster, pod, container, v), text)
+            shared.put(_share_key(cluster, pod, container, v), text, _ttl())
     finally:
         close = getattr(source, "close", None)
         if close:
@@ -109,9 +108,7 @@ def collect_logs(
 # Incidents about one pod (its own alert, its job's, its node's) collected within a short time read its previous
 # log once: the answer is shared for RCAWEB_EVIDENCE_SHARE_S, keyed by the container's restart count, so a new
 # crash is read anew. Failures are not shared. 0 turns it off (tests: every test its own).
-_SHARE_MAX = 256
-_shared: dict[tuple[Any, ...], tuple[float, str]] = {}
-_shared_lock = threading.Lock()
+shared: TtlCache[str] = TtlCache(max_entries=256)
 
 
 def _share_key(cluster: Cluster, pod: Entity, container: str, version: EntityVersion) -> tuple[Any, ...]:
@@ -130,29 +127,6 @@ def _ttl() -> float:
     return float(getattr(settings, "RCAWEB_EVIDENCE_SHARE_S", 60))
 
 
-def _shared_get(key: tuple[Any, ...]) -> str | None:
-    ttl = _ttl()
-    if ttl <= 0:
-        return None
-    with _shared_lock:
-        hit = _shared.get(key)
-    if hit is not None and time.monotonic() - hit[0] <= ttl:
-        return hit[1]
-    return None
-
-
-def _shared_put(key: tuple[Any, ...], text: str) -> None:
-    ttl = _ttl()
-    if ttl <= 0:
-        return
-    now = time.monotonic()
-    with _shared_lock:
-        if len(_shared) >= _SHARE_MAX:
-            for k in [k for k, (at, _) in _shared.items() if now - at > ttl] or list(_shared)[
-                : _SHARE_MAX // 2
-            ]:
-                _shared.pop(k, None)
-        _shared[key] = (now, text)
 
 
 def _log_path(pod: Entity, container: str) -> str:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
-import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +21,7 @@ from collectors.models import Cluster, EntityVersion, TelemetrySample
 from collectors.sources import prometheus
 from incidents.models import IncidentSubject
 from rcaweb.timestamps import parse_timestamp
+from rcaweb.ttlcache import TtlCache
 
 if TYPE_CHECKING:
     from incidents.evidence import Batch
@@ -309,9 +308,7 @@ def _fetch(
 # up, end down to a multiple of the step, as Prometheus evaluates a range query at start + k·step anyway), so
 # two collections a few seconds apart ask the very same range. 0 turns it off (tests: every test its own).
 SHARE_S = float(getattr(settings, "RCAWEB_EVIDENCE_SHARE_S", 60))
-_SHARE_MAX = 512
-_shared: dict[tuple[Any, ...], tuple[float, list[Any]]] = {}
-_shared_lock = threading.Lock()
+shared: TtlCache[list[Any]] = TtlCache(max_entries=512)
 
 
 def _grid(start: datetime, end: datetime, step: int) -> tuple[datetime, datetime]:
@@ -327,22 +324,12 @@ def _shared_range(source: Any, query: str, start: datetime, end: datetime, step:
     """``source.query_range`` on the step grid, answered from a recent identical query when there is one."""
     start, end = _grid(start, end, step)
     ttl = float(getattr(settings, "RCAWEB_EVIDENCE_SHARE_S", SHARE_S))
-    if ttl <= 0:
-        return source.query_range(query, start, end, step)
     key = (getattr(source, "url", ""), query, start, end, step)
-    now = time.monotonic()
-    with _shared_lock:
-        hit = _shared.get(key)
-        if hit is not None and now - hit[0] <= ttl:
-            return hit[1]
-    series = source.query_range(query, start, end, step)  # a failure raises: nothing is shared
-    with _shared_lock:
-        if len(_shared) >= _SHARE_MAX:
-            for k in [k for k, (at, _) in _shared.items() if now - at > ttl] or list(_shared)[
-                : _SHARE_MAX // 2
-            ]:
-                _shared.pop(k, None)
-        _shared[key] = (now, series)
+    hit = shared.get(key, ttl)
+    if hit is not None:
+        return hit
+    series: list[Any] = source.query_range(query, start, end, step)  # a failure raises: nothing is shared
+    shared.put(key, series, ttl)
     return series
 
 

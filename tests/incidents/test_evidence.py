@@ -425,8 +425,8 @@ class LogTests(EvidenceTestCase):
     def test_incidents_about_one_pod_read_its_log_once_within_the_share_time(self) -> None:
         from incidents import pod_logs
 
-        pod_logs._shared.clear()
-        self.addCleanup(pod_logs._shared.clear)
+        pod_logs.shared.clear()
+        self.addCleanup(pod_logs.shared.clear)
         other = Incident.objects.create(
             title="PodCrashLooping", cluster=self.cluster, onset=T0, window_start=T0 - timedelta(hours=1)
         )
@@ -583,8 +583,8 @@ class SharedQueryTests(BaseTestCase):
         super().setUp()
         from incidents import telemetry
 
-        telemetry._shared.clear()
-        self.addCleanup(telemetry._shared.clear)
+        telemetry.shared.clear()
+        self.addCleanup(telemetry.shared.clear)
         self.range = telemetry._shared_range
 
     def test_identical_queries_on_the_step_grid_are_asked_once(self) -> None:
