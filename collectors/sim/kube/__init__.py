@@ -206,7 +206,8 @@ def _iter_podgroups(ctx: RenderContext) -> Iterator[Item]:
 
 
 def _iter_flavors(ctx: RenderContext) -> Iterator[Item]:
-    yield ("", kai.FLAVOR), None, partial(kueue.kueue_flavor, ctx)
+    for obj in kueue.kueue_flavors(ctx):
+        yield ("", obj["metadata"]["name"]), None, partial(_same, obj)
 
 
 def _iter_cluster_queues(ctx: RenderContext) -> Iterator[Item]:

@@ -8,26 +8,43 @@ from __future__ import annotations
 
 from typing import Any
 
+from collectors.sim.engine import kueue as kueue_engine
 from collectors.sim.engine import messages
 from collectors.sim.kube.common import GPU, gpu_quantity, managed_field, short_hash, stable_uid, ts
 from collectors.sim.kube.context import RenderContext
 from collectors.sim.kube.kai import COHORT, FLAVOR, KUEUE_GROUP, cluster_created, status_time
+from collectors.sim.scenario.kueue import KueueSpec
 from collectors.sim.state import SimJob, SimProject
 
 
-def kueue_flavor(ctx: RenderContext) -> dict[str, Any]:
+def kueue_flavor(
+    ctx: RenderContext, name: str = FLAVOR, node_labels: dict[str, str] | None = None
+) -> dict[str, Any]:
     return {
         "apiVersion": f"{KUEUE_GROUP}/v1beta1",
         "kind": "ResourceFlavor",
         "metadata": {
-            "name": FLAVOR,
-            "uid": stable_uid("flavor", FLAVOR),
+            "name": name,
+            "uid": stable_uid("flavor", name),
             "creationTimestamp": cluster_created(ctx),
             "generation": 1,
             "finalizers": ["kueue.x-k8s.io/resource-in-use"],
         },
-        "spec": {},
+        "spec": {"nodeLabels": dict(node_labels)} if node_labels else {},
     }
+
+
+def kueue_flavors(ctx: RenderContext) -> list[dict[str, Any]]:
+    """The scenario's ResourceFlavors when its kueue section lists them, else the one default flavor."""
+    spec = _spec(ctx)
+    if spec is None:
+        return [kueue_flavor(ctx)]
+    return [kueue_flavor(ctx, f.name, f.node_labels) for f in spec.flavors]
+
+
+def _spec(ctx: RenderContext) -> KueueSpec | None:
+    scenario = getattr(ctx.world, "scenario", None)
+    return getattr(scenario, "kueue", None)
 
 
 def _mig_groups(ctx: RenderContext) -> list[dict[str, Any]]:
@@ -96,7 +113,56 @@ def kueue_cohorts(ctx: RenderContext) -> list[dict[str, Any]]:
     return out
 
 
+def _written_out(
+    ctx: RenderContext, spec: KueueSpec, project: SimProject
+) -> tuple[dict[str, Any], list[Any]]:
+    """Spec fields and status usage of a ClusterQueue the scenario's kueue section describes."""
+    q = spec.queue(project.name)
+    flavors = []
+    for fq in q.flavors:
+        res: dict[str, Any] = {"name": GPU, "nominalQuota": str(fq.nominal)}
+        if fq.borrowing_limit is not None:
+            res["borrowingLimit"] = str(fq.borrowing_limit)
+        if fq.lending_limit is not None:
+            res["lendingLimit"] = str(fq.lending_limit)
+        flavors.append({"name": fq.flavor, "resources": [res]})
+    borrow: dict[str, Any] = {"policy": q.borrow_within_cohort}
+    if q.max_priority_threshold is not None:
+        borrow["maxPriorityThreshold"] = q.max_priority_threshold
+    fields: dict[str, Any] = {
+        "queueingStrategy": q.queueing_strategy,
+        "flavorFungibility": {"whenCanBorrow": q.when_can_borrow, "whenCanPreempt": q.when_can_preempt},
+        "preemption": {
+            "borrowWithinCohort": borrow,
+            "reclaimWithinCohort": q.reclaim_within_cohort,
+            "withinClusterQueue": q.within_cluster_queue,
+        },
+        "resourceGroups": [{"coveredResources": [GPU], "flavors": flavors}, *_mig_groups(ctx)],
+    }
+    if q.cohort is not None:
+        fields["cohort"] = q.cohort
+    used = kueue_engine.ledger_of(ctx.world, spec)
+    usage = [
+        {
+            "name": fq.flavor,
+            "resources": [
+                {
+                    "name": GPU,
+                    "total": str(used.used(project.name, fq.flavor)),
+                    "borrowed": str(max(0, used.used(project.name, fq.flavor) - fq.nominal)),
+                }
+            ],
+        }
+        for fq in q.flavors
+    ]
+    return fields, usage
+
+
 def kueue_cluster_queue(ctx: RenderContext, project: SimProject) -> dict[str, Any]:
+    spec = _spec(ctx)
+    if spec is not None:
+        fields, usage = _written_out(ctx, spec, project)
+        return _cluster_queue(ctx, project, fields, usage)
     u = ctx.usage[project.name]
     gpu_res: dict[str, Any] = {"name": GPU, "nominalQuota": str(project.quota_gpus)}
     if project.limit_gpus is not None:
@@ -105,6 +171,27 @@ def kueue_cluster_queue(ctx: RenderContext, project: SimProject) -> dict[str, An
     usage = [
         {"name": FLAVOR, "resources": [{"name": GPU, "total": str(u.allocated), "borrowed": str(borrowed)}]}
     ]
+    fields = {
+        "cohort": getattr(project, "department", None) or COHORT,
+        "queueingStrategy": "BestEffortFIFO",
+        "flavorFungibility": {"whenCanBorrow": "Borrow", "whenCanPreempt": "TryNextFlavor"},
+        "preemption": {
+            "borrowWithinCohort": {"policy": "Never"},
+            "reclaimWithinCohort": "Any",
+            "withinClusterQueue": "LowerPriority",
+        },
+        "resourceGroups": [
+            {"coveredResources": [GPU], "flavors": [{"name": FLAVOR, "resources": [gpu_res]}]},
+            *_mig_groups(ctx),
+        ],
+    }
+    return _cluster_queue(ctx, project, fields, usage)
+
+
+def _cluster_queue(
+    ctx: RenderContext, project: SimProject, fields: dict[str, Any], usage: list[Any]
+) -> dict[str, Any]:
+    u = ctx.usage[project.name]
     manager, changed = ctx.manager_for("project", project.name, project.last_manager)
     return {
         "apiVersion": f"{KUEUE_GROUP}/v1beta1",
@@ -132,20 +219,13 @@ def kueue_cluster_queue(ctx: RenderContext, project: SimProject) -> dict[str, An
             ],
         },
         "spec": {
-            "cohort": getattr(project, "department", None) or COHORT,
+            **({"cohort": fields["cohort"]} if "cohort" in fields else {}),
             "namespaceSelector": {},
-            "queueingStrategy": "BestEffortFIFO",
-            "flavorFungibility": {"whenCanBorrow": "Borrow", "whenCanPreempt": "TryNextFlavor"},
-            "preemption": {
-                "borrowWithinCohort": {"policy": "Never"},
-                "reclaimWithinCohort": "Any",
-                "withinClusterQueue": "LowerPriority",
-            },
+            "queueingStrategy": fields["queueingStrategy"],
+            "flavorFungibility": fields["flavorFungibility"],
+            "preemption": fields["preemption"],
             "stopPolicy": "None",
-            "resourceGroups": [
-                {"coveredResources": [GPU], "flavors": [{"name": FLAVOR, "resources": [gpu_res]}]},
-                *_mig_groups(ctx),
-            ],
+            "resourceGroups": fields["resourceGroups"],
         },
         "status": {
             "flavorsReservation": usage,
@@ -296,7 +376,7 @@ def kueue_workload(ctx: RenderContext, job: SimJob) -> dict[str, Any]:
             "podSetAssignments": [
                 {
                     "name": "main",
-                    "flavors": {resource: FLAVOR},
+                    "flavors": {resource: kueue_engine.assigned_flavor(ctx.world, job) or FLAVOR},
                     "resourceUsage": {resource: gpu_quantity(job.pods * per_pod)},
                     "count": job.pods,
                 }
