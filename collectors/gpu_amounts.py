@@ -153,3 +153,15 @@ def job_words(state: Mapping[str, Any] | None) -> str:
     pods = s.get("pods") if isinstance(s.get("pods"), int) else 1
     per = per_pod_words(s)
     return per if pods == 1 else f"{pods} × {per}"
+
+
+def job_note(state: Mapping[str, Any] | None) -> str:
+    """What a list's GPU count (its units) leaves unsaid: "share", "2 × 20 GiB share", "2 × 1g.10gb"; ""
+    for whole GPUs."""
+    s = state or {}
+    share = s.get("gpu_share") or {}
+    pods = s.get("pods") if isinstance(s.get("pods"), int) else 1
+    if share:
+        size = "" if share.get("fraction") is not None else f"{gib(share.get('memory_mib'))} "
+        return f"{pods} × {size}share" if pods != 1 else f"{size}share"
+    return job_words(s) if is_fractional(s) else ""

@@ -8,6 +8,7 @@ that share it are in the GPU's ``shares`` (``collectors.mapping.gpus.gpu_shares`
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -86,9 +87,9 @@ def gpu_use(state: dict[str, Any], resolve: Resolve, gpu_memory_mib: float | Non
             for i in instances
             if i.get("pod")
         ]
-        return GpuUse(
-            "mig", holders, None, f"{len(holders)} of {len(instances)} instances in use", len(instances)
-        )
+        free = amounts.mig_words(Counter(str(i.get("profile") or "?") for i in instances if not i.get("pod")))
+        words = f"{len(holders)} of {len(instances)} instances in use" + (f", free {free}" if free else "")
+        return GpuUse("mig", holders, None, words, len(instances))
     if pod and amounts.is_reservation_key(pod):  # a reservation pod without shares: KAI holds it for none yet
         return GpuUse("shared", [], Holder(pod, "KAI's reservation pod", resolve(pod)), "1 of the GPU free")
     return GpuUse("whole", [Holder(pod, "", resolve(pod))] if pod else [])

@@ -58,3 +58,9 @@ def is_fractional(state: dict[str, Any] | None) -> bool:
 def per_pod(state: dict[str, Any] | None) -> str:
     """What one pod asks, shortest ("8 GPUs", "0.5 of a GPU", "1g.10gb")."""
     return gpu_amounts.per_pod_words(state)
+
+
+@register.filter
+def job_note(state: dict[str, Any] | None) -> str:
+    """Beside a job's GPU units in a list: "share", "20 GiB share", "2 × 1g.10gb"; "" for whole GPUs."""
+    return gpu_amounts.job_note(state)

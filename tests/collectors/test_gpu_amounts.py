@@ -112,9 +112,16 @@ def test_a_mig_gpu_is_used_by_the_pods_on_its_instances() -> None:
         ("nlp/eval-0", "1g.10gb (GI 3)"),
         ("nlp/eval-1", "1g.10gb (GI 4)"),
     ]
-    assert use.free_words == "2 of 3 instances in use"
+    assert use.free_words == "2 of 3 instances in use, free 1 × 3g.40gb"
 
 
 def test_a_whole_gpu_is_used_by_its_pod() -> None:
     assert [h.pod for h in gpu_use({"pod": "llm/train-0"}, lambda pod: pod).holders] == ["llm/train-0"]
     assert gpu_use({"pod": None}, lambda pod: pod).holders == []
+
+
+def test_a_list_note_says_what_the_units_leave_unsaid() -> None:
+    assert A.job_note({"pods": 1, "gpu_share": {"fraction": 0.5}}) == "share"
+    assert A.job_note({"pods": 2, "gpu_share": {"fraction": None, "memory_mib": 20480}}) == "2 × 20 GiB share"
+    assert A.job_note({"pods": 2, "gpus_per_pod": 0, "mig": {"1g.10gb": 1}}) == "2 × 1g.10gb"
+    assert A.job_note({"pods": 2, "gpus_per_pod": 8}) == ""

@@ -178,7 +178,7 @@ class ShareDisplaysTest(PageTestCase):
 
     def test_project_and_job_list_count_the_share_as_a_fraction(self):
         project = _text(_panel(self.get("/c/gpu-prod/projects/vision/", T).content.decode(), "jobs-running"))
-        assert "vision/notebook-ana" in project and "0.5 0.5 of a GPU" in project
+        assert "vision/notebook-ana" in project and "notebook-ana Running vision 0.5 share" in project
         jobs = _text(self.get("/c/gpu-prod/jobs/", T).content.decode())
         assert "1 × 0.5 of a GPU" in jobs and "1 × 1g.10gb" in jobs
 
