@@ -14,6 +14,7 @@ and a cAdvisor that is not scraped are different answers. A query that fails is 
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from collectors.mapping.common import mig_units
 from collectors.models import Cluster
 from collectors.sources.dcgm import dcgm_identity
 from collectors.sources.errors import SourceError
-from collectors.sources.prometheus import PrometheusSource, Series
+from collectors.sources.prometheus import PrometheusSource, Series, short_history
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class Usage:
     gpu_metric: str = SM
     missing: list[Missing] = field(default_factory=list)
     error: str = ""
+    history: str = ""  # "Prometheus holds only N min of history …" when the window starts before it
     queries: list[str] = field(default_factory=list)
 
     @property
@@ -103,11 +105,23 @@ def pod_selector(namespace: str, pods: list[str], prefix: str = "") -> str:
     ``exported_`` names the labels as a scrape without honor_labels left them on DCGM series."""
     parts = [f'{prefix}namespace="{_quote(namespace)}"']
     names = sorted({p for p in pods if _NAME.match(p)})
+    # DNS names need no escaping but for ".", which as a regex also matches itself (a PromQL string would
+    # need "\\." for it): a pod name with a dot may match a sibling differing there, which the caller drops.
     if names and len(names) <= MAX_PODS:
-        # DNS names need no escaping but for ".", which as a regex also matches itself (a PromQL string would
-        # need "\\." for it; the rare pod name with a dot may match a sibling differing there, never miss)
         parts.append(f'{prefix}pod=~"{"|".join(names)}"')
+    elif names:  # a job of more pods than a selector should name: their common prefix (the job's name)
+        common = os.path.commonprefix(names)
+        if common:
+            parts.append(f'{prefix}pod=~"{common}.*"')
     return ",".join(parts)
+
+
+def _mine(series: list[Series], pods: list[str]) -> list[Series]:
+    """The series of these pods (all when ``pods`` is empty): a selector may take in more (see pod_selector)."""
+    if not pods:
+        return series
+    wanted = set(pods)
+    return [s for s in series if (s.labels.get("pod") or dcgm_identity(s.labels)["pod"]) in wanted]
 
 
 def read_usage(cluster: Cluster, namespace: str, pods: list[str], at: datetime, window: timedelta) -> Usage:
@@ -126,7 +140,7 @@ def read_usage(cluster: Cluster, namespace: str, pods: list[str], at: datetime, 
     }
     try:
         source = PrometheusSource(cluster.prometheus_url)
-        answers = {name: _ask(source, q, at, out) for name, q in queries.items()}
+        answers = {name: _mine(_ask(source, q, at, out), pods) for name, q in queries.items()}
         requested: dict[str, float] = defaultdict(float)
         for s in answers[REQUESTS]:
             requested[s.labels.get("resource", "")] += s.last or 0.0
@@ -142,6 +156,8 @@ def read_usage(cluster: Cluster, namespace: str, pods: list[str], at: datetime, 
         if answers["peak"]:
             out.memory.peak = sum(s.last or 0.0 for s in answers["peak"])
         _gpus(source, namespace, pods, at, window, out)
+        if out.missing:  # a window older than Prometheus' history has no series for that reason alone
+            out.history = short_history(source.history_start(), at - window)
     except SourceError as exc:
         out.error = str(exc)
     return out
@@ -158,7 +174,6 @@ def _gpus(
     """The GPUs the pods held and their mean activity: DCGM series carry the pod as ``pod`` or, after a scrape
     without honor_labels, ``exported_pod`` (collectors/sources/dcgm.py), so each metric is asked both ways."""
     rng = _range(window)
-    wanted = set(pods)
     for metric in (SM, UTIL):
         found: list[Series] = []
         for prefix in ("", "exported_"):
@@ -166,7 +181,7 @@ def _gpus(
             found = _ask(source, f"avg_over_time({metric}{{{sel}}}[{rng}])", at, out)
             if found:
                 break
-        held = [s for s in found if not wanted or dcgm_identity(s.labels)["pod"] in wanted]
+        held = _mine(found, pods)
         if held:
             scale = 100.0 if metric == UTIL else 1.0
             weights = [_units(s) for s in held]
@@ -218,6 +233,7 @@ class FleetRead:
     step: timedelta
     missing: list[Missing] = field(default_factory=list)
     error: str = ""
+    history: str = ""  # as Usage.history
     queries: list[str] = field(default_factory=list)
 
 
@@ -247,6 +263,7 @@ def read_holdings(cluster: Cluster, at: datetime, window: timedelta) -> FleetRea
                 read.holdings = _holdings(series, step, 100.0 if metric == UTIL else 1.0)
                 return read
             read.missing.append(Missing(metric, WHY_ABSENT[metric] if metric == SM else "no GPU reported"))
+        read.history = short_history(source.history_start(), at - window)
     except SourceError as exc:
         read.error = str(exc)
     return read
