@@ -38,6 +38,7 @@ PAGES = {
     "changes": "/changes/",
     "jobs": "/c/gpu-prod/jobs/",
     "queues": "/c/gpu-prod/queues/",
+    "usage": "/c/gpu-prod/usage/",
     "fleet": "/fleet/",
     "slo": "/slo/",
     "slo jobs waited": "/slo/jobs/?metric=wait",
