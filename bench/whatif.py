@@ -1,0 +1,520 @@
+"""Prediction benchmark: does the product's scheduling model say which waiting jobs start, and where?
+
+Not a test: prints figures (issue 44). Each source (bundled scenarios, the demo, a slice of Alibaba's GPU trace)
+is run through the whole pipeline (``incidents.scenario_run``: simulator, sweeps, intake, diagnosis) into the
+configured database. At a sample of inventory sweeps t, with waiting jobs, the product answers from what it
+stored: ``load_cluster_input(cluster, t)`` then ``scheduling_pass.cluster_pass`` — the jobs the pass starts,
+on which nodes. The same scenario is replayed in the simulator to t (it is deterministic: the same world the
+sweeps read), its world is forked there (``copy.deepcopy``) and run one hour on:
+
+- without arrivals after t (the question the prediction answers: what does the state at t do),
+- with the arrivals (what a user lives).
+
+For each: start-set precision and recall over the jobs waiting at t (predicted "starts" against "started
+within the hour"; a job whose pods are all bound already is left out: the scheduler has placed it), the same against the jobs the simulator started in its first pass after t (one tick: the
+model's own claim), node agreement (the started job's nodes are the predicted ones), the same start sets as
+the ETA model (``incidents.diagnosis.eta``) predicts them (an ETA within the hour), the ETA's error against the
+simulator's start (median and p90, in minutes and relative to the wait; the fork without arrivals runs three
+hours, or to the scenario's end, so that later starts are judged too), the time per answer (load + pass; the ETA per job), and the misses
+by cause.
+Targets: precision and recall ≥ 0.9; ETA median error ≤ 20 % of the wait; every answer ≤ 1 s at 1,213 nodes.
+
+The bench imports the simulator (it is the harness); the product's model never does.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/rcaweb_whatif .venv/bin/python bench/whatif.py \\
+        [--scenarios busy-*.yaml demo.yaml] [--trace DIR --trace-fraction 0.1 --trace-hours 3] [--moments 3]
+
+``--trace DIR`` holds Alibaba's ``openb_node_list_gpu_node.csv`` and ``openb_pod_list_default.csv``
+(bench/trace.py says where to get them); the slice is ``--trace-fraction`` of every node shape and of the pods.
+The database (default postgres://postgres@127.0.0.1:5432/rcaweb_whatif) is created if missing and flushed
+before each source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import fnmatch
+import json
+import os
+import statistics
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+SCENARIOS = ROOT / "collectors" / "sim" / "scenarios"
+DEFAULT_SCENARIOS = ("busy-*.yaml", "living-*.yaml", "department-*.yaml", "queue-priority.yaml", "demo.yaml")
+HORIZON = timedelta(hours=1)
+# the fork without arrivals runs this long, so an ETA past the hour is judged
+ETA_HORIZON = timedelta(hours=3)
+TARGET = 0.9
+TARGET_ANSWER_S = 1.0
+
+Key = tuple[str, str]  # (namespace, job)
+
+
+@dataclasses.dataclass
+class Moment:
+    """One prediction at t and what the simulator did from there."""
+
+    source: str
+    t: datetime
+    nodes: int
+    waiting: int
+    answer_s: float  # load the state at t + one pass
+    predicted: dict[Key, set[str]]  # the pass starts it, on these nodes
+    # waiting in the product's input, not waiting in the simulator at t (the stored state lags)
+    not_in_sim: int
+    placed: int  # waiting with every pod bound already: the scheduler has decided, the containers start
+    started: dict[str, dict[Key, tuple[float, set[str]]]]  # mode -> job -> (minutes after t, nodes)
+    first_pass: dict[Key, set[str]]  # started in the simulator's first tick after t (no arrivals)
+    why_not: dict[Key, str]  # the simulator's reason for a predicted job still waiting an hour on
+    model: dict[Key, str]  # the pass's outcome for each waiting job ("no room", "quota (…)")
+    # mode -> jobs the simulator started by evicting others (reclaim, preempt)
+    reclaimers: dict[str, set[Key]]
+    # the ETA model: job -> (earliest, latest) minutes after t (latest None: open), or None when unknown
+    eta: dict[Key, tuple[float, float | None] | None]
+    eta_s: float  # the ETA answers' time, per waiting job
+
+
+def setup(database: str) -> None:
+    os.environ["DATABASE_URL"] = database
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "rcaweb.settings",
+            "RCAWEB_SECRET_KEY": os.environ.get("RCAWEB_SECRET_KEY", "bench-only-secret"),
+            "RCAWEB_LOG_LEVEL": "WARNING",
+        }
+    )
+    os.environ.pop("REDIS_URL", None)
+    from stages import ensure_database
+
+    ensure_database(database)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+def sources(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    from collectors.sim.scenario import load_scenario
+
+    out: list[tuple[str, Any]] = []
+    files = sorted(
+        p for p in SCENARIOS.glob("*.yaml") if any(fnmatch.fnmatch(p.name, g) for g in args.scenarios)
+    )
+    for path in files:
+        out.append((path.stem, load_scenario(path)))
+    if args.trace:
+        from collectors.sim.openb import trace_scenario
+
+        d = Path(args.trace)
+        text = trace_scenario(
+            d / "openb_node_list_gpu_node.csv",
+            d / "openb_pod_list_default.csv",
+            fraction=args.trace_fraction,
+            hours=args.trace_hours,
+        )
+        out.append((f"alibaba-trace×{args.trace_fraction:g}", load_scenario(text)))
+    return out
+
+
+def sweep_moments(cluster: Any, scenario: Any) -> list[datetime]:
+    """The inventory sweeps of the run at least an hour before its end (the horizon), in time order."""
+    from collectors.models import SourceRun
+
+    last = scenario.end - HORIZON
+    times = SourceRun.objects.filter(
+        cluster=cluster, source="k8s", call="list pods", ok=True, time__gt=scenario.start, time__lte=last
+    ).values_list("time", flat=True)
+    return sorted(set(times))
+
+
+def spread(times: list[datetime], n: int) -> list[datetime]:
+    """``times`` reordered so that any first ``n`` are spread over the run: the middle of each of n slices
+    first, then the rest in order (the bench keeps the first n moments with jobs waiting)."""
+    if len(times) <= n:
+        return times
+    step = len(times) / n
+    first = [times[int(i * step + step / 2)] for i in range(n)]
+    return first + [x for x in times if x not in first]
+
+
+def predict(cluster: Any, t: datetime) -> tuple[Any, Any, float]:
+    """The product's answer at t from the stored inventory: (input, pass, seconds)."""
+    from incidents.diagnosis.scheduling_pass import cluster_pass
+    from incidents.diagnosis_input import load_cluster_input
+
+    t0 = time.perf_counter()
+    di = load_cluster_input(cluster, t)
+    with di.indexed():
+        cp = cluster_pass(di)
+    return di, cp, time.perf_counter() - t0
+
+
+def sim_job(world: Any, key: Key) -> Any:
+    j = world.jobs.get(key[1])
+    return j if j is not None and j.namespace == key[0] else None
+
+
+def run_on(
+    world: Any, keys: list[Key], t: datetime, *, arrivals: bool, until: timedelta = HORIZON
+) -> tuple[dict[Key, tuple[float, set[str]]], dict[Key, set[str]], Any, set[Key]]:
+    """Fork ``world`` at t and step it ``until`` on: when and where each of ``keys`` first runs, what the first
+    tick started, the fork at the end, and the jobs it started by evicting others."""
+    fork = copy.deepcopy(world)
+    if not arrivals:
+        fork._arrivals = []  # noqa: SLF001  # the harness forks the simulator: no job submitted after t
+    started: dict[Key, tuple[float, set[str]]] = {}
+    first: dict[Key, set[str]] = {}
+    end = min(t + until, fork.end)  # the simulator never runs past its scenario's end
+    ticks = 0
+    while fork.now < end:
+        fork.step()
+        ticks += 1
+        for key in keys:
+            if key in started:
+                continue
+            j = sim_job(fork, key)
+            if j is None or j.started_at is None or j.started_at <= t:
+                continue
+            nodes = {p.node for p in fork.pods_of(j) if p.node}
+            started[key] = ((j.started_at - t).total_seconds() / 60, nodes)
+            if ticks == 1:
+                first[key] = nodes
+    evictors = {
+        tuple(p["preemptor"].split("/", 1))
+        for p in fork.preemptions
+        if p["time"] > t and "/" in p["preemptor"]
+    }
+    return started, first, fork, {k for k in evictors if len(k) == 2}  # type: ignore[misc]
+
+
+def measure(name: str, scenario: Any, moments_wanted: int, log: Any) -> list[Moment]:
+    from django.core.management import call_command
+
+    from collectors.models import Cluster
+    from collectors.sim.engine.world import World
+    from incidents.diagnosis.eta import eta
+    from incidents.diagnosis.quota import is_pending
+    from incidents.diagnosis.scheduling_pass import PLACED, STARTS
+    from incidents.eta_input import load_basis
+    from incidents.scenario_run import run_scenario_file
+
+    call_command("flush", verbosity=0, interactive=False)
+    t0 = time.perf_counter()
+    run_scenario_file(scenario)
+    log(f"{name}: pipeline {time.perf_counter() - t0:.0f} s")
+    cluster = Cluster.objects.get(name=scenario.cluster.name)
+    world = World.from_scenario(scenario)
+    out = []
+    # forward only: the world advances to each moment in turn
+    chosen: list[datetime] = []
+    for t in spread(sweep_moments(cluster, scenario), moments_wanted):
+        if len(chosen) >= moments_wanted:
+            break
+        _di, cp, _secs = predict(cluster, t)
+        if any(c.outcome != PLACED for c in cp.considered):
+            chosen.append(t)
+    for t in sorted(chosen):
+        world.advance_to(t)
+        di, cp, secs = predict(cluster, t)
+        placed = {(c.job.namespace, c.job.name) for c in cp.considered if c.outcome == PLACED}
+        waiting = [
+            (j.namespace, j.name) for j in di.jobs if is_pending(j) and (j.namespace, j.name) not in placed
+        ]
+        in_sim = [k for k in waiting if (j := sim_job(world, k)) is not None and j.state == "Pending"]
+        if not in_sim:
+            continue
+        predicted = {
+            (c.job.namespace, c.job.name): set(c.nodes) for c in cp.considered if c.outcome == STARTS
+        }
+        predicted = {k: v for k, v in predicted.items() if k in in_sim}
+        started: dict[str, dict[Key, tuple[float, set[str]]]] = {}
+        first: dict[Key, set[str]] = {}
+        why: dict[Key, str] = {}
+        evictors: dict[str, set[Key]] = {}
+        t1 = time.perf_counter()
+        basis = load_basis(cluster, t)
+        etas: dict[Key, tuple[float, float | None] | None] = {}
+        for j in di.jobs:
+            k = (j.namespace, j.name)
+            if k in in_sim:
+                e = eta(di, j, cp, basis)
+                etas[k] = (
+                    None if e.unknown or e.lo is None else (_minutes(e.lo - t), e.hi and _minutes(e.hi - t))
+                )
+        eta_s = (time.perf_counter() - t1) / len(in_sim)
+        for mode, arrivals in (("no arrivals", False), ("arrivals", True)):
+            until = HORIZON if arrivals else ETA_HORIZON
+            started[mode], f, fork, evictors[mode] = run_on(world, in_sim, t, arrivals=arrivals, until=until)
+            if not arrivals:
+                first = f
+                for k in predicted:
+                    if k not in started[mode]:
+                        j = sim_job(fork, k)
+                        why[k] = (j.condition_reason or j.state) if j is not None else "gone"
+        out.append(
+            Moment(
+                source=name,
+                t=t,
+                nodes=len(di.nodes),
+                waiting=len(in_sim),
+                answer_s=secs,
+                predicted=predicted,
+                not_in_sim=len(waiting) - len(in_sim),
+                placed=len(placed),
+                started=started,
+                first_pass=first,
+                why_not=why,
+                model={
+                    (c.job.namespace, c.job.name): c.outcome + (f" ({c.why})" if c.why else "")
+                    for c in cp.considered
+                },
+                reclaimers=evictors,
+                eta=etas,
+                eta_s=eta_s,
+            )
+        )
+        log(
+            f"  t={t:%H:%M} nodes={len(di.nodes)} waiting={len(in_sim)} predicted={len(predicted)} "
+            f"started(no arrivals)={len(started['no arrivals'])} first tick={len(first)} answer={secs * 1000:.0f} ms"
+        )
+    return out
+
+
+def _minutes(d: timedelta) -> float:
+    return round(d.total_seconds() / 60, 1)
+
+
+def within(started: dict[Key, tuple[float, set[str]]]) -> dict[Key, set[str]]:
+    """The jobs started within the hour (the fork without arrivals runs longer, for the ETAs)."""
+    hour = HORIZON.total_seconds() / 60
+    return {k: nodes for k, (minutes, nodes) in started.items() if minutes <= hour}
+
+
+def eta_errors(moments: list[Moment], mode: str) -> dict[str, Any]:
+    """The ETA's error against the simulator's start, for the jobs that started and had an ETA: minutes, and
+    relative to the actual wait (the ETA's point is the middle of its range, its start when open-ended)."""
+    errors, relative = [], []
+    known = started = 0
+    for m in moments:
+        for k, (actual, _nodes) in m.started[mode].items():
+            started += 1
+            e = m.eta.get(k)
+            if e is None:
+                continue
+            known += 1
+            point = e[0] if e[1] is None else (e[0] + e[1]) / 2
+            errors.append(abs(point - actual))
+            relative.append(abs(point - actual) / max(actual, 1.0))
+    return {
+        "started": started,
+        "with_eta": known,
+        "median_min": _q(errors, 0.5),
+        "p90_min": _q(errors, 0.9),
+        "median_rel": _q(relative, 0.5),
+        "p90_rel": _q(relative, 0.9),
+    }
+
+
+def _q(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    v = sorted(values)
+    return round(v[min(len(v) - 1, int(q * len(v)))], 2)
+
+
+def scores(moments: list[Moment], truth: Any) -> dict[str, Any]:
+    """Precision, recall and node agreement of the predicted start set against ``truth(moment)``."""
+    tp = fp = fn = same_nodes = 0
+    for m in moments:
+        actual = truth(m)
+        for k, nodes in m.predicted.items():
+            if k in actual:
+                tp += 1
+                same_nodes += nodes == actual[k]
+            else:
+                fp += 1
+        fn += sum(1 for k in actual if k not in m.predicted)
+    return {
+        "predicted": tp + fp,
+        "started": tp + fn,
+        "precision": round(tp / (tp + fp), 3) if tp + fp else None,
+        "recall": round(tp / (tp + fn), 3) if tp + fn else None,
+        "node_agreement": round(same_nodes / tp, 3) if tp else None,
+    }
+
+
+def misses(moments: list[Moment], mode: str) -> dict[str, Counter[str]]:
+    """Why the model missed: a predicted start the simulator did not make (its reason), a start it did not predict
+    (how long after t: the first tick is the model's own pass; later, room freed by jobs that ended)."""
+    fps: Counter[str] = Counter()
+    fns: Counter[str] = Counter()
+    for m in moments:
+        actual = within(m.started[mode])
+        for k in m.predicted:
+            if k not in actual:
+                fps[m.why_not.get(k, "still waiting") if mode == "no arrivals" else "still waiting"] += 1
+        for k in actual:
+            if k in m.predicted:
+                continue
+            when = "first tick" if k in m.first_pass else "later in the hour"
+            if k in m.reclaimers[mode]:
+                fns[f"{when}, by evicting others (reclaim/preempt: the pass weighs none)"] += 1
+            elif k in m.first_pass:
+                fns[f"{when}; the pass said {_reason(m.model.get(k, 'not reached'))}"] += 1
+            else:
+                eta = m.eta.get(k)
+                said = "no ETA" if eta is None else f"ETA {eta[0]:.0f} min"
+                fns[f"{when}, in room freed by jobs that ended ({said})"] += 1
+    return {"false starts": fps, "missed starts": fns}
+
+
+def _reason(outcome: str) -> str:
+    """An outcome's kind without its numbers ("quota (over-quota: 24 of …)" -> "quota")."""
+    return outcome.split(" (", 1)[0]
+
+
+def _eta_starts(m: Moment) -> dict[Key, set[str]]:
+    """The jobs whose ETA starts within the hour, as a start set (nodes unknown: never agreeing)."""
+    hour = HORIZON.total_seconds() / 60
+    return {k: {"?"} for k, e in m.eta.items() if e is not None and e[0] <= hour}
+
+
+def report(moments: list[Moment], as_json: bool) -> None:
+    modes = ("no arrivals", "arrivals")
+    per_source = sorted({m.source for m in moments})
+    answers = [m.answer_s for m in moments]
+    result: dict[str, Any] = {"bench": "whatif", "moments": len(moments), "sources": {}}
+    for src in [*per_source, "all"]:
+        ms = [m for m in moments if src in ("all", m.source)]
+        row: dict[str, Any] = {
+            "moments": len(ms),
+            "nodes": max((m.nodes for m in ms), default=0),
+            "waiting": sum(m.waiting for m in ms),
+            "lagging": sum(m.not_in_sim for m in ms),
+            "placed": sum(m.placed for m in ms),
+            "first_pass": scores(ms, lambda m: {k: m.started["no arrivals"][k][1] for k in m.first_pass}),
+        }
+        for mode in modes:
+            row[mode] = scores(ms, lambda m, mode=mode: within(m.started[mode]))
+            row[f"eta ≤ 1 h, {mode}"] = scores(
+                [dataclasses.replace(m, predicted=_eta_starts(m)) for m in ms],
+                lambda m, mode=mode: within(m.started[mode]),
+            )
+            row[mode]["eta_error"] = eta_errors(ms, mode)
+        times = [m.answer_s for m in ms]
+        row["answer_ms"] = {
+            "median": round(statistics.median(times) * 1000, 1) if times else None,
+            "max": round(max(times) * 1000, 1) if times else None,
+            "eta_per_job_median": round(statistics.median(m.eta_s for m in ms) * 1000, 1) if ms else None,
+        }
+        result["sources"][src] = row
+    result["misses"] = {mode: {k: dict(v) for k, v in misses(moments, mode).items()} for mode in modes}
+    if as_json:
+        print(json.dumps(result, default=str))
+        return
+
+    def f(x: Any) -> str:
+        return "—" if x is None else f"{x:.2f}"
+
+    every = result["sources"].get("all", {})
+    print(
+        f"\n{len(moments)} moments; horizon {HORIZON}; left out of the scores: "
+        f"{every.get('placed', 0)} waiting jobs with every pod bound already (the scheduler has placed them), "
+        f"{every.get('lagging', 0)} the stored state shows waiting and the simulator does not"
+    )
+    print(
+        f"{'source':30} {'mom':>3} {'nodes':>5} {'wait':>5} | {'prediction, truth':27} {'pred':>4} {'start':>5} "
+        f"{'prec':>5} {'rec':>5} {'nodes=':>6} | {'ans ms':>7} {'max':>6} {'eta/job':>7}"
+    )
+    rows = [
+        ("first_pass", "pass, first tick"),
+        ("no arrivals", "pass, no arrivals"),
+        ("eta ≤ 1 h, no arrivals", "ETA ≤ 1 h, no arrivals"),
+        ("arrivals", "pass, arrivals"),
+        ("eta ≤ 1 h, arrivals", "ETA ≤ 1 h, arrivals"),
+    ]
+    for src, row in result["sources"].items():
+        for i, (key, label) in enumerate(rows):
+            s = row[key]
+            head = (
+                f"{src[:30]:30} {row['moments']:3} {row['nodes']:5} {row['waiting']:5}"
+                if i == 0
+                else f"{'':30} {'':3} {'':5} {'':5}"
+            )
+            a = row["answer_ms"]
+            tail = f" | {a['median']!s:>7} {a['max']!s:>6} {a['eta_per_job_median']!s:>7}" if i == 0 else ""
+            print(
+                f"{head} | {label:27} {s['predicted']:4} {s['started']:5} {f(s['precision']):>5} "
+                f"{f(s['recall']):>5} {f(s['node_agreement']):>6}{tail}"
+            )
+    for mode in modes:
+        e = every.get(mode, {}).get("eta_error", {})
+        print(
+            f"ETA error, {mode} (started within {ETA_HORIZON if mode == 'no arrivals' else HORIZON}): "
+            f"{e.get('with_eta')} of {e.get('started')} started jobs had an ETA; |error| median "
+            f"{e.get('median_min')} min, p90 {e.get('p90_min')} min; relative to the wait median "
+            f"{e.get('median_rel')}, p90 {e.get('p90_rel')} (target median ≤ 0.2)"
+        )
+    for mode in modes:
+        print(f"\nmisses, {mode}:")
+        for kind, counter in misses(moments, mode).items():
+            for reason, n in counter.most_common(6):
+                print(f"  {kind:13} {n:4}  {reason}")
+    if answers:
+        slow = max(answers)
+        print(
+            f"\ntime per answer (load the state at t + one pass): median {statistics.median(answers) * 1000:.0f} ms, "
+            f"max {slow * 1000:.0f} ms at {max(moments, key=lambda m: m.answer_s).nodes} nodes "
+            f"(target ≤ {TARGET_ANSWER_S:g} s at 1,213 nodes)"
+        )
+    total = result["sources"].get("all", {})
+    for mode in modes:
+        s = total.get(mode, {})
+        if not s.get("predicted") and not s.get("started"):
+            print(f"target precision and recall ≥ {TARGET} ({mode}): nothing started or predicted to judge")
+            continue
+        ok = all(s.get(k) is not None and s[k] >= TARGET for k in ("precision", "recall"))
+        print(f"target precision and recall ≥ {TARGET} ({mode}): {'met' if ok else 'missed'}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--scenarios",
+        nargs="*",
+        default=list(DEFAULT_SCENARIOS),
+        metavar="GLOB",
+        help="bundled scenario files (names or globs in collectors/sim/scenarios; '*.yaml': all)",
+    )
+    ap.add_argument("--trace", metavar="DIR", help="directory of Alibaba's openb CSVs (bench/trace.py)")
+    ap.add_argument("--trace-fraction", type=float, default=0.1)
+    ap.add_argument("--trace-hours", type=int, default=3)
+    ap.add_argument("--moments", type=int, default=3, help="sample moments per source")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    setup(os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/rcaweb_whatif")
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+    moments: list[Moment] = []
+    for name, scenario in sources(args):
+        moments += measure(name, scenario, args.moments, log)
+    report(moments, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
