@@ -1,0 +1,241 @@
+"""Kueue's quota and classical preemption for ClusterQueues written out (the scenario's ``kueue`` section).
+
+For one resource, ``nvidia.com/gpu`` (kubernetes-sigs/kueue, pkg/cache/scheduler resource nodes and
+pkg/scheduler/preemption): a ClusterQueue's flavor has a nominal quota and optional borrowing and lending
+limits; a cohort (one level, no Cohort objects) pools what its members lend (nominal − the part kept back by a
+lending limit) and counts their usage beyond what they keep. ``Ledger.available`` and ``Ledger.potential`` are
+Kueue's ``available`` and ``potentialAvailable``. Preemption candidates come from the ClusterQueue itself
+(withinClusterQueue) and from borrowing ClusterQueues of the cohort (reclaimWithinCohort, borrowWithinCohort),
+ordered other queues first, lower priority, most recently admitted; they are removed one by one until the
+workload fits, then the ones not needed are put back, last first.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..scenario.kueue import ClusterQueueSpec, FlavorQuotaSpec, KueueSpec
+    from ..state import SimJob
+    from .world import World
+
+RESOURCE = "nvidia.com/gpu"
+
+_FLAVORS: weakref.WeakKeyDictionary[World, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def assigned_flavor(world: World, job: SimJob) -> str | None:
+    """The flavor an admitted workload holds its quota in (status.admission.podSetAssignments[0].flavors)."""
+    return _FLAVORS.get(world, {}).get(job.name) if job.admitted else None
+
+
+def priority(world: World, job: SimJob) -> int:
+    spec = world.scenario.kueue
+    return spec.priorities.get(job.name, 0) if spec else 0
+
+
+#
+# Quota (Kueue's resource nodes, one level)
+#
+
+
+@dataclass
+class Ledger:
+    spec: KueueSpec
+    usage: dict[tuple[str, str], int] = field(default_factory=dict)  # (ClusterQueue, flavor) -> GPUs admitted
+
+    def cq(self, name: str) -> ClusterQueueSpec:
+        return self.spec.queue(name)
+
+    def quota(self, cq: str, flavor: str) -> FlavorQuotaSpec | None:
+        return next((q for q in self.cq(cq).flavors if q.flavor == flavor), None)
+
+    def used(self, cq: str, flavor: str) -> int:
+        return self.usage.get((cq, flavor), 0)
+
+    def members(self, cq: str) -> list[str]:
+        cohort = self.cq(cq).cohort
+        return [q.project for q in self.spec.cluster_queues if cohort is not None and q.cohort == cohort]
+
+    def _kept(self, cq: str, flavor: str) -> int:
+        """What the ClusterQueue does not lend (Kueue's localQuota): nominal − lendingLimit, else 0."""
+        q = self.quota(cq, flavor)
+        return max(0, q.nominal - q.lending_limit) if q and q.lending_limit is not None else 0
+
+    def _cohort_available(self, cq: str, flavor: str) -> int:
+        total = 0
+        for m in self.members(cq):
+            q = self.quota(m, flavor)
+            if q is not None:
+                kept = self._kept(m, flavor)
+                total += q.nominal - kept - max(0, self.used(m, flavor) - kept)
+        return total
+
+    def available(self, cq: str, flavor: str) -> int:
+        q = self.quota(cq, flavor)
+        if q is None:
+            return 0
+        if self.cq(cq).cohort is None:
+            return q.nominal - self.used(cq, flavor)
+        kept, used = self._kept(cq, flavor), self.used(cq, flavor)
+        parent = self._cohort_available(cq, flavor)
+        if q.borrowing_limit is not None:
+            parent = min(q.nominal - kept - max(0, used - kept) + q.borrowing_limit, parent)
+        return max(0, kept - used) + parent
+
+    def potential(self, cq: str, flavor: str) -> int:
+        q = self.quota(cq, flavor)
+        if q is None:
+            return 0
+        if self.cq(cq).cohort is None:
+            return q.nominal
+        pooled = 0
+        for m in self.members(cq):
+            mq = self.quota(m, flavor)
+            if mq is not None:
+                pooled += mq.nominal - self._kept(m, flavor)
+        avail = self._kept(cq, flavor) + pooled
+        return min(q.nominal + q.borrowing_limit, avail) if q.borrowing_limit is not None else avail
+
+    def borrowing_with(self, cq: str, flavor: str, r: int) -> bool:
+        q = self.quota(cq, flavor)
+        return q is not None and self.used(cq, flavor) + r > q.nominal
+
+    def add(self, cq: str, flavor: str, r: int) -> None:
+        self.usage[(cq, flavor)] = self.used(cq, flavor) + r
+
+
+def ledger_of(world: World, spec: KueueSpec) -> Ledger:
+    ledger = Ledger(spec)
+    for job in world.jobs.values():
+        flavor = assigned_flavor(world, job)
+        if flavor and job.state in ("Pending", "Running"):
+            ledger.add(job.project, flavor, request(job))
+    return ledger
+
+
+def request(job: SimJob) -> int:
+    return int(job.pods * job.gpus_per_pod)
+
+
+#
+# Preemption (Kueue's classical preemption)
+#
+
+HIERARCHY, WITHOUT_BORROWING, WHILE_BORROWING, WITHIN_CQ = range(4)
+
+
+def _satisfies(world: World, policy: str, preemptor: SimJob, cand: SimJob) -> bool:
+    p, c = priority(world, preemptor), priority(world, cand)
+    if policy == "LowerPriority":
+        return c < p
+    if policy == "LowerOrNewerEqualPriority":
+        return c < p or (c == p and preemptor.submit_at < cand.submit_at)
+    return policy == "Any"
+
+
+def _candidates(world: World, ledger: Ledger, job: SimJob, f: str, r: int) -> list[tuple[SimJob, int]]:
+    cq = ledger.cq(job.project)
+    admitted = [
+        j for j in world.jobs.values() if assigned_flavor(world, j) == f and j.state in ("Pending", "Running")
+    ]
+
+    def order(c: tuple[SimJob, int]) -> tuple:
+        j = c[0]
+        at = j.admitted_at.timestamp() if j.admitted_at else 0.0
+        return (j.project == job.project, priority(world, j), -at, -world.creation_order.get(j.name, 0))
+
+    same: list[tuple[SimJob, int]] = []
+    if cq.within_cluster_queue != "Never":
+        same = [
+            (j, WITHIN_CQ)
+            for j in admitted
+            if j.project == job.project and _satisfies(world, cq.within_cluster_queue, job, j)
+        ]
+    hier: list[tuple[SimJob, int]] = []
+    prio: list[tuple[SimJob, int]] = []
+    if cq.cohort is not None and cq.reclaim_within_cohort != "Never":
+        advantage = not ledger.borrowing_with(job.project, f, r)
+        for j in admitted:
+            other = ledger.quota(j.project, f)
+            if j.project == job.project or j.project not in ledger.members(job.project) or other is None:
+                continue
+            if ledger.used(j.project, f) <= other.nominal or not _satisfies(
+                world, cq.reclaim_within_cohort, job, j
+            ):
+                continue
+            if advantage:
+                hier.append((j, HIERARCHY))
+                continue
+            cp, ip = priority(world, j), priority(world, job)
+            above = cp >= ip or (cq.max_priority_threshold is not None and cp > cq.max_priority_threshold)
+            forbidden = cq.borrow_within_cohort == "Never"
+            prio.append((j, WITHOUT_BORROWING if forbidden or above else WHILE_BORROWING))
+    return sorted(hier, key=order) + sorted(prio, key=order) + sorted(same, key=order)
+
+
+def preemption_targets(world: World, ledger: Ledger, job: SimJob, f: str, r: int) -> list[SimJob]:
+    cq = ledger.cq(job.project)
+    cands = _candidates(world, ledger, job, f, r)
+    q = ledger.quota(job.project, f)
+    assert q is not None
+    forbidden = cq.borrow_within_cohort == "Never"
+    others = [c for c in cands if c[0].project != job.project]
+    under = q.nominal > ledger.used(job.project, f)
+    if not others or (forbidden and not under):
+        attempts = [True]
+    elif forbidden and not any(v == HIERARCHY for _, v in others):
+        attempts = [False, True]
+    else:
+        attempts = [True, False]
+
+    def fits(borrowing: bool) -> bool:
+        if not borrowing and ledger.borrowing_with(job.project, f, r):
+            return False
+        return r <= ledger.available(job.project, f)
+
+    for borrowing in attempts:
+        targets: list[SimJob] = []
+        for cand, variant in cands:
+            if cand.project != job.project:
+                if borrowing and variant == WITHOUT_BORROWING:
+                    continue
+                vq = ledger.quota(cand.project, f)
+                if vq is None or ledger.used(cand.project, f) <= vq.nominal:
+                    continue
+            ledger.add(cand.project, f, -request(cand))
+            targets.append(cand)
+            if fits(borrowing):
+                targets = _fill_back(ledger, targets, f, fits, borrowing)
+                for t in targets:
+                    ledger.add(t.project, f, request(t))
+                return targets
+        for t in targets:
+            ledger.add(t.project, f, request(t))
+    return []
+
+
+def _fill_back(
+    ledger: Ledger, targets: list[SimJob], f: str, fits: Callable[[bool], bool], borrowing: bool
+) -> list[SimJob]:
+    """Put back, last first, the targets the workload fits without (Kueue's fillBackWorkloads)."""
+    for i in range(len(targets) - 2, -1, -1):
+        ledger.add(targets[i].project, f, request(targets[i]))
+        if fits(borrowing):
+            targets[i] = targets[-1]
+            targets.pop()
+        else:
+            ledger.add(targets[i].project, f, -request(targets[i]))
+    return targets
+
+
+def set_flavor(world: World, job: SimJob, flavor: str | None) -> None:
+    """Record (or, with None, forget) the flavor a workload holds its quota in."""
+    flavors = _FLAVORS.setdefault(world, {})
+    if flavor is None:
+        flavors.pop(job.name, None)
+    else:
+        flavors[job.name] = flavor
