@@ -28,10 +28,10 @@ from django.views.decorators.http import require_GET, require_POST
 from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity
 from collectors.sources.redact import redact_value
 from incidents import intake
-from incidents.evidence import iso
 from incidents.intake import PayloadError, parse_rfc3339
 from incidents.models import Incident
 from rcaweb import kinds
+from rcaweb.timestamps import format_t_or_none
 
 logger = logging.getLogger(__name__)
 
@@ -318,17 +318,17 @@ def incident_facts(incident: Incident, request: HttpRequest | None = None) -> di
         "status": incident.status,
         "severity": incident.severity,
         "cluster": incident.cluster.name if incident.cluster else None,
-        "onset": iso(incident.onset),
-        "window": {"start": iso(incident.window_start), "end": iso(incident.window_end)},
-        "resolved_at": iso(incident.resolved_at),
+        "onset": format_t_or_none(incident.onset),
+        "window": {"start": format_t_or_none(incident.window_start), "end": format_t_or_none(incident.window_end)},
+        "resolved_at": format_t_or_none(incident.resolved_at),
         "resolved_automatically": incident.auto_resolved,
-        "all_clear_since": iso(incident.all_clear_at),
+        "all_clear_since": format_t_or_none(incident.all_clear_at),
         # onset → resolution, or → now while unresolved (the incident page shows the same)
         "duration_s": int(incident.duration_at(now).total_seconds()),
         "ongoing": incident.ended_at(now) is None,
         "owner": incident.owner,
         "unresolved_subject": incident.unresolved_subject,
-        "collection": {"state": incident.collection_state, "collected_at": iso(incident.collected_at)},
+        "collection": {"state": incident.collection_state, "collected_at": format_t_or_none(incident.collected_at)},
         "related_incidents": list(incident.related.values_list("id", flat=True)),
         "subjects": [
             {
@@ -350,8 +350,8 @@ def incident_facts(incident: Incident, request: HttpRequest | None = None) -> di
                 "fingerprint": a.fingerprint,
                 "labels": a.labels,
                 "annotations": a.annotations,
-                "starts_at": iso(a.starts_at),
-                "ends_at": iso(a.ends_at),
+                "starts_at": format_t_or_none(a.starts_at),
+                "ends_at": format_t_or_none(a.ends_at),
             }
             for a in incident.alerts.order_by("starts_at", "id")
         ],
@@ -361,8 +361,8 @@ def incident_facts(incident: Incident, request: HttpRequest | None = None) -> di
                 "kind": o.kind,
                 "source": o.source,
                 "locator": o.locator,
-                "observed_at": iso(o.observed_at),
-                "collected_at": iso(o.collected_at),
+                "observed_at": format_t_or_none(o.observed_at),
+                "collected_at": format_t_or_none(o.collected_at),
                 "summary": o.summary,
                 "error": o.error or None,
                 "entity_id": o.entity_id,
@@ -402,8 +402,8 @@ def incident_facts(incident: Incident, request: HttpRequest | None = None) -> di
         ],
         "diagnoses": [
             {
-                "at": iso(r.at),
-                "made_at": iso(r.made_at),
+                "at": format_t_or_none(r.at),
+                "made_at": format_t_or_none(r.made_at),
                 "trigger": r.trigger,
                 "top": r.top_code or None,
                 "top_statement": r.top_statement,
@@ -416,8 +416,8 @@ def incident_facts(incident: Incident, request: HttpRequest | None = None) -> di
             {
                 "id": n.pk,
                 "author": n.author_name,
-                "created": iso(n.created),
-                "updated": iso(n.updated),
+                "created": format_t_or_none(n.created),
+                "updated": format_t_or_none(n.updated),
                 "summary": n.summary,
                 "checked": n.checked,
                 "missing": n.missing,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -31,6 +31,7 @@ from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent,
 from collectors.sources.redact import redact_text, redact_value
 from incidents import diagnosis_run, inline, pod_logs, telemetry
 from incidents.models import Alert, Incident, IncidentSubject, Observation
+from rcaweb.timestamps import format_t_or_none
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +46,6 @@ MAX_CHANGES = 1000
 STATE_SOURCES = {"pod": "k8s", "job": "k8s", "node": "k8s", "gpu": "prometheus"}
 
 
-def iso(value: datetime | None) -> str | None:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
 
 
 @dataclass
@@ -218,8 +217,8 @@ def collect_alerts(batch: Batch) -> None:
             "status": a.status,
             "labels": a.labels,
             "annotations": a.annotations,
-            "starts_at": iso(a.starts_at),
-            "ends_at": iso(a.ends_at),
+            "starts_at": format_t_or_none(a.starts_at),
+            "ends_at": format_t_or_none(a.ends_at),
         }
         batch.add(
             kind="alert",
@@ -318,7 +317,7 @@ def collect_states(
         ent = by_id[v.entity_id]
         scheduler = ent.cluster.scheduler if ent.kind in ("queue", "project") else ""
         source = STATE_SOURCES.get(ent.kind) or (scheduler if scheduler in ("kai", "kueue") else "k8s")
-        content = {"state": v.state, "valid_from": iso(v.valid_from), "valid_to": iso(v.valid_to)}
+        content = {"state": v.state, "valid_from": format_t_or_none(v.valid_from), "valid_to": format_t_or_none(v.valid_to)}
         if v.deleted:
             content["deleted"] = True
         batch.add(
@@ -376,8 +375,8 @@ def collect_events(batch: Batch, entities: list[Entity], start: datetime, end: d
                 "namespace": ev.involved_namespace,
                 "name": ev.involved_name,
             },
-            "first_time": iso(ev.first_time),
-            "last_time": iso(ev.last_time),
+            "first_time": format_t_or_none(ev.first_time),
+            "last_time": format_t_or_none(ev.last_time),
         }
         ns = ev.involved_namespace or ev.namespace
         locator = (

@@ -19,7 +19,7 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, timedelta
+from datetime import timedelta
 from typing import Any
 
 from collectors.models import EntityVersion
@@ -32,6 +32,7 @@ from incidents.models import (
     IncidentSubject,
     ProposedAction,
 )
+from rcaweb.timestamps import format_t_or_none
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +103,8 @@ def run_scenario_file(
     gc.collect()
     result = RunResult(
         scenario=scenario.name,
-        start=_iso(scenario.start),
-        end=_iso(scenario.end),
+        start=format_t_or_none(scenario.start),
+        end=format_t_or_none(scenario.end),
         incidents=incidents_json(),
         timings=timings,
     )
@@ -122,8 +123,6 @@ def run_scenario_file(
 #
 # The JSON document
 #
-def _iso(moment: Any) -> str | None:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else None
 
 
 def incidents_json() -> list[dict[str, Any]]:
@@ -202,13 +201,13 @@ def incidents_json() -> list[dict[str, Any]]:
                 "url": inc.get_absolute_url(),
                 "title": inc.title,
                 "status": inc.status,
-                "resolved_at": _iso(inc.resolved_at),
+                "resolved_at": format_t_or_none(inc.resolved_at),
                 "alerts": alerts.get(inc.pk, []),
                 "subjects": subjects.get(inc.pk, []),
-                "diagnosed_at": _iso(first.at) if first else None,
+                "diagnosed_at": format_t_or_none(first.at) if first else None,
                 "hypotheses": hyps_by_run.get(first.pk, []) if first else unrun.get(inc.pk, []),
                 "diagnoses": [
-                    {"at": _iso(run.at), "hypotheses": hyps_by_run.get(run.pk, [])} for run in mine
+                    {"at": format_t_or_none(run.at), "hypotheses": hyps_by_run.get(run.pk, [])} for run in mine
                 ],
             }
         )
@@ -327,7 +326,7 @@ def judged_diagnosis(scenario: Any, exp: Any, inc: dict[str, Any]) -> tuple[str,
     at_s = getattr(exp, "at_s", None)
     if at_s is None:
         return "", {"at": inc.get("diagnosed_at"), "hypotheses": inc["hypotheses"]}
-    moment = _iso(scenario.start + timedelta(seconds=at_s)) or ""
+    moment = format_t_or_none(scenario.start + timedelta(seconds=at_s)) or ""
     in_force = None
     for d in inc.get("diagnoses", []):
         if d["at"] <= moment:  # both are ISO 8601 UTC with Z: text order is time order

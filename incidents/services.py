@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from incidents.audit import record
 from incidents.models import Incident
-from rcaweb.cursor import format_duration, format_t
+from rcaweb.cursor import format_duration
+from rcaweb.timestamps import format_t_or_none
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ def auto_resolve(incident: Incident, *, resolved_at: datetime, now: datetime, wh
             action="incident.status",
             target=locked,
             before={"status": "open"},
-            after={"status": "resolved", "automatically": True, "resolved_at": _iso(resolved_at), "why": why},
+            after={"status": "resolved", "automatically": True, "resolved_at": format_t_or_none(resolved_at), "why": why},
             time=now,
         )
     logger.info("incident %s resolved automatically: %s", locked.pk, why)
@@ -158,7 +159,7 @@ def flag_all_clear(incident: Incident, *, since: datetime, now: datetime, why: s
             action="incident.all_clear",
             target=locked,
             before={"status": locked.status},
-            after={"status": locked.status, "all_clear_since": _iso(since), "why": why},
+            after={"status": locked.status, "all_clear_since": format_t_or_none(since), "why": why},
             time=now,
         )
     logger.info(
@@ -177,7 +178,7 @@ def withdraw_all_clear(incident: Incident, alert: Any) -> bool:
         locked = Incident.objects.select_for_update().get(pk=incident.pk)
         if locked.all_clear_at is None:
             return False
-        before = _iso(locked.all_clear_at)
+        before = format_t_or_none(locked.all_clear_at)
         locked.all_clear_at = None
         locked.save(update_fields=["all_clear_at"])
         record(
@@ -199,7 +200,7 @@ def reopen_for_alert(incident: Incident, alert: Any, window: timedelta) -> bool:
             return False
         before = {
             "status": "resolved",
-            "resolved_at": _iso(locked.resolved_at),
+            "resolved_at": format_t_or_none(locked.resolved_at),
             "automatically": locked.auto_resolved,
         }
         locked.status = "open"
@@ -222,11 +223,9 @@ def reopen_for_alert(incident: Incident, alert: Any, window: timedelta) -> bool:
 
 
 def _fired_again(alert: Any) -> str:
-    return f"{alert.name} fired again at {_iso(alert.starts_at)}"
+    return f"{alert.name} fired again at {format_t_or_none(alert.starts_at)}"
 
 
-def _iso(value: datetime | None) -> str | None:
-    return format_t(value) if value is not None else None
 
 
 def _refresh(target: Incident, source: Incident) -> None:

@@ -20,7 +20,7 @@ from django.conf import settings
 from collectors.models import Cluster, EntityVersion, TelemetrySample
 from collectors.sources import prometheus
 from incidents.models import IncidentSubject
-from rcaweb.timestamps import parse_timestamp
+from rcaweb.timestamps import format_t, parse_timestamp
 from rcaweb.ttlcache import TtlCache
 
 if TYPE_CHECKING:
@@ -46,10 +46,6 @@ TEMP_LIMIT_C = 85.0
 MAX_ANOMALIES_PER_SERIES = 5
 
 
-def _iso(value: datetime) -> str:
-    if value.tzinfo is not UTC:
-        value = value.astimezone(UTC)
-    return f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:{value.minute:02d}:{value.second:02d}Z"
 
 
 def promql(metric: str, uuids: list[str], label: str = "UUID") -> str:
@@ -217,7 +213,7 @@ def _from_prometheus(
         for s in series:
             labels = s.labels
             uuid = labels.get("UUID") or labels.get("uuid") or ""
-            by_uuid.setdefault(uuid, []).extend([_iso(t), v] for t, v in s.points)
+            by_uuid.setdefault(uuid, []).extend([format_t(t), v] for t, v in s.points)
         lasts = [s.points[-1][0] for s in series if s.points]
         freshest = max(lasts) if lasts else None
         for uuid, entity in gpus:
@@ -275,7 +271,7 @@ def _history_gap(batch: Batch, gap: str, start: datetime, end: datetime) -> None
         source="prometheus",
         locator="/api/v1/status/tsdb (headStats.minTime)",
         observed_at=start,
-        content={"metric": "", "uuid": "", "node": "", "points": [], "gap": gap, "window_start": _iso(start)},
+        content={"metric": "", "uuid": "", "node": "", "points": [], "gap": gap, "window_start": format_t(start)},
         key="dcgm-history",
         summary=f"no data: {gap}; the window starts at {start:%H:%M}Z",
     )
@@ -379,7 +375,7 @@ def _from_samples(
     )
     grouped: dict[tuple[str, str], list[list[Any]]] = {}
     for uuid, metric, t, v in rows:
-        grouped.setdefault((metric, uuid), []).append([_iso(t), v])
+        grouped.setdefault((metric, uuid), []).append([format_t(t), v])
     entities = dict(gpus)
     for (metric, uuid), points in grouped.items():
         locator = f'TelemetrySample {metric}{{UUID="{uuid}"}} (5m averages)'
@@ -439,7 +435,7 @@ def _series(
             locator=locator,
             observed_at=when,
             content={"metric": metric, "uuid": uuid, "node": node, "value": value, "what": what},
-            key=f"anomaly:{metric}:{uuid}:{_iso(when)}:{what[:40]}",
+            key=f"anomaly:{metric}:{uuid}:{format_t(when)}:{what[:40]}",
             entity=entity,
             summary=f"GPU {uuid} on {node or '?'}: {what}",
         )

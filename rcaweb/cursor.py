@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
 
-from rcaweb.timestamps import parse_timestamp
+from rcaweb.timestamps import format_t, parse_timestamp
 
 T_FORMAT_HELP = "t must be an ISO 8601 UTC time such as 2026-11-29T03:12:00Z"
 W_FORMAT_HELP = "w must be a window such as 30m, 2h, 1d or 1h30m (between 1m and 30d)"
@@ -75,11 +75,6 @@ def parse_t(text: str) -> datetime:
     if not (EARLIEST <= value < LATEST):
         raise CursorError(f"t={text[:40]!r} is out of range ({TIME_RANGE}): {T_FORMAT_HELP}")
     return value.astimezone(UTC)
-
-
-def format_t(value: datetime) -> str:
-    """``2026-11-29T03:12:00Z``: UTC, seconds precision, Z suffix (docs/conventions.md §5)."""
-    return value.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def within_range(at: datetime) -> datetime:

@@ -7,6 +7,9 @@
 - :func:`timestamp_or_none`: the same, leniently, for times inside recorded states and objects: absent or
   unreadable is None, a ``datetime`` is returned as it is.
 
+And the one place it writes one: :func:`format_t` (``2026-11-29T03:12:00Z``: UTC, seconds, ``Z``; a naive
+datetime is taken as UTC) and :func:`format_t_or_none`.
+
 The cursor's ``t`` (``rcaweb.cursor.parse_t``) and the intake's times add their own rules (UTC only, a range)
 on top of these. Database values are the drivers' business (``rcaweb/pgtime.py``, ``collectors/readsql.py``).
 """
@@ -14,7 +17,7 @@ on top of these. Database values are the drivers' business (``rcaweb/pgtime.py``
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 # RFC 3339 section 5.6 (date-time), with Go's nanoseconds; "t"/"z" in lower case and a space for "T" are
@@ -22,6 +25,17 @@ from typing import Any
 _RFC3339 = re.compile(
     r"^(?P<date>\d{4}-\d{2}-\d{2})[Tt ](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d{1,9}))?(?P<tz>[Zz]|[+-]\d{2}:\d{2})$"
 )
+
+
+def format_t(value: datetime) -> str:
+    """``2026-11-29T03:12:00Z``: UTC, seconds precision, Z suffix (docs/conventions.md §5)."""
+    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_t_or_none(value: datetime | None) -> str | None:
+    """:func:`format_t`, and None for no time."""
+    return format_t(value) if value is not None else None
 
 
 class TimestampError(ValueError):

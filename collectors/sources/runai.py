@@ -14,6 +14,7 @@ import requests
 from django.conf import settings
 
 from collectors.sources.errors import SourceError, describe_http_error
+from rcaweb.timestamps import format_t
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class RunaiSource:
 
     def audit_log(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
         """Audit entries in [start, end], oldest first (the API answers newest first)."""
-        params = {"start": _iso(start), "end": _iso(end)}
+        params = {"start": format_t(start), "end": format_t(end)}
         logs = self._paged("/api/v1/audit/log", "logs", "audit log", params=params)
         return sorted(logs, key=lambda e: str(e.get("timestamp", "")))
 
@@ -105,5 +106,3 @@ class RunaiSource:
         return body
 
 
-def _iso(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")

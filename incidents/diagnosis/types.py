@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from collectors.changefmt import describe_change
-from rcaweb.timestamps import timestamp_or_none
+from rcaweb.timestamps import format_t_or_none, timestamp_or_none
 
 SUPPORTED = "supported"
 REFUTED = "refuted"
@@ -398,8 +398,7 @@ def cite_series(s: Series) -> Cite:
     )
 
 
-def iso(t: datetime | None) -> str | None:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
+iso = format_t_or_none  # the diagnosis' short name for rcaweb.timestamps' one formatter
 
 
 def hhmm(t: datetime | None) -> str:

@@ -60,3 +60,15 @@ def test_times_in_states_are_read_leniently():
     assert timestamp_or_none("2026-11-29T03:12:00") == datetime(2026, 11, 29, 3, 12)  # naive, as written
     for bad in (None, "", "soon", 5, ["2026-11-29T03:12:00Z"]):
         assert timestamp_or_none(bad) is None
+
+
+def test_the_one_formatter_writes_utc_seconds_with_z_and_takes_naive_as_utc() -> None:
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from rcaweb.timestamps import format_t, format_t_or_none
+
+    paris = timezone(timedelta(hours=1))
+    assert format_t(datetime(2026, 11, 29, 4, 12, 7, 999999, tzinfo=paris)) == "2026-11-29T03:12:07Z"
+    assert format_t(datetime(2026, 11, 29, 3, 12, 7)) == "2026-11-29T03:12:07Z"
+    assert format_t_or_none(None) is None
+    assert format_t_or_none(datetime(2026, 11, 29, tzinfo=UTC)) == "2026-11-29T00:00:00Z"
