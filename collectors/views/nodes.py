@@ -13,7 +13,7 @@ from collectors import inventory, queries
 from collectors.podstatus import pod_status
 from collectors.views.common import entity_page_context, finish, render_page
 from collectors.views.rows import GpuUserRow, NodeGpuRow, PodRow, SliceRow
-from collectors.views.sharing import GpuUse, entity_resolver, gpu_use, with_links
+from collectors.views.sharing import GpuUse, entity_resolver, gpu_use, shares_on_node, with_links
 from collectors.xid import last_xids
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
@@ -55,9 +55,10 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     resolve = entity_resolver(c, (p.entity for p in pod_versions))
     product, memory = state.get("gpu_product") or "", state.get("gpu_memory_mib")
     xids = last_xids(gpu_versions, t)
+    live = shares_on_node(pod_versions, memory)
     gpus = []
     for g in gpu_versions:
-        use = with_links(gpu_use(g.state or {}, resolve, memory), cur)
+        use = with_links(gpu_use(g.state or {}, resolve, memory, live), cur)
         pod_ref = resolve(g.pod) if g.pod else None
         gpus.append(
             NodeGpuRow(

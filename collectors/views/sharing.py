@@ -56,13 +56,22 @@ class GpuUse:
         return ""
 
 
-def gpu_use(state: dict[str, Any], resolve: Resolve, gpu_memory_mib: float | None = None) -> GpuUse:
+def gpu_use(
+    state: dict[str, Any],
+    resolve: Resolve,
+    gpu_memory_mib: float | None = None,
+    live: NodeShares | None = None,
+) -> GpuUse:
     """The :class:`GpuUse` of one GPU state (a version's ``state``); ``resolve`` turns a pod key into a link
-    target, ``gpu_memory_mib`` (the node's GPU memory) sizes a share that does not say its memory."""
+    target, ``gpu_memory_mib`` (the node's GPU memory) sizes a share that does not say its memory. ``live``:
+    the shares the node's pods say at t (:func:`shares_on_node`), which replace the GPU state's."""
     product = state.get("model") or ""
     shares = state.get("shares") or []
     instances = state.get("mig") or []
     reservation = state.get("reservation") or ""
+    if live is not None and not instances:
+        shares = live.shares.get(state.get("index"), [])
+        reservation = live.reservations.get(str(state.get("uuid") or ""), reservation if shares else "")
     pod = state.get("pod") or ""
     if shares or reservation:
         holders = [
@@ -93,6 +102,45 @@ def gpu_use(state: dict[str, Any], resolve: Resolve, gpu_memory_mib: float | Non
     if pod and amounts.is_reservation_key(pod):  # a reservation pod without shares: KAI holds it for none yet
         return GpuUse("shared", [], Holder(pod, "KAI's reservation pod", resolve(pod)), "1 of the GPU free")
     return GpuUse("whole", [Holder(pod, "", resolve(pod))] if pod else [])
+
+
+@dataclass
+class NodeShares:
+    """The shares a node's pods say at t: GPU index → [{pod, fraction, memory_mib}], GPU UUID → reservation pod."""
+
+    shares: dict[Any, list[dict[str, Any]]] = field(default_factory=dict)
+    reservations: dict[str, str] = field(default_factory=dict)
+
+
+def shares_on_node(pods: Iterable[EntityVersion], gpu_memory_mib: float | None) -> NodeShares | None:
+    """The shares on a node at t from its pods' own states: KAI writes the GPU index it chose on each shared pod
+    (``runai-gpu``) and the GPU UUID on its reservation pod. A GPU's ``shares`` are recorded when DCGM is swept
+    (every few minutes), its pods at their own times: between two GPU sweeps the pods are the fresher account.
+    None when no pod carries the index (a scheduler that does not write it): the GPU states then stand."""
+    out = NodeShares()
+    said = False
+    for p in pods:
+        st = p.state or {}
+        key = f"{p.entity.namespace}/{p.entity.name}"
+        if p.phase not in ("Pending", "Running"):
+            continue
+        if st.get("reservation_for"):
+            out.reservations[str(st["reservation_for"])] = key
+        share = st.get("gpu_share") or {}
+        if share.get("gpu_index") is None:
+            continue
+        said = True
+        fraction, memory = share.get("fraction"), share.get("memory_mib")
+        if fraction is None and memory and gpu_memory_mib:
+            fraction = round(min(1.0, memory / gpu_memory_mib), 4)
+        if memory is None and fraction is not None and gpu_memory_mib:
+            memory = int(gpu_memory_mib * fraction)
+        out.shares.setdefault(share["gpu_index"], []).append(
+            {"pod": key, "fraction": fraction, "memory_mib": memory}
+        )
+    for v in out.shares.values():
+        v.sort(key=lambda sh: sh["pod"])
+    return out if said else None
 
 
 @dataclass

@@ -201,3 +201,32 @@ class ShareDisplaysTest(PageTestCase):
         inventory.record_states(self.cluster, [bad], AT + timedelta(minutes=2))
         html = self.get("/c/gpu-prod/nodes/l40s-01/", AT + timedelta(minutes=3)).content.decode()
         assert "<script>x" not in html and "&lt;script&gt;" in html
+
+    def test_the_node_page_reads_shares_from_its_pods_between_gpu_sweeps(self):
+        """A GPU's shares are recorded when DCGM is swept; the pods KAI placed since, or that ended, say so first."""
+        later = AT + timedelta(minutes=2)
+        half = {"fraction": 0.5, "memory_mib": None, "gpu_index": 0, "group": "g-1"}
+        ended = pod_obs(
+            "vision",
+            "notebook-ana-0",
+            job="notebook-ana",
+            queue="vision",
+            gpus=0,
+            phase="Succeeded",
+            node="l40s-01",
+        )
+        late = pod_obs(
+            "vision", "late-0", job="late", queue="vision", gpus=0, phase="Running", node="l40s-01"
+        )
+        inventory.record_states(
+            self.cluster,
+            [
+                _with(ended, gpu_share=half, mig={}, gpu_units=0.5),
+                _with(late, gpu_share=half, mig={}, gpu_units=0.5),
+            ],
+            later,
+        )
+        html = self.get("/c/gpu-prod/nodes/l40s-01/", later + timedelta(minutes=1)).content.decode()
+        row = _text(_panel(html, "node-gpus")).split(gpu_uuid("l40s-01", 1)[:12], 1)[0]
+        assert "vision/late-0 0.5 of an L40S, 22.5 GiB" in row and "notebook-ana" not in row, row
+        assert "serving/embed-svc-0 0.445 of an L40S, 20 GiB" in row
