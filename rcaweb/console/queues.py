@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 from django.db.models import Case, F, FloatField, Func, Q, Sum, Value, When
 from django.db.models.functions import Cast, Coalesce, Greatest, Least
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
@@ -32,6 +32,7 @@ from rcaweb.http import RcaRequest
 
 logger = logging.getLogger(__name__)
 
+CURSOR_PARAMS = ("t", "w")  # the page's only parameters
 SHOWN_WAITING = 8  # waiting jobs named per queue; the count links to the filtered job list
 
 
@@ -174,6 +175,12 @@ def queues_view(request: RcaRequest, cluster: str) -> HttpResponse:
     c = Cluster.objects.filter(name=cluster).first()
     if c is None:
         raise Http404(f"unknown cluster {cluster!r}")
+    unknown = sorted(set(request.GET) - set(CURSOR_PARAMS))
+    if unknown:
+        return HttpResponseBadRequest(
+            f"{', '.join(unknown)}: not a parameter of this page (it takes t and w)\n",
+            content_type="text/plain; charset=utf-8",
+        )
     cursor = request.cursor
     di = load_cluster_input(c, cursor.t)
     with di.indexed():

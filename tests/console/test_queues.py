@@ -74,6 +74,11 @@ class QueuesTest(PageTestCase):
         assert self.get(f"{PATH}?t=yesterday").status_code == 400
         assert self.get("/c/nowhere/queues/", self.times["end"]).status_code == 404
 
+    def test_it_answers_400_naming_a_parameter_it_does_not_take(self):
+        r = self.get(f"{PATH}?queue=<b>nlp</b>", self.times["end"])
+        assert r.status_code == 400 and r["Content-Type"].startswith("text/plain")
+        assert r.content.decode() == "queue: not a parameter of this page (it takes t and w)\n"
+
     def count(self, t) -> tuple[int, list[str]]:
         with CaptureQueriesContext(connection) as ctx:
             r = self.client.get(f"{PATH}?t={iso(t)}&w=2h")
