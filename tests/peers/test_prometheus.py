@@ -130,6 +130,7 @@ QUERIES = [
     "DCGM_FI_DEV_XID_ERRORS",
     'up{job="dcgm-exporter"}',
     # cAdvisor through the kubelets and kube-state-metrics' requests (collectors/usage.py reads them)
+    'up{job="kubelet"}',
     "container_cpu_usage_seconds_total",
     'container_memory_working_set_bytes{container!=""}',
     'kube_pod_container_resource_requests{resource=~"cpu|memory"}',

@@ -509,20 +509,26 @@ class DcgmSource:
         return bulk(node.name, _telemetry_key(gpu), times)
 
     def _select_up(self, selector: Selector, times: list[float]) -> list[Group]:
-        """``up`` of each node's exporter target: 1 when its scrape succeeded, 0 when it failed."""
+        """``up`` of each node's exporter target (and, when cAdvisor is scraped, its kubelet's): 1 when its
+        scrape succeeded, 0 when it failed (both fail with the node)."""
         nodes = self.world.nodes.values() if isinstance(self.world.nodes, dict) else self.world.nodes
+        kubelets = bool(self.container_names & {containers.CPU, containers.MEMORY})
         groups: list[Group] = []
         for node in sorted(nodes, key=lambda n: n.name):
-            labels = {**self.target_labels(node), "__name__": "up"}
-            if not all(m.matches(labels) for m in selector.matchers):
-                continue
-            points = [
-                (t, 1.0 if self.exporter_up(node, t) else 0.0)
-                for t in times
-                if datetime.fromtimestamp(t, UTC) >= node.created_at
-            ]
-            if points:
-                groups.append([(_key(labels), points)])
+            targets = [self.target_labels(node)]
+            if kubelets:
+                targets.append(containers.ContainerSeries.kubelet_target(node.name))
+            for target in targets:
+                labels = {**target, "__name__": "up"}
+                if not all(m.matches(labels) for m in selector.matchers):
+                    continue
+                points = [
+                    (t, 1.0 if self.exporter_up(node, t) else 0.0)
+                    for t in times
+                    if datetime.fromtimestamp(t, UTC) >= node.created_at
+                ]
+                if points:
+                    groups.append([(_key(labels), points)])
         return groups
 
 
