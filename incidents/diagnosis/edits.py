@@ -15,11 +15,13 @@ Pure: no database, no simulator.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from urllib.parse import urlencode
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.quota import quota_at
 from incidents.diagnosis.scheduling_pass import (
+    NO_ROOM,
     NOT_REACHED,
     PLACED,
     QUOTA,
@@ -28,11 +30,11 @@ from incidents.diagnosis.scheduling_pass import (
     Considered,
     _charge,
     cluster_pass,
-    place,
     whole_gpus,
 )
+from incidents.diagnosis.shrink import free_after, shrink_candidates, static
 from incidents.diagnosis.types import DiagnosisInput, EntityState
-from incidents.diagnosis.whatif import MAX_GPUS_PER_POD, Edit, EditError, apply_edits
+from incidents.diagnosis.whatif import Edit, EditError, apply_edits
 
 MAX_PASSES = 8  # scheduling passes one job's answers may run
 MAX_ANSWERS = 5
@@ -44,7 +46,7 @@ MAX_NODES = 4  # nodes one answer may uncordon or repair
 class Answer:
     """One edit (or a few of one kind) that starts the job in one pass, and what it does to the others."""
 
-    kind: str  # "quota", "limit", "uncordon", "repair", "hold", "shrink", "onto"
+    kind: str  # "quota", "limit", "uncordon", "repair", "hold", "stop", "shrink", "onto"
     edits: list[Edit]
     words: str  # "limit +8 on vision"
     nodes: dict[str, int] = field(default_factory=dict)  # where its pods go: node -> pods
@@ -52,7 +54,12 @@ class Answer:
     delayed: list[Considered] = field(
         default_factory=list
     )  # started in the base pass, no longer with the edit
-    evicted: list[str] = field(default_factory=list)  # running jobs the edit stops
+    evicted: list[EntityState] = field(default_factory=list)  # running jobs the edit stops
+
+    @property
+    def query(self) -> str:
+        """The what-if page's query string with these edits (the cursor is the page's to add)."""
+        return urlencode([(e.kind, e.value) for e in self.edits])
 
     @property
     def where_words(self) -> str:
@@ -66,7 +73,9 @@ class Answer:
 
     @property
     def others_words(self) -> str:
-        out = [f"evicts {', '.join(self.evicted)}" if self.evicted else "nothing evicted"]
+        out = [
+            f"evicts {', '.join(j.ref.label for j in self.evicted)}" if self.evicted else "nothing evicted"
+        ]
         if self.delayed:
             out.append("delays " + ", ".join(c.label for c in self.delayed))
         return "; ".join(out)
@@ -135,13 +144,17 @@ def smallest_edits(di: DiagnosisInput, job: EntityState, base: ClusterPass) -> U
             if len(out.answers) >= MAX_ANSWERS:
                 break
             trials.run(kind, [*prefix, *edits], words if not prefix else f"{_words(prefix)} and {words}")
-    for kind, edits, words in _shrink_candidates(di, job, req, rows, me, base):
+    for kind, edits, words in shrink_candidates(di, job, req, rows, me, base):
         if len(out.answers) >= MAX_ANSWERS:
             break
         trials.run(kind, [*prefix, *edits], words if not prefix else f"{_words(prefix)} and {words}")
     if not out.answers and not out.refusals:
+        ahead = [c for c in _waiting_ahead(base, me) if c.usable & me.usable]
         out.refusals.append(
-            "no edit of the list starts it in one pass (quota, nodes, jobs ahead, request, pool)"
+            f"no small edit starts it in one pass: {len(ahead)} waiting job(s) ahead of it want the same GPUs and "
+            "would take any room freed first"
+            if len(ahead) > MAX_HOLDS
+            else "no edit of the list starts it in one pass (quota, nodes, jobs ahead, request, pool)"
         )
     return out
 
@@ -228,7 +241,7 @@ def _delayed(base: ClusterPass, after: ClusterPass, job: EntityState, edits: lis
     return gone
 
 
-def _evicted(di: DiagnosisInput, edits: list[Edit]) -> list[str]:
+def _evicted(di: DiagnosisInput, edits: list[Edit]) -> list[EntityState]:
     """Running jobs a hold or remove stops (their pods free their GPUs)."""
     out = []
     for e in edits:
@@ -236,7 +249,7 @@ def _evicted(di: DiagnosisInput, edits: list[Edit]) -> list[str]:
             continue
         j = di.find("job", e.name, e.namespace)
         if j is not None and any(p.get("node") for p in di.pods_of_job(j)):
-            out.append(j.ref.label)
+            out.append(j)
     return out
 
 
@@ -306,19 +319,6 @@ def _size_refusal(req: F.Request, rows: list[F.NodeFit]) -> str:
     return ""
 
 
-def _free_after(base: ClusterPass, rows: list[F.NodeFit], me: Considered) -> dict[str, int]:
-    """Free whole GPUs per node once the pass has served the jobs before ``me``."""
-    free = {r.node: r.free for r in rows}
-    for c in base.starts:
-        if c.order >= me.order or not c.whole:
-            continue
-        per = int(round(c.units / max(sum(c.nodes.values()), 1)))
-        for node, pods in c.nodes.items():
-            if node in free:
-                free[node] = max(free[node] - pods * per, 0)
-    return free
-
-
 def _room_candidates(
     di: DiagnosisInput,
     job: EntityState,
@@ -328,11 +328,11 @@ def _room_candidates(
     base: ClusterPass,
 ) -> list[tuple[str, list[Edit], str]]:
     per = max(req.gpus_per_pod, 1)
-    free = _free_after(base, rows, me)
+    free = free_after(base, rows, me)
     out: list[tuple[str, list[Edit], str]] = []
     # uncordon / repair: nodes whose only static blocker is the cordon, or which are sick, with room for a pod
-    cordoned = [r for r in rows if F.CORDONED in r.blockers and _static(r) <= {F.CORDONED}]
-    sick = [r for r in rows if _sick(r) and _static(r) <= {F.NOT_READY}]
+    cordoned = [r for r in rows if F.CORDONED in r.blockers and static(r) <= {F.CORDONED}]
+    sick = [r for r in rows if _sick(r) and static(r) <= {F.NOT_READY}]
     for kind, cands, lifted in (
         ("uncordon", cordoned, set()),
         ("repair", sick, {F.DEVICE_PLUGIN, F.MISSING_GPU}),
@@ -356,8 +356,12 @@ def _room_candidates(
     if held:
         names = ", ".join(c.label for c in held)
         out.append(("hold", [Edit("hold", c.job.name, c.job.namespace) for c in held], f"hold {names}"))
+    stop = _stop_running(di, req, rows, free, me, base, per)
+    if stop:
+        names = ", ".join(j.ref.label for j in stop)
+        out.append(("stop", [Edit("hold", j.name, j.namespace) for j in stop], f"stop {names}"))
     # another pool: nodes closed to it only by a taint or its selector, with room for its pods
-    other = [r for r in rows if r.blockers and _static(r) and _static(r) <= {F.TAINT, F.SELECTOR}]
+    other = [r for r in rows if r.blockers and static(r) and static(r) <= {F.TAINT, F.SELECTOR}]
     pools: dict[str, list[F.NodeFit]] = {}
     for r in other:
         pools.setdefault(r.pool or r.node, []).append(r)
@@ -372,8 +376,60 @@ def _room_candidates(
     return out
 
 
-def _static(r: F.NodeFit) -> set[str]:
-    return {b for b in r.blockers if b in F.STATIC_BLOCKERS}
+_CLASS_ORDER = {"inference": 3, "build": 2, "interactive-preemptible": 1}  # higher: stopped last
+
+
+def _waiting_ahead(base: ClusterPass, me: Considered) -> list[Considered]:
+    """The whole-GPU jobs ahead of ``me`` the pass at t does not start for want of room."""
+    return [c for c in base.considered[: me.order - 1] if c.outcome == NO_ROOM and c.whole]
+
+
+def _stop_running(
+    di: DiagnosisInput,
+    req: F.Request,
+    rows: list[F.NodeFit],
+    free: dict[str, int],
+    me: Considered,
+    base: ClusterPass,
+    per: int,
+) -> list[EntityState]:
+    """The fewest preemptible running jobs on nodes it could use whose GPUs, freed, take its pods: the lowest
+    priority class first, then the newest (the least work lost). [] when it has room already or they cannot."""
+    open_rows = {r.node: r for r in rows if not static(r)}
+    room = dict(free)
+    if sum(room.get(n, 0) // per for n in open_rows) >= req.pods:
+        return []
+    # the waiting jobs ahead that want the same GPUs take freed room first: free enough for them too
+    want = req.pods + sum(-(-int(c.units) // per) for c in _waiting_ahead(base, me) if c.usable & me.usable)
+    held: dict[str, tuple[EntityState, dict[str, int]]] = {}
+    for node in open_rows:
+        for p in di.pods_on_node(node):
+            j = di.find("job", p.get("job") or "", p.namespace) if p.get("job") else None
+            if j is None or j.get("phase") != "Running" or j.get("preemptible") is False:
+                continue
+            entry = held.setdefault(j.ref.label, (j, {}))
+            entry[1][node] = entry[1].get(node, 0) + int(p.get("gpus") or 0)
+    ranked = sorted(
+        held.values(),
+        key=lambda h: (_CLASS_ORDER.get(h[0].get("priority_class") or "", 0), _neg(h[0].get("started"))),
+    )
+    picks: list[EntityState] = []
+    for job, gpus in ranked[: MAX_HOLDS * 8]:
+        if not any(room.get(n, 0) % per + g >= per or g >= per for n, g in gpus.items()):
+            continue  # what it frees on each node is too little for one pod
+        picks.append(job)
+        for n, g in gpus.items():
+            room[n] = room.get(n, 0) + g
+        if sum(room.get(n, 0) // per for n in open_rows) >= want:
+            return picks
+        if len(picks) >= MAX_HOLDS:
+            break
+    return []
+
+
+def _neg(started: object) -> str:
+    """Newest first: a descending sort key from an ISO time."""
+    return "".join(chr(0x10FFFF - ord(ch)) for ch in str(started or ""))
 
 
 def _sick(r: F.NodeFit) -> bool:
@@ -393,99 +449,6 @@ def _cover(cands: list[F.NodeFit], req: F.Request, lifted: set[str], per: int) -
         if pods >= req.pods:
             return picks
     return []
-
-
-#
-# Shrink: the largest request that fits
-#
-
-
-def _shrink_candidates(
-    di: DiagnosisInput,
-    job: EntityState,
-    req: F.Request,
-    rows: list[F.NodeFit],
-    me: Considered,
-    base: ClusterPass,
-) -> list[tuple[str, list[Edit], str]]:
-    pods = req.pods + req.bound_pods
-    if req.mig:
-        return _shrink_mig(job, req, rows, pods)
-    if req.share or req.share_memory_mib:
-        return _shrink_share(job, req, rows, pods)
-    if req.gpus_per_pod <= 0 or req.bound_pods:
-        return []
-    free = _free_after(base, rows, me)
-    open_rows = [r for r in rows if not _static(r)]
-    best: tuple[int, int] | None = None  # (pods, gpus per pod)
-    for per in sorted({g for g in (req.gpus_per_pod, 8, 4, 2, 1) if g <= min(req.gpus_per_pod, MAX_GPUS_PER_POD)},
-                      reverse=True):  # fmt: skip
-        want = req.pods * req.gpus_per_pod // per
-        trial = replace(req, pods=want, gpus_per_pod=per)
-        took = place(open_rows, trial, dict(free), frozenset())
-        n = sum(took.values()) if took else _most_pods(open_rows, trial, free)
-        if n <= 0:
-            continue
-        if (per, n) == (req.gpus_per_pod, req.pods):
-            continue  # that is the request itself
-        if best is None or n * per > best[0] * best[1]:
-            best = (n, per)
-    if best is None:
-        return []
-    n, per = best
-    edit = Edit("request", job.name, job.namespace, number=n, gpus=per)
-    return [("shrink", [edit], f"shrink to {n} pod(s) × {per} GPU{'s' if per != 1 else ''} (from "
-             f"{req.pods} × {req.gpus_per_pod})")]  # fmt: skip
-
-
-def _most_pods(rows: list[F.NodeFit], req: F.Request, free: dict[str, int]) -> int:
-    """How many of ``req``'s pods the room takes (a gang smaller than asked)."""
-    n = 0
-    for r in rows:
-        here = free.get(r.node, 0) // max(req.gpus_per_pod, 1)
-        res = r.resource_pods()
-        n += min(here, res) if res is not None else here
-    return min(n, req.pods)
-
-
-def _shrink_share(
-    job: EntityState, req: F.Request, rows: list[F.NodeFit], pods: int
-) -> list[tuple[str, list[Edit], str]]:
-    """The largest share, in hundredths, that what is left of the shared GPUs it may use takes, pods × that."""
-    if not req.share:
-        return []  # a gpu-memory share: the fraction edit would change its kind
-    left = sorted(
-        (x["free"] for r in rows if not _static(r) for x in r.shared if x["free"] > 0), reverse=True
-    )
-    if len(left) < 1:
-        return []
-    share = math.floor(left[min(pods, len(left)) - 1] * 100) / 100 if len(left) >= pods else 0.0
-    if not 0 < share < req.share:
-        return []
-    edit = Edit("request", job.name, job.namespace, number=pods, share=share)
-    return [("shrink", [edit], f"shrink its share to {share:g} of a GPU (from {req.share:g})")]
-
-
-def _shrink_mig(
-    job: EntityState, req: F.Request, rows: list[F.NodeFit], pods: int
-) -> list[tuple[str, list[Edit], str]]:
-    """The largest MIG profile smaller than the one asked that has a free instance per pod on the nodes it may
-    use."""
-    asked = max(req.mig, key=F.mig_units)
-    free: dict[str, int] = {}
-    for r in rows:
-        if _static(r):
-            continue
-        for prof in r.mig_layout:
-            n = r.mig_free(prof)
-            if n > 0 and F.mig_units(prof) < F.mig_units(asked):
-                free[prof] = free.get(prof, 0) + n
-    fitting = [p for p, n in free.items() if n >= pods]
-    if not fitting:
-        return []
-    prof = max(fitting, key=lambda p: (F.mig_units(p), p))
-    edit = Edit("request", job.name, job.namespace, number=pods, profile=prof)
-    return [("shrink", [edit], f"shrink to MIG {prof} (from {asked})")]
 
 
 __all__ = ["MAX_ANSWERS", "MAX_PASSES", "NOT_REACHED", "Answer", "Unblock", "smallest_edits"]

@@ -4,31 +4,29 @@ item 4).
 Each running job is expected to end by its own runtime limit where it has one (``activeDeadlineSeconds``,
 ``active_deadline_seconds`` in its state: started + limit at the latest), otherwise within the spread of the
 durations of finished jobs of the same project and shape over the window (``Basis``, loaded by
-``incidents.eta_input``): the lower and upper quartile, the median between. The replay frees the GPUs of the jobs
-that end, in the order they end, and runs one scheduling pass (``scheduling_pass.cluster_pass``) after each group
-of ends; the jobs that pass starts run from then on (their own expected end joins the list) until the job
-starts. Done twice, once with every job ending early and once late, it gives a range: "likely 14:10–15:30: 3
-running jobs end by then". Where no expected end frees what it waits for, the answer is "unknown", and why.
+``incidents.eta_input``): between the lower and the upper quartile. ``incidents.diagnosis.replay`` frees the
+GPUs of the jobs that end, in the order they end, and places the waiting jobs ahead of it in the pass's order
+after each group of ends; the jobs it starts run from then on (their own expected end joins the list) until the
+job is placed. Done twice, once with every job ending early and once late, it gives a range: "likely
+14:10–15:30: 3 running jobs end by then". Where no expected end frees what it waits for, the answer is
+"unknown", and why.
 
-Bounded: ``MAX_STEPS`` passes per replay, ends within ``HORIZON``. Pure: no database, no simulator.
+Bounded: ``replay.MAX_STEPS`` groups of ends per replay, ends within ``replay.HORIZON``. Pure: no database, no
+simulator.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from incidents.diagnosis import fit as F
+from incidents.diagnosis import replay
 from incidents.diagnosis.quota import is_pending
-from incidents.diagnosis.scheduling_pass import PLACED, STARTS, ClusterPass, Considered, cluster_pass
-from incidents.diagnosis.types import DiagnosisInput, EntityState, hhmm, iso, parse_ts
-from incidents.diagnosis.whatif import Edit, apply_edits
+from incidents.diagnosis.scheduling_pass import PLACED, STARTS, ClusterPass
+from incidents.diagnosis.types import DiagnosisInput, EntityState, hhmm, parse_ts
 
-MAX_STEPS = 8  # scheduling passes per replay
-BUCKET = timedelta(minutes=10)  # ends this close together are one step of the replay
-HORIZON = timedelta(days=7)
 MIN_FINISHED = 1  # finished jobs of a project and shape needed to expect a running one's end
 
 
@@ -76,6 +74,14 @@ class End:
     hi: datetime
     by_limit: bool
     samples: int = 0  # finished jobs the spread comes from
+
+    @property
+    def namespace(self) -> str:
+        return self.label.partition("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.label.partition("/")[2]
 
 
 def expected_end(job: EntityState, t: datetime, basis: Basis) -> End | None:
@@ -125,7 +131,12 @@ class Eta:
     ended: list[End] = field(default_factory=list)  # the running jobs that end before it starts (late replay)
     started_first: list[str] = field(default_factory=list)  # waiting jobs the replay starts before it
     no_end: int = 0  # running jobs with no expected end
-    passes: int = 0
+    passes: int = 0  # replay steps, early and late
+    window: timedelta = timedelta(0)  # the finished jobs' window (Basis.window)
+
+    @property
+    def window_words(self) -> str:
+        return _span(self.window)
 
     @property
     def words(self) -> str:
@@ -162,7 +173,7 @@ class Eta:
 def eta(di: DiagnosisInput, job: EntityState, base: ClusterPass, basis: Basis) -> Eta:
     """The job's ETA (module doc). ``base`` is the pass over the state at t. Call outside ``di.indexed()`` (the
     replay edits copies of ``di``)."""
-    out = Eta(t=di.t)
+    out = Eta(t=di.t, window=basis.window)
     me = base.find(job.namespace, job.name)
     if not is_pending(job):
         out.unknown = "it is not waiting"
@@ -191,9 +202,19 @@ def eta(di: DiagnosisInput, job: EntityState, base: ClusterPass, basis: Basis) -
             f"shape over the {_span(basis.window)} before t"
         )
         return out
-    early = _replay(di, job, base, ends, basis, late=False)
-    late = _replay(di, job, base, ends, basis, late=True)
-    out.passes = early.passes + late.passes
+    if not me.whole:
+        out.unknown = "the replay weighs whole GPUs: a share's or a MIG instance's start is not replayed"
+        return out
+    with di.indexed():
+        room = replay.build(di, job, base)
+    if room is None:
+        out.unknown = "the pass at t did not reach it"
+        return out
+    end_of = lambda j, when: expected_end(j, when, basis)  # noqa: E731
+    # each replay takes its own copy of who holds what
+    early = replay.replay(replace(room, holders=dict(room.holders)), ends, end_of, late=False)
+    late = replay.replay(replace(room, holders=dict(room.holders)), ends, end_of, late=True)
+    out.passes = early.steps + late.steps
     if early.at is None:
         out.unknown = early.why + _no_end_words(out.no_end)
         return out
@@ -212,106 +233,4 @@ def _no_end_words(n: int) -> str:
     return f"; {n} running job(s) have no expected end" if n else ""
 
 
-@dataclass
-class _Run:
-    at: datetime | None = None
-    why: str = ""
-    ended: list[End] = field(default_factory=list)
-    started: list[str] = field(default_factory=list)
-    passes: int = 0
-
-
-def _replay(
-    di: DiagnosisInput, job: EntityState, base: ClusterPass, ends: list[End], basis: Basis, *, late: bool
-) -> _Run:
-    run = _Run()
-    pending = list(ends)
-    state = apply_edits(di, [])
-    # what the pass at t starts runs from t (the base pass: no pass of its own)
-    with di.indexed():
-        now = [(c, F.job_request(di, c.job)) for c in base.starts]
-    for c, req in now:
-        run.started.append(c.label)
-        e = expected_end(_run_from(state, c, req, di.t), di.t, basis)
-        if e is not None:
-            pending.append(e)
-    pending.sort(key=lambda e: ((e.hi if late else e.lo), e.label))
-    last: Considered | None = None
-    while pending and run.passes < MAX_STEPS:
-        first = pending[0].hi if late else pending[0].lo
-        if first > di.t + HORIZON:
-            break
-        step = [e for e in pending if (e.hi if late else e.lo) <= first + BUCKET]
-        pending = pending[len(step) :]
-        when = max((e.hi if late else e.lo) for e in step)
-        removes = []
-        for e in step:
-            ns, _, name = e.label.partition("/")
-            if state.find("job", name, ns) is not None:
-                removes.append(Edit("remove", name, ns))
-        state = apply_edits(state, removes)
-        run.ended.extend(step)
-        run.passes += 1
-        with state.indexed():
-            cp = cluster_pass(state)
-            last = cp.find(job.namespace, job.name)
-            if last is not None and last.outcome == STARTS:
-                run.at = when
-                return run
-            starts = [c for c in cp.starts if c.job.name != job.name or c.job.namespace != job.namespace]
-            reqs = {id(c): F.job_request(state, c.job) for c in starts}
-        for c in starts:
-            run.started.append(c.label)
-            started = _run_from(state, c, reqs[id(c)], when)
-            e = expected_end(started, when, basis)
-            if e is not None:
-                pending.append(e)
-        pending.sort(key=lambda e: ((e.hi if late else e.lo), e.label))
-    if not pending:
-        run.why = "once every running job with an expected end has ended, one pass still does not start it"
-        if last is not None:
-            run.why += f" ({last.outcome}{': ' + last.why if last.why else ''})"
-    else:
-        run.why = f"it does not start within the next {MAX_STEPS} foreseeable groups of ends"
-    return run
-
-
-def _run_from(di: DiagnosisInput, c: Considered, req: F.Request, when: datetime) -> EntityState:
-    """Make a job the replay starts run: its pods bound where the pass placed them, from ``when``."""
-    job = c.job
-    new = EntityState(
-        "job",
-        job.name,
-        job.namespace,
-        state={**job.state, "phase": "Running", "active": sum(c.nodes.values()), "started": iso(when)},
-        valid_from=when,
-    )
-    di.jobs[di.jobs.index(job)] = new
-    di.pods[:] = [p for p in di.pods if not (p.namespace == job.namespace and p.get("job") == job.name)]
-    i = 0
-    for node, pods in c.nodes.items():
-        for _ in range(pods):
-            di.pods.append(
-                EntityState(
-                    "pod",
-                    f"{job.name}-replay-{i}",
-                    job.namespace,
-                    state={
-                        "phase": "Running",
-                        "node": node,
-                        "job": job.name,
-                        "queue": job.get("queue"),
-                        "project": job.get("project"),
-                        "gpus": req.gpus_per_pod,
-                        "gpu_units": req.units_per_pod,
-                        "mig": dict(req.mig),
-                        "requests": job.get("requests_per_pod") or {},
-                    },
-                    valid_from=when,
-                )
-            )
-            i += 1
-    return new
-
-
-__all__ = ["BUCKET", "HORIZON", "MAX_STEPS", "Basis", "End", "Eta", "eta", "expected_end", "shape_of"]
+__all__ = ["Basis", "End", "Eta", "eta", "expected_end", "shape_of"]

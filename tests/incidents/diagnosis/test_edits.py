@@ -275,3 +275,17 @@ def test_a_request_edit_rewrites_the_unbound_pods_too():
     assert (req.pods, req.gpus_per_pod, req.share) == (1, 2, None)
     assert di.find("job", "j", "vision").state["gpus_per_pod"] == 8  # the input is left as it was
     assert Ref("job", "j", "vision") == edited.find("job", "j", "vision").ref
+
+
+def test_stopping_a_running_job_names_whom_it_evicts_newest_and_least_important_first():
+    old, p_old = _full("h100-01")
+    old.state["started"] = "2026-11-29T00:10:00Z"
+    new, p_new = _full("h100-02")
+    new.state["started"] = "2026-11-29T02:00:00Z"
+    serving, p_serving = _full("h100-03", priority_class="inference")
+    di = _world([node("h100-01"), node("h100-02"), node("h100-03")], [p_old, p_new, p_serving],
+                [old, new, serving, job("wait")])  # fmt: skip
+    a = next(a for a in _answers(di, "vision/wait").answers if a.kind == "stop")
+    assert a.edits == [Edit("hold", "run-h100-02", "vision")] and a.nodes == {"h100-02": 1}
+    assert [j.ref.label for j in a.evicted] == ["vision/run-h100-02"]
+    assert a.sentence == "stop vision/run-h100-02 → starts now on h100-02; evicts vision/run-h100-02"

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from incidents.diagnosis import scheduling_pass as SP
-from incidents.diagnosis.eta import MAX_STEPS, Basis, eta, expected_end, shape_of
+from incidents.diagnosis.eta import Basis, eta, expected_end, shape_of
+from incidents.diagnosis.replay import MAX_STEPS
 from incidents.diagnosis.types import iso
 
 from .dx_world import T0, job, node, pod, queue, world
@@ -96,7 +97,7 @@ def test_it_is_unknown_when_the_ends_it_can_foresee_never_make_room_for_it():
     di = _world([_running("r", limit=3600)], [job("w", gpus_per_pod=16)])
     e = _eta(di, "vision/w", Basis(window=DAY))
     assert e.unknown.startswith(
-        "once every running job with an expected end has ended, one pass still does not"
+        "once every running job with an expected end has ended, the replay still does not"
     )
     assert e.passes <= 2 * MAX_STEPS
 
