@@ -28,7 +28,7 @@ from django.views.decorators.http import require_GET, require_POST
 from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity
 from collectors.sources.redact import redact_value
 from incidents import intake
-from incidents.intake import PayloadError, parse_rfc3339
+from incidents.intake import PayloadError, payload_time
 from incidents.models import Incident
 from rcaweb import kinds
 from rcaweb.timestamps import format_t_or_none
@@ -204,7 +204,7 @@ def validate_change(payload: Any) -> dict[str, Any]:
     except RecursionError:
         raise PayloadError("", "JSON nested too deeply")
     out: dict[str, Any] = {
-        "time": parse_rfc3339(payload.get("time"), "time"),
+        "time": payload_time(payload.get("time"), "time"),
         "cluster": _field(payload, "cluster", required=True, max_len=63),
         "what": _field(payload, "what", required=True),
         "actor": _field(payload, "actor", max_len=200),

@@ -85,7 +85,7 @@ class IntakeResult:
 #
 
 
-def parse_rfc3339(value: Any, path: str, *, zero_ok: bool = False) -> datetime:
+def payload_time(value: Any, path: str, *, zero_ok: bool = False) -> datetime:
     """Go's RFC 3339 (nanoseconds, any offset) as an aware UTC datetime, within rcaweb's one time range
     (``rcaweb.cursor.EARLIEST``..``LATEST``, the cursor's): an alert dated 1999 would be an incident whose
     every link is a 400. With ``zero_ok``, Go's zero time (year 1, any offset) is returned as written: the
@@ -219,12 +219,12 @@ def _parse_alert(item: Any, path: str) -> ParsedAlert:
         raise PayloadError(f"{path}.status", f'expected "firing" or "resolved", got {status[:20]!r}')
     if "startsAt" not in item:
         raise PayloadError(f"{path}.startsAt", "missing")
-    starts_at = parse_rfc3339(item["startsAt"], f"{path}.startsAt")
+    starts_at = payload_time(item["startsAt"], f"{path}.startsAt")
     ends_raw = item.get("endsAt")
     ends_at = (
         None
         if ends_raw in (None, "", GO_ZERO_TIME)
-        else parse_rfc3339(ends_raw, f"{path}.endsAt", zero_ok=True)
+        else payload_time(ends_raw, f"{path}.endsAt", zero_ok=True)
     )
     if ends_at is not None and ends_at.year <= 1:  # Go's zero time in another offset
         ends_at = None
@@ -460,7 +460,7 @@ __all__ = [
     "enqueue_evidence",
     "enqueue_processing",
     "ingest_alertmanager",
-    "parse_rfc3339",
+    "payload_time",
     "process_alert",
     "process_alerts",
     "sweep_outbox",

@@ -22,7 +22,7 @@ DEFAULT_WINDOW = timedelta(hours=2)
 MIN_WINDOW = timedelta(minutes=1)
 MAX_WINDOW = timedelta(days=30)
 # The one time range of rcaweb: the cursor's t, and what the intake accepts as an alert's or a change's time
-# (incidents.intake.parse_rfc3339), so that every time stored is one a cursor link can point at.
+# (incidents.intake.payload_time), so that every time stored is one a cursor link can point at.
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2100, 1, 1, tzinfo=UTC)
 TIME_RANGE = f"{EARLIEST.year}-{LATEST.year - 1}"

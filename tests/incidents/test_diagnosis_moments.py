@@ -347,20 +347,20 @@ def test_the_home_page_groups_a_past_cursor_by_the_causes_in_force_then() -> Non
 
     t0 = datetime(2026, 11, 29, 3, tzinfo=UTC)
     quota = "project_quota_exhausted|project/vision"
-    incidents = []
+    made = []
     for name in ("train", "eval"):
         inc = Incident.objects.create(title=f"{name} waits", onset=t0, window_start=t0, cause_key=quota)
         DiagnosisRun.objects.create(
             incident=inc, at=t0, made_at=t0, trigger="onset", top_code="project_quota_exhausted",
             cause_key=quota, supported=1,
         )
-        incidents.append(inc)
+        made.append(inc)
     later = t0 + timedelta(hours=2)
     DiagnosisRun.objects.create(
-        incident=incidents[1], at=later, made_at=later, trigger="recheck", top_code="gpu_capacity_shortage",
+        incident=made[1], at=later, made_at=later, trigger="recheck", top_code="gpu_capacity_shortage",
         cause_key="", supported=1,
     )
-    Incident.objects.filter(pk=incidents[1].pk).update(cause_key="")
+    Incident.objects.filter(pk=made[1].pk).update(cause_key="")
 
     then = open_incidents(t0 + timedelta(hours=1))
     now = open_incidents(later + timedelta(minutes=5))
