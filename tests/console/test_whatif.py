@@ -80,6 +80,31 @@ class WhatIfTest(PageTestCase):
             assert words in r.content.decode(), (query, r.content)
         assert self.get(f"{PATH}?t=yesterday").status_code == 400
 
+    def test_it_answers_400_naming_a_bad_repair_onto_or_share_request(self):
+        for query, words in (
+            ("repair=h100-99", "repair=h100-99: no node h100-99"),
+            ("onto=nlp/bert-eval:h100-99", "onto=nlp/bert-eval:h100-99: no node h100-99"),
+            ("onto=nlp/nope:h100-01", "onto=nlp/nope:h100-01: no job nlp/nope"),
+            (
+                "request=nlp/bert-eval:1x1.5",
+                "request=nlp/bert-eval:1x1.5: expected <namespace>/<job>:<pods>x",
+            ),
+            ("request=nlp/bert-eval:1x0.0", "a share is between 0 and 1"),
+            ("onto=vision/resnet-train:h100-01", "vision/resnet-train is not waiting at t"),
+            ("repair=<script>", "repair=<script>: expected <node>"),
+        ):
+            r = self.get(f"{PATH}?{query}", self.times["end"])
+            assert r.status_code == 400, query
+            assert words in r.content.decode(), (query, r.content)
+            assert r["Content-Type"].startswith("text/plain"), query  # never rendered as HTML
+
+    def test_a_share_or_mig_request_and_a_repair_are_edits_of_the_page(self):
+        r = self.get(PATH + "?request=nlp/bert-eval:1x0.5&repair=h100-04", self.times["end"])
+        assert r.status_code == 200
+        html = r.content.decode()
+        assert "nlp/bert-eval asks 1 pod(s) × 0.5 of a GPU" in html and "repair h100-04" in html
+        assert '<input type="hidden" name="request" value="nlp/bert-eval:1x0.5">' in html
+
     def test_an_unknown_cluster_is_404(self):
         assert self.get("/c/nowhere/whatif/", self.times["end"]).status_code == 404
 
