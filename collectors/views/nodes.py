@@ -13,7 +13,14 @@ from collectors import inventory, queries
 from collectors.podstatus import pod_status
 from collectors.views.common import entity_page_context, finish, render_page
 from collectors.views.rows import GpuUserRow, NodeGpuRow, PodRow, SliceRow
-from collectors.views.sharing import GpuUse, entity_resolver, gpu_use, shares_on_node, with_links
+from collectors.views.sharing import (
+    GpuUse,
+    entity_resolver,
+    gpu_use,
+    implied_gpu_memory,
+    shares_on_node,
+    with_links,
+)
 from collectors.xid import last_xids
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
@@ -162,9 +169,13 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
                 reservation_ref=queries.ref(c, "pod", rpod, rns) if rpod else None,
             )
         )
+    live = None
+    if (gstate.get("shares") or gstate.get("reservation")) and node_name:  # as the node page reads them
+        node_pods = queries.pods_on_node(c, node_name, ctx["t"])
+        memory = implied_gpu_memory(gstate)  # no node query for it
+        live = shares_on_node(node_pods, memory)
     ctx.update(
-        # the shares' memory is in the GPU's state (collectors.mapping.gpus.gpu_shares): no node query
-        use=with_links(gpu_use(gstate, entity_resolver(c)), cur),
+        use=with_links(gpu_use(gstate, entity_resolver(c), None, live), cur),
         slices=slices,
         shared_units=round(sum(sl.fraction or 0 for sl in slices if sl.kind == "share"), 3),
         xid=last_xids([version], ctx["t"]).get(gpu.pk) if version else None,

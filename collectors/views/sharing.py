@@ -143,6 +143,14 @@ def shares_on_node(pods: Iterable[EntityVersion], gpu_memory_mib: float | None) 
     return out if said else None
 
 
+def implied_gpu_memory(state: dict[str, Any]) -> float | None:
+    """A shared GPU's memory as its recorded shares imply it (a share's memory over its fraction); None without."""
+    for sh in state.get("shares") or []:
+        if sh.get("fraction") and sh.get("memory_mib"):
+            return round(float(sh["memory_mib"]) / float(sh["fraction"]))
+    return None
+
+
 @dataclass
 class PodGpu:
     """What one pod holds of one GPU at t: the GPU's version, the pod's part in words, and who else is on it."""

@@ -230,3 +230,10 @@ class ShareDisplaysTest(PageTestCase):
         row = _text(_panel(html, "node-gpus")).split(gpu_uuid("l40s-01", 1)[:12], 1)[0]
         assert "vision/late-0 0.5 of an L40S, 22.5 GiB" in row and "notebook-ana" not in row, row
         assert "serving/embed-svc-0 0.445 of an L40S, 20 GiB" in row
+        gpu = _text(
+            self.get(
+                f"/c/gpu-prod/gpus/{gpu_uuid('l40s-01', 0)}/", later + timedelta(minutes=1)
+            ).content.decode()
+        )
+        used = gpu.split("Used by at t", 1)[1].split("Errors", 1)[0]
+        assert "vision/late-0" in used and "notebook-ana" not in used, used
