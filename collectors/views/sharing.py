@@ -176,18 +176,28 @@ def gpus_held(
     cluster: Cluster, pods: Iterable[EntityVersion], t: datetime, resolve: Resolve
 ) -> dict[str, list[PodGpu]]:
     """ "ns/name" → the shares and MIG instances each of ``pods`` holds at t, read from the GPUs of their
-    nodes (one query, only when a pod asks a share or MIG instances and is bound). Whole GPUs are not here:
+    nodes and, for shares, from the pods of those nodes as the node page reads them (:func:`shares_on_node`);
+    two queries, only when a pod asks a share or MIG instances and is bound. Whole GPUs are not here:
     ``queries.gpus_of_pod`` finds those by the GPU's pod."""
     wanted = {
         f"{p.entity.namespace}/{p.entity.name}": p for p in pods if p.node and amounts.is_fractional(p.state)
     }
     if not wanted:
         return {}
-    nodes = {p.node for p in wanted.values()}
+    nodes = sorted({p.node for p in wanted.values()})
+    gpus = list(inventory.as_of(cluster, "gpu", t, node__in=nodes))
+    live: dict[str, NodeShares | None] = {}
+    if any((p.state or {}).get("gpu_share") for p in wanted.values()):
+        on_nodes: dict[str, list[EntityVersion]] = {}
+        for p in inventory.as_of(cluster, "pod", t, node__in=nodes):
+            on_nodes.setdefault(p.node, []).append(p)
+        for node, node_pods in on_nodes.items():
+            implied = (implied_gpu_memory(g.state or {}) for g in gpus if g.node == node)
+            memory = next((m for m in implied if m), None)
+            live[node] = shares_on_node(node_pods, memory)
     out: dict[str, list[PodGpu]] = {}
-    gpus = inventory.as_of(cluster, "gpu", t, node__in=sorted(nodes))
     for g in sorted(gpus, key=lambda v: (v.node, v.state.get("index") is None, v.state.get("index") or 0)):
-        use = gpu_use(g.state or {}, resolve)
+        use = gpu_use(g.state or {}, resolve, None, live.get(g.node))
         for h in use.holders:
             if h.pod in wanted:
                 out.setdefault(h.pod, []).append(PodGpu(g, h.pod, h.words, use))

@@ -182,14 +182,16 @@ class ShareDisplaysTest(PageTestCase):
         jobs = _text(self.get("/c/gpu-prod/jobs/", T).content.decode())
         assert "1 × 0.5 of a GPU" in jobs and "1 × 1g.10gb" in jobs
 
-    def test_shares_cost_the_node_page_no_query_and_the_job_page_one(self):
+    def test_shares_cost_the_node_page_no_query_and_the_job_page_two(self):
         def count(path: str) -> int:
             with CaptureQueriesContext(connection) as ctx:
                 assert self.get(path, T).status_code == 200
             return len(ctx.captured_queries)
 
         assert count("/c/gpu-prod/nodes/l40s-01/") == count("/c/gpu-prod/nodes/h100-01/")
-        assert count("/c/gpu-prod/jobs/vision/notebook-ana/") == count("/c/gpu-prod/jobs/llm/big/") + 1
+        # the GPUs of its node and the pods there (their shares, fresher than the GPUs' between sweeps)
+        assert count("/c/gpu-prod/jobs/vision/notebook-ana/") == count("/c/gpu-prod/jobs/llm/big/") + 2
+        assert count("/c/gpu-prod/jobs/nlp/eval/") == count("/c/gpu-prod/jobs/llm/big/") + 1  # MIG: the GPUs
 
     def test_a_gpu_model_is_escaped(self):
         bad = _with(
@@ -237,3 +239,7 @@ class ShareDisplaysTest(PageTestCase):
         )
         used = gpu.split("Used by at t", 1)[1].split("Errors", 1)[0]
         assert "vision/late-0" in used and "notebook-ana" not in used, used
+        job = _text(self.get("/c/gpu-prod/pods/vision/late-0/", later + timedelta(minutes=1)).content.decode())
+        assert "0.5 of an L40S, 22.5 GiB on GPU 0 · l40s-01 , shared with serving/embed-svc-0" in job, job[
+            :3000
+        ]
