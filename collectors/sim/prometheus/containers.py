@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -214,36 +215,31 @@ class ContainerSeries:
     ) -> Iterator[list[tuple[Key, Points]]]:
         created, gone = pod.created_at.timestamp(), _ts(pod.deleted_at)
         bound = _ts(pod.scheduled_at) or _ts(pod.started_at)
-        alive = [t for t in times if t >= created and (gone is None or t < gone)]
-        if not alive:
-            return
         for name, value in requests_of(pod).items():
             resource, unit = _resource(name)
             base = {"__name__": REQUESTS, "namespace": pod.namespace, "pod": pod.name, "uid": pod.uid,
                     "container": "main", "resource": resource, "unit": unit, **KSM_TARGET}  # fmt: skip
-            spans = (
-                [(base, alive)]
-                if pod.node is None or bound is None
-                else [
-                    (base, [t for t in alive if t < bound]),
-                    ({**base, "node": pod.node}, [t for t in alive if t >= bound]),
-                ]
-            )
-            for labels, at in spans:
-                if at and all(m.matches(labels) for m in selector.matchers):
+            # before binding no node label (kube-state-metrics writes it empty), after it the node's
+            spans = [(base, created, gone)]
+            if pod.node is not None and bound is not None:
+                spans = [(base, created, bound), ({**base, "node": pod.node}, max(created, bound), gone)]
+            for labels, since, until in spans:
+                if not all(m.matches(labels) for m in selector.matchers):
+                    continue
+                lo = bisect_left(times, since)
+                hi = len(times) if until is None else bisect_left(times, until)
+                at = times[lo:hi]
+                if at:
                     points = [(t, value) for t in (at[-1:] if last else at)]
                     yield [(tuple(sorted(labels.items())), points)]
 
     def _usage(
         self, metric: str, pod: Any, selector: Selector, times: list[float], last: bool
     ) -> Iterator[list[tuple[Key, Points]]]:
-        if pod.node is None or pod.started_at is None:
+        start = _ts(pod.started_at)
+        if pod.node is None or start is None or "waiting" in (pod.container_state or {}):
             return
-        at = [t for t in times if self.running(pod, t) and self.up(pod.node, t)]
-        if not at:
-            return
-        if last:
-            at = at[-1:]
+        matched = []  # the pod's labels decide the selector's matchers before any sample is computed
         for container in (True, False):
             labels = {
                 **self.cadvisor_labels(pod, container),
@@ -251,10 +247,20 @@ class ContainerSeries:
                 "__name__": metric,
             }
             labels = {k: v for k, v in labels.items() if v != ""}  # Prometheus drops empty labels
-            if not all(m.matches(labels) for m in selector.matchers):
-                continue
-            read = self.cpu_seconds if metric == CPU else self.working_set
-            yield [(tuple(sorted(labels.items())), [(t, read(pod, t, container)) for t in at])]
+            if all(m.matches(labels) for m in selector.matchers):
+                matched.append((container, tuple(sorted(labels.items()))))
+        if not matched:
+            return
+        end = _ts(pod.finished_at) or _ts(pod.deleted_at)
+        lo, hi = bisect_left(times, start), len(times) if end is None else bisect_left(times, end)
+        at = [t for t in times[lo:hi] if self.up(pod.node, t)]
+        if not at:
+            return
+        if last:
+            at = at[-1:]
+        read = self.cpu_seconds if metric == CPU else self.working_set
+        for container, key in matched:
+            yield [(key, [(t, read(pod, t, container)) for t in at])]
 
     #
     # /nodes/<node>/metrics/cadvisor

@@ -115,3 +115,26 @@ def test_the_kubelet_page_lists_running_containers_and_a_missing_node_is_404() -
     assert status == 200 and missing == 404
     assert "# TYPE container_cpu_usage_seconds_total counter" in text
     assert 'container="main",id="/kubepods.slice/' in text and f'pod="{pod.name}"' in text
+
+
+def test_a_range_query_answers_what_instant_queries_at_its_steps_do() -> None:
+    world = world_at(2)
+    end = world.now.timestamp()
+    with SimServer(world) as sim:
+        for promql in (
+            'rate(container_cpu_usage_seconds_total{container="main"}[10m])',
+            "kube_pod_container_resource_requests",
+            'max_over_time(container_memory_working_set_bytes{namespace="vision"}[15m])',
+        ):
+            _, body = get(sim, "/api/v1/query_range", query=promql, start=end - 3600, end=end, step=600)
+            ranged = {
+                (tuple(sorted(r["metric"].items())), ts): v
+                for r in body["data"]["result"]
+                for ts, v in r["values"]
+            }
+            instant = {
+                (tuple(sorted(r["metric"].items())), r["value"][0]): r["value"][1]
+                for step in range(7)
+                for r in query(sim, promql, time=end - 3600 + step * 600)
+            }
+            assert ranged and ranged == instant, promql
