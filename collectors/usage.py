@@ -38,7 +38,7 @@ WHY_ABSENT = {
     CPU: "no container ran in the window, or the kubelets' /metrics/cadvisor is not scraped",
     MEMORY: "no container ran in the window, or the kubelets' /metrics/cadvisor is not scraped",
     SM: "profiling (DCGM_FI_PROF_*) counters are off in dcgm-exporter's default counter set",
-    UTIL: "no GPU held by these pods reported to dcgm-exporter in the window",
+    UTIL: "no GPU held by these pods reported to dcgm-exporter in the window (none bound yet, or not scraped)",
 }
 MAX_PODS = 200  # pods named in one selector (a job page's pods; a bigger job is read by its namespace)
 FLEET_STEP_MIN = 5  # the fleet reads SM activity as 5-minute means
@@ -82,6 +82,7 @@ class Usage:
     gpus: float | None = None  # GPUs the pods held in the window (whole GPUs; MIG instances by their slices)
     gpu_activity: float | None = None  # mean SM activity (0..1) of those GPUs
     gpu_metric: str = SM
+    gpus_requested: float | None = None  # GPU devices and MIG instances the pod specs ask for (None: unknown)
     missing: list[Missing] = field(default_factory=list)
     error: str = ""
     history: str = ""  # "Prometheus holds only N min of history …" when the window starts before it
@@ -133,7 +134,7 @@ def read_usage(cluster: Cluster, namespace: str, pods: list[str], at: datetime, 
     out = Usage(at=at, window=window)
     sel, rng = pod_selector(namespace, pods), _range(window)
     queries = {
-        REQUESTS: f'max_over_time({REQUESTS}{{{sel},resource=~"cpu|memory"}}[{rng}])',
+        REQUESTS: f'max_over_time({REQUESTS}{{{sel},resource=~"cpu|memory|nvidia_com_gpu|nvidia_com_mig_.+"}}[{rng}])',
         CPU: f'rate({CPU}{{{sel},container!=""}}[{rng}])',
         MEMORY: f'avg_over_time({MEMORY}{{{sel},container!=""}}[{rng}])',
         "peak": f'max_over_time({MEMORY}{{{sel},container!=""}}[{rng}])',
@@ -146,6 +147,7 @@ def read_usage(cluster: Cluster, namespace: str, pods: list[str], at: datetime, 
             requested[s.labels.get("resource", "")] += s.last or 0.0
         if answers[REQUESTS]:
             out.cpu.requested, out.memory.requested = requested.get("cpu"), requested.get("memory")
+            out.gpus_requested = sum(v for k, v in requested.items() if k.startswith("nvidia_com_"))
         else:
             out.missing.append(Missing(REQUESTS, WHY_ABSENT[REQUESTS]))
         for metric, res in ((CPU, out.cpu), (MEMORY, out.memory)):
@@ -191,8 +193,12 @@ def _gpus(
                 sum(w * (s.last or 0.0) / scale for w, s in zip(weights, held, strict=True)) / total
             )
             out.gpu_metric = metric
+            if metric == UTIL:  # GPUs report, but not their SM activity
+                out.missing.append(Missing(SM, WHY_ABSENT[SM]))
             return
-        out.missing.append(Missing(metric, WHY_ABSENT[metric]))
+    if out.gpus_requested == 0:
+        return  # no GPU asked for: no DCGM series is expected (a KAI share's GPU reports as its reservation pod)
+    out.missing.append(Missing(f"{SM}, {UTIL}", WHY_ABSENT[UTIL]))
 
 
 def _units(series: Series) -> float:

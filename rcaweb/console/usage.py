@@ -262,6 +262,16 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.0%}"
 
 
+def _gpus_words(u: usage.Usage) -> str:
+    """ "8 requested · 8 held": the devices (and MIG instances) the specs ask for, the GPUs DCGM saw them hold."""
+    parts = []
+    if u.gpus_requested is not None:
+        parts.append(f"{u.gpus_requested:g} requested" if u.gpus_requested else "no device requested")
+    if u.gpus is not None:
+        parts.append(f"{u.gpus:g} held")
+    return " · ".join(parts) or "—"
+
+
 def usage_lines(u: usage.Usage) -> list[dict[str, str]]:
     """The fragment's rows: resource, requested, used (mean over the window), peak, used / requested."""
     gpu_used = (
@@ -283,12 +293,12 @@ def usage_lines(u: usage.Usage) -> list[dict[str, str]]:
             "used": _bytes(u.memory.used),
             "peak": _bytes(u.memory.peak),
             "ratio": _pct(u.memory.ratio),
-        },  # fmt: skip
+        },
         {
             "name": "GPUs",
-            "requested": "—" if u.gpus is None else f"{u.gpus:g} held",
+            "requested": _gpus_words(u),
             "used": gpu_used,
             "peak": "",
             "ratio": _pct(u.gpu_activity),
-        },  # fmt: skip
+        },
     ]

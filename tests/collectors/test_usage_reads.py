@@ -64,3 +64,25 @@ def test_the_step_grows_with_the_window_to_bound_the_points() -> None:
     assert usage.fleet_step(timedelta(hours=2)) == timedelta(minutes=5)
     assert usage.fleet_step(timedelta(days=1)) == timedelta(minutes=30)
     assert timedelta(days=7) / usage.fleet_step(timedelta(days=7)) <= usage.FLEET_POINTS
+
+
+class Silent:
+    """A Prometheus that has no series for anything asked (what a pending job's GPUs give)."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def query(self, promql: str, at: datetime) -> list[Series]:
+        self.asked.append(promql)
+        return []
+
+
+def test_gpus_not_reporting_are_one_missing_entry_unless_none_was_asked_for() -> None:
+    for requested, missing in ((8.0, ["DCGM_FI_PROF_SM_ACTIVE, DCGM_FI_DEV_GPU_UTIL"]), (0.0, [])):
+        out = usage.Usage(at=T, window=timedelta(hours=2), gpus_requested=requested)
+        source = Silent()
+        usage._gpus(source, "nlp", ["big-0-x"], T, timedelta(hours=2), out)  # type: ignore[arg-type]
+        assert [m.series for m in out.missing] == missing
+        assert out.gpus is None and out.gpu_activity is None
+        # both label spellings of both fields were tried
+        assert len(source.asked) == 4 and any("exported_pod" in q for q in source.asked)
