@@ -161,7 +161,7 @@ def read_usage(cluster: Cluster, namespace: str, pods: list[str], at: datetime, 
         if out.missing:  # a window older than Prometheus' history has no series for that reason alone
             out.history = short_history(source.history_start(), at - window)
     except SourceError as exc:
-        out.error = str(exc)
+        out.error = exc.message  # the query is listed with the others
     return out
 
 
@@ -271,7 +271,7 @@ def read_holdings(cluster: Cluster, at: datetime, window: timedelta) -> FleetRea
             read.missing.append(Missing(metric, WHY_ABSENT[metric] if metric == SM else "no GPU reported"))
         read.history = short_history(source.history_start(), at - window)
     except SourceError as exc:
-        read.error = str(exc)
+        read.error = exc.message
     return read
 
 
