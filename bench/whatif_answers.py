@@ -2,7 +2,8 @@
 
 Not a test: prints figures. Records once, into the database of DATABASE_URL (cluster ``bench-whatif``), a busy
 KAI fleet: ``--nodes`` nodes of 8 GPUs in two pools (2 % cordoned, 1 % NotReady, 1 % with a device plugin down),
-each node full with one running job (1 × 8, started over the last 6 hours; a tenth with a runtime limit), 40
+every other node full with one running job (1 × 8, started over the last 6 hours; a tenth with a runtime
+limit), 40
 projects and queues (quota 200, limit 320), ``--waiting`` waiting jobs of mixed shapes (1 × 8,
 2 × 8, 1 × 4, 1 × 16 and a pool selector), and ``--finished`` finished jobs over the last day (the ETA's basis).
 Then, for ``--samples`` waiting jobs spread over the order, times what the why-pending panel computes: its
@@ -63,6 +64,9 @@ def _record(cluster: object, nodes: int, waiting: int, finished: int) -> None:
                 name, unschedulable=cordoned, ready=not sick, allocatable=4 if plugin else None, nodepool=pool
             )
         )
+        obs += [gpu_obs(name, i) for i in range(8)] if cordoned or sick or plugin else []
+        if cordoned or sick or plugin:
+            continue  # drained: room an uncordon or a repair would give back
         ns, job = f"p{n % PROJECTS:02d}", f"run-{n}"
         started = t - timedelta(minutes=20 + (n * 37) % 360)
         running = job_obs(

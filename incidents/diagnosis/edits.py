@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.quota import quota_at
 from incidents.diagnosis.scheduling_pass import (
+    MAX_CONSIDERED,
     NO_ROOM,
     NOT_REACHED,
     PLACED,
@@ -40,6 +41,7 @@ MAX_PASSES = 8  # scheduling passes one job's answers may run
 MAX_ANSWERS = 5
 MAX_HOLDS = 4  # jobs ahead one answer may hold
 MAX_NODES = 4  # nodes one answer may uncordon or repair
+TRIAL_SLACK = 100  # a trial pass weighs the jobs up to this many past the job in line
 
 
 @dataclass
@@ -128,7 +130,7 @@ def smallest_edits(di: DiagnosisInput, job: EntityState, base: ClusterPass) -> U
     req = F.job_request(di, job)
     rows = F.node_fits(di, req)
     prefix: list[Edit] = []
-    trials = _Trials(di, job, base, out)
+    trials = _Trials(di, job, base, out, me.order)
     if me.outcome == QUOTA:
         quota = _quota_answer(di, job, req, me, base, trials)
         if quota is None:
@@ -178,8 +180,12 @@ class _Outcome:
 class _Trials:
     """Runs one pass per candidate, within ``MAX_PASSES``, and keeps those that start the job."""
 
-    def __init__(self, di: DiagnosisInput, job: EntityState, base: ClusterPass, out: Unblock) -> None:
+    def __init__(
+        self, di: DiagnosisInput, job: EntityState, base: ClusterPass, out: Unblock, order: int
+    ) -> None:
         self.di, self.job, self.base, self.out = di, job, base, out
+        # the jobs after it in line cannot take its room first: a trial pass stops a little past it
+        self.limit = min(MAX_CONSIDERED, order + TRIAL_SLACK)
 
     def run(self, kind: str, edits: list[Edit], words: str) -> _Outcome | None:
         if self.out.passes >= MAX_PASSES:
@@ -190,7 +196,7 @@ class _Trials:
             return None
         self.out.passes += 1
         with edited.indexed():
-            after = cluster_pass(edited)
+            after = cluster_pass(edited, limit=self.limit)
             mine = after.find(self.job.namespace, self.job.name)
             starts = mine is not None and mine.outcome == STARTS
             if starts and mine is not None:
@@ -201,7 +207,7 @@ class _Trials:
                         words=words,
                         nodes=dict(mine.nodes),
                         gpus=_gpu_indices(edited, mine),
-                        delayed=_delayed(self.base, after, self.job, edits),
+                        delayed=_delayed(self.base, after, self.job, edits, self.limit),
                         evicted=_evicted(self.di, edits),
                     )
                 )
@@ -227,13 +233,16 @@ def _gpu_indices(di: DiagnosisInput, c: Considered) -> dict[str, list[int]]:
     return out
 
 
-def _delayed(base: ClusterPass, after: ClusterPass, job: EntityState, edits: list[Edit]) -> list[Considered]:
-    """The jobs the base pass starts and the edited one does not (the job itself and the jobs held are not)."""
+def _delayed(
+    base: ClusterPass, after: ClusterPass, job: EntityState, edits: list[Edit], limit: int
+) -> list[Considered]:
+    """The jobs the base pass starts and the edited one does not (the job itself and the jobs held are not),
+    among the first ``limit`` in line (those the trial pass weighs)."""
     edited = {(e.namespace, e.name) for e in edits if e.kind in ("hold", "remove")}
     edited.add((job.namespace, job.name))
     gone = []
     for c in base.starts:
-        if (c.job.namespace, c.job.name) in edited:
+        if (c.job.namespace, c.job.name) in edited or c.order > limit:
             continue
         a = after.find(c.job.namespace, c.job.name)
         if a is None or a.outcome != STARTS:
@@ -330,6 +339,9 @@ def _room_candidates(
     per = max(req.gpus_per_pod, 1)
     free = free_after(base, rows, me)
     out: list[tuple[str, list[Edit], str]] = []
+    # the waiting jobs ahead that want the same GPUs would take room given back first: it must be enough for them
+    ahead = [c for c in _waiting_ahead(base, me) if c.usable & me.usable]
+    want = req.pods + sum(-(-int(c.units) // per) for c in ahead)
     # uncordon / repair: nodes whose only static blocker is the cordon, or which are sick, with room for a pod
     cordoned = [r for r in rows if F.CORDONED in r.blockers and static(r) <= {F.CORDONED}]
     sick = [r for r in rows if _sick(r) and static(r) <= {F.NOT_READY}]
@@ -337,7 +349,7 @@ def _room_candidates(
         ("uncordon", cordoned, set()),
         ("repair", sick, {F.DEVICE_PLUGIN, F.MISSING_GPU}),
     ):
-        picks = _cover(cands, req, lifted, per)
+        picks = _cover(cands, want, lifted, per)
         if picks:
             out.append((kind, [Edit(kind, n) for n in picks], f"{kind} {', '.join(picks)}"))
     # hold the jobs ahead that take room it could use, the largest takers first
@@ -353,7 +365,8 @@ def _room_candidates(
         gained += int(c.units)
         if gained >= need:
             break
-    if held:
+    if held and len(held) + len(ahead) <= MAX_HOLDS:
+        held += ahead  # the jobs ahead still waiting would take the room first: they wait too
         names = ", ".join(c.label for c in held)
         out.append(("hold", [Edit("hold", c.job.name, c.job.namespace) for c in held], f"hold {names}"))
     stop = _stop_running(di, req, rows, free, me, base, per)
@@ -436,8 +449,8 @@ def _sick(r: F.NodeFit) -> bool:
     return F.NOT_READY in r.blockers or r.capacity < r.nominal or r.allocatable < r.capacity
 
 
-def _cover(cands: list[F.NodeFit], req: F.Request, lifted: set[str], per: int) -> list[str]:
-    """The fewest of ``cands`` (most room first) whose room takes the job's pods; [] when all of them cannot."""
+def _cover(cands: list[F.NodeFit], want: int, lifted: set[str], per: int) -> list[str]:
+    """The fewest of ``cands`` (most room first) whose room takes ``want`` pods; [] when all of them cannot."""
     picks: list[str] = []
     pods = 0
     for r in sorted(cands, key=lambda r: (-r.free_if(lifted), r.node))[:MAX_NODES]:
@@ -446,7 +459,7 @@ def _cover(cands: list[F.NodeFit], req: F.Request, lifted: set[str], per: int) -
             continue
         picks.append(r.node)
         pods += here
-        if pods >= req.pods:
+        if pods >= want:
             return picks
     return []
 
