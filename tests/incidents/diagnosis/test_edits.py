@@ -289,3 +289,18 @@ def test_stopping_a_running_job_names_whom_it_evicts_newest_and_least_important_
     assert a.edits == [Edit("hold", "run-h100-02", "vision")] and a.nodes == {"h100-02": 1}
     assert [j.ref.label for j in a.evicted] == ["vision/run-h100-02"]
     assert a.sentence == "stop vision/run-h100-02 → starts now on h100-02; evicts vision/run-h100-02"
+
+
+def test_room_given_back_goes_to_the_first_in_line_so_a_job_deep_in_line_is_told_so():
+    r1, p1 = _full("h100-01")
+    waiting = [job(f"w{i}", submitted=T0 + timedelta(minutes=i)) for i in range(6)]
+    di = _world([node("h100-01"), node("h100-02", unschedulable=True)], [p1], [r1, *waiting])
+    first = _answers(di, "vision/w0")
+    assert [a.edits for a in first.answers if a.kind == "uncordon"] == [[Edit("uncordon", "h100-02")]]
+    last = _answers(di, "vision/w5")
+    assert not [a for a in last.answers if a.kind in ("uncordon", "hold", "stop")]
+    assert last.refusals == [
+        "no small edit starts it in one pass: 5 waiting job(s) ahead of it want the same GPUs and would take any "
+        "room freed first"
+    ]
+    assert last.passes <= 1  # no futile pass
