@@ -17,6 +17,7 @@ Without the section the engine's single-cohort, single-flavor model (scheduler._
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["admit_pass", "assign", "assigned_flavor", "ledger_of", "priority"]
 
 NOFIT, NO_CANDIDATES, PREEMPT, RECLAIM, FIT = range(5)  # Kueue's preemptionMode, worst to best
-MAX_CYCLES = 64  # admission cycles per pass; each admits or evicts something, so this only bounds a ping-pong
+_SELECTORS: weakref.WeakKeyDictionary[World, dict[str, dict[str, str]]] = weakref.WeakKeyDictionary()
 
 #
 # Flavor assignment
@@ -68,8 +69,10 @@ def _matches(world: World, job: SimJob, flavor: str) -> bool:
 
 def _own_selector(world: World, job: SimJob) -> dict[str, str]:
     """The job's node selector as submitted, without what admission added (the flavor's labels)."""
-    spec = next((j for j in world.scenario.jobs if j.name == job.name), None)
-    return dict(spec.node_selector) if spec else dict(job.node_selector)
+    selectors = _SELECTORS.get(world)
+    if selectors is None:
+        selectors = _SELECTORS[world] = {j.name: j.node_selector for j in world.scenario.jobs}
+    return dict(selectors.get(job.name, job.node_selector))
 
 
 def _preferred(a: tuple[int, int], b: tuple[int, int]) -> bool:
@@ -159,29 +162,26 @@ def admit_pass(
     admit: Callable[[SimJob], None],
     wait: Callable[[SimJob, str], None],
 ) -> None:
-    """Admission cycles until every waiting workload was tried once in this pass."""
+    """Admission cycles until every waiting workload was tried once in this pass.
+
+    Each cycle admits or marks tried at least one workload (victims are marked too: they are requeued once
+    their eviction is done, in the next pass), so the cycles end."""
     spec = world.scenario.kueue
     assert spec is not None
     ledger = ledger_of(world, spec)
+    queues = _queues(world, spec)
     tried: set[str] = set()
     last: dict[str, str] = {}
-    for _ in range(MAX_CYCLES):
-        heads = _heads(world, spec, tried)
-        if not heads:
-            break
+    while heads := _heads(spec, queues, tried):
         entries = [(job, assign(world, ledger, job)) for job in heads]
         entries.sort(
             key=lambda e: (e[1].mode == FIT and e[1].borrow > 0, -priority(world, e[0]), e[0].submit_at)
         )
         for job, _first in entries:
-            choice = assign(
-                world, ledger, job
-            )  # again: an earlier entry of this cycle may have taken the quota
+            choice = assign(world, ledger, job)  # again: an earlier entry may have taken the quota
             if choice.mode in (PREEMPT, RECLAIM) and choice.flavor:
                 _evict(world, ledger, job, choice)
-                tried.update(
-                    t.name for t in choice.targets
-                )  # requeued once their eviction is done: next pass
+                tried.update(t.name for t in choice.targets)
                 choice = assign(world, ledger, job)
             if choice.mode == FIT and choice.flavor:
                 _admit(world, ledger, job, choice.flavor, admit)
@@ -195,17 +195,23 @@ def admit_pass(
             wait(job, message)
 
 
-def _heads(world: World, spec: KueueSpec, tried: set[str]) -> list[SimJob]:
+def _queues(world: World, spec: KueueSpec) -> dict[str, list[SimJob]]:
+    """Each ClusterQueue's waiting workloads in Kueue's order: priority, then age."""
+    out: dict[str, list[SimJob]] = {q.project: [] for q in spec.cluster_queues}
+    for j in world.jobs.values():
+        if j.state == "Pending" and j.suspended:
+            out[j.project].append(j)
+    for jobs in out.values():
+        jobs.sort(key=lambda j: (-priority(world, j), j.submit_at, world.creation_order.get(j.name, 0)))
+    return out
+
+
+def _heads(spec: KueueSpec, queues: dict[str, list[SimJob]], tried: set[str]) -> list[SimJob]:
+    """The next workload of each ClusterQueue; StrictFIFO: only its first, which blocks the rest."""
     heads = []
     for cq in spec.cluster_queues:
-        queue = sorted(
-            (
-                j
-                for j in world.jobs.values()
-                if j.project == cq.project and j.state == "Pending" and j.suspended
-            ),
-            key=lambda j: (-priority(world, j), j.submit_at, world.creation_order.get(j.name, 0)),
-        )
+        queue = [j for j in queues[cq.project] if not j.admitted]
+        queues[cq.project] = queue
         if cq.queueing_strategy == "StrictFIFO":
             queue = queue[:1]
         head = next((j for j in queue if j.name not in tried), None)
@@ -217,7 +223,7 @@ def _heads(world: World, spec: KueueSpec, tried: set[str]) -> list[SimJob]:
 def _admit(world: World, ledger: Ledger, job: SimJob, flavor: str, admit: Callable[[SimJob], None]) -> None:
     spec = ledger.spec
     labels = next(f.node_labels for f in spec.flavors if f.name == flavor)
-    ledger.add(job.project, flavor, request(job))
+    ledger.hold(job, flavor)
     set_flavor(world, job, flavor)
     job.node_selector = {**_own_selector(world, job), **labels}  # Kueue injects the flavor's node labels
     admit(job)
@@ -230,7 +236,7 @@ def _evict(world: World, ledger: Ledger, job: SimJob, choice: Choice) -> None:
         used[cq] += n
     victims = [("preempt" if t.project == job.project else "reclaim", t) for t in choice.targets]
     for t in choice.targets:
-        ledger.add(t.project, choice.flavor, -request(t))
+        ledger.release(t, choice.flavor)
     preempt_kueue(world, job, victims, used)
     for t in choice.targets:
         set_flavor(world, t, None)

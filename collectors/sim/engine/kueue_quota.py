@@ -46,19 +46,31 @@ def priority(world: World, job: SimJob) -> int:
 class Ledger:
     spec: KueueSpec
     usage: dict[tuple[str, str], int] = field(default_factory=dict)  # (ClusterQueue, flavor) -> GPUs admitted
+    holders: dict[tuple[str, str], list[SimJob]] = field(
+        default_factory=dict
+    )  # (ClusterQueue, flavor) -> jobs
+
+    def __post_init__(self) -> None:
+        # looked up for every flavor of every workload tried: kept as dicts, not searched in the spec
+        self._cqs = {q.project: q for q in self.spec.cluster_queues}
+        self._quotas = {(q.project, f.flavor): f for q in self.spec.cluster_queues for f in q.flavors}
+        self._members = {
+            q.project: tuple(m.project for m in self.spec.cluster_queues if q.cohort and m.cohort == q.cohort)
+            for q in self.spec.cluster_queues
+        }
 
     def cq(self, name: str) -> ClusterQueueSpec:
-        return self.spec.queue(name)
+        return self._cqs[name]
 
     def quota(self, cq: str, flavor: str) -> FlavorQuotaSpec | None:
-        return next((q for q in self.cq(cq).flavors if q.flavor == flavor), None)
+        return self._quotas.get((cq, flavor))
 
     def used(self, cq: str, flavor: str) -> int:
         return self.usage.get((cq, flavor), 0)
 
-    def members(self, cq: str) -> list[str]:
-        cohort = self.cq(cq).cohort
-        return [q.project for q in self.spec.cluster_queues if cohort is not None and q.cohort == cohort]
+    def members(self, cq: str) -> tuple[str, ...]:
+        """The ClusterQueues of its cohort, itself included; none without a cohort."""
+        return self._members[cq]
 
     def _kept(self, cq: str, flavor: str) -> int:
         """What the ClusterQueue does not lend (Kueue's localQuota): nominal − lendingLimit, else 0."""
@@ -107,13 +119,22 @@ class Ledger:
     def add(self, cq: str, flavor: str, r: int) -> None:
         self.usage[(cq, flavor)] = self.used(cq, flavor) + r
 
+    def hold(self, job: SimJob, flavor: str) -> None:
+        """An admitted workload: its quota and its place among the flavor's holders (preemption candidates)."""
+        self.add(job.project, flavor, request(job))
+        self.holders.setdefault((job.project, flavor), []).append(job)
+
+    def release(self, job: SimJob, flavor: str) -> None:
+        self.add(job.project, flavor, -request(job))
+        self.holders[(job.project, flavor)].remove(job)
+
 
 def ledger_of(world: World, spec: KueueSpec) -> Ledger:
     ledger = Ledger(spec)
     for job in world.jobs.values():
         flavor = assigned_flavor(world, job)
         if flavor and job.state in ("Pending", "Running"):
-            ledger.add(job.project, flavor, request(job))
+            ledger.hold(job, flavor)
     return ledger
 
 
@@ -139,9 +160,12 @@ def _satisfies(world: World, policy: str, preemptor: SimJob, cand: SimJob) -> bo
 
 def _candidates(world: World, ledger: Ledger, job: SimJob, f: str, r: int) -> list[tuple[SimJob, int]]:
     cq = ledger.cq(job.project)
-    admitted = [
-        j for j in world.jobs.values() if assigned_flavor(world, j) == f and j.state in ("Pending", "Running")
-    ]
+    members = [m for m in ledger.members(job.project) if m != job.project] or []
+    admitted = list(ledger.holders.get((job.project, f), ()))
+    for m in members:
+        mq = ledger.quota(m, f)
+        if mq is not None and ledger.used(m, f) > mq.nominal:  # only borrowing ClusterQueues give candidates
+            admitted += ledger.holders.get((m, f), ())
 
     def order(c: tuple[SimJob, int]) -> tuple:
         j = c[0]
@@ -161,7 +185,7 @@ def _candidates(world: World, ledger: Ledger, job: SimJob, f: str, r: int) -> li
         advantage = not ledger.borrowing_with(job.project, f, r)
         for j in admitted:
             other = ledger.quota(j.project, f)
-            if j.project == job.project or j.project not in ledger.members(job.project) or other is None:
+            if j.project == job.project or other is None:
                 continue
             if ledger.used(j.project, f) <= other.nominal or not _satisfies(
                 world, cq.reclaim_within_cohort, job, j
