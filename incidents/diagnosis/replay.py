@@ -81,7 +81,8 @@ class Room:
 class Run:
     at: datetime | None = None
     why: str = ""
-    ended: list[End] = field(default_factory=list)  # ends that freed room it could use, or its quota
+    ended: list[End] = field(default_factory=list)  # ends that freed the room it and the jobs before it took,
+    # or its quota
     started: list[str] = field(default_factory=list)  # jobs ahead the replay starts before it
     steps: int = 0
 
@@ -167,6 +168,8 @@ def replay(
     delta: dict[tuple[str, str], float] = {}
     waiting = list(room.waiting)
     related = quota_keys_projects(room.me)
+    freed_by: dict[str, tuple[End, set[str]]] = {}
+    used: set[str] = set()
     while pending and run.steps < MAX_STEPS:
         first = at(pending[0])
         if first > room.t + HORIZON:
@@ -182,16 +185,22 @@ def replay(
             for node, gpus in h.gpus.items():
                 free[node] = free.get(node, 0) + gpus
             delta[h.key] = delta.get(h.key, 0.0) - h.units
-            if set(h.gpus) & room.usable or h.key[0] in related or h.key[1] in related:
+            if h.key[0] in related or h.key[1] in related:
                 run.ended.append(e)
+            elif set(h.gpus) & room.usable:
+                freed_by.setdefault(e.label, (e, set(h.gpus)))
         for w in [*waiting, room.me]:
             if w.quota is not None and _held(w.quota, delta):
                 continue
             taken = place(w.rows, w.req, free, GPUS_ONLY)
             if not taken:
                 continue
+            used.update(taken)
             if w is room.me:
                 run.at = when
+                # the ends that made the room taken since t (by it and by the jobs that started before it)
+                run.ended += [e for e, nodes in freed_by.values() if nodes & used]
+                run.ended.sort(key=lambda e: (at(e), e.label))
                 return run
             for node, pods in taken.items():
                 free[node] -= pods * w.req.gpus_per_pod
