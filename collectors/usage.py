@@ -128,35 +128,45 @@ def _mine(series: list[Series], pods: list[str]) -> list[Series]:
 def read_usage(cluster: Cluster, namespace: str, pods: list[str], at: datetime, window: timedelta) -> Usage:
     """Requests, CPU and memory use, GPUs and SM activity of ``pods`` (of ``namespace``) over ``(at - window, at]``.
 
-    Six instant queries at most: requests, CPU rate, memory mean and peak, then SM activity (and GPU
-    utilisation only when SM activity has no series). Never raises: a failure is ``Usage.error``.
+    Use is the mean while the containers ran, not over the whole window (a pod that ran ten minutes of two hours
+    used what it used then): CPU and memory are read as ``step``-long rates and means across the window (one
+    range query each), averaged over the steps each container reported in. Five queries at most: requests, CPU,
+    memory, then SM activity (and GPU utilisation only when SM activity has no series), each asked with both
+    DCGM label spellings when the first finds nothing. Never raises: a failure is ``Usage.error``.
     """
     out = Usage(at=at, window=window)
     sel, rng = pod_selector(namespace, pods), _range(window)
-    queries = {
-        REQUESTS: f'max_over_time({REQUESTS}{{{sel},resource=~"cpu|memory|nvidia_com_gpu|nvidia_com_mig_.+"}}[{rng}])',
-        CPU: f'rate({CPU}{{{sel},container!=""}}[{rng}])',
-        MEMORY: f'avg_over_time({MEMORY}{{{sel},container!=""}}[{rng}])',
-        "peak": f'max_over_time({MEMORY}{{{sel},container!=""}}[{rng}])',
-    }
+    step = min(fleet_step(window), max(window, timedelta(minutes=1)))
+    minutes = int(step.total_seconds() // 60)
+    resources = "cpu|memory|nvidia_com_gpu|nvidia_com_mig_.+"
     try:
         source = PrometheusSource(cluster.prometheus_url)
-        answers = {name: _mine(_ask(source, q, at, out), pods) for name, q in queries.items()}
-        requested: dict[str, float] = defaultdict(float)
-        for s in answers[REQUESTS]:
-            requested[s.labels.get("resource", "")] += s.last or 0.0
-        if answers[REQUESTS]:
-            out.cpu.requested, out.memory.requested = requested.get("cpu"), requested.get("memory")
-            out.gpus_requested = sum(v for k, v in requested.items() if k.startswith("nvidia_com_"))
+        requests = _mine(
+            _ask(source, f'max_over_time({REQUESTS}{{{sel},resource=~"{resources}"}}[{rng}])', at, out), pods
+        )
+        cpu = _mine(
+            _ask_range(source, f'rate({CPU}{{{sel},container!=""}}[{minutes}m])', at, window, step, out), pods
+        )
+        memory = _mine(
+            _ask_range(
+                source, f'avg_over_time({MEMORY}{{{sel},container!=""}}[{minutes}m])', at, window, step, out
+            ),
+            pods,
+        )
+        if requests:
+            asked = _requested(requests)
+            out.cpu.requested, out.memory.requested = asked.get("cpu"), asked.get("memory")
+            out.gpus_requested = sum(v for k, v in asked.items() if k.startswith("nvidia_com_"))
         else:
             out.missing.append(Missing(REQUESTS, WHY_ABSENT[REQUESTS]))
-        for metric, res in ((CPU, out.cpu), (MEMORY, out.memory)):
-            if answers[metric]:
-                res.used = sum(s.last or 0.0 for s in answers[metric])
+        for metric, res, series in ((CPU, out.cpu, cpu), (MEMORY, out.memory, memory)):
+            runs = _per_container(series)
+            if runs:
+                res.used = sum(sum(v) / len(v) for v in runs)
+                res.peak = sum(max(v) for v in runs)
             else:
                 out.missing.append(Missing(metric, WHY_ABSENT[metric]))
-        if answers["peak"]:
-            out.memory.peak = sum(s.last or 0.0 for s in answers["peak"])
+        out.cpu.peak = None  # a 5-minute rate's highest is no peak worth showing beside a mean
         _gpus(source, namespace, pods, at, window, out)
         if out.missing:  # a window older than Prometheus' history has no series for that reason alone
             out.history = short_history(source.history_start(), at - window)
@@ -165,9 +175,43 @@ def read_usage(cluster: Cluster, namespace: str, pods: list[str], at: datetime, 
     return out
 
 
+def _requested(series: list[Series]) -> dict[str, float]:
+    """Each resource summed over the containers: a container's request counted once, although binding (the
+    ``node`` label) or a kube-state-metrics restart gives it a new series."""
+    most: dict[tuple[str, str, str, str], float] = {}
+    for s in series:
+        key = (s.labels.get("namespace", ""), s.labels.get("pod", ""), s.labels.get("container", ""),
+               s.labels.get("resource", ""))  # fmt: skip
+        most[key] = max(most.get(key, 0.0), s.last or 0.0)
+    out: dict[str, float] = defaultdict(float)
+    for (_, _, _, resource), value in most.items():
+        out[resource] += value
+    return dict(out)
+
+
+def _per_container(series: list[Series]) -> list[list[float]]:
+    """Each container's values at the steps it reported in: a restarted container's instances (a new ``id`` and
+    ``name`` each) are one container, summed at a step where two overlap."""
+    runs: dict[tuple[str, str, str], dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
+    for s in series:
+        key = (s.labels.get("namespace", ""), s.labels.get("pod", ""), s.labels.get("container", ""))
+        for t, v in s.points:
+            runs[key][t] += v
+    return [list(r.values()) for r in runs.values() if r]
+
+
 def _ask(source: PrometheusSource, promql: str, at: datetime, out: Usage) -> list[Series]:
     out.queries.append(promql)
     return source.query(promql, at)
+
+
+def _ask_range(
+    source: PrometheusSource, promql: str, at: datetime, window: timedelta, step: timedelta, out: Usage
+) -> list[Series]:
+    """``promql`` every ``step`` across the window: the first step covers its start, the last ends at ``at``."""
+    out.queries.append(f"{promql} every {int(step.total_seconds() // 60)}m")
+    start = at - window + step
+    return source.query_range(promql, min(start, at), at, step.total_seconds())
 
 
 def _gpus(

@@ -86,3 +86,24 @@ def test_gpus_not_reporting_are_one_missing_entry_unless_none_was_asked_for() ->
         assert out.gpus is None and out.gpu_activity is None
         # both label spellings of both fields were tried
         assert len(source.asked) == 4 and any("exported_pod" in q for q in source.asked)
+
+
+def test_a_request_counts_once_although_binding_gave_it_a_second_series() -> None:
+    pod = {"namespace": "nlp", "pod": "big-0-x", "container": "main"}
+    series = [
+        Series({**pod, "resource": "cpu"}, [(T, 16.0)]),  # before binding: no node label
+        Series({**pod, "resource": "cpu", "node": "h100-01"}, [(T, 16.0)]),
+        Series({**pod, "resource": "memory", "node": "h100-01"}, [(T, 2.0**36)]),
+        Series({**pod, "pod": "big-1-y", "resource": "cpu", "node": "h100-02"}, [(T, 16.0)]),
+    ]
+    assert usage._requested(series) == {"cpu": 32.0, "memory": 2.0**36}
+
+
+def test_use_is_the_mean_while_running_and_a_restart_is_the_same_container() -> None:
+    step = timedelta(minutes=5)
+    pod = {"namespace": "nlp", "pod": "p", "container": "main"}
+    first = Series({**pod, "id": "a"}, [(T, 2.0), (T + step, 4.0)])  # ran two steps of a long window
+    second = Series({**pod, "id": "b"}, [(T + 3 * step, 3.0)])  # restarted later
+    other = Series({**pod, "pod": "q"}, [(T, 1.0)])
+    runs = sorted(usage._per_container([first, second, other]))
+    assert runs == [[1.0], [2.0, 4.0, 3.0]]  # p's mean is 3 cores while it ran, not diluted by the window

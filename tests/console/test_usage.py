@@ -208,3 +208,17 @@ def test_the_price_setting_refuses_what_is_not_a_price() -> None:
     for bad in ("€2", "-1", "nan", "inf"):
         done = start(bad)
         assert done.returncode != 0 and "RCAWEB_GPU_HOUR_PRICE" in done.stderr, bad
+
+
+class PartialWindowTest(UsageTestCase):
+    def test_a_job_that_ran_part_of_the_window_is_measured_while_it_ran(self) -> None:
+        # the jobs started 5-8 minutes in: a 2-hour window to 01:00 holds under an hour of their run
+        short = self.client.get("/c/gpu-prod/usage/job/vision/busy/?t=2026-11-29T01:00:00Z&w=30m").context[
+            "usage"
+        ]
+        long = self.client.get("/c/gpu-prod/usage/job/vision/busy/?t=2026-11-29T01:00:00Z&w=2h").context[
+            "usage"
+        ]
+        assert short.cpu.used and long.cpu.used and short.memory.used and long.memory.used
+        assert abs(long.cpu.used / short.cpu.used - 1) < 0.25  # not diluted to about half by the idle hour
+        assert long.memory.used <= long.memory.peak <= short.memory.requested
