@@ -174,8 +174,12 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         node_pods = queries.pods_on_node(c, node_name, ctx["t"])
         memory = implied_gpu_memory(gstate)  # no node query for it
         live = shares_on_node(node_pods, memory)
+    use = with_links(gpu_use(gstate, entity_resolver(c), None, live), cur)
+    recorded = {sl.slice.pod for sl in slices if sl.kind == "share"}
     ctx.update(
-        use=with_links(gpu_use(gstate, entity_resolver(c), None, live), cur),
+        use=use,
+        # the slices are the GPU sweep's record; between sweeps the node's pods may say otherwise
+        slices_behind=live is not None and recorded != {h.pod for h in use.holders},
         slices=slices,
         shared_units=round(sum(sl.fraction or 0 for sl in slices if sl.kind == "share"), 3),
         xid=last_xids([version], ctx["t"]).get(gpu.pk) if version else None,

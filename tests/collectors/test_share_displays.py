@@ -114,7 +114,9 @@ class ShareDisplaysTest(PageTestCase):
     @classmethod
     def setUpTestData(cls) -> None:
         super().setUpTestData()
-        inventory.record_states(cls.cluster, _shared_world(), AT)
+        world = _shared_world()
+        inventory.record_states(cls.cluster, world, AT)
+        inventory.record_slices(cls.cluster, [o for o in world if o.kind == "gpu"], AT)
 
     def test_it_requires_login_on_the_shared_node_and_job(self):
         self.assert_page_basics("/c/gpu-prod/nodes/l40s-01/", T)
@@ -149,6 +151,7 @@ class ShareDisplaysTest(PageTestCase):
         used = state.split("Used by at t", 1)[1]
         assert used.index("serving/embed-svc-0") < used.index("held for KAI by its reservation pod")
         assert "0.5 of an L40S, 22.5 GiB" in used
+        assert "say otherwise" not in state
 
     def test_a_fractional_job_reads_its_share_and_the_pods_sharing_its_gpu(self):
         html = self.get("/c/gpu-prod/jobs/vision/notebook-ana/", T).content.decode()
@@ -239,7 +242,10 @@ class ShareDisplaysTest(PageTestCase):
         )
         used = gpu.split("Used by at t", 1)[1].split("Errors", 1)[0]
         assert "vision/late-0" in used and "notebook-ana" not in used, used
-        job = _text(self.get("/c/gpu-prod/pods/vision/late-0/", later + timedelta(minutes=1)).content.decode())
+        assert "the pods on its node at t say otherwise" in gpu  # its recorded shares are the sweep's
+        job = _text(
+            self.get("/c/gpu-prod/pods/vision/late-0/", later + timedelta(minutes=1)).content.decode()
+        )
         assert "0.5 of an L40S, 22.5 GiB on GPU 0 · l40s-01 , shared with serving/embed-svc-0" in job, job[
             :3000
         ]
