@@ -135,6 +135,8 @@ class ShareDisplaysTest(PageTestCase):
         )
         assert "0.055 of the GPU free" in text
         assert "llm/big-0" in text  # the whole GPU still names its pod
+        hrefs = re.findall(r'href="([^"]+)"', gpus)
+        assert hrefs and all("t=" in h and "w=2h" in h for h in hrefs), hrefs  # the cursor is kept
 
     def test_the_node_page_counts_shares_and_puts_reservation_pods_last(self):
         html = self.get("/c/gpu-prod/nodes/l40s-01/", T).content.decode()
