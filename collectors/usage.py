@@ -176,28 +176,33 @@ def read_usage(cluster: Cluster, namespace: str, pods: list[str], at: datetime, 
 
 
 def _requested(series: list[Series]) -> dict[str, float]:
-    """Each resource summed over the containers: a container's request counted once, although binding (the
-    ``node`` label) or a kube-state-metrics restart gives it a new series."""
-    most: dict[tuple[str, str, str, str], float] = {}
-    for s in series:
-        key = (s.labels.get("namespace", ""), s.labels.get("pod", ""), s.labels.get("container", ""),
-               s.labels.get("resource", ""))  # fmt: skip
-        most[key] = max(most.get(key, 0.0), s.last or 0.0)
+    """Each resource summed over the containers (:func:`_requests_by_container`)."""
     out: dict[str, float] = defaultdict(float)
-    for (_, _, _, resource), value in most.items():
+    for (_, _, _, resource), value in _requests_by_container(series).items():
         out[resource] += value
     return dict(out)
+
+
+def _requests_by_container(series: list[Series]) -> dict[tuple[str, str, str, str], float]:
+    """(namespace, pod, container, resource) -> request: a container's request counted once, although binding
+    (the ``node`` label) or a kube-state-metrics restart gives it a new series."""
+    most: dict[tuple[str, str, str, str], float] = {}
+    for s in series:
+        labels = s.labels
+        key = (
+            labels.get("namespace", ""),
+            labels.get("pod", ""),
+            labels.get("container", ""),
+            labels.get("resource", ""),
+        )
+        most[key] = max(most.get(key, 0.0), s.last or 0.0)
+    return most
 
 
 def _per_container(series: list[Series]) -> list[list[float]]:
     """Each container's values at the steps it reported in: a restarted container's instances (a new ``id`` and
     ``name`` each) are one container, summed at a step where two overlap."""
-    runs: dict[tuple[str, str, str], dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
-    for s in series:
-        key = (s.labels.get("namespace", ""), s.labels.get("pod", ""), s.labels.get("container", ""))
-        for t, v in s.points:
-            runs[key][t] += v
-    return [list(r.values()) for r in runs.values() if r]
+    return list(_per_container_keyed(series).values())
 
 
 def _ask(source: PrometheusSource, promql: str, at: datetime, out: Usage) -> list[Series]:
@@ -335,3 +340,78 @@ def _holdings(series: list[Series], step: timedelta, scale: float) -> list[Holdi
         h.gpu_hours += units * hours * len(s.points)
         h.active_hours += units * hours * sum(min(1.0, max(0.0, v / scale)) for _, v in s.points)
     return list(by_pod.values())
+
+
+#
+# The fleet: CPU and memory requested but not used
+#
+
+
+@dataclass
+class PodUse:
+    """One pod that ran in the window: its CPU and memory requests, and its mean use while it ran."""
+
+    namespace: str
+    pod: str
+    cpu_requested: float = 0.0
+    cpu_used: float = 0.0
+    memory_requested: float = 0.0
+    memory_used: float = 0.0
+
+
+@dataclass
+class PodUses:
+    pods: list[PodUse]
+    missing: list[Missing] = field(default_factory=list)
+    error: str = ""
+    queries: list[str] = field(default_factory=list)
+
+
+def read_pod_uses(cluster: Cluster, at: datetime, window: timedelta) -> PodUses:
+    """Every pod whose containers ran in ``(at - window, at]``, with what it asked and used: three queries for the
+    whole cluster (requests; CPU and memory in 5-minute steps, as :func:`read_usage`)."""
+    out = PodUses(pods=[])
+    probe = Usage(at=at, window=window)  # collects the queries asked
+    step = min(fleet_step(window), max(window, timedelta(minutes=1)))
+    minutes = int(step.total_seconds() // 60)
+    try:
+        source = PrometheusSource(cluster.prometheus_url)
+        requests = _ask(
+            source, f'max_over_time({REQUESTS}{{resource=~"cpu|memory"}}[{_range(window)}])', at, probe
+        )
+        cpu = _ask_range(source, f'rate({CPU}{{container!=""}}[{minutes}m])', at, window, step, probe)
+        memory = _ask_range(
+            source, f'avg_over_time({MEMORY}{{container!=""}}[{minutes}m])', at, window, step, probe
+        )
+    except SourceError as exc:
+        out.error = exc.message
+        out.queries = probe.queries
+        return out
+    out.queries = probe.queries
+    for metric, series in ((REQUESTS, requests), (CPU, cpu), (MEMORY, memory)):
+        if not series:
+            out.missing.append(Missing(metric, WHY_ABSENT[metric]))
+    uses: dict[tuple[str, str], PodUse] = {}
+    for attr, series in (("cpu_used", cpu), ("memory_used", memory)):
+        for (ns, pod, _), values in _per_container_keyed(series).items():
+            use = uses.setdefault((ns, pod), PodUse(ns, pod))
+            setattr(use, attr, getattr(use, attr) + sum(values) / len(values))
+    # a pod that did not run (pending all along) used nothing it could be compared with: left out
+    for (ns, pod, _, resource), value in _requests_by_container(requests).items():
+        ran = uses.get((ns, pod))
+        if ran is not None and resource == "cpu":
+            ran.cpu_requested += value
+        elif ran is not None and resource == "memory":
+            ran.memory_requested += value
+    out.pods = list(uses.values())
+    return out
+
+
+def _per_container_keyed(series: list[Series]) -> dict[tuple[str, str, str], list[float]]:
+    """:func:`_per_container` by (namespace, pod, container)."""
+    runs: dict[tuple[str, str, str], dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
+    for s in series:
+        key = (s.labels.get("namespace", ""), s.labels.get("pod", ""), s.labels.get("container", ""))
+        for t, v in s.points:
+            runs[key][t] += v
+    return {k: list(r.values()) for k, r in runs.items() if r}

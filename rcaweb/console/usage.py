@@ -108,10 +108,13 @@ def _jobs_of(
     return out
 
 
-def waste_rows(cluster: Cluster, read: usage.FleetRead, cursor: Cursor) -> list[WasteRow]:
+def idle_holdings(read: usage.FleetRead) -> list[usage.Holding]:
+    return [h for h in read.holdings if h.activity < ACTIVE_SM]
+
+
+def waste_rows(read: usage.FleetRead, jobs: dict[tuple[str, str], tuple[str, str]]) -> list[WasteRow]:
     """The workloads whose GPUs' mean activity stayed below ACTIVE_SM, most GPU-hours wasted first."""
-    idle = [h for h in read.holdings if h.activity < ACTIVE_SM]
-    jobs = _jobs_of(cluster, {(h.namespace, h.pod) for h in idle}, cursor)
+    idle = idle_holdings(read)
     rows: dict[tuple[str, str], WasteRow] = {}
     gpus: dict[tuple[str, str], set[str]] = {}
     for h in idle:
@@ -131,6 +134,56 @@ def waste_rows(cluster: Cluster, read: usage.FleetRead, cursor: Cursor) -> list[
         row.gpus = len(gpus[key])
         row.pods.sort()
     return sorted(rows.values(), key=lambda r: (-r.wasted_hours, r.namespace, r.job, r.pods[0]))
+
+
+@dataclass
+class OverRow:
+    """A workload (a job, or a pod no job owns) that ran in the window, its CPU and memory asked and used."""
+
+    namespace: str
+    job: str
+    project: str
+    pods: list[str] = field(default_factory=list)
+    cpu_requested: float = 0.0
+    cpu_used: float = 0.0
+    memory_requested: float = 0.0
+    memory_used: float = 0.0
+
+    @property
+    def unused_cores(self) -> float:
+        return max(0.0, self.cpu_requested - self.cpu_used)
+
+    @property
+    def cpu_ratio(self) -> float | None:
+        return self.cpu_used / self.cpu_requested if self.cpu_requested else None
+
+    @property
+    def memory_ratio(self) -> float | None:
+        return self.memory_used / self.memory_requested if self.memory_requested else None
+
+    @property
+    def memory_words(self) -> str:
+        return f"{_bytes(self.memory_used)} of {_bytes(self.memory_requested)}"
+
+
+def over_rows(uses: usage.PodUses, jobs: dict[tuple[str, str], tuple[str, str]]) -> list[OverRow]:
+    """The workloads that ran in the window, most CPU cores requested and not used first (none that used all)."""
+    rows: dict[tuple[str, str], OverRow] = {}
+    for u in uses.pods:
+        job, project = jobs.get((u.namespace, u.pod), ("", ""))
+        key = (u.namespace, job or f"pod:{u.pod}")
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = OverRow(u.namespace, job, project)
+        row.pods.append(u.pod)
+        row.cpu_requested += u.cpu_requested
+        row.cpu_used += u.cpu_used
+        row.memory_requested += u.memory_requested
+        row.memory_used += u.memory_used
+    out = [r for r in rows.values() if r.unused_cores > 0]
+    for r in out:
+        r.pods.sort()
+    return sorted(out, key=lambda r: (-r.unused_cores, r.namespace, r.job, r.pods[0]))
 
 
 def by_project(rows: list[WasteRow]) -> list[dict[str, Any]]:
@@ -158,7 +211,11 @@ def usage_view(request: RcaRequest, cluster: str) -> HttpResponse:
     c = _cluster(cluster)
     cursor = request.cursor
     read = usage.read_holdings(c, cursor.t, cursor.window)
-    rows = waste_rows(c, read, cursor) if not read.error else []
+    uses = usage.read_pod_uses(c, cursor.t, cursor.window) if not read.error else usage.PodUses(pods=[])
+    pods = {(h.namespace, h.pod) for h in idle_holdings(read)} | {(u.namespace, u.pod) for u in uses.pods}
+    jobs = _jobs_of(c, pods, cursor)  # one query for both tables
+    rows = waste_rows(read, jobs)
+    over = over_rows(uses, jobs)
     pages = max(1, math.ceil(len(rows) / PAGE_SIZE))
     page = min(form.cleaned_data["page"] or 1, pages)
     shown = rows[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
@@ -178,6 +235,11 @@ def usage_view(request: RcaRequest, cluster: str) -> HttpResponse:
         "total_cost": None if price is None else sum(r.wasted_hours for r in rows) * price,
         "active_sm": ACTIVE_SM,
         "step_min": int(read.step.total_seconds() // 60),
+        "uses": uses,
+        "over": over[:PAGE_SIZE],
+        "over_total": len(over),
+        "unused_cores": sum(r.unused_cores for r in over),
+        "unused_bytes": sum(max(0.0, r.memory_requested - r.memory_used) for r in over),
     }
     return render_page(request, "console/usage.html", ctx)
 

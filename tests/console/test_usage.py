@@ -75,6 +75,17 @@ class FleetUsageTest(UsageTestCase):
         )
         assert "RCAWEB_GPU_HOUR_PRICE" in body and "Cost" not in body
 
+    def test_it_ranks_the_workloads_by_cpu_cores_asked_and_not_used(self) -> None:
+        r = self.client.get(f"/c/gpu-prod/usage/?{Q}")
+        over = r.context["over"]
+        assert {row.job for row in over} <= {"busy", "middling", "notebook", "a100-job"} and over
+        assert [row.unused_cores for row in over] == sorted((row.unused_cores for row in over), reverse=True)
+        pods = {p.name: p for p in self.world.pods.values()}
+        for row in over:
+            assert row.cpu_requested == sum(pods[name].cpu_millis / 1000 for name in row.pods)
+            assert 0 < row.cpu_used < row.cpu_requested and 0 < row.memory_used < row.memory_requested
+        assert 'id="cpu-memory"' in r.content.decode()
+
     @override_settings(RCAWEB_GPU_HOUR_PRICE=2.5)
     def test_it_prices_the_wasted_gpu_hours_when_a_price_is_set(self) -> None:
         r = self.client.get(f"/c/gpu-prod/usage/?{Q}")
@@ -120,12 +131,21 @@ class FleetUsageTest(UsageTestCase):
                 read.holdings.append(h)
             return read
 
+        def pod_uses(n: int) -> usage.PodUses:
+            return usage.PodUses(
+                pods=[usage.PodUse("nlp", f"busy-{i}-abcde", 8.0, 1.0, 2.0**36, 2.0**35) for i in range(n)]
+            )
+
         counts = []
         for n in (3, 3 * usage_page.PAGE_SIZE):
-            with mock.patch.object(usage_page.usage, "read_holdings", return_value=holdings(n)):
+            with (
+                mock.patch.object(usage_page.usage, "read_holdings", return_value=holdings(n)),
+                mock.patch.object(usage_page.usage, "read_pod_uses", return_value=pod_uses(n)),
+            ):
                 with self.assertNumQueries(4) as ctx:  # session, user, cluster, the pods' jobs
                     r = self.client.get(f"/c/gpu-prod/usage/?{Q}")
             assert r.status_code == 200 and len(r.context["rows"]) == min(n, usage_page.PAGE_SIZE)
+            assert len(r.context["over"]) == min(n, usage_page.PAGE_SIZE) and r.context["over_total"] == n
             counts.append(len(ctx.captured_queries))
         assert counts[0] == counts[1]
 
