@@ -58,6 +58,18 @@ class Ledger:
             q.project: tuple(m.project for m in self.spec.cluster_queues if q.cohort and m.cohort == q.cohort)
             for q in self.spec.cluster_queues
         }
+        self._kept = {
+            k: max(0, f.nominal - f.lending_limit) if f.lending_limit is not None else 0
+            for k, f in self._quotas.items()
+        }
+        # a cohort's lendable pool per flavor (Kueue's SubtreeQuota), and what its members hold of it (its Usage)
+        self._pool: dict[tuple[str, str], int] = {}
+        for (cq, flavor), f in self._quotas.items():
+            cohort = self._cqs[cq].cohort
+            if cohort is not None:
+                key = (cohort, flavor)
+                self._pool[key] = self._pool.get(key, 0) + f.nominal - self._kept[(cq, flavor)]
+        self._pooled_use: dict[tuple[str, str], int] = {}
 
     def cq(self, name: str) -> ClusterQueueSpec:
         return self._cqs[name]
@@ -72,19 +84,13 @@ class Ledger:
         """The ClusterQueues of its cohort, itself included; none without a cohort."""
         return self._members[cq]
 
-    def _kept(self, cq: str, flavor: str) -> int:
+    def kept(self, cq: str, flavor: str) -> int:
         """What the ClusterQueue does not lend (Kueue's localQuota): nominal − lendingLimit, else 0."""
-        q = self.quota(cq, flavor)
-        return max(0, q.nominal - q.lending_limit) if q and q.lending_limit is not None else 0
+        return self._kept.get((cq, flavor), 0)
 
     def _cohort_available(self, cq: str, flavor: str) -> int:
-        total = 0
-        for m in self.members(cq):
-            q = self.quota(m, flavor)
-            if q is not None:
-                kept = self._kept(m, flavor)
-                total += q.nominal - kept - max(0, self.used(m, flavor) - kept)
-        return total
+        key = (self._cqs[cq].cohort or "", flavor)
+        return self._pool.get(key, 0) - self._pooled_use.get(key, 0)
 
     def available(self, cq: str, flavor: str) -> int:
         q = self.quota(cq, flavor)
@@ -92,7 +98,7 @@ class Ledger:
             return 0
         if self.cq(cq).cohort is None:
             return q.nominal - self.used(cq, flavor)
-        kept, used = self._kept(cq, flavor), self.used(cq, flavor)
+        kept, used = self.kept(cq, flavor), self.used(cq, flavor)
         parent = self._cohort_available(cq, flavor)
         if q.borrowing_limit is not None:
             parent = min(q.nominal - kept - max(0, used - kept) + q.borrowing_limit, parent)
@@ -104,12 +110,7 @@ class Ledger:
             return 0
         if self.cq(cq).cohort is None:
             return q.nominal
-        pooled = 0
-        for m in self.members(cq):
-            mq = self.quota(m, flavor)
-            if mq is not None:
-                pooled += mq.nominal - self._kept(m, flavor)
-        avail = self._kept(cq, flavor) + pooled
+        avail = self.kept(cq, flavor) + self._pool[(self._cqs[cq].cohort or "", flavor)]
         return min(q.nominal + q.borrowing_limit, avail) if q.borrowing_limit is not None else avail
 
     def borrowing_with(self, cq: str, flavor: str, r: int) -> bool:
@@ -117,7 +118,14 @@ class Ledger:
         return q is not None and self.used(cq, flavor) + r > q.nominal
 
     def add(self, cq: str, flavor: str, r: int) -> None:
-        self.usage[(cq, flavor)] = self.used(cq, flavor) + r
+        before = self.used(cq, flavor)
+        self.usage[(cq, flavor)] = before + r
+        cohort = self._cqs[cq].cohort
+        if cohort is not None:  # what it holds beyond what it keeps is held in the cohort's pool
+            kept = self.kept(cq, flavor)
+            key = (cohort, flavor)
+            delta = max(0, before + r - kept) - max(0, before - kept)
+            self._pooled_use[key] = self._pooled_use.get(key, 0) + delta
 
     def hold(self, job: SimJob, flavor: str) -> None:
         """An admitted workload: its quota and its place among the flavor's holders (preemption candidates)."""
