@@ -63,9 +63,12 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     product, memory = state.get("gpu_product") or "", state.get("gpu_memory_mib")
     xids = last_xids(gpu_versions, t)
     live = shares_on_node(pod_versions, memory)
+    ended = {
+        f"{p.entity.namespace}/{p.entity.name}" for p in pod_versions if p.phase not in ("Pending", "Running")
+    }
     gpus = []
     for g in gpu_versions:
-        use = with_links(gpu_use(g.state or {}, resolve, memory, live), cur)
+        use = with_links(gpu_use(g.state or {}, resolve, memory, live, ended), cur)
         pod_ref = resolve(g.pod) if g.pod else None
         gpus.append(
             NodeGpuRow(
@@ -169,12 +172,16 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
                 reservation_ref=queries.ref(c, "pod", rpod, rns) if rpod else None,
             )
         )
-    live = None
-    if (gstate.get("shares") or gstate.get("reservation")) and node_name:  # as the node page reads them
+    live, ended = None, set()
+    if shared and node_name:  # its holders as the node page reads them, from the pods on the node at t
         node_pods = queries.pods_on_node(c, node_name, ctx["t"])
-        memory = implied_gpu_memory(gstate)  # no node query for it
-        live = shares_on_node(node_pods, memory)
-    use = with_links(gpu_use(gstate, entity_resolver(c), None, live), cur)
+        live = None if gstate.get("mig") else shares_on_node(node_pods, implied_gpu_memory(gstate))
+        ended = {
+            f"{p.entity.namespace}/{p.entity.name}"
+            for p in node_pods
+            if p.phase not in ("Pending", "Running")
+        }
+    use = with_links(gpu_use(gstate, entity_resolver(c), None, live, ended), cur)
     recorded = {sl.slice.pod for sl in slices if sl.kind == "share"}
     ctx.update(
         use=use,

@@ -61,10 +61,12 @@ def gpu_use(
     resolve: Resolve,
     gpu_memory_mib: float | None = None,
     live: NodeShares | None = None,
+    ended: frozenset[str] | set[str] = frozenset(),
 ) -> GpuUse:
     """The :class:`GpuUse` of one GPU state (a version's ``state``); ``resolve`` turns a pod key into a link
     target, ``gpu_memory_mib`` (the node's GPU memory) sizes a share that does not say its memory. ``live``:
-    the shares the node's pods say at t (:func:`shares_on_node`), which replace the GPU state's."""
+    the shares the node's pods say at t (:func:`shares_on_node`), which replace the GPU state's; ``ended``:
+    pods known to have ended by t (a MIG instance's last pod in DCGM's series may have)."""
     product = state.get("model") or ""
     shares = state.get("shares") or []
     instances = state.get("mig") or []
@@ -91,13 +93,17 @@ def gpu_use(
             f"{amounts.amount(max(0.0, 1 - given))} of the GPU free",
         )
     if instances:
+        # DCGM's instance series name the pod last seen on each; a pod that had ended by t holds none of them
+        gone = [i for i in instances if i.get("pod") and str(i["pod"]) in ended]
+        used = [i for i in instances if i.get("pod") and str(i["pod"]) not in ended]
         holders = [
             Holder(str(i["pod"]), f"{i.get('profile') or '?'} (GI {i.get('gi_id')})", resolve(str(i["pod"])))
-            for i in instances
-            if i.get("pod")
+            for i in used
         ]
-        free = amounts.mig_words(Counter(str(i.get("profile") or "?") for i in instances if not i.get("pod")))
+        free = amounts.mig_words(Counter(str(i.get("profile") or "?") for i in instances if i not in used))
         words = f"{len(holders)} of {len(instances)} instances in use" + (f", free {free}" if free else "")
+        if gone:
+            words += f" ({len(gone)} still named by DCGM for a pod that had ended by t)"
         return GpuUse("mig", holders, None, words, len(instances))
     if pod and amounts.is_reservation_key(pod):  # a reservation pod without shares: KAI holds it for none yet
         return GpuUse("shared", [], Holder(pod, "KAI's reservation pod", resolve(pod)), "1 of the GPU free")

@@ -125,3 +125,15 @@ def test_a_list_note_says_what_the_units_leave_unsaid() -> None:
     assert A.job_note({"pods": 2, "gpu_share": {"fraction": None, "memory_mib": 20480}}) == "2 × 20 GiB share"
     assert A.job_note({"pods": 2, "gpus_per_pod": 0, "mig": {"1g.10gb": 1}}) == "2 × 1g.10gb"
     assert A.job_note({"pods": 2, "gpus_per_pod": 8}) == ""
+
+
+def test_a_mig_instance_of_a_pod_that_had_ended_is_not_in_use() -> None:
+    state = {
+        "mig": [
+            {"gi_id": 1, "profile": "1g.10gb", "pod": "edge/eval-4"},
+            {"gi_id": 2, "profile": "1g.10gb", "pod": "edge/eval-6"},
+        ]
+    }
+    use = gpu_use(state, lambda pod: pod, ended={"edge/eval-4"})
+    assert [h.pod for h in use.holders] == ["edge/eval-6"]
+    assert use.free_words.startswith("1 of 2 instances in use, free 1 × 1g.10gb (1 still named by DCGM")
