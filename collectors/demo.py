@@ -234,11 +234,11 @@ def progress_line(cluster: str, posted: int, queued: int) -> str:
     from incidents.models import Alert, Incident
 
     alerts = Alert.objects.filter(cluster_name=cluster)
-    incidents = Incident.objects.filter(cluster__name=cluster)
+    opened = Incident.objects.filter(cluster__name=cluster)
     return (
         f"{posted} of {queued} notifications posted, "
         f"{alerts.exclude(processed_at=None).count()} of {alerts.count()} alerts grouped, "
-        f"{incidents.exclude(diagnosed_at=None).count()} of {incidents.count()} incidents diagnosed"
+        f"{opened.exclude(diagnosed_at=None).count()} of {opened.count()} incidents diagnosed"
     )
 
 

@@ -1,4 +1,4 @@
-"""Every list page costs the same number of queries at two sizes of history (DESIGN §10: budgets are tests).
+"""Every list page costs the same number of queries at two sizes of history (docs/design.md §10: budgets are tests).
 
 The data grows the way production grows it: pending jobs recorded by sweeps, their GPUJobPendingTooLong
 alerts through the intake and grouping, a diagnosis run each, handoff notes and status changes (audit
