@@ -224,6 +224,7 @@ def main() -> int:
         "slo": "/slo/",
         "changes": "/changes/",
         "what-if": reverse("console:whatif", args=[CLUSTER]),  # one pass over every waiting job, twice
+        "queues": reverse("console:queues", args=[CLUSTER]),  # every queue and department, now and over w
     }
 
     # CPU time in Django's template engine per response (the least of the samples: the least disturbed by
