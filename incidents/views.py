@@ -351,8 +351,6 @@ def _detail_context(
         onset_run=runs[0] if runs else None,
         cursor_prev_change=prev_change,
         cursor_next_change=next_change,
-        hypotheses_templates=["incidents/_hypotheses.html", "incidents/_hypotheses_basic.html"],
-        handoff_templates=["incidents/_handoff_panel.html", "incidents/_handoff_basic.html"],
     )
     return ctx
 
