@@ -19,6 +19,7 @@ from collectors.views.sharing import (
     gpu_use,
     implied_gpu_memory,
     shares_on_node,
+    slice_users_in_window,
     with_links,
 )
 from collectors.xid import last_xids
@@ -160,6 +161,17 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         for u in queries.gpu_users_in_window(gpu, cur.t - cur.window, cur.t + cur.window)
     ]
     gstate = (version.state or {}) if version else {}
+    slice_users = []
+    if (
+        gstate.get("shares")
+        or gstate.get("reservation")
+        or gstate.get("mig")
+        or any(u.reservation for u in users)
+    ):
+        # DCGM names KAI's reservation pod (or one instance's pod): the pods on its slices are its users
+        slice_users = slice_users_in_window(gpu, cur.t - cur.window, cur.t + cur.window)
+        on_slices = {str(u.pod_ref) for u in slice_users}
+        users = [u for u in users if u.reservation or u.version.pod not in on_slices]  # whole-GPU use stays
     shared = gstate.get("shares") or gstate.get("mig") or gstate.get("reservation")
     slices = []
     for sl in inventory.slices_at(gpu, ctx["t"]) if shared else []:  # a whole GPU costs no query
@@ -193,6 +205,8 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         node_ref=queries.ref(c, "node", node_name),
         pod_ref=queries.ref(c, "pod", version.pod if version else ""),
         users=users,
+        slice_users=slice_users,
+        users_count=len(slice_users) + len(users),
     )
     related = queries.related_entities(c, [gpu], [("node", "", node_name)])
     return render_page(request, GPU.template, finish(request, ctx, related))

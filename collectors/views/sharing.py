@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Q
+
 from collectors import gpu_amounts as amounts
 from collectors import inventory, queries
-from collectors.models import Cluster, Entity, EntityVersion
+from collectors.models import Cluster, Entity, EntityVersion, GpuSlice
 from rcaweb.cursor import Cursor
 from rcaweb.templatetags.rcaweb import entity_link_html
 
@@ -233,3 +235,33 @@ def with_links(use: GpuUse, cursor: Cursor) -> GpuUse:
         r = use.reservation
         r.link = entity_link_html(r.ref, cursor, r.pod.partition("/")[2] or r.pod)
     return use
+
+
+@dataclass
+class SliceUser:
+    """A pod on one of a GPU's shares or MIG instances within the window, from when to when (the GPU page)."""
+
+    pod_ref: Any
+    words: str
+    valid_from: datetime
+    valid_to: datetime | None
+
+
+def slice_users_in_window(gpu: Entity, start: datetime, end: datetime, limit: int = 50) -> list[SliceUser]:
+    """The pods on a GPU's shares or MIG instances over [start, end), oldest first (one query on its slices):
+    who used a shared or partitioned GPU around t, where its own versions name KAI's reservation pod."""
+    rows = (
+        GpuSlice.objects.filter(gpu=gpu, valid_from__lt=end)
+        .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=start))
+        .exclude(pod="")
+        .order_by("valid_from", "pod")[:limit]
+    )
+    out = []
+    for sl in rows:
+        ns, _, name = sl.pod.partition("/")
+        if sl.kind == "mig":
+            words = f"{sl.profile or '?'} (GI {sl.gi_id})"
+        else:
+            words = amounts.share_words(sl.fraction, sl.memory_mib)
+        out.append(SliceUser(queries.ref(gpu.cluster, "pod", name, ns), words, sl.valid_from, sl.valid_to))
+    return out

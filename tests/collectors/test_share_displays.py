@@ -251,3 +251,14 @@ class ShareDisplaysTest(PageTestCase):
         assert "0.5 of an L40S, 22.5 GiB on GPU 0 · l40s-01 , shared with serving/embed-svc-0" in job, job[
             :3000
         ]
+
+    def test_the_gpu_page_lists_the_pods_on_its_shares_in_the_window(self):
+        html = self.get(f"/c/gpu-prod/gpus/{gpu_uuid('l40s-01', 0)}/", T).content.decode()
+        users = _text(_panel(html, "gpu-users"))
+        assert "Pods using it within 2h of t (3)" in users
+        assert "vision/notebook-ana-0 0.5 of a GPU, 22.5 GiB" in users and "serving/embed-svc-0" in users
+        assert users.index("notebook-ana") < users.index("KAI reservation pod")
+        mig = _text(
+            _panel(self.get(f"/c/gpu-prod/gpus/{gpu_uuid('a100-01', 0)}/", T).content.decode(), "gpu-users")
+        )
+        assert "nlp/eval-0 1g.10gb (GI 3)" in mig and "(1)" in mig
