@@ -130,6 +130,7 @@ def smallest_edits(di: DiagnosisInput, job: EntityState, base: ClusterPass) -> U
     req = F.job_request(di, job)
     rows = F.node_fits(di, req)
     prefix: list[Edit] = []
+    prefix_words = ""
     trials = _Trials(di, job, base, out, me.order)
     if me.outcome == QUOTA:
         quota = _quota_answer(di, job, req, me, base, trials)
@@ -138,6 +139,7 @@ def smallest_edits(di: DiagnosisInput, job: EntityState, base: ClusterPass) -> U
         if quota.starts:
             return out
         prefix = quota.edits  # room is short too: each room edit below comes with the quota it needs
+        prefix_words = quota.words
     refusal = _size_refusal(req, rows)
     if refusal:
         out.refusals.append(refusal)
@@ -145,11 +147,11 @@ def smallest_edits(di: DiagnosisInput, job: EntityState, base: ClusterPass) -> U
         for kind, edits, words in _room_candidates(di, job, req, rows, me, base):
             if len(out.answers) >= MAX_ANSWERS:
                 break
-            trials.run(kind, [*prefix, *edits], words if not prefix else f"{_words(prefix)} and {words}")
+            trials.run(kind, [*prefix, *edits], f"{prefix_words} and {words}" if prefix else words)
     for kind, edits, words in shrink_candidates(di, job, req, rows, me, base):
         if len(out.answers) >= MAX_ANSWERS:
             break
-        trials.run(kind, [*prefix, *edits], words if not prefix else f"{_words(prefix)} and {words}")
+        trials.run(kind, [*prefix, *edits], f"{prefix_words} and {words}" if prefix else words)
     if not out.answers and not out.refusals:
         ahead = [c for c in _waiting_ahead(base, me) if c.usable & me.usable]
         out.refusals.append(
@@ -159,10 +161,6 @@ def smallest_edits(di: DiagnosisInput, job: EntityState, base: ClusterPass) -> U
             else "no edit of the list starts it in one pass (quota, nodes, jobs ahead, request, pool)"
         )
     return out
-
-
-def _words(edits: list[Edit]) -> str:
-    return ", ".join(e.words for e in edits)
 
 
 #
@@ -175,6 +173,7 @@ class _Outcome:
     starts: bool
     edits: list[Edit]
     after: Considered | None
+    words: str = ""
 
 
 class _Trials:
@@ -211,7 +210,7 @@ class _Trials:
                         evicted=_evicted(self.di, edits),
                     )
                 )
-        return _Outcome(starts, edits, mine)
+        return _Outcome(starts, edits, mine, words)
 
 
 def _gpu_indices(di: DiagnosisInput, c: Considered) -> dict[str, list[int]]:

@@ -304,3 +304,17 @@ def test_room_given_back_goes_to_the_first_in_line_so_a_job_deep_in_line_is_told
         "room freed first"
     ]
     assert last.passes <= 1  # no futile pass
+
+
+def test_a_job_short_of_quota_and_of_room_gets_both_edits_in_one_answer():
+    r1, p1 = _full("h100-01")
+    di = _world(
+        [node("h100-01"), node("h100-02", unschedulable=True)],
+        [p1],
+        [r1, job("wait", submitted=T0 + timedelta(minutes=1))],
+        queues=[queue("vision", 8, 8)],
+    )
+    a = next(a for a in _answers(di, "vision/wait").answers if a.kind == "uncordon")
+    assert a.edits == [Edit("limit", "vision", number=16), Edit("uncordon", "h100-02")]
+    assert a.words == "limit +8 on vision (to 16) and uncordon h100-02"
+    assert a.query == "limit=vision%3A16&uncordon=h100-02"
