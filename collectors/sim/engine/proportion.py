@@ -76,7 +76,7 @@ class Queues:
 
     def deserved(self, key: Key) -> float:
         q = self.world.projects[key[1]] if key[0] == "project" else self.world.departments[key[1]]
-        return float(q.quota_gpus)
+        return deserved_gpus(q.quota_gpus)
 
     def priority(self, key: Key) -> int:
         return self.world.projects[key[1]].priority if key[0] == "project" else DEPARTMENT_PRIORITY
@@ -92,7 +92,7 @@ class Queues:
     def allocatable(self, key: Key) -> float:
         """What the queue may hold before it counts as over its share: max(deserved, fair share), capped by its limit."""
         q = self.world.projects[key[1]] if key[0] == "project" else self.world.departments[key[1]]
-        share = max(float(q.quota_gpus), self.fair.get(key, 0.0))
+        share = max(deserved_gpus(q.quota_gpus), self.fair.get(key, 0.0))
         return share if q.limit_gpus is None else min(share, float(q.limit_gpus))
 
     def leveled(self, reclaimer: str, victim: str) -> tuple[Key, Key]:
@@ -104,6 +104,11 @@ class Queues:
             if a != b:
                 break
         return pair
+
+
+def deserved_gpus(quota: float) -> float:
+    """A queue's deserved GPUs; KAI's unlimited (-1) deserves whatever it asks for."""
+    return math.inf if quota < 0 else float(quota)
 
 
 def can_reclaim(q: Queues, project: str, r: float) -> bool:

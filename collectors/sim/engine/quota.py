@@ -115,7 +115,7 @@ def _top_used(world: World, top: tuple[str, str], alloc: dict[str, float]) -> fl
 
 
 def _top_quota(world: World, top: tuple[str, str]) -> float:
-    return (
+    return proportion.deserved_gpus(
         world.departments[top[1]].quota_gpus if top[0] == "department" else world.projects[top[1]].quota_gpus
     )
 
@@ -124,7 +124,7 @@ def _overage(world: World, reclaimer: str, victim: str, alloc: dict[str, float])
     """How far over quota the victim's queue is at the level the two queues compare at."""
     theirs = top_queue(world, victim)
     if top_queue(world, reclaimer) == theirs:
-        return alloc[victim] - world.projects[victim].quota_gpus
+        return alloc[victim] - proportion.deserved_gpus(world.projects[victim].quota_gpus)
     return _top_used(world, theirs, alloc) - _top_quota(world, theirs)
 
 
@@ -542,7 +542,8 @@ def divide(total: float, queues: list[Division], *, within: bool = False) -> dic
     that covers its demand, else only the whole GPUs of it (the fraction is remembered). Another round follows
     only when a queue took less than its part. Last, what the rounds left is handed out a GPU at a time to the
     queues with the largest remembered fraction (the queue created first on a tie), higher priority first."""
-    share = {q.name: min(q.deserved, q.demand) for q in queues}
+    # KAI's unlimited deserved quota (-1) is the whole amount divided here
+    share = {q.name: min(total if q.deserved < 0 else q.deserved, q.demand) for q in queues}
     need = sum(share.values())
     if within and need > total + EPS:  # a department's share is divided: its projects get no more together
         share = {n: v * total / need for n, v in share.items()}

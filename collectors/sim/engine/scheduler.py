@@ -185,14 +185,20 @@ def _kai_quota_block(
         if dept.limit_gpus is not None and used + r > dept.limit_gpus + 1e-9:
             msg = messages.kai_over_limit(dept.name, dept.limit_gpus, used, r)
             return "OverLimit", msg, {"reason": "OverLimit", "message": msg, "details": ddetails}
-        if job.priority_class == "inference" and used_np + r > dept.quota_gpus + 1e-9:
+        if (
+            job.priority_class == "inference"
+            and used_np + r > proportion.deserved_gpus(dept.quota_gpus) + 1e-9
+        ):
             msg = messages.kai_non_preemptible_over_quota(dept.name, r, dept.quota_gpus, used_np)
             return (
                 "NonPreemptibleOverQuota",
                 msg,
                 {"reason": "NonPreemptibleOverQuota", "message": msg, "details": ddetails},
             )
-    if job.priority_class == "inference" and alloc_np[proj.name] + r > proj.quota_gpus + 1e-9:
+    if (
+        job.priority_class == "inference"
+        and alloc_np[proj.name] + r > proportion.deserved_gpus(proj.quota_gpus) + 1e-9
+    ):
         msg = messages.kai_non_preemptible_over_quota(proj.name, r, proj.quota_gpus, alloc_np[proj.name])
         return (
             "NonPreemptibleOverQuota",

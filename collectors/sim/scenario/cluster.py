@@ -9,6 +9,7 @@ from .model import (
     DCGM_LABEL_STYLES,
     SCHEDULERS,
     TAINT_EFFECTS,
+    UNLIMITED,
     ClusterSpec,
     DepartmentSpec,
     NodePoolSpec,
@@ -187,10 +188,13 @@ def read_cluster(r: Reader, node: yaml.Node | None) -> ClusterSpec | None:
     return ClusterSpec(name, scheduler, dcgm, tuple(pools), line_of(node))
 
 
-def _gpu_amount(r: Reader, node: yaml.Node | None, path: str) -> int | None:
+def _gpu_amount(r: Reader, node: yaml.Node | None, path: str, *, unlimited: bool = False) -> int | None:
+    """``{gpu: n}``; with ``unlimited``, -1 too (a KAI queue's unlimited deserved quota)."""
     keys = r.mapping(node, path, ("gpu",), required=("gpu",))
     if keys is None:
         return None
+    if unlimited and r._safe(keys["gpu"]) == -1:
+        return UNLIMITED
     return r.integer(keys.get("gpu"), f"{path}.gpu", minimum=0)
 
 
@@ -205,7 +209,7 @@ def read_departments(r: Reader, node: yaml.Node | None) -> list[DepartmentSpec]:
         if dk is None:
             continue
         name = r.string(dk.get("name"), f"{path}.name", slug=True)
-        quota = _gpu_amount(r, dk.get("quota"), f"{path}.quota")
+        quota = _gpu_amount(r, dk.get("quota"), f"{path}.quota", unlimited=True)
         limit = _gpu_amount(r, dk.get("limit"), f"{path}.limit") if "limit" in dk else None
         weight = (
             r.integer(dk.get("over_quota_weight"), f"{path}.over_quota_weight", minimum=0)
@@ -244,7 +248,7 @@ def read_projects(
         namespace = (
             r.string(pk.get("namespace"), f"{path}.namespace", slug=True) if "namespace" in pk else name
         )
-        quota = _gpu_amount(r, pk.get("quota"), f"{path}.quota")
+        quota = _gpu_amount(r, pk.get("quota"), f"{path}.quota", unlimited=True)
         limit = _gpu_amount(r, pk.get("limit"), f"{path}.limit") if "limit" in pk else None
         weight = (
             r.integer(pk.get("over_quota_weight"), f"{path}.over_quota_weight", minimum=0)

@@ -18,6 +18,7 @@ from .cluster import read_cluster, read_departments, read_projects
 from .jobs import read_jobs
 from .kueue import read_kueue
 from .model import (
+    UNLIMITED,
     Scenario,
 )
 from .nodes import Reader, parse_duration
@@ -143,6 +144,17 @@ def _read(r: Reader, root: yaml.Node, source: str | None, now: datetime | None) 
         scheduler = cluster.scheduler if cluster else None
         kueue = read_kueue(r, top["kueue"], scheduler, quotas, job_names, bool(departments))
     reference = read_reference(r, top["reference"], cluster, job_names) if "reference" in top else None
+    if cluster is not None and cluster.scheduler != "kai":
+        deserved = [("departments", i, d.quota_gpus, d.line) for i, d in enumerate(departments)]
+        deserved += [("projects", i, p.quota_gpus, p.line) for i, p in enumerate(projects)]
+        for section, i, quota, line in deserved:
+            if quota == UNLIMITED:
+                r.problem(
+                    f"{section}[{i}].quota.gpu",
+                    None,
+                    "-1 (unlimited deserved quota) is KAI's; a Kueue nominal quota needs a number >= 0",
+                    line=line,
+                )
     if r.problems or None in (fmt, name, duration, seed, start, cluster):
         return None
     assert name is not None and duration is not None and seed is not None and start is not None

@@ -21,6 +21,7 @@ JOB_PRIORITIES = ("train", "inference")
 # KAI priority values of the two names (its PriorityTrainNumber and PriorityBuildNumber); a job may give a
 # number instead, and from NON_PREEMPTIBLE_PRIORITY on it is not preemptible, as KAI decides.
 TRAIN_PRIORITY = 50
+UNLIMITED = -1  # a KAI queue's deserved quota without bound (its -1): it deserves whatever it asks for
 INFERENCE_PRIORITY = 100
 NON_PREEMPTIBLE_PRIORITY = 100
 FAILURE_KINDS = ("crashloop", "oom_killed", "gpu_oom", "image_pull")

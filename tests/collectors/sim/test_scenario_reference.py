@@ -93,3 +93,22 @@ def test_a_satisfied_queue_leaves_its_part_to_another_round() -> None:
 def test_higher_priority_queues_take_the_spare_first_and_weight_zero_takes_none() -> None:
     got = divide(6, [q("low", 1, 6, 1), q("high", 1, 6, 1, priority=1), q("none", 1, 6, 0, priority=2)])
     assert got == {"low": 1, "high": 4, "none": 1}
+
+
+def test_an_unlimited_deserved_quota_deserves_what_it_asks_for() -> None:
+    got = divide(8, [q("unlimited", -1, 5, 0), q("b", 2, 6, 1)])
+    assert got == {"unlimited": 5, "b": 3}
+
+
+UNLIMITED = BASE.replace("{name: queue0, quota: {gpu: 1}", "{name: queue0, quota: {gpu: -1}").replace(
+    "gpus_per_pod: 2}", "gpus_per_pod: 4, priority: inference}"
+)
+
+
+def test_kai_takes_an_unlimited_quota_and_kueue_refuses_it() -> None:
+    s = load_scenario(UNLIMITED.replace("node: n-01}", "node: null}"))
+    assert s.projects[0].quota_gpus == -1
+    problems = problems_of(UNLIMITED.replace("scheduler: kai", "scheduler: kueue"))
+    assert any(p == "projects[0].quota.gpu" and "KAI's" in msg for p, _l, msg in problems), problems
+    problems = problems_of(BASE.replace("{name: queue0, quota: {gpu: 1}", "{name: queue0, quota: {gpu: -2}"))
+    assert any(p == "projects[0].quota.gpu" and ">= 0" in msg for p, _l, msg in problems), problems
