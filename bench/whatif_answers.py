@@ -133,6 +133,7 @@ def main() -> int:
     step = max(len(waiting) // args.samples, 1)
     sample = waiting[::step][: args.samples]
     stages: dict[str, list[float]] = {k: [] for k in ("input", "basis", "pass", "edits", "eta", "answer")}
+    cpu: list[float] = []
     passes: list[int] = []
     kinds: dict[str, int] = {}
     for entity in sample:
@@ -140,7 +141,7 @@ def main() -> int:
         di, job = load_job_input(entity, t)
         c1 = time.perf_counter()
         basis = load_basis(cluster, t)
-        c2 = time.perf_counter()
+        c2, p2 = time.perf_counter(), time.process_time()
         assert job is not None
         with di.indexed():
             base = cluster_pass(di)
@@ -149,6 +150,7 @@ def main() -> int:
         c4 = time.perf_counter()
         e = eta(di, job, base, basis)
         c5 = time.perf_counter()
+        cpu.append(time.process_time() - p2)
         for name, v in zip(stages, (c1 - c0, c2 - c1, c3 - c2, c4 - c3, c5 - c4, c5 - c2), strict=True):
             stages[name].append(v)
         passes.append(1 + u.passes + e.passes)
@@ -163,6 +165,8 @@ def main() -> int:
         print(
             f"  {name:7s} p50 {statistics.median(vals):6.3f}  p95 {pct(vals, 0.95):6.3f}  max {max(vals):6.3f}"
         )
+    print(f"  answer CPU time (this process; less sensitive to a shared machine's load): p50 "
+          f"{statistics.median(cpu):.3f}  p95 {pct(cpu, 0.95):.3f}  max {max(cpu):.3f}")  # fmt: skip
     print(f"  passes per answer: p50 {statistics.median(passes):g}, max {max(passes)}")
     print(f"  answers by kind: {dict(sorted(kinds.items()))}")
     print(f"  load average: {os.getloadavg()}")
