@@ -133,6 +133,21 @@ def node_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
     return render_page(request, NODE.template, finish(request, ctx, related))
 
 
+def _spans(users: list[GpuUserRow]) -> list[GpuUserRow]:
+    """Consecutive versions naming the same pod as one row: a shared GPU's state changes with each share, and
+    KAI's reservation pod holds it through all of them."""
+    out: list[GpuUserRow] = []
+    for u in users:
+        last = out[-1] if out else None
+        if last is not None and last.version.pod == u.version.pod and last.valid_to == u.valid_from:
+            out[-1] = GpuUserRow(
+                last.version, last.pod_ref, last.reservation, spanned=True, span_end=u.valid_to
+            )
+        else:
+            out.append(u)
+    return out
+
+
 def _sharing_words(uses: list[GpuUse]) -> str:
     """The node's shared and MIG GPUs in one line: "2 GPUs shared by 5 pods · 3 of 16 MIG instances in use"."""
     shared = [u for u in uses if u.kind == "shared"]
@@ -169,9 +184,13 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         or any(u.reservation for u in users)
     ):
         # DCGM names KAI's reservation pod (or one instance's pod): the pods on its slices are its users
-        slice_users = slice_users_in_window(gpu, cur.t - cur.window, cur.t + cur.window)
+        slice_users = slice_users_in_window(
+            gpu, cur.t - cur.window, cur.t + cur.window, gstate.get("model", "")
+        )
         on_slices = {str(u.pod_ref) for u in slice_users}
-        users = [u for u in users if u.reservation or u.version.pod not in on_slices]  # whole-GPU use stays
+        users = _spans(
+            [u for u in users if u.reservation or u.version.pod not in on_slices]
+        )  # whole use stays
     shared = gstate.get("shares") or gstate.get("mig") or gstate.get("reservation")
     slices = []
     for sl in inventory.slices_at(gpu, ctx["t"]) if shared else []:  # a whole GPU costs no query

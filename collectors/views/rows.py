@@ -67,9 +67,14 @@ class GpuUserRow:
     version: EntityVersion
     pod_ref: Ref | None
     reservation: bool = False  # KAI's reservation pod: it held the device for the pods sharing the GPU
+    spanned: bool = False  # several consecutive versions naming the same pod, shown as one row
+    span_end: datetime | None = None  # their last one's end (None: still)
 
     valid_from = Via[datetime]("version")
-    valid_to = Via[datetime | None]("version")
+
+    @property
+    def valid_to(self) -> datetime | None:
+        return self.span_end if self.spanned else self.version.valid_to
 
 
 @dataclass

@@ -247,7 +247,9 @@ class SliceUser:
     valid_to: datetime | None
 
 
-def slice_users_in_window(gpu: Entity, start: datetime, end: datetime, limit: int = 50) -> list[SliceUser]:
+def slice_users_in_window(
+    gpu: Entity, start: datetime, end: datetime, product: str = "", limit: int = 50
+) -> list[SliceUser]:
     """The pods on a GPU's shares or MIG instances over [start, end), oldest first (one query on its slices):
     who used a shared or partitioned GPU around t, where its own versions name KAI's reservation pod."""
     rows = (
@@ -262,6 +264,6 @@ def slice_users_in_window(gpu: Entity, start: datetime, end: datetime, limit: in
         if sl.kind == "mig":
             words = f"{sl.profile or '?'} (GI {sl.gi_id})"
         else:
-            words = amounts.share_words(sl.fraction, sl.memory_mib)
+            words = amounts.share_words(sl.fraction, sl.memory_mib, product)
         out.append(SliceUser(queries.ref(gpu.cluster, "pod", name, ns), words, sl.valid_from, sl.valid_to))
     return out

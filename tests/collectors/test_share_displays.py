@@ -256,9 +256,26 @@ class ShareDisplaysTest(PageTestCase):
         html = self.get(f"/c/gpu-prod/gpus/{gpu_uuid('l40s-01', 0)}/", T).content.decode()
         users = _text(_panel(html, "gpu-users"))
         assert "Pods using it within 2h of t (3)" in users
-        assert "vision/notebook-ana-0 0.5 of a GPU, 22.5 GiB" in users and "serving/embed-svc-0" in users
+        assert "vision/notebook-ana-0 0.5 of an L40S, 22.5 GiB" in users and "serving/embed-svc-0" in users
         assert users.index("notebook-ana") < users.index("KAI reservation pod")
         mig = _text(
             _panel(self.get(f"/c/gpu-prod/gpus/{gpu_uuid('a100-01', 0)}/", T).content.decode(), "gpu-users")
         )
         assert "nlp/eval-0 1g.10gb (GI 3)" in mig and "(1)" in mig
+
+    def test_the_reservation_pod_holding_a_gpu_through_its_share_changes_is_one_row(self):
+        later = AT + timedelta(minutes=4)
+        again = _with(
+            gpu_obs("l40s-01", 0, pod=RESERVATION),
+            model="NVIDIA L40S",
+            reservation=RESERVATION,
+            shares=[{"pod": "serving/embed-svc-0", "fraction": 0.4446, "memory_mib": 20480}],
+        )
+        inventory.record_states(self.cluster, [again], later)
+        users = _text(
+            _panel(
+                self.get(f"/c/gpu-prod/gpus/{gpu_uuid('l40s-01', 0)}/", later).content.decode(), "gpu-users"
+            )
+        )
+        assert users.count("KAI reservation pod") == 1, users
+        assert "0.5 of an L40S, 22.5 GiB" in users  # its slices' words name the product
