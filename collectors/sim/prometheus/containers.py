@@ -35,7 +35,6 @@ from typing import Any
 
 from collectors.sim.kube.common import stable_uid
 from collectors.sim.prometheus.promql import Selector
-from collectors.sim.telemetry import _minute_noise
 
 CPU = "container_cpu_usage_seconds_total"
 MEMORY = "container_memory_working_set_bytes"
@@ -75,6 +74,13 @@ def profile(seed: int, job: Any) -> tuple[float, float]:
     return cpu, memory
 
 
+def _wander(phase: float, minute: int) -> float:
+    """In [-0.5, 0.5), stable for (phase, minute) and unrelated from one minute to the next: the fractional part
+    of a scaled sine (the classic shader hash), a hundred times cheaper than a digest at every sample."""
+    x = math.sin(minute * 12.9898 + phase * 78.233) * 43758.5453
+    return x - math.floor(x) - 0.5
+
+
 def _resource(name: str) -> tuple[str, str]:
     unit = {"cpu": "core", "memory": "byte"}.get(name, "integer")
     return re.sub(r"[^a-zA-Z0-9_]", "_", name), unit
@@ -103,6 +109,8 @@ class ContainerSeries:
         self.world = world
         self.up = up  # (node, t) -> whether the node's kubelet answers a scrape at t
         self.seed = getattr(world, "seed", 0)
+        self._known: dict[str, tuple[float, float, float]] = {}  # _levels, by pod uid
+        self._up: dict[tuple[str, float], bool] = {}
 
     def pods(self) -> Iterator[Any]:
         seen: set[str] = set()
@@ -170,11 +178,31 @@ class ContainerSeries:
         end = _ts(pod.finished_at) or _ts(pod.deleted_at)
         return end is None or t < end
 
+    def _kubelet_up(self, node: str, t: float) -> bool:
+        known = self._up.get((node, t))
+        if known is None:
+            known = self._up[(node, t)] = bool(self.up(node, t))
+        return known
+
+    def _levels(self, pod: Any) -> tuple[float, float, float]:
+        """(cores used, working set bytes, wobble phase) of a pod's container: fixed for the pod (its requests
+        and its job's profile do not change), worked out once rather than at every sample."""
+        levels = self._known.get(pod.uid)
+        if levels is None:
+            if len(self._known) >= 100_000:  # a long live run: forgotten wholesale
+                self._known.clear()
+            asked, (cpu, memory) = requests_of(pod), profile(self.seed, self._job(pod))
+            levels = self._known[pod.uid] = (
+                asked["cpu"] * cpu,
+                asked["memory"] * memory,
+                2 * math.pi * _unit(self.seed, "phase", pod.uid),
+            )
+        return levels
+
     def cpu_seconds(self, pod: Any, t: float, container: bool) -> float:
         """The container's (or pod cgroup's) CPU counter at t: its level times the time run, plus the wobble."""
         start = _ts(pod.started_at) or t
-        cores = requests_of(pod)["cpu"] * profile(self.seed, self._job(pod))[0]
-        phase = 2 * math.pi * _unit(self.seed, "phase", pod.uid)
+        cores, _, phase = self._levels(pod)
         run = max(0.0, t - start)
         omega = 2 * math.pi / WOBBLE_PERIOD_S
         used = cores * run + cores * WOBBLE / omega * (math.cos(phase) - math.cos(omega * run + phase))
@@ -182,9 +210,9 @@ class ContainerSeries:
 
     def working_set(self, pod: Any, t: float, container: bool) -> float:
         start = _ts(pod.started_at) or t
-        level = requests_of(pod)["memory"] * profile(self.seed, self._job(pod))[1]
+        level = self._levels(pod)[1]
         ramp = min(1.0, 0.3 + 0.7 * max(0.0, t - start) / MEMORY_RAMP_S)
-        noise = 1.0 + 0.08 * _minute_noise(f"{self.seed}|{pod.uid}|mem|", int(t // 60))
+        noise = 1.0 + 0.08 * _wander(self._levels(pod)[2], int(t // 60))
         value = float(int(level * ramp * noise))
         return value if container else value + POD_OVERHEAD_BYTES
 
@@ -199,6 +227,7 @@ class ContainerSeries:
         if not times:
             return []
         lo, hi = times[0], times[-1]
+        self._up = {}  # (node, scrape time) -> whether its kubelet answered, for this selection
         groups: list[list[tuple[Key, Points]]] = []
         for pod in self.pods():
             created, gone = pod.created_at.timestamp(), _ts(pod.deleted_at)
@@ -253,7 +282,7 @@ class ContainerSeries:
             return
         end = _ts(pod.finished_at) or _ts(pod.deleted_at)
         lo, hi = bisect_left(times, start), len(times) if end is None else bisect_left(times, end)
-        at = [t for t in times[lo:hi] if self.up(pod.node, t)]
+        at = [t for t in times[lo:hi] if self._kubelet_up(pod.node, t)]
         if not at:
             return
         if last:
