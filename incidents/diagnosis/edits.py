@@ -35,7 +35,7 @@ from incidents.diagnosis.scheduling_pass import (
 )
 from incidents.diagnosis.shrink import free_after, shrink_candidates, static
 from incidents.diagnosis.types import DiagnosisInput, EntityState
-from incidents.diagnosis.whatif import Edit, EditError, apply_edits
+from incidents.diagnosis.whatif_edits import Edit, EditError, apply_edits
 
 MAX_PASSES = 8  # scheduling passes one job's answers may run
 MAX_ANSWERS = 5

@@ -12,7 +12,7 @@ from dataclasses import replace
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.scheduling_pass import ClusterPass, Considered, place
 from incidents.diagnosis.types import DiagnosisInput, EntityState
-from incidents.diagnosis.whatif import MAX_GPUS_PER_POD, Edit
+from incidents.diagnosis.whatif_edits import MAX_GPUS_PER_POD, Edit
 
 
 def static(r: F.NodeFit) -> set[str]:

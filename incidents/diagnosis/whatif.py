@@ -23,20 +23,20 @@ parameter          value                           edit
                                                    the node's labels, its tolerations the node's taints
 =================  ==============================  ==============================================================
 
-``apply_edits`` returns a new input and never changes the one it was given; ``compare`` runs
-``scheduling_pass.cluster_pass`` over both and lines up which waiting jobs start, and where, and what each queue
-and department holds before and after. Nothing is ever executed. Pure: no database, no simulator.
+The edits are read and applied by ``incidents.diagnosis.whatif_edits`` (re-exported here): ``apply_edits``
+returns a new input and never changes the one it was given. ``compare`` runs ``scheduling_pass.cluster_pass``
+over both and lines up which waiting jobs start, and where, and what each queue and department holds before and
+after. Nothing is ever executed. Pure: no database, no simulator.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import ACTIVE_POD_PHASES, is_pending, pod_units, project_allocated, quota_at
+from incidents.diagnosis.quota import ACTIVE_POD_PHASES, pod_units, project_allocated, quota_at
 from incidents.diagnosis.scheduling_pass import (
     NO_ROOM,
     QUOTA,
@@ -47,308 +47,17 @@ from incidents.diagnosis.scheduling_pass import (
     cluster_pass,
 )
 from incidents.diagnosis.types import DiagnosisInput, EntityState
-
-KINDS = ("quota", "limit", "cordon", "uncordon", "repair", "add", "remove", "hold", "request", "onto")
-MAX_EDITS = 20  # edits in one URL
-MAX_ADD = 64  # nodes one ``add`` makes
-MAX_ADDED = 256  # nodes all ``add`` edits make together
-MAX_GPUS = 100_000  # a quota or limit
-MAX_PODS = 1024
-MAX_GPUS_PER_POD = 64
-
-_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}"
-_PATTERNS = {
-    "quota": re.compile(rf"^(?P<name>{_NAME}):(?P<n>\d{{1,9}}(\.\d{{1,4}})?)$"),
-    "limit": re.compile(rf"^(?P<name>{_NAME}):(?P<n>\d{{1,9}}(\.\d{{1,4}})?)$"),
-    "cordon": re.compile(rf"^(?P<name>{_NAME})$"),
-    "uncordon": re.compile(rf"^(?P<name>{_NAME})$"),
-    "repair": re.compile(rf"^(?P<name>{_NAME})$"),
-    "add": re.compile(rf"^(?P<name>{_NAME}):(?P<n>\d{{1,6}})$"),
-    "remove": re.compile(rf"^(?P<ns>{_NAME})/(?P<name>{_NAME})$"),
-    "hold": re.compile(rf"^(?P<ns>{_NAME})/(?P<name>{_NAME})$"),
-    "request": re.compile(
-        rf"^(?P<ns>{_NAME})/(?P<name>{_NAME}):(?P<pods>\d{{1,6}})x"
-        r"(?:(?P<share>0\.\d{1,4})|(?P<profile>\d{1,2}g\.\d{1,4}gb)|(?P<gpus>\d{1,4}))$"
-    ),
-    "onto": re.compile(rf"^(?P<ns>{_NAME})/(?P<name>{_NAME}):(?P<node>{_NAME})$"),
-}
-_FORMS = {
-    "quota": "<name>:<gpus>",
-    "limit": "<name>:<gpus>",
-    "cordon": "<node>",
-    "uncordon": "<node>",
-    "repair": "<node>",
-    "add": "<node>:<n>",
-    "remove": "<namespace>/<job>",
-    "hold": "<namespace>/<job>",
-    "request": "<namespace>/<job>:<pods>x<gpus per pod | share 0.x | MIG profile 1g.10gb>",
-    "onto": "<namespace>/<job>:<node>",
-}
-
-
-class EditError(ValueError):
-    """An edit that cannot be read or applied; ``param`` names the query parameter and its value."""
-
-    def __init__(self, kind: str, raw: str, message: str) -> None:
-        super().__init__(f"{kind}={raw}: {message}")
-        self.param = kind
-        self.raw = raw
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One edit of the state at t, as the query string writes it."""
-
-    kind: str
-    name: str  # queue/project/department, node or job name
-    namespace: str = ""  # a job's
-    number: float = 0  # quota/limit GPUs, nodes to add, pods
-    gpus: int = 0  # GPUs per pod (request)
-    share: float = 0  # a share of one GPU per pod (request), instead of whole GPUs
-    profile: str = ""  # a MIG profile per pod (request); the node whose place the job may take (onto)
-
-    @property
-    def value(self) -> str:
-        """The query value that writes this edit back."""
-        n = f"{self.number:g}"
-        return {
-            "quota": f"{self.name}:{n}",
-            "limit": f"{self.name}:{n}",
-            "add": f"{self.name}:{n}",
-            "remove": f"{self.namespace}/{self.name}",
-            "hold": f"{self.namespace}/{self.name}",
-            "request": f"{self.namespace}/{self.name}:{n}x{self.per_pod}",
-            "onto": f"{self.namespace}/{self.name}:{self.profile}",
-        }.get(self.kind, self.name)
-
-    @property
-    def per_pod(self) -> str:
-        """What each pod of a request edit asks: "8", "0.5" (a share), "1g.10gb" (a MIG instance)."""
-        return self.profile or (f"{self.share:g}" if self.share else str(self.gpus))
-
-    @property
-    def words(self) -> str:
-        n = f"{self.number:g}"
-        job = f"{self.namespace}/{self.name}"
-        return {
-            "quota": f"quota of {self.name} → {n} GPUs",
-            "limit": f"limit of {self.name} → {n} GPUs",
-            "cordon": f"cordon {self.name}",
-            "uncordon": f"uncordon {self.name}",
-            "repair": f"repair {self.name}",
-            "add": f"add {n} node(s) like {self.name}",
-            "remove": f"remove {job}",
-            "hold": f"hold {job}",
-            "request": f"{job} asks {n} pod(s) × {self._per_pod_words}",
-            "onto": f"let {job} onto nodes like {self.profile}",
-        }[self.kind]
-
-    @property
-    def _per_pod_words(self) -> str:
-        if self.profile:
-            return f"MIG {self.profile}"
-        if self.share:
-            return f"{self.share:g} of a GPU"
-        return f"{self.gpus} GPUs"
-
-
-def parse_edit(kind: str, raw: str) -> Edit:
-    """One query value as an edit; ``EditError`` names the parameter and the form it expects."""
-    pattern = _PATTERNS.get(kind)
-    m = pattern.match(raw) if pattern is not None else None
-    if m is None:
-        raise EditError(kind, raw, f"expected {_FORMS.get(kind, 'a known edit')}")
-    g = m.groupdict()
-    if kind in ("quota", "limit"):
-        n = float(g["n"])
-        if not math.isfinite(n) or n > MAX_GPUS:
-            raise EditError(kind, raw, f"GPUs must be between 0 and {MAX_GPUS}")
-        return Edit(kind, g["name"], number=n)
-    if kind == "add":
-        n = int(g["n"])
-        if not 1 <= n <= MAX_ADD:
-            raise EditError(kind, raw, f"add between 1 and {MAX_ADD} nodes")
-        return Edit(kind, g["name"], number=n)
-    if kind == "request":
-        pods, gpus = int(g["pods"]), int(g["gpus"] or 0)
-        share = float(g["share"] or 0)
-        if g["share"] is not None and not 0 < share < 1:
-            raise EditError(kind, raw, "a share is between 0 and 1 of a GPU")
-        if not 1 <= pods <= MAX_PODS or not (share or g["profile"] or 1 <= gpus <= MAX_GPUS_PER_POD):
-            raise EditError(
-                kind, raw, f"pods between 1 and {MAX_PODS}, GPUs per pod between 1 and {MAX_GPUS_PER_POD}"
-            )
-        return Edit(kind, g["name"], g["ns"], number=pods, gpus=gpus, share=share, profile=g["profile"] or "")
-    if kind == "onto":
-        return Edit(kind, g["name"], g["ns"], profile=g["node"])
-    return Edit(kind, g["name"], g.get("ns") or "")
-
-
-def parse_edits(params: dict[str, list[str]]) -> list[Edit]:
-    """Every edit of a query string ({kind: [values]}), in the order of ``KINDS``; bounded in number."""
-    edits = [parse_edit(kind, raw) for kind in KINDS for raw in params.get(kind, [])]
-    if len(edits) > MAX_EDITS:
-        raise EditError("edits", str(len(edits)), f"at most {MAX_EDITS} edits in one what-if")
-    added = sum(int(e.number) for e in edits if e.kind == "add")
-    if added > MAX_ADDED:
-        raise EditError("add", str(added), f"at most {MAX_ADDED} nodes added in all")
-    return edits
-
-
-#
-# Applying edits
-#
-
-
-def apply_edits(di: DiagnosisInput, edits: list[Edit]) -> DiagnosisInput:
-    """A copy of ``di`` with ``edits`` applied (``di`` itself is left as it was). Unknown names raise
-    ``EditError``."""
-    out = replace(
-        di,
-        nodes=list(di.nodes),
-        pods=list(di.pods),
-        jobs=list(di.jobs),
-        queues=list(di.queues),
-        projects=list(di.projects),
-        departments=list(di.departments),
-        history=dict(di.history),
-    )
-    for e in edits:
-        _apply(out, e)
-    return out
-
-
-def _edited(items: list[EntityState], es: EntityState, state: dict[str, Any]) -> EntityState:
-    new = replace(es, state=state)
-    items[items.index(es)] = new
-    return new
-
-
-def _apply(di: DiagnosisInput, e: Edit) -> None:
-    if e.kind in ("quota", "limit"):
-        key = "quota_gpus" if e.kind == "quota" else "limit_gpus"
-        found = False
-        for items in (di.queues, di.projects, di.departments):
-            for es in [x for x in items if x.name == e.name]:
-                _edited(items, es, {**es.state, key: e.number})
-                found = True
-        if not found:
-            raise EditError(e.kind, e.value, f"no queue, project or department {e.name} at t")
-        return
-    if e.kind in ("cordon", "uncordon", "repair", "add"):
-        node = di.find("node", e.name)
-        if node is None:
-            raise EditError(e.kind, e.value, f"no node {e.name} at t")
-        if e.kind == "add":
-            _add_nodes(di, node, int(e.number))
-        elif e.kind == "repair":
-            _edited(di.nodes, node, _healthy(di, node, keep_cordon=True))
-        else:
-            taints = [t for t in node.state.get("taints") or [] if t.get("key") != _UNSCHEDULABLE_TAINT]
-            _edited(di.nodes, node, {**node.state, "unschedulable": e.kind == "cordon", "taints": taints})
-        return
-    job = di.find("job", e.name, e.namespace)
-    if job is None or job.namespace != e.namespace:
-        raise EditError(e.kind, e.value, f"no job {e.namespace}/{e.name} at t")
-    if e.kind in ("request", "onto"):
-        if not is_pending(job):
-            raise EditError(e.kind, e.value, f"{job.ref.label} is not waiting at t")
-        if e.kind == "request":
-            _retarget(di, job, _request_state(e))
-            return
-        node = di.find("node", e.profile)
-        if node is None:
-            raise EditError(e.kind, e.value, f"no node {e.profile} at t")
-        _retarget(di, job, _onto_state(di, job, node))
-        return
-    # remove / hold: the job's pods free their GPUs; a held job stays listed and waits
-    di.pods[:] = [p for p in di.pods if not (p.namespace == job.namespace and p.get("job") == job.name)]
-    if e.kind == "remove":
-        di.jobs.remove(job)
-    else:
-        _edited(di.jobs, job, {**job.state, "phase": "Pending", "active": 0, "held": True})
-
-
-_UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
-
-
-def _request_state(e: Edit) -> dict[str, Any]:
-    """The job's request keys as a request edit writes them (whole GPUs, a share, or one MIG instance per pod)."""
-    pods = int(e.number)
-    if e.profile:
-        return {"pods": pods, "gpus_per_pod": 0, "gpus_total": 0, "gpu_share": None, "mig": {e.profile: 1},
-                "gpu_units": pods * F.mig_units(e.profile)}  # fmt: skip
-    if e.share:
-        return {"pods": pods, "gpus_per_pod": 0, "gpus_total": 0, "gpu_share": {"fraction": e.share},
-                "mig": {}, "gpu_units": round(pods * e.share, 4)}  # fmt: skip
-    return {"pods": pods, "gpus_per_pod": e.gpus, "gpus_total": pods * e.gpus, "gpu_share": None, "mig": {},
-            "gpu_units": pods * e.gpus}  # fmt: skip
-
-
-def _onto_state(di: DiagnosisInput, job: EntityState, node: EntityState) -> dict[str, Any]:
-    """The selector and tolerations that let the job where ``node`` is: each selector key the node's labels
-    contradict takes the node's value (or goes, when the node has no such label), and each taint of the node the
-    job does not tolerate (other than a cordon or a health taint, which an uncordon or a repair lifts) gets a
-    toleration."""
-    req = F.job_request(di, job)
-    labels = node.state.get("labels") or {}
-    selector = {k: labels[k] for k in req.node_selector if k in labels}
-    tolerations = list(req.tolerations)
-    for t in node.state.get("taints") or []:
-        key = t.get("key") or ""
-        if t.get("effect") not in ("NoSchedule", "NoExecute") or key.startswith("node.kubernetes.io/"):
-            continue
-        if not F.tolerates(tolerations, t):
-            tol = {"key": key, "operator": "Equal", "value": t.get("value"), "effect": t.get("effect")}
-            tolerations.append(
-                tol if t.get("value") is not None else {**tol, "operator": "Exists", "value": None}
-            )
-    return {"node_selector": selector, "tolerations": tolerations}
-
-
-def _retarget(di: DiagnosisInput, job: EntityState, changes: dict[str, Any]) -> None:
-    """Write ``changes`` into the job and into its unbound pods (whose spec the fit prefers to the job's)."""
-    _edited(di.jobs, job, {**job.state, **changes})
-    pod_keys = {k: v for k, v in changes.items() if k in ("node_selector", "tolerations", "gpu_share", "mig")}
-    if "gpus_per_pod" in changes:
-        pod_keys["gpus"] = changes["gpus_per_pod"]
-    for p in [p for p in di.pods_of_job(job) if not p.get("node")]:
-        _edited(di.pods, p, {**p.state, **pod_keys})
-
-
-def _healthy(di: DiagnosisInput, node: EntityState, *, keep_cordon: bool) -> dict[str, Any]:
-    """The node's state Ready, with every GPU it should have and no health taint (nor, unless ``keep_cordon``,
-    a cordon)."""
-    gpus = F.nominal_gpus(di, node)
-    state = dict(node.state)
-    res = {"nvidia.com/gpu": gpus}
-    state["capacity"] = {**(state.get("capacity") or {}), **res}
-    state["allocatable"] = {**(state.get("allocatable") or {}), **res}
-    state["ready"] = True
-    if not keep_cordon:
-        state["unschedulable"] = False
-    state["taints"] = [
-        t
-        for t in state.get("taints") or []
-        if not (t.get("key") or "").startswith("node.kubernetes.io/")
-        or (keep_cordon and t.get("key") == _UNSCHEDULABLE_TAINT)
-    ]
-    return state
-
-
-def _add_nodes(di: DiagnosisInput, node: EntityState, n: int) -> None:
-    """``n`` empty copies of ``node``, healthy and schedulable, with every GPU it should have."""
-    state = _healthy(di, node, keep_cordon=False)
-    taken = {x.name for x in di.nodes}
-    i = 0
-    for _ in range(n):
-        i += 1
-        while f"{node.name}+{i}" in taken:
-            i += 1
-        name = f"{node.name}+{i}"
-        labels = {**(state.get("labels") or {}), "kubernetes.io/hostname": name}
-        di.nodes.append(EntityState("node", name, state={**state, "labels": labels}, valid_from=di.t))
-
+from incidents.diagnosis.whatif_edits import (
+    KINDS,
+    MAX_ADD,
+    MAX_EDITS,
+    MAX_GPUS_PER_POD,
+    Edit,
+    EditError,
+    apply_edits,
+    parse_edit,
+    parse_edits,
+)
 
 #
 # Before and after
@@ -601,6 +310,7 @@ def _quota_edit(di: DiagnosisInput, job: EntityState, req: F.Request) -> Edit | 
 __all__ = [
     "KINDS",
     "MAX_EDITS",
+    "MAX_GPUS_PER_POD",
     "Allocation",
     "Edit",
     "EditError",
