@@ -503,9 +503,11 @@ def node_fits(di: DiagnosisInput, req: Request) -> list[NodeFit]:
     return rows
 
 
-def could_gain(di: DiagnosisInput, nodes: Iterable[str], req: Request) -> bool:
+def could_gain(
+    di: DiagnosisInput, nodes: Iterable[str], req: Request, lifted: frozenset[str] = frozenset()
+) -> bool:
     """Whether more room on ``nodes`` could change where the job fits: one of them is a row of its fit table
-    (``node_fits``) with no static blocker. ``placeable`` skips every other row whatever its free GPUs, so an
+    (``node_fits``) with no static blocker but the ``lifted`` ones (an uncordon lifts ``CORDONED``). ``placeable`` skips every other row whatever its free GPUs, so an
     impact ("pending jobs that would then fit") need not build the whole table of a job for which this is
     False: of 12,000 waiting jobs at 1,000 nodes, the few that could use the node."""
     for name in nodes:
@@ -515,7 +517,7 @@ def could_gain(di: DiagnosisInput, nodes: Iterable[str], req: Request) -> bool:
         row = node_fit(di, node, req)
         if row.nominal == 0 and req.gpus_per_pod > 0:
             continue  # not a row of node_fits
-        if not any(b in STATIC_BLOCKERS for b in row.blockers):
+        if not any(b in STATIC_BLOCKERS and b not in lifted for b in row.blockers):
             return True
     return False
 

@@ -110,10 +110,8 @@ def pass_if_fixed(
     waiting = [j for j in di.jobs if is_pending(j) and not _same(j, job)]
     order = QueueOrder(di, [*waiting, job])
     for seen, other in enumerate(order):
-        if _same(other, job):
-            break
-        if seen >= MAX_AHEAD:
-            continue
+        if _same(other, job) or seen >= MAX_AHEAD:
+            break  # a job behind more than MAX_AHEAD others is not started by the fix either way
         taken, fits = _serve_ahead(di, other, free, lifted, fault_nodes)
         if not fits:
             continue
@@ -165,10 +163,13 @@ def _serve_ahead(
     return place(other_rows, other_req, free, lifted), True
 
 
-def starts_with_room(di: DiagnosisInput, gained: dict[str, int], freed: bool = False) -> list[str]:
+def starts_with_room(
+    di: DiagnosisInput, gained: dict[str, int], freed: bool = False, lifted: frozenset[str] = frozenset()
+) -> list[str]:
     """The waiting jobs that would start, in the cluster's order, if ``gained`` GPUs per node became free (a GPU
-    repaired: more allocatable; ``freed``: pods released them), each taking its room: one 8-GPU node starts one
-    8-GPU job, not every job that would fit there alone. Only jobs that could use those nodes are weighed
+    repaired: more allocatable; ``freed``: pods released them) or the ``lifted`` static blockers went (an
+    uncordon: ``{node: 0}`` with ``CORDONED`` lifted), each taking its room: one 8-GPU node starts one 8-GPU
+    job, not every job that would fit there alone. Only jobs that could use those nodes are weighed
     (``fit.could_gain``); a job that fits already, or whose own quota holds it, takes nothing."""
     if not gained:
         return []
@@ -177,17 +178,20 @@ def starts_with_room(di: DiagnosisInput, gained: dict[str, int], freed: bool = F
     order = QueueOrder(di, [j for j in di.jobs if is_pending(j)])
     for job in order:
         req = F.job_request(di, job)
-        if req.pods == 0 or not whole_gpus(req) or not F.could_gain(di, gained, req):
+        if req.pods == 0 or not whole_gpus(req) or not F.could_gain(di, gained, req, lifted):
             continue
         rows = F.node_fits(di, req)
         if F.fits(rows, req):
             continue  # it fits already: the room changes nothing for it
         if free is None:  # node room is the same whoever asks: read once, with the gain
             free = _room_with(rows, gained, freed)
+            for r in rows:  # a blocker is lifted on the nodes named only: another cordoned node stays shut
+                if r.node not in gained and any(b in lifted for b in r.blockers):
+                    free[r.node] = 0
         held = quota_at(di, job, req, sum(free.values()))
         if held is not None and held.holds:
             continue
-        taken = place(rows, req, free, frozenset())
+        taken = place(rows, req, free, lifted)
         if not taken:
             continue
         for node, pods in taken.items():
