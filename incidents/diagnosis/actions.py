@@ -21,6 +21,7 @@ from incidents.diagnosis.actions_workloads import (
     thermal,
     workload,
 )
+from incidents.diagnosis.queue_order import QueueOrder
 from incidents.diagnosis.quota import is_pending, project_allocated, units_held
 from incidents.diagnosis.scheduling_pass import starts_with_room
 from incidents.diagnosis.types import ActionDraft, DiagnosisInput, EntityState, Finding, Ref, gpus_of
@@ -260,7 +261,7 @@ def _node_unavailable(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     if n is not None and n.get("unschedulable") and n.get("ready", True):
         if _faulty_gpus(di, n):
             return []  # cordoned for a GPU fault: its repair comes first (the fault's own actions)
-        pending = _pending_that_fit_after(di, {})
+        pending = starts_with_room(di, {node: 0}, lifted=frozenset({F.CORDONED}))
         return [
             ActionDraft(
                 f.code,
@@ -451,11 +452,14 @@ def _pending_in_project_within(
         mine = di.find("job", job.name, job.namespace)
         room -= _job_units(mine) if mine else 0
     out = []
-    for other in di.jobs:
-        if not is_pending(other) or (other.get("project") or other.get("queue")) not in (project, queue):
-            continue
-        if job is not None and other.name == job.name and other.namespace == job.namespace:
-            continue
+    waiting = [
+        other
+        for other in di.jobs
+        if is_pending(other)
+        and (other.get("project") or other.get("queue")) in (project, queue)
+        and not (job is not None and other.name == job.name and other.namespace == job.namespace)
+    ]
+    for other in QueueOrder(di, waiting):  # the scheduler's order, as every "who starts" answer reads it
         want = _job_units(other)
         if 0 < want <= room + 1e-9:
             room -= want

@@ -12,11 +12,11 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.queue_order import ahead_of, order_words
 from incidents.diagnosis.quota import (
     DepartmentAt,
     QueuedJob,
     QuotaAt,
-    jobs_ahead,
     overtaking_pods,
     precedence,
     quota_at,
@@ -378,11 +378,11 @@ def queue_findings(
     fits_now: bool,
     since: Any,
 ) -> list[Finding]:
-    ahead = jobs_ahead(di, job)
+    ahead = ahead_of(di, job)
     ref = job.ref
     ahead_cite = Derived(
         kind="queue_order",
-        locator=f"inventory pending jobs ordered before {ref.label} (queue priority, priority class, submission) "
+        locator=f"inventory pending jobs ordered before {ref.label} ({order_words(di.scheduler)}) "
         f"as of {iso(di.t)}",
         content={"job": ref.label, "ahead": [a.to_dict() for a in ahead]},
         summary=f"{len(ahead)} pending job(s) ahead of {ref.label} at {hhmm(di.t)}",

@@ -189,3 +189,30 @@ def test_a_quota_action_is_the_smallest_edit_that_lets_the_job_in():
     acts = [a for a in run_checks(di).actions if a.code == C.PROJECT_QUOTA_EXHAUSTED]
     assert acts[0].title == "Restore project vision's quota to 32 and limit to 32 (cut by platform-admin)"
     assert "sum to 48 of 32 GPUs in the cluster (over-committed by 16" in acts[0].impact
+
+
+def test_an_uncordon_names_the_waiting_jobs_the_node_would_start_in_queue_order():
+    """Uncordoning a Ready node whose maintenance is over: its 8 free GPUs start one 8-GPU job, the first in the
+    cluster's order (a higher queue priority first), not every job that would fit there alone; another cordoned
+    node stays shut."""
+    from incidents.diagnosis import fit as F
+    from incidents.diagnosis.actions import _node_unavailable
+    from incidents.diagnosis.types import Finding
+
+    nodes = [node("h100-01", unschedulable=True), node("h100-02", unschedulable=True)]
+    waiting = [
+        job("early", "research", submitted=T0),
+        job("urgent", "prod", submitted=T0 + timedelta(hours=1)),
+        job("late", "research", submitted=T0 + timedelta(hours=2)),
+    ]
+    di = world(
+        subjects=[Ref("node", "h100-01")],
+        nodes=nodes,
+        jobs=waiting,
+        queues=[queue("prod", 64, priority=100), queue("research", 64)],
+    )
+    f = Finding(C.GPU_NODE_UNAVAILABLE, "h100-01 is cordoned", "supported", 0.9, facts={"node": "h100-01"})
+    (uncordon,) = _node_unavailable(di, f)
+    assert uncordon.title == "Uncordon h100-01 if its maintenance is over"
+    assert "could land there: prod/urgent." in uncordon.impact
+    assert F.CORDONED in F.node_fit(di, di.nodes[1], F.job_request(di, waiting[0])).blockers
