@@ -137,7 +137,7 @@ class SimProject:
 
     name: str
     namespace: str
-    quota_gpus: int
+    quota_gpus: int | float  # KAI: -1 (unlimited) or a fraction too
     limit_gpus: int | None  # None = no limit
     over_quota_weight: int
     priority: int
@@ -161,7 +161,7 @@ class SimDepartment:
     """A department: KAI parent Queue of its projects' queues, or the Kueue Cohort of their ClusterQueues."""
 
     name: str
-    quota_gpus: int
+    quota_gpus: int | float  # KAI: -1 (unlimited) or a fraction too
     limit_gpus: int | None
     created_at: datetime
     uid: str

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import yaml
 
 from .gpus import CATALOG, GpuModel, gpu_model, layout_problem
@@ -188,13 +190,25 @@ def read_cluster(r: Reader, node: yaml.Node | None) -> ClusterSpec | None:
     return ClusterSpec(name, scheduler, dcgm, tuple(pools), line_of(node))
 
 
-def _gpu_amount(r: Reader, node: yaml.Node | None, path: str, *, unlimited: bool = False) -> int | None:
-    """``{gpu: n}``; with ``unlimited``, -1 too (a KAI queue's unlimited deserved quota)."""
+def _gpu_amount(r: Reader, node: yaml.Node | None, path: str) -> int | None:
     keys = r.mapping(node, path, ("gpu",), required=("gpu",))
     if keys is None:
         return None
-    if unlimited and r._safe(keys["gpu"]) == -1:
+    return r.integer(keys.get("gpu"), f"{path}.gpu", minimum=0)
+
+
+def _deserved(r: Reader, node: yaml.Node | None, path: str) -> int | float | None:
+    """A deserved quota ``{gpu: n}``: also -1 (a KAI queue's unlimited deserved quota) or a fraction (KAI's
+    deserved GPUs are a number); Kueue refuses both (the loader says so)."""
+    keys = r.mapping(node, path, ("gpu",), required=("gpu",))
+    if keys is None:
+        return None
+    value = r._safe(keys["gpu"])
+    if value == -1:
         return UNLIMITED
+    if isinstance(value, float):
+        number = r.number(keys["gpu"], f"{path}.gpu", lo=0.0, hi=math.inf)
+        return None if number is None else (int(number) if number.is_integer() else number)
     return r.integer(keys.get("gpu"), f"{path}.gpu", minimum=0)
 
 
@@ -209,7 +223,7 @@ def read_departments(r: Reader, node: yaml.Node | None) -> list[DepartmentSpec]:
         if dk is None:
             continue
         name = r.string(dk.get("name"), f"{path}.name", slug=True)
-        quota = _gpu_amount(r, dk.get("quota"), f"{path}.quota", unlimited=True)
+        quota = _deserved(r, dk.get("quota"), f"{path}.quota")
         limit = _gpu_amount(r, dk.get("limit"), f"{path}.limit") if "limit" in dk else None
         weight = (
             r.integer(dk.get("over_quota_weight"), f"{path}.over_quota_weight", minimum=0)
@@ -248,7 +262,7 @@ def read_projects(
         namespace = (
             r.string(pk.get("namespace"), f"{path}.namespace", slug=True) if "namespace" in pk else name
         )
-        quota = _gpu_amount(r, pk.get("quota"), f"{path}.quota", unlimited=True)
+        quota = _deserved(r, pk.get("quota"), f"{path}.quota")
         limit = _gpu_amount(r, pk.get("limit"), f"{path}.limit") if "limit" in pk else None
         weight = (
             r.integer(pk.get("over_quota_weight"), f"{path}.over_quota_weight", minimum=0)

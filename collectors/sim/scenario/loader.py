@@ -140,7 +140,7 @@ def _read(r: Reader, root: yaml.Node, source: str | None, now: datetime | None) 
     expect = read_expect(r, top.get("expect"), alerts, cluster, events, project_names, job_names)
     kueue = None
     if "kueue" in top:
-        quotas = {p.name: p.quota_gpus for p in projects}
+        quotas = {p.name: int(p.quota_gpus) for p in projects}  # whole numbers under Kueue (below)
         scheduler = cluster.scheduler if cluster else None
         kueue = read_kueue(r, top["kueue"], scheduler, quotas, job_names, bool(departments))
     reference = read_reference(r, top["reference"], cluster, job_names) if "reference" in top else None
@@ -148,11 +148,12 @@ def _read(r: Reader, root: yaml.Node, source: str | None, now: datetime | None) 
         deserved = [("departments", i, d.quota_gpus, d.line) for i, d in enumerate(departments)]
         deserved += [("projects", i, p.quota_gpus, p.line) for i, p in enumerate(projects)]
         for section, i, quota, line in deserved:
-            if quota == UNLIMITED:
+            if quota == UNLIMITED or not float(quota).is_integer():
                 r.problem(
                     f"{section}[{i}].quota.gpu",
                     None,
-                    "-1 (unlimited deserved quota) is KAI's; a Kueue nominal quota needs a number >= 0",
+                    f"{quota} (an unlimited or fractional deserved quota) is KAI's; a Kueue nominal quota "
+                    "needs a whole number >= 0",
                     line=line,
                 )
     if r.problems or None in (fmt, name, duration, seed, start, cluster):

@@ -108,7 +108,7 @@ class DepartmentSpec:
     """Queues above projects: a KAI parent Queue, or a Kueue Cohort its projects' ClusterQueues belong to."""
 
     name: str
-    quota_gpus: int
+    quota_gpus: int | float  # KAI: -1 (unlimited) or a fraction too
     limit_gpus: int | None
     line: int = 0
     over_quota_weight: int = 1  # KAI: its share of the spare among the top-level queues
@@ -127,7 +127,7 @@ class ClusterSpec:
 class ProjectSpec:
     name: str
     namespace: str
-    quota_gpus: int
+    quota_gpus: int | float  # KAI: -1 (unlimited) or a fraction too
     limit_gpus: int | None
     over_quota_weight: int = 1
     priority: int = 0

@@ -112,3 +112,11 @@ def test_kai_takes_an_unlimited_quota_and_kueue_refuses_it() -> None:
     assert any(p == "projects[0].quota.gpu" and "KAI's" in msg for p, _l, msg in problems), problems
     problems = problems_of(BASE.replace("{name: queue0, quota: {gpu: 1}", "{name: queue0, quota: {gpu: -2}"))
     assert any(p == "projects[0].quota.gpu" and ">= 0" in msg for p, _l, msg in problems), problems
+
+
+def test_kai_takes_a_fractional_deserved_quota_and_kueue_refuses_it() -> None:
+    half = BASE.replace("{name: queue0, quota: {gpu: 1}", "{name: queue0, quota: {gpu: 0.5}")
+    assert load_scenario(half).projects[0].quota_gpus == 0.5
+    problems = problems_of(half.replace("scheduler: kai", "scheduler: kueue"))
+    assert any(p == "projects[0].quota.gpu" and "0.5" in msg for p, _l, msg in problems), problems
+    assert divide(1, [q("a", 0.2, 1, 1), q("b", 0.8, 1, 1)]) == {"a": 0.2, "b": 0.8}
