@@ -17,7 +17,7 @@ class WhyPositionTest(PageTestCase):
         # vision's queue priority (50) puts vit-large first; both wait for room on h100-01/02
         assert "1 of 1 waiting in queue" in html and "2 of 2 in the cluster's order" in html
         assert "One scheduling pass at t would not start it (no room)." in html
-        assert "Order: KAI: queue priority first, then fair share" in html
+        assert "Order: KAI: departments first, then their projects" in html
         assert "Ahead, competing for the same GPUs (1)" in html
         assert '<a href="/c/gpu-prod/jobs/vision/vit-large/?t=2026-11-29T03%3A20%3A00Z&amp;w=2h">' in html
         ex = r.context["why_pending"]

@@ -30,7 +30,10 @@ class WhatIfTest(PageTestCase):
         assert order == [("vision/vit-large", "no room"), ("nlp/bert-eval", "no room")]
         html = r.content.decode()
         assert "nothing here is executed" in html and "Add an edit to compare." in html
-        assert "KAI: queue priority first, then fair share" in html
+        assert (
+            "KAI: departments first, then their projects; a queue still within its deserved quota first"
+            in html
+        )
 
     def test_adding_a_node_starts_the_first_job_in_line_on_it(self):
         r = self.get(PATH + "?add=h100-01:1", self.times["end"])
