@@ -196,27 +196,31 @@ def admit_pass(
 
 
 def _queues(world: World, spec: KueueSpec) -> dict[str, list[SimJob]]:
-    """Each ClusterQueue's waiting workloads in Kueue's order: priority, then age."""
+    """Each ClusterQueue's waiting workloads in Kueue's order (priority, then age), reversed."""
     out: dict[str, list[SimJob]] = {q.project: [] for q in spec.cluster_queues}
     for j in world.jobs.values():
         if j.state == "Pending" and j.suspended:
             out[j.project].append(j)
-    for jobs in out.values():
-        jobs.sort(key=lambda j: (-priority(world, j), j.submit_at, world.creation_order.get(j.name, 0)))
+    for jobs in out.values():  # last first: the head is popped off the end
+        jobs.sort(
+            key=lambda j: (-priority(world, j), j.submit_at, world.creation_order.get(j.name, 0)),
+            reverse=True,
+        )
     return out
 
 
 def _heads(spec: KueueSpec, queues: dict[str, list[SimJob]], tried: set[str]) -> list[SimJob]:
-    """The next workload of each ClusterQueue; StrictFIFO: only its first, which blocks the rest."""
+    """The next workload of each ClusterQueue; StrictFIFO: only its first, which blocks the rest.
+
+    Admitted and tried workloads only accumulate during a pass, so each queue is read past them once."""
     heads = []
     for cq in spec.cluster_queues:
-        queue = [j for j in queues[cq.project] if not j.admitted]
-        queues[cq.project] = queue
-        if cq.queueing_strategy == "StrictFIFO":
-            queue = queue[:1]
-        head = next((j for j in queue if j.name not in tried), None)
-        if head is not None:
-            heads.append(head)
+        queue = queues[cq.project]
+        strict = cq.queueing_strategy == "StrictFIFO"
+        while queue and (queue[-1].admitted or (not strict and queue[-1].name in tried)):
+            queue.pop()
+        if queue and queue[-1].name not in tried:
+            heads.append(queue[-1])
     return heads
 
 
