@@ -1,10 +1,11 @@
-"""The simulator against KAI Scheduler's own test tables: 155 of 157 cases end as KAI expects.
+"""The simulator against KAI Scheduler's own test tables: 156 of 158 cases end as KAI expects.
 
 Each file of `kai_cases/` (transcribed from kai-scheduler/KAI-Scheduler at
 d5bc503a146317e51037d89775d77172c6d12f71, see `kai_cases/README.md`) is a format-1 scenario whose
 `reference` section holds KAI's expected end state: which jobs run, and on which node where KAI's test
-checks it. The scenario runs in the simulator's world to its end (ten simulated minutes, a few
-milliseconds) and the jobs whose pods are all bound are the running ones.
+checks it (every job, but in a case whose notes say KAI's test checks fewer). The scenario runs in the
+simulator's world to its end (ten simulated minutes, a few milliseconds) and the jobs whose pods are all
+bound are the running ones.
 
 `DISAGREE` lists, exactly, the cases the simulator does not yet end as KAI does, with the family and the
 reason: they are strict xfails, so a listed case that starts agreeing fails too, and the figure above (also
@@ -65,7 +66,8 @@ def differences(case_id: str) -> list[str]:
     ref = case(case_id).reference
     assert ref is not None
     got = end_state(case_id)
-    assert set(got) == set(ref.end_state), "every job of the case has an expectation"
+    # a case names every job, or those KAI's test checks (its notes say so)
+    assert ref.end_state and set(ref.end_state) <= set(got)
     out = []
     for name, (want, node) in sorted(ref.end_state.items()):
         state, nodes = got[name]
@@ -88,7 +90,7 @@ def test_the_simulator_ends_the_case_as_kai(case_id: str) -> None:
 
 
 def test_every_case_names_its_source_commit_and_family() -> None:
-    assert len(FILES) >= 157
+    assert len(FILES) >= 158
     for path in FILES:
         ref = case(path.stem).reference
         assert ref is not None
