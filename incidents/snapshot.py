@@ -26,7 +26,7 @@ import threading
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Max
+from django.db.models import Case, Max, Value, When
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 
 from collectors.models import Change, Cluster, EntityVersion
@@ -148,14 +148,24 @@ def _read(cluster: Cluster, t: datetime) -> Rows:
     return out
 
 
+# A waiting pod's spec as the fit reads it (``fit.job_request`` prefers the pod's to its job's): what the
+# scheduler sees, including tolerations Kubernetes adds to GPU pods. Running pods' are not read: placed already.
+PENDING_POD_JSON = ("tolerations", "node_selector", "gpu_share")
+
+
 def pod_extras(base: Any) -> dict[int, dict[str, Any]]:
     """What the fit counts beyond the hot columns, for the unfinished pods that have it: GPU units (fractions,
-    MIG), MIG instances and CPU/memory requests (when the inventory records them), by version id.
+    MIG), MIG instances and CPU/memory requests (when the inventory records them), and a waiting pod's
+    ``PENDING_POD_JSON``, by version id.
 
     The requests (cores and bytes, ``collectors.mapping``) are read as two text values, not as a JSON map per
     pod: decoding 20,000 maps was a third of a fleet's load.
     """
     requests = KeyTransform("requests", "state")
+
+    def pending_only(key: str) -> Case:
+        return Case(When(phase="Pending", then=KeyTextTransform(key, "state")), default=Value(None))
+
     rows = (
         base.filter(kind="pod")
         .exclude(phase__in=("Succeeded", "Failed"))
@@ -163,16 +173,20 @@ def pod_extras(base: Any) -> dict[int, dict[str, Any]]:
             s_mig=KeyTextTransform("mig", "state"),
             s_cpu=KeyTextTransform("cpu", requests),
             s_memory=KeyTextTransform("memory", requests),
+            **{f"s_{key}": pending_only(key) for key in PENDING_POD_JSON},
         )
-        .values_list("pk", "gpu_units", "s_mig", "s_cpu", "s_memory")
+        .values_list("pk", "gpu_units", "s_mig", "s_cpu", "s_memory", *(f"s_{k}" for k in PENDING_POD_JSON))
     )
     out: dict[int, dict[str, Any]] = {}
-    for pk, units, mig, cpu, memory in rows[:SLIM_POD_LIMIT]:
+    for pk, units, mig, cpu, memory, *spec in rows[:SLIM_POD_LIMIT]:
         extra: dict[str, Any] = {}
         if units is not None:
             extra["gpu_units"] = units
         if mig and mig not in ("{}", "null"):
             extra["mig"] = json.loads(mig)
+        for key, text in zip(PENDING_POD_JSON, spec, strict=True):
+            if text and text not in ("{}", "[]", "null"):
+                extra[key] = json.loads(text)
         if cpu is not None or memory is not None:
             extra["requests"] = {
                 k: _number(v) for k, v in (("cpu", cpu), ("memory", memory)) if v is not None

@@ -75,3 +75,23 @@ class SnapshotTests(BaseTestCase):
             set(state),
             {"phase", "node", "job", "queue", "project", "gpus", "started", "created", "priority_class"},
         )
+
+    def test_a_waiting_pods_spec_is_read_as_the_fit_reads_it(self) -> None:
+        """The what-if page and the panel weigh a waiting job by its pods' spec (tolerations Kubernetes adds to
+        GPU pods, a selector, a share); a running pod's spec is not read."""
+        toleration = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+        spec = {"tolerations": [toleration], "node_selector": {"nodepool": "h100"}, "gpu_share": {"fraction": 0.5}}
+        hot = {"job": "train", "queue": "vision", "project": "vision", "gpus": 0}
+        record_states(
+            self.cluster,
+            [
+                Observed("pod", "train-0", {**spec, "phase": "Pending"}, "vision", hot={**hot, "phase": "Pending"}),
+                Observed("pod", "run-0", {**spec, "phase": "Running"}, "vision", hot={**hot, "phase": "Running"}),
+            ],
+            T,
+        )
+        pods = {name: state for _, name, _, state, _ in snapshot.fleet_rows(self.cluster, T)["pod"]}
+        assert pods["train-0"]["tolerations"] == [toleration]
+        assert pods["train-0"]["node_selector"] == {"nodepool": "h100"}
+        assert pods["train-0"]["gpu_share"] == {"fraction": 0.5}
+        assert "tolerations" not in pods["run-0"]
