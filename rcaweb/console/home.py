@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.db.models import F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import F, OuterRef, Q, Subquery
 from django.urls import reverse
 
 from collectors.models import Cluster, Entity, EntityVersion, SourceRun
@@ -21,7 +21,7 @@ from collectors.sources.redact import redact_text
 from incidents import causes, problems
 from incidents.lifecycle import auto_resolve_after
 from incidents.models import Alert, DiagnosisRun, Hypothesis, Incident
-from incidents.ordering import by_urgency
+from incidents.open_problems import group_open
 from rcaweb.console.common import fmt_age, one_line, parse_time
 from rcaweb.cursor import Cursor
 from rcaweb.via import Via
@@ -105,14 +105,6 @@ class BadGpuRow:
     phase = Via[str]("version")
 
 
-def open_at(t: datetime) -> QuerySet[Incident]:
-    """Incidents open at t: onset <= t, not resolved by t."""
-    return Incident.objects.filter(onset__lte=t).filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=t))
-
-
-SCAN_LIMIT = 10_000  # open incidents read (id, cause, impact) to group into problems; beyond, counted only
-
-
 def open_incidents(t: datetime) -> list[ProblemRow]:
     """The first PANEL_LIMIT problems open at t in the order to work them (incidents.ordering: severity,
     impact, age): each row (ProblemRow) is the most urgent incident of a problem (incidents.problems: incidents whose
@@ -122,25 +114,11 @@ def open_incidents(t: datetime) -> list[ProblemRow]:
     open at t and ``problems_total`` every problem.
 
     Three queries whatever the number of incidents: the urgency order of every open incident as narrow
-    rows (id, cluster, cause key, impact; SQL orders, Python groups), the rows shown, their hypotheses.
+    rows, grouped (incidents.open_problems), the rows shown, their hypotheses.
     """
-    order = list(
-        by_urgency(open_at(t), t)
-        .annotate(cause_at_t=causes.cause_in_force(t))
-        .values_list("id", "cluster_id", "cause_at_t", "impact_gpus", "inference")[: SCAN_LIMIT + 1]
-    )
-    open_total = len(order) if len(order) <= SCAN_LIMIT else open_at(t).count()
-    groups: dict[tuple[int | None, str], list[tuple[int, int]]] = {}
-    leads: list[tuple[int | None, str]] = []
-    inference = {pk for pk, *_, inf in order[:SCAN_LIMIT] if inf}
-    for pk, cluster_id, key, impact, _inf in order[:SCAN_LIMIT]:
-        gkey = (cluster_id, key) if key else (cluster_id, f"#{pk}")
-        if gkey not in groups:
-            groups[gkey] = []
-            leads.append(gkey)
-        groups[gkey].append((pk, impact or 0))
-    shown = leads[:PANEL_LIMIT]
-    wanted = [pk for g in shown for pk, _ in groups[g][: CHILDREN_SHOWN + 1]]
+    grouped = group_open(t)
+    shown = grouped.problems[:PANEL_LIMIT]
+    wanted = [pk for p in shown for pk, _ in p.members[: CHILDREN_SHOWN + 1]]
     # The diagnosis in force at t of each row (the latest describing a moment at or before t, else the onset's):
     # a page at a past cursor shows what was known then, never a later answer.
     rows: dict[int, Any] = {
@@ -165,29 +143,29 @@ def open_incidents(t: datetime) -> list[ProblemRow]:
     for inc in rows.values():
         if inc.run_at_t in run_titles:
             inc.title = run_titles[inc.run_at_t]  # shown, never saved: the title as the run in force tells it
-    impact_of = {pk: impact for g in shown for pk, impact in groups[g]}
+    impact_of = {pk: impact for p in shown for pk, impact in p.members}
     out: list[ProblemRow] = []
-    for g in shown:
-        members = groups[g]
+    for p in shown:
+        members = p.members
         inc = rows.get(members[0][0])
         if inc is None:  # resolved or deleted between the two reads
             continue
         children: list[Incident] = [rows[pk] for pk, _ in members[1 : CHILDREN_SHOWN + 1] if pk in rows]
         ranked = ranked_of.get(inc.pk, [])
-        shared = len(members) > 1
-        key = g[1] if not g[1].startswith("#") else ""  # the cause key in force at t that groups this problem
+        shared = p.shared
+        key = p.key  # the cause key in force at t that groups this problem
         query = urlencode({"status": "active", "cause": key})
         out.append(
             ProblemRow(
                 incident=inc,
                 impact_gpus=impact_of.get(inc.pk, 0),
-                inference=inc.pk in inference,
+                inference=inc.pk in grouped.inference,
                 members=len(members),
-                problem_gpus=sum(i for _, i in members),
+                problem_gpus=p.gpus,
                 children=children,
                 more=len(members) - 1 - len(children),
-                open_total=open_total,
-                problems_total=len(leads),
+                open_total=grouped.open_total,
+                problems_total=len(grouped.problems),
                 # The top is the best supported cause; none means "no cause found" (a refuted one is never the top).
                 top_hypothesis=ranked[0] if ranked else None,
                 age=fmt_age(inc.duration_at(t).total_seconds()),  # onset → t: open at t
