@@ -143,6 +143,8 @@ class SimProject:
     priority: int
     created_at: datetime
     uid: str
+    limit_cpu_millis: int | None = None  # KAI: the Queue's CPU and memory limits, None = none
+    limit_memory_bytes: int | None = None
     resource_version: int = 0
     last_manager: str = "kai-operator"  # managedFields manager of the last write (the event's actor)
     # Added by the engine, recomputed every tick (KAI Queue status / Kueue ClusterQueue status):
@@ -171,6 +173,8 @@ class SimDepartment:
     requested_gpus: float = 0
     changed_at: datetime | None = None
     over_quota_weight: int = 1
+    limit_cpu_millis: int | None = None  # KAI: the parent Queue's CPU and memory limits, None = none
+    limit_memory_bytes: int | None = None
 
 
 @dataclass

@@ -130,6 +130,19 @@ def kai_over_limit(queue: str, limit: float, used: float, requested: float) -> s
     )
 
 
+def kai_over_limit_resource(queue: str, resource: str, limit: int, used: int, requested: int) -> str:
+    """KAI's OverLimit for a queue's CPU (millicores, said in cores) or memory (bytes, said in GB)."""
+    if resource == "cpu":
+        name, unit, scale = "CPU cores", "cores", 1000
+    else:
+        name, unit, scale = "memory", "GB", 10**9
+    return (
+        f"{queue} quota has reached the allowable limit of {name}. Limit is {_fmt_num(limit / scale)} {unit}, "
+        f"currently {_fmt_num(used / scale)} {unit} allocated and workload requested {_fmt_num(requested / scale)} "
+        f"{unit}"
+    )
+
+
 def kai_non_preemptible_over_quota(queue: str, requested: float, deserved: float, used: float) -> str:
     return (
         f"Non-preemptible workload is over quota. Workload requested {_fmt_num(requested)} GPUs, but {queue} "

@@ -31,6 +31,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from . import kueue, lifecycle, messages, proportion
+from .limits import cpu_memory_over_limit
 from .placement import Placer
 from .quota import (
     cohort_quota,
@@ -163,6 +164,11 @@ def _kai_quota_block(
     if proj.limit_gpus is not None and alloc[proj.name] + r > proj.limit_gpus + 1e-9:
         msg = messages.kai_over_limit(proj.name, proj.limit_gpus, alloc[proj.name], r)
         return "OverLimit", msg, {"reason": "OverLimit", "message": msg, "details": details}
+    over = cpu_memory_over_limit(
+        world, job, proj.name, {proj.name}, proj.limit_cpu_millis, proj.limit_memory_bytes
+    )
+    if over:
+        return "OverLimit", over, {"reason": "OverLimit", "message": over, "details": details}
     dept = world.departments.get(proj.department or "")
     if dept is not None:
         # KAI checks every queue up the hierarchy with the same policy: the parent queue's limit, and
@@ -185,6 +191,14 @@ def _kai_quota_block(
         if dept.limit_gpus is not None and used + r > dept.limit_gpus + 1e-9:
             msg = messages.kai_over_limit(dept.name, dept.limit_gpus, used, r)
             return "OverLimit", msg, {"reason": "OverLimit", "message": msg, "details": ddetails}
+        over = None
+        if dept.limit_cpu_millis is not None or dept.limit_memory_bytes is not None:
+            members = {p.name for p in world.projects.values() if p.department == dept.name}
+            over = cpu_memory_over_limit(
+                world, job, dept.name, members, dept.limit_cpu_millis, dept.limit_memory_bytes
+            )
+        if over:
+            return "OverLimit", over, {"reason": "OverLimit", "message": over, "details": ddetails}
         if (
             job.priority_class == "inference"
             and used_np + r > proportion.deserved_gpus(dept.quota_gpus) + 1e-9

@@ -99,6 +99,8 @@ class World:
                 created_at=self.start - timedelta(days=7),
                 uid=uid(self.seed, "department", d.name),
                 over_quota_weight=d.over_quota_weight,
+                limit_cpu_millis=d.limit_cpu_millis,
+                limit_memory_bytes=d.limit_memory_bytes,
             )
             self.departments[d.name] = dept
             self.touch(dept)
@@ -113,6 +115,8 @@ class World:
                 created_at=self.start - timedelta(days=7),
                 uid=uid(self.seed, "project", p.name),
                 department=p.department,
+                limit_cpu_millis=p.limit_cpu_millis,
+                limit_memory_bytes=p.limit_memory_bytes,
             )
             self.projects[p.name] = proj
             self.touch(proj)

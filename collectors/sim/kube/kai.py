@@ -142,8 +142,7 @@ def kai_queue(ctx: RenderContext, project: SimProject) -> dict[str, Any]:
                     "limit": project.limit_gpus if project.limit_gpus is not None else -1,
                     "overQuotaWeight": project.over_quota_weight,
                 },
-                "cpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
-                "memory": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+                **_cpu_memory(project),
             },
         },
         "status": {
@@ -151,6 +150,17 @@ def kai_queue(ctx: RenderContext, project: SimProject) -> dict[str, Any]:
             "allocatedNonPreemptible": _gpus(u.allocated_non_preemptible),
             "requested": _gpus(u.requested),
         },
+    }
+
+
+def _cpu_memory(queue: Any) -> dict[str, dict[str, int]]:
+    """A Queue's CPU (millicores) and memory (MB, 10^6 bytes) resources, as KAI's Queue states them: no quota,
+    and the scenario's limits where it sets them."""
+    cpu = getattr(queue, "limit_cpu_millis", None)
+    mem = getattr(queue, "limit_memory_bytes", None)
+    return {
+        "cpu": {"quota": -1, "limit": -1 if cpu is None else cpu, "overQuotaWeight": 1},
+        "memory": {"quota": -1, "limit": -1 if mem is None else mem // 10**6, "overQuotaWeight": 1},
     }
 
 
@@ -188,8 +198,7 @@ def kai_department_queue(ctx: RenderContext, dept: Any, total: dict[str, float])
                     "limit": dept.limit_gpus if dept.limit_gpus is not None else -1,
                     "overQuotaWeight": dept.over_quota_weight,
                 },
-                "cpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
-                "memory": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+                **_cpu_memory(dept),
             },
         },
         "status": {

@@ -7,6 +7,7 @@ import math
 import yaml
 
 from .gpus import CATALOG, GpuModel, gpu_model, layout_problem
+from .limits import Limit, read_limit
 from .model import (
     DCGM_LABEL_STYLES,
     SCHEDULERS,
@@ -18,6 +19,8 @@ from .model import (
     ProjectSpec,
 )
 from .nodes import Reader, line_of
+
+NO_LIMIT = Limit(None, None, None)
 
 POOL_KEYS = (
     "name",
@@ -190,13 +193,6 @@ def read_cluster(r: Reader, node: yaml.Node | None) -> ClusterSpec | None:
     return ClusterSpec(name, scheduler, dcgm, tuple(pools), line_of(node))
 
 
-def _gpu_amount(r: Reader, node: yaml.Node | None, path: str) -> int | None:
-    keys = r.mapping(node, path, ("gpu",), required=("gpu",))
-    if keys is None:
-        return None
-    return r.integer(keys.get("gpu"), f"{path}.gpu", minimum=0)
-
-
 def _deserved(r: Reader, node: yaml.Node | None, path: str) -> int | float | None:
     """A deserved quota ``{gpu: n}``: also -1 (a KAI queue's unlimited deserved quota) or a fraction (KAI's
     deserved GPUs are a number); Kueue refuses both (the loader says so)."""
@@ -224,7 +220,8 @@ def read_departments(r: Reader, node: yaml.Node | None) -> list[DepartmentSpec]:
             continue
         name = r.string(dk.get("name"), f"{path}.name", slug=True)
         quota = _deserved(r, dk.get("quota"), f"{path}.quota")
-        limit = _gpu_amount(r, dk.get("limit"), f"{path}.limit") if "limit" in dk else None
+        dlim = read_limit(r, dk.get("limit"), f"{path}.limit") if "limit" in dk else NO_LIMIT
+        limit = dlim.gpus if dlim else None
         weight = (
             r.integer(dk.get("over_quota_weight"), f"{path}.over_quota_weight", minimum=0)
             if "over_quota_weight" in dk
@@ -237,9 +234,11 @@ def read_departments(r: Reader, node: yaml.Node | None) -> list[DepartmentSpec]:
             r.problem(f"{path}.name", dk.get("name"), f"duplicate department name {name!r}")
         if name:
             seen.add(name)
-        if name is None or quota is None or weight is None or ("limit" in dk and limit is None):
+        if name is None or quota is None or weight is None or dlim is None:
             continue
-        out.append(DepartmentSpec(name, quota, limit, line_of(dnode), weight))
+        out.append(
+            DepartmentSpec(name, quota, limit, line_of(dnode), weight, dlim.cpu_millis, dlim.memory_bytes)
+        )
     return out
 
 
@@ -263,7 +262,8 @@ def read_projects(
             r.string(pk.get("namespace"), f"{path}.namespace", slug=True) if "namespace" in pk else name
         )
         quota = _deserved(r, pk.get("quota"), f"{path}.quota")
-        limit = _gpu_amount(r, pk.get("limit"), f"{path}.limit") if "limit" in pk else None
+        plim = read_limit(r, pk.get("limit"), f"{path}.limit") if "limit" in pk else NO_LIMIT
+        limit = plim.gpus if plim else None
         weight = (
             r.integer(pk.get("over_quota_weight"), f"{path}.over_quota_weight", minimum=0)
             if "over_quota_weight" in pk
@@ -285,7 +285,27 @@ def read_projects(
             r.problem(f"{path}.name", pk.get("name"), f"duplicate project name {name!r}")
         if name:
             seen.add(name)
-        if name is None or namespace is None or quota is None or weight is None or prio is None:
+        if (
+            name is None
+            or namespace is None
+            or quota is None
+            or weight is None
+            or prio is None
+            or plim is None
+        ):
             continue
-        out.append(ProjectSpec(name, namespace, quota, limit, weight, prio, line_of(pnode), dept))
+        out.append(
+            ProjectSpec(
+                name,
+                namespace,
+                quota,
+                limit,
+                weight,
+                prio,
+                line_of(pnode),
+                dept,
+                limit_cpu_millis=plim.cpu_millis,
+                limit_memory_bytes=plim.memory_bytes,
+            )
+        )
     return out

@@ -17,8 +17,8 @@ import yaml
 from .cluster import read_cluster, read_departments, read_projects
 from .jobs import read_jobs
 from .kueue import read_kueue
+from .limits import kai_only_queues
 from .model import (
-    UNLIMITED,
     Scenario,
 )
 from .nodes import Reader, parse_duration
@@ -145,17 +145,7 @@ def _read(r: Reader, root: yaml.Node, source: str | None, now: datetime | None) 
         kueue = read_kueue(r, top["kueue"], scheduler, quotas, job_names, bool(departments))
     reference = read_reference(r, top["reference"], cluster, job_names) if "reference" in top else None
     if cluster is not None and cluster.scheduler != "kai":
-        deserved = [("departments", i, d.quota_gpus, d.line) for i, d in enumerate(departments)]
-        deserved += [("projects", i, p.quota_gpus, p.line) for i, p in enumerate(projects)]
-        for section, i, quota, line in deserved:
-            if quota == UNLIMITED or not float(quota).is_integer():
-                r.problem(
-                    f"{section}[{i}].quota.gpu",
-                    None,
-                    f"{quota} (an unlimited or fractional deserved quota) is KAI's; a Kueue nominal quota "
-                    "needs a whole number >= 0",
-                    line=line,
-                )
+        kai_only_queues(r, departments, projects)
     if r.problems or None in (fmt, name, duration, seed, start, cluster):
         return None
     assert name is not None and duration is not None and seed is not None and start is not None

@@ -112,6 +112,8 @@ class DepartmentSpec:
     limit_gpus: int | None
     line: int = 0
     over_quota_weight: int = 1  # KAI: its share of the spare among the top-level queues
+    limit_cpu_millis: int | None = None  # KAI: the Queue's CPU limit
+    limit_memory_bytes: int | None = None  # KAI: the Queue's memory limit
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,8 @@ class ProjectSpec:
     priority: int = 0
     line: int = 0
     department: str | None = None
+    limit_cpu_millis: int | None = None  # KAI: the Queue's CPU limit
+    limit_memory_bytes: int | None = None  # KAI: the Queue's memory limit
 
 
 @dataclass(frozen=True)

@@ -75,3 +75,46 @@ def test_running_jobs_start_on_their_nodes_and_a_higher_priority_preempts_the_lo
     assert all(p["kind"] == "preempt" for p in world.preemptions)
     assert all(p.node for p in world.pods_of(world.jobs["high"]))
     assert all(p.node for p in world.pods_of(world.jobs["mid"]))
+
+
+CPU_LIMIT = """\
+format: 1
+name: cpu-limit
+start: 2026-12-01T00:00:00Z
+duration: 10m
+seed: 1
+cluster:
+  name: kai-oracle
+  scheduler: kai
+  nodepools:
+    - {name: n, nodes: 1, gpus_per_node: 4, gpu_product: NVIDIA-A100-SXM4-80GB, cpu: 16}
+projects:
+  - {name: queue0, quota: {gpu: 4}, limit: {cpu: 5, memory: 100Gi}}
+jobs:
+  - {name: first, project: queue0, submit: 0s, pods: 1, gpus_per_pod: 1, cpu_per_pod: 3, memory_per_pod: 8Gi}
+  - {name: second, project: queue0, submit: 1m, pods: 1, gpus_per_pod: 1, cpu_per_pod: 3, memory_per_pod: 8Gi}
+"""
+
+
+def test_a_queue_cpu_limit_holds_the_job_that_would_pass_it_in_kai_words() -> None:
+    world = World.from_scenario(load_scenario(CPU_LIMIT))
+    world.advance_to(world.end)
+    assert all(p.node for p in world.pods_of(world.jobs["first"]))
+    second = world.jobs["second"]
+    assert not any(p.node for p in world.pods_of(second))
+    assert second.condition_message == (
+        "OverLimit: queue0 quota has reached the allowable limit of CPU cores. Limit is 5 cores, currently 3 "
+        "cores allocated and workload requested 3 cores."
+    )
+    relaxed = World.from_scenario(load_scenario(CPU_LIMIT.replace("cpu: 5,", "cpu: 6,")))
+    relaxed.advance_to(relaxed.end)
+    assert all(p.node for p in relaxed.pods_of(relaxed.jobs["second"]))
+
+
+def test_cpu_and_memory_limits_are_kai_only_and_need_a_resource() -> None:
+    problems = problems_of(CPU_LIMIT.replace("scheduler: kai", "scheduler: kueue"))
+    assert any(p == "projects[0].limit" and "KAI Queue's" in msg for p, _l, msg in problems), problems
+    problems = problems_of(CPU_LIMIT.replace("limit: {cpu: 5, memory: 100Gi}", "limit: {}"))
+    assert any(p == "projects[0].limit" and "at least one" in msg for p, _l, msg in problems), problems
+    problems = problems_of(CPU_LIMIT.replace("limit: {cpu: 5,", "limit: {cpu: lots,"))
+    assert any(p == "projects[0].limit.cpu" for p, _l, _m in problems), problems
