@@ -7,19 +7,18 @@ Every link is absolute and carries the exporting page's cursor (``links``, incid
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
 from collectors.sources.redact import redact_text
 from incidents import causes
+from incidents.handoffs.board import Board, HandoffProblem, HandoffRow, Lead
 from incidents.handoffs.links import ExportLinks
-from incidents.handoffs.services import FIELDS, LABELS, HandoffRow, _gist, incident_cursor, key_subjects
-from incidents.models import AuditEntry, HandoffNote, Hypothesis, Incident, ProposedAction
+from incidents.handoffs.services import FIELDS, LABELS, _gist, incident_cursor, key_subjects
+from incidents.models import AuditEntry, HandoffNote, Incident
 from rcaweb.cursor import format_duration, format_t
 
 # Characters that start links, images, raw HTML, entities, emphasis or code in CommonMark/GFM. Each is
@@ -59,34 +58,6 @@ def _md_code(text: str) -> str:
     return f"{fence} {text} {fence}"
 
 
-@dataclass
-class Lead:
-    """What an export says first about an incident, note or no note: the leading hypothesis and the first
-    proposed action of its diagnosis in force at the export's moment."""
-
-    top: Hypothesis | None = None
-    action: ProposedAction | None = None
-
-
-def leads(incident_ids: Sequence[int], t: datetime) -> dict[int, Lead]:
-    """The :class:`Lead` of each incident, from its diagnosis run in force at t (incidents.causes.run_in_force;
-    hypotheses saved without a run count for an incident that has none): two queries, whatever the number."""
-    in_force = Incident.objects.filter(pk__in=incident_ids).annotate(r=causes.run_in_force(t)).values("r")
-    unrun = Q(incident_id__in=incident_ids, run__isnull=True, superseded=False)
-    out: dict[int, Lead] = {pk: Lead() for pk in incident_ids}
-    hyps = Hypothesis.objects.filter(Q(run_id__in=in_force) | unrun, scope="cause", status="supported")
-    for h in hyps.order_by("rank", "id"):  # the run's best first; a run's beats one saved without a run
-        lead = out[h.incident_id]
-        if lead.top is None or (lead.top.run_id is None and h.run_id is not None):
-            lead.top = h
-    acts = ProposedAction.objects.filter(Q(run_id__in=in_force) | unrun).order_by("rank", "id")
-    for a in acts.only("id", "incident_id", "run_id", "title", "command"):
-        lead = out[a.incident_id]
-        if lead.action is None or (lead.action.run_id is None and a.run_id is not None):
-            lead.action = a
-    return out
-
-
 def _lead_lines(lead: Lead | None, incident: Incident) -> list[str]:
     lead = lead or Lead()
     if lead.top is not None:
@@ -115,9 +86,11 @@ def incident_markdown(
     now: datetime | None = None,
     links: ExportLinks | None = None,
     lead: Lead | None = None,
+    level: int = 2,
 ) -> str:
     """``now``: the moment the export describes (the page's cursor); the duration runs onset → resolution or → it.
-    ``lead`` (:func:`leads`): the leading hypothesis and first action, written whether or not a note exists."""
+    ``lead`` (incidents.handoffs.board.leads): the leading hypothesis and first action, written whether or not a
+    note exists. ``level``: the incident's heading level (its note's fields one below)."""
     link: Callable[[str], str]
     if links is None:
         cur = incident_cursor(incident)
@@ -138,7 +111,7 @@ def incident_markdown(
     if incident.owner:
         facts.append(f"Owner: {_md_escape(incident.owner)}")
     lines = [
-        f"## [Incident #{incident.pk}: {_md_escape(incident.title)}]({url})",
+        f"{'#' * level} [Incident #{incident.pk}: {_md_escape(incident.title)}]({url})",
         "",
         "- " + " · ".join(facts),
         f"- Link: [{url}]({url})",
@@ -162,30 +135,59 @@ def incident_markdown(
     for f in FIELDS:
         value = _md_escape(getattr(note, f).strip(), multiline=True)
         if value:  # an empty field says nothing: no heading with a placeholder under it
-            lines += [f"### {LABELS[f]}", "", value, ""]
+            lines += [f"{'#' * (level + 1)} {LABELS[f]}", "", value, ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def page_markdown(
-    incidents: Iterable[HandoffRow],
-    edits: dict[int, list[AuditEntry]],
-    t: datetime,
-    links: ExportLinks | None = None,
-) -> str:
-    incs = list(incidents)
-    lead_of = leads([i.incident.pk for i in incs], t) if incs else {}
-    head = [f"# Handoff: {len(incs)} open incident{'s' if len(incs) != 1 else ''} as of {format_t(t)}", ""]
+def _member_lines(row: HandoffRow, url: str) -> list[str]:
+    """A member of a problem under its lead: one linked line, and its own latest note's fields if it has one."""
+    facts = [row.status, row.severity, f"open {format_duration(row.duration)}"]
+    if row.owner:
+        facts.append(f"owner {_md_escape(row.owner)}")
+    lines = [f"- [#{row.pk}: {_md_escape(row.title)}]({url}) · " + " · ".join(facts)]
+    note = row.latest
+    if note is not None:
+        lines.append(f"  - Handoff by {_md_escape(note.author_name)} at {_when(note.created)}")
+        for f in FIELDS:
+            value = _md_escape(getattr(note, f).strip())  # one line: a member is listed compactly
+            if value:
+                lines.append(f"  - {LABELS[f]}: {value}")
+    return lines
+
+
+def problem_markdown(problem: HandoffProblem, t: datetime, links: ExportLinks | None = None) -> str:
+    """A problem: its lead incident in full (note or not, its leading hypothesis and first action), then, when
+    others share its cause, a line naming the cause and each other member compactly with its own note."""
+    lead = problem.lead
+    if not problem.shared:
+        return incident_markdown(lead.incident, lead.latest, lead.edits, t, links, lead.lead)
+    link: Callable[[str], str] = links.url if links is not None else (lambda path: path)
+    gpus = f", {problem.gpus} GPU{'s' if problem.gpus != 1 else ''} lost or blocked" if problem.gpus else ""
+    head = [
+        f"## Problem: {_md_escape(problem.cause_name)} on {_md_escape(problem.on)} "
+        f"({problem.members} incidents{gpus})",
+        "",
+        f"- One cause: `{problem.code}` on {_md_escape(problem.on)}; "
+        f"[all {problem.members} open incidents]({link(problem.url)})",
+        "",
+    ]
+    body = incident_markdown(lead.incident, lead.latest, lead.edits, t, links, lead.lead, level=3)
+    members = [f"### The other {problem.members - 1} incident{'s' if problem.members != 2 else ''}", ""]
+    for row in problem.others:
+        members += _member_lines(row, links.url(row.incident.get_absolute_url()) if links else row.link)
+    if problem.more:
+        members.append(f"- and {problem.more} more: [all {problem.members}]({link(problem.url)})")
+    return "\n".join([*head, body, *members]) + "\n"
+
+
+def page_markdown(board: Board, t: datetime, links: ExportLinks | None = None) -> str:
+    """The handoffs page as Markdown: every problem open at t, in the order to work them."""
+    n, m = board.open_total, board.problems_total
+    grouped = f" in {m} problem{'s' if m != 1 else ''}" if m < n else ""
+    head = [f"# Handoff: {n} open incident{'s' if n != 1 else ''}{grouped} as of {format_t(t)}", ""]
     if links is not None:
         head[1:1] = ["", f"Page: {links.url(reverse('incidents:handoffs'))}"]
-    body = [
-        incident_markdown(
-            i.incident,
-            i.latest,
-            edits.get(i.latest.pk, []) if i.latest else [],
-            t,
-            links,
-            lead_of.get(i.incident.pk),
-        )
-        for i in incs
-    ]
-    return "\n".join(head) + "\n".join(body) if body else "\n".join([*head, "No open incidents."]) + "\n"
+    if len(board.problems) < m:
+        head.append(f"The first {len(board.problems)} problems by severity, impact and age.\n")
+    body = [problem_markdown(p, t, links) for p in board.problems]
+    return "\n".join([*head, *body]) if body else "\n".join([*head, "No open incidents."]) + "\n"

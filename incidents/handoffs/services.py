@@ -6,23 +6,18 @@ import logging
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django import forms
 from django.db import transaction
-from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, Subquery, Value
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from collectors.models import Cluster, Entity
+from collectors.models import Entity
 from collectors.sources.redact import redact_text
 from incidents import audit
-from incidents.models import AuditEntry, HandoffNote, Hypothesis, Incident, IncidentSubject
-from incidents.ordering import by_urgency
+from incidents.models import AuditEntry, HandoffNote, Incident, IncidentSubject
 from rcaweb.cursor import MAX_WINDOW, Cursor
-from rcaweb.via import Via
 
 logger = logging.getLogger(__name__)
 
@@ -164,12 +159,12 @@ def key_subjects(incident: Incident, limit: int = 8) -> tuple[list[Entity], int]
 
     Only the incident's subjects are named; its related objects (a pending job's incident relates up to 64
     candidate nodes and their GPUs: hundreds of rows) are only counted, and the incident page links them.
-    :func:`open_incidents_with_notes` prefetches both (``subject_links``, ``n_related``); otherwise two
-    queries.
+    :func:`incidents.handoffs.board.open_problems_with_notes` prefetches both (``subject_links``,
+    ``n_related``); otherwise two queries.
     """
     links = getattr(incident, "subject_links", None)
     if links is not None:
-        entities, n_related = [link.entity for link in links], incident.n_related  # type: ignore[attr-defined]  # open_incidents_with_notes' annotation
+        entities, n_related = [link.entity for link in links], incident.n_related  # type: ignore[attr-defined]  # the board's annotation
     else:
         rows = IncidentSubject.objects.filter(incident=incident)
         entities = [link.entity for link in rows.filter(role="subject").select_related("entity__cluster")]
@@ -183,81 +178,3 @@ def incident_cursor(incident: Incident) -> Cursor:
     window = incident.onset - incident.window_start if incident.window_start else timedelta(0)
     window = min(max(window, timedelta(minutes=30)), MAX_WINDOW)
     return Cursor(at=incident.onset.replace(microsecond=0), window=window, window_given=True)
-
-
-@dataclass
-class HandoffRow:
-    """An open incident on the handoffs page and in its Markdown: the incident with its latest note, its leading
-    hypothesis, the subjects worth naming and how long it has been open at t."""
-
-    incident: Incident
-    latest: HandoffNote | None
-    top: Hypothesis | None
-    ranked: list[Hypothesis]  # its causes as checked (the leading one is among them)
-    key_subjects: list[Entity]
-    more_subjects: int
-    duration: timedelta  # open at t: onset → t
-
-    # what handoff_list.html reads of the incident itself
-    pk = Via[int]("incident")
-    title = Via[str]("incident")
-    severity = Via[str]("incident")
-    status = Via[str]("incident")
-    onset = Via[datetime]("incident")
-    cluster = Via[Cluster | None]("incident")
-    owner = Via[str]("incident")
-
-
-def open_incidents_with_notes(t: datetime) -> list[HandoffRow]:
-    """Incidents open at t in the order to work them (incidents.ordering), each with ``latest`` (its newest
-    note or None), ``ranked`` hypotheses, its subjects and how many related objects it has: 4 queries,
-    whatever the number of incidents or of their related objects."""
-    related = (
-        IncidentSubject.objects.filter(incident=OuterRef("pk"))
-        .exclude(role="subject")
-        .order_by()
-        .values("incident")
-        .annotate(n=Count("id"))
-        .values("n")
-    )
-    qs = (
-        by_urgency(
-            Incident.objects.filter(onset__lte=t)
-            .filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=t))
-            .exclude(status="resolved", resolved_at__isnull=True),
-            t,
-        )
-        .annotate(n_related=Coalesce(Subquery(related, output_field=IntegerField()), Value(0)))
-        .select_related("cluster")
-        .prefetch_related(
-            Prefetch("handoffs", queryset=HandoffNote.objects.order_by("-created", "-id"), to_attr="notes"),
-            Prefetch(
-                "hypotheses",
-                # what the page shows of them: the top's code and status, how many were checked
-                queryset=Hypothesis.objects.causes().only("id", "incident_id", "code", "status", "rank"),
-                to_attr="ranked",
-            ),
-            Prefetch(
-                "incidentsubject_set",
-                queryset=IncidentSubject.objects.filter(role="subject").select_related("entity__cluster"),
-                to_attr="subject_links",
-            ),
-        )[:200]
-    )
-    out = []
-    for inc in qs:
-        notes: list[HandoffNote] = inc.notes  # the prefetches' to_attr lists
-        ranked: list[Hypothesis] = inc.ranked
-        subjects, more = key_subjects(inc)
-        out.append(
-            HandoffRow(
-                inc,
-                latest=notes[0] if notes else None,
-                top=next((h for h in ranked if h.status == "supported"), None),
-                ranked=ranked,
-                key_subjects=subjects,
-                more_subjects=more,
-                duration=inc.duration_at(t),
-            )
-        )
-    return out

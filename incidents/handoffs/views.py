@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
-from incidents.handoffs import markdown, services
+from incidents.handoffs import board, markdown, services
 from incidents.handoffs.links import export_links
 from incidents.models import HandoffNote, Incident
 from rcaweb.http import RcaRequest
@@ -69,29 +69,21 @@ def incident_handoff(request: RcaRequest, pk: int) -> HttpResponse:
 
 @require_GET
 def handoff_list(request: RcaRequest) -> HttpResponse:
-    """Every incident open at t with its latest handoff: one printable page for the next shift."""
-    incidents = services.open_incidents_with_notes(request.cursor.t)
-    edits = services.history([i.latest for i in incidents if i.latest])
-    rows = [
-        (
-            i,
-            edits.get(i.latest.pk, []) if i.latest else [],
-            services.incident_cursor(i.incident).link(i.incident.get_absolute_url()),
-        )
-        for i in incidents
-    ]
-    # asked once here: the context processor's callable would ask the database once per incident row
-    return render(
-        request, "incidents/handoff_list.html", {"rows": rows, "can_respond": can_respond(request.user)}
-    )
+    """Every problem open at t, its most urgent incident first with its latest handoff, then the incidents that
+    share its cause: one printable page for the next shift."""
+    ctx = {
+        "board": board.open_problems_with_notes(request.cursor.t),
+        # asked once here: the context processor's callable would ask the database once per incident row
+        "can_respond": can_respond(request.user),
+    }
+    return render(request, "incidents/handoff_list.html", ctx)
 
 
 @require_GET
 def handoff_list_markdown(request: RcaRequest) -> HttpResponse:
     links = export_links(request)  # its cursor is the moment the export describes (frozen when live)
-    incidents = services.open_incidents_with_notes(links.cursor.t)
-    edits = services.history([i.latest for i in incidents if i.latest])
-    return _markdown_response(markdown.page_markdown(incidents, edits, links.cursor.t, links), "handoffs.md")
+    text = markdown.page_markdown(board.open_problems_with_notes(links.cursor.t), links.cursor.t, links)
+    return _markdown_response(text, "handoffs.md")
 
 
 @require_GET
@@ -100,7 +92,7 @@ def incident_handoff_markdown(request: RcaRequest, pk: int) -> HttpResponse:
     latest = incident.handoffs.order_by("-created", "-id").first()
     edits = services.history([latest]).get(latest.pk, []) if latest else []
     links = export_links(request)
-    lead = markdown.leads([incident.pk], links.cursor.t)[incident.pk]
+    lead = board.leads([incident.pk], links.cursor.t)[incident.pk]
     return _markdown_response(
         markdown.incident_markdown(incident, latest, edits, links.cursor.t, links, lead),
         f"incident-{incident.pk}-handoff.md",

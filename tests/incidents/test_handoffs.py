@@ -313,10 +313,10 @@ class HandoffTest(BaseTestCase):
         return len(ctx)
 
 
-# session + user (2), incidents open at t (1), their notes, hypotheses and subjects (3), note edits (1); the page
-# asks once more whether the user may write handoffs (1); the exports read instead the leading hypotheses and
-# first actions in force at t (2)
-HANDOFFS_QUERIES = 8
+# session + user (2), incidents open at t grouped into problems (1), the listed ones with their notes and subjects
+# (3), their leading hypotheses and first actions in force at t (2), note edits (1); the page asks once more
+# whether the user may write handoffs (1)
+HANDOFFS_QUERIES = 10
 HANDOFFS_MD_QUERIES = 9
 # session + user (2), the incident (1), its latest note and its edits (2), subjects and related count (2), its
 # leading hypothesis and first action (2)
