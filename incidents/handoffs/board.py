@@ -43,7 +43,8 @@ class Lead:
     @property
     def top_name(self) -> str:
         """The leading cause's human name ("Project quota exhausted")."""
-        return causes.name(self.top.code) if self.top is not None else ""
+        name = causes.name(self.top.code) if self.top is not None else ""
+        return name[:1].upper() + name[1:]
 
 
 def leads(incident_ids: Sequence[int], t: datetime) -> dict[int, Lead]:

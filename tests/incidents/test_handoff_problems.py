@@ -54,8 +54,15 @@ class HandoffProblemsTest(BaseTestCase):
         quota, lone = got.problems
         assert quota.lead.pk == self.b.pk  # critical first, then onset
         assert [m.pk for m in quota.others] == [self.a.pk, self.c.pk]
-        assert (quota.members, quota.more, quota.shared, quota.code) == (3, 0, True, "project_quota_exhausted")
-        assert quota.on == "project vision" and quota.url.endswith("cause=project_quota_exhausted%7Cproject%2Fvision")
+        assert (quota.members, quota.more, quota.shared, quota.code) == (
+            3,
+            0,
+            True,
+            "project_quota_exhausted",
+        )
+        assert quota.on == "project vision" and quota.url.endswith(
+            "cause=project_quota_exhausted%7Cproject%2Fvision"
+        )
         assert lone.lead.pk == self.lone.pk and not lone.shared and lone.others == []
         # the same problems, in the same order, as the home page
         home = open_incidents(T0 + timedelta(hours=2))
@@ -68,8 +75,11 @@ class HandoffProblemsTest(BaseTestCase):
         cards = re.findall(r'<article class="panel handoff-item[^"]*" id="problem-(\d+)"', html)
         assert cards == [str(self.b.pk), str(self.lone.pk)]
         card = html.split(f'id="problem-{self.b.pk}"')[1].split("</article>")[0]
-        assert "3 incidents</span> one cause: <strong class=\"problem-cause\">Project quota exhausted" in card
-        assert "Raise the vision quota for train-b waits" in card and "runai project edit vision --gpu 24" in card
+        assert '3 incidents</span> one cause: <strong class="problem-cause">Project quota exhausted' in card
+        assert (
+            "Raise the vision quota for train-b waits" in card
+            and "runai project edit vision --gpu 24" in card
+        )
         assert f'id="member-{self.a.pk}"' in card and f'id="member-{self.c.pk}"' in card
         assert "train-a &lt;waits&gt;" in card and "<waits>" not in html  # escaped, never raw
         assert "Handoff by alice: train-c asked to shrink to 4 GPUs" in card
@@ -86,7 +96,10 @@ class HandoffProblemsTest(BaseTestCase):
         name = causes.name("project_quota_exhausted")
         assert f"- Leading hypothesis: {name} (`project_quota_exhausted`, supported" in lead
         assert "- First action: Raise the vision quota for train-b waits: `` runai project edit" not in lead
-        assert "- First action: Raise the vision quota for train-b waits: ` runai project edit vision --gpu 24 `" in lead
+        assert (
+            "- First action: Raise the vision quota for train-b waits: ` runai project edit vision --gpu 24 `"
+            in lead
+        )
         members = md.split("### The other 2 incidents")[1].split("## [Incident")[0]
         assert f"- [#{self.a.pk}: train-a \\<waits\\>](http://testserver/incidents/{self.a.pk}/?t=" in members
         assert "  - Summary: train-c asked to shrink to 4 GPUs" in members
@@ -98,9 +111,16 @@ class HandoffProblemsTest(BaseTestCase):
         for i in range(board.MEMBERS_SHOWN + 2):
             self.incident(f"extra-{i}", "info", 40 + i, QUOTA, "project_quota_exhausted")
         got = board.open_problems_with_notes(T0 + timedelta(hours=2)).problems[0]
-        assert (got.members, len(got.others), got.more) == (3 + board.MEMBERS_SHOWN + 2, board.MEMBERS_SHOWN, 4)
+        assert (got.members, len(got.others), got.more) == (
+            3 + board.MEMBERS_SHOWN + 2,
+            board.MEMBERS_SHOWN,
+            4,
+        )
         html = self.client.get(f"/handoffs/?t={T}&w=2h").content.decode()
-        assert "and 4 more: <a href=\"/incidents/?status=active&amp;cause=project_quota_exhausted%7Cproject%2Fvision&amp;t=" in html
+        assert (
+            'and 4 more: <a href="/incidents/?status=active&amp;cause=project_quota_exhausted%7Cproject%2Fvision&amp;t='
+            in html
+        )
 
     def test_a_past_cursor_groups_by_the_cause_in_force_then(self) -> None:
         # c's later run finds another cause: after it, c is a problem of its own; before it, still grouped
@@ -122,6 +142,8 @@ class HandoffProblemsTest(BaseTestCase):
         urls = [f"/handoffs/?t={T}&w=2h", f"/handoffs.md?t={T}&w=2h"]
         small = [count(u) for u in urls]
         for i in range(20):
-            inc = self.incident(f"more-{i}", "warning", 50 + i, QUOTA if i % 2 else f"gpu_xid_fault|gpu/G{i % 3}", "x")
+            inc = self.incident(
+                f"more-{i}", "warning", 50 + i, QUOTA if i % 2 else f"gpu_xid_fault|gpu/G{i % 3}", "x"
+            )
             services.create_handoff(inc, self.alice, NOTE | {"summary": f"more-{i}"})
         assert [count(u) for u in urls] == small
