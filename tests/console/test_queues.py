@@ -70,6 +70,11 @@ class QueuesTest(PageTestCase):
         for href in hrefs:
             assert "t=2026-11-29T03%3A20%3A00Z" in href and "w=2h" in href, href
 
+    def test_without_t_it_reads_the_cluster_now(self):
+        r = self.client.get(PATH)
+        assert r.status_code == 200
+        assert {q.name for q in r.context["shares"].queues} == {"nlp", "vision"}
+
     def test_it_rejects_a_malformed_t_and_an_unknown_cluster(self):
         assert self.get(f"{PATH}?t=yesterday").status_code == 400
         assert self.get("/c/nowhere/queues/", self.times["end"]).status_code == 404
