@@ -94,6 +94,16 @@ class HandoffRow:
     def top(self) -> Hypothesis | None:
         return self.lead.top
 
+    @property
+    def short_title(self) -> str:
+        """The title's subject and symptom ("vision/vit-a pending"): incidents.titles writes "<subject> <symptom>:
+        <cause gist>", and a page shows the cause as a line of its own under it."""
+        return self.incident.title.partition(": ")[0]
+
+    @property
+    def cause_line(self) -> str:
+        return self.incident.title.partition(": ")[2]
+
 
 @dataclass
 class HandoffProblem:

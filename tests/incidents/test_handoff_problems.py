@@ -147,3 +147,19 @@ class HandoffProblemsTest(BaseTestCase):
             )
             services.create_handoff(inc, self.alice, NOTE | {"summary": f"more-{i}"})
         assert [count(u) for u in urls] == small
+
+    def test_a_title_shows_short_then_its_cause_on_a_line_of_its_own(self) -> None:
+        Incident.objects.filter(pk=self.b.pk).update(
+            title="vision/train-b pending: project vision quota 8 < 16 needed, cut from 16 by platform-admin"
+        )
+        html = self.client.get(f"/handoffs/?t={T}&w=2h").content.decode()
+        card = html.split(f'id="problem-{self.b.pk}"')[1].split("</article>")[0]
+        assert f">#{self.b.pk} vision/train-b pending</a>" in card
+        assert (
+            '<p class="cause-line">project vision quota 8 &lt; 16 needed, cut from 16 by platform-admin</p>'
+            in card
+        )
+        md = self.client.get(f"/handoffs.md?t={T}&w=2h").content.decode()
+        assert (
+            "train-b pending: project vision quota 8 \\< 16 needed" in md
+        )  # the export keeps the whole title
