@@ -31,6 +31,7 @@ RUNS = [
     ("latency.py", ["--alerts", "20"], "rcaweb_bench_latency"),
     ("sim.py", ["--serving-only"], ""),
     ("diagnosis.py", [], ""),  # every bundled scenario + a 200-node busy cluster, temporary SQLite each
+    ("queue_order.py", [], ""),  # pure: the order's answers on a synthetic 1,213-node cluster, no database
 ]
 
 
