@@ -357,9 +357,10 @@ def _q(values: list[float], q: float) -> float | None:
 
 def scores(moments: list[Moment], truth: Any) -> dict[str, Any]:
     """Precision, recall and node agreement of the predicted start set against ``truth(moment)``."""
-    tp = fp = fn = same_nodes = 0
+    tp = fp = fn = same_nodes = waiting = 0
     for m in moments:
         actual = truth(m)
+        waiting += m.waiting
         for k, nodes in m.predicted.items():
             if k in actual:
                 tp += 1
@@ -373,6 +374,7 @@ def scores(moments: list[Moment], truth: Any) -> dict[str, Any]:
         "precision": round(tp / (tp + fp), 3) if tp + fp else None,
         "recall": round(tp / (tp + fn), 3) if tp + fn else None,
         "node_agreement": round(same_nodes / tp, 3) if tp else None,
+        "both_wait": waiting - tp - fp - fn,  # neither predicted to start nor started: agreement on the rest
     }
 
 
@@ -479,7 +481,7 @@ def print_report(result: dict[str, Any], moments: list[Moment]) -> None:
     )
     print(
         f"{'source':30} {'mom':>3} {'nodes':>5} {'wait':>5} | {'prediction, truth':27} {'pred':>4} {'start':>5} "
-        f"{'prec':>5} {'rec':>5} {'nodes=':>6} | {'ans ms':>7} {'max':>6} {'eta/job':>7}"
+        f"{'prec':>5} {'rec':>5} {'nodes=':>6} {'both wait':>9} | {'ans ms':>7} {'max':>6} {'eta/job':>7}"
     )
     rows = [
         ("first_pass", "pass, first tick"),
@@ -500,7 +502,7 @@ def print_report(result: dict[str, Any], moments: list[Moment]) -> None:
             tail = f" | {a['median']!s:>7} {a['max']!s:>6} {a['eta_per_job_median']!s:>7}" if i == 0 else ""
             print(
                 f"{head} | {label:27} {s['predicted']:4} {s['started']:5} {f(s['precision']):>5} "
-                f"{f(s['recall']):>5} {f(s['node_agreement']):>6}{tail}"
+                f"{f(s['recall']):>5} {f(s['node_agreement']):>6} {s['both_wait']:9}{tail}"
             )
     for mode in modes:
         e = every.get(mode, {}).get("eta_error", {})
