@@ -118,3 +118,23 @@ def test_cpu_and_memory_limits_are_kai_only_and_need_a_resource() -> None:
     assert any(p == "projects[0].limit" and "at least one" in msg for p, _l, msg in problems), problems
     problems = problems_of(CPU_LIMIT.replace("limit: {cpu: 5,", "limit: {cpu: lots,"))
     assert any(p == "projects[0].limit.cpu" for p, _l, _m in problems), problems
+
+
+def test_a_job_running_at_the_start_is_there_past_its_quota_and_is_held_once_it_restarts() -> None:
+    text = CPU_LIMIT.replace("limit: {cpu: 5, memory: 100Gi}", "over_quota_weight: 0").replace(
+        "quota: {gpu: 4}", "quota: {gpu: 1}"
+    )
+    text = text.replace(
+        "cpu_per_pod: 3, memory_per_pod: 8Gi}\n  - {name: second",
+        "cpu_per_pod: 3, memory_per_pod: 8Gi, priority: inference, running_on: [n-01]}\n  - {name: second",
+    )
+    text = text.replace(
+        "{name: second, project: queue0, submit: 1m,", "{name: second, project: queue0, submit: 0s,"
+    )
+    text = text.replace(
+        "memory_per_pod: 8Gi}\n", "memory_per_pod: 8Gi, priority: inference, running_on: [n-01]}\n"
+    )
+    world = World.from_scenario(load_scenario(text))
+    world.advance_to(world.end)
+    # two inference jobs past the deserved 1 GPU: a fresh one would wait (NonPreemptibleOverQuota)
+    assert all(p.node for name in ("first", "second") for p in world.pods_of(world.jobs[name]))
