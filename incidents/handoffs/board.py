@@ -19,11 +19,11 @@ from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, Subquer
 from django.db.models.functions import Coalesce
 from django.urls import reverse
 
-from collectors.models import Cluster, Entity
+from collectors.models import Cluster, Entity, EntityVersion
 from incidents import causes, problems
 from incidents.handoffs.services import history, incident_cursor, key_subjects
 from incidents.models import AuditEntry, HandoffNote, Hypothesis, Incident, IncidentSubject, ProposedAction
-from incidents.open_problems import group_open, open_at
+from incidents.open_problems import Problem, group_open, open_at
 from rcaweb.via import Via
 
 logger = logging.getLogger(__name__)
@@ -116,6 +116,8 @@ class HandoffProblem:
     gpus: int = 0  # GPUs lost or blocked, summed over the members
     key: str = ""  # the shared cause key in force at t; "" for an incident that is its own problem
     url: str = ""  # the incident list filtered to the problem's open incidents
+    subject: Entity | None = None  # the shared object, when the inventory knows it at t
+    subject_label: str = ""  # how operators name it: "h100-03 GPU 4" for a GPU, else its name
 
     @property
     def shared(self) -> bool:
@@ -133,7 +135,13 @@ class HandoffProblem:
 
     @property
     def on(self) -> str:
-        """The shared object as "kind name" ("project vision")."""
+        """The shared object in words: "project vision", "GPU h100-03 GPU 4" (its key names it by UUID)."""
+        if self.subject is not None and self.subject_label:
+            return (
+                f"{self.subject.kind} {self.subject_label}"
+                if self.subject.kind != "gpu"
+                else self.subject_label
+            )
         return problems.describe(self.key)[1] if self.key else ""
 
 
@@ -192,20 +200,52 @@ def _rows(ids: list[int], t: datetime) -> dict[int, HandoffRow]:
     return out
 
 
+def _shared_objects(
+    shown: list[Problem], t: datetime
+) -> dict[tuple[int | None, str, str], tuple[Entity, str]]:
+    """The object each shared problem is about, as the inventory has it at t, with its label: one query (none
+    when no problem is shared)."""
+    wanted = set()
+    for p in shown:
+        if p.shared:
+            kind, _, name = p.key.partition("|")[2].partition("/")
+            wanted.add((p.cluster_id, kind, name))
+    if not wanted:
+        return {}
+    versions = (
+        EntityVersion.objects.as_of(t)
+        .filter(
+            entity__cluster_id__in={c for c, _, _ in wanted},
+            kind__in={k for _, k, _ in wanted},
+            entity__name__in={n for _, _, n in wanted},
+        )
+        .select_related("entity__cluster")
+    )
+    out: dict[tuple[int | None, str, str], tuple[Entity, str]] = {}
+    for v in versions:
+        e = v.entity
+        label = f"{v.node or '?'} GPU {v.state.get('index', '?')}" if e.kind == "gpu" else e.name
+        out[(e.cluster_id, e.kind, e.name)] = (e, label)
+    return out
+
+
 def open_problems_with_notes(t: datetime) -> Board:
     """The problems open at t in the order to work them (at most PROBLEMS_SHOWN, each with at most
-    MEMBERS_SHOWN members besides its lead): 7 queries, whatever the number of incidents."""
+    MEMBERS_SHOWN members besides its lead): 8 queries (7 when no problem is shared), whatever the number of incidents."""
     # a resolved incident without a resolution time (an import, a hand edit) is not handed over
     grouped = group_open(t, open_at(t).exclude(status="resolved", resolved_at__isnull=True))
     shown = grouped.problems[:PROBLEMS_SHOWN]
     ids = [pk for p in shown for pk, _ in p.members[: MEMBERS_SHOWN + 1]]
     rows = _rows(ids, t)
+    objects = _shared_objects(shown, t)
     out: list[HandoffProblem] = []
     for p in shown:
         listed = [rows[pk] for pk, _ in p.members[: MEMBERS_SHOWN + 1] if pk in rows]
         if not listed:  # resolved or deleted between the two reads
             continue
         query = urlencode({"status": "active", "cause": p.key})
+        kind, _, name = p.key.partition("|")[2].partition("/")
+        subject, label = objects.get((p.cluster_id, kind, name), (None, ""))
         out.append(
             HandoffProblem(
                 lead=listed[0],
@@ -215,6 +255,8 @@ def open_problems_with_notes(t: datetime) -> Board:
                 gpus=p.gpus,
                 key=p.key if p.shared else "",
                 url=reverse("incidents:incidents") + "?" + query if p.shared else "",
+                subject=subject if p.shared else None,
+                subject_label=label if p.shared else "",
             )
         )
     return Board(out, grouped.open_total, len(grouped.problems))

@@ -162,13 +162,15 @@ def problem_markdown(problem: HandoffProblem, t: datetime, links: ExportLinks | 
     if not problem.shared:
         return incident_markdown(lead.incident, lead.latest, lead.edits, t, links, lead.lead)
     link: Callable[[str], str] = links.url if links is not None else (lambda path: path)
+    on = _md_escape(problem.on)
+    if problem.subject is not None:  # the shared object, linked as every object a page names
+        on = f"[{on}]({link(problem.subject.get_absolute_url())})"
     gpus = f", {problem.gpus} GPU{'s' if problem.gpus != 1 else ''} lost or blocked" if problem.gpus else ""
     head = [
         f"## Problem: {_md_escape(problem.cause_name)} on {_md_escape(problem.on)} "
         f"({problem.members} incidents{gpus})",
         "",
-        f"- One cause: `{problem.code}` on {_md_escape(problem.on)}; "
-        f"[all {problem.members} open incidents]({link(problem.url)})",
+        f"- One cause: `{problem.code}` on {on}; [all {problem.members} open incidents]({link(problem.url)})",
         "",
     ]
     body = incident_markdown(lead.incident, lead.latest, lead.edits, t, links, lead.lead, level=3)

@@ -9,11 +9,13 @@ from datetime import timedelta
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from collectors.inventory import record_states
 from incidents import causes
 from incidents.handoffs import board, services
 from incidents.models import DiagnosisRun, Hypothesis, Incident, ProposedAction
 from rcaweb.console.home import open_incidents
 from tests.base import T0, BaseTestCase
+from tests.collectors.factories import gpu_obs, gpu_uuid
 
 T = "2026-11-29T05:00:00Z"
 QUOTA = "project_quota_exhausted|project/vision"
@@ -163,3 +165,20 @@ class HandoffProblemsTest(BaseTestCase):
         assert (
             "train-b pending: project vision quota 8 \\< 16 needed" in md
         )  # the export keeps the whole title
+
+    def test_a_shared_gpu_is_named_by_node_and_index_and_linked(self) -> None:
+        record_states(self.cluster, [gpu_obs("h100-03", 4, xid=79)], T0)
+        key = f"gpu_xid_fault|gpu/{gpu_uuid('h100-03', 4)}"
+        for title in ("job-x pending", "job-y pending"):
+            self.incident(title, "critical", 15, key, "gpu_xid_fault")
+        got = board.open_problems_with_notes(T0 + timedelta(hours=2)).problems[0]
+        assert got.key == key and got.on == "h100-03 GPU 4" and got.subject is not None
+        html = self.client.get(f"/handoffs/?t={T}&w=2h").content.decode()
+        head = html.split('class="problem-head"')[1].split("</p>")[0]
+        assert f'href="/c/gpu-prod/gpus/{gpu_uuid("h100-03", 4)}/?t=' in head and "h100-03 GPU 4" in head
+        md = self.client.get(f"/handoffs.md?t={T}&w=2h").content.decode()
+        assert "on h100-03 GPU 4 (2 incidents" in md
+        assert (
+            f"- One cause: `gpu_xid_fault` on [h100-03 GPU 4](http://testserver/c/gpu-prod/gpus/{gpu_uuid('h100-03', 4)}/?t="
+            in md
+        )
