@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.urls import reverse
+from django.utils import timezone
 
 from collectors.models import Cluster, Entity, EntityVersion
 from incidents import causes, problems
@@ -180,6 +181,7 @@ def _rows(ids: list[int], t: datetime) -> dict[int, HandoffRow]:
         )
     )
     lead_of = leads(ids, t) if ids else {}
+    known = min(t, timezone.now())  # a future cursor is flagged by the bar; nothing is known past now
     out: dict[int, HandoffRow] = {}
     for inc in qs:
         notes: list[HandoffNote] = inc.notes  # the prefetch's to_attr list
@@ -190,7 +192,7 @@ def _rows(ids: list[int], t: datetime) -> dict[int, HandoffRow]:
             lead=lead_of.get(inc.pk, Lead()),
             key_subjects=subjects,
             more_subjects=more,
-            duration=inc.duration_at(t),
+            duration=inc.duration_at(known),
             link=incident_cursor(inc).link(inc.get_absolute_url()),
         )
     edits = history([r.latest for r in out.values() if r.latest])

@@ -98,7 +98,7 @@ def incident_markdown(
     else:
         link = links.url
     url = link(incident.get_absolute_url())
-    now = now or timezone.now()
+    now = min(now, timezone.now()) if now else timezone.now()  # a future cursor: nothing is known past now
     ongoing = " (ongoing)" if incident.ended_at(now) is None else ""
     facts = [
         f"Status: {incident.status}",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -182,3 +183,11 @@ class HandoffProblemsTest(BaseTestCase):
             f"- One cause: `gpu_xid_fault` on [h100-03 GPU 4](http://testserver/c/gpu-prod/gpus/{gpu_uuid('h100-03', 4)}/?t="
             in md
         )
+
+    def test_a_future_cursor_runs_durations_to_now_not_to_t(self) -> None:
+        with time_machine.travel("2026-11-29T06:00:00Z", tick=False):
+            html = self.client.get("/handoffs/?t=2026-11-29T09:00:00Z&w=2h").content.decode()
+            md = self.client.get("/handoffs.md?t=2026-11-29T09:00:00Z&w=2h").content.decode()
+        card = html.split(f'id="problem-{self.lone.pk}"')[1].split("</article>")[0]
+        assert "open for 2h55m" in card and "5h55m" not in card  # onset 03:05, now 06:00, t 09:00
+        assert "Duration: 2h55m (ongoing)" in md and "5h55m" not in md
