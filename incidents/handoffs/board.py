@@ -181,7 +181,8 @@ def _rows(ids: list[int], t: datetime) -> dict[int, HandoffRow]:
         )
     )
     lead_of = leads(ids, t) if ids else {}
-    known = min(t, timezone.now())  # a future cursor is flagged by the bar; nothing is known past now
+    # a future cursor is flagged by the bar; nothing is known past now (to the minute, as a cursor reads)
+    known = min(t, timezone.now().replace(second=0, microsecond=0))
     out: dict[int, HandoffRow] = {}
     for inc in qs:
         notes: list[HandoffNote] = inc.notes  # the prefetch's to_attr list

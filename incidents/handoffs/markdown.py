@@ -98,7 +98,8 @@ def incident_markdown(
     else:
         link = links.url
     url = link(incident.get_absolute_url())
-    now = min(now, timezone.now()) if now else timezone.now()  # a future cursor: nothing is known past now
+    latest = timezone.now().replace(second=0, microsecond=0)  # a future cursor: nothing is known past now
+    now = min(now, latest) if now else timezone.now()
     ongoing = " (ongoing)" if incident.ended_at(now) is None else ""
     facts = [
         f"Status: {incident.status}",
