@@ -158,6 +158,23 @@ def build_title(subject: str, alert_name: str, summary: str = "", code: str = ""
     return _cut(f"{head}{sep}{tail}" if tail else head, TITLE_MAX)
 
 
+def title_parts(title: str) -> tuple[str, str]:
+    """A title as :func:`build_title` writes it, split into its short part and its cause line ("" when none),
+    so a page can link the short part and show the cause under it. The short part is "<subject> <symptom>",
+    or "<subject>: <AlertName>" for an alert without a word here (its cause then follows " — "), or the
+    alert's name alone when there is no subject (its summary or cause follows ": ")."""
+    head, sep, tail = title.partition(": ")
+    if not sep or head.endswith(_SYMPTOM_WORDS):
+        return head, tail
+    name, dash, rest = tail.partition(" — ")
+    if " " not in name:  # an alert name (no space) after the subject: "<subject>: <AlertName>[ — <cause>]"
+        return f"{head}: {name}", rest if dash else ""
+    return head, tail
+
+
+_SYMPTOM_WORDS = tuple(f" {w}" for w in SYMPTOMS.values())
+
+
 def alert_title(alert: Alert, subjects: Iterable[tuple[str, str, str]]) -> str:
     """The title grouping gives a new incident: its subject and the alert's symptom, no cause yet."""
     summary = str(alert.annotations.get("summary", "")) if isinstance(alert.annotations, dict) else ""

@@ -25,6 +25,7 @@ from incidents import causes, problems
 from incidents.handoffs.services import history, incident_cursor, key_subjects
 from incidents.models import AuditEntry, HandoffNote, Hypothesis, Incident, IncidentSubject, ProposedAction
 from incidents.open_problems import Problem, group_open, open_at
+from incidents.titles import title_parts
 from rcaweb.via import Via
 
 logger = logging.getLogger(__name__)
@@ -97,13 +98,12 @@ class HandoffRow:
 
     @property
     def short_title(self) -> str:
-        """The title's subject and symptom ("vision/vit-a pending"): incidents.titles writes "<subject> <symptom>:
-        <cause gist>", and a page shows the cause as a line of its own under it."""
-        return self.incident.title.partition(": ")[0]
+        """The title's subject and symptom ("vision/vit-a pending"); the page shows its cause as a line under it."""
+        return title_parts(self.incident.title)[0]
 
     @property
     def cause_line(self) -> str:
-        return self.incident.title.partition(": ")[2]
+        return title_parts(self.incident.title)[1]
 
 
 @dataclass

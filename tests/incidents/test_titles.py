@@ -12,7 +12,7 @@ from collectors.models import Cluster, SourceRun
 from incidents.diagnosis_run import diagnose_incident
 from incidents.grouping import group_alert
 from incidents.models import Alert
-from incidents.titles import build_title, cause_gist, subject_label
+from incidents.titles import build_title, cause_gist, subject_label, title_parts
 from tests.incidents.test_diagnose import ONSET, T0, _job, _node, _queue
 
 # The statement incidents.diagnosis.policy.quota_findings wrote for the quota-cut-blocks-training scenario
@@ -167,3 +167,30 @@ def test_the_gist_does_not_repeat_the_subject_nor_spell_gpu_uuids() -> None:
         "h100-02 GPU 3 double-bit ECC errors: GPU 3 on h100-02 counts 2 double-bit (uncorrectable) ECC errors "
         "since 01:00"
     )
+
+
+@pytest.mark.parametrize(
+    ("subject", "alert", "summary", "code", "statement"),
+    [
+        ("vision/resnet-train", "GPUJobPendingTooLong", "", "", ""),
+        (
+            "vision/resnet-train",
+            "GPUJobPendingTooLong",
+            "",
+            "gpu_oom",
+            "CUDA out of memory: batch 32 — too big.",
+        ),
+        ("h100-03 GPU 5", "GPUMissing", "", "gpu_xid_fault", "GPU 5 reported Xid 79: it fell off the bus."),
+        ("gpu-99", "DiskFull", "DiskFull fired", "", ""),
+        ("gpu-99", "DiskFull", "", "", ""),
+        ("gpu-99", "DiskFull", "", "gpu_oom", "Out of memory: a — b."),
+        ("", "DiskFull", "the disk of gpu-99 is full", "", ""),
+    ],
+)
+def test_a_title_splits_into_its_short_part_and_cause_line(
+    subject: str, alert: str, summary: str, code: str, statement: str
+) -> None:
+    title = build_title(subject, alert, summary, code, statement)
+    short, cause = title_parts(title)
+    assert short == build_title(subject, alert)  # the short part is the title without a cause or summary
+    assert cause == title[len(short) :].removeprefix(": ").removeprefix(" — ")
