@@ -163,7 +163,7 @@ def link_changes(findings: list[Finding]) -> None:
         if linked:
             f.confidence = max(f.confidence, 0.75)
             f.facts["linked"] = linked
-            f.statement += f" It bears on {', '.join(linked)}."
+            f.statement += f" It bears on {', '.join(C.name(code) for code in linked)}."
         else:
             f.confidence = min(f.confidence, 0.4)
 
