@@ -86,7 +86,7 @@ def _label_subject(labels: Mapping[str, str], node: str) -> str:
 _QUOTA = re.compile(
     r"project (?P<project>\S+) uses (?P<used>\d+) of (?P<quota>\S+) GPUs of quota"
     r"(?:, limit (?P<limit>\d+)|, no limit)"
-    r"(?: since (?P<at>\d\d:\d\d), when (?:(?P<actor>\S+) )?changed \S+ from (?P<old>\S+) to (?P<new>\S+))?"
+    r"(?: since (?P<at>\d\d:\d\d), when (?:(?P<actor>\S+) )?changed (?P<field>\S+) from (?P<old>\S+) to (?P<new>\S+))?"
     r"; .*? needs (?P<needed>\d+) more, (?P<after>\d+) would exceed the (?P<what>limit|quota)"
 )
 
@@ -113,7 +113,9 @@ def _quota_gist(m: re.Match[str]) -> str:
     if g["at"] and g["old"]:
         by = f" by {g['actor']}" if g["actor"] else ""
         verb = "cut from" if _num(g["new"]) < _num(g["old"]) else "changed from"
-        gist += f", {verb} {g['old']}{by} at {g['at']}"
+        changed = "limit" if "limit" in (g["field"] or "") else "quota"
+        what = "" if changed == word else f"{changed} "  # "limit 32 < 64 needed, quota cut from 48": say which
+        gist += f", {what}{verb} {g['old']}{by} at {g['at']}"
     return gist
 
 

@@ -46,6 +46,14 @@ def test_the_quota_cause_reads_with_its_numbers_and_who_cut_it() -> None:
     )
     raised = QUOTA_CUT.replace("from 16 to 8", "from 4 to 8")
     assert "changed from 4 by platform-admin" in cause_gist("project_quota_exhausted", raised)
+    # The limit holds, the quota was cut: the title says which number moved, not "limit 32, cut from 48".
+    quota_cut_limit_holds = (
+        "project vision uses 24 of 24 GPUs of quota, limit 32 since 05:29, when platform-admin changed quota_gpus "
+        "from 48 to 24; vision/resnet-train needs 40 more, 64 would exceed the limit of 32."
+    )
+    assert cause_gist("project_quota_exhausted", quota_cut_limit_holds) == (
+        "project vision limit 32 < 64 needed, quota cut from 48 by platform-admin at 05:29"
+    )
     no_cut = (
         "project nlp uses 20 of 24 GPUs of quota, limit 32; nlp/bert is non-preemptible and needs 8 more, "
         "28 would exceed the quota."
