@@ -48,9 +48,14 @@ def test_an_import_inside_a_function_breaks_its_contract(tmp_path: Path) -> None
         redact.read_text() + "\n\ndef _probe() -> None:\n    from collectors.models import Cluster  # noqa: F401\n"
     )
 
+    codes = tmp_path / "incidents" / "diagnosis" / "codes.py"
+    codes.write_text(codes.read_text() + "\n\ndef _probe() -> None:\n    from incidents import diagnosis_run  # noqa\n")
+
     done = lint(tmp_path)
 
     assert done.returncode != 0
     assert "Sources import no models BROKEN" in done.stdout
     assert "collectors.sources.redact -> collectors.models" in done.stdout
+    assert "The diagnosis imports no Django, no database loader, no source and no simulator BROKEN" in done.stdout
+    assert "incidents.diagnosis.codes -> incidents.diagnosis_run" in done.stdout
     assert "The simulator imports nothing of the product KEPT" in done.stdout

@@ -8,8 +8,6 @@ from typing import Any
 
 from django.http import HttpResponse
 from django.shortcuts import render
-from django.template import TemplateDoesNotExist
-from django.template.loader import get_template
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
@@ -20,6 +18,7 @@ from collectors.podstatus import pod_status, pods_in_trouble
 from collectors.views.common import entity_page_context, finish, not_found, render_page
 from collectors.views.rows import PodRow
 from collectors.views.sharing import PodGpu, entity_resolver, gpus_held, with_links
+from incidents.job_explanation import explain_job_at
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
 
@@ -34,19 +33,7 @@ NO_WHY_PHASES = ("Running", "Succeeded")
 
 
 def why_pending(entity: Entity, t: datetime) -> tuple[Any, str]:
-    """The diagnosis helper's explanation of this job at t, and the template to show it; (None, "") when absent.
-
-    The diagnosis package is optional at this layer: pages must render without it.
-    """
-    try:
-        from incidents.diagnosis.explain import explain_job_at
-    except ImportError:
-        return None, ""
-    try:
-        get_template(WHY_PENDING_TEMPLATE)
-    except TemplateDoesNotExist:
-        logger.warning("incidents.diagnosis.explain exists but %s does not", WHY_PENDING_TEMPLATE)
-        return None, ""
+    """The diagnosis' explanation of this job at t, and the template to show it."""
     try:
         return explain_job_at(entity, t), WHY_PENDING_TEMPLATE
     except Exception:  # a failing diagnosis must not take the job page down during an outage

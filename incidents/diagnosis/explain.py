@@ -1,10 +1,8 @@
 """ "Why is this job not running at t": the job page's panel, computed from inventory as of t.
 
-``explain_job(di, job)`` is pure (a DiagnosisInput in, a JobExplanation out).
-``explain_job_at(entity, t)`` is the convenience the job page calls: it asks
-``incidents.diagnosis_run`` (the loader, which reads the database) for the input and
-then calls the pure function; the import is inside the function so that this
-package stays free of database imports at module level.
+``explain_job(di, job)`` is pure (a DiagnosisInput in, a JobExplanation out). The job page
+calls ``incidents.job_explanation.explain_job_at(entity, t)``, which loads the input from the
+database and calls it.
 """
 
 from __future__ import annotations
@@ -503,13 +501,3 @@ def _lead(ex: JobExplanation) -> list[str]:
         checked = sorted({c["code"] for c in [*ex.causes, *ex.ruled_out]})
         return [f"No cause found at {hhmm(ex.t)}" + (f" (checked {', '.join(checked)})." if checked else ".")]
     return []
-
-
-def explain_job_at(entity: Any, t: datetime) -> JobExplanation:
-    """The panel for a job Entity at t (loads inventory as of t through incidents.diagnosis_run)."""
-    from incidents.diagnosis_run import load_job_input  # database access lives outside the pure package
-    from incidents.eta_input import load_basis
-
-    di, job = load_job_input(entity, t)
-    basis = load_basis(entity.cluster, t) if job is not None and is_pending(job) else None
-    return explain_job(di, job, label=f"{entity.namespace}/{entity.name}", basis=basis)

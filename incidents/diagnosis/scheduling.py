@@ -16,6 +16,7 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.messages import parse_message
 from incidents.diagnosis.nodes import condemned_gpus
 from incidents.diagnosis.policy import queue_findings, quota_findings, request_findings
 from incidents.diagnosis.quota import (
@@ -79,10 +80,6 @@ def check_scheduling(di: DiagnosisInput) -> list[Finding]:
 #
 def scheduler_said(di: DiagnosisInput, job: EntityState) -> tuple[Any | None, Cite | None]:
     """Parse the newest scheduler message about the job (condition, pod condition, or event) and cite it."""
-    try:
-        from incidents.diagnosis.messages import parse_message
-    except ImportError:  # the parsers land separately; diagnosis still works from inventory alone
-        return None, None
     sched = job.get("scheduling") or {}
     if sched.get("message"):
         return parse_message(sched["message"]), cite_state(job, di.t)

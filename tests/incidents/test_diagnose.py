@@ -8,8 +8,8 @@ import pytest
 
 from collectors.inventory import Observed, record_states
 from collectors.models import Cluster, Entity, SourceRun
-from incidents.diagnosis.explain import explain_job_at
 from incidents.diagnosis_run import NoEvidence, diagnose_incident, save_hypothesis
+from incidents.job_explanation import explain_job_at
 from incidents.models import Citation, Hypothesis, Incident, IncidentSubject, Observation, ProposedAction
 
 T0 = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)
