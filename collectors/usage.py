@@ -20,11 +20,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from collectors.mapping.common import mig_units
 from collectors.models import Cluster
 from collectors.sources.dcgm import dcgm_identity
 from collectors.sources.errors import SourceError
 from collectors.sources.prometheus import PrometheusSource, Series, short_history
+from rcaweb.mig import mig_units
 
 logger = logging.getLogger(__name__)
 

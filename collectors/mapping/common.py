@@ -176,12 +176,6 @@ def container_mig(container: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def mig_units(profile: str) -> int:
-    """What one MIG instance counts in a KAI queue: the "<n>g" of its profile."""
-    head = profile.split("g.", 1)[0]
-    return int(head) if head.isdigit() else 1
-
-
 def resource_requests(containers: list[dict[str, Any]]) -> dict[str, str]:
     """A pod's CPU and memory requests summed over its containers, as the scheduler fits them: a container
     with only a limit requests its limit (Kubernetes defaulting). CPU in cores ("16", "0.5"), memory in

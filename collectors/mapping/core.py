@@ -22,7 +22,6 @@ from collectors.mapping.common import (
     float_quantity,
     int_quantity,
     meta,
-    mig_units,
     nodepool,
     owner,
     queue_label,
@@ -31,6 +30,7 @@ from collectors.mapping.common import (
     status_writer,
 )
 from collectors.sources.redact import redact_container_env, redact_text, redact_value
+from rcaweb.mig import mig_units
 
 #
 # Nodes

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from incidents.diagnosis.types import DiagnosisInput, EntityState, gpus_of
+from rcaweb.mig import mig_units
 
 ACTIVE_POD_PHASES = ("Running", "Pending")
 
@@ -229,12 +230,6 @@ def job_request(di: DiagnosisInput, job: EntityState) -> Request:
         share_memory_mib=int(share["memory_mib"]) if share.get("memory_mib") is not None else None,
         units_per_pod=units_per_pod,
     )
-
-
-def mig_units(profile: str) -> int:
-    """What one MIG instance counts in a KAI queue: the "<n>g" of its profile (as collectors.mapping counts it)."""
-    head = profile.split("g.", 1)[0]
-    return int(head) if head.isdigit() else 1
 
 
 def quantity(value: Any) -> float | None:

@@ -13,6 +13,7 @@ from incidents.diagnosis import fit as F
 from incidents.diagnosis.scheduling_pass import ClusterPass, Considered, place
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 from incidents.diagnosis.whatif_edits import MAX_GPUS_PER_POD, Edit
+from rcaweb.mig import mig_units
 
 
 def static(r: F.NodeFit) -> set[str]:
@@ -101,19 +102,19 @@ def _shrink_mig(
 ) -> list[tuple[str, list[Edit], str]]:
     """The largest MIG profile smaller than the one asked that has a free instance per pod on the nodes it may
     use."""
-    asked = max(req.mig, key=F.mig_units)
+    asked = max(req.mig, key=mig_units)
     free: dict[str, int] = {}
     for r in rows:
         if static(r):
             continue
         for prof in r.mig_layout:
             n = r.mig_free(prof)
-            if n > 0 and F.mig_units(prof) < F.mig_units(asked):
+            if n > 0 and mig_units(prof) < mig_units(asked):
                 free[prof] = free.get(prof, 0) + n
     fitting = [p for p, n in free.items() if n >= pods]
     if not fitting:
         return []
-    prof = max(fitting, key=lambda p: (F.mig_units(p), p))
+    prof = max(fitting, key=lambda p: (mig_units(p), p))
     edit = Edit("request", job.name, job.namespace, number=pods, profile=prof)
     return [("shrink", [edit], f"shrink to MIG {prof} (from {asked})")]
 

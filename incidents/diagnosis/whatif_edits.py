@@ -14,6 +14,7 @@ from typing import Any
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.quota import is_pending
 from incidents.diagnosis.types import DiagnosisInput, EntityState
+from rcaweb.mig import mig_units
 
 KINDS = ("quota", "limit", "cordon", "uncordon", "repair", "add", "remove", "hold", "request", "onto")
 MAX_EDITS = 20  # edits in one URL
@@ -244,7 +245,7 @@ def _request_state(e: Edit) -> dict[str, Any]:
     pods = int(e.number)
     if e.profile:
         return {"pods": pods, "gpus_per_pod": 0, "gpus_total": 0, "gpu_share": None, "mig": {e.profile: 1},
-                "gpu_units": pods * F.mig_units(e.profile)}  # fmt: skip
+                "gpu_units": pods * mig_units(e.profile)}  # fmt: skip
     if e.share:
         return {"pods": pods, "gpus_per_pod": 0, "gpus_total": 0, "gpu_share": {"fraction": e.share},
                 "mig": {}, "gpu_units": round(pods * e.share, 4)}  # fmt: skip
