@@ -73,13 +73,13 @@ def sweep_cluster(
     *,
     progress: Progress | None = None,
     kube_factory: Callable[[Cluster], Any] = KubeSource,
-    passes: list[_Sweep] | None = None,
-    asked: _Sweep | None = None,
+    passes: list[Sweep] | None = None,
+    asked: Sweep | None = None,
 ) -> SweepSummary:
     """Sweep one cluster's inventory at ``at`` (default now; the simulator drivers pass simulated time).
 
     Never raises for a source failure: each failure is a ``SourceRun(ok=False)`` and in ``summary.errors``.
-    Raises ValueError for an unknown cluster. ``kube_factory``: see ``_Sweep``; ``passes`` gets the pass
+    Raises ValueError for an unknown cluster. ``kube_factory``: see ``Sweep``; ``passes`` gets the pass
     (its nodes and pods: what the watch's GPU polls resolve against). ``asked``: this sweep, its reads sent
     earlier (:func:`ask_inventory`, for the same cluster and ``at``): it maps and records what they answer.
     """
@@ -97,11 +97,11 @@ def sweep_cluster(
             if asked is not None:
                 asked.close()
             return summary
-        one = asked or _Sweep(cluster, at, Runner(cluster, at, summary), summary, kube_factory=kube_factory)
+        one = asked or Sweep(cluster, at, Runner(cluster, at, summary), summary, kube_factory=kube_factory)
         if progress is not None:
             one.progress = progress
         try:
-            with _no_cyclic_gc():
+            with no_cyclic_gc():
                 one.run()
                 if passes is not None:
                     passes.append(one)
@@ -113,15 +113,15 @@ def sweep_cluster(
     return summary
 
 
-def ask_inventory(cluster_name: str, at: datetime) -> _Sweep:
+def ask_inventory(cluster_name: str, at: datetime) -> Sweep:
     """Send an inventory sweep's reads now, in the background; ``sweep_cluster(…, asked=…)`` maps and
-    records their answers later (:meth:`_Sweep.ask`). For a driver that will sweep at ``at`` and waits on
+    records their answers later (:meth:`Sweep.ask`). For a driver that will sweep at ``at`` and waits on
     other work first (the simulation harness, while its inline worker finishes): what the cluster answers
     is what it would answer then, provided nothing moves it in between (the simulated cluster does not
     advance while the harness waits). Nothing is written until the sweep runs; ``close()`` drops it."""
     cluster, at = resolve(cluster_name, at)
     summary = SweepSummary(cluster=cluster.name, at=at, kind="inventory")
-    one = _Sweep(cluster, at, Runner(cluster, at, summary), summary)
+    one = Sweep(cluster, at, Runner(cluster, at, summary), summary)
     one.ask()
     return one
 
@@ -134,7 +134,7 @@ def announce(cluster: str, at: datetime) -> None:
 
 
 @contextmanager
-def _no_cyclic_gc(*, collect: bool = True) -> Iterator[None]:
+def no_cyclic_gc(*, collect: bool = True) -> Iterator[None]:
     """Pause the cyclic garbage collector for one sweep.
 
     A sweep allocates millions of small dicts (decoded JSON, mapped states) and holds ~100,000 of them at
@@ -256,12 +256,12 @@ class _Streamed:
     An object the memo keeps in part (``Observed.partial``) is reused only while its open version's digest is
     the one kept (``reusable``): another writer, or a database put back, makes it mapped again. A listing
     that fails part way leaves the objects recorded so far (each whole) and closes nothing: only a complete
-    listing says what is gone (``_Sweep._absent``). Used as a context manager around the listing: once it is
+    listing says what is gone (``Sweep._absent``). Used as a context manager around the listing: once it is
     complete the memo holds what it listed (objects gone are forgotten); after a failure, nothing (some of it
     recorded or not: the next listing maps everything again)."""
 
     def __init__(
-        self, sweep: _Sweep, kind: str, memo: _Memo, *, record: bool, keep: Callable[[Observed], Observed]
+        self, sweep: Sweep, kind: str, memo: _Memo, *, record: bool, keep: Callable[[Observed], Observed]
     ) -> None:
         self.sweep, self.kind, self.memo, self.record, self.keep = sweep, kind, memo, record, keep
         self.opened = open_versions(sweep.cluster, kind) if record or memo.objects else {}
@@ -369,7 +369,7 @@ def _slim(obj: Any, status_keys: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
-class _Sweep:
+class Sweep:
     """One pass over a cluster. ``kube_factory`` gives the Kubernetes source (default: a ``KubeSource``; the
     watch passes one that keeps what it lists, then one that answers from what it keeps); ``gpus=False``
     leaves Prometheus out (the watch polls GPUs on their own interval)."""

@@ -47,7 +47,7 @@ from collectors.sources.kubernetes import SOURCE, KubeSource, custom_listing
 from collectors.sources.redact import redact_text
 from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
 from collectors.sweep.events import store_events
-from collectors.sweep.inventory import GpuAnswers, _no_cyclic_gc, _Sweep, announce, sweep_cluster
+from collectors.sweep.inventory import GpuAnswers, Sweep, announce, no_cyclic_gc, sweep_cluster
 
 logger = logging.getLogger(__name__)
 
@@ -381,7 +381,7 @@ class WatchSession:
         self._last_at: datetime | None = None
         self._last_relist = 0.0
         self._last_gpus = 0.0
-        self._sweep: _Sweep | None = None  # the last full pass: nodes and pods the GPU poll resolves against
+        self._sweep: Sweep | None = None  # the last full pass: nodes and pods the GPU poll resolves against
         self._pass_serial = 0  # bumped whenever that pass or its nodes change
         self._gpu_inputs: tuple[Any, ...] | None = None  # what the last recorded GPU poll was computed from
         self._events: list[dict[str, Any]] = []  # Kubernetes Events received and not stored yet
@@ -441,7 +441,7 @@ class WatchSession:
                 self.kube = RecordingKube(cluster, self.kept)
                 return self.kube
 
-            passes: list[_Sweep] = []
+            passes: list[Sweep] = []
             summary = sweep_cluster(self.cluster.name, at, kube_factory=factory, passes=passes)
             self._sweep = passes[0] if passes else None
             self._pass_serial += 1
@@ -510,7 +510,7 @@ class WatchSession:
                 summary.skipped = True
                 return summary
             runner = Runner(self.cluster, at, summary)
-            sweep = _Sweep(
+            sweep = Sweep(
                 self.cluster,
                 at,
                 runner,
@@ -519,7 +519,7 @@ class WatchSession:
                 kube_factory=lambda cluster: CachedKube(self.kept),
                 gpus=False,
             )
-            with _no_cyclic_gc(collect=False):  # a full collection over the kept objects each apply: no
+            with no_cyclic_gc(collect=False):  # a full collection over the kept objects each apply: no
                 if dirty == {"list nodes"} and self._sweep is not None and self._nodes_only(sweep):
                     pass
                 else:
@@ -575,7 +575,7 @@ class WatchSession:
                 self.store_events()
         self.kept.rv[EVENTS] = kube.last_resource_version.get(EVENTS, "")
 
-    def _nodes_only(self, sweep: _Sweep) -> bool:
+    def _nodes_only(self, sweep: Sweep) -> bool:
         """Only nodes changed: record them alone, unless a node's GPU memory (which pods read) changed."""
         assert self._sweep is not None
         nodes = [mapping.map_node(n) for n in CachedKube(self.kept).list_nodes()]
@@ -602,7 +602,7 @@ class WatchSession:
             if not got:
                 return summary
             runner = Runner(self.cluster, at, summary)
-            sweep = _Sweep(self.cluster, at, runner, summary, lambda what, n: None)
+            sweep = Sweep(self.cluster, at, runner, summary, lambda what, n: None)
             sweep.nodes, sweep.pods = self._sweep.nodes, self._sweep.pods
             try:
                 answers = sweep._gpu_answers()

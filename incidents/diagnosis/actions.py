@@ -22,7 +22,7 @@ from incidents.diagnosis.actions_workloads import (
     workload,
 )
 from incidents.diagnosis.queue_order import QueueOrder
-from incidents.diagnosis.quota import is_pending, project_allocated, units_held
+from incidents.diagnosis.quota import is_pending, job_units, project_allocated, units_held
 from incidents.diagnosis.scheduling_pass import starts_with_room
 from incidents.diagnosis.types import ActionDraft, DiagnosisInput, EntityState, Finding, Ref, gpus_of
 
@@ -450,7 +450,7 @@ def _pending_in_project_within(
     room = ceiling - project_allocated(di, project, queue)
     if job is not None:
         mine = di.find("job", job.name, job.namespace)
-        room -= _job_units(mine) if mine else 0
+        room -= job_units(mine) if mine else 0
     out = []
     waiting = [
         other
@@ -460,16 +460,11 @@ def _pending_in_project_within(
         and not (job is not None and other.name == job.name and other.namespace == job.namespace)
     ]
     for other in QueueOrder(di, waiting):  # the scheduler's order, as every "who starts" answer reads it
-        want = _job_units(other)
+        want = job_units(other)
         if 0 < want <= room + 1e-9:
             room -= want
             out.append(other.ref.label)
     return out
-
-
-def _job_units(job: EntityState) -> float:
-    units = job.get("gpu_units")
-    return float(units) if units is not None else float(job.get("gpus_total") or 0)
 
 
 def _whole(x: float) -> int:

@@ -29,7 +29,7 @@ from incidents.diagnosis.scheduling_pass import (
     STARTS,
     ClusterPass,
     Considered,
-    _charge,
+    charge_started,
     cluster_pass,
     whole_gpus,
 )
@@ -279,7 +279,7 @@ def _quota_answer(
     for c in base.starts:
         if c.order < me.order:
             started[(c.project, c.queue)] = started.get((c.project, c.queue), 0.0) + c.units
-    _charge(q, started)  # as the pass read it: what it started before the job is charged
+    charge_started(q, started)  # as the pass read it: what it started before the job is charged
     dept = q.department
     if not q.blocks and dept is not None and dept.blocks:
         kind = "limit" if dept.over_limit else "quota"

@@ -15,7 +15,7 @@ from typing import Any
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.build import refuted
 from incidents.diagnosis.fit import nominal_gpus
-from incidents.diagnosis.nodes import _first_change, _since_in_history, node_findings
+from incidents.diagnosis.nodes import first_change, node_findings, since_in_history
 from incidents.diagnosis.quota import is_pending
 from incidents.diagnosis.types import (
     SUPPORTED,
@@ -122,7 +122,7 @@ def xid_codes(di: DiagnosisInput, gpu: EntityState) -> Xids:
                 found[int(v)] = (ts, cite_series(s))
     last = gpu.get("xid_last") or 0
     if last and int(last) not in found:
-        found[int(last)] = (_first_change(di, gpu.ref, "xid_last") or gpu.valid_from, cite_state(gpu, di.t))
+        found[int(last)] = (first_change(di, gpu.ref, "xid_last") or gpu.valid_from, cite_state(gpu, di.t))
     node = gpu.get("node") or ""
     for obs_id, labels, starts in di.alerts:  # GPUXidError carries the code as a label (dcgm-exporter rules)
         raw = labels.get("xid") or labels.get("Xid") or labels.get("err_code")
@@ -252,7 +252,7 @@ def _missing_gpu_finding(
             next_questions=[f"Once {node.name} is back, does nvidia-smi list all its GPUs?"],
         )
     if missing:
-        since = _since_in_history(
+        since = since_in_history(
             di, gpu, lambda st: st.get("present") is False or st.get("phase") == "missing"
         )
         after_xid = [x for x, ts, _ in xids if ts is None or since is None or ts <= since]
@@ -300,7 +300,7 @@ def _ecc_finding(
     gcite = cite_state(gpu, di.t)
     if dbe > 0 or sbe >= SBE_NOISE:
         cites = [gcite] + ([cite_series(s_dbe)] if s_dbe is not None else [])
-        since = _first_change(di, gpu.ref, "ecc_dbe_total") or (
+        since = first_change(di, gpu.ref, "ecc_dbe_total") or (
             next((ts for ts, v in s_dbe.points if v > 0), None) if s_dbe else None
         )
         kind = f"{dbe} double-bit (uncorrectable)" if dbe else f"{sbe} single-bit (corrected)"

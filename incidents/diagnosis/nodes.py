@@ -28,7 +28,7 @@ from incidents.diagnosis.types import (
 logger = logging.getLogger(__name__)
 
 
-def _first_change(di: DiagnosisInput, ref: Ref, leaf: str) -> datetime | None:
+def first_change(di: DiagnosisInput, ref: Ref, leaf: str) -> datetime | None:
     times = [
         c.time
         for c in di.changes
@@ -37,7 +37,7 @@ def _first_change(di: DiagnosisInput, ref: Ref, leaf: str) -> datetime | None:
     return max(times) if times else None
 
 
-def _since_in_history(di: DiagnosisInput, es: EntityState, pred: Any) -> datetime | None:
+def since_in_history(di: DiagnosisInput, es: EntityState, pred: Any) -> datetime | None:
     since = None
     for v in reversed(di.history.get(es.ref) or []):
         if pred(v.state):
@@ -104,7 +104,7 @@ def _device_plugin_finding(di: DiagnosisInput, node: EntityState, is_subject: bo
             "every withdrawn GPU has a fault of its own (double-bit ECC or a condemning Xid)",
         )
     if ready and capacity > allocatable:
-        since = _first_change(di, node.ref, "nvidia.com/gpu") or _since_in_history(
+        since = first_change(di, node.ref, "nvidia.com/gpu") or since_in_history(
             di, node, lambda s: gpus_of(s.get("allocatable") or {}) < gpus_of(s.get("capacity") or {})
         )
         plugin_pods = [p for p in di.pods_bound_to(node.name) if "device-plugin" in p.name]
@@ -152,7 +152,7 @@ def _missing_gpus_finding(di: DiagnosisInput, node: EntityState, is_subject: boo
     nominal = nominal_gpus(di, node)
     if not (node.state.get("ready", True) and nominal > capacity):
         return None
-    since = _first_change(di, node.ref, "nvidia.com/gpu") or _since_in_history(
+    since = first_change(di, node.ref, "nvidia.com/gpu") or since_in_history(
         di, node, lambda s: gpus_of(s.get("capacity") or {}) < nominal
     )
     return Finding(
@@ -198,7 +198,7 @@ def _unavailable_finding(di: DiagnosisInput, node: EntityState, is_subject: bool
         if not ready
         else "cordoned"
     )
-    since = _since_in_history(
+    since = since_in_history(
         di,
         node,
         lambda s: (

@@ -30,12 +30,12 @@ from typing import Any
 
 from incidents.diagnosis.division import Claim, capacity, divide
 from incidents.diagnosis.quota import (
-    _CLASS_RANK,
+    CLASS_RANK,
     QueuedJob,
-    _queue_priority,
-    _units_of,
     is_pending,
+    job_units,
     project_allocated,
+    queue_priority_of,
 )
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
@@ -50,7 +50,7 @@ def job_queue(job: EntityState) -> str:
 def in_queue_key(job: EntityState) -> tuple[int, str, str, str]:
     """A job's place in its own queue: inference before train, then the oldest (submission, then name)."""
     return (
-        -_CLASS_RANK.get(job.get("priority_class") or "train", 0),
+        -CLASS_RANK.get(job.get("priority_class") or "train", 0),
         job.get("submitted") or "",
         job.namespace,
         job.name,
@@ -147,8 +147,8 @@ class QueueOrder:
         for name in [*self.queues, *(q for q in leaf_queues(di) if q not in self.queues)]:
             state = di.find("queue", name) or di.find("project", name)
             s = _standing(state, name, project_allocated(di, name, name))
-            s.demand = s.used + sum(_units_of(j) for j in self.queues.get(name, []))
-            s.priority = _queue_priority(di, name)
+            s.demand = s.used + sum(job_units(j) for j in self.queues.get(name, []))
+            s.priority = queue_priority_of(di, name)
             self.queue[name] = s
             self.parent[name] = department_of(di, name)
         self.department: dict[str, Standing] = {}
@@ -238,7 +238,7 @@ class QueueOrder:
         rank, submitted = in_queue_key(self._head(queue))[:2]
         if self.scheduler == "kueue":
             s = self.queue[queue]
-            borrows = s.deserved is not None and not s.within(_units_of(self._head(queue)))
+            borrows = s.deserved is not None and not s.within(job_units(self._head(queue)))
             return (-s.priority, borrows, rank, submitted)
         return (rank, submitted)
 
@@ -253,7 +253,7 @@ class QueueOrder:
         else:
             key: tuple[Any, ...]
             if self.scheduler == "kai":
-                head = _units_of(self._head(queue))
+                head = job_units(self._head(queue))
                 key = (self._kai_key(self.queue[queue], head), self._tail_key(queue))
             else:
                 key = (self._flat_key(queue), queue)
@@ -273,7 +273,7 @@ class QueueOrder:
             d = self.department.get(top) if self.parent[q] else None
             if d is None:
                 return self._keys[q]
-            return (self._kai_key(d, _units_of(self._head(q))), self._tail_key(q))
+            return (self._kai_key(d, job_units(self._head(q))), self._tail_key(q))
 
         return best[min(best, key=top_key)]
 
@@ -283,7 +283,7 @@ class QueueOrder:
     def why_before(self, other: EntityState, job: EntityState) -> str:
         """Why ``other`` is served before ``job``, in the pages' words."""
         mine, theirs = job_queue(job), job_queue(other)
-        rank = _CLASS_RANK.get(other.get("priority_class") or "train", 0) > _CLASS_RANK.get(
+        rank = CLASS_RANK.get(other.get("priority_class") or "train", 0) > CLASS_RANK.get(
             job.get("priority_class") or "train", 0
         )
         if theirs == mine:
@@ -309,14 +309,14 @@ def ahead_of(di: DiagnosisInput, job: EntityState, limit: int = 400) -> list[Que
     for other in order:
         if other is job or len(out) >= limit:
             break
-        units = _units_of(other)
+        units = job_units(other)
         order.charge(other, units)
         q = job_queue(other)
         out.append(
             QueuedJob(
                 other,
                 q,
-                _queue_priority(di, q),
+                queue_priority_of(di, q),
                 other.get("priority_class") or "",
                 other.get("submitted") or "",
                 units,

@@ -363,10 +363,10 @@ class QueuedJob:
         }
 
 
-_CLASS_RANK = {"inference": 1, "train": 0}
+CLASS_RANK = {"inference": 1, "train": 0}
 
 
-def _units_of(job: EntityState) -> float:
+def job_units(job: EntityState) -> float:
     """A job's GPUs as its queue counts them: shares and MIG in units, whole GPUs for jobs recorded without."""
     units = job.get("gpu_units")
     if units is not None:
@@ -374,7 +374,7 @@ def _units_of(job: EntityState) -> float:
     return float(job.get("gpus_total") or job.get("gpus") or 0)
 
 
-def _queue_priority(di: DiagnosisInput, name: str) -> int:
+def queue_priority_of(di: DiagnosisInput, name: str) -> int:
     q = di.find("queue", name) or di.find("project", name)
     try:
         return int((q.get("priority") if q else 0) or 0)
@@ -393,8 +393,8 @@ def order_key(di: DiagnosisInput, job: EntityState) -> tuple[int, int, str]:
     (between queues of equal priority the scheduler weighs fair share; submission stands in for it here)."""
     queue = job.get("queue") or job.get("project") or ""
     return (
-        -_queue_priority(di, queue),
-        -_CLASS_RANK.get(job.get("priority_class") or "train", 0),
+        -queue_priority_of(di, queue),
+        -CLASS_RANK.get(job.get("priority_class") or "train", 0),
         job.get("submitted") or "",
     )
 
@@ -402,7 +402,7 @@ def order_key(di: DiagnosisInput, job: EntityState) -> tuple[int, int, str]:
 def jobs_ahead(di: DiagnosisInput, job: EntityState) -> list[QueuedJob]:
     """Pending jobs the scheduler serves first: higher queue priority, then priority class, then FIFO."""
     mine_q = job.get("queue") or job.get("project") or ""
-    my_key = (_queue_priority(di, mine_q), _CLASS_RANK.get(job.get("priority_class") or "train", 0))
+    my_key = (queue_priority_of(di, mine_q), CLASS_RANK.get(job.get("priority_class") or "train", 0))
     my_submit = job.get("submitted") or ""
     out = []
     for other in di.jobs:
@@ -413,7 +413,7 @@ def jobs_ahead(di: DiagnosisInput, job: EntityState) -> list[QueuedJob]:
         ):
             continue
         q = other.get("queue") or other.get("project") or ""
-        key = (_queue_priority(di, q), _CLASS_RANK.get(other.get("priority_class") or "train", 0))
+        key = (queue_priority_of(di, q), CLASS_RANK.get(other.get("priority_class") or "train", 0))
         submitted = other.get("submitted") or ""
         if key[0] > my_key[0]:
             why = "higher queue priority"
@@ -430,11 +430,11 @@ def jobs_ahead(di: DiagnosisInput, job: EntityState) -> list[QueuedJob]:
                 key[0],
                 other.get("priority_class") or "",
                 submitted,
-                _units_of(other),
+                job_units(other),
                 why,
             )
         )
-    out.sort(key=lambda j: (-j.queue_priority, -_CLASS_RANK.get(j.priority_class, 0), j.submitted))
+    out.sort(key=lambda j: (-j.queue_priority, -CLASS_RANK.get(j.priority_class, 0), j.submitted))
     return out
 
 
@@ -492,12 +492,12 @@ def precedence(di: DiagnosisInput, other: EntityState, job: EntityState) -> str 
     """
     mine_q = job.get("queue") or job.get("project") or ""
     their_q = other.get("queue") or other.get("project") or ""
-    mine_p, their_p = _queue_priority(di, mine_q), _queue_priority(di, their_q)
+    mine_p, their_p = queue_priority_of(di, mine_q), queue_priority_of(di, their_q)
     if their_p != mine_p:
         return f"queue priority {their_p} > {mine_p}" if their_p > mine_p else None
     mine_c = job.get("priority_class") or "train"
     their_c = other.get("priority_class") or "train"
-    if _CLASS_RANK.get(their_c, 0) > _CLASS_RANK.get(mine_c, 0):
+    if CLASS_RANK.get(their_c, 0) > CLASS_RANK.get(mine_c, 0):
         return f"priority class {their_c} over {mine_c}"
     return None
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.queue_order import QueueOrder, Standing, job_queue
-from incidents.diagnosis.quota import _CLASS_RANK, QuotaAt, is_pending, quota_at
+from incidents.diagnosis.quota import CLASS_RANK, QuotaAt, is_pending, quota_at
 from incidents.diagnosis.scheduling_pass import place
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
@@ -53,7 +53,7 @@ class Victim:
 
 
 def _rank(job: EntityState) -> int:
-    return _CLASS_RANK.get(job.get("priority_class") or "train", 0)
+    return CLASS_RANK.get(job.get("priority_class") or "train", 0)
 
 
 def _preemptible(di: DiagnosisInput, job: EntityState) -> bool:

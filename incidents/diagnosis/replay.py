@@ -30,7 +30,7 @@ from incidents.diagnosis.scheduling_pass import (
     QUOTA,
     ClusterPass,
     Considered,
-    _charge,
+    charge_started,
     place,
 )
 from incidents.diagnosis.types import DiagnosisInput, EntityState, iso
@@ -126,7 +126,7 @@ def build(di: DiagnosisInput, job: EntityState, base: ClusterPass) -> Room | Non
         started[(c.project, c.queue)] = started.get((c.project, c.queue), 0.0) + c.units
     for w in [me, *waiting]:
         if w.quota is not None:
-            _charge(w.quota, started)  # what the pass at t starts is charged before the replay begins
+            charge_started(w.quota, started)  # what the pass at t starts is charged before the replay begins
     free: dict[str, int] = {}
     for rows in shapes.values():
         for r in rows:
@@ -233,7 +233,7 @@ def quota_keys_projects(w: Waiter) -> set[str]:
 def _held(q: QuotaAt, delta: dict[tuple[str, str], float]) -> bool:
     """Whether the quota read at t, moved by the replay's ends and starts, holds the job."""
     moved = replace(q, department=replace(q.department) if q.department is not None else None)
-    _charge(moved, delta)
+    charge_started(moved, delta)
     return moved.holds
 
 

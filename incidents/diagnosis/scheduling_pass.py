@@ -22,7 +22,7 @@ from typing import Any
 from incidents.diagnosis import fit as F
 from incidents.diagnosis import queue_order
 from incidents.diagnosis.queue_order import QueueOrder, in_queue_key, job_queue, strict_fifo
-from incidents.diagnosis.quota import QueuedJob, QuotaAt, _queue_priority, is_pending, quota_at
+from incidents.diagnosis.quota import QueuedJob, QuotaAt, is_pending, queue_priority_of, quota_at
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 # Jobs ahead weighed in one pass: the first in order that could use the lifted room. A job behind more than
@@ -126,7 +126,7 @@ def pass_if_fixed(
         queued = QueuedJob(
             other,
             job_queue(other),
-            _queue_priority(di, job_queue(other)),
+            queue_priority_of(di, job_queue(other)),
             other.get("priority_class") or "",
             other.get("submitted") or "",
             round(other_req.units, 4),
@@ -359,7 +359,7 @@ def _consider(
         return c
     held = quota_at(di, job, req, sum(free.get(n, 0) for n in c.usable))
     if held is not None:
-        _charge(held, started)
+        charge_started(held, started)
         if held.holds:
             c.outcome = QUOTA
             dept = held.department
@@ -398,7 +398,7 @@ def _shape(req: F.Request, whole: bool) -> tuple[Any, ...]:
     )
 
 
-def _charge(held: QuotaAt, started: dict[tuple[str, str], float]) -> None:
+def charge_started(held: QuotaAt, started: dict[tuple[str, str], float]) -> None:
     """Add what this pass started before to the quota read at t (its project or queue, and its department)."""
     held.allocated = round(
         held.allocated + sum(u for (p, q), u in started.items() if p == held.project or q == held.queue), 4

@@ -17,7 +17,7 @@ from collectors.sources.redact import redact_text
 from incidents import causes
 from incidents.handoffs.board import Board, HandoffProblem, HandoffRow, Lead
 from incidents.handoffs.links import ExportLinks
-from incidents.handoffs.services import FIELDS, LABELS, _gist, incident_cursor, key_subjects
+from incidents.handoffs.services import FIELDS, LABELS, incident_cursor, key_subjects, note_gist
 from incidents.models import AuditEntry, HandoffNote, Incident
 from rcaweb.cursor import format_duration, format_t
 
@@ -64,7 +64,7 @@ def _lead_lines(lead: Lead | None, incident: Incident) -> list[str]:
         h = lead.top
         top = (
             f"- Leading hypothesis: {_md_escape(causes.name(h.code))} (`{h.code}`, {h.status}, confidence "
-            f"{h.confidence:.2f}): {_md_escape(_gist(h.statement, 300))}"
+            f"{h.confidence:.2f}): {_md_escape(note_gist(h.statement, 300))}"
         )
     elif incident.diagnosed_at is not None:
         top = "- Leading hypothesis: none supported (no cause found)"

@@ -107,10 +107,10 @@ def prefill(incident: Incident, user: Any = None) -> dict[str, str]:
     top = next((h for h in hyps if h.status == "supported"), None)
     summary = f"{incident.title} — {incident.get_status_display()}, {incident.get_severity_display()}."
     if top is not None:
-        summary += f" Leading hypothesis: {top.code} ({top.status}, confidence {top.confidence:.2f}): {_gist(top.statement, 300)}"
+        summary += f" Leading hypothesis: {top.code} ({top.status}, confidence {top.confidence:.2f}): {note_gist(top.statement, 300)}"
     checked = "\n".join(
-        f"- {h.code}: {h.status} (confidence {h.confidence:.2f}) — {_gist(h.statement)}"
-        + (f" Why: {_gist(h.why)}" if h.why else "")
+        f"- {h.code}: {h.status} (confidence {h.confidence:.2f}) — {note_gist(h.statement)}"
+        + (f" Why: {note_gist(h.why)}" if h.why else "")
         for h in hyps
     )
     questions: list[str] = []
@@ -133,7 +133,7 @@ def prefill(incident: Incident, user: Any = None) -> dict[str, str]:
     }
 
 
-def _gist(text: str, limit: int = 200) -> str:
+def note_gist(text: str, limit: int = 200) -> str:
     """The first sentence of a hypothesis statement, bounded: the note is for reading at a shift change."""
     first = re.split(r"(?<=[.!?])\s", (text or "").strip(), maxsplit=1)[0]
     return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"

@@ -423,14 +423,14 @@ def test_it_stores_five_minute_telemetry_and_marks_absent_counters_as_no_data():
 
 
 def test_the_collector_pass_after_a_sweep_frees_the_cycles_the_sweep_made_without_a_full_pass():
-    from collectors.sweep.inventory import _no_cyclic_gc
+    from collectors.sweep.inventory import no_cyclic_gc
 
     class Node:
         pass
 
     gc.collect()
     full_passes = gc.get_stats()[2]["collections"]
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         a, b = Node(), Node()
         a.other, b.other = b, a  # a cycle: reference counting alone never frees it
         gone = weakref.ref(a)
@@ -511,7 +511,7 @@ def test_a_sweep_maps_only_the_jobs_whose_object_scheduling_or_pods_moved(monkey
 def test_a_sweep_reads_every_listing_ahead_and_records_what_a_live_listing_does(
     monkeypatch, scheduler, registered
 ):
-    """A sweep sends all its listings at its start (``_Sweep.listings``, read ahead while it maps and records
+    """A sweep sends all its listings at its start (``Sweep.listings``, read ahead while it maps and records
     the first ones): none of them is asked again page by page, and what is recorded is what the simulator
     serves, as with live listings (a cluster registered without a scheduler lists no scheduler object)."""
     from collectors.sources.kubernetes import KubeSource
