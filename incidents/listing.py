@@ -5,7 +5,9 @@ production inference, GPUs lost or blocked, age), then the resolved ones, newest
 needs each incident's subjects' versions (correlated subqueries), so it is computed for the unresolved
 incidents only, the ones being worked; the resolved history, which grows without bound, is read by the
 ``incident_status`` index (status, onset) a page at a time. Two queries, each bounded: the unresolved ones by
-how many are open, the resolved ones by the page size.
+how many are open, the resolved ones by the page size. The count is bounded too: the resolved ones are counted
+up to ``RESOLVED_COUNTED`` (the pages beyond are reached by narrowing the filters), so no query of the list
+grows with history.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, overload
 
-from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from incidents.models import Alert, Incident
 from incidents.ordering import URGENCY_ORDER, with_impact
+
+RESOLVED_COUNTED = 10_000  # resolved incidents counted for the pager (200 pages of 50); more reads "10000+"
 
 
 def alert_count() -> Coalesce:
@@ -49,14 +53,17 @@ class UnresolvedThenResolved:
         self._counts: tuple[int, int] | None = None
 
     def counts(self) -> tuple[int, int]:
-        """(unresolved, resolved) matching the filters, in one query."""
+        """(unresolved, resolved up to RESOLVED_COUNTED) matching the filters: two counts, each bounded."""
         if self._counts is None:
-            n = self.qs.aggregate(
-                unresolved=Count("pk", filter=~Q(status="resolved")),
-                resolved=Count("pk", filter=Q(status="resolved")),
-            )
-            self._counts = (n["unresolved"], n["resolved"])
+            unresolved = self.qs.exclude(status="resolved").order_by().count()
+            resolved = self.qs.filter(status="resolved").order_by().values("pk")[:RESOLVED_COUNTED].count()
+            self._counts = (unresolved, resolved)
         return self._counts
+
+    @property
+    def resolved_capped(self) -> bool:
+        """True when the resolved ones were counted up to the bound, not to their end."""
+        return self.counts()[1] >= RESOLVED_COUNTED
 
     def count(self) -> int:
         return sum(self.counts())

@@ -30,7 +30,7 @@ from incidents import audit, causes, lifecycle, problems, services
 from incidents.diagnosis import codes
 from incidents.diagnosis_run import pick_run
 from incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
-from incidents.listing import UnresolvedThenResolved, alert_count
+from incidents.listing import RESOLVED_COUNTED, UnresolvedThenResolved, alert_count
 from incidents.models import (
     Alert,
     AuditEntry,
@@ -163,7 +163,7 @@ def incident_list(request: RcaRequest) -> HttpResponse:
         row.top = runs.get(in_force[row.pk] or 0)
         if row.top is not None and row.top.title:
             row.incident.title = row.top.title  # shown, never saved: the title as the run in force tells it
-    ctx.update(page=page, rows=rows)
+    ctx.update(page=page, rows=rows, resolved_counted=RESOLVED_COUNTED)
     return render(request, "incidents/incident_list.html", ctx)
 
 

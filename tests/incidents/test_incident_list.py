@@ -84,15 +84,16 @@ class IncidentListTests(BaseTestCase):
         self.assertIn(f'href="/incidents/{inc.pk}/?t=2026-11-29T03%3A00%3A00Z&amp;w=2h"', html)
 
     def test_its_query_count_does_not_grow_with_the_incidents(self) -> None:
-        # session, user, the counts, the unresolved rows of the page, the resolved ones
-        with self.assertNumQueries(5):
+        # session, user, the two counts (unresolved; resolved up to a bound), the unresolved rows of the page,
+        # the resolved ones
+        with self.assertNumQueries(6):
             self.client.get("/incidents/")
         for i in range(30):
             Incident.objects.create(title=f"x{i}", onset=T0, window_start=T0, cluster=self.cluster)
             Incident.objects.create(
                 title=f"y{i}", onset=T0, window_start=T0, cluster=self.cluster, status="resolved"
             )
-        with self.assertNumQueries(5):
+        with self.assertNumQueries(6):
             self.client.get("/incidents/")
 
     def test_it_lists_resolved_incidents_after_the_unresolved_ones_newest_first_across_pages(self) -> None:
@@ -173,5 +174,19 @@ class IncidentListTests(BaseTestCase):
         with CaptureQueriesContext(connection) as big:
             r = self.client.get("/incidents/?cause=GPU%20missing")
         self.assertEqual(len(r.context["rows"]), 50)
-        self.assertEqual(len(small.captured_queries), 5)
+        self.assertEqual(len(small.captured_queries), 6)
         self.assertEqual(len(big.captured_queries), len(small.captured_queries))
+
+
+class IncidentListCountBoundTest(BaseTestCase):
+    def test_the_resolved_history_is_counted_up_to_a_bound_and_the_pager_says_so(self) -> None:
+        from unittest import mock
+
+        for i in range(7):
+            Incident.objects.create(title=f"r{i}", onset=T0, window_start=T0, status="resolved")
+        with mock.patch("incidents.listing.RESOLVED_COUNTED", 5), mock.patch("incidents.views.Paginator") as pager:
+            from django.core.paginator import Paginator
+
+            pager.side_effect = lambda rows, _n: Paginator(rows, 2)
+            html = self.client.get("/incidents/?status=resolved").content.decode()
+        assert "page 1 of 3+" in html and "counted to" in html
