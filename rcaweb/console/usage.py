@@ -16,6 +16,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.db.models import Q
+from django.db.models.fields.json import KeyTextTransform
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -249,22 +250,27 @@ def usage_view(request: RcaRequest, cluster: str) -> HttpResponse:
 #
 
 
-def _pods_of(entity: Entity, kind: str, cursor: Cursor) -> tuple[str, list[str]]:
-    """(namespace, pod names) the fragment reads: the pod itself, the job's pods in the window (one query), or
-    a project's whole namespace (no names: the selector then takes the namespace)."""
-    if kind == "pod":
-        return entity.namespace, [entity.name]
-    if kind == "job":
-        names = (
-            _in_window(cursor)
-            .filter(
-                cluster_id=entity.cluster_id, kind="pod", job=entity.name, entity__namespace=entity.namespace
-            )
-            .values_list("entity__name", flat=True)
-            .distinct()
-            .order_by("entity__name")[: usage.MAX_PODS + 1]
+def _pods_of(entity: Entity, kind: str, cursor: Cursor) -> tuple[str, list[str], int]:
+    """(namespace, pod names, how many of them held a GPU share) the fragment reads: the pod itself, the job's
+    pods in the window (one query each), or a project's whole namespace (no names: the selector then takes the
+    namespace)."""
+    shared = KeyTextTransform("gpu_share", "state")
+    if kind in ("pod", "job"):
+        pods = _in_window(cursor).filter(
+            cluster_id=entity.cluster_id, kind="pod", entity__namespace=entity.namespace
         )
-        return entity.namespace, list(names)
+        pods = pods.filter(entity=entity) if kind == "pod" else pods.filter(job=entity.name)
+        rows = (
+            pods.annotate(s_share=shared)
+            .values_list("entity__name", "s_share")
+            .distinct()
+            .order_by("entity__name")[: 2 * usage.MAX_PODS + 2]
+        )
+        names = sorted({name for name, _ in rows})[: usage.MAX_PODS + 1]
+        sharing = {name for name, share in rows if share not in (None, "", "{}", "null")}
+        if kind == "pod":
+            names = [entity.name]
+        return entity.namespace, names, len(sharing)
     version = (
         EntityVersion.objects.filter(entity=entity)
         .filter(Q(valid_from__lte=cursor.t))
@@ -272,7 +278,7 @@ def _pods_of(entity: Entity, kind: str, cursor: Cursor) -> tuple[str, list[str]]
         .first()
     )
     state = version.state if version else {}
-    return str(state.get("namespace") or entity.namespace or ""), []
+    return str(state.get("namespace") or entity.namespace or ""), [], 0
 
 
 @require_GET
@@ -291,14 +297,22 @@ def workload_usage_view(
     if entity is None:
         raise Http404(f"No {kind} {namespace + '/' if ns else ''}{name} in cluster {cluster}")
     cursor = request.cursor
-    pod_ns, pods = _pods_of(entity, kind, cursor)
+    pod_ns, pods, sharing = _pods_of(entity, kind, cursor)
     ctx: dict[str, Any] = {"entity": entity, "kind": kind, "cluster": entity.cluster, "pods": pods}
     if kind == "job" and not pods:
         ctx["nothing"] = "no pod of this job existed in the window"
     elif not pod_ns:
         ctx["nothing"] = "the project's namespace is not known at t"
     else:
-        ctx["usage"] = usage.read_usage(entity.cluster, pod_ns, pods, cursor.t, cursor.window)
+        ctx["usage"] = u = usage.read_usage(entity.cluster, pod_ns, pods, cursor.t, cursor.window)
+        if sharing and u.gpus is None:
+            # DCGM names a shared GPU's holder as KAI's reservation pod: the sharers report nothing of their own,
+            # which is no missing series. Say what is known instead: the share, and where the GPU's activity is.
+            u.missing = [m for m in u.missing if usage.UTIL not in m.series]
+            ctx["shared_note"] = (
+                f"{sharing} of these pods held a GPU share: DCGM reports a shared GPU under KAI's reservation "
+                "pod, so a sharer's own SM activity is not measured; the GPU's page shows the whole GPU's."
+            )
         ctx["namespace"] = pod_ns
         ctx["lines"] = usage_lines(ctx["usage"])
     template = "console/usage_workload.html"

@@ -242,3 +242,37 @@ class PartialWindowTest(UsageTestCase):
         assert short.cpu.used and long.cpu.used and short.memory.used and long.memory.used
         assert abs(long.cpu.used / short.cpu.used - 1) < 0.25  # not diluted to about half by the idle hour
         assert long.memory.used <= long.memory.peak <= short.memory.requested
+
+
+class SharedGpuUsageTest(BaseTestCase):
+    """A KAI share's GPU reports under the reservation pod: the sharers' panel says so, not "missing"."""
+
+    def test_a_sharing_job_is_told_where_its_gpus_activity_is(self) -> None:
+        from unittest import mock
+
+        from collectors.inventory import Observed, record_states
+        from collectors.models import Entity
+        from collectors.usage import SM, UTIL, Missing, Usage
+        from tests.base import T0
+
+        share = {"fraction": 0.5}
+        record_states(
+            self.cluster,
+            [
+                Observed("job", "nb", {"phase": "Running", "gpu_share": share}, "vision", hot={"phase": "Running"}),
+                Observed(
+                    "pod", "nb-0", {"phase": "Running", "gpu_share": share, "node": "l40s-01"}, "vision",
+                    hot={"phase": "Running", "job": "nb", "node": "l40s-01"},
+                ),
+            ],
+            T0,
+        )
+        assert Entity.objects.filter(kind="job", name="nb").exists()
+        bare = Usage(at=T0, window=timedelta(hours=1))
+        bare.missing = [Missing(f"{SM}, {UTIL}", "none reported")]
+        with mock.patch("rcaweb.console.usage.usage.read_usage", return_value=bare):
+            r = self.client.get(f"/c/{self.cluster.name}/usage/job/vision/nb/?t=2026-11-29T03:30:00Z&w=1h")
+        body = r.content.decode()
+        assert r.status_code == 200, body[:300]
+        assert "1 of these pods held a GPU share" in body and "reservation pod" in body
+        assert r.context["usage"].missing == []
