@@ -44,7 +44,10 @@ class PayloadError(ValueError):
     """The payload does not match the webhook format; ``path`` names the field (``alerts[3].labels``)."""
 
     def __init__(self, path: str, message: str, *, status: int = 400) -> None:
-        super().__init__(f"{path}: {message}" if path else message)
+        text = f"{path}: {message}" if path else message
+        # The message quotes the sender's text, which may hold lone surrogates: escaped, it can be logged and
+        # written anywhere UTF-8 goes (a log handler, a test runner's report) instead of failing there.
+        super().__init__(text.encode("utf-8", "backslashreplace").decode("utf-8"))
         self.path = path
         self.status = status
 

@@ -146,3 +146,12 @@ class HostileInputTests(BaseTestCase):
         a["endsAt"] = "0001-01-01T00:00:00-01:00"
         r = self.post(payload([a]))
         self.assertEqual(r.status_code, 200, r.content)
+
+
+def test_a_refusal_quoting_a_lone_surrogate_can_be_logged_as_utf8() -> None:
+    from incidents.intake import PayloadError
+
+    exc = PayloadError("alerts[0].startsAt", "'x\udfffy' is not an RFC 3339 time")
+    text = str(exc)
+    assert text.encode("utf-8")  # would raise UnicodeEncodeError with the surrogate kept
+    assert "x\\udfffy" in text and text.startswith("alerts[0].startsAt: ")
