@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from collectors.sources.dcgm import alert_workload
 from incidents.models import Alert, DiagnosisRun, Incident, IncidentSubject
@@ -158,6 +159,21 @@ def build_title(subject: str, alert_name: str, summary: str = "", code: str = ""
         tail = ""
     sep = " — " if tail and ": " in head else ": "
     return _cut(f"{head}{sep}{tail}" if tail else head, TITLE_MAX)
+
+
+class TitleLines:
+    """For a page's row that holds an ``incident``: its title as two lines, the short part (linked) and the
+    cause line under it (:func:`title_parts`)."""
+
+    incident: Any
+
+    @property
+    def short_title(self) -> str:
+        return title_parts(self.incident.title)[0]
+
+    @property
+    def cause_line(self) -> str:
+        return title_parts(self.incident.title)[1]
 
 
 def title_parts(title: str) -> tuple[str, str]:

@@ -41,7 +41,7 @@ from incidents.models import (
     IncidentSubject,
     Observation,
 )
-from incidents.titles import title_parts
+from incidents.titles import TitleLines
 from rcaweb import kinds
 from rcaweb.cursor import Cursor
 from rcaweb.http import RcaRequest
@@ -96,7 +96,7 @@ class Row:
 
 
 @dataclass
-class IncidentListRow:
+class IncidentListRow(TitleLines):
     """An incident in the list: its duration and whether it is ongoing now, with the fields the list shows
     (``impact_gpus``, ``inference``: incidents.ordering's annotations; ``n_alerts``: the list's)."""
 
@@ -128,14 +128,6 @@ class IncidentListRow:
     def get_absolute_url(self) -> str:
         return self.incident.get_absolute_url()
 
-    @property
-    def short_title(self) -> str:
-        """Subject and symptom, linked; the cause follows on a line of its own (incidents.titles.title_parts)."""
-        return title_parts(self.incident.title)[0]
-
-    @property
-    def cause_line(self) -> str:
-        return title_parts(self.incident.title)[1]
 
 
 @require_GET

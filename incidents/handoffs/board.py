@@ -25,7 +25,7 @@ from incidents import causes, problems
 from incidents.handoffs.services import history, incident_cursor, key_subjects
 from incidents.models import AuditEntry, HandoffNote, Hypothesis, Incident, IncidentSubject, ProposedAction
 from incidents.open_problems import Problem, group_open, open_at
-from incidents.titles import title_parts
+from incidents.titles import TitleLines
 from rcaweb.via import Via
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def leads(incident_ids: Sequence[int], t: datetime) -> dict[int, Lead]:
 
 
 @dataclass
-class HandoffRow:
+class HandoffRow(TitleLines):
     """An open incident on the handoffs page and in its Markdown: the incident with its latest note, its lead
     (leading hypothesis and first action at t), the subjects worth naming and how long it has been open at t."""
 
@@ -96,14 +96,6 @@ class HandoffRow:
     def top(self) -> Hypothesis | None:
         return self.lead.top
 
-    @property
-    def short_title(self) -> str:
-        """The title's subject and symptom ("vision/vit-a pending"); the page shows its cause as a line under it."""
-        return title_parts(self.incident.title)[0]
-
-    @property
-    def cause_line(self) -> str:
-        return title_parts(self.incident.title)[1]
 
 
 @dataclass

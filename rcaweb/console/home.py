@@ -22,7 +22,7 @@ from incidents import causes, problems
 from incidents.lifecycle import auto_resolve_after
 from incidents.models import Alert, DiagnosisRun, Hypothesis, Incident
 from incidents.open_problems import group_open
-from incidents.titles import title_parts
+from incidents.titles import TitleLines
 from rcaweb.console.common import fmt_age, one_line, parse_time
 from rcaweb.cursor import Cursor
 from rcaweb.via import Via
@@ -57,7 +57,7 @@ class SourceErrors:
 
 
 @dataclass
-class ProblemRow:
+class ProblemRow(TitleLines):
     """A row of the open incidents panel: a problem's most urgent incident and what the page worked out for it.
 
     The template reads the incident's own fields through the row under the same names (``inc.title``).
@@ -93,14 +93,6 @@ class ProblemRow:
     def get_absolute_url(self) -> str:
         return self.incident.get_absolute_url()
 
-    @property
-    def short_title(self) -> str:
-        """Subject and symptom, linked; the cause follows on a line of its own (incidents.titles.title_parts)."""
-        return title_parts(self.incident.title)[0]
-
-    @property
-    def cause_line(self) -> str:
-        return title_parts(self.incident.title)[1]
 
 
 @dataclass
