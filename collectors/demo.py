@@ -144,9 +144,10 @@ class Demo:
 
     def _answer_backlog(self, harness: Harness, now: datetime) -> dict[str, Any]:
         """Post the notifications held while fast-forwarding and wait until the intake has grouped, collected
-        and diagnosed every one, then settle the lifecycle at ``now``: the first page then shows answers, not a
+        and diagnosed every one, bring their answers up to ``now`` (each was diagnosed at its onset; the cluster
+        moved since), then settle the lifecycle at ``now``: the first page then shows today's answers, not a
         backlog. Progress lines count from the database (alerts grouped, incidents diagnosed)."""
-        from incidents import inline, lifecycle
+        from incidents import diagnosis_run, inline, lifecycle
 
         assert harness.poster is not None and harness.cluster is not None
         started = time.monotonic()
@@ -167,6 +168,10 @@ class Demo:
             if time.monotonic() - reported > PROGRESS_EVERY_S:
                 self.out(f"  … {progress_line(harness.cluster.name, posted, queued)}")
                 reported = time.monotonic()
+        rechecked = 0
+        if not self.stop.is_set():
+            self.out("  … bringing the open incidents' answers up to now")
+            rechecked = diagnosis_run.rediagnose_changed(now, cluster_id=harness.cluster.pk)
         settled = lifecycle.settle(now)
         took = time.monotonic() - started
         self.out(f"backlog answered in {took:.0f} s: {progress_line(harness.cluster.name, queued, queued)}")
@@ -174,6 +179,7 @@ class Demo:
             "alerts_posted": queued,
             "backlog_s": round(took, 1),
             "resolved_at_start": settled.get("resolved", 0),
+            "rechecked_at_start": rechecked,
         }
 
     def _webhook_token(self) -> str:

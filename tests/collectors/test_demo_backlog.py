@@ -72,6 +72,19 @@ def test_it_waits_until_every_alert_is_grouped_and_every_incident_diagnosed(monk
     )
     assert lines[-1].startswith("backlog answered in")
     assert summary["alerts_posted"] == 2 and not backlog("demo-c")
+    assert "  … bringing the open incidents' answers up to now" in lines
+
+
+def test_it_brings_the_answers_up_to_now_before_the_login(monkeypatch) -> None:
+    """Each incident was diagnosed at its onset during the fast-forward: the console opens with what holds now."""
+    from incidents import diagnosis_run
+
+    cluster = Cluster.objects.create(name="demo-r")
+    calls: list[tuple[object, object]] = []
+    monkeypatch.setattr(diagnosis_run, "rediagnose_changed", lambda now, cluster_id: calls.append((now, cluster_id)) or 3)
+    at = timezone.now()
+    summary = Demo(DemoOptions(), out=lambda line: None)._answer_backlog(Harness(cluster, 0), at)  # type: ignore[arg-type]
+    assert calls == [(at, cluster.pk)] and summary["rechecked_at_start"] == 3
 
 
 def test_it_serves_anyway_when_the_intake_takes_too_long(monkeypatch) -> None:
