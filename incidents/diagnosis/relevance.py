@@ -24,6 +24,7 @@ from datetime import timedelta
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.quota import is_pending, quota_at
+from incidents.diagnosis.scheduling_pass import starts_with_room
 from incidents.diagnosis.types import DiagnosisInput, EntityState, Finding
 
 CAUSE = "cause"
@@ -214,6 +215,30 @@ def _by_capacity_only(hood: Neighbourhood, f: Finding, nodes: set[str]) -> bool:
     return not (f.subject.kind == "gpu" and f.subject.name in hood.gpus)
 
 
+RESTORED = 10_000  # GPUs given back to a node in the what-if of its repair: capped at what it has installed
+
+
+def _repair_starts_others(di: DiagnosisInput, hood: Neighbourhood, f: Finding) -> bool:
+    """A health fault that costs GPUs on a node the waiting subject job does not use is its cause only if the
+    repair would start it: in the cluster's order, the GPUs given back go to the jobs ahead first, and a
+    cordoned node starts nobody (``scheduling_pass.starts_with_room``). One missing GPU cannot start seven 8-GPU
+    jobs; the others are told it as context."""
+    node = _node_of(f)
+    if not node or not costs_capacity(f) or not _by_capacity_only(hood, f, {node}):
+        return False
+    waiting = [
+        r.label
+        for r in di.subjects
+        if r.kind == "job" and (job := di.find("job", r.name, r.namespace)) is not None and is_pending(job)
+    ]
+    if not waiting:
+        return False
+    started = di.memo(f"repair-starts:{node}", lambda: starts_with_room(di, {node: RESTORED}))
+    if started is None:  # outside an indexed block: no memo
+        started = starts_with_room(di, {node: RESTORED})
+    return not any(label in started for label in waiting)
+
+
 def _began_after_onset(di: DiagnosisInput, f: Finding) -> bool:
     """A node state that began after the incident's onset (a cordon after a GPU fell off the bus) is not its
     cause: an incident re-diagnosed later sees it, but an effect cannot precede its cause. Not for a job
@@ -238,6 +263,8 @@ def apply_scope(di: DiagnosisInput, findings: list[Finding]) -> list[Finding]:
     for f in findings:
         f.scope = scope_of(di, hood, f)
         if f.scope == CAUSE and served_first and _by_capacity_only(hood, f, served_first):
+            f.scope = ELSEWHERE
+        if f.scope == CAUSE and f.supported and _repair_starts_others(di, hood, f):
             f.scope = ELSEWHERE
         if f.scope == ELSEWHERE and not f.supported:
             continue

@@ -243,3 +243,16 @@ def test_two_equal_kai_queues_split_the_free_gpus(free_gpus, quota, weight):
     units = {name: sum(u for (_, q), u in cp.started_units.items() if q == name) for name in ("a", "b")}
     assert units["a"] + units["b"] == free_gpus
     assert abs(units["a"] - units["b"]) <= 1
+
+
+def test_a_missing_gpu_on_a_cordoned_node_is_context_not_the_cause_of_a_wait():
+    """Repairing the GPU of a cordoned node starts nobody: the fault is told as context, never as the cause."""
+    waiters = _waiters(2)
+    nodes = [node("h100-01"), node("h100-02"), node("h100-03", capacity=7, unschedulable=True)]
+    held = [pod(f"r{i}-0", f"r{i}", "research", node_name=f"h100-0{i}", gpus=8) for i in (1, 2)]
+    for subject in ("w1", "w2"):
+        di = world(subjects=[Ref("job", subject, "research")], nodes=nodes, pods=held, jobs=waiters)
+        findings = run_checks(di).findings
+        assert not any(f.code == C.GPU_MISSING and f.supported and f.scope == "cause" for f in findings), [
+            (f.code, f.status, f.scope) for f in findings
+        ]
