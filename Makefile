@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 install: $(BIN)/python
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e ".[sim]"
 
 install-dev: $(BIN)/python
 	$(BIN)/pip install -q -e ".[dev]"

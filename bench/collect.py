@@ -33,8 +33,8 @@ def serve_sim(nodes: int, pods: int) -> None:
     import django
 
     django.setup()
-    from collectors.sim.engine.big import build_big_world
-    from collectors.sim.server import SimServer
+    from simulator.engine.big import build_big_world
+    from simulator.server import SimServer
 
     world = build_big_world(nodes=nodes, pods=pods)
     with SimServer(world) as sim:

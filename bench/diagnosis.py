@@ -37,7 +37,7 @@ from django.core.management import call_command  # noqa: E402
 
 import incidents.diagnosis_run as diagnose  # noqa: E402
 
-SCENARIOS = ROOT / "collectors" / "sim" / "scenarios"
+SCENARIOS = ROOT / "simulator" / "scenarios"
 
 
 def busy_fleet(nodes: int, hours: int) -> str:

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from collectors.sim.apiserver import KubeAPIServer  # noqa: E402
-from collectors.sim.server import SimServer  # noqa: E402
+from simulator.apiserver import KubeAPIServer  # noqa: E402
+from simulator.server import SimServer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim import FleetState  # noqa: E402

@@ -23,8 +23,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collectors.sim import World, load_scenario  # noqa: E402
-from collectors.sim.engine.kueue import assigned_flavor  # noqa: E402
+from simulator import World, load_scenario  # noqa: E402
+from simulator.engine.kueue import assigned_flavor  # noqa: E402
 
 
 def scenario(queues: int, cohorts: int, jobs: int, minutes: int, seed: int) -> str:

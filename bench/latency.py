@@ -95,12 +95,12 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool, rediagnose: b
     from django.core.management import call_command
 
     from collectors.models import Cluster
-    from collectors.sim.engine.big import build_big_world
-    from collectors.sim.server import SimServer
     from collectors.sweep import sweep_cluster, sweep_events
     from incidents import evidence
     from incidents.intake import ingest_alertmanager
     from incidents.models import Alert, Incident
+    from simulator.engine.big import build_big_world
+    from simulator.server import SimServer
 
     call_command("migrate", verbosity=0)
     from incidents import diagnosis_run, pod_logs, telemetry
@@ -406,10 +406,10 @@ def main() -> int:
     from django.core.management import call_command
 
     from collectors.models import Cluster
-    from collectors.sim.engine.big import build_big_world
-    from collectors.sim.server import SimServer
     from collectors.sweep import sweep_cluster
     from incidents.models import Alert, Incident
+    from simulator.engine.big import build_big_world
+    from simulator.server import SimServer
 
     call_command("migrate", verbosity=0)
     Incident.objects.all().delete()

@@ -5,7 +5,7 @@ moment, lets Debian's /usr/bin/prometheus scrape it with the config `manage.py s
 both rules there, and prints the GPUs each has pending against the simulator's truth (GPUs a pod holds
 with SM activity < 0.1, on Ready nodes). Needs the ``prometheus`` package.
 
-    python bench/rules_flood.py [--scenario collectors/sim/scenarios/demo.yaml] [--at 6h]
+    python bench/rules_flood.py [--scenario simulator/scenarios/demo.yaml] [--at 6h]
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from collectors.sim.engine.world import World  # noqa: E402
-from collectors.sim.prometheus.promql import parse_duration  # noqa: E402
-from collectors.sim.scenario import load_scenario  # noqa: E402
-from collectors.sim.server import SimServer  # noqa: E402
+from simulator.engine.world import World  # noqa: E402
+from simulator.prometheus.promql import parse_duration  # noqa: E402
+from simulator.scenario import load_scenario  # noqa: E402
+from simulator.server import SimServer  # noqa: E402
 
 OLD_IDLE = 'avg_over_time(DCGM_FI_PROF_SM_ACTIVE{pod!=""}[1h]) < 0.1'  # deploy/ before issue 16
 
@@ -46,7 +46,7 @@ def _query(url: str, q: str) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scenario", default=str(ROOT / "collectors/sim/scenarios/demo.yaml"))
+    ap.add_argument("--scenario", default=str(ROOT / "simulator/scenarios/demo.yaml"))
     ap.add_argument("--at", default="6h", help="offset from the scenario's start (default 6h)")
     args = ap.parse_args()
     binary = shutil.which("prometheus") or sys.exit("prometheus is not installed (Debian package prometheus)")

@@ -1,6 +1,6 @@
 """Benchmark ``load_scenario``: the largest bundled scenario and a generated trace-sized file (prints figures).
 
-The trace-sized file has the shape ``collectors.sim.openb.scenario_text`` writes for Alibaba's whole
+The trace-sized file has the shape ``simulator.openb.scenario_text`` writes for Alibaba's whole
 cluster-trace-gpu-v2023 (1,213 GPU nodes in flow-mapping nodepools, 8,152 flow-mapping jobs with whole and
 fractional GPUs, CPU and memory), from a fixed random seed, so it needs no download. CPU time
 (``time.process_time``) is the figure to compare on a shared machine; wall time and the load average are
@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 def trace_sized_text(jobs: int, nodes: int = 1213, seed: int = 1) -> str:
     """A scenario in the openb trace's shape with ``jobs`` jobs (names, sizes and times from ``seed``)."""
-    from collectors.sim.openb import PRODUCTS, Pod, Shape, scenario_text
+    from simulator.openb import PRODUCTS, Pod, Shape, scenario_text
 
     rng = random.Random(seed)
     models = list(PRODUCTS)
@@ -51,7 +51,7 @@ def trace_sized_text(jobs: int, nodes: int = 1213, seed: int = 1) -> str:
 
 
 def measure(path: Path, rounds: int) -> str:
-    from collectors.sim.scenario import load_scenario
+    from simulator.scenario import load_scenario
 
     cpu, wall = [], []
     for _ in range(rounds):
@@ -73,7 +73,7 @@ def main() -> int:
     )
     ap.add_argument("--rounds", type=int, default=5, help="loads of each file (default 5)")
     args = ap.parse_args()
-    bundled = max((ROOT / "collectors/sim/scenarios").glob("*.yaml"), key=lambda p: p.stat().st_size)
+    bundled = max((ROOT / "simulator/scenarios").glob("*.yaml"), key=lambda p: p.stat().st_size)
     print(measure(bundled, args.rounds * 6))
     with tempfile.TemporaryDirectory() as tmp:
         big = Path(tmp) / f"trace-{args.jobs}-jobs.yaml"

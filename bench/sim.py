@@ -9,7 +9,7 @@ serves in under 3 s.
     .venv/bin/python bench/sim.py [--nodes 1000] [--pods 20000] [--hours 6] [--tick 60] [--max-ticks N]
     .venv/bin/python bench/sim.py --serving-only     # the same fleet from state objects: the servers alone
 
-The default path drives the real engine (collectors.sim.engine), whose tick cost
+The default path drives the real engine (simulator.engine), whose tick cost
 grows with the number of pods; ``--max-ticks`` bounds the run.
 
 ``--pipeline`` (issue 16) fast-forwards a busy 12 h cluster of 200 nodes (1,600 GPUs, ten projects, ~2,000
@@ -39,10 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kubernetes import client, config  # noqa: E402
 
-from collectors.sim.engine.world import World  # noqa: E402
-from collectors.sim.scenario import load_scenario  # noqa: E402
-from collectors.sim.server import SimServer  # noqa: E402
-from collectors.sim.state import SimChange, SimGPU, SimJob, SimNode, SimPod, SimProject  # noqa: E402
+from simulator.engine.world import World  # noqa: E402
+from simulator.scenario import load_scenario  # noqa: E402
+from simulator.server import SimServer  # noqa: E402
+from simulator.state import SimChange, SimGPU, SimJob, SimNode, SimPod, SimProject  # noqa: E402
 
 PROJECTS = 200
 T0 = datetime(2026, 11, 29, tzinfo=UTC)

@@ -112,17 +112,17 @@ def children_usage() -> tuple[float, float]:
 
 def pipeline_stages() -> Stages:
     """Wrap the stages of a ``run_scenario`` run (call before it starts; Django must be set up)."""
-    import collectors.sim.scenario as scenario
     import collectors.sweep as sweep
     import incidents.diagnosis_run as diagnose
     import incidents.evidence as evidence
     import incidents.inline as inline
     import incidents.lifecycle as lifecycle
     import incidents.outbox as outbox
-    from collectors.sim.alertmanager import AlertSender
-    from collectors.sim.apiserver import Store
-    from collectors.sim.engine.world import World
-    from collectors.sim.process import SimProcess
+    import simulator.scenario as scenario
+    from simulator.alertmanager import AlertSender
+    from simulator.apiserver import Store
+    from simulator.engine.world import World
+    from simulator.process import SimProcess
 
     s = Stages()
     s.wrap(scenario, "load_scenario", "scenario load")

@@ -1,7 +1,7 @@
 """What the simulated API server's per-tick sync (``Store.sync``) costs, and a digest of what it serves.
 
 Not a test: prints figures. Builds the world of ``bench/sim.py --pipeline`` (``pipeline_scenario``: 200 nodes,
-~2,000 jobs over 12 h; or a bundled scenario of collectors/sim/scenarios/ with ``--scenario``), syncs a
+~2,000 jobs over 12 h; or a bundled scenario of simulator/scenarios/ with ``--scenario``), syncs a
 ``Store`` as the simulator's server does, then advances the world tick by tick (``--tick`` s, ``--hours``
 simulated hours, or the scenario's end) and syncs after each tick. Prints the CPU time spent in the syncs
 (``time.process_time``, the world's own ticks excluded), per tick, the changes written, and a sha256 digest
@@ -30,11 +30,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from collectors.sim.apiserver.store import Store  # noqa: E402
-from collectors.sim.engine.world import World  # noqa: E402
-from collectors.sim.scenario import load_scenario  # noqa: E402
+from simulator.apiserver.store import Store  # noqa: E402
+from simulator.engine.world import World  # noqa: E402
+from simulator.scenario import load_scenario  # noqa: E402
 
-SCENARIOS = ROOT / "collectors" / "sim" / "scenarios"
+SCENARIOS = ROOT / "simulator" / "scenarios"
 
 
 def _digest_tick(h: hashlib._Hash, store: Store, since: int) -> None:

@@ -39,9 +39,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 def _served(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """The --pipeline cluster's world ``--hours`` in, its simulated Prometheus source (as SimServer builds it)
     and a stand-in for the request handler that the handler's methods run on, without HTTP."""
-    from collectors.sim.engine.world import World
-    from collectors.sim.prometheus import DcgmSource
-    from collectors.sim.scenario import load_scenario
+    from simulator.engine.world import World
+    from simulator.prometheus import DcgmSource
+    from simulator.scenario import load_scenario
 
     world = World.from_scenario(load_scenario(_scenario(args)))
     world.advance_to(world.start + timedelta(hours=args.hours))
@@ -51,8 +51,8 @@ def _served(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
 
 def server_part(args: argparse.Namespace) -> None:
-    from collectors.sim.prometheus import PrometheusHandler
     from collectors.sources import promql
+    from simulator.prometheus import PrometheusHandler
 
     world, source, handler = _served(args)
     at = world.now
@@ -83,8 +83,8 @@ def server_part(args: argparse.Namespace) -> None:
 def instant_part(args: argparse.Namespace) -> None:
     """The inventory sweep's instant queries (GPU list, Xid, ECC) at ``--sweeps`` moments 3 minutes apart, as
     the pipeline's sweeps ask them: the simulator's CPU per sweep and a digest of the answers."""
-    from collectors.sim.prometheus import PrometheusHandler
     from collectors.sources import promql
+    from simulator.prometheus import PrometheusHandler
 
     world, source, handler = _served(args)
     at = world.now
@@ -119,10 +119,10 @@ def sweep_part(args: argparse.Namespace) -> None:
     from django.core.management import call_command
 
     from collectors.models import Cluster, TelemetrySample
-    from collectors.sim.engine.world import World
-    from collectors.sim.scenario import load_scenario
-    from collectors.sim.server import SimServer
     from collectors.sweep import sweep_cluster, sweep_telemetry
+    from simulator.engine.world import World
+    from simulator.scenario import load_scenario
+    from simulator.server import SimServer
 
     call_command("migrate", verbosity=0, interactive=False)
     call_command("flush", verbosity=0, interactive=False)

@@ -1,7 +1,7 @@
 """Benchmark the whole pipeline on Alibaba's public GPU cluster trace (prints figures; not a test).
 
 Reads the trace's node and pod CSVs from a directory (nothing is fetched at run time), writes a scenario
-from them (``collectors.sim.openb``: the real node shapes and GPU products, the real pods as jobs in
+from them (``simulator.openb``: the real node shapes and GPU products, the real pods as jobs in
 creation order with their real whole, fractional, CPU and memory requests), then fast-forwards it through
 the whole pipeline exactly as ``manage.py run_scenario FILE --database configured --sim-process --json`` does
 (``--in-process``: without ``--sim-process``; the peaks of both processes are printed, and judged together), on
@@ -67,7 +67,7 @@ def main() -> int:
     )
     args = ap.parse_args()
 
-    from collectors.sim.openb import TraceError, trace_scenario
+    from simulator.openb import TraceError, trace_scenario
 
     csv_dir = Path(args.csv)
     try:
@@ -113,7 +113,7 @@ def main() -> int:
     stages.restore()
     doc = json.loads(buf.getvalue())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    from collectors.sim.scenario import load_scenario
+    from simulator.scenario import load_scenario
 
     sc = load_scenario(str(out))
     nodes = sum(p.nodes for p in sc.cluster.nodepools)

@@ -66,7 +66,7 @@ def timed(client: object, url: str, runs: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scenario", default=str(ROOT / "collectors/sim/scenarios/busy-ecc-gang-kai.yaml"))
+    parser.add_argument("--scenario", default=str(ROOT / "simulator/scenarios/busy-ecc-gang-kai.yaml"))
     parser.add_argument("--at", default="3h", help="how far into the scenario the cursor is (e.g. 3h)")
     parser.add_argument("--window", default="2h")
     parser.add_argument("--runs", type=int, default=20)
@@ -78,12 +78,12 @@ def main() -> None:
     from django.test import Client
 
     from collectors.models import Cluster
-    from collectors.sim.engine.world import World
-    from collectors.sim.prometheus.promql import parse_duration
-    from collectors.sim.scenario import load_scenario
-    from collectors.sim.server import SimServer
     from collectors.sweep import sweep_cluster, sweep_telemetry
     from rcaweb.cursor import format_t
+    from simulator.engine.world import World
+    from simulator.prometheus.promql import parse_duration
+    from simulator.scenario import load_scenario
+    from simulator.server import SimServer
 
     world = World.from_scenario(load_scenario(Path(args.scenario).read_text()))
     t0 = time.perf_counter()

@@ -49,7 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-SCENARIOS = ROOT / "collectors" / "sim" / "scenarios"
+SCENARIOS = ROOT / "simulator" / "scenarios"
 DEFAULT_SCENARIOS = ("busy-*.yaml", "living-*.yaml", "department-*.yaml", "queue-priority.yaml", "demo.yaml")
 HORIZON = timedelta(hours=1)
 # the fork without arrivals runs this long, so an ETA past the hour is judged
@@ -108,7 +108,7 @@ def setup(database: str) -> None:
 
 
 def sources(args: argparse.Namespace) -> list[tuple[str, Any]]:
-    from collectors.sim.scenario import load_scenario
+    from simulator.scenario import load_scenario
 
     out: list[tuple[str, Any]] = []
     files = sorted(
@@ -117,7 +117,7 @@ def sources(args: argparse.Namespace) -> list[tuple[str, Any]]:
     for path in files:
         out.append((path.stem, load_scenario(path)))
     if args.trace:
-        from collectors.sim.openb import trace_scenario
+        from simulator.openb import trace_scenario
 
         d = Path(args.trace)
         text = trace_scenario(
@@ -230,10 +230,10 @@ def measure(name: str, scenario: Any, moments_wanted: int, log: Any) -> list[Mom
     from django.core.management import call_command
 
     from collectors.models import Cluster
-    from collectors.sim.engine.world import World
     from incidents.diagnosis.quota import is_pending
     from incidents.diagnosis.scheduling_pass import PLACED, STARTS
     from incidents.scenario_run import run_scenario_file
+    from simulator.engine.world import World
 
     call_command("flush", verbosity=0, interactive=False)
     t0 = time.perf_counter()
@@ -548,7 +548,7 @@ def main() -> int:
         nargs="*",
         default=list(DEFAULT_SCENARIOS),
         metavar="GLOB",
-        help="bundled scenario files (names or globs in collectors/sim/scenarios; '*.yaml': all)",
+        help="bundled scenario files (names or globs in simulator/scenarios; '*.yaml': all)",
     )
     ap.add_argument("--trace", metavar="DIR", help="directory of Alibaba's openb CSVs (bench/trace.py)")
     ap.add_argument("--trace-fraction", type=float, default=0.1)

@@ -1,6 +1,6 @@
 """``manage.py demo``: the bundled demo scenario on the simulator, read by the real collectors, served live.
 
-1. Loads ``collectors/sim/scenarios/demo.yaml`` so that its 12 h end now (the timeline is extended by the
+1. Loads ``simulator/scenarios/demo.yaml`` so that its 12 h end now (the timeline is extended by the
    live span so the world keeps moving after startup), starts the SimServer on loopback and this Django app.
 2. Registers the Cluster with the simulator's kubeconfig and Prometheus/Run:ai URLs (the cluster's old demo
    data is dropped first: history is append-only and the new timeline starts earlier than the old one ended).
@@ -40,7 +40,7 @@ from rcaweb.harness import PROGRESS_EVERY_S, Harness, demo_policy, live_policy
 
 logger = logging.getLogger(__name__)
 
-DEMO_SCENARIO = Path(__file__).resolve().parent / "sim" / "scenarios" / "demo.yaml"
+DEMO_SCENARIO = Path(__file__).resolve().parents[1] / "simulator" / "scenarios" / "demo.yaml"
 LIVE_SPAN = timedelta(hours=24)
 # The longest the login waits for the fast-forward's alerts to be grouped and diagnosed (the demo's ~120
 # alerts take about a minute on a quiet machine); past it, the console serves what is done.
@@ -67,8 +67,8 @@ class Demo:
         self.anchor: datetime | None = None
 
     def run(self) -> dict[str, Any]:
-        from collectors.sim.engine.world import World
-        from collectors.sim.scenario import load_scenario
+        from simulator.engine.world import World
+        from simulator.scenario import load_scenario
 
         started = time.monotonic()
         _sqlite_for_concurrency()

@@ -1,6 +1,6 @@
 """Run a scenario file through the real pipeline in fast forward, and check its ``expect`` block.
 
-simulator (collectors.sim, on loopback HTTP) → collectors (inventory/events/telemetry sweeps at simulated
+simulator (simulator, on loopback HTTP) → collectors (inventory/events/telemetry sweeps at simulated
 time) → the simulator's Alertmanager posts over HTTP to this Django app, served on a free loopback port in a
 thread → intake → grouping → evidence → diagnosis (Celery eager). The driving is the simulation harness's
 (``rcaweb.harness``, with :func:`rcaweb.harness.scenario_policy`): it only moves the simulated clock and calls
@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
+
 from collectors.models import EntityVersion
 from incidents.models import (
     Alert,
@@ -32,6 +34,7 @@ from incidents.models import (
     IncidentSubject,
     ProposedAction,
 )
+from rcaweb import gc_policy
 from rcaweb.timestamps import format_t_or_none
 
 logger = logging.getLogger(__name__)
@@ -74,17 +77,17 @@ def run_scenario_file(
 
     ``path`` may also be a ``Scenario`` already loaded (``manage.py run_scenario`` validates the file first:
     a file of 8,000 jobs is then read once, not twice). ``sim_process``: the simulated cluster runs in a
-    process of its own (``collectors.sim.process``), on another core than the pipeline; the answers are the
+    process of its own (``simulator.process``), on another core than the pipeline; the answers are the
     same, and ``timings`` add the process' CPU seconds and peak memory.
     """
-    from collectors.sim.engine.world import World
-    from collectors.sim.process import SimProcess
-    from collectors.sim.scenario import Scenario, load_scenario
     from rcaweb.harness import Harness, scenario_policy, settings_set
+    from simulator.engine.world import World
+    from simulator.process import SimProcess
+    from simulator.scenario import Scenario, load_scenario
 
     scenario = path if isinstance(path, Scenario) else load_scenario(path)
     started = time.monotonic()
-    process = SimProcess(scenario) if sim_process else None
+    process = SimProcess(scenario, gc_thresholds=gc_policy.thresholds(settings.RCAWEB_GC_THRESHOLDS)) if sim_process else None
     world = None if process is not None else World.from_scenario(scenario)
     token = secrets.token_urlsafe(24)
     # One request at a time, kept out while the harness sweeps: the pipeline a notification started (which may

@@ -22,7 +22,7 @@ from incidents.models import Alert, DiagnosisRun, Incident, IncidentSubject
 TITLE_MAX = 300  # Incident.title max_length
 GIST_MAX = 160  # the cause part: one short sentence, with its numbers
 
-# What the bundled and simulated alert rules (deploy/prometheusrules.yaml, collectors/sim/rules.py) say is
+# What the bundled and simulated alert rules (deploy/prometheusrules.yaml, simulator/rules.py) say is
 # wrong, in words that follow the subject. Other alerts keep their own name (and summary).
 SYMPTOMS = {
     "GPUJobPendingTooLong": "pending",

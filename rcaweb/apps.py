@@ -11,11 +11,10 @@ class RcawebConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
-        from collectors import gc_policy
-        from rcaweb import pgtime
+        from rcaweb import gc_policy, pgtime
 
         pgtime.connect()
-        # The startup heap frozen, higher thresholds (collectors/gc_policy.py; the value was checked by settings)
+        # The startup heap frozen, higher thresholds (rcaweb/gc_policy.py; the value was checked by settings)
         gc_policy.tune(settings.RCAWEB_GC_THRESHOLDS)
 
 

@@ -13,7 +13,7 @@ One driver for everything that runs the pipeline against the simulated cluster: 
 - backfills telemetry hour by hour backwards (:meth:`Harness.backfill`).
 
 It never calls the intake, the grouping or the diagnosis itself: those run because the webhook was posted
-to (inline without a Celery worker, ``incidents.inline``). ``collectors/sim`` imports nothing of this.
+to (inline without a Celery worker, ``incidents.inline``). ``simulator`` imports nothing of this.
 
 The policies of its callers, side by side in docs/design.md §9: :func:`scenario_policy`, :func:`demo_policy`
 (the demo's fast-forward to now) and :func:`live_policy` (the demo once live, at wall-clock cadences).
@@ -38,12 +38,12 @@ from django.utils import timezone
 
 from collectors import sweep
 from collectors.models import Cluster
-from collectors.sim.process import SimProcess
-from collectors.sim.server import SimServer
 from incidents import inline, lifecycle
 from incidents.models import Alert, Incident
 from incidents.tasks import SETTLE_EVERY_S
 from rcaweb.webserver import AlertPoster, WebServer
+from simulator.process import SimProcess
+from simulator.server import SimServer
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class Harness:
         process: SimProcess | None = None,
     ) -> None:
         self.world = world
-        # The simulator in a process of its own (``collectors.sim.process``; ``world`` is then None until
+        # The simulator in a process of its own (``simulator.process``; ``world`` is then None until
         # ``start``, which starts it with this app's webhook as its Alertmanager's receiver).
         self.process = process
         self.stop = stop or threading.Event()

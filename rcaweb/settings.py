@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
-from collectors import gc_policy
+from rcaweb import gc_policy
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -369,8 +369,8 @@ if _price:
 RCAWEB_AUTO_RESOLVE_AFTER = envduration("RCAWEB_AUTO_RESOLVE_AFTER", "15m")
 RCAWEB_REOPEN_WINDOW = envduration("RCAWEB_REOPEN_WINDOW", "1h")
 
-# Python's cycle collector in every process (collectors/gc_policy.py, applied when the apps are ready; the
-# simulator's process reads the same variable): "" = its thresholds, with the startup heap frozen; "off" = Python's.
+# Python's cycle collector in every process (rcaweb/gc_policy.py, applied when the apps are ready; the
+# driver hands the same to the simulator's process): "" = its thresholds, with the startup heap frozen; "off" = Python's.
 RCAWEB_GC_THRESHOLDS = os.environ.get("RCAWEB_GC_THRESHOLDS", "")
 try:
     gc_policy.thresholds(RCAWEB_GC_THRESHOLDS)

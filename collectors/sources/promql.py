@@ -3,7 +3,7 @@
 Label names are not used in the queries (dcgm-exporter spells ``Hostname``/``hostname`` and
 ``UUID``/``uuid`` differently across releases); results are normalized in Python by
 :func:`collectors.sources.dcgm.dcgm_identity`. Only the subset every Prometheus (and the
-simulator, collectors/sim/API.md) answers is used: selectors, ``*_over_time`` and aggregations.
+simulator, simulator/API.md) answers is used: selectors, ``*_over_time`` and aggregations.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from collectors.models import Cluster
-from collectors.sim.engine.world import World
-from collectors.sim.scenario import load_scenario
-from collectors.sim.server import SimServer
+from simulator.engine.world import World
+from simulator.scenario import load_scenario
+from simulator.server import SimServer
 
 SMALL = """
 format: 1

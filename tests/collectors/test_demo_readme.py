@@ -8,8 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from collectors.demo import DEMO_SCENARIO
-from collectors.sim.engine.world import World
-from collectors.sim.scenario import load_scenario
+from simulator.engine.world import World
+from simulator.scenario import load_scenario
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 SENTENCE = re.compile(

@@ -11,8 +11,8 @@ from datetime import timedelta
 import pytest
 
 from collectors.models import Change, EntityVersion
-from collectors.sim.scenario.cluster import DCGM_LABEL_STYLES
 from collectors.sweep import sweep_cluster
+from simulator.scenario.cluster import DCGM_LABEL_STYLES
 from tests.collectors.simhelpers import register, served, small_world
 
 pytestmark = pytest.mark.django_db

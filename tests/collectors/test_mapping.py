@@ -322,7 +322,7 @@ def test_int_quantity_reads_what_kubernetes_writes(value, expected):
 
 
 def test_the_simulated_kube_state_metrics_name_a_bad_quantity():
-    from collectors.sim.prometheus.kubestate import quantity
+    from simulator.prometheus.kubestate import quantity
 
     assert quantity("64Gi") == 64 * 2**30 and quantity("500m") == 0.5 and quantity(8) == 8
     with pytest.raises(ValueError, match="not a Kubernetes quantity: '12 cores'"):

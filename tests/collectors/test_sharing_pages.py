@@ -16,7 +16,7 @@ from django.test import Client
 from collectors.models import GpuSlice
 
 SCENARIO = (
-    Path(__file__).resolve().parents[2] / "collectors/sim/scenarios/shared-mig-department-crashloop.yaml"
+    Path(__file__).resolve().parents[2] / "simulator/scenarios/shared-mig-department-crashloop.yaml"
 )
 
 

@@ -14,9 +14,9 @@ import pytest
 from collectors import inventory
 from collectors.inventory import slices_at
 from collectors.models import Entity, GpuSlice
-from collectors.sim.engine.world import World
-from collectors.sim.scenario import load_scenario
 from collectors.sweep import sweep_cluster
+from simulator.engine.world import World
+from simulator.scenario import load_scenario
 from tests.collectors.simhelpers import register, served
 
 pytestmark = pytest.mark.django_db

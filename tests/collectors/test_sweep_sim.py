@@ -14,8 +14,8 @@ from django.utils.timezone import now as timezone_now
 
 from collectors import inventory
 from collectors.models import Change, EntityVersion, KubeEvent, SourceRun, TelemetrySample
-from collectors.sim.kube.context import build_context
 from collectors.sweep import sweep_cluster, sweep_events, sweep_telemetry
+from simulator.kube.context import build_context
 from tests.collectors.simhelpers import register, served, small_world
 
 pytestmark = pytest.mark.django_db

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from collectors.sim.engine.world import World
-from collectors.sim.scenario import load_scenario
 from collectors.sweep import sweep_cluster, sweep_telemetry
 from rcaweb.console import fleet
 from rcaweb.cursor import Cursor
+from simulator.engine.world import World
+from simulator.scenario import load_scenario
 from tests.collectors.simhelpers import register, served
 
 pytestmark = pytest.mark.django_db

@@ -10,11 +10,11 @@ from unittest import mock
 from django.test import override_settings
 
 from collectors import usage
-from collectors.sim.engine.world import World
-from collectors.sim.scenario import load_scenario
-from collectors.sim.server import SimServer
 from collectors.sweep import sweep_cluster, sweep_telemetry
 from rcaweb.console import usage as usage_page
+from simulator.engine.world import World
+from simulator.scenario import load_scenario
+from simulator.server import SimServer
 from tests.base import BaseTestCase
 from tests.collectors.simhelpers import register
 from tests.console.test_fleet_sim import SCENARIO

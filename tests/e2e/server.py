@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCENARIO = Path(__file__).resolve().parent / "scenario.yaml"
 JOB = "llm/llama-ft"  # the scenario's crash-looping job
 # A busy bundled scenario (18 nodes, overlapping faults): the page-shape and click-count tests run on it.
-BUSY = REPO / "collectors" / "sim" / "scenarios" / "busy-ecc-gang-kai.yaml"
+BUSY = REPO / "simulator" / "scenarios" / "busy-ecc-gang-kai.yaml"
 BUSY_JOB = "llm/llm-pretrain"  # its gang job, pending behind a GPU the device plugin withdrew
 USERNAME = "alice"
 PASSWORD = "e2e-" + secrets.token_urlsafe(12)

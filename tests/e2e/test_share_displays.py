@@ -21,7 +21,7 @@ from tests.e2e.conftest import _login_state, _session
 
 pytestmark = pytest.mark.e2e
 
-SHARING = srv.REPO / "collectors" / "sim" / "scenarios" / "shared-mig-department-crashloop.yaml"
+SHARING = srv.REPO / "simulator" / "scenarios" / "shared-mig-department-crashloop.yaml"
 JOB = "vision/notebook-ana"  # 0.5 of an L40S, crash-looping, on a GPU KAI shares
 SHOTS = Path("/tmp/shots")
 

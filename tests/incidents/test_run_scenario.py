@@ -299,7 +299,7 @@ def test_it_sweeps_when_an_alert_fires_or_holds_pending_and_dates_the_job_at_its
 
 
 def test_a_simulator_process_that_cannot_build_its_world_says_why_and_is_not_left_running() -> None:
-    from collectors.sim.process import SimProcess, SimProcessError
+    from simulator.process import SimProcess, SimProcessError
 
     process = SimProcess(scenario="not a scenario")
     with pytest.raises(SimProcessError, match="the simulator failed") as exc:

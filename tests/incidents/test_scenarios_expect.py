@@ -38,7 +38,7 @@ KNOWN_IMPRECISE: dict[str, tuple[float, str]] = {
 
 SCENARIOS = sorted(
     p
-    for p in (Path(__file__).resolve().parents[2] / "collectors" / "sim" / "scenarios").glob("*.yaml")
+    for p in (Path(__file__).resolve().parents[2] / "simulator" / "scenarios").glob("*.yaml")
     if p.name != "demo.yaml"
 )
 # The slowest tests of the suite: CI runs them once, in the SQLite pass (.ci/run deselects "scenarios" on PostgreSQL).

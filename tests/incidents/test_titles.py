@@ -16,7 +16,7 @@ from incidents.titles import build_title, cause_gist, subject_label, title_parts
 from tests.incidents.test_diagnose import ONSET, T0, _job, _node, _queue
 
 # The statement incidents.diagnosis.policy.quota_findings wrote for the quota-cut-blocks-training scenario
-# (manage.py run_scenario collectors/sim/scenarios/quota-cut-blocks-training.yaml).
+# (manage.py run_scenario simulator/scenarios/quota-cut-blocks-training.yaml).
 QUOTA_CUT = (
     "project vision uses 0 of 8 GPUs of quota, limit 8 since 01:05, when platform-admin changed quota_gpus "
     "from 16 to 8; vision/resnet-train needs 16 more, 16 would exceed the limit of 8."

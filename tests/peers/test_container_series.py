@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from collectors.sim.server import SimServer
+from simulator.server import SimServer
 from tests.collectors.simhelpers import small_world
 from tests.peers.promtools import need
 

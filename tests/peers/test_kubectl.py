@@ -20,7 +20,7 @@ from typing import IO
 
 import pytest
 
-from collectors.sim.server import SimServer
+from simulator.server import SimServer
 from tests.collectors.simhelpers import small_world
 from tests.peers.conftest import require_tool
 

@@ -21,18 +21,18 @@ import yaml
 
 from collectors import inventory
 from collectors.models import Cluster
-from collectors.sim.engine.world import World
-from collectors.sim.scenario import load_scenario
-from collectors.sim.server import SimServer
 from collectors.sources import promql
 from collectors.sources.prometheus import PrometheusSource
 from collectors.sweep import sweep_cluster
+from simulator.engine.world import World
+from simulator.scenario import load_scenario
+from simulator.server import SimServer
 from tests.peers.promtools import get_json, need, prometheus
 
 pytestmark = pytest.mark.peers
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIO = ROOT / "collectors" / "sim" / "scenarios" / "node-not-ready.yaml"
+SCENARIO = ROOT / "simulator" / "scenarios" / "node-not-ready.yaml"
 RULES = ROOT / "deploy" / "prometheusrules.yaml"
 SCRAPE_S = 1
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
-from collectors.sim import rules as sim_rules
-from collectors.sim.engine.world import World
-from collectors.sim.scenario import load_scenario
-from collectors.sim.server import SimServer
+from simulator import rules as sim_rules
+from simulator.engine.world import World
+from simulator.scenario import load_scenario
+from simulator.server import SimServer
 from tests.peers.promtools import need
 
 pytestmark = pytest.mark.peers
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.peers
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheusrules.yaml"
 UNIT_TESTS = Path(__file__).resolve().parent / "rules" / "rcaweb-gpu.test.yaml"
-SCENARIOS = ROOT / "collectors" / "sim" / "scenarios"
+SCENARIOS = ROOT / "simulator" / "scenarios"
 # What promtool's linter says about dcgm-exporter's own names (UUID, modelName, *_TOTAL counters): the real
 # exporter's exposition gets the same findings, and the simulator must keep those names.
 DCGM_NAMING = re.compile(

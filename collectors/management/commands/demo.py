@@ -38,7 +38,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        from collectors.sim.scenario import ScenarioError
+        from simulator.scenario import ScenarioError
 
         if opts["speed"] <= 0:
             raise CommandError("--speed must be positive")

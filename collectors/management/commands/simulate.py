@@ -35,8 +35,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from collectors.sim.scenario import ScenarioError
-        from collectors.sim.server import serve_scenario
+        from simulator.scenario import ScenarioError
+        from simulator.server import serve_scenario
 
         if options["speed"] <= 0:
             raise CommandError("--speed must be positive")

@@ -57,8 +57,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         from datetime import timedelta
 
-        from collectors.sim.scenario import ScenarioError, load_scenario
         from incidents.scenario_run import run_scenario_file
+        from simulator.scenario import ScenarioError, load_scenario
 
         path = Path(opts["file"])
         if not path.is_file():

@@ -1,4 +1,4 @@
-"""What the busy bundled scenarios (collectors/sim/scenarios/busy-*.yaml) found wrong, pinned on small worlds.
+"""What the busy bundled scenarios (simulator/scenarios/busy-*.yaml) found wrong, pinned on small worlds.
 
 - A job's own node selector is not why it waits when the nodes it selects could hold it: a 2 x 8 H100 gang
   that lost a GPU to double-bit ECC errors waits for that GPU, not for "the A100s it does not select".

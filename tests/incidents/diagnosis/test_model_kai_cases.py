@@ -1,6 +1,6 @@
 """The product's scheduling model against KAI Scheduler's own test tables, directly (issue [2/6] item 3).
 
-Every case file of ``tests/collectors/sim/kai_cases/`` (``<id>.yaml``: a format-1 scenario with KAI's expected
+Every case file of ``tests/simulator/kai_cases/`` (``<id>.yaml``: a format-1 scenario with KAI's expected
 end state in its ``reference`` section, transcribed from kai-scheduler/KAI-Scheduler's unit tests, see its
 README) is read here and its scenario turned into the model's input by this module, never through the
 simulator: the model and the simulator are each checked against KAI, not against each other. The jobs KAI's
@@ -31,7 +31,7 @@ from incidents.diagnosis.quota import is_pending
 from incidents.diagnosis.reclaim import victims
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
-CASES_DIR = Path(__file__).resolve().parents[2] / "collectors" / "sim" / "kai_cases"
+CASES_DIR = Path(__file__).resolve().parents[2] / "simulator" / "kai_cases"
 
 _SHARES = "a share (fraction or GPU memory) evicts or is evicted: the model's reclaim weighs whole GPUs only"
 _MIG = "a MIG job's victims: the model's reclaim and preemption weigh whole-GPU jobs only"
