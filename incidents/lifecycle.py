@@ -30,10 +30,14 @@ from django.db.models import Q
 
 from collectors.models import EntityVersion
 from incidents import services
+from incidents.diagnosis import capacity
+from incidents.diagnosis.types import gpus_of
 from incidents.models import Alert, Incident, IncidentSubject
 from rcaweb.cursor import format_duration, format_t
 
 logger = logging.getLogger(__name__)
+
+GPU = "nvidia.com/gpu"
 
 SETTLE_BATCH = 500  # incidents looked at per call; the rest wait for the next tick
 # kubelet's container waiting reasons that mean the container cannot run (kubernetes pkg/kubelet/images and
@@ -75,14 +79,7 @@ def trouble(version: EntityVersion) -> str:
         return ""
     kind, phase = version.kind, version.phase
     if kind == "node":
-        if phase and phase != "Ready":
-            return phase
-        if (
-            version.gpus is not None
-            and version.gpus_allocatable is not None
-            and version.gpus_allocatable < version.gpus
-        ):
-            return f"{version.gpus_allocatable} of {version.gpus} GPUs allocatable"
+        return node_trouble(version)
     elif kind == "gpu" and phase in ("faulty", "missing"):
         return phase
     elif kind == "job" and phase == "Pending":
@@ -94,6 +91,24 @@ def trouble(version: EntityVersion) -> str:
             reason = ((c.get("state") or {}).get("waiting") or {}).get("reason") or ""
             if reason in BAD_WAITING:
                 return reason
+    return ""
+
+
+def node_trouble(version: EntityVersion) -> str:
+    """What keeps a node from offering its GPUs, as the scheduling model reads a node (``capacity.ready``,
+    ``capacity.offered_gpus``): not Ready, or its device plugin advertising fewer GPUs than it has. The typed
+    columns stand in for a state recorded without its resource maps."""
+    state = dict(version.state or {})
+    if version.gpus is not None and not state.get("capacity"):
+        state["capacity"] = {GPU: version.gpus}
+    if version.gpus_allocatable is not None and not state.get("allocatable"):
+        state["allocatable"] = {GPU: version.gpus_allocatable}
+    if not capacity.ready(state, version.phase):
+        return version.phase or "NotReady"
+    has = gpus_of(state.get("capacity") or {})
+    offered = capacity.offered_gpus(state, version.phase)
+    if "allocatable" in state and offered < has:
+        return f"{offered} of {has} GPUs allocatable"
     return ""
 
 
@@ -251,6 +266,7 @@ __all__ = [
     "auto_resolve_after",
     "check_incident",
     "explain",
+    "node_trouble",
     "reopen_window",
     "resolve_if_over",
     "settle",
