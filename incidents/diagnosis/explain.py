@@ -17,7 +17,8 @@ from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.edits import Unblock, smallest_edits
 from incidents.diagnosis.eta import Basis, Eta, eta
-from incidents.diagnosis.quota import QueuedJob, QuotaAt, is_pending, jobs_ahead, quota_at, request_history
+from incidents.diagnosis.queue_order import ahead_of
+from incidents.diagnosis.quota import QueuedJob, QuotaAt, is_pending, quota_at, request_history
 from incidents.diagnosis.relevance import CAUSE
 from incidents.diagnosis.scheduling import repartition_candidates, scheduler_said, share_words
 from incidents.diagnosis.scheduling_pass import STARTS, ClusterPass, Position, cluster_pass, position
@@ -203,7 +204,7 @@ def _explain(di: DiagnosisInput, job: EntityState) -> JobExplanation:
         totals=tot,
         pools={k: F.totals(v) for k, v in pools.items()},
         quota=quota_at(di, job, req, tot.eligible_free),
-        ahead=jobs_ahead(di, job) if is_pending(job) else [],
+        ahead=ahead_of(di, job) if is_pending(job) else [],
         history=request_history(di, job),
     )
     ex.cluster = di.cluster

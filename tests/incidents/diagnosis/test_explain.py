@@ -53,3 +53,27 @@ def test_its_jobs_ahead_are_the_schedulers_order_across_queues():
     )
     assert ex.whatif_edit is not None and (ex.whatif_edit.kind, ex.whatif_edit.value) == ("hold", "nlp/first")
     assert ex.whatif_starts is True  # checked with one pass over the edited state
+
+
+def test_its_jobs_ahead_follow_the_models_order_not_a_second_one():
+    """KAI serves the queue further below its fair share first: nlp (quota 16, nothing running) before vision
+    (over its quota of 8), although vision's job waited first and both queues have the same priority. The panel's
+    "ahead" list is the model's order (queue_order.ahead_of), the same order the pass reads."""
+    from datetime import timedelta
+
+    from .dx_world import T0
+
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01"), node("h100-02")],
+        pods=[pod("v-0", "running", "vision", node_name="h100-01", gpus=8)],
+        jobs=[
+            job("train", submitted=T0),
+            job("running", phase="Running", submitted=T0),
+            job("later", "nlp", submitted=T0 + timedelta(minutes=30)),
+        ],
+        queues=[queue("vision", 8, 24), queue("nlp", 16, 24)],
+    )
+    ex = explain_job(di, di.find("job", "train", "vision"))
+    assert [(a.job.name, a.why) for a in ex.ahead] == [("later", "its queue is further below its fair share")]
+    assert ex.position is not None and [c.label for c in ex.position.competitors] == ["nlp/later"]
