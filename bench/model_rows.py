@@ -1,4 +1,4 @@
-"""What building rows without ``Model.__init__`` saves (``collectors.readsql.instance`` against ``Model.from_db``).
+"""What building rows without ``Model.__init__`` saves (``collectors.storage.raw_sql.instance`` against ``Model.from_db``).
 
 Not a test: prints figures. Builds the same EntityVersion (every concrete field, values already converted)
 both ways, N times each, in rounds, and prints the CPU time per row (``time.process_time``, least of the
@@ -29,8 +29,8 @@ def main() -> int:
     import django
 
     django.setup()
-    from collectors import readsql
     from collectors.models import EntityVersion
+    from collectors.storage import raw_sql as readsql
 
     now = datetime(2026, 12, 2, tzinfo=UTC)
     sample = {

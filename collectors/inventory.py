@@ -22,9 +22,10 @@ import orjson
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
-from collectors.bulk import insert_rows
+from collectors import storage
 from collectors.models import Change, Cluster, Entity, EntityVersion, GpuSlice
 from collectors.queue_order import job_priority, job_submitted
+from collectors.storage import InventoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +150,7 @@ def record_states(
     batch: int | None = None,
     listed_before: datetime | None = None,
     open_versions: OpenVersions | None = None,
+    store: InventoryStore | None = None,
 ) -> RecordResult:
     """Record many observed objects of any kinds at ``at``.
 
@@ -168,7 +170,10 @@ def record_states(
     ``open_versions`` (one kind's, from :func:`open_versions`) spares the read of the open versions to a
     caller that records one listing in parts: it must have been read before any of these objects was
     recorded since, and name each object once over the parts.
+
+    ``store`` writes the rows (default: :func:`collectors.storage.inventory_store`'s choice).
     """
+    store = store or storage.inventory_store()
     result = RecordResult(seen=len(observed))
     if not observed:
         return result
@@ -181,7 +186,7 @@ def record_states(
             step = batch or len(pending) or 1
             for i in range(0, len(pending), step):
                 with transaction.atomic() if batch is not None else nullcontext():
-                    result += _write(cluster, kind, pending[i : i + step], at, source, listed_before)
+                    result += _write(cluster, kind, pending[i : i + step], at, source, listed_before, store)
     return result
 
 
@@ -266,8 +271,10 @@ def _write(
     at: datetime,
     source: str,
     listed_before: datetime | None = None,
+    store: InventoryStore | None = None,
 ) -> RecordResult:
     """Open new versions (and entities) for ``pending``, close the old ones, record one Change per field."""
+    store = store or storage.inventory_store()
     result = RecordResult()
     # Objects without an open version: an entity that existed before (closed) is reused, others are created.
     ids: dict[tuple[str, str], int] = {}
@@ -276,7 +283,7 @@ def _write(
         ids = _entity_ids(cluster, kind, {o.name for o in missing})
         new = [o for o in missing if (o.namespace, o.name) not in ids]
         if new:
-            insert_rows(
+            store.insert_rows(
                 Entity,
                 [
                     {
@@ -364,8 +371,8 @@ def _write(
             EntityVersion.objects.filter(pk__in=chunk).update(valid_to=when)
     if healed:
         EntityVersion.objects.bulk_update(healed, ["state_hash"], batch_size=1000)
-    insert_rows(EntityVersion, versions)
-    insert_rows(Change, changes)
+    store.insert_rows(EntityVersion, versions)
+    store.insert_rows(Change, changes)
     for chunk in _chunks(touched, 900):
         Entity.objects.filter(pk__in=chunk).update(last_seen=at)
     result.opened += len(versions)

@@ -18,9 +18,10 @@ from django.db import connection
 from django.db.models import FloatField, Sum
 from django.db.models.functions import Cast, Coalesce
 
-from collectors import readsql
+from collectors import storage
 from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
 from collectors.queue_order import NEVER_SUBMITTED, order_key
+from collectors.storage import raw_sql
 from rcaweb import kinds
 
 logger = logging.getLogger(__name__)
@@ -72,19 +73,19 @@ def get_entity(cluster: str, kind: str, name: str, namespace: str = "") -> Entit
     )
 
 
-_ENTITY_AT_COLUMNS = f"{readsql.ENTITY_SELECT}, {readsql.CLUSTER_SELECT}, {readsql.EV_SELECT}"
+_ENTITY_AT_COLUMNS = f"{raw_sql.ENTITY_SELECT}, {raw_sql.CLUSTER_SELECT}, {raw_sql.EV_SELECT}"
 _ENTITY_AT_FROM = f"""
-FROM {readsql.ENTITY} e
-JOIN {readsql.CLUSTER} c ON c.id = e.cluster_id
-LEFT JOIN {readsql.EV} v ON v.id = (
-    SELECT v1.id FROM {readsql.EV} v1 WHERE v1.entity_id = e.id AND v1.valid_from <= %s
+FROM {raw_sql.ENTITY} e
+JOIN {raw_sql.CLUSTER} c ON c.id = e.cluster_id
+LEFT JOIN {raw_sql.EV} v ON v.id = (
+    SELECT v1.id FROM {raw_sql.EV} v1 WHERE v1.entity_id = e.id AND v1.valid_from <= %s
     ORDER BY v1.valid_from DESC LIMIT 1
 )
 WHERE c.name = %s AND e.kind = %s AND e.namespace = %s AND e.name = %s"""
 _ENTITY_AT = f"SELECT {_ENTITY_AT_COLUMNS}{_ENTITY_AT_FROM}"
-_AT_CLUSTER = readsql.entity.width
-_AT_VERSION = _AT_CLUSTER + readsql.cluster.width
-_AT_WIDTH = _AT_VERSION + readsql.version.width
+_AT_CLUSTER = raw_sql.entity.width
+_AT_VERSION = _AT_CLUSTER + raw_sql.cluster.width
+_AT_WIDTH = _AT_VERSION + raw_sql.version.width
 
 
 def entity_at(
@@ -97,17 +98,17 @@ def entity_at(
     The version is the last one started at or before t, one step back along the (entity, valid_from)
     index whatever the length of history; it is the version at t unless it ended by t.
     """
-    found = readsql.fetch(_ENTITY_AT, [readsql.db_time(t), cluster, kind, namespace, name])
+    found = raw_sql.fetch(_ENTITY_AT, [raw_sql.db_time(t), cluster, kind, namespace, name])
     return _entity_and_version(found[0], t) if found else (None, None)
 
 
 def _entity_and_version(row: Sequence[Any], t: datetime) -> tuple[Entity, EntityVersion | None]:
     """An :data:`_ENTITY_AT_COLUMNS` row as :func:`entity_at` returns it."""
-    entity = readsql.entity(row)
-    entity.cluster = readsql.cluster(row, _AT_CLUSTER)
+    entity = raw_sql.entity(row)
+    entity.cluster = raw_sql.cluster(row, _AT_CLUSTER)
     if row[_AT_VERSION] is None:  # no version started by t (LEFT JOIN)
         return entity, None
-    v = readsql.version(row, _AT_VERSION)
+    v = raw_sql.version(row, _AT_VERSION)
     if v.deleted or (v.valid_to is not None and v.valid_to <= t):
         return entity, None
     v.entity = entity
@@ -115,17 +116,17 @@ def _entity_and_version(row: Sequence[Any], t: datetime) -> tuple[Entity, Entity
 
 
 _VERSION_AT = (
-    f"SELECT {readsql.EV_SELECT} FROM {readsql.EV} v WHERE v.entity_id = %s AND v.valid_from <= %s "
+    f"SELECT {raw_sql.EV_SELECT} FROM {raw_sql.EV} v WHERE v.entity_id = %s AND v.valid_from <= %s "
     "ORDER BY v.valid_from DESC LIMIT 1"
 )
 
 
 def version_at(entity: Entity, t: datetime) -> EntityVersion | None:
     """The version valid at t (None when the object did not exist, including tombstones)."""
-    found = readsql.fetch(_VERSION_AT, [entity.pk, readsql.db_time(t)])
+    found = raw_sql.fetch(_VERSION_AT, [entity.pk, raw_sql.db_time(t)])
     if not found:
         return None
-    v = readsql.version(found[0])
+    v = raw_sql.version(found[0])
     if v.deleted or (v.valid_to is not None and v.valid_to <= t):  # the last version started by t ended by t
         return None
     v.entity = entity  # no lazy query when a page reads version.entity
@@ -176,10 +177,10 @@ def related_entities(
             params += [kind, ns, name]
     if terms:
         sql = (
-            f"SELECT id, kind, namespace, name FROM {readsql.ENTITY} "
+            f"SELECT id, kind, namespace, name FROM {raw_sql.ENTITY} "
             f"WHERE cluster_id = %s AND ({' OR '.join(terms)}) ORDER BY id"
         )
-        for pk, kind, ns, name in readsql.fetch(sql, params):
+        for pk, kind, ns, name in raw_sql.fetch(sql, params):
             related.setdefault(pk, Ref(cluster, kind, name, ns))
     return dict(list(related.items())[:MAX_RELATED_IDS])
 
@@ -233,13 +234,13 @@ def changes_around(
     """
     if not related:
         return ChangesAround([], None, None, False, 0)
-    at = readsql.db_time(t)
+    at = raw_sql.db_time(t)
     ids = list(related)
-    id_rows, id_params, id_col = readsql.id_rows(ids)
+    id_rows, id_params, id_col = raw_sql.id_rows(ids)
     side = f"""
     SELECT ch.id, ch.time, ch.entity_id, ch.field, ch.old, ch.new, ch.source, ch.actor, ch.summary, ch.link
-    FROM {readsql.CHANGE} ch
-    WHERE ch.cluster_id = %s AND ch.entity_id IN ({readsql.in_list(ids)}) AND WHEN_
+    FROM {raw_sql.CHANGE} ch
+    WHERE ch.cluster_id = %s AND ch.entity_id IN ({raw_sql.in_list(ids)}) AND WHEN_
     ORDER BY ORDER_
     LIMIT %s"""
     sql = f"""
@@ -248,23 +249,23 @@ WITH side_before AS ({side.replace("WHEN_", "ch.time >= %s AND ch.time <= %s").r
 SELECT n.prev, n.next, w.*
 FROM (SELECT COALESCE(
           (SELECT MAX(time) FROM side_before WHERE time < %s),
-          (SELECT MAX((SELECT c.time FROM {readsql.CHANGE} c WHERE c.entity_id = {id_col} AND c.time < %s
+          (SELECT MAX((SELECT c.time FROM {raw_sql.CHANGE} c WHERE c.entity_id = {id_col} AND c.time < %s
                        ORDER BY c.time DESC LIMIT 1)) FROM {id_rows})) AS prev,
         COALESCE(
           (SELECT MIN(time) FROM side_after),
-          (SELECT MIN((SELECT c.time FROM {readsql.CHANGE} c WHERE c.entity_id = {id_col} AND c.time > %s
+          (SELECT MIN((SELECT c.time FROM {raw_sql.CHANGE} c WHERE c.entity_id = {id_col} AND c.time > %s
                        ORDER BY c.time LIMIT 1)) FROM {id_rows})) AS next) n
 LEFT JOIN (SELECT * FROM side_before UNION ALL SELECT * FROM side_after) w ON 1 = 1
 ORDER BY w.time, w.id"""
-    start, end = readsql.db_time(t - window), readsql.db_time(t + window)
+    start, end = raw_sql.db_time(t - window), raw_sql.db_time(t + window)
     params = [
         cluster.pk, *ids, start, at, limit,
         cluster.pk, *ids, at, end, limit,
         at, at, *id_params,
         at, *id_params,
     ]  # fmt: skip
-    rows = readsql.fetch(sql, params)
-    time_value, load = readsql.time_value, readsql.load_json
+    rows = raw_sql.fetch(sql, params)
+    time_value, load = raw_sql.time_value, raw_sql.load_json
     # not the lone aggregate row (its change columns are NULL); a change always has a time
     found = [(when, row) for row in rows if row[2] is not None and (when := time_value(row[3])) is not None]
     at_or_before = sum(1 for when, _ in found if when <= t)
@@ -293,19 +294,19 @@ ORDER BY w.time, w.id"""
 
 
 _FIELD_HISTORY = (
-    f"SELECT {readsql.CHANGE_SELECT} FROM {readsql.CHANGE} ch WHERE ch.entity_id = %s AND ch.field IN ({{fields}}) "
+    f"SELECT {raw_sql.CHANGE_SELECT} FROM {raw_sql.CHANGE} ch WHERE ch.entity_id = %s AND ch.field IN ({{fields}}) "
     "ORDER BY ch.time DESC, ch.id DESC LIMIT %s"
 )
 
 
 def field_history(entity: Entity, fields: Sequence[str], limit: int = 50) -> list[Change]:
     """Changes of some fields of one entity over its whole life, newest first (request-size history)."""
-    sql = _FIELD_HISTORY.format(fields=readsql.in_list(fields))
-    return [readsql.change(r) for r in readsql.fetch(sql, [entity.pk, *fields, limit])]
+    sql = _FIELD_HISTORY.format(fields=raw_sql.in_list(fields))
+    return [raw_sql.change(r) for r in raw_sql.fetch(sql, [entity.pk, *fields, limit])]
 
 
 _VERSIONS_UNTIL = (
-    f"SELECT {readsql.EV_SELECT} FROM {readsql.EV} v WHERE v.entity_id = %s AND v.valid_from <= %s "
+    f"SELECT {raw_sql.EV_SELECT} FROM {raw_sql.EV} v WHERE v.entity_id = %s AND v.valid_from <= %s "
     "ORDER BY v.valid_from DESC LIMIT %s"
 )
 
@@ -313,8 +314,8 @@ _VERSIONS_UNTIL = (
 def versions_until(entity: Entity, t: datetime, limit: int = 20) -> list[EntityVersion]:
     """The entity's last ``limit`` versions started at or before t, newest first, tombstones included (one
     query along the (entity, valid_from) index): the pod page's YAML diff and container state history."""
-    found = readsql.fetch(_VERSIONS_UNTIL, [entity.pk, readsql.db_time(t), limit])
-    out = [readsql.version(r) for r in found]
+    found = raw_sql.fetch(_VERSIONS_UNTIL, [entity.pk, raw_sql.db_time(t), limit])
+    out = [raw_sql.version(r) for r in found]
     for v in out:
         v.entity = entity
     return out
@@ -346,15 +347,15 @@ class SourceTrouble:
 
 
 _COLLECTION_ERRORS = (
-    f"SELECT {readsql.SOURCE_RUN_SELECT} FROM {readsql.SOURCE_RUN} sr "
+    f"SELECT {raw_sql.SOURCE_RUN_SELECT} FROM {raw_sql.SOURCE_RUN} sr "
     "WHERE sr.cluster_id = %s AND NOT sr.ok AND sr.time >= %s AND sr.time <= %s ORDER BY sr.time LIMIT 200"
 )
 
 
 def collection_errors(cluster: Cluster, start: datetime, end: datetime) -> list[SourceTrouble]:
     """Failed source calls of this cluster in the window, one line per source (one query)."""
-    found = readsql.fetch(_COLLECTION_ERRORS, [cluster.pk, readsql.db_time(start), readsql.db_time(end)])
-    return _troubles(readsql.source_run(r) for r in found)
+    found = raw_sql.fetch(_COLLECTION_ERRORS, [cluster.pk, raw_sql.db_time(start), raw_sql.db_time(end)])
+    return _troubles(raw_sql.source_run(r) for r in found)
 
 
 def _troubles(runs: Iterable[SourceRun]) -> list[SourceTrouble]:
@@ -374,12 +375,12 @@ def _troubles(runs: Iterable[SourceRun]) -> list[SourceTrouble]:
 
 # The entity page's first query: the entity and its version at t (one row, part 0), UNION ALL the failed
 # source calls of its cluster in the window (part 1), each part's columns NULL in the other's rows.
-_RUN_TIME = 1 + 1 + _AT_WIDTH + readsql.source_run.fields.index("time")  # ORDER BY ordinal
+_RUN_TIME = 1 + 1 + _AT_WIDTH + raw_sql.source_run.fields.index("time")  # ORDER BY ordinal
 _ENTITY_PAGE_AT = f"""
-SELECT 0 AS part, {_ENTITY_AT_COLUMNS}, {", ".join(["NULL"] * readsql.source_run.width)}{_ENTITY_AT_FROM}
+SELECT 0 AS part, {_ENTITY_AT_COLUMNS}, {", ".join(["NULL"] * raw_sql.source_run.width)}{_ENTITY_AT_FROM}
 UNION ALL
-SELECT 1, {", ".join(["NULL"] * _AT_WIDTH)}, {readsql.SOURCE_RUN_SELECT}
-FROM (SELECT r.* FROM {readsql.SOURCE_RUN} r JOIN {readsql.CLUSTER} rc ON rc.id = r.cluster_id
+SELECT 1, {", ".join(["NULL"] * _AT_WIDTH)}, {raw_sql.SOURCE_RUN_SELECT}
+FROM (SELECT r.* FROM {raw_sql.SOURCE_RUN} r JOIN {raw_sql.CLUSTER} rc ON rc.id = r.cluster_id
       WHERE rc.name = %s AND NOT r.ok AND r.time >= %s AND r.time <= %s ORDER BY r.time LIMIT 200) sr
 ORDER BY 1, {_RUN_TIME}"""
 
@@ -389,43 +390,29 @@ def entity_page_at(
 ) -> tuple[Entity | None, EntityVersion | None, list[SourceTrouble]]:
     """:func:`entity_at` and :func:`collection_errors` of its cluster from ``errors_since`` to t, in one
     query (a round trip fewer on every entity page); (None, None, []) when the object was never recorded."""
-    found = readsql.fetch(
+    found = raw_sql.fetch(
         _ENTITY_PAGE_AT,
         [
-            readsql.db_time(t),
+            raw_sql.db_time(t),
             cluster,
             kind,
             namespace,
             name,
             cluster,
-            readsql.db_time(errors_since),
-            readsql.db_time(t),
+            raw_sql.db_time(errors_since),
+            raw_sql.db_time(t),
         ],
     )
     if not found or found[0][0] != 0:
         return None, None, []
     entity, version = _entity_and_version(found[0][1:], t)
-    runs = [readsql.source_run(row, 1 + _AT_WIDTH) for row in found[1:]]
+    runs = [raw_sql.source_run(row, 1 + _AT_WIDTH) for row in found[1:]]
     return entity, version, _troubles(runs)
 
 
 #
 # Related objects as of t
 #
-
-
-# The entity's "namespace/name" comes by correlated subquery (one primary-key probe per row), not by a
-# join: PostgreSQL misestimates the as-of filter (valid_from <= t AND (valid_to IS NULL OR valid_to > t))
-# by 10-20x and then hashes the whole entity table, which grows with history (22 ms instead of 0.3 ms for
-# the pods on one node at 39,000 entities). One subquery for both (a namespace has no "/").
-_VERSIONS_AT = readsql.valid_at(f"""
-SELECT {readsql.EV_SELECT},
-       (SELECT e.namespace || '/' || e.name FROM {readsql.ENTITY} e WHERE e.id = v.entity_id) AS entity_key
-FROM {readsql.EV} v
-WHERE v.cluster_id = %s AND v.kind IN ({{kinds}}) AND {{where}} AND VALID_TO AND v.valid_from <= %s
-  AND NOT v.deleted""")
-_ENTITY_LOADED = ["id", "cluster_id", "kind", "namespace", "name"]  # the rest is loaded on access
-_HOT_COLUMNS = frozenset({"node", "namespace", "queue", "project", "job", "pod", "phase"})
 
 
 def _by_name(v: EntityVersion) -> tuple[str, str]:
@@ -436,25 +423,9 @@ def _versions_at(
     cluster: Cluster, kinds: Sequence[str], t: datetime, order: str = "", **hot: str
 ) -> list[EntityVersion]:
     """Versions of ``kinds`` at t whose hot columns equal ``hot``, each with its entity (and the entity's
-    cluster) attached, in one query on two ranges of the (cluster, kind, <hot column>, valid_to,
-    valid_from) index (:func:`readsql.valid_at`).
+    cluster) attached, in one query (:func:`collectors.storage.versions_at`).
     ``order``: "name" (namespace, name; sorted here, the same on both backends) or "" (the callers sort)."""
-    unknown = set(hot) - _HOT_COLUMNS
-    if unknown:
-        raise ValueError(f"not a hot column of EntityVersion: {', '.join(sorted(unknown))}")
-    at = readsql.db_time(t)
-    sql = _VERSIONS_AT.format(
-        kinds=readsql.in_list(kinds), where=" AND ".join(f"v.{col} = %s" for col in hot) or "1 = 1"
-    )
-    arm = [cluster.pk, *kinds, *hot.values()]
-    out = []
-    for row in readsql.fetch(sql, [*arm, at, *arm, at, at]):
-        v = readsql.version(row)
-        namespace, _, name = row[-1].partition("/")
-        entity = readsql.instance(Entity, _ENTITY_LOADED, [v.entity_id, cluster.pk, v.kind, namespace, name])
-        entity.cluster = cluster
-        v.entity = entity
-        out.append(v)
+    out = storage.versions_at(cluster, kinds, t, **hot)
     if order == "name":
         out.sort(key=_by_name)
     return out
@@ -527,16 +498,16 @@ def events_near(
     """Kubernetes events of these (kind, namespace, name) objects seen within [t - w, t + w] (one query)."""
     if not objects:
         return []
-    terms, params = [], [cluster.pk, readsql.db_time(t - window), readsql.db_time(t + window)]
+    terms, params = [], [cluster.pk, raw_sql.db_time(t - window), raw_sql.db_time(t + window)]
     for kind, ns, name in objects[:200]:
         terms.append("(ev.involved_kind = %s AND ev.involved_namespace = %s AND ev.involved_name = %s)")
         params += [kind, ns, name]
     sql = (
-        f"SELECT {readsql.EVENT_SELECT} FROM {readsql.EVENT} ev "
+        f"SELECT {raw_sql.EVENT_SELECT} FROM {raw_sql.EVENT} ev "
         f"WHERE ev.cluster_id = %s AND ev.last_time >= %s AND ev.first_time <= %s AND ({' OR '.join(terms)}) "
         "ORDER BY ev.last_time, ev.id LIMIT %s"
     )
-    rows = [readsql.event(r) for r in readsql.fetch(sql, [*params, limit])]
+    rows = [raw_sql.event(r) for r in raw_sql.fetch(sql, [*params, limit])]
     for ev in rows:
         page_kind = EVENT_KINDS.get(ev.involved_kind)
         ev.ref = ref(cluster, page_kind, ev.involved_name, ev.involved_namespace) if page_kind else None
@@ -548,9 +519,9 @@ def events_near(
 #
 
 
-_PENDING_AT = readsql.valid_at(f"""
+_PENDING_AT = raw_sql.valid_at(f"""
       SELECT v.entity_id, v.priority, COALESCE(v.submitted, %s) AS submitted
-      FROM {readsql.EV} v INDEXED_BY
+      FROM {raw_sql.EV} v INDEXED_BY
       WHERE v.kind = 'job' AND v.phase = 'Pending' AND NOT v.deleted AND v.cluster_id = %s AND v.queue = %s
         AND VALID_TO AND v.valid_from <= %s""")
 _QUEUE_POSITION = f"""
@@ -572,9 +543,9 @@ def queue_position(cluster: Cluster, version: EntityVersion, t: datetime) -> tup
     mine_p = -neg_priority
     # SQLite ranks the general queue index as high, and would read the queue's running jobs too
     indexed_by = "" if connection.vendor == "postgresql" else "INDEXED BY ev_pending_job"
-    at, never, sub = readsql.db_time(t), readsql.db_time(NEVER_SUBMITTED), readsql.db_time(mine_sub)
+    at, never, sub = raw_sql.db_time(t), raw_sql.db_time(NEVER_SUBMITTED), raw_sql.db_time(mine_sub)
     arm = [never, cluster.pk, version.queue]
-    total, ahead = readsql.fetch(
+    total, ahead = raw_sql.fetch(
         _QUEUE_POSITION.replace("INDEXED_BY", indexed_by),
         [mine_p, mine_p, sub, sub, mine_id, *arm, at, *arm, at, at],
     )[0]

@@ -25,10 +25,10 @@ from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from collectors.bulk import insert_rows
 from collectors.changefmt import describe_change
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
 from collectors.sources.redact import redact_text, redact_value
+from collectors.storage import insert_rows
 from incidents import diagnosis_run, inline, pod_logs, telemetry
 from incidents.models import Alert, Incident, IncidentSubject, Observation
 from rcaweb.timestamps import format_t_or_none
@@ -183,7 +183,7 @@ def save(batch: Batch) -> int:
     new = [o for k, o in batch.items.items() if k not in existing]
     written = 0
     with inline.serialized(), transaction.atomic():
-        # COPY on PostgreSQL (collectors.bulk): a busy cluster's incident stores hundreds of states, whose
+        # COPY on PostgreSQL (collectors.storage): a busy cluster's incident stores hundreds of states, whose
         # JSON bulk_create escaped one parameter at a time.
         insert_rows(Observation, [_row(o) for o in new], ignore_conflicts=True)
         written += len(new)

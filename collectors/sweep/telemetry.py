@@ -16,12 +16,12 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import Max
 
-from collectors.bulk import insert_rows
 from collectors.models import Cluster, Entity, TelemetrySample
 from collectors.sources import promql
 from collectors.sources.dcgm import dcgm_uuid
 from collectors.sources.prometheus import PrometheusSource, Series
 from collectors.sources.prometheus import short_history as describe_short_history
+from collectors.storage import insert_rows
 from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
 
 logger = logging.getLogger(__name__)

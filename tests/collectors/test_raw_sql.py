@@ -1,4 +1,4 @@
-"""collectors.readsql: hand-written reads give the same models and values as the ORM, on both backends."""
+"""collectors.storage.raw_sql: hand-written reads give the same models and values as the ORM, on both backends."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from collectors import queries, readsql
+from collectors import queries
 from collectors.models import Change, Cluster, EntityVersion
+from collectors.storage import raw_sql
 from tests.collectors.factories import T0, build_small_cluster
 
 pytestmark = pytest.mark.django_db
@@ -22,8 +23,8 @@ def small():
 def test_a_version_read_by_sql_equals_the_orm_one(small, kind):
     t = T0 + timedelta(minutes=30)
     orm = EntityVersion.objects.as_of(t).filter(cluster=small.cluster, kind=kind).order_by("entity_id")[0]
-    row = readsql.fetch(f"SELECT {readsql.EV_SELECT} FROM {readsql.EV} v WHERE v.id = %s", [orm.pk])[0]
-    got = readsql.version(row)
+    row = raw_sql.fetch(f"SELECT {raw_sql.EV_SELECT} FROM {raw_sql.EV} v WHERE v.id = %s", [orm.pk])[0]
+    got = raw_sql.version(row)
     assert got.pk == orm.pk and got._state.adding is False
     for f in EntityVersion._meta.concrete_fields:
         assert getattr(got, f.attname) == getattr(orm, f.attname), f.attname
@@ -39,23 +40,23 @@ def test_change_values_keep_json_types_and_sql_null(small):
             cluster=small.cluster, entity=e, kind="node", time=T0, field="f", old=old, new=new
         )
     orm = list(Change.objects.filter(entity=e, field="f").order_by("id"))
-    rows = readsql.fetch(
-        f"SELECT {readsql.CHANGE_SELECT} FROM {readsql.CHANGE} ch WHERE ch.field = 'f' ORDER BY ch.id", []
+    rows = raw_sql.fetch(
+        f"SELECT {raw_sql.CHANGE_SELECT} FROM {raw_sql.CHANGE} ch WHERE ch.field = 'f' ORDER BY ch.id", []
     )
-    got = [readsql.change(r) for r in rows]
+    got = [raw_sql.change(r) for r in rows]
     assert [(c.old, c.new, c.time) for c in got] == [(c.old, c.new, c.time) for c in orm]
 
 
 def test_json_that_orjson_refuses_falls_back_to_the_json_module():
-    assert readsql.load_json('{"x": NaN}')["x"] != readsql.load_json('{"x": NaN}')["x"]  # nan
-    assert readsql.load_json("[18446744073709551616]") == [2**64]
-    assert readsql.load_json(None) is None and readsql.load_json({"a": 1}) == {"a": 1}
+    assert raw_sql.load_json('{"x": NaN}')["x"] != raw_sql.load_json('{"x": NaN}')["x"]  # nan
+    assert raw_sql.load_json("[18446744073709551616]") == [2**64]
+    assert raw_sql.load_json(None) is None and raw_sql.load_json({"a": 1}) == {"a": 1}
 
 
 def test_time_value_parses_sqlite_aggregates():
-    got = readsql.time_value("2026-11-29 03:12:00.5")
+    got = raw_sql.time_value("2026-11-29 03:12:00.5")
     assert got.utcoffset() == timedelta(0) and got.microsecond == 500000
-    assert readsql.time_value(None) is None
+    assert raw_sql.time_value(None) is None
 
 
 def test_any_hot_column_other_than_the_indexed_ones_is_refused(small):
@@ -137,14 +138,14 @@ def test_the_entity_page_query_reads_the_entity_and_its_clusters_collection_erro
 
 @pytest.mark.parametrize("model", [EntityVersion, Change, Cluster])
 def test_an_instance_built_without_init_is_what_from_db_builds(small, model):
-    """``readsql.instance`` skips ``Model.__init__`` (docs/decisions.md): it must leave what ``from_db`` leaves,
+    """``raw_sql.instance`` skips ``Model.__init__`` (docs/decisions.md): it must leave what ``from_db`` leaves,
     with the fields it was not given deferred, and save and refresh like any loaded row."""
     orm = model.objects.order_by("pk").first()
     fields = [f.attname for f in model._meta.concrete_fields]
     some = fields[: max(2, len(fields) // 2)]  # the primary key and a few more; the rest stay deferred
     for attnames in (fields, some):
         values = [getattr(orm, a) for a in attnames]
-        built = readsql.instance(model, attnames, values)
+        built = raw_sql.instance(model, attnames, values)
         loaded = model.from_db("default", list(attnames), list(values))
         assert type(built) is model
         assert {k: v for k, v in vars(built).items() if k != "_state"} == {
@@ -157,7 +158,7 @@ def test_an_instance_built_without_init_is_what_from_db_builds(small, model):
         )
         assert built.get_deferred_fields() == loaded.get_deferred_fields() == set(fields) - set(attnames)
         assert built == orm and hash(built) == hash(orm)
-    deferred = readsql.instance(model, some, [getattr(orm, a) for a in some])
+    deferred = raw_sql.instance(model, some, [getattr(orm, a) for a in some])
     for a in set(fields) - set(some):
         assert getattr(deferred, a) == getattr(orm, a), a  # a deferred field loads on access
 
@@ -172,7 +173,7 @@ def test_a_model_with_init_receivers_still_goes_through_from_db(small):
 
     post_init.connect(receiver, sender=Cluster)
     try:
-        built = readsql.instance(Cluster, ["id", "name"], [small.cluster.pk, small.cluster.name])
+        built = raw_sql.instance(Cluster, ["id", "name"], [small.cluster.pk, small.cluster.name])
     finally:
         post_init.disconnect(receiver, sender=Cluster)
     assert seen == [built]

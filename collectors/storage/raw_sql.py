@@ -1,8 +1,8 @@
-"""Read rows with hand-written SQL, for the entity pages' hot queries; the counterpart of :mod:`collectors.bulk`.
+"""Rows read with hand-written SQL, for the entity pages' hot queries (the reads of the tuned store).
 
-An entity page runs six to ten small queries. Through the ORM each one costs about 0.5 ms of Python
-before the database sees it (filter building, SQL compilation) and as much again turning rows into
-model instances; the database answers most of them in 0.05-0.3 ms. The statements here are written
+An entity page runs six to ten small queries. Through the ORM most of their time is Python before the
+database sees them (filter building, SQL compilation) and after (turning rows into model instances), not
+the database's answer (``bench/model_rows.py``, ``bench/asof.py``). The statements here are written
 once as text, with ``%s`` parameters for both backends, and their rows become model
 instances (as ``Model.from_db`` builds them) after the same conversions the fields would apply
 (:class:`Reader`, :func:`instance`).
@@ -64,7 +64,8 @@ def instance(model: type[models.Model], attnames: Sequence[str], values: Sequenc
     """``model.from_db(connection.alias, attnames, values)`` for values already converted, built directly.
 
     ``from_db`` runs ``Model.__init__``: a setattr per field through its descriptor, signals, and the
-    connection proxy's thread-local lookup, about 20 µs a row; a node page builds 60 such instances.
+    connection proxy's thread-local lookup, for each row; a node page builds 60 such instances
+    (``bench/model_rows.py`` measures the difference).
     What it leaves behind is the same: the field values in the instance's ``__dict__`` (fields not read
     stay deferred, loaded on access) and a ModelState saying the row came from the default database.
     A model with pre/post_init receivers (none here today) still goes through ``from_db``.

@@ -1,4 +1,4 @@
-"""collectors.bulk.insert_rows: COPY on PostgreSQL, bulk_create elsewhere; same rows either way."""
+"""collectors.storage.insert_rows: COPY on PostgreSQL, bulk_create elsewhere; same rows either way."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from collectors.bulk import insert_rows
 from collectors.models import Change, Cluster, Entity
+from collectors.storage import insert_rows
 
 T0 = datetime(2026, 11, 29, 3, 12, tzinfo=UTC)
 

@@ -1,0 +1,89 @@
+"""The inventory's fast paths behind one interface: write many rows, read the versions valid at t.
+
+:class:`InventoryStore` has two implementations, chosen by :func:`inventory_store` and nowhere else:
+
+- :class:`~collectors.storage.postgres.PostgresStore` on PostgreSQL: ``COPY`` for the rows, hand-written
+  SQL (:mod:`collectors.storage.raw_sql`) for the as-of reads;
+- :class:`~collectors.storage.orm.OrmStore`, the plain ORM, on every other backend, and the reference:
+  tests/collectors/test_storage.py runs both over the same inputs and asserts the same rows and answers
+  (the tuned reads run on SQLite too; ``COPY`` needs PostgreSQL).
+
+What the difference costs is measured in bench/ (``bench/collect.py``, ``bench/asof.py``,
+``bench/model_rows.py``), and written to bench/RESULTS.md, not here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from django.db import connections, models, router
+
+from collectors.storage.orm import OrmStore
+from collectors.storage.postgres import PostgresStore
+
+if TYPE_CHECKING:
+    from collectors.models import Cluster, EntityVersion
+
+
+class InventoryStore(Protocol):
+    name: str
+
+    def insert_rows(
+        self,
+        model: type[models.Model],
+        rows: Sequence[dict[str, Any]],
+        *,
+        ignore_conflicts: bool = False,
+        wait_for_disk: bool = True,
+    ) -> int:
+        """Insert ``rows`` (dicts of attribute name → value; a missing key takes the field's default) into
+        ``model``'s table; returns the count inserted. No primary keys come back: callers that need them read
+        them back by their natural key. ``ignore_conflicts``: a row that collides with a stored one on a
+        unique constraint is skipped. ``wait_for_disk=False``, for rows that are a copy of what a source still
+        holds (telemetry points: the next sweep refills from the last stored one): the commit need not wait
+        for the write-ahead log to reach the disk (inside a caller's transaction, that transaction's commit
+        decides). A crash may then lose the last fraction of a second of such commits, never corrupt or
+        half-write them."""
+        ...
+
+    def versions_at(
+        self, cluster: Cluster, kinds: Sequence[str], t: datetime, **hot: str
+    ) -> list[EntityVersion]:
+        """The versions of ``kinds`` valid at ``t`` (not tombstones) whose hot columns equal ``hot``, each with
+        its entity and the entity's cluster attached, in one query; in no particular order."""
+        ...
+
+
+_STORES: dict[str, InventoryStore] = {"postgresql": PostgresStore()}
+_REFERENCE: InventoryStore = OrmStore()
+
+
+def inventory_store(model: type[models.Model] | None = None) -> InventoryStore:
+    """The store for ``model``'s database (default: the default one): the one place the choice is made."""
+    from collectors.models import EntityVersion
+
+    alias = router.db_for_write(model or EntityVersion)
+    return _STORES.get(connections[alias].vendor, _REFERENCE)
+
+
+def insert_rows(
+    model: type[models.Model],
+    rows: Sequence[dict[str, Any]],
+    *,
+    ignore_conflicts: bool = False,
+    wait_for_disk: bool = True,
+) -> int:
+    """:meth:`InventoryStore.insert_rows` of the chosen store."""
+    return inventory_store(model).insert_rows(
+        model, rows, ignore_conflicts=ignore_conflicts, wait_for_disk=wait_for_disk
+    )
+
+
+def versions_at(cluster: Cluster, kinds: Sequence[str], t: datetime, **hot: str) -> list[EntityVersion]:
+    """:meth:`InventoryStore.versions_at` of the chosen store."""
+    return inventory_store().versions_at(cluster, kinds, t, **hot)
+
+
+__all__ = ["InventoryStore", "OrmStore", "PostgresStore", "insert_rows", "inventory_store", "versions_at"]
