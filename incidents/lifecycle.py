@@ -1,6 +1,6 @@
 """When an incident is over: all its alerts resolved, and its subject stayed healthy for a quiet period.
 
-``settle(now)`` is the one entry point (Celery beat every minute; the simulation harness, rcaweb.harness, for
+``settle(now)`` is the one entry point (Celery beat every minute; the simulation harness, harness.driver, for
 run_scenario and the demo); ``now`` is a parameter so a fast-forwarded scenario resolves incidents at
 simulated time.
 For each unresolved incident whose alerts all ended at least ``RCAWEB_AUTO_RESOLVE_AFTER`` before ``now``:

@@ -74,7 +74,7 @@ def scenario_db(transactional_db: None, tmp_path: Path) -> Iterator[None]:
     """The test database on a file, for a test that runs a scenario through the real pipeline (run_scenario).
 
     The simulation harness serves the webhook from threads that open database connections of their own
-    (``rcaweb.harness``, ``rcaweb.webserver``), and refuses an in-memory SQLite database: other connections do
+    (``harness.driver``, ``harness.webserver``), and refuses an in-memory SQLite database: other connections do
     not see it, or, in the suite's shared cache, fail at the first conflict ("table is locked"). So, on SQLite,
     the in-memory test database as it is now (migrated, empty) is copied to a file with the project's options
     and the default connection points there for the test; it is put back before pytest-django empties it.

@@ -7,9 +7,9 @@ import threading
 import pytest
 from django.utils import timezone
 
-from collectors import demo
-from collectors.demo import Demo, DemoOptions, backlog, progress_line
 from collectors.models import Cluster
+from harness import demo
+from harness.demo import Demo, DemoOptions, backlog, progress_line
 from incidents.models import Alert, Incident
 
 pytestmark = pytest.mark.django_db

@@ -76,7 +76,7 @@ def test_it_fast_forwards_the_scenario_to_now_and_prints_the_login(tmp_path):
 
 
 def test_the_demo_login_gets_a_fresh_password_each_run():
-    from collectors.demo import create_login
+    from harness.demo import create_login
 
     user, first = create_login("demo")
     _, second = create_login("demo")

@@ -7,7 +7,7 @@ import re
 from datetime import timedelta
 from pathlib import Path
 
-from collectors.demo import DEMO_SCENARIO
+from harness.demo import DEMO_SCENARIO
 from simulator.engine.world import World
 from simulator.scenario import load_scenario
 

@@ -443,7 +443,7 @@ def test_the_collector_pass_after_a_sweep_frees_the_cycles_the_sweep_made_withou
 
 def test_telemetry_asked_ahead_stores_what_a_sweep_at_that_moment_stores():
     """The harness sends a telemetry sweep's queries before the inventory sweep and stores the answers after
-    (rcaweb.harness): the points are those of a sweep run at that moment, though the world moved on since."""
+    (harness.tick): the points are those of a sweep run at that moment, though the world moved on since."""
     from collectors.sweep import ask_telemetry
 
     world = small_world("kai")
@@ -543,7 +543,7 @@ def test_a_sweep_reads_every_listing_ahead_and_records_what_a_live_listing_does(
 
 def test_an_inventory_sweep_asked_ahead_records_what_a_sweep_at_that_moment_records():
     """The harness sends an inventory sweep's reads while its inline worker finishes, then sweeps
-    (rcaweb.harness): the same rows as a sweep that read then, every listing and query asked once."""
+    (harness.tick): the same rows as a sweep that read then, every listing and query asked once."""
     from collectors.sweep import ask_inventory
 
     world = small_world("kai")

@@ -404,7 +404,7 @@ alerts:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("scenario_db")  # the webhook's server threads must see the database
 def test_a_fast_forwarded_scenario_resolves_and_reopens_at_simulated_time(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from incidents.scenario_run import run_scenario_file
+    from harness.scenario_run import run_scenario_file
 
     path = tmp_path / "flap.yaml"
     path.write_text(FLAPPING_NODE)

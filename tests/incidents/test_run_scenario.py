@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from incidents.scenario_run import check_expectations, precision
+from harness.expectations import check_expectations, precision
 
 TINY = """
 format: 1
@@ -90,8 +90,8 @@ def test_the_simulator_in_a_process_of_its_own_gives_the_same_run(tmp_path: Path
     """``--sim-process``: the simulated cluster served from a child process, read over the same HTTP, answers
     the same incidents, hypotheses and expectations as in this process; the child's cost is reported."""
     from collectors.models import Cluster
+    from harness.scenario_run import run_scenario_file
     from incidents.models import Alert, Incident
-    from incidents.scenario_run import run_scenario_file
 
     path = tmp_path / "tiny.yaml"
     path.write_text(TINY)
@@ -270,7 +270,7 @@ def test_it_sweeps_when_an_alert_fires_or_holds_pending_and_dates_the_job_at_its
     from datetime import UTC, datetime, timedelta
 
     from collectors.models import Change, EntityVersion, SourceRun
-    from incidents.scenario_run import run_scenario_file
+    from harness.scenario_run import run_scenario_file
 
     path = tmp_path / "flicker.yaml"
     path.write_text(FLICKER)

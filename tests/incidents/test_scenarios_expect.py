@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from harness.scenario_run import run_scenario_file
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import Diagnosis, run_checks
@@ -26,7 +27,6 @@ from incidents.diagnosis.quota import is_pending
 from incidents.diagnosis.types import Derived, DiagnosisInput
 from incidents.diagnosis_input import load_incident_input
 from incidents.models import DiagnosisRun, Incident
-from incidents.scenario_run import run_scenario_file
 
 # Scenarios whose expected incident also has a supported hypothesis its expectations do not name, with the
 # precision that gives and why (open questions for the diagnosis, not accepted answers).

@@ -1,6 +1,6 @@
 """``python manage.py demo [--serve 127.0.0.1:8000] [--speed N]``: the demo scenario, collected and served.
 
-Thin: parses arguments and runs :class:`collectors.demo.Demo` (see its docstring for what happens).
+Thin: parses arguments and runs :class:`harness.demo.Demo` (see its docstring for what happens).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from collectors.demo import DEMO_SCENARIO, Demo, DemoOptions
+from harness.demo import DEMO_SCENARIO, Demo, DemoOptions
 
 
 class Command(BaseCommand):

@@ -1,27 +1,23 @@
 """``python manage.py run_scenario FILE [--json]``: a scenario through the real pipeline, in fast forward.
 
 Thin (docs/conventions.md §22): it parses arguments, picks the database, and calls
-``incidents.scenario_run.run_scenario_file`` (driven by ``rcaweb.harness``). By default every run gets a fresh
-temporary SQLite database (migrated on the fly) so repeated runs never mix; ``--database configured`` uses
-the configured one (the tests do, so the run lands in the test database; a file or a server: the webhook's
-server threads open connections of their own). Exit status 0 when the run completed, whatever
-``expect`` says; 2 for a bad scenario file (the loader's problems are printed).
+``harness.scenario_run.run_scenario_file`` (driven by ``harness.driver``). By default every run gets a fresh
+temporary SQLite database (``harness.database.use_temp_database``, migrated on the fly) so repeated runs
+never mix; ``--database configured`` uses the configured one (the tests do, so the run lands in the test
+database; a file or a server: the webhook's server threads open connections of their own). Exit status 0
+when the run completed, whatever ``expect`` says; 2 for a bad scenario file (the loader's problems are printed).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
-from django.db.backends.signals import connection_created
 
 
 class Command(BaseCommand):
@@ -57,7 +53,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         from datetime import timedelta
 
-        from incidents.scenario_run import run_scenario_file
+        from harness.database import use_temp_database
+        from harness.scenario_run import run_scenario_file
         from simulator.scenario import ScenarioError, load_scenario
 
         path = Path(opts["file"])
@@ -71,7 +68,7 @@ class Command(BaseCommand):
             for where, line, msg in exc.problems:
                 self.stderr.write(f"{where or path} (line {line}): {msg}")
             raise CommandError(f"{path}: bad scenario file ({len(exc.problems)} problem(s))", returncode=2)
-        tmp = _use_temp_database() if opts["database"] == "temp" else None
+        tmp = use_temp_database() if opts["database"] == "temp" else None
         try:
             result = run_scenario_file(
                 scenario,
@@ -103,35 +100,3 @@ class Command(BaseCommand):
                 )
         for e in result.expect:
             self.stdout.write(f"expect {e['alert']}: {'pass' if e['passed'] else 'FAIL ' + e['why']}")
-
-
-def _use_temp_database() -> str:
-    """Point the default database at a new temporary SQLite file and migrate it; returns the directory."""
-    tmp = tempfile.mkdtemp(prefix="rcaweb-scenario-")
-    connections.close_all()
-    db = connections.settings["default"]
-    db.update(
-        {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": str(Path(tmp) / "scenario.sqlite3"),
-            # IMMEDIATE: the inline worker and the sweeps queue for SQLite's one writer instead of failing
-            # with "database is locked" when a read transaction would upgrade (rcaweb.settings.SQLITE_OPTIONS).
-            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
-        }
-    )
-    for key in ("HOST", "PORT", "USER", "PASSWORD"):
-        db[key] = ""
-    # A connection object created before the switch keeps its own copy of the settings: drop it.
-    with contextlib.suppress(AttributeError, KeyError):
-        del connections["default"]
-    connection_created.connect(_fast_sqlite, dispatch_uid="rcaweb-run-scenario-sqlite")
-    call_command("migrate", verbosity=0, interactive=False)
-    return tmp
-
-
-def _fast_sqlite(sender: Any, connection: Any, **kwargs: Any) -> None:
-    """A throw-away database needs no durability: skip fsync on every commit (10x faster sweeps)."""
-    if connection.vendor == "sqlite":
-        with connection.cursor() as cur:
-            cur.execute("PRAGMA synchronous=OFF")
-            cur.execute("PRAGMA journal_mode=MEMORY")

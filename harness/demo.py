@@ -15,8 +15,8 @@
    simulated seconds per second) with periodic sweeps, backfills older telemetry in the background, and
    serves until interrupted.
 
-The driving (simulator, web server, sweeps, lifecycle) is the simulation harness's, ``rcaweb.harness``
-(:func:`rcaweb.harness.demo_policy` while fast-forwarding, :func:`rcaweb.harness.live_policy` once live).
+The driving (simulator, web server, sweeps, lifecycle) is the simulation harness's, ``harness.driver``
+(:func:`harness.policy.demo_policy` while fast-forwarding, :func:`harness.policy.live_policy` once live).
 """
 
 from __future__ import annotations
@@ -33,10 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError
 from django.utils import timezone
 
-from rcaweb.harness import PROGRESS_EVERY_S, Harness, demo_policy, live_policy
+from harness.database import sqlite_wal
+from harness.driver import PROGRESS_EVERY_S, Harness
+from harness.policy import demo_policy, live_policy
 
 logger = logging.getLogger(__name__)
 
@@ -67,20 +68,11 @@ class Demo:
         self.anchor: datetime | None = None
 
     def run(self) -> dict[str, Any]:
-        from simulator.engine.world import World
-        from simulator.scenario import load_scenario
-
         started = time.monotonic()
-        _sqlite_for_concurrency()
+        sqlite_wal()  # pages read while sweeps write
         now = timezone.now().replace(second=0, microsecond=0)
         self.anchor = now
-        scenario = load_scenario(self.opts.scenario, now=now)
-        if self.opts.serve:  # keep the world going after now: the live part of the timeline
-            scenario = dataclasses.replace(
-                scenario, duration_s=scenario.duration_s + int(self.opts.live_span.total_seconds())
-            )
-        world = World.from_scenario(scenario)
-        gc.freeze()  # the simulated world lives in this process: keep the collector from rescanning it
+        scenario, world = self._world(now)
         token = self._webhook_token() if self.opts.serve else None
         harness = self.harness = Harness(
             world, serve=self.opts.serve, token=token, hold_alerts=True, stop=self.stop
@@ -119,28 +111,46 @@ class Demo:
                 f"ready in {took:.0f} s ({harness.sweeps} sweeps: {timings['sweeps_s']:.0f} s sweeping, "
                 f"{timings['advance_s']:.0f} s simulating and posting alerts)"
             )
-            if not self.opts.serve:
-                return summary
-            self.out(f"\n  console: http://{self.opts.serve}/   login: {user} / {password}\n")
-            threading.Thread(
-                target=harness.live,
-                args=(live_policy(),),
-                kwargs={"anchor": self.anchor, "speed": self.opts.speed},
-                name="demo-live",
-                daemon=True,
-            ).start()
-            threading.Thread(
-                target=self._backfill,
-                args=(harness, scenario.start, backfill_from),
-                name="demo-backfill",
-                daemon=True,
-            ).start()
-            try:
-                while not self.stop.wait(1.0):
-                    pass
-            except KeyboardInterrupt:
-                self.out("stopping…")
+            if self.opts.serve:
+                self.out(f"\n  console: http://{self.opts.serve}/   login: {user} / {password}\n")
+                self._serve_live(harness, backfill=(scenario.start, backfill_from))
             return summary
+
+    def _world(self, now: datetime) -> tuple[Any, Any]:
+        """The scenario, its 12 h ending ``now`` (and, served, going on for the live span), and its world."""
+        from simulator.engine.world import World
+        from simulator.scenario import load_scenario
+
+        scenario = load_scenario(self.opts.scenario, now=now)
+        if self.opts.serve:  # keep the world going after now: the live part of the timeline
+            scenario = dataclasses.replace(
+                scenario, duration_s=scenario.duration_s + int(self.opts.live_span.total_seconds())
+            )
+        world = World.from_scenario(scenario)
+        gc.freeze()  # the simulated world lives in this process: keep the collector from rescanning it
+        return scenario, world
+
+    def _serve_live(self, harness: Harness, *, backfill: tuple[datetime, datetime]) -> None:
+        """Until stopped: the world follows the wall clock, swept at live cadences, while older telemetry
+        (``backfill``: from, to) is filled in the background."""
+        threading.Thread(
+            target=harness.live,
+            args=(live_policy(),),
+            kwargs={"anchor": self.anchor, "speed": self.opts.speed},
+            name="demo-live",
+            daemon=True,
+        ).start()
+        threading.Thread(
+            target=self._backfill,
+            args=(harness, *backfill),
+            name="demo-backfill",
+            daemon=True,
+        ).start()
+        try:
+            while not self.stop.wait(1.0):
+                pass
+        except KeyboardInterrupt:
+            self.out("stopping…")
 
     def _answer_backlog(self, harness: Harness, now: datetime) -> dict[str, Any]:
         """Post the notifications held while fast-forwarding and wait until the intake has grouped, collected
@@ -195,31 +205,6 @@ class Demo:
         """Older telemetry, hour by hour backwards, while the console is already up."""
         if harness.backfill(start, end, own_thread=True):
             self.out("telemetry backfilled for the whole scenario")
-
-
-def _sqlite_for_concurrency() -> None:
-    """SQLite in WAL mode: pages read while sweeps write.
-
-    Only for the demo process (every connection it opens); PostgreSQL is left alone. The settings' own SQLite
-    options ask for WAL too (``rcaweb.settings.SQLITE_OPTIONS``); this covers a database configured without
-    them. Sync stays FULL: the webhook answers 200 only once its alerts are on disk (docs/intake.md).
-    """
-    from django.db import connections
-    from django.db.backends.signals import connection_created
-
-    def pragmas(sender: Any, connection: Any, **kwargs: Any) -> None:
-        if connection.vendor != "sqlite" or connection.in_atomic_block:
-            return  # (inside a transaction SQLite refuses; tests run there)
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("PRAGMA journal_mode=WAL")
-        except OperationalError as exc:
-            logger.info("sqlite pragmas not applied: %s", exc)
-
-    connection_created.connect(pragmas, weak=False, dispatch_uid="rcaweb-demo-sqlite")
-    for conn in connections.all():
-        if conn.vendor == "sqlite" and conn.connection is not None:
-            pragmas(None, conn)
 
 
 def backlog(cluster: str) -> bool:

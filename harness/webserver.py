@@ -1,6 +1,6 @@
 """This Django app served from a thread of the current process (threaded WSGI server, as ``runserver`` uses).
 
-The simulation harness (``rcaweb.harness``) serves the app this way for ``manage.py demo`` (the console and the
+The simulation harness (``harness.driver``) serves the app this way for ``manage.py demo`` (the console and the
 webhook on ``--serve``) and ``manage.py run_scenario`` (the webhook the simulator's Alertmanager posts to, on a
 free loopback port); ``bench/intake.py`` measures the webhook through it. Production serves with gunicorn.
 

@@ -1,4 +1,4 @@
-"""The simulation harness (rcaweb/harness.py): when each policy sweeps, and what it refuses.
+"""The simulation harness (harness/driver.py): when each policy sweeps, and what it refuses.
 
 The sweeps here are recorded, not run, and the world is scripted: what is under test is the driver's
 schedule (docs/design.md §9). The real pipeline under the harness is tested by the scenario tests
@@ -18,7 +18,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from collectors.models import Cluster
 from collectors.sweep import SweepSummary
-from rcaweb.harness import Harness, demo_policy, scenario_policy
+from harness.driver import Harness
+from harness.policy import demo_policy, scenario_policy
 
 T0 = datetime(2026, 11, 29, tzinfo=UTC)
 REPO = Path(__file__).resolve().parents[2]
@@ -163,7 +164,7 @@ def test_the_drivers_load_no_django_test_machinery() -> None:
     override_settings) may be loaded by them."""
     code = (
         "import django, sys; django.setup()\n"
-        "import rcaweb.harness, rcaweb.webserver, incidents.scenario_run, collectors.demo\n"
+        "import harness.driver, harness.webserver, harness.scenario_run, harness.demo\n"
         "import incidents.management.commands.run_scenario, collectors.management.commands.demo\n"
         "print(sorted(m for m in sys.modules if m.startswith('django.test')))\n"
     )
