@@ -643,11 +643,11 @@ def inline_main(args: argparse.Namespace) -> int:
     from django.core.management import call_command
     from django.db import connection
 
-    from collectors.demo import _sqlite_for_concurrency
     from collectors.models import Cluster
+    from harness.database import sqlite_wal
+    from harness.webserver import WebServer
     from incidents import inline
     from incidents.models import Alert, Incident
-    from rcaweb.webserver import WebServer
     from tests.incidents.fixtures.alertmanager import gpu_uuid, small_world
 
     if args.inline_db:
@@ -655,7 +655,7 @@ def inline_main(args: argparse.Namespace) -> int:
         with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
             if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
                 admin.execute(f'CREATE DATABASE "{name}"')
-    _sqlite_for_concurrency()
+    sqlite_wal()
     call_command("migrate", verbosity=0)
     Incident.objects.all().delete()
     Alert.objects.all().delete()

@@ -121,7 +121,7 @@ def main() -> None:
 def shots(client: object, cluster: str, q: str, idle: object, out: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    from rcaweb.webserver import WebServer
+    from harness.webserver import WebServer
 
     out.mkdir(parents=True, exist_ok=True)
     web = WebServer("127.0.0.1:0", quiet=True)

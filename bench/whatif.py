@@ -1,7 +1,7 @@
 """Prediction benchmark: does the product's scheduling model say which waiting jobs start, and where?
 
 Not a test: prints figures (issue 44). Each source (bundled scenarios, the demo, a slice of Alibaba's GPU trace)
-is run through the whole pipeline (``incidents.scenario_run``: simulator, sweeps, intake, diagnosis) into the
+is run through the whole pipeline (``harness.scenario_run``: simulator, sweeps, intake, diagnosis) into the
 configured database. At a sample of inventory sweeps t, with waiting jobs, the product answers from what it
 stored: ``load_cluster_input(cluster, t)`` then ``scheduling_pass.cluster_pass`` — the jobs the pass starts,
 on which nodes. The same scenario is replayed in the simulator to t (it is deterministic: the same world the
@@ -230,9 +230,9 @@ def measure(name: str, scenario: Any, moments_wanted: int, log: Any) -> list[Mom
     from django.core.management import call_command
 
     from collectors.models import Cluster
+    from harness.scenario_run import run_scenario_file
     from incidents.diagnosis.quota import is_pending
     from incidents.diagnosis.scheduling_pass import PLACED, STARTS
-    from incidents.scenario_run import run_scenario_file
     from simulator.engine.world import World
 
     call_command("flush", verbosity=0, interactive=False)
