@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
+from harness.scenario_run import run_scenario_file
 from incidents.models import DiagnosisRun, Hypothesis, Incident
-from incidents.scenario_run import run_scenario_file
 
 SCENARIO = """
 format: 1
