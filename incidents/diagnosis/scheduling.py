@@ -295,7 +295,7 @@ def blocker_findings(
     if alone and code in FAULT_CODES:
         # The room the fix gives back goes to the waiting jobs ahead first, in queue order.
         queued = pass_if_fixed(di, jf.job, req, rows, frozenset(blockers), [r.node for r in hit])
-        if not queued.starts and queued.before:
+        if not queued.starts and (queued.before or queued.blocked_by is not None):
             served = served_first_finding(di, jf, code, hit, queued)
             causes.served_first.append(served.facts["words"])
             out.append(served)
@@ -348,17 +348,27 @@ def blocker_findings(
 def served_first_finding(
     di: DiagnosisInput, jf: JobFit, code: str, hit: list[F.NodeFit], queued: PassResult
 ) -> Finding:
-    """The fault hides room the job could use, but its fix would start the jobs ahead first: not its cause."""
+    """The fault hides room the job could use, but its fix would start the jobs ahead first, or its StrictFIFO
+    queue's head would still hold it: not its cause."""
     ref, req = jf.ref, jf.req
     nodes = node_list(hit)
     detail = _detail(code, hit, req)
-    first = queued.before[0]
-    more = f" and {len(queued.before) - 1} more job(s)" if len(queued.before) > 1 else ""
-    where = ", ".join(sorted(first.nodes))
-    words = (
-        f"fixing {detail} on {nodes} would start {first.label} first ({first.job.why}, on {where}){more}; "
-        f"{ref.label} is {ordinal(queued.position)} in line for that room"
-    )
+    head = queued.blocked_by
+    if head is not None:
+        words = (
+            f"fixing {detail} on {nodes} would not start it: its queue {head.queue} is StrictFIFO and its head "
+            f"{head.job.ref.label} would still not be admitted ({queued.blocked_why}), which holds every job "
+            "behind it"
+        )
+    else:
+        first = queued.before[0]
+        more = f" and {len(queued.before) - 1} more job(s)" if len(queued.before) > 1 else ""
+        where = ", ".join(sorted(first.nodes))
+        words = (
+            f"fixing {detail} on {nodes} would start {first.label} first ({first.job.why}, on {where}){more}; "
+            f"{ref.label} is {ordinal(queued.position)} in line for that room"
+        )
+    ahead = [*([head.job.ref] if head is not None else []), *(s.job.job.ref for s in queued.before)]
     return Finding(
         code,
         f"{detail} on {nodes} hide(s) room {ref.label} ({jf.need}) could use, but {words}, so it is not what "
@@ -368,13 +378,15 @@ def served_first_finding(
         refutes=jf.base,
         subject=ref,
         sources=("k8s",),
-        why="in queue order, the room the fix gives back goes to the jobs ahead",
+        why="in queue order, the room the fix gives back goes to the jobs ahead"
+        if head is None
+        else "a StrictFIFO queue's head that cannot be admitted holds the jobs behind it",
         facts={
             "nodes": [r.node for r in hit],
             "job": ref,
             "words": words,
             "position": queued.position,
-            "served_first": [s.job.job.ref for s in queued.before],
+            "served_first": ahead,
         },
     )
 

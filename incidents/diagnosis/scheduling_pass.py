@@ -50,6 +50,10 @@ class PassResult:
     nodes: dict[str, int] = field(default_factory=dict)  # where its pods would go, when it starts
     before: list[Start] = field(default_factory=list)  # jobs ahead that would start first, in queue order
     position: int = 1  # the job's place among the waiters that would start with the fix (1 = first)
+    # Kueue StrictFIFO: the head of the job's own queue that would still not be admitted with the fix, and why;
+    # every job behind it waits, whatever room the fix gives back.
+    blocked_by: QueuedJob | None = None
+    blocked_why: str = ""
 
     @property
     def first(self) -> Start | None:
@@ -101,7 +105,8 @@ def pass_if_fixed(
     """Replay the scheduler's pass with ``lifted`` gone: the waiting jobs ahead of ``job`` in the cluster's order
     (:class:`~incidents.diagnosis.queue_order.QueueOrder`) that could use the room on ``fault_nodes`` are served
     first, each taking its room if its whole gang fits and its quota allows it; then ``job`` is tried in what
-    is left."""
+    is left. A StrictFIFO queue whose head would still not be admitted holds every job behind it (Kueue):
+    then ``job`` does not start, and ``blocked_by`` names that head when it is ``job``'s own queue's."""
     if not whole_gpus(req):
         return PassResult(starts=F.fits(rows, req, lifted))
     free = room_if(rows, lifted)
@@ -109,11 +114,22 @@ def pass_if_fixed(
     waiting_ahead = 0
     waiting = [j for j in di.jobs if is_pending(j) and not _same(j, job)]
     order = QueueOrder(di, [*waiting, job])
-    shapes: dict[tuple[Any, ...], list[F.NodeFit]] = {}  # fit rows per request shape (pods included), built once
+    shapes: dict[
+        tuple[Any, ...], list[F.NodeFit]
+    ] = {}  # fit rows per request shape (pods included), built once
+    heads: dict[str, tuple[EntityState, str]] = {}  # a blocked StrictFIFO queue -> its head and why
     for seen, other in enumerate(order):
         if _same(other, job) or seen >= MAX_AHEAD:
             break  # a job behind more than MAX_AHEAD others is not started by the fix either way
+        name = job_queue(other)
+        if order.is_blocked(name):
+            continue  # behind its StrictFIFO queue's head: it neither starts nor takes room
         taken, fits = _serve_ahead(di, other, free, lifted, fault_nodes, shapes)
+        if not taken and strict_fifo(di, name):
+            why = _not_admitted(di, other, free, lifted, shapes)
+            if why:
+                order.block(name)
+                heads[name] = (other, why)
         if not fits:
             continue
         waiting_ahead += 1
@@ -133,8 +149,54 @@ def pass_if_fixed(
             order.why_before(other, job),
         )
         before.append(Start(queued, taken))
+    head = heads.get(job_queue(job))
+    if head is not None:
+        other, why = head
+        return PassResult(
+            starts=False,
+            before=before,
+            position=waiting_ahead + 1,
+            blocked_by=_queued(di, order, other, job),
+            blocked_why=why,
+        )
     mine = place(rows, req, free, lifted)
     return PassResult(starts=bool(mine), nodes=mine, before=before, position=waiting_ahead + 1)
+
+
+def _queued(di: DiagnosisInput, order: QueueOrder, other: EntityState, job: EntityState) -> QueuedJob:
+    q = job_queue(other)
+    return QueuedJob(
+        other,
+        q,
+        queue_priority_of(di, q),
+        other.get("priority_class") or "",
+        other.get("submitted") or "",
+        round(F.job_request(di, other).units, 4),
+        order.why_before(other, job),
+    )
+
+
+def _not_admitted(
+    di: DiagnosisInput,
+    other: EntityState,
+    free: dict[str, int],
+    lifted: frozenset[str],
+    shapes: dict[tuple[Any, ...], list[F.NodeFit]],
+) -> str:
+    """Why a StrictFIFO queue's head would still not be admitted in this pass ("" when it would be, on room the
+    fix does not touch): its own quota, or no room for its whole gang."""
+    other_req = F.job_request(di, other)
+    if other_req.pods == 0:
+        return ""  # its pods are bound: it waits on its containers, not on admission
+    held = quota_at(di, other, other_req, sum(free.values()))
+    if held is not None and held.holds:
+        return held.reason
+    if not whole_gpus(other_req):
+        return "" if F.fits(F.node_fits(di, other_req), other_req, lifted) else "no room for it"
+    key = _shape(other_req, whole=False)
+    if key not in shapes:
+        shapes[key] = F.node_fits(di, other_req)
+    return "" if place(shapes[key], other_req, free, lifted) else "no room for it"
 
 
 def _same(a: EntityState, b: EntityState) -> bool:
@@ -175,7 +237,8 @@ def starts_with_room(
     repaired: more allocatable; ``freed``: pods released them) or the ``lifted`` static blockers went (an
     uncordon: ``{node: 0}`` with ``CORDONED`` lifted), each taking its room: one 8-GPU node starts one 8-GPU
     job, not every job that would fit there alone. Only jobs that could use those nodes are weighed
-    (``fit.could_gain``); a job that fits already, or whose own quota holds it, takes nothing."""
+    (``fit.could_gain``); a job that fits already, or whose own quota holds it, takes nothing. A StrictFIFO
+    queue's head that does not start holds the jobs behind it."""
     if not gained:
         return []
     free: dict[str, int] | None = None
@@ -184,8 +247,16 @@ def starts_with_room(
     for job in order:
         if free is not None and all(free.get(n, 0) <= 0 for n in gained):
             break  # the room given back is taken: nobody further in line starts because of it
+        name = job_queue(job)
+        if order.is_blocked(name):
+            continue  # behind its StrictFIFO queue's head, which the room does not start
+        strict = strict_fifo(di, name)
         req = F.job_request(di, job)
-        if req.pods == 0 or not whole_gpus(req) or not F.could_gain(di, gained, req, lifted):
+        if req.pods == 0 or not whole_gpus(req):
+            continue
+        if not F.could_gain(di, gained, req, lifted):
+            if strict and not F.fits(F.node_fits(di, req), req):
+                order.block(name)  # a head the room cannot start holds its queue
             continue
         rows = F.node_fits(di, req)
         if F.fits(rows, req):
@@ -196,10 +267,10 @@ def starts_with_room(
                 if r.node not in gained and any(b in lifted for b in r.blockers):
                     free[r.node] = 0
         held = quota_at(di, job, req, sum(free.values()))
-        if held is not None and held.holds:
-            continue
-        taken = place(rows, req, free, lifted)
+        taken = {} if held is not None and held.holds else place(rows, req, free, lifted)
         if not taken:
+            if strict:
+                order.block(name)
             continue
         for node, pods in taken.items():
             free[node] -= pods * req.gpus_per_pod

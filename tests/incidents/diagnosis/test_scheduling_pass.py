@@ -256,3 +256,87 @@ def test_a_missing_gpu_on_a_cordoned_node_is_context_not_the_cause_of_a_wait():
         assert not any(f.code == C.GPU_MISSING and f.supported and f.scope == "cause" for f in findings), [
             (f.code, f.status, f.scope) for f in findings
         ]
+
+
+def _strict_world(subject: str, strategy: str):
+    """Kueue: h100-03's device plugin withdrew its 8 GPUs; queue "batch" heads with a 16-GPU job that no node can
+    hold, then an 8-GPU job the repair could start."""
+    from .dx_world import queue
+
+    head = job("huge", "batch", pods=1, gpus_per_pod=16, submitted=T0)
+    small = job("small", "batch", submitted=T0 + timedelta(minutes=5))
+    di = _full_cluster_with_a_gpu_missing([head, small], subject)
+    di.subjects = [Ref("job", subject, "batch")]
+    di.nodes[2].state["allocatable"] = {"nvidia.com/gpu": 0}
+    di.nodes[2].state["capacity"] = {"nvidia.com/gpu": 8}
+    q = queue("batch", 64)
+    q.state["queueing_strategy"] = strategy
+    di.queues = [q]
+    di.scheduler = "kueue"
+    return di
+
+
+def test_a_strict_fifo_head_that_cannot_be_admitted_holds_the_jobs_behind_it_whatever_the_fix():
+    """Kueue's StrictFIFO: the repair gives back room for the 8-GPU job, but the 16-GPU head of its queue is not
+    admitted even then and holds it. BestEffortFIFO goes past the head, and the repair starts the job."""
+    from incidents.diagnosis.scheduling_pass import starts_with_room
+
+    lift = frozenset({F.DEVICE_PLUGIN})
+    for strategy, starts in (("StrictFIFO", False), ("BestEffortFIFO", True)):
+        di = _strict_world("small", strategy)
+        with di.indexed():
+            small = di.find("job", "small", "batch")
+            req = F.job_request(di, small)
+            result = pass_if_fixed(di, small, req, F.node_fits(di, req), lift, ["h100-03"])
+            assert result.starts is starts, strategy
+            assert (result.blocked_by is not None) is not starts
+            assert starts_with_room(di, {"h100-03": 8}) == (["batch/small"] if starts else [])
+        findings = run_checks(_strict_world("small", strategy)).findings
+        plugin = [f for f in findings if f.code == C.DEVICE_PLUGIN_UNHEALTHY and f.scope == "cause"]
+        if starts:
+            assert any(f.supported for f in plugin), [(f.code, f.status) for f in findings]
+        else:
+            assert plugin and not any(f.supported for f in plugin)
+            assert "StrictFIFO" in plugin[0].statement and "batch/huge" in plugin[0].statement
+    assert result.blocked_by is None and result.nodes == {"h100-03": 1}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 1), st.sampled_from([8, 16]), st.integers(0, 60)), min_size=1, max_size=8),
+    st.booleans(),
+)
+def test_in_a_strict_fifo_queue_nobody_starts_behind_a_head_that_does_not(waiters, strict):
+    """Property, Kueue: whatever the waiters, a job of a StrictFIFO queue starts with the repair only if every job
+    ahead of it in its own queue starts too; and the repair never starts more than its 8 GPUs hold."""
+    from incidents.diagnosis.queue_order import in_queue_key, job_queue
+    from incidents.diagnosis.scheduling_pass import starts_with_room
+
+    from .dx_world import queue
+
+    jobs = [
+        job(f"w{i}", f"q{qi}", gpus_per_pod=g, submitted=T0 + timedelta(minutes=m))
+        for i, (qi, g, m) in enumerate(waiters)
+    ]
+    di = _full_cluster_with_a_gpu_missing(jobs, "w0")
+    di.nodes[2].state["allocatable"] = {"nvidia.com/gpu": 0}
+    di.nodes[2].state["capacity"] = {"nvidia.com/gpu": 8}
+    qs = [queue("q0", 64), queue("q1", 64)]
+    for q in qs:
+        q.state["queueing_strategy"] = "StrictFIFO" if strict else "BestEffortFIFO"
+    di.queues, di.scheduler = qs, "kueue"
+    with di.indexed():
+        started = set(starts_with_room(di, {"h100-03": 8}))
+        answers = {}
+        for j in di.jobs:
+            req = F.job_request(di, j)
+            answers[j.ref.label] = pass_if_fixed(
+                di, j, req, F.node_fits(di, req), frozenset({F.DEVICE_PLUGIN}), ["h100-03"]
+            ).starts
+    assert len(started) <= 1
+    assert {label for label, s in answers.items() if s} == started
+    if strict:
+        for j in di.jobs:
+            if j.ref.label in started:
+                ahead = [o for o in di.jobs if job_queue(o) == job_queue(j) and in_queue_key(o) < in_queue_key(j)]
+                assert not ahead, (j.ref.label, [o.ref.label for o in ahead])
