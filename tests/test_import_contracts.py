@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("rcaweb", "collectors", "incidents")
+PACKAGES = ("rcaweb", "collectors", "incidents", "harness")
 LINT = Path(sys.executable).with_name("lint-imports")
 
 pytestmark = pytest.mark.skipif(not LINT.exists(), reason="import-linter is not installed (pip install -e '.[dev]')")
@@ -50,6 +50,8 @@ def test_an_import_inside_a_function_breaks_its_contract(tmp_path: Path) -> None
 
     codes = tmp_path / "incidents" / "diagnosis" / "codes.py"
     codes.write_text(codes.read_text() + "\n\ndef _probe() -> None:\n    from incidents import diagnosis_run  # noqa\n")
+    collect = tmp_path / "collectors" / "tasks.py"
+    collect.write_text(collect.read_text() + "\n\ndef _probe() -> None:\n    from harness import driver  # noqa\n")
 
     done = lint(tmp_path)
 
@@ -58,4 +60,6 @@ def test_an_import_inside_a_function_breaks_its_contract(tmp_path: Path) -> None
     assert "collectors.sources.redact -> collectors.models" in done.stdout
     assert "The diagnosis imports no Django, no database loader, no source and no simulator BROKEN" in done.stdout
     assert "incidents.diagnosis.codes -> incidents.diagnosis_run" in done.stdout
+    assert "Nothing of the product imports the driver but its commands BROKEN" in done.stdout
+    assert "collectors.tasks -> harness.driver" in done.stdout
     assert "The simulator imports nothing of the product KEPT" in done.stdout
