@@ -8,9 +8,10 @@ first (the simulation harness).
 
 from __future__ import annotations
 
-from collectors.sweep.common import SweepSummary, cluster_lock
+from collectors.sweep.cluster_lock import cluster_lock
 from collectors.sweep.events import store_events, sweep_events
 from collectors.sweep.inventory import ask_inventory, sweep_cluster
+from collectors.sweep.summary import SweepSummary
 from collectors.sweep.telemetry import ask_telemetry, sweep_telemetry
 
 __all__ = [

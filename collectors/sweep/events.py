@@ -10,7 +10,10 @@ from typing import Any
 from collectors.models import Cluster, KubeEvent
 from collectors.sources.kubernetes import KubeSource
 from collectors.sources.redact import redact_text
-from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
+from collectors.sweep.cluster_lock import cluster_lock
+from collectors.sweep.runner import Runner
+from collectors.sweep.summary import SweepSummary
+from collectors.sweep.target import resolve
 from rcaweb.timestamps import timestamp_or_none
 
 logger = logging.getLogger(__name__)

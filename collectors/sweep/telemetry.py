@@ -22,7 +22,10 @@ from collectors.sources.dcgm import dcgm_uuid
 from collectors.sources.prometheus import PrometheusSource, Series
 from collectors.sources.prometheus import short_history as describe_short_history
 from collectors.storage import insert_rows
-from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
+from collectors.sweep.cluster_lock import cluster_lock
+from collectors.sweep.runner import Runner
+from collectors.sweep.summary import SweepSummary
+from collectors.sweep.target import resolve
 
 logger = logging.getLogger(__name__)
 

@@ -45,9 +45,14 @@ from collectors.models import Cluster
 from collectors.sources.errors import SourceError
 from collectors.sources.kubernetes import SOURCE, KubeSource, custom_listing
 from collectors.sources.redact import redact_text
-from collectors.sweep.common import Runner, SweepSummary, cluster_lock, resolve
+from collectors.sweep.cluster_lock import cluster_lock
 from collectors.sweep.events import store_events
-from collectors.sweep.inventory import GpuAnswers, Sweep, announce, no_cyclic_gc, sweep_cluster
+from collectors.sweep.gc_pause import no_cyclic_gc
+from collectors.sweep.gpus import GpuAnswers, decode_gpu_answers, gpu_answers, record_gpus
+from collectors.sweep.inventory import Sweep, announce, sweep_cluster
+from collectors.sweep.runner import Runner
+from collectors.sweep.summary import SweepSummary
+from collectors.sweep.target import resolve
 
 logger = logging.getLogger(__name__)
 
@@ -605,7 +610,7 @@ class WatchSession:
             sweep = Sweep(self.cluster, at, runner, summary, lambda what, n: None)
             sweep.nodes, sweep.pods = self._sweep.nodes, self._sweep.pods
             try:
-                answers = sweep._gpu_answers()
+                answers = gpu_answers(sweep)
                 inputs = (self._pass_serial, _answers_digest(answers))
                 if answers is not None and inputs == self._gpu_inputs:
                     # Prometheus said what it said last time, about the same nodes and pods: the mapping
@@ -613,8 +618,8 @@ class WatchSession:
                     # not even decoded.
                     self.stats.gpu_polls_unchanged += 1
                 else:
-                    fetched = sweep._gpu_decoded(answers)
-                    sweep._gpus(fetched)
+                    fetched = decode_gpu_answers(sweep, answers)
+                    record_gpus(sweep, fetched)
                     self._gpu_inputs = inputs if fetched is not None and not summary.errors else None
             finally:
                 runner.save()

@@ -112,15 +112,15 @@ def test_a_pod_listing_failing_part_way_keeps_what_it_recorded_and_closes_nothin
     pods recorded so far, each whole, and deletes nothing; the jobs, which need every pod, are skipped."""
     from collectors.sources.errors import SourceError
     from collectors.sources.kubernetes import KubeSource
-    from collectors.sweep import inventory as sweep_inventory
+    from collectors.sweep import listing_memo, listing_recorder
 
-    monkeypatch.setattr(sweep_inventory, "_memos", {})  # (other tests' clusters leave theirs)
+    monkeypatch.setattr(listing_memo, "memos", {})  # (other tests' clusters leave theirs)
     cluster = register(sim)
     sweep_cluster(cluster.name, sim.world.now)
     before = _open("pod")
     sim.advance_to(sim.world.now + timedelta(hours=2))
     later = sim.world.now
-    monkeypatch.setattr(sweep_inventory, "LISTED_BATCH", 2)
+    monkeypatch.setattr(listing_recorder, "LISTED_BATCH", 2)
     real = KubeSource.iter_pods
 
     def failing(self, reuse=None):  # type: ignore[no-untyped-def]
@@ -138,4 +138,4 @@ def test_a_pod_listing_failing_part_way_keeps_what_it_recorded_and_closes_nothin
     assert 0 < opened.count() <= 2 and not opened.filter(deleted=True).exists()  # the first batch, whole
     assert EntityVersion.objects.filter(kind="pod", valid_to=later).count() <= opened.count()  # replaced only
     assert SourceRun.objects.filter(cluster=cluster, ok=False, call="list pods", time=later).exists()
-    assert [m.objects for key, m in sweep_inventory._memos.items() if key[0] == "pods"] == [{}]
+    assert [m.objects for key, m in listing_memo.memos.items() if key[0] == "pods"] == [{}]

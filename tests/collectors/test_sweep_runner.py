@@ -8,8 +8,9 @@ import pytest
 
 from collectors.models import Cluster
 from collectors.sources.errors import SourceError
-from collectors.sweep import common
-from collectors.sweep.common import Runner, SweepSummary
+from collectors.sweep import runner as sweep_runner
+from collectors.sweep.runner import Runner
+from collectors.sweep.summary import SweepSummary
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +28,7 @@ class Clock:
 @pytest.fixture
 def runner(monkeypatch) -> tuple[Runner, Clock]:
     clock = Clock()
-    monkeypatch.setattr(common.time, "monotonic", clock)
+    monkeypatch.setattr(sweep_runner.time, "monotonic", clock)
     cluster = Cluster.objects.create(name="c1")
     return Runner(cluster, AT, SweepSummary(cluster="c1", kind="inventory", at=AT)), clock
 

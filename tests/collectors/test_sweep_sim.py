@@ -193,9 +193,9 @@ def _swept_twice_unchanged(sim, cluster, world, mapped: list[str]) -> int:
 def _swept_once(monkeypatch, world, mapper: str):
     """``world`` served and swept at 40 min with the memos empty before; yields (sim, cluster, t, the names
     ``mapping.<mapper>`` maps from then on)."""
-    from collectors.sweep import inventory as sweep_inventory
+    from collectors.sweep import listing_memo
 
-    monkeypatch.setattr(sweep_inventory, "_memos", {})
+    monkeypatch.setattr(listing_memo, "memos", {})
     with served(world) as sim:
         cluster = register(sim)
         t = world.start + timedelta(minutes=40)
@@ -205,22 +205,22 @@ def _swept_once(monkeypatch, world, mapper: str):
 
 
 def _pod_memo() -> dict:
-    from collectors.sweep import inventory as sweep_inventory
+    from collectors.sweep import listing_memo
 
-    (memo,) = [m for key, m in sweep_inventory._memos.items() if key[0] == "pods"]
+    (memo,) = [m for key, m in listing_memo.memos.items() if key[0] == "pods"]
     return memo.objects
 
 
 def test_the_memo_keeps_of_a_recorded_pod_only_what_the_next_sweep_reads(monkeypatch):
     """20,000 pods' whole states must not outlive their recording (they sat beside the job listing: the first
     sweep's peak); once recorded, the memo keeps each pod's digest and the few keys a sweep reads."""
-    from collectors.sweep import inventory as sweep_inventory
+    from collectors.sweep import listing_memo
 
     world = small_world("kai")
     with _swept_once(monkeypatch, world, "map_pod") as (sim, cluster, t, mapped):
         kept = _pod_memo()
         assert kept and all(obs.partial for _, obs in kept.values())
-        allowed = {*sweep_inventory._KEPT_POD_KEYS, "conditions"}
+        allowed = {*listing_memo.REMEMBERED_POD_KEYS, "conditions"}
         assert all(set(obs.state) <= allowed for _, obs in kept.values())
         opened = {
             (ns, name): digest
@@ -238,11 +238,11 @@ def test_the_memo_keeps_of_a_recorded_pod_only_what_the_next_sweep_reads(monkeyp
 def test_the_memo_keeps_of_a_recorded_job_its_digest_and_reuses_it_while_it_is_the_open_one(
     monkeypatch, scheduler
 ):
-    from collectors.sweep import inventory as sweep_inventory
+    from collectors.sweep import listing_memo
 
     world = small_world(scheduler)
     with _swept_once(monkeypatch, world, "map_job") as (sim, cluster, t, mapped):
-        (kept,) = [m.objects for key, m in sweep_inventory._memos.items() if key[0] == "jobs"]
+        (kept,) = [m.objects for key, m in listing_memo.memos.items() if key[0] == "jobs"]
         assert kept and all(obs.partial and obs.state == {} for _, obs in kept.values())
         jobs = EntityVersion.objects.filter(cluster=cluster, kind="job", valid_to__isnull=True)
         assert {key: obs.digest for key, (_, obs) in kept.items()} == {
@@ -300,25 +300,25 @@ def test_recording_a_partial_state_that_is_not_the_open_version_is_refused():
 def test_a_failed_record_empties_the_memo_and_fails_the_sweep(monkeypatch, kind):
     """The database's failure while a listing is recorded is the sweep's, not the API server's; what the
     memo held may not be recorded, so the next sweep maps everything again."""
-    from collectors.sweep import inventory as sweep_inventory
+    from collectors.sweep import listing_memo, listing_recorder
 
-    monkeypatch.setattr(sweep_inventory, "_memos", {})
+    monkeypatch.setattr(listing_memo, "memos", {})
     world = small_world("kai")
-    real = sweep_inventory.record_states
+    real = listing_recorder.record_states
 
     def failing(cluster, items, *args, **kwargs):
         if items and items[0].kind == kind:
             raise RuntimeError("database went away")
         return real(cluster, items, *args, **kwargs)
 
-    monkeypatch.setattr(sweep_inventory, "record_states", failing)
+    monkeypatch.setattr(listing_recorder, "record_states", failing)
     with served(world) as sim:
         cluster = register(sim)
         t = world.start + timedelta(minutes=40)
         sim.advance_to(t)
         with pytest.raises(RuntimeError, match="went away"):
             sweep_cluster(cluster.name, t)
-    memos = {key[0]: m.objects for key, m in sweep_inventory._memos.items()}
+    memos = {key[0]: m.objects for key, m in listing_memo.memos.items()}
     assert memos[kind + "s"] == {}
 
 
@@ -423,7 +423,7 @@ def test_it_stores_five_minute_telemetry_and_marks_absent_counters_as_no_data():
 
 
 def test_the_collector_pass_after_a_sweep_frees_the_cycles_the_sweep_made_without_a_full_pass():
-    from collectors.sweep.inventory import no_cyclic_gc
+    from collectors.sweep.gc_pause import no_cyclic_gc
 
     class Node:
         pass

@@ -1,89 +1,23 @@
-"""What every sweep shares: the summary it returns, the per-cluster lock, and the runner that turns each source
-call into a ``SourceRun`` row (ok, or the error that is itself evidence) without letting it stop the sweep."""
+"""The runner that turns each source call of a sweep into a ``SourceRun`` row (ok, or the error that is itself
+evidence) without letting it stop the sweep."""
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from django.conf import settings
-from django.utils import timezone
-
-from collectors.inventory import RecordResult
 from collectors.models import Cluster, SourceRun
 from collectors.sources.errors import SourceError
 from collectors.sources.redact import redact_text
+from collectors.sweep.summary import SweepSummary
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Progress = Callable[[str, int], None]  # (what, items so far)
-
-
-@dataclass
-class SweepSummary:
-    """What one sweep did. ``errors`` holds "source: call: message" for every failed call."""
-
-    cluster: str
-    at: datetime
-    kind: str = "inventory"  # inventory | telemetry | events
-    seen: int = 0  # entities seen
-    created: int = 0  # new entities
-    opened: int = 0  # versions opened
-    closed: int = 0  # versions closed by deletion
-    changes: int = 0
-    events_new: int = 0
-    samples_written: int = 0
-    errors: list[str] = field(default_factory=list)
-    no_data: list[str] = field(default_factory=list)  # metrics Prometheus has no series for
-    skipped_kinds: list[str] = field(
-        default_factory=list
-    )  # kinds not recorded because a source they need failed
-    skipped: bool = False  # another sweep of this cluster held the lock
-    duration_s: float = 0.0
-
-    def add(self, result: RecordResult) -> None:
-        self.seen += result.seen
-        self.created += result.created
-        self.opened += result.opened
-        self.closed += result.closed
-        self.changes += result.changes
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    @property
-    def rows_written(self) -> int:
-        return self.created + self.opened + self.changes + self.events_new + self.samples_written
-
-    def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["at"] = self.at.strftime("%Y-%m-%dT%H:%M:%SZ")
-        d["rows_written"] = self.rows_written
-        return d
-
-    def line(self) -> str:
-        if self.skipped:
-            return f"{self.cluster}: {self.kind} sweep skipped (another sweep of this cluster is running)"
-        parts = [f"{self.cluster} {self.kind} at {self.at:%Y-%m-%dT%H:%M:%SZ}:"]
-        if self.kind == "inventory":
-            parts.append(
-                f"{self.seen} entities seen, {self.created} new, {self.opened} versions opened, "
-                f"{self.closed} closed, {self.changes} changes"
-            )
-        elif self.kind == "events":
-            parts.append(f"{self.events_new} new events")
-        else:
-            parts.append(f"{self.samples_written} samples")
-        parts.append(f"{len(self.errors)} errors in {self.duration_s:.1f} s")
-        return " ".join(parts)
 
 
 class Runner:
@@ -196,61 +130,3 @@ class Runner:
         if self.runs:
             SourceRun.objects.bulk_create(self.runs)
             self.runs = []
-
-
-#
-# Locks
-#
-
-_local_locks: dict[str, threading.Lock] = {}
-_local_guard = threading.Lock()
-
-
-@contextmanager
-def cluster_lock(cluster: str, kind: str, ttl_s: int = 600) -> Iterator[bool]:
-    """Yield True if this process may sweep ``cluster`` (``kind``) now; False when another sweep holds it.
-
-    With REDIS_URL the lock is a Redis lock (workers on many machines); without, a process-local lock
-    (the demo and tests run everything in one process). ``ttl_s`` frees a lock whose holder died.
-    """
-    key = f"rcaweb:sweep:{kind}:{cluster}"
-    redis_url = getattr(settings, "REDIS_URL", "")
-    if redis_url:
-        import redis  # imported here: not needed without Redis
-
-        try:
-            client = redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=2)
-            lock = client.lock(key, timeout=ttl_s, blocking=False)
-            got = bool(lock.acquire(blocking=False))
-        except redis.RedisError as exc:
-            logger.warning("redis lock unavailable (%s); using a process-local lock", exc)
-        else:
-            try:
-                yield got
-            finally:
-                if got:
-                    try:
-                        lock.release()
-                    except redis.RedisError:
-                        logger.warning("sweep lock %s expired before release", key)
-            return
-    with _local_guard:
-        local = _local_locks.setdefault(key, threading.Lock())
-    got = local.acquire(blocking=False)
-    try:
-        yield got
-    finally:
-        if got:
-            local.release()
-
-
-def resolve(cluster_name: str, at: datetime | None) -> tuple[Cluster, datetime]:
-    try:
-        cluster = Cluster.objects.get(name=cluster_name)
-    except Cluster.DoesNotExist:
-        known = ", ".join(Cluster.objects.values_list("name", flat=True)) or "none"
-        raise ValueError(f"unknown cluster {cluster_name!r} (configured: {known})")
-    at = at or timezone.now()
-    if timezone.is_naive(at):
-        raise ValueError(f"at={at!r} is naive: pass an aware UTC datetime")
-    return cluster, at.replace(microsecond=0)
