@@ -1,4 +1,4 @@
-"""What each memo of rcaweb/templatetags/rcaweb.py saves a page: calls per page × (uncached − cached) cost.
+"""What each memo of web/templatetags/rcaweb.py saves a page: calls per page × (uncached − cached) cost.
 
 Not a test: prints figures. Renders the pages of bench/pages.py (its data set: 100 open incidents on a 200-node
 cluster; built there) through the Django test client, logged in, counting the calls each memoized helper gets
@@ -52,7 +52,7 @@ def main() -> int:
     from collectors.models import Cluster, Entity
     from incidents.models import Incident
     from rcaweb.cursor import format_t
-    from rcaweb.templatetags import rcaweb as tags
+    from web.templatetags import rcaweb as tags
 
     settings.ALLOWED_HOSTS = ["testserver"]
     cluster = Cluster.objects.filter(name=CLUSTER).first()

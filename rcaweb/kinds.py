@@ -5,7 +5,7 @@ whether it lives in a namespace, the charts its page shows, how it is listed (th
 selects its jobs, the involvedObject kind of its Kubernetes events) and how it is linked (its URL's arguments,
 its link text). The model's choices, ``Entity.get_absolute_url``, ``queries.Ref``, the ``entity_link`` tag, the
 entity pages, the chart endpoint, ``POST /api/v1/changes`` and the fleet snapshot read it instead of keeping
-their own lists; ``tests/rcaweb/test_kinds.py`` checks it against ``collectors/urls.py`` and that every kind's
+their own lists; ``tests/rcaweb/test_kinds.py`` checks it against ``web/inventory/urls.py`` and that every kind's
 page, link and charts answer. How to add a kind: docs/design.md §6.
 
 Pure data: it imports no model (``collectors.models`` imports it), only ``reverse`` when a URL is asked for.
@@ -35,7 +35,7 @@ class Kind:
 
     name: str  # Entity.kind, and the page's URL name collectors:<name>
     segment: str  # the path segment of its pages: /c/<cluster>/<segment>/[<namespace>/]<name>/
-    view: str  # the page's view, as collectors.views exports it
+    view: str  # the page's view, as web.inventory exports it
     template: str  # the page's template (its inline partial ``body`` is the htmx fragment)
     namespaced: bool = False  # jobs and pods live in a namespace; the rest are cluster-scoped
     charts: tuple[Chart, ...] = ()  # loaded lazily by the page (partials/entity_charts.html), in this order

@@ -55,7 +55,7 @@ class TextInputMiddleware:
         sources = [("query", request.GET)]
         if not request.path.startswith(
             "/api/"
-        ):  # the API reads its JSON body itself (incidents.api.read_json)
+        ):  # the API reads its JSON body itself (web.incidents.api.read_json)
             sources.append(("form", request.POST))
         for where, params in sources:
             for key, values in params.lists():

@@ -160,6 +160,7 @@ INSTALLED_APPS = [
     "rcaweb",
     "collectors",
     "incidents",
+    "web",
 ]
 
 MIDDLEWARE = [
@@ -207,7 +208,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "rcaweb.context_processors.cursor",
             ],
-            "builtins": ["rcaweb.templatetags.rcaweb"],
+            "builtins": ["web.templatetags.rcaweb"],
         },
     }
 ]
@@ -351,7 +352,7 @@ RCAWEB_RUNAI_TOKEN = envsecret("RCAWEB_RUNAI_TOKEN", "")  # bearer token for the
 RCAWEB_PROMETHEUS_USERNAME = envsecret("RCAWEB_PROMETHEUS_USERNAME", "")
 RCAWEB_PROMETHEUS_PASSWORD = envsecret("RCAWEB_PROMETHEUS_PASSWORD", "")
 # What a GPU-hour costs (any currency; unset: no costs shown): the fleet's "allocated but barely used" page
-# prices the GPU-hours held and not used with it (rcaweb/console/usage.py).
+# prices the GPU-hours held and not used with it (web/console/usage.py).
 RCAWEB_GPU_HOUR_PRICE: float | None = None
 _price = os.environ.get("RCAWEB_GPU_HOUR_PRICE", "").strip()
 if _price:

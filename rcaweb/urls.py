@@ -8,9 +8,10 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import URLPattern, include, path
 
-from rcaweb import metrics, views
-from rcaweb.console import views as console_views
+from rcaweb import metrics
 from rcaweb.throttle import ThrottledLoginView
+from web import views
+from web.console import views as console_views
 
 
 def _oidc_urls() -> list[URLPattern]:
@@ -29,10 +30,10 @@ urlpatterns = [
     path("metrics", metrics.metrics_view, name="metrics"),
     path("audit/", views.audit_log, name="audit"),
     path("admin/", admin.site.urls),
-    path("", include("collectors.urls")),
-    path("", include("incidents.urls")),
-    path("", include("rcaweb.console.urls")),
+    path("", include("web.inventory.urls")),
+    path("", include("web.incidents.urls")),
+    path("", include("web.console.urls")),
     path("", console_views.home_view, name="home"),  # base.html's {% cursor_url 'home' %}
 ]
 
-handler500 = "rcaweb.views.server_error"
+handler500 = "web.views.server_error"

@@ -1,6 +1,6 @@
 """``Via``: a typed row's read-only attribute that is the same-named attribute of the object it holds.
 
-The pages hand their templates typed rows (``collectors/views/rows.py``, ``HandoffRow``, the incident page's
+The pages hand their templates typed rows (``web/inventory/rows.py``, ``HandoffRow``, the incident page's
 related incidents) that keep a model object and show a few of its fields under the same names, so the
 templates read ``row.title`` as they read ``incident.title``. One descriptor says that once per field instead
 of a property each::

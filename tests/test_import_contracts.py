@@ -11,12 +11,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("rcaweb", "collectors", "incidents", "harness")
+PACKAGES = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"]
 LINT = Path(sys.executable).with_name("lint-imports")
 
 pytestmark = pytest.mark.skipif(not LINT.exists(), reason="import-linter is not installed (pip install -e '.[dev]')")
@@ -50,6 +51,8 @@ def test_an_import_inside_a_function_breaks_its_contract(tmp_path: Path) -> None
 
     codes = tmp_path / "incidents" / "diagnosis" / "codes.py"
     codes.write_text(codes.read_text() + "\n\ndef _probe() -> None:\n    from incidents import diagnosis_run  # noqa\n")
+    tasks = tmp_path / "incidents" / "tasks.py"
+    tasks.write_text(tasks.read_text() + "\n\ndef _probe() -> None:\n    from web.incidents import views  # noqa\n")
     collect = tmp_path / "collectors" / "tasks.py"
     collect.write_text(collect.read_text() + "\n\ndef _probe() -> None:\n    from harness import driver  # noqa\n")
 
@@ -60,6 +63,8 @@ def test_an_import_inside_a_function_breaks_its_contract(tmp_path: Path) -> None
     assert "collectors.sources.redact -> collectors.models" in done.stdout
     assert "The diagnosis imports no Django, no database loader, no source and no simulator BROKEN" in done.stdout
     assert "incidents.diagnosis.codes -> incidents.diagnosis_run" in done.stdout
+    assert "Nothing below the web app imports a page BROKEN" in done.stdout
+    assert "incidents.tasks -> web.incidents.views" in done.stdout
     assert "Nothing of the product imports the driver but its commands BROKEN" in done.stdout
     assert "collectors.tasks -> harness.driver" in done.stdout
     assert "The simulator imports nothing of the product KEPT" in done.stdout

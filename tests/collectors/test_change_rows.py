@@ -1,4 +1,4 @@
-"""The "changes around t" rows (collectors.views.common.change_rows_html): they escape what they are given and keep
+"""The "changes around t" rows (web.inventory.common.change_rows_html): they escape what they are given and keep
 what Django made safe."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from django.template import Context, Template
 from django.utils.html import format_html
 
-from collectors.views.common import ChangeRow, _escape, change_rows_html
+from web.inventory.common import ChangeRow, _escape, change_rows_html
 
 
 def _rows() -> list[ChangeRow]:
@@ -59,7 +59,7 @@ def test_the_rows_escape_as_the_template_engine_does():
 def test_compact_prints_what_json_prints(value):
     import json
 
-    from rcaweb.templatetags.rcaweb import compact
+    from web.templatetags.rcaweb import compact
 
     expected = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(", ", ": "))
     assert compact(value) == expected

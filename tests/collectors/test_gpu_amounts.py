@@ -1,12 +1,12 @@
 """collectors.gpu_amounts: the one way the pages write whole GPUs, KAI shares, GPU memory and MIG instances,
-and collectors.views.sharing: who holds a GPU at t, KAI's reservation pod named apart from the users."""
+and web.inventory.sharing: who holds a GPU at t, KAI's reservation pod named apart from the users."""
 
 from __future__ import annotations
 
 import pytest
 
 from collectors import gpu_amounts as A
-from collectors.views.sharing import gpu_use
+from web.inventory.sharing import gpu_use
 
 
 @pytest.mark.parametrize(

@@ -55,7 +55,7 @@ class JobListCursorFormTest(PageTestCase):
         assert '<input type="hidden" name="phase" value="Pending">' in html
 
 
-@patch("collectors.views.joblist.LIST_LIMIT", 3)
+@patch("web.inventory.joblist.LIST_LIMIT", 3)
 class JobListPagesTest(PageTestCase):
     """More jobs than a page holds (LIST_LIMIT patched to 3: the story has 4 jobs at its end)."""
 
@@ -80,13 +80,13 @@ class JobListPagesTest(PageTestCase):
         assert ctx["next_url"] == ctx["last_url"] == ""
 
     def test_it_keeps_the_filters_in_the_page_links(self):
-        with patch("collectors.views.joblist.LIST_LIMIT", 1):
+        with patch("web.inventory.joblist.LIST_LIMIT", 1):
             _, _, ctx = self.page("?queue=nlp")
         t = iso(self.times["end"]).replace(":", "%3A")
         assert ctx["next_url"] == f"{PATH}?queue=nlp&page=2&t={t}&w=2h"
 
     def test_it_numbers_waiting_jobs_across_pages_in_queue_order(self):
-        with patch("collectors.views.joblist.LIST_LIMIT", 1):
+        with patch("web.inventory.joblist.LIST_LIMIT", 1):
             first, html1, _ = self.page("?phase=Pending")
             second, html2, ctx = self.page("?phase=Pending&page=2")
         everything, _, _ = self.page("?phase=Pending")
@@ -105,6 +105,6 @@ class JobListPagesTest(PageTestCase):
             assert "<code>page</code>" in html, query
 
     def test_it_shows_no_pager_when_everything_fits(self):
-        with patch("collectors.views.joblist.LIST_LIMIT", 500):
+        with patch("web.inventory.joblist.LIST_LIMIT", 500):
             names, html, _ = self.page("")
         assert len(names) == 4 and 'class="pager"' not in html and "shown (page" not in html

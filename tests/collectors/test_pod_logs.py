@@ -1,4 +1,4 @@
-"""The pod page's logs panel (collectors.views.pods.pod_logs, collectors.podlogs): read now, bounded, redacted."""
+"""The pod page's logs panel (web.inventory.pods.pod_logs, collectors.podlogs): read now, bounded, redacted."""
 
 from __future__ import annotations
 

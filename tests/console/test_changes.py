@@ -5,8 +5,8 @@ import re
 from datetime import timedelta
 
 from collectors.models import Change
-from rcaweb.console import changes as changes_q
 from tests.collectors.factories import T0, PageTestCase, iso
+from web.console import changes as changes_q
 
 W = "4h"
 

@@ -4,7 +4,7 @@ import statistics
 
 import pytest
 
-from rcaweb.console.common import fmt_age, one_line, percentile
+from web.console.common import fmt_age, one_line, percentile
 
 
 def test_it_summarizes_a_kube_scheduler_message_without_its_preemption_tail() -> None:

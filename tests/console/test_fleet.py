@@ -8,11 +8,11 @@ from django.test.utils import CaptureQueriesContext
 
 from collectors import inventory
 from collectors.models import Cluster
-from rcaweb.console import fleet
 from rcaweb.cursor import Cursor
 from tests.base import T0, BaseTestCase
 from tests.collectors.factories import gpu_obs, gpu_uuid
 from tests.console.factories import build_fleet, node_name
+from web.console import fleet
 
 T = T0 + timedelta(hours=3)
 Q = "t=2026-11-29T06:00:00Z&w=2h"

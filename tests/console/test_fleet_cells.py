@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from collectors.models import EntityVersion
-from rcaweb.console import fleet
+from web.console import fleet
 
 
 def cell(state: dict[str, Any], pod: str = "") -> fleet.Cell:

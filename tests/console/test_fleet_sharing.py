@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from collectors.sweep import sweep_cluster, sweep_telemetry
-from rcaweb.console import fleet
 from rcaweb.cursor import Cursor
 from simulator.engine.world import World
 from simulator.scenario import load_scenario
 from tests.collectors.simhelpers import register, served
+from web.console import fleet
 
 pytestmark = pytest.mark.django_db
 

@@ -10,9 +10,9 @@ from django.utils import timezone
 from collectors.inventory import Observed, record_states
 from collectors.models import Cluster, SourceRun
 from incidents.models import Alert, Hypothesis, Incident
-from rcaweb.console.home import pending_jobs
 from tests.collectors.factories import T0, PageTestCase, iso
 from tests.console.factories import build_fleet
+from web.console.home import pending_jobs
 
 
 def alert(

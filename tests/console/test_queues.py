@@ -1,4 +1,4 @@
-"""The queues page /c/<cluster>/queues/ (rcaweb.console.queues): each queue's and department's deserved quota,
+"""The queues page /c/<cluster>/queues/ (web.console.queues): each queue's and department's deserved quota,
 allocation and fair share at t and over the window, who is starved or borrowing, and what each waits on."""
 
 from __future__ import annotations

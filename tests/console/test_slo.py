@@ -10,11 +10,11 @@ from django.test.utils import CaptureQueriesContext
 from collectors import inventory
 from collectors.models import Cluster, Entity, KubeEvent
 from incidents.models import Hypothesis, Incident
-from rcaweb.console import slo
 from rcaweb.cursor import Cursor
 from tests.base import T0, BaseTestCase
 from tests.collectors.factories import job_obs, pod_obs
 from tests.console.factories import build_fleet
+from web.console import slo
 
 T = T0 + timedelta(hours=4)
 Q = "t=2026-11-29T07:00:00Z&w=4h"

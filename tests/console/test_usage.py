@@ -11,13 +11,13 @@ from django.test import override_settings
 
 from collectors import usage
 from collectors.sweep import sweep_cluster, sweep_telemetry
-from rcaweb.console import usage as usage_page
 from simulator.engine.world import World
 from simulator.scenario import load_scenario
 from simulator.server import SimServer
 from tests.base import BaseTestCase
 from tests.collectors.simhelpers import register
 from tests.console.test_fleet_sim import SCENARIO
+from web.console import usage as usage_page
 
 Q = "t=2026-11-29T01:00:00Z&w=30m"
 
@@ -270,7 +270,7 @@ class SharedGpuUsageTest(BaseTestCase):
         assert Entity.objects.filter(kind="job", name="nb").exists()
         bare = Usage(at=T0, window=timedelta(hours=1))
         bare.missing = [Missing(f"{SM}, {UTIL}", "none reported")]
-        with mock.patch("rcaweb.console.usage.usage.read_usage", return_value=bare):
+        with mock.patch("web.console.usage.usage.read_usage", return_value=bare):
             r = self.client.get(f"/c/{self.cluster.name}/usage/job/vision/nb/?t=2026-11-29T03:30:00Z&w=1h")
         body = r.content.decode()
         assert r.status_code == 200, body[:300]

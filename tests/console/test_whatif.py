@@ -1,4 +1,4 @@
-"""The what-if page /c/<cluster>/whatif/ (rcaweb.console.whatif): the state at t with the query string's edits,
+"""The what-if page /c/<cluster>/whatif/ (web.console.whatif): the state at t with the query string's edits,
 one scheduling pass before and after, never executed."""
 
 from __future__ import annotations

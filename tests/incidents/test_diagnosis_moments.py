@@ -343,7 +343,7 @@ def test_the_home_page_groups_a_past_cursor_by_the_causes_in_force_then() -> Non
     one problem, as they were then; now they are two rows. The incidents' own keys are the current ones."""
     from datetime import UTC, datetime
 
-    from rcaweb.console.home import open_incidents
+    from web.console.home import open_incidents
 
     t0 = datetime(2026, 11, 29, 3, tzinfo=UTC)
     quota = "project_quota_exhausted|project/vision"

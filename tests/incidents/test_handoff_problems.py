@@ -14,9 +14,9 @@ from collectors.inventory import record_states
 from incidents import causes
 from incidents.handoffs import board, services
 from incidents.models import DiagnosisRun, Hypothesis, Incident, ProposedAction
-from rcaweb.console.home import open_incidents
 from tests.base import T0, BaseTestCase
 from tests.collectors.factories import gpu_obs, gpu_uuid
+from web.console.home import open_incidents
 
 T = "2026-11-29T05:00:00Z"
 QUOTA = "project_quota_exhausted|project/vision"

@@ -78,7 +78,7 @@ class IncidentDetailTests(IncidentPageTestCase):
         self.assertIn("/api/v1/namespaces/vision/pods/resnet-train-0", swapped.content.decode())
 
     def test_the_timeline_folds_what_repeats_and_what_overflows(self) -> None:
-        from incidents.views import TIMELINE_SHOWN
+        from web.incidents.views import TIMELINE_SHOWN
 
         Observation.objects.bulk_create(
             [
@@ -335,7 +335,7 @@ class IncidentDetailTests(IncidentPageTestCase):
         self.assertEqual(self.client.get("/incidents/999999/").status_code, 404)
 
     def test_it_polls_nothing_for_a_collected_incident(self) -> None:
-        with mock.patch("incidents.views.neighbour_change_times", return_value=(None, None)):
+        with mock.patch("web.incidents.views.neighbour_change_times", return_value=(None, None)):
             html = self.client.get(self.url).content.decode()
         self.assertNotIn("every 2s", html)
 

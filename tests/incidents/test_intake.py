@@ -115,7 +115,7 @@ class AuthTests(IntakeTestCase):
         )
 
     def test_it_compares_tokens_in_constant_time(self) -> None:
-        with mock.patch("incidents.api.hmac.compare_digest", return_value=False) as cmp:
+        with mock.patch("web.incidents.api.hmac.compare_digest", return_value=False) as cmp:
             self.assertEqual(self.post(samples()[0]["payload"]).status_code, 401)
         cmp.assert_called()
 

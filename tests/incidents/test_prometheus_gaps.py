@@ -230,7 +230,7 @@ class GapTests(EvidenceTestCase):
         )
 
     def test_a_chart_shows_the_gap_not_a_failure(self) -> None:
-        from rcaweb.console.chartdata import Scope, _source_failures
+        from web.console.chartdata import Scope, _source_failures
 
         SourceRun.objects.create(
             cluster=self.cluster,

@@ -1,4 +1,4 @@
-"""The cursor bar of every page (rcaweb.templatetags.rcaweb.cursor_bar): a t after now is flagged."""
+"""The cursor bar of every page (web.templatetags.rcaweb.cursor_bar): a t after now is flagged."""
 
 from __future__ import annotations
 

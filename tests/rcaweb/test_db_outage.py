@@ -32,7 +32,7 @@ class DatabaseOutageTest(BaseTestCase):
 
     def test_an_api_request_during_an_outage_gets_json(self):
         c = Client(raise_request_exception=False)
-        with mock.patch("rcaweb.views.connection.cursor", side_effect=DOWN):
+        with mock.patch("web.views.connection.cursor", side_effect=DOWN):
             r = c.get("/readyz")
         assert r.status_code == 503 and r.json()["ready"] is False
         assert r["Retry-After"] == "5"

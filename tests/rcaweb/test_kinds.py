@@ -1,4 +1,4 @@
-"""The registry of kinds (rcaweb/kinds.py) against what answers: collectors/urls.py, each kind's page, its link
+"""The registry of kinds (rcaweb/kinds.py) against what answers: web/inventory/urls.py, each kind's page, its link
 and its charts. Adding a kind in one place only (a URL without an entry, an entry without a page, a chart that
 does not build) fails here."""
 
@@ -10,17 +10,18 @@ from datetime import timedelta
 from django.template import Context, Template
 from django.urls import URLPattern, get_resolver, resolve
 
-from collectors import inventory, views
+from collectors import inventory
 from collectors.inventory import Observed
 from collectors.models import KIND_CHOICES, NAMESPACED_KINDS, Entity
 from collectors.queries import EVENT_KINDS, Ref
-from collectors.views.joblist import JobFilterForm
 from incidents import snapshot
-from incidents.api import CHANGE_KINDS
 from rcaweb import kinds
-from rcaweb.console import chartdata
 from rcaweb.cursor import Cursor
 from tests.collectors.factories import PageTestCase
+from web import inventory as views
+from web.console import chartdata
+from web.incidents.api import CHANGE_KINDS
+from web.inventory.joblist import JobFilterForm
 
 # One object of each kind in the small cluster's story (tests/collectors/factories.py); its department is
 # recorded by the test.

@@ -1,4 +1,4 @@
-"""The fast link helpers of rcaweb.templatetags.rcaweb build exactly what Cursor.link / format_html would."""
+"""The fast link helpers of web.templatetags.rcaweb build exactly what Cursor.link / format_html would."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.utils.html import format_html
 from collectors.models import Cluster, Entity
 from collectors.queries import Ref
 from rcaweb.cursor import Cursor
-from rcaweb.templatetags.rcaweb import _absolute_url, _link, at_time_link, entity_link_html, moved_query
+from web.templatetags.rcaweb import _absolute_url, _link, at_time_link, entity_link_html, moved_query
 
 T = datetime(2026, 11, 29, 3, 12, 7, tzinfo=UTC)
 CURSORS = [
@@ -126,7 +126,7 @@ def test_it_fails_like_get_absolute_url_for_a_pod_without_namespace() -> None:
 def test_a_remembered_pill_never_mixes_plain_and_safe_text() -> None:
     from django.utils.safestring import mark_safe
 
-    from rcaweb.templatetags.rcaweb import pill
+    from web.templatetags.rcaweb import pill
 
     assert pill("Running") == '<span class="pill ok">Running</span>' and pill("Running") is pill("Running")
     assert str(pill(mark_safe("<b>x</b>"))) == '<span class="pill "><b>x</b></span>'
@@ -140,7 +140,7 @@ def test_a_remembered_pill_never_mixes_plain_and_safe_text() -> None:
 
 
 def test_a_cursors_query_is_encoded_once_and_reused() -> None:
-    from rcaweb.templatetags.rcaweb import cursor_query
+    from web.templatetags.rcaweb import cursor_query
 
     cur = Cursor(at=T + timedelta(seconds=41), window=timedelta(hours=3), window_given=True)
     before = cursor_query.cache_info()
@@ -163,7 +163,7 @@ def test_moving_the_cursor_to_the_same_change_twice_is_one_computation() -> None
 def test_reverse_is_remembered_per_name_and_typed_arguments() -> None:
     from django.urls import clear_url_caches, reverse
 
-    from rcaweb.templatetags.rcaweb import _reverse_memo, cached_reverse
+    from web.templatetags.rcaweb import _reverse_memo, cached_reverse
 
     args = ("gpu-prod", "h100-77")
     before = _reverse_memo.cache_info()

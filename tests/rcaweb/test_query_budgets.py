@@ -16,7 +16,7 @@ from incidents.models import DiagnosisRun, Incident, IncidentSubject
 from tests.collectors.factories import PageTestCase, crowd_node, deepen_history, gpu_uuid, iso
 
 # Budget per page: session + user (2), entity with its version at t and the collection errors (1), the page's
-# own related queries, changes with previous/next (1), the incidents about it at t (1, incidents.about). A
+# own related queries, changes with previous/next (1), the incidents about it at t (1, web.inventory.incidents_about). A
 # failing budget names the queries it ran.
 BUDGETS = {
     "/c/gpu-prod/nodes/h100-01/": 6,  # + its GPUs and pods (one query)

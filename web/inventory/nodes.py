@@ -11,9 +11,12 @@ from django.views.decorators.vary import vary_on_headers
 from collectors import gpu_amounts as amounts
 from collectors import inventory, queries
 from collectors.podstatus import pod_status
-from collectors.views.common import entity_page_context, finish, render_page
-from collectors.views.rows import GpuUserRow, NodeGpuRow, PodRow, SliceRow
-from collectors.views.sharing import (
+from collectors.xid import last_xids
+from rcaweb import kinds
+from rcaweb.http import RcaRequest
+from web.inventory.common import entity_page_context, finish, render_page
+from web.inventory.rows import GpuUserRow, NodeGpuRow, PodRow, SliceRow
+from web.inventory.sharing import (
     GpuUse,
     entity_resolver,
     gpu_use,
@@ -22,10 +25,7 @@ from collectors.views.sharing import (
     slice_users_in_window,
     with_links,
 )
-from collectors.xid import last_xids
-from rcaweb import kinds
-from rcaweb.http import RcaRequest
-from rcaweb.templatetags.rcaweb import entity_link_html, list_link
+from web.templatetags.rcaweb import entity_link_html, list_link
 
 logger = logging.getLogger(__name__)
 

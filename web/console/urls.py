@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from rcaweb.console import queues, usage, views, whatif
+from web.console import queues, usage, views, whatif
 
 app_name = "console"
 

@@ -34,9 +34,9 @@ from collectors import gpu_amounts as amounts
 from collectors.mapping.common import RESERVATION_NAMESPACE
 from collectors.models import Cluster, EntityVersion, TelemetrySample
 from incidents.diagnosis import capacity
-from rcaweb.console.common import ACTIVE_SM, SAMPLE_STEP_MIN, SM_METRIC, WELL_USED_SM
 from rcaweb.cursor import Cursor
 from rcaweb.mig import mig_units
+from web.console.common import ACTIVE_SM, SAMPLE_STEP_MIN, SM_METRIC, WELL_USED_SM
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from collectors import views
+from web import inventory as views
 
 app_name = "collectors"
 

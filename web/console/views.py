@@ -20,12 +20,12 @@ from django.views.decorators.vary import vary_on_headers
 
 from collectors import charts
 from collectors.models import Cluster
-from rcaweb.console import changes as changes_q
-from rcaweb.console import chartdata, fleet, home, slo
-from rcaweb.console.common import fmt_minutes
-from rcaweb.console.forms import SLO_METRICS, ChangeFilterForm, ScopeForm, SloForm, SloJobsForm
 from rcaweb.cursor import Cursor, format_duration
 from rcaweb.http import RcaRequest
+from web.console import changes as changes_q
+from web.console import chartdata, fleet, home, slo
+from web.console.common import fmt_minutes
+from web.console.forms import SLO_METRICS, ChangeFilterForm, ScopeForm, SloForm, SloJobsForm
 
 logger = logging.getLogger(__name__)
 

@@ -5,11 +5,11 @@ One module per family (docs/conventions.md §1); page queries live in ``collecto
 
 from __future__ import annotations
 
-from collectors.views.joblist import job_list
-from collectors.views.jobs import job_detail, job_why
-from collectors.views.nodes import gpu_detail, node_detail
-from collectors.views.pods import pod_detail, pod_logs
-from collectors.views.policy import department_detail, project_detail, queue_detail
+from web.inventory.joblist import job_list
+from web.inventory.jobs import job_detail, job_why
+from web.inventory.nodes import gpu_detail, node_detail
+from web.inventory.pods import pod_detail, pod_logs
+from web.inventory.policy import department_detail, project_detail, queue_detail
 
 __all__ = [
     "department_detail",

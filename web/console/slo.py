@@ -23,9 +23,9 @@ from django.db.models import Exists, OuterRef, Q
 from collectors.models import Cluster, EntityVersion, KubeEvent
 from incidents.diagnosis.codes import HEALTH_CODES, SCHEDULING_CODES
 from incidents.models import Hypothesis, IncidentSubject
-from rcaweb.console.common import fmt_minutes, parse_time, percentile
 from rcaweb.cursor import Cursor
 from rcaweb.via import Via
+from web.console.common import fmt_minutes, parse_time, percentile
 
 logger = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from collectors.models import Entity, EntityVersion, GpuSlice
 from collectors.queries import Ref
-from collectors.views.sharing import GpuUse, PodGpu
 from collectors.xid import XidSeen
 from rcaweb.via import Via
+from web.inventory.sharing import GpuUse, PodGpu
 
 
 @dataclass

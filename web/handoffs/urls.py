@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from incidents.handoffs import views
+from web.handoffs import views
 
 urlpatterns = [
     path("handoffs/", views.handoff_list, name="handoffs"),

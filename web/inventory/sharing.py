@@ -20,7 +20,7 @@ from collectors import gpu_amounts as amounts
 from collectors import inventory, queries
 from collectors.models import Cluster, Entity, EntityVersion, GpuSlice
 from rcaweb.cursor import Cursor
-from rcaweb.templatetags.rcaweb import entity_link_html
+from web.templatetags.rcaweb import entity_link_html
 
 Resolve = Callable[[str], Any]  # "ns/name" → what the page links (an Entity, a Ref, or None)
 

@@ -12,10 +12,10 @@ from django.views.decorators.vary import vary_on_headers
 from collectors import queries
 from collectors.models import Change, EntityVersion
 from collectors.podstatus import pods_in_trouble
-from collectors.views.common import entity_page_context, finish, render_page
-from collectors.views.rows import JobRow
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
+from web.inventory.common import entity_page_context, finish, render_page
+from web.inventory.rows import JobRow
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,9 @@ from collectors import queries
 from collectors.models import Entity, EntityVersion
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
-from rcaweb.templatetags.rcaweb import (
+from web.inventory.incidents_about import About
+from web.inventory.incidents_about import incidents_about as about
+from web.templatetags.rcaweb import (
     at_time_link,
     compact,
     cursor_reverse,
@@ -111,16 +113,8 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: queries.Related) -
     return ctx
 
 
-def incidents_about(entity: Entity, request: RcaRequest) -> Any:
-    """The incidents about this object at t (one query), from ``incidents.about``; none without that app.
-
-    Imported here, not at module level: collectors knows nothing of incidents (DESIGN), and its pages
-    render without them.
-    """
-    try:
-        from incidents.about import incidents_about as about
-    except ImportError:
-        return None
+def incidents_about(entity: Entity, request: RcaRequest) -> About:
+    """The incidents about this object at t (one query), from ``web.inventory.incidents_about``."""
     return about(entity, request.cursor)
 
 

@@ -15,12 +15,12 @@ from collectors import gpu_amounts as amounts
 from collectors import queries
 from collectors.models import Entity
 from collectors.podstatus import pod_status, pods_in_trouble
-from collectors.views.common import entity_page_context, finish, not_found, render_page
-from collectors.views.rows import PodRow
-from collectors.views.sharing import PodGpu, entity_resolver, gpus_held, with_links
 from incidents.job_explanation import explain_job_at
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
+from web.inventory.common import entity_page_context, finish, not_found, render_page
+from web.inventory.rows import PodRow
+from web.inventory.sharing import PodGpu, entity_resolver, gpus_held, with_links
 
 logger = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from incidents.lifecycle import auto_resolve_after
 from incidents.models import Alert, DiagnosisRun, Hypothesis, Incident
 from incidents.open_problems import group_open
 from incidents.titles import TitleLines
-from rcaweb.console.common import fmt_age, one_line, parse_time
 from rcaweb.cursor import Cursor
 from rcaweb.via import Via
+from web.console.common import fmt_age, one_line, parse_time
 
 logger = logging.getLogger(__name__)
 

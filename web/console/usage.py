@@ -25,10 +25,10 @@ from django.views.decorators.vary import vary_on_headers
 from collectors import usage
 from collectors.mapping.common import RESERVATION_NAMESPACE
 from collectors.models import Cluster, Entity, EntityVersion
-from collectors.views.common import render_page
-from rcaweb.console.common import ACTIVE_SM
 from rcaweb.cursor import Cursor
 from rcaweb.http import RcaRequest
+from web.console.common import ACTIVE_SM
+from web.inventory.common import render_page
 
 logger = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from collectors.models import Cluster
-from collectors.views.common import render_page
 from incidents.diagnosis.scheduling_pass import STARTS, Considered
 from incidents.diagnosis.whatif import KINDS, Edit, EditError, WhatIf, compare, parse_edits
 from incidents.diagnosis_input import load_cluster_input
 from rcaweb.cursor import Cursor
 from rcaweb.http import RcaRequest
+from web.inventory.common import render_page
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Health probes and the admin audit log (the console home lives in rcaweb.console.views)."""
+"""Health probes and the admin audit log (the console home lives in web.console.views)."""
 
 from __future__ import annotations
 

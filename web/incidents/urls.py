@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from incidents import api, views
+from web.incidents import api, views
 
 app_name = "incidents"
 
@@ -16,5 +16,5 @@ urlpatterns = [
     path("api/v1/alerts/alertmanager", api.alertmanager_webhook, name="api-alertmanager"),
     path("api/v1/changes", api.external_change, name="api-changes"),
     path("api/v1/incidents/<int:pk>", api.incident_json, name="api-incident"),
-    path("", include("incidents.handoffs.urls")),  # handoffs, handoffs_md, handoff, handoff_md
+    path("", include("web.handoffs.urls")),  # handoffs, handoffs_md, handoff, handoff_md
 ]

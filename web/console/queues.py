@@ -23,12 +23,12 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from collectors.models import Cluster, EntityVersion
-from collectors.views.common import render_page
 from incidents.diagnosis.fairshare import Shares, Standing, fill, judge, shares
 from incidents.diagnosis.scheduling_pass import cluster_pass
 from incidents.diagnosis_input import load_cluster_input
 from rcaweb.cursor import Cursor, format_duration
 from rcaweb.http import RcaRequest
+from web.inventory.common import render_page
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The console: every page, template tag and URL (docs/design.md §3)."""

@@ -1,0 +1,1 @@
+"""Incident pages and the JSON API."""
