@@ -33,6 +33,7 @@ from incidents.diagnosis.quota import (
     CLASS_RANK,
     QueuedJob,
     is_pending,
+    job_rank,
     job_units,
     project_allocated,
     queue_priority_of,
@@ -50,7 +51,7 @@ def job_queue(job: EntityState) -> str:
 def in_queue_key(job: EntityState) -> tuple[int, str, str, str]:
     """A job's place in its own queue: inference before train, then the oldest (submission, then name)."""
     return (
-        -CLASS_RANK.get(job.get("priority_class") or "train", 0),
+        -job_rank(job),
         job.get("submitted") or "",
         job.namespace,
         job.name,

@@ -32,6 +32,9 @@ class QuotaAt:
     policy: EntityState | None = None  # the queue (or project) state it was read from
     changes: list[ChangeRec] = field(default_factory=list)  # quota/limit changes before t, oldest first
     department: DepartmentAt | None = None  # the department above the project, when it has one
+    # KAI: GPU units its preemptible jobs hold, which a non-preemptible job's quota check leaves out (it must fit
+    # the quota with the non-preemptible work only); None where the scheduler counts everything (Kueue)
+    preemptible_held: float | None = None
 
     @property
     def holds(self) -> bool:
@@ -64,7 +67,19 @@ class QuotaAt:
         """
         if self.within_quota:
             return False
-        return self.over_limit or not self.preemptible
+        return self.over_limit or self.non_preemptible_over
+
+    @property
+    def non_preemptible_over(self) -> bool:
+        """A non-preemptible job past the quota: KAI counts the queue's non-preemptible work only against it
+        (preemptible work over quota can be reclaimed to make room)."""
+        if self.preemptible or self.quota is None:
+            return False
+        return self.non_preemptible_held + self.requested > self.quota + 1e-9
+
+    @property
+    def non_preemptible_held(self) -> float:
+        return max(self.allocated - (self.preemptible_held or 0.0), 0.0)
 
     @property
     def reason(self) -> str:
@@ -72,7 +87,7 @@ class QuotaAt:
             return "within quota"
         if self.over_limit:
             return "over limit"
-        if not self.preemptible:
+        if self.non_preemptible_over:
             return "non-preemptible over quota"
         if self.free_for_borrowing < self.requested:
             return "over quota, nothing to borrow"
@@ -130,6 +145,7 @@ class DepartmentAt:
     project_quotas: dict[str, float | None]
     state: EntityState | None = None
     changes: list[ChangeRec] = field(default_factory=list)
+    preemptible_held: float | None = None  # KAI: GPU units the department's preemptible jobs hold
 
     @property
     def after(self) -> float:
@@ -147,7 +163,18 @@ class DepartmentAt:
     def blocks(self) -> bool:
         """KAI checks each queue up the hierarchy: the department's limit, and its quota for non-preemptible work;
         Kueue admits within the cohort's nominal quota plus its borrowing limit."""
-        return self.over_limit or (not self.preemptible and self.over_quota and self.scheduler == "kai")
+        return self.over_limit or (self.scheduler == "kai" and self.non_preemptible_over)
+
+    @property
+    def non_preemptible_over(self) -> bool:
+        """KAI: a non-preemptible job past the department's quota, its non-preemptible work only counted."""
+        if self.preemptible or self.quota is None:
+            return False
+        return self.non_preemptible_held + self.requested > self.quota + 1e-9
+
+    @property
+    def non_preemptible_held(self) -> float:
+        return max(self.allocated - (self.preemptible_held or 0.0), 0.0)
 
     @property
     def projects_words(self) -> str:
@@ -194,15 +221,27 @@ def _num(value: Any) -> float | None:
     return n if n >= 0 else None
 
 
-def units_held(di: DiagnosisInput, project: str, queue: str = "") -> float:
-    """GPU units (fractions and MIG counted as the scheduler charges them) held at t by the project's bound pods."""
+def units_held(di: DiagnosisInput, project: str, queue: str = "", *, preemptible: bool = False) -> float:
+    """GPU units (fractions and MIG counted as the scheduler charges them) held at t by the project's bound pods
+    (``preemptible``: those of its preemptible jobs only)."""
     total = 0.0
     for p in di.pods:
         if not p.get("node") or p.get("phase") not in ACTIVE_POD_PHASES:
             continue
         if (project and p.get("project") == project) or (queue and p.get("queue") == queue):
+            if preemptible and not pod_preemptible(di, p):
+                continue
             total += pod_units(p)
     return round(total, 4)
+
+
+def pod_preemptible(di: DiagnosisInput, p: EntityState) -> bool:
+    """Whether a pod's job may be evicted: its job's ``preemptible`` when recorded, else its priority class (KAI
+    preempts train work, not inference or build)."""
+    job = di.find("job", p.get("job") or "", p.namespace) if p.get("job") else None
+    if job is not None and job.get("preemptible") is not None:
+        return bool(job.get("preemptible"))
+    return (p.get("priority_class") or "train") not in ("inference", "build")
 
 
 def department_at(
@@ -226,9 +265,11 @@ def department_at(
     members = list(dict.fromkeys([*(dept.get("projects") or []), *(dept.get("queues") or [])]))
     projects: dict[str, float] = {}
     quotas: dict[str, float | None] = {}
+    preemptible = 0.0
     for m in dict.fromkeys(dept.get("projects") or members):
         q = di.find("queue", m) or di.find("project", m)
         projects[m] = units_held(di, m, m)
+        preemptible += units_held(di, m, m, preemptible=True)
         quotas[m] = _num(q.get("quota_gpus")) if q is not None else None
     requested = req.units
     changes = [
@@ -252,6 +293,7 @@ def department_at(
         project_quotas=quotas,
         state=dept,
         changes=sorted(changes, key=lambda c: c.time),
+        preemptible_held=round(preemptible, 4) if (dept.get("scheduler") or di.scheduler) == "kai" else None,
     )
 
 
@@ -327,6 +369,9 @@ def quota_at(di: DiagnosisInput, job: EntityState, req: Request, free_for_borrow
         policy=policy,
         changes=sorted(changes, key=lambda c: c.time),
         department=department_at(di, job, req, policy),
+        preemptible_held=units_held(di, project, queue, preemptible=True)
+        if (st.get("scheduler") or di.scheduler) == "kai" and not req.preemptible
+        else None,
     )
 
 
@@ -364,6 +409,17 @@ class QueuedJob:
 
 
 CLASS_RANK = {"inference": 1, "train": 0}
+# The PriorityClass values KAI installs for its classes (a job of another class counts as train).
+CLASS_VALUE = {"inference": 125, "build": 100, "interactive-preemptible": 75, "train": 50}
+
+
+def job_rank(job: EntityState) -> int:
+    """A job's priority as the scheduler compares it: its PriorityClass value when the inventory records one
+    (``priority_value``), else the value of its class (inference over build over train)."""
+    value = job.get("priority_value")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    return CLASS_VALUE.get(job.get("priority_class") or "train", CLASS_VALUE["train"])
 
 
 def job_units(job: EntityState) -> float:
@@ -394,7 +450,7 @@ def order_key(di: DiagnosisInput, job: EntityState) -> tuple[int, int, str]:
     queue = job.get("queue") or job.get("project") or ""
     return (
         -queue_priority_of(di, queue),
-        -CLASS_RANK.get(job.get("priority_class") or "train", 0),
+        -job_rank(job),
         job.get("submitted") or "",
     )
 

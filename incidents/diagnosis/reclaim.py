@@ -3,26 +3,31 @@
 When a waiting gang does not fit the free room, KAI looks for victims among running, preemptible (train) jobs:
 
 - **preempt**: a job of the same queue with a lower priority class (inference over train), newest first;
-- **reclaim**: a job of another queue that holds more than its fair share (or more than its deserved quota
-  while the reclaimer's queue, with the job, stays within its own). The two queues are compared where their
-  hierarchies diverge (two projects of one department by their own standing, otherwise their departments).
-  The reclaimer's queue must, with the job, stay within its fair share. Victims: lowest queue priority first,
-  then the most over its quota, then the newest job.
+- **reclaim**: a job of another queue, as KAI's proportion plugin allows it. The reclaimer's own queue must,
+  with the job, stay within its fair share. The two queues are compared where their hierarchies diverge (two
+  projects of one department by their own standing, otherwise their departments): the victim's side, less the
+  victims already taken from it, must still hold more than its fair share, or more than its deserved quota
+  while the reclaimer's side, with the job, stays within its own. Once the victims make room, at each level of
+  the reclaimer's hierarchy, its side (less its own victims, with the job) must not end more saturated
+  (allocated / fair share, over 1) than a sibling a victim was taken from. Victims: lowest queue priority
+  first, then the most over its quota, then the newest job.
 
-Victims are taken one at a time, each queue's standing charged as it goes, until the job's gang fits the room
-they free; then those not needed are given back. Whole GPUs only: a share or MIG job gets no victims here.
+Victims are taken one at a time, each queue's remaining allocation (and its department's) charged as it goes, until the job's gang fits the room
+they free; then those not needed are given back. The room is read by the fit rules over the cluster without the
+victims' pods (``without``), so whole GPUs, GPU shares (fraction or memory) and MIG instances are weighed
+alike: a share's GPU comes back whole once its last share goes, its reservation pod with it.
 
 Pure: reads the ``DiagnosisInput`` and a ``QueueOrder``'s standings; no database, no simulator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.queue_order import QueueOrder, Standing, job_queue
-from incidents.diagnosis.quota import CLASS_RANK, QuotaAt, is_pending, quota_at
+from incidents.diagnosis.quota import QuotaAt, is_pending, job_rank, pod_units, quota_at
 from incidents.diagnosis.scheduling_pass import place
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
@@ -45,7 +50,7 @@ class Victim:
 
     job: EntityState
     action: str  # PREEMPT | RECLAIM
-    gpus: dict[str, int]  # node -> whole GPUs it frees there
+    gpus: dict[str, float]  # node -> GPU units it frees there (a share: its fraction; MIG: its "<n>g")
 
     @property
     def label(self) -> str:
@@ -53,18 +58,18 @@ class Victim:
 
 
 def _rank(job: EntityState) -> int:
-    return CLASS_RANK.get(job.get("priority_class") or "train", 0)
+    return job_rank(job)
 
 
 def _preemptible(di: DiagnosisInput, job: EntityState) -> bool:
     return F.job_request(di, job).preemptible
 
 
-def _held(di: DiagnosisInput, job: EntityState) -> dict[str, int]:
-    out: dict[str, int] = {}
+def _held(di: DiagnosisInput, job: EntityState) -> dict[str, float]:
+    out: dict[str, float] = {}
     for p in di.pods_of_job(job):
         if p.get("node") and p.get("phase") in F.ACTIVE_POD_PHASES:
-            out[p.get("node")] = out.get(p.get("node"), 0) + int(p.get("gpus") or 0)
+            out[p.get("node")] = round(out.get(p.get("node"), 0) + pod_units(p), 4)
     return out
 
 
@@ -82,16 +87,20 @@ def _levels(order: QueueOrder, mine: str, theirs: str) -> tuple[Standing | None,
     return a, b
 
 
-def _may_reclaim(me: Standing, them: Standing, units: float) -> bool:
-    """Whether ``me`` (with a job of ``units``) may take from ``them`` now."""
-    fair_me = max(me.fair, me.deserved or 0.0)
-    within_fair = me.used + units <= fair_me + EPS
+def _may_reclaim(me: Standing, them: Standing, remaining: float, units: float) -> bool:
+    """Whether ``me`` (with a job of ``units``) may take a job from ``them``, which holds ``remaining`` once the
+    victims taken before are gone: ``them`` stays over its fair share (KAI's maintain-fair-share strategy), or
+    ``me`` stays within its deserved quota while ``them`` is over its own (guarantee-deserved-quota)."""
+    if remaining > max(them.fair, them.deserved or 0.0) + EPS:
+        return True
     within_deserved = me.deserved is not None and me.used + units <= me.deserved + EPS
-    if not within_fair and not within_deserved:
-        return False
-    over_fair = them.used > max(them.fair, them.deserved or 0.0) + EPS
-    over_deserved = them.used > (them.deserved or 0.0) + EPS
-    return over_fair or (over_deserved and within_deserved)
+    return within_deserved and remaining > (them.deserved or 0.0) + EPS
+
+
+def _saturation(used: float, fair: float) -> float:
+    if fair <= EPS:
+        return float("inf") if used > EPS else 0.0
+    return used / fair
 
 
 def _candidates(di: DiagnosisInput, job: EntityState, order: QueueOrder) -> list[tuple[str, EntityState]]:
@@ -116,66 +125,158 @@ def _candidates(di: DiagnosisInput, job: EntityState, order: QueueOrder) -> list
 
 def victims(di: DiagnosisInput, job: EntityState, order: QueueOrder | None = None) -> Eviction | None:
     """The running jobs KAI would evict so that the waiting ``job`` starts (module doc), and where it would go;
-    None when no eligible set makes room for its whole gang (or it is not a whole-GPU job)."""
+    None when no eligible set makes room for its whole gang."""
     req = F.job_request(di, job)
-    if req.pods == 0 or req.share or req.share_memory_mib or req.mig or req.gpus_per_pod <= 0:
+    if req.pods == 0 or not (req.share or req.share_memory_mib or req.mig or req.gpus_per_pod > 0):
         return None
     order = order or QueueOrder(di, [j for j in di.jobs if is_pending(j)])
     quota = quota_at(di, job, req, 0)
-    rows = [r for r in F.node_fits(di, req) if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
-    free = {r.node: r.free for r in rows}
     units = req.units
     mine = job_queue(job)
     taken: list[Victim] = []
-    charged: list[tuple[Standing, float]] = []  # standings lowered while victims are weighed, put back after
-    dept = order.parent.get(mine, "")
-    freed_queue = freed_dept = 0.0  # what the victims free in the job's own queue and department
-    try:
-        for action, other in _candidates(di, job, order):
-            held = _held(di, other)
-            gone = float(sum(held.values()))
-            if action == RECLAIM:
-                me, them = _levels(order, mine, job_queue(other))
-                if me is None or them is None or not _may_reclaim(me, them, units):
-                    continue
-                charged.append((them, gone))
-                them.used -= gone
-            taken.append(Victim(other, action, held))
-            for node, n in held.items():
-                free[node] = free.get(node, 0) + n
-            if job_queue(other) == mine:
-                freed_queue += gone
-            if dept and order.parent.get(job_queue(other), "") == dept:
-                freed_dept += gone
-            if place(rows, req, free, frozenset()) and _quota_allows(quota, freed_queue, freed_dept):
-                return _trim(rows, req, free, taken, lambda v: _quota_allows(quota, *_freed(order, job, v)))
-        return None
-    finally:
-        for standing, gone in charged:
-            standing.used += gone
+    me = order.queue.get(mine)
+    if me is not None and me.used + units > max(me.fair, me.deserved or 0.0) + EPS:
+        # over its fair share with the job: it may preempt within its queue, not reclaim
+        candidates = [(a, o) for a, o in _candidates(di, job, order) if a == PREEMPT]
+    else:
+        candidates = _candidates(di, job, order)
+    remaining: dict[int, float] = {}  # id(standing) -> what it holds once the victims taken are gone
+    for action, other in candidates:
+        held = _held(di, other)
+        gone = float(sum(held.values()))
+        if action == RECLAIM:
+            mine_side, their_side = _levels(order, mine, job_queue(other))
+            if mine_side is None or their_side is None:
+                continue
+            if not _may_reclaim(mine_side, their_side, remaining.get(id(their_side), their_side.used), units):
+                continue
+            for s in _path(order, job_queue(other)):
+                remaining[id(s)] = remaining.get(id(s), s.used) - gone
+        taken.append(Victim(other, action, held))
+        if (
+            _quota_allows(quota, *_freed(order, job, taken))
+            and _within_siblings(order, mine, units, taken)
+            and _placement(di, req, taken)
+        ):
+            return _trim(
+                di,
+                req,
+                taken,
+                lambda v: (
+                    _quota_allows(quota, *_freed(order, job, v)) and _within_siblings(order, mine, units, v)
+                ),
+            )
+    return None
+
+
+def _path(order: QueueOrder, queue: str) -> list[Standing]:
+    """A queue's standing and its department's, leaf first."""
+    out = [s for s in (order.queue.get(queue),) if s is not None]
+    d = order.department.get(order.parent.get(queue, ""))
+    return [*out, d] if d is not None else out
+
+
+def _within_siblings(order: QueueOrder, mine: str, units: float, taken: list[Victim]) -> bool:
+    """KAI's last reclaim check: at each level of the reclaimer's hierarchy, its side (less its own victims, with
+    the job) over its fair share must stay less saturated than every sibling a victim is taken from."""
+    gone: dict[int, float] = {}
+    involved: dict[int, Standing] = {}
+    for v in taken:
+        if v.action != RECLAIM:
+            continue
+        for s in _path(order, job_queue(v.job)):
+            gone[id(s)] = gone.get(id(s), 0.0) + sum(v.gpus.values())
+            involved[id(s)] = s
+    parent_of = {id(s): order.parent.get(q, "") for q, s in order.queue.items()}
+    parent_of.update({id(d): "" for d in order.department.values()})
+    for level in _path(order, mine):
+        after = level.used - gone.get(id(level), 0.0) + units
+        ratio = _saturation(after, level.fair)
+        if ratio <= 1 + EPS:
+            continue
+        for key, sib in involved.items():
+            if sib is level or parent_of.get(key) != parent_of.get(id(level)) or sib.fair <= EPS:
+                continue
+            if ratio >= _saturation(sib.used - gone[key], sib.fair):
+                return False
+    return True
+
+
+def without(di: DiagnosisInput, jobs: Iterable[EntityState]) -> DiagnosisInput:
+    """The input as it would be with ``jobs``' pods gone: their shares leave their GPUs, and a shared GPU left
+    with no share loses its reservation pod (KAI releases it), so the GPU is whole again."""
+    pods = {(p.namespace, p.name) for j in jobs for p in di.pods_of_job(j)}
+    if not pods:
+        return di
+    keys = {f"{ns}/{name}" for ns, name in pods}
+    gpus: list[EntityState] = []
+    emptied: set[str] = set()
+    for g in di.gpus:
+        shares = g.get("shares") or []
+        if any(x.get("pod") in keys for x in shares):
+            left = [x for x in shares if x.get("pod") not in keys]
+            state = {**g.state, "shares": left}
+            if not left:
+                state.pop("reservation", None)
+                emptied |= {g.name, str(g.get("uuid") or g.name)}
+            g = replace(g, state=state)
+        gpus.append(g)
+    kept = [
+        p for p in di.pods if (p.namespace, p.name) not in pods and p.get("reservation_for") not in emptied
+    ]
+    return replace(di, pods=kept, gpus=gpus)
+
+
+def _placement(di: DiagnosisInput, req: F.Request, gone: list[Victim]) -> dict[str, int]:
+    """Where the job's pods go once ``gone`` are evicted ({} when its gang does not fit): whole GPUs greedily in
+    node order, shares first onto GPUs already shared, MIG where the profile is free (the fit rules)."""
+    view = without(di, [v.job for v in gone])
+    rows = [r for r in F.node_fits(view, req) if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
+    if not (req.share or req.share_memory_mib or req.mig):
+        return place(rows, req, {r.node: r.free for r in rows}, frozenset())
+    if not F.fits(rows, req):
+        return {}
+
+    def packed(r: F.NodeFit) -> bool:
+        return any(F.share_fits(req, x["free"], x["free_mib"], x["free_mib"]) > 0 for x in r.shared)
+
+    out: dict[str, int] = {}
+    want = req.pods
+    for r in sorted(rows, key=lambda r: not packed(r)):
+        if r.fits and want > 0:
+            out[r.node] = min(r.pods_fit, want)
+            want -= out[r.node]
+    return out
 
 
 def _quota_allows(quota: QuotaAt | None, freed_queue: float, freed_dept: float) -> bool:
     """Whether the job's own quota and limit (and its department's) let it in once the victims of its own queue
-    (and department) are gone: KAI preempts within a queue also to bring it back within its limit."""
+    (and department) are gone: KAI preempts within a queue also to bring it back within its limit. A
+    non-preemptible job must fit the deserved quota with the non-preemptible work only (victims are all
+    preemptible, so they free none of it)."""
     if quota is None:
         return True
     after = quota.allocated - freed_queue + quota.requested
     if quota.limit is not None and after > quota.limit + EPS:
         return False
-    if quota.quota is not None and after > quota.quota + EPS and not quota.preemptible:
-        return False
+    if quota.quota is not None and not quota.preemptible:
+        held = quota.allocated - freed_queue if quota.preemptible_held is None else quota.non_preemptible_held
+        if held + quota.requested > quota.quota + EPS:
+            return False
     d = quota.department
     if d is None:
         return True
     after = d.allocated - freed_dept + d.requested
     if d.limit is not None and after > d.limit + EPS:
         return False
-    return not (d.quota is not None and after > d.quota + EPS and not d.preemptible)
+    if d.quota is not None and not d.preemptible:
+        held = d.allocated - freed_dept if d.preemptible_held is None else d.non_preemptible_held
+        return held + d.requested <= d.quota + EPS
+    return True
 
 
 def _freed(order: QueueOrder, job: EntityState, victims: list[Victim]) -> tuple[float, float]:
-    """GPUs ``victims`` free in the job's own queue, and in its department."""
+    """GPU units ``victims`` free in the job's own queue, and in its department."""
     mine = job_queue(job)
     dept = order.parent.get(mine, "")
     queue = sum(sum(v.gpus.values()) for v in victims if job_queue(v.job) == mine)
@@ -186,23 +287,18 @@ def _freed(order: QueueOrder, job: EntityState, victims: list[Victim]) -> tuple[
 
 
 def _trim(
-    rows: list[F.NodeFit],
+    di: DiagnosisInput,
     req: F.Request,
-    free: dict[str, int],
     taken: list[Victim],
     allowed: Callable[[list[Victim]], bool],
 ) -> Eviction:
     """Give back the victims the gang (and its quota, ``allowed``) does not need, the last taken first."""
     keep = list(taken)
     for v in reversed(taken):
-        without = dict(free)
-        for node, n in v.gpus.items():
-            without[node] -= n
         rest = [x for x in keep if x is not v]
-        if place(rows, req, without, frozenset()) and allowed(rest):
+        if allowed(rest) and _placement(di, req, rest):
             keep = rest
-            free = without
-    return Eviction(keep, place(rows, req, free, frozenset()))
+    return Eviction(keep, _placement(di, req, keep))
 
 
-__all__ = ["PREEMPT", "RECLAIM", "Eviction", "Victim", "victims"]
+__all__ = ["PREEMPT", "RECLAIM", "Eviction", "Victim", "victims", "without"]

@@ -20,8 +20,9 @@ def test_each_claimant_gets_its_quota_first_then_the_rest_by_weight_up_to_what_i
             Claim("c", deserved=8, limit=None, weight=1, asks=2),  # asks less than it deserves
         ],
     )
-    # 8 + 8 + 2 = 18 first; 14 left, split 1:3 between a and b
-    assert share == {"a": 11.5, "b": 18.5, "c": 2.0}
+    # 8 + 8 + 2 = 18 first; 14 left, split 1:3 between a and b in whole GPUs as KAI does: 3 and 10, each with a
+    # remainder of 0.5; the one GPU left goes to the larger remainder, a tie by name: a
+    assert share == {"a": 12.0, "b": 18.0, "c": 2.0}
 
 
 def test_a_limit_caps_the_share_and_what_it_leaves_goes_to_the_others():

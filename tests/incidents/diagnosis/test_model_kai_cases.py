@@ -11,7 +11,7 @@ waiting job in order (``reclaim.victims``), until the state is stable, as KAI's 
 state (each job running, and where, or pending) is compared with KAI's expected one.
 
 ``CANNOT`` names, exactly, the cases the model does not end as KAI does, and why; they are strict xfails, so
-a case that starts agreeing fails until it is taken off the list.
+a case that starts agreeing fails until it is taken off the list. The model ends 179 of 184 cases as KAI does.
 """
 
 from __future__ import annotations
@@ -33,68 +33,20 @@ from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 CASES_DIR = Path(__file__).resolve().parents[2] / "simulator" / "kai_cases"
 
-_SHARES = "a share (fraction or GPU memory) evicts or is evicted: the model's reclaim weighs whole GPUs only"
-_MIG = "a MIG job's victims: the model's reclaim and preemption weigh whole-GPU jobs only"
-_WHOLE_ROUNDS = (
-    "KAI divides the spare GPUs in whole-GPU rounds (a queue's remainder decides who gets one); the model's "
-    "fair share divides them in fractions, so it finds no queue over its share to reclaim from"
-)
 _CPU = "a CPU quota or limit: the model's quota weighs GPUs only"
-_ACROSS = (
-    "a reclaim from another department and a sibling project at once: the model weighs each victim's queue "
-    "on its own, where KAI also counts what the sibling's victim frees in the reclaimer's department"
-)
 # case id -> why the model does not end it as KAI does
 CANNOT: dict[str, str] = {
     "alloc-29": "KAI bin-packs a pod onto the node with the fewest free GPUs; the model places in node order",
     "alloc-33": _CPU,
-    "dept-34": (
-        "reclaim among four departments: KAI takes one more job of department d2 than the model does; why the "
-        "model's fairness check keeps it is not yet known"
-    ),
     "dept-35": _CPU,
-    "preempt-18": (
-        "KAI's preemptible interactive priority 75 preempts its queue's train job (50); the model ranks two "
-        "priority classes only (train, inference), so both are train to it"
-    ),
-    "dept-07": _ACROSS,
-    "dept-32": _ACROSS,
-    "frac-07": _SHARES,
-    "frac-17": _SHARES,
-    "frac-19": _SHARES,
-    "frac-22": _SHARES,
-    "frac-23": _SHARES,
-    "frac-24": _SHARES,
-    "frac-40": _SHARES,
-    "frac-41": _SHARES,
-    "frac-42": _SHARES,
-    "frac-44": _SHARES,
-    "frac-45": _SHARES,
-    "frac-49": _SHARES,
-    "frac-50": _SHARES,
-    "frac-51": _SHARES,
-    "frac-52": _SHARES,
-    "mig-03": _MIG,
-    "mig-09": _MIG,
-    "mig-15": _MIG,
-    "mig-17": _MIG,
-    "mig-20": _MIG,
-    "mig-22": _MIG,
-    "mig-23": _MIG,
-    "mig-24": _MIG,
     "reclaim-07": (
         "the evicted queue0 job (1 of its fair share 2) then reclaims from queue2 (2 of its fair share 1) in "
         "the model's next round; KAI's test sees no second eviction (the simulator ends it the same way)"
     ),
-    "reclaim-23": _WHOLE_ROUNDS,
-    "reclaim-25": _WHOLE_ROUNDS,
-    "reclaim-30": _SHARES,
     "reclaim-31": (
         "KAI's test records a KAI allocate bug (reclaiming would loop), so queue1 under its quota does not "
         "reclaim; the model reclaims as the rule reads"
     ),
-    "reclaim-36": _SHARES,
-    "reclaim-51": _SHARES,
 }
 
 
@@ -270,8 +222,9 @@ def _job(spec: dict[str, Any], index: int, start: datetime, running: bool, gpu_m
     per = spec.get("gpus_per_pod", 0)
     pods = int(spec.get("pods", 1))
     priority = spec.get("priority", "train")
-    if isinstance(priority, int):  # KAI's number: from 100 on not preemptible (the model ranks two classes)
-        priority = "inference" if priority >= 100 else "train"
+    value = priority if isinstance(priority, int) else None
+    if value is not None:  # KAI's PriorityClass value: from 100 on not preemptible
+        priority = "inference" if value >= 100 else "train"
     state: dict[str, Any] = {
         "phase": "Running" if running else "Pending",
         "active": pods if running else 0,
@@ -280,6 +233,7 @@ def _job(spec: dict[str, Any], index: int, start: datetime, running: bool, gpu_m
         "pods": pods,
         "priority_class": priority,
         "preemptible": priority != "inference",
+        "priority_value": value,
         "node_selector": dict(spec.get("node_selector") or {}),
         "tolerations": list(spec.get("tolerations") or []),
         # the scenario lists jobs submitted together in KAI's age order: a second apart keeps that order
@@ -392,12 +346,21 @@ def model_input(scenario: dict[str, Any]) -> DiagnosisInput:
 
 
 def _evict(di: DiagnosisInput, job: EntityState) -> None:
-    """An evicted job returns to Pending: its pods go, and the shares they held on their GPUs."""
+    """An evicted job returns to Pending: its pods go, and the shares they held on their GPUs; a GPU left with
+    no share loses its reservation pod (KAI releases it)."""
     gone = {f"{p.namespace}/{p.name}" for p in di.pods_of_job(job)}
-    di.pods = [p for p in di.pods if f"{p.namespace}/{p.name}" not in gone]
+    emptied = set()
     for g in di.gpus:
         if g.get("shares"):
             g.state["shares"] = [x for x in g.state["shares"] if x["pod"] not in gone]
+            if not g.state["shares"]:
+                g.state.pop("reservation", None)
+                emptied.add(g.name)
+    di.pods = [
+        p
+        for p in di.pods
+        if f"{p.namespace}/{p.name}" not in gone and p.get("reservation_for") not in emptied
+    ]
     job.state.update(phase="Pending", active=0)
 
 
@@ -471,3 +434,8 @@ def test_every_case_file_is_read_and_every_listed_case_exists() -> None:
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "case ids are unique across the case files"
     assert set(CANNOT) <= set(ids), f"CANNOT names cases that are gone: {sorted(set(CANNOT) - set(ids))}"
+
+
+def test_the_agreement_figure_is_written_where_readers_look() -> None:
+    figure = f"{len(CASES) - len(CANNOT)} of {len(CASES)} cases"
+    assert figure in " ".join((__doc__ or "").split()), f"this module's docstring must say {figure}"

@@ -34,9 +34,10 @@ def shared_pod(name, job_name, fraction, node_name="h100-01"):
 
 
 def fraction_world(*, want: float | None = 0.5, whole: int = 0, quota: int = 4, limit: int | None = None):
-    # vision holds 3 whole GPUs and a 0.5 share: 3.5 of its quota of 4.
+    # vision holds 3 whole GPUs and a 0.5 share: 3.5 of its quota of 4, all of it non-preemptible (inference), so
+    # a non-preemptible job's quota counts all of it.
     pods = [
-        pod("a-0", "a", "vision", node_name="h100-01", gpus=3),
+        pod("a-0", "a", "vision", node_name="h100-01", gpus=3, priority_class="inference"),
         shared_pod("b-0", "b", 0.5),
     ]
     pending = job("nb", gpus_per_pod=whole, priority_class="inference")
@@ -45,7 +46,11 @@ def fraction_world(*, want: float | None = 0.5, whole: int = 0, quota: int = 4, 
     return world(
         subjects=[JOB],
         nodes=[node("h100-01"), node("h100-02")],
-        jobs=[pending, job("a", phase="Running", gpus_per_pod=3), share(job("b", phase="Running"), 0.5)],
+        jobs=[
+            pending,
+            job("a", phase="Running", gpus_per_pod=3, priority_class="inference"),
+            share(job("b", phase="Running", priority_class="inference"), 0.5),
+        ],
         pods=pods,
         queues=[queue("vision", quota, limit)],
     )
