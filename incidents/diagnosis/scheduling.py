@@ -503,7 +503,7 @@ def capacity_findings(di: DiagnosisInput, jf: JobFit, causes: Causes) -> list[Fi
             Finding(
                 C.GPU_CAPACITY_SHORTAGE,
                 f"Capacity is not what holds {ref.label}: {need} fit now on {', '.join(where)} "
-                f"({tot.free} of {tot.allocatable} allocatable GPUs free at {hhmm(di.t)}).",
+                f"({tot.eligible_free} GPUs free on {tot.eligible_nodes} usable node(s) at {hhmm(di.t)}).",
                 REFUTED,
                 0.85,
                 refutes=jf.base,
@@ -541,7 +541,8 @@ def fragmentation_findings(di: DiagnosisInput, jf: JobFit, causes: Causes) -> li
                 "largest": tot.largest_eligible_block,
                 "free": tot.eligible_free,
                 "per_pod": jf.req.gpus_per_pod,
-                "nodes": [r.node for r in jf.rows if r.free],
+                # usable nodes only: a cordoned, NotReady or tainted node's free GPUs are no room for it
+                "nodes": [r.node for r in jf.rows if r.free and not set(r.blockers) & set(F.STATIC_BLOCKERS)],
             },
             next_questions=["Which small jobs could be packed together to free one whole node?"],
         ),
@@ -714,7 +715,8 @@ def fit_table_fact(
         },
         summary=(
             f"fit of {job.ref.label} at {hhmm(di.t)}: {sum(1 for r in rows if r.fits)}/{len(rows)} nodes fit; "
-            f"{tot.free} free of {tot.allocatable}, largest block {tot.largest_free_block}"
+            f"{tot.eligible_free} free on {tot.eligible_nodes} usable node(s), largest usable block "
+            f"{tot.largest_eligible_block}"
         ),
         observed_at=di.t,
         entity=job.ref,

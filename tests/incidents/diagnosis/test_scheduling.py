@@ -205,3 +205,27 @@ def test_it_cites_inventory_facts_for_every_finding():
     )
     for f in check_scheduling(di):
         assert f.cites, f.code
+
+
+def test_a_cordoned_nodes_free_gpus_are_no_room_for_fragmentation_nor_for_its_action():
+    """4 + 4 GPUs free on two usable nodes, 4 more on cordoned h100-03: fragmentation of the usable 8, and the
+    consolidation action names the usable nodes only; the cordoned node's GPUs are counted nowhere as room."""
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01"), node("h100-02"), node("h100-03", unschedulable=True)],
+        pods=[
+            pod("a-0", "a", "nlp", node_name="h100-01", gpus=4),
+            pod("b-0", "b", "nlp", node_name="h100-02", gpus=4),
+            pod("c-0", "c", "nlp", node_name="h100-03", gpus=4),
+        ],
+        jobs=[job("train")],
+        queues=[queue("vision", 16, 24)],
+    )
+    result = run_checks(di)
+    frag = next(f for f in result.findings if f.code == C.GPU_FRAGMENTATION)
+    assert frag.supported and frag.facts["free"] == 8 and frag.facts["nodes"] == ["h100-01", "h100-02"]
+    assert "8 GPUs are free across 2 usable node(s)" in frag.statement
+    act = next(a for a in result.actions if a.code == C.GPU_FRAGMENTATION)
+    assert "h100-03" not in act.command and "h100-01" in act.command
+    table = next(c for c in frag.supports if isinstance(c, Derived) and c.kind == "fit_table")
+    assert "8 free on 2 usable node(s), largest usable block 4" in table.summary
