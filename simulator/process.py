@@ -40,10 +40,10 @@ class RemoteWorld:
         self.now = now
         self.tick_seconds = tick_seconds
         self.cluster_name = cluster_name
-        self._alerts = alerts
+        self.last_alerts = alerts
 
     def alerts(self, include_pending: bool = False) -> list[dict[str, Any]]:
-        return [a for a in self._alerts if include_pending or a.get("status") != "pending"]
+        return [a for a in self.last_alerts if include_pending or a.get("status") != "pending"]
 
 
 class SimProcess:
@@ -99,7 +99,7 @@ class SimProcess:
         assert self.world is not None
         answer = self._call(("advance", t))
         self.world.now = answer["now"]
-        self.world._alerts = answer["alerts"]
+        self.world.last_alerts = answer["alerts"]
         return answer["sent"]
 
     def stop(self) -> None:

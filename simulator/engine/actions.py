@@ -97,7 +97,7 @@ def _image(world: World, a: dict[str, Any], actor: str | None) -> None:
     world.change("job", f"{job.namespace}/{job.name}", "image", job.image, a["image"], actor)
     job.image = a["image"]
     job.generation += 1
-    world._image_changed.add(job.name)
+    world.ledger.image_changed.add(job.name)
     job.image_missing = bool(job.failure and job.failure.get("kind") == "image_pull")
     world.touch(job)
     _restart_if_active(world, job, "resubmitted")
@@ -195,8 +195,8 @@ def _set_ready(world: World, node: SimNode, ready: bool) -> None:
                 lifecycle.release(world, pod, world.now)
                 world.pods.pop(f"{pod.namespace}/{pod.name}", None)
                 world.deleted_pods.append(pod)
-                if pod in world._pods_by_job.get(pod.job, []):
-                    world._pods_by_job[pod.job].remove(pod)
+                if pod in world.ledger.pods_by_job.get(pod.job, []):
+                    world.ledger.pods_by_job[pod.job].remove(pod)
             elif not ready:
                 pod.ready = False
             world.touch(pod)

@@ -48,7 +48,7 @@ def failure_of(world: World, job: SimJob) -> dict | None:
     """The job's failure, if it applies now (with image events it starts at the first one)."""
     if not job.failure:
         return None
-    if job.name in world._failure_from_image_event and job.name not in world._image_changed:
+    if job.name in world.ledger.failure_from_image_event and job.name not in world.ledger.image_changed:
         return None
     return job.failure
 
@@ -81,8 +81,8 @@ def _image_pull_attempt(world: World, pod: SimPod, at: datetime) -> None:
     )
     world.emit(involved, "Failed", "Error: ErrImagePull", type="Warning", component="kubelet", at=at)
     key = f"{pod.namespace}/{pod.name}"
-    attempts = world._pull_attempts.get(key, 0) + 1
-    world._pull_attempts[key] = attempts
+    attempts = world.ledger.pull_attempts.get(key, 0) + 1
+    world.ledger.pull_attempts[key] = attempts
     if attempts == 1:
         pod.container_state = {
             "waiting": {
@@ -223,5 +223,5 @@ def _check_job_running(world: World, job: SimJob, at: datetime) -> None:
         job.state = "Running"
         job.started_at = at
         job.pending_since = None
-        world._progress[job.name] = 0.0
+        world.ledger.progress[job.name] = 0.0
         world.touch(job)

@@ -82,7 +82,7 @@ def create_pods(world: World, job: SimJob) -> None:
             memory_bytes=mem,
         )
         world.pods[f"{pod.namespace}/{pod.name}"] = pod
-        world._pods_by_job.setdefault(job.name, []).append(pod)
+        world.ledger.pods_by_job.setdefault(job.name, []).append(pod)
         world.touch(pod)
         world.emit(
             world.involved_job(job), "SuccessfulCreate", f"Created pod: {name}", component="job-controller"
@@ -90,7 +90,7 @@ def create_pods(world: World, job: SimJob) -> None:
     job.pending_since = world.now
     job.state = "Pending"
     job.started_at = None
-    world._progress.pop(job.name, None)
+    world.ledger.progress.pop(job.name, None)
 
 
 def bind(world: World, job: SimJob, placement: list[tuple[str, Any]]) -> None:
@@ -175,7 +175,7 @@ def delete_pod(
     release(world, pod, world.now)
     world.pods.pop(f"{pod.namespace}/{pod.name}", None)
     world.deleted_pods.append(pod)
-    siblings = world._pods_by_job.get(pod.job, [])
+    siblings = world.ledger.pods_by_job.get(pod.job, [])
     if pod in siblings:
         siblings.remove(pod)
     world.touch(pod)
@@ -188,7 +188,7 @@ def restart_job(
     for pod in world.pods_of(job):
         delete_pod(world, pod, reason, status_reason=status_reason, message=message)
     job.started_at = None
-    world._progress.pop(job.name, None)
+    world.ledger.progress.pop(job.name, None)
     if job.state in ("Succeeded", "Failed", "Waiting"):
         return
     if world.scheduler == "kueue":
@@ -218,7 +218,7 @@ def progress(world: World, prev: datetime, t: datetime) -> None:
 
 def _finish_jobs(world: World, prev: datetime, t: datetime) -> None:
     dt = (t - prev).total_seconds()
-    for name, done in list(world._progress.items()):
+    for name, done in list(world.ledger.progress.items()):
         job = world.jobs[name]
         if job.state != "Running" or failure_of(world, job) is not None:
             continue
@@ -232,7 +232,7 @@ def _finish_jobs(world: World, prev: datetime, t: datetime) -> None:
         rate = THROTTLED_RATE if throttled else 1.0
         since = max(prev, job.started_at or prev)
         done += rate * (t - since).total_seconds() if since < t else 0.0
-        world._progress[name] = done
+        world.ledger.progress[name] = done
         _log_progress(world, job, pods, prev, t, done)
         if job.runtime_s is not None and done >= job.runtime_s:
             end = t - timedelta(seconds=int((done - job.runtime_s) / rate))
@@ -244,8 +244,8 @@ def _log_progress(
     world: World, job: SimJob, pods: list[SimPod], prev: datetime, t: datetime, done: float
 ) -> None:
     # One progress line per pod every 10 simulated minutes keeps logs realistic and small.
-    if int(done // 600) != int(world._logged.get(job.name, -1)):
-        world._logged[job.name] = done // 600
+    if int(done // 600) != int(world.ledger.logged.get(job.name, -1)):
+        world.ledger.logged[job.name] = done // 600
         for p in pods:
             world.log(p, t, progress_line(job, p, done))
 
@@ -269,7 +269,7 @@ def _complete(world: World, job: SimJob, pods: list[SimPod], at: datetime) -> No
         world.touch(pod)
     job.state = "Succeeded"
     job.finished_at = at
-    world._progress.pop(job.name, None)
+    world.ledger.progress.pop(job.name, None)
     world.emit(world.involved_job(job), "Completed", "Job completed", component="job-controller", at=at)
     world.touch(job)
 

@@ -292,10 +292,10 @@ def _unschedulable(
 
 
 def _due(world: World, key: str, message: str) -> bool:
-    last = world._last_sched_event.get(key)
+    last = world.ledger.last_sched_event.get(key)
     if last and last[0] == message and world.now - last[1] < timedelta(seconds=REPEAT_EVENT_S):
         return False
-    world._last_sched_event[key] = (message, world.now)
+    world.ledger.last_sched_event[key] = (message, world.now)
     return True
 
 

@@ -189,7 +189,7 @@ def repartition(world: World, node: SimNode, layout: dict[str, int], actor: str 
             status_reason="Evicted",
             message=f"mig-manager is repartitioning the GPUs of node {node.name}",
         )
-    world._mig_pending[node.name] = layout
+    world.ledger.mig_pending[node.name] = layout
     node.mig_ready_at = world.now + timedelta(seconds=MIG_REPARTITION_S)
     # While pending no instance is allocatable (mig_allocatable), and the old layout's instances are gone.
     for g in node.gpus:
@@ -199,10 +199,10 @@ def repartition(world: World, node: SimNode, layout: dict[str, int], actor: str 
 
 
 def finish_repartitions(world: World) -> None:
-    for name, layout in list(world._mig_pending.items()):
+    for name, layout in list(world.ledger.mig_pending.items()):
         node = world.nodes[name]
         if node.mig_ready_at is not None and world.now >= node.mig_ready_at:
-            del world._mig_pending[name]
+            del world.ledger.mig_pending[name]
             node.mig_state = "success"
             node.mig_ready_at = None
             apply_layout(world, node, layout)

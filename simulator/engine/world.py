@@ -19,6 +19,7 @@ from ..state import SimChange, SimDepartment, SimEvent, SimGPU, SimJob, SimNode,
 from ..telemetry import GpuKey, Telemetry
 from . import actions, lifecycle, scheduler, sharing
 from .ids import event_name, gpu_uuid, name_suffix, pci_bus_id, rfc3339, uid
+from .ledger import Ledger
 from .snapshot import snapshot as _snapshot
 
 logger = logging.getLogger(__name__)
@@ -46,7 +47,6 @@ class World:
         self.projects: dict[str, SimProject] = {}
         self.departments: dict[str, SimDepartment] = {}
         self.reservations: dict[str, SimPod] = {}  # KAI reservation pods ("runai-reservation/<name>")
-        self._mig_pending: dict[str, dict[str, int]] = {}  # node -> layout being applied by mig-manager
         self.jobs: dict[str, SimJob] = {}
         self.pods: dict[str, SimPod] = {}  # live pods ("namespace/name"), incl. finished ones kept by the Job
         self.deleted_pods: list[SimPod] = []  # gone from the API; kept for history and watchers
@@ -65,15 +65,11 @@ class World:
         self._arrivals = sorted(scenario.jobs, key=lambda j: (j.submit_s, j.name))
         self._event_index: dict[tuple[str, str, str, str], SimEvent] = {}
         self._event_seq = 0
-        self._attempts: dict[str, int] = {}
-        # A job's failure starts with its first image event when it has one (the bump broke it).
-        self._failure_from_image_event = {e.args["job"] for e in scenario.events if e.action == "image"}
-        self._last_sched_event: dict[str, tuple[str, datetime]] = {}
-        self._progress: dict[str, float] = {}  # seconds of work done by running jobs
-        self._logged: dict[str, float] = {}
-        self._pull_attempts: dict[str, int] = {}
-        self._image_changed: set[str] = set()
-        self._pods_by_job: dict[str, list[SimPod]] = {}
+        # The engine's own bookkeeping, handed to its modules; a job's failure starts with its first image
+        # event when it has one (the bump broke it).
+        self.ledger = Ledger(
+            failure_from_image_event={e.args["job"] for e in scenario.events if e.action == "image"}
+        )
         from ..rules import AlertRules
 
         self.rules = AlertRules(self, scenario.alerts)
@@ -157,7 +153,7 @@ class World:
             if (
                 spec.failure
                 and spec.failure.kind == "image_pull"
-                and spec.name not in self._failure_from_image_event
+                and spec.name not in self.ledger.failure_from_image_event
             ):
                 job.image_missing = True
             self.jobs[spec.name] = job
@@ -262,8 +258,8 @@ class World:
         return [e for e in self.events if e.last_time > cutoff and e.first_time <= self.now]
 
     def next_attempt(self, job: str) -> int:
-        self._attempts[job] = self._attempts.get(job, 0) + 1
-        return self._attempts[job]
+        self.ledger.attempts[job] = self.ledger.attempts.get(job, 0) + 1
+        return self.ledger.attempts[job]
 
     def involved_pod(self, pod: SimPod) -> dict[str, str]:
         return {
@@ -302,7 +298,7 @@ class World:
 
     def pods_of(self, job: SimJob) -> list[SimPod]:
         """The job's pods that are not being deleted (including finished ones the Job keeps)."""
-        return [p for p in self._pods_by_job.get(job.name, ()) if p.deleted_at is None]
+        return [p for p in self.ledger.pods_by_job.get(job.name, ()) if p.deleted_at is None]
 
     def log(self, pod: SimPod, at: datetime, line: str) -> None:
         pod.logs.append(f"{rfc3339(at)} {line}")

@@ -24,10 +24,10 @@ from simulator.prometheus.series import (
     DcgmSource,
     MigView,
     RangeReader,
-    _telemetry_key,
     evaluate_keyed,
     format_ts,
     format_value,
+    telemetry_key,
 )
 
 __all__ = ["DcgmSource", "PrometheusServer", "exporter_targets", "kubelet_targets", "scrape_config"]
@@ -337,11 +337,11 @@ class PrometheusServer(LoopbackServer):
             lines.append(f"# HELP {metric} {help_text}")
             lines.append(f"# TYPE {metric} {kind}")
             for gpu in entities:
-                value = self.world.gpu_metric(node.name, _telemetry_key(gpu, metric), metric, now)
+                value = self.world.gpu_metric(node.name, telemetry_key(gpu, metric), metric, now)
                 if value is None:
                     continue
                 labels = self.source.exporter_labels(node, gpu)
-                held = self.world.gpu_pod_at(node.name, _telemetry_key(gpu), now)
+                held = self.world.gpu_pod_at(node.name, telemetry_key(gpu), now)
                 ns, _, pod = (held or "").partition("/")
                 labels.update({"container": "main" if held else "", "namespace": ns, "pod": pod})
                 body = ",".join(f'{k}="{v}"' for k, v in labels.items())

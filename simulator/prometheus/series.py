@@ -111,7 +111,7 @@ class MigView:
         return (self.gpu.index, self.instance.gi_id)
 
 
-def _telemetry_key(gpu: Any, metric: str | None = None) -> Any:
+def telemetry_key(gpu: Any, metric: str | None = None) -> Any:
     if isinstance(gpu, MigView) and (metric is None or metric in PER_INSTANCE):
         return gpu.key
     return gpu.index
@@ -245,7 +245,7 @@ class DcgmSource:
         return bool(fn(node.name, when))
 
     def pod_labels(self, node: Any, gpu: Any, t: datetime) -> Labels:
-        tk = _telemetry_key(gpu)
+        tk = telemetry_key(gpu)
         if self.cache is not None:
             key = ("pod", node.name, tk, t)
             if key not in self.cache:
@@ -279,7 +279,7 @@ class DcgmSource:
         when = datetime.fromtimestamp(t, UTC)
         if when < node.created_at:
             return None
-        tk = _telemetry_key(gpu, metric)
+        tk = telemetry_key(gpu, metric)
         if self.cache is not None:
             key = (node.name, tk, metric, t)
             if key not in self.cache:
@@ -367,9 +367,9 @@ class DcgmSource:
                 continue
             seen = self._window_pods(times)
             for node, gpu, base in self._static_matches(metric, selector):
-                held_at = seen.get((node.name, _telemetry_key(gpu)))
+                held_at = seen.get((node.name, telemetry_key(gpu)))
                 if held_at is None:
-                    held_at = seen[(node.name, _telemetry_key(gpu))] = self.pods_at(node, gpu, times)
+                    held_at = seen[(node.name, telemetry_key(gpu))] = self.pods_at(node, gpu, times)
                 first = held_at[0]
                 one_pod = held_at.count(first) == len(held_at)
                 # _static_matches tried every matcher but those on the pod attribution labels: only these are
@@ -455,7 +455,7 @@ class DcgmSource:
         per source: a sweep asks the same fleet the same queries every few minutes, and sorting 1,600 label
         sets each time was a fifth of an instant query) merged with the pod's."""
         profile = gpu.instance.profile if isinstance(gpu, MigView) else None
-        index = (metric, node.name, gpu.uuid, _telemetry_key(gpu), profile)
+        index = (metric, node.name, gpu.uuid, telemetry_key(gpu), profile)
         merged = self._merged_keys.get((index, held))
         if merged is not None:
             return merged
@@ -489,11 +489,11 @@ class DcgmSource:
             return [self.value(node, gpu, metric, t) for t in times]
         created = node.created_at.timestamp()
         if times[0] >= created:
-            return bulk(node.name, _telemetry_key(gpu, metric), metric, times)
+            return bulk(node.name, telemetry_key(gpu, metric), metric, times)
         later = bisect_left(times, created)
         head: list[float | None] = [None] * later
         return (
-            head + bulk(node.name, _telemetry_key(gpu, metric), metric, times[later:])
+            head + bulk(node.name, telemetry_key(gpu, metric), metric, times[later:])
             if later < len(times)
             else head
         )
@@ -503,10 +503,10 @@ class DcgmSource:
         bulk = self._bulk_pods
         if bulk is None:
             return [
-                self.world.gpu_pod_at(node.name, _telemetry_key(gpu), datetime.fromtimestamp(t, UTC))
+                self.world.gpu_pod_at(node.name, telemetry_key(gpu), datetime.fromtimestamp(t, UTC))
                 for t in times
             ]
-        return bulk(node.name, _telemetry_key(gpu), times)
+        return bulk(node.name, telemetry_key(gpu), times)
 
     def _select_up(self, selector: Selector, times: list[float]) -> list[Group]:
         """``up`` of each node's exporter target (and, when cAdvisor is scraped, its kubelet's): 1 when its

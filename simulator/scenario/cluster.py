@@ -42,13 +42,13 @@ def read_mig_layout(
     """A MIG layout ``{profile: instances per GPU}`` that fits one GPU of ``model`` (None: not checked)."""
     if node is None:
         return None
-    if not isinstance(node, yaml.MappingNode) and not r._is_null(node):
-        r.problem(path, node, f"expected a mapping of MIG profile to count, got {r._safe(node)!r}")
+    if not isinstance(node, yaml.MappingNode) and not r.is_null(node):
+        r.problem(path, node, f"expected a mapping of MIG profile to count, got {r.safe(node)!r}")
         return None
     out: dict[str, int] = {}
     ok = True
-    for knode, vnode in [] if r._is_null(node) else node.value:
-        name = r._safe(knode)
+    for knode, vnode in [] if r.is_null(node) else node.value:
+        name = r.safe(knode)
         if not isinstance(name, str):
             r.problem(path, knode, f"MIG profile names are strings, got {name!r}")
             ok = False
@@ -199,7 +199,7 @@ def _deserved(r: Reader, node: yaml.Node | None, path: str) -> int | float | Non
     keys = r.mapping(node, path, ("gpu",), required=("gpu",))
     if keys is None:
         return None
-    value = r._safe(keys["gpu"])
+    value = r.safe(keys["gpu"])
     if value == -1:
         return UNLIMITED
     if isinstance(value, float):

@@ -60,7 +60,7 @@ def read_gpus(r: Reader, node: yaml.Node | None, path: str) -> int | float | Non
     """GPUs per pod: a whole number >= 0, or a fraction strictly between 0 and 1 (a GPU share)."""
     if node is None:
         return None
-    value = r._safe(node)
+    value = r.safe(node)
     if isinstance(value, bool) or not isinstance(value, int | float) or not isinstance(node, yaml.ScalarNode):
         r.problem(
             path, node, f"expected an integer or a fraction between 0 and 1, got {describe(node, value)}"
@@ -173,7 +173,7 @@ def read_jobs(
     gens: list[GenerateSpec] = []
     for i, jnode in enumerate(r.sequence(node, "jobs") or []):
         path = f"jobs[{i}]"
-        if isinstance(jnode, yaml.MappingNode) and any(r._safe(k) == "generate" for k, _ in jnode.value):
+        if isinstance(jnode, yaml.MappingNode) and any(r.safe(k) == "generate" for k, _ in jnode.value):
             wrap = r.mapping(jnode, path, ("generate",), required=("generate",))
             if wrap and "generate" in wrap:
                 g = _read_generate(r, wrap["generate"], f"{path}.generate", projects, cluster)

@@ -218,7 +218,7 @@ def _quotas(r: Reader, node: yaml.Node | None, path: str, flavors: set[str]) -> 
             return None
         nominal = r.integer(fk.get("nominal"), f"{sub}.nominal", minimum=0)
         limits = [
-            r.integer(fk[k], f"{sub}.{k}", minimum=0) if k in fk and not r._is_null(fk[k]) else None
+            r.integer(fk[k], f"{sub}.{k}", minimum=0) if k in fk and not r.is_null(fk[k]) else None
             for k in ("borrowing_limit", "lending_limit")
         ]
         if name is None or nominal is None:

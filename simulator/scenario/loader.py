@@ -179,14 +179,14 @@ def _check_within(r: Reader, node: yaml.Node | None, section: str, key: str, dur
         if not isinstance(item, yaml.MappingNode):
             continue
         for k, v in item.value:
-            if r._safe(k) == key:
-                value = r._safe(v)
+            if r.safe(k) == key:
+                value = r.safe(v)
                 seconds = parse_duration(value) if isinstance(value, str) else None
                 if seconds is not None and seconds > duration:
                     r.problem(
                         f"{section}[{i}].{key}",
                         v,
-                        f"{value} is after the end of the scenario (duration {r._safe_text(duration)})",
+                        f"{value} is after the end of the scenario (duration {r.safe_text(duration)})",
                     )
 
 
@@ -196,8 +196,8 @@ def _declared_names(r: Reader, node: yaml.Node | None) -> set[str]:
         for item in node.value:
             if isinstance(item, yaml.MappingNode):
                 for k, v in item.value:
-                    if r._safe(k) == "name" and isinstance(r._safe(v), str):
-                        out.add(r._safe(v))
+                    if r.safe(k) == "name" and isinstance(r.safe(v), str):
+                        out.add(r.safe(v))
     return out
 
 
@@ -207,7 +207,7 @@ def _read_start(
     if node is None:
         end = (now or datetime.now(UTC)).astimezone(UTC).replace(second=0, microsecond=0)
         return end - timedelta(seconds=duration or 0)
-    value = r._safe(node)
+    value = r.safe(node)
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value.replace("Z", "+00:00"))

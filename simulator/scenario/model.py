@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from cause_codes import ALL_CODES
+
 from .gpus import CATALOG
 from .kueue import KueueSpec
 
@@ -52,35 +54,9 @@ ALERT_NAMES = (
     "GPUHighTemperature",
     "GPUECCDoubleBitError",
 )
-# docs/design.md §8. A copy of the vocabulary for validating `expect`, not an
-# import: the simulator imports nothing of the pipeline (docs/design.md §3).
-DIAGNOSIS_CODES = (
-    "gpu_capacity_shortage",
-    "gpu_fragmentation",
-    "untolerated_taint",
-    "node_selector_mismatch",
-    "project_quota_exhausted",
-    "queue_priority",
-    "request_size_changed",
-    "gpu_node_unavailable",
-    "gpu_xid_fault",
-    "gpu_ecc_errors",
-    "gpu_missing",
-    "device_plugin_unhealthy",
-    "gpu_thermal_throttling",
-    "nvlink_errors",
-    "crashloop_config_error",
-    "oom_killed",
-    "gpu_oom",
-    "image_pull_error",
-    "preempted",
-    "idle_gpu_allocation",
-    "over_requested",
-    "recent_change",
-    "cpu_memory_shortage",
-    "department_quota_exhausted",
-    "mig_profile_unavailable",
-)
+# docs/design.md §8: the cause codes a scenario's `expect` may name, the ones the diagnosis answers with; both
+# import them from the top-level package ``cause_codes``, which imports nothing (docs/design.md §3).
+DIAGNOSIS_CODES = ALL_CODES
 
 # The GPU catalog (GFD product names, memory, MIG profiles) lives in gpus.py; this view of it is kept for
 # callers that only need the memory.

@@ -72,11 +72,11 @@ class Reader:
         if node is None:
             return None
         if not isinstance(node, yaml.MappingNode):
-            self.problem(path, node, f"expected a mapping, got {describe(node, self._safe(node))}")
+            self.problem(path, node, f"expected a mapping, got {describe(node, self.safe(node))}")
             return None
         out: dict[str, yaml.Node] = {}
         for knode, vnode in node.value:
-            key = self._safe(knode)
+            key = self.safe(knode)
             if not isinstance(key, str):
                 self.problem(path, knode, f"keys must be strings, got {key!r}")
                 continue
@@ -97,17 +97,17 @@ class Reader:
     def sequence(self, node: yaml.Node | None, path: str) -> list[yaml.Node] | None:
         if node is None:
             return None
-        if self._is_null(node):
+        if self.is_null(node):
             return []
         if not isinstance(node, yaml.SequenceNode):
-            self.problem(path, node, f"expected a list, got {describe(node, self._safe(node))}")
+            self.problem(path, node, f"expected a list, got {describe(node, self.safe(node))}")
             return None
         return list(node.value)
 
     def string(self, node: yaml.Node | None, path: str, *, slug: bool = False) -> str | None:
         if node is None:
             return None
-        value = self._safe(node)
+        value = self.safe(node)
         if not isinstance(node, yaml.ScalarNode) or not isinstance(value, str):
             self.problem(path, node, f"expected a string, got {describe(node, value)}")
             return None
@@ -119,7 +119,7 @@ class Reader:
     def integer(self, node: yaml.Node | None, path: str, *, minimum: int | None = None) -> int | None:
         if node is None:
             return None
-        value = self._safe(node)
+        value = self.safe(node)
         if not isinstance(node, yaml.ScalarNode) or isinstance(value, bool) or not isinstance(value, int):
             self.problem(path, node, f"expected an integer, got {describe(node, value)}")
             return None
@@ -133,7 +133,7 @@ class Reader:
     ) -> float | None:
         if node is None:
             return None
-        value = self._safe(node)
+        value = self.safe(node)
         if (
             not isinstance(node, yaml.ScalarNode)
             or isinstance(value, bool)
@@ -149,7 +149,7 @@ class Reader:
     def boolean(self, node: yaml.Node | None, path: str) -> bool | None:
         if node is None:
             return None
-        value = self._safe(node)
+        value = self.safe(node)
         if not isinstance(value, bool):
             self.problem(path, node, f"expected true or false, got {describe(node, value)}")
             return None
@@ -159,7 +159,7 @@ class Reader:
         """A duration such as ``30s``, ``15m``, ``2h``, ``1h30m``; a bare ``0`` is allowed for offsets."""
         if node is None:
             return None
-        value = self._safe(node)
+        value = self.safe(node)
         seconds: int | None = None
         if isinstance(value, str):
             seconds = parse_duration(value)
@@ -188,14 +188,14 @@ class Reader:
         """A mapping of string to string (labels, node selectors): any key, string values."""
         if node is None:
             return None
-        if self._is_null(node):
+        if self.is_null(node):
             return {}
         if not isinstance(node, yaml.MappingNode):
-            self.problem(path, node, f"expected a mapping, got {describe(node, self._safe(node))}")
+            self.problem(path, node, f"expected a mapping, got {describe(node, self.safe(node))}")
             return None
         out: dict[str, str] = {}
         for knode, vnode in node.value:
-            key = self._safe(knode)
+            key = self.safe(knode)
             if not isinstance(key, str):
                 self.problem(path, knode, f"keys must be strings, got {key!r}")
                 continue
@@ -208,7 +208,7 @@ class Reader:
         """A Kubernetes binary quantity such as ``512Gi``, ``20Gi``, ``1536Mi``: bytes (rounded down), > 0."""
         if node is None:
             return None
-        value = self._safe(node)
+        value = self.safe(node)
         m = _QUANTITY_RE.match(value.strip()) if isinstance(value, str) else None
         out = int(float(m.group(1)) * _BINARY_SUFFIX[m.group(2)]) if m else 0
         if not isinstance(node, yaml.ScalarNode) or out <= 0:
@@ -224,7 +224,7 @@ class Reader:
         """CPU cores: a number (``64``, ``0.5``) or millicores (``500m``); returned in millicores, > 0."""
         if node is None:
             return None
-        value = self._safe(node)
+        value = self.safe(node)
         out = 0
         if isinstance(value, int | float) and not isinstance(value, bool):
             out = int(round(value * 1000))
@@ -236,15 +236,15 @@ class Reader:
         return out
 
     @staticmethod
-    def _safe_text(seconds: int) -> str:
+    def safe_text(seconds: int) -> str:
         h, rem = divmod(seconds, 3600)
         m, sec = divmod(rem, 60)
         return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (sec, "s")) if v) or "0s"
 
-    def _is_null(self, node: yaml.Node) -> bool:
+    def is_null(self, node: yaml.Node) -> bool:
         return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
 
-    def _safe(self, node: yaml.Node) -> Any:
+    def safe(self, node: yaml.Node) -> Any:
         if not isinstance(node, yaml.ScalarNode):
             return None
         try:

@@ -41,7 +41,7 @@ def read_reference(
             continue
         state = r.choice(v.get("state"), f"{path}.state", END_STATES)
         where = None
-        if "node" in v and not r._is_null(v["node"]):
+        if "node" in v and not r.is_null(v["node"]):
             where = r.string(v["node"], f"{path}.node")
             if where is not None and where not in nodes:
                 r.problem(

@@ -13,7 +13,7 @@ def read_priority(r: Reader, node: yaml.Node, path: str) -> tuple[str | None, in
     """``train`` | ``inference`` | a KAI priority value (an integer >= 0; from 100 on not preemptible).
 
     Returns the name the rest of the simulator reads (train: preemptible, inference: not) and the number."""
-    value = r._safe(node)
+    value = r.safe(node)
     if isinstance(value, int) and not isinstance(value, bool):
         number = r.integer(node, path, minimum=0)
         if number is None:

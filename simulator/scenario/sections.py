@@ -131,7 +131,7 @@ def read_events(
                 ok = False
             for k in ("quota", "limit"):
                 if k in args:
-                    if k == "limit" and r._is_null(args[k]):
+                    if k == "limit" and r.is_null(args[k]):
                         val["limit"] = None
                         continue
                     sub = r.mapping(args[k], f"{ap}.{k}", ("gpu",), required=("gpu",))
