@@ -10,7 +10,10 @@ pkg/scheduler/flavorassigner, pkg/scheduler); quota and preemption are in ``kueu
   ``couldn't assign flavors to pod set main: <every flavor's reason, comma-separated>``;
 - each pass offers every ClusterQueue's head (StrictFIFO: only its oldest; BestEffortFIFO: the next one that was
   not yet tried in this pass), admits the heads that do not borrow first, then by priority and age; a victim is
-  requeued in the next pass, as its eviction takes time.
+  requeued in the next pass, as its eviction takes time;
+- a head that fits is admitted in the flavor nominated at the start of its cycle; when an earlier entry of the
+  cycle took that quota it is skipped ("Workload no longer fits after processing another workload") and tried
+  again in the next pass, as Kueue requeues it for its next cycle.
 
 Without the section the engine's single-cohort, single-flavor model (scheduler._admit_kueue) is used.
 """
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["admit_pass", "assign", "assigned_flavor", "ledger_of", "priority"]
 
 NOFIT, NO_CANDIDATES, PREEMPT, RECLAIM, FIT = range(5)  # Kueue's preemptionMode, worst to best
+NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 _SELECTORS: weakref.WeakKeyDictionary[World, dict[str, dict[str, str]]] = weakref.WeakKeyDictionary()
 
 #
@@ -177,7 +181,17 @@ def admit_pass(
         entries.sort(
             key=lambda e: (e[1].mode == FIT and e[1].borrow > 0, -priority(world, e[0]), e[0].submit_at)
         )
-        for job, _first in entries:
+        for job, nominated in entries:
+            if nominated.mode == FIT and nominated.flavor:
+                # Kueue admits in the flavors nominated at the cycle's start; an entry that no longer fits
+                # there once an earlier one took the quota is skipped until the next cycle.
+                if request(job) <= ledger.available(job.project, nominated.flavor):
+                    _admit(world, ledger, job, nominated.flavor, admit)
+                    last.pop(job.name, None)
+                else:
+                    tried.add(job.name)
+                    last[job.name] = NO_LONGER_FITS
+                continue
             choice = assign(world, ledger, job)  # again: an earlier entry may have taken the quota
             if choice.mode in (PREEMPT, RECLAIM) and choice.flavor:
                 _evict(world, ledger, job, choice)

@@ -24,6 +24,9 @@ Reclaim:
   the victims free in it) either stays within its fair share or stays less saturated (allocated / fair share)
   than every sibling queue it takes from.
 
+- The victims are then allocated again with the reclaimer in allocate's order (``serve``): one served before the
+  reclaimer takes its GPUs back, and the set stands only if the reclaimer still fits (``quota.kai_victims``).
+
 Non-preemptible work must also stay within the deserved quota at every level; the allocate step already holds
 it there (``NonPreemptibleOverQuota``), so a reclaimer never passes it.
 """

@@ -218,9 +218,69 @@ def kai_victims(
             placement is not None
             and freed >= over_limit - 1e-9
             and proportion.within_bounds(queues, proj.name, r, remaining)
+            and _placed_after_requeue(world, placer, job, chosen, queues, released, simple)
         ):
             return chosen
     return []
+
+
+def _placed_after_requeue(
+    world: World,
+    placer: Placer,
+    job: SimJob,
+    chosen: list[tuple[str, SimJob]],
+    queues: proportion.Queues,
+    released: list,
+    simple: bool,
+) -> bool:
+    """Whether the job is still placed once its victims are back in the queues.
+
+    KAI's solver evicts the victims, then allocates them again together with the job, in its allocate order
+    (``proportion.serve``, with the queues' use less the victims): a victim its queue serves before the job
+    takes its GPUs back, and the eviction stands only if the job still fits in what the others left. Without
+    this a reclaim could be undone by the next pass's allocation, and redone, for ever."""
+    victims = {v.name: v for _kind, v in chosen}
+    alloc = dict(queues.alloc)
+    for v in victims.values():
+        alloc[v.project] -= sum(p.gpus_requested for p in world.pods_of(v) if p.node is not None)
+    # The jobs that decide the order up to the job's turn: in the queues involved (and their departments'
+    # siblings), the waiting jobs a queue would offer before its last victim or the job itself.
+    involved = {job.project, *(v.project for v in victims.values())}
+    depts = {world.projects[n].department for n in involved} - {None, ""}
+    last: dict[str, tuple] = {}
+    for j in (job, *victims.values()):
+        key = proportion.job_order(world, j)
+        last[j.project] = max(last.get(j.project, key), key)
+    jobs = [job, *victims.values()]
+    for j in world.jobs.values():
+        if j is job or j.name in victims or j.state != "Pending" or j.suspended:
+            continue
+        if j.project in last:
+            if proportion.job_order(world, j) < last[j.project] and _waiting(world, j):
+                jobs.append(j)
+        elif world.projects[j.project].department in depts and _waiting(world, j):
+            jobs.append(j)
+    retaken: set[str] = set()
+    for j in proportion.serve(proportion.Queues(world, queues.fair, alloc), jobs):
+        if j is job:
+            break
+        if j.name in victims:
+            retaken.add(j.name)
+            alloc[j.project] += sum(p.gpus_requested for p in world.pods_of(j) if p.node is not None)
+    if not retaken:
+        return True
+    left = [p for p in released if p.job not in retaken]
+    if simple:
+        extra: dict[str, list[int]] = {}
+        for pod in left:
+            extra.setdefault(pod.node or "", []).extend(pod.gpu_indices)
+        return bool(extra) and placer.place(job, extra)[0] is not None
+    return bool(left) and placer.place(job, released=left)[0] is not None
+
+
+def _waiting(world: World, job: SimJob) -> bool:
+    pods = world.pods_of(job)
+    return bool(pods) and all(p.node is None for p in pods)
 
 
 def preempt_kai(

@@ -1,4 +1,4 @@
-"""The simulator against KAI Scheduler's own test tables: 182 of 184 cases end as KAI expects.
+"""The simulator against KAI Scheduler's own test tables: 184 of 184 cases end as KAI expects.
 
 Each file of `kai_cases/` (transcribed from kai-scheduler/KAI-Scheduler at
 d5bc503a146317e51037d89775d77172c6d12f71, see `kai_cases/README.md`) is a format-1 scenario whose
@@ -28,19 +28,7 @@ FILES = sorted((HERE / "kai_cases").glob("*.yaml"))
 ENGINE_MD = Path(__file__).resolve().parents[2] / "simulator" / "ENGINE.md"
 
 # case id -> (family, why the simulator ends it otherwise)
-DISAGREE: dict[str, tuple[str, str]] = {
-    "reclaim-07": (
-        "reclaim",
-        "the evicted queue0 job (1 of fair share 2) then reclaims from queue2 (2 of fair share 1), as KAI's "
-        "fair-share reclaim reads; KAI's test sees no second eviction, for a reason not yet found",
-    ),
-    "reclaim-31": (
-        "reclaim",
-        "queue1's 1-GPU job (1 + 1 within its fair share 2) reclaims a 1-GPU job of queue0 (3 over its fair "
-        "share 2), as KAI's fair-share reclaim reads; KAI's test, titled as a workaround for a loop in its "
-        "allocate action, expects no reclaim, by a rule not yet found",
-    ),
-}
+DISAGREE: dict[str, tuple[str, str]] = {}
 
 
 @cache

@@ -1,4 +1,4 @@
-"""The simulator against Kueue's own scheduler, preemption and flavor-assigner tests: 41 of 42 cases end as Kueue expects.
+"""The simulator against Kueue's own scheduler, preemption and flavor-assigner tests: 42 of 42 cases end as Kueue expects.
 
 Each case of `kueue_cases/cases.json` (transcribed from kubernetes-sigs/kueue at
 ff69552e79ad21652c36caa97038382e55625cf7, see `kueue_cases/README.md`) is a format-1 scenario with a `kueue`
@@ -32,13 +32,7 @@ ENGINE_MD = Path(__file__).resolve().parents[2] / "simulator" / "ENGINE.md"
 CASES: list[dict[str, Any]] = json.loads((HERE / "kueue_cases" / "cases.json").read_text(encoding="utf-8"))
 
 # case id -> why the simulator ends it otherwise
-DISAGREE: dict[str, str] = {
-    "sched-04": (
-        "Kueue's test checks one scheduling cycle, in which the second borrower is skipped once the first took "
-        "the cohort's quota; the simulator's pass runs cycles until every workload was tried, so it is admitted "
-        "in spot at once, where Kueue's next cycle puts it"
-    ),
-}
+DISAGREE: dict[str, str] = {}
 # Kueue's eviction reasons and the simulator's preemption kinds (world.preemptions)
 KINDS = {
     "InClusterQueue": "preempt",
