@@ -33,7 +33,8 @@ from incidents import services
 from incidents.diagnosis import capacity
 from incidents.diagnosis.types import gpus_of
 from incidents.models import Alert, Incident, IncidentSubject
-from rcaweb.cursor import format_duration, format_t
+from rcaweb.cursor import format_t
+from rcaweb.durations import format_duration
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from incidents.audit import record
 from incidents.models import Incident
-from rcaweb.cursor import format_duration
+from rcaweb.durations import format_duration
 from rcaweb.timestamps import format_t_or_none
 
 logger = logging.getLogger(__name__)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
 
+from rcaweb.durations import format_duration, parse_duration
 from rcaweb.timestamps import format_t, parse_timestamp
 
 T_FORMAT_HELP = "t must be an ISO 8601 UTC time such as 2026-11-29T03:12:00Z"
@@ -27,40 +28,11 @@ EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2100, 1, 1, tzinfo=UTC)
 TIME_RANGE = f"{EARLIEST.year}-{LATEST.year - 1}"
 
-# At most 6 digits per unit: bounded before any arithmetic (timedelta overflows past 999,999,999 days).
-_DURATION_RE = re.compile(
-    r"^(?:(?P<d>\d{1,6})d)?(?:(?P<h>\d{1,6})h)?(?:(?P<m>\d{1,6})m)?(?:(?P<s>\d{1,6})s)?$"
-)
 _T_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]00:?00)$")
 
 
 class CursorError(ValueError):
     """A ``t`` or ``w`` that cannot be read; the message names the parameter and the format."""
-
-
-def parse_duration(text: str) -> timedelta:
-    """Parse ``30s``, ``15m``, ``2h``, ``1h30m``, ``1d`` into a timedelta (raises ValueError)."""
-    text = (text or "").strip()
-    m = _DURATION_RE.match(text) if len(text) <= 40 else None
-    if not text or not m or not any(m.groupdict().values()):
-        raise ValueError(f"{text[:40]!r} is not a duration like 30s, 15m, 2h or 1h30m")
-    parts = {k: int(v) for k, v in m.groupdict().items() if v}
-    return timedelta(
-        days=parts.get("d", 0), hours=parts.get("h", 0), minutes=parts.get("m", 0), seconds=parts.get("s", 0)
-    )
-
-
-def format_duration(delta: timedelta) -> str:
-    """Shortest form that :func:`parse_duration` reads back: ``2h``, ``1h30m``, ``45s``."""
-    total = int(delta.total_seconds())
-    if total <= 0:
-        return "0s"
-    out = ""
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if total >= size:
-            out += f"{total // size}{unit}"
-            total %= size
-    return out
 
 
 def parse_t(text: str) -> datetime:
@@ -75,6 +47,17 @@ def parse_t(text: str) -> datetime:
     if not (EARLIEST <= value < LATEST):
         raise CursorError(f"t={text[:40]!r} is out of range ({TIME_RANGE}): {T_FORMAT_HELP}")
     return value.astimezone(UTC)
+
+
+def t_or_none(value: object) -> datetime | None:
+    """A time from a recorded state, read as :func:`parse_t` reads ``t``; None when absent or unreadable
+    (never raises)."""
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        return parse_t(value)
+    except ValueError:
+        return None
 
 
 def within_range(at: datetime) -> datetime:

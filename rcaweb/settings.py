@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -17,6 +16,7 @@ from urllib.parse import unquote, urlparse
 from django.core.exceptions import ImproperlyConfigured
 
 from rcaweb import gc_policy
+from rcaweb.durations import parse_duration
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -49,11 +49,10 @@ def envduration(name: str, default: str) -> timedelta:
     raw = (os.environ.get(name) or default).strip()
     if raw == "0":
         return timedelta(0)
-    m = re.fullmatch(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", raw)
-    if not raw or not m:
-        raise ImproperlyConfigured(f"{name}={raw!r}: expected a duration such as 30s, 15m, 1h or 1h30m")
-    d, h, mi, s = (int(g or 0) for g in m.groups())
-    return timedelta(days=d, hours=h, minutes=mi, seconds=s)
+    try:
+        return parse_duration(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected a duration such as 30s, 15m, 1h or 1h30m") from None
 
 
 def envsecret(name: str, default: str = "") -> str:

@@ -19,7 +19,8 @@ from incidents.handoffs.board import Board, HandoffProblem, HandoffRow, Lead
 from incidents.handoffs.links import ExportLinks
 from incidents.handoffs.services import FIELDS, LABELS, incident_cursor, key_subjects, note_gist
 from incidents.models import AuditEntry, HandoffNote, Incident
-from rcaweb.cursor import format_duration, format_t
+from rcaweb.cursor import format_t
+from rcaweb.durations import format_duration
 
 # Characters that start links, images, raw HTML, entities, emphasis or code in CommonMark/GFM. Each is
 # escaped with a backslash, Markdown's own escape: an HTML entity (&lt;) would show as such in a title

@@ -1,4 +1,4 @@
-"""The "changes around t" rows (web.inventory.common.change_rows_html): they escape what they are given and keep
+"""The "changes around t" rows (web.inventory.entity_page.change_rows_html): they escape what they are given and keep
 what Django made safe."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from django.template import Context, Template
 from django.utils.html import format_html
 
-from web.inventory.common import ChangeRow, _escape, change_rows_html
+from web.inventory.entity_page import ChangeRow, _escape, change_rows_html
 
 
 def _rows() -> list[ChangeRow]:

@@ -7,7 +7,8 @@ import time_machine
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rcaweb.cursor import Cursor, CursorError, format_duration, format_t, parse_duration, parse_t
+from rcaweb.cursor import Cursor, CursorError, format_t, parse_t
+from rcaweb.durations import format_duration, parse_duration
 
 
 def test_it_parses_utc_times_with_z_and_offset():

@@ -36,7 +36,7 @@ from collectors.models import Cluster, EntityVersion, TelemetrySample
 from incidents.diagnosis import capacity
 from rcaweb.cursor import Cursor
 from rcaweb.mig import mig_units
-from web.console.common import ACTIVE_SM, SAMPLE_STEP_MIN, SM_METRIC, WELL_USED_SM
+from web.console.gpu_activity import ACTIVE_SM, SAMPLE_STEP_MIN, SM_METRIC, WELL_USED_SM
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 from django import forms
 
 from collectors.models import KIND_CHOICES, Change, Cluster
-from rcaweb.cursor import format_duration, parse_duration
+from rcaweb.durations import format_duration, parse_duration
 
 
 class ScopeForm(forms.Form):

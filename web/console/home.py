@@ -23,9 +23,10 @@ from incidents.lifecycle import auto_resolve_after
 from incidents.models import Alert, DiagnosisRun, Hypothesis, Incident
 from incidents.open_problems import group_open
 from incidents.titles import TitleLines
-from rcaweb.cursor import Cursor
+from rcaweb.cursor import Cursor, t_or_none
+from rcaweb.durations import format_age
 from rcaweb.via import Via
-from web.console.common import fmt_age, one_line, parse_time
+from web.console.condition_line import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class PendingJob:
 
     @property
     def waiting_label(self) -> str:
-        return fmt_age(self.waiting.total_seconds())
+        return format_age(self.waiting.total_seconds())
 
 
 @dataclass
@@ -170,7 +171,7 @@ def open_incidents(t: datetime) -> list[ProblemRow]:
                 problems_total=len(grouped.problems),
                 # The top is the best supported cause; none means "no cause found" (a refuted one is never the top).
                 top_hypothesis=ranked[0] if ranked else None,
-                age=fmt_age(inc.duration_at(t).total_seconds()),  # onset → t: open at t
+                age=format_age(inc.duration_at(t).total_seconds()),  # onset → t: open at t
                 # held, its alerts resolved and subject healthy for the quiet period by t: for its holder to close
                 all_clear=inc.all_clear_at is not None and inc.all_clear_at + auto_resolve_after() <= t,
                 problem=problems.describe(key) if shared else None,
@@ -212,7 +213,7 @@ def pending_jobs(t: datetime, threshold: timedelta = PENDING_THRESHOLD) -> list[
     )
     out: list[PendingJob] = []
     for v in qs:
-        submitted = parse_time(v.state.get("submitted")) or v.entity.first_seen
+        submitted = t_or_none(v.state.get("submitted")) or v.entity.first_seen
         spell_from: datetime | None = getattr(v, "spell_from", None)  # the annotation above
         since = max(submitted, spell_from) if spell_from is not None else submitted
         waiting = t - since

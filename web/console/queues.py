@@ -26,9 +26,10 @@ from collectors.models import Cluster, EntityVersion
 from incidents.diagnosis.fairshare import Shares, Standing, fill, judge, shares
 from incidents.diagnosis.scheduling_pass import cluster_pass
 from incidents.diagnosis_input import load_cluster_input
-from rcaweb.cursor import Cursor, format_duration
+from rcaweb.cursor import Cursor
+from rcaweb.durations import format_duration
 from rcaweb.http import RcaRequest
-from web.inventory.common import render_page
+from web.inventory.entity_page import render_page
 
 logger = logging.getLogger(__name__)
 

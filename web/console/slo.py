@@ -23,9 +23,10 @@ from django.db.models import Exists, OuterRef, Q
 from collectors.models import Cluster, EntityVersion, KubeEvent
 from incidents.diagnosis.codes import HEALTH_CODES, SCHEDULING_CODES
 from incidents.models import Hypothesis, IncidentSubject
-from rcaweb.cursor import Cursor
+from rcaweb.cursor import Cursor, t_or_none
+from rcaweb.durations import format_minutes
 from rcaweb.via import Via
-from web.console.common import fmt_minutes, parse_time, percentile
+from web.console.percentile import percentile
 
 logger = logging.getLogger(__name__)
 
@@ -78,15 +79,15 @@ class WaitStats:
 
     @property
     def p50_m(self) -> str:
-        return fmt_minutes(self.p50)
+        return format_minutes(self.p50)
 
     @property
     def p90_m(self) -> str:
-        return fmt_minutes(self.p90)
+        return format_minutes(self.p90)
 
     @property
     def p99_m(self) -> str:
-        return fmt_minutes(self.p99)
+        return format_minutes(self.p99)
 
     @property
     def share_over(self) -> float:
@@ -145,7 +146,7 @@ def first_runs(cursor: Cursor, scope: dict[str, Any]) -> list[JobWait]:
     )
     out = []
     for v in qs:
-        submitted = parse_time(v.state.get("submitted")) or v.entity.first_seen
+        submitted = t_or_none(v.state.get("submitted")) or v.entity.first_seen
         out.append(
             JobWait(
                 v.entity.cluster.name,
@@ -201,7 +202,7 @@ def compute(cursor: Cursor, cluster: Cluster | None = None, target: timedelta = 
         .filter(kind="job", phase="Pending", **scope)
         .select_related("entity", "entity__cluster")[:ROW_LIMIT]
     ):
-        since = parse_time(v.state.get("submitted")) or v.entity.first_seen
+        since = t_or_none(v.state.get("submitted")) or v.entity.first_seen
         if t - since > target:
             still.append((v, (t - since).total_seconds()))
     still.sort(key=lambda p: -p[1])

@@ -27,8 +27,8 @@ from collectors.mapping.common import RESERVATION_NAMESPACE
 from collectors.models import Cluster, Entity, EntityVersion
 from rcaweb.cursor import Cursor
 from rcaweb.http import RcaRequest
-from web.console.common import ACTIVE_SM
-from web.inventory.common import render_page
+from web.console.gpu_activity import ACTIVE_SM
+from web.inventory.entity_page import render_page
 
 logger = logging.getLogger(__name__)
 

@@ -20,11 +20,11 @@ from django.views.decorators.vary import vary_on_headers
 
 from collectors import charts
 from collectors.models import Cluster
-from rcaweb.cursor import Cursor, format_duration
+from rcaweb.cursor import Cursor
+from rcaweb.durations import format_duration, format_minutes
 from rcaweb.http import RcaRequest
 from web.console import changes as changes_q
 from web.console import chartdata, fleet, home, slo
-from web.console.common import fmt_minutes
 from web.console.forms import SLO_METRICS, ChangeFilterForm, ScopeForm, SloForm, SloJobsForm
 
 logger = logging.getLogger(__name__)
@@ -144,10 +144,10 @@ def slo_jobs_view(request: RcaRequest) -> HttpResponse:
         ]
         if metric == "over":
             jobs = [j for j in jobs if j.wait_s > target.total_seconds()]
-        ctx["waits"] = [(j, fmt_minutes(j.wait_s)) for j in sorted(jobs, key=lambda j: -j.wait_s)]
+        ctx["waits"] = [(j, format_minutes(j.wait_s)) for j in sorted(jobs, key=lambda j: -j.wait_s)]
     elif metric == "waiting":
         ctx["still"] = [
-            (v, fmt_minutes(w))
+            (v, format_minutes(w))
             for v, w in result.still_waiting
             if (not project or v.project == project) and (not queue or v.queue == queue)
         ]

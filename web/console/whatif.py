@@ -21,7 +21,7 @@ from incidents.diagnosis.whatif import KINDS, Edit, EditError, WhatIf, compare, 
 from incidents.diagnosis_input import load_cluster_input
 from rcaweb.cursor import Cursor
 from rcaweb.http import RcaRequest
-from web.inventory.common import render_page
+from web.inventory.entity_page import render_page
 
 logger = logging.getLogger(__name__)
 

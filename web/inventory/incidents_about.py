@@ -4,7 +4,7 @@ Every job, pod, node, GPU, queue and project page lists the incidents that name 
 or as related), open at t or whose evidence window covers t, each with its status and its top cause as the
 incident page would show it at t, linking to the incident with the page's cursor. One query whatever the
 number of incidents: the rows are capped at ``SHOWN`` and the totals come from window counts.
-``web.inventory.common`` imports this inside a function, like the why-pending panel.
+``web.inventory.entity_page`` imports this inside a function, like the why-pending panel.
 """
 
 from __future__ import annotations

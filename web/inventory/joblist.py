@@ -18,7 +18,7 @@ from django.views.decorators.vary import vary_on_headers
 from collectors import queries
 from collectors.models import Cluster, EntityVersion
 from rcaweb.http import RcaRequest
-from web.inventory.common import render_page
+from web.inventory.entity_page import render_page
 from web.inventory.rows import JobRow
 
 logger = logging.getLogger(__name__)

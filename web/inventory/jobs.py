@@ -18,7 +18,7 @@ from collectors.podstatus import pod_status, pods_in_trouble
 from incidents.job_explanation import explain_job_at
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
-from web.inventory.common import entity_page_context, finish, not_found, render_page
+from web.inventory.entity_page import entity_page_context, finish, not_found, render_page
 from web.inventory.rows import PodRow
 from web.inventory.sharing import PodGpu, entity_resolver, gpus_held, with_links
 

@@ -14,7 +14,7 @@ from collectors.podstatus import pod_status
 from collectors.xid import last_xids
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
-from web.inventory.common import entity_page_context, finish, render_page
+from web.inventory.entity_page import entity_page_context, finish, render_page
 from web.inventory.rows import GpuUserRow, NodeGpuRow, PodRow, SliceRow
 from web.inventory.sharing import (
     GpuUse,

@@ -26,7 +26,7 @@ from collectors.podstatus import pod_status
 from collectors.sources.redact import redact_text
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
-from web.inventory.common import entity_page_context, finish, not_found, render_page
+from web.inventory.entity_page import entity_page_context, finish, not_found, render_page
 from web.inventory.sharing import entity_resolver, gpus_held, with_links
 
 logger = logging.getLogger(__name__)

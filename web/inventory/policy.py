@@ -14,7 +14,7 @@ from collectors.models import Change, EntityVersion
 from collectors.podstatus import pods_in_trouble
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
-from web.inventory.common import entity_page_context, finish, render_page
+from web.inventory.entity_page import entity_page_context, finish, render_page
 from web.inventory.rows import JobRow
 
 logger = logging.getLogger(__name__)

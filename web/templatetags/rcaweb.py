@@ -20,7 +20,8 @@ from django.utils.safestring import SafeString, mark_safe
 
 from collectors.changefmt import Leaf, diff_leaves
 from rcaweb import kinds
-from rcaweb.cursor import Cursor, format_duration, format_t, query_at
+from rcaweb.cursor import Cursor, format_t, query_at
+from rcaweb.durations import format_duration
 
 register = template.Library()
 

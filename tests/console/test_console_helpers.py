@@ -4,7 +4,9 @@ import statistics
 
 import pytest
 
-from web.console.common import fmt_age, one_line, percentile
+from rcaweb.durations import format_age
+from web.console.condition_line import one_line
+from web.console.percentile import percentile
 
 
 def test_it_summarizes_a_kube_scheduler_message_without_its_preemption_tail() -> None:
@@ -42,7 +44,7 @@ def test_percentile_matches_statistics_inclusive_quantiles() -> None:
 
 
 def test_ages_read_in_minutes_hours_and_days() -> None:
-    assert [fmt_age(s) for s in (59, 600, 3 * 3600 + 5 * 60 + 59, 50 * 3600)] == [
+    assert [format_age(s) for s in (59, 600, 3 * 3600 + 5 * 60 + 59, 50 * 3600)] == [
         "0m",
         "10m",
         "3h05m",
