@@ -586,14 +586,15 @@ def _taint(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
         return []
     t = taints[0]
     spec = f"{t['key']}={t.get('value') or ''}:{t['effect']}"
-    others = [j.ref.label for j in di.jobs if is_pending(j) and j.ref != job]
+    # who starts once the taint is gone: the model's pass in queue order over the room on those nodes
+    started = starts_with_room(di, dict.fromkeys(nodes[:4], 0), lifted=frozenset({F.TAINT}))
     return [
         ActionDraft(
             f.code,
             f"Remove the taint {spec} from {', '.join(nodes[:4])} if it is no longer needed",
             " && ".join(f"kubectl taint nodes {n} {spec}-" for n in nodes[:4]),
-            f"Every pod may land on {len(nodes)} node(s) again; pending jobs that could: "
-            f"{', '.join(others[:6]) or 'only this one'}.",
+            f"Every pod may land on {len(nodes[:4])} node(s) again; pending jobs that would then start, in "
+            f"queue order: {', '.join(started[:6]) or 'none at t'}.",
             "The job's pods bind to those nodes.",
             " && ".join(f"kubectl taint nodes {n} {spec}" for n in nodes[:4]),
             Ref("node", nodes[0]),

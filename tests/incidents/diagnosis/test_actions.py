@@ -216,3 +216,24 @@ def test_an_uncordon_names_the_waiting_jobs_the_node_would_start_in_queue_order(
     assert uncordon.title == "Uncordon h100-01 if its maintenance is over"
     assert "could land there: prod/urgent." in uncordon.impact
     assert F.CORDONED in F.node_fit(di, di.nodes[1], F.job_request(di, waiting[0])).blockers
+
+
+def test_removing_a_taint_says_who_would_start_in_queue_order_not_every_waiting_job():
+    """One tainted 8-GPU node, two 8-GPU jobs waiting and a third asking more than any node has: removing the
+    taint starts the first in queue order only (the model's pass), never every pending job."""
+    taint = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}
+    jobs = [
+        job("w1", "research", submitted=T0),
+        job("w2", "research", submitted=T0 + timedelta(minutes=5)),
+        job("huge", "research", gpus_per_pod=16, submitted=T0 + timedelta(minutes=9)),
+    ]
+    di = world(
+        subjects=[Ref("job", "w1", "research")],
+        nodes=[node("h100-01"), node("h100-02", taints=[taint])],
+        pods=[pod("r-0", "r", "research", node_name="h100-01", gpus=8)],
+        jobs=jobs,
+    )
+    acts = [a for a in run_checks(di).actions if a.code == C.UNTOLERATED_TAINT]
+    assert acts and acts[0].command == "kubectl taint nodes h100-02 maintenance=true:NoSchedule-"
+    impact = acts[0].impact
+    assert impact.endswith("pending jobs that would then start, in queue order: research/w1."), impact
