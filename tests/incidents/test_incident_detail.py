@@ -78,7 +78,7 @@ class IncidentDetailTests(IncidentPageTestCase):
         self.assertIn("/api/v1/namespaces/vision/pods/resnet-train-0", swapped.content.decode())
 
     def test_the_timeline_folds_what_repeats_and_what_overflows(self) -> None:
-        from web.incidents.views import TIMELINE_SHOWN
+        from web.incidents.timeline import TIMELINE_SHOWN
 
         Observation.objects.bulk_create(
             [
