@@ -145,6 +145,8 @@ class SimProject:
     uid: str
     limit_cpu_millis: int | None = None  # KAI: the Queue's CPU and memory limits, None = none
     limit_memory_bytes: int | None = None
+    quota_cpu_millis: int | None = None  # KAI: the Queue's deserved CPU and memory, None = unlimited (-1)
+    quota_memory_bytes: int | None = None
     resource_version: int = 0
     last_manager: str = "kai-operator"  # managedFields manager of the last write (the event's actor)
     # Added by the engine, recomputed every tick (KAI Queue status / Kueue ClusterQueue status):
@@ -175,6 +177,8 @@ class SimDepartment:
     over_quota_weight: int = 1
     limit_cpu_millis: int | None = None  # KAI: the parent Queue's CPU and memory limits, None = none
     limit_memory_bytes: int | None = None
+    quota_cpu_millis: int | None = None  # KAI: the parent Queue's deserved CPU and memory, None = unlimited
+    quota_memory_bytes: int | None = None
 
 
 @dataclass

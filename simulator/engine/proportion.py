@@ -1,16 +1,16 @@
 """KAI's proportion plugin as the simulator models it: the order queues are served in, and reclaim between them.
 
 Read from KAI Scheduler's behaviour, its documentation (docs/fairness) and its own test tables
-(tests/simulator/kai_cases), not its code. GPUs only: KAI also weighs CPU and memory, which the simulator's
-queues do not have.
+(tests/simulator/kai_cases), and checked against its code. GPUs here; where a queue has a CPU or memory
+deserved quota, ``cpumem`` adds those resources to every check below, as KAI weighs all three.
 
 Queue order (allocate): each queue offers its next job (inference before train, then the oldest); the queues
 are compared at each level of the hierarchy (departments and ungrouped projects, then a department's projects)
 by, in turn: still within its deserved quota with the job first; higher queue priority; a queue with nothing to
 hold (no quota, no fair share) last; the smaller share with the job (allocated / max(deserved, fair share)),
 then without it; the smaller share; the queue created first. (KAI puts a queue over its fair share in every
-resource last of all; the simulator's queues have unlimited CPU and memory quotas, whose fair share is what
-they request, so that never happens.)
+resource last of all; a queue with an unlimited CPU and memory quota has a fair share in them of what it
+requests, so that happens only by its GPUs.)
 
 Reclaim:
 
@@ -39,6 +39,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from . import cpumem
+from .cpumem import ZERO, CpuMem, Vec
+
 if TYPE_CHECKING:
     from ..state import SimJob
     from .world import World
@@ -60,6 +63,7 @@ class Queues:
     fair: dict[Key, float]
     alloc: dict[str, float]
     _created: dict[Key, int] | None = None
+    cm: CpuMem | None = None  # CPU and memory, where some queue has a deserved quota in them
 
     def chain(self, project: str) -> list[Key]:
         """The project's queue and its ancestors, leaf first."""
@@ -114,54 +118,129 @@ def deserved_gpus(quota: float) -> float:
     return math.inf if quota < 0 else float(quota)
 
 
-def can_reclaim(q: Queues, project: str, r: float) -> bool:
-    """The reclaimer's queue, with the job, stays within its fair share."""
+def can_reclaim(q: Queues, project: str, r: float, need: Vec = ZERO) -> bool:
+    """The reclaimer's queue, with the job, stays within its fair share (in every resource)."""
     key = ("project", project)
-    return q.alloc[project] + r <= q.fair.get(key, 0.0) + EPS
+    if q.alloc[project] + r > q.fair.get(key, 0.0) + EPS:
+        return False
+    return q.cm is None or cpumem.within(cpumem.plus(q.cm.used(key), need), q.cm.fair.get(key, ZERO))
 
 
-def candidate(q: Queues, project: str, r: float, victim: str) -> bool:
+def _fits_deserved(q: Queues, key: Key, r: float, need: Vec) -> bool:
+    """The queue, with the job, stays within its deserved quota in every resource."""
+    if q.used(key) + r > q.deserved(key) + EPS:
+        return False
+    return q.cm is None or cpumem.within(cpumem.plus(q.cm.used(key), need), q.cm.deserved(key))
+
+
+def candidate(q: Queues, project: str, r: float, victim: str, need: Vec = ZERO) -> bool:
     """Whether the victim's queue can lose work to this reclaimer at all (its use now, before any victim)."""
     if victim == project:
         return False
     mine, theirs = q.leveled(project, victim)
-    if q.used(mine) + r > q.deserved(mine) + EPS:
-        return q.used(theirs) > q.allocatable(theirs) + EPS
-    return q.used(theirs) >= q.deserved(theirs) - EPS
+    if q.cm is None:
+        if q.used(mine) + r > q.deserved(mine) + EPS:
+            return q.used(theirs) > q.allocatable(theirs) + EPS
+        return q.used(theirs) >= q.deserved(theirs) - EPS
+    if not _fits_deserved(q, mine, r, need):
+        return _over_allocatable(q, theirs, q.used(theirs), q.cm.used(theirs))
+    # KAI's deserved-quota filter: over the resources the job asks for, past the victim's deserved quota in
+    # one, and below it in none
+    under = False
+    if r > 0:
+        if q.used(theirs) > q.deserved(theirs) + EPS:
+            return True
+        under = q.used(theirs) < q.deserved(theirs) - EPS
+    verdict = cpumem.deserved_candidate(q.cm, need, theirs)
+    if verdict is not None:
+        return verdict
+    return not under
 
 
-def allowed(q: Queues, project: str, r: float, victim: str, remaining: dict[Key, float]) -> bool:
-    """Whether one more victim of ``victim``'s queue may go, given what that queue still holds (``remaining``)."""
+def _over_allocatable(q: Queues, key: Key, gpus: float, cm_left: Vec) -> bool:
+    """The queue holds more than its allocatable share in some resource."""
+    if gpus > q.allocatable(key) + EPS:
+        return True
+    return q.cm is not None and cpumem.over(cm_left, q.cm.allocatable(key))
+
+
+def allowed(
+    q: Queues,
+    project: str,
+    r: float,
+    victim: str,
+    remaining: dict[Key, float],
+    need: Vec = ZERO,
+    cm_remaining: dict[Key, Vec] | None = None,
+) -> bool:
+    """Whether one more victim of ``victim``'s queue may go, given what that queue still holds (``remaining``,
+    and in CPU and memory ``cm_remaining``)."""
     if victim == project:
         return False
     mine, theirs = q.leveled(project, victim)
     left = remaining.setdefault(theirs, q.used(theirs))
-    if left > q.allocatable(theirs) + EPS:  # maintain fair share
+    if q.cm is None:
+        if left > q.allocatable(theirs) + EPS:  # maintain fair share
+            return True
+        # guarantee deserved quota
+        return q.used(mine) + r <= q.deserved(mine) + EPS and left > q.deserved(theirs) + EPS
+    cm_left = (cm_remaining if cm_remaining is not None else {}).setdefault(theirs, q.cm.used(theirs))
+    if _over_allocatable(q, theirs, left, cm_left):  # maintain fair share, in some resource
         return True
-    # guarantee deserved quota
-    return q.used(mine) + r <= q.deserved(mine) + EPS and left > q.deserved(theirs) + EPS
+    # guarantee deserved quota: the reclaimer within it in every resource, the victim's queue past it in one
+    past = left > q.deserved(theirs) + EPS or cpumem.over(cm_left, q.cm.deserved(theirs))
+    return _fits_deserved(q, mine, r, need) and past
 
 
-def take(q: Queues, victim: str, gpus: float, remaining: dict[Key, float]) -> None:
-    """The victim's GPUs leave its queue and every queue above it."""
+def take(
+    q: Queues,
+    victim: str,
+    gpus: float,
+    remaining: dict[Key, float],
+    freed: Vec = ZERO,
+    cm_remaining: dict[Key, Vec] | None = None,
+) -> None:
+    """The victim's GPUs (and CPU and memory, ``freed``) leave its queue and every queue above it."""
     for key in q.chain(victim):
         remaining[key] = remaining.get(key, q.used(key)) - gpus
+        if q.cm is not None and cm_remaining is not None:
+            cm_remaining[key] = cpumem.minus(cm_remaining.get(key, q.cm.used(key)), freed)
 
 
-def within_bounds(q: Queues, project: str, r: float, remaining: dict[Key, float]) -> bool:
+def within_bounds(
+    q: Queues,
+    project: str,
+    r: float,
+    remaining: dict[Key, float],
+    need: Vec = ZERO,
+    cm_remaining: dict[Key, Vec] | None = None,
+) -> bool:
     """At every level of the reclaimer's hierarchy: within its fair share, or less saturated than each sibling
-    it takes from."""
+    it takes from (in every resource the job or its victims hold)."""
     for key in q.chain(project):
         mine = remaining.get(key, q.used(key)) + r
         ratio = _saturation(mine, q.fair.get(key, 0.0))
-        if ratio <= 1 + EPS:
+        if ratio > 1 + EPS:
+            for other, left in remaining.items():
+                if other == key or q.parent(other) != q.parent(key):
+                    continue
+                fair = q.fair.get(other, 0.0)
+                if fair > EPS and ratio >= _saturation(left, fair) - EPS:
+                    return False
+        if q.cm is None or cm_remaining is None:
             continue
-        for other, left in remaining.items():
-            if other == key or q.parent(other) != q.parent(key):
+        held = cpumem.plus((cm_remaining or {}).get(key, q.cm.used(key)), need)
+        fair_mine = q.cm.fair.get(key, ZERO)
+        for i in (0, 1):
+            ratio_i = cpumem.saturation(held[i], fair_mine[i])
+            if ratio_i <= 1 + EPS or math.isinf(fair_mine[i]):
                 continue
-            fair = q.fair.get(other, 0.0)
-            if fair > EPS and ratio >= _saturation(left, fair) - EPS:
-                return False
+            for other, left_cm in cm_remaining.items():
+                if other == key or q.parent(other) != q.parent(key):
+                    continue
+                fair_i = q.cm.fair.get(other, ZERO)[i]
+                if fair_i > EPS and ratio_i >= cpumem.saturation(left_cm[i], fair_i) - EPS:
+                    return False
     return True
 
 
@@ -176,15 +255,27 @@ def _saturation(allocated: float, fair: float) -> float:
 #
 
 
-def queue_key(q: Queues, key: Key, r: float) -> tuple:
-    """Where the queue stands, offering a job of ``r`` GPUs: lower is served first."""
+def queue_key(q: Queues, key: Key, r: float, need: Vec = ZERO) -> tuple:
+    """Where the queue stands, offering a job of ``r`` GPUs (and ``need`` CPU and memory): lower is served
+    first. In CPU and memory, where a queue has a deserved quota: past it with the job counts as in GPUs, and
+    the share compared is the dominant one (the largest of the three)."""
     used, deserved, share = q.used(key), q.deserved(key), q.allocatable(key)
+    if q.cm is None:
+        return (
+            used + r > deserved + EPS,  # past its deserved quota with the job
+            -q.priority(key),
+            share <= EPS and used + r > EPS,  # nothing to hold, yet it would hold something
+            _share(used + r, share),
+            _share(used, share),
+            share,
+            q.created(key),
+        )
     return (
-        used + r > deserved + EPS,  # past its deserved quota with the job
+        not _fits_deserved(q, key, r, need),
         -q.priority(key),
-        share <= EPS and used + r > EPS,  # nothing to hold, yet it would hold something
-        _share(used + r, share),
-        _share(used, share),
+        share <= EPS and used + r > EPS,
+        max(_share(used + r, share), cpumem.dominant_share(q.cm, key, need)),
+        max(_share(used, share), cpumem.dominant_share(q.cm, key, ZERO)),
         share,
         q.created(key),
     )
@@ -222,14 +313,17 @@ def serve(q: Queues, jobs: list[SimJob]) -> Iterator[SimJob]:
         job = queued[name][-1]
         return job.pods * job.gpus_per_pod
 
+    def need(name: str) -> Vec:
+        return ZERO if q.cm is None else cpumem.job_need(queued[name][-1])
+
     def entry(top: Key) -> tuple[tuple, str] | None:
         names = [n for n in tops[top] if queued[n]]
         if not names:
             return None
         if top[0] == "project":
-            return queue_key(q, top, head(top[1])), top[1]
-        best = min(names, key=lambda n: queue_key(q, ("project", n), head(n)))
-        return queue_key(q, top, head(best)), best
+            return queue_key(q, top, head(top[1]), need(top[1])), top[1]
+        best = min(names, key=lambda n: queue_key(q, ("project", n), head(n), need(n)))
+        return queue_key(q, top, head(best), need(best)), best
 
     heap: list[tuple[tuple, int, Key, str]] = []
     current: dict[Key, int] = {}

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..scenario.model import TRAIN_PRIORITY
-from . import lifecycle, messages, proportion
+from . import cpumem, lifecycle, messages, proportion
 from .proportion import DEPARTMENT_PRIORITY, EPS
 
 if TYPE_CHECKING:
@@ -139,7 +139,9 @@ def kai_queues(world: World, placer: Placer, alloc: dict[str, float]) -> proport
         fair.update({("department", n): v for n, v in departments.items()})
         cached = (placer.version, fair)
         placer.memo["kai-fair"] = cached
-    return proportion.Queues(world, cached[1], alloc)
+        placer.memo["kai-cpumem"] = (placer.version, cpumem.build(world) if cpumem.wanted(world) else None)
+    cm = placer.memo["kai-cpumem"][1]
+    return proportion.Queues(world, cached[1], alloc, cm=cm)
 
 
 def kai_victims(
@@ -155,10 +157,11 @@ def kai_victims(
     r = job.pods * job.gpus_per_pod
     cands: list[tuple[str, SimJob]] = []
     queues = kai_queues(world, placer, alloc)
+    need = cpumem.job_need(job) if queues.cm is not None else cpumem.ZERO
     reclaim = (
         not over_limit
-        and proportion.can_reclaim(queues, proj.name, r)
-        and any(proportion.candidate(queues, proj.name, r, n) for n in world.projects)
+        and proportion.can_reclaim(queues, proj.name, r, need)
+        and any(proportion.candidate(queues, proj.name, r, n, need) for n in world.projects)
     )
     if not reclaim and job.priority_value <= TRAIN_PRIORITY:
         return []  # no queue to reclaim from, nothing of its own of a lower priority to preempt
@@ -169,7 +172,7 @@ def kai_victims(
             for j in bound
             if j.project != proj.name
             and j.priority_class == "train"
-            and proportion.candidate(queues, proj.name, r, j.project)
+            and proportion.candidate(queues, proj.name, r, j.project, need)
         ]
         others.sort(
             key=lambda j: (
@@ -190,6 +193,7 @@ def kai_victims(
     cands += [("preempt", j) for j in same]
     chosen: list[tuple[str, SimJob]] = []
     remaining: dict[proportion.Key, float] = {}  # what each queue holds once the chosen victims are gone
+    cm_remaining: dict[proportion.Key, cpumem.Vec] = {}  # the same in CPU and memory
     extra: dict[str, list[int]] = {}
     released: list = []
     freed = 0.0  # of the job's own queue
@@ -198,9 +202,17 @@ def kai_victims(
         if kind == "preempt":
             freed += sum(p.gpus_requested for p in pods)
         if kind == "reclaim":
-            if not proportion.allowed(queues, proj.name, r, victim.project, remaining):
+            if not proportion.allowed(queues, proj.name, r, victim.project, remaining, need, cm_remaining):
                 continue  # earlier victims already brought its queue back to its share
-            proportion.take(queues, victim.project, sum(p.gpus_requested for p in pods), remaining)
+            freed_cm = cpumem.job_need(victim) if queues.cm is not None else cpumem.ZERO
+            proportion.take(
+                queues,
+                victim.project,
+                sum(p.gpus_requested for p in pods),
+                remaining,
+                freed_cm,
+                cm_remaining,
+            )
         chosen.append((kind, victim))
         for pod in pods:
             extra.setdefault(pod.node or "", []).extend(pod.gpu_indices)
@@ -217,7 +229,7 @@ def kai_victims(
         if (
             placement is not None
             and freed >= over_limit - 1e-9
-            and proportion.within_bounds(queues, proj.name, r, remaining)
+            and proportion.within_bounds(queues, proj.name, r, remaining, need, cm_remaining)
             and _placed_after_requeue(world, placer, job, chosen, queues, released, simple)
         ):
             return chosen
@@ -261,7 +273,7 @@ def _placed_after_requeue(
         elif world.projects[j.project].department in depts and _waiting(world, j):
             jobs.append(j)
     retaken: set[str] = set()
-    for j in proportion.serve(proportion.Queues(world, queues.fair, alloc), jobs):
+    for j in proportion.serve(proportion.Queues(world, queues.fair, alloc, cm=queues.cm), jobs):
         if j is job:
             break
         if j.name in victims:

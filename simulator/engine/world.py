@@ -97,6 +97,8 @@ class World:
                 over_quota_weight=d.over_quota_weight,
                 limit_cpu_millis=d.limit_cpu_millis,
                 limit_memory_bytes=d.limit_memory_bytes,
+                quota_cpu_millis=d.quota_cpu_millis,
+                quota_memory_bytes=d.quota_memory_bytes,
             )
             self.departments[d.name] = dept
             self.touch(dept)
@@ -113,6 +115,8 @@ class World:
                 department=p.department,
                 limit_cpu_millis=p.limit_cpu_millis,
                 limit_memory_bytes=p.limit_memory_bytes,
+                quota_cpu_millis=p.quota_cpu_millis,
+                quota_memory_bytes=p.quota_memory_bytes,
             )
             self.projects[p.name] = proj
             self.touch(proj)

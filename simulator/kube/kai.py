@@ -154,13 +154,23 @@ def kai_queue(ctx: RenderContext, project: SimProject) -> dict[str, Any]:
 
 
 def _cpu_memory(queue: Any) -> dict[str, dict[str, int]]:
-    """A Queue's CPU (millicores) and memory (MB, 10^6 bytes) resources, as KAI's Queue states them: no quota,
-    and the scenario's limits where it sets them."""
+    """A Queue's CPU (millicores) and memory (MB, 10^6 bytes) resources, as KAI's Queue states them: the
+    scenario's deserved quotas and limits where it sets them, else -1 (unlimited)."""
     cpu = getattr(queue, "limit_cpu_millis", None)
     mem = getattr(queue, "limit_memory_bytes", None)
+    qcpu = getattr(queue, "quota_cpu_millis", None)
+    qmem = getattr(queue, "quota_memory_bytes", None)
     return {
-        "cpu": {"quota": -1, "limit": -1 if cpu is None else cpu, "overQuotaWeight": 1},
-        "memory": {"quota": -1, "limit": -1 if mem is None else mem // 10**6, "overQuotaWeight": 1},
+        "cpu": {
+            "quota": -1 if qcpu is None else qcpu,
+            "limit": -1 if cpu is None else cpu,
+            "overQuotaWeight": 1,
+        },
+        "memory": {
+            "quota": -1 if qmem is None else qmem // 10**6,
+            "limit": -1 if mem is None else mem // 10**6,
+            "overQuotaWeight": 1,
+        },
     }
 
 

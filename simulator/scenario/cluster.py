@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import yaml
 
@@ -193,19 +194,33 @@ def read_cluster(r: Reader, node: yaml.Node | None) -> ClusterSpec | None:
     return ClusterSpec(name, scheduler, dcgm, tuple(pools), line_of(node))
 
 
-def _deserved(r: Reader, node: yaml.Node | None, path: str) -> int | float | None:
-    """A deserved quota ``{gpu: n}``: also -1 (a KAI queue's unlimited deserved quota) or a fraction (KAI's
-    deserved GPUs are a number); Kueue refuses both (the loader says so)."""
-    keys = r.mapping(node, path, ("gpu",), required=("gpu",))
+class Deserved(NamedTuple):
+    gpus: int | float
+    cpu_millis: int | None  # None: KAI's unlimited (-1), the default
+    memory_bytes: int | None
+
+
+def _deserved(r: Reader, node: yaml.Node | None, path: str) -> Deserved | None:
+    """A deserved quota ``{gpu: n, cpu: c, memory: m}``: GPUs also -1 (a KAI queue's unlimited deserved quota)
+    or a fraction (KAI's deserved GPUs are a number); CPU cores and memory optional, KAI's only (the loader
+    says so), unlimited when absent. Kueue refuses all but whole GPUs."""
+    keys = r.mapping(node, path, ("gpu", "cpu", "memory"), required=("gpu",))
     if keys is None:
         return None
     value = r.safe(keys["gpu"])
+    gpus: int | float | None
     if value == -1:
-        return UNLIMITED
-    if isinstance(value, float):
+        gpus = UNLIMITED
+    elif isinstance(value, float):
         number = r.number(keys["gpu"], f"{path}.gpu", lo=0.0, hi=math.inf)
-        return None if number is None else (int(number) if number.is_integer() else number)
-    return r.integer(keys.get("gpu"), f"{path}.gpu", minimum=0)
+        gpus = None if number is None else (int(number) if number.is_integer() else number)
+    else:
+        gpus = r.integer(keys.get("gpu"), f"{path}.gpu", minimum=0)
+    cpu = r.cpu(keys["cpu"], f"{path}.cpu") if "cpu" in keys else None
+    mem = r.memory(keys["memory"], f"{path}.memory") if "memory" in keys else None
+    if gpus is None or ("cpu" in keys and cpu is None) or ("memory" in keys and mem is None):
+        return None
+    return Deserved(gpus, cpu, mem)
 
 
 def read_departments(r: Reader, node: yaml.Node | None) -> list[DepartmentSpec]:
@@ -227,8 +242,8 @@ def read_departments(r: Reader, node: yaml.Node | None) -> list[DepartmentSpec]:
             if "over_quota_weight" in dk
             else 1
         )
-        if quota is not None and limit is not None and limit < quota:
-            r.problem(f"{path}.limit", dk["limit"], f"limit ({limit}) is below quota ({quota})")
+        if quota is not None and limit is not None and limit < quota.gpus:
+            r.problem(f"{path}.limit", dk["limit"], f"limit ({limit}) is below quota ({quota.gpus})")
             continue
         if name in seen:
             r.problem(f"{path}.name", dk.get("name"), f"duplicate department name {name!r}")
@@ -237,7 +252,17 @@ def read_departments(r: Reader, node: yaml.Node | None) -> list[DepartmentSpec]:
         if name is None or quota is None or weight is None or dlim is None:
             continue
         out.append(
-            DepartmentSpec(name, quota, limit, line_of(dnode), weight, dlim.cpu_millis, dlim.memory_bytes)
+            DepartmentSpec(
+                name,
+                quota.gpus,
+                limit,
+                line_of(dnode),
+                weight,
+                dlim.cpu_millis,
+                dlim.memory_bytes,
+                quota_cpu_millis=quota.cpu_millis,
+                quota_memory_bytes=quota.memory_bytes,
+            )
         )
     return out
 
@@ -279,8 +304,8 @@ def read_projects(
             continue
         if "department" in pk and dept is None:
             continue
-        if quota is not None and limit is not None and limit < quota:
-            r.problem(f"{path}.limit", pk["limit"], f"limit ({limit}) is below quota ({quota})")
+        if quota is not None and limit is not None and limit < quota.gpus:
+            r.problem(f"{path}.limit", pk["limit"], f"limit ({limit}) is below quota ({quota.gpus})")
         if name in seen:
             r.problem(f"{path}.name", pk.get("name"), f"duplicate project name {name!r}")
         if name:
@@ -298,7 +323,7 @@ def read_projects(
             ProjectSpec(
                 name,
                 namespace,
-                quota,
+                quota.gpus,
                 limit,
                 weight,
                 prio,
@@ -306,6 +331,8 @@ def read_projects(
                 dept,
                 limit_cpu_millis=plim.cpu_millis,
                 limit_memory_bytes=plim.memory_bytes,
+                quota_cpu_millis=quota.cpu_millis,
+                quota_memory_bytes=quota.memory_bytes,
             )
         )
     return out

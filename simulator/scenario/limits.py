@@ -33,7 +33,8 @@ def read_limit(r: Reader, node: yaml.Node | None, path: str) -> Limit | None:
 
 
 def kai_only_queues(r: Reader, departments: list[DepartmentSpec], projects: list[ProjectSpec]) -> None:
-    """What only a KAI Queue can say: an unlimited (-1) or fractional deserved quota, CPU and memory limits."""
+    """What only a KAI Queue can say: an unlimited (-1) or fractional deserved quota, CPU and memory quotas and
+    limits."""
     queues: list[tuple[str, int, DepartmentSpec | ProjectSpec]] = [
         ("departments", i, d) for i, d in enumerate(departments)
     ]
@@ -52,5 +53,12 @@ def kai_only_queues(r: Reader, departments: list[DepartmentSpec], projects: list
                 f"{section}[{i}].limit",
                 None,
                 "cpu and memory limits are a KAI Queue's; Kueue's quotas here are GPUs only",
+                line=q.line,
+            )
+        if q.quota_cpu_millis is not None or q.quota_memory_bytes is not None:
+            r.problem(
+                f"{section}[{i}].quota",
+                None,
+                "cpu and memory deserved quotas are a KAI Queue's; Kueue's quotas here are GPUs only",
                 line=q.line,
             )

@@ -90,6 +90,8 @@ class DepartmentSpec:
     over_quota_weight: int = 1  # KAI: its share of the spare among the top-level queues
     limit_cpu_millis: int | None = None  # KAI: the Queue's CPU limit
     limit_memory_bytes: int | None = None  # KAI: the Queue's memory limit
+    quota_cpu_millis: int | None = None  # KAI: the Queue's deserved CPU; None is unlimited (-1)
+    quota_memory_bytes: int | None = None  # KAI: the Queue's deserved memory; None is unlimited (-1)
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,8 @@ class ProjectSpec:
     department: str | None = None
     limit_cpu_millis: int | None = None  # KAI: the Queue's CPU limit
     limit_memory_bytes: int | None = None  # KAI: the Queue's memory limit
+    quota_cpu_millis: int | None = None  # KAI: the Queue's deserved CPU; None is unlimited (-1)
+    quota_memory_bytes: int | None = None  # KAI: the Queue's deserved memory; None is unlimited (-1)
 
 
 @dataclass(frozen=True)

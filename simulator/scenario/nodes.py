@@ -16,8 +16,18 @@ import yaml
 _DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _SLUG_RE = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 _MISSING = object()
-_BINARY_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-_QUANTITY_RE = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti)$")
+# Kubernetes' binary suffixes and its decimal ones (KAI's own units are decimal: a Queue's memory is in MB)
+_BINARY_SUFFIX = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+}
+_QUANTITY_RE = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)$")
 _CPU_RE = re.compile(r"^(\d+)m$")
 
 
@@ -205,7 +215,8 @@ class Reader:
         return out
 
     def memory(self, node: yaml.Node | None, path: str) -> int | None:
-        """A Kubernetes binary quantity such as ``512Gi``, ``20Gi``, ``1536Mi``: bytes (rounded down), > 0."""
+        """A Kubernetes quantity such as ``512Gi``, ``20Gi``, ``1536Mi`` or, decimal, ``30G``, ``1500M``: bytes
+        (rounded down), > 0."""
         if node is None:
             return None
         value = self.safe(node)

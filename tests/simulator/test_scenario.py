@@ -212,8 +212,12 @@ def test_a_missing_key_is_reported_at_its_mapping_and_an_unknown_one_lists_the_k
     assert problems_of(BASE.replace("    pods: 1\n", "")) == [
         ("jobs[0].pods", 20, "missing required key 'pods'")
     ]
-    ((path, line, msg),) = problems_of(BASE.replace("    quota: {gpu: 8}", "    quota: {gpu: 8, cpu: 4}"))
-    assert (path, line, msg) == ("projects[0].quota.cpu", 17, "unknown key 'cpu'; expected one of: gpu")
+    ((path, line, msg),) = problems_of(BASE.replace("    quota: {gpu: 8}", "    quota: {gpu: 8, disk: 4}"))
+    assert (path, line, msg) == (
+        "projects[0].quota.disk",
+        17,
+        "unknown key 'disk'; expected one of: gpu, cpu, memory",
+    )
 
 
 def test_one_entry_reports_its_type_and_reference_problems_together_in_reading_order() -> None:
