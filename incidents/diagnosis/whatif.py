@@ -26,7 +26,9 @@ parameter          value                           edit
 The edits are read and applied by ``incidents.diagnosis.whatif_edits`` (re-exported here): ``apply_edits``
 returns a new input and never changes the one it was given. ``compare`` runs ``scheduling_pass.cluster_pass``
 over both and lines up which waiting jobs start, and where, and what each queue and department holds before and
-after. Nothing is ever executed. Pure: no database, no simulator.
+after. On a KAI cluster it then asks who the waiting jobs each pass leaves without room would evict
+(``incidents.diagnosis.whatif_reclaim``): the reclaims and preemptions the edits bring are their cost to others.
+Nothing is ever executed. Pure: no database, no simulator.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from incidents.diagnosis.whatif_edits import (
     parse_edit,
     parse_edits,
 )
+from incidents.diagnosis.whatif_reclaim import Reclaim, reclaims
 
 #
 # Before and after
@@ -140,6 +143,22 @@ class WhatIf:
     jobs: list[JobDiff] = field(default_factory=list)
     allocations: list[Allocation] = field(default_factory=list)
     added_nodes: list[str] = field(default_factory=list)
+    # KAI: the waiting jobs each pass leaves without room that would start by evicting others
+    reclaims_before: list[Reclaim] = field(default_factory=list)
+    reclaims_after: list[Reclaim] = field(default_factory=list)
+    reclaim_weighed: bool = False  # the scheduler is KAI: its reclaim and preemption were weighed
+
+    @property
+    def reclaims(self) -> list[Reclaim]:
+        """The evictions the edits bring: reclaimers after the edits whose victims were not evicted before."""
+        before = {(r.label, tuple(v.label for v in r.victims)) for r in self.reclaims_before}
+        return [r for r in self.reclaims_after if (r.label, tuple(v.label for v in r.victims)) not in before]
+
+    @property
+    def evicted(self) -> list[str]:
+        """The running jobs the edits would have evicted (reclaimed or preempted), in order."""
+        before = {v.label for r in self.reclaims_before for v in r.victims}
+        return list(dict.fromkeys(v.label for r in self.reclaims for v in r.victims if v.label not in before))
 
     @property
     def changed(self) -> list[JobDiff]:
@@ -159,6 +178,8 @@ def compare(di: DiagnosisInput, edits: list[Edit]) -> WhatIf:
     with edited.indexed():
         after = cluster_pass(edited)
         after_alloc = _allocations(edited, after)
+    reclaims_before = reclaims(di, before) if edits else []
+    reclaims_after = reclaims(edited, after) if edits else []
     rows: dict[tuple[str, str], JobDiff] = {}
     for c in after.considered:
         rows[(c.job.namespace, c.job.name)] = JobDiff(None, c)
@@ -185,6 +206,9 @@ def compare(di: DiagnosisInput, edits: list[Edit]) -> WhatIf:
         jobs=jobs,
         allocations=allocations,
         added_nodes=[n.name for n in edited.nodes if n.name not in existing],
+        reclaims_before=reclaims_before,
+        reclaims_after=reclaims_after,
+        reclaim_weighed=di.scheduler == "kai",
     )
 
 

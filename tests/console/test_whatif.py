@@ -126,3 +126,23 @@ class WhatIfTest(PageTestCase):
         n_big, sql_big = self.count(big_t)
         assert n_small <= BUDGET, (n_small, sql_small)
         assert n_big == n_small, (n_small, n_big, sql_big)
+
+
+class WhatIfEvictionTest(PageTestCase):
+    def test_it_names_who_an_edit_would_evict_or_says_nobody(self):
+        r = self.get(PATH + "?quota=nlp:16", self.times["end"])
+        assert r.status_code == 200
+        wi = r.context["wi"]
+        html = r.content.decode()
+        assert "Evicted or reclaimed with the edits" in html
+        # nlp deserving 16 is below its share with bert-eval: it takes the room back from vision, over its quota 12
+        assert [(x.label, [(v.label, v.action) for v in x.victims]) for x in wi.reclaims] == [
+            ("nlp/bert-eval", [("vision/resnet-train", "reclaim")])
+        ]
+        assert wi.reclaims_before == [] and wi.evicted == ["vision/resnet-train"]
+        section = html.split('id="evicted"', 1)[1].split("</section>", 1)[0]
+        assert (
+            "nlp/bert-eval</a> would start on" in section and "vision/resnet-train</a> (reclaim)" in section
+        )
+        r = self.get(PATH + "?cordon=h100-01", self.times["end"])
+        assert "Nobody: no waiting job the pass leaves without room would reclaim" in r.content.decode()

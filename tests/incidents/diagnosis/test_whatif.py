@@ -218,3 +218,45 @@ def test_a_departments_limit_holds_its_projects_jobs_until_the_edit_raises_it():
     research = next(a for a in wi.allocations if a.kind == "department")
     assert (research.name, research.now, research.before, research.after) == ("research", 16.0, 16.0, 24.0)
     assert research.display["limit"] == "24" and research.display["delta"] == "+8"
+
+
+def _over_share():
+    """One 8-GPU node held by b's two 4-GPU jobs (b deserves 4); a (deserving 0) waits with a 4-GPU job."""
+    pods = [
+        pod("b1-0", "b1", "b", node_name="h100-01", gpus=4),
+        pod("b2-0", "b2", "b", node_name="h100-01", gpus=4),
+    ]
+    b1 = job("b1", "b", phase="Running", gpus_per_pod=4, submitted=T0)
+    b2 = job("b2", "b", phase="Running", gpus_per_pod=4, submitted=T0 + timedelta(minutes=5))
+    a1 = job("a1", "a", gpus_per_pod=4, submitted=T0 + timedelta(minutes=10))
+    return world(
+        subjects=[Ref("job", "a1", "a")],
+        nodes=[node("h100-01")],
+        pods=pods,
+        jobs=[b1, b2, a1],
+        queues=[queue("a", 0, 8), queue("b", 4, 8)],
+    )
+
+
+def test_an_edit_that_makes_a_queue_deserve_more_names_the_job_it_would_reclaim():
+    di = _over_share()
+    wi = compare(di, parse_edits({"quota": ["a:4"]}))
+    # before: a, over its share with the job, may not reclaim; with a quota of 4 it is within it, and b (8 of its
+    # 4) gives back its newest job
+    assert wi.reclaims_before == []
+    assert [(r.label, [(v.label, v.action) for v in r.victims], r.nodes) for r in wi.reclaims] == [
+        ("a/a1", [("b/b2", "reclaim")], {"h100-01": 1})
+    ]
+    assert wi.evicted == ["b/b2"]
+    # an edit that changes nothing for a evicts nobody
+    assert compare(di, parse_edits({"quota": ["b:4"]})).evicted == []
+
+
+def test_reclaimers_take_turns_each_on_the_state_the_one_before_left():
+    di = _over_share()
+    di.jobs.append(job("a2", "a", gpus_per_pod=4, submitted=T0 + timedelta(minutes=11)))
+    wi = compare(di, parse_edits({"quota": ["a:4"]}))
+    # a1 reclaims b2; a2 would take a over its 4: b, at its 4 once b2 is gone, keeps b1
+    assert [r.label for r in wi.reclaims] == ["a/a1"]
+    wi8 = compare(di, parse_edits({"quota": ["a:8"]}))
+    assert [(r.label, [v.label for v in r.victims]) for r in wi8.reclaims] == [("a/a1", ["b/b2"])]

@@ -1,0 +1,112 @@
+"""Who a pass's leftovers would evict: after one scheduling pass (``scheduling_pass.cluster_pass``), the waiting
+jobs the free room does not start that KAI would start by reclaiming GPUs from queues over their share, or by
+preempting lower-priority jobs of their own queue (``incidents.diagnosis.reclaim.victims``).
+
+The what-if page runs it on the state at t and on the edited state: an edit that raises a queue's quota can make
+that queue's waiting job a reclaimer, and the jobs it would evict are the edit's cost to others.
+
+Each reclaimer is weighed on the state left by the ones before it, in the pass's order: the pass's starts and the
+earlier reclaimers are bound where they go, their victims' pods are gone. Bounded: the first ``MAX_TRIED``
+waiting jobs the pass leaves without room, at most ``MAX_RECLAIMERS`` of them evicting. KAI only (Kueue's
+preemption is not weighed here); whole GPUs only (a share or MIG reclaimer is not bound). Pure: no database, no
+simulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from incidents.diagnosis import fit as F
+from incidents.diagnosis.queue_order import QueueOrder
+from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.reclaim import Victim, victims, without
+from incidents.diagnosis.scheduling_pass import NO_ROOM, ClusterPass, Considered
+from incidents.diagnosis.types import DiagnosisInput, EntityState
+
+MAX_TRIED = 24  # waiting jobs without room weighed for an eviction, in the pass's order
+MAX_RECLAIMERS = 8  # reclaimers one answer names
+
+
+@dataclass
+class Reclaim:
+    """A waiting job that would start by evicting others, where it would go, and whom it would evict."""
+
+    job: Considered
+    victims: list[Victim]
+    nodes: dict[str, int]  # node -> its pods
+
+    @property
+    def label(self) -> str:
+        return self.job.label
+
+    @property
+    def victims_words(self) -> str:
+        return ", ".join(f"{v.label} ({v.action}, {sum(v.gpus.values())} GPUs)" for v in self.victims)
+
+
+def reclaims(di: DiagnosisInput, cp: ClusterPass) -> list[Reclaim]:
+    """The reclaimers after the pass ``cp`` over ``di`` (module doc), in order; [] for a scheduler other than
+    KAI."""
+    if di.scheduler != "kai":
+        return []
+    left = [c for c in cp.considered if c.outcome == NO_ROOM and c.whole][:MAX_TRIED]
+    if not left:
+        return []
+    state = di
+    for c in cp.starts:
+        if c.whole:
+            state = _bound(state, c.job, c.nodes)
+    out: list[Reclaim] = []
+    order: QueueOrder | None = None
+    for c in left:
+        job = state.find("job", c.job.name, c.job.namespace) or c.job
+        with state.indexed():
+            if order is None:
+                order = QueueOrder(state, [j for j in state.jobs if is_pending(j)])
+            ev = victims(state, job, order)
+        if ev is None or not ev.victims:
+            continue
+        out.append(Reclaim(c, ev.victims, ev.nodes))
+        if len(out) >= MAX_RECLAIMERS:
+            break
+        state = _bound(without(state, [v.job for v in ev.victims]), job, ev.nodes)
+        order = None  # the standings moved: read them again for the next one
+    return out
+
+
+def _bound(di: DiagnosisInput, job: EntityState, nodes: dict[str, int]) -> DiagnosisInput:
+    """A copy of ``di`` with ``job`` running, its pods bound on ``nodes`` (whole GPUs)."""
+    req = F.job_request(di, job)
+    pods = [p for p in di.pods if not (p.namespace == job.namespace and p.get("job") == job.name)]
+    running = replace(job, state={**job.state, "phase": "Running", "active": req.pods})
+    i = 0
+    for node, n in nodes.items():
+        for _ in range(n):
+            pods.append(
+                EntityState(
+                    "pod",
+                    f"{job.name}-whatif-{i}",
+                    job.namespace,
+                    state={
+                        "phase": "Running",
+                        "node": node,
+                        "job": job.name,
+                        "project": job.get("project"),
+                        "queue": job.get("queue") or job.get("project"),
+                        "gpus": req.gpus_per_pod,
+                        "priority_class": job.get("priority_class"),
+                        "node_selector": dict(req.node_selector),
+                        "tolerations": list(req.tolerations),
+                    },
+                    valid_from=di.t,
+                )
+            )
+            i += 1
+    jobs = [
+        running if (j.namespace, j.name, j.kind) == (job.namespace, job.name, job.kind) else j
+        for j in di.jobs
+    ]
+    return replace(di, pods=pods, jobs=jobs)
+
+
+__all__ = ["MAX_RECLAIMERS", "MAX_TRIED", "Reclaim", "reclaims"]
