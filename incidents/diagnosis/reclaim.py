@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.queue_order import QueueOrder, Standing, job_queue
-from incidents.diagnosis.quota import QuotaAt, is_pending, job_rank, pod_units, quota_at
+from incidents.diagnosis.queue_order import QueueOrder, Standing, department_of, in_queue_key, job_queue
+from incidents.diagnosis.quota import QuotaAt, is_pending, job_rank, job_units, pod_units, quota_at
 from incidents.diagnosis.scheduling_pass import place
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
@@ -158,7 +158,7 @@ def victims(di: DiagnosisInput, job: EntityState, order: QueueOrder | None = Non
             and _within_siblings(order, mine, units, taken)
             and _placement(di, req, taken)
         ):
-            return _trim(
+            ev = _trim(
                 di,
                 req,
                 taken,
@@ -166,7 +166,48 @@ def victims(di: DiagnosisInput, job: EntityState, order: QueueOrder | None = Non
                     _quota_allows(quota, *_freed(order, job, v)) and _within_siblings(order, mine, units, v)
                 ),
             )
+            if _stands(di, req, job, ev.victims):
+                return ev
     return None
+
+
+def _stands(di: DiagnosisInput, req: F.Request, job: EntityState, gone: list[Victim]) -> bool:
+    """KAI's solver evicts the victims, then serves them again with the job in its allocate order: a victim
+    served before the job (its queue of a higher priority, say) takes its GPUs back, and the eviction stands
+    only if the job still fits in what the others leave. The order counts the waiting jobs a queue involved
+    would offer before its victim or the job (and those of its department's queues). Without this a reclaim
+    would be undone by the next allocation, and redone, for ever."""
+    victims = [v.job for v in gone]
+    mine = {id(j) for j in (job, *victims)}
+    last: dict[str, tuple[int, str, str, str]] = {}
+    for j in (job, *victims):
+        q = job_queue(j)
+        last[q] = max(last.get(q, in_queue_key(j)), in_queue_key(j))
+    depts = {department_of(di, q) for q in last} - {""}
+    others = [
+        j
+        for j in di.jobs
+        if id(j) not in mine
+        and is_pending(j)
+        and (
+            in_queue_key(j) < last[job_queue(j)]
+            if job_queue(j) in last
+            else department_of(di, job_queue(j)) in depts
+        )
+    ]
+    view = without(di, victims)
+    order = QueueOrder(view, [job, *victims, *others])
+    retaken: set[int] = set()
+    for other in order:
+        if other is job:
+            break
+        if id(other) in mine:
+            retaken.add(id(other))
+        order.charge(other, job_units(other))
+    if not retaken:
+        return True
+    left = [v for v in gone if id(v.job) not in retaken]
+    return bool(left) and bool(_placement(di, req, left))
 
 
 def _path(order: QueueOrder, queue: str) -> list[Standing]:
