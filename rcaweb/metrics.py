@@ -43,7 +43,7 @@ def watch_state() -> dict[str, float]:
     if not settings.REDIS_URL:
         return {}
     from collectors.models import Cluster
-    from collectors.sweep.watch import load_cursors
+    from collectors.sweep.watch_cursors import load_cursors
 
     now = timezone.now().timestamp()
     out = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -117,3 +118,20 @@ def record_gpus(sweep: Sweep, fetched: GpuSeries | None) -> None:
 def had_slices(cluster: Cluster) -> bool:
     """Whether the cluster has open GPU slices (shares, MIG instances) to close."""
     return GpuSlice.objects.filter(cluster=cluster, valid_to__isnull=True).exists()
+
+
+def answers_digest(answers: GpuAnswers | None) -> str | None:
+    """A digest of the GPU queries' answers as they came, undecoded: without their sample times (each poll
+    asks at a new moment), and of the inventory query only its label sets (its value is utilisation, which
+    changes at every scrape and which no GPU state keeps; ``map_gpus`` reads only its labels). In the order
+    Prometheus gave them: an answer reordered only costs one mapping."""
+    if answers is None:
+        return None
+    inventory, facts = answers
+    h = hashlib.blake2b(digest_size=16)
+    h.update(b"inventory\x00")
+    h.update(inventory.fingerprint(values=False))
+    for name, answer in sorted(facts.items()):
+        h.update(f"\x00{name}\x00".encode())
+        h.update(b"none" if answer is None else answer.fingerprint())
+    return h.hexdigest()

@@ -24,331 +24,41 @@ mapped state did not change writes nothing and pages and as-of queries read what
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import queue
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from types import SimpleNamespace
 from typing import Any
 
-import orjson
 from django.conf import settings
 from django.utils import timezone
 
 from collectors import mapping
 from collectors.models import Cluster
 from collectors.sources.errors import SourceError
-from collectors.sources.kubernetes import SOURCE, KubeSource, custom_listing
+from collectors.sources.kubernetes import KubeSource
 from collectors.sources.redact import redact_text
 from collectors.sweep.cluster_lock import cluster_lock
 from collectors.sweep.events import store_events
 from collectors.sweep.gc_pause import no_cyclic_gc
-from collectors.sweep.gpus import GpuAnswers, decode_gpu_answers, gpu_answers, record_gpus
+from collectors.sweep.gpus import answers_digest, decode_gpu_answers, gpu_answers, record_gpus
 from collectors.sweep.inventory import Sweep, announce, sweep_cluster
+from collectors.sweep.kept_listings import CachedKube, Kept, RecordingKube
 from collectors.sweep.runner import Runner
 from collectors.sweep.summary import SweepSummary
 from collectors.sweep.target import resolve
+from collectors.sweep.watch_cursors import save_cursors
+from collectors.sweep.watch_lease import Lease
+from collectors.sweep.watch_stats import WatchStats
+from collectors.sweep.watch_streams import ERROR, GONE, WatchStreams
 
 logger = logging.getLogger(__name__)
 
-Key = tuple[str, str]
 EVENTS = "list events"  # listed at each relist and watched; stored as the events sweep stores them, not kept
 EVENTS_BATCH = 2000  # Events listed are stored this many at a time
-STREAM_RETRY_S = (1.0, 30.0)  # a broken watch (not a 410) is resumed after a backoff in this range
 RELIST_RETRY_S = 30.0  # a relist in which a Kubernetes listing failed is tried again after this
-
-
-def _key(obj: dict[str, Any]) -> Key:
-    m = obj.get("metadata") or {}
-    return (str(m.get("namespace") or ""), str(m.get("name") or ""))
-
-
-def keepable(obj: dict[str, Any]) -> bytes:
-    """The object as kept: its JSON (a fifth of the memory of the decoded dicts; decoded again only when
-    events are applied), ``managedFields`` without their ``fieldsV1`` (the mappers read only who wrote it,
-    when, and whether it was the status)."""
-    m = obj.get("metadata")
-    fields = m.get("managedFields") if isinstance(m, dict) else None
-    if isinstance(m, dict) and isinstance(fields, list) and fields:
-        slim = [{k: v for k, v in e.items() if k != "fieldsV1"} if isinstance(e, dict) else e for e in fields]
-        obj = {**obj, "metadata": {**m, "managedFields": slim}}
-    return orjson.dumps(obj)
-
-
-@dataclass
-class Kept:
-    """What a session keeps of a cluster: every listed object by listing, and where each listing stands."""
-
-    items: dict[str, dict[Key, bytes]] = field(default_factory=dict)  # call -> key -> object (keepable)
-    rv: dict[str, str] = field(default_factory=dict)  # call -> resourceVersion to watch from
-    absent: set[str] = field(default_factory=set)  # listings the server does not serve (404: no such API)
-
-    def apply(self, call: str, event: dict[str, Any]) -> bool:
-        """One watch event; True when it changed a kept object (a bookmark only moves the resourceVersion)."""
-        obj = event["object"]
-        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-        if rv:
-            self.rv[call] = rv
-        kind = event["type"]
-        store = self.items.setdefault(call, {})
-        if kind in ("ADDED", "MODIFIED"):
-            store[_key(obj)] = keepable(obj)
-            return True
-        if kind == "DELETED":
-            return store.pop(_key(obj), None) is not None
-        return False
-
-
-class RecordingKube(KubeSource):
-    """A ``KubeSource`` that keeps every complete listing (objects and resourceVersion) in ``kept``.
-
-    ``close`` is a no-op: the session owns the connection and watches through it afterwards.
-    """
-
-    def __init__(self, cluster: Cluster, kept: Kept, **kw: Any) -> None:
-        super().__init__(cluster, **kw)
-        # The watches and a relist share the pool: one connection each, and room to spare.
-        self.api.rest_client.pool_manager.connection_pool_kw["maxsize"] = 32
-        self.kept = kept
-
-    def iter_items(self, call: str, fn: Callable[..., Any], **params: Any) -> Iterator[dict[str, Any]]:
-        listed: dict[Key, bytes] = {}
-        try:
-            for item in super().iter_items(call, fn, **params):
-                listed[_key(item)] = keepable(item)
-                yield item
-        except SourceError as exc:
-            if exc.status == 404:
-                self.kept.absent.add(call)
-            raise
-        self.kept.items[call] = listed  # only a complete listing replaces what was kept
-        self.kept.rv[call] = self.last_resource_version.get(call, "")
-
-    def iter_reusing(
-        self, call: str, fn: Callable[..., Any], reuse: Callable[[Any], Any], **params: Any
-    ) -> Iterator[dict[str, Any]]:
-        """Every object decoded and kept (a relist keeps what it lists): ``reuse`` is not asked."""
-        return self.iter_items(call, fn, **params)
-
-    def close(self) -> None:
-        pass
-
-    def shutdown(self) -> None:
-        self.stop_watches()
-        super().close()
-
-
-class CachedKube:
-    """Answers the sweep's listings from what a session keeps: the sweep's mapping without HTTP."""
-
-    def __init__(self, kept: Kept) -> None:
-        self.kept = kept
-        # the sweep names kube.batch.list_job_for_all_namespaces as the lister of "list jobs"; never called here
-        self.batch = SimpleNamespace(list_job_for_all_namespaces=None)
-
-    def iter_items(self, call: str, fn: Any = None, **params: Any) -> Iterator[dict[str, Any]]:
-        store = self.kept.items.get(call)
-        if store is None:
-            if call in self.kept.absent:
-                raise SourceError(SOURCE, call, "the server does not serve it", status=404)
-            raise SourceError(SOURCE, call, "not listed in this watch session (its listing failed)")
-        return (orjson.loads(store[k]) for k in sorted(store))  # a list's order: namespace, then name
-
-    def list_nodes(self) -> list[dict[str, Any]]:
-        return list(self.iter_items("list nodes"))
-
-    def list_namespaces(self) -> list[dict[str, Any]]:
-        return list(self.iter_items("list namespaces"))
-
-    def iter_pods(self, reuse: Callable[[Any], Any] | None = None) -> Iterator[dict[str, Any]]:
-        return self.iter_items("list pods")
-
-    def iter_reusing(
-        self, call: str, fn: Any, reuse: Callable[[Any], Any], **params: Any
-    ) -> Iterator[dict[str, Any]]:
-        return self.iter_items(call)
-
-    def list_pods(self) -> list[dict[str, Any]]:
-        return list(self.iter_pods())
-
-    def list_jobs(self) -> list[dict[str, Any]]:
-        return list(self.iter_items("list jobs"))
-
-    def iter_custom(
-        self, group: str, version: str, plural: str, reuse: Callable[[Any], Any] | None = None
-    ) -> Iterator[dict[str, Any]]:
-        return self.iter_items(custom_listing(group, version, plural))
-
-    def list_custom(self, group: str, version: str, plural: str) -> list[dict[str, Any]]:
-        return list(self.iter_custom(group, version, plural))
-
-    def close(self) -> None:
-        pass
-
-
-#
-# Lease and cursors
-#
-
-
-def _redis() -> Any:
-    url = getattr(settings, "REDIS_URL", "")
-    if not url:
-        return None
-    import redis
-
-    return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
-
-
-class Lease:
-    """The right to watch one cluster: a Redis lock with a TTL (process-local without Redis).
-
-    While held, a heartbeat thread renews it every third of its TTL, so a long relist keeps it; a worker
-    that dies stops renewing and the lease expires. ``renew`` returns False once the lease was lost (it
-    expired and another worker took it): the holder must stop."""
-
-    def __init__(self, cluster: str, ttl_s: float) -> None:
-        self.key = f"rcaweb:watch-lease:{cluster}"
-        self.ttl_s = float(ttl_s)
-        self._lock: Any = None
-        self._local: threading.Lock | None = None
-        self._beat: threading.Thread | None = None
-        self._quiet = threading.Event()
-        self.held = False
-
-    def acquire(self) -> bool:
-        client = _redis()
-        if client is not None:
-            import redis
-
-            try:
-                # thread_local=False: the heartbeat thread renews with the token the acquiring thread got
-                self._lock = client.lock(self.key, timeout=self.ttl_s, blocking=False, thread_local=False)
-                self.held = bool(self._lock.acquire(blocking=False))
-                if self.held:
-                    self._quiet = threading.Event()
-                    self._beat = threading.Thread(
-                        target=self._heartbeat, name=f"lease-{self.key}", daemon=True
-                    )
-                    self._beat.start()
-                return self.held
-            except redis.RedisError as exc:
-                logger.warning("redis lease unavailable (%s); using a process-local lease", exc)
-                self._lock = None
-        with _local_guard:
-            self._local = _local_leases.setdefault(self.key, threading.Lock())
-        self.held = self._local.acquire(blocking=False)
-        return self.held
-
-    def renew(self) -> bool:
-        if not self.held:
-            return False
-        if self._lock is None:
-            return True
-        import redis
-
-        try:
-            self._lock.reacquire()  # raises LockNotOwnedError when the lease expired and someone took it
-        except redis.exceptions.LockError:
-            logger.warning("watch lease %s was lost", self.key)
-            self.held = False
-        except redis.RedisError as exc:
-            logger.warning("watch lease %s not renewed: %s", self.key, exc)
-        return self.held
-
-    def _heartbeat(self) -> None:
-        while not self._quiet.wait(self.ttl_s / 3) and self.held:
-            self.renew()
-
-    def stop_renewing(self) -> None:
-        """No more heartbeats (``release`` does it; a test plays a dead worker with it)."""
-        self._quiet.set()
-        if self._beat is not None and self._beat is not threading.current_thread():
-            self._beat.join(timeout=5)
-        self._beat = None
-
-    def release(self) -> None:
-        self.stop_renewing()
-        if not self.held:
-            return
-        self.held = False
-        if self._lock is not None:
-            import redis
-
-            try:
-                self._lock.release()
-            except redis.RedisError:
-                logger.warning("watch lease %s expired before release", self.key)
-        elif self._local is not None:
-            self._local.release()
-
-
-_local_leases: dict[str, threading.Lock] = {}
-_local_guard = threading.Lock()
-
-
-def save_cursors(cluster: str, cursors: dict[str, str], **extra: Any) -> None:
-    """Where each watch of ``cluster`` stands (Redis hash ``rcaweb:watch:<cluster>``; nothing without Redis)."""
-    client = _redis()
-    if client is None:
-        return
-    import redis
-
-    mapping_ = {f"rv:{call}": rv for call, rv in cursors.items()}
-    mapping_.update({k: str(v) for k, v in extra.items()})
-    try:
-        client.hset(f"rcaweb:watch:{cluster}", mapping=mapping_)
-        client.expire(f"rcaweb:watch:{cluster}", 7 * 86400)
-    except redis.RedisError as exc:
-        logger.warning("watch cursors of %s not saved: %s", cluster, exc)
-
-
-def load_cursors(cluster: str) -> dict[str, str]:
-    """The saved state of ``cluster``'s watch: ``rv:<listing>`` → resourceVersion, plus ``applied_at`` etc."""
-    client = _redis()
-    if client is None:
-        return {}
-    import redis
-
-    try:
-        raw = client.hgetall(f"rcaweb:watch:{cluster}")
-    except redis.RedisError:
-        return {}
-    return {k.decode(): v.decode() for k, v in raw.items()}
-
-
-#
-# The session
-#
-
-
-@dataclass
-class WatchStats:
-    events: int = 0  # object events received
-    kube_events: int = 0  # Kubernetes Events received by the events watch (stored, not applied)
-    kube_events_new: int = 0  # of those, (uid, count) pairs stored for the first time
-    bookmarks: int = 0
-    gone: int = 0  # 410s (each relisted one listing)
-    errors: list[str] = field(default_factory=list)
-    applies: int = 0  # times events were recorded
-    relists: int = 0
-    gpu_polls: int = 0
-    gpu_polls_unchanged: int = 0  # polls whose answers equalled the previous poll's: nothing mapped
-    gpu_poll_cpu_s: float = 0.0  # CPU the polls took on the session's thread (asking, decoding, mapping)
-    summaries: list[SweepSummary] = field(default_factory=list)  # what each apply, relist and poll wrote
-
-    @property
-    def rows_written(self) -> int:
-        return sum(s.rows_written for s in self.summaries)
-
-
-_GONE = "gone"
-_ERROR = "error"
 
 
 class WatchSession:
@@ -376,10 +86,7 @@ class WatchSession:
         self.kept = Kept()
         self.kube: RecordingKube | None = None
         self.stats = WatchStats()
-        self._queue: queue.Queue[tuple[int, str, str, Any]] = queue.Queue()
-        self._generation = 0  # bumped by every relist: events queued by older streams are dropped
-        self._threads: list[threading.Thread] = []
-        self._stopping = threading.Event()
+        self.streams = WatchStreams(self.cluster.name, self.watch_timeout_s)  # restarted by every relist
         self._dirty: set[str] = set()
         self._relist: set[str] = set()
         self._last_apply = 0.0
@@ -452,7 +159,7 @@ class WatchSession:
             self._pass_serial += 1
             # the relist recorded the GPUs from these answers: a poll that gets the same ones maps nothing
             answers = self._sweep.gpu_answers if self._sweep is not None and not summary.errors else None
-            self._gpu_inputs = (self._pass_serial, _answers_digest(answers)) if answers is not None else None
+            self._gpu_inputs = (self._pass_serial, answers_digest(answers)) if answers is not None else None
             if self._sweep is not None:
                 self._sweep.gpu_answers = None  # their digest is all a poll needs of them
             self._note(summary)
@@ -611,7 +318,7 @@ class WatchSession:
             sweep.nodes, sweep.pods = self._sweep.nodes, self._sweep.pods
             try:
                 answers = gpu_answers(sweep)
-                inputs = (self._pass_serial, _answers_digest(answers))
+                inputs = (self._pass_serial, answers_digest(answers))
                 if answers is not None and inputs == self._gpu_inputs:
                     # Prometheus said what it said last time, about the same nodes and pods: the mapping
                     # would give the states recorded last time (it is deterministic), so the answers are
@@ -635,69 +342,25 @@ class WatchSession:
 
     def _start_streams(self) -> None:
         assert self.kube is not None
-        self._stopping = threading.Event()
-        self._generation += 1
-        self._threads = [
-            threading.Thread(
-                target=self._stream,
-                args=(call, self.kept.rv.get(call, ""), self._generation, self._stopping),
-                name=f"watch-{self.cluster.name}-{call.removeprefix('list ')}",
-                daemon=True,
-            )
-            for call in sorted(set(self.kept.items) | ({EVENTS} & set(self.kept.rv)))
-        ]
-        for t in self._threads:
-            t.start()
+        calls = set(self.kept.items) | ({EVENTS} & set(self.kept.rv))
+        self.streams.start(self.kube, {call: self.kept.rv.get(call, "") for call in calls})
 
     def _stop_streams(self) -> None:
-        self._stopping.set()
-        if self.kube is not None:
-            self.kube.stop_watches()
-        for t in self._threads:
-            t.join(timeout=self.watch_timeout_s + 10)
-        self._threads = []
-
-    def _stream(self, call: str, rv: str, generation: int, stopping: threading.Event) -> None:
-        """One listing's watch, resumed from the last resourceVersion it saw until the session stops it."""
-        kube = self.kube
-        assert kube is not None
-        failures = 0
-        while not stopping.is_set():
-            try:
-                for event in kube.watch_listing(call, rv, self.watch_timeout_s):
-                    if stopping.is_set():
-                        return
-                    new_rv = str(((event["object"].get("metadata") or {}).get("resourceVersion")) or "")
-                    rv = new_rv or rv
-                    self._queue.put((generation, call, event["type"], event))
-                    failures = 0
-            except SourceError as exc:
-                if stopping.is_set():
-                    return
-                if exc.gone:
-                    self._queue.put((generation, call, _GONE, exc.message))
-                    return  # the session relists this listing and starts a new stream
-                failures += 1
-                self._queue.put((generation, call, _ERROR, exc.message))
-                stopping.wait(min(STREAM_RETRY_S[1], STREAM_RETRY_S[0] * 2 ** (failures - 1)))
-            except Exception as exc:  # a bug must not kill the stream silently
-                logger.exception("watch %s of %s failed", call, self.cluster.name)
-                self._queue.put((generation, call, _ERROR, f"unexpected {type(exc).__name__}: {exc}"))
-                stopping.wait(STREAM_RETRY_S[1])
+        self.streams.stop(self.kube)
 
     def _drain(self, timeout: float) -> None:
         try:
-            item = self._queue.get(timeout=timeout) if timeout > 0 else self._queue.get_nowait()
+            item = self.streams.queue.get(timeout=timeout) if timeout > 0 else self.streams.queue.get_nowait()
         except queue.Empty:
             return
         while True:
             generation, call, kind, payload = item
-            if generation == self._generation:
-                if kind == _GONE:
+            if generation == self.streams.generation:
+                if kind == GONE:
                     self.stats.gone += 1
                     logger.info("%s: %s: %s; listing again", self.cluster.name, call, payload)
                     self._relist.add(call)
-                elif kind == _ERROR:
+                elif kind == ERROR:
                     self._fail(call.replace("list ", "watch ", 1), payload)
                 elif call == EVENTS:  # stored, not kept: a bookmark or an event only moves where it resumes
                     if kind == "BOOKMARK":
@@ -716,7 +379,7 @@ class WatchSession:
                     if self.kept.apply(call, payload):
                         self._dirty.add(call)
             try:
-                item = self._queue.get_nowait()
+                item = self.streams.queue.get_nowait()
             except queue.Empty:
                 return
 
@@ -750,23 +413,6 @@ class WatchSession:
             ok=False,
             error=message[:4000],
         )
-
-
-def _answers_digest(answers: GpuAnswers | None) -> str | None:
-    """A digest of the GPU queries' answers as they came, undecoded: without their sample times (each poll
-    asks at a new moment), and of the inventory query only its label sets (its value is utilisation, which
-    changes at every scrape and which no GPU state keeps; ``map_gpus`` reads only its labels). In the order
-    Prometheus gave them: an answer reordered only costs one mapping."""
-    if answers is None:
-        return None
-    inventory, facts = answers
-    h = hashlib.blake2b(digest_size=16)
-    h.update(b"inventory\x00")
-    h.update(inventory.fingerprint(values=False))
-    for name, answer in sorted(facts.items()):
-        h.update(f"\x00{name}\x00".encode())
-        h.update(b"none" if answer is None else answer.fingerprint())
-    return h.hexdigest()
 
 
 @contextmanager

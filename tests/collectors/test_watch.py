@@ -18,7 +18,9 @@ from collectors.models import Change, EntityVersion, KubeEvent, SourceRun
 from collectors.sources import prometheus
 from collectors.sweep import sweep_cluster
 from collectors.sweep.events import sweep_events
-from collectors.sweep.watch import EVENTS, CachedKube, Kept, Lease, WatchSession, keepable
+from collectors.sweep.kept_listings import CachedKube, Kept, keepable
+from collectors.sweep.watch import EVENTS, WatchSession
+from collectors.sweep.watch_lease import Lease
 from tests.collectors.simhelpers import register, served, small_world
 
 pytestmark = pytest.mark.django_db
@@ -203,7 +205,7 @@ def test_a_changed_gpu_answer_that_cannot_be_decoded_is_a_failed_call_and_writes
     with session(sim) as s:
         assert s.start()
         first = rows()
-        monkeypatch.setattr("collectors.sweep.watch._answers_digest", lambda answers: "another answer")
+        monkeypatch.setattr("collectors.sweep.watch.answers_digest", lambda answers: "another answer")
         monkeypatch.setattr(prometheus.Answer, "series", unreadable)
         summary = s.poll_gpus()
         assert summary.errors == [

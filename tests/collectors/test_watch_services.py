@@ -11,7 +11,9 @@ import pytest
 from django.db import connection
 
 from collectors.models import Change, SourceRun
-from collectors.sweep.watch import Lease, WatchSession, load_cursors
+from collectors.sweep.watch import WatchSession
+from collectors.sweep.watch_cursors import load_cursors
+from collectors.sweep.watch_lease import Lease
 from rcaweb import metrics, taskstats
 from tests.collectors.simhelpers import register, served, small_world
 from tests.faults.services import RedisServer, app_env, database_url, send_task, start_worker, wait_until
