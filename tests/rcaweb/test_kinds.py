@@ -20,7 +20,7 @@ from rcaweb.cursor import Cursor
 from tests.collectors.factories import PageTestCase
 from web import inventory as views
 from web.console import chartdata
-from web.incidents.api import CHANGE_KINDS
+from web.incidents.webhooks import CHANGE_KINDS
 from web.inventory.joblist import JobFilterForm
 
 # One object of each kind in the small cluster's story (tests/collectors/factories.py); its department is
