@@ -11,7 +11,7 @@ from django.views.decorators.vary import vary_on_headers
 from collectors import gpu_amounts as amounts
 from collectors import inventory, queries
 from collectors.podstatus import pod_status
-from collectors.xid import last_xids
+from incidents.xid_seen import last_xids
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
 from web.inventory.entity_page import entity_page_context, finish, render_page

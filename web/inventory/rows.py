@@ -13,7 +13,7 @@ from typing import Any
 
 from collectors.models import Entity, EntityVersion, GpuSlice
 from collectors.queries import Ref
-from collectors.xid import XidSeen
+from incidents.xid_seen import XidSeen
 from rcaweb.via import Via
 from web.inventory.sharing import GpuUse, PodGpu
 

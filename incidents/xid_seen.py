@@ -1,4 +1,4 @@
-"""A GPU's last Xid and when it was first seen, from what the inventory keeps: one answer for every page.
+"""A GPU's last Xid and when it was first seen, from the inventory and the alerts: one answer for every page.
 
 DCGM reports the last Xid as ``DCGM_FI_DEV_XID_ERRORS`` and the inventory records when that value changed
 (``Change`` of ``xid_last``). A GPU that falls off the bus (Xid 79) stops reporting before DCGM can say so;
@@ -16,6 +16,7 @@ from typing import Any
 
 from collectors.models import Change, EntityVersion, KubeEvent
 from incidents.diagnosis.xid import XID_TEXT  # pure: the same reading of driver messages as the diagnosis
+from incidents.models import Alert  # the alerts about a GPU are facts about it, whoever stored them
 
 XID_LABELS = ("xid", "Xid", "err_code")
 
@@ -32,8 +33,6 @@ def last_xids(gpus: list[EntityVersion], t: datetime) -> dict[int, XidSeen]:
     of GPUs (none for GPUs that report no Xid; alerts and events only for a faulty or vanished GPU)."""
     if not gpus:
         return {}
-    from incidents.models import Alert  # the alerts about a GPU are facts about it, whoever stored them
-
     out: dict[int, XidSeen] = {}
 
     def keep(eid: int, seen: XidSeen) -> None:
