@@ -17,11 +17,13 @@ from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.edits import Unblock, smallest_edits
 from incidents.diagnosis.eta import Basis, Eta, eta
+from incidents.diagnosis.mig_profiles import repartition_candidates
 from incidents.diagnosis.queue_order import ahead_of
 from incidents.diagnosis.quota import QueuedJob, QuotaAt, is_pending, quota_at, request_history
 from incidents.diagnosis.relevance import CAUSE
-from incidents.diagnosis.scheduling import repartition_candidates, scheduler_said, share_words
+from incidents.diagnosis.scheduler_words import scheduler_said
 from incidents.diagnosis.scheduling_pass import STARTS, ClusterPass, Position, cluster_pass, position
+from incidents.diagnosis.shares import share_words
 from incidents.diagnosis.types import DiagnosisInput, EntityState, hhmm, iso
 from incidents.diagnosis.whatif import Edit, suggest_edit, would_start
 

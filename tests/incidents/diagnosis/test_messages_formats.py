@@ -9,7 +9,7 @@ import pytest
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.messages import MAX_TEXT, parse_message
-from incidents.diagnosis.scheduling import _said_codes
+from incidents.diagnosis.scheduler_words import said_codes
 
 
 def codes(p) -> list[tuple[str, int | None]]:
@@ -45,7 +45,7 @@ def test_it_counts_each_node_once_per_mechanism_in_the_per_node_form():
     p = parse_message(text)
     assert p.total_nodes == 3
     assert codes(p) == [("insufficient_gpu", 2), ("untolerated_taint", 1), ("node_selector_mismatch", 1)]
-    assert _said_codes(p) == {C.GPU_CAPACITY_SHORTAGE, C.UNTOLERATED_TAINT, C.NODE_SELECTOR_MISMATCH}
+    assert said_codes(p) == {C.GPU_CAPACITY_SHORTAGE, C.UNTOLERATED_TAINT, C.NODE_SELECTOR_MISMATCH}
 
 
 def test_it_reads_insufficient_pods_in_the_fit_failure_summary():
@@ -67,7 +67,7 @@ def test_it_reads_a_disk_pressure_taint_as_a_taint_not_as_not_ready():
         ("untolerated_taint", 1, {"key": "node.kubernetes.io/disk-pressure", "value": ""})
     ]
     assert [r.code for r in p.preemption.reasons] == ["preemption_not_helpful"]
-    said = _said_codes(p)
+    said = said_codes(p)
     assert C.UNTOLERATED_TAINT in said and C.GPU_NODE_UNAVAILABLE not in said
 
 
@@ -106,7 +106,7 @@ def test_it_reads_node_volume_limits_as_neither_volume_binding_nor_gpu_shortage(
     p = parse_message("0/3 nodes are available: 1 Insufficient cpu, 2 node(s) exceed max volume count.")
     assert codes(p) == [("insufficient_cpu", 1), ("volume_node_limit", 2)]
     assert "volume_binding" not in {r.code for r in p.reasons}
-    assert _said_codes(p) == {"cpu_memory_shortage"}  # the CPU reason corroborates; the volume limit none
+    assert said_codes(p) == {"cpu_memory_shortage"}  # the CPU reason corroborates; the volume limit none
     assert "volume limit" in p.summary
     # the plugin named in a PreFilter/Filter list, and the 1.11–1.16 per-driver attach limit resource
     assert (
@@ -142,7 +142,7 @@ def test_it_reads_not_trigger_scale_up_with_max_node_group_size():
     assert codes(p) == [("node_selector_mismatch", 12), ("max_node_group_size", 3)]
     assert p.total_nodes is None, "the counts are node groups"
     assert "3 are at their maximum size" in p.summary
-    assert C.GPU_CAPACITY_SHORTAGE in _said_codes(p)
+    assert C.GPU_CAPACITY_SHORTAGE in said_codes(p)
     assert set(p.to_dict()) == {"source", "total_nodes", "reasons", "preemption", "summary"}
 
 
@@ -181,7 +181,7 @@ def test_it_reads_backoff_and_taints_with_their_inner_commas():
     )
     assert codes(p) == [("node_selector_mismatch", 1), ("untolerated_taint", 1), ("scale_up_backoff", 1)]
     assert p.reasons[1].taint == {"key": "k8s.dask.org_dedicated", "value": "worker"}
-    assert _said_codes(p) == {C.NODE_SELECTOR_MISMATCH, C.UNTOLERATED_TAINT}
+    assert said_codes(p) == {C.NODE_SELECTOR_MISMATCH, C.UNTOLERATED_TAINT}
 
 
 def test_it_reads_a_not_trigger_scale_up_without_reasons():
@@ -199,7 +199,7 @@ def test_it_reads_a_triggered_scale_up():
     )
     assert (p.source, codes(p)) == ("cluster-autoscaler", [("scale_up_triggered", 1)])
     assert "0->1 (max 50)" in p.summary
-    assert _said_codes(p) == set()
+    assert said_codes(p) == set()
 
 
 #
@@ -215,7 +215,7 @@ def test_it_reads_volcano_fit_errors():
         "nvidia.com/gpu",
     )
     assert codes(p) == [("insufficient_gpu", 4)]
-    assert C.GPU_CAPACITY_SHORTAGE in _said_codes(p)
+    assert C.GPU_CAPACITY_SHORTAGE in said_codes(p)
 
 
 def test_it_keeps_an_unknown_volcano_reason_as_other():
@@ -266,7 +266,7 @@ def test_it_reads_volcano_enqueue_rejections():
     # https://github.com/volcano-sh/volcano/issues/4479 (PodGroup events, both)
     p = parse_message("queue resource quota insufficient")
     assert (p.source, p.cause, p.resource) == ("volcano", "quota_exhausted", None)
-    assert C.PROJECT_QUOTA_EXHAUSTED in _said_codes(p)
+    assert C.PROJECT_QUOTA_EXHAUSTED in said_codes(p)
     p = parse_message("0/0 tasks in gang unschedulable: pod group is not ready, 1 minAvailable")
     assert p.cause == "gang_unschedulable" and "no pods yet" in p.summary
     # volcano-sh/volcano pkg/scheduler/plugins/proportion/proportion.go + util.FormatResourceNames (2024+)
@@ -319,7 +319,7 @@ def test_it_reads_hami_filtering_failed_events():
     # the same format with a UUID pin (nvidia.com/use-gpuuuid) excluding the node's card
     p = parse_message("1 nodes CardUuidMismatch(gpu-node-b)")
     assert codes(p) == [("device_mismatch", 1)]
-    assert _said_codes(p) == set()
+    assert said_codes(p) == set()
 
 
 @pytest.mark.parametrize(

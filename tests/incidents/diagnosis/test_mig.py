@@ -7,7 +7,8 @@ from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.messages import parse_message
 from incidents.diagnosis.relevance import CAUSE
-from incidents.diagnosis.scheduling import _said_codes, check_scheduling
+from incidents.diagnosis.scheduler_words import said_codes
+from incidents.diagnosis.scheduling import check_scheduling
 from incidents.diagnosis.types import Ref
 
 from .dx_world import job, node, pod, queue, world
@@ -108,7 +109,7 @@ def test_the_kai_mig_message_corroborates_the_profile_not_gpu_capacity():
         "PodSchedulingErrors: Resources were not found for pod vision/ft-0 due to: 2 node(s) didn't have enough "
         "of mig profile: nvidia.com/mig-3g.40gb."
     )
-    assert _said_codes(p) == {C.MIG_PROFILE_UNAVAILABLE}
+    assert said_codes(p) == {C.MIG_PROFILE_UNAVAILABLE}
 
 
 def test_it_is_the_top_cause_and_the_repartition_names_the_evicted_pods():
