@@ -12,7 +12,7 @@ from rcaweb.cursor import Cursor
 from tests.base import T0, BaseTestCase
 from tests.collectors.factories import gpu_obs, gpu_uuid
 from tests.console.factories import build_fleet, node_name
-from web.console import fleet
+from web.console import fleet, funnel
 
 T = T0 + timedelta(hours=3)
 Q = "t=2026-11-29T06:00:00Z&w=2h"
@@ -26,14 +26,14 @@ class FleetTest(BaseTestCase):
     def test_it_counts_the_funnel_like_the_fleet_itself(self) -> None:
         got = fleet.compute(Cursor(at=T, window=timedelta(hours=2)))
         want = self.spec.funnel()
-        assert {s: getattr(got.funnel, s) for s in fleet.STAGES} == want
+        assert {s: getattr(got.funnel, s) for s in funnel.STAGES} == want
         # Sanity of the scenario itself: every stage is populated and strictly narrower.
         assert want["total"] > want["healthy"] > want["allocated"] > want["active"] > want["well_used"] > 0
 
     def test_it_counts_each_nodepool_and_model(self) -> None:
         got = fleet.compute(Cursor(at=T, window=timedelta(hours=2)))
         for pool in ("h100", "a100"):
-            assert {s: getattr(got.by_pool[pool], s) for s in fleet.STAGES} == self.spec.funnel(pool)
+            assert {s: getattr(got.by_pool[pool], s) for s in funnel.STAGES} == self.spec.funnel(pool)
         assert sum(f.total for f in got.by_model.values()) == len(self.spec.gpus)
         assert set(got.by_model) == {g.model for g in self.spec.gpus}
 

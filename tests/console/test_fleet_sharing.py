@@ -19,7 +19,7 @@ from rcaweb.cursor import Cursor
 from simulator.engine.world import World
 from simulator.scenario import load_scenario
 from tests.collectors.simhelpers import register, served
-from web.console import fleet
+from web.console import fleet, funnel
 
 pytestmark = pytest.mark.django_db
 
@@ -87,9 +87,9 @@ def test_the_funnel_counts_shares_and_mig_instances_like_the_simulator() -> None
 
 
 def test_the_words_say_what_the_units_hold() -> None:
-    f = fleet.Funnel(
+    f = funnel.Funnel(
         allocated=412.5, shared_gpus=38, shares=91, mig_gpus=6, mig_instances=24, mig_instances_free=4
     )
     assert f.sliced_words == "38 shared GPUs hold 91 shares; 24 MIG instances in use on 6 GPUs, 4 free"
-    assert fleet.units(412.5) == 412.5 and fleet.units(412.0) == 412
-    assert fleet.Funnel(shared_gpus=1, shares=1).sliced_words == "1 shared GPU holds 1 share"
+    assert funnel.units(412.5) == 412.5 and funnel.units(412.0) == 412
+    assert funnel.Funnel(shared_gpus=1, shares=1).sliced_words == "1 shared GPU holds 1 share"

@@ -16,7 +16,7 @@ from rcaweb.cursor import Cursor
 from simulator.engine.world import World
 from simulator.scenario import load_scenario
 from tests.collectors.simhelpers import register, served
-from web.console import fleet
+from web.console import fleet, funnel, gpu_activity
 
 pytestmark = pytest.mark.django_db
 
@@ -57,7 +57,7 @@ def truth(world: Any) -> dict[str, int]:
     for job in world.jobs.values():
         for pod in world.pods_of(job):
             sm_of_pod[f"{pod.namespace}/{pod.name}"] = job.sm_activity
-    out = dict.fromkeys(fleet.STAGES, 0)
+    out = dict.fromkeys(funnel.STAGES, 0)
     for node in world.nodes.values():
         for g in node.gpus:
             out["total"] += 1
@@ -69,8 +69,8 @@ def truth(world: Any) -> dict[str, int]:
                 continue
             out["allocated"] += 1
             sm = sm_of_pod[g.pod]
-            out["active"] += sm > fleet.ACTIVE_SM
-            out["well_used"] += sm > fleet.WELL_USED_SM
+            out["active"] += sm > gpu_activity.ACTIVE_SM
+            out["well_used"] += sm > gpu_activity.WELL_USED_SM
     return out
 
 
@@ -85,7 +85,7 @@ def test_the_funnel_equals_the_simulators_state_at_t() -> None:
             sweep_telemetry(cluster.name, t)
             want = truth(world)
             got = fleet.compute(Cursor(at=t, window=timedelta(minutes=30)), cluster)
-            assert {s: getattr(got.funnel, s) for s in fleet.STAGES} == want, minutes
+            assert {s: getattr(got.funnel, s) for s in funnel.STAGES} == want, minutes
     # The story happened: a faulty GPU, a missing one, a node whose device plugin is down, idle and busy GPUs.
     assert want["total"] == 32 and want["healthy"] == 32 - 2 - 4
     assert want["allocated"] > want["active"] > want["well_used"] > 0

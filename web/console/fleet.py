@@ -23,103 +23,27 @@ from __future__ import annotations
 import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime
 from typing import Any
-
-from django.db.models import Avg, Count, OuterRef, Subquery
-from django.utils.html import format_html
-from django.utils.safestring import mark_safe
 
 from collectors import gpu_amounts as amounts
 from collectors.mapping.common import RESERVATION_NAMESPACE
-from collectors.models import Cluster, EntityVersion, TelemetrySample
+from collectors.models import Cluster, EntityVersion
 from incidents.diagnosis import capacity
 from rcaweb.cursor import Cursor
 from rcaweb.mig import mig_units
-from web.console.gpu_activity import ACTIVE_SM, SAMPLE_STEP_MIN, SM_METRIC, WELL_USED_SM
+from web.console.funnel import Funnel, units
+from web.console.gpu_activity import (
+    ACTIVE_SM,
+    SAMPLE_STEP_MIN,
+    WELL_USED_SM,
+    idle_points_while_allocated,
+    sm_by_gpu,
+)
 
 logger = logging.getLogger(__name__)
 
-NEAR_T = timedelta(minutes=10)  # "SM activity at t" = mean of the 5-minute points in [t-10m, t]
-STAGES = ("total", "healthy", "allocated", "active", "well_used")
-STAGE_LABELS = {
-    "total": "GPUs",
-    "healthy": "healthy & allocatable",
-    "allocated": "allocated",
-    "active": f"active (SM > {ACTIVE_SM:.0%})",
-    "well_used": f"used well (SM > {WELL_USED_SM:.0%})",
-}
-
-
-@dataclass
-class Funnel:
-    total: int = 0
-    healthy: int = 0
-    allocated: float = (
-        0  # GPU units: a whole GPU 1, a shared GPU its shares' fractions, a MIG GPU its used part
-    )
-    active: float = 0
-    well_used: float = 0
-    shared_gpus: int = 0  # healthy GPUs KAI shares, with at least one share on them
-    shares: int = 0  # the shares on them
-    mig_gpus: int = 0  # healthy partitioned GPUs with at least one instance in use
-    mig_instances: int = 0  # MIG instances in use (a pod on them)
-    mig_instances_free: int = 0  # MIG instances of healthy GPUs no pod holds
-
-    def add(self, cell: Cell) -> None:
-        self.total += 1
-        self.healthy += cell.healthy
-        if cell.healthy and cell.kind == "mig":
-            self.mig_instances_free += cell.slices_total - cell.slices
-        if not (cell.healthy and cell.allocated):
-            return
-        units = cell.units
-        self.allocated = round(self.allocated + units, 4)
-        if cell.active:
-            self.active = round(self.active + units, 4)
-        if cell.well_used:
-            self.well_used = round(self.well_used + units, 4)
-        if cell.kind == "shared":
-            self.shared_gpus += 1
-            self.shares += cell.slices
-        elif cell.kind == "mig":
-            self.mig_gpus += 1
-            self.mig_instances += cell.slices
-
-    def stages(self) -> list[tuple[str, str, float, float]]:
-        """(stage, label, count, share of total) for the template's bars; counts from "allocated" on in GPU
-        units (a whole number prints as one)."""
-        return [
-            (
-                s,
-                STAGE_LABELS[s],
-                units(getattr(self, s)),
-                (getattr(self, s) / self.total) if self.total else 0.0,
-            )
-            for s in STAGES
-        ]
-
-    @property
-    def sliced_words(self) -> str:
-        """What the allocated units hold beyond whole GPUs: "38 shared GPUs hold 91 shares; 24 MIG instances"."""
-        parts = []
-        if self.shared_gpus:
-            parts.append(
-                f"{self.shared_gpus} shared GPU{'s' if self.shared_gpus != 1 else ''} "
-                f"hold{'s' if self.shared_gpus == 1 else ''} {self.shares} share{'s' if self.shares != 1 else ''}"
-            )
-        if self.mig_gpus or self.mig_instances_free:
-            parts.append(
-                f"{self.mig_instances} MIG instance{'s' if self.mig_instances != 1 else ''} in use on "
-                f"{self.mig_gpus} GPU{'s' if self.mig_gpus != 1 else ''}, {self.mig_instances_free} free"
-            )
-        return "; ".join(parts)
-
-
-def units(x: float) -> float | int:
-    """GPU units as the page writes them: 412.5, and 412 rather than 412.0."""
-    x = round(float(x), 2)
-    return int(x) if x.is_integer() else x
+NodeKey = tuple[int, str]  # (cluster id, node name)
 
 
 @dataclass
@@ -184,39 +108,49 @@ class Fleet:
     allocated_by_pods: float  # cross-check: GPU units requested by pods bound to nodes (scheduler's view)
 
 
-def with_cell_html(f: Fleet, cursor: Cursor) -> Fleet:
-    """Each row's GPU cells as ready HTML: 1,600 GPUs at 200 nodes made the heat map most of the page's
-    rendering time as template tags (measured with bench/pages.py); escaped like any template value."""
-    for row in f.rows:
-        parts = []
-        for c in row.cells:
-            title = f"GPU {c.index} · {c.state}" + (f" · {c.pod}" if c.pod and c.kind == "whole" else "")
-            if c.kind == "shared":
-                title += f" · {c.slices} share(s), {units(c.units)} of the GPU" + (
-                    f": {c.detail}" if c.detail else ""
-                )
-            elif c.kind == "mig":
-                title += f" · MIG {c.slices} of {c.slices_total} instance(s) in use" + (
-                    f": {c.detail}" if c.detail else ""
-                )
-            if c.sm is not None:
-                title += f" · SM {round(c.sm * 100)}%"
-            parts.append(
-                format_html(
-                    '<a class="gcell gcell-{}" href="{}" title="{}">{}</a>',
-                    c.state,
-                    cursor.link(c.version.entity.get_absolute_url()),
-                    title,
-                    c.index,
-                )
-            )
-        row.cells_html = mark_safe("".join(parts))  # noqa: S308 - each part is format_html-escaped
-    return f
-
-
 def compute(cursor: Cursor, cluster: Cluster | None = None) -> Fleet:
-    t = cursor.t
+    """The fleet at the cursor, in four queries (nodes, GPUs, bound pods at t; SM activity) and arithmetic."""
     scope: dict[str, Any] = {"cluster": cluster} if cluster is not None else {}
+    nodes, gpus, pods = _versions_at(cursor.t, scope)
+    readings = _Readings(
+        sm=sm_by_gpu(cursor, [g.entity_id for g in gpus] if len(gpus) <= 900 else None, scope),
+        idle_points=idle_points_while_allocated(cursor, {g.entity_id: g.pod for g in gpus if g.pod}, scope),
+        pod_by_key={(p.cluster_id, f"{p.entity.namespace}/{p.entity.name}"): p for p in pods},
+    )
+    rows = _node_rows(nodes)
+    offer = _Offer.of(rows)
+    funnel = Funnel()
+    by_pool: defaultdict[str, Funnel] = defaultdict(Funnel)
+    by_model: defaultdict[str, Funnel] = defaultdict(Funnel)
+    orphans = NodeRow(version=None, nodepool="—", model="—")  # type: ignore[arg-type]  # GPUs whose node is unknown at t
+    for g in sorted(gpus, key=lambda v: (v.node, int(v.state.get("index", 0) or 0), v.entity.name)):
+        row = rows.get((g.cluster_id, g.node), orphans)
+        cell = readings.cell(g, offer.healthy(g))
+        row.cells.append(cell)
+        funnel.add(cell)
+        by_pool[row.nodepool].add(cell)
+        by_model[str(g.state.get("model") or row.model)].add(cell)
+
+    all_rows = list(rows.values()) + ([orphans] if orphans.cells else [])
+    cells = [c for r in all_rows for c in r.cells]
+    idle = sorted(
+        (c for c in cells if c.state == "idle"), key=lambda c: (-c.idle_hours, c.version.entity.name)
+    )
+    return Fleet(
+        funnel=funnel,
+        by_pool=dict(sorted(by_pool.items())),
+        by_model=dict(sorted(by_model.items())),
+        rows=all_rows,
+        idle=idle,
+        over_requesting=_over_requesting(cells),
+        allocated_by_pods=_allocated_by_pods(pods),
+    )
+
+
+def _versions_at(
+    t: datetime, scope: dict[str, Any]
+) -> tuple[list[EntityVersion], list[EntityVersion], list[EntityVersion]]:
+    """The nodes, the GPUs and the pods bound to a node (Pending or Running) at t: one query each."""
     nodes = list(
         EntityVersion.objects.as_of(t)
         .filter(kind="node", **scope)
@@ -242,11 +176,12 @@ def compute(cursor: Cursor, cluster: Cluster | None = None) -> Fleet:
             "entity__name",
         )
     )
-    sm = _sm_by_gpu(cursor, [g.entity_id for g in gpus] if len(gpus) <= 900 else None, scope)
-    idle_points = _idle_points_while_allocated(cursor, {g.entity_id: g.pod for g in gpus if g.pod}, scope)
+    return nodes, gpus, pods
 
-    pod_by_key = {(p.cluster_id, f"{p.entity.namespace}/{p.entity.name}"): p for p in pods}
-    rows: dict[tuple[int, str], NodeRow] = {}
+
+def _node_rows(nodes: list[EntityVersion]) -> dict[NodeKey, NodeRow]:
+    """One grid row per node, by cluster then name."""
+    rows: dict[NodeKey, NodeRow] = {}
     for n in sorted(nodes, key=lambda v: (v.entity.cluster.name, v.entity.name)):
         rows[(n.cluster_id, n.entity.name)] = NodeRow(
             version=n,
@@ -254,37 +189,56 @@ def compute(cursor: Cursor, cluster: Cluster | None = None) -> Fleet:
             model=str(n.state.get("gpu_product") or "—"),
             cordoned=bool(n.state.get("unschedulable")),
         )
-    usable_left: dict[tuple[int, str], int] = {}
-    mig_usable: set[tuple[int, str]] = set()  # Ready nodes advertising MIG instances (mixed strategy: gpu 0)
-    for key, row in rows.items():
-        n = row.version  # what the node offers the scheduler: the model's reading (diagnosis.capacity)
-        usable_left[key] = capacity.offered_gpus(n.state, n.phase)
-        if capacity.offers_mig(n.state, n.phase):
-            mig_usable.add(key)
+    return rows
 
-    funnel = Funnel()
-    by_pool: defaultdict[str, Funnel] = defaultdict(Funnel)
-    by_model: defaultdict[str, Funnel] = defaultdict(Funnel)
-    orphans = NodeRow(version=None, nodepool="—", model="—")  # type: ignore[arg-type]  # GPUs whose node is unknown at t
-    for g in sorted(gpus, key=lambda v: (v.node, int(v.state.get("index", 0) or 0), v.entity.name)):
+
+@dataclass
+class _Offer:
+    """What each node offers the scheduler at t, the model's reading (diagnosis.capacity): whole GPUs not yet
+    counted healthy, and whether it is a Ready node advertising MIG instances (mixed strategy: gpu 0)."""
+
+    gpus_left: dict[NodeKey, int]
+    mig: set[NodeKey]
+
+    @classmethod
+    def of(cls, rows: dict[NodeKey, NodeRow]) -> _Offer:
+        offer = cls({}, set())
+        for key, row in rows.items():
+            n = row.version
+            offer.gpus_left[key] = capacity.offered_gpus(n.state, n.phase)
+            if capacity.offers_mig(n.state, n.phase):
+                offer.mig.add(key)
+        return offer
+
+    def healthy(self, g: EntityVersion) -> bool:
+        """Whether GPU ``g`` is healthy and allocatable; a whole GPU counted so takes one of its node's."""
         key = (g.cluster_id, g.node)
-        row = rows.get(key, orphans)
-        instances = g.state.get("mig") or []
-        if instances:  # a partitioned GPU is advertised as its instances, not as nvidia.com/gpu
-            healthy = g.phase == "ok" and key in mig_usable
-        else:
-            healthy = g.phase == "ok" and usable_left.get(key, 0) > 0
-            if healthy:
-                usable_left[key] -= 1
-        stats = sm.get(g.entity_id, {})
-        pod = pod_by_key.get((g.cluster_id, g.pod)) if g.pod else None
+        if g.state.get("mig"):  # a partitioned GPU is advertised as its instances, not as nvidia.com/gpu
+            return g.phase == "ok" and key in self.mig
+        healthy = g.phase == "ok" and self.gpus_left.get(key, 0) > 0
+        if healthy:
+            self.gpus_left[key] -= 1
+        return healthy
+
+
+@dataclass
+class _Readings:
+    """What the grid reads besides the GPU's own version: SM activity near t, idle points while held, the pods."""
+
+    sm: dict[int, dict[str, float]]
+    idle_points: dict[int, int]
+    pod_by_key: dict[NodeKey, EntityVersion]  # by (cluster id, "namespace/name")
+
+    def cell(self, g: EntityVersion, healthy: bool) -> Cell:
+        """GPU ``g``'s cell: who holds it, how much of it, its state and its idle hours."""
+        pod = self.pod_by_key.get((g.cluster_id, g.pod)) if g.pod else None
         cell = Cell(
             version=g,
             index=int(g.state.get("index", 0) or 0),
             state="free",
             healthy=healthy,
             allocated=bool(g.pod),
-            sm=stats.get("recent"),
+            sm=self.sm.get(g.entity_id, {}).get("recent"),
             idle_hours=0.0,
             pod=g.pod,
             project=(pod.project if pod else "") or (g.pod.split("/", 1)[0] if g.pod else ""),
@@ -299,39 +253,19 @@ def compute(cursor: Cursor, cluster: Cluster | None = None) -> Fleet:
         elif cell.allocated:
             cell.state = "allocated" if cell.sm is None or cell.active else "idle"
         if cell.allocated:
-            cell.idle_hours = idle_points.get(g.entity_id, 0) * SAMPLE_STEP_MIN / 60.0
-        row.cells.append(cell)
-        funnel.add(cell)
-        by_pool[row.nodepool].add(cell)
-        by_model[str(g.state.get("model") or row.model)].add(cell)
+            cell.idle_hours = self.idle_points.get(g.entity_id, 0) * SAMPLE_STEP_MIN / 60.0
+        return cell
 
-    all_rows = list(rows.values()) + ([orphans] if orphans.cells else [])
-    cells = [c for r in all_rows for c in r.cells]
-    idle = sorted(
-        (c for c in cells if c.state == "idle"), key=lambda c: (-c.idle_hours, c.version.entity.name)
+
+def _allocated_by_pods(pods: list[EntityVersion]) -> float | int:
+    """GPU units the pods bound to nodes request: the scheduler's view, a cross-check of the funnel."""
+    return units(
+        sum(
+            (p.gpu_units if p.gpu_units is not None else (p.gpus or 0))
+            for p in pods
+            if p.entity.namespace != RESERVATION_NAMESPACE  # KAI's placeholder, not a user of the GPU
+        )
     )
-    return Fleet(
-        funnel=funnel,
-        by_pool=dict(sorted(by_pool.items())),
-        by_model=dict(sorted(by_model.items())),
-        rows=all_rows,
-        idle=idle,
-        over_requesting=_over_requesting(cells),
-        allocated_by_pods=units(
-            sum(
-                (p.gpu_units if p.gpu_units is not None else (p.gpus or 0))
-                for p in pods
-                if p.entity.namespace != RESERVATION_NAMESPACE  # KAI's placeholder, not a user of the GPU
-            )
-        ),
-    )
-
-
-def _count(v: Any) -> int:
-    try:
-        return int(v or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 def _slices(cell: Cell, state: dict[str, Any]) -> None:
@@ -366,55 +300,6 @@ def _slices(cell: Cell, state: dict[str, Any]) -> None:
         cell.detail = ", ".join([*([in_use] if in_use else []), *([f"free {free}"] if free else [])])
     else:
         cell.units = 1.0 if cell.allocated else 0.0
-
-
-def _sm_by_gpu(
-    cursor: Cursor, gpu_ids: list[int] | None, scope: dict[str, Any]
-) -> dict[int, dict[str, float]]:
-    """Per GPU: mean SM activity near t (one query)."""
-    t = cursor.t
-    qs = TelemetrySample.objects.filter(
-        metric=SM_METRIC, time__gt=max(cursor.start, t - NEAR_T), time__lte=t, **scope
-    )
-    if gpu_ids is not None:
-        qs = qs.filter(gpu_id__in=gpu_ids)
-    rows = qs.values("gpu_id").annotate(recent=Avg("value"))
-    return {r["gpu_id"]: {"recent": r["recent"]} for r in rows}
-
-
-def _idle_points_while_allocated(
-    cursor: Cursor, pod_by_gpu: dict[int, str], scope: dict[str, Any]
-) -> dict[int, int]:
-    """Per GPU held at t: window points below ACTIVE_SM while the GPU was held by that same pod (one query).
-
-    A point at time T averages (T-5m, T]; it counts when the GPU's version at T-5m names the pod holding it
-    at t, so a GPU allocated 12 minutes ago counts at most the two points wholly inside its allocation (not
-    the idle hours before it, when it was free or someone else's).
-    """
-    if not pod_by_gpu:
-        return {}
-    step = timedelta(minutes=SAMPLE_STEP_MIN)
-    pod_at_span_start = (
-        EntityVersion.objects.filter(entity_id=OuterRef("gpu_id"), valid_from__lte=OuterRef("time") - step)
-        .order_by("-valid_from")
-        .values("pod")[:1]
-    )
-    qs = TelemetrySample.objects.filter(
-        metric=SM_METRIC, time__gt=cursor.start, time__lte=cursor.t, value__lt=ACTIVE_SM, **scope
-    )
-    if len(pod_by_gpu) <= 900:
-        qs = qs.filter(gpu_id__in=list(pod_by_gpu))
-    rows = (
-        qs.annotate(alloc_pod=Subquery(pod_at_span_start))
-        .values("gpu_id", "alloc_pod")
-        .annotate(points=Count("id"))
-        .order_by()
-    )
-    return {
-        r["gpu_id"]: r["points"]
-        for r in rows
-        if r["alloc_pod"] and r["alloc_pod"] == pod_by_gpu.get(r["gpu_id"])
-    }
 
 
 def _over_requesting(cells: list[Cell]) -> list[JobUse]:

@@ -24,8 +24,9 @@ from rcaweb.cursor import Cursor
 from rcaweb.durations import format_duration, format_minutes
 from rcaweb.http import RcaRequest
 from web.console import changes as changes_q
-from web.console import chartdata, fleet, home, slo
+from web.console import chartdata, fleet, heatmap, home, slo
 from web.console.forms import SLO_METRICS, ChangeFilterForm, ScopeForm, SloForm, SloJobsForm
+from web.console.gpu_activity import ACTIVE_SM, WELL_USED_SM
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +64,9 @@ def fleet_view(request: RcaRequest) -> HttpResponse:
         "cluster": cluster,
         "clusters": clusters,
         "chart_clusters": [cluster] if cluster else clusters[:4],
-        "fleet": fleet.with_cell_html(fleet.compute(request.cursor, cluster), request.cursor),
-        "active_sm": fleet.ACTIVE_SM,
-        "well_sm": fleet.WELL_USED_SM,
+        "fleet": heatmap.with_cell_html(fleet.compute(request.cursor, cluster), request.cursor),
+        "active_sm": ACTIVE_SM,
+        "well_sm": WELL_USED_SM,
         "fleet_charts": [(n, chartdata.TITLES[n]) for n in chartdata.CHARTS_BY_KIND["fleet"]],
     }
     template = "console/fleet.html"
