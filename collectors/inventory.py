@@ -6,24 +6,25 @@ change closes the open version at ``at``, opens a new one and records one
 :class:`~collectors.models.Change` per changed field. ``record_absent`` closes
 the versions of objects a full listing no longer returned (deletion).
 Everything is batched per kind so a 20,000-pod sweep costs a few queries.
+
+What is recorded is :class:`~collectors.observed.Observed`; a GPU's shares and MIG instances are recorded
+beside its state by :mod:`collectors.gpu_slices`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import orjson
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
 from collectors import storage
-from collectors.models import Change, Cluster, Entity, EntityVersion, GpuSlice
+from collectors.models import Change, Cluster, Entity, EntityVersion
+from collectors.observed import Observed, RecordResult, diff_states, state_hash
 from collectors.queue_order import job_priority, job_submitted
 from collectors.storage import InventoryStore
 
@@ -46,80 +47,6 @@ HOT_FIELDS = (
 MAX_CHANGES_PER_DIFF = 50  # a wholesale rewrite is summarized rather than exploded into thousands of rows
 
 
-@dataclass
-class Observed:
-    """One object as a source saw it, already normalized (no resourceVersion, managedFields, timestamps that tick)."""
-
-    kind: str
-    name: str
-    state: dict[str, Any]
-    namespace: str = ""
-    uid: str = ""
-    hot: dict[str, Any] = field(default_factory=dict)
-    actor: str = ""  # who made the change, where the source says (managedFields manager, audit user)
-    # Finer attribution where the source tells writers apart: who created the object, and who wrote its
-    # spec — a change of a key in ``spec_keys`` is the spec writer's (CI bumping an image), not the
-    # controller's that reported status since.
-    creator: str = ""
-    spec_actor: str = ""
-    spec_keys: frozenset[str] = frozenset()
-    # ``state_hash(state)`` when the mapper already knows it (a pod mapped at an earlier sweep, unchanged since);
-    # "" = computed when recorded. Whoever sets it must not change ``state`` afterwards.
-    digest: str = field(default="", compare=False)
-    # ``state`` holds only part of the state whose digest is ``digest``, recorded already (a sweep's memo keeps
-    # no more of an unchanged object than it reads): recording it is refused unless that digest is the open
-    # version's, so a part is never written as a whole.
-    partial: bool = field(default=False, compare=False)
-    # The object's own latest transition time, where the source gives one (``latest_transition``): a new
-    # state is dated then rather than when the sweep saw it, when that time falls after the kind's previous
-    # listing (``record_states(listed_before=…)``).
-    since: datetime | None = field(default=None, compare=False)
-
-    def actor_of(self, path: str) -> str:
-        """Who changed the state key at ``path`` ("created" for the object's creation)."""
-        if path == "created":
-            return self.creator or self.actor
-        if self.spec_actor and path.split(".", 1)[0] in self.spec_keys:
-            return self.spec_actor
-        return self.actor
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.kind, self.namespace, self.name)
-
-
-@dataclass
-class RecordResult:
-    seen: int = 0
-    created: int = 0  # new entities
-    opened: int = 0  # new versions
-    closed: int = 0  # versions closed by deletion
-    changes: int = 0
-
-    def __iadd__(self, other: RecordResult) -> RecordResult:
-        for f in ("seen", "created", "opened", "closed", "changes"):
-            setattr(self, f, getattr(self, f) + getattr(other, f))
-        return self
-
-
-def diff_states(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    """Field-level differences as (dotted path, old, new); lists compare whole."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        out: list[tuple[str, Any, Any]] = []
-        for key in sorted(set(old) | set(new), key=str):
-            path = f"{prefix}.{key}" if prefix else str(key)
-            if key not in old:
-                out.append((path, None, new[key]))
-            elif key not in new:
-                out.append((path, old[key], None))
-            elif old[key] != new[key]:
-                out.extend(diff_states(old[key], new[key], path))
-        return out
-    if old != new:
-        return [(prefix or "state", old, new)]
-    return []
-
-
 def _hot_values(obs: Observed) -> dict[str, Any]:
     hot = {k: obs.hot.get(k) for k in HOT_FIELDS if k in obs.hot}
     hot.setdefault("namespace", obs.namespace)
@@ -130,15 +57,6 @@ def _hot_values(obs: Observed) -> dict[str, Any]:
         hot["priority"] = job_priority(obs.state)
         hot["submitted"] = job_submitted(obs.state)
     return hot
-
-
-def state_hash(state: dict[str, Any]) -> str:
-    """A stable digest of a normalized state: unchanged objects are recognised without decoding stored JSON.
-
-    A digest computed another way (older rows) only costs one diff: an empty diff refreshes the digest.
-    """
-    blob = orjson.dumps(state, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
-    return hashlib.blake2b(blob, digest_size=16).hexdigest()
 
 
 def record_states(
@@ -465,104 +383,3 @@ def _unique(items: list[Observed]) -> list[Observed]:
 def _chunks(seq: list[Any], size: int) -> Iterable[list[Any]]:
     for i in range(0, len(seq), size):
         yield seq[i : i + size]
-
-
-#
-# GPU slices: shares and MIG instances
-#
-
-
-def gpu_slices(state: dict[str, Any]) -> list[dict[str, Any]]:
-    """The slices a GPU state describes (its ``shares`` and ``mig`` lists), as GpuSlice field values."""
-    out: list[dict[str, Any]] = []
-    for sh in state.get("shares") or []:
-        out.append(
-            {
-                "kind": "share",
-                "gi_id": None,
-                "profile": "",
-                "pod": sh.get("pod") or "",
-                "fraction": sh.get("fraction"),
-                "memory_mib": sh.get("memory_mib"),
-                "reservation": state.get("reservation") or "",
-            }
-        )
-    for inst in state.get("mig") or []:
-        out.append(
-            {
-                "kind": "mig",
-                "gi_id": inst.get("gi_id"),
-                "profile": inst.get("profile") or "",
-                "pod": inst.get("pod") or "",
-                "fraction": None,
-                "memory_mib": inst.get("memory_mib"),
-                "reservation": "",
-            }
-        )
-    return out
-
-
-def _slice_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    # A MIG instance is one slot whatever holds it; a share is the pod's claim on the GPU.
-    return ("mig", row["gi_id"], row["profile"]) if row["kind"] == "mig" else ("share", row["pod"])
-
-
-_SLICE_FIELDS = ("pod", "fraction", "memory_mib", "reservation", "profile", "gi_id")
-
-
-def record_slices(cluster: Cluster, gpus: Sequence[Observed], at: datetime) -> int:
-    """Record the shares and MIG instances of the observed GPUs by diff; returns rows written (opened + closed).
-
-    A slice whose pod, fraction or memory changed is closed and reopened; one no longer listed is closed.
-    GPUs not observed this time keep their open slices (a GPU that stopped reporting is "missing", its slices
-    stay as last seen, like the GPU's own state).
-    """
-    by_uuid = {o.name: o for o in gpus if o.kind == "gpu"}
-    if not by_uuid:
-        return 0
-    entities = dict(
-        Entity.objects.filter(cluster=cluster, kind="gpu", name__in=list(by_uuid)).values_list("name", "id")
-    )
-    open_rows: dict[int, list[GpuSlice]] = {}
-    for row in GpuSlice.objects.filter(
-        cluster=cluster, gpu_id__in=list(entities.values()), valid_to__isnull=True
-    ):
-        open_rows.setdefault(row.gpu_id, []).append(row)
-    to_close: list[int] = []
-    to_open: list[GpuSlice] = []
-    for uuid, obs in by_uuid.items():
-        gpu_id = entities.get(uuid)
-        if gpu_id is None:
-            continue
-        if not obs.state.get("present", True):
-            continue
-        wanted = {_slice_key(r): r for r in gpu_slices(obs.state)}
-        current = {}
-        for row in open_rows.get(gpu_id, []):
-            current[_slice_key({f: getattr(row, f) for f in ("kind", *_SLICE_FIELDS)})] = row
-        for key, row in current.items():
-            new = wanted.get(key)
-            if new is None or any(getattr(row, f) != new[f] for f in _SLICE_FIELDS):
-                to_close.append(row.pk)
-        for key, new in wanted.items():
-            was = current.get(key)
-            if was is None or any(getattr(was, f) != new[f] for f in _SLICE_FIELDS):
-                to_open.append(
-                    GpuSlice(
-                        cluster=cluster, gpu_id=gpu_id, node=obs.state.get("node") or "", valid_from=at, **new
-                    )
-                )
-    with transaction.atomic():
-        if to_close:
-            GpuSlice.objects.filter(pk__in=to_close).update(valid_to=at)
-        if to_open:
-            GpuSlice.objects.bulk_create(to_open, batch_size=1000)
-    return len(to_close) + len(to_open)
-
-
-def slices_at(gpu: Entity, t: datetime) -> list[GpuSlice]:
-    """A GPU's shares and MIG instances at ``t``, MIG instances by GPU_I_ID, then shares by pod."""
-    rows = GpuSlice.objects.filter(gpu=gpu, valid_from__lte=t).filter(
-        Q(valid_to__isnull=True) | Q(valid_to__gt=t)
-    )
-    return sorted(rows, key=lambda r: (r.kind != "mig", r.gi_id or 0, r.pod))

@@ -158,7 +158,7 @@ class GpuSlice(models.Model):
     A shared GPU (KAI GPU sharing) has one slice per pod sharing it, with the fraction of the GPU and the GPU
     memory it was given; the device itself is held by KAI's reservation pod (``reservation``). A MIG GPU has
     one slice per GPU instance (``gi_id``, ``profile``), with its pod or none. Written by the inventory sweep
-    by diff (``collectors.inventory.record_slices``): an unchanged slice writes nothing.
+    by diff (``collectors.gpu_slices.record_slices``): an unchanged slice writes nothing.
     """
 
     KINDS = [("share", "GPU share"), ("mig", "MIG instance")]

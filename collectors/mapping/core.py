@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from collectors.inventory import Observed
 from collectors.mapping.common import (
     GPU,
     GPU_FRACTION_ANNOTATION,
@@ -29,6 +28,7 @@ from collectors.mapping.common import (
     spec_writer_time,
     status_writer,
 )
+from collectors.observed import Observed
 from collectors.sources.redact import redact_container_env, redact_text, redact_value
 from rcaweb.mig import mig_units
 

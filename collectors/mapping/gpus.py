@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from collectors.inventory import Observed
+from collectors.observed import Observed
 from collectors.sources.dcgm import dcgm_identity, dcgm_uuid
 from collectors.sources.prometheus import Series
 

@@ -11,7 +11,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.inventory import Observed
 from collectors.mapping.common import (
     GPU,
     actor,
@@ -22,6 +21,7 @@ from collectors.mapping.common import (
     owner,
     queue_label,
 )
+from collectors.observed import Observed
 from collectors.sources.redact import redact_text
 
 #

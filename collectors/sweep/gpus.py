@@ -7,7 +7,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from collectors import mapping
-from collectors.inventory import record_slices
+from collectors.gpu_slices import record_slices
 from collectors.models import Cluster, EntityVersion, GpuSlice
 from collectors.sources import promql
 from collectors.sources.dcgm import dcgm_identity

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from collectors.inventory import Observed
 from collectors.models import Cluster
+from collectors.observed import Observed
 
 
 class ListingMemo:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collectors import mapping
-from collectors.inventory import Observed, state_hash
+from collectors.observed import Observed, state_hash
 
 
 @dataclass

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from collectors.inventory import RecordResult
+from collectors.observed import RecordResult
 
 Progress = Callable[[str, int], None]  # (what, items so far)
 

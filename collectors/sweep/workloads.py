@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import simdjson
 
 from collectors import mapping
-from collectors.inventory import Observed, state_hash
 from collectors.mapping.common import latest_transition
+from collectors.observed import Observed, state_hash
 from collectors.sources.kubernetes import KubeSource
 from collectors.sweep.listing_memo import memo_of, remembered_job, remembered_pod
 from collectors.sweep.listing_recorder import ListingRecorder

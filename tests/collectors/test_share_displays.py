@@ -12,7 +12,7 @@ from typing import Any
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from collectors import inventory
+from collectors import gpu_slices, inventory
 from collectors.inventory import Observed
 from tests.collectors.factories import T0, PageTestCase, gpu_obs, gpu_uuid, job_obs, node_obs, pod_obs
 
@@ -116,7 +116,7 @@ class ShareDisplaysTest(PageTestCase):
         super().setUpTestData()
         world = _shared_world()
         inventory.record_states(cls.cluster, world, AT)
-        inventory.record_slices(cls.cluster, [o for o in world if o.kind == "gpu"], AT)
+        gpu_slices.record_slices(cls.cluster, [o for o in world if o.kind == "gpu"], AT)
 
     def test_it_requires_login_on_the_shared_node_and_job(self):
         self.assert_page_basics("/c/gpu-prod/nodes/l40s-01/", T)

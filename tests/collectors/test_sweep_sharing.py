@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from collectors import inventory
-from collectors.inventory import slices_at
+from collectors.gpu_slices import slices_at
 from collectors.models import Entity, GpuSlice
 from collectors.sweep import sweep_cluster
 from simulator.engine.world import World

@@ -9,7 +9,8 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from collectors import gpu_amounts as amounts
-from collectors import inventory, queries
+from collectors import queries
+from collectors.gpu_slices import slices_at
 from collectors.podstatus import pod_status
 from incidents.xid_seen import last_xids
 from rcaweb import kinds
@@ -193,7 +194,7 @@ def gpu_detail(request: RcaRequest, cluster: str, name: str) -> HttpResponse:
         )  # whole use stays
     shared = gstate.get("shares") or gstate.get("mig") or gstate.get("reservation")
     slices = []
-    for sl in inventory.slices_at(gpu, ctx["t"]) if shared else []:  # a whole GPU costs no query
+    for sl in slices_at(gpu, ctx["t"]) if shared else []:  # a whole GPU costs no query
         ns, _, pod = sl.pod.partition("/")
         rns, _, rpod = sl.reservation.partition("/")
         slices.append(
