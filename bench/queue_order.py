@@ -30,9 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rcaweb.settings")
 
 from incidents.diagnosis import fit as F  # noqa: E402
+from incidents.diagnosis.fault_pass import pass_if_fixed, starts_with_room  # noqa: E402
 from incidents.diagnosis.queue_order import QueueOrder, ahead_of  # noqa: E402
 from incidents.diagnosis.quota import is_pending  # noqa: E402
-from incidents.diagnosis.scheduling_pass import cluster_pass, pass_if_fixed, starts_with_room  # noqa: E402
+from incidents.diagnosis.scheduling_pass import cluster_pass  # noqa: E402
 from incidents.diagnosis.types import DiagnosisInput, EntityState, Ref  # noqa: E402
 
 T0 = datetime(2026, 11, 29, tzinfo=UTC)

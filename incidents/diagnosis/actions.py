@@ -21,9 +21,9 @@ from incidents.diagnosis.actions_workloads import (
     thermal,
     workload,
 )
+from incidents.diagnosis.fault_pass import starts_with_room
 from incidents.diagnosis.queue_order import QueueOrder
 from incidents.diagnosis.quota import is_pending, job_units, project_allocated, units_held
-from incidents.diagnosis.scheduling_pass import starts_with_room
 from incidents.diagnosis.types import ActionDraft, DiagnosisInput, EntityState, Finding, Ref, gpus_of
 
 logger = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from incidents.diagnosis import codes as C
-from incidents.diagnosis.scheduling_pass import starts_with_room
+from incidents.diagnosis.fault_pass import starts_with_room
 from incidents.diagnosis.types import ActionDraft, DiagnosisInput, EntityState, Finding, Ref
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 a NotReady or cordoned node, an untolerated taint, a selector). A blocker is the cause when removing it alone
 lets the job fit, and a contributing factor when it keeps the job off nodes that would otherwise have room.
 
-A fault that takes capacity away is weighed as a scheduling pass (``scheduling_pass.pass_if_fixed``): the room
+A fault that takes capacity away is weighed as a scheduling pass (``fault_pass.pass_if_fixed``): the room
 its fix gives back goes to the jobs ahead first. A taint a pool has carried since long before the job waited is
 the pool's purpose, told as context, never a fault.
 """
@@ -14,9 +14,9 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.fault_pass import PassResult, pass_if_fixed
 from incidents.diagnosis.job_fit import Causes, JobFit
 from incidents.diagnosis.nodes import condemned_gpus
-from incidents.diagnosis.scheduling_pass import PassResult, pass_if_fixed
 from incidents.diagnosis.types import (
     REFUTED,
     SUPPORTED,

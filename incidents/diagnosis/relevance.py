@@ -23,8 +23,8 @@ from datetime import timedelta
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.fault_pass import starts_with_room
 from incidents.diagnosis.quota import is_pending, quota_at
-from incidents.diagnosis.scheduling_pass import starts_with_room
 from incidents.diagnosis.types import DiagnosisInput, EntityState, Finding
 
 CAUSE = "cause"
@@ -221,7 +221,7 @@ RESTORED = 10_000  # GPUs given back to a node in the what-if of its repair: cap
 def _repair_starts_others(di: DiagnosisInput, hood: Neighbourhood, f: Finding) -> bool:
     """A health fault that costs GPUs on a node the waiting subject job does not use is its cause only if the
     repair would start it: in the cluster's order, the GPUs given back go to the jobs ahead first, and a
-    cordoned node starts nobody (``scheduling_pass.starts_with_room``). One missing GPU cannot start seven 8-GPU
+    cordoned node starts nobody (``fault_pass.starts_with_room``). One missing GPU cannot start seven 8-GPU
     jobs; the others are told it as context."""
     node = _node_of(f)
     if not node or not costs_capacity(f) or not _by_capacity_only(hood, f, {node}):

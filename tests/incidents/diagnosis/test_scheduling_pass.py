@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import run_checks
-from incidents.diagnosis.scheduling_pass import pass_if_fixed, place, room_if
+from incidents.diagnosis.fault_pass import pass_if_fixed, room_if
+from incidents.diagnosis.scheduling_pass import place
 from incidents.diagnosis.types import Ref
 
 from .dx_world import T0, job, node, pod, world
@@ -116,7 +117,7 @@ def test_a_pass_never_gives_out_more_than_the_room(free, ahead, pods, per_pod):
 def test_room_given_back_starts_the_first_jobs_in_order_not_every_job_that_fits_alone():
     """An action's impact ("pending jobs that would then start"): 8 GPUs back on h100-03 start one 8-GPU job, the
     first in queue order, and a 4-GPU job still fits beside nothing; higher queue priority goes first."""
-    from incidents.diagnosis.scheduling_pass import starts_with_room
+    from incidents.diagnosis.fault_pass import starts_with_room
 
     from .dx_world import queue
 
@@ -172,9 +173,9 @@ def _queued_world(queues, waiters, scheduler="kai"):
 @settings(max_examples=60, deadline=None)
 @given(queue_specs, waiter_specs, st.sampled_from(["kai", "kueue", "kube"]))
 def test_fixing_one_8_gpu_node_starts_exactly_the_first_8_gpu_job_in_order(queues, waiters, scheduler):
+    from incidents.diagnosis.fault_pass import starts_with_room
     from incidents.diagnosis.queue_order import QueueOrder
     from incidents.diagnosis.quota import is_pending, quota_at
-    from incidents.diagnosis.scheduling_pass import starts_with_room
 
     di = _queued_world(queues, waiters, scheduler)
     with di.indexed():
@@ -279,7 +280,7 @@ def _strict_world(subject: str, strategy: str):
 def test_a_strict_fifo_head_that_cannot_be_admitted_holds_the_jobs_behind_it_whatever_the_fix():
     """Kueue's StrictFIFO: the repair gives back room for the 8-GPU job, but the 16-GPU head of its queue is not
     admitted even then and holds it. BestEffortFIFO goes past the head, and the repair starts the job."""
-    from incidents.diagnosis.scheduling_pass import starts_with_room
+    from incidents.diagnosis.fault_pass import starts_with_room
 
     lift = frozenset({F.DEVICE_PLUGIN})
     for strategy, starts in (("StrictFIFO", False), ("BestEffortFIFO", True)):
@@ -303,14 +304,16 @@ def test_a_strict_fifo_head_that_cannot_be_admitted_holds_the_jobs_behind_it_wha
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.tuples(st.integers(0, 1), st.sampled_from([8, 16]), st.integers(0, 60)), min_size=1, max_size=8),
+    st.lists(
+        st.tuples(st.integers(0, 1), st.sampled_from([8, 16]), st.integers(0, 60)), min_size=1, max_size=8
+    ),
     st.booleans(),
 )
 def test_in_a_strict_fifo_queue_nobody_starts_behind_a_head_that_does_not(waiters, strict):
     """Property, Kueue: whatever the waiters, a job of a StrictFIFO queue starts with the repair only if every job
     ahead of it in its own queue starts too; and the repair never starts more than its 8 GPUs hold."""
+    from incidents.diagnosis.fault_pass import starts_with_room
     from incidents.diagnosis.queue_order import in_queue_key, job_queue
-    from incidents.diagnosis.scheduling_pass import starts_with_room
 
     from .dx_world import queue
 
@@ -338,5 +341,7 @@ def test_in_a_strict_fifo_queue_nobody_starts_behind_a_head_that_does_not(waiter
     if strict:
         for j in di.jobs:
             if j.ref.label in started:
-                ahead = [o for o in di.jobs if job_queue(o) == job_queue(j) and in_queue_key(o) < in_queue_key(j)]
+                ahead = [
+                    o for o in di.jobs if job_queue(o) == job_queue(j) and in_queue_key(o) < in_queue_key(j)
+                ]
                 assert not ahead, (j.ref.label, [o.ref.label for o in ahead])
