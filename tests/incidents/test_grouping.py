@@ -281,7 +281,7 @@ class RelatedIncidentRuleTests(GroupingTestCase):
     def test_a_jobs_request_is_what_its_state_says_at_that_moment(self) -> None:
         import math
 
-        from incidents.grouping import _requests
+        from incidents.grouping.room import waiting_asks as _requests
 
         job = Entity.objects.get(kind="job", name="resnet-train")
         asks = {7: {job.pk: ("subject", "job")}}
@@ -327,7 +327,8 @@ class RelatedIncidentRuleTests(GroupingTestCase):
 
     def test_the_room_while_faulty_is_the_least_a_node_advertised_around_the_fault(self) -> None:
         from collectors.inventory import Observed, record_states
-        from incidents.grouping import Room, _room
+        from incidents.grouping import Room
+        from incidents.grouping.room import node_room as _room
 
         node = Entity.objects.get(kind="node", name="h100-01")
         gpu = Entity.objects.get(kind="gpu", name=gpu_uuid("h100-01", 3))
@@ -388,7 +389,7 @@ class RelatedIncidentRuleTests(GroupingTestCase):
             [Observed("job", name, state, namespace="nlp", hot={"phase": "Pending"}) for name in others],
             T0 - timedelta(hours=1),
         )
-        with mock.patch("incidents.grouping.MAX_RELATED_CANDIDATES", 3):
+        with mock.patch("incidents.grouping.linking.MAX_RELATED_CANDIDATES", 3):
             for name in others:  # older incidents, sharing every candidate node with resnet-train
                 self.fire("GPUJobPendingTooLong", {"namespace": "nlp", "job_name": name})
             fault = self.xid("h100-02", 5, 5, phase="faulty")
