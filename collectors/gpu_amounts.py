@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from collectors.mapping.common import RESERVATION_NAMESPACE
+from collectors.mapping.kai_sharing import RESERVATION_NAMESPACE
 
 # KAI's reservation pods: in their own namespace, labelled so (KAI Scheduler's resource-reservation pods).
 RESERVATION_LABELS = {"app": "runai-reservation", "app.kubernetes.io/name": "kai-resource-reservation"}

@@ -4,30 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from collectors.mapping.common import (
-    GPU,
+from collectors.mapping.kai_sharing import (
     GPU_FRACTION_ANNOTATION,
     GPU_GROUP_LABEL,
     GPU_INDEX_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
-    MIG_PREFIX,
     RESERVATION_GPU_ANNOTATION,
     RESERVATION_NAMESPACE,
-    actor,
-    conditions,
+)
+from collectors.mapping.metadata import conditions, meta, nodepool, owner, queue_label
+from collectors.mapping.quantities import (
+    GPU,
+    MIG_PREFIX,
     container_gpus,
     container_mig,
-    creator,
     float_quantity,
     int_quantity,
-    meta,
-    nodepool,
-    owner,
-    queue_label,
     resource_requests,
-    spec_writer_time,
-    status_writer,
 )
+from collectors.mapping.writers import actor, creator, spec_writer_time, status_writer
 from collectors.observed import Observed
 from collectors.sources.redact import redact_container_env, redact_text, redact_value
 from rcaweb.mig import mig_units

@@ -11,16 +11,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.mapping.common import (
-    GPU,
-    actor,
-    int_quantity,
-    latest_transition,
-    limit_or_none,
-    meta,
-    owner,
-    queue_label,
-)
+from collectors.mapping.metadata import meta, owner, queue_label
+from collectors.mapping.quantities import GPU, int_quantity, limit_or_none
+from collectors.mapping.transitions import latest_transition
+from collectors.mapping.writers import actor
 from collectors.observed import Observed
 from collectors.sources.redact import redact_text
 

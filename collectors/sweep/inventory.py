@@ -23,7 +23,7 @@ from typing import Any
 
 from collectors import mapping
 from collectors.inventory import Observed, RecordResult, record_absent, record_states
-from collectors.mapping.common import latest_transition
+from collectors.mapping.transitions import latest_transition
 from collectors.models import Cluster, EntityVersion, SourceRun
 from collectors.signals import inventory_swept
 from collectors.sources import kai as kai_api

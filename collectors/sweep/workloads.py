@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import simdjson
 
 from collectors import mapping
-from collectors.mapping.common import latest_transition
+from collectors.mapping.transitions import latest_transition
 from collectors.observed import Observed, state_hash
 from collectors.sources.kubernetes import KubeSource
 from collectors.sweep.listing_memo import memo_of, remembered_job, remembered_pod

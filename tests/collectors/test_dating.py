@@ -8,7 +8,7 @@ from django.test import TestCase
 
 from collectors import inventory
 from collectors.inventory import Observed
-from collectors.mapping.common import latest_transition
+from collectors.mapping.transitions import latest_transition
 from collectors.models import Change, Cluster, Entity, EntityVersion
 
 T0 = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)

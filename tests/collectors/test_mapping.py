@@ -280,7 +280,7 @@ def test_changes_are_attributed_to_the_writer_of_the_changed_field() -> None:
 
 
 def test_a_pods_cpu_and_memory_requests_are_summed_as_the_scheduler_fits_them() -> None:
-    from collectors.mapping.common import resource_requests
+    from collectors.mapping.quantities import resource_requests
 
     containers = [
         {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
@@ -316,7 +316,7 @@ def test_a_pods_cpu_and_memory_requests_are_summed_as_the_scheduler_fits_them() 
     ],
 )
 def test_int_quantity_reads_what_kubernetes_writes(value, expected):
-    from collectors.mapping.common import int_quantity
+    from collectors.mapping.quantities import int_quantity
 
     assert int_quantity(value) == expected
 

@@ -25,7 +25,7 @@ SIGNAL_KINDS = ("node", "queue", "project", "department")
 
 
 # Writers that are the cluster itself: the kubelet, controllers, schedulers, operators and exporters (the
-# managedFields manager or audit user of a change, collectors.mapping.common.actor), not a person or a pipeline.
+# managedFields manager or audit user of a change, collectors.mapping.writers.actor), not a person or a pipeline.
 SYSTEM_ACTORS = (
     "kubelet",
     "kube-controller-manager",

@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from collectors import gpu_amounts as amounts
-from collectors.mapping.common import RESERVATION_NAMESPACE
+from collectors.mapping.kai_sharing import RESERVATION_NAMESPACE
 from collectors.models import Cluster, EntityVersion
 from incidents.diagnosis import capacity
 from rcaweb.cursor import Cursor

@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from collectors import usage
-from collectors.mapping.common import RESERVATION_NAMESPACE
+from collectors.mapping.kai_sharing import RESERVATION_NAMESPACE
 from collectors.models import Cluster, Entity, EntityVersion
 from rcaweb.cursor import Cursor
 from rcaweb.http import RcaRequest
