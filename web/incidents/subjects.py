@@ -86,7 +86,8 @@ def subjects_at(incident: Incident, t: datetime) -> SubjectsAt:
             EntityVersion.objects.as_of(t).filter(entity_id__in=pods).values_list("entity_id", "state")
         ):
             version = out.versions[entity_id]
-            version.status = pod_status(state or {}, version.phase)
+            status = pod_status(state or {}, version.phase)
+            version.status = status  # type: ignore[attr-defined]  # read in place of the phase by the page
     return out
 
 
