@@ -11,9 +11,9 @@ class RcawebConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
-        from rcaweb import gc_policy, pgtime
+        from rcaweb import gc_policy, timestamptz_loader
 
-        pgtime.connect()
+        timestamptz_loader.connect()
         # The startup heap frozen, higher thresholds (rcaweb/gc_policy.py; the value was checked by settings)
         gc_policy.tune(settings.RCAWEB_GC_THRESHOLDS)
 

@@ -11,7 +11,7 @@ And the one place it writes one: :func:`format_t` (``2026-11-29T03:12:00Z``: UTC
 datetime is taken as UTC) and :func:`format_t_or_none`.
 
 The cursor's ``t`` (``rcaweb.cursor.parse_t``) and the intake's times add their own rules (UTC only, a range)
-on top of these. Database values are the drivers' business (``rcaweb/pgtime.py``, ``collectors/readsql.py``).
+on top of these. Database values are the drivers' business (``rcaweb/timestamptz_loader.py``, ``collectors/storage/raw_sql.py``).
 """
 
 from __future__ import annotations

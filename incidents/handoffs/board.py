@@ -26,7 +26,7 @@ from incidents.handoffs.services import history, incident_cursor, key_subjects
 from incidents.models import AuditEntry, HandoffNote, Hypothesis, Incident, IncidentSubject, ProposedAction
 from incidents.open_problems import Problem, group_open, open_at
 from incidents.titles import TitleLines
-from rcaweb.via import Via
+from rcaweb.row_attribute import Via
 
 logger = logging.getLogger(__name__)
 

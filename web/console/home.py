@@ -25,7 +25,7 @@ from incidents.open_problems import group_open
 from incidents.titles import TitleLines
 from rcaweb.cursor import Cursor, t_or_none
 from rcaweb.durations import format_age
-from rcaweb.via import Via
+from rcaweb.row_attribute import Via
 from web.console.condition_line import one_line
 
 logger = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from incidents.diagnosis.codes import HEALTH_CODES, SCHEDULING_CODES
 from incidents.models import Hypothesis, IncidentSubject
 from rcaweb.cursor import Cursor, t_or_none
 from rcaweb.durations import format_minutes
-from rcaweb.via import Via
+from rcaweb.row_attribute import Via
 from web.console.percentile import percentile
 
 logger = logging.getLogger(__name__)

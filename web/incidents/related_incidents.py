@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 from incidents import problems
 from incidents.models import Incident
-from rcaweb.via import Via
+from rcaweb.row_attribute import Via
 
 RELATED_INCIDENTS_READ = 200  # read to fold; at most RELATED_INCIDENTS_SHOWN rows are shown
 RELATED_INCIDENTS_SHOWN = 20

@@ -35,7 +35,7 @@ from incidents.titles import TitleLines
 from rcaweb.cursor import Cursor
 from rcaweb.http import RcaRequest
 from rcaweb.roles import can_respond
-from rcaweb.via import Via
+from rcaweb.row_attribute import Via
 from web.incidents.evidence import evidence_context, evidence_folding
 from web.incidents.hypotheses import hypotheses_context
 from web.incidents.related_incidents import related_incidents

@@ -14,7 +14,7 @@ from typing import Any
 from collectors.models import Entity, EntityVersion, GpuSlice
 from collectors.queries import Ref
 from incidents.xid_seen import XidSeen
-from rcaweb.via import Via
+from rcaweb.row_attribute import Via
 from web.inventory.sharing import GpuUse, PodGpu
 
 

@@ -1,4 +1,4 @@
-"""``rcaweb.via.Via``: a typed row's field is its model's, read-only, and never a dataclass field."""
+"""``rcaweb.row_attribute.Via``: a typed row's field is its model's, read-only, and never a dataclass field."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from rcaweb.via import Via
+from rcaweb.row_attribute import Via
 
 
 class Model:

@@ -1,10 +1,9 @@
 """Faster reading of PostgreSQL ``timestamptz`` values, as Django would read them.
 
 Django (5.2, psycopg 3) reads every timestamptz through its own loader, a Python subclass of psycopg's
-pure-Python ``TimestamptzLoader``: a regular expression and a dozen Python steps per value, about 4 µs.
-psycopg's C loader is not used because Django subclasses the Python class, and the C class cannot be
-subclassed. An entity page reads 100-350 such values (every version's valid_from/valid_to, every change's
-time), so this was 0.5-1.5 ms of each PostgreSQL page.
+pure-Python ``TimestamptzLoader``: a regular expression and a dozen Python steps per value. psycopg's C
+loader is not used because Django subclasses the Python class, and the C class cannot be subclassed. An
+entity page reads 100-350 such values (every version's valid_from/valid_to, every change's time).
 
 :class:`IsoTzLoader` parses PostgreSQL's ISO output (``2026-11-29 03:12:07.5+00``, the DateStyle Django
 leaves) with ``datetime.fromisoformat`` (C) and gives the value Django's loader gives: the same instant, in the
@@ -52,4 +51,4 @@ def iso_tz_loader(tz: tzinfo | None) -> type:
 
 
 def connect() -> None:
-    connection_created.connect(install, dispatch_uid="rcaweb.pgtime")
+    connection_created.connect(install, dispatch_uid="rcaweb.timestamptz_loader")

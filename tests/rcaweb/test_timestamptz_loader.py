@@ -1,4 +1,4 @@
-"""rcaweb.pgtime reads a timestamptz exactly as Django's own loader does, only faster."""
+"""rcaweb.timestamptz_loader reads a timestamptz exactly as Django's own loader does, only faster."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ psycopg = pytest.importorskip("psycopg")
 from django.db.backends.postgresql.psycopg_any import BaseTzLoader  # noqa: E402
 from psycopg.postgres import types  # noqa: E402
 
-from rcaweb.pgtime import iso_tz_loader  # noqa: E402
+from rcaweb.timestamptz_loader import iso_tz_loader  # noqa: E402
 
 OID = types["timestamptz"].oid
 
