@@ -2,7 +2,8 @@
 
 When a waiting gang does not fit the free room, KAI looks for victims among running, preemptible (train) jobs:
 
-- **preempt**: a job of the same queue with a lower priority class (inference over train), newest first;
+- **preempt**: a job of the same queue with a lower priority (``quota.job_rank``: inference over build over
+  train, or the PriorityClass value), lowest then newest first;
 - **reclaim**: a job of another queue, as KAI's proportion plugin allows it. The reclaimer's own queue must,
   with the job, stay within its fair share. The two queues are compared where their hierarchies diverge (two
   projects of one department by their own standing, otherwise their departments): the victim's side, less the
@@ -12,10 +13,16 @@ When a waiting gang does not fit the free room, KAI looks for victims among runn
   (allocated / fair share, over 1) than a sibling a victim was taken from. Victims: lowest queue priority
   first, then the most over its quota, then the newest job.
 
-Victims are taken one at a time, each queue's remaining allocation (and its department's) charged as it goes, until the job's gang fits the room
-they free; then those not needed are given back. The room is read by the fit rules over the cluster without the
-victims' pods (``without``), so whole GPUs, GPU shares (fraction or memory) and MIG instances are weighed
-alike: a share's GPU comes back whole once its last share goes, its reservation pod with it.
+Victims are taken one at a time, each queue's remaining allocation (and its department's) charged as it goes,
+until the job's gang fits the room they free; then those not needed are given back. The room is read by the
+fit rules over the cluster without the victims' pods (``without``), so whole GPUs, GPU shares (fraction or
+memory) and MIG instances are weighed alike: a share's GPU comes back whole once its last share goes, its
+reservation pod with it. The eviction stands only if the job still fits once the victims are served again
+with it in KAI's allocate order (``_stands``): a victim served first takes its room back.
+
+**Consolidation** (:func:`consolidation`): when no eviction lets a whole-GPU job in, KAI may move running
+preemptible jobs instead: each is evicted and placed again elsewhere, so their queues hold what they held, and
+the job takes the room they leave. The smallest jobs are tried first, until the job and every moved job fit.
 
 Pure: reads the ``DiagnosisInput`` and a ``QueueOrder``'s standings; no database, no simulator.
 """
@@ -113,7 +120,7 @@ def _candidates(di: DiagnosisInput, job: EntityState, order: QueueOrder) -> list
         newest = tuple(-ord(c) for c in (other.get("submitted") or ""))
         if theirs == mine:
             if _rank(job) > _rank(other):
-                out.append(((0, 0, 0.0, newest), PREEMPT, other))
+                out.append(((0, _rank(other), 0.0, newest), PREEMPT, other))
             continue
         s = order.queue.get(theirs)
         over = (s.used - (s.deserved or 0.0)) if s is not None else 0.0
@@ -342,4 +349,78 @@ def _trim(
     return Eviction(keep, _placement(di, req, keep))
 
 
-__all__ = ["PREEMPT", "RECLAIM", "Eviction", "Victim", "victims", "without"]
+@dataclass
+class Consolidation:
+    """Running jobs KAI would move, each to its new nodes, and where the waiting job then goes."""
+
+    moves: list[tuple[EntityState, dict[str, int]]]  # (moved job, node -> its pods there)
+    nodes: dict[str, int]  # node -> pods of the waiting job
+
+
+def consolidation(di: DiagnosisInput, job: EntityState) -> Consolidation | None:
+    """The running jobs KAI would move so that the waiting whole-GPU ``job`` starts (module doc), or None."""
+    req = F.job_request(di, job)
+    if req.pods == 0 or req.share or req.share_memory_mib or req.mig or req.gpus_per_pod <= 0:
+        return None
+    quota = quota_at(di, job, req, 0)
+    if quota is not None and quota.holds:
+        return None
+    movable = [
+        j
+        for j in di.jobs
+        if j is not job and not is_pending(j) and _held(di, j) and _preemptible(di, j) and _whole(di, j)
+    ]
+    movable.sort(key=lambda j: (_units(di, j), tuple(-ord(c) for c in (j.get("submitted") or ""))))
+    taken: list[EntityState] = []
+    for other in movable:
+        taken.append(other)
+        view = without(di, taken)
+        rows = _open_rows(view, req)
+        free = {r.node: r.free for r in rows}
+        mine = place(rows, req, free, frozenset())
+        if not mine:
+            continue
+        for node, pods in mine.items():
+            free[node] -= pods * req.gpus_per_pod
+        moves = []
+        for moved in taken:
+            moved_req = F.job_request(view, moved)
+            there = place(_open_rows(view, moved_req), moved_req, free, frozenset())
+            if not there:
+                break
+            for node, pods in there.items():
+                free[node] -= pods * moved_req.gpus_per_pod
+            moves.append((moved, there))
+        else:
+            if all(there != _pods_per_node(di, moved) for moved, there in moves):
+                return Consolidation(moves, mine)
+    return None
+
+
+def _whole(di: DiagnosisInput, job: EntityState) -> bool:
+    r = F.job_request(di, job)
+    return not (r.share or r.share_memory_mib or r.mig) and r.gpus_per_pod > 0
+
+
+def _open_rows(di: DiagnosisInput, req: F.Request) -> list[F.NodeFit]:
+    return [r for r in F.node_fits(di, req) if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
+
+
+def _pods_per_node(di: DiagnosisInput, job: EntityState) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in di.pods_of_job(job):
+        if p.get("node") and p.get("phase") in F.ACTIVE_POD_PHASES:
+            out[p.get("node")] = out.get(p.get("node"), 0) + 1
+    return out
+
+
+__all__ = [
+    "PREEMPT",
+    "RECLAIM",
+    "Consolidation",
+    "Eviction",
+    "Victim",
+    "consolidation",
+    "victims",
+    "without",
+]

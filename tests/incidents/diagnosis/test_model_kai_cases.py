@@ -28,7 +28,7 @@ import yaml
 from incidents.diagnosis import scheduling_pass as SP
 from incidents.diagnosis.queue_order import QueueOrder
 from incidents.diagnosis.quota import is_pending
-from incidents.diagnosis.reclaim import victims
+from incidents.diagnosis.reclaim import consolidation, victims
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 CASES_DIR = Path(__file__).resolve().parents[2] / "simulator" / "kai_cases"
@@ -367,7 +367,8 @@ MAX_ROUNDS = 16  # scheduling rounds until the state is stable, as KAI's integra
 def settle(di: DiagnosisInput) -> None:
     """KAI's rounds over the model: the allocate pass (``cluster_pass``) binds what fits; when nothing more
     does, the first waiting job in order that KAI would evict for (``reclaim.victims``) takes its victims'
-    room; until nothing changes."""
+    room, else the first for which KAI would move running jobs (``reclaim.consolidation``); until nothing
+    changes."""
     start = di.onset
     for _ in range(MAX_ROUNDS):
         cp = SP.cluster_pass(di)
@@ -386,7 +387,16 @@ def settle(di: DiagnosisInput) -> None:
                 _bind(di, job, ev.nodes, start)
                 break
         else:
-            return
+            for job in QueueOrder(di, waiting):
+                moved = consolidation(di, job)
+                if moved is not None:
+                    for other, nodes in moved.moves:
+                        _evict(di, other)
+                        _bind(di, other, nodes, start)
+                    _bind(di, job, moved.nodes, start)
+                    break
+            else:
+                return
 
 
 def model_end_state(case: dict[str, Any]) -> dict[str, tuple[str, list[str]]]:
