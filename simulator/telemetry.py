@@ -287,6 +287,8 @@ class Telemetry:
         by sample: the change points are walked once instead of bisected per sample, the noise is hashed once
         a minute, and the metric is dispatched once per series (a range query over 1,600 GPUs reads ~10^6
         samples: bench/telemetry.py --part server)."""
+        # The hot loop of range queries (about a million samples for a fleet): kept in one frame, the metric
+        # dispatched once per series.
         if not times:
             return []
         if metric == "DCGM_FI_DEV_XID_ERRORS":

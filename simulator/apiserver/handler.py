@@ -80,6 +80,8 @@ class KubeHandler(BaseHTTPRequestHandler):
     #
 
     def _route(self) -> None:
+        # One dispatch over every path the server answers, in the order a path is matched: split up, that order
+        # (which decides what a path means) would be spread over several functions.
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         self._query = query

@@ -15,8 +15,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from . import lifecycle, sharing
+from .fit import DEFAULT_TOLERATIONS, UNREACHABLE_TAINTS, UNSCHEDULABLE_TAINT, tolerates
 from .ids import unit
-from .placement import DEFAULT_TOLERATIONS, UNREACHABLE_TAINTS, UNSCHEDULABLE_TAINT, tolerates
 
 if TYPE_CHECKING:
     from ..scenario import EventSpec

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from ..durations import go as go_duration
 from ..state import SimJob, SimNode, SimPod
 from . import sharing
 from .ids import rfc3339, unit
@@ -20,12 +21,6 @@ if TYPE_CHECKING:
     from .world import World
 
 MAX_BACKOFF_S = 300
-
-
-def go_duration(seconds: int) -> str:
-    """Go's time.Duration text, as kubelet prints the back-off: ``10s``, ``2m40s``, ``5m0s``."""
-    m, s = divmod(seconds, 60)
-    return f"{m}m{s}s" if m else f"{s}s"
 
 
 def backoff_s(restarts: int) -> int:

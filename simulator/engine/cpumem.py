@@ -6,7 +6,7 @@ CPU or memory deserved quota has KAI's -1, unlimited: its allocatable share is u
 what it requests, so every check here passes for it. Only a world where some queue sets one builds a
 ``CpuMem``; elsewhere the GPU rules alone decide, as they would in KAI.
 
-Units: millicores and bytes. A fair share is divided as the GPUs are (``quota.divide``), with an over-quota
+Units: millicores and bytes. A fair share is divided as the GPUs are (``division.divide``), with an over-quota
 weight of 1 (the Queue renders it so) and the cluster's ready nodes' allocatable CPU and memory (unbounded where
 a pool does not say).
 """
@@ -149,7 +149,8 @@ def dominant_share(cm: CpuMem, key: Key, extra: Vec) -> float:
 
 def build(world: World) -> CpuMem:
     """The pass's fair shares in CPU and memory, divided level by level as the GPUs are."""
-    from .quota import DEPARTMENT_PRIORITY, Division, divide
+    from .division import Division, divide
+    from .proportion import DEPARTMENT_PRIORITY
 
     requested: dict[str, list[float]] = {n: [0.0, 0.0] for n in world.projects}
     for job in world.jobs.values():

@@ -1,4 +1,4 @@
-"""Queue policy: usage, preemption victims and project status (KAI deserved/limit, Kueue nominal/cohort).
+"""Queue policy: usage and preemption victims (KAI deserved/limit, Kueue nominal/cohort).
 
 Only preemptible (train) work is ever a victim. KAI: a queue reclaims while it stays within its fair share,
 from queues over their fair share (or over their deserved quota while it stays within its own), compared where
@@ -6,20 +6,18 @@ the two diverge in the hierarchy of departments (parent queues) and projects (``
 cross-queue victims come only from queues over their nominal quota at the moment they are picked, and only for
 a queue that stays within its own.
 
-Fair share (KAI) is divided level by level: the cluster among the top-level queues (departments and ungrouped
-projects), then each department's share among its projects (deserved quota first, then the rest by priority
-and over-quota weight), never above a queue's limit.
+KAI's fair shares, which these rules read, are divided in ``division``; the queues' status is ``status``.
 """
 
 from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from ..scenario.model import TRAIN_PRIORITY
 from . import cpumem, lifecycle, messages, proportion
-from .proportion import DEPARTMENT_PRIORITY, EPS
+from .division import fair_shares, requested_gpus
 
 if TYPE_CHECKING:
     from ..state import SimJob
@@ -133,7 +131,7 @@ def kai_queues(world: World, placer: Placer, alloc: dict[str, float]) -> proport
     which binding and evicting within a pass do not change: computed once per pass."""
     cached = placer.memo.get("kai-fair")
     if cached is None:
-        requested, _pending, _admitted = _requested(world, alloc)
+        requested, _pending, _admitted = requested_gpus(world, alloc)
         projects, departments = fair_shares(world, requested)
         fair: dict[proportion.Key, float] = {("project", n): v for n, v in projects.items()}
         fair.update({("department", n): v for n, v in departments.items()})
@@ -144,20 +142,21 @@ def kai_queues(world: World, placer: Placer, alloc: dict[str, float]) -> proport
     return proportion.Queues(world, cached[1], alloc, cm=cm)
 
 
-def kai_victims(
-    world: World, placer: Placer, job: SimJob, alloc: dict[str, float], *, over_limit: float = 0.0
+def _candidates(
+    world: World,
+    placer: Placer,
+    job: SimJob,
+    alloc: dict[str, float],
+    queues: proportion.Queues,
+    need: cpumem.Vec,
+    over_limit: float,
 ) -> list[tuple[str, SimJob]]:
-    """Victims that let the job in (proportion's rules for other queues' train work; an inference job also
-    preempts train work of its own queue, newest first), or [] when no such set makes it fit.
-
-    ``over_limit``: GPUs the job's own queue must give up first, its limit (or its department's) being in the
-    way; only its own train work can make room then (KAI's preempt action checks the queue's capacity with the
-    victims gone)."""
+    """The jobs that may go for this one, in the order they are taken: other queues' train work its queue may
+    reclaim (lowest queue priority, most over quota, lowest job priority, newest), then its own queue's
+    preemptible work of a lower priority (KAI's preempt action: lowest, then newest)."""
     proj = world.projects[job.project]
     r = job.pods * job.gpus_per_pod
     cands: list[tuple[str, SimJob]] = []
-    queues = kai_queues(world, placer, alloc)
-    need = cpumem.job_need(job) if queues.cm is not None else cpumem.ZERO
     reclaim = (
         not over_limit
         and proportion.can_reclaim(queues, proj.name, r, need)
@@ -183,7 +182,6 @@ def kai_victims(
             )
         )
         cands += [("reclaim", j) for j in others]
-    # KAI's preempt action: preemptible jobs of the job's own queue with a lower priority, lowest then newest
     same = [
         j
         for j in bound
@@ -191,6 +189,25 @@ def kai_victims(
     ]
     same.sort(key=lambda j: (j.priority_value, *_newest_first(world, j)))
     cands += [("preempt", j) for j in same]
+    return cands
+
+
+def kai_victims(
+    world: World, placer: Placer, job: SimJob, alloc: dict[str, float], *, over_limit: float = 0.0
+) -> list[tuple[str, SimJob]]:
+    """Victims that let the job in (proportion's rules for other queues' train work; an inference job also
+    preempts train work of its own queue, newest first), or [] when no such set makes it fit.
+
+    ``over_limit``: GPUs the job's own queue must give up first, its limit (or its department's) being in the
+    way; only its own train work can make room then (KAI's preempt action checks the queue's capacity with the
+    victims gone)."""
+    proj = world.projects[job.project]
+    r = job.pods * job.gpus_per_pod
+    queues = kai_queues(world, placer, alloc)
+    need = cpumem.job_need(job) if queues.cm is not None else cpumem.ZERO
+    cands = _candidates(world, placer, job, alloc, queues, need, over_limit)
+    if not cands:
+        return []
     chosen: list[tuple[str, SimJob]] = []
     remaining: dict[proportion.Key, float] = {}  # what each queue holds once the chosen victims are gone
     cm_remaining: dict[proportion.Key, cpumem.Vec] = {}  # the same in CPU and memory
@@ -468,192 +485,3 @@ def preempt_kueue(
         used[victim.project] -= victim.pods * victim.gpus_per_pod
         _mark_preempted(world, victim, job)
         lifecycle.restart_job(world, victim, "preempted", status_reason="Preempted", message=msg)
-
-
-#
-# Project status
-#
-
-
-def _requested(
-    world: World, alloc: dict[str, float]
-) -> tuple[dict[str, float], dict[str, int], dict[str, int]]:
-    """Per project: GPUs in use plus those its waiting jobs ask for; waiting jobs; admitted (bound) jobs."""
-    requested = dict(alloc)
-    pending = dict.fromkeys(world.projects, 0)
-    admitted = dict.fromkeys(world.projects, 0)
-    for job in world.jobs.values():
-        if job.state not in ("Pending", "Running"):
-            continue
-        bound = job.admitted if world.scheduler == "kueue" else any(p.node for p in world.pods_of(job))
-        if bound:
-            admitted[job.project] += 1
-        else:
-            pending[job.project] += 1
-            requested[job.project] = round(requested[job.project] + job.pods * job.gpus_per_pod, 4)
-    return requested, pending, admitted
-
-
-def update_projects(world: World) -> None:
-    alloc, alloc_np = usage(world)
-    requested, pending, admitted = _requested(world, alloc)
-    shares, _departments = fair_shares(world, requested)
-    for dname, dept in world.departments.items():
-        members = [n for n, p in world.projects.items() if p.department == dname]
-        new_d = (round(sum(alloc[n] for n in members), 4), round(sum(requested[n] for n in members), 4))
-        if new_d != (dept.allocated_gpus, dept.requested_gpus):
-            dept.allocated_gpus, dept.requested_gpus = new_d
-            world.touch(dept)
-    for name, proj in world.projects.items():
-        new = (
-            alloc[name],
-            alloc_np[name],
-            requested[name],
-            round(shares[name], 3),
-            pending[name],
-            admitted[name],
-        )
-        old = (
-            proj.allocated_gpus,
-            proj.allocated_nonpreemptible_gpus,
-            proj.requested_gpus,
-            proj.fair_share_gpus,
-            proj.pending_workloads,
-            proj.admitted_workloads,
-        )
-        if new != old:
-            (
-                proj.allocated_gpus,
-                proj.allocated_nonpreemptible_gpus,
-                proj.requested_gpus,
-                proj.fair_share_gpus,
-                proj.pending_workloads,
-                proj.admitted_workloads,
-            ) = new
-            world.touch(proj)
-
-
-def fair_shares(world: World, requested: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
-    """KAI: the cluster's GPUs divided among the top-level queues (departments and ungrouped projects), then each
-    department's share among its projects; at each level deserved quota first, then the spare by over-quota
-    weight in whole GPUs, higher queue priority first, never past a queue's demand (capped by its limit).
-
-    Returns the projects' fair shares and the departments'. Kueue has no fair share here: it is the nominal quota.
-    """
-    projects = world.projects
-    if world.scheduler == "kueue":
-        return {n: float(p.quota_gpus) for n, p in projects.items()}, {
-            d: float(dept.quota_gpus) for d, dept in world.departments.items()
-        }
-    total = float(sum(n.allocatable_gpus for n in world.nodes.values() if n.ready))
-    total += sum(
-        sum(i.compute_slices for g in n.gpus if g.present and g.healthy for i in g.mig)
-        for n in world.nodes.values()
-        if n.ready and n.mig_layout
-    )  # MIG instances count as their "<n>g" in a KAI queue: a partitioned GPU offers its slices
-    demand = {
-        n: float(min(requested[n], p.limit_gpus if p.limit_gpus is not None else math.inf))
-        for n, p in projects.items()
-    }
-    members: dict[str, list[str]] = {d: [] for d in world.departments}
-    top: list[Division] = []
-    for n, p in projects.items():
-        if p.department in members:
-            members[p.department].append(n)
-        else:
-            top.append(Division(n, float(p.quota_gpus), demand[n], p.priority, p.over_quota_weight))
-    for d, names in members.items():
-        dept = world.departments[d]
-        want = sum(demand[n] for n in names)
-        if dept.limit_gpus is not None:
-            want = min(want, float(dept.limit_gpus))
-        top.append(
-            Division(
-                f"department/{d}", float(dept.quota_gpus), want, DEPARTMENT_PRIORITY, dept.over_quota_weight
-            )
-        )
-    level = divide(total, top)
-    share = {n: level[n] for n, p in projects.items() if p.department not in members}
-    for d, names in members.items():
-        share.update(
-            divide(
-                level[f"department/{d}"],
-                [
-                    Division(
-                        n,
-                        float(projects[n].quota_gpus),
-                        demand[n],
-                        projects[n].priority,
-                        projects[n].over_quota_weight,
-                    )
-                    for n in names
-                ],
-                within=True,
-            )
-        )
-    return share, {d: level[f"department/{d}"] for d in members}
-
-
-class Division(NamedTuple):
-    """One queue at one level of the division, listed in the order the queues were created."""
-
-    name: str
-    deserved: float
-    demand: float
-    priority: int
-    weight: int
-
-
-def divide(total: float, queues: list[Division], *, within: bool = False) -> dict[str, float]:
-    """One level of KAI's resource division (its proportion plugin's resource_division): queue -> fair share.
-
-    Deserved quota first (capped by the demand; an over-committed top level still gives it, as KAI does;
-    ``within`` a department, whose share is what is divided, the projects' deserved quotas are scaled down to
-    fit it). Then, for each queue priority from the highest, rounds over the queues still wanting more: each
-    gets the round's spare times its over-quota weight over the weights of those still wanting, all of it if
-    that covers its demand, else only the whole GPUs of it (the fraction is remembered). Another round follows
-    only when a queue took less than its part. Last, what the rounds left is handed out a GPU at a time to the
-    queues with the largest remembered fraction (the queue created first on a tie), higher priority first."""
-    # KAI's unlimited deserved quota (-1) is the whole amount divided here
-    share = {q.name: min(total if q.deserved < 0 else q.deserved, q.demand) for q in queues}
-    need = sum(share.values())
-    if within and need > total + EPS:  # a department's share is divided: its projects get no more together
-        share = {n: v * total / need for n, v in share.items()}
-    spare = total - sum(share.values())
-    if spare <= EPS:
-        return share
-    leftovers: list[dict[str, float]] = []
-    for prio in sorted({q.priority for q in queues}, reverse=True):
-        level = [q for q in queues if q.priority == prio and q.weight > 0]
-        fraction: dict[str, float] = {}
-        while spare > EPS:
-            wanting = [q for q in level if share[q.name] < q.demand - EPS]
-            wsum = sum(q.weight for q in wanting)
-            if wsum <= 0:
-                break
-            amount, again = spare, False
-            for q in wanting:
-                part = amount * q.weight / wsum
-                want = q.demand - share[q.name]
-                if want <= part + EPS:
-                    give = want
-                    fraction.pop(q.name, None)
-                else:
-                    give = math.floor(part + EPS)
-                    if part - give > EPS:
-                        fraction[q.name] = part - give
-                share[q.name] += give
-                spare -= give
-                again = again or want < part - EPS
-            if not again:
-                break
-        leftovers.append(fraction)
-    order = {q.name: i for i, q in enumerate(queues)}
-    for fraction in leftovers:
-        for name in sorted(fraction, key=lambda n: (-fraction[n], order[n])):
-            if spare <= EPS:
-                return share
-            give = min(1.0, spare)
-            share[name] += give
-            spare -= give
-    return share

@@ -41,9 +41,9 @@ from .quota import (
     kueue_victims,
     preempt_kai,
     preempt_kueue,
-    update_projects,
     usage,
 )
+from .status import update_projects
 
 if TYPE_CHECKING:
     from ..state import SimJob

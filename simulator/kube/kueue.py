@@ -297,6 +297,8 @@ def workload_name(job: SimJob) -> str:
 
 
 def kueue_workload(ctx: RenderContext, job: SimJob) -> dict[str, Any]:
+    # One API object as one literal, its fields in the API's order: split up, it would no longer read as
+    # kubectl shows the object.
     admitted = ctx.job_admitted(job)
     since = ts(job.started_at or job.submit_at)
     conditions: list[dict[str, Any]] = []

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from simulator.durations import prometheus_seconds
+
 AGGREGATIONS = ("sum", "avg", "max", "min", "count")
 RANGE_FUNCTIONS = (
     "avg_over_time",
@@ -21,7 +23,6 @@ RANGE_FUNCTIONS = (
     "increase",
 )
 COMPARISONS = (">=", "<=", "==", "!=", ">", "<")
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _TOKEN = re.compile(
     r"""\s*(?:
         (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
@@ -59,14 +60,14 @@ class Matcher:
 class Selector:
     metric: str | None
     matchers: tuple[Matcher, ...]
-    offset_s: int = 0  # the "offset" modifier: read the data as of t - offset
+    offset_s: float = 0  # the "offset" modifier: read the data as of t - offset
 
 
 @dataclass(frozen=True)
 class RangeFunction:
     name: str
     selector: Selector
-    range_s: int
+    range_s: float
 
 
 @dataclass(frozen=True)
@@ -96,12 +97,12 @@ class Time:
 Expr = Selector | RangeFunction | Aggregation | Comparison | Number | Time
 
 
-def parse_duration(text: str) -> int:
-    m = _DURATION.match(text)
-    if not text or not m or not any(m.groups()):
+def parse_duration(text: str) -> float:
+    """Seconds of a PromQL duration, in Prometheus' own syntax (``simulator.durations``)."""
+    seconds = prometheus_seconds(text)
+    if seconds is None:
         raise PromQLError(f'bad duration "{text}": expected e.g. 30s, 5m, 1h, 1h30m, 1d')
-    d, h, mi, s = (int(x) if x else 0 for x in m.groups())
-    return ((d * 24 + h) * 60 + mi) * 60 + s
+    return seconds
 
 
 def _tokens(query: str) -> list[tuple[str, str]]:

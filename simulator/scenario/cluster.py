@@ -96,6 +96,8 @@ def read_taint(r: Reader, node: yaml.Node, path: str, *, for_removal: bool = Fal
 
 
 def read_cluster(r: Reader, node: yaml.Node | None) -> ClusterSpec | None:
+    # Reads the cluster section key by key in the order docs/scenarios.md lists them, each check beside its
+    # key: the section's validation in one place.
     keys = r.mapping(
         node,
         "cluster",

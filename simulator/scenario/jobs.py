@@ -201,6 +201,8 @@ def read_jobs(
 def _read_job(
     r: Reader, node: yaml.Node, path: str, projects: set[str], cluster: ClusterSpec | None
 ) -> JobSpec | None:
+    # Reads a job key by key in the order docs/scenarios.md lists them, each check beside its key: the job's
+    # validation in one place.
     k = r.mapping(node, path, JOB_KEYS, required=("name", "project", "submit", "pods"))
     if k is None:
         return None

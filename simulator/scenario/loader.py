@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from ..durations import compact
 from .cluster import read_cluster, read_departments, read_projects
 from .jobs import read_jobs
 from .kueue import read_kueue
@@ -186,7 +187,7 @@ def _check_within(r: Reader, node: yaml.Node | None, section: str, key: str, dur
                     r.problem(
                         f"{section}[{i}].{key}",
                         v,
-                        f"{value} is after the end of the scenario (duration {r.safe_text(duration)})",
+                        f"{value} is after the end of the scenario (duration {compact(duration)})",
                     )
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-_DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+from ..durations import scenario_seconds as parse_duration
+
 _SLUG_RE = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 _MISSING = object()
 # Kubernetes' binary suffixes and its decimal ones (KAI's own units are decimal: a Queue's memory is in MB)
@@ -29,15 +30,6 @@ _BINARY_SUFFIX = {
 }
 _QUANTITY_RE = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)$")
 _CPU_RE = re.compile(r"^(\d+)m$")
-
-
-def parse_duration(text: str) -> int | None:
-    """``"1h30m"`` -> 5400 seconds; None when the text is not a duration."""
-    m = _DURATION_RE.match(text.strip())
-    if not text.strip() or not m or not any(m.groups()):
-        return None
-    d, h, mi, s = (int(g) if g else 0 for g in m.groups())
-    return ((d * 24 + h) * 60 + mi) * 60 + s
 
 
 def is_slug(text: str) -> bool:
@@ -245,12 +237,6 @@ class Reader:
             self.problem(path, node, f"expected CPU cores like 64, 0.5 or 500m, got {describe(node, value)}")
             return None
         return out
-
-    @staticmethod
-    def safe_text(seconds: int) -> str:
-        h, rem = divmod(seconds, 3600)
-        m, sec = divmod(rem, 60)
-        return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (sec, "s")) if v) or "0s"
 
     def is_null(self, node: yaml.Node) -> bool:
         return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"

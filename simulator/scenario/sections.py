@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from ..durations import compact
 from .model import (
     ALERT_NAMES,
     DIAGNOSIS_CODES,
@@ -55,6 +56,8 @@ def read_events(
     job_names: set[str],
     department_names: set[str] | None = None,
 ) -> list[EventSpec]:
+    # Reads every event, one branch per action with that action's checks, in the order docs/scenarios.md lists
+    # the actions: the events' validation in one place.
     from .cluster import read_mig_layout, read_taint
     from .gpus import gpu_model
     from .loader import node_name
@@ -97,7 +100,7 @@ def read_events(
         if "node" in args:
             name = r.string(args.get("node"), f"{ap}.node")
             if name is not None and cluster is not None and name not in existing:
-                r.problem(f"{ap}.node", args["node"], f"unknown node {name!r} at {_fmt(at)}")
+                r.problem(f"{ap}.node", args["node"], f"unknown node {name!r} at {compact(at)}")
                 name = None
             val["node"] = name
             ok &= name is not None
@@ -222,12 +225,6 @@ def read_events(
         if ok:
             out.append(EventSpec(at, action, val, actor, line_of(enode)))
     return out
-
-
-def _fmt(seconds: int) -> str:
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (s, "s")) if v) or "0s"
 
 
 def read_alerts(r: Reader, node: yaml.Node | None) -> list[AlertRuleSpec]:

@@ -20,7 +20,8 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from simulator.apiserver.tables import human_duration, wants_table
+from simulator.apiserver.tables import wants_table
+from simulator.durations import human as human_duration
 from simulator.server import SimServer, serve_scenario
 from tests.collectors.simhelpers import SMALL, small_world
 

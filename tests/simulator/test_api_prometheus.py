@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from simulator import World, load_scenario
+from simulator.prometheus.evaluate import evaluate, format_ts, format_value
 from simulator.prometheus.promql import parse
-from simulator.prometheus.series import evaluate, format_ts, format_value
 from simulator.server import SimServer
 from tests.simulator.test_api_kube import SmallWorld
 from tests.simulator.test_api_scenario import SCENARIO, run

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from simulator.engine.placement import Placer, _score, fit_pod, take
+from simulator.engine.fit import fit_pod, take
+from simulator.engine.fit import fit_score as _score
+from simulator.engine.placement import Placer
 from simulator.engine.world import World
 from simulator.scenario import load_scenario
 

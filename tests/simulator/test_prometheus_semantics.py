@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from simulator.engine.world import World
+from simulator.prometheus.evaluate import extrapolated_rate
 from simulator.prometheus.promql import PromQLError, parse
-from simulator.prometheus.series import extrapolated_rate
 from simulator.scenario import load_scenario
 from simulator.server import SimServer
 from tests.simulator.test_api_kube import SmallWorld
@@ -269,7 +269,8 @@ def test_an_unknown_node_page_is_404() -> None:
 def test_last_over_time_answers_each_series_last_sample_of_the_window(name: str, minutes: int) -> None:
     """``last_over_time`` gives, for every series the window holds, its last sample: at every scrape of an
     hour of pod churn, a GPU falling off the bus and a node going NotReady."""
-    from simulator.prometheus.series import DcgmSource, evaluate
+    from simulator.prometheus.evaluate import evaluate
+    from simulator.prometheus.series import DcgmSource
 
     world = _world_at(name, minutes, scraped=False)
     source = DcgmSource(world)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.engine.quota import Division, divide
+from simulator.engine.division import Division, divide
 from simulator.scenario import ScenarioError, load_scenario
 
 BASE = """\
