@@ -1,15 +1,17 @@
-"""When will a waiting job start: the queue replayed forward from t with the running jobs' expected ends (issue 44,
-item 4).
+"""When will a waiting job start, and which start within the hour: the queue replayed forward from t with the
+running jobs' expected ends (issue 44, item 4).
 
-Each running job is expected to end by its own runtime limit where it has one (``activeDeadlineSeconds``,
+The pass at t (``scheduling_pass.cluster_pass``) starts what the free room holds; the scheduler has usually
+taken that room by the time the inventory is read, so what starts next is what the running jobs' ends give
+back. Each running job is expected to end by its own runtime limit where it has one (``activeDeadlineSeconds``,
 ``active_deadline_seconds`` in its state: started + limit at the latest), otherwise within the spread of the
-durations of finished jobs of the same project and shape over the window (``Basis``, loaded by
-``incidents.eta_input``): between the lower and the upper quartile. ``incidents.diagnosis.replay`` frees the
-GPUs of the jobs that end, in the order they end, and places the waiting jobs ahead of it in the pass's order
-after each group of ends; the jobs it starts run from then on (their own expected end joins the list) until the
-job is placed. Done twice, once with every job ending early and once late, it gives a range: "likely
-14:10–15:30: 3 running jobs end by then". Where no expected end frees what it waits for, the answer is
-"unknown", and why.
+durations of the finished jobs of the same project and shape over the window (``Basis``, loaded by
+``incidents.eta_input``) that ran longer than it has so far (else of the same project, any shape): its lower
+quartile, median and upper quartile. ``incidents.diagnosis.replay`` frees the GPUs of the jobs that end, in the
+order they end, and serves every waiting job in the pass's order after each group of ends; the jobs it starts run
+from then on (their own expected end joins the list). One replay answers every waiting job (``forecast``); done
+three times (every job ending early, likely and late) it gives a range and a likely start: "likely 14:10–15:30:
+3 running jobs end by then". Where no expected end frees what a job waits for, its answer is "unknown", and why.
 
 Bounded: ``replay.MAX_STEPS`` groups of ends per replay, ends within ``replay.HORIZON``. Pure: no database, no
 simulator.
@@ -17,8 +19,9 @@ simulator.
 
 from __future__ import annotations
 
+import math
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,6 +31,8 @@ from incidents.diagnosis.scheduling_pass import PLACED, STARTS, ClusterPass
 from incidents.diagnosis.types import DiagnosisInput, EntityState, hhmm, parse_ts
 
 MIN_FINISHED = 1  # finished jobs of a project and shape needed to expect a running one's end
+SAME_SHAPE = "of its project and shape"
+SAME_PROJECT = "of its project (any shape)"
 
 
 Shape = tuple[str, int, str]  # (project, pods, what each pod asks: "8", "0.5", "mig:1g.10gb")
@@ -63,6 +68,21 @@ class Basis:
     durations: dict[Shape, list[float]] = field(default_factory=dict)
     limits: dict[tuple[str, str], float] = field(default_factory=dict)
     truncated: bool = False  # the finished jobs read stopped at the loader's bound
+    _pooled: dict[str, list[float]] = field(default_factory=dict, repr=False, compare=False)
+
+    def kinds(self, shape: Shape) -> list[tuple[str, list[float]]]:
+        """The finished jobs a running job of ``shape`` is read from, nearest first: its project and shape, then its
+        project (any shape); each as (words, sorted durations). Never another project's: a service that runs
+        until stopped is not expected to end because other projects' batch jobs do."""
+        if not self._pooled and self.durations:
+            for (project, _pods, _what), runs in self.durations.items():
+                self._pooled.setdefault(project, []).extend(runs)
+            for runs in self._pooled.values():
+                runs.sort()
+        return [
+            (SAME_SHAPE, sorted(self.durations.get(shape, []))),
+            (SAME_PROJECT, self._pooled.get(shape[0], [])),
+        ]
 
 
 @dataclass
@@ -74,6 +94,12 @@ class End:
     hi: datetime
     by_limit: bool
     samples: int = 0  # finished jobs the spread comes from
+    mid: datetime | None = None  # the likely end (the median of the spread); None: ``lo``
+    kind: str = SAME_SHAPE  # whose finished jobs the spread comes from (words)
+
+    @property
+    def likely(self) -> datetime:
+        return self.mid or self.lo
 
     @property
     def namespace(self) -> str:
@@ -85,25 +111,34 @@ class End:
 
 
 def expected_end(job: EntityState, t: datetime, basis: Basis) -> End | None:
-    """The job's expected end (None: neither a runtime limit nor finished jobs of its project and shape)."""
+    """The job's expected end (None: neither a runtime limit nor a finished job that ran at least as long as it
+    has).
+
+    The durations it is read from are those of finished jobs that ran longer than it has run by t: a job 50
+    minutes in is one of those, and ends within their spread (lower quartile, median, upper quartile), not within
+    the spread of jobs that ended long before 50 minutes. They are the finished jobs of its project and shape,
+    else (none ran that long) of its project."""
     started = parse_ts(job.get("started")) or parse_ts(job.get("submitted"))
     if started is None:
         return None
     limit = basis.limits.get((job.namespace, job.name))
     if limit is None and job.get("active_deadline_seconds") is not None:
         limit = float(job.get("active_deadline_seconds"))
-    runs = sorted(basis.durations.get(shape_of(job.state), []))
+    elapsed = max((t - started).total_seconds(), 0.0)
+    words, longer = SAME_SHAPE, []
+    for kind, runs in basis.kinds(shape_of(job.state)):
+        words, longer = kind, [r for r in runs if r > elapsed]
+        if len(longer) >= MIN_FINISHED:
+            break
+    at = lambda q: max(started + timedelta(seconds=min(_quantile(longer, q), limit or math.inf)), t)  # noqa: E731
     if limit is not None:
-        hi = started + timedelta(seconds=limit)
-        lo = started + timedelta(seconds=min(_quantile(runs, 0.25), limit)) if runs else hi
-        return End(job.ref.label, max(lo, t), max(hi, t), True, len(runs))
-    if len(runs) < MIN_FINISHED:
-        return None
-    lo = started + timedelta(seconds=_quantile(runs, 0.25))
-    hi = started + timedelta(seconds=_quantile(runs, 0.75))
-    if hi < t and started + timedelta(seconds=runs[-1]) < t:
-        return None  # it has run longer than every finished job of its kind: its end is anyone's guess
-    return End(job.ref.label, max(lo, t), max(hi, t), False, len(runs))
+        hi = max(started + timedelta(seconds=limit), t)
+        if len(longer) < MIN_FINISHED:
+            return End(job.ref.label, hi, hi, True, 0, mid=hi)
+        return End(job.ref.label, at(0.25), hi, True, len(longer), mid=at(0.5), kind=words)
+    if len(longer) < MIN_FINISHED:
+        return None  # it has run longer than every finished job: its end is anyone's guess
+    return End(job.ref.label, at(0.25), at(0.75), False, len(longer), mid=at(0.5), kind=words)
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -126,6 +161,7 @@ class Eta:
     t: datetime
     lo: datetime | None = None
     hi: datetime | None = None
+    likely: datetime | None = None  # the start with every running job ending at its likely end
     now: bool = False
     unknown: str = ""
     ended: list[End] = field(default_factory=list)  # the running jobs that end before it starts (late replay)
@@ -163,16 +199,73 @@ class Eta:
         if limit:
             how.append(f"{limit} by its runtime limit" if limit == 1 else f"{limit} by their runtime limits")
         if median:
-            how.append(f"{median} by the durations of finished jobs of the same project and shape")
+            how.append(f"{median} by the durations of finished jobs" + _kind_words(self.ended))
         out = f"{len(self.ended)} running job(s) end by then ({'; '.join(how)})"
         if self.started_first:
             out += f", and {len(self.started_first)} job(s) ahead start first"
         return out
 
 
-def eta(di: DiagnosisInput, job: EntityState, base: ClusterPass, basis: Basis) -> Eta:
-    """The job's ETA (module doc). ``base`` is the pass over the state at t. Call outside ``di.indexed()`` (the
-    replay edits copies of ``di``)."""
+@dataclass
+class Forecast:
+    """The queue replayed forward from t for every waiting job at once: with every running job ending early (its
+    spread's lower quartile), likely (its median) and late (its upper quartile)."""
+
+    t: datetime
+    early: replay.Run
+    likely: replay.Run
+    late: replay.Run
+    no_end: int  # running jobs with no expected end
+    ends: int  # running jobs with one
+    window: timedelta
+
+    def starts_within(self, horizon: timedelta) -> dict[str, replay.Started]:
+        """The waiting jobs the likely replay starts within ``horizon`` of t, by label."""
+        return {k: s for k, s in self.likely.starts.items() if s.at <= self.t + horizon}
+
+
+def running_ends(di: DiagnosisInput, basis: Basis) -> tuple[list[End], int]:
+    """Every running job's expected end, and how many running jobs have none."""
+    ends: list[End] = []
+    no_end = 0
+    history = bool(basis.durations or basis.limits)
+    for j in di.jobs:
+        if j.state.get("phase") != "Running" or is_pending(j):
+            continue
+        if not history and j.state.get("active_deadline_seconds") is None:
+            no_end += 1  # nothing to read an end from (a trace of jobs that never end: thousands of them)
+            continue
+        e = expected_end(j, di.t, basis)
+        if e is None:
+            no_end += 1
+        else:
+            ends.append(e)
+    return ends, no_end
+
+
+def forecast(di: DiagnosisInput, base: ClusterPass, basis: Basis, until: datetime | None = None) -> Forecast:
+    """The three replays over the state at t (``base``: the pass at t), up to ``until`` (default: the replay's
+    own bounds)."""
+    ends, no_end = running_ends(di, basis)
+    if not ends or not any(c.whole and c.outcome in replay.WAITING for c in base.considered):
+        none = replay.Run(exhausted=True)  # nothing ends, or nobody waits for room: nothing to replay
+        return Forecast(di.t, none, none, none, no_end=no_end, ends=len(ends), window=basis.window)
+    end_of = lambda j, when: expected_end(j, when, basis)  # noqa: E731
+    with di.indexed():
+        room = replay.build(di, base)
+        runs = [
+            replay.replay(room, ends, end_of, at, until)
+            for at in ((lambda e: e.lo), (lambda e: e.likely), (lambda e: e.hi))
+        ]
+    early, likely, late = runs
+    return Forecast(di.t, early, likely, late, no_end=no_end, ends=len(ends), window=basis.window)
+
+
+def eta(
+    di: DiagnosisInput, job: EntityState, base: ClusterPass, basis: Basis, fc: Forecast | None = None
+) -> Eta:
+    """The job's ETA (module doc). ``base`` is the pass over the state at t; ``fc`` the forecast over it, when the
+    caller asks for many jobs (computed here otherwise)."""
     out = Eta(t=di.t, window=basis.window)
     me = base.find(job.namespace, job.name)
     if not is_pending(job):
@@ -182,46 +275,55 @@ def eta(di: DiagnosisInput, job: EntityState, base: ClusterPass, basis: Basis) -
         out.unknown = f"it is beyond the first {len(base.considered)} waiting jobs one pass considers"
         return out
     if me.outcome == STARTS:
-        out.now, out.lo, out.hi = True, di.t, di.t
+        out.now, out.lo, out.hi, out.likely = True, di.t, di.t, di.t
         return out
     if me.outcome == PLACED:
         out.unknown = "its pods are bound: it waits on its containers, not on the scheduler"
         return out
-    ends: list[End] = []
-    for j in di.jobs:
-        if is_pending(j) or j.get("phase") not in ("Running",):
-            continue
-        e = expected_end(j, di.t, basis)
-        if e is None:
-            out.no_end += 1
-        else:
-            ends.append(e)
-    if not ends:
+    if not me.whole:
+        out.unknown = "the replay weighs whole GPUs: a share's or a MIG instance's start is not replayed"
+        return out
+    if me.outcome not in replay.WAITING:
+        out.unknown = f"the pass at t leaves it {me.outcome}"
+        return out
+    fc = fc or forecast(di, base, basis)
+    out.no_end = fc.no_end
+    out.passes = fc.early.steps + fc.likely.steps + fc.late.steps
+    if not fc.ends:
         out.unknown = (
             f"none of the {out.no_end} running job(s) has a runtime limit, nor finished jobs of its project and "
             f"shape over the {_span(basis.window)} before t"
         )
         return out
-    if not me.whole:
-        out.unknown = "the replay weighs whole GPUs: a share's or a MIG instance's start is not replayed"
+    early, likely, late = (r.starts.get(me.label) for r in (fc.early, fc.likely, fc.late))
+    if early is None:
+        out.unknown = _why_not(fc.early) + _no_end_words(out.no_end)
         return out
-    with di.indexed():
-        room = replay.build(di, job, base)
-    if room is None:
-        out.unknown = "the pass at t did not reach it"
-        return out
-    end_of = lambda j, when: expected_end(j, when, basis)  # noqa: E731
-    # each replay takes its own copy of who holds what
-    early = replay.replay(replace(room, holders=dict(room.holders)), ends, end_of, late=False)
-    late = replay.replay(replace(room, holders=dict(room.holders)), ends, end_of, late=True)
-    out.passes = early.steps + late.steps
-    if early.at is None:
-        out.unknown = early.why + _no_end_words(out.no_end)
-        return out
-    out.lo, out.hi = early.at, late.at
-    out.ended = late.ended if late.at is not None else early.ended
-    out.started_first = (late if late.at is not None else early).started
+    out.lo = early.at
+    out.hi = late.at if late is not None else None
+    out.likely = likely.at if likely is not None else None
+    basis_run = late or likely or early
+    out.ended = basis_run.ended
+    out.started_first = basis_run.before
     return out
+
+
+def _why_not(run: replay.Run) -> str:
+    if run.exhausted:
+        return "once every running job with an expected end has ended, the replay still does not place it"
+    if run.steps >= replay.MAX_STEPS:
+        return f"it does not start within the next {replay.MAX_STEPS} foreseeable groups of ends"
+    return f"it does not start within the next {_span(replay.HORIZON)}"
+
+
+def _kind_words(ended: list[End]) -> str:
+    """Whose finished jobs the ends' durations come from: " of the same project and shape" when all are read
+    from their own kind, else the mix (" (2 its project and shape, 1 its project (any shape))")."""
+    kinds = [e.kind for e in ended if not e.by_limit]
+    if all(k == SAME_SHAPE for k in kinds):
+        return " of the same project and shape"
+    counts = {k: kinds.count(k) for k in (SAME_SHAPE, SAME_PROJECT) if k in kinds}
+    return " (" + ", ".join(f"{n} {k.removeprefix('of ')}" for k, n in counts.items()) + ")"
 
 
 def _span(d: timedelta) -> str:
@@ -233,4 +335,4 @@ def _no_end_words(n: int) -> str:
     return f"; {n} running job(s) have no expected end" if n else ""
 
 
-__all__ = ["Basis", "End", "Eta", "eta", "expected_end", "shape_of"]
+__all__ = ["Basis", "End", "Eta", "Forecast", "eta", "expected_end", "forecast", "running_ends", "shape_of"]

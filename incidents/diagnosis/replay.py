@@ -1,18 +1,20 @@
-"""The queue replayed forward from t on the room alone: the ETA's engine (``incidents.diagnosis.eta``).
+"""The queue replayed forward from t on the room alone: which waiting jobs start, when and where, as the running
+jobs end. The engine of the ETA (``incidents.diagnosis.eta``) and of "which jobs start within the hour".
 
-A full scheduling pass per step costs a pass over every node for each request shape (about a second at 1,213
-nodes), and an ETA needs a step per group of ends. The replay instead reads the pass at t once: the jobs it
-starts run from t; the waiting jobs that matter to the one asked about (ahead of it in the pass's order and able
-to use one of its nodes, or charged to the same queue, project or department) keep that order; their fit rows
-(static blockers, selectors, taints) are built once per request shape. Each step then frees the GPUs of the jobs
-that end, takes them off their queue's (and department's) allocation, and places the waiting jobs in order in
-the whole GPUs left (``scheduling_pass.place``), each within its quota and limit; the jobs it starts run from
-then on, their own expected end joining the list.
+The pass at t (``scheduling_pass.cluster_pass``) answers what the free room starts now. A scheduler runs its own
+pass every few seconds, so by the time the inventory is read it has usually taken that room: what starts next
+is what the running jobs' ends give back. One replay serves every waiting job at once: it reads the pass at t
+once (the jobs it starts run from t; the others wait in its order, with their fit rows, built once per request
+shape, and their quota as read at t), then steps through the running jobs' expected ends in time order. Each step
+frees the GPUs of the jobs that end, takes them off their queue's (and department's) allocation, and serves the
+waiting jobs in order in the whole GPUs left (``scheduling_pass.place``), each within its quota and limit, a
+StrictFIFO queue's head blocking the jobs behind it; the jobs it starts run from then on, their own expected end
+joining the list.
 
 What it leaves out, said where the answer is shown: the order is the pass's at t (KAI's fair share is not
 re-weighed as allocations move), CPU and memory are not counted (the GPUs of a node that frees are its room),
-and shares and MIG instances take no whole-GPU room (a share or MIG job's start is not replayed).
-Pure: no database, no simulator.
+shares and MIG instances take no whole-GPU room (a share or MIG job's start is not replayed), and no job is
+reclaimed or preempted. Pure: no database, no simulator.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.queue_order import strict_fifo
 from incidents.diagnosis.quota import QuotaAt, pod_units, quota_at
 from incidents.diagnosis.scheduling_pass import (
     BLOCKED_FIFO,
@@ -33,26 +36,42 @@ from incidents.diagnosis.scheduling_pass import (
     charge_started,
     place,
 )
-from incidents.diagnosis.types import DiagnosisInput, EntityState, iso
+from incidents.diagnosis.types import DiagnosisInput, EntityState, gpus_of, iso
 
 if TYPE_CHECKING:
     from incidents.diagnosis.eta import End
 
-MAX_STEPS = 48  # groups of ends per replay
-BUCKET = timedelta(minutes=10)  # ends this close together are one step
+MAX_STEPS = 96  # groups of ends per replay
+BUCKET = timedelta(minutes=2)  # ends this close together are one step
 HORIZON = timedelta(days=7)
 GPUS_ONLY = frozenset({F.CPU_MEMORY})  # ``place``: count GPUs (and MIG), not CPU and memory
+WAITING = (NO_ROOM, QUOTA, BLOCKED_FIFO)  # the pass's outcomes the replay may still start
 
 
 @dataclass
 class Waiter:
-    """A waiting job the replay places: its request, its fit rows and its quota as the pass at t read them."""
+    """A waiting job the replay places: its request, the nodes it could use and its quota as the pass at t read
+    them."""
 
-    job: EntityState
+    c: Considered
     req: F.Request
-    rows: list[F.NodeFit]
+    shape: tuple[object, ...]  # what its fit rows depend on (``Room.row``)
     quota: QuotaAt | None
     key: tuple[str, str]  # (project, queue) its starts are charged to
+    fifo: bool  # its queue is StrictFIFO: a head that does not start holds the jobs behind it
+
+    @property
+    def job(self) -> EntityState:
+        return self.c.job
+
+    @property
+    def label(self) -> str:
+        return self.c.label
+
+    @property
+    def usable(self) -> frozenset[str]:
+        """The nodes with no static blocker for it (the pass at t's reading)."""
+        return self.c.usable
 
 
 @dataclass
@@ -69,68 +88,86 @@ class Holder:
 class Room:
     """What the replay reads of the state at t, built once (``build``)."""
 
-    t: datetime
-    me: Waiter
-    waiting: list[Waiter]  # ahead of ``me`` in the pass's order, and that matter to it
+    di: DiagnosisInput
+    waiting: list[Waiter]  # in the pass's order
     free: dict[str, int]  # whole GPUs free per node once the pass at t has served its starts
     holders: dict[str, Holder]  # running jobs by label (those the pass at t starts included)
-    usable: frozenset[str]  # the nodes ``me`` could use
+    rows: dict[tuple[tuple[object, ...], str], F.NodeFit] = field(
+        default_factory=dict
+    )  # built when first read
+
+    @property
+    def t(self) -> datetime:
+        return self.di.t
+
+    def row(self, w: Waiter, node: str) -> F.NodeFit | None:
+        """The job's fit row on ``node`` as at t (its CPU, memory and MIG per pod; the GPUs come from ``free``),
+        built the first time a job of its shape could take room there. Call inside ``di.indexed()``."""
+        key = (w.shape, node)
+        if key not in self.rows:
+            state = self.di.find("node", node)
+            if state is None:
+                return None
+            self.rows[key] = F.node_fit(self.di, state, w.req)
+        return self.rows[key]
+
+
+@dataclass
+class Started:
+    """A waiting job the replay starts: when, where, and what made it possible."""
+
+    at: datetime
+    nodes: dict[str, int]  # node -> pods
+    ended: list[End]  # ends that freed the nodes it takes, or its quota, up to its start
+    before: list[str]  # waiting jobs the replay started before it on nodes it could use, or in its quota
 
 
 @dataclass
 class Run:
-    at: datetime | None = None
-    why: str = ""
-    ended: list[End] = field(default_factory=list)  # ends that freed the room it and the jobs before it took,
-    # or its quota
-    started: list[str] = field(default_factory=list)  # jobs ahead the replay starts before it
+    """One replay over every waiting job: who starts, when and where."""
+
+    starts: dict[str, Started] = field(default_factory=dict)  # by job label
     steps: int = 0
+    exhausted: bool = False  # every foreseeable end was replayed
+    until: datetime | None = None  # the last moment replayed
 
 
-def build(di: DiagnosisInput, job: EntityState, base: ClusterPass) -> Room | None:
-    """The room at t and the waiting jobs that matter, or None when ``job`` is not a whole-GPU job the pass
-    reached. Call inside ``di.indexed()``."""
-    me_c = base.find(job.namespace, job.name)
-    if me_c is None or not me_c.whole:
-        return None
-    shapes: dict[tuple[Any, ...], list[F.NodeFit]] = {}
+def build(di: DiagnosisInput, base: ClusterPass) -> Room:
+    """The room at t and the whole-GPU jobs the pass at t leaves waiting. Call inside ``di.indexed()``.
+
+    Cheap on a large cluster: the free GPUs of a node are its allocatable GPUs less its pods' requests, and a
+    job's fit row on a node is only built when the replay frees room there that it could use."""
+    fifo: dict[str, bool] = {}
 
     def waiter(c: Considered) -> Waiter:
         req = F.job_request(di, c.job)
-        key = (
+        shape = (
             req.gpus_per_pod,
+            req.cpu_per_pod,
+            req.memory_per_pod,
             tuple(sorted(req.node_selector.items())),
             repr(req.tolerations),
-            tuple(req.mig),
+            tuple(sorted(req.mig.items())),
         )
-        if key not in shapes:
-            shapes[key] = [
-                r for r in F.node_fits(di, req) if not any(b in F.STATIC_BLOCKERS for b in r.blockers)
-            ]
+        if c.queue not in fifo:
+            fifo[c.queue] = strict_fifo(di, c.queue)
         q = quota_at(di, c.job, req, 0)
-        return Waiter(c.job, req, shapes[key], q, (c.project, c.queue))
+        return Waiter(c, req, shape, q, (c.project, c.queue), fifo[c.queue])
 
-    me = waiter(me_c)
-    dept = me.quota.department.projects if me.quota is not None and me.quota.department is not None else {}
-    waiting = [
-        waiter(c)
-        for c in base.considered[: me_c.order - 1]
-        if c.whole
-        and c.outcome in (NO_ROOM, QUOTA, BLOCKED_FIFO)
-        and (
-            c.usable & me_c.usable or c.queue == me_c.queue or c.project == me_c.project or c.project in dept
-        )
-    ]
+    waiting = [waiter(c) for c in base.considered if c.whole and c.outcome in WAITING]
     started: dict[tuple[str, str], float] = {}
     for c in base.starts:
         started[(c.project, c.queue)] = started.get((c.project, c.queue), 0.0) + c.units
-    for w in [me, *waiting]:
+    for w in waiting:
         if w.quota is not None:
             charge_started(w.quota, started)  # what the pass at t starts is charged before the replay begins
     free: dict[str, int] = {}
-    for rows in shapes.values():
-        for r in rows:
-            free.setdefault(r.node, r.free)
+    for nd in di.nodes:
+        st = nd.state
+        allocatable = (
+            gpus_of(st.get("allocatable") or {}) if "allocatable" in st else gpus_of(st.get("capacity") or {})
+        )
+        free[nd.name] = max(allocatable - F.allocated_on(di, nd.name), 0)
     holders: dict[str, Holder] = {}
     for p in di.pods:
         if not p.get("node") or p.get("phase") not in ("Running", "Pending") or not p.get("job"):
@@ -149,77 +186,108 @@ def build(di: DiagnosisInput, job: EntityState, base: ClusterPass) -> Room | Non
         taken = {n: pods * per for n, pods in c.nodes.items()}
         for n, g in taken.items():
             free[n] = max(free.get(n, 0) - g, 0)
-        holders[c.label] = Holder(_running(c.job, di.t), taken, c.units, (c.project, c.queue))
-    return Room(di.t, me, waiting, free, holders, me_c.usable)
+        holders[c.label] = Holder(running(c.job, di.t), taken, c.units, (c.project, c.queue))
+    return Room(di, waiting, free, holders)
 
 
-def _running(job: EntityState, when: datetime) -> EntityState:
+def running(job: EntityState, when: datetime) -> EntityState:
+    """The job as it runs from ``when`` (a started job's expected end reads its start)."""
     return replace(job, state={**job.state, "phase": "Running", "started": iso(when)}, valid_from=when)
 
 
 def replay(
-    room: Room, ends: list[End], end_of: Callable[[EntityState, datetime], End | None], *, late: bool
+    room: Room,
+    ends: list[End],
+    end_of: Callable[[EntityState, datetime], End | None],
+    at: Callable[[End], datetime],
+    until: datetime | None = None,
 ) -> Run:
-    """Step through ``ends`` (early or late) until ``room.me`` is placed (module doc)."""
+    """Step through ``ends`` in the order ``at`` dates them (the early, likely or late end) and serve the waiting
+    jobs after each group, until every waiting job has started, the ends run out, ``until`` or ``MAX_STEPS``
+    (module doc). ``room`` is left as it was."""
     run = Run()
-    at = (lambda e: e.hi) if late else (lambda e: e.lo)
+    limit = min(until or room.t + HORIZON, room.t + HORIZON)
     pending = sorted(ends, key=lambda e: (at(e), e.label))
     free = dict(room.free)
+    holders = dict(room.holders)
     delta: dict[tuple[str, str], float] = {}
     waiting = list(room.waiting)
-    related = quota_keys_projects(room.me)
-    freed_by: dict[str, tuple[End, set[str]]] = {}
-    used: set[str] = set()
-    while pending and run.steps < MAX_STEPS:
+    ended: list[tuple[End, Holder]] = []
+    starts: list[tuple[Waiter, Started]] = []
+    while pending and waiting and run.steps < MAX_STEPS:
         first = at(pending[0])
-        if first > room.t + HORIZON:
+        if first > limit:
             break
         step = [e for e in pending if at(e) <= first + BUCKET]
         pending = pending[len(step) :]
         when = max(at(e) for e in step)
         run.steps += 1
+        run.until = when
         for e in step:
-            h = room.holders.pop(e.label, None)
+            h = holders.pop(e.label, None)
             if h is None:
                 continue
-            for node, gpus in h.gpus.items():
-                free[node] = free.get(node, 0) + gpus
+            for node, g in h.gpus.items():
+                free[node] = free.get(node, 0) + g
             delta[h.key] = delta.get(h.key, 0.0) - h.units
-            if h.key[0] in related or h.key[1] in related:
-                run.ended.append(e)
-            elif set(h.gpus) & room.usable:
-                freed_by.setdefault(e.label, (e, set(h.gpus)))
-        for w in [*waiting, room.me]:
-            if w.quota is not None and _held(w.quota, delta):
-                continue
-            taken = place(w.rows, w.req, free, GPUS_ONLY)
-            if not taken:
-                continue
-            used.update(taken)
-            if w is room.me:
-                run.at = when
-                # the ends that made the room taken since t (by it and by the jobs that started before it)
-                run.ended += [e for e, nodes in freed_by.values() if nodes & used]
-                run.ended.sort(key=lambda e: (at(e), e.label))
-                return run
-            for node, pods in taken.items():
-                free[node] -= pods * w.req.gpus_per_pod
-            delta[w.key] = delta.get(w.key, 0.0) + w.req.units
+            ended.append((e, h))
+        for w, taken in _serve(room, waiting, free, delta):
             waiting.remove(w)
-            run.started.append(w.job.ref.label)
-            started = _running(w.job, when)
-            room.holders[started.ref.label] = Holder(
-                started, {n: p * w.req.gpus_per_pod for n, p in taken.items()}, w.req.units, w.key
-            )
+            s = Started(when, taken, *_why(w, ended, starts))
+            starts.append((w, s))
+            run.starts[w.label] = s
+            gpus = {n: p * w.req.gpus_per_pod for n, p in taken.items()}
+            started = running(w.job, when)
+            holders[w.label] = Holder(started, gpus, w.req.units, w.key)
             expected = end_of(started, when)
             if expected is not None:
                 pending.append(expected)
         pending.sort(key=lambda e: (at(e), e.label))
-    if not pending:
-        run.why = "once every running job with an expected end has ended, the replay still does not place it"
-    else:
-        run.why = f"it does not start within the next {MAX_STEPS} foreseeable groups of ends"
+    run.exhausted = not pending
     return run
+
+
+def _serve(
+    room: Room, waiting: list[Waiter], free: dict[str, int], delta: dict[tuple[str, str], float]
+) -> list[tuple[Waiter, dict[str, int]]]:
+    """One pass over ``waiting`` in order in the room ``free`` (changed in place) with the allocations moved by
+    ``delta`` (likewise): the jobs that start, each with its pods per node."""
+    out: list[tuple[Waiter, dict[str, int]]] = []
+    blocked: set[str] = set()
+    open_nodes = {n for n, g in free.items() if g > 0}
+    for w in waiting:
+        if w.fifo and w.key[1] in blocked:
+            continue
+        per = max(w.req.gpus_per_pod, 1)
+        taken: dict[str, int] = {}
+        nodes = sorted(n for n in open_nodes if free[n] >= per and n in w.usable)
+        if sum(free[n] for n in nodes) >= w.req.total and not (w.quota is not None and _held(w.quota, delta)):
+            rows = [r for r in (room.row(w, n) for n in nodes) if r is not None]
+            taken = place(rows, w.req, free, GPUS_ONLY)
+        if not taken:
+            if w.fifo:
+                blocked.add(w.key[1])
+            continue
+        for node, pods in taken.items():
+            free[node] -= pods * w.req.gpus_per_pod
+        open_nodes = {n for n in open_nodes if free[n] > 0}
+        delta[w.key] = delta.get(w.key, 0.0) + w.req.units
+        out.append((w, taken))
+    return out
+
+
+def _why(
+    w: Waiter, ended: list[tuple[End, Holder]], starts: list[tuple[Waiter, Started]]
+) -> tuple[list[End], list[str]]:
+    """The ends up to a start that freed GPUs it could use or moved its quota, and the jobs started before it
+    that took room it could use or counted against its quota."""
+    usable = w.usable
+    related = quota_keys_projects(w)
+    mine = [e for e, h in ended if set(h.gpus) & usable or h.key[0] in related or h.key[1] in related]
+    before = [
+        o.label for o, s in starts if set(s.nodes) & usable or o.key[0] in related or o.key[1] in related
+    ]
+    return mine, before
 
 
 def quota_keys_projects(w: Waiter) -> set[str]:
@@ -237,4 +305,4 @@ def _held(q: QuotaAt, delta: dict[tuple[str, str], float]) -> bool:
     return moved.holds
 
 
-__all__ = ["BUCKET", "HORIZON", "MAX_STEPS", "Room", "Run", "build", "replay"]
+__all__ = ["BUCKET", "HORIZON", "MAX_STEPS", "Room", "Run", "Started", "build", "replay", "running"]

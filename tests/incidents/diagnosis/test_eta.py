@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from incidents.diagnosis import scheduling_pass as SP
-from incidents.diagnosis.eta import Basis, eta, expected_end, shape_of
+from incidents.diagnosis.eta import Basis, eta, expected_end, forecast, shape_of
 from incidents.diagnosis.replay import MAX_STEPS
 from incidents.diagnosis.types import iso
 
@@ -108,8 +108,67 @@ def test_a_job_that_ran_past_every_finished_one_of_its_kind_has_no_expected_end(
     assert expected_end(j, T, basis) is None
     j2, _ = _running("r2", started=T0 - timedelta(minutes=30))
     end = expected_end(j2, T, basis)
-    # quartiles 1:15 and 1:45 after its start: the early one is past, so any moment from t
-    assert end is not None and (end.lo, end.hi) == (T, T0 + timedelta(hours=1, minutes=15))
+    # 1 h 30 in at t: of the finished jobs, only the 2 h one ran that long, so it ends 2 h after its start
+    assert end is not None and (end.lo, end.likely, end.hi) == (T0 + timedelta(hours=1, minutes=30),) * 3
+    assert end.samples == 1
+
+
+def test_a_running_jobs_end_is_read_from_the_finished_jobs_that_ran_longer_than_it_has():
+    runs = [20 * 60.0, 30 * 60.0, 40 * 60.0, 100 * 60.0, 110 * 60.0, 120 * 60.0]
+    basis = Basis(window=DAY, durations={("vision", 1, "8"): runs})
+    j, _ = _running("r", started=T - timedelta(minutes=50))
+    end = expected_end(j, T, basis)
+    # 50 minutes in: the 100, 110 and 120-minute jobs are its kind now; not the short ones, long ended
+    assert end is not None
+    assert (end.lo, end.likely, end.hi) == (
+        T + timedelta(minutes=55),
+        T + timedelta(minutes=60),
+        T + timedelta(minutes=65),
+    )
+    fresh, _ = _running("f", started=T)
+    e2 = expected_end(fresh, T, basis)
+    assert e2 is not None and e2.likely == T + timedelta(minutes=70)  # the median of all six
+
+
+def test_one_replay_answers_every_waiting_job_and_which_start_within_the_hour():
+    # three 8-GPU nodes held by jobs ending at 00:30, 01:20 and 03:00 (limits from T0); three jobs wait in order
+    nodes = [node("h100-01"), node("h100-02"), node("h100-03")]
+    running = [
+        _running("r1", limit=90 * 60),
+        _running("r2", node_name="h100-02", limit=140 * 60),
+        _running("r3", node_name="h100-03", limit=5 * 3600),
+    ]
+    waiting = [job(f"w{i}", submitted=T0 + timedelta(minutes=i)) for i in (1, 2, 3)]
+    di = _world(running, waiting, nodes)
+    with di.indexed():
+        base = SP.cluster_pass(di)
+    fc = forecast(di, base, Basis(window=DAY))
+    assert {k: (s.at, list(s.nodes)) for k, s in fc.likely.starts.items()} == {
+        "vision/w1": (T0 + timedelta(minutes=90), ["h100-01"]),
+        "vision/w2": (T0 + timedelta(minutes=140), ["h100-02"]),
+        "vision/w3": (T0 + timedelta(hours=5), ["h100-03"]),
+    }
+    assert set(fc.starts_within(timedelta(hours=1))) == {"vision/w1"}
+    e3 = eta(di, di.find("job", "w3", "vision"), base, Basis(window=DAY), fc)
+    assert e3.likely == T0 + timedelta(hours=5) and e3.started_first == ["vision/w1", "vision/w2"]
+
+
+def test_a_strict_fifo_head_that_cannot_start_holds_its_queue_in_the_replay():
+    nodes = [node("h100-01")]
+    running = [_running("r", limit=2 * 3600)]
+    head = job("big", gpus_per_pod=16, submitted=T0)
+    behind = job("small", submitted=T0 + timedelta(minutes=1))
+    di = _world(running, [head, behind], nodes)
+    q = di.find("queue", "vision")
+    q.state["queueing_strategy"] = "StrictFIFO"
+    with di.indexed():
+        base = SP.cluster_pass(di)
+    fc = forecast(di, base, Basis(window=DAY))
+    assert fc.likely.starts == {}
+    q.state["queueing_strategy"] = "BestEffortFIFO"
+    with di.indexed():
+        base = SP.cluster_pass(di)
+    assert set(forecast(di, base, Basis(window=DAY)).likely.starts) == {"vision/small"}
 
 
 def test_shapes_tell_shares_and_mig_from_whole_gpus():
