@@ -134,7 +134,7 @@ def test_an_impact_builds_the_fit_of_the_waiting_jobs_that_could_use_the_node_on
     from unittest import mock
 
     from incidents.diagnosis import fit as F
-    from incidents.diagnosis.actions import _pending_that_fit_after
+    from incidents.diagnosis.actions_nodes import pending_that_start_after
     from incidents.diagnosis.actions_workloads import _pending_that_fit_after_release
 
     nodes = [node("a100-01", allocatable=0, pool="a100")] + [
@@ -149,9 +149,9 @@ def test_an_impact_builds_the_fit_of_the_waiting_jobs_that_could_use_the_node_on
         jobs=[*elsewhere, job("train", pods=1, gpus_per_pod=8)],
     )
     with mock.patch.object(F, "node_fits", wraps=F.node_fits) as built:
-        assert _pending_that_fit_after(di, {"a100-01": 8}) == ["vision/train"]
+        assert pending_that_start_after(di, {"a100-01": 8}) == ["vision/train"]
     assert built.call_count == 1  # train only: the 40 jobs that select team=nlp cannot use a100-01
-    assert _pending_that_fit_after(di, {}) == []  # nothing gains room
+    assert pending_that_start_after(di, {}) == []  # nothing gains room
     di.nodes[0].state["allocatable"] = {"nvidia.com/gpu": 8}
     di.pods.append(pod("vision-0", "vision-old", "vision", node_name="a100-01", gpus=8))
     with mock.patch.object(F, "node_fits", wraps=F.node_fits) as built:
@@ -196,7 +196,7 @@ def test_an_uncordon_names_the_waiting_jobs_the_node_would_start_in_queue_order(
     cluster's order (a higher queue priority first), not every job that would fit there alone; another cordoned
     node stays shut."""
     from incidents.diagnosis import fit as F
-    from incidents.diagnosis.actions import _node_unavailable
+    from incidents.diagnosis.actions_nodes import node_unavailable
     from incidents.diagnosis.types import Finding
 
     nodes = [node("h100-01", unschedulable=True), node("h100-02", unschedulable=True)]
@@ -212,7 +212,7 @@ def test_an_uncordon_names_the_waiting_jobs_the_node_would_start_in_queue_order(
         queues=[queue("prod", 64, priority=100), queue("research", 64)],
     )
     f = Finding(C.GPU_NODE_UNAVAILABLE, "h100-01 is cordoned", "supported", 0.9, facts={"node": "h100-01"})
-    (uncordon,) = _node_unavailable(di, f)
+    (uncordon,) = node_unavailable(di, f)
     assert uncordon.title == "Uncordon h100-01 if its maintenance is over"
     assert "could land there: prod/urgent." in uncordon.impact
     assert F.CORDONED in F.node_fit(di, di.nodes[1], F.job_request(di, waiting[0])).blockers
@@ -237,3 +237,22 @@ def test_removing_a_taint_says_who_would_start_in_queue_order_not_every_waiting_
     assert acts and acts[0].command == "kubectl taint nodes h100-02 maintenance=true:NoSchedule-"
     impact = acts[0].impact
     assert impact.endswith("pending jobs that would then start, in queue order: research/w1."), impact
+
+
+def test_a_drains_pool_figures_count_only_nodes_that_take_new_pods():
+    """The pool's schedulable GPUs are read as the model reads a node (capacity.offered_gpus, capacity.shut): a
+    NotReady node and a cordoned one offer the pool nothing, so removing a100-01 takes 15 to 8, not 31 to 24."""
+    g = gpu("GPU-aaa", "a100-01", 3, present=False, xid=79)
+    di = world(
+        subjects=[Ref("gpu", "GPU-aaa")],
+        nodes=[
+            node("a100-01", capacity=7),
+            node("a100-02"),
+            node("a100-03", ready=False),
+            node("a100-04", unschedulable=True),
+        ],
+        gpus=[g],
+        alertnames=["GPUXidError"],
+    )
+    cordon = next(a for a in run_checks(di).actions if a.code == C.GPU_XID_FAULT)
+    assert cordon.title == "Cordon a100-01" and "(15 → 8)" in cordon.impact, cordon.impact
