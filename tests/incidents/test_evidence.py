@@ -585,7 +585,7 @@ class SharedQueryTests(BaseTestCase):
 
         telemetry.shared.clear()
         self.addCleanup(telemetry.shared.clear)
-        self.range = telemetry._shared_range
+        self.range = telemetry.shared_range
 
     def test_identical_queries_on_the_step_grid_are_asked_once(self) -> None:
         src = self.Source()
