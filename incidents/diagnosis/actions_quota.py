@@ -20,16 +20,6 @@ def quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
         f.facts["requested"],
     )
     new_quota, new_limit, title = _smallest_quota_edit(f, proj, alloc + need)
-    total = sum(F.node_nominal_gpus(n) for n in di.nodes)
-    deserved = _g(
-        sum(float(q.get("quota_gpus") or 0) for q in di.queues if q.name != queue) + float(new_quota or 0)
-    )
-    over = [
-        f"{q.name} ({_g(project_allocated(di, q.get('project') or q.name, q.name))} of {_g(q.get('quota_gpus'))})"
-        for q in di.queues
-        if q.name != queue
-        and project_allocated(di, q.get("project") or q.name, q.name) > float(q.get("quota_gpus") or 0) + 1e-9
-    ]
     quota = _g(quota) if quota is not None else None
     limit = _g(limit) if limit is not None else None
     res = {
@@ -57,17 +47,7 @@ def quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
             f.code,
             title,
             cmd,
-            f"Deserved quotas would sum to {deserved} of {total} GPUs in the cluster"
-            + (
-                f" (over-committed by {_g(float(deserved) - total)}: other projects may be reclaimed)"
-                if float(deserved) > total
-                else ""
-            )
-            + (
-                f"; projects running over their quota that a reclaim could preempt: {', '.join(over)}"
-                if over
-                else "; no other project is over its quota, so nothing is preempted by this change"
-            )
+            _quota_impact(di, queue, new_quota)
             + (
                 f"; it would also admit {len(unblocked)} other waiting job(s) of {proj}: {', '.join(unblocked[:5])}"
                 if unblocked
@@ -103,6 +83,34 @@ def quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
             )
         )
     return out
+
+
+def _quota_impact(di: DiagnosisInput, queue: str, new_quota: float | None) -> str:
+    """What a queue's new deserved quota does to the others: the sum of deserved quotas against the cluster's
+    GPUs (over-committed, and who a reclaim could preempt then)."""
+    total = sum(F.node_nominal_gpus(n) for n in di.nodes)
+    deserved = _g(
+        sum(float(q.get("quota_gpus") or 0) for q in di.queues if q.name != queue) + float(new_quota or 0)
+    )
+    over = [
+        f"{q.name} ({_g(project_allocated(di, q.get('project') or q.name, q.name))} of {_g(q.get('quota_gpus'))})"
+        for q in di.queues
+        if q.name != queue
+        and project_allocated(di, q.get("project") or q.name, q.name) > float(q.get("quota_gpus") or 0) + 1e-9
+    ]
+    return (
+        f"Deserved quotas would sum to {deserved} of {total} GPUs in the cluster"
+        + (
+            f" (over-committed by {_g(float(deserved) - total)}: other projects may be reclaimed)"
+            if float(deserved) > total
+            else ""
+        )
+        + (
+            f"; projects running over their quota that a reclaim could preempt: {', '.join(over)}"
+            if over
+            else "; no other project is over its quota, so nothing is preempted by this change"
+        )
+    )
 
 
 def _smallest_quota_edit(f: Finding, proj: str, after: float) -> tuple[float | None, float | None, str]:
