@@ -193,109 +193,141 @@ def _write(
 ) -> RecordResult:
     """Open new versions (and entities) for ``pending``, close the old ones, record one Change per field."""
     store = store or storage.inventory_store()
-    result = RecordResult()
-    # Objects without an open version: an entity that existed before (closed) is reused, others are created.
-    ids: dict[tuple[str, str], int] = {}
+    ids, created = _entities_of(cluster, kind, pending, at, listed_before, store)
+    rows = _VersionRows(cluster, kind, at, source, listed_before)
+    previous = _open_states([pk for _, _, _, pk in pending if pk is not None])
+    for obs, eid, digest, current in pending:
+        rows.add(obs, eid if eid is not None else ids[(obs.namespace, obs.name)], digest, current, previous)
+    for when, closing in rows.to_close.items():
+        for chunk in _chunks(closing, 900):
+            EntityVersion.objects.filter(pk__in=chunk).update(valid_to=when)
+    if rows.healed:
+        EntityVersion.objects.bulk_update(rows.healed, ["state_hash"], batch_size=1000)
+    store.insert_rows(EntityVersion, rows.versions)
+    store.insert_rows(Change, rows.changes)
+    for chunk in _chunks(rows.touched, 900):
+        Entity.objects.filter(pk__in=chunk).update(last_seen=at)
+    return RecordResult(created=created, opened=len(rows.versions), changes=len(rows.changes))
+
+
+def _entities_of(
+    cluster: Cluster,
+    kind: str,
+    pending: list[_Pending],
+    at: datetime,
+    listed_before: datetime | None,
+    store: InventoryStore,
+) -> tuple[dict[tuple[str, str], int], int]:
+    """The entity ids of the pending objects without an open version, and how many were created: an entity
+    that existed before (closed) is reused, others are created."""
     missing = [obs for obs, eid, _, _ in pending if eid is None]
-    if missing:
-        ids = _entity_ids(cluster, kind, {o.name for o in missing})
-        new = [o for o in missing if (o.namespace, o.name) not in ids]
-        if new:
-            store.insert_rows(
-                Entity,
-                [
-                    {
-                        "cluster_id": cluster.pk,
-                        "kind": kind,
-                        "namespace": o.namespace,
-                        "name": o.name,
-                        "uid": o.uid,
-                        "first_seen": dated(o, at, listed_before),
-                        "last_seen": at,
-                    }
-                    for o in new
-                ],
-            )
-            result.created += len(new)
-            ids.update(_entity_ids(cluster, kind, {o.name for o in new}))
+    if not missing:
+        return {}, 0
+    ids = _entity_ids(cluster, kind, {o.name for o in missing})
+    new = [o for o in missing if (o.namespace, o.name) not in ids]
+    if new:
+        store.insert_rows(
+            Entity,
+            [
+                {
+                    "cluster_id": cluster.pk,
+                    "kind": kind,
+                    "namespace": o.namespace,
+                    "name": o.name,
+                    "uid": o.uid,
+                    "first_seen": dated(o, at, listed_before),
+                    "last_seen": at,
+                }
+                for o in new
+            ],
+        )
+        ids.update(_entity_ids(cluster, kind, {o.name for o in new}))
+    return ids, len(new)
+
+
+def _open_states(pks: list[int]) -> dict[int, tuple[Any, datetime]]:
+    """The state and start of each of these open versions."""
     previous: dict[int, tuple[Any, datetime]] = {}
-    for chunk in _chunks([pk for _, _, _, pk in pending if pk is not None], 500):
+    for chunk in _chunks(pks, 500):
         qs = EntityVersion.objects.filter(pk__in=chunk).values_list("pk", "state", "valid_from")
         previous.update((pk, (state, valid_from)) for pk, state, valid_from in qs)
-    to_close: dict[datetime, list[int]] = {}
-    healed: list[EntityVersion] = []
-    versions: list[dict[str, Any]] = []
-    changes: list[dict[str, Any]] = []
-    touched: list[int] = []
-    for obs, eid, digest, current in pending:
-        eid = eid if eid is not None else ids[(obs.namespace, obs.name)]
-        when = at
+    return previous
+
+
+class _VersionRows:
+    """The rows one write makes: versions to close (by when), digests to heal, versions and changes to insert,
+    entities seen."""
+
+    def __init__(
+        self, cluster: Cluster, kind: str, at: datetime, source: str, listed_before: datetime | None
+    ) -> None:
+        self.cluster, self.kind, self.at, self.source, self.listed_before = (
+            cluster,
+            kind,
+            at,
+            source,
+            listed_before,
+        )
+        self.to_close: dict[datetime, list[int]] = {}
+        self.healed: list[EntityVersion] = []
+        self.versions: list[dict[str, Any]] = []
+        self.changes: list[dict[str, Any]] = []
+        self.touched: list[int] = []
+
+    def add(
+        self,
+        obs: Observed,
+        eid: int,
+        digest: str,
+        current: int | None,
+        previous: dict[int, tuple[Any, datetime]],
+    ) -> None:
+        """One pending object: a new version (and its changes) unless nothing changed or it is out of order."""
+        at = self.at
+        base = {"cluster_id": self.cluster.pk, "kind": self.kind, "source": self.source, "entity_id": eid}
         if current is not None:
             old_state, valid_from = previous[current]
             if at <= valid_from:
                 logger.warning(
-                    "refusing out-of-order state for %s %s/%s at %s", kind, obs.namespace, obs.name, at
+                    "refusing out-of-order state for %s %s/%s at %s", self.kind, obs.namespace, obs.name, at
                 )
-                continue
+                return
             diffs = diff_states(old_state, obs.state)
             if not diffs:  # same state, digest computed another way: remember the new digest, open nothing
-                healed.append(EntityVersion(pk=current, state_hash=digest))
-                continue
-            when = dated(obs, at, listed_before, valid_from)
-            to_close.setdefault(when, []).append(current)
+                self.healed.append(EntityVersion(pk=current, state_hash=digest))
+                return
+            when = dated(obs, at, self.listed_before, valid_from)
+            self.to_close.setdefault(when, []).append(current)
             if len(diffs) > MAX_CHANGES_PER_DIFF:
                 diffs = [("state", None, f"{len(diffs)} fields changed")]
-            base = {"cluster_id": cluster.pk, "kind": kind, "time": when, "source": source}
             for path, old, new in diffs:
-                changes.append(
-                    {
-                        **base,
-                        "entity_id": eid,
-                        "field": path,
-                        "old": old,
-                        "new": new,
-                        "actor": obs.actor_of(path),
-                    }
+                self.changes.append(
+                    {**base, "time": when, "field": path, "old": old, "new": new, "actor": obs.actor_of(path)}
                 )
         else:
-            when = dated(obs, at, listed_before)
-            changes.append(
+            when = dated(obs, at, self.listed_before)
+            self.changes.append(
                 {
-                    "cluster_id": cluster.pk,
-                    "kind": kind,
+                    **base,
                     "time": when,
-                    "source": source,
-                    "entity_id": eid,
                     "field": "created",
                     "old": None,
                     "new": None,
                     "actor": obs.actor_of("created"),
                 }
             )
-        versions.append(
+        self.versions.append(
             {
                 "entity_id": eid,
-                "cluster_id": cluster.pk,
-                "kind": kind,
+                "cluster_id": self.cluster.pk,
+                "kind": self.kind,
                 "valid_from": when,
                 "state": obs.state,
                 "state_hash": digest,
                 **_hot_values(obs),
             }
         )
-        touched.append(eid)
-    for when, closing in to_close.items():
-        for chunk in _chunks(closing, 900):
-            EntityVersion.objects.filter(pk__in=chunk).update(valid_to=when)
-    if healed:
-        EntityVersion.objects.bulk_update(healed, ["state_hash"], batch_size=1000)
-    store.insert_rows(EntityVersion, versions)
-    store.insert_rows(Change, changes)
-    for chunk in _chunks(touched, 900):
-        Entity.objects.filter(pk__in=chunk).update(last_seen=at)
-    result.opened += len(versions)
-    result.changes += len(changes)
-    return result
+        self.touched.append(eid)
 
 
 def record_absent(
