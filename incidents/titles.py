@@ -82,7 +82,7 @@ def _label_subject(labels: Mapping[str, str], node: str) -> str:
     return ""
 
 
-# project_quota_exhausted, as incidents.diagnosis.policy.quota_findings words it; anything else (or a
+# project_quota_exhausted, as incidents.diagnosis.quota_causes.quota_findings words it; anything else (or a
 # rewording) falls back to the generic gist, so a change of wording never breaks a title, only shortens it.
 _QUOTA = re.compile(
     r"project (?P<project>\S+) uses (?P<used>\d+) of (?P<quota>\S+) GPUs of quota"

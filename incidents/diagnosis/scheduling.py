@@ -11,7 +11,8 @@ weighs capacity against fragmentation; each other family of rules lives with
 its noun: the job's fit at t (``job_fit``), the scheduler's words
 (``scheduler_words``), node blockers and the fault pass (``blockers``), CPU and
 memory (``cpu_memory``), MIG profiles (``mig_profiles``), GPU shares
-(``shares``), quota and queue order (``policy``).
+(``shares``), quota (``quota_causes``), queue order (``queue_causes``) and the
+request (``request_causes``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from incidents.diagnosis.blockers import BLOCKER_GROUPS, blocker_findings
 from incidents.diagnosis.cpu_memory import cpu_memory_finding, cpu_memory_unrecorded
 from incidents.diagnosis.job_fit import Causes, JobFit, job_fit
 from incidents.diagnosis.mig_profiles import mig_finding
-from incidents.diagnosis.policy import queue_findings, quota_findings, request_findings
+from incidents.diagnosis.queue_causes import queue_findings
 from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.quota_causes import quota_findings
+from incidents.diagnosis.request_causes import request_findings
 from incidents.diagnosis.shares import share_capacity_findings
 from incidents.diagnosis.types import (
     REFUTED,

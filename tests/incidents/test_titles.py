@@ -15,7 +15,7 @@ from incidents.models import Alert
 from incidents.titles import build_title, cause_gist, subject_label, title_parts
 from tests.incidents.test_diagnose import ONSET, T0, _job, _node, _queue
 
-# The statement incidents.diagnosis.policy.quota_findings wrote for the quota-cut-blocks-training scenario
+# The statement incidents.diagnosis.quota_causes.quota_findings wrote for the quota-cut-blocks-training scenario
 # (manage.py run_scenario simulator/scenarios/quota-cut-blocks-training.yaml).
 QUOTA_CUT = (
     "project vision uses 0 of 8 GPUs of quota, limit 8 since 01:05, when platform-admin changed quota_gpus "

@@ -7,8 +7,8 @@ from datetime import timedelta
 from django.test import SimpleTestCase
 
 from collectors.models import Change, Entity, EntityVersion
-from incidents.diagnosis.policy import quota_fact
 from incidents.diagnosis.quota import QuotaAt
+from incidents.diagnosis.quota_causes import quota_fact
 from incidents.diagnosis.types import DiagnosisInput
 from incidents.evidence import Batch, collect_changes, state_summary
 from incidents.models import Incident

@@ -187,7 +187,7 @@ def test_fixing_one_8_gpu_node_starts_exactly_the_first_8_gpu_job_in_order(queue
             req = F.job_request(di, j)
             held = quota_at(di, j, req, 8)
             if held is not None and held.holds:
-                continue  # its own quota is its cause (policy.py), whatever the room: not weighed here
+                continue  # its own quota is its cause (quota_causes.py), whatever the room: not weighed here
             rows = F.node_fits(di, req)
             answers[j.ref.label] = pass_if_fixed(di, j, req, rows, frozenset({F.DEVICE_PLUGIN}), ["h100-03"])
     order = [label for label in order if label in answers]
