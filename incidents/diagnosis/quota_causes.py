@@ -1,6 +1,7 @@
 """Quota as a cause of a wait: the job's project (or queue) quota and limit at t, and its department's, with the
 change that cut them when one did. A quota that holds the job on its own stays its cause whatever the queue;
-the statement adds what would still hold the job once the limit is lifted.
+what would still hold the job once the limit is lifted (capacity, its turn) stays in the answer as a caveat
+(``scheduling.policy_findings``).
 
 ``scheduling.check_job`` calls these with the fit it computed, so the quota, queue and request readings share
 one fit table and one set of citations.
