@@ -22,10 +22,7 @@ to its lending limit). One scheduling cycle (:func:`cycle`):
   then lower priority, then the newest; a cohort candidate is taken only while its queue still borrows. The
   set is minimal: once the workload fits, each victim but the last is given back if it still fits without.
 
-The ClusterQueue state this reads (``flavor_quotas``: ``[{flavor, nominal, borrowing_limit, lending_limit,
-node_labels}]``, ``cohort``, ``queueing_strategy``, ``preemption``, ``flavor_fungibility``) falls back to one
-flavor holding the queue's whole ``quota_gpus`` and ``limit_gpus`` when the inventory records no flavors. A
-workload's priority is :func:`~incidents.diagnosis.quota.job_rank`, its flavor (when admitted) its
+The ClusterQueues, their flavors and the quota arithmetic are ``kueue_quota``'s. A workload's priority is :func:`~incidents.diagnosis.quota.job_rank`, its flavor (when admitted) its
 ``flavor``, else the flavor its node selector names.
 
 Pure: reads the ``DiagnosisInput`` only (no database, no simulator).
@@ -34,12 +31,17 @@ Pure: reads the ``DiagnosisInput`` only (no database, no simulator).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from incidents.diagnosis.kueue_quota import (
+    EPS,
+    ClusterQueue,
+    FlavorQuota,
+    Quotas,
+    Usage,
+    selects,
+)
 from incidents.diagnosis.quota import is_pending, job_rank, job_units
 from incidents.diagnosis.types import DiagnosisInput, EntityState
-
-EPS = 1e-9
 
 FIT = 3  # fits without preemption
 RECLAIM = 2  # fits by reclaiming from borrowers of the cohort only
@@ -50,41 +52,6 @@ IN_CLUSTER_QUEUE = "InClusterQueue"
 IN_COHORT_RECLAMATION = "InCohortReclamation"
 IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
 NO_LONGER_FITS = "Workload no longer fits after processing another workload"
-
-
-@dataclass
-class FlavorQuota:
-    flavor: str
-    nominal: float
-    borrowing_limit: float | None  # None: no limit (0 outside a cohort)
-    lending_limit: float | None  # None: it lends all of its unused quota
-    node_labels: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def guaranteed(self) -> float:
-        """What the queue keeps for itself: its nominal quota less what it may lend."""
-        return 0.0 if self.lending_limit is None else max(self.nominal - self.lending_limit, 0.0)
-
-    @property
-    def lendable(self) -> float:
-        return self.nominal if self.lending_limit is None else min(self.lending_limit, self.nominal)
-
-
-@dataclass
-class ClusterQueue:
-    name: str
-    cohort: str
-    flavors: list[FlavorQuota]
-    strict_fifo: bool = False
-    within: str = "Never"  # withinClusterQueue
-    reclaim: str = "Never"  # reclaimWithinCohort
-    borrow_within: str = "Never"  # borrowWithinCohort policy
-    threshold: int | None = None  # borrowWithinCohort maxPriorityThreshold
-    when_can_borrow: str = "MayStopSearch"
-    when_can_preempt: str = "TryNextFlavor"
-
-    def quota(self, flavor: str) -> FlavorQuota | None:
-        return next((f for f in self.flavors if f.flavor == flavor), None)
 
 
 @dataclass
@@ -122,68 +89,11 @@ class Outcome:
     reason: str = ""
 
 
-def _num(value: Any, default: float | None = None) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return default
-
-
-def cluster_queues(di: DiagnosisInput) -> dict[str, ClusterQueue]:
-    """Every ClusterQueue of the input, its flavors in order (module doc)."""
-    out: dict[str, ClusterQueue] = {}
-    for q in di.queues:
-        st = q.state
-        cohort = str(st.get("cohort") or st.get("department") or "")
-        flavors = []
-        for f in st.get("flavor_quotas") or []:
-            flavors.append(
-                FlavorQuota(
-                    str(f.get("flavor") or "default"),
-                    _num(f.get("nominal"), 0.0) or 0.0,
-                    _num(f.get("borrowing_limit")) if cohort else 0.0,
-                    _num(f.get("lending_limit")),
-                    dict(f.get("node_labels") or {}),
-                )
-            )
-        if not flavors:
-            nominal = _num(st.get("quota_gpus"), 0.0) or 0.0
-            limit = _num(st.get("limit_gpus"))
-            borrow = None if limit is None else max(limit - nominal, 0.0)
-            flavors = [FlavorQuota("default", nominal, borrow if cohort else 0.0, None)]
-        pre = st.get("preemption") or {}
-        fung = st.get("flavor_fungibility") or {}
-        threshold = pre.get("max_priority_threshold")
-        out[q.name] = ClusterQueue(
-            q.name,
-            cohort,
-            flavors,
-            strict_fifo=str(st.get("queueing_strategy") or "") == "StrictFIFO",
-            within=str(pre.get("within_cluster_queue") or "Never"),
-            reclaim=str(pre.get("reclaim_within_cohort") or "Never"),
-            borrow_within=str(pre.get("borrow_within_cohort") or "Never"),
-            threshold=None if threshold is None else int(threshold),
-            when_can_borrow=str(fung.get("when_can_borrow") or "MayStopSearch"),
-            when_can_preempt=str(fung.get("when_can_preempt") or "TryNextFlavor"),
-        )
-    return out
-
-
-def _selects(job: EntityState, f: FlavorQuota, keys: set[str]) -> bool:
-    """Whether the job's node selector allows the flavor: a key some flavor labels must match; others are
-    ignored."""
-    for k, v in (job.get("node_selector") or {}).items():
-        if k in keys and f.node_labels.get(k) != v:
-            return False
-    return True
-
-
-class Cycle:
+class Cycle(Quotas):
     """The cluster's ClusterQueues, workloads and usage at t; :meth:`run` serves one scheduling cycle."""
 
     def __init__(self, di: DiagnosisInput) -> None:
-        self.cqs = cluster_queues(di)
-        self.keys = {k for cq in self.cqs.values() for f in cq.flavors for k in f.node_labels}
+        super().__init__(di)
         self.workloads: list[Workload] = []
         for j in di.jobs:
             queue = j.get("queue") or j.get("project") or ""
@@ -193,66 +103,25 @@ class Cycle:
             flavor = None
             if not is_pending(j):
                 flavor = j.get("flavor") or next(
-                    (f.flavor for f in cq.flavors if _selects(j, f, self.keys)), cq.flavors[0].flavor
+                    (f.flavor for f in cq.flavors if selects(j, f, self.keys)), cq.flavors[0].flavor
                 )
             self.workloads.append(
                 Workload(j, queue, job_units(j), job_rank_kueue(j), j.get("submitted") or "", flavor)
             )
-        self.usage: dict[tuple[str, str], float] = {}
+        self.usage: Usage = {}
         for w in self.workloads:
             if w.flavor is not None:
                 self.usage[(w.queue, w.flavor)] = self.usage.get((w.queue, w.flavor), 0.0) + w.units
 
     #
-    # Quota
-    #
-    def members(self, cq: ClusterQueue) -> list[ClusterQueue]:
-        return [c for c in self.cqs.values() if cq.cohort and c.cohort == cq.cohort]
-
-    def available(self, cq: ClusterQueue, fq: FlavorQuota, usage: dict[tuple[str, str], float]) -> float:
-        """Units the queue may still take in the flavor: its own unused quota, then what the cohort lends, never
-        past its borrowing limit."""
-        used = usage.get((cq.name, fq.flavor), 0.0)
-        if not cq.cohort:
-            return fq.nominal - used
-        pool = pool_used = 0.0
-        for m in self.members(cq):
-            mq = m.quota(fq.flavor)
-            if mq is None:
-                continue
-            pool += mq.lendable
-            pool_used += max(usage.get((m.name, fq.flavor), 0.0) - mq.guaranteed, 0.0)
-        room = max(fq.guaranteed - used, 0.0) + pool - pool_used
-        if fq.borrowing_limit is not None:
-            room = min(room, fq.nominal + fq.borrowing_limit - used)
-        return room
-
-    def fits(
-        self,
-        cq: ClusterQueue,
-        fq: FlavorQuota,
-        units: float,
-        usage: dict[tuple[str, str], float],
-        borrow: bool,
-    ) -> bool:
-        if units > self.available(cq, fq, usage) + EPS:
-            return False
-        return borrow or usage.get((cq.name, fq.flavor), 0.0) + units <= fq.nominal + EPS
-
-    def borrows(self, queue: str, flavor: str, usage: dict[tuple[str, str], float]) -> bool:
-        """Whether the queue holds more than its nominal quota of the flavor."""
-        fq = self.cqs[queue].quota(flavor)
-        return fq is not None and usage.get((queue, flavor), 0.0) > fq.nominal + EPS
-
-    #
     # Flavors
     #
-    def choose(self, w: Workload, usage: dict[tuple[str, str], float]) -> Choice:
+    def choose(self, w: Workload, usage: Usage) -> Choice:
         """The workload's flavor (module doc)."""
         cq = self.cqs[w.queue]
         best = Choice(None, NO_FIT)
         for fq in cq.flavors:
-            if not _selects(w.job, fq, self.keys):
+            if not selects(w.job, fq, self.keys):
                 continue
             if self.fits(cq, fq, w.units, usage, borrow=True):
                 c = Choice(
@@ -306,7 +175,7 @@ class Cycle:
         return out
 
     def victims(
-        self, w: Workload, cq: ClusterQueue, fq: FlavorQuota, usage: dict[tuple[str, str], float]
+        self, w: Workload, cq: ClusterQueue, fq: FlavorQuota, usage: Usage
     ) -> list[tuple[Workload, str]] | None:
         """The minimal set of workloads whose eviction lets ``w`` in the flavor, each with Kueue's eviction
         reason; None when none does."""
@@ -341,7 +210,7 @@ class Cycle:
         w: Workload,
         cq: ClusterQueue,
         fq: FlavorQuota,
-        usage: dict[tuple[str, str], float],
+        usage: Usage,
         cands: list[Workload],
         *,
         borrow: bool,
@@ -451,10 +320,9 @@ __all__ = [
     "IN_COHORT_RECLAIM_WHILE_BORROWING",
     "IN_COHORT_RECLAMATION",
     "NO_LONGER_FITS",
-    "ClusterQueue",
+    "Choice",
     "Cycle",
-    "FlavorQuota",
     "Outcome",
-    "cluster_queues",
+    "Workload",
     "cycle",
 ]

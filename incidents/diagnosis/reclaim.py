@@ -20,9 +20,7 @@ memory) and MIG instances are weighed alike: a share's GPU comes back whole once
 reservation pod with it. The eviction stands only if the job still fits once the victims are served again
 with it in KAI's allocate order (``_stands``): a victim served first takes its room back.
 
-**Consolidation** (:func:`consolidation`): when no eviction lets a whole-GPU job in, KAI may move running
-preemptible jobs instead: each is evicted and placed again elsewhere, so their queues hold what they held, and
-the job takes the room they leave. The smallest jobs are tried first, until the job and every moved job fit.
+When no eviction lets a whole-GPU job in, KAI may move running jobs instead (``consolidation``).
 
 Pure: reads the ``DiagnosisInput`` and a ``QueueOrder``'s standings; no database, no simulator.
 """
@@ -68,20 +66,18 @@ def _rank(job: EntityState) -> int:
     return job_rank(job)
 
 
-def _preemptible(di: DiagnosisInput, job: EntityState) -> bool:
+def preemptible(di: DiagnosisInput, job: EntityState) -> bool:
+    """Whether KAI may evict the job (train work, not inference or build)."""
     return F.job_request(di, job).preemptible
 
 
-def _held(di: DiagnosisInput, job: EntityState) -> dict[str, float]:
+def held_units(di: DiagnosisInput, job: EntityState) -> dict[str, float]:
+    """GPU units a running job holds per node (a share its fraction, a MIG instance its "<n>g")."""
     out: dict[str, float] = {}
     for p in di.pods_of_job(job):
         if p.get("node") and p.get("phase") in F.ACTIVE_POD_PHASES:
             out[p.get("node")] = round(out.get(p.get("node"), 0) + pod_units(p), 4)
     return out
-
-
-def _units(di: DiagnosisInput, job: EntityState) -> float:
-    return sum(_held(di, job).values())
 
 
 def _levels(order: QueueOrder, mine: str, theirs: str) -> tuple[Standing | None, Standing | None]:
@@ -114,7 +110,7 @@ def _candidates(di: DiagnosisInput, job: EntityState, order: QueueOrder) -> list
     mine = job_queue(job)
     out: list[tuple[tuple[object, ...], str, EntityState]] = []
     for other in di.jobs:
-        if is_pending(other) or other is job or not _held(di, other) or not _preemptible(di, other):
+        if is_pending(other) or other is job or not held_units(di, other) or not preemptible(di, other):
             continue
         theirs = job_queue(other)
         newest = tuple(-ord(c) for c in (other.get("submitted") or ""))
@@ -149,7 +145,7 @@ def victims(di: DiagnosisInput, job: EntityState, order: QueueOrder | None = Non
         candidates = _candidates(di, job, order)
     remaining: dict[int, float] = {}  # id(standing) -> what it holds once the victims taken are gone
     for action, other in candidates:
-        held = _held(di, other)
+        held = held_units(di, other)
         gone = float(sum(held.values()))
         if action == RECLAIM:
             mine_side, their_side = _levels(order, mine, job_queue(other))
@@ -349,78 +345,4 @@ def _trim(
     return Eviction(keep, _placement(di, req, keep))
 
 
-@dataclass
-class Consolidation:
-    """Running jobs KAI would move, each to its new nodes, and where the waiting job then goes."""
-
-    moves: list[tuple[EntityState, dict[str, int]]]  # (moved job, node -> its pods there)
-    nodes: dict[str, int]  # node -> pods of the waiting job
-
-
-def consolidation(di: DiagnosisInput, job: EntityState) -> Consolidation | None:
-    """The running jobs KAI would move so that the waiting whole-GPU ``job`` starts (module doc), or None."""
-    req = F.job_request(di, job)
-    if req.pods == 0 or req.share or req.share_memory_mib or req.mig or req.gpus_per_pod <= 0:
-        return None
-    quota = quota_at(di, job, req, 0)
-    if quota is not None and quota.holds:
-        return None
-    movable = [
-        j
-        for j in di.jobs
-        if j is not job and not is_pending(j) and _held(di, j) and _preemptible(di, j) and _whole(di, j)
-    ]
-    movable.sort(key=lambda j: (_units(di, j), tuple(-ord(c) for c in (j.get("submitted") or ""))))
-    taken: list[EntityState] = []
-    for other in movable:
-        taken.append(other)
-        view = without(di, taken)
-        rows = _open_rows(view, req)
-        free = {r.node: r.free for r in rows}
-        mine = place(rows, req, free, frozenset())
-        if not mine:
-            continue
-        for node, pods in mine.items():
-            free[node] -= pods * req.gpus_per_pod
-        moves = []
-        for moved in taken:
-            moved_req = F.job_request(view, moved)
-            there = place(_open_rows(view, moved_req), moved_req, free, frozenset())
-            if not there:
-                break
-            for node, pods in there.items():
-                free[node] -= pods * moved_req.gpus_per_pod
-            moves.append((moved, there))
-        else:
-            if all(there != _pods_per_node(di, moved) for moved, there in moves):
-                return Consolidation(moves, mine)
-    return None
-
-
-def _whole(di: DiagnosisInput, job: EntityState) -> bool:
-    r = F.job_request(di, job)
-    return not (r.share or r.share_memory_mib or r.mig) and r.gpus_per_pod > 0
-
-
-def _open_rows(di: DiagnosisInput, req: F.Request) -> list[F.NodeFit]:
-    return [r for r in F.node_fits(di, req) if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
-
-
-def _pods_per_node(di: DiagnosisInput, job: EntityState) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for p in di.pods_of_job(job):
-        if p.get("node") and p.get("phase") in F.ACTIVE_POD_PHASES:
-            out[p.get("node")] = out.get(p.get("node"), 0) + 1
-    return out
-
-
-__all__ = [
-    "PREEMPT",
-    "RECLAIM",
-    "Consolidation",
-    "Eviction",
-    "Victim",
-    "consolidation",
-    "victims",
-    "without",
-]
+__all__ = ["PREEMPT", "RECLAIM", "Eviction", "Victim", "held_units", "preemptible", "victims", "without"]

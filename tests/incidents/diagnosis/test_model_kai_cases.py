@@ -26,9 +26,10 @@ import pytest
 import yaml
 
 from incidents.diagnosis import scheduling_pass as SP
+from incidents.diagnosis.consolidation import consolidation
 from incidents.diagnosis.queue_order import QueueOrder
 from incidents.diagnosis.quota import is_pending
-from incidents.diagnosis.reclaim import consolidation, victims
+from incidents.diagnosis.reclaim import victims
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 CASES_DIR = Path(__file__).resolve().parents[2] / "simulator" / "kai_cases"
@@ -367,7 +368,7 @@ MAX_ROUNDS = 16  # scheduling rounds until the state is stable, as KAI's integra
 def settle(di: DiagnosisInput) -> None:
     """KAI's rounds over the model: the allocate pass (``cluster_pass``) binds what fits; when nothing more
     does, the first waiting job in order that KAI would evict for (``reclaim.victims``) takes its victims'
-    room, else the first for which KAI would move running jobs (``reclaim.consolidation``); until nothing
+    room, else the first for which KAI would move running jobs (``consolidation.consolidation``); until nothing
     changes."""
     start = di.onset
     for _ in range(MAX_ROUNDS):
