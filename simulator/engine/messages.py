@@ -155,6 +155,12 @@ def kai_reclaim_message(ns: str, pod: str, job_ns: str, podgroup: str) -> str:
     return f"Pod {ns}/{pod} was preempted by workload {job_ns}/{podgroup}."
 
 
+def kai_consolidate_message(ns: str, pod: str) -> str:
+    return (
+        f"Pod {ns}/{pod} was preempted and rescheduled due to bin packing (resource consolidation) procedure"
+    )
+
+
 def kai_preempt_message(ns: str, pod: str, job_ns: str, podgroup: str) -> str:
     return f"Pod {ns}/{pod} was preempted by higher priority workload {job_ns}/{podgroup}"
 

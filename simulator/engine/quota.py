@@ -324,7 +324,7 @@ def preempt_kai(
     mine = world.projects[job.project]
     for kind, victim in victims:
         vq = world.projects[victim.project]
-        _record(world, kind, victim, job, alloc, kai_queues(world, placer, alloc).fair)
+        record_preemption(world, kind, victim, job, alloc, kai_queues(world, placer, alloc).fair)
         for pod in world.pods_of(victim):
             if kind == "reclaim":
                 msg = "\n".join(
@@ -344,14 +344,14 @@ def preempt_kai(
             if pod.node:
                 touched.add(pod.node)
             alloc[vq.name] -= pod.gpus_requested
-        _mark_preempted(world, victim, job)
+        mark_preempted(world, victim, job)
         lifecycle.restart_job(
             world, victim, "preempted", status_reason="Preempted", message="Preempted by the scheduler"
         )
     placer.refresh(touched)
 
 
-def _record(
+def record_preemption(
     world: World,
     kind: str,
     victim: SimJob,
@@ -364,7 +364,7 @@ def _record(
     world.preemptions.append(
         {
             "time": world.now,
-            "kind": kind,  # reclaim (cross-queue) | preempt (same queue, higher priority)
+            "kind": kind,  # reclaim (cross-queue) | preempt (same queue, higher priority) | consolidate (moved)
             "victim": f"{victim.namespace}/{victim.name}",
             "victim_project": victim.project,
             "victim_priority_class": victim.priority_class,
@@ -404,7 +404,7 @@ def _compared(
     }
 
 
-def _mark_preempted(world: World, victim: SimJob, by: SimJob) -> None:
+def mark_preempted(world: World, victim: SimJob, by: SimJob) -> None:
     victim.preempted_count += 1
     victim.last_preempted_at = world.now
     victim.last_preempted_by = f"{by.namespace}/{by.name}"
@@ -478,10 +478,10 @@ def preempt_kueue(
 ) -> None:
     group_uid = world.involved_group(job)["uid"]
     for kind, victim in victims:
-        _record(world, kind, victim, job, used)
+        record_preemption(world, kind, victim, job, used)
         msg = messages.kueue_preempted(group_uid, job.uid, kind == "reclaim")
         world.emit(world.involved_group(victim), "Preempted", msg, component="kueue-admission")
         world.emit(world.involved_job(victim), "Stopped", msg, component="kueue-job-controller")
         used[victim.project] -= victim.pods * victim.gpus_per_pod
-        _mark_preempted(world, victim, job)
+        mark_preempted(world, victim, job)
         lifecycle.restart_job(world, victim, "preempted", status_reason="Preempted", message=msg)

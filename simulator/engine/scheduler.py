@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import kueue, lifecycle, messages, proportion
+from . import consolidation, kueue, lifecycle, messages, proportion
 from .limits import cpu_memory_over_limit
 from .placement import Placer
 from .quota import (
@@ -117,6 +117,16 @@ def schedule(world: World) -> None:
             if victims:
                 preempt_kai(world, placer, job, victims, alloc, alloc_np)
                 placement, placed, counts = placer.place(job)
+            elif moved := consolidation.plan(world, placer, job):
+                consolidation.move(world, placer, job, moved, alloc)
+                placement, placed, counts = placer.place(job)
+                if placement is not None:  # KAI places the moved jobs in the same step (pipelined)
+                    lifecycle.bind(world, job, placement)
+                    placer.commit(placement, job)
+                    job.running_on = []
+                    alloc[job.project] = round(alloc[job.project] + r, 4)
+                    consolidation.place_moved(world, placer, moved, alloc)
+                    continue
         if placement is None:
             failed[key] = (placer.version, placed, counts)
             _node_unschedulable(world, placer, job, placed, counts, key)
