@@ -94,7 +94,7 @@ def check_cluster(cluster: Cluster, timeout: float | None = None) -> list[Check]
 
 
 def _kube_checks(kube: Any, scheduler: str) -> list[Check]:
-    from collectors.sources.kubernetes import custom_listing
+    from collectors.sources.kube_client import custom_listing
 
     core, batch, custom = kube.core, kube.batch, kube.custom
     out: list[Check] = []

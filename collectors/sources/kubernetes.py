@@ -14,78 +14,45 @@ Only read verbs are called here; ``tests/collectors/test_readonly.py`` proves it
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 import simdjson
 import urllib3
 from django.conf import settings
-from kubernetes import client, config, watch
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
+from kubernetes import client
 
-from collectors.sources.errors import SourceError, describe_http_error
-from collectors.sources.kubeconfig import check_kubeconfig
+from collectors.sources.errors import SourceError
+from collectors.sources.kube_client import SOURCE, ClusterAccess, api_client, custom_listing, request
+from collectors.sources.kube_watch import RawWatch, watch_events
 from collectors.sources.redact import is_secret_object, redact_text
 
 logger = logging.getLogger(__name__)
 
-SOURCE = "k8s"
 PAGE_SIZE = 500  # kubectl's default chunk size
 PREFETCH_BYTES = 64 * 1024 * 1024  # what a read ahead keeps at most (prefetch); then the listing goes live
-
-
-def custom_listing(group: str, version: str, plural: str) -> str:
-    """The call name of a custom resource's listing ("list podgroups.scheduling.run.ai/v2alpha2"): what
-    ``lister`` reads back, and what a sweep names to ``prefetch``."""
-    return f"list {plural}.{group}/{version}"
-
-
-class ClusterAccess(Protocol):
-    """What a source needs of a cluster: where its credentials are ("" for the in-cluster service account).
-    The inventory's ``Cluster`` model is one; sources import no model."""
-
-    kubeconfig: str
-
-
-def _api_client(cluster: ClusterAccess, timeout: float) -> client.ApiClient:
-    cfg = client.Configuration()
-    try:
-        if cluster.kubeconfig:
-            check_kubeconfig(cluster.kubeconfig)  # bounded first: the client reads any file whole
-            config.load_kube_config(
-                config_file=cluster.kubeconfig, client_configuration=cfg, persist_config=False
-            )
-        else:
-            config.load_incluster_config(client_configuration=cfg)
-    except (ConfigException, OSError, ValueError, TypeError) as exc:
-        where = cluster.kubeconfig or "in-cluster service account"
-        raise SourceError(SOURCE, "configure", f"cannot load Kubernetes credentials from {where}: {exc}")
-    # One quick reconnect for a dropped keep-alive connection; no read retries (a hung server would
-    # otherwise cost four timeouts) — the task retries the whole sweep with backoff instead.
-    cfg.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0, other=0)
-    return client.ApiClient(cfg)
 
 
 class KubeSource:
     """Read-only view of one cluster's API server."""
 
-    def __init__(self, cluster: ClusterAccess, timeout: float | None = None, *, page_size: int = PAGE_SIZE) -> None:
+    def __init__(
+        self, cluster: ClusterAccess, timeout: float | None = None, *, page_size: int = PAGE_SIZE
+    ) -> None:
         self.cluster = cluster
         self.timeout = float(timeout if timeout is not None else settings.RCAWEB_SOURCE_TIMEOUT_S)
         self.page_size = page_size
-        self.api = _api_client(cluster, self.timeout)
+        self.api = api_client(cluster, self.timeout)
         self.core = client.CoreV1Api(self.api)
         self.batch = client.BatchV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
         self.last_resource_version: dict[str, str] = {}  # per listing: the list's resourceVersion (for watch)
-        self._watches: set[_RawWatch] = set()
+        self._watches: set[RawWatch] = set()
         self._ahead: dict[str, queue.SimpleQueue[tuple[str, Any]]] = {}  # listings read ahead (prefetch)
         self._reader: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -158,8 +125,7 @@ class KubeSource:
         (when not None) is yielded in the item's place, and only the other items are decoded into dicts.
 
         A sweep's memos know an unchanged object by its uid and resourceVersion: between two sweeps of a busy
-        cluster most objects are unchanged, and their JSON (managedFields and all) is then never decoded (a
-        page of 500 pods: ~28 ms with orjson, ~1 ms read so)."""
+        cluster most objects are unchanged, and their JSON (managedFields and all) is then never decoded."""
         return self._items(call, fn, params, reuse)
 
     def _items(
@@ -304,43 +270,12 @@ class KubeSource:
         ``SourceError`` with ``gone`` set: the caller re-lists and watches from the list's resourceVersion.
         Secrets are never passed on, whatever produced them.
         """
-        stream = _RawWatch()
+        stream = RawWatch()
         self._watches.add(stream)
-        kw = {
-            "resource_version": resource_version,
-            "timeout_seconds": int(timeout_s),
-            "allow_watch_bookmarks": True,
-            "_request_timeout": (min(self.timeout, 5.0), timeout_s + self.timeout),
-        }
         try:
-            for event in stream.stream(fn, *args, **kw):
-                if not isinstance(event, dict) or "type" not in event:
-                    raise SourceError(SOURCE, call, "malformed watch event: no type")
-                obj = event.get("raw_object")
-                if not isinstance(obj, dict):
-                    raise SourceError(SOURCE, call, "malformed watch event: the object is not an object")
-                if event["type"] != "BOOKMARK" and is_secret_object(obj):
-                    continue
-                yield {"type": event["type"], "object": obj}
-        except ApiException as exc:
-            raise SourceError(
-                SOURCE,
-                call,
-                describe_http_error(exc.status or 0, exc.reason or "", _status_message(exc.body))
-                if exc.body
-                else str(exc.reason or "watch error"),
-                status=exc.status,
+            yield from watch_events(
+                self.api, self.timeout, stream, call, fn, resource_version, timeout_s, *args
             )
-        except (ValueError, KeyError, TypeError) as exc:  # a line that is not a watch event
-            raise SourceError(SOURCE, call, f"malformed watch event: {exc}")
-        except urllib3.exceptions.NewConnectionError as exc:
-            raise SourceError(SOURCE, call, f"cannot connect to {self.api.configuration.host}: {exc}")
-        except urllib3.exceptions.MaxRetryError as exc:
-            raise SourceError(SOURCE, call, f"cannot connect to {self.api.configuration.host}: {exc.reason}")
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            if stream._stop:
-                return  # stop() shut the socket: a requested end, not a failure
-            raise SourceError(SOURCE, call, f"watch stream broke: {exc}")
         finally:
             self._watches.discard(stream)
 
@@ -417,33 +352,7 @@ class KubeSource:
     def _raw(
         self, call: str, fn: Callable[..., Any], *args: Any, read_timeout: float | None = None, **kw: Any
     ) -> Any:
-        timeout = (min(self.timeout, 5.0), read_timeout or self.timeout)
-        try:
-            return fn(*args, _preload_content=False, _request_timeout=timeout, **kw)
-        except ApiException as exc:
-            raise SourceError(
-                SOURCE,
-                call,
-                describe_http_error(exc.status or 0, exc.reason or "", _status_message(exc.body)),
-                status=exc.status,
-            )
-        except urllib3.exceptions.NewConnectionError as exc:  # a ConnectTimeoutError subclass, but refused
-            raise SourceError(SOURCE, call, f"cannot connect to {self.api.configuration.host}: {exc}")
-        except urllib3.exceptions.TimeoutError:
-            raise SourceError(
-                SOURCE, call, f"did not answer within {self.timeout:g} s ({self.api.configuration.host})"
-            )
-        except urllib3.exceptions.MaxRetryError as exc:
-            reason = exc.reason
-            if isinstance(reason, urllib3.exceptions.TimeoutError) and not isinstance(
-                reason, urllib3.exceptions.NewConnectionError
-            ):
-                raise SourceError(
-                    SOURCE, call, f"did not answer within {self.timeout:g} s ({self.api.configuration.host})"
-                )
-            raise SourceError(SOURCE, call, f"cannot connect to {self.api.configuration.host}: {reason}")
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise SourceError(SOURCE, call, f"request failed: {exc}")
+        return request(self.api, self.timeout, call, fn, *args, read_timeout=read_timeout, **kw)
 
     def _body(self, call: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> bytes:
         """The answer's body as the server sent it."""
@@ -481,27 +390,3 @@ def _continue_token(raw: bytes) -> str | None:
     except ValueError:
         return None
     return str(token) if isinstance(token, str) and token else None
-
-
-class _RawWatch(watch.Watch):
-    """The client's Watch, handing over the server's JSON (``raw_object``) without model deserialization.
-
-    Deserializing into generated classes costs far more than the mapping and is thrown away; the mappers
-    read the same dicts a list returns.
-    """
-
-    def get_return_type(self, func: Any) -> Any:
-        return None
-
-
-def _status_message(body: Any) -> str:
-    """The ``message`` of a Kubernetes Status body, else the body itself (shortened)."""
-    if not body:
-        return ""
-    try:
-        status = json.loads(body)
-        if isinstance(status, dict) and status.get("message"):
-            return str(status["message"])
-    except (TypeError, ValueError):
-        pass
-    return str(body)[:300]

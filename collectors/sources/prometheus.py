@@ -278,7 +278,7 @@ class PrometheusSource:
 
 
 def short_history(history: tuple[datetime, datetime] | None, start: datetime, slack_s: float = 60) -> str:
-    """"Prometheus holds only N min of history (since 03:12Z)" when its history begins after ``start``, else "".
+    """ "Prometheus holds only N min of history (since 03:12Z)" when its history begins after ``start``, else "".
 
     ``history`` is :meth:`PrometheusSource.history_start`'s answer; ``slack_s`` absorbs a scrape interval
     (history starting within it of ``start`` covers the window).

@@ -104,5 +104,3 @@ class RunaiSource:
         if not isinstance(body, dict):
             raise SourceError(SOURCE, call, "malformed answer: not a JSON object")
         return body
-
-

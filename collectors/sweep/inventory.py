@@ -29,7 +29,8 @@ from collectors.signals import inventory_swept
 from collectors.sources import kai as kai_api
 from collectors.sources import kueue as kueue_api
 from collectors.sources.kai import KaiSource
-from collectors.sources.kubernetes import KubeSource, custom_listing
+from collectors.sources.kube_client import custom_listing
+from collectors.sources.kubernetes import KubeSource
 from collectors.sources.kueue import KueueSource
 from collectors.sources.runai import RunaiSource, runai_enabled
 from collectors.sweep.cluster_lock import cluster_lock

@@ -12,7 +12,8 @@ import orjson
 
 from collectors.models import Cluster
 from collectors.sources.errors import SourceError
-from collectors.sources.kubernetes import SOURCE, KubeSource, custom_listing
+from collectors.sources.kube_client import SOURCE, custom_listing
+from collectors.sources.kubernetes import KubeSource
 
 Key = tuple[str, str]
 

@@ -86,7 +86,7 @@ class PodLogsTest(PageTestCase):
         # the real source redacts (KubeSource.pod_log); here through it, with the HTTP answer stubbed
         raw = mock.Mock(data=b"2026-11-29T01:50:00Z export DB_PASSWORD=hunter2secret\n")
         with (
-            mock.patch("collectors.sources.kubernetes._api_client"),
+            mock.patch("collectors.sources.kubernetes.api_client"),
             mock.patch("collectors.sources.kubernetes.KubeSource._raw", return_value=raw),
         ):
             r = self.get(PATH, self.times["end"])

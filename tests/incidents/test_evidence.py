@@ -411,7 +411,7 @@ class LogTests(EvidenceTestCase):
     def test_it_keeps_the_previous_log_of_a_crashing_pod(self) -> None:
         log = "epoch 1\nFileNotFoundError: [Errno 2] No such file or directory: '/config/train.yaml'\n"
         with (
-            mock.patch("collectors.sources.kubernetes._api_client"),
+            mock.patch("collectors.sources.kubernetes.api_client"),
             mock.patch("collectors.sources.kubernetes.KubeSource.pod_log", return_value=log) as pod_log,
         ):
             collect_evidence(self.incident.pk, now=NOW)
@@ -434,7 +434,7 @@ class LogTests(EvidenceTestCase):
         IncidentSubject.objects.create(incident=other, entity=pod, role="subject")
         log = "epoch 1\nRuntimeError: CUDA error: an illegal memory access was encountered\n"
         with (
-            mock.patch("collectors.sources.kubernetes._api_client"),
+            mock.patch("collectors.sources.kubernetes.api_client"),
             mock.patch("collectors.sources.kubernetes.KubeSource.pod_log", return_value=log) as pod_log,
         ):
             with self.settings(RCAWEB_EVIDENCE_SHARE_S=60):

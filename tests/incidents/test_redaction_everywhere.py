@@ -165,7 +165,7 @@ class RedactionEverywhereTests(TestCase):
         incident = group_alert(Alert.objects.get(fingerprint=body["fingerprint"]))
         log = f"epoch 1\n{planted if field == 'log' else 'ok'}\nTraceback: RuntimeError\n"
         with (
-            mock.patch("collectors.sources.kubernetes._api_client"),
+            mock.patch("collectors.sources.kubernetes.api_client"),
             mock.patch("collectors.sources.kubernetes.KubeSource.pod_log", return_value=log),
         ):
             collect_evidence(incident.pk, now=NOW)
