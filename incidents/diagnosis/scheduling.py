@@ -190,15 +190,18 @@ def fragmentation_findings(di: DiagnosisInput, jf: JobFit, causes: Causes) -> li
 def shortage_findings(di: DiagnosisInput, jf: JobFit, causes: Causes) -> list[Finding]:
     """Fewer GPUs are free on the usable nodes than the job needs (reduced by the causes found, if any)."""
     ref, tot, free_needed = jf.ref, jf.tot, jf.req.total
-    cause_words = f" (reduced by {', '.join(causes.all)})" if causes.all else ""
+    cause_words = f" (reduced by {', '.join(C.name(c) for c in causes.all)})" if causes.all else ""
     if causes.served_first:
         cause_words += "; " + "; ".join(causes.served_first)
+    # the usable nodes' own figures: a cordoned or NotReady node's GPUs are no capacity for the job
+    usable = [r for r in jf.rows if not set(r.blockers) & set(F.STATIC_BLOCKERS)]
+    allocated, allocatable = sum(r.allocated for r in usable), sum(r.allocatable for r in usable)
     out = [
         Finding(
             C.GPU_CAPACITY_SHORTAGE,
             f"{ref.label} needs {free_needed} GPUs ({jf.need}); only {tot.eligible_free} are free on the "
-            f"{tot.eligible_nodes} usable node(s) ({tot.allocated} of {tot.allocatable} allocatable GPUs allocated at "
-            f"{hhmm(di.t)}){cause_words}.",
+            f"{tot.eligible_nodes} usable node(s) ({allocated} of their {allocatable} allocatable GPUs allocated "
+            f"at {hhmm(di.t)}){cause_words}.",
             SUPPORTED,
             0.45 if causes.all else 0.8,
             supports=[*jf.base, *jf.said_support(C.GPU_CAPACITY_SHORTAGE)],

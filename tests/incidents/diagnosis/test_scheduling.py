@@ -149,7 +149,10 @@ def test_it_blames_the_device_plugin_and_refutes_the_shortage_it_fakes():
     ranked = run_checks(di).findings
     assert ranked[0].code == C.DEVICE_PLUGIN_UNHEALTHY
     short = next(f for f in ranked if f.code == C.GPU_CAPACITY_SHORTAGE)
-    assert short.status == "refuted" and "would fit without what hides the GPUs (device plugin unhealthy)" in short.statement
+    assert (
+        short.status == "refuted"
+        and "would fit without what hides the GPUs (device plugin unhealthy)" in short.statement
+    )
 
 
 def test_it_ranks_a_partial_blocker_before_the_real_shortage_it_worsens():
@@ -229,3 +232,24 @@ def test_a_cordoned_nodes_free_gpus_are_no_room_for_fragmentation_nor_for_its_ac
     assert "h100-03" not in act.command and "h100-01" in act.command
     table = next(c for c in frag.supports if isinstance(c, Derived) and c.kind == "fit_table")
     assert "8 free on 2 usable node(s), largest usable block 4" in table.summary
+
+
+def test_a_shortage_counts_the_usable_nodes_gpus_only():
+    """Two full nodes and a cordoned one with 4 GPUs free: the shortage is told in the usable nodes' figures (16 of
+    their 16 allocatable GPUs allocated), never with the cordoned node's GPUs as capacity."""
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01"), node("h100-02"), node("h100-03", unschedulable=True)],
+        pods=[
+            pod("a-0", "a", "nlp", node_name="h100-01", gpus=8),
+            pod("b-0", "b", "nlp", node_name="h100-02", gpus=8),
+            pod("c-0", "c", "nlp", node_name="h100-03", gpus=4),
+        ],
+        jobs=[job("train")],
+        queues=[queue("vision", 16, 24)],
+    )
+    shortage = by_code(check_scheduling(di))[C.GPU_CAPACITY_SHORTAGE]
+    assert shortage.supported
+    assert "only 0 are free on the 2 usable node(s) (16 of their 16 allocatable GPUs allocated" in (
+        shortage.statement
+    ), shortage.statement
