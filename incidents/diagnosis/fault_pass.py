@@ -219,13 +219,16 @@ def starts_with_room(
     free: dict[str, int] | None = None
     started: list[str] = []
     order = QueueOrder(di, [j for j in di.jobs if is_pending(j)])
+    strict_queues: dict[str, bool] = {}  # queue -> StrictFIFO, read once per queue
     for job in order:
         if free is not None and all(free.get(n, 0) <= 0 for n in gained):
             break  # the room given back is taken: nobody further in line starts because of it
         name = job_queue(job)
         if order.is_blocked(name):
             continue  # behind its StrictFIFO queue's head, which the room does not start
-        strict = strict_fifo(di, name)
+        if name not in strict_queues:
+            strict_queues[name] = strict_fifo(di, name)
+        strict = strict_queues[name]
         req = F.job_request(di, job)
         if req.pods == 0 or not whole_gpus(req):
             continue
