@@ -1,0 +1,196 @@
+"""Scheduler policy objects → queue and project states. KAI Scheduler: a ``Queue`` per project (leaf) under
+parent queues. Kueue: a ``ClusterQueue`` per project with ``LocalQueue``s pointing at it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from collectors.mapping.metadata import meta, queue_label
+from collectors.mapping.quantities import GPU, int_quantity, limit_or_none
+from collectors.mapping.transitions import latest_transition
+from collectors.mapping.writers import actor
+from collectors.observed import Observed
+
+
+def _queue_and_project(
+    name: str,
+    *,
+    project: str,
+    namespace: str,
+    quota: int | None,
+    limit: int | None,
+    weight: Any,
+    priority: Any,
+    cohort: str | None,
+    parent: str | None,
+    scheduler: str,
+    flavors: list[str],
+    uid: str,
+    who: str,
+) -> list[Observed]:
+    queue_state = {
+        "project": project,
+        "priority": priority,
+        "quota_gpus": quota,
+        "limit_gpus": limit,
+        "over_quota_weight": weight,
+        "cohort": cohort,
+        "parent": parent,
+        "scheduler": scheduler,
+        "flavors": flavors,
+    }
+    queue = Observed(
+        kind="queue",
+        name=name,
+        uid=uid,
+        state=queue_state,
+        actor=who,
+        hot={"project": project, "gpus": quota, "gpus_allocatable": limit, "queue": name},
+    )
+    out = [queue]
+    if project:
+        project_state = {
+            "namespace": namespace,
+            "queue": name,
+            "quota_gpus": quota,
+            "limit_gpus": limit,
+            "over_quota_weight": weight,
+            "priority": priority,
+            "scheduler": scheduler,
+        }
+        out.append(
+            Observed(
+                kind="project",
+                name=project,
+                uid=uid,
+                state=project_state,
+                actor=who,
+                hot={
+                    "project": project,
+                    "gpus": quota,
+                    "gpus_allocatable": limit,
+                    "queue": name,
+                    "namespace": namespace,
+                },
+            )
+        )
+    return out
+
+
+def map_kai_queues(queues: list[dict[str, Any]], namespace_of_queue: dict[str, str]) -> list[Observed]:
+    """Leaf queues are projects (Run:ai names the queue after the project); parent queues are queues only."""
+    parents = {(q.get("spec") or {}).get("parentQueue") for q in queues} - {None, ""}
+    out: list[Observed] = []
+    for q in queues:
+        m, spec = meta(q), q.get("spec") or {}
+        name = m.get("name", "")
+        if not name:
+            continue
+        gpu = (spec.get("resources") or {}).get("gpu") or {}
+        is_parent = (
+            name in parents
+            or bool((q.get("status") or {}).get("childQueues"))
+            or ((m.get("labels") or {}).get("kai.scheduler/queue-type") == "parent")
+        )
+        project = "" if is_parent else ((m.get("labels") or {}).get("runai/project") or name)
+        first = len(out)
+        out += _queue_and_project(
+            name,
+            project=project,
+            namespace=namespace_of_queue.get(name, project),
+            quota=limit_or_none(gpu.get("quota")),
+            limit=limit_or_none(gpu.get("limit")),
+            weight=gpu.get("overQuotaWeight"),
+            priority=spec.get("priority"),
+            cohort=None,
+            parent=spec.get("parentQueue") or None,
+            scheduler="kai",
+            flavors=[],
+            uid=m.get("uid", ""),
+            who=actor(q, spec_only=True),
+        )
+        since = latest_transition(q)
+        for o in out[first:]:
+            o.since = since
+    return out
+
+
+def map_kueue_queues(
+    cluster_queues: list[dict[str, Any]], local_queues: list[dict[str, Any]]
+) -> list[Observed]:
+    """A ClusterQueue is a queue and a project; its namespace is the one of the LocalQueue pointing at it."""
+    ns_of: dict[str, str] = {}
+    for lq in sorted(local_queues, key=lambda o: (meta(o).get("namespace", ""), meta(o).get("name", ""))):
+        cq = (lq.get("spec") or {}).get("clusterQueue")
+        if cq and cq not in ns_of:
+            ns_of[cq] = meta(lq).get("namespace", "")
+    out: list[Observed] = []
+    for cq in cluster_queues:
+        m, spec = meta(cq), cq.get("spec") or {}
+        name = m.get("name", "")
+        quota = 0
+        borrow: int | None = 0
+        flavors: list[str] = []
+        found = False
+        for group in spec.get("resourceGroups") or []:
+            for flavor in group.get("flavors") or []:
+                flavors.append(flavor.get("name", ""))
+                for res in flavor.get("resources") or []:
+                    if res.get("name") != GPU:
+                        continue
+                    found = True
+                    quota += int_quantity(res.get("nominalQuota")) or 0
+                    if res.get("borrowingLimit") is None:
+                        borrow = None  # no borrowing limit: may borrow whatever the cohort lends
+                    elif borrow is not None:
+                        borrow += int_quantity(res.get("borrowingLimit")) or 0
+        limit = None if borrow is None or not found else quota + borrow
+        first = len(out)
+        out += _queue_and_project(
+            name,
+            project=name,
+            namespace=ns_of.get(name, name),
+            quota=quota if found else None,
+            limit=limit,
+            weight=(spec.get("fairSharing") or {}).get("weight"),
+            priority=None,
+            cohort=spec.get("cohort") or None,
+            parent=None,
+            scheduler="kueue",
+            flavors=sorted(set(flavors)),
+            uid=m.get("uid", ""),
+            who=actor(cq, spec_only=True),
+        )
+        since = latest_transition(cq)
+        for o in out[first:]:
+            o.since = since
+    return out
+
+
+def kai_namespaces(namespaces: list[dict[str, Any]]) -> dict[str, str]:
+    """queue → namespace from the ``runai/queue`` namespace label Run:ai/KAI put on project namespaces."""
+    out: dict[str, str] = {}
+    for ns in namespaces:
+        q = queue_label(meta(ns).get("labels") or {})
+        if q and q not in out:
+            out[q] = meta(ns).get("name", "")
+    return out
+
+
+def kueue_local_queue_map(local_queues: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """(namespace, LocalQueue name) → ClusterQueue name: a pod's queue label names a LocalQueue."""
+    return {
+        (meta(lq).get("namespace", ""), meta(lq).get("name", "")): (lq.get("spec") or {}).get(
+            "clusterQueue", ""
+        )
+        for lq in local_queues
+    }
+
+
+def most_common_namespace(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """queue → the namespace most of its jobs live in (fallback when namespaces carry no queue label)."""
+    counts: dict[str, Counter[str]] = {}
+    for queue, ns in pairs:
+        counts.setdefault(queue, Counter())[ns] += 1
+    return {q: c.most_common(1)[0][0] for q, c in counts.items()}
