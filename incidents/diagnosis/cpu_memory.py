@@ -31,6 +31,7 @@ def _missing(r: F.NodeFit, req: F.Request) -> list[str]:
     return out
 
 
+# length: one finding read top to bottom (the rows, cause or contributing, its wording and facts)
 def cpu_memory_finding(
     di: DiagnosisInput,
     ref: Any,
@@ -45,8 +46,6 @@ def cpu_memory_finding(
     The cause when counting GPUs alone would place every pod (``explains`` the capacity/fragmentation
     symptom); contributing when such nodes hold free GPUs the job could use but other GPUs are short too.
     """
-    # One finding, read top to bottom: the rows, whether it is the cause or contributes, then its wording and
-    # facts. Its length is the wording of two cases (cause, contributing), not branching logic.
     usable = [r for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
     short = [
         r

@@ -15,6 +15,7 @@ from incidents.diagnosis.types import (
 )
 
 
+# length: one finding read top to bottom (instances per usable node, then the wording of each case)
 def mig_finding(
     di: DiagnosisInput,
     ref: Any,
@@ -29,8 +30,6 @@ def mig_finding(
     Names each node's layout and who holds the instances, and the MIG-capable nodes a repartition could give the
     profile, with the pods that repartitioning would evict (mig-manager evicts every pod using the node's GPUs).
     """
-    # One finding, read top to bottom: the profile's instances per usable node, then the wording of each case
-    # (none advertised, all in use) with the repartition candidates; its length is wording, not branching.
     usable = [r for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
     if F.placeable(rows, req, {F.MIG}) <= F.placeable(rows, req):
         return None  # MIG is not what is short (CPU, memory or node faults are)

@@ -245,6 +245,7 @@ def department_findings(
     return [_department_holds(di, job, q, d, cites, head, siblings, said_cite, since)]
 
 
+# length: one finding read top to bottom (what exceeds what, the project's own standing, the cut, facts)
 def _department_holds(
     di: DiagnosisInput,
     job: EntityState,
@@ -257,8 +258,6 @@ def _department_holds(
     since: Any,
 ) -> Finding:
     """The department's quota or limit refuses the job: a cause when the project itself may have the GPUs."""
-    # One finding read top to bottom: its wording (what exceeds what, the project's own standing, the cut),
-    # then its facts; the length is the wording of its cases, not branching logic.
     ref = job.ref
     cut = d.changes[-1] if d.changes else None
     if d.over_limit:

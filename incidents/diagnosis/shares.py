@@ -25,6 +25,7 @@ def share_words(req: F.Request) -> str:
     return f"{(req.share_memory_mib or 0) / 1024:g} GiB of GPU memory"
 
 
+# length: two findings read top to bottom (fragmentation or capacity, and the other refuted), their wording
 def share_capacity_findings(
     di: DiagnosisInput,
     ref: Any,
@@ -36,8 +37,6 @@ def share_capacity_findings(
     causes: list[str],
 ) -> list[Finding]:
     """A share waits: enough left in total but on no single GPU (fragmentation), or too little left (capacity)."""
-    # Two findings read top to bottom (fragmentation or capacity, and the other refuted); its length is their
-    # wording and facts, not branching logic.
     usable = [r for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
     by_memory = not req.share
     gpus = [{**x, "node": r.node} for r in usable for x in r.shared]
