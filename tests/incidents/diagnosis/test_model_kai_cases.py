@@ -43,6 +43,8 @@ _DRF = (
 CANNOT: dict[str, str] = {
     "alloc-29": "KAI bin-packs a pod onto the node with the fewest free GPUs; the model places in node order",
     "alloc-33": _CPU,
+    "alloc-35": _DRF,
+    "alloc-36": _DRF,
     "dept-35": _CPU,
     "reclaim-59": _DRF,
 }
