@@ -14,9 +14,6 @@ and a cAdvisor that is not scraped are different answers. A query that fails is 
 from __future__ import annotations
 
 import logging
-import os
-import re
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -24,7 +21,17 @@ from collectors.models import Cluster
 from collectors.sources.dcgm import dcgm_identity
 from collectors.sources.errors import SourceError
 from collectors.sources.prometheus import PrometheusSource, Series, short_history
-from rcaweb.mig import mig_units
+from collectors.usage_series import MAX_PODS as MAX_PODS  # the pages bound their pod lists by it
+from collectors.usage_series import (
+    gpu_units,
+    per_container,
+    per_container_keyed,
+    pod_selector,
+    range_text,
+    requested,
+    requests_by_container,
+    series_of_pods,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -40,11 +47,8 @@ WHY_ABSENT = {
     SM: "profiling (DCGM_FI_PROF_*) counters are off in dcgm-exporter's default counter set",
     UTIL: "no GPU held by these pods reported to dcgm-exporter in the window (none bound yet, or not scraped)",
 }
-MAX_PODS = 200  # pods named in one selector (a job page's pods; a bigger job is read by its namespace)
 FLEET_STEP_MIN = 5  # the fleet reads SM activity as 5-minute means
 FLEET_POINTS = 48  # at most this many per GPU, whatever the window (the step grows with it)
-MIG_SLICES = 7  # an A100/H100 has seven compute slices: a "3g" instance holds 3/7 of the GPU
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 @dataclass
@@ -93,38 +97,6 @@ class Usage:
         return not self.error
 
 
-def _range(window: timedelta) -> str:
-    return f"{max(1, int(window.total_seconds() // 60))}m"
-
-
-def _quote(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def pod_selector(namespace: str, pods: list[str], prefix: str = "") -> str:
-    """Matchers for these pods of a namespace (all of its pods when ``pods`` is empty or too many); ``prefix``
-    ``exported_`` names the labels as a scrape without honor_labels left them on DCGM series."""
-    parts = [f'{prefix}namespace="{_quote(namespace)}"']
-    names = sorted({p for p in pods if _NAME.match(p)})
-    # DNS names need no escaping but for ".", which as a regex also matches itself (a PromQL string would
-    # need "\\." for it): a pod name with a dot may match a sibling differing there, which the caller drops.
-    if names and len(names) <= MAX_PODS:
-        parts.append(f'{prefix}pod=~"{"|".join(names)}"')
-    elif names:  # a job of more pods than a selector should name: their common prefix (the job's name)
-        common = os.path.commonprefix(names)
-        if common:
-            parts.append(f'{prefix}pod=~"{common}.*"')
-    return ",".join(parts)
-
-
-def _mine(series: list[Series], pods: list[str]) -> list[Series]:
-    """The series of these pods (all when ``pods`` is empty): a selector may take in more (see pod_selector)."""
-    if not pods:
-        return series
-    wanted = set(pods)
-    return [s for s in series if (s.labels.get("pod") or dcgm_identity(s.labels)["pod"]) in wanted]
-
-
 def read_usage(cluster: Cluster, namespace: str, pods: list[str], at: datetime, window: timedelta) -> Usage:
     """Requests, CPU and memory use, GPUs and SM activity of ``pods`` (of ``namespace``) over ``(at - window, at]``.
 
@@ -135,32 +107,32 @@ def read_usage(cluster: Cluster, namespace: str, pods: list[str], at: datetime, 
     DCGM label spellings when the first finds nothing. Never raises: a failure is ``Usage.error``.
     """
     out = Usage(at=at, window=window)
-    sel, rng = pod_selector(namespace, pods), _range(window)
+    sel, rng = pod_selector(namespace, pods), range_text(window)
     step = min(fleet_step(window), max(window, timedelta(minutes=1)))
     minutes = int(step.total_seconds() // 60)
     resources = "cpu|memory|nvidia_com_gpu|nvidia_com_mig_.+"
     try:
         source = PrometheusSource(cluster.prometheus_url)
-        requests = _mine(
+        requests = series_of_pods(
             _ask(source, f'max_over_time({REQUESTS}{{{sel},resource=~"{resources}"}}[{rng}])', at, out), pods
         )
-        cpu = _mine(
+        cpu = series_of_pods(
             _ask_range(source, f'rate({CPU}{{{sel},container!=""}}[{minutes}m])', at, window, step, out), pods
         )
-        memory = _mine(
+        memory = series_of_pods(
             _ask_range(
                 source, f'avg_over_time({MEMORY}{{{sel},container!=""}}[{minutes}m])', at, window, step, out
             ),
             pods,
         )
         if requests:
-            asked = _requested(requests)
+            asked = requested(requests)
             out.cpu.requested, out.memory.requested = asked.get("cpu"), asked.get("memory")
             out.gpus_requested = sum(v for k, v in asked.items() if k.startswith("nvidia_com_"))
         else:
             out.missing.append(Missing(REQUESTS, WHY_ABSENT[REQUESTS]))
         for metric, res, series in ((CPU, out.cpu, cpu), (MEMORY, out.memory, memory)):
-            runs = _per_container(series)
+            runs = per_container(series)
             if runs:
                 res.used = sum(sum(v) / len(v) for v in runs)
                 res.peak = sum(max(v) for v in runs)
@@ -173,36 +145,6 @@ def read_usage(cluster: Cluster, namespace: str, pods: list[str], at: datetime, 
     except SourceError as exc:
         out.error = exc.message  # the query is listed with the others
     return out
-
-
-def _requested(series: list[Series]) -> dict[str, float]:
-    """Each resource summed over the containers (:func:`_requests_by_container`)."""
-    out: dict[str, float] = defaultdict(float)
-    for (_, _, _, resource), value in _requests_by_container(series).items():
-        out[resource] += value
-    return dict(out)
-
-
-def _requests_by_container(series: list[Series]) -> dict[tuple[str, str, str, str], float]:
-    """(namespace, pod, container, resource) -> request: a container's request counted once, although binding
-    (the ``node`` label) or a kube-state-metrics restart gives it a new series."""
-    most: dict[tuple[str, str, str, str], float] = {}
-    for s in series:
-        labels = s.labels
-        key = (
-            labels.get("namespace", ""),
-            labels.get("pod", ""),
-            labels.get("container", ""),
-            labels.get("resource", ""),
-        )
-        most[key] = max(most.get(key, 0.0), s.last or 0.0)
-    return most
-
-
-def _per_container(series: list[Series]) -> list[list[float]]:
-    """Each container's values at the steps it reported in: a restarted container's instances (a new ``id`` and
-    ``name`` each) are one container, summed at a step where two overlap."""
-    return list(_per_container_keyed(series).values())
 
 
 def _ask(source: PrometheusSource, promql: str, at: datetime, out: Usage) -> list[Series]:
@@ -224,7 +166,7 @@ def _gpus(
 ) -> None:
     """The GPUs the pods held and their mean activity: DCGM series carry the pod as ``pod`` or, after a scrape
     without honor_labels, ``exported_pod`` (collectors/sources/dcgm.py), so each metric is asked both ways."""
-    rng = _range(window)
+    rng = range_text(window)
     for metric in (SM, UTIL):
         found: list[Series] = []
         for prefix in ("", "exported_"):
@@ -232,10 +174,10 @@ def _gpus(
             found = _ask(source, f"avg_over_time({metric}{{{sel}}}[{rng}])", at, out)
             if found:
                 break
-        held = _mine(found, pods)
+        held = series_of_pods(found, pods)
         if held:
             scale = 100.0 if metric == UTIL else 1.0
-            weights = [_units(s) for s in held]
+            weights = [gpu_units(s) for s in held]
             total = sum(weights)
             out.gpus = round(total, 3)
             out.gpu_activity = (
@@ -248,12 +190,6 @@ def _gpus(
     if out.gpus_requested == 0:
         return  # no GPU asked for: no DCGM series is expected (a KAI share's GPU reports as its reservation pod)
     out.missing.append(Missing(f"{SM}, {UTIL}", WHY_ABSENT[UTIL]))
-
-
-def _units(series: Series) -> float:
-    """What one DCGM series is of a GPU: 1, or a MIG instance's slices of seven."""
-    profile = dcgm_identity(series.labels)["gi_profile"]
-    return mig_units(profile) / MIG_SLICES if profile else 1.0
 
 
 #
@@ -335,7 +271,7 @@ def _holdings(series: list[Series], step: timedelta, scale: float) -> list[Holdi
         h = by_pod.get(key)
         if h is None:
             h = by_pod[key] = Holding(*key)
-        units = _units(s)
+        units = gpu_units(s)
         h.gpus.add(ident["uuid"] + (f"/{ident['gi_id']}" if ident["gi_id"] else ""))
         h.gpu_hours += units * hours * len(s.points)
         h.active_hours += units * hours * sum(min(1.0, max(0.0, v / scale)) for _, v in s.points)
@@ -377,7 +313,7 @@ def read_pod_uses(cluster: Cluster, at: datetime, window: timedelta) -> PodUses:
     try:
         source = PrometheusSource(cluster.prometheus_url)
         requests = _ask(
-            source, f'max_over_time({REQUESTS}{{resource=~"cpu|memory"}}[{_range(window)}])', at, probe
+            source, f'max_over_time({REQUESTS}{{resource=~"cpu|memory"}}[{range_text(window)}])', at, probe
         )
         cpu = _ask_range(source, f'rate({CPU}{{container!=""}}[{minutes}m])', at, window, step, probe)
         memory = _ask_range(
@@ -393,11 +329,11 @@ def read_pod_uses(cluster: Cluster, at: datetime, window: timedelta) -> PodUses:
             out.missing.append(Missing(metric, WHY_ABSENT[metric]))
     uses: dict[tuple[str, str], PodUse] = {}
     for attr, series in (("cpu_used", cpu), ("memory_used", memory)):
-        for (ns, pod, _), values in _per_container_keyed(series).items():
+        for (ns, pod, _), values in per_container_keyed(series).items():
             use = uses.setdefault((ns, pod), PodUse(ns, pod))
             setattr(use, attr, getattr(use, attr) + sum(values) / len(values))
     # a pod that did not run (pending all along) used nothing it could be compared with: left out
-    for (ns, pod, _, resource), value in _requests_by_container(requests).items():
+    for (ns, pod, _, resource), value in requests_by_container(requests).items():
         ran = uses.get((ns, pod))
         if ran is not None and resource == "cpu":
             ran.cpu_requested += value
@@ -405,13 +341,3 @@ def read_pod_uses(cluster: Cluster, at: datetime, window: timedelta) -> PodUses:
             ran.memory_requested += value
     out.pods = list(uses.values())
     return out
-
-
-def _per_container_keyed(series: list[Series]) -> dict[tuple[str, str, str], list[float]]:
-    """:func:`_per_container` by (namespace, pod, container)."""
-    runs: dict[tuple[str, str, str], dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
-    for s in series:
-        key = (s.labels.get("namespace", ""), s.labels.get("pod", ""), s.labels.get("container", ""))
-        for t, v in s.points:
-            runs[key][t] += v
-    return {k: list(r.values()) for k, r in runs.items() if r}

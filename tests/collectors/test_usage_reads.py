@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from collectors import usage
+from collectors import usage, usage_series
 from collectors.sources.prometheus import Series
 
 T = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
@@ -26,9 +26,9 @@ def test_only_the_named_pods_series_are_kept() -> None:
         Series({"pod": "sweep-10-a"}),
         Series({"exported_pod": "sweep-1-a"}),
     ]
-    kept = usage._mine(series, ["sweep-1-a"])
+    kept = usage_series.series_of_pods(series, ["sweep-1-a"])
     assert [s.labels for s in kept] == [{"pod": "sweep-1-a"}, {"exported_pod": "sweep-1-a"}]
-    assert usage._mine(series, []) == series
+    assert usage_series.series_of_pods(series, []) == series
 
 
 def test_holdings_count_each_step_a_gpu_reported_with_a_pod() -> None:
@@ -96,7 +96,7 @@ def test_a_request_counts_once_although_binding_gave_it_a_second_series() -> Non
         Series({**pod, "resource": "memory", "node": "h100-01"}, [(T, 2.0**36)]),
         Series({**pod, "pod": "big-1-y", "resource": "cpu", "node": "h100-02"}, [(T, 16.0)]),
     ]
-    assert usage._requested(series) == {"cpu": 32.0, "memory": 2.0**36}
+    assert usage_series.requested(series) == {"cpu": 32.0, "memory": 2.0**36}
 
 
 def test_use_is_the_mean_while_running_and_a_restart_is_the_same_container() -> None:
@@ -105,5 +105,5 @@ def test_use_is_the_mean_while_running_and_a_restart_is_the_same_container() -> 
     first = Series({**pod, "id": "a"}, [(T, 2.0), (T + step, 4.0)])  # ran two steps of a long window
     second = Series({**pod, "id": "b"}, [(T + 3 * step, 3.0)])  # restarted later
     other = Series({**pod, "pod": "q"}, [(T, 1.0)])
-    runs = sorted(usage._per_container([first, second, other]))
+    runs = sorted(usage_series.per_container([first, second, other]))
     assert runs == [[1.0], [2.0, 4.0, 3.0]]  # p's mean is 3 cores while it ran, not diluted by the window
