@@ -148,60 +148,81 @@ def map_gpus(
         ident = dcgm_identity(s.labels)
         if ident["uuid"]:
             by_uuid.setdefault(ident["uuid"], []).append(ident)
-    out: list[Observed] = []
-    for uuid, idents in sorted(by_uuid.items()):
-        node = _node_for(idents[0], nodes, ip_to_node)
-        holders = sorted({f"{i['namespace']}/{i['pod']}" for i in idents if i["pod"]})
-        live = running.get(node)
-        if len(holders) > 1 and live is not None:
-            holders = [h for h in holders if h in live] or holders[-1:]
-        pod = holders[0] if holders else ""
-        first = idents[0]
-        mig = _instances(idents, live, nodes.get(node, {}).get("labels") or {})
-        try:
-            index: int | None = int(first["gpu"])
-        except ValueError:
-            index = None
-        xid = values.get("xid_last", {}).get(uuid)
-        dbe = values.get("ecc_dbe_total", {}).get(uuid)
-        sbe = values.get("ecc_sbe_total", {}).get(uuid)
-        faulty = (xid is not None and int(xid) in CRITICAL_XIDS) or (dbe is not None and dbe > 0)
-        state = {
+    out = [
+        _reporting_gpu(uuid, idents, nodes, ip_to_node, running, values, unreported, shares)
+        for uuid, idents in sorted(by_uuid.items())
+    ]
+    return out + _stopped_reporting(previous, by_uuid)
+
+
+def _reporting_gpu(
+    uuid: str,
+    idents: list[dict[str, str]],
+    nodes: dict[str, dict[str, Any]],
+    ip_to_node: dict[str, str],
+    running: dict[str, set[str]],
+    values: dict[str, dict[str, float]],
+    unreported: list[str],
+    shares: dict[str, dict[str, Any]] | None,
+) -> Observed:
+    """One GPU that reports: its node, the pod holding it (or each MIG instance's), its faults and shares."""
+    node = _node_for(idents[0], nodes, ip_to_node)
+    holders = sorted({f"{i['namespace']}/{i['pod']}" for i in idents if i["pod"]})
+    live = running.get(node)
+    if len(holders) > 1 and live is not None:
+        holders = [h for h in holders if h in live] or holders[-1:]
+    pod = holders[0] if holders else ""
+    first = idents[0]
+    mig = _instances(idents, live, nodes.get(node, {}).get("labels") or {})
+    try:
+        index: int | None = int(first["gpu"])
+    except ValueError:
+        index = None
+    xid = values.get("xid_last", {}).get(uuid)
+    dbe = values.get("ecc_dbe_total", {}).get(uuid)
+    sbe = values.get("ecc_sbe_total", {}).get(uuid)
+    faulty = (xid is not None and int(xid) in CRITICAL_XIDS) or (dbe is not None and dbe > 0)
+    state = {
+        "node": node,
+        "index": index,
+        "uuid": uuid,
+        "model": first["model"] or (nodes.get(node, {}).get("gpu_product", "").replace("-", " ")),
+        "pci_bus_id": first["pci_bus_id"],
+        "present": True,
+        # The pod is the fact; its namespace is not stored again (one allocation = one change, not two).
+        "pod": pod or None,
+        "xid_last": int(xid) if xid is not None else None,
+        "ecc_dbe_total": int(dbe) if dbe is not None else None,
+        "ecc_sbe_total": int(sbe) if sbe is not None else None,
+        "unreported": unreported,  # counters the exporter does not export: "no data", never "healthy"
+    }
+    if mig:
+        state["mig"] = mig
+    shared = (shares or {}).get(uuid)
+    if shared:
+        state["reservation"] = shared.get("reservation")
+        state["shares"] = shared.get("shares") or []
+    return Observed(
+        kind="gpu",
+        name=uuid,
+        state=state,
+        actor="dcgm-exporter",
+        hot={
             "node": node,
-            "index": index,
-            "uuid": uuid,
-            "model": first["model"] or (nodes.get(node, {}).get("gpu_product", "").replace("-", " ")),
-            "pci_bus_id": first["pci_bus_id"],
-            "present": True,
-            # The pod is the fact; its namespace is not stored again (one allocation = one change, not two).
-            "pod": pod or None,
-            "xid_last": int(xid) if xid is not None else None,
-            "ecc_dbe_total": int(dbe) if dbe is not None else None,
-            "ecc_sbe_total": int(sbe) if sbe is not None else None,
-            "unreported": unreported,  # counters the exporter does not export: "no data", never "healthy"
-        }
-        if mig:
-            state["mig"] = mig
-        shared = (shares or {}).get(uuid)
-        if shared:
-            state["reservation"] = shared.get("reservation")
-            state["shares"] = shared.get("shares") or []
-        out.append(
-            Observed(
-                kind="gpu",
-                name=uuid,
-                state=state,
-                actor="dcgm-exporter",
-                hot={
-                    "node": node,
-                    "pod": pod,
-                    "phase": "faulty" if faulty else "ok",
-                    "namespace": pod.split("/", 1)[0] if pod else "",
-                },
-            )
-        )
+            "pod": pod,
+            "phase": "faulty" if faulty else "ok",
+            "namespace": pod.split("/", 1)[0] if pod else "",
+        },
+    )
+
+
+def _stopped_reporting(
+    previous: dict[str, dict[str, Any]] | None, reporting: dict[str, list[dict[str, str]]]
+) -> list[Observed]:
+    """The GPUs recorded before that no longer report: their last state, marked missing."""
+    out: list[Observed] = []
     for uuid, last in sorted((previous or {}).items()):
-        if uuid in by_uuid:
+        if uuid in reporting:
             continue
         kept = {k: v for k, v in last.items() if k != "namespace"}  # states recorded before it was dropped
         state = {**kept, "present": False, "pod": None}
