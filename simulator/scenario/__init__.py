@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..durations import scenario_seconds as parse_duration
 from .jobs import expand_generate
 from .loader import ScenarioError, load_scenario, node_name
 from .model import (
@@ -19,7 +20,6 @@ from .model import (
     ProjectSpec,
     Scenario,
 )
-from .nodes import parse_duration
 
 __all__ = [
     "ALERT_NAMES",

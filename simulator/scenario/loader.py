@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from ..durations import compact
+from ..durations import scenario_seconds as parse_duration
 from .cluster import read_cluster, read_departments, read_projects
 from .jobs import read_jobs
 from .kueue import read_kueue
@@ -22,7 +23,7 @@ from .limits import kai_only_queues
 from .model import (
     Scenario,
 )
-from .nodes import Reader, parse_duration
+from .nodes import Reader
 from .reference import read_reference
 from .sections import read_alerts, read_events, read_expect
 
