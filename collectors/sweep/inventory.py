@@ -28,10 +28,8 @@ from collectors.models import Cluster, EntityVersion, SourceRun
 from collectors.signals import inventory_swept
 from collectors.sources import kai as kai_api
 from collectors.sources import kueue as kueue_api
-from collectors.sources.kai import KaiSource
 from collectors.sources.kube_client import custom_listing
 from collectors.sources.kubernetes import KubeSource
-from collectors.sources.kueue import KueueSource
 from collectors.sources.runai import RunaiSource, runai_enabled
 from collectors.sweep.cluster_lock import cluster_lock
 from collectors.sweep.gc_pause import no_cyclic_gc
@@ -41,9 +39,8 @@ from collectors.sweep.pod_index import PodIndex
 from collectors.sweep.runner import Runner
 from collectors.sweep.scheduler_objects import (
     ListedScheduling,
-    list_cohorts,
-    scheduler_source,
-    scheduling_fields,
+    list_kai,
+    list_kueue,
 )
 from collectors.sweep.summary import Progress, SweepSummary
 from collectors.sweep.target import resolve
@@ -290,9 +287,9 @@ class Sweep:
         self._nodes(kube)
         # Scheduler objects first: pods need the queue -> project map, jobs the PodGroups/Workloads.
         if self.scheduler == "kai":
-            sched = self._kai(kube, actors)
+            sched = list_kai(self, kube, actors)
         elif self.scheduler == "kueue":
-            sched = self._kueue(kube, actors)
+            sched = list_kueue(self, kube, actors)
         else:
             sched = ListedScheduling()
         self._pods_and_jobs(kube, sched)
@@ -308,83 +305,6 @@ class Sweep:
         self.runner.set_rows("list nodes", len(nodes))
         self.record("node", nodes)
         self.nodes = {o.name: o.state for o in nodes}
-
-    def _kai(self, kube: KubeSource, actors: dict[str, str]) -> ListedScheduling:
-        """KAI's queues (projects, queues, departments) recorded, and its PodGroups listed for the jobs."""
-        runner, source = self.runner, scheduler_source(self.scheduler)
-        kai = KaiSource(kube)
-        queues = runner.call("kai", "list queues", kai.list_queues)
-        podgroups = runner.call(
-            "kai",
-            "list podgroups",
-            lambda: [
-                scheduling_fields(o, ("schedulingConditions",))
-                for o in kube.iter_custom(
-                    kai_api.GROUP,
-                    kai_api.PODGROUP_VERSION,
-                    "podgroups",
-                    reuse=lambda o: scheduling_fields(o, ("schedulingConditions",)),
-                )
-            ],
-        )
-        namespaces = runner.call("k8s", "list namespaces", kube.list_namespaces)
-        index = mapping.SchedulingIndex.build(podgroups or [])
-        qs = (
-            mapping.map_kai_queues(queues, mapping.kai_namespaces(namespaces))
-            if queues is not None and namespaces is not None
-            else None
-        )
-        departments = mapping.map_kai_departments(queues) if queues is not None else None
-        if qs is not None and departments is not None:
-            mapping.link_departments(qs, departments)
-        self._record_queues(qs, actors, source)
-        self.record("department", departments, source)
-        return ListedScheduling(
-            ok=queues is not None and podgroups is not None,
-            project_of={
-                ("", o.name): o.state["project"] for o in qs or [] if o.kind == "queue" and o.state["project"]
-            },
-            index=index,
-        )
-
-    def _kueue(self, kube: KubeSource, actors: dict[str, str]) -> ListedScheduling:
-        """Kueue's ClusterQueues, LocalQueues and Cohorts recorded, and its Workloads listed for the jobs."""
-        runner, source = self.runner, scheduler_source(self.scheduler)
-        kueue = KueueSource(kube)
-        cqs = runner.call("kueue", "list clusterqueues", kueue.list_cluster_queues)
-        lqs = runner.call("kueue", "list localqueues", kueue.list_local_queues)
-        workloads = runner.call(
-            "kueue",
-            "list workloads",
-            lambda: [
-                scheduling_fields(o, ("conditions", "admission"))
-                for o in kube.iter_custom(
-                    kueue_api.GROUP,
-                    kueue_api.VERSION,
-                    "workloads",
-                    reuse=lambda o: scheduling_fields(o, ("conditions", "admission")),
-                )
-            ],
-        )
-        runner.call("kueue", "list resourceflavors", kueue.list_resource_flavors)
-        local_queues = mapping.kueue_local_queue_map(lqs or [])
-        index = mapping.SchedulingIndex.build(workloads or [], uid_label="kueue.x-k8s.io/job-uid")
-        cohorts = runner.call("kueue", "list cohorts", lambda: list_cohorts(kube))
-        qs = mapping.map_kueue_queues(cqs, lqs) if cqs is not None and lqs is not None else None
-        departments = (
-            mapping.map_kueue_departments(cohorts, cqs) if cohorts is not None and cqs is not None else None
-        )
-        if qs is not None and departments is not None:
-            mapping.link_departments(qs, departments)
-        self._record_queues(qs, actors, source)
-        self.record("department", departments, source)
-        return ListedScheduling(
-            ok=cqs is not None and lqs is not None and workloads is not None,
-            project_of=dict(local_queues),
-            index=index,
-            local_queues=local_queues,
-            local_queues_ok=lqs is not None,
-        )
 
     def _pods_and_jobs(self, kube: KubeSource, sched: ListedScheduling) -> None:
         """Pods, then jobs (mapped from their pods and scheduling objects), each recorded as listed."""
@@ -430,7 +350,7 @@ class Sweep:
         except RecordFailed as failed:
             raise failed.cause from None
 
-    def _record_queues(self, qs: list[Observed] | None, actors: dict[str, str], source: str) -> None:
+    def record_queues(self, qs: list[Observed] | None, actors: dict[str, str], source: str) -> None:
         if qs is None:
             self.summary.skipped_kinds += ["project", "queue"]
             return
