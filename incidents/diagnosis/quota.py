@@ -348,14 +348,12 @@ def quota_at(di: DiagnosisInput, job: EntityState, req: Request, free_for_borrow
     limit = st.get("limit_gpus")
     project = job.get("project") or st.get("project") or policy.name
     queue = job.get("queue") or (policy.name if policy.kind == "queue" else st.get("queue", ""))
+    # the cluster's quota changes read once per indexed block (a pass asks for every waiting job's)
+    every = di.memo("quota_changes", lambda: _quota_changes(di))
     changes = [
         c
-        for c in di.changes
-        if c.entity is not None
-        and c.entity.kind in ("queue", "project")
-        and c.entity.name in (project, queue)
-        and _field_leaf(c.field) in QUOTA_FIELDS
-        and c.time <= di.t
+        for c in (_quota_changes(di) if every is None else every)
+        if c.entity is not None and c.entity.name in (project, queue)
     ]
     return QuotaAt(
         project=project,
@@ -373,6 +371,18 @@ def quota_at(di: DiagnosisInput, job: EntityState, req: Request, free_for_borrow
         if (st.get("scheduler") or di.scheduler) == "kai" and not req.preemptible
         else None,
     )
+
+
+def _quota_changes(di: DiagnosisInput) -> list[ChangeRec]:
+    """Quota, limit, weight and priority changes of queues and projects up to t."""
+    return [
+        c
+        for c in di.changes
+        if c.entity is not None
+        and c.entity.kind in ("queue", "project")
+        and _field_leaf(c.field) in QUOTA_FIELDS
+        and c.time <= di.t
+    ]
 
 
 def _field_leaf(path: str) -> str:
