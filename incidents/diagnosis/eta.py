@@ -19,6 +19,7 @@ simulator.
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -30,7 +31,10 @@ from incidents.diagnosis.quota import is_pending
 from incidents.diagnosis.scheduling_pass import PLACED, STARTS, ClusterPass
 from incidents.diagnosis.types import DiagnosisInput, EntityState, hhmm, parse_ts
 
-MIN_FINISHED = 1  # finished jobs of a project and shape needed to expect a running one's end
+MIN_FINISHED = 1  # finished jobs that ran longer than a running one needed to expect its end
+# Below this many, the finished jobs of its project and shape that ran longer than it has are too few to say how
+# much longer it runs (the longest of three is short of the tail): its project's, of any shape, are read instead.
+ENOUGH_LONGER = 4
 SAME_SHAPE = "of its project and shape"
 SAME_PROJECT = "of its project (any shape)"
 
@@ -62,27 +66,77 @@ def shape_words(shape: Shape) -> str:
 @dataclass
 class Basis:
     """What the replay reads besides the state at t: finished jobs' durations (seconds) per project and shape over
-    ``window`` before t, and the running jobs' runtime limits (seconds) by (namespace, name)."""
+    ``window`` before t, and the running jobs' runtime limits (seconds) by (namespace, name). ``running`` holds
+    how long the jobs running at t have run so far, per project and shape (``observe``): each is a duration not
+    yet over, which the spread must weigh too (``survival``)."""
 
     window: timedelta
     durations: dict[Shape, list[float]] = field(default_factory=dict)
     limits: dict[tuple[str, str], float] = field(default_factory=dict)
     truncated: bool = False  # the finished jobs read stopped at the loader's bound
-    _pooled: dict[str, list[float]] = field(default_factory=dict, repr=False, compare=False)
+    running: dict[Shape, list[float]] = field(default_factory=dict)
+    _curves: dict[tuple[str, object], Curve] = field(default_factory=dict, repr=False, compare=False)
 
-    def kinds(self, shape: Shape) -> list[tuple[str, list[float]]]:
-        """The finished jobs a running job of ``shape`` is read from, nearest first: its project and shape, then its
-        project (any shape); each as (words, sorted durations). Never another project's: a service that runs
+    def observe(self, di: DiagnosisInput) -> None:
+        """Record how long each job running at t has run (its shape's durations not yet over)."""
+        self.running = {}
+        self._curves = {}
+        for j in di.jobs:
+            if j.state.get("phase") != "Running":
+                continue
+            started = parse_ts(j.get("started"))
+            if started is not None and started <= di.t:
+                self.running.setdefault(shape_of(j.state), []).append((di.t - started).total_seconds())
+
+    def kinds(self, shape: Shape) -> list[tuple[str, Curve]]:
+        """The durations a running job of ``shape`` is read from, nearest first: its project and shape, then its
+        project (any shape); each as (words, survival curve). Never another project's: a service that runs
         until stopped is not expected to end because other projects' batch jobs do."""
-        if not self._pooled and self.durations:
-            for (project, _pods, _what), runs in self.durations.items():
-                self._pooled.setdefault(project, []).extend(runs)
-            for runs in self._pooled.values():
-                runs.sort()
-        return [
-            (SAME_SHAPE, sorted(self.durations.get(shape, []))),
-            (SAME_PROJECT, self._pooled.get(shape[0], [])),
-        ]
+        out = []
+        for words, key in ((SAME_SHAPE, ("shape", shape)), (SAME_PROJECT, ("project", shape[0]))):
+            if key not in self._curves:
+                match = (lambda k: k == shape) if words == SAME_SHAPE else (lambda k: k[0] == shape[0])
+                ended = [d for k, runs in self.durations.items() if match(k) for d in runs]
+                going = [d for k, runs in self.running.items() if match(k) for d in runs]
+                self._curves[key] = Curve(ended, going)
+            out.append((words, self._curves[key]))
+        return out
+
+
+class Curve:
+    """How long jobs of a kind run (Kaplan–Meier): the finished jobs' durations, and the running jobs' time so
+    far, a duration at least that long. Read from the finished jobs alone, the long jobs still running are left
+    out and every end comes too early."""
+
+    def __init__(self, ended: list[float], going: list[float]) -> None:
+        self.ended = sorted(ended)
+        observed = sorted([*ended, *going])
+        self.points: list[tuple[float, float]] = []  # (duration, share of jobs running longer)
+        alive = 1.0
+        i = 0
+        while i < len(self.ended):
+            x = self.ended[i]
+            n = i
+            while n < len(self.ended) and self.ended[n] == x:
+                n += 1
+            at_risk = len(observed) - bisect.bisect_left(observed, x)
+            alive *= 1 - (n - i) / at_risk
+            self.points.append((x, alive))
+            i = n
+
+    def longer(self, elapsed: float) -> int:
+        """Finished jobs that ran longer than ``elapsed``."""
+        return len(self.ended) - bisect.bisect_right(self.ended, elapsed)
+
+    def quantile(self, elapsed: float, q: float) -> float | None:
+        """The duration by which a job that has run ``elapsed`` has ended with probability ``q`` (None: past the
+        longest finished job)."""
+        before = [a for x, a in self.points if x <= elapsed]
+        target = (before[-1] if before else 1.0) * (1 - q)
+        for x, a in self.points:
+            if x > elapsed and a <= target + 1e-9:
+                return x
+        return None
 
 
 @dataclass
@@ -125,28 +179,27 @@ def expected_end(job: EntityState, t: datetime, basis: Basis) -> End | None:
     if limit is None and job.get("active_deadline_seconds") is not None:
         limit = float(job.get("active_deadline_seconds"))
     elapsed = max((t - started).total_seconds(), 0.0)
-    words, longer = SAME_SHAPE, []
-    for kind, runs in basis.kinds(shape_of(job.state)):
-        words, longer = kind, [r for r in runs if r > elapsed]
-        if len(longer) >= MIN_FINISHED:
+    words, curve, longer = SAME_SHAPE, None, 0
+    for kind, c in basis.kinds(shape_of(job.state)):
+        if c.longer(elapsed) > longer:
+            words, curve, longer = kind, c, c.longer(elapsed)
+        if longer >= ENOUGH_LONGER:
             break
-    at = lambda q: max(started + timedelta(seconds=min(_quantile(longer, q), limit or math.inf)), t)  # noqa: E731
+
+    def at(q: float) -> datetime:
+        assert curve is not None
+        x = curve.quantile(elapsed, q)
+        x = curve.ended[-1] if x is None else x  # past the curve's end: the longest finished job
+        return max(started + timedelta(seconds=min(x, limit or math.inf)), t)
+
     if limit is not None:
         hi = max(started + timedelta(seconds=limit), t)
-        if len(longer) < MIN_FINISHED:
+        if curve is None or longer < MIN_FINISHED:
             return End(job.ref.label, hi, hi, True, 0, mid=hi)
-        return End(job.ref.label, at(0.25), hi, True, len(longer), mid=at(0.5), kind=words)
-    if len(longer) < MIN_FINISHED:
+        return End(job.ref.label, at(0.25), hi, True, longer, mid=at(0.5), kind=words)
+    if curve is None or longer < MIN_FINISHED:
         return None  # it has run longer than every finished job: its end is anyone's guess
-    return End(job.ref.label, at(0.25), at(0.75), False, len(longer), mid=at(0.5), kind=words)
-
-
-def _quantile(values: list[float], q: float) -> float:
-    if len(values) == 1:
-        return values[0]
-    if q == 0.5:
-        return statistics.median(values)
-    return statistics.quantiles(values, n=4, method="inclusive")[0 if q < 0.5 else 2]
+    return End(job.ref.label, at(0.25), at(0.75), False, longer, mid=at(0.5), kind=words)
 
 
 def median_minutes(basis: Basis, shape: Shape) -> float | None:
@@ -229,6 +282,8 @@ def running_ends(di: DiagnosisInput, basis: Basis) -> tuple[list[End], int]:
     ends: list[End] = []
     no_end = 0
     history = bool(basis.durations or basis.limits)
+    if history:
+        basis.observe(di)
     for j in di.jobs:
         if j.state.get("phase") != "Running" or is_pending(j):
             continue

@@ -121,13 +121,33 @@ def test_a_running_jobs_end_is_read_from_the_finished_jobs_that_ran_longer_than_
     # 50 minutes in: the 100, 110 and 120-minute jobs are its kind now; not the short ones, long ended
     assert end is not None
     assert (end.lo, end.likely, end.hi) == (
-        T + timedelta(minutes=55),
+        T + timedelta(minutes=50),
         T + timedelta(minutes=60),
-        T + timedelta(minutes=65),
+        T + timedelta(minutes=70),
     )
     fresh, _ = _running("f", started=T)
     e2 = expected_end(fresh, T, basis)
-    assert e2 is not None and e2.likely == T + timedelta(minutes=70)  # the median of all six
+    # half of the six had ended by 40 minutes
+    assert e2 is not None and e2.likely == T + timedelta(minutes=40)
+
+
+def test_the_jobs_still_running_count_as_durations_not_yet_over():
+    # finished: 20, 30 and 40 minutes; three jobs of the same kind have run 90 minutes and go on. Read from the
+    # finished jobs alone, half end by 30 minutes; counting the three running ones, a third have ended by 30
+    finished = {("vision", 1, "8"): [20 * 60.0, 30 * 60.0, 40 * 60.0]}
+    running = [
+        _running(f"r{i}", node_name=f"h100-0{i}", started=T - timedelta(minutes=90)) for i in (1, 2, 3)
+    ]
+    fresh = _running("f", node_name="h100-04", started=T)
+    di = _world([*running, fresh], [], nodes=[node(f"h100-0{i}") for i in (1, 2, 3, 4)])
+    alone = expected_end(fresh[0], T, Basis(window=DAY, durations=finished))
+    assert alone is not None and alone.likely == T + timedelta(minutes=30)
+    basis = Basis(window=DAY, durations=finished)
+    basis.observe(di)
+    weighed = expected_end(fresh[0], T, basis)
+    # 20, 30 and 40 ended, three are past 90 (and the fresh one): half have ended by 40
+    assert weighed is not None and weighed.likely == T + timedelta(minutes=40)
+    assert weighed.lo == T + timedelta(minutes=30)
 
 
 def test_one_replay_answers_every_waiting_job_and_which_start_within_the_hour():
