@@ -19,9 +19,10 @@ import orjson
 from simulator.loopback import LoopbackServer
 from simulator.prometheus import kubestate
 from simulator.prometheus.containers import ContainerSeries
+from simulator.prometheus.dcgm import MigView, telemetry_key
 from simulator.prometheus.evaluate import RangeReader, evaluate_keyed, format_ts, format_value
 from simulator.prometheus.promql import PromQLError, Selector, parse, parse_duration
-from simulator.prometheus.series import DcgmSource, MigView, telemetry_key
+from simulator.prometheus.series import DcgmSource
 
 __all__ = ["DcgmSource", "PrometheusServer", "exporter_targets", "kubelet_targets", "scrape_config"]
 

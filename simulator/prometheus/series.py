@@ -8,8 +8,6 @@ held the GPU then (``world.gpu_pod_at``).
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import itertools
 import math
 from bisect import bisect_left
@@ -19,41 +17,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from simulator.prometheus import containers
+from simulator.prometheus.dcgm import (
+    DRIVER_VERSION,
+    EXPORTER_NAMESPACE,
+    METRICS,
+    MigView,
+    dynamic_label,
+    exporter_pod,
+    node_ip,
+    telemetry_key,
+)
 from simulator.prometheus.promql import (
     Selector,
 )
 
 LOOKBACK_S = 300
 KEYS_MAX = 100_000  # pods' label pairs kept per source (DcgmSource._series_key)
-DRIVER_VERSION = "550.127.08"
-EXPORTER_NAMESPACE = "gpu-operator"
-# (name, type, help) as dcgm-exporter's counters CSV describes them.
-METRICS: tuple[tuple[str, str, str], ...] = (
-    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
-    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
-    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
-    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
-    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
-    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
-    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
-    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
-    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
-    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors."),
-    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
-    (
-        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-        "counter",
-        "Total number of NVLink flow-control CRC errors.",
-    ),
-    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
-    ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned."),
-    (
-        "DCGM_FI_PROF_DRAM_ACTIVE",
-        "gauge",
-        "Ratio of cycles the device memory interface is active sending or receiving data.",
-    ),
-)
 Labels = dict[str, str]
 Sample = tuple[Labels, float]
 Points = list[tuple[float, float]]  # (scrape time, value), ascending
@@ -64,51 +43,6 @@ Group = list[tuple[Key, Points]]
 
 def _key(labels: Labels) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(labels.items()))
-
-
-@functools.lru_cache(maxsize=65536)
-def _node_ip(name: str) -> str:
-    digest = hashlib.sha256(f"node/{name}".encode()).digest()
-    return f"10.0.{digest[0]}.{max(digest[1], 2)}"
-
-
-# Under MIG, dcgm-exporter reports every GPU instance as its own series (labels GPU_I_PROFILE, GPU_I_ID, the
-# parent GPU's UUID and index); profiling and framebuffer fields are the instance's own, device-level fields
-# (temperature, power, clocks, Xid, ECC, NVLink) are the parent GPU's.
-PER_INSTANCE = frozenset(
-    {
-        "DCGM_FI_PROF_SM_ACTIVE",
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-        "DCGM_FI_PROF_DRAM_ACTIVE",
-        "DCGM_FI_DEV_FB_USED",
-        "DCGM_FI_DEV_FB_FREE",
-        "DCGM_FI_DEV_GPU_UTIL",
-        "DCGM_FI_DEV_MEM_COPY_UTIL",
-    }
-)
-
-
-class MigView:
-    """One MIG GPU instance seen as a DCGM entity: the parent GPU's identity plus the instance."""
-
-    __slots__ = ("gpu", "instance")
-
-    def __init__(self, gpu: Any, instance: Any) -> None:
-        self.gpu = gpu
-        self.instance = instance
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.gpu, name)
-
-    @property
-    def key(self) -> tuple[int, int]:
-        return (self.gpu.index, self.instance.gi_id)
-
-
-def telemetry_key(gpu: Any, metric: str | None = None) -> Any:
-    if isinstance(gpu, MigView) and (metric is None or metric in PER_INSTANCE):
-        return gpu.key
-    return gpu.index
 
 
 class DcgmSource:
@@ -189,7 +123,7 @@ class DcgmSource:
 
     def target_labels(self, node: Any) -> Labels:
         """What Prometheus attaches to everything scraped from the node's exporter (and to its ``up``)."""
-        labels = {"instance": f"{_node_ip(node.name)}:9400", "job": "dcgm-exporter"}
+        labels = {"instance": f"{node_ip(node.name)}:9400", "job": "dcgm-exporter"}
         if self.variant == "scraped":  # a ServiceMonitor scrape: the exporter pod's own labels
             labels.update(
                 {
@@ -306,7 +240,7 @@ class DcgmSource:
             if all(
                 m.matches(base)
                 for m in selector.matchers
-                if m.name in base or not _dynamic(m.name, self.variant)
+                if m.name in base or not dynamic_label(m.name, self.variant)
             ):
                 found.append((node, gpu, base))
         if self.cache is not None:
@@ -371,7 +305,11 @@ class DcgmSource:
                 # _static_matches tried every matcher but those on the pod attribution labels: only these are
                 # left to try on each pod's label set (most selectors have none).
                 dynamic = (
-                    [m for m in selector.matchers if m.name not in base and _dynamic(m.name, self.variant)]
+                    [
+                        m
+                        for m in selector.matchers
+                        if m.name not in base and dynamic_label(m.name, self.variant)
+                    ]
                     if selector.matchers
                     else []
                 )
@@ -526,14 +464,3 @@ class DcgmSource:
                 if points:
                     groups.append([(_key(labels), points)])
         return groups
-
-
-def exporter_pod(node_name: str) -> str:
-    """The dcgm-exporter DaemonSet pod on a node (gpu-operator names it nvidia-dcgm-exporter-<5 chars>)."""
-    return f"nvidia-dcgm-exporter-{hashlib.sha256(node_name.encode()).hexdigest()[:5]}"
-
-
-def _dynamic(name: str, variant: str) -> bool:
-    if variant == "scraped":
-        return name.startswith("exported_")
-    return name in ("pod", "namespace", "container")
