@@ -218,8 +218,13 @@ def _deserved(r: Reader, node: yaml.Node | None, path: str) -> Deserved | None:
         gpus = None if number is None else (int(number) if number.is_integer() else number)
     else:
         gpus = r.integer(keys.get("gpu"), f"{path}.gpu", minimum=0)
-    cpu = r.cpu(keys["cpu"], f"{path}.cpu") if "cpu" in keys else None
-    mem = r.memory(keys["memory"], f"{path}.memory") if "memory" in keys else None
+    # 0 is a deserved quota too (KAI's queue that may only use what others leave free)
+    cpu = (0 if r.safe(keys["cpu"]) == 0 else r.cpu(keys["cpu"], f"{path}.cpu")) if "cpu" in keys else None
+    mem = (
+        (0 if r.safe(keys["memory"]) == 0 else r.memory(keys["memory"], f"{path}.memory"))
+        if "memory" in keys
+        else None
+    )
     if gpus is None or ("cpu" in keys and cpu is None) or ("memory" in keys and mem is None):
         return None
     return Deserved(gpus, cpu, mem)

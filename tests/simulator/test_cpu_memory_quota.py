@@ -86,3 +86,11 @@ def test_a_queue_past_its_memory_fair_share_loses_work_to_one_within_it() -> Non
     assert gpus_only != text
     assert end(gpus_only)["pending-job-b-0"] is False
     assert end(gpus_only)["running-job-a-1"] is True
+
+
+def test_a_queue_may_deserve_no_cpu_or_memory_at_all() -> None:
+    s = load_scenario(yaml.safe_dump(doc(cpu=0, memory=0)))
+    assert (s.projects[0].quota_cpu_millis, s.projects[0].quota_memory_bytes) == (0, 0)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(yaml.safe_dump(doc(cpu=-1)))
+    assert any(p[0] == "projects[0].quota.cpu" for p in info.value.problems)

@@ -47,6 +47,7 @@ CANNOT: dict[str, str] = {
     "alloc-36": _DRF,
     "dept-35": _CPU,
     "reclaim-59": _DRF,
+    "reclaim-62": _DRF,
 }
 
 
