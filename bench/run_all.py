@@ -27,6 +27,7 @@ RUNS = [
     ("collect.py", [], "rcaweb_bench_collect"),
     ("watch.py", [], "rcaweb_bench_watch"),
     ("asof.py", [], "rcaweb_bench"),
+    ("storage.py", [], "rcaweb_bench_storage"),  # the tuned inventory store against the ORM reference
     ("pages.py", [], "rcaweb_bench_pages"),
     ("latency.py", ["--alerts", "20"], "rcaweb_bench_latency"),
     ("sim.py", ["--serving-only"], ""),

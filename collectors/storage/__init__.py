@@ -2,14 +2,16 @@
 
 :class:`InventoryStore` has two implementations, chosen by :func:`inventory_store` and nowhere else:
 
-- :class:`~collectors.storage.postgres.PostgresStore` on PostgreSQL: ``COPY`` for the rows, hand-written
-  SQL (:mod:`collectors.storage.raw_sql`) for the as-of reads;
-- :class:`~collectors.storage.orm.OrmStore`, the plain ORM, on every other backend, and the reference:
-  tests/collectors/test_storage.py runs both over the same inputs and asserts the same rows and answers
-  (the tuned reads run on SQLite too; ``COPY`` needs PostgreSQL).
+- :class:`~collectors.storage.tuned.TunedStore`, the one the product runs: ``COPY`` for the rows on
+  PostgreSQL (``bulk_create`` on SQLite, which has no ``COPY``), hand-written SQL
+  (:mod:`collectors.storage.raw_sql`) for the as-of reads on both backends;
+- :class:`~collectors.storage.orm.OrmStore`, the plain ORM: the reference. tests/collectors/test_storage.py
+  runs both over the same inputs and asserts the same rows and answers (the reads on both backends; the
+  writes where they differ, on PostgreSQL). ``RCAWEB_INVENTORY_STORE = "orm"`` runs the product on it, to
+  tell a fault of the fast paths from one of the inventory.
 
-What the difference costs is measured in bench/ (``bench/collect.py``, ``bench/asof.py``,
-``bench/model_rows.py``), and written to bench/RESULTS.md, not here.
+What the difference costs is measured by ``bench/storage.py`` (and, within the pages and sweeps,
+``bench/asof.py``, ``bench/collect.py``, ``bench/model_rows.py``), written to bench/RESULTS.md, not here.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from django.db import connections, models, router
+from django.conf import settings
+from django.db import models
 
 from collectors.storage.orm import OrmStore
-from collectors.storage.postgres import PostgresStore
+from collectors.storage.tuned import TunedStore
 
 if TYPE_CHECKING:
     from collectors.models import Cluster, EntityVersion
@@ -56,16 +59,17 @@ class InventoryStore(Protocol):
         ...
 
 
-_STORES: dict[str, InventoryStore] = {"postgresql": PostgresStore()}
-_REFERENCE: InventoryStore = OrmStore()
+_STORES: dict[str, InventoryStore] = {"tuned": TunedStore(), "orm": OrmStore()}
 
 
-def inventory_store(model: type[models.Model] | None = None) -> InventoryStore:
-    """The store for ``model``'s database (default: the default one): the one place the choice is made."""
-    from collectors.models import EntityVersion
-
-    alias = router.db_for_write(model or EntityVersion)
-    return _STORES.get(connections[alias].vendor, _REFERENCE)
+def inventory_store() -> InventoryStore:
+    """The store the inventory reads and writes through: the one place the choice is made
+    (``RCAWEB_INVENTORY_STORE``, default "tuned")."""
+    choice = getattr(settings, "RCAWEB_INVENTORY_STORE", "tuned")
+    try:
+        return _STORES[choice]
+    except KeyError:
+        raise ValueError(f"RCAWEB_INVENTORY_STORE={choice!r}: one of {', '.join(sorted(_STORES))}") from None
 
 
 def insert_rows(
@@ -76,7 +80,7 @@ def insert_rows(
     wait_for_disk: bool = True,
 ) -> int:
     """:meth:`InventoryStore.insert_rows` of the chosen store."""
-    return inventory_store(model).insert_rows(
+    return inventory_store().insert_rows(
         model, rows, ignore_conflicts=ignore_conflicts, wait_for_disk=wait_for_disk
     )
 
@@ -86,4 +90,4 @@ def versions_at(cluster: Cluster, kinds: Sequence[str], t: datetime, **hot: str)
     return inventory_store().versions_at(cluster, kinds, t, **hot)
 
 
-__all__ = ["InventoryStore", "OrmStore", "PostgresStore", "insert_rows", "inventory_store", "versions_at"]
+__all__ = ["InventoryStore", "OrmStore", "TunedStore", "insert_rows", "inventory_store", "versions_at"]

@@ -1,8 +1,8 @@
-"""As-of lists read each entity's name by primary key, never by joining the entity table (the tuned store).
+"""As-of lists read each entity's name by primary key, never by joining the entity table.
 
 PostgreSQL misestimates the as-of filter by an order of magnitude and then hashes the whole entity table
-(which grows with history; bench/asof.py). The tuned store's reads run on both backends: these tests pin
-them on either (the ORM reference, SQLite's store, joins; tests/collectors/test_storage.py holds both equal).
+(which grows with history; bench/asof.py). These pin the tuned store's reads (collectors.storage), on both
+backends.
 """
 
 from __future__ import annotations
@@ -13,19 +13,16 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from collectors import queries, storage
+from collectors import queries
 from collectors.models import Cluster
-from collectors.storage.postgres import PostgresStore
 from tests.collectors.factories import T0, build_small_cluster
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def small(monkeypatch):
-    built = build_small_cluster(Cluster.objects.create(name="gpu-a"))
-    monkeypatch.setattr(storage, "inventory_store", lambda model=None: PostgresStore())  # its reads, built
-    return built
+def small():
+    return build_small_cluster(Cluster.objects.create(name="gpu-a"))
 
 
 def test_node_members_come_without_a_join_and_with_their_entities(small):

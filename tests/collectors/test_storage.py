@@ -1,8 +1,9 @@
 """The two inventory stores (collectors.storage) over the same inputs: the same rows and the same answers.
 
 The tuned store (``COPY``, hand-written SQL) is held to the plain ORM one, the reference. Its reads run on
-both backends, so they are compared on both; its writes need PostgreSQL (``COPY``), so the write comparison
-runs in the PostgreSQL pass (``DATABASE_URL=postgres://…``) and is skipped on SQLite.
+both backends, so they are compared on both; its writes differ from the ORM's on PostgreSQL alone (``COPY``;
+SQLite has none and takes the ORM's rows), so the write comparison runs in the PostgreSQL pass
+(``DATABASE_URL=postgres://…``) and is skipped on SQLite.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from django.db import connection
 
 from collectors import storage
 from collectors.models import Change, Cluster, Entity, EntityVersion, TelemetrySample
-from collectors.storage import InventoryStore, OrmStore, PostgresStore
+from collectors.storage import InventoryStore, OrmStore, TunedStore
 from tests.collectors.factories import T0, build_small_cluster, crowd_node, deepen_history
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +27,7 @@ _HOT = ("phase", "node", "namespace", "queue", "project", "job", "pod", "gpus", 
 
 def _needs_copy() -> None:
     if connection.vendor != "postgresql":
-        pytest.skip("the tuned store writes with COPY: PostgreSQL only (run the suite with DATABASE_URL)")
+        pytest.skip("the tuned store writes with COPY on PostgreSQL only (run the suite with DATABASE_URL)")
 
 
 def _record_story(name: str, store: InventoryStore, monkeypatch: pytest.MonkeyPatch) -> Cluster:
@@ -34,7 +35,7 @@ def _record_story(name: str, store: InventoryStore, monkeypatch: pytest.MonkeyPa
     back), a crowded node and a deepened history, every row written by ``store``."""
     cluster = Cluster.objects.create(name=name)
     with monkeypatch.context() as patched:
-        patched.setattr(storage, "inventory_store", lambda model=None: store)
+        patched.setattr(storage, "inventory_store", lambda: store)
         build_small_cluster(cluster)
         crowd_node(cluster, "h100-04", 12, T0 + timedelta(hours=2))
         deepen_history(cluster, T0 + timedelta(hours=3), versions=3)
@@ -81,7 +82,7 @@ def _tables(cluster: Cluster) -> dict[str, list[str]]:
 def test_the_tuned_store_records_a_history_row_for_row_as_the_orm_does(monkeypatch):
     _needs_copy()
     reference = _tables(_record_story("orm", OrmStore(), monkeypatch))
-    tuned = _tables(_record_story("tuned", PostgresStore(), monkeypatch))
+    tuned = _tables(_record_story("tuned", TunedStore(), monkeypatch))
     assert all(reference[table] for table in reference), "the story records rows of every table"
     for table in reference:
         assert tuned[table] == reference[table], table
@@ -90,7 +91,7 @@ def test_the_tuned_store_records_a_history_row_for_row_as_the_orm_does(monkeypat
 def test_the_tuned_store_inserts_and_skips_conflicting_rows_as_the_orm_does():
     _needs_copy()
     stored = {}
-    for store in (OrmStore(), PostgresStore()):
+    for store in (OrmStore(), TunedStore()):
         cluster = Cluster.objects.create(name=store.name)
         gpu = Entity.objects.create(cluster=cluster, kind="gpu", name="GPU-1", first_seen=T0, last_seen=T0)
         row = {"cluster_id": cluster.pk, "gpu_id": gpu.pk, "metric": "DCGM_FI_DEV_GPU_UTIL", "value": 1.0}
@@ -101,7 +102,7 @@ def test_the_tuned_store_inserts_and_skips_conflicting_rows_as_the_orm_does():
         stored[store.name] = sorted(
             TelemetrySample.objects.filter(cluster=cluster).values_list("metric", "time", "value")
         )
-    assert stored["postgresql"] == stored["orm"] and len(stored["orm"]) == 5
+    assert stored["tuned"] == stored["orm"] and len(stored["orm"]) == 5
     assert -1.0 not in [value for _, _, value in stored["orm"]]  # a stored point is kept
 
 
@@ -150,18 +151,22 @@ def test_the_tuned_store_reads_the_versions_at_t_the_orm_reads(monkeypatch, kind
     seen = 0
     for t in times:
         reference = _read(OrmStore(), cluster, kinds, t, **hot)
-        assert _read(PostgresStore(), cluster, kinds, t, **hot) == reference, t
+        assert _read(TunedStore(), cluster, kinds, t, **hot) == reference, t
         seen += len(reference)
     assert seen, "some versions are valid at some of these times"
 
 
-@pytest.mark.parametrize("store", [OrmStore(), PostgresStore()], ids=lambda s: s.name)
+@pytest.mark.parametrize("store", [OrmStore(), TunedStore()], ids=lambda s: s.name)
 def test_both_stores_refuse_a_filter_on_a_column_that_is_not_hot(store):
     cluster = Cluster.objects.create(name="c1")
     with pytest.raises(ValueError, match="not a hot column of EntityVersion: state"):
         store.versions_at(cluster, ["job"], T0, state="x")
 
 
-def test_the_store_is_chosen_by_the_database_backend():
-    chosen = storage.inventory_store()
-    assert isinstance(chosen, PostgresStore if connection.vendor == "postgresql" else OrmStore)
+def test_the_tuned_store_is_chosen_unless_the_reference_is_asked_for(settings):
+    assert isinstance(storage.inventory_store(), TunedStore)
+    settings.RCAWEB_INVENTORY_STORE = "orm"
+    assert isinstance(storage.inventory_store(), OrmStore)
+    settings.RCAWEB_INVENTORY_STORE = "fast"
+    with pytest.raises(ValueError, match="orm, tuned"):
+        storage.inventory_store()

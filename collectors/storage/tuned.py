@@ -1,5 +1,6 @@
-"""The inventory store tuned for PostgreSQL: rows written with ``COPY … FROM STDIN``, versions at t read with
-hand-written SQL (:mod:`collectors.storage.raw_sql`).
+"""The tuned inventory store: rows written with ``COPY … FROM STDIN`` on PostgreSQL (``bulk_create``, as the ORM
+store writes them, elsewhere), versions at t read with hand-written SQL (:mod:`collectors.storage.raw_sql`, for
+both backends).
 
 Writing: through ``bulk_create`` each row becomes a model instance, every value goes through the field's
 ``get_db_prep_save``, and Django 5.2 sends them as ``UNNEST`` arrays whose text encoding escapes every quote
@@ -11,7 +12,7 @@ it). With ``ignore_conflicts`` a row that collides with a stored one on a unique
 ``bulk_create(ignore_conflicts=True)`` skips it: the rows are copied into a temporary table and moved with
 ``INSERT … ON CONFLICT DO NOTHING``, and the count is of the rows actually inserted.
 
-Reading: see :meth:`PostgresStore.versions_at`.
+Reading: see :meth:`TunedStore.versions_at`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from django.db import connections, models, router, transaction
 from collectors.models import Cluster, Entity, EntityVersion
 from collectors.storage import raw_sql
 from collectors.storage.hot_columns import check_hot_columns
+from collectors.storage.orm import OrmStore
 
 _NO_DEFAULT = object()
 
@@ -48,10 +50,10 @@ WHERE v.cluster_id = %s AND v.kind IN ({{kinds}}) AND {{where}} AND VALID_TO AND
 _ENTITY_LOADED = ["id", "cluster_id", "kind", "namespace", "name"]  # the rest is loaded on access
 
 
-class PostgresStore:
+class TunedStore:
     """:class:`collectors.storage.InventoryStore` by ``COPY`` and hand-written SQL."""
 
-    name = "postgresql"
+    name = "tuned"
 
     def insert_rows(
         self,
@@ -65,9 +67,10 @@ class PostgresStore:
             return 0
         alias = router.db_for_write(model)
         conn = connections[alias]
-        if (
-            not wait_for_disk and not conn.in_atomic_block
-        ):  # within a caller's transaction, its commit decides
+        if conn.vendor != "postgresql":  # no COPY: the ORM's rows
+            return OrmStore().insert_rows(model, rows, ignore_conflicts=ignore_conflicts)
+        # Within a caller's transaction, that transaction's commit decides whether it waits for the disk.
+        if not wait_for_disk and not conn.in_atomic_block:
             with transaction.atomic(using=alias):
                 with conn.cursor() as cursor:
                     cursor.execute("SET LOCAL synchronous_commit = off")
