@@ -240,6 +240,8 @@ class Eta:
             span = hhmm(self.lo)
         else:
             span = f"{hhmm(self.lo)}–{hhmm(self.hi)}"
+            if self.likely is not None and hhmm(self.likely) not in (hhmm(self.lo), hhmm(self.hi)):
+                span += f", most likely {hhmm(self.likely)}"
         if self.lo.date() != self.t.date():
             span += f" (from {self.lo:%Y-%m-%d})"
         return f"likely {span}: {self.basis_words}"

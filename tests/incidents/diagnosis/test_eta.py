@@ -55,10 +55,14 @@ def test_without_a_limit_the_spread_of_finished_jobs_of_the_same_project_and_sha
     runs = [2 * 3600, 3 * 3600, 4 * 3600, 5 * 3600, 6 * 3600]
     basis = Basis(window=DAY, durations={("vision", 1, "8"): runs, ("nlp", 1, "8"): [60.0]})
     e = _eta(di, "vision/w", basis)
-    # the quartiles of 2..6 h from a start at 00:00
-    assert (e.lo, e.hi) == (T0 + timedelta(hours=3), T0 + timedelta(hours=5))
+    # the quartiles of 2..6 h from a start at 00:00, and their median
+    assert (e.lo, e.likely, e.hi) == (
+        T0 + timedelta(hours=3),
+        T0 + timedelta(hours=4),
+        T0 + timedelta(hours=5),
+    )
     assert e.words.startswith(
-        "likely 03:00–05:00: 1 running job(s) end by then (1 by the durations of finished"
+        "likely 03:00–05:00, most likely 04:00: 1 running job(s) end by then (1 by the durations of finished"
     )
 
 
