@@ -224,6 +224,8 @@ def main() -> int:
         "slo": "/slo/",
         "changes": "/changes/",
         "what-if": reverse("console:whatif", args=[CLUSTER]),  # one pass over every waiting job, twice
+        # with an edit: both passes, and who the jobs left without room would reclaim or preempt, before and after
+        "what-if edit": reverse("console:whatif", args=[CLUSTER]) + f"?add={node.name}:1",
         "queues": reverse("console:queues", args=[CLUSTER]),  # every queue and department, now and over w
     }
 
@@ -247,7 +249,7 @@ def main() -> int:
     BackendTemplate.render = timed_render  # type: ignore[method-assign]  # the bench times the real render
 
     def measure(path: str) -> tuple[float, float, int, int, float]:
-        url = f"{path}?t={t}&w=2h"
+        url = f"{path}{'&' if '?' in path else '?'}t={t}&w=2h"
         r = client.get(url)  # warm
         assert r.status_code == 200, (url, r.status_code)
         times, renders = [], []
