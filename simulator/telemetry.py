@@ -7,6 +7,7 @@ every metric is derived from them at the asked time, with noise from a stable
 hash of (seed, GPU UUID, metric, minute). So a Prometheus ``query_range`` over
 a day costs a few bisects per point, and the same seed gives the same curves.
 """
+# size: the GPU telemetry model: its step series and the range paths that read them together
 
 from __future__ import annotations
 
@@ -282,13 +283,12 @@ class Telemetry:
                 out.append(compute(s, metric, ts))
         return out
 
+    # length: the hot loop of range queries: one frame, the metric dispatched once per series
     def _compute_many(self, s: GpuSeries, metric: str, times: list[float]) -> list[float | None]:
         """``_compute`` at each of ``times`` (ascending, all where the series is present), equal to it sample
         by sample: the change points are walked once instead of bisected per sample, the noise is hashed once
         a minute, and the metric is dispatched once per series (a range query over 1,600 GPUs reads ~10^6
         samples: bench/telemetry.py --part server)."""
-        # The hot loop of range queries (about a million samples for a fleet): kept in one frame, the metric
-        # dispatched once per series.
         if not times:
             return []
         if metric == "DCGM_FI_DEV_XID_ERRORS":

@@ -70,7 +70,7 @@ def package_offences(package: str) -> list[str]:
 
 
 # Packages still being split: their offenders are listed when the test runs, and the mark goes once they pass.
-BEING_SPLIT = {"collectors", "incidents", "simulator"}
+BEING_SPLIT = {"collectors", "incidents"}
 
 
 @pytest.mark.parametrize(

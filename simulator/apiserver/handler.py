@@ -1,4 +1,5 @@
 """HTTP handler for the Kubernetes API subset: routing, lists, gets, watches, logs, Status errors."""
+# size: the API server's request handling, one route per path family, read top to bottom
 
 from __future__ import annotations
 
@@ -79,9 +80,8 @@ class KubeHandler(BaseHTTPRequestHandler):
     # Routing
     #
 
+    # length: one dispatch over every path the server answers, in matching order
     def _route(self) -> None:
-        # One dispatch over every path the server answers, in the order a path is matched: split up, that order
-        # (which decides what a path means) would be spread over several functions.
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         self._query = query

@@ -5,6 +5,7 @@ the next resourceVersion, a bounded history answers watches from an older
 resourceVersion (older than the history gives 410 Gone), and lists paginate
 over a consistent snapshot kept for the last few ticks.
 """
+# size: the object store, its watch history and its publication: one consistency unit
 
 from __future__ import annotations
 

@@ -58,10 +58,9 @@ def _name(common_name: str) -> x509.Name:
     )
 
 
+# length: the CA and the server certificate built in one sequence, each step using the last
 def generate(directory: str | Path, host: str = "127.0.0.1", cluster: str = "sim") -> ServerTLS:
     """Write ca.crt, apiserver.crt and apiserver.key under ``directory``; returns their paths."""
-    # The CA and the server certificate built in one sequence, as the x509 builders read: each step uses the
-    # previous one's key or name.
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     now = datetime.now(UTC)

@@ -1,6 +1,7 @@
 """Gang placement during one scheduling pass, as KAI's allocate action places: all or nothing, bin-packing onto
 the most allocated node that fits (each node judged by ``fit``).
 """
+# size: the Placer: one pass's free-GPU indexes and the gang placement that reads them
 
 from __future__ import annotations
 

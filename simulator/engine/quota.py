@@ -8,6 +8,7 @@ a queue that stays within its own.
 
 KAI's fair shares, which these rules read, are divided in ``division``; the queues' status is ``status``.
 """
+# size: the rules that evict: KAI's victims with their requeue check, and Kueue's single-cohort model
 
 from __future__ import annotations
 

@@ -117,16 +117,8 @@ def schedule(world: World) -> None:
             if victims:
                 preempt_kai(world, placer, job, victims, alloc, alloc_np)
                 placement, placed, counts = placer.place(job)
-            elif moved := consolidation.plan(world, placer, job):
-                consolidation.move(world, placer, job, moved, alloc)
-                placement, placed, counts = placer.place(job)
-                if placement is not None:  # KAI places the moved jobs in the same step (pipelined)
-                    lifecycle.bind(world, job, placement)
-                    placer.commit(placement, job)
-                    job.running_on = []
-                    alloc[job.project] = round(alloc[job.project] + r, 4)
-                    consolidation.place_moved(world, placer, moved, alloc)
-                    continue
+            elif _consolidated(world, placer, job, alloc):
+                continue
         if placement is None:
             failed[key] = (placer.version, placed, counts)
             _node_unschedulable(world, placer, job, placed, counts, key)
@@ -140,6 +132,24 @@ def schedule(world: World) -> None:
             if job.priority_class == "inference":
                 alloc_np[job.project] = round(alloc_np[job.project] + r, 4)
     _queue_positions(world, waiting)
+
+
+def _consolidated(world: World, placer: Placer, job: SimJob, alloc: dict[str, float]) -> bool:
+    """KAI's consolidation for a job nothing else lets in: move running jobs, bind the job and, in the same
+    step (KAI pipelines them), the moved jobs; whether the job was bound."""
+    moved = consolidation.plan(world, placer, job)
+    if not moved:
+        return False
+    consolidation.move(world, placer, job, moved, alloc)
+    placement = placer.place(job)[0]
+    if placement is None:
+        return False
+    lifecycle.bind(world, job, placement)
+    placer.commit(placement, job)
+    job.running_on = []
+    alloc[job.project] = round(alloc[job.project] + job.pods * job.gpus_per_pod, 4)
+    consolidation.place_moved(world, placer, moved, alloc)
+    return True
 
 
 def _unbound(world: World, job: SimJob) -> bool:

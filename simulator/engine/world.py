@@ -5,6 +5,7 @@ order each tick (scenario events, arrivals, pod lifecycle, scheduling, project
 status, alert rules), so that the same scenario and seed give the same run,
 byte for byte. Servers read it between ticks; they never write to it.
 """
+# size: the world's construction, bookkeeping and reads: the object every part of the engine shares
 
 from __future__ import annotations
 

@@ -81,9 +81,8 @@ def _share_annotations(j: SimJob) -> dict[str, Any]:
     return {"annotations": ann} if ann else {}
 
 
+# length: one API object as one literal, fields in the API's order
 def job(ctx: RenderContext, j: SimJob) -> dict[str, Any]:
-    # One API object as one literal, its fields in the API's order: split up, it would no longer read as
-    # kubectl shows the object.
     pods = ctx.pods_by_job.get((j.namespace, j.name), [])
     active = sum(1 for p in pods if p.phase in ("Pending", "Running"))
     succeeded = sum(1 for p in pods if p.phase == "Succeeded")

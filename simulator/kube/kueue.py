@@ -3,6 +3,7 @@
 Field names follow kubernetes-sigs/kueue apis/kueue/v1beta1. One project is one
 ClusterQueue in the cohort with a LocalQueue of the same name in its namespace.
 """
+# size: Kueue's kinds as the API serves them, each object one literal
 
 from __future__ import annotations
 
@@ -296,9 +297,8 @@ def workload_name(job: SimJob) -> str:
     return getattr(job, "podgroup", "") or f"job-{job.name}-{short_hash(job.uid)}"
 
 
+# length: one API object as one literal, fields in the API's order
 def kueue_workload(ctx: RenderContext, job: SimJob) -> dict[str, Any]:
-    # One API object as one literal, its fields in the API's order: split up, it would no longer read as
-    # kubectl shows the object.
     admitted = ctx.job_admitted(job)
     since = ts(job.started_at or job.submit_at)
     conditions: list[dict[str, Any]] = []

@@ -13,9 +13,8 @@ NODE_CPU = "224"
 NODE_MEMORY = "2113442572Ki"
 
 
+# length: one API object as one literal, fields in the API's order
 def node(ctx: RenderContext, n: SimNode) -> dict[str, Any]:
-    # One API object as one literal, its fields in the API's order: split up, it would no longer read as
-    # kubectl shows the object.
     labels = {
         "kubernetes.io/arch": "amd64",
         "kubernetes.io/os": "linux",

@@ -92,9 +92,8 @@ DEFAULT_TOLERATIONS = [
 ]
 
 
+# length: one API object as one literal, fields in the API's order
 def pod(ctx: RenderContext, p: SimPod) -> dict[str, Any]:
-    # One API object as one literal, its fields in the API's order: split up, it would no longer read as
-    # kubectl shows the object.
     job = ctx.jobs.get((p.namespace, p.job))
     project = job.project if job else p.namespace
     labels = {
@@ -236,9 +235,8 @@ def reservation_pod(ctx: RenderContext, p: SimPod) -> dict[str, Any]:
     return {"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": spec, "status": pod_status(ctx, p)}
 
 
+# length: the pod's status in the API's order, each condition beside what decides it
 def pod_status(ctx: RenderContext, p: SimPod) -> dict[str, Any]:
-    # The pod's status in the API's order, each condition beside what decides it: split up, the conditions
-    # of one phase would be read apart.
     created = ts(p.created_at)
     status: dict[str, Any] = {
         "phase": p.phase,

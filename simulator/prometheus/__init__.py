@@ -4,6 +4,7 @@ Formats follow Prometheus' own JSON (``{"status": "success", "data": {...}}``,
 errors ``{"status": "error", "errorType": "bad_data", ...}`` with 400) and
 dcgm-exporter's text exposition. See ../API.md for the PromQL subset.
 """
+# size: the Prometheus HTTP API in one handler: queries, ranges, series, labels, targets
 
 from __future__ import annotations
 

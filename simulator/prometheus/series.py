@@ -5,6 +5,7 @@ to ``world.now`` and inside the retention; the labels of a GPU's series at a
 sample time follow the scenario's ``dcgm_labels`` variant and the pod that
 held the GPU then (``world.gpu_pod_at``).
 """
+# size: the DCGM series store and its selection with their caches: one class
 
 from __future__ import annotations
 
@@ -271,13 +272,12 @@ class DcgmSource:
             out.update(group)
         return out
 
+    # length: every query's samples pass here: one frame, lookups in locals
     def select_groups(self, selector: Selector, times: list[float], last: bool = False) -> list[Group]:
         """The samples at the given scrape times (ascending) of every series the selector matches, by GPU
         (``up``: by node), each group's series in the order they first appear. ``last``: of each series only
         its last sample (a GPU held by one pod all along is then read at the last scrape alone, where it
         reports: an instant ``last_over_time`` over the fleet reads a sample per GPU, not a window's)."""
-        # The path every query's samples go through: kept in one frame, with its lookups in locals, as it walks
-        # every GPU of the fleet for each selector.
         names = (
             [selector.metric]
             if selector.metric

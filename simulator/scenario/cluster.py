@@ -95,9 +95,8 @@ def read_taint(r: Reader, node: yaml.Node, path: str, *, for_removal: bool = Fal
     return out
 
 
+# length: the cluster section's checks key by key, in docs/scenarios.md's order
 def read_cluster(r: Reader, node: yaml.Node | None) -> ClusterSpec | None:
-    # Reads the cluster section key by key in the order docs/scenarios.md lists them, each check beside its
-    # key: the section's validation in one place.
     keys = r.mapping(
         node,
         "cluster",

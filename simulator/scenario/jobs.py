@@ -1,4 +1,5 @@
 """Reading ``jobs``: written-out jobs, ``generate`` entries and their reproducible expansion."""
+# size: the jobs section and its generate blocks, read and checked key by key
 
 from __future__ import annotations
 
@@ -198,11 +199,10 @@ def read_jobs(
     return jobs, gens
 
 
+# length: a job's checks key by key, in docs/scenarios.md's order
 def _read_job(
     r: Reader, node: yaml.Node, path: str, projects: set[str], cluster: ClusterSpec | None
 ) -> JobSpec | None:
-    # Reads a job key by key in the order docs/scenarios.md lists them, each check beside its key: the job's
-    # validation in one place.
     k = r.mapping(node, path, JOB_KEYS, required=("name", "project", "submit", "pods"))
     if k is None:
         return None

@@ -48,6 +48,7 @@ def _pool_names(cluster: ClusterSpec | None) -> dict[str, tuple[int, int]]:
     return {p.name: (p.nodes, p.gpus_per_node) for p in cluster.nodepools} if cluster else {}
 
 
+# length: one branch per event action with its checks, in docs/scenarios.md's order
 def read_events(
     r: Reader,
     node: yaml.Node | None,
@@ -56,8 +57,6 @@ def read_events(
     job_names: set[str],
     department_names: set[str] | None = None,
 ) -> list[EventSpec]:
-    # Reads every event, one branch per action with that action's checks, in the order docs/scenarios.md lists
-    # the actions: the events' validation in one place.
     from .cluster import read_mig_layout, read_taint
     from .gpus import gpu_model
     from .loader import node_name
