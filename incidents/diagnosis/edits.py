@@ -18,8 +18,9 @@ import math
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
-from incidents.diagnosis import fit as F
 from incidents.diagnosis.quota import quota_at
+from incidents.diagnosis.request import Request, job_request
+from incidents.diagnosis import fit as F
 from incidents.diagnosis.scheduling_pass import (
     MAX_CONSIDERED,
     NO_ROOM,
@@ -36,6 +37,7 @@ from incidents.diagnosis.scheduling_pass import (
 from incidents.diagnosis.shrink import free_after, shrink_candidates, static
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 from incidents.diagnosis.whatif_edits import Edit, EditError, apply_edits
+from incidents.diagnosis.whatif_reclaim import reclaims
 
 MAX_PASSES = 8  # scheduling passes one job's answers may run
 MAX_ANSWERS = 5
@@ -127,7 +129,7 @@ def smallest_edits(di: DiagnosisInput, job: EntityState, base: ClusterPass) -> U
         return out
     if me.outcome == PLACED:
         return out
-    req = F.job_request(di, job)
+    req = job_request(di, job)
     rows = F.node_fits(di, req)
     prefix: list[Edit] = []
     prefix_words = ""
@@ -210,6 +212,22 @@ class _Trials:
                         evicted=_evicted(self.di, edits),
                     )
                 )
+            elif kind in ("quota", "limit") and mine is not None and mine.outcome == NO_ROOM:
+                # a quota raise on a full KAI cluster: the job may start by reclaiming from a queue over its share
+                mine_reclaims = [r for r in reclaims(edited, after) if r.label == mine.label]
+                if mine_reclaims:
+                    starts = True
+                    r = mine_reclaims[0]
+                    self.out.answers.append(
+                        Answer(
+                            kind=kind,
+                            edits=edits,
+                            words=words,
+                            nodes=dict(r.nodes),
+                            delayed=_delayed(self.base, after, self.job, edits, self.limit),
+                            evicted=[v.job for v in r.victims] + _evicted(self.di, edits),
+                        )
+                    )
         return _Outcome(starts, edits, mine, words)
 
 
@@ -267,7 +285,7 @@ def _evicted(di: DiagnosisInput, edits: list[Edit]) -> list[EntityState]:
 
 
 def _quota_answer(
-    di: DiagnosisInput, job: EntityState, req: F.Request, me: Considered, base: ClusterPass, trials: _Trials
+    di: DiagnosisInput, job: EntityState, req: Request, me: Considered, base: ClusterPass, trials: _Trials
 ) -> _Outcome | None:
     """Raise the quota or limit that holds the job to what it needs with what the pass started before it charged
     (the least that admits it), then by one more job of its size while that is not enough (at most three tries).
@@ -309,7 +327,7 @@ def _quota_answer(
 #
 
 
-def _size_refusal(req: F.Request, rows: list[F.NodeFit]) -> str:
+def _size_refusal(req: Request, rows: list[F.NodeFit]) -> str:
     """Why no room edit can start a whole-GPU job: its pods are larger than every node it selects."""
     if not whole_gpus(req):
         return ""
@@ -330,7 +348,7 @@ def _size_refusal(req: F.Request, rows: list[F.NodeFit]) -> str:
 def _room_candidates(
     di: DiagnosisInput,
     job: EntityState,
-    req: F.Request,
+    req: Request,
     rows: list[F.NodeFit],
     me: Considered,
     base: ClusterPass,
@@ -398,7 +416,7 @@ def _waiting_ahead(base: ClusterPass, me: Considered) -> list[Considered]:
 
 def _stop_running(
     di: DiagnosisInput,
-    req: F.Request,
+    req: Request,
     rows: list[F.NodeFit],
     free: dict[str, int],
     me: Considered,

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from incidents.diagnosis import fit as F
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis import scheduling_pass as SP
 from incidents.diagnosis.edits import MAX_PASSES, smallest_edits
 from incidents.diagnosis.types import EntityState, Ref
@@ -271,7 +271,7 @@ def test_a_request_edit_rewrites_the_unbound_pods_too():
     p.state["gpu_share"] = {"fraction": 0.9}
     di = _world([node("h100-01")], [p], [j])
     edited = apply_edits(di, [parse_edit("request", "vision/j:1x2")])
-    req = F.job_request(edited, edited.find("job", "j", "vision"))
+    req = job_request(edited, edited.find("job", "j", "vision"))
     assert (req.pods, req.gpus_per_pod, req.share) == (1, 2, None)
     assert di.find("job", "j", "vision").state["gpus_per_pod"] == 8  # the input is left as it was
     assert Ref("job", "j", "vision") == edited.find("job", "j", "vision").ref
@@ -318,3 +318,22 @@ def test_a_job_short_of_quota_and_of_room_gets_both_edits_in_one_answer():
     assert a.edits == [Edit("limit", "vision", number=16), Edit("uncordon", "h100-02")]
     assert a.words == "limit +8 on vision (to 16) and uncordon h100-02"
     assert a.query == "limit=vision%3A16&uncordon=h100-02"
+
+
+def test_a_quota_raise_on_a_full_kai_cluster_starts_it_by_reclaiming_and_names_the_victim():
+    # one 8-GPU node held by b's two 4-GPU jobs (b deserves 4); a deserves nothing and waits with a 4-GPU
+    # inference job, which may not run over its quota: the quota holds it, and once raised the node is full
+    b1 = job("b1", "b", phase="Running", gpus_per_pod=4, submitted=T0)
+    b2 = job("b2", "b", phase="Running", gpus_per_pod=4, submitted=T0 + timedelta(minutes=5))
+    pods = [
+        pod("b1-0", "b1", "b", node_name="h100-01", gpus=4),
+        pod("b2-0", "b2", "b", node_name="h100-01", gpus=4),
+    ]
+    a1 = job("a1", "a", gpus_per_pod=4, priority_class="inference", submitted=T0 + timedelta(minutes=10))
+    di = _world([node("h100-01")], pods, [b1, b2, a1], queues=[queue("a", 0, 8), queue("b", 4, 8)])
+    u = _answers(di, "a/a1")
+    quota = [a for a in u.answers if a.kind == "quota"]
+    assert len(quota) == 1
+    assert quota[0].words == "quota +4 on a (to 4)"
+    assert quota[0].nodes == {"h100-01": 1}
+    assert quota[0].sentence.endswith("starts now on h100-01; evicts b/b2")
