@@ -203,3 +203,21 @@ def test_shapes_tell_shares_and_mig_from_whole_gpus():
         "0.5",
     )
     assert shape_of({"queue": "v", "mig": {"1g.10gb": 2}}) == ("v", 1, "mig:2x1g.10gb")
+
+
+def test_a_job_its_quota_holds_starts_when_its_own_project_gives_back_gpus_not_when_room_frees():
+    # vision (limit 8) runs r1 on h100-01 to 03:00; nlp's r2 on h100-02 ends at 02:00, leaving room vision's
+    # waiting job may not take: it starts at 03:00, when vision's own job ends
+    nodes = [node("h100-01"), node("h100-02")]
+    running = [
+        _running("r1", limit=3 * 3600),
+        _running("r2", project="nlp", node_name="h100-02", limit=2 * 3600),
+    ]
+    di = _world(running, [job("w", submitted=T0 + timedelta(minutes=5))], nodes)
+    di.queues[0] = queue("vision", 8, 8)
+    with di.indexed():
+        base = SP.cluster_pass(di)
+    assert base.find("vision", "w").outcome == SP.QUOTA
+    fc = forecast(di, base, Basis(window=DAY))
+    assert fc.likely.starts["vision/w"].at == T0 + timedelta(hours=3)
+    assert [e.label for e in fc.likely.starts["vision/w"].ended] == ["nlp/r2", "vision/r1"]
