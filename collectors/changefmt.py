@@ -1,6 +1,6 @@
 """A recorded change in words: only the part that differs, so both sides never read the same.
 
-``Change`` rows compare lists whole (``inventory.diff_states``): a pod's ``containers`` change stores both
+``Change`` rows compare lists whole (``observed.diff_states``): a pod's ``containers`` change stores both
 complete container lists, and cutting each side at 60 characters shows the same prefix twice and hides what
 moved. Here a change is walked down to its differing leaves: dict keys, list items matched by ``name`` (or
 another unique identity key), by index when the lengths agree, else as removed/added items. Long texts

@@ -24,39 +24,11 @@ from django.db.models import Q, QuerySet
 
 from collectors import storage
 from collectors.models import Change, Cluster, Entity, EntityVersion
-from collectors.observed import Observed, RecordResult, diff_states, state_hash
-from collectors.queue_order import job_priority, job_submitted
+from collectors.observed import Observed, RecordResult, state_hash
 from collectors.storage import InventoryStore
+from collectors.version_rows import VersionRows, dated
 
 logger = logging.getLogger(__name__)
-
-HOT_FIELDS = (
-    "phase",
-    "node",
-    "namespace",
-    "queue",
-    "project",
-    "job",
-    "pod",
-    "gpus",
-    "gpus_allocatable",
-    "ready",
-    "gpu_units",
-)
-# and, for jobs, the queue-order columns derived from their state (_hot_values)
-MAX_CHANGES_PER_DIFF = 50  # a wholesale rewrite is summarized rather than exploded into thousands of rows
-
-
-def _hot_values(obs: Observed) -> dict[str, Any]:
-    hot = {k: obs.hot.get(k) for k in HOT_FIELDS if k in obs.hot}
-    hot.setdefault("namespace", obs.namespace)
-    for k in ("phase", "node", "namespace", "queue", "project", "job", "pod"):
-        if hot.get(k) is None:
-            hot[k] = ""
-    if obs.kind == "job":
-        hot["priority"] = job_priority(obs.state)
-        hot["submitted"] = job_submitted(obs.state)
-    return hot
 
 
 def record_states(
@@ -169,19 +141,6 @@ def _entity_ids(cluster: Cluster, kind: str, names: set[str]) -> dict[tuple[str,
     return ids
 
 
-def dated(
-    obs: Observed, at: datetime, listed_before: datetime | None, opened: datetime | None = None
-) -> datetime:
-    """When ``obs``' new state began: its ``since`` when that falls after the previous listing (and after the
-    open version began), before ``at``; else ``at``, the moment it was seen."""
-    since = obs.since
-    if since is None or listed_before is None or not (listed_before < since < at):
-        return at
-    if opened is not None and since <= opened:
-        return at
-    return since
-
-
 def _write(
     cluster: Cluster,
     kind: str,
@@ -194,7 +153,7 @@ def _write(
     """Open new versions (and entities) for ``pending``, close the old ones, record one Change per field."""
     store = store or storage.inventory_store()
     ids, created = _entities_of(cluster, kind, pending, at, listed_before, store)
-    rows = _VersionRows(cluster, kind, at, source, listed_before)
+    rows = VersionRows(cluster, kind, at, source, listed_before)
     previous = _open_states([pk for _, _, _, pk in pending if pk is not None])
     for obs, eid, digest, current in pending:
         rows.add(obs, eid if eid is not None else ids[(obs.namespace, obs.name)], digest, current, previous)
@@ -252,82 +211,6 @@ def _open_states(pks: list[int]) -> dict[int, tuple[Any, datetime]]:
         qs = EntityVersion.objects.filter(pk__in=chunk).values_list("pk", "state", "valid_from")
         previous.update((pk, (state, valid_from)) for pk, state, valid_from in qs)
     return previous
-
-
-class _VersionRows:
-    """The rows one write makes: versions to close (by when), digests to heal, versions and changes to insert,
-    entities seen."""
-
-    def __init__(
-        self, cluster: Cluster, kind: str, at: datetime, source: str, listed_before: datetime | None
-    ) -> None:
-        self.cluster, self.kind, self.at, self.source, self.listed_before = (
-            cluster,
-            kind,
-            at,
-            source,
-            listed_before,
-        )
-        self.to_close: dict[datetime, list[int]] = {}
-        self.healed: list[EntityVersion] = []
-        self.versions: list[dict[str, Any]] = []
-        self.changes: list[dict[str, Any]] = []
-        self.touched: list[int] = []
-
-    def add(
-        self,
-        obs: Observed,
-        eid: int,
-        digest: str,
-        current: int | None,
-        previous: dict[int, tuple[Any, datetime]],
-    ) -> None:
-        """One pending object: a new version (and its changes) unless nothing changed or it is out of order."""
-        at = self.at
-        base = {"cluster_id": self.cluster.pk, "kind": self.kind, "source": self.source, "entity_id": eid}
-        if current is not None:
-            old_state, valid_from = previous[current]
-            if at <= valid_from:
-                logger.warning(
-                    "refusing out-of-order state for %s %s/%s at %s", self.kind, obs.namespace, obs.name, at
-                )
-                return
-            diffs = diff_states(old_state, obs.state)
-            if not diffs:  # same state, digest computed another way: remember the new digest, open nothing
-                self.healed.append(EntityVersion(pk=current, state_hash=digest))
-                return
-            when = dated(obs, at, self.listed_before, valid_from)
-            self.to_close.setdefault(when, []).append(current)
-            if len(diffs) > MAX_CHANGES_PER_DIFF:
-                diffs = [("state", None, f"{len(diffs)} fields changed")]
-            for path, old, new in diffs:
-                self.changes.append(
-                    {**base, "time": when, "field": path, "old": old, "new": new, "actor": obs.actor_of(path)}
-                )
-        else:
-            when = dated(obs, at, self.listed_before)
-            self.changes.append(
-                {
-                    **base,
-                    "time": when,
-                    "field": "created",
-                    "old": None,
-                    "new": None,
-                    "actor": obs.actor_of("created"),
-                }
-            )
-        self.versions.append(
-            {
-                "entity_id": eid,
-                "cluster_id": self.cluster.pk,
-                "kind": self.kind,
-                "valid_from": when,
-                "state": obs.state,
-                "state_hash": digest,
-                **_hot_values(obs),
-            }
-        )
-        self.touched.append(eid)
 
 
 def record_absent(

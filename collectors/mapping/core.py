@@ -161,8 +161,7 @@ def gpu_share(annotations: dict[str, str], labels: dict[str, str]) -> dict[str, 
     }
 
 
-# Longer than most functions: it builds a pod's state one field after another, in the order docs/inventory.md
-# lists them; split, the schema would be read across several functions.
+# length: a pod's state field by field, in docs/inventory.md's order (split, the schema would scatter)
 def map_pod(
     obj: dict[str, Any],
     project_of_queue: dict[tuple[str, str], str] | None = None,
@@ -284,8 +283,7 @@ def job_phase(obj: dict[str, Any], pod_phases: list[str], *, waiting_for_admissi
     return "Pending"
 
 
-# Longer than most functions, as map_pod: one field of the job's state after another, as docs/inventory.md
-# lists them.
+# length: as map_pod, the job's state one field after another, in docs/inventory.md's order.
 def map_job(
     obj: dict[str, Any],
     *,

@@ -14,7 +14,7 @@ def latest_transition(*objs: dict[str, Any] | None) -> datetime | None:
     a spec or metadata writer wrote (``managedFields[].time``). None when they carry no time.
 
     A sweep sees a changed state some time after the change; this dates it (``Observed.since``), bounded
-    by the previous listing (``collectors.inventory.dated``)."""
+    by the previous listing (``collectors.version_rows.dated``)."""
     latest = ""  # the API server writes every time in UTC ("…Z"): the latest is the greatest text
     for obj in objs:
         if not isinstance(obj, dict):

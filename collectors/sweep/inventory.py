@@ -260,7 +260,7 @@ class Sweep:
 
     def listed_before(self, kind: str) -> datetime | None:
         """When the kind's listing last succeeded before this sweep: a state that changed since changed
-        after then (``collectors.inventory.dated``). None for a kind without a listing of its own (GPUs, from
+        after then (``collectors.version_rows.dated``). None for a kind without a listing of its own (GPUs, from
         Prometheus, carry no time)."""
         if kind in ("node", "pod", "job"):
             source, call = "k8s", f"list {kind}s"

@@ -22,6 +22,8 @@ mapped state did not change writes nothing and pages and as-of queries read what
   (``rcaweb:watch:<cluster>``) for ``/metrics`` and for the next session, which relists (it has no objects).
 """
 
+# size: one class, the session's loop (relist, apply, GPU poll, drain) over shared state; what it drives has
+# modules of its own (kept_listings, watch_lease, watch_cursors, watch_streams, watch_stats).
 from __future__ import annotations
 
 import logging

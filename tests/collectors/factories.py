@@ -28,6 +28,7 @@ from typing import Any
 from collectors import inventory
 from collectors.inventory import Observed
 from collectors.models import Cluster, Entity, KubeEvent, SourceRun
+from collectors.version_rows import HOT_FIELDS
 from tests.base import BaseTestCase
 
 T0 = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)
@@ -684,7 +685,7 @@ def deepen_history(
         for v in EntityVersion.objects.as_of(at).filter(cluster=cluster).select_related("entity"):
             state = dict(v.state)
             state["revision"] = r
-            hot = {k: getattr(v, k) for k in inventory.HOT_FIELDS}
+            hot = {k: getattr(v, k) for k in HOT_FIELDS}
             obs.append(
                 Observed(kind=v.kind, name=v.entity.name, namespace=v.entity.namespace, state=state, hot=hot)
             )

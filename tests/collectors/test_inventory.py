@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 from hypothesis.extra.django import TestCase as HypothesisTestCase
 
 from collectors import inventory, queries
-from collectors.inventory import Observed, diff_states
+from collectors.inventory import Observed
 from collectors.models import Change, Cluster, Entity, EntityVersion
+from collectors.observed import diff_states
 
 T0 = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)
 
