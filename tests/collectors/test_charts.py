@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import plotly.graph_objects as go
 from django.test import SimpleTestCase
 
-from collectors import charts
+from collectors import charts, figures
 from collectors.models import Change, SourceRun
 from incidents.models import Alert
 from tests.base import T0, BaseTestCase
@@ -297,7 +297,7 @@ class HonestAxesTest(SimpleTestCase):
         legend = [d["name"] for d in lines if d.get("showlegend", True)]
         assert legend == [f"GPU {i}" for i in range(8)]
         colours = {d["legendgroup"]: d["line"]["color"] for d in lines}
-        assert len(set(colours.values())) == 8 and charts.CURSOR_COLOR not in colours.values()
+        assert len(set(colours.values())) == 8 and figures.CURSOR_COLOR not in colours.values()
         assert "dotted: GPU util" in fig["layout"]["title"]["text"]
         assert fig["layout"]["height"] > 270  # room for the whole legend
 
