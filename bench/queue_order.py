@@ -31,8 +31,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rcaweb.settings")
 
 from incidents.diagnosis import fit as F  # noqa: E402
 from incidents.diagnosis.fault_pass import pass_if_fixed, starts_with_room  # noqa: E402
+from incidents.diagnosis.pending import is_pending  # noqa: E402
 from incidents.diagnosis.queue_order import QueueOrder, ahead_of  # noqa: E402
-from incidents.diagnosis.quota import is_pending  # noqa: E402
+from incidents.diagnosis.request import job_request  # noqa: E402
 from incidents.diagnosis.scheduling_pass import cluster_pass  # noqa: E402
 from incidents.diagnosis.types import DiagnosisInput, EntityState, Ref  # noqa: E402
 
@@ -172,7 +173,7 @@ def main() -> None:
     with di.indexed():
         waiting = [j for j in di.jobs if is_pending(j)]
         last = waiting[-1]
-        req = F.job_request(di, last)
+        req = job_request(di, last)
         rows = F.node_fits(di, req)
         lifted = frozenset({F.DEVICE_PLUGIN})
         timed("order", lambda: sum(1 for _ in QueueOrder(di, waiting)), args.repeat)

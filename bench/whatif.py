@@ -253,7 +253,7 @@ def measure(name: str, scenario: Any, moments_wanted: int, log: Any) -> list[Mom
 
     from collectors.models import Cluster
     from harness.scenario_run import run_scenario_file
-    from incidents.diagnosis.quota import is_pending
+    from incidents.diagnosis.pending import is_pending
     from incidents.diagnosis.scheduling_pass import PLACED, STARTS
     from simulator.engine.world import World
 

@@ -33,7 +33,7 @@ from collectors.sources.redact import redact_text, redact_value
 from incidents import inline, problems, titles
 from incidents.diagnosis import material
 from incidents.diagnosis.checks import Diagnosis, run_checks
-from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.types import (
     ActionDraft,
     Cite,

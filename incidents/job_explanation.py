@@ -11,7 +11,7 @@ from datetime import datetime
 
 from collectors.models import Entity
 from incidents.diagnosis.explain import JobExplanation, explain_job
-from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis_input import load_job_input
 from incidents.eta_input import load_basis
 

@@ -148,7 +148,7 @@ def _read(cluster: Cluster, t: datetime) -> Rows:
     return out
 
 
-# A waiting pod's spec as the fit reads it (``fit.job_request`` prefers the pod's to its job's): what the
+# A waiting pod's spec as the fit reads it (``request.job_request`` prefers the pod's to its job's): what the
 # scheduler sees, including tolerations Kubernetes adds to GPU pods. Running pods' are not read: placed already.
 PENDING_POD_JSON = ("tolerations", "node_selector", "gpu_share")
 
@@ -210,7 +210,7 @@ def _number(text: Any) -> Any:
 
 # What the checks read of a job that is not the incident's own: is it waiting (phase, active, suspended), where
 # it is charged and served (queue, project, priority class, submitted, scheduler) and its request (what
-# ``fit.job_request`` reads, for another waiting job's fit in an action's impact). Strings come back as they
+# ``request.job_request`` reads, for another waiting job's fit in an action's impact). Strings come back as they
 # are; numbers, booleans, lists and maps as their JSON text, decoded here (most are "0", "{}" or "[]").
 SLIM_JOB_TEXT = ("phase", "queue", "project", "priority_class", "submitted", "started", "scheduler")
 SLIM_JOB_JSON = (

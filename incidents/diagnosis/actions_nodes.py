@@ -15,6 +15,7 @@ from incidents.diagnosis.actions_workloads import (
     pods_on,
 )
 from incidents.diagnosis.fault_pass import starts_with_room
+from incidents.diagnosis.node_resources import node_nominal_gpus
 from incidents.diagnosis.types import ActionDraft, DiagnosisInput, EntityState, Finding, Ref, gpus_of
 
 
@@ -82,7 +83,7 @@ def node_at_fault(di: DiagnosisInput, f: Finding, node: str) -> NodeAtFault:
         ),
         gpu=gpu,
         idx=f.facts.get("index"),
-        withdrawn=bool(gpu) and n is not None and advertised < F.node_nominal_gpus(n) and not on_gpu,
+        withdrawn=bool(gpu) and n is not None and advertised < node_nominal_gpus(n) and not on_gpu,
     )
 
 
@@ -182,7 +183,7 @@ def _repair(f: Finding, at: NodeAtFault) -> list[ActionDraft]:
         if pods
         else "nothing runs on it"
     )
-    has = F.node_nominal_gpus(at.state) if at.state is not None else at.advertised
+    has = node_nominal_gpus(at.state) if at.state is not None else at.advertised
     return [
         ActionDraft(
             f.code,
@@ -261,7 +262,7 @@ def device_plugin(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
 def _faulty_gpus(di: DiagnosisInput, n: EntityState) -> bool:
     """Whether a GPU of the node is gone or faulted (fell off the bus, ECC, a condemning Xid)."""
     advertised = gpus_of(n.get("capacity") or {})
-    return advertised < F.node_nominal_gpus(n) or any(
+    return advertised < node_nominal_gpus(n) or any(
         g.get("present") is False or int(g.get("xid_last") or 0) or int(g.get("ecc_dbe_total") or 0)
         for g in di.gpus_of_node(n.name)
     )

@@ -9,6 +9,8 @@ from incidents.diagnosis.actions_workloads import (
     pods_on,
 )
 from incidents.diagnosis.fault_pass import starts_with_room
+from incidents.diagnosis.quantities import format_cpu, format_memory
+from incidents.diagnosis.request import pod_requests
 from incidents.diagnosis.types import ActionDraft, DiagnosisInput, Finding, Ref
 
 
@@ -230,14 +232,14 @@ def cpu_memory(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
         pods_on(di, node),
         key=lambda p: (
             int(p.get("gpus") or 0) > 0,
-            *[-(x or 0) for x in F.pod_requests(p.get("requests") or {})],
+            *[-(x or 0) for x in pod_requests(p.get("requests") or {})],
         ),
     )
     moved, got_cpu, got_mem = [], 0.0, 0
     for p in pods:
         if got_cpu >= need_cpu and got_mem >= need_mem:
             break
-        c, m = F.pod_requests(p.get("requests") or {})
+        c, m = pod_requests(p.get("requests") or {})
         if not c and not m:
             continue
         moved.append(p)
@@ -250,8 +252,8 @@ def cpu_memory(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
                 f"Move {len(moved)} pod(s) off {node} to free its CPU/memory for {job.label if job else 'the job'}",
                 f"kubectl cordon {node} && "
                 + " && ".join(f"kubectl delete pod -n {p.namespace} {p.name}" for p in moved[:4]),
-                f"Restarts {describe_pods(moved[:8])} elsewhere; frees {F.format_cpu(got_cpu)} CPU and "
-                f"{F.format_memory(got_mem)} memory on {node}, which has {best['free_gpus']} GPU(s) free.",
+                f"Restarts {describe_pods(moved[:8])} elsewhere; frees {format_cpu(got_cpu)} CPU and "
+                f"{format_memory(got_mem)} memory on {node}, which has {best['free_gpus']} GPU(s) free.",
                 f"A pod of the job binds to {node}.",
                 f"kubectl uncordon {node}",
                 Ref("node", node),
@@ -262,8 +264,8 @@ def cpu_memory(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     sizes = ", ".join(
         x
         for x in (
-            f"cpu ≤ {F.format_cpu(fit_cpu)}" if fit_cpu else "",
-            f"memory ≤ {F.format_memory(fit_mem)}" if fit_mem else "",
+            f"cpu ≤ {format_cpu(fit_cpu)}" if fit_cpu else "",
+            f"memory ≤ {format_memory(fit_mem)}" if fit_mem else "",
         )
         if x
     )

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 
-from incidents.diagnosis import fit as F
+from incidents.diagnosis.allocation import job_units, project_allocated, units_held
+from incidents.diagnosis.node_resources import node_nominal_gpus
+from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.queue_order import QueueOrder
-from incidents.diagnosis.quota import is_pending, job_units, project_allocated, units_held
 from incidents.diagnosis.types import ActionDraft, DiagnosisInput, Finding, Ref
 
 
@@ -88,7 +89,7 @@ def quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
 def _quota_impact(di: DiagnosisInput, queue: str, new_quota: float | None) -> str:
     """What a queue's new deserved quota does to the others: the sum of deserved quotas against the cluster's
     GPUs (over-committed, and who a reclaim could preempt then)."""
-    total = sum(F.node_nominal_gpus(n) for n in di.nodes)
+    total = sum(node_nominal_gpus(n) for n in di.nodes)
     deserved = _g(
         sum(float(q.get("quota_gpus") or 0) for q in di.queues if q.name != queue) + float(new_quota or 0)
     )

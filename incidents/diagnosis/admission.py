@@ -22,7 +22,7 @@ to its lending limit). One scheduling cycle (:func:`cycle`):
   then lower priority, then the newest; a cohort candidate is taken only while its queue still borrows. The
   set is minimal: once the workload fits, each victim but the last is given back if it still fits without.
 
-The ClusterQueues, their flavors and the quota arithmetic are ``kueue_quota``'s. A workload's priority is :func:`~incidents.diagnosis.quota.job_rank`, its flavor (when admitted) its
+The ClusterQueues, their flavors and the quota arithmetic are ``kueue_quota``'s. A workload's priority is :func:`~incidents.diagnosis.precedence.job_rank`, its flavor (when admitted) its
 ``flavor``, else the flavor its node selector names.
 
 Pure: reads the ``DiagnosisInput`` only (no database, no simulator).
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from incidents.diagnosis.allocation import job_units
 from incidents.diagnosis.kueue_quota import (
     EPS,
     ClusterQueue,
@@ -40,7 +41,8 @@ from incidents.diagnosis.kueue_quota import (
     Usage,
     selects,
 )
-from incidents.diagnosis.quota import is_pending, job_rank, job_units
+from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.precedence import job_rank
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 FIT = 3  # fits without preemption

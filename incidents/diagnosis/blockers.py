@@ -17,6 +17,7 @@ from incidents.diagnosis import fit as F
 from incidents.diagnosis.fault_pass import PassResult, pass_if_fixed
 from incidents.diagnosis.job_fit import Causes, JobFit
 from incidents.diagnosis.nodes import condemned_gpus
+from incidents.diagnosis.request import Request
 from incidents.diagnosis.types import (
     REFUTED,
     SUPPORTED,
@@ -296,7 +297,7 @@ def _withdrawn_gpu_finding(
     )
 
 
-def selector_satisfiable(rows: list[F.NodeFit], req: F.Request) -> bool:
+def selector_satisfiable(rows: list[F.NodeFit], req: Request) -> bool:
     """Whether the nodes the job's selector (and tolerations) admit could hold all its pods, empty and healthy.
 
     Then the selector does not mismatch the cluster: a 2 x 8 H100 gang whose H100 nodes are busy or faulty
@@ -311,7 +312,7 @@ def selector_satisfiable(rows: list[F.NodeFit], req: F.Request) -> bool:
     return slots >= req.pods
 
 
-def _blocks_room(hit: list[F.NodeFit], req: F.Request, blockers: set[str]) -> bool:
+def _blocks_room(hit: list[F.NodeFit], req: Request, blockers: set[str]) -> bool:
     return any(r.free_if(blockers) >= max(req.gpus_per_pod, 1) for r in hit)
 
 
@@ -330,7 +331,7 @@ def _taints(hit: list[F.NodeFit]) -> list[dict[str, Any]]:
     return seen
 
 
-def _detail(code: str, hit: list[F.NodeFit], req: F.Request) -> str:
+def _detail(code: str, hit: list[F.NodeFit], req: Request) -> str:
     if code == C.UNTOLERATED_TAINT:
         taints = ", ".join(f"{t['key']}={t.get('value') or ''}:{t['effect']}" for t in _taints(hit))
         return f"the taint {taints} the job does not tolerate"

@@ -17,7 +17,9 @@ from collectors.changefmt import describe_change
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.build import refuted
-from incidents.diagnosis.quota import first_pending_since, is_pending, quota_at
+from incidents.diagnosis.pending import first_pending_since, is_pending
+from incidents.diagnosis.quota import quota_at
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.types import (
     SUPPORTED,
     ChangeRec,
@@ -239,7 +241,7 @@ def unusable_nodes(di: DiagnosisInput) -> set[str]:
         job = di.find("job", ref.name, ref.namespace) if ref.kind == "job" else None
         if job is None or not is_pending(job) or any(p.get("node") for p in di.pods_of_job(job)):
             return set()
-        req = F.job_request(di, job)
+        req = job_request(di, job)
         held = quota_at(di, job, req, 0)
         usable = (
             set()  # its quota holds it before any node is considered

@@ -13,8 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import is_pending, quota_at
+from incidents.diagnosis.allocation import ACTIVE_POD_PHASES
+from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.quota import quota_at
 from incidents.diagnosis.reclaim import held_units, preemptible, without
+from incidents.diagnosis.request import Request, job_request
 from incidents.diagnosis.scheduling_pass import place
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
@@ -29,7 +32,7 @@ class Consolidation:
 
 def consolidation(di: DiagnosisInput, job: EntityState) -> Consolidation | None:
     """The running jobs KAI would move so that the waiting whole-GPU ``job`` starts (module doc), or None."""
-    req = F.job_request(di, job)
+    req = job_request(di, job)
     if req.pods == 0 or req.share or req.share_memory_mib or req.mig or req.gpus_per_pod <= 0:
         return None
     quota = quota_at(di, job, req, 0)
@@ -56,7 +59,7 @@ def consolidation(di: DiagnosisInput, job: EntityState) -> Consolidation | None:
             free[node] -= pods * req.gpus_per_pod
         moves = []
         for moved in taken:
-            moved_req = F.job_request(view, moved)
+            moved_req = job_request(view, moved)
             there = place(_open_rows(view, moved_req), moved_req, free, frozenset())
             if not there:
                 break
@@ -70,18 +73,18 @@ def consolidation(di: DiagnosisInput, job: EntityState) -> Consolidation | None:
 
 
 def _whole(di: DiagnosisInput, job: EntityState) -> bool:
-    r = F.job_request(di, job)
+    r = job_request(di, job)
     return not (r.share or r.share_memory_mib or r.mig) and r.gpus_per_pod > 0
 
 
-def _open_rows(di: DiagnosisInput, req: F.Request) -> list[F.NodeFit]:
+def _open_rows(di: DiagnosisInput, req: Request) -> list[F.NodeFit]:
     return [r for r in F.node_fits(di, req) if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
 
 
 def _pods_per_node(di: DiagnosisInput, job: EntityState) -> dict[str, int]:
     out: dict[str, int] = {}
     for p in di.pods_of_job(job):
-        if p.get("node") and p.get("phase") in F.ACTIVE_POD_PHASES:
+        if p.get("node") and p.get("phase") in ACTIVE_POD_PHASES:
             out[p.get("node")] = out.get(p.get("node"), 0) + 1
     return out
 

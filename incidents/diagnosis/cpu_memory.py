@@ -7,6 +7,8 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.quantities import format_cpu, format_memory
+from incidents.diagnosis.request import Request
 from incidents.diagnosis.types import (
     SUPPORTED,
     Cite,
@@ -15,18 +17,18 @@ from incidents.diagnosis.types import (
 )
 
 
-def _missing(r: F.NodeFit, req: F.Request) -> list[str]:
+def _missing(r: F.NodeFit, req: Request) -> list[str]:
     """What one more pod of the job lacks on the node: "6 cores (2 of 95 free)", "40 GiB memory (…)"."""
     out = []
     if r.cpu_pods == 0 and req.cpu_per_pod and r.cpu_free is not None:
         out.append(
-            f"{F.format_cpu(req.cpu_per_pod - r.cpu_free)} CPU short "
-            f"({F.format_cpu(r.cpu_free)} of {F.format_cpu(r.cpu_allocatable or 0)} unrequested)"
+            f"{format_cpu(req.cpu_per_pod - r.cpu_free)} CPU short "
+            f"({format_cpu(r.cpu_free)} of {format_cpu(r.cpu_allocatable or 0)} unrequested)"
         )
     if r.memory_pods == 0 and req.memory_per_pod and r.memory_free is not None:
         out.append(
-            f"{F.format_memory(req.memory_per_pod - r.memory_free)} memory short "
-            f"({F.format_memory(r.memory_free)} of {F.format_memory(r.memory_allocatable or 0)} unrequested)"
+            f"{format_memory(req.memory_per_pod - r.memory_free)} memory short "
+            f"({format_memory(r.memory_free)} of {format_memory(r.memory_allocatable or 0)} unrequested)"
         )
     return out
 
@@ -35,7 +37,7 @@ def _missing(r: F.NodeFit, req: F.Request) -> list[str]:
 def cpu_memory_finding(
     di: DiagnosisInput,
     ref: Any,
-    req: F.Request,
+    req: Request,
     rows: list[F.NodeFit],
     base: list[Cite],
     said: list[Cite],
@@ -75,8 +77,8 @@ def cpu_memory_finding(
     asks = ", ".join(
         x
         for x in (
-            F.format_cpu(req.cpu_per_pod) + " CPU" if req.cpu_per_pod else "",
-            F.format_memory(req.memory_per_pod) + " memory" if req.memory_per_pod else "",
+            format_cpu(req.cpu_per_pod) + " CPU" if req.cpu_per_pod else "",
+            format_memory(req.memory_per_pod) + " memory" if req.memory_per_pod else "",
         )
         if x
     )
@@ -121,7 +123,7 @@ def cpu_memory_finding(
 def cpu_memory_unrecorded(
     di: DiagnosisInput,
     ref: Any,
-    req: F.Request,
+    req: Request,
     rows: list[F.NodeFit],
     base: list[Cite],
     said_cite: Cite,

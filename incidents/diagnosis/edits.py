@@ -18,9 +18,9 @@ import math
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
+from incidents.diagnosis import fit as F
 from incidents.diagnosis.quota import quota_at
 from incidents.diagnosis.request import Request, job_request
-from incidents.diagnosis import fit as F
 from incidents.diagnosis.scheduling_pass import (
     MAX_CONSIDERED,
     NO_ROOM,

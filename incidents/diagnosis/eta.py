@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from incidents.diagnosis import replay
-from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.scheduling_pass import PLACED, STARTS, ClusterPass
 from incidents.diagnosis.types import DiagnosisInput, EntityState, hhmm, parse_ts
 

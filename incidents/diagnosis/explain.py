@@ -18,12 +18,16 @@ from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.edits import Unblock, smallest_edits
 from incidents.diagnosis.eta import Basis, Eta, eta
 from incidents.diagnosis.gpu_panels import BLOCKER_WORDS, mig_panel, mig_verdict, share_panel, share_verdict
+from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.precedence import QueuedJob
 from incidents.diagnosis.queue_order import ahead_of
-from incidents.diagnosis.quota import QueuedJob, QuotaAt, is_pending, quota_at, request_history
+from incidents.diagnosis.quota import QuotaAt, quota_at
 from incidents.diagnosis.relevance import CAUSE
+from incidents.diagnosis.request import Request, job_request, request_history
 from incidents.diagnosis.scheduler_words import scheduler_said
 from incidents.diagnosis.scheduling_pass import STARTS, ClusterPass, Position, cluster_pass, position
 from incidents.diagnosis.shares import share_words
+from incidents.diagnosis.totals import Totals, totals
 from incidents.diagnosis.types import DiagnosisInput, EntityState, hhmm, iso
 from incidents.diagnosis.whatif import Edit, suggest_edit, would_start
 
@@ -39,10 +43,10 @@ class JobExplanation:
     exists: bool
     phase: str = ""
     pending: bool = False
-    request: F.Request | None = None
+    request: Request | None = None
     nodes: list[F.NodeFit] = field(default_factory=list)
-    totals: F.Totals | None = None
-    pools: dict[str, F.Totals] = field(default_factory=dict)
+    totals: Totals | None = None
+    pools: dict[str, Totals] = field(default_factory=dict)
     quota: QuotaAt | None = None
     ahead: list[QueuedJob] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -178,9 +182,9 @@ def explain_job(
 
 
 def _explain(di: DiagnosisInput, job: EntityState) -> JobExplanation:
-    req = F.job_request(di, job)
+    req = job_request(di, job)
     rows = F.node_fits(di, req)
-    tot = F.totals(rows)
+    tot = totals(rows)
     pools: dict[str, list[F.NodeFit]] = {}
     for r in rows:
         pools.setdefault(r.pool or "-", []).append(r)
@@ -193,7 +197,7 @@ def _explain(di: DiagnosisInput, job: EntityState) -> JobExplanation:
         request=req,
         nodes=rows,
         totals=tot,
-        pools={k: F.totals(v) for k, v in pools.items()},
+        pools={k: totals(v) for k, v in pools.items()},
         quota=quota_at(di, job, req, tot.eligible_free),
         ahead=ahead_of(di, job) if is_pending(job) else [],
         history=request_history(di, job),

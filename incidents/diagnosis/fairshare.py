@@ -16,9 +16,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from incidents.diagnosis import fit as F
+from incidents.diagnosis.allocation import project_allocated
 from incidents.diagnosis.division import EPS, Claim, capacity, divide
-from incidents.diagnosis.quota import is_pending, project_allocated
+from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.scheduling_pass import ClusterPass, Considered
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
@@ -135,7 +136,7 @@ def shares(di: DiagnosisInput, cp: ClusterPass) -> Shares:
                 limit=_num(q.get("limit_gpus")),
                 weight=_num(q.get("over_quota_weight")) or 1.0,
                 allocated=project_allocated(di, project, q.name),
-                waiting_units=round(sum(F.job_request(di, j).units for j in jobs), 4),
+                waiting_units=round(sum(job_request(di, j).units for j in jobs), 4),
                 waiting=rows,
             )
         )

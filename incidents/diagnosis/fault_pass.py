@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.precedence import QueuedJob, queue_priority_of
 from incidents.diagnosis.queue_order import QueueOrder, job_queue, strict_fifo
-from incidents.diagnosis.quota import QueuedJob, is_pending, queue_priority_of, quota_at
+from incidents.diagnosis.quota import quota_at
+from incidents.diagnosis.request import Request, job_request
 from incidents.diagnosis.scheduling_pass import place, request_shape, whole_gpus
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
@@ -70,7 +73,7 @@ def room_if(rows: list[F.NodeFit], lifted: frozenset[str]) -> dict[str, int]:
 def pass_if_fixed(
     di: DiagnosisInput,
     job: EntityState,
-    req: F.Request,
+    req: Request,
     rows: list[F.NodeFit],
     lifted: frozenset[str],
     fault_nodes: list[str],
@@ -108,7 +111,7 @@ def pass_if_fixed(
         waiting_ahead += 1
         if not taken:
             continue
-        other_req = F.job_request(di, other)
+        other_req = job_request(di, other)
         for node, pods in taken.items():
             free[node] -= pods * other_req.gpus_per_pod
         order.charge(other, other_req.units)
@@ -144,7 +147,7 @@ def _queued(di: DiagnosisInput, order: QueueOrder, other: EntityState, job: Enti
         queue_priority_of(di, q),
         other.get("priority_class") or "",
         other.get("submitted") or "",
-        round(F.job_request(di, other).units, 4),
+        round(job_request(di, other).units, 4),
         order.why_before(other, job),
     )
 
@@ -158,7 +161,7 @@ def _not_admitted(
 ) -> str:
     """Why a StrictFIFO queue's head would still not be admitted in this pass ("" when it would be, on room the
     fix does not touch): its own quota, or no room for its whole gang."""
-    other_req = F.job_request(di, other)
+    other_req = job_request(di, other)
     if other_req.pods == 0:
         return ""  # its pods are bound: it waits on its containers, not on admission
     held = quota_at(di, other, other_req, sum(free.values()))
@@ -186,7 +189,7 @@ def _serve_ahead(
 ) -> tuple[dict[str, int], bool]:
     """What a waiting job ahead takes of ``free`` (its placement), and whether it competes for the room at all:
     whole GPUs, able to use the fault's nodes, not held by its own quota, and able to start with the fix."""
-    other_req = F.job_request(di, other)
+    other_req = job_request(di, other)
     if other_req.pods == 0 or not whole_gpus(other_req):
         return {}, False
     if not F.could_gain(di, fault_nodes, other_req):
@@ -229,7 +232,7 @@ def starts_with_room(
         if name not in strict_queues:
             strict_queues[name] = strict_fifo(di, name)
         strict = strict_queues[name]
-        req = F.job_request(di, job)
+        req = job_request(di, job)
         if req.pods == 0 or not whole_gpus(req):
             continue
         if not F.could_gain(di, gained, req, lifted):

@@ -6,19 +6,28 @@ GPUs than the node has, GPUs that vanished, not enough free GPUs), and how many
 of the job's pods would fit. ``placeable`` answers counterfactuals ("would it
 fit if the device plugin were healthy?"), which is how a cause is told from
 its symptom: the blocker whose removal makes the job fit is the cause.
+
+The job's side is ``request``'s (``job_request``), the node's ``node_resources``' (nominal GPUs, MIG
+layout, shared GPUs, what its pods request); the table's sums are ``totals``'.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from incidents.diagnosis.node_resources import (
+    allocated_on,
+    mig_layout,
+    mig_used_on,
+    nominal_gpus,
+    requested_on,
+    shared_gpus,
+)
+from incidents.diagnosis.quantities import quantity
+from incidents.diagnosis.request import Request
 from incidents.diagnosis.types import DiagnosisInput, EntityState, gpus_of
-from rcaweb.mig import mig_units
-
-ACTIVE_POD_PHASES = ("Running", "Pending")
 
 # Blocker codes (a node can have several).
 NOT_READY = "not_ready"
@@ -33,7 +42,6 @@ INSUFFICIENT_MEMORY = "insufficient_memory"  # the node's unrequested memory can
 CPU_MEMORY = "cpu_memory"  # for ``placeable``'s ignore: count GPUs only
 INSUFFICIENT_MIG = "insufficient_mig"  # no free instance of the MIG profile the pod asks for
 MIG = "mig"  # for ``placeable``'s ignore: as if every node had the profile free
-MIG_PREFIX = "nvidia.com/mig-"
 STATIC_BLOCKERS = (NOT_READY, CORDONED, TAINT, SELECTOR)
 
 # Taints the node lifecycle controller derives from conditions: they say "unhealthy", not "reserved".
@@ -43,36 +51,6 @@ _HEALTH_TAINTS = {
     "node.kubernetes.io/network-unavailable": NOT_READY,
     "node.kubernetes.io/unschedulable": CORDONED,
 }
-
-
-@dataclass
-class Request:
-    """What the job still needs placed: ``pods`` pods of ``gpus_per_pod`` GPUs each."""
-
-    pods: int
-    gpus_per_pod: int
-    node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: list[dict[str, Any]] = field(default_factory=list)
-    preemptible: bool = True
-    bound_pods: int = 0
-    cpu_per_pod: float | None = None  # cores; None when the inventory does not record the request
-    memory_per_pod: int | None = None  # bytes; likewise
-    mig: dict[str, int] = field(default_factory=dict)  # MIG instances per pod: {"3g.40gb": 1}
-    share: float | None = None  # a KAI GPU share per pod: its fraction of one GPU (gpu-fraction)
-    share_memory_mib: int | None = None  # a gpu-memory share: the GPU memory it asks (MiB)
-    units_per_pod: float | None = (
-        None  # GPU units one pod is charged (a share's fraction, a MIG "<n>g"); None: whole
-    )
-
-    @property
-    def total(self) -> int:
-        return self.pods * self.gpus_per_pod
-
-    @property
-    def units(self) -> float:
-        """GPU units the unplaced pods are charged against a quota: fractions and MIG as the scheduler counts them."""
-        per = self.units_per_pod if self.units_per_pod is not None else float(self.gpus_per_pod)
-        return round(self.pods * per, 4)
 
 
 @dataclass
@@ -179,91 +157,6 @@ class NodeFit:
         }
 
 
-def job_request(di: DiagnosisInput, job: EntityState) -> Request:
-    """The part of a job's request not yet placed (a gang is all-or-nothing; bound pods keep their GPUs)."""
-    st = job.state
-    pods_total = int(st.get("pods") or 1)
-    per_pod = st.get("gpus_per_pod")
-    if per_pod is None:
-        total = int(st.get("gpus_total") or st.get("gpus") or 0)
-        per_pod = total // pods_total if pods_total else total
-    pods = di.pods_of_job(job)
-    bound = [p for p in pods if p.get("node") and p.get("phase") in ACTIVE_POD_PHASES]
-    tolerations = list(st.get("tolerations") or [])
-    selector = dict(st.get("node_selector") or {})
-    if pods:  # the pod spec is what the scheduler sees; prefer it when present
-        p0 = pods[0].state
-        tolerations = list(p0.get("tolerations") or tolerations)
-        selector = dict(p0.get("node_selector") or selector)
-    preemptible = st.get("preemptible")
-    if preemptible is None:
-        preemptible = (st.get("priority_class") or "train") != "inference"
-    cpu, memory = pod_requests(st.get("requests_per_pod") or {})
-    if pods and cpu is None and memory is None:
-        cpu, memory = pod_requests(pods[0].state.get("requests") or {})
-    share = st.get("gpu_share") or (pods[0].state.get("gpu_share") if pods else None) or {}
-    mig = {str(k): int(v) for k, v in (st.get("mig") or {}).items() if int(v or 0) > 0}
-    if not mig and pods:
-        mig = {str(k): int(v) for k, v in (pods[0].state.get("mig") or {}).items() if int(v or 0) > 0}
-    units = st.get("gpu_units")
-    if units is not None and pods_total:
-        units_per_pod: float | None = float(units) / pods_total
-    elif share.get("fraction") is not None or mig:
-        units_per_pod = (
-            int(per_pod or 0)
-            + float(share.get("fraction") or 0)
-            + sum(mig_units(k) * n for k, n in mig.items())
-        )
-    else:
-        units_per_pod = None
-    return Request(
-        pods=max(pods_total - len(bound), 0),
-        gpus_per_pod=int(per_pod or 0),
-        node_selector=selector,
-        tolerations=tolerations,
-        preemptible=bool(preemptible),
-        bound_pods=len(bound),
-        cpu_per_pod=cpu,
-        memory_per_pod=memory,
-        mig=mig,
-        share=float(share["fraction"]) if share.get("fraction") is not None else None,
-        share_memory_mib=int(share["memory_mib"]) if share.get("memory_mib") is not None else None,
-        units_per_pod=units_per_pod,
-    )
-
-
-def quantity(value: Any) -> float | None:
-    """A Kubernetes resource quantity ("95", "500m", "1040Gi", 8) as a number (``kubernetes.utils.parse_quantity``);
-    None when absent or unreadable."""
-    if value is None or isinstance(value, bool) or value == "":
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    from kubernetes.utils import parse_quantity  # here: the kubernetes package takes 1.5 s to import
-
-    try:
-        number = float(parse_quantity(str(value).strip()))
-    except (ValueError, ArithmeticError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def pod_requests(res: dict[str, Any]) -> tuple[float | None, int | None]:
-    """(cores, bytes) of one pod's CPU and memory requests; None for what is not recorded."""
-    cpu = quantity(res.get("cpu"))
-    mem = quantity(res.get("memory"))
-    return cpu, None if mem is None else int(mem)
-
-
-def format_cpu(cores: float) -> str:
-    return f"{cores:g} cores" if cores >= 1 or cores == 0 else f"{round(cores * 1000)}m CPU"
-
-
-def format_memory(n: float) -> str:
-    gib = n / 1024**3
-    return f"{gib:.0f} GiB" if gib >= 10 else f"{gib:.1f} GiB"
-
-
 def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
     """Kubernetes toleration matching (k8s.io/api/core/v1 Toleration.ToleratesTaint semantics)."""
     for tol in tolerations:
@@ -281,78 +174,6 @@ def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
     return False
 
 
-def nominal_gpus(di: DiagnosisInput, node: EntityState) -> int:
-    """``node_nominal_gpus`` over what the input holds of the node's lookback (its versions, or their peak)."""
-    return node_nominal_gpus(node, di.history.get(node.ref), di.peak_gpus.get(node.name, 0))
-
-
-def node_nominal_gpus(node: EntityState, history: list[EntityState] | None = None, peak: int = 0) -> int:
-    """How many GPUs the node has when healthy: the GFD label, else the most it ever reported (in ``history``,
-    or ``peak`` when only that much of its lookback was read)."""
-    st = node.state
-    labels = st.get("labels") or {}
-    try:
-        nominal = int(labels.get("nvidia.com/gpu.count") or 0)
-    except (TypeError, ValueError):
-        nominal = 0
-    if mig_enabled(st):
-        # Partitioned: the GPUs are advertised as MIG instances, not missing (mixed strategy: nvidia.com/gpu 0).
-        return gpus_of(st.get("capacity") or {})
-    best = max(nominal, gpus_of(st.get("capacity") or {}), peak)
-    for v in history or []:
-        best = max(best, gpus_of(v.state.get("capacity") or {}))
-    return best
-
-
-def mig_enabled(st: dict[str, Any]) -> bool:
-    """Whether the node's GPUs are partitioned into MIG instances (GPU Operator labels, or MIG resources)."""
-    mig = st.get("mig") or {}
-    if mig and (mig.get("config") or "") not in ("", "all-disabled"):
-        return True
-    return any(
-        str(k).startswith(MIG_PREFIX) and int(v or 0) > 0 for k, v in (st.get("capacity") or {}).items()
-    )
-
-
-def mig_layout(st: dict[str, Any]) -> dict[str, int]:
-    """profile -> instances the node advertises as allocatable."""
-    res = st.get("allocatable") if "allocatable" in st else st.get("capacity")
-    return {
-        str(k)[len(MIG_PREFIX) :]: int(v or 0)
-        for k, v in (res or {}).items()
-        if str(k).startswith(MIG_PREFIX)
-    }
-
-
-def mig_used_on(di: DiagnosisInput, node: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for p in di.pods_on_node(node):
-        for prof, n in (p.get("mig") or {}).items():
-            out[prof] = out.get(prof, 0) + int(n or 0)
-    return out
-
-
-def shared_gpus(di: DiagnosisInput, node: str, gpu_memory_mib: int | None) -> list[dict[str, Any]]:
-    """The node's GPUs KAI shares at t: what is left of each (fraction, MiB) and the share pods holding it."""
-    out = []
-    for g in di.gpus_of_node(node):
-        shares = g.get("shares") or []
-        if not shares and not g.get("reservation"):
-            continue
-        used = sum(float(x.get("fraction") or 0) for x in shares)
-        used_mib = sum(int(x.get("memory_mib") or 0) for x in shares)
-        out.append(
-            {
-                "gpu": g.name,
-                "index": g.get("index"),
-                "free": round(max(1.0 - used, 0.0), 4),
-                "free_mib": None if not gpu_memory_mib else max(gpu_memory_mib - used_mib, 0),
-                "holders": [{"pod": x.get("pod"), "fraction": x.get("fraction")} for x in shares],
-            }
-        )
-    return sorted(out, key=lambda x: (x["index"] is None, x["index"]))
-
-
 def share_fits(req: Request, free: float, free_mib: int | None, gpu_mib: int | None) -> int:
     """How many of the job's shares fit in what is left of one GPU."""
     if req.share:
@@ -364,39 +185,56 @@ def share_fits(req: Request, free: float, free_mib: int | None, gpu_mib: int | N
     return 0
 
 
-def allocated_on(di: DiagnosisInput, node: str) -> int:
-    """GPUs requested by the pods bound to the node and not finished."""
-    return sum(int(p.get("gpus") or 0) for p in di.pods_on_node(node))
-
-
-def requested_on(di: DiagnosisInput, node: str) -> tuple[float, int]:
-    """(cores, bytes) requested by the pods bound to the node and not finished, as their states record them."""
-    cores, mem = 0.0, 0
-    for p in di.pods_on_node(node):
-        c, m = pod_requests(p.get("requests") or {})
-        cores += c or 0.0
-        mem += m or 0
-    return cores, mem
-
-
 def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
     st = node.state
     labels = st.get("labels") or {}
-    ready = bool(st.get("ready", True))
-    unsched = bool(st.get("unschedulable", False))
     capacity = gpus_of(st.get("capacity") or {})
     allocatable = gpus_of(st.get("allocatable") or {}) if "allocatable" in st else capacity
     row = NodeFit(
         node=node.name,
         pool=st.get("nodepool") or labels.get("run.ai/node-pool") or "",
         product=st.get("gpu_product") or labels.get("nvidia.com/gpu.product") or "",
-        ready=ready,
-        unschedulable=unsched,
+        ready=bool(st.get("ready", True)),
+        unschedulable=bool(st.get("unschedulable", False)),
         nominal=nominal_gpus(di, node),
         capacity=capacity,
         allocatable=allocatable,
         allocated=allocated_on(di, node.name),
     )
+    _count_cpu_memory(di, row, st, req)
+    row.mig_config = (st.get("mig") or {}).get("config") or labels.get("nvidia.com/mig.config") or ""
+    row.mig_layout = mig_layout(st)
+    if req.mig:
+        row.mig_used = mig_used_on(di, node.name)
+        row.mig_pods = min(row.mig_free(p) // n for p, n in req.mig.items())
+    blockers = _static_blockers(row, st, req)
+    if row.ready and capacity > allocatable:
+        blockers.append(DEVICE_PLUGIN)
+    if row.nominal > capacity:
+        blockers.append(MISSING_GPU)
+    _count_gpu_pods(di, row, st, req)
+    res = row.resource_pods()
+    row.pods_fit = row.gpu_pods_fit if res is None else min(row.gpu_pods_fit, res)
+    if row.gpu_pods_fit == 0 and req.pods:
+        blockers.append(INSUFFICIENT)
+    if req.pods and row.cpu_pods == 0:
+        blockers.append(INSUFFICIENT_CPU)
+    if req.pods and row.memory_pods == 0:
+        blockers.append(INSUFFICIENT_MEMORY)
+    if req.pods and row.mig_pods == 0:
+        blockers.append(INSUFFICIENT_MIG)
+    # A node with no GPU-side blocker that still cannot host one pod is only "insufficient";
+    # device plugin / missing GPU blockers only matter when they take GPUs the pod needs.
+    if DEVICE_PLUGIN in blockers and row.gpu_pods_fit > 0:
+        blockers.remove(DEVICE_PLUGIN)
+    if MISSING_GPU in blockers and row.gpu_pods_fit > 0:
+        blockers.remove(MISSING_GPU)
+    row.blockers = blockers
+    return row
+
+
+def _count_cpu_memory(di: DiagnosisInput, row: NodeFit, st: dict[str, Any], req: Request) -> None:
+    """The node's allocatable CPU and memory, what its pods request, and how many of the job's pods the rest takes."""
     alloc_res = st.get("allocatable") or {}
     row.cpu_allocatable = quantity(alloc_res.get("cpu"))
     mem = quantity(alloc_res.get("memory"))
@@ -404,20 +242,20 @@ def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
     if (row.cpu_allocatable is not None and req.cpu_per_pod) or (
         row.memory_allocatable is not None and req.memory_per_pod
     ):
-        row.cpu_requested, row.memory_requested = requested_on(di, node.name)
+        row.cpu_requested, row.memory_requested = requested_on(di, row.node)
     if row.cpu_allocatable is not None and req.cpu_per_pod:
         row.cpu_pods = int((row.cpu_free or 0.0) // req.cpu_per_pod + 1e-9)
     if row.memory_allocatable is not None and req.memory_per_pod:
         row.memory_pods = int((row.memory_free or 0) // req.memory_per_pod)
-    row.mig_config = (st.get("mig") or {}).get("config") or labels.get("nvidia.com/mig.config") or ""
-    row.mig_layout = mig_layout(st)
-    if req.mig:
-        row.mig_used = mig_used_on(di, node.name)
-        row.mig_pods = min(row.mig_free(p) // n for p, n in req.mig.items())
+
+
+def _static_blockers(row: NodeFit, st: dict[str, Any], req: Request) -> list[str]:
+    """NotReady, cordon, untolerated taints and selector mismatches (the latter two also written on ``row``)."""
+    labels = st.get("labels") or {}
     blockers: list[str] = []
-    if not ready:
+    if not row.ready:
         blockers.append(NOT_READY)
-    if unsched:
+    if row.unschedulable:
         blockers.append(CORDONED)
     for taint in st.get("taints") or []:
         if taint.get("effect") not in ("NoSchedule", "NoExecute"):
@@ -439,37 +277,22 @@ def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
             )
     if row.selector_mismatch:
         blockers.append(SELECTOR)
-    if ready and capacity > allocatable:
-        blockers.append(DEVICE_PLUGIN)
-    if row.nominal > capacity:
-        blockers.append(MISSING_GPU)
+    return blockers
+
+
+def _count_gpu_pods(di: DiagnosisInput, row: NodeFit, st: dict[str, Any], req: Request) -> None:
+    """How many of the job's pods the node's free GPUs take: whole GPUs, or shares on its shared and free GPUs."""
     if req.share or req.share_memory_mib:
-        gpu_mib = st.get("gpu_memory_mib") or _int_label(labels.get("nvidia.com/gpu.memory"))
-        row.shared = shared_gpus(di, node.name, gpu_mib)
+        gpu_mib = st.get("gpu_memory_mib") or _int_label(
+            (st.get("labels") or {}).get("nvidia.com/gpu.memory")
+        )
+        row.shared = shared_gpus(di, row.node, gpu_mib)
         per_whole = row.shares_per_gpu = share_fits(req, 1.0, gpu_mib, gpu_mib)
         row.share_slots = sum(share_fits(req, x["free"], x["free_mib"], gpu_mib) for x in row.shared)
         row.share_slots += row.free * per_whole
         row.gpu_pods_fit = min(row.share_slots, req.pods)
     else:
         row.gpu_pods_fit = _pods_fit(row.free, req.gpus_per_pod, req.pods)
-    res = row.resource_pods()
-    row.pods_fit = row.gpu_pods_fit if res is None else min(row.gpu_pods_fit, res)
-    if row.gpu_pods_fit == 0 and req.pods:
-        blockers.append(INSUFFICIENT)
-    if req.pods and row.cpu_pods == 0:
-        blockers.append(INSUFFICIENT_CPU)
-    if req.pods and row.memory_pods == 0:
-        blockers.append(INSUFFICIENT_MEMORY)
-    if req.pods and row.mig_pods == 0:
-        blockers.append(INSUFFICIENT_MIG)
-    # A node with no GPU-side blocker that still cannot host one pod is only "insufficient";
-    # device plugin / missing GPU blockers only matter when they take GPUs the pod needs.
-    if DEVICE_PLUGIN in blockers and row.gpu_pods_fit > 0:
-        blockers.remove(DEVICE_PLUGIN)
-    if MISSING_GPU in blockers and row.gpu_pods_fit > 0:
-        blockers.remove(MISSING_GPU)
-    row.blockers = blockers
-    return row
 
 
 def _int_label(value: Any) -> int | None:
@@ -540,36 +363,3 @@ def placeable(rows: list[NodeFit], req: Request, ignore: frozenset[str] | set[st
 
 def fits(rows: list[NodeFit], req: Request, ignore: frozenset[str] | set[str] = frozenset()) -> bool:
     return req.pods == 0 or placeable(rows, req, ignore) >= req.pods
-
-
-@dataclass
-class Totals:
-    """Cluster (or pool) GPU totals at t."""
-
-    nodes: int
-    capacity: int
-    allocatable: int
-    allocated: int
-    free: int
-    largest_free_block: int
-    eligible_nodes: int  # nodes with no static blocker for this job
-    eligible_free: int
-    largest_eligible_block: int
-
-    def to_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
-
-
-def totals(rows: list[NodeFit]) -> Totals:
-    eligible = [r for r in rows if not any(b in STATIC_BLOCKERS for b in r.blockers)]
-    return Totals(
-        nodes=len(rows),
-        capacity=sum(r.capacity for r in rows),
-        allocatable=sum(r.allocatable for r in rows),
-        allocated=sum(r.allocated for r in rows),
-        free=sum(r.free for r in rows),
-        largest_free_block=max((r.free for r in rows), default=0),
-        eligible_nodes=len(eligible),
-        eligible_free=sum(r.free for r in eligible),
-        largest_eligible_block=max((r.free for r in eligible), default=0),
-    )

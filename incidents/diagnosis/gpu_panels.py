@@ -9,6 +9,7 @@ from typing import Any
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.mig_profiles import repartition_candidates
+from incidents.diagnosis.request import Request
 from incidents.diagnosis.shares import share_words
 from incidents.diagnosis.types import DiagnosisInput
 
@@ -23,7 +24,7 @@ BLOCKER_WORDS = {
 }
 
 
-def share_panel(req: F.Request, rows: list[F.NodeFit]) -> dict[str, Any]:
+def share_panel(req: Request, rows: list[F.NodeFit]) -> dict[str, Any]:
     """Per node the job may use, each shared GPU's free fraction and memory against the share asked (the fit's
     own rows: ``NodeFit.shared`` and ``share_fits``, as the gpu_fragmentation check reads them)."""
     by_memory = not req.share
@@ -74,7 +75,7 @@ def _holders(holders: list[dict[str, Any]]) -> str:
     )
 
 
-def mig_panel(di: DiagnosisInput, req: F.Request, rows: list[F.NodeFit]) -> dict[str, Any]:
+def mig_panel(di: DiagnosisInput, req: Request, rows: list[F.NodeFit]) -> dict[str, Any]:
     """Per node, the instances of each profile the job asks that it advertises and that are free, its layout,
     and the nodes a repartition could give the profile with the pods it would evict (as mig_profile_unavailable)."""
     usable = [r for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]

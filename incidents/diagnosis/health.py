@@ -14,9 +14,9 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.build import refuted
-from incidents.diagnosis.fit import nominal_gpus
+from incidents.diagnosis.node_resources import nominal_gpus
 from incidents.diagnosis.nodes import first_change, node_findings, since_in_history
-from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.types import (
     SUPPORTED,
     UNVERIFIED,

@@ -9,8 +9,11 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import first_pending_since, quota_at
+from incidents.diagnosis.pending import first_pending_since
+from incidents.diagnosis.quota import quota_at
+from incidents.diagnosis.request import Request
 from incidents.diagnosis.scheduler_words import said_codes, scheduler_said
+from incidents.diagnosis.totals import Totals, totals
 from incidents.diagnosis.types import (
     Cite,
     Derived,
@@ -29,9 +32,9 @@ class JobFit:
     """One waiting job's fit at t and what the scheduler said of it: what every rule of ``check_job`` reads."""
 
     job: EntityState
-    req: F.Request
+    req: Request
     rows: list[F.NodeFit]
-    tot: F.Totals
+    tot: Totals
     fits_now: bool
     base: list[Cite]  # the job's state and the fit table
     said: set[str]  # the hypothesis codes the scheduler's message points at
@@ -66,10 +69,10 @@ class Causes:
             self.alone.append(f.code)
 
 
-def job_fit(di: DiagnosisInput, job: EntityState, req: F.Request) -> JobFit:
+def job_fit(di: DiagnosisInput, job: EntityState, req: Request) -> JobFit:
     """The fit table of the job at t, its totals, the scheduler's words and whether the quota holds it."""
     rows = F.node_fits(di, req)
-    tot = F.totals(rows)
+    tot = totals(rows)
     parsed, said_cite = scheduler_said(di, job)
     said = said_codes(parsed)
     named = getattr(parsed, "queue", None)
@@ -92,7 +95,7 @@ def job_fit(di: DiagnosisInput, job: EntityState, req: F.Request) -> JobFit:
 
 
 def fit_table_fact(
-    di: DiagnosisInput, job: EntityState, req: F.Request, rows: list[F.NodeFit], tot: F.Totals
+    di: DiagnosisInput, job: EntityState, req: Request, rows: list[F.NodeFit], tot: Totals
 ) -> Derived:
     return Derived(
         kind="fit_table",

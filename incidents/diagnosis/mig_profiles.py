@@ -7,6 +7,7 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.request import Request
 from incidents.diagnosis.types import (
     SUPPORTED,
     Cite,
@@ -19,7 +20,7 @@ from incidents.diagnosis.types import (
 def mig_finding(
     di: DiagnosisInput,
     ref: Any,
-    req: F.Request,
+    req: Request,
     rows: list[F.NodeFit],
     base: list[Cite],
     said: list[Cite],

@@ -12,7 +12,7 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.build import refuted
-from incidents.diagnosis.fit import nominal_gpus
+from incidents.diagnosis.node_resources import nominal_gpus
 from incidents.diagnosis.types import (
     SUPPORTED,
     Cite,

@@ -8,12 +8,10 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.precedence import QueuedJob, overtaking_pods, precedence
 from incidents.diagnosis.queue_order import ahead_of, order_words
-from incidents.diagnosis.quota import (
-    QueuedJob,
-    overtaking_pods,
-    precedence,
-)
+from incidents.diagnosis.request import Request
+from incidents.diagnosis.totals import Totals
 from incidents.diagnosis.types import (
     REFUTED,
     SUPPORTED,
@@ -34,9 +32,9 @@ from incidents.diagnosis.types import (
 def queue_findings(
     di: DiagnosisInput,
     job: EntityState,
-    req: F.Request,
+    req: Request,
     rows: list[F.NodeFit],
-    tot: F.Totals,
+    tot: Totals,
     base: list[Cite],
     fits_now: bool,
     since: Any,
@@ -60,7 +58,7 @@ def queue_findings(
 
 
 def overtaking_findings(
-    di: DiagnosisInput, job: EntityState, req: F.Request, rows: list[F.NodeFit], base: list[Cite], since: Any
+    di: DiagnosisInput, job: EntityState, req: Request, rows: list[F.NodeFit], base: list[Cite], since: Any
 ) -> list[Finding]:
     """Later jobs served first (by precedence) hold the GPUs the waiting job would fit on without them."""
     ref = job.ref
@@ -140,8 +138,8 @@ def overtaking_findings(
 def ahead_findings(
     di: DiagnosisInput,
     job: EntityState,
-    req: F.Request,
-    tot: F.Totals,
+    req: Request,
+    tot: Totals,
     base: list[Cite],
     fits_now: bool,
     since: Any,

@@ -28,16 +28,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from incidents.diagnosis.allocation import job_units, project_allocated
 from incidents.diagnosis.division import Claim, capacity, divide
-from incidents.diagnosis.quota import (
-    CLASS_RANK,
-    QueuedJob,
-    is_pending,
-    job_rank,
-    job_units,
-    project_allocated,
-    queue_priority_of,
-)
+from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.precedence import CLASS_RANK, QueuedJob, job_rank, queue_priority_of
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 EPS = 1e-9

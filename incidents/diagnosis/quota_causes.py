@@ -12,12 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from incidents.diagnosis import codes as C
-from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import (
-    DepartmentAt,
-    QuotaAt,
-    quota_at,
-)
+from incidents.diagnosis.department import DepartmentAt
+from incidents.diagnosis.quota import QuotaAt, quota_at
+from incidents.diagnosis.request import Request
+from incidents.diagnosis.totals import Totals
 from incidents.diagnosis.types import (
     REFUTED,
     SUPPORTED,
@@ -40,8 +38,8 @@ from incidents.diagnosis.types import (
 def quota_findings(
     di: DiagnosisInput,
     job: EntityState,
-    req: F.Request,
-    tot: F.Totals,
+    req: Request,
+    tot: Totals,
     base: list[Cite],
     said_cite: Cite | None,
     since: Any,
@@ -61,7 +59,7 @@ def quota_findings(
 def _project_quota_findings(
     di: DiagnosisInput,
     job: EntityState,
-    req: F.Request,
+    req: Request,
     q: QuotaAt,
     base: list[Cite],
     said_cite: Cite | None,
@@ -124,7 +122,7 @@ def _project_quota_findings(
 def _project_quota_holds(
     di: DiagnosisInput,
     job: EntityState,
-    req: F.Request,
+    req: Request,
     q: QuotaAt,
     cites: list[Cite],
     head: str,
@@ -193,7 +191,7 @@ def _n(x: float | None) -> str:
 def department_findings(
     di: DiagnosisInput,
     job: EntityState,
-    req: F.Request,
+    req: Request,
     q: QuotaAt,
     base: list[Cite],
     said_cite: Cite | None,

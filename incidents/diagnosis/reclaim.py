@@ -2,7 +2,7 @@
 
 When a waiting gang does not fit the free room, KAI looks for victims among running, preemptible (train) jobs:
 
-- **preempt**: a job of the same queue with a lower priority (``quota.job_rank``: inference over build over
+- **preempt**: a job of the same queue with a lower priority (``precedence.job_rank``: inference over build over
   train, or the PriorityClass value), lowest then newest first;
 - **reclaim**: a job of another queue, as KAI's proportion plugin allows it. The reclaimer's own queue must,
   with the job, stay within its fair share. The two queues are compared where their hierarchies diverge (two
@@ -31,8 +31,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.allocation import ACTIVE_POD_PHASES, job_units, pod_units
+from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.precedence import job_rank
 from incidents.diagnosis.queue_order import QueueOrder, Standing, department_of, in_queue_key, job_queue
-from incidents.diagnosis.quota import QuotaAt, is_pending, job_rank, job_units, pod_units, quota_at
+from incidents.diagnosis.quota import QuotaAt, quota_at
+from incidents.diagnosis.request import Request, job_request
 from incidents.diagnosis.scheduling_pass import place
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
@@ -68,14 +72,14 @@ def _rank(job: EntityState) -> int:
 
 def preemptible(di: DiagnosisInput, job: EntityState) -> bool:
     """Whether KAI may evict the job (train work, not inference or build)."""
-    return F.job_request(di, job).preemptible
+    return job_request(di, job).preemptible
 
 
 def held_units(di: DiagnosisInput, job: EntityState) -> dict[str, float]:
     """GPU units a running job holds per node (a share its fraction, a MIG instance its "<n>g")."""
     out: dict[str, float] = {}
     for p in di.pods_of_job(job):
-        if p.get("node") and p.get("phase") in F.ACTIVE_POD_PHASES:
+        if p.get("node") and p.get("phase") in ACTIVE_POD_PHASES:
             out[p.get("node")] = round(out.get(p.get("node"), 0) + pod_units(p), 4)
     return out
 
@@ -129,7 +133,7 @@ def _candidates(di: DiagnosisInput, job: EntityState, order: QueueOrder) -> list
 def victims(di: DiagnosisInput, job: EntityState, order: QueueOrder | None = None) -> Eviction | None:
     """The running jobs KAI would evict so that the waiting ``job`` starts (module doc), and where it would go;
     None when no eligible set makes room for its whole gang."""
-    req = F.job_request(di, job)
+    req = job_request(di, job)
     if req.pods == 0 or not (req.share or req.share_memory_mib or req.mig or req.gpus_per_pod > 0):
         return None
     order = order or QueueOrder(di, [j for j in di.jobs if is_pending(j)])
@@ -174,7 +178,7 @@ def victims(di: DiagnosisInput, job: EntityState, order: QueueOrder | None = Non
     return None
 
 
-def _stands(di: DiagnosisInput, req: F.Request, job: EntityState, gone: list[Victim]) -> bool:
+def _stands(di: DiagnosisInput, req: Request, job: EntityState, gone: list[Victim]) -> bool:
     """KAI's solver evicts the victims, then serves them again with the job in its allocate order: a victim
     served before the job (its queue of a higher priority, say) takes its GPUs back, and the eviction stands
     only if the job still fits in what the others leave. The order counts the waiting jobs a queue involved
@@ -271,7 +275,7 @@ def without(di: DiagnosisInput, jobs: Iterable[EntityState]) -> DiagnosisInput:
     return replace(di, pods=kept, gpus=gpus)
 
 
-def _placement(di: DiagnosisInput, req: F.Request, gone: list[Victim]) -> dict[str, int]:
+def _placement(di: DiagnosisInput, req: Request, gone: list[Victim]) -> dict[str, int]:
     """Where the job's pods go once ``gone`` are evicted ({} when its gang does not fit): whole GPUs greedily in
     node order, shares first onto GPUs already shared, MIG where the profile is free (the fit rules)."""
     view = without(di, [v.job for v in gone])
@@ -332,7 +336,7 @@ def _freed(order: QueueOrder, job: EntityState, victims: list[Victim]) -> tuple[
 
 def _trim(
     di: DiagnosisInput,
-    req: F.Request,
+    req: Request,
     taken: list[Victim],
     allowed: Callable[[list[Victim]], bool],
 ) -> Eviction:

@@ -24,7 +24,9 @@ from datetime import timedelta
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.fault_pass import starts_with_room
-from incidents.diagnosis.quota import is_pending, quota_at
+from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.quota import quota_at
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.types import DiagnosisInput, EntityState, Finding
 
 CAUSE = "cause"
@@ -133,7 +135,7 @@ def _placed(di: DiagnosisInput, hood: Neighbourhood, pods: list[EntityState]) ->
 
 def _candidates(di: DiagnosisInput, hood: Neighbourhood, job: EntityState) -> None:
     """Nodes that would take a pod of the waiting job if their own fault were gone."""
-    req = F.job_request(di, job)
+    req = job_request(di, job)
     if req.pods == 0:
         return
     held = quota_at(di, job, req, 0)

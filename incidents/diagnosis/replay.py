@@ -25,8 +25,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.allocation import pod_units
+from incidents.diagnosis.node_resources import allocated_on
 from incidents.diagnosis.queue_order import strict_fifo
-from incidents.diagnosis.quota import QuotaAt, pod_units, quota_at
+from incidents.diagnosis.quota import QuotaAt, quota_at
+from incidents.diagnosis.request import Request, job_request
 from incidents.diagnosis.scheduling_pass import (
     BLOCKED_FIFO,
     NO_ROOM,
@@ -54,7 +57,7 @@ class Waiter:
     them."""
 
     c: Considered
-    req: F.Request
+    req: Request
     shape: tuple[object, ...]  # what its fit rows depend on (``Room.row``)
     quota: QuotaAt | None
     key: tuple[str, str]  # (project, queue) its starts are charged to
@@ -140,7 +143,7 @@ def build(di: DiagnosisInput, base: ClusterPass) -> Room:
     fifo: dict[str, bool] = {}
 
     def waiter(c: Considered) -> Waiter:
-        req = F.job_request(di, c.job)
+        req = job_request(di, c.job)
         shape = (
             req.gpus_per_pod,
             req.cpu_per_pod,
@@ -167,7 +170,7 @@ def build(di: DiagnosisInput, base: ClusterPass) -> Room:
         allocatable = (
             gpus_of(st.get("allocatable") or {}) if "allocatable" in st else gpus_of(st.get("capacity") or {})
         )
-        free[nd.name] = max(allocatable - F.allocated_on(di, nd.name), 0)
+        free[nd.name] = max(allocatable - allocated_on(di, nd.name), 0)
     holders: dict[str, Holder] = {}
     for p in di.pods:
         if not p.get("node") or p.get("phase") not in ("Running", "Pending") or not p.get("job"):

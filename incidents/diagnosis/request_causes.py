@@ -6,10 +6,9 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import (
-    quota_at,
-    request_history,
-)
+from incidents.diagnosis.quota import quota_at
+from incidents.diagnosis.request import Request, request_history
+from incidents.diagnosis.totals import totals
 from incidents.diagnosis.types import (
     SUPPORTED,
     Cite,
@@ -28,7 +27,7 @@ from incidents.diagnosis.types import (
 # Request history
 #
 def request_findings(
-    di: DiagnosisInput, job: EntityState, req: F.Request, rows: list[F.NodeFit], since: Any
+    di: DiagnosisInput, job: EntityState, req: Request, rows: list[F.NodeFit], since: Any
 ) -> list[Finding]:
     hist = request_history(di, job)
     if len(hist) < 2:
@@ -37,7 +36,7 @@ def request_findings(
     if cur["gpus_total"] <= prev["gpus_total"] and cur["gpus_per_pod"] <= prev["gpus_per_pod"]:
         return []
     ref = job.ref
-    old_req = F.Request(
+    old_req = Request(
         pods=prev["pods"],
         gpus_per_pod=prev["gpus_per_pod"],
         node_selector=req.node_selector,
@@ -45,7 +44,7 @@ def request_findings(
         preemptible=req.preemptible,
     )
     old_fits = F.fits(rows, old_req)
-    q_old = quota_at(di, job, old_req, F.totals(rows).eligible_free)
+    q_old = quota_at(di, job, old_req, totals(rows).eligible_free)
     old_ok = old_fits and (q_old is None or not q_old.holds)
     who = f" by {cur['actor']}" if cur["actor"] else ""
     cites: list[Cite] = [cite_state(job, di.t)]

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from incidents.diagnosis import codes as C
-from incidents.diagnosis import fit as F
 from incidents.diagnosis.messages import parse_message
+from incidents.diagnosis.node_resources import MIG_PREFIX
 from incidents.diagnosis.types import (
     Cite,
     DiagnosisInput,
@@ -61,9 +61,9 @@ def said_codes(parsed: Any) -> set[str]:
     if cause in ("insufficient_capacity",):
         texts = " ".join(r.text or "" for r in getattr(parsed, "reasons", []) or [])
         # KAI's "didn't have enough of mig profile: nvidia.com/mig-<p>" is about the layout, not GPU capacity.
-        out.add(C.MIG_PROFILE_UNAVAILABLE if F.MIG_PREFIX in texts else C.GPU_CAPACITY_SHORTAGE)
+        out.add(C.MIG_PROFILE_UNAVAILABLE if MIG_PREFIX in texts else C.GPU_CAPACITY_SHORTAGE)
     for r in getattr(parsed, "reasons", []) or []:
-        if r.code == "insufficient_gpu" and str(r.resource or "").startswith(F.MIG_PREFIX):
+        if r.code == "insufficient_gpu" and str(r.resource or "").startswith(MIG_PREFIX):
             out.add(C.MIG_PROFILE_UNAVAILABLE)  # "didn't have enough of mig profile: nvidia.com/mig-3g.40gb"
             continue
         code = _REASON_HYPOTHESIS.get(r.code)

@@ -23,9 +23,10 @@ from incidents.diagnosis.blockers import BLOCKER_GROUPS, blocker_findings
 from incidents.diagnosis.cpu_memory import cpu_memory_finding, cpu_memory_unrecorded
 from incidents.diagnosis.job_fit import Causes, JobFit, job_fit
 from incidents.diagnosis.mig_profiles import mig_finding
+from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.queue_causes import queue_findings
-from incidents.diagnosis.quota import is_pending
 from incidents.diagnosis.quota_causes import quota_findings
+from incidents.diagnosis.request import Request, job_request
 from incidents.diagnosis.request_causes import request_findings
 from incidents.diagnosis.shares import share_capacity_findings
 from incidents.diagnosis.types import (
@@ -66,7 +67,7 @@ def check_scheduling(di: DiagnosisInput) -> list[Finding]:
 
 def check_job(di: DiagnosisInput, job: EntityState) -> list[Finding]:
     """Every rule about one waiting job: node blockers, MIG, CPU/memory, capacity or fragmentation, then policy."""
-    req = F.job_request(di, job)
+    req = job_request(di, job)
     if req.pods == 0:
         return placed_findings(di, job, req)
     jf = job_fit(di, job, req)
@@ -274,7 +275,7 @@ def _moot_capacity(f: Finding, who: str = "the project's quota") -> Finding:
     return f
 
 
-def placed_findings(di: DiagnosisInput, job: EntityState, req: F.Request) -> list[Finding]:
+def placed_findings(di: DiagnosisInput, job: EntityState, req: Request) -> list[Finding]:
     """Every pod is bound to a node: the job waits on something else (image, container start), not on GPUs."""
     pods = [p for p in di.pods_of_job(job) if p.get("node")]
     cites: list[Cite] = [cite_state(job, di.t), *[cite_state(p, di.t) for p in pods[:4]]]

@@ -17,17 +17,19 @@ from typing import Any
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis import queue_order
+from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.queue_order import QueueOrder, in_queue_key, job_queue, strict_fifo
-from incidents.diagnosis.quota import QuotaAt, is_pending, quota_at
+from incidents.diagnosis.quota import QuotaAt, quota_at
+from incidents.diagnosis.request import Request, job_request
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 
-def whole_gpus(req: F.Request) -> bool:
+def whole_gpus(req: Request) -> bool:
     return not (req.share or req.share_memory_mib or req.mig) and req.gpus_per_pod > 0
 
 
 def place(
-    rows: list[F.NodeFit], req: F.Request, free: dict[str, int], lifted: frozenset[str]
+    rows: list[F.NodeFit], req: Request, free: dict[str, int], lifted: frozenset[str]
 ) -> dict[str, int]:
     """A gang's pods greedily over ``rows`` using the room in ``free`` (all or nothing: {} when they do not all
     fit). Rows with a static blocker that is not lifted take nothing; CPU, memory and MIG limits still apply."""
@@ -177,7 +179,7 @@ def _consider(
     *,
     blocked: bool,
 ) -> Considered:
-    req = F.job_request(di, job)
+    req = job_request(di, job)
     project = job.get("project") or queue
     c = Considered(job, queue, project, 0, 0, round(req.units, 4), NO_ROOM, whole=whole_gpus(req))
     key = request_shape(req, c.whole)
@@ -222,7 +224,7 @@ def _consider(
     return c
 
 
-def request_shape(req: F.Request, whole: bool) -> tuple[Any, ...]:
+def request_shape(req: Request, whole: bool) -> tuple[Any, ...]:
     """What a job's fit rows depend on, besides the cluster: its pods' request, selector and tolerations (and the
     number of pods for a share or MIG job, whose rows the fit rules read as they are)."""
     return (
@@ -249,7 +251,7 @@ def charge_started(held: QuotaAt, started: dict[tuple[str, str], float]) -> None
         dept.allocated = round(dept.allocated + extra, 4)
 
 
-def _fit_nodes(rows: list[F.NodeFit], req: F.Request) -> dict[str, int]:
+def _fit_nodes(rows: list[F.NodeFit], req: Request) -> dict[str, int]:
     """Where a share or MIG job's pods go: shares first onto nodes whose shared GPUs still take one (KAI packs a
     share onto a GPU already shared before it reserves a free one), then in node order."""
     out: dict[str, int] = {}

@@ -7,6 +7,7 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.request import Request
 from incidents.diagnosis.types import (
     REFUTED,
     SUPPORTED,
@@ -19,7 +20,7 @@ from incidents.diagnosis.types import (
 #
 # GPU shares (KAI gpu-fraction / gpu-memory)
 #
-def share_words(req: F.Request) -> str:
+def share_words(req: Request) -> str:
     if req.share:
         return f"{req.share:g} of a GPU"
     return f"{(req.share_memory_mib or 0) / 1024:g} GiB of GPU memory"
@@ -29,7 +30,7 @@ def share_words(req: F.Request) -> str:
 def share_capacity_findings(
     di: DiagnosisInput,
     ref: Any,
-    req: F.Request,
+    req: Request,
     rows: list[F.NodeFit],
     base: list[Cite],
     said_support: Any,

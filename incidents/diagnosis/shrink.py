@@ -10,6 +10,7 @@ import math
 from dataclasses import replace
 
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.request import Request
 from incidents.diagnosis.scheduling_pass import ClusterPass, Considered, place
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 from incidents.diagnosis.whatif_edits import MAX_GPUS_PER_POD, Edit
@@ -36,7 +37,7 @@ def free_after(base: ClusterPass, rows: list[F.NodeFit], me: Considered) -> dict
 def shrink_candidates(
     di: DiagnosisInput,
     job: EntityState,
-    req: F.Request,
+    req: Request,
     rows: list[F.NodeFit],
     me: Considered,
     base: ClusterPass,
@@ -71,7 +72,7 @@ def shrink_candidates(
              f"{req.pods} × {req.gpus_per_pod})")]  # fmt: skip
 
 
-def _most_pods(rows: list[F.NodeFit], req: F.Request, free: dict[str, int]) -> int:
+def _most_pods(rows: list[F.NodeFit], req: Request, free: dict[str, int]) -> int:
     """How many of ``req``'s pods the room takes (a gang smaller than asked)."""
     n = 0
     for r in rows:
@@ -82,7 +83,7 @@ def _most_pods(rows: list[F.NodeFit], req: F.Request, free: dict[str, int]) -> i
 
 
 def _shrink_share(
-    job: EntityState, req: F.Request, rows: list[F.NodeFit], pods: int
+    job: EntityState, req: Request, rows: list[F.NodeFit], pods: int
 ) -> list[tuple[str, list[Edit], str]]:
     """The largest share, in hundredths, that what is left of the shared GPUs it may use takes, pods × that."""
     if not req.share:
@@ -98,7 +99,7 @@ def _shrink_share(
 
 
 def _shrink_mig(
-    job: EntityState, req: F.Request, rows: list[F.NodeFit], pods: int
+    job: EntityState, req: Request, rows: list[F.NodeFit], pods: int
 ) -> list[tuple[str, list[Edit], str]]:
     """The largest MIG profile smaller than the one asked that has a free instance per pod on the nodes it may
     use."""

@@ -174,7 +174,7 @@ class DiagnosisInput:
     # Versions over the lookback window for the subjects and what they depend on, oldest first.
     history: dict[Ref, list[EntityState]] = field(default_factory=dict)
     # Nodes whose history is not read (an incident about placed objects reads only its own nodes' history): the
-    # most GPUs each reported over the lookback, all the checks read of it (fit.node_nominal_gpus).
+    # most GPUs each reported over the lookback, all the checks read of it (node_resources.node_nominal_gpus).
     peak_gpus: dict[str, int] = field(default_factory=dict)
     changes: list[ChangeRec] = field(default_factory=list)
     events: list[EventRec] = field(default_factory=list)

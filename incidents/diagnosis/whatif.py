@@ -38,7 +38,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import ACTIVE_POD_PHASES, pod_units, project_allocated, quota_at
+from incidents.diagnosis.allocation import ACTIVE_POD_PHASES, pod_units, project_allocated
+from incidents.diagnosis.quota import quota_at
+from incidents.diagnosis.request import Request, job_request
 from incidents.diagnosis.scheduling_pass import (
     NO_ROOM,
     QUOTA,
@@ -276,7 +278,7 @@ def suggest_edit(di: DiagnosisInput, job: EntityState, pos: Position | None) -> 
     if pos is None or pos.me is None:
         return None
     me = pos.me
-    req = F.job_request(di, job)
+    req = job_request(di, job)
     if me.outcome == QUOTA:
         return _quota_edit(di, job, req)
     first = next((c for c in pos.starting_ahead), None)
@@ -302,7 +304,7 @@ def suggest_edit(di: DiagnosisInput, job: EntityState, pos: Position | None) -> 
         for c in [*pos.competitors, me]:
             if c.outcome != NO_ROOM or best.node not in c.usable:
                 continue
-            other = F.job_request(di, c.job)
+            other = job_request(di, c.job)
             if other.gpus_per_pod == 0 or other.gpus_per_pod > best.nominal or not c.whole:
                 continue
             need += -(-other.pods // (best.nominal // other.gpus_per_pod))
@@ -317,7 +319,7 @@ def would_start(di: DiagnosisInput, job: EntityState, edit: Edit) -> Considered 
         return cluster_pass(edited).find(job.namespace, job.name)
 
 
-def _quota_edit(di: DiagnosisInput, job: EntityState, req: F.Request) -> Edit | None:
+def _quota_edit(di: DiagnosisInput, job: EntityState, req: Request) -> Edit | None:
     q = quota_at(di, job, req, 0)
     if q is None:
         return None

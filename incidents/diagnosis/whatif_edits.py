@@ -12,7 +12,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.node_resources import nominal_gpus
+from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 from rcaweb.mig import mig_units
 
@@ -258,7 +260,7 @@ def _onto_state(di: DiagnosisInput, job: EntityState, node: EntityState) -> dict
     contradict takes the node's value (or goes, when the node has no such label), and each taint of the node the
     job does not tolerate (other than a cordon or a health taint, which an uncordon or a repair lifts) gets a
     toleration."""
-    req = F.job_request(di, job)
+    req = job_request(di, job)
     labels = node.state.get("labels") or {}
     selector = {k: labels[k] for k in req.node_selector if k in labels}
     tolerations = list(req.tolerations)
@@ -287,7 +289,7 @@ def _retarget(di: DiagnosisInput, job: EntityState, changes: dict[str, Any]) -> 
 def _healthy(di: DiagnosisInput, node: EntityState, *, keep_cordon: bool) -> dict[str, Any]:
     """The node's state Ready, with every GPU it should have and no health taint (nor, unless ``keep_cordon``,
     a cordon)."""
-    gpus = F.nominal_gpus(di, node)
+    gpus = nominal_gpus(di, node)
     state = dict(node.state)
     res = {"nvidia.com/gpu": gpus}
     state["capacity"] = {**(state.get("capacity") or {}), **res}

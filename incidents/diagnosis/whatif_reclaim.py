@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from incidents.diagnosis import fit as F
+from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.queue_order import QueueOrder
-from incidents.diagnosis.quota import is_pending
 from incidents.diagnosis.reclaim import Victim, victims, without
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.scheduling_pass import NO_ROOM, ClusterPass, Considered
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
@@ -76,7 +76,7 @@ def reclaims(di: DiagnosisInput, cp: ClusterPass) -> list[Reclaim]:
 
 def _bound(di: DiagnosisInput, job: EntityState, nodes: dict[str, int]) -> DiagnosisInput:
     """A copy of ``di`` with ``job`` running, its pods bound on ``nodes`` (whole GPUs)."""
-    req = F.job_request(di, job)
+    req = job_request(di, job)
     pods = [p for p in di.pods if not (p.namespace == job.namespace and p.get("job") == job.name)]
     running = replace(job, state={**job.state, "phase": "Running", "active": req.pods})
     i = 0

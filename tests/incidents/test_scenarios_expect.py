@@ -23,7 +23,8 @@ from harness.scenario_run import run_scenario_file
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import Diagnosis, run_checks
-from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.types import Derived, DiagnosisInput
 from incidents.diagnosis_input import load_incident_input
 from incidents.models import DiagnosisRun, Incident
@@ -129,7 +130,7 @@ def inconsistencies(di: DiagnosisInput, result: Diagnosis) -> list[str]:
             job = di.find("job", ref.name, ref.namespace) if ref.kind == "job" else None
             if job is None or not is_pending(job):
                 continue
-            req = F.job_request(di, job)
+            req = job_request(di, job)
             if req.pods and F.fits(F.node_fits(di, req), req):
                 wrong = [f.code for f in causes if f.code in CAPACITY_TYPE and f.subject == ref]
                 if wrong:

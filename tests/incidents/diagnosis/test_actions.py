@@ -197,6 +197,7 @@ def test_an_uncordon_names_the_waiting_jobs_the_node_would_start_in_queue_order(
     node stays shut."""
     from incidents.diagnosis import fit as F
     from incidents.diagnosis.actions_nodes import node_unavailable
+    from incidents.diagnosis.request import job_request
     from incidents.diagnosis.types import Finding
 
     nodes = [node("h100-01", unschedulable=True), node("h100-02", unschedulable=True)]
@@ -215,7 +216,7 @@ def test_an_uncordon_names_the_waiting_jobs_the_node_would_start_in_queue_order(
     (uncordon,) = node_unavailable(di, f)
     assert uncordon.title == "Uncordon h100-01 if its maintenance is over"
     assert "could land there: prod/urgent." in uncordon.impact
-    assert F.CORDONED in F.node_fit(di, di.nodes[1], F.job_request(di, waiting[0])).blockers
+    assert F.CORDONED in F.node_fit(di, di.nodes[1], job_request(di, waiting[0])).blockers
 
 
 def test_removing_a_taint_says_who_would_start_in_queue_order_not_every_waiting_job():

@@ -5,7 +5,9 @@ from __future__ import annotations
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import run_checks
+from incidents.diagnosis.quantities import quantity
 from incidents.diagnosis.relevance import CAUSE
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.scheduling import check_scheduling
 from incidents.diagnosis.types import Ref
 
@@ -39,24 +41,24 @@ def by_code(findings):
 
 
 def test_quantities_parse_the_kubernetes_forms():
-    assert F.quantity("95") == 95
-    assert F.quantity("500m") == 0.5
-    assert F.quantity("1040Gi") == 1040 * GI
-    assert F.quantity("64G") == 64 * 1000**3
-    assert F.quantity(8) == 8
-    assert F.quantity("lots") is None and F.quantity(None) is None
+    assert quantity("95") == 95
+    assert quantity("500m") == 0.5
+    assert quantity("1040Gi") == 1040 * GI
+    assert quantity("64G") == 64 * 1000**3
+    assert quantity(8) == 8
+    assert quantity("lots") is None and quantity(None) is None
 
 
 def test_quantities_that_are_no_amount_are_unreadable():
-    assert F.quantity(" 2Ti ") == 2 * 1024**4 and F.quantity("1.5k") == 1500
-    assert F.quantity("NaN") is None and F.quantity("Infinity") is None and F.quantity("8Xi") is None
+    assert quantity(" 2Ti ") == 2 * 1024**4 and quantity("1.5k") == 1500
+    assert quantity("NaN") is None and quantity("Infinity") is None and quantity("8Xi") is None
 
 
 def test_the_fit_counts_cpu_and_memory_of_the_bound_pods():
     # A CPU-heavy preprocessing pod (no GPU) took 80 of the node's 95 cores: 8 GPUs free, 15 cores left.
     hog = cpu_pod("etl-0", "etl", "data", "h100-01", 0, "80", "200Gi")
     di = world(subjects=[JOB], nodes=[cpu_node("h100-01")], jobs=[cpu_job(gpus_per_pod=8)], pods=[hog])
-    req = F.job_request(di, di.jobs[0])
+    req = job_request(di, di.jobs[0])
     assert req.cpu_per_pod == 32 and req.memory_per_pod == 256 * GI
     (row,) = F.node_fits(di, req)
     assert row.free == 8 and row.gpu_pods_fit == 1

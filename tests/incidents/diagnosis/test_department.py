@@ -4,10 +4,10 @@ cohort) is at its limit; the siblings' use is named and the project's own quota 
 from __future__ import annotations
 
 from incidents.diagnosis import codes as C
-from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.quota import quota_at
 from incidents.diagnosis.relevance import CAUSE, neighbourhood
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.scheduling import check_scheduling
 from incidents.diagnosis.types import EntityState, Ref
 
@@ -76,7 +76,7 @@ def by_code(findings):
 
 def test_the_department_at_its_limit_holds_a_job_within_its_project_quota():
     di = research_world()
-    q = quota_at(di, di.jobs[0], F.job_request(di, di.jobs[0]), 0)
+    q = quota_at(di, di.jobs[0], job_request(di, di.jobs[0]), 0)
     assert q is not None and not q.blocks and q.department is not None
     assert q.department.allocated == 16 and q.department.after == 24 and q.department.blocks and q.holds
     found = by_code(check_scheduling(di))

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from incidents.diagnosis.request import job_request
 from incidents.diagnosis import scheduling_pass as SP
 from incidents.diagnosis.edits import MAX_PASSES, smallest_edits
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.types import EntityState, Ref
 from incidents.diagnosis.whatif import Edit, EditError, apply_edits, parse_edit, would_start
 

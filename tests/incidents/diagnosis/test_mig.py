@@ -7,6 +7,7 @@ from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.messages import parse_message
 from incidents.diagnosis.relevance import CAUSE
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.scheduler_words import said_codes
 from incidents.diagnosis.scheduling import check_scheduling
 from incidents.diagnosis.types import Ref
@@ -49,7 +50,7 @@ def test_a_partitioned_node_counts_its_instances_and_is_not_missing_gpus():
         jobs=[mig_job(profile="1g.10gb", pods=2)],
         pods=[mig_pod(f"nb-{i}", "nb", "a100-01", "1g.10gb") for i in range(27)],
     )
-    req = F.job_request(di, di.jobs[0])
+    req = job_request(di, di.jobs[0])
     assert req.mig == {"1g.10gb": 1}
     (row,) = F.node_fits(di, req)
     assert row.nominal == 0 and F.MISSING_GPU not in row.blockers

@@ -27,8 +27,8 @@ import yaml
 
 from incidents.diagnosis import scheduling_pass as SP
 from incidents.diagnosis.consolidation import consolidation
+from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.queue_order import QueueOrder
-from incidents.diagnosis.quota import is_pending
 from incidents.diagnosis.reclaim import victims
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 

@@ -7,9 +7,10 @@ and numbers say fractions ("3.5 of 4").
 from __future__ import annotations
 
 from incidents.diagnosis import codes as C
-from incidents.diagnosis import fit as F
 from incidents.diagnosis.actions import propose
-from incidents.diagnosis.quota import project_allocated, quota_at
+from incidents.diagnosis.allocation import project_allocated
+from incidents.diagnosis.quota import quota_at
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.scheduling import check_scheduling
 from incidents.diagnosis.types import Ref
 
@@ -59,13 +60,13 @@ def fraction_world(*, want: float | None = 0.5, whole: int = 0, quota: int = 4, 
 def test_a_share_is_charged_its_fraction():
     di = fraction_world()
     assert project_allocated(di, "vision", "vision") == 3.5
-    req = F.job_request(di, di.jobs[0])
+    req = job_request(di, di.jobs[0])
     assert req.units == 0.5 and req.total == 0
 
 
 def test_a_half_gpu_job_fits_the_half_gpu_left_in_its_quota():
     di = fraction_world(want=0.5)
-    q = quota_at(di, di.jobs[0], F.job_request(di, di.jobs[0]), 0)
+    q = quota_at(di, di.jobs[0], job_request(di, di.jobs[0]), 0)
     assert q is not None
     assert (q.allocated, q.requested, q.after, q.quota) == (3.5, 0.5, 4.0, 4.0)
     assert q.within_quota and not q.blocks
@@ -88,5 +89,5 @@ def test_a_whole_gpu_more_exceeds_the_quota_and_says_fractions():
 
 def test_a_share_over_the_limit_blocks_by_its_fraction():
     di = fraction_world(want=0.75, limit=4)
-    q = quota_at(di, di.jobs[0], F.job_request(di, di.jobs[0]), 0)
+    q = quota_at(di, di.jobs[0], job_request(di, di.jobs[0]), 0)
     assert q is not None and q.over_limit and q.blocks and q.after == 4.25

@@ -7,6 +7,7 @@ from datetime import timedelta
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import run_checks
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.scheduling import check_scheduling
 from incidents.diagnosis.types import Derived, Ref
 
@@ -114,7 +115,7 @@ def test_it_respects_tolerations_and_cordon_taints():
         jobs=[job("train", tolerations=tol)],
         queues=[queue("vision", 16)],
     )
-    assert F.fits(F.node_fits(di, F.job_request(di, di.jobs[0])), F.job_request(di, di.jobs[0]))
+    assert F.fits(F.node_fits(di, job_request(di, di.jobs[0])), job_request(di, di.jobs[0]))
     cordoned = node(
         "h100-01",
         unschedulable=True,

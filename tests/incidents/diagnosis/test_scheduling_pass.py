@@ -12,6 +12,7 @@ from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.fault_pass import pass_if_fixed, room_if
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.scheduling_pass import place
 from incidents.diagnosis.types import Ref
 
@@ -57,7 +58,7 @@ def test_a_job_ahead_that_its_own_quota_holds_takes_nothing():
     di.queues = [queue("capped", 0, 0), queue("research", 64)]
     with di.indexed():
         w2 = di.find("job", "w2", "research")
-        req = F.job_request(di, w2)
+        req = job_request(di, w2)
         rows = F.node_fits(di, req)
         result = pass_if_fixed(di, w2, req, rows, LIFT, ["h100-03"])
     assert result.starts and result.nodes == {"h100-03": 1} and not result.before
@@ -84,13 +85,13 @@ def test_a_pass_never_gives_out_more_than_the_room(free, ahead, pods, per_pod):
     mine = job("mine", "research", pods=pods, gpus_per_pod=per_pod, submitted=T0 + timedelta(hours=1))
     di = world(subjects=[Ref("job", "mine", "research")], nodes=nodes, pods=running, jobs=[*jobs, mine])
     with di.indexed():
-        req = F.job_request(di, mine)
+        req = job_request(di, mine)
         rows = F.node_fits(di, req)
         room = room_if(rows, LIFT)
         result = pass_if_fixed(di, mine, req, rows, LIFT, [r.node for r in rows])
         given_out: dict[str, int] = {}
         for start in result.before:
-            other_req = F.job_request(di, start.job.job)
+            other_req = job_request(di, start.job.job)
             assert sum(start.nodes.values()) == other_req.pods  # a gang starts whole or not at all
             for n, k in start.nodes.items():
                 given_out[n] = given_out.get(n, 0) + k * other_req.gpus_per_pod
@@ -102,7 +103,7 @@ def test_a_pass_never_gives_out_more_than_the_room(free, ahead, pods, per_pod):
         left = {
             n: room[n]
             - sum(
-                k * F.job_request(di, s.job.job).gpus_per_pod
+                k * job_request(di, s.job.job).gpus_per_pod
                 for s in result.before
                 for m, k in s.nodes.items()
                 if m == n
@@ -174,8 +175,9 @@ def _queued_world(queues, waiters, scheduler="kai"):
 @given(queue_specs, waiter_specs, st.sampled_from(["kai", "kueue", "kube"]))
 def test_fixing_one_8_gpu_node_starts_exactly_the_first_8_gpu_job_in_order(queues, waiters, scheduler):
     from incidents.diagnosis.fault_pass import starts_with_room
+    from incidents.diagnosis.pending import is_pending
     from incidents.diagnosis.queue_order import QueueOrder
-    from incidents.diagnosis.quota import is_pending, quota_at
+    from incidents.diagnosis.quota import quota_at
 
     di = _queued_world(queues, waiters, scheduler)
     with di.indexed():
@@ -184,7 +186,7 @@ def test_fixing_one_8_gpu_node_starts_exactly_the_first_8_gpu_job_in_order(queue
         # every waiter in order: only the first would start with the fix, each other is told who goes first
         answers = {}
         for j in di.jobs:
-            req = F.job_request(di, j)
+            req = job_request(di, j)
             held = quota_at(di, j, req, 8)
             if held is not None and held.holds:
                 continue  # its own quota is its cause (quota_causes.py), whatever the room: not weighed here
@@ -205,8 +207,8 @@ def test_fixing_one_8_gpu_node_starts_exactly_the_first_8_gpu_job_in_order(queue
 @settings(max_examples=60, deadline=None)
 @given(queue_specs, waiter_specs, st.sampled_from(["kai", "kueue", "kube"]))
 def test_the_order_serves_every_waiting_job_once_and_each_queue_in_its_own_order(queues, waiters, scheduler):
+    from incidents.diagnosis.pending import is_pending
     from incidents.diagnosis.queue_order import QueueOrder, in_queue_key, job_queue
-    from incidents.diagnosis.quota import is_pending
 
     di = _queued_world(queues, waiters, scheduler)
     with di.indexed():
@@ -287,7 +289,7 @@ def test_a_strict_fifo_head_that_cannot_be_admitted_holds_the_jobs_behind_it_wha
         di = _strict_world("small", strategy)
         with di.indexed():
             small = di.find("job", "small", "batch")
-            req = F.job_request(di, small)
+            req = job_request(di, small)
             result = pass_if_fixed(di, small, req, F.node_fits(di, req), lift, ["h100-03"])
             assert result.starts is starts, strategy
             assert (result.blocked_by is not None) is not starts
@@ -332,7 +334,7 @@ def test_in_a_strict_fifo_queue_nobody_starts_behind_a_head_that_does_not(waiter
         started = set(starts_with_room(di, {"h100-03": 8}))
         answers = {}
         for j in di.jobs:
-            req = F.job_request(di, j)
+            req = job_request(di, j)
             answers[j.ref.label] = pass_if_fixed(
                 di, j, req, F.node_fits(di, req), frozenset({F.DEVICE_PLUGIN}), ["h100-03"]
             ).starts

@@ -5,6 +5,7 @@ from __future__ import annotations
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import run_checks
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.scheduling import check_scheduling
 from incidents.diagnosis.types import Ref
 
@@ -52,7 +53,7 @@ def two_fragmented_gpus():
 
 def test_the_fit_counts_what_is_left_of_each_shared_gpu():
     di = two_fragmented_gpus()
-    req = F.job_request(di, di.jobs[0])
+    req = job_request(di, di.jobs[0])
     assert req.share == 0.5
     (row,) = F.node_fits(di, req)
     assert row.free == 0 and [x["free"] for x in row.shared] == [0.4, 0.4]
@@ -80,11 +81,11 @@ def test_too_little_left_is_capacity():
 def test_a_gpu_with_room_or_a_whole_free_gpu_fits():
     di = two_fragmented_gpus()
     di.jobs[0].state["gpu_share"]["fraction"] = 0.4
-    assert F.fits(F.node_fits(di, F.job_request(di, di.jobs[0])), F.job_request(di, di.jobs[0]))
+    assert F.fits(F.node_fits(di, job_request(di, di.jobs[0])), job_request(di, di.jobs[0]))
     di = two_fragmented_gpus()
     di.nodes[0].state["capacity"]["nvidia.com/gpu"] = 3
     di.nodes[0].state["allocatable"]["nvidia.com/gpu"] = 3
-    req = F.job_request(di, di.jobs[0])
+    req = job_request(di, di.jobs[0])
     (row,) = F.node_fits(di, req)
     assert row.free == 1 and row.share_slots == 2 and F.fits([row], req)
 
@@ -92,7 +93,7 @@ def test_a_gpu_with_room_or_a_whole_free_gpu_fits():
 def test_gpu_memory_shares_count_mib():
     di = two_fragmented_gpus()
     di.jobs[0].state["gpu_share"] = {"fraction": None, "memory_mib": 20000, "gpu_index": None, "group": ""}
-    req = F.job_request(di, di.jobs[0])
+    req = job_request(di, di.jobs[0])
     (row,) = F.node_fits(di, req)
     assert [x["free_mib"] for x in row.shared] == [46068 - 27640, 46068 - 27640]
     assert row.share_slots == 0
