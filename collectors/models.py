@@ -256,6 +256,8 @@ class KubeEvent(models.Model):
                 name="event_object",
             ),
             models.Index(fields=["cluster", "last_time"], name="event_time"),
+            # an incident's events: WHERE involved_name IN (its objects) AND last_time >= start, whatever the kind
+            models.Index(fields=["cluster", "involved_name", "last_time"], name="event_name"),
         ]
 
     def __str__(self) -> str:
