@@ -1,30 +1,23 @@
 """Load what the diagnosis reads: the incident's observations and the inventory as of t (DiagnosisInput).
 
 Not pure (database reads only, never writes); ``incidents.diagnosis_run`` runs the checks on what this returns.
-Bounded by the incident (docs/diagnosis.md): the fleet-wide rows one query per kind (nodes, GPUs, unfinished
-pods' hot columns and what the fit counts, other jobs by the keys the checks read), the incident's own jobs
-in full, only the changes the checks can read, and for an incident about placed objects only its own nodes'
-history (of the others, their peak GPU count); never one query per node, pod or job.
-Every inventory fact carries the id of the incident Observation that shows it when the evidence collector
-froze one (dedup keys ``state:<version>``, ``change:<id>``, ``event:<cluster>:<uid>:<count>``), so
-citations point at collected evidence first and at computed inventory facts only otherwise.
+The inventory part, bounded by the incident (docs/diagnosis.md), is ``incidents.inventory_input``; here are the
+entry points, the moment a diagnosis describes, the incident's own observations, stored GPU samples and the
+sources' failures. Every inventory fact carries the id of the incident Observation that shows it when the
+evidence collector froze one, so citations point at collected evidence first and at computed inventory facts
+only otherwise.
 """
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from typing import Any
 
-from django.db.models import Max, Q, Subquery
-from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models import Max
 from django.utils import timezone
 
-from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun, TelemetrySample
-from incidents import snapshot
-from incidents.diagnosis.health import subject_nodes
+from collectors.models import Cluster, Entity, EntityVersion, SourceRun, TelemetrySample
 from incidents.diagnosis.types import (
-    ChangeRec,
     DiagnosisInput,
     EntityState,
     EventRec,
@@ -32,17 +25,14 @@ from incidents.diagnosis.types import (
     Ref,
     Series,
     SourceFailure,
-    gpus_of,
     parse_ts,
 )
+from incidents.inventory_input import HISTORY, load_inventory
+from incidents.inventory_input import placed_nodes as placed_nodes  # named here by the checks' docs
 from incidents.models import Alert, Incident, IncidentSubject, Observation
 
 logger = logging.getLogger(__name__)
 
-HISTORY = timedelta(hours=3)  # request history, quota changes, "shortly before onset"
-MAX_VERSIONS = 20000
-MAX_CHANGES = 3000
-MAX_EVENTS = 2000
 SAMPLE_METRICS = (
     "DCGM_FI_PROF_SM_ACTIVE",
     "DCGM_FI_DEV_GPU_UTIL",
@@ -101,7 +91,7 @@ def load_job_input(
     di = DiagnosisInput(
         t=t, onset=t, cluster=entity.cluster.name, scheduler=entity.cluster.scheduler, subjects=[ref]
     )
-    _load_inventory(di, entity.cluster, t, subject_entities=[entity], obs_by_key={}, bounded=bounded)
+    load_inventory(di, entity.cluster, t, subject_entities=[entity], obs_by_key={}, bounded=bounded)
     return di, di.find("job", entity.name, entity.namespace)
 
 
@@ -109,7 +99,7 @@ def load_cluster_input(cluster: Cluster, t: datetime) -> DiagnosisInput:
     """The whole cluster as of t with no subject (the what-if page): every waiting job by the keys the
     scheduling model reads of it (``snapshot.SLIM_JOB_KEYS``), the fleet's rows, the nodes' history."""
     di = DiagnosisInput(t=t, onset=t, cluster=cluster.name, scheduler=cluster.scheduler)
-    _load_inventory(di, cluster, t, subject_entities=[], obs_by_key={})
+    load_inventory(di, cluster, t, subject_entities=[], obs_by_key={})
     return di
 
 
@@ -140,377 +130,12 @@ def load_incident_input(
     observations = list(Observation.objects.filter(incident=incident).select_related("entity"))
     obs_by_key = {o.dedup_key: o for o in observations}
     if cluster is not None:
-        _load_inventory(di, cluster, t, subject_entities=subjects, obs_by_key=obs_by_key, bounded=bounded)
+        load_inventory(di, cluster, t, subject_entities=subjects, obs_by_key=obs_by_key, bounded=bounded)
     _load_observations(di, observations)
     if cluster is not None:
         _load_samples(di, cluster, t)  # only where the evidence holds no live series
         _load_source_runs(di, cluster, t)
     return di
-
-
-#
-# Inventory as of t
-#
-def _state(v: EntityVersion, obs_by_key: dict[str, Observation]) -> EntityState:
-    obs = obs_by_key.get(f"state:{v.pk}")
-    e = v.entity
-    return _row_state(e.kind, e.name, e.namespace, v.state, v.valid_from, v.valid_to, obs.pk if obs else None)
-
-
-def _row_state(
-    kind: str,
-    name: str,
-    namespace: str,
-    state: dict[str, Any] | None,
-    since: datetime,
-    until: datetime | None,
-    obs_id: int | None,
-) -> EntityState:
-    """One version as the checks read it (``obs_id``: the observation that recorded it, if any)."""
-    return EntityState(
-        kind,
-        name,
-        namespace,
-        state=state or {},
-        valid_from=since,
-        valid_to=until,
-        obs_id=obs_id,
-    )
-
-
-def _load_inventory(
-    di: DiagnosisInput,
-    cluster: Cluster,
-    t: datetime,
-    *,
-    subject_entities: list[Entity],
-    obs_by_key: dict[str, Observation],
-    bounded: bool = True,
-) -> None:
-    subject_ids = {e.pk for e in subject_entities}
-    base = EntityVersion.objects.as_of(t).filter(cluster=cluster, deleted=False)
-    fleet = snapshot.fleet_rows(cluster, t)
-    # Observation id per version id, once (not one key string per fleet row).
-    state_obs = {
-        int(k[6:]): o.pk for k, o in obs_by_key.items() if k.startswith("state:") and k[6:].isdigit()
-    }
-
-    def states(kind: str, rows: list[tuple[Any, ...]]) -> list[EntityState]:
-        return [
-            _row_state(kind, name, ns, state, since, until, state_obs.get(pk))
-            for pk, name, ns, state, since, until in rows[:MAX_VERSIONS]
-        ]
-
-    for kind in snapshot.KINDS:
-        di._of(kind).extend(states(kind, fleet[kind]))
-    _load_pods(di, base, fleet["pod"], subject_entities, obs_by_key, state_obs)
-    jobs = _jobs(di, base, fleet, subject_entities, bounded)
-    di.jobs.extend(states("job", jobs))
-    slim_ids = {id(row) for row in fleet["job"]}
-    di.partial.update(Ref("job", row[1], row[2]) for row in jobs if id(row) in slim_ids)
-    # Departments (KAI parent queues, Kueue cohorts): few, read as of t here rather than through the fleet cache.
-    di.departments.extend(
-        _row_state("department", name, ns, state, since, until, state_obs.get(pk))
-        for pk, name, ns, state, since, until in base.filter(kind="department")
-        .order_by("entity__name")
-        .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")[
-            :MAX_VERSIONS
-        ]
-    )
-    _load_vanished_gpus(di, cluster, t, [e for e in subject_entities if e.kind == "gpu"], obs_by_key)
-    start = min(di.onset, t) - HISTORY
-    # History of what the checks read over time: subject objects, their jobs/pods, nodes, GPUs and policy.
-    # (GPU history only for subject GPUs: a fleet's GPUs would dominate the load for nothing.)
-    # An incident about placed objects reads the history of its own nodes only: of the others the checks read
-    # nothing but the most GPUs each reported (a node's nominal count, for the fit in an action's impact).
-    placed = placed_nodes(di) if bounded else None
-    wanted = Q(entity_id__in=subject_ids) | Q(kind__in=("queue", "project"))
-    if placed is None:
-        wanted |= Q(kind="node")
-    else:
-        wanted |= Q(kind="node", entity__name__in=placed)
-        di.peak_gpus = _peak_gpus(cluster, start, t, placed)
-    job_names = [e.name for e in subject_entities if e.kind == "job"]
-    subject_pods = {(e.name, e.namespace) for e in subject_entities if e.kind == "pod"}
-    pod_jobs = [s.get("job") for s in di.pods if (s.name, s.namespace) in subject_pods]
-    if job_names or pod_jobs:
-        wanted |= Q(kind="job", entity__name__in=[*job_names, *[j for j in pod_jobs if j]])
-    hist = (
-        EntityVersion.objects.filter(cluster=cluster, valid_from__lte=t, deleted=False)
-        .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=start))
-        .filter(wanted)
-        .order_by("valid_from", "id")
-    )
-    # Tuples, not model instances: a fleet's 3 h of node history is ~20,000 rows.
-    for pk, kind, name, ns, state, since, until in hist.values_list(
-        "pk", "entity__kind", "entity__name", "entity__namespace", "state", "valid_from", "valid_to"
-    )[:MAX_VERSIONS]:
-        obs = obs_by_key.get(f"state:{pk}")
-        es = _row_state(kind, name, ns, state, since, until, obs.pk if obs else None)
-        di.history.setdefault(es.ref, []).append(es)
-    lookback = Change.objects.filter(cluster=cluster, time__gte=start, time__lte=t)
-    if bounded:
-        lookback = lookback.filter(_changes_read(di, cluster, subject_entities))
-    changes = lookback.order_by("time", "id").values_list(
-        "pk",
-        "entity_id",
-        "entity__kind",
-        "entity__name",
-        "entity__namespace",
-        "time",
-        "field",
-        "old",
-        "new",
-        "actor",
-        "source",
-        "summary",
-        "link",
-    )[:MAX_CHANGES]
-    for pk, eid, kind, name, ns, when, fld, old, new, actor, source, summary, link in changes:
-        obs = obs_by_key.get(f"change:{pk}")
-        di.changes.append(
-            ChangeRec(
-                time=when,
-                entity=Ref(kind, name, ns) if eid is not None else None,
-                field=fld,
-                old=old,
-                new=new,
-                actor=actor,
-                source=source,
-                summary=summary,
-                link=link,
-                obs_id=obs.pk if obs else None,
-            )
-        )
-    _load_events(di, cluster, start, t, obs_by_key)
-
-
-def _peak_gpus(cluster: Cluster, start: datetime, t: datetime, skip: set[str]) -> dict[str, int]:
-    """The most GPUs each node but ``skip`` reported over [start, t] (``fit.node_nominal_gpus``), from one
-    text column per version rather than its state."""
-    gpus = KeyTextTransform("nvidia.com/gpu", KeyTransform("capacity", "state"))
-    rows = (
-        EntityVersion.objects.filter(cluster=cluster, kind="node", valid_from__lte=t, deleted=False)
-        .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=start))
-        .exclude(entity__name__in=skip)
-        .annotate(s_gpus=gpus)
-        .values_list("entity__name", "s_gpus")[:MAX_VERSIONS]
-    )
-    peak: dict[str, int] = {}
-    for name, text in rows:
-        n = gpus_of({"nvidia.com/gpu": text})
-        if n > peak.get(name, 0):
-            peak[name] = n
-    return peak
-
-
-def _jobs(
-    di: DiagnosisInput, base: Any, fleet: snapshot.Rows, subject_entities: list[Entity], bounded: bool
-) -> list[tuple[Any, ...]]:
-    """Every job as of t: the incident's own in full, the others by the keys the checks read of them.
-
-    The incident's own: the subject jobs, the jobs of the subject pods and of the pods on the subject nodes
-    (a GPU's node too), and every job of the subject jobs' and pods' queues and projects (quota, queue
-    order, the other waiting jobs a quota change would admit). Any other job is read for whether it waits, where it is charged and
-    served and what it asks for (``snapshot.SLIM_JOB_KEYS``): one query for the few in full, the rest from
-    the fleet rows. Rows keep the fleet's order.
-    """
-    if not bounded:
-        return list(
-            base.filter(kind="job")
-            .order_by("entity__namespace", "entity__name")
-            .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")[
-                :MAX_VERSIONS
-            ]
-        )
-    slim = fleet["job"]
-    names = {(e.namespace, e.name) for e in subject_entities if e.kind == "job"}
-    subject_pods = {(e.namespace, e.name) for e in subject_entities if e.kind == "pod"}
-    nodes = {e.name for e in subject_entities if e.kind == "node"}
-    gpu_names = {e.name for e in subject_entities if e.kind == "gpu"}
-    nodes.update(g.get("node") for g in di.gpus if g.name in gpu_names and g.get("node"))
-    for p in di.pods:
-        if (p.namespace, p.name) in subject_pods:
-            if p.get("job"):
-                names.add((p.namespace, p.get("job")))
-            if p.get("node"):
-                nodes.add(p.get("node"))
-    policy: set[str] = set()
-    for _, name, ns, state, *_ in slim:
-        if (ns, name) in names:
-            policy.update(v for v in (state.get("queue"), state.get("project")) if v)
-    names.update((p.namespace, p.get("job")) for p in di.pods if p.get("node") in nodes and p.get("job"))
-    policy.update(
-        p.get(k) for p in di.pods if (p.namespace, p.name) in subject_pods for k in ("queue", "project")
-    )
-    policy.discard(None)
-    policy.discard("")
-    if not names and not policy:
-        return slim
-    wanted = Q(entity__name__in={n for _, n in names})
-    if policy:
-        wanted |= Q(queue__in=policy) | Q(project__in=policy)
-    full = {
-        row[0]: row
-        for row in base.filter(kind="job")
-        .filter(wanted)
-        .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")[
-            :MAX_VERSIONS
-        ]
-    }
-    return [full.get(row[0], row) for row in slim]
-
-
-def placed_nodes(di: DiagnosisInput) -> set[str] | None:
-    """The nodes an incident about placed objects is about, or None when the whole fleet is its neighbourhood:
-    the nodes the checks examine (``incidents.diagnosis.health.subject_nodes``), and None as well when a
-    subject job is not in the input (its pods could be anywhere)."""
-    if any(r.kind == "job" and di.find("job", r.name, r.namespace) is None for r in di.subjects):
-        return None
-    nodes, whole = subject_nodes(di)
-    return None if whole else nodes
-
-
-def _changes_read(di: DiagnosisInput, cluster: Cluster, subject_entities: list[Entity]) -> Q:
-    """The changes the checks can read: external ones, of policy objects, of the nodes and GPUs the incident
-    examines (every node and GPU for a waiting job, else those of ``placed_nodes``) and of the incident's own
-    pods and jobs (the subjects, a subject job's pods, a subject pod's job). Pod churn elsewhere in the fleet
-    is none of these.
-
-    The entities are picked in a subquery on the entity table, not by joining every change of the lookback to
-    its entity (49,000 changes in 3 h at 1,000 nodes: the join was most of a placed incident's input).
-    """
-    pods = {e.name for e in subject_entities if e.kind == "pod"}
-    jobs = {e.name for e in subject_entities if e.kind == "job"}
-    for e in subject_entities:
-        if e.kind == "job":
-            pods.update(p.name for p in di.pods if p.namespace == e.namespace and p.get("job") == e.name)
-        elif e.kind == "pod":
-            pod = di.find("pod", e.name, e.namespace)
-            if pod is not None and pod.get("job"):
-                jobs.add(pod.get("job"))
-    read = Q(kind__in=("queue", "project", "department"))
-    nodes = placed_nodes(di)
-    if nodes is None:
-        read |= Q(kind__in=("node", "gpu"))
-    else:
-        gpus = {g.name for g in di.gpus if g.get("node") in nodes}
-        read |= Q(kind="node", name__in=nodes) | Q(kind="gpu", name__in=gpus)
-    if pods:
-        read |= Q(kind="pod", name__in=pods)
-    if jobs:
-        read |= Q(kind="job", name__in=jobs)
-    entities = Entity.objects.filter(cluster=cluster).filter(read).values("pk")
-    return (
-        Q(entity__isnull=True)
-        | Q(entity_id__in={e.pk for e in subject_entities})
-        | Q(entity_id__in=Subquery(entities))
-    )
-
-
-def _load_pods(
-    di: DiagnosisInput,
-    base: Any,
-    slim: list[tuple[Any, ...]],
-    subject_entities: list[Entity],
-    obs_by_key: dict[str, Observation],
-    state_obs: dict[int, int],
-) -> None:
-    """Subject pods, pods of subject jobs and pods holding subject GPUs in full; every other unfinished pod by
-    its hot columns only.
-
-    The checks need only where other pods run, what they hold and when they started (fit, quota usage,
-    overtaking); decoding 20,000 pod states for that would dominate the diagnosis.
-    """
-    subject_ids = {e.pk for e in subject_entities}
-    full = Q(entity_id__in=subject_ids)
-    for e in subject_entities:
-        if e.kind == "job":
-            full |= Q(job=e.name, namespace=e.namespace)
-    gpu_ids = [e.pk for e in subject_entities if e.kind == "gpu"]
-    if gpu_ids:  # the pods holding subject GPUs: a pod that never ran leaves its GPUs allocated and idle
-        for holder in (
-            base.filter(kind="gpu", entity_id__in=gpu_ids).exclude(pod="").values_list("pod", flat=True)
-        ):
-            ns, _, name = holder.partition("/")
-            full |= Q(entity__name=name, namespace=ns)
-    seen: set[int] = set()
-    for v in base.filter(kind="pod").filter(full).select_related("entity")[:MAX_VERSIONS]:
-        seen.add(v.pk)
-        di.pods.append(_state(v, obs_by_key))
-    kept = 0
-    for pk, name, ns, state, since in slim:  # hot columns and what the fit counts (snapshot.pod_extras)
-        if pk in seen:
-            continue
-        if kept >= MAX_VERSIONS:
-            break
-        kept += 1
-        di.pods.append(EntityState("pod", name, ns, state=state, valid_from=since, obs_id=state_obs.get(pk)))
-
-
-def _load_vanished_gpus(
-    di: DiagnosisInput, cluster: Cluster, t: datetime, gpus: list[Entity], obs_by_key: dict[str, Observation]
-) -> None:
-    """A subject GPU with no version at t stopped being listed by DCGM: keep its last state, marked missing."""
-    have = {g.name for g in di.gpus}
-    for ent in gpus:
-        if ent.name in have:
-            continue
-        last = (
-            EntityVersion.objects.filter(entity=ent, valid_from__lte=t, deleted=False)
-            .select_related("entity")
-            .order_by("-valid_from")
-            .first()
-        )
-        if last is None:
-            continue
-        es = _state(last, obs_by_key)
-        es.state = {**es.state, "present": False, "phase": "missing"}
-        es.valid_from = last.valid_to or es.valid_from
-        di.gpus.append(es)
-
-
-def _load_events(
-    di: DiagnosisInput, cluster: Cluster, start: datetime, t: datetime, obs_by_key: dict[str, Observation]
-) -> None:
-    names = {r.name for r in di.subjects}
-    for r in di.subjects:
-        if r.kind == "job":
-            job = di.find("job", r.name, r.namespace)
-            if job is not None:
-                names.update(p.name for p in di.pods_of_job(job))
-    for r in di.subjects:  # the nodes the incident is about, or its pods run on (not the whole fleet)
-        if r.kind == "gpu":
-            g = di.find("gpu", r.name)
-            if g is not None and g.get("node"):
-                names.add(g.get("node"))
-    names.update(p.get("node") for p in di.pods if p.get("node") and p.ref in set(di.subjects))
-    if not names:
-        return
-    q = Q(involved_name__in=names)
-    for r in di.subjects:
-        if r.kind == "job":
-            q |= Q(involved_kind__in=("PodGroup", "Workload"), involved_name__contains=r.name)
-    qs = (
-        KubeEvent.objects.filter(cluster=cluster, last_time__gte=start, first_time__lte=t)
-        .filter(q)
-        .order_by("last_time")[:MAX_EVENTS]
-    )
-    for ev in qs:
-        obs = obs_by_key.get(f"event:{ev.cluster_id}:{ev.uid}:{ev.count}")
-        di.events.append(
-            EventRec(
-                time=ev.last_time,
-                reason=ev.reason,
-                message=ev.message,
-                involved=Ref(ev.involved_kind.lower(), ev.involved_name, ev.involved_namespace),
-                type=ev.type,
-                count=ev.count,
-                component=ev.component,
-                first_time=ev.first_time,
-                obs_id=obs.pk if obs else None,
-            )
-        )
 
 
 def _load_samples(di: DiagnosisInput, cluster: Cluster, t: datetime) -> None:

@@ -99,7 +99,7 @@ class PartialCitationTest(BaseTestCase):
         from collectors.models import EntityVersion
         from incidents.diagnosis.types import Finding, cite_state
         from incidents.diagnosis_input import load_incident_input
-        from incidents.diagnosis_run import _store_derived
+        from incidents.diagnosis_store import store_derived
         from incidents.models import Observation
 
         snapshot.forget()
@@ -145,7 +145,7 @@ class PartialCitationTest(BaseTestCase):
         # No check cites another queue's job today (the queue order is its own fact); the store completes one
         # that would be cited.
         finding = Finding("queue_priority", "s", "supported", 0.5, supports=[cite_state(serve, ONSET)])
-        ids = _store_derived(incident, di, [finding])
+        ids = store_derived(incident, di, [finding])
         whole = EntityVersion.objects.as_of(ONSET).get(entity__name="serve", kind="job").state
         self.assertIn("scheduling", whole)
         stored = Observation.objects.get(pk=next(iter(ids.values())))
