@@ -31,7 +31,7 @@ from collectors.sources.redact import redact_text
 from incidents import batch_reads
 from incidents.diagnosis import material
 from incidents.diagnosis.checks import Diagnosis, run_checks
-from incidents.diagnosis.quota import is_pending
+from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.types import (
     DiagnosisInput,
 )
