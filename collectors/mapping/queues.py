@@ -147,6 +147,7 @@ def map_kueue_queues(
                         borrow += int_quantity(res.get("borrowingLimit")) or 0
         limit = None if borrow is None or not found else quota + borrow
         first = len(out)
+        kueue_policy = cluster_queue_policy(spec)
         out += _queue_and_project(
             name,
             project=name,
@@ -165,7 +166,44 @@ def map_kueue_queues(
         since = latest_transition(cq)
         for o in out[first:]:
             o.since = since
+        out[first].state.update(kueue_policy)  # the queue's: what Kueue's admission cycle reads
     return out
+
+
+def cluster_queue_policy(spec: dict[str, Any]) -> dict[str, Any]:
+    """What of a ClusterQueue's spec decides admission beyond its GPU total: each flavor's GPU quota in the
+    order Kueue tries them, the queueing strategy, the preemption policies and the flavor fungibility
+    (keys as ``incidents.diagnosis.kueue_quota`` reads them)."""
+    flavor_quotas = []
+    for group in spec.get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for res in flavor.get("resources") or []:
+                if res.get("name") == GPU:
+                    flavor_quotas.append(
+                        {
+                            "flavor": flavor.get("name", ""),
+                            "nominal": int_quantity(res.get("nominalQuota")) or 0,
+                            "borrowing_limit": int_quantity(res.get("borrowingLimit")),
+                            "lending_limit": int_quantity(res.get("lendingLimit")),
+                        }
+                    )
+    preemption = spec.get("preemption") or {}
+    fungibility = spec.get("flavorFungibility") or {}
+    threshold = (preemption.get("borrowWithinCohort") or {}).get("maxPriorityThreshold")
+    return {
+        "flavor_quotas": flavor_quotas,
+        "queueing_strategy": spec.get("queueingStrategy") or "BestEffortFIFO",  # Kueue's default
+        "preemption": {
+            "within_cluster_queue": preemption.get("withinClusterQueue") or "Never",
+            "reclaim_within_cohort": preemption.get("reclaimWithinCohort") or "Never",
+            "borrow_within_cohort": (preemption.get("borrowWithinCohort") or {}).get("policy") or "Never",
+            "max_priority_threshold": threshold,
+        },
+        "flavor_fungibility": {
+            "when_can_borrow": fungibility.get("whenCanBorrow") or "MayStopSearch",
+            "when_can_preempt": fungibility.get("whenCanPreempt") or "TryNextFlavor",
+        },
+    }
 
 
 def kai_namespaces(namespaces: list[dict[str, Any]]) -> dict[str, str]:

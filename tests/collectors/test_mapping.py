@@ -183,6 +183,39 @@ def test_it_maps_a_kueue_cluster_queue_with_flavors_and_borrowing_limit(up):
     assert project.actor == "kubectl-edit"  # the spec writer, not the status controller
 
 
+def test_a_kueue_cluster_queue_records_what_its_admission_cycle_reads(up):
+    cq = copy.deepcopy(up["kueue_cluster_queue"])
+    out = mapping.map_kueue_queues([cq], [up["kueue_local_queue"]])
+    state = next(o for o in out if o.kind == "queue").state
+    assert state["flavor_quotas"] == [
+        {"flavor": "a100", "nominal": 8, "borrowing_limit": 4, "lending_limit": None},
+        {"flavor": "h100", "nominal": 8, "borrowing_limit": 0, "lending_limit": None},
+    ]
+    # Kueue's defaults when the spec is silent
+    assert state["queueing_strategy"] == "BestEffortFIFO"
+    assert state["preemption"]["within_cluster_queue"] == "Never"
+    assert state["flavor_fungibility"] == {"when_can_borrow": "MayStopSearch", "when_can_preempt": "TryNextFlavor"}
+
+    cq["spec"].update(
+        queueingStrategy="StrictFIFO",
+        preemption={
+            "withinClusterQueue": "LowerPriority",
+            "reclaimWithinCohort": "Any",
+            "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100},
+        },
+        flavorFungibility={"whenCanBorrow": "TryNextFlavor"},
+    )
+    state = next(o for o in mapping.map_kueue_queues([cq], []) if o.kind == "queue").state
+    assert state["queueing_strategy"] == "StrictFIFO"
+    assert state["preemption"] == {
+        "within_cluster_queue": "LowerPriority",
+        "reclaim_within_cohort": "Any",
+        "borrow_within_cohort": "LowerPriority",
+        "max_priority_threshold": 100,
+    }
+    assert state["flavor_fungibility"]["when_can_borrow"] == "TryNextFlavor"
+
+
 def test_it_maps_gpus_from_dcgm_to_node_and_pod(kai):
     from collectors.sources.prometheus import Series
 
