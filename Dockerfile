@@ -6,6 +6,9 @@ COPY pyproject.toml README.md ./
 COPY rcaweb ./rcaweb
 COPY collectors ./collectors
 COPY incidents ./incidents
+COPY web ./web
+COPY cause_codes ./cause_codes
+# The simulator and its driver (simulator/, harness/; extra [sim]) serve the demo and tests, not production.
 RUN pip install --no-cache-dir .
 COPY . .
 RUN RCAWEB_SECRET_KEY=build-only python manage.py collectstatic --noinput -v0
