@@ -14,20 +14,12 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.citations import cite_state
 from incidents.diagnosis.fault_pass import PassResult, pass_if_fixed
 from incidents.diagnosis.job_fit import Causes, JobFit
 from incidents.diagnosis.nodes import condemned_gpus
 from incidents.diagnosis.request import Request
-from incidents.diagnosis.types import (
-    REFUTED,
-    SUPPORTED,
-    Cite,
-    DiagnosisInput,
-    Finding,
-    Ref,
-    cite_state,
-    hhmm,
-)
+from incidents.diagnosis.types import REFUTED, SUPPORTED, Cite, DiagnosisInput, Finding, Ref, hhmm
 
 # Faults that take capacity away: a cause of a job's wait only if their fix would start that job.
 FAULT_CODES = frozenset({C.DEVICE_PLUGIN_UNHEALTHY, C.GPU_MISSING, C.GPU_NODE_UNAVAILABLE})

@@ -17,6 +17,7 @@ from collectors.changefmt import describe_change
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.build import refuted
+from incidents.diagnosis.citations import cite_change
 from incidents.diagnosis.pending import first_pending_since, is_pending
 from incidents.diagnosis.quota import quota_at
 from incidents.diagnosis.request import job_request
@@ -28,7 +29,6 @@ from incidents.diagnosis.types import (
     EntityState,
     Finding,
     Ref,
-    cite_change,
     hhmm,
     iso,
 )

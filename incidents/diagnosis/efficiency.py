@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.build import refuted
+from incidents.diagnosis.citations import cite_series, cite_state
 from incidents.diagnosis.types import (
     SUPPORTED,
     UNVERIFIED,
@@ -21,8 +22,6 @@ from incidents.diagnosis.types import (
     EntityState,
     Finding,
     Series,
-    cite_series,
-    cite_state,
     hhmm,
     parse_ts,
 )

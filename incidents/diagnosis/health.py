@@ -14,6 +14,7 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.build import refuted
+from incidents.diagnosis.citations import cite_event, cite_series, cite_state
 from incidents.diagnosis.node_resources import nominal_gpus
 from incidents.diagnosis.nodes import first_change, node_findings, since_in_history
 from incidents.diagnosis.pending import is_pending
@@ -25,9 +26,6 @@ from incidents.diagnosis.types import (
     EntityState,
     Finding,
     Series,
-    cite_event,
-    cite_series,
-    cite_state,
     gpus_of,
     hhmm,
 )

@@ -9,22 +9,13 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.citations import cite_state
 from incidents.diagnosis.pending import first_pending_since
 from incidents.diagnosis.quota import quota_at
 from incidents.diagnosis.request import Request
 from incidents.diagnosis.scheduler_words import said_codes, scheduler_said
 from incidents.diagnosis.totals import Totals, totals
-from incidents.diagnosis.types import (
-    Cite,
-    Derived,
-    DiagnosisInput,
-    EntityState,
-    Finding,
-    Ref,
-    cite_state,
-    hhmm,
-    iso,
-)
+from incidents.diagnosis.types import Cite, Derived, DiagnosisInput, EntityState, Finding, Ref, hhmm, iso
 
 
 @dataclass

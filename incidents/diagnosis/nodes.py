@@ -12,6 +12,7 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.build import refuted
+from incidents.diagnosis.citations import cite_state
 from incidents.diagnosis.node_resources import nominal_gpus
 from incidents.diagnosis.types import (
     SUPPORTED,
@@ -20,7 +21,6 @@ from incidents.diagnosis.types import (
     EntityState,
     Finding,
     Ref,
-    cite_state,
     gpus_of,
     hhmm,
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from incidents.diagnosis import codes as C
+from incidents.diagnosis.citations import cite_change, cite_state
 from incidents.diagnosis.department import DepartmentAt
 from incidents.diagnosis.quota import QuotaAt, quota_at
 from incidents.diagnosis.request import Request
@@ -25,8 +26,6 @@ from incidents.diagnosis.types import (
     EntityState,
     Finding,
     Ref,
-    cite_change,
-    cite_state,
     hhmm,
     iso,
 )

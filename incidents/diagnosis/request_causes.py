@@ -6,6 +6,7 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.citations import cite_change, cite_state
 from incidents.diagnosis.quota import quota_at
 from incidents.diagnosis.request import Request, request_history
 from incidents.diagnosis.totals import totals
@@ -16,8 +17,6 @@ from incidents.diagnosis.types import (
     DiagnosisInput,
     EntityState,
     Finding,
-    cite_change,
-    cite_state,
     hhmm,
     iso,
 )

@@ -7,15 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from incidents.diagnosis import codes as C
+from incidents.diagnosis.citations import cite_event, cite_state
 from incidents.diagnosis.messages import parse_message
 from incidents.diagnosis.node_resources import MIG_PREFIX
-from incidents.diagnosis.types import (
-    Cite,
-    DiagnosisInput,
-    EntityState,
-    cite_event,
-    cite_state,
-)
+from incidents.diagnosis.types import Cite, DiagnosisInput, EntityState
 
 SCHEDULING_EVENT_REASONS = (
     "FailedScheduling",

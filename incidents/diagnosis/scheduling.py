@@ -20,6 +20,7 @@ from __future__ import annotations
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.blockers import BLOCKER_GROUPS, blocker_findings
+from incidents.diagnosis.citations import cite_state
 from incidents.diagnosis.cpu_memory import cpu_memory_finding, cpu_memory_unrecorded
 from incidents.diagnosis.job_fit import Causes, JobFit, job_fit
 from incidents.diagnosis.mig_profiles import mig_finding
@@ -37,7 +38,6 @@ from incidents.diagnosis.types import (
     DiagnosisInput,
     EntityState,
     Finding,
-    cite_state,
     hhmm,
 )
 

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis.build import refuted
+from incidents.diagnosis.citations import cite_change, cite_event, cite_state
 from incidents.diagnosis.efficiency import IDLE_BELOW, activity, crashing
 from incidents.diagnosis.types import (
     SUPPORTED,
@@ -23,9 +24,6 @@ from incidents.diagnosis.types import (
     EventRec,
     Finding,
     LogRec,
-    cite_change,
-    cite_event,
-    cite_state,
     hhmm,
     parse_ts,
 )

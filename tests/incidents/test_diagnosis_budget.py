@@ -97,7 +97,8 @@ class PartialCitationTest(BaseTestCase):
 
     def test_a_cited_job_of_another_queue_is_stored_as_the_inventory_holds_it(self) -> None:
         from collectors.models import EntityVersion
-        from incidents.diagnosis.types import Finding, cite_state
+        from incidents.diagnosis.citations import cite_state
+        from incidents.diagnosis.types import Finding
         from incidents.diagnosis_input import load_incident_input
         from incidents.diagnosis_store import store_derived
         from incidents.models import Observation
