@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 
 from incidents.diagnosis import codes as C
-from incidents.diagnosis.changes import LINKS
+from incidents.diagnosis.change_categories import LINKS
 from incidents.diagnosis.relevance import ELSEWHERE, apply_scope
 from incidents.diagnosis.types import (
     FAILED_SOURCE_FACTOR,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from incidents.diagnosis import codes as C
-from incidents.diagnosis.changes import check_changes, loosens
+from incidents.diagnosis.change_categories import loosens
+from incidents.diagnosis.changes import check_changes
 from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.types import Ref
 
