@@ -309,8 +309,13 @@ def _changes_read(
     if jobs:
         read |= Q(kind="job", name__in=jobs)
     entities = Entity.objects.filter(cluster=cluster).filter(read).values("pk")
-    own = Q(entity_id__in={e.pk for e in subject_entities}) | Q(entity_id__in=Subquery(entities))
-    return Q(entity__isnull=True) | own if fleet else own
+    if not fleet:  # the incident's own few objects by id: the (entity, time) index's lookups
+        return Q(entity_id__in={e.pk for e in subject_entities} | set(entities.values_list("pk", flat=True)))
+    return (
+        Q(entity__isnull=True)
+        | Q(entity_id__in={e.pk for e in subject_entities})
+        | Q(entity_id__in=Subquery(entities))
+    )
 
 
 def _load_pods(
