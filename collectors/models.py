@@ -133,7 +133,7 @@ class EntityVersion(models.Model):
                 fields=["cluster", "kind", "project", "valid_to", "valid_from"], name="ev_project_at"
             ),
             models.Index(fields=["cluster", "kind", "job", "valid_to", "valid_from"], name="ev_job_at"),
-            # a pending job's queue position: counted from this index alone (queries.queue_position), without
+            # a pending job's queue position: counted from this index alone (queue_position.queue_position), without
             # reading the queue's running jobs or any state
             models.Index(
                 fields=["cluster", "queue", "valid_to", "valid_from", "priority", "submitted", "entity"],

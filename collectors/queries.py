@@ -12,15 +12,14 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
-from django.db import connection
 from django.db.models import FloatField, Sum
 from django.db.models.functions import Cast, Coalesce
 
 from collectors import storage
-from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
-from collectors.queue_order import NEVER_SUBMITTED, order_key
+from collectors.collection_errors import SourceTrouble, troubles
+from collectors.models import NAMESPACED_KINDS, Change, Cluster, Entity, EntityVersion, KubeEvent
 from collectors.storage import raw_sql
 from rcaweb import kinds
 
@@ -29,7 +28,6 @@ logger = logging.getLogger(__name__)
 MAX_RELATED_IDS = (
     900  # SQLite's default host-parameter limit is 999; beyond this, related changes narrow to the entity
 )
-CHANGES_PER_SIDE = 100  # changes of "changes around t" read on each side of t
 EVENT_KINDS = {k.event_kind: k.name for k in kinds.KINDS if k.event_kind}  # involvedObject kinds with a page
 EVENTS_LIMIT = 100
 
@@ -185,114 +183,6 @@ def related_entities(
     return dict(list(related.items())[:MAX_RELATED_IDS])
 
 
-class ChangeLine(NamedTuple):
-    """One row of "changes around t": a :class:`Change`'s fields, and the object it changed as a :class:`Ref`.
-
-    Read with ``values_list`` (no model instances: a page reads up to 200 of them and shows 50).
-    """
-
-    id: int
-    time: datetime
-    entity_id: int | None
-    entity: Ref | None
-    field: str
-    old: Any
-    new: Any
-    source: str
-    actor: str
-    summary: str
-    link: str
-
-
-class ChangesAround(NamedTuple):
-    """What an entity page shows of its objects' changes: the ones near t, and the nearest on each side."""
-
-    lines: list[ChangeLine]  # within [t - w, t + w], oldest first: the ``shown`` nearest t of those read
-    prev: datetime | None  # the last change before t, however old (cursor bar ⇤)
-    next: datetime | None  # the first change after t, however far (cursor bar ⇥)
-    limited: bool  # a side had more than ``limit`` changes in the window
-    total: int  # changes read in the window (at most ``limit`` each side): ``lines`` are the nearest of them
-
-
-def changes_around(
-    cluster: Cluster,
-    related: Related,
-    t: datetime,
-    window: timedelta,
-    limit: int = CHANGES_PER_SIDE,
-    shown: int | None = None,
-) -> ChangesAround:
-    """Changes of the related entities near t, and the change times just before and after t, in one query.
-
-    Each side of t reads its ``limit`` changes nearest t in the window, so a busy window still shows the
-    changes around t (not the oldest of the window); of those, the ``shown`` nearest t (all when None)
-    become lines, and only their values are decoded. The previous and next change come from those rows;
-    only when a side of the window is empty are they looked up further, one index probe per entity
-    (COALESCE stops at its first value). So the cost follows the window and the number of entities, never
-    the length of history. ``related`` are entities of this cluster, so the lookups filter on them alone:
-    both backends then read the (entity, time) index.
-    """
-    if not related:
-        return ChangesAround([], None, None, False, 0)
-    at = raw_sql.db_time(t)
-    ids = list(related)
-    id_rows, id_params, id_col = raw_sql.id_rows(ids)
-    side = f"""
-    SELECT ch.id, ch.time, ch.entity_id, ch.field, ch.old, ch.new, ch.source, ch.actor, ch.summary, ch.link
-    FROM {raw_sql.CHANGE} ch
-    WHERE ch.cluster_id = %s AND ch.entity_id IN ({raw_sql.in_list(ids)}) AND WHEN_
-    ORDER BY ORDER_
-    LIMIT %s"""
-    sql = f"""
-WITH side_before AS ({side.replace("WHEN_", "ch.time >= %s AND ch.time <= %s").replace("ORDER_", "ch.time DESC, ch.id DESC")}),
-     side_after AS ({side.replace("WHEN_", "ch.time > %s AND ch.time <= %s").replace("ORDER_", "ch.time, ch.id")})
-SELECT n.prev, n.next, w.*
-FROM (SELECT COALESCE(
-          (SELECT MAX(time) FROM side_before WHERE time < %s),
-          (SELECT MAX((SELECT c.time FROM {raw_sql.CHANGE} c WHERE c.entity_id = {id_col} AND c.time < %s
-                       ORDER BY c.time DESC LIMIT 1)) FROM {id_rows})) AS prev,
-        COALESCE(
-          (SELECT MIN(time) FROM side_after),
-          (SELECT MIN((SELECT c.time FROM {raw_sql.CHANGE} c WHERE c.entity_id = {id_col} AND c.time > %s
-                       ORDER BY c.time LIMIT 1)) FROM {id_rows})) AS next) n
-LEFT JOIN (SELECT * FROM side_before UNION ALL SELECT * FROM side_after) w ON 1 = 1
-ORDER BY w.time, w.id"""
-    start, end = raw_sql.db_time(t - window), raw_sql.db_time(t + window)
-    params = [
-        cluster.pk, *ids, start, at, limit,
-        cluster.pk, *ids, at, end, limit,
-        at, at, *id_params,
-        at, *id_params,
-    ]  # fmt: skip
-    rows = raw_sql.fetch(sql, params)
-    time_value, load = raw_sql.time_value, raw_sql.load_json
-    # not the lone aggregate row (its change columns are NULL); a change always has a time
-    found = [(when, row) for row in rows if row[2] is not None and (when := time_value(row[3])) is not None]
-    at_or_before = sum(1 for when, _ in found if when <= t)
-    limited = at_or_before >= limit or len(found) - at_or_before >= limit
-    keep = found
-    if shown is not None and len(found) > shown:  # the nearest t, back in time order (they are sorted)
-        nearest = sorted(range(len(found)), key=lambda i: abs(found[i][0] - t))[:shown]
-        keep = [found[i] for i in sorted(nearest)]
-    lines = [
-        ChangeLine(
-            pk,
-            when,
-            entity_id,
-            related.get(entity_id),
-            field,
-            load(old),
-            load(new),
-            source,
-            actor,
-            summary,
-            link,
-        )
-        for when, (_, _, pk, _, entity_id, field, old, new, source, actor, summary, link) in keep
-    ]
-    return ChangesAround(lines, time_value(rows[0][0]), time_value(rows[0][1]), limited, len(found))
-
-
 _FIELD_HISTORY = (
     f"SELECT {raw_sql.CHANGE_SELECT} FROM {raw_sql.CHANGE} ch WHERE ch.entity_id = %s AND ch.field IN ({{fields}}) "
     "ORDER BY ch.time DESC, ch.id DESC LIMIT %s"
@@ -324,54 +214,6 @@ def versions_until(entity: Entity, t: datetime, limit: int = 20) -> list[EntityV
 #
 # Collection errors
 #
-
-SOURCE_LABELS = {
-    "prometheus": ("Prometheus", "GPU telemetry missing for this window"),
-    "k8s": ("The Kubernetes API", "objects and events may be stale for this window"),
-    "kai": ("KAI Scheduler", "queue and quota state may be stale for this window"),
-    "kueue": ("Kueue", "queue and quota state may be stale for this window"),
-    "runai": ("The Run:ai API", "project policy may be stale for this window"),
-}
-
-
-@dataclass
-class SourceTrouble:
-    source: str
-    label: str
-    consequence: str
-    first: datetime
-    last: datetime
-    count: int
-    call: str
-    error: str
-
-
-_COLLECTION_ERRORS = (
-    f"SELECT {raw_sql.SOURCE_RUN_SELECT} FROM {raw_sql.SOURCE_RUN} sr "
-    "WHERE sr.cluster_id = %s AND NOT sr.ok AND sr.time >= %s AND sr.time <= %s ORDER BY sr.time LIMIT 200"
-)
-
-
-def collection_errors(cluster: Cluster, start: datetime, end: datetime) -> list[SourceTrouble]:
-    """Failed source calls of this cluster in the window, one line per source (one query)."""
-    found = raw_sql.fetch(_COLLECTION_ERRORS, [cluster.pk, raw_sql.db_time(start), raw_sql.db_time(end)])
-    return _troubles(raw_sql.source_run(r) for r in found)
-
-
-def _troubles(runs: Iterable[SourceRun]) -> list[SourceTrouble]:
-    """Failed source calls (oldest first), one line per source."""
-    out: dict[str, SourceTrouble] = {}
-    for r in runs:
-        label, consequence = SOURCE_LABELS.get(
-            r.source, (r.source, "its data may be missing for this window")
-        )
-        tr = out.get(r.source)
-        if tr is None:
-            out[r.source] = SourceTrouble(r.source, label, consequence, r.time, r.time, 1, r.call, r.error)
-        else:
-            tr.last, tr.count, tr.call, tr.error = r.time, tr.count + 1, r.call, r.error
-    return list(out.values())
-
 
 # The entity page's first query: the entity and its version at t (one row, part 0), UNION ALL the failed
 # source calls of its cluster in the window (part 1), each part's columns NULL in the other's rows.
@@ -407,7 +249,7 @@ def entity_page_at(
         return None, None, []
     entity, version = _entity_and_version(found[0][1:], t)
     runs = [raw_sql.source_run(row, 1 + _AT_WIDTH) for row in found[1:]]
-    return entity, version, _troubles(runs)
+    return entity, version, troubles(runs)
 
 
 #
@@ -512,56 +354,3 @@ def events_near(
         page_kind = EVENT_KINDS.get(ev.involved_kind)
         ev.ref = ref(cluster, page_kind, ev.involved_name, ev.involved_namespace) if page_kind else None
     return rows
-
-
-#
-# Queue order
-#
-
-
-_PENDING_AT = raw_sql.valid_at(f"""
-      SELECT v.entity_id, v.priority, COALESCE(v.submitted, %s) AS submitted
-      FROM {raw_sql.EV} v INDEXED_BY
-      WHERE v.kind = 'job' AND v.phase = 'Pending' AND NOT v.deleted AND v.cluster_id = %s AND v.queue = %s
-        AND VALID_TO AND v.valid_from <= %s""")
-_QUEUE_POSITION = f"""
-SELECT COUNT(*),
-       COALESCE(SUM(CASE WHEN p.priority > %s
-                           OR (p.priority = %s AND (p.submitted < %s OR (p.submitted = %s AND p.entity_id < %s)))
-                         THEN 1 ELSE 0 END), 0)
-FROM ({_PENDING_AT}) p"""
-
-
-def queue_position(cluster: Cluster, version: EntityVersion, t: datetime) -> tuple[int, int] | None:
-    """(position, waiting) of a pending job in its queue at t, in :func:`queue_order` order.
-
-    One aggregate query that reads only the pending-jobs index (``ev_pending_job``: the typed priority and
-    submission time are index columns), so a queue with thousands of waiting jobs costs little more than a
-    short one. ``kind``, ``phase`` and ``deleted`` are literals: the partial index applies only then.
-    """
-    neg_priority, mine_sub, mine_id = queue_order_key(version)
-    mine_p = -neg_priority
-    # SQLite ranks the general queue index as high, and would read the queue's running jobs too
-    indexed_by = "" if connection.vendor == "postgresql" else "INDEXED BY ev_pending_job"
-    at, never, sub = raw_sql.db_time(t), raw_sql.db_time(NEVER_SUBMITTED), raw_sql.db_time(mine_sub)
-    arm = [never, cluster.pk, version.queue]
-    total, ahead = raw_sql.fetch(
-        _QUEUE_POSITION.replace("INDEXED_BY", indexed_by),
-        [mine_p, mine_p, sub, sub, mine_id, *arm, at, *arm, at, at],
-    )[0]
-    if not total:
-        return None
-    return (int(ahead) + 1, int(total))
-
-
-def queue_order_key(version: EntityVersion) -> tuple[int, datetime, int]:
-    """:func:`collectors.queue_order.order_key` of a job version."""
-    return order_key(version.state or {}, version.entity_id)
-
-
-def queue_order(jobs: Iterable[EntityVersion]) -> list[EntityVersion]:
-    """Waiting jobs in the order the scheduler considers them: higher priority first, then earlier submission.
-
-    Ties go to the job recorded first (entity id), the same rule :func:`queue_position` counts in SQL.
-    """
-    return sorted(jobs, key=queue_order_key)

@@ -130,3 +130,14 @@ def _shared(
         kept = (moved, start, rows)
         memo[key] = kept
     return kept[2]
+
+
+def merged(shared: list[tuple[Any, ...]], own: list[tuple[Any, ...]], at: int) -> list[tuple[Any, ...]]:
+    """The shared rows and the incident's own, each in (moment, id) order (the moment at ``at``, the id
+    first), as one read of both would return them: once each, in that order."""
+    if not own:
+        return shared
+    seen = {row[0] for row in own}
+    rows = [row for row in shared if row[0] not in seen] + own
+    rows.sort(key=lambda row: (row[at], row[0]))
+    return rows

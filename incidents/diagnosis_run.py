@@ -160,11 +160,26 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
     of a later change). Incidents whose alerts all resolved keep their last firing answer. Every incident's
     candidate versions are read in one query.
     """
-    from collectors.models import EntityVersion
-    from incidents.models import IncidentSubject
-
     now = now or timezone.now()
     horizon = now - SETTLE
+    due, latest = _due_incidents(horizon, cluster_id)
+    if not due:
+        return 0
+    watched, waiting = _watched_entities(due, cluster_id)
+    versions = _versions_since(watched, due, horizon)
+    if versions is None:
+        return 0
+    # One batch: the fleet's history and changes are read once for the waiting jobs' incidents.
+    with batch_reads.shared_reads():
+        return _rediagnose_due(due, latest, watched, waiting, versions, horizon)
+
+
+def _due_incidents(
+    horizon: datetime, cluster_id: int | None
+) -> tuple[dict[int, tuple[datetime, datetime]], dict[int, DiagnosisRun]]:
+    """The firing incidents a new moment may be diagnosed for, each with the moment its answer was last
+    known to stand (the base) and the earliest moment a new diagnosis may describe (SPACING after its latest
+    run); and every such incident's latest run."""
     firing = Incident.objects.exclude(status="resolved").filter(alerts__status="firing")
     if cluster_id is not None:
         firing = firing.filter(cluster_id=cluster_id)
@@ -172,8 +187,6 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
     latest: dict[int, DiagnosisRun] = {}
     for run in DiagnosisRun.objects.filter(incident_id__in=ids).order_by("at", "id"):
         latest[run.incident_id] = run
-    # Per incident: the moment its answer was last known to stand (the base) and the earliest moment a new
-    # diagnosis may describe (SPACING after its latest run).
     due: dict[int, tuple[datetime, datetime]] = {}
     for incident_id in ids:
         last = latest.get(incident_id)
@@ -183,10 +196,17 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
         earliest = last.at + SPACING
         if max(base, earliest) <= horizon:
             due[incident_id] = (base, earliest)
-    if not due:
-        return 0
-    # The subjects, and the policy a subject job waits on (its queue and project: a quota raised while it
-    # still waits changes why it waits).
+    return due, latest
+
+
+def _watched_entities(
+    due: dict[int, tuple[datetime, datetime]], cluster_id: int | None
+) -> tuple[dict[int, set[int]], set[int]]:
+    """Per incident, the entities whose change may change its answer: its subjects, and the policy a subject
+    job waits on (its queue and project: a quota raised while it still waits changes why it waits); and the
+    incidents about a workload, whose queue moves around them without touching them."""
+    from incidents.models import IncidentSubject
+
     # The policy entities as a subquery rather than a join on every link: a pending job's incident relates
     # hundreds of candidate nodes and GPUs, none of which is read here.
     policy = Entity.objects.filter(kind__in=("queue", "project", "department"))
@@ -202,6 +222,16 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
         watched.setdefault(incident_id, set()).add(entity_id)
         if role == "subject" and kind in ("job", "pod"):
             waiting.add(incident_id)
+    return watched, waiting
+
+
+def _versions_since(
+    watched: dict[int, set[int]], due: dict[int, tuple[datetime, datetime]], horizon: datetime
+) -> dict[int, list[tuple[datetime, str]]] | None:
+    """Each watched entity's versions (start, material digest) from the earliest base that watches it up to
+    the horizon, in one query; None when nothing is watched."""
+    from collectors.models import EntityVersion
+
     # Each entity's versions from the earliest base that watches it up to the horizon, one query for all.
     start: dict[int, datetime] = {}
     for incident_id, entities in watched.items():
@@ -212,7 +242,7 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
     for entity_id, moment in start.items():
         by_start.setdefault(moment, []).append(entity_id)
     if not by_start:
-        return 0
+        return None
     reach = Q()
     for moment, entity_ids in by_start.items():
         reach |= Q(entity_id__in=entity_ids) & (Q(valid_to__isnull=True) | Q(valid_to__gt=moment))
@@ -223,9 +253,7 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
         .values_list("entity_id", "valid_from", "deleted", "state")
     ):
         versions.setdefault(entity_id, []).append((valid_from, material.digest(state, deleted)))
-    # One batch: the fleet's history and changes are read once for the waiting jobs' incidents.
-    with batch_reads.shared_reads():
-        return _rediagnose_due(due, latest, watched, waiting, versions, horizon)
+    return versions
 
 
 def _rediagnose_due(

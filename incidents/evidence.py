@@ -17,7 +17,6 @@ The observation vocabulary (kinds and content shapes) is read by
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,10 +26,10 @@ from django.utils import timezone
 
 from collectors.changefmt import describe_change
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
-from collectors.sources.redact import redact_text, redact_value
 from collectors.storage import insert_rows
 from incidents import diagnosis_run, inline, pod_logs, telemetry
 from incidents.models import Alert, Incident, IncidentSubject, Observation
+from incidents.observation_batch import Batch
 from rcaweb.timestamps import format_t_or_none
 
 logger = logging.getLogger(__name__)
@@ -44,57 +43,6 @@ MAX_STATE_OBSERVATIONS = 3000
 MAX_EVENTS = 2000
 MAX_CHANGES = 1000
 STATE_SOURCES = {"pod": "k8s", "job": "k8s", "node": "k8s", "gpu": "prometheus"}
-
-
-
-
-@dataclass
-class Batch:
-    """Observations of one collection run, keyed by dedup_key (the last one for a key wins)."""
-
-    incident: Incident
-    collected_at: datetime
-    items: dict[str, Observation] = field(default_factory=dict)
-
-    def add(
-        self,
-        *,
-        kind: str,
-        source: str,
-        locator: str,
-        observed_at: datetime,
-        content: dict,
-        key: str,
-        entity: Entity | None = None,
-        summary: str = "",
-        error: str = "",
-    ) -> None:
-        self.items[key] = Observation(
-            incident=self.incident,
-            entity=entity,
-            source=source,
-            kind=kind,
-            locator=redact_text(locator[:1000]),
-            observed_at=observed_at,
-            collected_at=self.collected_at,
-            content=_redacted(content),
-            summary=redact_text(summary[:500]),
-            error=redact_text(error),
-            dedup_key=key[:300],
-        )
-
-
-def _redacted(content: dict) -> dict:
-    """``content`` redacted, except a series' points: [timestamp we formatted, float] pairs hold no text to mask,
-    and walking hundreds of them per series cost more than the rest of the collection."""
-    points = content.get("points")
-    if isinstance(points, list) and all(
-        isinstance(p, list | tuple) and len(p) == 2 and isinstance(p[1], int | float) for p in points
-    ):
-        out = redact_value({k: v for k, v in content.items() if k != "points"})
-        out["points"] = [[str(t), v] for t, v in points]
-        return out
-    return redact_value(content)
 
 
 def collect_evidence(incident_id: int, now: datetime | None = None) -> int:
@@ -317,7 +265,11 @@ def collect_states(
         ent = by_id[v.entity_id]
         scheduler = ent.cluster.scheduler if ent.kind in ("queue", "project") else ""
         source = STATE_SOURCES.get(ent.kind) or (scheduler if scheduler in ("kai", "kueue") else "k8s")
-        content = {"state": v.state, "valid_from": format_t_or_none(v.valid_from), "valid_to": format_t_or_none(v.valid_to)}
+        content = {
+            "state": v.state,
+            "valid_from": format_t_or_none(v.valid_from),
+            "valid_to": format_t_or_none(v.valid_to),
+        }
         if v.deleted:
             content["deleted"] = True
         batch.add(

@@ -16,20 +16,18 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Q, Subquery
+from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 
-from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent
+from collectors.models import Cluster, Entity, EntityVersion
 from incidents import batch_reads, snapshot
-from incidents.batch_reads import CHANGE_COLUMNS, HISTORY_COLUMNS
-from incidents.diagnosis.health import subject_nodes
-from incidents.diagnosis.types import ChangeRec, DiagnosisInput, EntityState, EventRec, Ref, gpus_of
+from incidents.batch_reads import HISTORY_COLUMNS
+from incidents.diagnosis.types import DiagnosisInput, EntityState, Ref, gpus_of
+from incidents.lookback_input import load_changes, load_events, placed_nodes
 from incidents.models import Observation
 
 HISTORY = timedelta(hours=3)  # request history, quota changes, "shortly before onset"
 MAX_VERSIONS = 20000
-MAX_CHANGES = 3000
-MAX_EVENTS = 2000
 
 
 def _state(v: EntityVersion, obs_by_key: dict[str, Observation]) -> EntityState:
@@ -100,11 +98,41 @@ def load_inventory(
     )
     _load_vanished_gpus(di, cluster, t, [e for e in subject_entities if e.kind == "gpu"], obs_by_key)
     start = min(di.onset, t) - HISTORY
+    placed = placed_nodes(di) if bounded else None
+    _load_history(
+        di, cluster, start, t, subject_ids, subject_entities, obs_by_key, placed=placed, bounded=bounded
+    )
+    load_changes(
+        di,
+        cluster,
+        subject_entities,
+        start,
+        t,
+        obs_by_key,
+        fleet_shared=placed is None and bounded,
+        bounded=bounded,
+    )
+    load_events(di, cluster, start, t, obs_by_key)
+
+
+def _load_history(
+    di: DiagnosisInput,
+    cluster: Cluster,
+    start: datetime,
+    t: datetime,
+    subject_ids: set[int],
+    subject_entities: list[Entity],
+    obs_by_key: dict[str, Observation],
+    *,
+    placed: set[str] | None,
+    bounded: bool,
+) -> None:
+    """The versions of (start, t] the checks read over time into ``di.history`` (and, for an incident about
+    placed objects, ``di.peak_gpus``)."""
     # History of what the checks read over time: subject objects, their jobs/pods, nodes, GPUs and policy.
     # (GPU history only for subject GPUs: a fleet's GPUs would dominate the load for nothing.)
     # An incident about placed objects reads the history of its own nodes only: of the others the checks read
     # nothing but the most GPUs each reported (a node's nominal count, for the fit in an action's impact).
-    placed = placed_nodes(di) if bounded else None
     kinds = ["queue", "project"]
     named = Q(pk__in=[])  # the entities picked by name: their ids, so the versions are found by index
     if placed is None:
@@ -123,7 +151,9 @@ def load_inventory(
     # Inside a batch (``batch_reads``) a waiting job's incident takes the fleet's part from the shared rows.
     shared = batch_reads.fleet_history(cluster, start, t) if placed is None and bounded else None
     if shared is not None and set(kinds) == set(batch_reads.HISTORY_KINDS):
-        hist_rows = _merged(shared, _history(cluster, start, t, Q(entity_id__in=ids)) if ids else [], 5)
+        hist_rows = batch_reads.merged(
+            shared, _history(cluster, start, t, Q(entity_id__in=ids)) if ids else [], 5
+        )
     else:
         hist_rows = _history(cluster, start, t, Q(entity_id__in=ids) | Q(kind__in=kinds))
     # Tuples, not model instances: a fleet's 3 h of node history is ~20,000 rows.
@@ -131,33 +161,6 @@ def load_inventory(
         obs = obs_by_key.get(f"state:{pk}")
         es = _row_state(kind, name, ns, state, since, until, obs.pk if obs else None)
         di.history.setdefault(es.ref, []).append(es)
-    lookback = Change.objects.filter(cluster=cluster, time__gte=start, time__lte=t)
-    shared = batch_reads.fleet_changes(cluster, start, t) if placed is None and bounded else None
-    if shared is not None:
-        own = _changes_read(di, cluster, subject_entities, fleet=False)
-        mine = list(lookback.filter(own).order_by("time", "id").values_list(*CHANGE_COLUMNS)[:MAX_CHANGES])
-        changes = _merged(shared, mine, 5)[:MAX_CHANGES]
-    else:
-        if bounded:
-            lookback = lookback.filter(_changes_read(di, cluster, subject_entities))
-        changes = list(lookback.order_by("time", "id").values_list(*CHANGE_COLUMNS)[:MAX_CHANGES])
-    for pk, eid, kind, name, ns, when, fld, old, new, actor, source, summary, link in changes:
-        obs = obs_by_key.get(f"change:{pk}")
-        di.changes.append(
-            ChangeRec(
-                time=when,
-                entity=Ref(kind, name, ns) if eid is not None else None,
-                field=fld,
-                old=old,
-                new=new,
-                actor=actor,
-                source=source,
-                summary=summary,
-                link=link,
-                obs_id=obs.pk if obs else None,
-            )
-        )
-    _load_events(di, cluster, start, t, obs_by_key)
 
 
 def _history(cluster: Cluster, start: datetime, t: datetime, wanted: Q) -> list[tuple[Any, ...]]:
@@ -169,17 +172,6 @@ def _history(cluster: Cluster, start: datetime, t: datetime, wanted: Q) -> list[
         .order_by("valid_from", "id")
         .values_list(*HISTORY_COLUMNS)[:MAX_VERSIONS]
     )
-
-
-def _merged(shared: list[tuple[Any, ...]], own: list[tuple[Any, ...]], at: int) -> list[tuple[Any, ...]]:
-    """The shared rows and the incident's own, each in (moment, id) order (the moment at ``at``, the id
-    first), as one read of both would return them: once each, in that order."""
-    if not own:
-        return shared
-    seen = {row[0] for row in own}
-    rows = [row for row in shared if row[0] not in seen] + own
-    rows.sort(key=lambda row: (row[at], row[0]))
-    return rows
 
 
 def _peak_gpus(cluster: Cluster, start: datetime, t: datetime, skip: set[str]) -> dict[str, int]:
@@ -266,58 +258,6 @@ def _jobs(
     return [full.get(row[0], row) for row in slim]
 
 
-def placed_nodes(di: DiagnosisInput) -> set[str] | None:
-    """The nodes an incident about placed objects is about, or None when the whole fleet is its neighbourhood:
-    the nodes the checks examine (``incidents.diagnosis.health.subject_nodes``), and None as well when a
-    subject job is not in the input (its pods could be anywhere)."""
-    if any(r.kind == "job" and di.find("job", r.name, r.namespace) is None for r in di.subjects):
-        return None
-    nodes, whole = subject_nodes(di)
-    return None if whole else nodes
-
-
-def _changes_read(
-    di: DiagnosisInput, cluster: Cluster, subject_entities: list[Entity], *, fleet: bool = True
-) -> Q:
-    """The changes the checks can read: external ones, of policy objects, of the nodes and GPUs the incident
-    examines (every node and GPU for a waiting job, else those of ``placed_nodes``) and of the incident's own
-    pods and jobs (the subjects, a subject job's pods, a subject pod's job). Pod churn elsewhere in the fleet
-    is none of these.
-
-    The entities are picked in a subquery on the entity table, not by joining every change of the lookback to
-    its entity (49,000 changes in 3 h at 1,000 nodes: the join was most of a placed incident's input).
-    """
-    pods = {e.name for e in subject_entities if e.kind == "pod"}
-    jobs = {e.name for e in subject_entities if e.kind == "job"}
-    for e in subject_entities:
-        if e.kind == "job":
-            pods.update(p.name for p in di.pods if p.namespace == e.namespace and p.get("job") == e.name)
-        elif e.kind == "pod":
-            pod = di.find("pod", e.name, e.namespace)
-            if pod is not None and pod.get("job"):
-                jobs.add(pod.get("job"))
-    read = Q(kind__in=("queue", "project", "department")) if fleet else Q(pk__in=[])
-    nodes = placed_nodes(di)
-    if nodes is None:
-        if fleet:
-            read |= Q(kind__in=("node", "gpu"))
-    else:
-        gpus = {g.name for g in di.gpus if g.get("node") in nodes}
-        read |= Q(kind="node", name__in=nodes) | Q(kind="gpu", name__in=gpus)
-    if pods:
-        read |= Q(kind="pod", name__in=pods)
-    if jobs:
-        read |= Q(kind="job", name__in=jobs)
-    entities = Entity.objects.filter(cluster=cluster).filter(read).values("pk")
-    if not fleet:  # the incident's own few objects by id: the (entity, time) index's lookups
-        return Q(entity_id__in={e.pk for e in subject_entities} | set(entities.values_list("pk", flat=True)))
-    return (
-        Q(entity__isnull=True)
-        | Q(entity_id__in={e.pk for e in subject_entities})
-        | Q(entity_id__in=Subquery(entities))
-    )
-
-
 def _load_pods(
     di: DiagnosisInput,
     cluster_id: int,
@@ -390,46 +330,3 @@ def _load_vanished_gpus(
         es.state = {**es.state, "present": False, "phase": "missing"}
         es.valid_from = last.valid_to or es.valid_from
         di.gpus.append(es)
-
-
-def _load_events(
-    di: DiagnosisInput, cluster: Cluster, start: datetime, t: datetime, obs_by_key: dict[str, Observation]
-) -> None:
-    names = {r.name for r in di.subjects}
-    for r in di.subjects:
-        if r.kind == "job":
-            job = di.find("job", r.name, r.namespace)
-            if job is not None:
-                names.update(p.name for p in di.pods_of_job(job))
-    for r in di.subjects:  # the nodes the incident is about, or its pods run on (not the whole fleet)
-        if r.kind == "gpu":
-            g = di.find("gpu", r.name)
-            if g is not None and g.get("node"):
-                names.add(g.get("node"))
-    names.update(p.get("node") for p in di.pods if p.get("node") and p.ref in set(di.subjects))
-    if not names:
-        return
-    q = Q(involved_name__in=names)
-    for r in di.subjects:
-        if r.kind == "job":
-            q |= Q(involved_kind__in=("PodGroup", "Workload"), involved_name__contains=r.name)
-    qs = (
-        KubeEvent.objects.filter(cluster=cluster, last_time__gte=start, first_time__lte=t)
-        .filter(q)
-        .order_by("last_time")[:MAX_EVENTS]
-    )
-    for ev in qs:
-        obs = obs_by_key.get(f"event:{ev.cluster_id}:{ev.uid}:{ev.count}")
-        di.events.append(
-            EventRec(
-                time=ev.last_time,
-                reason=ev.reason,
-                message=ev.message,
-                involved=Ref(ev.involved_kind.lower(), ev.involved_name, ev.involved_namespace),
-                type=ev.type,
-                count=ev.count,
-                component=ev.component,
-                first_time=ev.first_time,
-                obs_id=obs.pk if obs else None,
-            )
-        )

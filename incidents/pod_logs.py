@@ -19,7 +19,7 @@ from incidents.models import IncidentSubject
 from rcaweb.ttlcache import TtlCache
 
 if TYPE_CHECKING:
-    from incidents.evidence import Batch
+    from incidents.observation_batch import Batch
 
 logger = logging.getLogger(__name__)
 

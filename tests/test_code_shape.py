@@ -69,22 +69,7 @@ def package_offences(package: str) -> list[str]:
     return out
 
 
-# Packages still being split: their offenders are listed when the test runs, and the mark goes once they pass.
-BEING_SPLIT = {"collectors", "incidents"}
-
-
-@pytest.mark.parametrize(
-    "package",
-    [
-        pytest.param(
-            p,
-            marks=pytest.mark.xfail(
-                p in BEING_SPLIT, strict=False, reason=f"{p}/ still has modules and functions being split"
-            ),
-        )
-        for p in PACKAGES
-    ],
-)
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_module_or_function_is_over_its_limit_without_a_reason(package: str) -> None:
     found = package_offences(package)
     assert not found, f"{len(found)} over the limits in {package}/:\n" + "\n".join(found)

@@ -26,7 +26,7 @@ from incidents.telemetry.series import anomalies, merge_points
 from incidents.telemetry.shared_range import SHARE_S, shared, shared_range
 
 if TYPE_CHECKING:
-    from incidents.evidence import Batch
+    from incidents.observation_batch import Batch
 
 MAX_GPUS = 32
 MAX_POINTS = 240

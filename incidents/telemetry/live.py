@@ -15,7 +15,7 @@ from incidents.telemetry.shared_range import shared_range
 from rcaweb.timestamps import format_t, parse_timestamp
 
 if TYPE_CHECKING:
-    from incidents.evidence import Batch
+    from incidents.observation_batch import Batch
 
 logger = logging.getLogger(__name__)
 

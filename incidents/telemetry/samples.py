@@ -12,7 +12,7 @@ from incidents.telemetry.series import record_series
 from rcaweb.timestamps import format_t
 
 if TYPE_CHECKING:
-    from incidents.evidence import Batch
+    from incidents.observation_batch import Batch
 
 
 def from_samples(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rcaweb.timestamps import format_t, parse_timestamp
 
 if TYPE_CHECKING:
-    from incidents.evidence import Batch
+    from incidents.observation_batch import Batch
 
 TEMP_LIMIT_C = 85.0
 MAX_ANOMALIES_PER_SERIES = 5

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.django import TestCase as HypothesisTestCase
 
-from collectors import inventory, queries
+from collectors import inventory, queue_position
 from collectors.models import Cluster, EntityVersion
 from tests.collectors.factories import T0, job_obs
 
@@ -43,9 +43,9 @@ class QueuePositionTest(HypothesisTestCase):
         t = T0 + timedelta(hours=1)
         inventory.record_states(cluster, obs, T0)
         versions = list(EntityVersion.objects.filter(cluster=cluster, kind="job"))
-        ordered = queries.queue_order(versions)
+        ordered = queue_position.queue_order(versions)
         for v in versions:
-            assert queries.queue_position(cluster, v, t) == (ordered.index(v) + 1, len(versions)), jobs
+            assert queue_position.queue_position(cluster, v, t) == (ordered.index(v) + 1, len(versions)), jobs
 
     def test_the_typed_columns_are_written_with_the_version(self):
         cluster = Cluster.objects.create(name="q")

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from collectors import queries
+from collectors import changes_around, collection_errors, queries
 from collectors.models import Change, Cluster, EntityVersion
 from collectors.storage import raw_sql
 from tests.collectors.factories import T0, build_small_cluster
@@ -83,7 +83,7 @@ def test_a_busy_window_shows_the_changes_nearest_t_and_exact_neighbours(small):
         for s in range(1, 4)
     ]
     Change.objects.bulk_create(rows)
-    got = queries.changes_around(small.cluster, related, t, timedelta(hours=1), limit=10)
+    got = changes_around.changes_around(small.cluster, related, t, timedelta(hours=1), limit=10)
     assert [c.field for c in got.lines] == [f"b{s}" for s in range(10, 0, -1)] + ["a1", "a2", "a3"]
     assert (got.prev, got.next, got.limited) == (t - timedelta(seconds=1), t + timedelta(seconds=1), True)
     assert got.lines[0].entity.name == "h100-01"
@@ -100,7 +100,7 @@ def test_neighbours_beyond_an_empty_window_come_from_the_whole_history(small):
             Change(cluster=small.cluster, entity=node, kind="node", time=far_after, field="y"),
         ]
     )
-    got = queries.changes_around(small.cluster, related, t, timedelta(hours=1))
+    got = changes_around.changes_around(small.cluster, related, t, timedelta(hours=1))
     assert (got.lines, got.prev, got.next, got.limited) == ([], far_before, far_after, False)
 
 
@@ -128,7 +128,7 @@ def test_the_entity_page_query_reads_the_entity_and_its_clusters_collection_erro
     entity, version, troubles = queries.entity_page_at("gpu-a", "node", "h100-01", "", t, T0)
     assert (entity, version) == queries.entity_at("gpu-a", "node", "h100-01", "", t)
     assert version is not None and version.valid_from.utcoffset() == timedelta(0)
-    assert troubles == queries.collection_errors(small.cluster, T0, t)
+    assert troubles == collection_errors.collection_errors(small.cluster, T0, t)
     assert [(tr.source, tr.count, tr.first, tr.last) for tr in troubles] == [
         ("prometheus", 2, T0 + timedelta(minutes=10), T0 + timedelta(minutes=20)),
         ("k8s", 1, T0 + timedelta(minutes=25), T0 + timedelta(minutes=25)),

@@ -10,8 +10,9 @@ from collectors.models import Change, Entity, EntityVersion
 from incidents.diagnosis.quota import QuotaAt
 from incidents.diagnosis.quota_causes import quota_fact
 from incidents.diagnosis.types import DiagnosisInput
-from incidents.evidence import Batch, collect_changes, state_summary
+from incidents.evidence import collect_changes, state_summary
 from incidents.models import Incident
+from incidents.observation_batch import Batch
 from tests.base import T0, BaseTestCase
 
 

@@ -17,7 +17,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.timezone import get_current_timezone
 
-from collectors import queries
+from collectors import changes_around, queries
 from collectors.models import Entity, EntityVersion
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
@@ -99,7 +99,7 @@ def finish(request: RcaRequest, ctx: dict[str, Any], related: queries.Related) -
     cur = request.cursor
     cluster = ctx["cluster"]
     # each side reads as many as are shown: enough for the nearest CHANGES_SHOWN, whichever side they are on
-    around = queries.changes_around(
+    around = changes_around.changes_around(
         cluster, related, cur.t, cur.window, limit=CHANGES_SHOWN, shown=CHANGES_SHOWN
     )
     changes = around.lines  # the ones nearest t; the rest are a cursor step away
@@ -135,7 +135,7 @@ class ChangeRow(NamedTuple):
 
 
 def change_rows(
-    request: RcaRequest, entity: Entity, changes: list[queries.ChangeLine], before: int
+    request: RcaRequest, entity: Entity, changes: list[changes_around.ChangeLine], before: int
 ) -> list[ChangeRow]:
     """The "changes around t" rows, each with its links and texts built here.
 

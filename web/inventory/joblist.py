@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from collectors import queries
+from collectors import queries, queue_position
 from collectors.models import Cluster, EntityVersion
 from rcaweb.http import RcaRequest
 from web.inventory.entity_page import render_page
@@ -93,7 +93,7 @@ def job_list(request: RcaRequest, cluster: str) -> HttpResponse:
     page = min(form.cleaned_data.get("page") or 1, pages)
     start = (page - 1) * LIST_LIMIT
     if f.get("phase") == "Pending" and total <= 5 * LIST_LIMIT:
-        versions = queries.queue_order(qs)[start : start + LIST_LIMIT]  # waiting jobs in scheduling order
+        versions = queue_position.queue_order(qs)[start : start + LIST_LIMIT]  # waiting jobs in scheduling order
         ordered_by = "priority, then submission time"
     else:
         versions = list(

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from collectors import gpu_amounts as amounts
-from collectors import queries
+from collectors import queries, queue_position
 from collectors.models import Entity
 from collectors.podstatus import pod_status, pods_in_trouble
 from incidents.job_explanation import explain_job_at
@@ -67,7 +67,7 @@ def job_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
     queue_name = version.queue if version else ""
     position = None
     if version is not None and version.phase == "Pending" and queue_name:
-        position = queries.queue_position(c, version, t)
+        position = queue_position.queue_position(c, version, t)
     trouble = pods_in_trouble(pods)
     # The diagnosis explains jobs that wait or failed (a running or finished job needs no "why"). It reads
     # the whole cluster as of t, so it loads lazily (job_why) and never delays the page itself.

@@ -9,7 +9,7 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from collectors import queries
+from collectors import queries, queue_position
 from collectors.models import Change, EntityVersion
 from collectors.podstatus import pods_in_trouble
 from rcaweb import kinds
@@ -69,8 +69,8 @@ def _split_jobs(versions: list[EntityVersion], cluster: Any = None, t: Any = Non
 
 
 def _in_queue_order(rows: list[JobRow]) -> list[JobRow]:
-    """The rows of waiting jobs in the order their scheduler considers them (``queries.queue_order``)."""
-    return sorted(rows, key=lambda r: queries.queue_order_key(r.version))
+    """The rows of waiting jobs in the order their scheduler considers them (``queue_position.queue_order``)."""
+    return sorted(rows, key=lambda r: queue_position.queue_order_key(r.version))
 
 
 def _job_units(j: JobRow) -> float:
