@@ -646,7 +646,7 @@ def inline_main(args: argparse.Namespace) -> int:
     from collectors.models import Cluster
     from harness.database import sqlite_wal
     from harness.webserver import WebServer
-    from incidents import inline
+    from incidents import inline_worker
     from incidents.models import Alert, Incident
     from tests.incidents.fixtures.alertmanager import gpu_uuid, small_world
 
@@ -738,7 +738,7 @@ def inline_main(args: argparse.Namespace) -> int:
                 not_ok += 1
                 print(f"  request {i}: HTTP {resp.status}", file=sys.stderr)
         posted = time.perf_counter()
-        drained = inline.drain(timeout=args.max_seconds * 10)
+        drained = inline_worker.drain(timeout=args.max_seconds * 10)
         drain_s = time.perf_counter() - posted
     finally:
         conn.close()

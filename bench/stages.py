@@ -115,7 +115,7 @@ def pipeline_stages() -> Stages:
     import collectors.sweep as sweep
     import incidents.diagnosis_run as diagnose
     import incidents.evidence as evidence
-    import incidents.inline as inline
+    import incidents.inline_worker as inline_worker
     import incidents.lifecycle as lifecycle
     import incidents.outbox as outbox
     import simulator.scenario as scenario
@@ -137,7 +137,7 @@ def pipeline_stages() -> Stages:
     s.wrap(sweep, "sweep_telemetry", "telemetry sweep")
     s.wrap(sweep, "ask_inventory", "inventory asked ahead")
     s.wrap(lifecycle, "settle", "settle")
-    s.wrap(inline, "drain", "drain wait (driver)")
+    s.wrap(inline_worker, "drain", "drain wait (driver)")
     s.wrap(outbox, "process_alerts", "grouping")
     s.wrap(evidence, "collect_evidence", "evidence")
     s.wrap(diagnose, "diagnose_incident", "diagnosis")

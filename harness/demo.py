@@ -157,7 +157,7 @@ class Demo:
         and diagnosed every one, bring their answers up to ``now`` (each was diagnosed at its onset; the cluster
         moved since), then settle the lifecycle at ``now``: the first page then shows today's answers, not a
         backlog. Progress lines count from the database (alerts grouped, incidents diagnosed)."""
-        from incidents import diagnosis_run, inline, lifecycle
+        from incidents import diagnosis_run, inline_worker, lifecycle
 
         assert harness.poster is not None and harness.cluster is not None
         started = time.monotonic()
@@ -166,7 +166,7 @@ class Demo:
         reported = time.monotonic()
         while not self.stop.is_set():
             posted = harness.poster.posted + harness.poster.failed
-            if posted >= queued and inline.drain(timeout=1.0) and not backlog(harness.cluster.name):
+            if posted >= queued and inline_worker.drain(timeout=1.0) and not backlog(harness.cluster.name):
                 break
             if time.monotonic() - started > BACKLOG_WAIT_S:
                 self.out(

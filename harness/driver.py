@@ -14,7 +14,7 @@ One driver for everything that runs the pipeline against the simulated cluster: 
 - backfills telemetry hour by hour backwards (:meth:`Harness.backfill`).
 
 It never calls the intake, the grouping or the diagnosis itself: those run because the webhook was posted
-to (inline without a Celery worker, ``incidents.inline``). ``simulator`` imports nothing of this.
+to (inline without a Celery worker, ``incidents.inline_worker``). ``simulator`` imports nothing of this.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from django.db import OperationalError
 from collectors import sweep
 from harness.policy import Policy
 from harness.triggers import AlertTriggers
-from incidents import inline, lifecycle
+from incidents import inline_worker, lifecycle
 
 logger = logging.getLogger(__name__)
 
@@ -74,14 +74,14 @@ def sweep_tick(
     # not move until the next advance (the worker only reads it); what telemetry's queries ask and what a
     # past window holds depend on nothing done in between. With the worker idle they wait: sent now, the
     # telemetry queries would only hold up the inventory's own.
-    early = policy.drain_s is not None and inline.working()
+    early = policy.drain_s is not None and inline_worker.working()
     ask_telemetry = attempt(policy, sweep.ask_telemetry, cluster, t) if early and due.telemetry else None
     ask_inventory = attempt(policy, sweep.ask_inventory, cluster, t) if early and due.inventory else None
     asked = AskedEarly(inventory=ask_inventory, telemetry=ask_telemetry)
     stored = False
     events = due.events
     with busy or contextlib.nullcontext(), asked:  # serialized requests: one in flight first
-        if policy.drain_s is not None and not inline.drain(timeout=policy.drain_s):
+        if policy.drain_s is not None and not inline_worker.drain(timeout=policy.drain_s):
             logger.warning("inline worker still busy after %d s; sweeping anyway", policy.drain_s)
         if due.inventory:
             summary = attempt(policy, asked.sweep_cluster, cluster, t)

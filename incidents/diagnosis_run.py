@@ -29,7 +29,7 @@ from django.utils import timezone
 from collectors.models import Entity
 from collectors.sources.redact import redact_text
 from incidents import batch_reads
-from incidents.diagnosis import material
+from incidents.diagnosis import material_change
 from incidents.diagnosis.checks import Diagnosis, run_checks
 from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.types import (
@@ -150,7 +150,7 @@ def rediagnose_changed(now: datetime | None = None, cluster_id: int | None = Non
     quota raised while the job still waits, a node back Ready while its GPU is still missing), after the
     moment the latest run describes, and at least ``SETTLE`` before ``now`` while an alert of the incident
     still fires: a change that ended the symptom (the job started, so its alert resolves) is not a new
-    moment of the problem. Only a *material* change counts (``incidents.diagnosis.material``: not a new
+    moment of the problem. Only a *material* change counts (``incidents.diagnosis.material_change``: not a new
     timestamp, the counts in a scheduler message, a restart counter); an immaterial one marks the latest run
     as standing up to there without diagnosing. The new diagnosis describes the moment of that change, not
     "now", so a page at any t shows what was true then; it is kept as a new run only when its answer differs
@@ -252,7 +252,7 @@ def _versions_since(
         .order_by("entity_id", "valid_from")
         .values_list("entity_id", "valid_from", "deleted", "state")
     ):
-        versions.setdefault(entity_id, []).append((valid_from, material.digest(state, deleted)))
+        versions.setdefault(entity_id, []).append((valid_from, material_change.digest(state, deleted)))
     return versions
 
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from collectors.models import Entity
 from collectors.sources.redact import redact_text, redact_value
-from incidents import inline, problems, titles
+from incidents import inline_worker, problems, titles
 from incidents.diagnosis.checks import Diagnosis
 from incidents.diagnosis.types import ActionDraft, Cite, Derived, DiagnosisInput, Finding, Ref
 from incidents.models import Citation, DiagnosisRun, Hypothesis, Incident, Observation, ProposedAction
@@ -32,7 +32,7 @@ class NoEvidence(ValueError):
 def persist(
     incident: Incident, di: DiagnosisInput, result: Diagnosis, trigger: str = "manual"
 ) -> list[Hypothesis]:
-    with inline.serialized(), transaction.atomic():  # on SQLite, one writer per process
+    with inline_worker.serialized(), transaction.atomic():  # on SQLite, one writer per process
         # The incident's runs' moments, once: whether this moment was diagnosed, whether it is the first run,
         # whether a later moment was.
         runs = list(

@@ -27,7 +27,7 @@ from django.utils import timezone
 from collectors.changefmt import describe_change
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent, SourceRun
 from collectors.storage import insert_rows
-from incidents import diagnosis_run, inline, pod_logs, telemetry
+from incidents import diagnosis_run, inline_worker, pod_logs, telemetry
 from incidents.models import Alert, Incident, IncidentSubject, Observation
 from incidents.observation_batch import Batch
 from rcaweb.timestamps import format_t_or_none
@@ -130,7 +130,7 @@ def save(batch: Batch) -> int:
     )
     new = [o for k, o in batch.items.items() if k not in existing]
     written = 0
-    with inline.serialized(), transaction.atomic():
+    with inline_worker.serialized(), transaction.atomic():
         # COPY on PostgreSQL (collectors.storage): a busy cluster's incident stores hundreds of states, whose
         # JSON bulk_create escaped one parameter at a time.
         insert_rows(Observation, [_row(o) for o in new], ignore_conflicts=True)

@@ -20,7 +20,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from incidents import inline
+from incidents import inline_worker
 from incidents.models import Alert
 from incidents.payload import (
     MAX_ALERTS,
@@ -72,7 +72,7 @@ def ingest_alertmanager(payload: dict, *, received_at: datetime | None = None) -
     # Within one notification the same identity may appear twice (it should not); the last one wins.
     by_key = {(a.fingerprint, a.starts_at): a for a in parsed}
     # On SQLite the write lock, ahead of background writers: the insert waits for one transaction at most.
-    with inline.serialized(urgent=True), transaction.atomic():
+    with inline_worker.serialized(urgent=True), transaction.atomic():
         new_ids = _insert([_new_row(a, group, now) for a in by_key.values()])
         result.created = len(new_ids)
         result.queued.extend(new_ids)

@@ -1,7 +1,7 @@
 """The outbox: alerts stored by the intake are grouped here, each exactly once, whenever the broker allows.
 
 ``enqueue_processing`` runs on the intake's commit. Under eager Celery (the demo, run_scenario) it hands the
-ids to the in-process worker thread (``incidents.inline``: the webhook answers first), or, in ``sync`` mode
+ids to the in-process worker thread (``incidents.inline_worker``: the webhook answers first), or, in ``sync`` mode
 (tests), processes inline; with a real broker it hands the ids to a per-process publisher thread that coalesces the notifications of
 the last few milliseconds into one ``process_alerts`` message (one broker round trip instead of one per
 request, the most expensive part of the webhook after the insert). Nothing depends on that message
@@ -102,12 +102,12 @@ publisher = _Publisher()
 
 def enqueue_processing(alert_ids: list[int]) -> bool:
     """Hand stored alerts on: to Celery through the coalescing publisher thread; without workers (eager) to
-    the in-process worker thread (``incidents.inline``, after the response), or inline in ``sync`` mode."""
+    the in-process worker thread (``incidents.inline_worker``, after the response), or inline in ``sync`` mode."""
     if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False):
-        from incidents import inline
+        from incidents import inline_worker
 
-        if inline.threaded():
-            inline.worker.add_alerts(list(alert_ids))
+        if inline_worker.threaded():
+            inline_worker.worker.add_alerts(list(alert_ids))
             return True
         return _publish(alert_ids)
     publisher.add(list(alert_ids))
@@ -188,10 +188,10 @@ def process_alerts(alert_ids: list[int]) -> int:
     A batch that fails is rolled back whole and its alerts are processed one by one
     (``process_alert``, a transaction each): the alert that fails stays unprocessed for
     the sweeper, the others are grouped. On SQLite each transaction holds the process' write lock
-    (``inline.serialized``) on its own and lasts about ``SQLITE_TRANSACTION_S``, so a webhook that arrives
+    (``inline_worker.serialized``) on its own and lasts about ``SQLITE_TRANSACTION_S``, so a webhook that arrives
     meanwhile waits for one short transaction, not for the whole list.
     """
-    from incidents import inline
+    from incidents import inline_worker
 
     done = 0
     budget = SQLITE_TRANSACTION_S if connection.vendor == "sqlite" else None
@@ -202,7 +202,7 @@ def process_alerts(alert_ids: list[int]) -> int:
             if budget is not None:  # read before the write lock: the webhook does not wait for these reads
                 lookups = _prefetch(pending)
             while pending:
-                with inline.serialized():
+                with inline_worker.serialized():
                     grouped, rest, lookups = _group_batch(pending, budget, lookups)
                 done += grouped
                 pending = rest
@@ -215,7 +215,7 @@ def process_alerts(alert_ids: list[int]) -> int:
             )
             for alert_id in pending:
                 try:
-                    with inline.serialized():
+                    with inline_worker.serialized():
                         if process_alert(alert_id) is not None:
                             done += 1
                 except Exception:
@@ -260,7 +260,7 @@ def _group_batch(
     least one is always grouped), with the lookups to group them with: prefetched for all of ``alert_ids``,
     so the next transaction reads none (``lookups`` given: prefetched for them already, by ``_prefetch`` or
     by the transaction before)."""
-    from incidents import grouping, inline
+    from incidents import grouping, inline_worker
 
     deadline = time.monotonic() + budget_s if budget_s is not None else None
     with transaction.atomic():
@@ -302,7 +302,7 @@ def _group_batch(
             if rest or (
                 deadline is not None
                 and one_by_one
-                and (time.monotonic() > deadline or inline.webhook_waiting())
+                and (time.monotonic() > deadline or inline_worker.webhook_waiting())
             ):
                 rest.append(a.pk)
                 continue
@@ -357,11 +357,11 @@ def sweep_outbox(
 
 
 def enqueue_evidence(incident_id: int) -> bool:
-    from incidents import inline
+    from incidents import inline_worker
     from incidents.tasks import collect_evidence
 
-    if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False) and inline.threaded():
-        inline.worker.add_evidence(incident_id)  # after the grouping that queued it, outside its write lock
+    if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False) and inline_worker.threaded():
+        inline_worker.worker.add_evidence(incident_id)  # after the grouping that queued it, outside its write lock
         return True
     try:
         collect_evidence.delay(incident_id)

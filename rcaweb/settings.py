@@ -296,7 +296,7 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 CELERY_TASK_ALWAYS_EAGER = envbool("RCAWEB_CELERY_EAGER", TESTING or not REDIS_URL)
 CELERY_TASK_EAGER_PROPAGATES = False
 # Without workers (eager), who runs grouping, evidence and diagnosis: "thread", one background thread in this
-# process after the webhook answered (incidents/inline.py); "sync", inline in the request (tests: deterministic).
+# process after the webhook answered (incidents/inline_worker.py); "sync", inline in the request (tests: deterministic).
 RCAWEB_INLINE_PROCESSING = os.environ.get("RCAWEB_INLINE_PROCESSING", "sync" if TESTING else "thread")
 # Evidence collections of one problem within this many seconds share their Prometheus answers (0: never).
 RCAWEB_EVIDENCE_SHARE_S = envint("RCAWEB_EVIDENCE_SHARE_S", 0 if TESTING else 60)

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from simulator.apiserver.store import Entry, Snapshot, encode
-from simulator.kube.common import stable_uid
+from simulator.kube.object_fields import stable_uid
 
 LEASE_NAMESPACE = "kube-node-lease"
 RENEW_S = 10

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.kube.common import managed_field, stable_uid, ts
 from simulator.kube.context import RenderContext
+from simulator.kube.object_fields import managed_field, stable_uid, ts
 from simulator.kube.pods import container_spec, queue_labels
 from simulator.state import SimEvent, SimJob
 

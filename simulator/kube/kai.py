@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from simulator.engine import messages
-from simulator.kube.common import GPU, managed_field, stable_uid, ts
 from simulator.kube.context import RenderContext
+from simulator.kube.object_fields import GPU, managed_field, stable_uid, ts
 from simulator.state import SimJob, SimProject
 
 KAI_GROUP = "scheduling.run.ai"

@@ -11,9 +11,9 @@ from typing import Any
 
 from simulator.engine import kueue as kueue_engine
 from simulator.engine import messages
-from simulator.kube.common import GPU, gpu_quantity, managed_field, short_hash, stable_uid, ts
 from simulator.kube.context import RenderContext
 from simulator.kube.kai import COHORT, FLAVOR, KUEUE_GROUP, cluster_created, status_time
+from simulator.kube.object_fields import GPU, gpu_quantity, managed_field, short_hash, stable_uid, ts
 from simulator.scenario.kueue import KueueSpec
 from simulator.state import SimJob, SimProject
 

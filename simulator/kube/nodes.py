@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.kube.common import GPU, ip_for, managed_field, stable_uid, ts
 from simulator.kube.context import RenderContext
+from simulator.kube.object_fields import GPU, ip_for, managed_field, stable_uid, ts
 from simulator.state import SimNode
 
 KUBELET_VERSION = "v1.31.4"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from simulator.engine.sharing import RESERVATION_NAMESPACE, cpu_memory_request, gpu_group
-from simulator.kube.common import GPU, ip_for, jsonable, managed_field, stable_uid, ts
 from simulator.kube.context import RenderContext
+from simulator.kube.object_fields import GPU, ip_for, jsonable, managed_field, stable_uid, ts
 from simulator.state import SimJob, SimPod
 
 # A fake key with a realistic shape, so that the collectors' redaction is exercised.

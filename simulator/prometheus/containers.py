@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from simulator.kube.common import stable_uid
+from simulator.kube.object_fields import stable_uid
 from simulator.prometheus.promql import Selector
 
 CPU = "container_cpu_usage_seconds_total"

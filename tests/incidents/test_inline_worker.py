@@ -1,9 +1,9 @@
 """Without Celery workers the webhook answers first and the in-process worker thread processes after it.
 
 ``RCAWEB_INLINE_PROCESSING=thread`` (the demo, run_scenario): the response returns once the alerts are
-stored; grouping, evidence and diagnosis then run in ``incidents.inline``'s thread, nothing is lost, and an
+stored; grouping, evidence and diagnosis then run in ``incidents.inline_worker``'s thread, nothing is lost, and an
 error leaves the alerts in the outbox for the sweep. Tests default to ``sync`` (deterministic); these switch
-the thread on and wait with ``inline.drain()``. TransactionTestCase: the thread has its own connection and
+the thread on and wait with ``inline_worker.drain()``. TransactionTestCase: the thread has its own connection and
 must see committed rows.
 """
 
@@ -18,7 +18,7 @@ from django.test import Client, TransactionTestCase, override_settings
 from django.utils import timezone
 
 from collectors.models import Cluster
-from incidents import inline, outbox
+from incidents import inline_worker, outbox
 from incidents.models import Alert, Incident
 from tests.base import T0
 from tests.incidents.fixtures.alertmanager import AUTH, alert, gpu_uuid, payload, small_world
@@ -32,19 +32,19 @@ class InlineThreadTests(TransactionTestCase):
         self.cluster = Cluster.objects.create(name="gpu-prod", scheduler="kai")
         small_world(self.cluster, T0)
         self.client = Client()
-        self.addCleanup(self.assertTrue, inline.drain(timeout=60))  # nothing runs after the test's flush
+        self.addCleanup(self.assertTrue, inline_worker.drain(timeout=60))  # nothing runs after the test's flush
         self.gate = threading.Event()
-        self.real = inline.InlineWorker._group
+        self.real = inline_worker.InlineWorker._group
         self.calls: list[list[int]] = []
         test = self
 
-        def gated(worker: inline.InlineWorker, alert_ids: list[int]) -> None:
+        def gated(worker: inline_worker.InlineWorker, alert_ids: list[int]) -> None:
             # before the grouping takes the write lock: the intake goes on storing meanwhile
             test.calls.append(list(alert_ids))
             assert test.gate.wait(30), "the test never opened the gate"
             test.real(worker, alert_ids)
 
-        self.gated = mock.patch.object(inline.InlineWorker, "_group", gated)
+        self.gated = mock.patch.object(inline_worker.InlineWorker, "_group", gated)
 
     def post(self, alerts: list[dict]) -> int:
         r = self.client.post(URL, data=json.dumps(payload(alerts)), content_type="application/json", **AUTH)
@@ -63,7 +63,7 @@ class InlineThreadTests(TransactionTestCase):
             self.assertIsNone(a.processed_at)
             self.assertFalse(Incident.objects.exists())
             self.gate.set()
-            self.assertTrue(inline.drain(timeout=60))
+            self.assertTrue(inline_worker.drain(timeout=60))
         a.refresh_from_db()
         self.assertIsNotNone(a.processed_at)
         inc = Incident.objects.get()
@@ -80,7 +80,7 @@ class InlineThreadTests(TransactionTestCase):
                     self.post([self.xid(node, index)])
             self.assertEqual(Alert.objects.filter(processed_at__isnull=True).count(), 16)
             self.gate.set()
-            self.assertTrue(inline.drain(timeout=120))
+            self.assertTrue(inline_worker.drain(timeout=120))
         self.assertEqual(sum(len(c) for c in self.calls), 16)  # each alert handed over once
         self.assertFalse(Alert.objects.filter(processed_at__isnull=True).exists())
         self.assertFalse(Alert.objects.filter(incident__isnull=True).exists())
@@ -89,18 +89,18 @@ class InlineThreadTests(TransactionTestCase):
 
     def test_an_error_is_a_log_line_the_alert_stays_in_the_outbox_and_the_worker_goes_on(self) -> None:
         broken = mock.patch.object(outbox, "process_alerts", side_effect=RuntimeError("grouping exploded"))
-        with broken, self.assertLogs("incidents.inline", "ERROR") as logs:
+        with broken, self.assertLogs("incidents.inline_worker", "ERROR") as logs:
             self.post([self.xid("h100-01", 1)])
-            self.assertTrue(inline.drain(timeout=60))
+            self.assertTrue(inline_worker.drain(timeout=60))
         self.assertIn("inline processing failed", logs.output[0])
         lost = Alert.objects.get()
         self.assertIsNone(lost.processed_at)  # still in the outbox
         self.post([self.xid("h100-02", 2)])  # the thread survived
-        self.assertTrue(inline.drain(timeout=60))
+        self.assertTrue(inline_worker.drain(timeout=60))
         self.assertEqual(Alert.objects.filter(processed_at__isnull=False).count(), 1)
         # What the worker's idle sweep (beat's sweep_outbox with workers) does once the grace passed:
         outbox.sweep_outbox(now=timezone.now() + timedelta(minutes=1))
-        self.assertTrue(inline.drain(timeout=60))
+        self.assertTrue(inline_worker.drain(timeout=60))
         lost.refresh_from_db()
         self.assertIsNotNone(lost.processed_at)
         self.assertEqual(Incident.objects.filter(collection_state="done").count(), 2)
@@ -113,7 +113,7 @@ class InlineThreadTests(TransactionTestCase):
         held, release = threading.Event(), threading.Event()
 
         def hold() -> None:
-            with inline.serialized():
+            with inline_worker.serialized():
                 held.set()
                 release.wait(30)
 
@@ -129,25 +129,25 @@ class InlineThreadTests(TransactionTestCase):
         holder.join(10)
         poster.join(30)
         self.assertEqual(answered, [200])
-        self.assertTrue(inline.drain(timeout=60))
+        self.assertTrue(inline_worker.drain(timeout=60))
         self.assertIsNotNone(Alert.objects.get().processed_at)
 
 
 class ModeTests(TransactionTestCase):
     def test_tests_default_to_sync(self) -> None:
-        self.assertEqual(inline.mode(), "sync")
-        self.assertFalse(inline.threaded())
+        self.assertEqual(inline_worker.mode(), "sync")
+        self.assertFalse(inline_worker.threaded())
 
     @override_settings(RCAWEB_INLINE_PROCESSING="background")
     def test_a_bad_mode_is_named(self) -> None:
         with self.assertRaisesMessage(
             ValueError, "RCAWEB_INLINE_PROCESSING='background': expected one of sync"
         ):
-            inline.mode()
+            inline_worker.mode()
 
     @override_settings(RCAWEB_INLINE_PROCESSING="thread", CELERY_TASK_ALWAYS_EAGER=False)
     def test_with_workers_the_thread_is_not_used(self) -> None:
-        self.assertFalse(inline.threaded())
+        self.assertFalse(inline_worker.threaded())
 
 
 def _file_sqlite(test: TransactionTestCase) -> None:
@@ -174,7 +174,7 @@ def _file_sqlite(test: TransactionTestCase) -> None:
     call_command("migrate", verbosity=0, interactive=False)
 
     def restore() -> None:
-        assert inline.drain(timeout=120)
+        assert inline_worker.drain(timeout=120)
         with contextlib.suppress(Exception):
             connections["default"].close()
         connections.settings["default"].clear()
@@ -192,13 +192,13 @@ class BurstTests(TransactionTestCase):
         from collectors.inventory import Observed, record_states
 
         _file_sqlite(self)
-        errors_before = inline.worker.errors
+        errors_before = inline_worker.worker.errors
         cluster = Cluster.objects.create(name="gpu-prod", scheduler="kai")
         small_world(cluster, T0, nodes=6, pending_job=False)
         started = threading.Event()
-        real = inline.InlineWorker._group
+        real = inline_worker.InlineWorker._group
 
-        def signalled(worker: inline.InlineWorker, alert_ids: list[int]) -> None:
+        def signalled(worker: inline_worker.InlineWorker, alert_ids: list[int]) -> None:
             started.set()  # the backlog is being grouped: the burst goes out now, while it is
             real(worker, alert_ids)
 
@@ -239,7 +239,7 @@ class BurstTests(TransactionTestCase):
             finally:
                 connection.close()
 
-        with mock.patch.object(inline.InlineWorker, "_group", signalled), self.assertNoLogs(level="WARNING"):
+        with mock.patch.object(inline_worker.InlineWorker, "_group", signalled), self.assertNoLogs(level="WARNING"):
             backlog = [xid(f"h100-0{i % 6 + 1}", i % 8, i) for i in range(40)]
             backlog += [
                 alert("NodeNotReady", {"cluster": "gpu-prod", "node": f"gone-{i}"}, T0) for i in range(40)
@@ -257,7 +257,7 @@ class BurstTests(TransactionTestCase):
                 t.start()
             for t in threads:
                 t.join(120)
-            self.assertTrue(inline.drain(timeout=120))
+            self.assertTrue(inline_worker.drain(timeout=120))
         self.assertEqual(errors, [])
         self.assertEqual(statuses, [200] * 24)
         self.assertEqual(Alert.objects.count(), 80 + 4 * 6 * 2)
@@ -265,12 +265,12 @@ class BurstTests(TransactionTestCase):
         self.assertFalse(Alert.objects.filter(processed_at__isnull=True).exists())
         self.assertFalse(Incident.objects.exclude(collection_state="done").exists())
         self.assertFalse(Incident.objects.filter(diagnosed_at__isnull=True).exists())
-        self.assertEqual(inline.worker.errors, errors_before)
+        self.assertEqual(inline_worker.worker.errors, errors_before)
 
 
 class WriteLockTests(TransactionTestCase):
     def test_a_waiting_webhook_goes_before_background_writers_that_asked_first(self) -> None:
-        lock = inline.WriteLock()
+        lock = inline_worker.WriteLock()
         order: list[str] = []
         lock.acquire()  # a background transaction in progress
 
@@ -297,7 +297,7 @@ class WriteLockTests(TransactionTestCase):
         self.assertEqual(order, ["webhook", "background"])
 
     def test_it_is_reentrant_and_refuses_a_release_by_another_thread(self) -> None:
-        lock = inline.WriteLock()
+        lock = inline_worker.WriteLock()
         lock.acquire()
         lock.acquire(urgent=True)  # the intake's transaction runs the sync-mode processing inside it
         lock.release()

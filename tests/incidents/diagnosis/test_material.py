@@ -1,8 +1,8 @@
-"""What counts as a new moment of a problem: material changes of a subject (incidents.diagnosis.material)."""
+"""What counts as a new moment of a problem: material changes of a subject (incidents.diagnosis.material_change)."""
 
 from __future__ import annotations
 
-from incidents.diagnosis.material import digest, material
+from incidents.diagnosis.material_change import digest, material
 
 KAI_WAITING = {
     "phase": "Pending",
