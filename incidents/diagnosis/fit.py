@@ -122,12 +122,14 @@ class NodeFit:
         return not self.blockers
 
     def free_if(self, ignore: set[str]) -> int:
-        """Free GPUs if the ignored GPU-side blockers were fixed (device plugin, missing GPUs)."""
+        """Free GPUs if the ignored GPU-side blockers were fixed: the device plugin advertising what the node
+        has (its capacity), the GPUs gone from its capacity back (up to its nominal count). Each fix gives back
+        only what it took: a GPU the device plugin withdrew does not come back by repairing a missing one."""
         top = self.allocatable
         if DEVICE_PLUGIN in ignore:
             top = max(top, self.capacity)
         if MISSING_GPU in ignore:
-            top = max(top, self.nominal)
+            top += max(self.nominal - self.capacity, 0)
         return max(top - self.allocated, 0)
 
     def to_dict(self) -> dict[str, Any]:

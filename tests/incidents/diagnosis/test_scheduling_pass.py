@@ -261,6 +261,28 @@ def test_a_missing_gpu_on_a_cordoned_node_is_context_not_the_cause_of_a_wait():
         ]
 
 
+def test_repairing_a_missing_gpu_gives_back_that_gpu_not_the_ones_a_device_plugin_withdrew():
+    """h100-03 (cordoned) lost a GPU; a100-02's device plugin withdrew all 8 of its GPUs. Repairing the missing
+    GPU gives back its GPU on h100-03 and nothing on a100-02: it is not the cause of an 8-GPU job's wait."""
+    nodes = [
+        node("h100-01"),
+        node("h100-03", capacity=7, unschedulable=True),
+        node("a100-02", capacity=8, allocatable=0, pool="a100"),
+    ]
+    held = [pod("r1-0", "r1", "research", node_name="h100-01", gpus=8)]
+    di = world(subjects=[Ref("job", "w1", "research")], nodes=nodes, pods=held, jobs=_waiters(1))
+    with di.indexed():
+        req = job_request(di, di.find("job", "w1", "research"))
+        rows = {r.node: r for r in F.node_fits(di, req)}
+    assert rows["a100-02"].free_if({F.MISSING_GPU}) == 0
+    assert rows["a100-02"].free_if({F.DEVICE_PLUGIN}) == 8
+    assert (rows["h100-03"].free, rows["h100-03"].free_if({F.MISSING_GPU})) == (7, 8)
+    findings = run_checks(di).findings
+    assert not any(f.code == C.GPU_MISSING and f.supported and f.scope == "cause" for f in findings), [
+        (f.code, f.status, f.scope) for f in findings
+    ]
+
+
 def _strict_world(subject: str, strategy: str):
     """Kueue: h100-03's device plugin withdrew its 8 GPUs; queue "batch" heads with a 16-GPU job that no node can
     hold, then an 8-GPU job the repair could start."""
