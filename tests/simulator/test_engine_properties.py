@@ -166,6 +166,12 @@ def _check(w: World, newly_bound: set[str]) -> set[str]:
                 p["preemptor_project_fair_share"] if w.scheduler == "kai" else p["preemptor_project_quota"]
             )
             assert p["preemptor_project_allocated"] + p["preemptor_gpus"] <= bound + 1e-9
+        elif p["kind"] == "consolidate":
+            # KAI's consolidation moves a running job of any queue to make room, and binds it again in the
+            # same pass: at the tick it moved, it runs
+            if p["time"] == w.now:
+                moved = w.jobs[p["victim"].split("/", 1)[1]]
+                assert all(pod.node is not None for pod in w.pods_of(moved)), f"consolidation stopped {p['victim']}"
         else:
             assert p["victim_project"] == p["preemptor_project"]
     return fit_but_wait
