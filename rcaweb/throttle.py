@@ -50,13 +50,11 @@ from weakref import WeakKeyDictionary
 
 from django.conf import settings
 from django.contrib.auth.backends import ModelBackend
-from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.models import User
-from django.contrib.auth.views import LoginView
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import F
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.utils import timezone
 
 from rcaweb.models import LoginThrottle
@@ -76,7 +74,7 @@ def normalize_username(username: str) -> str:
     return cleaned[:USERNAME_MAX_LENGTH]
 
 
-def _user_hash(username: str) -> str:
+def user_hash(username: str) -> str:
     return hashlib.sha256(normalize_username(username).encode()).hexdigest()[:32]
 
 
@@ -93,7 +91,7 @@ def delay_after(failures: int) -> float:
     return float(min(2**exponent, settings.LOGIN_MAX_DELAY_S))
 
 
-def _known_on_browser(request: HttpRequest) -> list[str]:
+def known_on_browser(request: HttpRequest) -> list[str]:
     value = request.get_signed_cookie(COOKIE, default="", salt=COOKIE_SALT, max_age=KNOWN_GOOD)
     return [h for h in (value or "").split(",") if h]
 
@@ -135,7 +133,7 @@ def _seconds(delta: timedelta) -> int:
 def admit(request: HttpRequest, username: str, now: datetime | None = None) -> Admission:
     """Count an attempt for ``username`` from this request under each key, or say how long it must wait."""
     now = now or timezone.now()
-    user, address = _user_hash(username), _address(request)
+    user, address = user_hash(username), _address(request)
     user_key, pair_key, ip_key, good_key = (
         f"user:{user}",
         f"pair:{user}:{address}",
@@ -144,7 +142,7 @@ def admit(request: HttpRequest, username: str, now: datetime | None = None) -> A
     )
     rows = {r.key: r for r in LoginThrottle.objects.filter(key__in=[user_key, pair_key, ip_key, good_key])}
     good = rows.get(good_key)
-    known_browser = user in _known_on_browser(request)
+    known_browser = user in known_on_browser(request)
     known = known_browser or (good is not None and good.last_seen >= now - KNOWN_GOOD)
     # (key, whether it holds this attempt back), in one order for every attempt: row locks never cross
     keys = sorted([(user_key, not known), (pair_key, not known_browser), (ip_key, not known)])
@@ -256,41 +254,3 @@ class ThrottledModelBackend(ModelBackend):
         user = super().authenticate(request, username, password, **kwargs)
         settle(admission, user is not None)
         return user
-
-
-def remember_browser(request: HttpRequest, response: HttpResponse, username: str) -> None:
-    """Mark this browser as one ``username`` signed in on, so others' guesses do not hold them back here."""
-    user = _user_hash(username)
-    known = [user, *(h for h in _known_on_browser(request) if h != user)][:COOKIE_USERS]
-    response.set_signed_cookie(
-        COOKIE,
-        ",".join(known),
-        salt=COOKIE_SALT,
-        max_age=int(KNOWN_GOOD.total_seconds()),
-        secure=settings.SESSION_COOKIE_SECURE,
-        httponly=True,
-        samesite="Lax",
-    )
-
-
-class ThrottledLoginView(LoginView):
-    """Django's LoginView: a 429 with ``Retry-After`` when the policy held the attempt back, and the
-    browser remembered on success."""
-
-    template_name = "registration/login.html"
-    form_class = AuthenticationForm
-
-    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
-        wait = throttled_for(self.request)
-        if not wait:
-            return super().form_invalid(form)
-        form.errors.clear()  # "didn't match" would be wrong: the password was not checked
-        ctx = self.get_context_data(form=form, throttled=True, retry_after=wait)
-        response = self.render_to_response(ctx, status=429)
-        response["Retry-After"] = str(wait)
-        return response
-
-    def form_valid(self, form: AuthenticationForm) -> HttpResponse:
-        response = super().form_valid(form)
-        remember_browser(self.request, response, form.get_user().get_username())
-        return response

@@ -8,10 +8,9 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import URLPattern, include, path
 
-from rcaweb import metrics
-from rcaweb.throttle import ThrottledLoginView
-from web import views
+from web import metrics, views
 from web.console import views as console_views
+from web.login import ThrottledLoginView
 
 
 def _oidc_urls() -> list[URLPattern]:

@@ -14,9 +14,10 @@ from collectors.models import Change, SourceRun
 from collectors.sweep.watch import WatchSession
 from collectors.sweep.watch_cursors import load_cursors
 from collectors.sweep.watch_lease import Lease
-from rcaweb import metrics, taskstats
+from rcaweb import taskstats
 from tests.collectors.simhelpers import register, served, small_world
 from tests.faults.services import RedisServer, app_env, database_url, send_task, start_worker, wait_until
+from web import metrics
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
 TASK = "collectors.tasks.watch_inventory"

@@ -1,4 +1,4 @@
-"""A fleet grid cell of a shared or MIG GPU says who holds it, in collectors.gpu_amounts' words (its title)."""
+"""A fleet grid cell of a shared or MIG GPU says who holds it, in web.gpu_amounts' words (its title)."""
 
 from __future__ import annotations
 

@@ -184,7 +184,7 @@ class IncidentListCountBoundTest(BaseTestCase):
 
         for i in range(7):
             Incident.objects.create(title=f"r{i}", onset=T0, window_start=T0, status="resolved")
-        with mock.patch("incidents.listing.RESOLVED_COUNTED", 5), mock.patch("web.incidents.views.Paginator") as pager:
+        with mock.patch("web.incidents.listing.RESOLVED_COUNTED", 5), mock.patch("web.incidents.views.Paginator") as pager:
             from django.core.paginator import Paginator
 
             pager.side_effect = lambda rows, _n: Paginator(rows, 2)

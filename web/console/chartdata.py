@@ -16,11 +16,11 @@ from typing import Any
 from django.db.models import Avg, Q
 from django.http import Http404
 
-from collectors import charts
 from collectors.models import Change, Cluster, Entity, EntityVersion, SourceRun, TelemetrySample
 from incidents.models import Alert
 from rcaweb import kinds
 from rcaweb.cursor import Cursor, format_t
+from web.console import charts
 
 logger = logging.getLogger(__name__)
 

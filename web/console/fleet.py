@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from collectors import gpu_amounts as amounts
 from collectors.mapping.kai_sharing import RESERVATION_NAMESPACE
 from collectors.models import Cluster, EntityVersion
 from incidents.diagnosis import capacity
 from rcaweb.cursor import Cursor
 from rcaweb.mig import mig_units
+from web import gpu_amounts as amounts
 from web.console.funnel import Funnel, units
 from web.console.gpu_activity import (
     ACTIVE_SM,
@@ -65,7 +65,7 @@ class Cell:
     units: float = 1.0  # what is allocated of the GPU, in GPUs (1 for a held whole GPU)
     slices: int = 0  # shares on it, or MIG instances in use
     slices_total: int = 0  # MIG instances of its layout
-    detail: str = ""  # who holds its shares or instances, in collectors.gpu_amounts' words (the cell's title)
+    detail: str = ""  # who holds its shares or instances, in web.gpu_amounts' words (the cell's title)
 
     @property
     def active(self) -> bool:

@@ -18,13 +18,12 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from collectors import charts
 from collectors.models import Cluster
 from rcaweb.cursor import Cursor
 from rcaweb.durations import format_duration, format_minutes
 from rcaweb.http import RcaRequest
 from web.console import changes as changes_q
-from web.console import chartdata, fleet, heatmap, home, slo
+from web.console import chartdata, charts, fleet, heatmap, home, slo
 from web.console.forms import SLO_METRICS, ChangeFilterForm, ScopeForm, SloForm, SloJobsForm
 from web.console.gpu_activity import ACTIVE_SM, WELL_USED_SM
 

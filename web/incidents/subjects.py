@@ -11,9 +11,9 @@ from datetime import datetime
 from typing import Any
 
 from collectors.models import EntityVersion
-from collectors.podstatus import pod_status
 from incidents.models import Incident, IncidentSubject
 from rcaweb import kinds
+from web.inventory.podstatus import pod_status
 
 RELATED_MAX = 500  # related entities read (one query); the page lists problems and counts the rest
 HEALTHY = {k.name: k.healthy_phases for k in kinds.KINDS if k.healthy_phases}  # rcaweb/kinds.py

@@ -28,8 +28,6 @@ from collectors.inventory import neighbour_change_times
 from collectors.models import Cluster
 from incidents import audit, causes, services
 from incidents.diagnosis_run import pick_run
-from incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
-from incidents.listing import RESOLVED_COUNTED, UnresolvedThenResolved, alert_count
 from incidents.models import Alert, AuditEntry, DiagnosisRun, Incident
 from incidents.titles import TitleLines
 from rcaweb.cursor import Cursor
@@ -37,7 +35,9 @@ from rcaweb.http import RcaRequest
 from rcaweb.roles import can_respond
 from rcaweb.row_attribute import Via
 from web.incidents.evidence import evidence_context, evidence_folding
+from web.incidents.forms import IncidentFilterForm, OwnerForm, StatusForm
 from web.incidents.hypotheses import hypotheses_context
+from web.incidents.listing import RESOLVED_COUNTED, UnresolvedThenResolved, alert_count
 from web.incidents.related_incidents import related_incidents
 from web.incidents.status_panel import now_at, status_context
 from web.incidents.subjects import subjects_at

@@ -11,14 +11,14 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from collectors import gpu_amounts as amounts
 from collectors import queries, queue_position
 from collectors.models import Entity
-from collectors.podstatus import pod_status, pods_in_trouble
 from incidents.job_explanation import explain_job_at
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
+from web import gpu_amounts as amounts
 from web.inventory.entity_page import entity_page_context, finish, not_found, render_page
+from web.inventory.podstatus import pod_status, pods_in_trouble
 from web.inventory.rows import PodRow
 from web.inventory.sharing import PodGpu, entity_resolver, gpus_held, with_links
 

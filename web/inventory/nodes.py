@@ -8,14 +8,14 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from collectors import gpu_amounts as amounts
 from collectors import queries
 from collectors.gpu_slices import slices_at
-from collectors.podstatus import pod_status
 from incidents.xid_seen import last_xids
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
+from web import gpu_amounts as amounts
 from web.inventory.entity_page import entity_page_context, finish, render_page
+from web.inventory.podstatus import pod_status
 from web.inventory.rows import GpuUserRow, NodeGpuRow, PodRow, SliceRow
 from web.inventory.sharing import (
     GpuUse,

@@ -19,14 +19,14 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from collectors import gpu_amounts as amounts
 from collectors import podlogs, queries
 from collectors.models import EntityVersion
-from collectors.podstatus import pod_status
 from collectors.sources.redact import redact_text
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
+from web import gpu_amounts as amounts
 from web.inventory.entity_page import entity_page_context, finish, not_found, render_page
+from web.inventory.podstatus import pod_status
 from web.inventory.sharing import entity_resolver, gpus_held, with_links
 
 logger = logging.getLogger(__name__)

@@ -11,10 +11,10 @@ from django.views.decorators.vary import vary_on_headers
 
 from collectors import queries, queue_position
 from collectors.models import Change, EntityVersion
-from collectors.podstatus import pods_in_trouble
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
 from web.inventory.entity_page import entity_page_context, finish, render_page
+from web.inventory.podstatus import pods_in_trouble
 from web.inventory.rows import JobRow
 
 logger = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ SHOWN_JOBS = 200  # longer lists link to the filtered job list
 
 def _troubles(cluster: Any, t: Any, jobs: list[JobRow]) -> None:
     """Each running job's ``trouble`` ({reason: pods}): a crash-looping job reads CrashLoopBackOff, not a green
-    Running (kubectl's STATUS of its pods at t, collectors.podstatus). One query for the listed jobs."""
+    Running (kubectl's STATUS of its pods at t, web.inventory.podstatus). One query for the listed jobs."""
     names = {j.entity.name for j in jobs}
     by_job: dict[tuple[str, str], list[Any]] = {}
     if names:

@@ -3,7 +3,7 @@ MIG instances, and KAI's reservation pod named as such, under them, never as the
 
 DCGM sees only the process holding the device, so a shared GPU's ``pod`` is KAI's reservation pod; the pods
 that share it are in the GPU's ``shares`` (``collectors.mapping.gpus.gpu_shares``), its MIG instances' pods in
-``mig``. The words come from ``collectors.gpu_amounts``.
+``mig``. The words come from ``web.gpu_amounts``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 
 from django.db.models import Q
 
-from collectors import gpu_amounts as amounts
 from collectors import inventory, queries
 from collectors.models import Cluster, Entity, EntityVersion, GpuSlice
 from rcaweb.cursor import Cursor
+from web import gpu_amounts as amounts
 from web.templatetags.rcaweb import entity_link_html
 
 Resolve = Callable[[str], Any]  # "ns/name" → what the page links (an Entity, a Ref, or None)

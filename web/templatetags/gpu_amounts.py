@@ -1,4 +1,4 @@
-"""Template filters writing GPU amounts the one way ``collectors.gpu_amounts`` does: shares, memory, MIG.
+"""Template filters writing GPU amounts the one way ``web.gpu_amounts`` does: shares, memory, MIG.
 
 ``{% load gpu_amounts %}`` then ``{{ job.state|gpu_request }}`` ("0.5 of a GPU", "2 × 1g.10gb", "8 GPUs"),
 ``{{ slice.memory_mib|gib }}`` ("22.5 GiB"), ``{{ units|gpu_amount }}`` ("0.5", "3").
@@ -10,7 +10,7 @@ from typing import Any
 
 from django import template
 
-from collectors import gpu_amounts
+from web import gpu_amounts
 
 register = template.Library()
 

@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 import plotly.graph_objects as go
 from django.test import SimpleTestCase
 
-from collectors import charts, figures
 from collectors.models import Change, SourceRun
 from incidents.models import Alert
 from tests.base import T0, BaseTestCase
 from tests.collectors.factories import gpu_uuid
 from tests.console.factories import build_fleet, node_name
+from web.console import charts, figures
 
 T = T0 + timedelta(hours=3)  # 06:00Z
 Q = "t=2026-11-29T06:00:00Z&w=2h"

@@ -1,11 +1,11 @@
-"""collectors.gpu_amounts: the one way the pages write whole GPUs, KAI shares, GPU memory and MIG instances,
+"""web.gpu_amounts: the one way the pages write whole GPUs, KAI shares, GPU memory and MIG instances,
 and web.inventory.sharing: who holds a GPU at t, KAI's reservation pod named apart from the users."""
 
 from __future__ import annotations
 
 import pytest
 
-from collectors import gpu_amounts as A
+from web import gpu_amounts as A
 from web.inventory.sharing import gpu_use
 
 

@@ -1,5 +1,5 @@
 """The named charts of the entity and fleet pages (a GPU's metrics, a queue's allocation and length, a
-histogram), built from samples on the figures of :mod:`collectors.figures`."""
+histogram), built from samples on the figures of :mod:`web.console.figures`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from collectors.figures import PALETTE, Marker, Series, line_figure, series_trace
+from web.console.figures import PALETTE, Marker, Series, line_figure, series_trace
 
 METRIC_CHARTS: dict[str, tuple[str, str, tuple[str, ...], float, Sequence[float] | None]] = {
     # name: (title, y title, DCGM metrics, scale, y range); the y axis of the others: METRIC_AXES

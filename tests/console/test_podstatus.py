@@ -1,10 +1,10 @@
-"""collectors.podstatus: a pod's status as kubectl shows it, and the job and pod pages that use it."""
+"""web.inventory.podstatus: a pod's status as kubectl shows it, and the job and pod pages that use it."""
 
 from __future__ import annotations
 
 import pytest
 
-from collectors.podstatus import container_trouble, pod_status, pods_in_trouble
+from web.inventory.podstatus import container_trouble, pod_status, pods_in_trouble
 
 
 def _state(phase, containers, **extra):
