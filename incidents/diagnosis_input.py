@@ -28,7 +28,6 @@ from incidents.diagnosis.types import (
     parse_ts,
 )
 from incidents.inventory_input import HISTORY, load_inventory
-from incidents.lookback_input import placed_nodes as placed_nodes  # named here by the checks' docs
 from incidents.models import Alert, Incident, IncidentSubject, Observation
 
 logger = logging.getLogger(__name__)

@@ -7,15 +7,15 @@ constant, add it to its family tuple, and ALL_CODES picks it up.
 
 from __future__ import annotations
 
-# The codes themselves live in the top-level package ``cause_codes``, which scenarios import too.
+# The codes themselves live in the top-level package ``cause_codes``, which scenarios import too; this module
+# re-exports them all and adds each one's name in an operator's words.
+import cause_codes
+from cause_codes import *  # noqa: F403 (every code, as listed by cause_codes.__all__)
 from cause_codes import (
-    ALL_CODES,
-    CONTEXT_CODES,
     CPU_MEMORY_SHORTAGE,
     CRASHLOOP_CONFIG_ERROR,
     DEPARTMENT_QUOTA_EXHAUSTED,
     DEVICE_PLUGIN_UNHEALTHY,
-    EFFICIENCY_CODES,
     GPU_CAPACITY_SHORTAGE,
     GPU_ECC_ERRORS,
     GPU_FRAGMENTATION,
@@ -24,7 +24,6 @@ from cause_codes import (
     GPU_OOM,
     GPU_THERMAL_THROTTLING,
     GPU_XID_FAULT,
-    HEALTH_CODES,
     IDLE_GPU_ALLOCATION,
     IMAGE_PULL_ERROR,
     MIG_PROFILE_UNAVAILABLE,
@@ -37,9 +36,7 @@ from cause_codes import (
     QUEUE_PRIORITY,
     RECENT_CHANGE,
     REQUEST_SIZE_CHANGED,
-    SCHEDULING_CODES,
     UNTOLERATED_TAINT,
-    WORKLOAD_CODES,
 )
 
 # Each code in an operator's words: what statements, titles and lists say instead of the code itself.
@@ -77,38 +74,4 @@ def name(code: str) -> str:
     return NAMES.get(code, code.replace("_", " "))
 
 
-__all__ = [
-    "ALL_CODES",
-    "CONTEXT_CODES",
-    "CPU_MEMORY_SHORTAGE",
-    "CRASHLOOP_CONFIG_ERROR",
-    "DEPARTMENT_QUOTA_EXHAUSTED",
-    "DEVICE_PLUGIN_UNHEALTHY",
-    "EFFICIENCY_CODES",
-    "GPU_CAPACITY_SHORTAGE",
-    "GPU_ECC_ERRORS",
-    "GPU_FRAGMENTATION",
-    "GPU_MISSING",
-    "GPU_NODE_UNAVAILABLE",
-    "GPU_OOM",
-    "GPU_THERMAL_THROTTLING",
-    "GPU_XID_FAULT",
-    "HEALTH_CODES",
-    "IDLE_GPU_ALLOCATION",
-    "IMAGE_PULL_ERROR",
-    "MIG_PROFILE_UNAVAILABLE",
-    "NAMES",
-    "NODE_SELECTOR_MISMATCH",
-    "NVLINK_ERRORS",
-    "OOM_KILLED",
-    "OVER_REQUESTED",
-    "PREEMPTED",
-    "PROJECT_QUOTA_EXHAUSTED",
-    "QUEUE_PRIORITY",
-    "RECENT_CHANGE",
-    "REQUEST_SIZE_CHANGED",
-    "SCHEDULING_CODES",
-    "UNTOLERATED_TAINT",
-    "name",
-    "WORKLOAD_CODES",
-]
+__all__ = [*cause_codes.__all__, "NAMES", "name"]

@@ -45,7 +45,7 @@ def subject_nodes(di: DiagnosisInput) -> tuple[set[str], bool]:
     """The nodes the subjects are placed on (a node, a GPU's node, a pod's node, a job's pods' nodes), and
     whether the whole fleet is the neighbourhood instead: a subject job waits (any node could be where it
     should go), or no subject names a node. The diagnosis input is bounded by the same answer
-    (``incidents.diagnosis_input.placed_nodes``), so what the checks examine is always what was read."""
+    (``incidents.lookback_input.placed_nodes``), so what the checks examine is always what was read."""
     nodes: set[str] = set()
     waits = False
     for ref in di.subjects:
