@@ -1,17 +1,17 @@
-"""The order a scheduler considers waiting jobs in: higher priority first, then earlier submission, then the
-job recorded first. Shared by the write path (a job version's typed ``priority``/``submitted`` columns) and the
-pages (queue lists, a pending job's position), so both order the same way."""
+"""A job version's typed ``priority`` and ``submitted`` columns, read from its state on the write path.
+
+These are columns, not an order: every position and waiting list comes from the scheduling model's order
+(``incidents.waiting_order`` over ``incidents.diagnosis.queue_order``), which the inventory may not import."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from rcaweb.cursor import CursorError, parse_t
 
 # KAI Scheduler / Run:ai default PriorityClasses (value used when a job state carries no numeric priority).
 PRIORITY_CLASS_VALUES = {"inference": 125, "build": 100, "interactive-preemptible": 75, "train": 50}
-NEVER_SUBMITTED = datetime(9999, 12, 31, tzinfo=UTC)  # a job without a submission time waits behind the rest
 
 
 def job_priority(state: dict[str, Any]) -> int:
@@ -31,8 +31,3 @@ def job_submitted(state: dict[str, Any]) -> datetime | None:
         return parse_t(str(s))
     except (CursorError, ValueError):
         return None
-
-
-def order_key(state: dict[str, Any], entity_id: int) -> tuple[int, datetime, int]:
-    """Sort key of a waiting job: the scheduler considers smaller keys first."""
-    return (-job_priority(state), job_submitted(state) or NEVER_SUBMITTED, entity_id)

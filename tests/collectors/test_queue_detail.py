@@ -20,7 +20,7 @@ class QueueDetailTest(PageTestCase):
         assert "Over-quota weight" in html and "/c/gpu-prod/projects/vision/" in html
         assert self.get(PATH, self.times["end"]).context["state"]["priority"] == 40
 
-    def test_it_orders_waiting_jobs_by_priority_then_submission_time(self):
+    def test_it_orders_waiting_jobs_by_priority_class_then_submission_time(self):
         at = self.times["end"]
         inventory.record_states(
             self.cluster,
@@ -68,7 +68,7 @@ class QueueDetailTest(PageTestCase):
         ]
         assert [j.position for j in r.context["pending"]] == [1, 2, 3, 4]
         assert r.context["pending_count"] == 4 and r.context["pending_gpus"] == 1 + 1 + 2 + 8
-        # each job page counts the same position in the database
+        # each job page gives the same position (the scheduling model's order in the queue)
         for pos, name in enumerate(["inference-x", "late-build", "early-train", "bert-eval"], start=1):
             job = self.get(f"/c/gpu-prod/jobs/nlp/{name}/", at + timedelta(minutes=1))
             assert job.context["queue_position"] == (pos, 4), name

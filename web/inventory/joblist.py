@@ -15,8 +15,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from collectors import queries, queue_position
+from collectors import queries
 from collectors.models import Cluster, EntityVersion
+from incidents import waiting_order
 from rcaweb.http import RcaRequest
 from web.inventory.entity_page import render_page
 from web.inventory.rows import JobRow
@@ -93,8 +94,9 @@ def job_list(request: RcaRequest, cluster: str) -> HttpResponse:
     page = min(form.cleaned_data.get("page") or 1, pages)
     start = (page - 1) * LIST_LIMIT
     if f.get("phase") == "Pending" and total <= 5 * LIST_LIMIT:
-        versions = queue_position.queue_order(qs)[start : start + LIST_LIMIT]  # waiting jobs in scheduling order
-        ordered_by = "priority, then submission time"
+        # waiting jobs in the scheduling model's order (the positions the job pages and incidents give them)
+        ordered, ordered_by = waiting_order.in_model_order(c, t, qs)
+        versions = ordered[start : start + LIST_LIMIT]
     else:
         versions = list(
             qs.order_by("entity__namespace", "entity__name", "entity_id")[start : start + LIST_LIMIT]

@@ -11,8 +11,9 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from collectors import queries, queue_position
+from collectors import queries
 from collectors.models import Entity
+from incidents import waiting_order
 from incidents.job_explanation import explain_job_at
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
@@ -65,9 +66,9 @@ def job_detail(request: RcaRequest, cluster: str, namespace: str, name: str) -> 
         )
     nodes = sorted({p.node for p in pods if p.node})
     queue_name = version.queue if version else ""
-    position = None
-    if version is not None and version.phase == "Pending" and queue_name:
-        position = queue_position.queue_position(c, version, t)
+    # its place in its queue in the scheduling model's order: the position the why-pending panel and the
+    # incidents give it (incidents.waiting_order)
+    position = waiting_order.queue_position(c, version, t) if version is not None else None
     trouble = pods_in_trouble(pods)
     # The diagnosis explains jobs that wait or failed (a running or finished job needs no "why"). It reads
     # the whole cluster as of t, so it loads lazily (job_why) and never delays the page itself.

@@ -9,8 +9,9 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from collectors import queries, queue_position
+from collectors import queries
 from collectors.models import Change, EntityVersion
+from incidents import waiting_order
 from rcaweb import kinds
 from rcaweb.http import RcaRequest
 from web.inventory.entity_page import entity_page_context, finish, render_page
@@ -45,32 +46,30 @@ def _troubles(cluster: Any, t: Any, jobs: list[JobRow]) -> None:
         j.trouble = pods_in_trouble(by_job.get((j.entity.namespace, j.entity.name), []))
 
 
-def _split_jobs(versions: list[EntityVersion], cluster: Any = None, t: Any = None) -> dict[str, Any]:
+def _split_jobs(versions: list[EntityVersion], cluster: Any, t: Any) -> dict[str, Any]:
+    """Waiting jobs in the scheduling model's order (``incidents.waiting_order``: the order and the positions
+    the job pages, the why-pending panel and the incidents give them), running jobs by name, and the rest."""
     jobs = [JobRow(v, queue_ref=queries.ref(v.entity.cluster, "queue", v.queue)) for v in versions]
-    pending = _in_queue_order([j for j in jobs if j.phase == "Pending"])
+    waiting = [j for j in jobs if waiting_order.waits(j.version)]
+    pending, order_words = waiting_order.in_model_order(cluster, t, waiting)
     for pos, j in enumerate(pending, start=1):
         j.position = pos
     running = sorted(
         (j for j in jobs if j.phase == "Running"), key=lambda j: (j.entity.namespace, j.entity.name)
     )
-    other = [j for j in jobs if j.phase not in ("Pending", "Running")]
-    if cluster is not None:
-        _troubles(cluster, t, running[:SHOWN_JOBS] + pending[:SHOWN_JOBS])
+    other = [j for j in jobs if j.phase != "Running" and not waiting_order.waits(j.version)]
+    _troubles(cluster, t, running[:SHOWN_JOBS] + pending[:SHOWN_JOBS])
     return {
         "pending": pending[:SHOWN_JOBS],
         "running": running[:SHOWN_JOBS],
         "pending_count": len(pending),
+        "pending_order": order_words,
         "running_count": len(running),
         "other_count": len(other),
         "pending_gpus": _units(sum(_job_units(j) for j in pending)),
         "running_gpus_requested": _units(sum(_job_units(j) for j in running)),
         "shown_limit": SHOWN_JOBS,
     }
-
-
-def _in_queue_order(rows: list[JobRow]) -> list[JobRow]:
-    """The rows of waiting jobs in the order their scheduler considers them (``queue_position.queue_order``)."""
-    return sorted(rows, key=lambda r: queue_position.queue_order_key(r.version))
 
 
 def _job_units(j: JobRow) -> float:

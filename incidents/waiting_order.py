@@ -1,0 +1,128 @@
+"""Waiting jobs in the scheduling model's order, read from the inventory at t: a job page's position in its
+queue, the queue and project pages' waiting lists, the job list of waiting jobs.
+
+There is one order: the model's (``incidents.diagnosis.queue_order``). Within one queue it serves jobs by
+``in_queue_key`` (priority class, then submission); across queues by ``QueueOrder`` (KAI departments, queue
+priority, fair share and over-quota weight; Kueue queue priority, borrowing, strategies), as the cluster's
+scheduling pass walks it (``scheduling_pass.cluster_pass``), the pass the why-pending panel, the queues page and
+the incidents read. So a job page, a list and an incident never give one job two positions.
+
+A job waits as the model says (``pending.is_pending``: Pending, or Suspended waiting for admission).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q
+
+from collectors.models import Cluster, EntityVersion
+from incidents.diagnosis.allocation import job_units
+from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.queue_order import QueueOrder, in_queue_key, job_queue, order_words
+from incidents.diagnosis.scheduling_pass import cluster_pass
+from incidents.diagnosis.types import EntityState
+from incidents.diagnosis_input import load_cluster_input
+
+# The phases a waiting job's version may carry (``is_pending`` decides; "" is a job with no phase recorded).
+WAITING_PHASES = ("Pending", "Suspended", "")
+IN_QUEUE_WORDS = "their queue's order (priority class, then submission)"
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+def job_state(version: EntityVersion) -> EntityState:
+    """A job version as the model reads it."""
+    return EntityState(
+        "job",
+        version.entity.name,
+        version.entity.namespace,
+        version.state or {},
+        version.valid_from,
+        version.valid_to,
+    )
+
+
+def waits(version: EntityVersion) -> bool:
+    return is_pending(job_state(version))
+
+
+def queue_of(version: EntityVersion) -> str:
+    """The queue the model charges the job to (its queue, else its project)."""
+    return job_queue(job_state(version))
+
+
+def queue_position(cluster: Cluster, version: EntityVersion, t: datetime) -> tuple[int, int] | None:
+    """(position, waiting) of a waiting job in its own queue at t, in the model's order; None when it does not
+    wait. One query: the queue's waiting jobs at t (their states carry what ``in_queue_key`` reads)."""
+    me = job_state(version)
+    if not is_pending(me):
+        return None
+    queue = job_queue(me)
+    rows = (
+        EntityVersion.objects.as_of(t)
+        .filter(cluster=cluster, kind="job", deleted=False, phase__in=WAITING_PHASES)
+        .filter(Q(queue=queue) | Q(queue="", project=queue))
+        .select_related("entity")
+        .only("state", "valid_from", "valid_to", "entity__name", "entity__namespace")
+    )
+    mine = in_queue_key(me)
+    others = [s for s in (job_state(v) for v in rows) if is_pending(s) and job_queue(s) == queue]
+    ahead = sum(
+        1 for s in others if (s.namespace, s.name) != (me.namespace, me.name) and in_queue_key(s) < mine
+    )
+    total = len({(s.namespace, s.name) for s in others} | {(me.namespace, me.name)})
+    return (ahead + 1, total)
+
+
+def cluster_ranks(cluster: Cluster, t: datetime) -> dict[Key, int]:
+    """Each waiting job's 1-based place in the cluster's order at t: the scheduling pass' order for the jobs it
+    weighs (``cluster_pass``: starts charged to their queue before the next choice), then the jobs beyond it in
+    the model's order, each charged to its queue as it is served."""
+    di = load_cluster_input(cluster, t)
+    with di.indexed():
+        cp = cluster_pass(di)
+        ranks = {(c.job.namespace, c.job.name): c.order for c in cp.considered}
+        rest = [j for j in di.jobs if is_pending(j) and (j.namespace, j.name) not in ranks]
+        order = QueueOrder(di, rest)
+        for job in order:
+            order.charge(job, job_units(job))
+            ranks[(job.namespace, job.name)] = len(ranks) + 1
+    return ranks
+
+
+def in_model_order(cluster: Cluster, t: datetime, versions: Iterable[Any]) -> tuple[list[Any], str]:
+    """Waiting jobs (EntityVersions, or rows with a ``version``) in the model's order, and the order in words.
+
+    One queue: its own order (``in_queue_key``), read from the versions alone. Several: the cluster's order at
+    t (:func:`cluster_ranks`, which reads the cluster)."""
+    items = list(versions)
+
+    def version(item: Any) -> EntityVersion:
+        return item if isinstance(item, EntityVersion) else item.version
+
+    states = {id(item): job_state(version(item)) for item in items}
+    if len({job_queue(s) for s in states.values()}) <= 1:
+        return sorted(items, key=lambda i: in_queue_key(states[id(i)])), IN_QUEUE_WORDS
+    ranks = cluster_ranks(cluster, t)
+    beyond = len(ranks) + 1
+
+    def key(item: Any) -> tuple[int, tuple[Any, ...]]:
+        s = states[id(item)]
+        return (ranks.get((s.namespace, s.name), beyond), in_queue_key(s))
+
+    return sorted(items, key=key), f"the cluster's scheduling order ({order_words(cluster.scheduler)})"
+
+
+__all__ = [
+    "IN_QUEUE_WORDS",
+    "WAITING_PHASES",
+    "cluster_ranks",
+    "in_model_order",
+    "job_state",
+    "queue_of",
+    "queue_position",
+    "waits",
+]
