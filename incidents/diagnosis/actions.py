@@ -6,7 +6,8 @@ at t), how to verify it worked and how to roll it back.
 
 ``propose`` dispatches each supported cause to its builder; the builders live by what they act on: a faulty
 node or GPU (``actions_nodes``), a quota or department limit (``actions_quota``), where a job's pods could go
-(``actions_placement``), a workload's containers and GPUs (``actions_workloads``).
+(``actions_placement``), a workload's containers and GPUs (``actions_workloads``), the repair of the missing
+GPUs a waiting job needs (``actions_repair``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from incidents.diagnosis.actions_placement import (
     taint,
 )
 from incidents.diagnosis.actions_quota import department, quota
+from incidents.diagnosis.actions_repair import gpu_missing
 from incidents.diagnosis.actions_workloads import (
     idle,
     image,
@@ -61,7 +63,7 @@ def propose(di: DiagnosisInput, ranked: list[Finding], top_n: int = TOP_N) -> li
 BUILDERS = {
     C.GPU_XID_FAULT: xid,
     C.GPU_ECC_ERRORS: drain,
-    C.GPU_MISSING: drain,
+    C.GPU_MISSING: gpu_missing,
     C.NVLINK_ERRORS: drain,
     C.DEVICE_PLUGIN_UNHEALTHY: device_plugin,
     C.GPU_NODE_UNAVAILABLE: node_unavailable,
