@@ -22,6 +22,7 @@ from incidents.diagnosis.citations import cite_change
 from incidents.diagnosis.pending import first_pending_since, is_pending
 from incidents.diagnosis.quota import quota_at
 from incidents.diagnosis.request import job_request
+from incidents.diagnosis.scheduling_pass import whole_gpus
 from incidents.diagnosis.types import (
     SUPPORTED,
     ChangeRec,
@@ -93,35 +94,44 @@ def _departments_of(di: DiagnosisInput, job: EntityState) -> set[Ref]:
     return out
 
 
-def unusable_nodes(di: DiagnosisInput) -> set[str]:
-    """Nodes a waiting subject job could never use, whatever their state: its node selector or tolerations
-    keep it off them, or they have fewer GPUs than one of its pods needs (all of them while its quota holds it).
+def unusable_nodes(di: DiagnosisInput) -> dict[str, bool]:
+    """Nodes a waiting subject job could never use, whatever was changed on them, each with whether a selector
+    or taint change there may still be why it waits.
 
-    related_refs counts every node for a job that waits unplaced; a cordon or repair on one of these cannot
-    be why it waits. A selector or taint change there still counts: it may be what keeps the job off.
-    Empty unless every subject is such a job (any other subject's nodes stay related).
+    related_refs counts every node for a job that waits unplaced; a change on a node that could not hold one of
+    its pods even if the change were reverted cannot be why it waits. By the model's fit (``fit.node_fits``):
+
+    - the node offers fewer whole GPUs than one pod asks (a 7-GPU node that lost a GPU, for an 8-GPU pod): no
+      cordon, taint or label change there gives it the GPUs, so none counts;
+    - the job's node selector or tolerations keep it off the node: a cordon there costs it nothing, but a
+      selector or taint change may be what keeps it off, so those still count;
+    - while its quota holds it, no node is considered at all (selector and taint changes still count).
+
+    Empty unless every subject is such a job (any other subject's nodes stay related); a node is unusable only
+    if it is for every subject, and a selector or taint change there counts if it may explain any of them.
     """
-    never: set[str] | None = None
+    never: dict[str, bool] | None = None
     for ref in di.subjects:
         job = di.find("job", ref.name, ref.namespace) if ref.kind == "job" else None
         if job is None or not is_pending(job) or any(p.get("node") for p in di.pods_of_job(job)):
-            return set()
-        req = job_request(di, job)
-        held = quota_at(di, job, req, 0)
-        usable = (
-            set()  # its quota holds it before any node is considered
-            if held is not None and held.holds
-            else {
-                r.node
-                for r in F.node_fits(di, req)
-                if F.SELECTOR not in r.blockers
-                and F.TAINT not in r.blockers
-                and max(r.nominal, r.capacity) >= req.gpus_per_pod
-            }
-        )
-        mine = {n.name for n in di.nodes} - usable
-        never = mine if never is None else never & mine
-    return never or set()
+            return {}
+        mine = _unusable_for(di, job)
+        never = mine if never is None else {n: never[n] or mine[n] for n in never.keys() & mine.keys()}
+    return never or {}
+
+
+def _unusable_for(di: DiagnosisInput, job: EntityState) -> dict[str, bool]:
+    req = job_request(di, job)
+    held = quota_at(di, job, req, 0)
+    if held is not None and held.holds:
+        return {n.name: True for n in di.nodes}  # its quota holds it before any node is considered
+    out: dict[str, bool] = {}
+    for r in F.node_fits(di, req):
+        if whole_gpus(req) and r.allocatable < req.gpus_per_pod:
+            out[r.node] = False  # too small for one pod, whatever is reverted
+        elif F.SELECTOR in r.blockers or F.TAINT in r.blockers:
+            out[r.node] = True
+    return out
 
 
 def symptom_onset(di: DiagnosisInput) -> datetime:
@@ -169,8 +179,8 @@ def _window_changes(
 ) -> tuple[list[tuple[ChangeRec, str]], list[ChangeRec], list[ChangeRec]]:
     """The deliberate changes on related objects from start to t: (before the symptom with their category,
     after it, those that only gave a waiting job more room). A change on a node the job could never use
-    counts only when it is a selector or taint."""
-    never = unusable_nodes(di)
+    counts only when it is a selector or taint that may be what keeps the job off (``unusable_nodes``)."""
+    never = unusable_nodes(di)  # node -> whether a selector or taint change there still counts
     waiting = waiting_subjects(di)
     picked: list[tuple[ChangeRec, str]] = []
     late: list[ChangeRec] = []
@@ -184,7 +194,7 @@ def _window_changes(
         if cat is None:
             continue
         if ch.entity is not None and ch.entity.kind == "node" and ch.entity.name in never:
-            if cat not in ("selector", "taint"):
+            if not (never[ch.entity.name] and cat in ("selector", "taint")):
                 continue
         if waiting and loosens(ch):
             loosened.append(ch)

@@ -172,3 +172,31 @@ def test_what_gives_a_waiting_job_more_room():
         assert loosens(change(kind, "x", field, old, new, at)), (field, old, new)
     for kind, field, old, new in less:
         assert not loosens(change(kind, "x", field, old, new, at)), (field, old, new)
+
+
+def _cordoned_world(small: dict) -> list:  # type: ignore[type-arg]
+    """research/big (1 x 8) waits: h100-01 is full; ops-bot cordoned h100-03 before the wait. ``small``: how
+    h100-03 lost its eighth GPU (fell off the bus: capacity 7; withdrawn by the device plugin: allocatable 7)."""
+    cordon = change("node", "h100-03", "spec.unschedulable", False, True, T0 - timedelta(minutes=20), "ops-bot")
+    di = world(
+        subjects=[Ref("job", "big", "research")],
+        nodes=[node("h100-01"), node("h100-03", unschedulable=True, **small)],
+        pods=[pod("serve-0", "serve", "prod", node_name="h100-01", gpus=8)],
+        jobs=[job("big", "research", submitted=T0)],
+        queues=[queue("research", 64), queue("prod", 64)],
+        changes=[cordon],
+    )
+    return [f for f in run_checks(di).findings if f.code == C.RECENT_CHANGE]
+
+
+def test_a_cordon_of_a_node_too_small_for_a_pod_even_uncordoned_is_no_context():
+    """An 8-GPU pod cannot go to a node that offers 7 GPUs, cordoned or not: reverting the cordon would not start
+    it, so the cordon is neither its cause nor context for its wait, whether the GPU fell off the bus or the
+    device plugin withdrew it."""
+    for small in ({"capacity": 7}, {"allocatable": 7}):
+        (change_finding,) = _cordoned_world(small)
+        assert not change_finding.supported, (small, change_finding.statement)
+        assert "h100-03" not in change_finding.statement
+    # a node that would hold the pod once uncordoned: the cordon is still a recent change
+    (change_finding,) = _cordoned_world({})
+    assert change_finding.supported and "h100-03" in change_finding.statement
