@@ -11,7 +11,9 @@ One driver for everything that runs the pipeline against the simulated cluster: 
   (:meth:`Harness.live`), and at each tick sweeps the inventory, the events and the telemetry and settles the
   incident lifecycle, as Celery beat would, at simulated time, when its ``Policy`` says so
   (``harness.policy``, ``harness.tick``);
-- backfills telemetry hour by hour backwards (:meth:`Harness.backfill`).
+- backfills telemetry hour by hour backwards (:meth:`Harness.backfill`);
+- for a caller that drives the clock itself (the bench scripts), moves it to a moment
+  (:meth:`Harness.advance_to`) and runs the sweeps asked for once, there (:meth:`Harness.sweep`).
 
 It never calls the intake, the grouping or the diagnosis itself: those run because the webhook was posted
 to (inline without a Celery worker, ``incidents.inline_worker``). ``simulator`` imports nothing of this.
@@ -20,24 +22,28 @@ to (inline without a Celery worker, ``incidents.inline_worker``). ``simulator`` 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections
 from django.utils import timezone
 
 from collectors import sweep
 from collectors.models import Cluster
+from collectors.sweep import SweepSummary
 from harness.cluster import register_cluster
 from harness.database import refuse_in_memory_database
-from harness.policy import Policy
-from harness.tick import due_at, sweep_tick
+from harness.policy import Policy, once_policy
+from harness.tick import Due, due_at, sweep_tick
 from harness.triggers import AlertTriggers
 from harness.webserver import AlertPoster, WebServer
+from rcaweb import gc_policy
 from simulator.process import SimProcess
 from simulator.server import SimServer
 
@@ -45,6 +51,12 @@ logger = logging.getLogger(__name__)
 
 INTAKE_PATH = "/api/v1/alerts/alertmanager"
 PROGRESS_EVERY_S = 10.0  # wall seconds between two progress lines of a fast-forward
+
+
+def simulator_process(scenario: Any) -> SimProcess:
+    """The scenario's simulated cluster, to run in a process of its own (``Harness(None, process=...)``), its
+    cycle collector set as this app's processes set theirs (``rcaweb.gc_policy``)."""
+    return SimProcess(scenario, gc_thresholds=gc_policy.thresholds(settings.RCAWEB_GC_THRESHOLDS))
 
 
 class Harness:
@@ -77,6 +89,9 @@ class Harness:
         self.web: WebServer | None = None
         self.poster: AlertPoster | None = None
         self.sim: SimServer | SimProcess | None = None
+        # The id of the simulator's process once started (``process``), for a caller that reads its CPU time;
+        # None in this process.
+        self.simulator_pid: int | None = None
         self.cluster: Cluster | None = None
         self.sweeps = 0
         self.timings: dict[str, float] = {"sweeps_s": 0.0, "advance_s": 0.0}
@@ -101,7 +116,10 @@ class Harness:
                 if self._hold:
                     raise ImproperlyConfigured("a simulator in its own process posts its alerts as it goes")
                 self.process.alert_url, self.process.alert_token = alert_url, self._token
+                before = {child.pid for child in multiprocessing.active_children()}
                 self.sim = self.process.start()
+                started = [c.pid for c in multiprocessing.active_children() if c.pid not in before]
+                self.simulator_pid = started[0] if len(started) == 1 else None
                 self.world = self.process.world
                 self.tick = timedelta(seconds=getattr(self.world, "tick_seconds", 60))
             elif alert_url and self._hold:
@@ -127,10 +145,13 @@ class Harness:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def register(self, scenario: Any, *, replace: bool = False) -> bool:
-        """The scenario's Cluster, reading this simulator; ``replace``: its old data dropped first (returns
-        whether there was any; history is append-only and a new timeline may start before the old one ended)."""
+    def register(self, scenario: Any = None, *, replace: bool = False) -> bool:
+        """The scenario's Cluster (default: the one simulated), reading this simulator; ``replace``: its old data
+        dropped first (returns whether there was any; history is append-only and a new timeline may start
+        before the old one ended)."""
         assert self.sim is not None
+        if scenario is None:
+            scenario = self.process.scenario if self.process is not None else self.world.scenario
         self.cluster, dropped = register_cluster(scenario, self.sim, replace=replace)
         return dropped
 
@@ -158,9 +179,7 @@ class Harness:
             if t >= until:
                 break
             t = min(t + self.tick, until)
-            started = time.monotonic()
-            self.sim.advance_to(t)  # the simulator's Alertmanager posts what fires to the intake
-            self.timings["advance_s"] += time.monotonic() - started
+            self.advance_to(t)
             if progress is not None and time.monotonic() - reported > PROGRESS_EVERY_S:
                 progress(f"  … {t:%H:%M} UTC ({self.sweeps} sweeps)")
                 reported = time.monotonic()
@@ -177,13 +196,39 @@ class Harness:
                 wall_elapsed = (timezone.now() - anchor).total_seconds()
                 target = sim_start + timedelta(seconds=max(0.0, wall_elapsed) * speed)
                 if target > self.world.now:
-                    self.sim.advance_to(target.replace(microsecond=0))
+                    self.advance_to(target.replace(microsecond=0))
                 self._tick(self.world.now, policy, last, clock=time.monotonic(), final=False)
             except Exception:
                 logger.exception("live loop")
             finally:
                 close_old_connections()
             self.stop.wait(1.0)
+
+    def advance_to(self, t: datetime) -> None:
+        """The simulated cluster moved to ``t``, tick by tick: its servers publish it and its Alertmanager posts
+        what fires to the intake (when served). Sweeps nothing: :meth:`fast_forward` does, or :meth:`sweep`."""
+        assert self.sim is not None
+        started = time.monotonic()
+        self.sim.advance_to(t)
+        self.timings["advance_s"] += time.monotonic() - started
+
+    def sweep(
+        self, *, inventory: bool = True, events: bool = False, telemetry: bool = False, settle: bool = False
+    ) -> SweepSummary | None:
+        """The sweeps asked for, once, at the world's time (whatever a policy's cadence), as a tick runs them;
+        returns the inventory sweep's summary (None when not asked). A failed sweep raises."""
+        assert self.cluster is not None
+        t = self.world.now
+        due = Due(inventory=inventory, events=events, telemetry=telemetry, settle=settle)
+        started = time.monotonic()
+        busy = self.web.busy if self.web is not None else None
+        summary = sweep_tick(
+            self.cluster.name, t, once_policy(), due, {}, clock=t.timestamp(), triggers=self.triggers, busy=busy
+        )
+        if summary is not None:
+            self.sweeps += 1
+        self.timings["sweeps_s"] += time.monotonic() - started
+        return summary
 
     def backfill(self, start: datetime, end: datetime, *, own_thread: bool = False) -> bool:
         """Telemetry from ``end`` back to ``start``, an hour per sweep; False when stopped before the end.
@@ -216,6 +261,7 @@ class Harness:
         assert self.cluster is not None
         started = time.monotonic()
         busy = self.web.busy if self.web is not None else None
-        if sweep_tick(self.cluster.name, t, policy, due, last, clock=clock, triggers=self.triggers, busy=busy):
+        stored = sweep_tick(self.cluster.name, t, policy, due, last, clock=clock, triggers=self.triggers, busy=busy)
+        if stored is not None:
             self.sweeps += 1
         self.timings["sweeps_s"] += time.monotonic() - started

@@ -1,7 +1,8 @@
 """When the driver sweeps: a :class:`Policy` per caller, side by side in docs/design.md §9.
 
-:func:`scenario_policy` (``run_scenario``), :func:`demo_policy` (the demo's fast-forward to now) and
-:func:`live_policy` (the demo once live, at wall-clock cadences). A new way of driving the pipeline is a new
+:func:`scenario_policy` (``run_scenario``), :func:`demo_policy` (the demo's fast-forward to now),
+:func:`live_policy` (the demo once live, at wall-clock cadences) and :func:`once_policy` (the sweeps a caller
+asks for at one moment, ``Harness.sweep``: the bench scripts). A new way of driving the pipeline is a new
 ``Policy``, not another loop.
 """
 
@@ -84,3 +85,9 @@ def live_policy() -> Policy:
         events_on_alert=False,
         locked_attempts=3,
     )
+
+
+def once_policy() -> Policy:
+    """``Harness.sweep``: the sweeps asked for, run once as asked (no cadence, no trigger); a locked database or
+    a failed sweep raises, and nothing waits for the inline worker."""
+    return Policy(inventory=timedelta(0))

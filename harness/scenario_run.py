@@ -21,17 +21,13 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
-
-from harness.driver import Harness
+from harness.driver import Harness, simulator_process
 from harness.expectations import check_expectations, precision
 from harness.overrides import settings_set
 from harness.policy import scenario_policy
 from harness.report import RunResult, incidents_json, related_json
-from rcaweb import gc_policy
 from rcaweb.timestamps import format_t_or_none
 from simulator.engine.world import World
-from simulator.process import SimProcess
 
 if TYPE_CHECKING:
     from simulator.scenario import Scenario
@@ -76,8 +72,7 @@ def run_scenario_file(
 def simulate(scenario: Scenario, sweep_every: timedelta, *, sim_process: bool = False) -> dict[str, float]:
     """The scenario from its start to its end under :func:`~harness.policy.scenario_policy`; returns the
     driver's timings (and, ``sim_process``, the simulator process' CPU seconds and peak memory)."""
-    gc_thresholds = gc_policy.thresholds(settings.RCAWEB_GC_THRESHOLDS)
-    process = SimProcess(scenario, gc_thresholds=gc_thresholds) if sim_process else None
+    process = simulator_process(scenario) if sim_process else None
     world = None if process is not None else World.from_scenario(scenario)
     token = secrets.token_urlsafe(24)
     # One request at a time, kept out while the harness sweeps: the pipeline a notification started (which may

@@ -13,6 +13,7 @@ from typing import Any
 from django.db import OperationalError
 
 from collectors import sweep
+from collectors.sweep import SweepSummary
 from harness.policy import Policy
 from harness.triggers import AlertTriggers
 from incidents import inline_worker, lifecycle
@@ -65,9 +66,9 @@ def sweep_tick(
     clock: float,
     triggers: AlertTriggers,
     busy: contextlib.AbstractContextManager[Any] | None = None,
-) -> bool:
+) -> SweepSummary | None:
     """Run the sweeps ``due`` at ``t`` (inside ``busy``: the web server's requests kept out); ``last`` records
-    ``clock`` for each. Returns whether an inventory sweep stored its states."""
+    ``clock`` for each. Returns the summary of the inventory sweep that stored its states, if one did."""
     # While the inline worker is busy, the sweeps' reads go out first: the simulator (on its own core)
     # answers them while the worker finishes, and the answers are mapped and stored where the sweeps ran
     # before. The inventory's listings and GPU queries read the cluster as it is at this tick, and it does
@@ -78,7 +79,7 @@ def sweep_tick(
     ask_telemetry = attempt(policy, sweep.ask_telemetry, cluster, t) if early and due.telemetry else None
     ask_inventory = attempt(policy, sweep.ask_inventory, cluster, t) if early and due.inventory else None
     asked = AskedEarly(inventory=ask_inventory, telemetry=ask_telemetry)
-    stored = False
+    stored: SweepSummary | None = None
     events = due.events
     with busy or contextlib.nullcontext(), asked:  # serialized requests: one in flight first
         if policy.drain_s is not None and not inline_worker.drain(timeout=policy.drain_s):
@@ -88,7 +89,7 @@ def sweep_tick(
             last["inventory"] = clock
             triggers.swept()
             if summary is not None:
-                stored = True
+                stored = summary
                 if summary.errors:
                     logger.warning("sweep at %s: %s", t, "; ".join(summary.errors))
             elif policy.events is None:
