@@ -24,17 +24,15 @@ Pure: reads the ``DiagnosisInput`` only (no database, no simulator).
 from __future__ import annotations
 
 import heapq
-import math
-from dataclasses import dataclass
 from typing import Any
 
 from incidents.diagnosis.allocation import job_units, project_allocated
-from incidents.diagnosis.division import Claim, capacity, divide
+from incidents.diagnosis.division import capacity
 from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.precedence import CLASS_RANK, QueuedJob, job_rank, queue_priority_of
+from incidents.diagnosis.resources import DIMS, ZERO, Vector, dims_of, held, job_vector, totals
+from incidents.diagnosis.standing import Standing, fair_shares, standing_of
 from incidents.diagnosis.types import DiagnosisInput, EntityState
-
-EPS = 1e-9
 
 
 def job_queue(job: EntityState) -> str:
@@ -50,43 +48,6 @@ def in_queue_key(job: EntityState) -> tuple[int, str, str, str]:
         job.namespace,
         job.name,
     )
-
-
-def _num(value: object) -> float | None:
-    try:
-        n = float(value)  # type: ignore[arg-type]  # a state value: number, string or None
-    except (TypeError, ValueError):
-        return None
-    return n if math.isfinite(n) and n >= 0 else None
-
-
-@dataclass
-class Standing:
-    """A queue or department as the order weighs it: its quota, weight, priority and what it holds."""
-
-    name: str
-    priority: int = 0
-    deserved: float | None = None
-    weight: float = 1.0
-    limit: float | None = None
-    used: float = 0.0
-    demand: float = 0.0  # what it holds plus what its waiting jobs ask
-    fair: float = 0.0  # KAI fair share (set by ``fair_shares``)
-
-    def ratio(self, extra: float = 0.0) -> float:
-        return (self.used + extra) / max(self.deserved or 0.0, self.fair, EPS)
-
-    def within(self, extra: float) -> bool:
-        return self.deserved is not None and self.used + extra <= self.deserved + EPS
-
-
-def fair_shares(total: float, members: list[Standing]) -> None:
-    """Set each member's ``fair``: its share of ``total`` GPUs as KAI divides them (``division.divide``)."""
-    share = divide(
-        total, [Claim(m.name, m.deserved, m.limit, m.weight, m.demand, m.priority) for m in members]
-    )
-    for m in members:
-        m.fair = share[m.name]
 
 
 def department_of(di: DiagnosisInput, queue: str) -> str:
@@ -110,20 +71,6 @@ def leaf_queues(di: DiagnosisInput) -> list[str]:
     return sorted(leaves or [p.name for p in di.projects])
 
 
-def _standing(state: EntityState | None, name: str, used: float) -> Standing:
-    if state is None:
-        return Standing(name, used=used)
-    weight = _num(state.get("over_quota_weight"))
-    return Standing(
-        name,
-        priority=int(_num(state.get("priority")) or 0),
-        deserved=_num(state.get("quota_gpus")),
-        weight=1.0 if weight is None else weight,
-        limit=_num(state.get("limit_gpus")),
-        used=used,
-    )
-
-
 class QueueOrder:
     """Waiting jobs in the scheduler's order, one at a time (:meth:`next`); the caller :meth:`charge`\\ s each
     start to its queue before asking for the next, so fair share follows what the pass has started."""
@@ -139,23 +86,38 @@ class QueueOrder:
         self.position = {id(j): i for jobs in self.queues.values() for i, j in enumerate(jobs, 1)}
         self.queue: dict[str, Standing] = {}
         self.parent: dict[str, str] = {}
+        kai = self.scheduler == "kai"
+        # CPU and memory each waiting job asks (KAI weighs them beside GPUs; other schedulers' order does not)
+        self.vec: dict[int, Vector] = {id(j): job_vector(di, j) for j in waiting} if kai else {}
+        self.total: Vector = totals(di) if kai else ZERO
         for name in [*self.queues, *(q for q in leaf_queues(di) if q not in self.queues)]:
             state = di.find("queue", name) or di.find("project", name)
-            s = _standing(state, name, project_allocated(di, name, name))
+            s = standing_of(state, name, project_allocated(di, name, name))
             s.demand = s.used + sum(job_units(j) for j in self.queues.get(name, []))
             s.priority = queue_priority_of(di, name)
+            if kai:
+                s.res = dims_of(state)
+                asks = [self.vec[id(j)] for j in self.queues.get(name, [])]
+                for i, (dim, used) in enumerate(zip(DIMS, held(di, name, name), strict=True)):
+                    s.res[dim].used = used
+                    s.res[dim].demand = used + sum(a[i] for a in asks)
             self.queue[name] = s
             self.parent[name] = department_of(di, name)
         self.department: dict[str, Standing] = {}
         for name in set(self.parent.values()) - {""}:
             state = di.find("department", name) or di.find("queue", name)
             members = [self.queue[q] for q in self.queue if self.parent[q] == name]
-            d = _standing(state, name, sum(m.used for m in members))
+            d = standing_of(state, name, sum(m.used for m in members))
             d.demand = sum(m.demand for m in members)
             if state is None or state.get("over_quota_weight") is None:
                 d.weight = 1.0  # KAI renders a department's parent queue with weight 1
+            if kai:
+                d.res = dims_of(state)
+                for dim in DIMS:
+                    d.res[dim].used = sum(m.res[dim].used for m in members)
+                    d.res[dim].demand = sum(m.res[dim].demand for m in members)
             self.department[name] = d
-        if self.scheduler == "kai":
+        if kai:
             self._fair()
         self._keys: dict[str, tuple[Any, ...]] = {}  # live queue -> its key, kept up to date by _refresh
         self._heap: list[tuple[tuple[Any, ...], str]] = []
@@ -164,9 +126,10 @@ class QueueOrder:
 
     def _fair(self) -> None:
         top = [*self.department.values(), *(self.queue[q] for q in self.queue if not self.parent[q])]
-        fair_shares(capacity(self.di), top)
+        fair_shares(capacity(self.di), top, self.total)
         for name, d in self.department.items():
-            fair_shares(d.fair, [self.queue[q] for q in self.queue if self.parent[q] == name])
+            inner: Vector = (d.res[DIMS[0]].fair, d.res[DIMS[1]].fair)
+            fair_shares(d.fair, [self.queue[q] for q in self.queue if self.parent[q] == name], inner)
 
     #
     # Serving
@@ -201,10 +164,14 @@ class QueueOrder:
         s = self.queue.get(name)
         if s is None:
             return
-        s.used += units
+        vec = self._vector(job)
         d = self.department.get(self.parent.get(name, ""))
-        if d is not None:
-            d.used += units
+        for x in (s, d):
+            if x is None:
+                continue
+            x.used += units
+            for dim, v in zip(DIMS, vec, strict=True):
+                x.res[dim].used += v
         if name in self._keys:
             self._refresh(name)
 
@@ -237,8 +204,25 @@ class QueueOrder:
             return (-s.priority, borrows, rank, submitted)
         return (rank, submitted)
 
-    def _kai_key(self, s: Standing, units: float) -> tuple[Any, ...]:
-        return (not s.within(units), -s.priority, s.ratio(units), s.ratio(), units)  # a tie: the smaller job
+    def _vector(self, job: EntityState) -> Vector:
+        """The CPU and memory a job asks, as this order weighs them (none where the scheduler is not KAI)."""
+        if self.scheduler != "kai":
+            return ZERO
+        got = self.vec.get(id(job))
+        return got if got is not None else job_vector(self.di, job)
+
+    def _kai_key(self, s: Standing, units: float, vec: Vector = ZERO) -> tuple[Any, ...]:
+        """KAI's queue order: not over its fair share in every resource, then within its deserved quota with the
+        job, queue priority, the smaller dominant share with the job and then without it; a tie: the smaller
+        job."""
+        return (
+            s.over_fair_share(),
+            not s.within_all(units, vec),
+            -s.priority,
+            s.dominant(self.total, units, vec),
+            s.dominant(self.total),
+            units,
+        )
 
     def _refresh(self, queue: str) -> None:
         """Key a queue again after its head or its standing changed (the others' keys stay as they were: 12,000
@@ -248,8 +232,11 @@ class QueueOrder:
         else:
             key: tuple[Any, ...]
             if self.scheduler == "kai":
-                head = job_units(self._head(queue))
-                key = (self._kai_key(self.queue[queue], head), self._tail_key(queue))
+                first = self._head(queue)
+                key = (
+                    self._kai_key(self.queue[queue], job_units(first), self._vector(first)),
+                    self._tail_key(queue),
+                )
             else:
                 key = (self._flat_key(queue), queue)
             self._keys[queue] = key
@@ -268,7 +255,8 @@ class QueueOrder:
             d = self.department.get(top) if self.parent[q] else None
             if d is None:
                 return self._keys[q]
-            return (self._kai_key(d, job_units(self._head(q))), self._tail_key(q))
+            head = self._head(q)
+            return (self._kai_key(d, job_units(head), self._vector(head)), self._tail_key(q))
 
         return best[min(best, key=top_key)]
 

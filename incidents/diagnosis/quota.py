@@ -14,6 +14,7 @@ from incidents.diagnosis.allocation import project_allocated, units_held
 from incidents.diagnosis.department import DepartmentAt, department_at
 from incidents.diagnosis.policy import QUOTA_FIELDS, field_leaf, policy_of, quota_number
 from incidents.diagnosis.request import Request
+from incidents.diagnosis.resource_quota import ResourceQuota, resource_quota
 from incidents.diagnosis.types import ChangeRec, DiagnosisInput, EntityState
 
 
@@ -35,11 +36,19 @@ class QuotaAt:
     # KAI: GPU units its preemptible jobs hold, which a non-preemptible job's quota check leaves out (it must fit
     # the quota with the non-preemptible work only); None where the scheduler counts everything (Kueue)
     preemptible_held: float | None = None
+    # KAI: the job's CPU and memory against its queue's and department's CPU and memory quota and limit (None
+    # when neither sets one)
+    resources: ResourceQuota | None = None
 
     @property
     def holds(self) -> bool:
-        """The project's own quota or its department's keeps the job from running, whatever the free capacity."""
-        return self.blocks or (self.department is not None and self.department.blocks)
+        """The project's own quota or its department's keeps the job from running, whatever the free capacity:
+        its GPUs, or its CPU or memory (``resources``)."""
+        return (
+            self.blocks
+            or (self.department is not None and self.department.blocks)
+            or (self.resources is not None and self.resources.blocks)
+        )
 
     @property
     def after(self) -> float:
@@ -142,6 +151,8 @@ def quota_at(di: DiagnosisInput, job: EntityState, req: Request, free_for_borrow
         for c in (_quota_changes(di) if every is None else every)
         if c.entity is not None and c.entity.name in (project, queue)
     ]
+    department = department_at(di, job, req, policy)
+    kai = (st.get("scheduler") or di.scheduler) == "kai"
     return QuotaAt(
         project=project,
         queue=queue,
@@ -153,9 +164,12 @@ def quota_at(di: DiagnosisInput, job: EntityState, req: Request, free_for_borrow
         free_for_borrowing=free_for_borrowing,
         policy=policy,
         changes=sorted(changes, key=lambda c: c.time),
-        department=department_at(di, job, req, policy),
+        department=department,
         preemptible_held=units_held(di, project, queue, preemptible=True)
-        if (st.get("scheduler") or di.scheduler) == "kai" and not req.preemptible
+        if kai and not req.preemptible
+        else None,
+        resources=resource_quota(di, req, project, queue, policy, department.state if department else None)
+        if kai
         else None,
     )
 

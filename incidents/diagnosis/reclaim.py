@@ -36,7 +36,16 @@ from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.precedence import job_rank
 from incidents.diagnosis.queue_order import QueueOrder, Standing, department_of, in_queue_key, job_queue
 from incidents.diagnosis.quota import QuotaAt, quota_at
+from incidents.diagnosis.reclaim_rules import (
+    job_vector_held,
+    may_reclaim,
+    over_fair,
+    path,
+    standing_now,
+    within_siblings,
+)
 from incidents.diagnosis.request import Request, job_request
+from incidents.diagnosis.resources import ZERO, Vector, request_vector
 from incidents.diagnosis.scheduling_pass import place
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
@@ -60,6 +69,7 @@ class Victim:
     job: EntityState
     action: str  # PREEMPT | RECLAIM
     gpus: dict[str, float]  # node -> GPU units it frees there (a share: its fraction; MIG: its "<n>g")
+    resources: Vector = ZERO  # CPU millicores and memory bytes it frees
 
     @property
     def label(self) -> str:
@@ -94,22 +104,6 @@ def _levels(order: QueueOrder, mine: str, theirs: str) -> tuple[Standing | None,
     return a, b
 
 
-def _may_reclaim(me: Standing, them: Standing, remaining: float, units: float) -> bool:
-    """Whether ``me`` (with a job of ``units``) may take a job from ``them``, which holds ``remaining`` once the
-    victims taken before are gone: ``them`` stays over its fair share (KAI's maintain-fair-share strategy), or
-    ``me`` stays within its deserved quota while ``them`` is over its own (guarantee-deserved-quota)."""
-    if remaining > max(them.fair, them.deserved or 0.0) + EPS:
-        return True
-    within_deserved = me.deserved is not None and me.used + units <= me.deserved + EPS
-    return within_deserved and remaining > (them.deserved or 0.0) + EPS
-
-
-def _saturation(used: float, fair: float) -> float:
-    if fair <= EPS:
-        return float("inf") if used > EPS else 0.0
-    return used / fair
-
-
 def _candidates(di: DiagnosisInput, job: EntityState, order: QueueOrder) -> list[tuple[str, EntityState]]:
     mine = job_queue(job)
     out: list[tuple[tuple[object, ...], str, EntityState]] = []
@@ -134,35 +128,43 @@ def victims(di: DiagnosisInput, job: EntityState, order: QueueOrder | None = Non
     """The running jobs KAI would evict so that the waiting ``job`` starts (module doc), and where it would go;
     None when no eligible set makes room for its whole gang."""
     req = job_request(di, job)
-    if req.pods == 0 or not (req.share or req.share_memory_mib or req.mig or req.gpus_per_pod > 0):
+    vec = request_vector(req)
+    if req.pods == 0 or not (
+        req.share or req.share_memory_mib or req.mig or req.gpus_per_pod > 0 or any(vec)
+    ):
         return None
     order = order or QueueOrder(di, [j for j in di.jobs if is_pending(j)])
+    if order.scheduler != "kai":
+        vec = ZERO
     quota = quota_at(di, job, req, 0)
     units = req.units
     mine = job_queue(job)
     taken: list[Victim] = []
     me = order.queue.get(mine)
-    if me is not None and me.used + units > max(me.fair, me.deserved or 0.0) + EPS:
+    if me is not None and over_fair(me, units, vec):
         # over its fair share with the job: it may preempt within its queue, not reclaim
         candidates = [(a, o) for a, o in _candidates(di, job, order) if a == PREEMPT]
     else:
         candidates = _candidates(di, job, order)
-    remaining: dict[int, float] = {}  # id(standing) -> what it holds once the victims taken are gone
+    remaining: dict[int, list[float]] = {}  # id(standing) -> [GPUs, CPU, memory] once the victims are gone
     for action, other in candidates:
         held = held_units(di, other)
-        gone = float(sum(held.values()))
+        victim = Victim(other, action, held, job_vector_held(di, other))
         if action == RECLAIM:
             mine_side, their_side = _levels(order, mine, job_queue(other))
             if mine_side is None or their_side is None:
                 continue
-            if not _may_reclaim(mine_side, their_side, remaining.get(id(their_side), their_side.used), units):
+            left = remaining.get(id(their_side)) or standing_now(their_side)
+            if not may_reclaim(order, mine_side, their_side, left, units, vec):
                 continue
-            for s in _path(order, job_queue(other)):
-                remaining[id(s)] = remaining.get(id(s), s.used) - gone
-        taken.append(Victim(other, action, held))
+            gone = [float(sum(held.values())), *victim.resources]
+            for s in path(order, job_queue(other)):
+                now = remaining.get(id(s)) or standing_now(s)
+                remaining[id(s)] = [a - b for a, b in zip(now, gone, strict=True)]
+        taken.append(victim)
         if (
             _quota_allows(quota, *_freed(order, job, taken))
-            and _within_siblings(order, mine, units, taken)
+            and within_siblings(order, mine, units, vec, _reclaimed(taken))
             and _placement(di, req, taken)
         ):
             ev = _trim(
@@ -170,12 +172,19 @@ def victims(di: DiagnosisInput, job: EntityState, order: QueueOrder | None = Non
                 req,
                 taken,
                 lambda v: (
-                    _quota_allows(quota, *_freed(order, job, v)) and _within_siblings(order, mine, units, v)
+                    _quota_allows(quota, *_freed(order, job, v))
+                    and within_siblings(order, mine, units, vec, _reclaimed(v))
                 ),
             )
             if _stands(di, req, job, ev.victims):
                 return ev
     return None
+
+
+def _reclaimed(taken: list[Victim]) -> list[tuple[str, float, Vector]]:
+    return [
+        (job_queue(v.job), float(sum(v.gpus.values())), v.resources) for v in taken if v.action == RECLAIM
+    ]
 
 
 def _stands(di: DiagnosisInput, req: Request, job: EntityState, gone: list[Victim]) -> bool:
@@ -215,39 +224,6 @@ def _stands(di: DiagnosisInput, req: Request, job: EntityState, gone: list[Victi
         return True
     left = [v for v in gone if id(v.job) not in retaken]
     return bool(left) and bool(_placement(di, req, left))
-
-
-def _path(order: QueueOrder, queue: str) -> list[Standing]:
-    """A queue's standing and its department's, leaf first."""
-    out = [s for s in (order.queue.get(queue),) if s is not None]
-    d = order.department.get(order.parent.get(queue, ""))
-    return [*out, d] if d is not None else out
-
-
-def _within_siblings(order: QueueOrder, mine: str, units: float, taken: list[Victim]) -> bool:
-    """KAI's last reclaim check: at each level of the reclaimer's hierarchy, its side (less its own victims, with
-    the job) over its fair share must stay less saturated than every sibling a victim is taken from."""
-    gone: dict[int, float] = {}
-    involved: dict[int, Standing] = {}
-    for v in taken:
-        if v.action != RECLAIM:
-            continue
-        for s in _path(order, job_queue(v.job)):
-            gone[id(s)] = gone.get(id(s), 0.0) + sum(v.gpus.values())
-            involved[id(s)] = s
-    parent_of = {id(s): order.parent.get(q, "") for q, s in order.queue.items()}
-    parent_of.update({id(d): "" for d in order.department.values()})
-    for level in _path(order, mine):
-        after = level.used - gone.get(id(level), 0.0) + units
-        ratio = _saturation(after, level.fair)
-        if ratio <= 1 + EPS:
-            continue
-        for key, sib in involved.items():
-            if sib is level or parent_of.get(key) != parent_of.get(id(level)) or sib.fair <= EPS:
-                continue
-            if ratio >= _saturation(sib.used - gone[key], sib.fair):
-                return False
-    return True
 
 
 def without(di: DiagnosisInput, jobs: Iterable[EntityState]) -> DiagnosisInput:

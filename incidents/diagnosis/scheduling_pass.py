@@ -6,8 +6,10 @@ The what-if page, the why-pending panel, the edits and the ETA read it; a fault'
 Pure: it reads the ``DiagnosisInput`` and the fit rows, never the database nor the simulator (the simulator
 stands in for the real scheduler; this is the product's own reading of it).
 
-Whole GPUs only: a share or a MIG instance is weighed by the fit rules alone (``fit.placeable``), and such
-jobs take no whole-GPU room.
+Whole GPUs, and CPU and memory: each start takes its GPUs, and the CPU and memory its pods request, from the
+room the jobs after it see; a pod goes where KAI's default placement puts it (``place``: binpack, the fitting
+node with the fewest free GPUs). A share or a MIG instance is weighed by the fit rules alone
+(``fit.placeable``), and such jobs take no whole-GPU room.
 """
 
 from __future__ import annotations
@@ -18,39 +20,16 @@ from typing import Any
 from incidents.diagnosis import fit as F
 from incidents.diagnosis import queue_order
 from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.placement import place, take_room
 from incidents.diagnosis.queue_order import QueueOrder, in_queue_key, job_queue, strict_fifo
 from incidents.diagnosis.quota import QuotaAt, quota_at
 from incidents.diagnosis.request import Request, job_request
+from incidents.diagnosis.resources import request_vector
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 
 def whole_gpus(req: Request) -> bool:
     return not (req.share or req.share_memory_mib or req.mig) and req.gpus_per_pod > 0
-
-
-def place(
-    rows: list[F.NodeFit], req: Request, free: dict[str, int], lifted: frozenset[str]
-) -> dict[str, int]:
-    """A gang's pods greedily over ``rows`` using the room in ``free`` (all or nothing: {} when they do not all
-    fit). Rows with a static blocker that is not lifted take nothing; CPU, memory and MIG limits still apply."""
-    placed: dict[str, int] = {}
-    want = req.pods
-    per = req.gpus_per_pod
-    for row in rows:
-        if free.get(row.node, 0) < per:
-            continue  # no room for one pod: nothing else about the node matters (most rows of a busy cluster)
-        if any(b in F.STATIC_BLOCKERS and b not in lifted for b in row.blockers):
-            continue
-        here = min(free.get(row.node, 0) // per, want)
-        res = row.resource_pods(lifted)
-        if res is not None:
-            here = min(here, res)
-        if here > 0:
-            placed[row.node] = here
-            want -= here
-        if want <= 0:
-            return placed
-    return {}
 
 
 # Waiting jobs one cluster pass considers (a page's cost is bounded by it); later ones are "not reached".
@@ -115,6 +94,8 @@ class ClusterPass:
     considered: list[Considered]
     waiting: int  # waiting jobs in all (the pass stops after MAX_CONSIDERED)
     started_units: dict[tuple[str, str], float] = field(default_factory=dict)  # (project, queue) -> units
+    # (project, queue) -> [CPU millicores, memory bytes] the pass started
+    started_resources: dict[tuple[str, str], list[float]] = field(default_factory=dict)
 
     @property
     def truncated(self) -> bool:
@@ -147,7 +128,7 @@ def cluster_pass(di: DiagnosisInput, limit: int = MAX_CONSIDERED) -> ClusterPass
     waiting = [j for j in di.jobs if is_pending(j)]
     order = QueueOrder(di, waiting)
     started: dict[tuple[str, str], float] = {}
-    free: dict[str, int] = {}
+    pass_ = _Room()
     # The fit rows of one request shape, built once: what a whole-GPU gang's placement reads of them (static
     # blockers, CPU/memory/MIG per pod) does not depend on how many pods it has, nor on whose it is, and the
     # room comes from ``free``. 400 waiting jobs over 200 nodes were 80,000 node fits, 5 s.
@@ -158,22 +139,49 @@ def cluster_pass(di: DiagnosisInput, limit: int = MAX_CONSIDERED) -> ClusterPass
         if job is None:
             break
         name = job_queue(job)
-        c = _consider(di, job, name, free, started, shapes, blocked=order.is_blocked(name))
+        c = _consider(di, job, name, pass_, started, shapes, blocked=order.is_blocked(name))
         c.order, c.queue_order = len(out) + 1, order.in_queue(job)
         if c.outcome == STARTS:
             started[(c.project, name)] = started.get((c.project, name), 0.0) + c.units
+            pass_.charge((c.project, name), job_request(di, job))
             order.charge(job, c.units)
         elif c.outcome in (NO_ROOM, QUOTA) and strict_fifo(di, name):
             order.block(name)
         out.append(c)
-    return ClusterPass(rule=order_rule(di), considered=out, waiting=len(waiting), started_units=started)
+    return ClusterPass(
+        rule=order_rule(di),
+        considered=out,
+        waiting=len(waiting),
+        started_units=started,
+        started_resources=pass_.started,
+    )
+
+
+@dataclass
+class _Room:
+    """What a pass has left and has started: free GPUs and CPU/memory per node, and the CPU and memory each
+    (project, queue) started (all of it, and its non-preemptible part)."""
+
+    free: dict[str, int] = field(default_factory=dict)
+    room: dict[str, list[float | None]] = field(default_factory=dict)
+    started: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    non_preemptible: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+
+    def charge(self, key: tuple[str, str], req: Request) -> None:
+        vec = request_vector(req)
+        if not any(vec):
+            return
+        for into in (self.started, *((self.non_preemptible,) if not req.preemptible else ())):
+            got = into.setdefault(key, [0.0, 0.0])
+            got[0] += vec[0]
+            got[1] += vec[1]
 
 
 def _consider(
     di: DiagnosisInput,
     job: EntityState,
     queue: str,
-    free: dict[str, int],
+    pass_: _Room,
     started: dict[tuple[str, str], float],
     shapes: dict[tuple[Any, ...], tuple[list[F.NodeFit], list[F.NodeFit], frozenset[str]]],
     *,
@@ -181,14 +189,19 @@ def _consider(
 ) -> Considered:
     req = job_request(di, job)
     project = job.get("project") or queue
+    free = pass_.free
     c = Considered(job, queue, project, 0, 0, round(req.units, 4), NO_ROOM, whole=whole_gpus(req))
-    key = request_shape(req, c.whole)
+    # a pod asking no GPU at all (no share, no MIG instance) is placed by its CPU and memory, as whole GPUs are
+    by_room = c.whole or not (req.gpus_per_pod or req.share or req.share_memory_mib or req.mig)
+    key = request_shape(req, by_room)
     if key not in shapes:
         rows = F.node_fits(di, req)
         open_rows = [r for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
         shapes[key] = (rows, open_rows, frozenset(r.node for r in open_rows))
         for r in rows:
             free.setdefault(r.node, r.free)
+            if req.cpu_per_pod or req.memory_per_pod:  # the row counted what the node's pods request
+                pass_.room.setdefault(r.node, [r.cpu_free, r.memory_free])
     rows, open_rows, c.usable = shapes[key]
     if job.get("held"):
         c.outcome, c.why = HELD, "what-if edit"
@@ -202,26 +215,38 @@ def _consider(
     held = quota_at(di, job, req, sum(free.get(n, 0) for n in c.usable))
     if held is not None:
         charge_started(held, started)
+        if held.resources is not None:
+            held.resources.charge(pass_.started, pass_.non_preemptible)
         if held.holds:
-            c.outcome = QUOTA
-            dept = held.department
-            c.why = (
-                f"department {dept.name} at {dept.display['after']} of limit {dept.display['limit']}"
-                if dept is not None and dept.blocks and not held.blocks
-                else f"{held.reason}: {held.display['after']} of quota {held.display['quota']}, "
-                f"limit {held.display['limit']}"
-            )
+            c.outcome, c.why = QUOTA, quota_words(held)
             return c
-    if not c.whole:
+    if not by_room:
         if F.fits(rows, req):  # shares and MIG: the fit rules at t, taking no whole-GPU room
             c.outcome, c.nodes = STARTS, _fit_nodes(rows, req)
+            take_room(pass_.room, req, c.nodes)
         return c
-    taken = place(open_rows, req, free, frozenset())  # the rows a static blocker closes would take nothing
+    # the rows a static blocker closes would take nothing
+    taken = place(open_rows, req, free, frozenset(), pass_.room if pass_.room else None)
     if taken:
         for node, pods in taken.items():
             free[node] -= pods * req.gpus_per_pod
+        take_room(pass_.room, req, taken)
         c.outcome, c.nodes = STARTS, taken
     return c
+
+
+def quota_words(held: QuotaAt) -> str:
+    """Why the job's quota holds it, in the pass's words: its GPUs, its department's, or its CPU or memory."""
+    dept = held.department
+    if held.blocks:
+        return (
+            f"{held.reason}: {held.display['after']} of quota {held.display['quota']}, "
+            f"limit {held.display['limit']}"
+        )
+    if dept is not None and dept.blocks:
+        return f"department {dept.name} at {dept.display['after']} of limit {dept.display['limit']}"
+    breach = held.resources.breach() if held.resources is not None else None
+    return breach.words if breach is not None else held.reason
 
 
 def request_shape(req: Request, whole: bool) -> tuple[Any, ...]:

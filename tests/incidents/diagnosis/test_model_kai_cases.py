@@ -28,27 +28,15 @@ import yaml
 from incidents.diagnosis import scheduling_pass as SP
 from incidents.diagnosis.consolidation import consolidation
 from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.quantities import quantity
 from incidents.diagnosis.queue_order import QueueOrder
 from incidents.diagnosis.reclaim import victims
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 CASES_DIR = Path(__file__).resolve().parents[2] / "simulator" / "kai_cases"
 
-_CPU = "a CPU quota or limit: the model's quota weighs GPUs only"
-_DRF = (
-    "CPU and memory deserved quotas (KAI's dominant-resource fair share): the model's fair share and reclaim "
-    "weigh GPUs only"
-)
 # case id -> why the model does not end it as KAI does
-CANNOT: dict[str, str] = {
-    "alloc-29": "KAI bin-packs a pod onto the node with the fewest free GPUs; the model places in node order",
-    "alloc-33": _CPU,
-    "alloc-35": _DRF,
-    "alloc-36": _DRF,
-    "dept-35": _CPU,
-    "reclaim-59": _DRF,
-    "reclaim-62": _DRF,
-}
+CANNOT: dict[str, str] = {}
 
 
 def _from_yaml(path: Path) -> dict[str, Any]:
@@ -172,6 +160,17 @@ def _nodes(scenario: dict[str, Any], start: datetime) -> tuple[list[EntityState]
     return nodes, gpus
 
 
+def _cpu_memory(entry: dict[str, Any]) -> dict[str, Any]:
+    """A project's or department's CPU and memory quota and limit, as the inventory's queue state carries them
+    (cores and bytes; absent: unlimited)."""
+    out: dict[str, Any] = {}
+    for section in ("quota", "limit"):
+        got = entry.get(section) or {}
+        out[f"{section}_cpu_cores"] = quantity(got.get("cpu"))
+        out[f"{section}_memory_bytes"] = quantity(got.get("memory"))
+    return out
+
+
 def _policies(scenario: dict[str, Any], start: datetime) -> tuple[list[EntityState], list[EntityState]]:
     def gpu(d: dict[str, Any] | None) -> float | None:
         return None if not d or d.get("gpu") is None else d["gpu"]
@@ -190,6 +189,7 @@ def _policies(scenario: dict[str, Any], start: datetime) -> tuple[list[EntitySta
             "over_quota_weight": p.get("over_quota_weight", 1),
             "department": p.get("department"),
             "scheduler": scenario["cluster"]["scheduler"],
+            **_cpu_memory(p),
         }
         queues.append(EntityState("queue", p["name"], state=state, valid_from=start))
     for d in scenario.get("departments") or []:
@@ -202,6 +202,7 @@ def _policies(scenario: dict[str, Any], start: datetime) -> tuple[list[EntitySta
             "priority": d.get("priority", 0),
             "projects": members.get(d["name"], []),
             "queues": members.get(d["name"], []),
+            **_cpu_memory(d),
         }
         depts.append(EntityState("department", d["name"], state=state, valid_from=start))
     return queues, depts
