@@ -1,7 +1,8 @@
 """Benchmark: a full inventory sweep of the 1,000-node / 8,000-GPU / 20,000-pod simulated cluster.
 
-The simulator runs in a child process (so the figures are the collector's own: wall time, peak RSS of this
-process, rows written), the sweep writes into the configured database, then an unchanged re-sweep runs.
+The simulation driver (``harness``) runs the simulator in a process of its own (so the figures are the
+collector's own: wall time, peak RSS of this process, rows written), the sweep writes into the configured
+database, then an unchanged re-sweep runs.
 
     .venv/bin/python bench/collect.py                                   # SQLite (var/bench/collect.sqlite3)
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/rcaweb_bench .venv/bin/python bench/collect.py
@@ -14,42 +15,38 @@ A PostgreSQL database named in DATABASE_URL is created if missing.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
-import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 CLUSTER = "gpu-bench-collect"
 
 
-def serve_sim(nodes: int, pods: int) -> None:
-    """Child mode: build the big world, serve it, print where, wait for stdin to close."""
-    import django
+def big_cluster(nodes: int, pods: int, name: str) -> tuple[Any, int]:
+    """The simulation driver (``harness``) serving the big world (``simulator.engine.big``) from a process of
+    its own, two ticks in (its placed pods Running), registered as the Cluster ``name`` with no data yet; and
+    how many pods it holds. Close it (``Harness.close``) when done."""
+    import dataclasses
 
-    django.setup()
-    from simulator.engine.big import build_big_world
-    from simulator.server import SimServer
+    from harness.driver import Harness, simulator_process
+    from simulator.engine.big import big_scenario
 
-    world = build_big_world(nodes=nodes, pods=pods)
-    with SimServer(world) as sim:
-        print(
-            json.dumps(
-                {
-                    "kubeconfig": sim.kubeconfig_path,
-                    "prometheus": sim.prometheus_url,
-                    "now": world.now.isoformat(),
-                    "pods": len(world.pods),
-                }
-            ),
-            flush=True,
-        )
-        sys.stdin.read()
+    scenario = big_scenario(nodes=nodes, pods=pods)
+    scenario = dataclasses.replace(scenario, cluster=dataclasses.replace(scenario.cluster, name=name))
+    harness = Harness(None, process=simulator_process(scenario)).start()
+    try:
+        harness.advance_to(harness.world.now + 2 * harness.tick)
+        harness.register(replace=True)
+    except BaseException:
+        harness.close()
+        raise
+    return harness, sum(job.pods for job in scenario.jobs)  # every job is submitted at the start
 
 
 def ensure_database() -> str:
@@ -73,8 +70,8 @@ def ensure_database() -> str:
     return url.split("@")[-1]
 
 
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of another process (the simulator), from /proc."""
+def cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of another process (the simulator), from /proc; NaN when unknown."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -106,15 +103,11 @@ def main() -> None:
         action="store_true",
         help="print when each phase of each sweep ended, and the memory then",
     )
-    parser.add_argument("--serve-sim", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rcaweb.settings")
     os.environ.setdefault("RCAWEB_DEBUG", "true")
     # The simulated Prometheus evaluates 8,000 series in Python: give it time (a real one answers in ms).
     os.environ.setdefault("RCAWEB_SOURCE_TIMEOUT_S", "120")
-    if args.serve_sim:
-        serve_sim(args.nodes, args.pods)
-        return
     where = ensure_database()
     import django
 
@@ -125,7 +118,7 @@ def main() -> None:
 
     logging.getLogger("collectors").setLevel(logging.WARNING)
     call_command("migrate", verbosity=0)
-    from collectors.models import Change, Cluster, Entity, EntityVersion, SourceRun
+    from collectors.models import Change, Entity, EntityVersion, SourceRun
     from collectors.sweep import sweep_cluster
 
     progress = None
@@ -140,24 +133,15 @@ def main() -> None:
             mark[0] = now
 
     started = time.monotonic()
-    child = subprocess.Popen(
-        [sys.executable, __file__, "--serve-sim", "--nodes", str(args.nodes), "--pods", str(args.pods)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    harness, pods = big_cluster(args.nodes, args.pods, CLUSTER)
     try:
-        info = json.loads(child.stdout.readline())
         print(
-            f"simulator: {args.nodes} nodes, {info['pods']} pods, built and served in {time.monotonic() - started:.1f} s "
+            f"simulator: {args.nodes} nodes, {pods} pods, built and served in {time.monotonic() - started:.1f} s "
             f"(child process); database: {where}"
         )
-        Cluster.objects.filter(name=CLUSTER).delete()
-        cluster = Cluster.objects.create(
-            name=CLUSTER, scheduler="kai", kubeconfig=info["kubeconfig"], prometheus_url=info["prometheus"]
-        )
-        at = datetime.fromisoformat(info["now"]).astimezone(UTC)
+        cluster = harness.cluster
+        sim_pid = harness.simulator_pid
+        at = harness.world.now
 
         def rows() -> int:
             return sum(
@@ -172,7 +156,8 @@ def main() -> None:
         KubeSource(cluster).close()
         print(f"warm-up:      {time.monotonic() - t0:6.1f} s   (kubernetes client import, once per process)")
         rss_before = rss_mb()
-        c0, s0 = time.process_time(), cpu_s(child.pid)
+        # The sweeps measured are the product's own calls (the driver only serves the cluster here).
+        c0, s0 = time.process_time(), cpu_s(sim_pid)
         t0 = mark[0] = time.monotonic()
         if os.environ.get("BENCH_PROFILE"):
             import cProfile
@@ -184,7 +169,7 @@ def main() -> None:
         else:
             first = sweep_cluster(CLUSTER, at, progress=progress)
         first_s = time.monotonic() - t0
-        first_cpu, first_sim = time.process_time() - c0, cpu_s(child.pid) - s0
+        first_cpu, first_sim = time.process_time() - c0, cpu_s(sim_pid) - s0
         rss_first = rss_mb()
         written = rows()
         print(
@@ -192,7 +177,7 @@ def main() -> None:
             f"rows written {written:,} ({first.created:,} entities, {first.opened:,} versions, {first.changes:,} changes)"
             f"   errors {len(first.errors)}"
         )
-        c0, s0 = time.process_time(), cpu_s(child.pid)
+        c0, s0 = time.process_time(), cpu_s(sim_pid)
         t0 = mark[0] = time.monotonic()
         if os.environ.get("BENCH_PROFILE2"):
             import cProfile
@@ -206,7 +191,7 @@ def main() -> None:
         else:
             second = sweep_cluster(CLUSTER, at + timedelta(seconds=30), progress=progress)
         second_s = time.monotonic() - t0
-        second_cpu, second_sim = time.process_time() - c0, cpu_s(child.pid) - s0
+        second_cpu, second_sim = time.process_time() - c0, cpu_s(sim_pid) - s0
         print(
             f"re-sweep:     {second_s:6.1f} s ({second_cpu:.1f} s CPU here, {second_sim:.1f} s in the simulator)   peak RSS {rss_mb():6.0f} MB   versions opened {second.opened}, "
             f"changes {second.changes}, rows written {rows() - written:,} (SourceRun rows only)   errors {len(second.errors)}"
@@ -220,8 +205,7 @@ def main() -> None:
             f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)",
         )
     finally:
-        child.stdin.close()
-        child.wait(timeout=30)
+        harness.close()
 
 
 if __name__ == "__main__":

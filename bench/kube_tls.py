@@ -6,6 +6,9 @@ read raw, through the kubernetes client (``_preload_content=False`` + json.loads
 Table pages of 500. Rounds alternate the two servers so machine drift hits both; medians printed.
 
     .venv/bin/python bench/kube_tls.py [--nodes 1000] [--pods 20000] [--rounds 3]
+
+It measures the simulator alone, so it uses it directly: ``SimServer`` (``simulator``'s public API) and a
+second ``simulator.apiserver.KubeAPIServer`` on its store; no sweep, no intake.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from simulator import SimServer  # noqa: E402
 from simulator.apiserver import KubeAPIServer  # noqa: E402
-from simulator.server import SimServer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim import FleetState  # noqa: E402

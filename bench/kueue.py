@@ -7,6 +7,9 @@ half hour; the run simulates ``--minutes`` of ticks. Prints the engine time per 
 many workloads were admitted and evicted, and a digest of the end state (same arguments, same digest).
 
     .venv/bin/python bench/kueue.py [--queues 40] [--cohorts 4] [--jobs 4000] [--minutes 60]
+
+It times the simulator's engine alone, so it uses it directly: ``World`` and ``load_scenario`` (its public
+API) and the flavor a workload was admitted to (``simulator.engine.kueue``); no server, no sweep.
 """
 
 from __future__ import annotations

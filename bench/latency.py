@@ -1,7 +1,8 @@
 """Alert → diagnosed incident latency with a real Celery worker, on the 1,000-node simulated cluster.
 
 Not a test: prints figures. What runs is what production runs: the simulator serves a 1,000-node /
-8,000-GPU / 20,000-pod KAI cluster on loopback; one inventory sweep fills PostgreSQL; gunicorn serves
+8,000-GPU / 20,000-pod KAI cluster on loopback (the simulation driver, ``harness``, serves it and runs the
+sweeps); one inventory sweep fills PostgreSQL; gunicorn serves
 rcaweb; a real `celery worker` on Redis runs the tasks (grouping → evidence collection from the
 simulator's Kubernetes and Prometheus APIs → diagnosis). Each alert (GPUJobPendingTooLong on a
 different pending job) is posted to the webhook, and the clock stops when its incident has
@@ -105,12 +106,11 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool, rediagnose: b
     from django.core.management import call_command
 
     from collectors.models import Cluster
-    from collectors.sweep import sweep_cluster, sweep_events
+    from harness.driver import Harness
     from incidents import evidence
     from incidents.intake import ingest_alertmanager
     from incidents.models import Alert, Incident
     from simulator.engine.big import build_big_world
-    from simulator.server import SimServer
 
     call_command("migrate", verbosity=0)
     from incidents import batch_reads, diagnosis_run, pod_logs, telemetry
@@ -164,16 +164,10 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool, rediagnose: b
             f"built in {time.perf_counter() - t0:.1f} s",
             flush=True,
         )
-        with SimServer(world) as sim:
-            cluster = Cluster.objects.create(
-                name=world.cluster_name,
-                scheduler="kai",
-                kubeconfig=sim.kubeconfig_path,
-                prometheus_url=sim.prometheus_url,
-            )
+        with Harness(world) as harness:
+            harness.register()
             t0 = time.perf_counter()
-            sweep_cluster(cluster.name, world.now)
-            sweep_events(cluster.name, world.now)
+            harness.sweep(events=True)
             print(f"  first sweep {time.perf_counter() - t0:.1f} s", flush=True)
             analyze()
             alerts = _bench_alerts(world, per_kind)
@@ -230,7 +224,7 @@ def evidence_bench(sizes: list[int], per_kind: int, as_json: bool, rediagnose: b
                 # The re-diagnosis that follows a sweep (incidents.diagnosis_run.rediagnose_changed): each open
                 # incident diagnosed again as of a later moment, kept only if its answer differs. The world is not
                 # advanced: what is timed is one incident's re-diagnosis over the fleet a sweep left.
-                sweep_cluster(cluster.name, world.now)
+                harness.sweep()
                 later = world.now + timedelta(minutes=30)
                 # One batch, as rediagnose_changed runs it: the fleet's history and changes are read once
                 # (incidents.batch_reads), by the first waiting job's incident, whose time includes them.
@@ -421,11 +415,9 @@ def main() -> int:
     import redis
     from django.core.management import call_command
 
-    from collectors.models import Cluster
-    from collectors.sweep import sweep_cluster
+    from harness.driver import Harness
     from incidents.models import Alert, Incident
     from simulator.engine.big import build_big_world
-    from simulator.server import SimServer
 
     call_command("migrate", verbosity=0)
     Incident.objects.all().delete()
@@ -440,18 +432,12 @@ def main() -> int:
         flush=True,
     )
     procs: list[subprocess.Popen] = []
-    sim = SimServer(world).start()
+    harness = Harness(world).start()
     try:
-        cluster, _ = Cluster.objects.update_or_create(
-            name=world.cluster_name,
-            defaults={
-                "scheduler": "kai",
-                "kubeconfig": sim.kubeconfig_path,
-                "prometheus_url": sim.prometheus_url,
-            },
-        )
+        harness.register()
         t0 = time.perf_counter()
-        summary = sweep_cluster(cluster.name, world.now)
+        summary = harness.sweep()
+        assert summary is not None  # an inventory sweep was asked for
         print(f"first sweep: {time.perf_counter() - t0:.1f} s ({summary.line()})", flush=True)
         analyze()
 
@@ -568,7 +554,7 @@ def main() -> int:
                 p.wait(timeout=15)
             except Exception:
                 os.killpg(p.pid, signal.SIGKILL)
-        sim.stop()
+        harness.close()
 
     result = {
         "bench": "latency",

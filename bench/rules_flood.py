@@ -6,6 +6,10 @@ both rules there, and prints the GPUs each has pending against the simulator's t
 with SM activity < 0.1, on Ready nodes). Needs the ``prometheus`` package.
 
     python bench/rules_flood.py [--scenario simulator/scenarios/demo.yaml] [--at 6h]
+
+It measures the simulator's metrics against the shipped rules alone (no sweep, no intake), so it uses the
+simulator directly: its public API (``World``, ``load_scenario``, ``SimServer``) and Prometheus' duration
+grammar (``simulator.prometheus.promql``).
 """
 
 from __future__ import annotations
@@ -29,10 +33,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from simulator.engine.world import World  # noqa: E402
+from simulator import SimServer, World, load_scenario  # noqa: E402
 from simulator.prometheus.promql import parse_duration  # noqa: E402
-from simulator.scenario import load_scenario  # noqa: E402
-from simulator.server import SimServer  # noqa: E402
 
 OLD_IDLE = 'avg_over_time(DCGM_FI_PROF_SM_ACTIVE{pod!=""}[1h]) < 0.1'  # deploy/ before issue 16
 

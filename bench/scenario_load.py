@@ -8,6 +8,9 @@ printed beside it.
 
     .venv/bin/python bench/scenario_load.py
     .venv/bin/python bench/scenario_load.py --jobs 8000 --rounds 9
+
+It times the simulator's scenario loader alone, so it uses it directly: ``load_scenario`` (its public API)
+and the trace's file shape (``simulator.openb``); no server, no sweep.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def trace_sized_text(jobs: int, nodes: int = 1213, seed: int = 1) -> str:
 
 
 def measure(path: Path, rounds: int) -> str:
-    from simulator.scenario import load_scenario
+    from simulator import load_scenario
 
     cpu, wall = [], []
     for _ in range(rounds):

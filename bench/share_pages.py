@@ -1,12 +1,13 @@
 """The pages that show GPU shares and MIG instances, on a simulated sharing cluster, against their whole-GPU twins.
 
 Not a test: prints figures (median and p95 per page, database queries, bytes). A bundled scenario with KAI GPU
-sharing and MIG (default: shared-mig-department-crashloop; the demo's ``demo.yaml`` works too) runs to ``--at``
-in the simulator, the real collectors sweep it once into a private SQLite file (or ``DATABASE_URL``), and each
-page is rendered through the Django test client, logged in, as of that moment: the node holding the most
-shares, one of its shared GPUs, a fractional job and its pod, a MIG job, their project, the job list, and a
-whole-GPU node and job for comparison. A shared page should cost what its whole twin costs, give or take
-the one or two queries docs/design.md names (the pods of a share's node on the job and pod pages).
+sharing and MIG (default: shared-mig-department-crashloop; the demo's ``demo.yaml`` works too) runs to
+``--at`` in the simulator, the simulation driver (``harness``) serves it and the real collectors sweep it once
+into a private SQLite file (or ``DATABASE_URL``), and each page is rendered through the Django test client,
+logged in, as of that moment: the node holding the most shares, one of its shared GPUs, a fractional job and
+its pod, a MIG job, their project, the job list, and a whole-GPU node and job for comparison. A shared page
+should cost what its whole twin costs, give or take the one or two queries docs/design.md names (the pods of a
+share's node on the job and pod pages).
 
     .venv/bin/python bench/share_pages.py [--scenario FILE] [--at 1h] [--runs 20]
 """
@@ -18,7 +19,6 @@ import os
 import sys
 import tempfile
 import time
-from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,29 +90,20 @@ def main() -> None:
     from django.contrib.auth.models import User
     from django.test import Client
 
-    from collectors.models import Cluster
-    from collectors.sweep import sweep_cluster, sweep_telemetry
+    from harness.driver import Harness
     from rcaweb.cursor import format_t
-    from simulator.engine.world import World
-    from simulator.prometheus.promql import parse_duration
-    from simulator.scenario import load_scenario
-    from simulator.server import SimServer
+    from rcaweb.durations import parse_duration
+    from simulator import World, load_scenario
 
     world = World.from_scenario(load_scenario(Path(args.scenario).read_text()))
     t0 = time.perf_counter()
-    world.advance_to(world.start + timedelta(seconds=parse_duration(args.at)))
+    world.advance_to(world.start + parse_duration(args.at))
     print(f"scenario {Path(args.scenario).name} to {args.at}: {time.perf_counter() - t0:.1f} s")
-    with SimServer(world) as sim:
-        cluster, _ = Cluster.objects.update_or_create(
-            name=world.cluster_name,
-            defaults={
-                "scheduler": world.scheduler,
-                "kubeconfig": sim.kubeconfig_path,
-                "prometheus_url": sim.prometheus_url,
-            },
-        )
-        sweep_cluster(cluster.name, world.now)
-        sweep_telemetry(cluster.name, world.now)
+    with Harness(world) as harness:
+        harness.register()
+        harness.sweep(telemetry=True)
+    cluster = harness.cluster
+    assert cluster is not None
     user, _ = User.objects.get_or_create(username="bench", defaults={"is_staff": True})
     client = Client()
     client.force_login(user)

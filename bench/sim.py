@@ -21,6 +21,11 @@ and prints wall time, peak memory, incidents and the time per stage (bench/stage
 diagnosis included. Target: ≤ 5 minutes.
 
     .venv/bin/python bench/sim.py --pipeline [--nodes 200] [--hours 12] [--jobs 2000]
+
+The default path and ``--serving-only`` measure the simulator alone, so they use it directly: its public API
+(``simulator``: ``World``, ``load_scenario``, ``SimServer``), the state objects of ``simulator.state`` for the
+fleet without the engine, and the server's API store to time its sync. ``--pipeline`` runs the simulation
+driver (``harness``, through ``run_scenario``).
 """
 
 from __future__ import annotations
@@ -39,9 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kubernetes import client, config  # noqa: E402
 
-from simulator.engine.world import World  # noqa: E402
-from simulator.scenario import load_scenario  # noqa: E402
-from simulator.server import SimServer  # noqa: E402
+from simulator import SimServer, World, load_scenario  # noqa: E402
 from simulator.state import SimChange, SimGPU, SimJob, SimNode, SimPod, SimProject  # noqa: E402
 
 PROJECTS = 200

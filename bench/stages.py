@@ -1,6 +1,7 @@
 """Where a pipeline run's time goes: exclusive wall time per stage, per thread (used by bench/trace.py, bench/sim.py).
 
-``Stages.wrap(owner, attr, name)`` replaces a function or method with one that times each call. Times are
+``Stages.wrap(owner, attr, name)`` replaces a function or method with one that times each call (those for
+which ``when``, given the call's arguments, is true, if it is given). Times are
 *exclusive*: a stage called inside another (the diagnosis inside the evidence collection, the rediagnosis
 inside a sweep's signal) is taken out of its caller's figure, so the stages add up to the time the threads
 spent in them. The inline worker thread runs grouping, evidence and diagnosis while the driver thread
@@ -30,12 +31,16 @@ class Stages:
         self._undo: list[tuple[Any, str, Any]] = []
         self.last_args: dict[str, tuple[Any, ...]] = {}  # the latest call's arguments, per stage
 
-    def wrap(self, owner: Any, attr: str, name: str) -> None:
+    def wrap(
+        self, owner: Any, attr: str, name: str, when: Callable[..., bool] | None = None
+    ) -> None:
         original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
         func: Callable[..., Any] = original
 
         @functools.wraps(func)
         def timed(*args: Any, **kwargs: Any) -> Any:
+            if when is not None and not when(*args, **kwargs):
+                return func(*args, **kwargs)
             self.last_args[name] = args
             stack = self._stack()
             stack.append(0.0)  # time spent in nested stages
@@ -119,17 +124,23 @@ def pipeline_stages() -> Stages:
     import incidents.lifecycle as lifecycle
     import incidents.outbox as outbox
     import simulator.scenario as scenario
+    from harness.driver import Harness
     from simulator.alertmanager import AlertSender
     from simulator.apiserver import Store
     from simulator.engine.world import World
-    from simulator.process import SimProcess
 
     s = Stages()
     s.wrap(scenario, "load_scenario", "scenario load")
     s.wrap(World, "_build", "world build")
     s.wrap(World, "advance_to", "engine ticks")
     # run_scenario --sim-process: the world moves in the other process; this is the driver waiting for it
-    s.wrap(SimProcess, "advance_to", "engine ticks (simulator process)")
+    # (in one process the engine's ticks, the store's sync and the alerts are timed as themselves, above)
+    s.wrap(
+        Harness,
+        "advance_to",
+        "engine ticks (simulator process)",
+        when=lambda harness, t: harness.process is not None,
+    )
     s.wrap(Store, "sync", "API store sync")
     s.wrap(AlertSender, "tick", "alert sending (incl. webhook answers)")
     s.wrap(sweep, "sweep_cluster", "inventory sweep")

@@ -13,6 +13,9 @@ labels, fields). Two versions of the store serve the same thing exactly when the
     .venv/bin/python bench/store_sync.py --kueue                          # the same cluster under Kueue
     .venv/bin/python bench/store_sync.py --scenario node-not-ready        # a bundled scenario, to its end
     BENCH_PROFILE=tottime .venv/bin/python bench/store_sync.py            # then the syncs' profile
+
+It measures the simulator alone, so it uses it directly: ``World`` and ``load_scenario`` (its public API) and
+the API server's ``Store`` (``simulator.apiserver.store``), in this process, with no server.
 """
 
 from __future__ import annotations
@@ -30,9 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from simulator import World, load_scenario  # noqa: E402
 from simulator.apiserver.store import Store  # noqa: E402
-from simulator.engine.world import World  # noqa: E402
-from simulator.scenario import load_scenario  # noqa: E402
 
 SCENARIOS = ROOT / "simulator" / "scenarios"
 

@@ -8,7 +8,12 @@ Two parts, so the simulator's share and the collector's share show apart:
 - ``sweep``: ``sweep_telemetry`` over loopback HTTP into the database of DATABASE_URL (default
   postgres://postgres@127.0.0.1:5432/rcaweb_trace; created, migrated and emptied first): a 1-hour backfill,
   then an incremental sweep 10 minutes later; wall and process CPU (the simulator's thread included) and a
-  digest of the stored points.
+  digest of the stored points. The simulation driver (``harness``) serves the cluster, moves its clock and
+  runs the inventory sweep the points attach to.
+
+``server`` and ``instant`` measure the simulator alone: its Prometheus source and request handler
+(``simulator.prometheus``) over a world moved by the engine (``simulator``'s public ``World``), in this
+process, without a server.
 
     .venv/bin/python bench/telemetry.py [--nodes 200] [--hours 2] [--variant classic|current|scraped]
     .venv/bin/python bench/telemetry.py --part server --profile     # cProfile of the simulator's side
@@ -39,9 +44,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 def _served(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """The --pipeline cluster's world ``--hours`` in, its simulated Prometheus source (as SimServer builds it)
     and a stand-in for the request handler that the handler's methods run on, without HTTP."""
-    from simulator.engine.world import World
+    from simulator import World, load_scenario
     from simulator.prometheus import DcgmSource
-    from simulator.scenario import load_scenario
 
     world = World.from_scenario(load_scenario(_scenario(args)))
     world.advance_to(world.start + timedelta(hours=args.hours))
@@ -118,31 +122,23 @@ def sweep_part(args: argparse.Namespace) -> None:
     django.setup()
     from django.core.management import call_command
 
-    from collectors.models import Cluster, TelemetrySample
-    from collectors.sweep import sweep_cluster, sweep_telemetry
-    from simulator.engine.world import World
-    from simulator.scenario import load_scenario
-    from simulator.server import SimServer
+    from collectors.models import TelemetrySample
+    from collectors.sweep import sweep_telemetry
+    from harness.driver import Harness
+    from simulator import World, load_scenario
 
     call_command("migrate", verbosity=0, interactive=False)
     call_command("flush", verbosity=0, interactive=False)
     world = World.from_scenario(load_scenario(_scenario(args)))
-    with SimServer(world) as sim:
-        cluster, _ = Cluster.objects.update_or_create(
-            name=world.scenario.cluster.name,
-            defaults={
-                "scheduler": "kai",
-                "kubeconfig": sim.kubeconfig_path,
-                "prometheus_url": sim.prometheus_url,
-            },
-        )
+    with Harness(world) as harness:
+        harness.register()
         at = world.start + timedelta(hours=args.hours)
-        sim.advance_to(at)
-        sweep_cluster(cluster.name, at)  # the GPUs the points attach to
+        harness.advance_to(at)
+        harness.sweep()  # the GPUs the points attach to
         for label, t in (("backfill (1 h)", at), ("incremental (10 min)", at + timedelta(minutes=10))):
-            sim.advance_to(t)
+            harness.advance_to(t)
             wall, cpu = time.perf_counter(), time.process_time()
-            summary = sweep_telemetry(cluster.name, t)
+            summary = sweep_telemetry(world.cluster_name, t)  # the sweep measured, as the product calls it
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             print(
                 f"sweep {label}: wall {wall:.1f} s, process CPU {cpu:.1f} s, {summary.samples_written} points, "

@@ -1,12 +1,12 @@
 """Request vs usage on a busy simulated cluster: the "allocated but barely used" page and the workload fragments.
 
 Not a test: prints figures (median and p95 per page, database queries, Prometheus queries). A bundled busy
-scenario (default: busy-ecc-gang-kai, 18 nodes, 144 GPUs) runs to ``--at`` in the simulator, its
-Prometheus serves on loopback, the real collectors sweep it once into a private SQLite file (or
-``DATABASE_URL``), and each page is rendered through the Django test client, logged in, as of that moment
-with the window ``--window``. The reads go to the simulated Prometheus, so its answer time is in the figures.
-``--shot DIR`` also serves the app and saves 1280x900 screenshots of the usage page and of a job page whose
-fragment loaded (Debian's chromium, Playwright).
+scenario (default: busy-ecc-gang-kai, 18 nodes, 144 GPUs) runs to ``--at`` in the simulator, the simulation
+driver (``harness``) serves it on loopback and sweeps it once with the real collectors into a private SQLite
+file (or ``DATABASE_URL``), and each page is rendered through the Django test client, logged in, as of that
+moment with the window ``--window``. The reads go to the simulated Prometheus, so its answer time is in the
+figures. ``--shot DIR`` also serves the app and saves 1280x900 screenshots of the usage page and of a job page
+whose fragment loaded (Debian's chromium, Playwright).
 
     .venv/bin/python bench/usage.py [--scenario FILE] [--at 3h] [--window 2h] [--runs 20] [--shot /tmp/shots]
 """
@@ -19,7 +19,6 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,29 +76,20 @@ def main() -> None:
     from django.contrib.auth.models import User
     from django.test import Client
 
-    from collectors.models import Cluster
-    from collectors.sweep import sweep_cluster, sweep_telemetry
+    from harness.driver import Harness
     from rcaweb.cursor import format_t
-    from simulator.engine.world import World
-    from simulator.prometheus.promql import parse_duration
-    from simulator.scenario import load_scenario
-    from simulator.server import SimServer
+    from rcaweb.durations import parse_duration
+    from simulator import World, load_scenario
 
     world = World.from_scenario(load_scenario(Path(args.scenario).read_text()))
     t0 = time.perf_counter()
-    world.advance_to(world.start + timedelta(seconds=parse_duration(args.at)))
+    world.advance_to(world.start + parse_duration(args.at))
     print(f"scenario {Path(args.scenario).name} to {args.at}: {time.perf_counter() - t0:.1f} s")
-    with SimServer(world) as sim:
-        cluster, _ = Cluster.objects.update_or_create(
-            name=world.cluster_name,
-            defaults={
-                "scheduler": world.scheduler,
-                "kubeconfig": sim.kubeconfig_path,
-                "prometheus_url": sim.prometheus_url,
-            },
-        )
-        sweep_cluster(cluster.name, world.now)
-        sweep_telemetry(cluster.name, world.now)
+    with Harness(world) as harness:
+        harness.register()
+        harness.sweep(telemetry=True)
+        cluster = harness.cluster
+        assert cluster is not None
         user, _ = User.objects.get_or_create(username="bench", defaults={"is_staff": True})
         client = Client()
         client.force_login(user)

@@ -1,11 +1,11 @@
 """Benchmark: what collecting a quiet cluster costs with the watch, against the periodic sweep.
 
-A 1,213-node simulated cluster (bench/collect.py's big world, served by a child process) is listed once by a
-watch session; then nothing changes for ``--quiet`` seconds while the session keeps its watches open
-(bookmarks about every minute) and polls the GPUs from Prometheus every RCAWEB_SWEEP_INVENTORY_S, as a
-worker would. The figure is this process's CPU over that window as a share of one core, and the rows it
-wrote (target: <= 5 % of one core, 0 rows). For comparison, one unchanged re-sweep's CPU spread over the
-sweep interval: what the sweep path pays for the same quiet cluster.
+A 1,213-node simulated cluster (bench/collect.py's big world, which the simulation driver, ``harness``, serves
+from a process of its own) is listed once by a watch session; then nothing changes for ``--quiet`` seconds
+while the session keeps its watches open (bookmarks about every minute) and polls the GPUs from Prometheus
+every RCAWEB_SWEEP_INVENTORY_S, as a worker would. The figure is this process's CPU over that window as a
+share of one core, and the rows it wrote (target: <= 5 % of one core, 0 rows). For comparison, one unchanged
+re-sweep's CPU spread over the sweep interval: what the sweep path pays for the same quiet cluster.
 
     .venv/bin/python bench/watch.py                         # 1,213 nodes, 20,000 pods, 60 s quiet
     .venv/bin/python bench/watch.py --nodes 200 --pods 4000 --quiet 30
@@ -20,13 +20,11 @@ RCAWEB_SWEEP_INVENTORY_S.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import subprocess
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,7 +59,12 @@ def main() -> None:
     # the simulated Prometheus evaluates ~10,000 series in Python (see collect.py)
     os.environ.setdefault("RCAWEB_SOURCE_TIMEOUT_S", "120")
     sys.path.insert(0, str(ROOT / "bench"))
-    from collect import cpu_s, ensure_database, rss_mb  # bench/collect.py: same database and child helpers
+    from collect import (  # bench/collect.py: same database, same world
+        big_cluster,
+        cpu_s,
+        ensure_database,
+        rss_mb,
+    )
 
     where = ensure_database()
     import django
@@ -72,38 +75,20 @@ def main() -> None:
 
     logging.getLogger("collectors").setLevel(logging.WARNING)
     call_command("migrate", verbosity=0)
-    from collectors.models import Change, Cluster, EntityVersion, SourceRun
+    from collectors.models import Change, EntityVersion, SourceRun
     from collectors.sweep import sweep_cluster
     from collectors.sweep.watch import WatchSession
 
     started = time.monotonic()
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "collect.py"),
-            "--serve-sim",
-            "--nodes",
-            str(args.nodes),
-            "--pods",
-            str(args.pods),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    assert child.stdin is not None and child.stdout is not None  # both piped
+    harness, pods = big_cluster(args.nodes, args.pods, CLUSTER)
     try:
-        info = json.loads(child.stdout.readline())
         print(
-            f"simulator: {args.nodes} nodes, {info['pods']} pods, built and served in "
+            f"simulator: {args.nodes} nodes, {pods} pods, built and served in "
             f"{time.monotonic() - started:.1f} s (child process); database: {where}"
         )
-        Cluster.objects.filter(name=CLUSTER).delete()
-        cluster = Cluster.objects.create(
-            name=CLUSTER, scheduler="kai", kubeconfig=info["kubeconfig"], prometheus_url=info["prometheus"]
-        )
-        sim_now = datetime.fromisoformat(info["now"]).astimezone(UTC)
+        cluster = harness.cluster
+        sim_pid = harness.simulator_pid
+        sim_now = harness.world.now
 
         def clock() -> datetime:
             # The served world stands still, and so does its time: its Prometheus has no samples after it
@@ -122,15 +107,15 @@ def main() -> None:
             return SourceRun.objects.filter(cluster=cluster).count()
 
         session = WatchSession(CLUSTER, clock=clock)
-        c0, s0, t0 = time.process_time(), cpu_s(child.pid), time.monotonic()
+        c0, s0, t0 = time.process_time(), cpu_s(sim_pid), time.monotonic()
         assert session.start(), "another session holds the bench cluster"
         print(
             f"list once:    {time.monotonic() - t0:6.1f} s ({time.process_time() - c0:.1f} s CPU here, "
-            f"{cpu_s(child.pid) - s0:.1f} s in the simulator)   peak RSS {rss_mb():.0f} MB   "
+            f"{cpu_s(sim_pid) - s0:.1f} s in the simulator)   peak RSS {rss_mb():.0f} MB   "
             f"{len(session.kept.items)} listings watched, {sum(map(len, session.kept.items.values())):,} objects kept"
         )
         written, ran = rows(), runs()
-        c0, s0, t0 = time.process_time(), cpu_s(child.pid), time.monotonic()
+        c0, s0, t0 = time.process_time(), cpu_s(sim_pid), time.monotonic()
         try:
             while time.monotonic() - t0 < args.quiet:
                 session.step(timeout=1.0)
@@ -143,7 +128,7 @@ def main() -> None:
                 pstats.Stats(prof).sort_stats(os.environ["BENCH_PROFILE_POLL"]).print_stats(25)
         finally:
             quiet_s = time.monotonic() - t0
-            quiet_cpu, quiet_sim = time.process_time() - c0, cpu_s(child.pid) - s0
+            quiet_cpu, quiet_sim = time.process_time() - c0, cpu_s(sim_pid) - s0
             stats = session.stats
             session.stop()
         quiet_rows = rows() - written
@@ -182,8 +167,7 @@ def main() -> None:
             f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)",
         )
     finally:
-        child.stdin.close()
-        child.wait(timeout=30)
+        harness.close()
 
 
 if __name__ == "__main__":
