@@ -1,4 +1,4 @@
-"""The simulator against Kueue's own scheduler, preemption and flavor-assigner tests: 47 of 47 cases end as Kueue expects.
+"""The simulator against Kueue's own scheduler, preemption and flavor-assigner tests: 49 of 49 cases end as Kueue expects.
 
 Each case of `kueue_cases/cases.json` (transcribed from kubernetes-sigs/kueue at
 ff69552e79ad21652c36caa97038382e55625cf7, see `kueue_cases/README.md`) is a format-1 scenario with a `kueue`
