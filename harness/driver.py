@@ -22,7 +22,6 @@ to (inline without a Celery worker, ``incidents.inline_worker``). ``simulator`` 
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import threading
 import time
 from collections.abc import Callable
@@ -116,10 +115,8 @@ class Harness:
                 if self._hold:
                     raise ImproperlyConfigured("a simulator in its own process posts its alerts as it goes")
                 self.process.alert_url, self.process.alert_token = alert_url, self._token
-                before = {child.pid for child in multiprocessing.active_children()}
                 self.sim = self.process.start()
-                started = [c.pid for c in multiprocessing.active_children() if c.pid not in before]
-                self.simulator_pid = started[0] if len(started) == 1 else None
+                self.simulator_pid = self.process.pid
                 self.world = self.process.world
                 self.tick = timedelta(seconds=getattr(self.world, "tick_seconds", 60))
             elif alert_url and self._hold:

@@ -94,6 +94,11 @@ class SimProcess:
         self.world = RemoteWorld(ready["now"], ready["tick_seconds"], ready["cluster_name"], ready["alerts"])
         return self
 
+    @property
+    def pid(self) -> int | None:
+        """The operating-system id of the simulator's process while it runs (for CPU accounting), else None."""
+        return None if self._proc is None else self._proc.pid
+
     def advance_to(self, t: datetime) -> list[dict[str, Any]]:
         """Move the world to t, publish it, send the notifications due; returns them (as SimServer does)."""
         assert self.world is not None
