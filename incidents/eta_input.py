@@ -15,7 +15,7 @@ from typing import Any
 from django.db.models.fields.json import KeyTextTransform
 
 from collectors.models import Cluster, EntityVersion
-from incidents.diagnosis.eta import Basis, shape_of
+from incidents.diagnosis.durations import Basis, shape_of
 from incidents.diagnosis.types import parse_ts
 
 logger = logging.getLogger(__name__)

@@ -15,8 +15,9 @@ from urllib.parse import urlencode
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import run_checks
+from incidents.diagnosis.durations import Basis
 from incidents.diagnosis.edits import Unblock, smallest_edits
-from incidents.diagnosis.eta import Basis, Eta, eta
+from incidents.diagnosis.eta import Eta, eta
 from incidents.diagnosis.gpu_panels import BLOCKER_WORDS, mig_panel, mig_verdict, share_panel, share_verdict
 from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.precedence import QueuedJob

@@ -42,7 +42,7 @@ from incidents.diagnosis.scheduling_pass import (
 from incidents.diagnosis.types import DiagnosisInput, EntityState, gpus_of, iso
 
 if TYPE_CHECKING:
-    from incidents.diagnosis.eta import End
+    from incidents.diagnosis.durations import End
 
 MAX_STEPS = 96  # groups of ends per replay
 BUCKET = timedelta(minutes=2)  # ends this close together are one step

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from incidents.diagnosis import scheduling_pass as SP
-from incidents.diagnosis.eta import Basis, eta, expected_end, forecast, shape_of
+from incidents.diagnosis.durations import Basis, expected_end, shape_of
+from incidents.diagnosis.eta import eta, forecast
 from incidents.diagnosis.replay import MAX_STEPS
 from incidents.diagnosis.types import iso
 
