@@ -45,7 +45,7 @@ import statistics
 import sys
 import time
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ HORIZON = timedelta(hours=1)
 # the fork without arrivals runs this long, so an ETA past the hour is judged
 ETA_HORIZON = timedelta(hours=3)
 TARGET = 0.9
+REUSE_NOW = datetime(2026, 12, 5, 19, 36, tzinfo=UTC)  # --reuse: the end of a scenario whose file sets no start
 TARGET_ANSWER_S = 1.0
 
 Key = tuple[str, str]  # (namespace, job)
@@ -120,7 +121,8 @@ def sources(args: argparse.Namespace) -> list[tuple[str, Any]]:
         p for p in SCENARIOS.glob("*.yaml") if any(fnmatch.fnmatch(p.name, g) for g in args.scenarios)
     )
     for path in files:
-        out.append((path.stem, load_scenario(path)))
+        # a file without a start ends now; a kept run (--reuse) is of a fixed day, so that it can be found again
+        out.append((path.stem, load_scenario(path, now=REUSE_NOW if args.reuse else None)))
     if args.trace:
         from simulator.openb import trace_scenario
 
@@ -248,7 +250,33 @@ def etas_at(
     return out, (time.perf_counter() - t0) / max(len(keys), 1)
 
 
-def measure(name: str, scenario: Any, moments_wanted: int, log: Any) -> list[Moment]:
+def use_database_of(name: str, scenario: Any) -> bool:
+    """Switch to the source's own database (the configured one's name + the source's); whether it holds the
+    pipeline's run of the scenario already (its cluster swept to the scenario's end)."""
+    import re
+
+    from django.core.management import call_command
+    from django.db import connections
+    from stages import ensure_database
+
+    from collectors.models import SourceRun
+
+    base = os.environ["DATABASE_URL"]
+    db = f"{base.rsplit('/', 1)[1]}_{re.sub(r'[^a-z0-9]+', '_', name.lower())}"[:63]
+    connections.close_all()
+    ensure_database(f"{base.rsplit('/', 1)[0]}/{db}")
+    connections["default"].settings_dict["NAME"] = db
+    call_command("migrate", verbosity=0, interactive=False)
+    runs = SourceRun.objects.filter(source="k8s", cluster__name=scenario.cluster.name)
+    last = runs.order_by("-time").first()
+    return (
+        last is not None
+        and scenario.end - HORIZON <= last.time <= scenario.end
+        and not runs.filter(time__lt=scenario.start).exists()
+    )
+
+
+def measure(name: str, scenario: Any, moments_wanted: int, log: Any, reuse: bool = False) -> list[Moment]:
     from django.core.management import call_command
 
     from collectors.models import Cluster
@@ -257,10 +285,13 @@ def measure(name: str, scenario: Any, moments_wanted: int, log: Any) -> list[Mom
     from incidents.diagnosis.scheduling_pass import PLACED, STARTS
     from simulator.engine.world import World
 
-    call_command("flush", verbosity=0, interactive=False)
-    t0 = time.perf_counter()
-    run_scenario_file(scenario)
-    log(f"{name}: pipeline {time.perf_counter() - t0:.0f} s")
+    if not (reuse and use_database_of(name, scenario)):
+        call_command("flush", verbosity=0, interactive=False)
+        t0 = time.perf_counter()
+        run_scenario_file(scenario)
+        log(f"{name}: pipeline {time.perf_counter() - t0:.0f} s")
+    else:
+        log(f"{name}: the pipeline's run kept from before (--reuse)")
     cluster = Cluster.objects.get(name=scenario.cluster.name)
     world = World.from_scenario(scenario)
     out = []
@@ -442,6 +473,38 @@ def misses(moments: list[Moment], mode: str) -> dict[str, Counter[str]]:
     return {"false starts": fps, "missed starts": fns, "ETA misses": etas}
 
 
+def miss_list(moments: list[Moment]) -> list[str]:
+    """One line per waiting job the model got wrong (no arrivals): a start it did not predict within the hour, a
+    start it predicted that did not come, or an ETA off by more than 20 % of the wait (and 5 min)."""
+    out = []
+    hour = HORIZON.total_seconds() / 60
+    for m in moments:
+        actual = m.started["no arrivals"]
+        hit = within(actual)
+        for k in sorted({*m.predicted, *hit, *m.eta}):
+            e = m.eta.get(k)
+            point = None if e is None else (e[2] if e[2] is not None else e[0])
+            real = actual.get(k)
+            wrong_set = (k in m.predicted) != (k in hit)
+            wrong_eta = real is not None and (
+                point is None or abs(point - real[0]) > max(0.2 * max(real[0], 1.0), 5.0)
+            )
+            if not (wrong_set or wrong_eta):
+                continue
+            said = "start" if k in m.predicted else "wait"
+            did = f"start +{real[0]:.0f} min" if real is not None else m.why_not.get(k, "still waiting")
+            if real is not None and real[0] > hour:
+                did += " (after the hour)"
+            evict = " by evicting" if k in m.reclaimers["no arrivals"] else ""
+            eta = "none" if e is None else "/".join("—" if x is None else f"{x:.0f}" for x in e)
+            out.append(
+                f"{m.source[:26]:26} {m.t:%H:%M} {k[0]}/{k[1]}: model {said} ({_reason(m.model.get(k, '?'))}), "
+                f"sim {did}{evict}; ETA lo/hi/likely {eta}"
+                + (f"; nodes {sorted(m.predicted[k])} vs {sorted(real[1])}" if k in m.predicted and real else "")
+            )
+    return out
+
+
 def _late(eta: tuple[float, float | None, float | None], hour: float) -> str:
     point = eta[2] if eta[2] is not None else eta[0]
     if point <= hour:
@@ -462,7 +525,7 @@ def _eta_starts(m: Moment) -> dict[Key, set[str]]:
     }
 
 
-def report(moments: list[Moment], as_json: bool) -> None:
+def report(moments: list[Moment], as_json: bool, list_misses: bool = False) -> None:
     modes = ("no arrivals", "arrivals")
     per_source = sorted({m.source for m in moments})
     result: dict[str, Any] = {"bench": "whatif", "moments": len(moments), "sources": {}}
@@ -502,10 +565,10 @@ def report(moments: list[Moment], as_json: bool) -> None:
     if as_json:
         print(json.dumps(result, default=str))
     else:
-        print_report(result, moments)
+        print_report(result, moments, list_misses)
 
 
-def print_report(result: dict[str, Any], moments: list[Moment]) -> None:
+def print_report(result: dict[str, Any], moments: list[Moment], list_misses: bool = False) -> None:
     modes = ("no arrivals", "arrivals")
     answers = [m.answer_s for m in moments]
 
@@ -557,6 +620,10 @@ def print_report(result: dict[str, Any], moments: list[Moment]) -> None:
         for kind, counter in misses(moments, mode).items():
             for reason, n in counter.most_common(6):
                 print(f"  {kind:13} {n:4}  {reason}")
+    if list_misses:
+        print("\nper job (no arrivals): " + str(len(lines := miss_list(moments))))
+        for line in lines:
+            print("  " + line)
     if answers:
         slow = max(answers)
         print(
@@ -595,6 +662,13 @@ def main() -> int:
     ap.add_argument("--trace-hours", type=int, default=3)
     ap.add_argument("--moments", type=int, default=3, help="sample moments per source")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="one database per source, its pipeline run kept and reused by the next run (to weigh a change of "
+        "the model alone; run without it after a change of the pipeline or of a scenario)",
+    )
+    ap.add_argument("--list", action="store_true", help="one line per waiting job the model got wrong")
     args = ap.parse_args()
     setup(os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/rcaweb_whatif")
 
@@ -603,8 +677,8 @@ def main() -> int:
 
     moments: list[Moment] = []
     for name, scenario in sources(args):
-        moments += measure(name, scenario, args.moments, log)
-    report(moments, args.json)
+        moments += measure(name, scenario, args.moments, log, args.reuse)
+    report(moments, args.json, args.list)
     return 0
 
 
