@@ -73,7 +73,7 @@ def blocker_findings(
     # tolerate, a selector it does not match) keeps it off them anyway, so this one costs it nothing.
     others = set(F.STATIC_BLOCKERS) - blockers
     if not alone:
-        hit = [r for r in hit if not set(r.blockers) & others]
+        hit = _with_room([r for r in hit if not set(r.blockers) & others], req, blockers)
     nodes = node_list(hit)
     detail = _detail(code, hit, req) if hit else ""
     if alone:
@@ -83,7 +83,6 @@ def blocker_findings(
         not jf.fits_now
         and hit
         and code not in (C.UNTOLERATED_TAINT, C.NODE_SELECTOR_MISMATCH)  # constraints, not faults: alone only
-        and _blocks_room(hit, req, blockers)
     ):
         statement = (
             f"{detail} on {nodes} keep(s) {ref.label} ({jf.need}) off nodes that would otherwise have room."
@@ -304,8 +303,11 @@ def selector_satisfiable(rows: list[F.NodeFit], req: Request) -> bool:
     return slots >= req.pods
 
 
-def _blocks_room(hit: list[F.NodeFit], req: Request, blockers: set[str]) -> bool:
-    return any(r.free_if(blockers) >= max(req.gpus_per_pod, 1) for r in hit)
+def _with_room(hit: list[F.NodeFit], req: Request, blockers: set[str]) -> list[F.NodeFit]:
+    """The rows that would take a pod of the job but for these blockers, by the model's fit: enough GPUs once
+    they are lifted, and free CPU, memory and MIG instances of the profile it asks (a node without the MIG
+    profile, or with the pod's CPU taken, is no room for it whatever its state)."""
+    return [r for r in hit if r.free_if(blockers) >= max(req.gpus_per_pod, 1) and r.resource_pods() != 0]
 
 
 def _blocker_words(code: str) -> str:

@@ -21,7 +21,7 @@ from incidents.diagnosis.change_categories import category, loosens
 from incidents.diagnosis.citations import cite_change
 from incidents.diagnosis.pending import first_pending_since, is_pending
 from incidents.diagnosis.quota import quota_at
-from incidents.diagnosis.request import job_request
+from incidents.diagnosis.request import Request, job_request
 from incidents.diagnosis.scheduling_pass import whole_gpus
 from incidents.diagnosis.types import (
     SUPPORTED,
@@ -103,8 +103,9 @@ def unusable_nodes(di: DiagnosisInput) -> dict[str, bool]:
 
     - the node offers fewer whole GPUs than one pod asks (a 7-GPU node that lost a GPU, for an 8-GPU pod): no
       cordon, taint or label change there gives it the GPUs, so none counts;
-    - the job's node selector or tolerations keep it off the node: a cordon there costs it nothing, but a
-      selector or taint change may be what keeps it off, so those still count;
+    - the job's node selector or tolerations keep it off the node, or its MIG layout lacks the profile a pod
+      asks: a cordon there costs it nothing, but a selector, label or taint change may be what keeps it off,
+      so those still count;
     - while its quota holds it, no node is considered at all (selector and taint changes still count).
 
     Empty unless every subject is such a job (any other subject's nodes stay related); a node is unusable only
@@ -129,9 +130,15 @@ def _unusable_for(di: DiagnosisInput, job: EntityState) -> dict[str, bool]:
     for r in F.node_fits(di, req):
         if whole_gpus(req) and r.allocatable < req.gpus_per_pod:
             out[r.node] = False  # too small for one pod, whatever is reverted
-        elif F.SELECTOR in r.blockers or F.TAINT in r.blockers:
+        elif F.SELECTOR in r.blockers or F.TAINT in r.blockers or _lacks_profile(r, req):
             out[r.node] = True
     return out
+
+
+def _lacks_profile(row: F.NodeFit, req: Request) -> bool:
+    """The node's MIG layout has fewer instances of a profile than one pod asks: no cordon or taint change gives
+    them (a repartition, a label change, might)."""
+    return any(row.mig_layout.get(profile, 0) < n for profile, n in req.mig.items())
 
 
 def symptom_onset(di: DiagnosisInput) -> datetime:

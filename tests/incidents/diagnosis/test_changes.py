@@ -200,3 +200,28 @@ def test_a_cordon_of_a_node_too_small_for_a_pod_even_uncordoned_is_no_context():
     # a node that would hold the pod once uncordoned: the cordon is still a recent change
     (change_finding,) = _cordoned_world({})
     assert change_finding.supported and "h100-03" in change_finding.statement
+
+
+def test_a_cordon_of_a_node_without_the_mig_profile_is_no_context_but_a_relabel_is():
+    from .test_mig import mig_job, mig_node
+
+    mig = Ref("job", "ft", "vision")
+
+    def recent(ch):  # type: ignore[no-untyped-def]
+        di = world(
+            subjects=[mig],
+            nodes=[mig_node("a100-01", {"1g.10gb": 28}), node("h100-03", unschedulable=True)],
+            jobs=[mig_job()],
+            queues=[queue("vision", 16)],
+            changes=[ch],
+        )
+        (found,) = [f for f in run_checks(di).findings if f.code == C.RECENT_CHANGE]
+        return found
+
+    before = T0 - timedelta(minutes=20)
+    assert not recent(change("node", "h100-03", "spec.unschedulable", False, True, before, "ops-bot")).supported
+    relabel = change(
+        "node", "a100-01", "metadata.labels", {"nvidia.com/mig.config": "all-3g.40gb"},
+        {"nvidia.com/mig.config": "all-1g.10gb"}, before, "node-ops",
+    )  # fmt: skip
+    assert recent(relabel).supported

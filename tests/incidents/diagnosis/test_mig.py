@@ -128,3 +128,22 @@ def test_it_is_the_top_cause_and_the_repartition_names_the_evicted_pods():
     (act,) = [a for a in dx.actions if a.code == C.MIG_PROFILE_UNAVAILABLE]
     assert act.command == "kubectl label node a100-01 nvidia.com/mig.config=all-3g.40gb --overwrite"
     assert "vision/nb-0" in act.impact
+
+
+def test_a_cordoned_node_without_the_profile_is_no_room_a_mig_job_is_kept_off():
+    """edge/edge-distill (1 × 3g.40gb) waits for a layout that has the profile; a cordoned whole-GPU H100 node
+    and a NotReady one have free GPUs but no 3g.40gb instance, cordoned or not: they keep it off nothing."""
+    di = world(
+        subjects=[JOB],
+        nodes=[
+            mig_node("a100-01", {"1g.10gb": 28}),
+            node("h100-03", unschedulable=True),
+            node("a100-07", ready=False),
+        ],
+        jobs=[mig_job()],
+        queues=[queue("vision", 16)],
+    )
+    findings = run_checks(di).findings
+    assert by_code(findings)[C.MIG_PROFILE_UNAVAILABLE].supported
+    about_the_job = [f for f in findings if f.code == C.GPU_NODE_UNAVAILABLE and f.subject == JOB]
+    assert not [f.statement for f in about_the_job if f.supported]
