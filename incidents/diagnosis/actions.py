@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 
 from incidents.diagnosis import codes as C
-from incidents.diagnosis.actions_nodes import device_plugin, drain, node_unavailable, xid
+from incidents.diagnosis.actions_nodes import device_plugin, drain, xid
 from incidents.diagnosis.actions_placement import (
     capacity,
     cpu_memory,
@@ -27,7 +27,7 @@ from incidents.diagnosis.actions_placement import (
     taint,
 )
 from incidents.diagnosis.actions_quota import department, quota
-from incidents.diagnosis.actions_repair import gpu_missing
+from incidents.diagnosis.actions_repair import gpu_missing, gpu_node_unavailable
 from incidents.diagnosis.actions_workloads import (
     idle,
     image,
@@ -66,7 +66,7 @@ BUILDERS = {
     C.GPU_MISSING: gpu_missing,
     C.NVLINK_ERRORS: drain,
     C.DEVICE_PLUGIN_UNHEALTHY: device_plugin,
-    C.GPU_NODE_UNAVAILABLE: node_unavailable,
+    C.GPU_NODE_UNAVAILABLE: gpu_node_unavailable,
     C.PROJECT_QUOTA_EXHAUSTED: quota,
     C.GPU_CAPACITY_SHORTAGE: capacity,
     C.GPU_FRAGMENTATION: fragmentation,

@@ -18,7 +18,10 @@ of an empty one, no repair of a node that advertises all its GPUs.
 
 from __future__ import annotations
 
-from incidents.diagnosis.actions_nodes import NodeAtFault, drain, node_at_fault
+from dataclasses import replace
+
+from incidents.diagnosis import fit as F
+from incidents.diagnosis.actions_nodes import NodeAtFault, drain, node_at_fault, node_unavailable
 from incidents.diagnosis.actions_workloads import describe_pods
 from incidents.diagnosis.fault_pass import starts_with_room
 from incidents.diagnosis.node_resources import node_nominal_gpus
@@ -38,6 +41,33 @@ def gpu_missing(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     return out
 
 
+def gpu_node_unavailable(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    """A NotReady or cordoned node: its own steps (``actions_nodes.node_unavailable``). A node cordoned for a GPU
+    fault gets none there (the fault's actions come first), but a job waiting for it has no fault finding of
+    its own: its action is that node's repair, which ends with the node uncordoned."""
+    drafts = node_unavailable(di, f)
+    if drafts or f.subject is None or f.subject.kind != "job":
+        return drafts
+    out: list[ActionDraft] = []
+    for node in list(f.facts.get("nodes") or [])[:NODES_REPAIRED]:
+        n = di.find("node", node)
+        if n is None or not n.get("unschedulable") or not n.get("ready", True):
+            continue
+        fixes = repairs(di, f, node)
+        if not fixes:  # every GPU is there: one the device plugin withdrew for its fault is the repair
+            faulty = [
+                g
+                for g in di.gpus_of_node(node)
+                if int(g.get("xid_last") or 0) or int(g.get("ecc_dbe_total") or 0)
+            ]
+            if faulty:
+                g = faulty[0]
+                facts = {"node": node, "gpu": g.name, "index": g.get("index")}
+                fixes = drain(di, replace(f, facts={**f.facts, **facts}))
+        out.extend(fixes)
+    return out
+
+
 def repairs(di: DiagnosisInput, f: Finding, node: str) -> list[ActionDraft]:
     """The repairs that give a node its missing GPUs back, least disruptive first ([] when none is missing)."""
     n = di.find("node", node)
@@ -54,11 +84,14 @@ def repairs(di: DiagnosisInput, f: Finding, node: str) -> list[ActionDraft]:
         else f"{nominal - present} missing GPU{'s' if nominal - present > 1 else ''}"
     )
     at = node_at_fault(di, f, node)
-    starts = starts_with_room(di, {node: nominal - present})
+    # a cordoned node is uncordoned once repaired: who starts then
+    lifted = frozenset({F.CORDONED}) if at.cordoned else frozenset()
+    starts = starts_with_room(di, {node: nominal - present}, lifted=lifted)
+    back = f"Once {node} has its {nominal} GPUs" + (" and is uncordoned" if at.cordoned else "")
     then = (
-        f"Once {node} has its {nominal} GPUs, the waiting jobs that would start, in queue order: {', '.join(starts)}"
+        f"{back}, the waiting jobs that would start, in queue order: {', '.join(starts)}"
         if starts
-        else f"Once {node} has its {nominal} GPUs, no waiting job starts on them before the jobs ahead are served"
+        else f"{back}, no waiting job starts on them before the jobs ahead are served"
     )
     reboot = _reboot(f, at, what, nominal, present, then)
     if lost:
@@ -91,7 +124,10 @@ def _reboot(f: Finding, at: NodeAtFault, what: str, nominal: int, present: int, 
     steps = [] if at.cordoned else [f"kubectl cordon {node}"]
     if at.pods:
         steps.append(f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data")
-    steps.append(f"# then reboot {node}; on it: nvidia-smi -L")
+    steps.append(
+        f"# then reboot {node}; on it: nvidia-smi -L"
+        + (f"; once it lists {nominal} GPUs: kubectl uncordon {node}" if at.cordoned else "")
+    )
     evicts = (
         f"Evicts {len(at.pods)} pod(s) holding {at.gpus_held} GPUs: {describe_pods(at.pods)}"
         if at.pods
@@ -105,7 +141,7 @@ def _reboot(f: Finding, at: NodeAtFault, what: str, nominal: int, present: int, 
         f"({at.pool_total} → {max(at.pool_total - at.advertised, 0)}) until it is back"
     )
     rollback = (
-        f"If {what} does not come back, keep {node} cordoned for the RMA; it stays cordoned as it was."
+        f"If {what} does not come back, keep {node} cordoned for the RMA, as it was."
         if at.cordoned
         else f"kubectl uncordon {node} once it is back; if {what} does not come back, uncordon it with "
         f"{present} GPUs and replace the GPU (RMA) later."

@@ -89,3 +89,28 @@ def test_a_node_that_advertises_all_its_gpus_again_gets_no_repair():
     di = world(subjects=[WAITER], nodes=[node("h100-03")], jobs=[job("big", "research")])
     f = Finding(C.GPU_MISSING, "", "supported", 0.8, subject=WAITER, facts={"nodes": ["h100-03"]})
     assert repairs(di, f, "h100-03") == []
+
+
+def test_a_job_waiting_for_a_node_cordoned_for_its_lost_gpu_gets_that_nodes_repair():
+    """ops-bot cordoned h100-03 after GPU 4 fell off the bus; nlp/small (1 × 4) would fit on its healthy GPUs
+    once it is back in service. The uncordon waits for the repair: the action is the repair, ending with the
+    uncordon, and says whom it evicts and whom it starts."""
+    small = Ref("job", "small", "nlp")
+    running = [pod(f"r-{i}", f"r{i}", "prod", node_name="h100-03", gpus=1) for i in range(3)]
+    di = world(
+        subjects=[small],
+        nodes=[node("h100-01"), node("h100-03", capacity=7, unschedulable=True)],
+        pods=[pod("serve-0", "serve", "prod", node_name="h100-01", gpus=8), *running],
+        jobs=[job("small", "nlp", gpus_per_pod=4, submitted=T0)],
+        gpus=[gpu("GPU-aaa", "h100-03", 4, present=False, xid=79)],
+    )
+    result = run_checks(di)
+    top = [f for f in result.findings if f.supported and f.scope == "cause"]
+    assert top[0].code == C.GPU_NODE_UNAVAILABLE and top[0].subject == small, [f.statement for f in top]
+    (reboot,) = [a for a in result.actions if a.code == C.GPU_NODE_UNAVAILABLE]
+    assert reboot.title == "Reboot h100-03 to recover GPU 4; replace it (RMA) if it stays missing"
+    assert "kubectl cordon" not in reboot.command  # cordoned already
+    assert reboot.command.startswith("kubectl drain h100-03")
+    assert reboot.command.endswith("once it lists 8 GPUs: kubectl uncordon h100-03")
+    assert "Evicts 3 pod(s) holding 3 GPUs" in reboot.impact and "already cordoned" in reboot.impact
+    assert "and is uncordoned, the waiting jobs that would start, in queue order: nlp/small" in reboot.impact
