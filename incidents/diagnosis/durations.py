@@ -24,6 +24,10 @@ MIN_FINISHED = 1  # finished jobs that ran longer than a running one needed to e
 ENOUGH_LONGER = 4
 SAME_SHAPE = "of its project and shape"
 SAME_PROJECT = "of its project (any shape)"
+SAME_CLUSTER = "of the cluster (any project)"
+BY_AGE = "by how long it has run"
+# Younger than this, a job's age says nothing of its end (a few inventory sweeps): it gets no age-based end.
+MIN_AGE = timedelta(minutes=10)
 
 
 Shape = tuple[str, int, str]  # (project, pods, what each pod asks: "8", "0.5", "mig:1g.10gb")
@@ -75,14 +79,22 @@ class Basis:
             if started is not None and started <= di.t:
                 self.running.setdefault(shape_of(j.state), []).append((di.t - started).total_seconds())
 
-    def kinds(self, shape: Shape) -> list[tuple[str, Curve]]:
+    def kinds(self, shape: Shape, preemptible: bool = False) -> list[tuple[str, Curve]]:
         """The durations a running job of ``shape`` is read from, nearest first: its project and shape, then its
-        project (any shape); each as (words, survival curve). Never another project's: a service that runs
-        until stopped is not expected to end because other projects' batch jobs do."""
+        project (any shape), then, for preemptible (train) work, the cluster's (any project); each as (words,
+        survival curve). A service (not preemptible) is never read from another project's: it runs until
+        stopped, and is not expected to end because other projects' batch jobs do."""
         out = []
-        for words, key in ((SAME_SHAPE, ("shape", shape)), (SAME_PROJECT, ("project", shape[0]))):
+        kinds = [(SAME_SHAPE, ("shape", shape)), (SAME_PROJECT, ("project", shape[0]))]
+        if preemptible:
+            kinds.append((SAME_CLUSTER, ("cluster", "")))
+        for words, key in kinds:
             if key not in self._curves:
-                match = (lambda k: k == shape) if words == SAME_SHAPE else (lambda k: k[0] == shape[0])
+                match = {
+                    SAME_SHAPE: lambda k: k == shape,
+                    SAME_PROJECT: lambda k: k[0] == shape[0],
+                    SAME_CLUSTER: lambda k: True,
+                }[words]
                 ended = [d for k, runs in self.durations.items() if match(k) for d in runs]
                 going = [d for k, runs in self.running.items() if match(k) for d in runs]
                 self._curves[key] = Curve(ended, going)
@@ -152,13 +164,13 @@ class End:
 
 
 def expected_end(job: EntityState, t: datetime, basis: Basis) -> End | None:
-    """The job's expected end (None: neither a runtime limit nor a finished job that ran at least as long as it
-    has).
+    """The job's expected end (None: neither a runtime limit nor a finished job of its kind to read it from).
 
     The durations it is read from are those of finished jobs that ran longer than it has run by t: a job 50
     minutes in is one of those, and ends within their spread (lower quartile, median, upper quartile), not within
     the spread of jobs that ended long before 50 minutes. They are the finished jobs of its project and shape,
-    else (none ran that long) of its project."""
+    else (none ran that long) of its project, else, for train work, of the cluster (``Basis.kinds``). Past
+    every one of them, its end is read from its age (``by_age``)."""
     started = parse_ts(job.get("started")) or parse_ts(job.get("submitted"))
     if started is None:
         return None
@@ -166,8 +178,11 @@ def expected_end(job: EntityState, t: datetime, basis: Basis) -> End | None:
     if limit is None and job.get("active_deadline_seconds") is not None:
         limit = float(job.get("active_deadline_seconds"))
     elapsed = max((t - started).total_seconds(), 0.0)
-    words, curve, longer = SAME_SHAPE, None, 0
-    for kind, c in basis.kinds(shape_of(job.state)):
+    words, curve, longer, known = SAME_SHAPE, None, 0, False
+    for kind, c in basis.kinds(shape_of(job.state), preemptible_state(job.state)):
+        if kind == SAME_CLUSTER and longer:
+            break  # its own project's finished jobs, however few, before other projects'
+        known = known or bool(c.ended)
         if c.longer(elapsed) > longer:
             words, curve, longer = kind, c, c.longer(elapsed)
         if longer >= ENOUGH_LONGER:
@@ -185,8 +200,31 @@ def expected_end(job: EntityState, t: datetime, basis: Basis) -> End | None:
             return End(job.ref.label, hi, hi, True, 0, mid=hi)
         return End(job.ref.label, at(0.25), hi, True, longer, mid=at(0.5), kind=words)
     if curve is None or longer < MIN_FINISHED:
-        return None  # it has run longer than every finished job: its end is anyone's guess
+        # it has run longer than every finished job of its kind: its age tells more than their durations
+        return by_age(job, t, started) if known else None
     return End(job.ref.label, at(0.25), at(0.75), False, longer, mid=at(0.5), kind=words)
+
+
+def by_age(job: EntityState, t: datetime, started: datetime) -> End | None:
+    """The end of a job that has run longer than every finished job of its kind, read from its age alone:
+    knowing nothing else of a lifetime but that it has lasted ``a`` so far, the
+    time it has left is as likely shorter as longer than ``a`` (a scale-free prior, Gott's "Copernican"
+    estimate: P(left > r) = a / (a + r)), so its quartiles are a/3, a and 3a. None for a job younger than
+    ``MIN_AGE``, and for a non-preemptible one (a service runs until it is stopped, however long it has run)."""
+    age = (t - started).total_seconds()
+    if age < MIN_AGE.total_seconds() or not preemptible_state(job.state):
+        return None
+
+    def at(q: float) -> datetime:
+        return t + timedelta(seconds=age * q / (1 - q))
+
+    return End(job.ref.label, at(0.25), at(0.75), False, 0, mid=at(0.5), kind=BY_AGE)
+
+
+def preemptible_state(state: dict[str, Any]) -> bool:
+    """Whether the job is preemptible train work, as its state says (``request.job_request``'s rule)."""
+    flag = state.get("preemptible")
+    return bool(flag) if flag is not None else (state.get("priority_class") or "train") != "inference"
 
 
 def median_minutes(basis: Basis, shape: Shape) -> float | None:
@@ -194,4 +232,14 @@ def median_minutes(basis: Basis, shape: Shape) -> float | None:
     return round(statistics.median(runs) / 60, 1) if runs else None
 
 
-__all__ = ["Basis", "Curve", "End", "Shape", "expected_end", "median_minutes", "shape_of", "shape_words"]
+__all__ = [
+    "Basis",
+    "Curve",
+    "End",
+    "Shape",
+    "by_age",
+    "expected_end",
+    "median_minutes",
+    "shape_of",
+    "shape_words",
+]

@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from incidents.diagnosis import replay
-from incidents.diagnosis.durations import SAME_PROJECT, SAME_SHAPE, Basis, End, expected_end
+from incidents.diagnosis.durations import (
+    BY_AGE,
+    SAME_CLUSTER,
+    SAME_PROJECT,
+    SAME_SHAPE,
+    Basis,
+    End,
+    expected_end,
+)
 from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.scheduling_pass import PLACED, STARTS, ClusterPass
 from incidents.diagnosis.types import DiagnosisInput, EntityState, hhmm
@@ -71,12 +79,17 @@ class Eta:
     @property
     def basis_words(self) -> str:
         limit = sum(1 for e in self.ended if e.by_limit)
-        median = len(self.ended) - limit
+        aged = sum(1 for e in self.ended if not e.by_limit and e.kind == BY_AGE)
+        median = len(self.ended) - limit - aged
         how = []
         if limit:
             how.append(f"{limit} by its runtime limit" if limit == 1 else f"{limit} by their runtime limits")
         if median:
             how.append(f"{median} by the durations of finished jobs" + _kind_words(self.ended))
+        if aged:
+            how.append(
+                f"{aged} by how long {'it has' if aged == 1 else 'they have'} run, past every finished job"
+            )
         out = f"{len(self.ended)} running job(s) end by then ({'; '.join(how)})"
         if self.started_first:
             out += f", and {len(self.started_first)} job(s) ahead start first"
@@ -105,14 +118,9 @@ def running_ends(di: DiagnosisInput, basis: Basis) -> tuple[list[End], int]:
     """Every running job's expected end, and how many running jobs have none."""
     ends: list[End] = []
     no_end = 0
-    history = bool(basis.durations or basis.limits)
-    if history:
-        basis.observe(di)
+    basis.observe(di)
     for j in di.jobs:
         if j.state.get("phase") != "Running" or is_pending(j):
-            continue
-        if not history and j.state.get("active_deadline_seconds") is None:
-            no_end += 1  # nothing to read an end from (a trace of jobs that never end: thousands of them)
             continue
         e = expected_end(j, di.t, basis)
         if e is None:
@@ -198,10 +206,10 @@ def _why_not(run: replay.Run) -> str:
 def _kind_words(ended: list[End]) -> str:
     """Whose finished jobs the ends' durations come from: " of the same project and shape" when all are read
     from their own kind, else the mix (" (2 its project and shape, 1 its project (any shape))")."""
-    kinds = [e.kind for e in ended if not e.by_limit]
+    kinds = [e.kind for e in ended if not e.by_limit and e.kind != BY_AGE]
     if all(k == SAME_SHAPE for k in kinds):
         return " of the same project and shape"
-    counts = {k: kinds.count(k) for k in (SAME_SHAPE, SAME_PROJECT) if k in kinds}
+    counts = {k: kinds.count(k) for k in (SAME_SHAPE, SAME_PROJECT, SAME_CLUSTER) if k in kinds}
     return " (" + ", ".join(f"{n} {k.removeprefix('of ')}" for k, n in counts.items()) + ")"
 
 

@@ -88,13 +88,48 @@ def test_a_job_the_next_pass_starts_starts_now():
 
 
 def test_it_is_unknown_when_no_running_job_has_a_limit_or_a_history_and_says_why():
-    di = _world([_running("r")], [job("w")])
+    # nlp's finished job is no service's kind: a service is read from its own project's jobs only
+    r = _running("r")
+    r[0].state.update(priority_class="inference", preemptible=False)
+    di = _world([r], [job("w")])
     e = _eta(di, "vision/w", Basis(window=DAY, durations={("nlp", 1, "8"): [3600.0]}))
     assert e.lo is None and e.unknown
     assert e.words == (
         "unknown: none of the 1 running job(s) has a runtime limit, nor finished jobs of its project and shape "
         "over the 24 h before t"
     )
+    assert _eta(_world([_running("r")], [job("w")]), "vision/w", Basis(window=DAY)).unknown
+
+
+def test_with_no_finished_job_of_its_project_train_work_is_read_from_the_clusters():
+    # r (vision, train) has run an hour; vision has no finished job, nlp's ran 2, 3 and 4 hours
+    di = _world([_running("r")], [job("w", submitted=T0 + timedelta(minutes=5))])
+    basis = Basis(window=DAY, durations={("nlp", 1, "4"): [2 * 3600.0, 3 * 3600.0, 4 * 3600.0]})
+    e = _eta(di, "vision/w", basis)
+    assert (e.lo, e.likely, e.hi) == (
+        T0 + timedelta(hours=2),
+        T0 + timedelta(hours=3),
+        T0 + timedelta(hours=4),
+    )
+    assert e.words.endswith("(1 by the durations of finished jobs (1 the cluster (any project)))")
+
+
+def test_a_job_that_ran_past_every_finished_job_of_its_kind_ends_by_its_age():
+    # r has run an hour at t, nlp's only finished job a minute: it is as likely to end within the hour as after
+    # it (its quartiles 20 min, 1 h and 3 h on); a service (inference) runs until stopped, whatever its age
+    di = _world([_running("r")], [job("w", submitted=T0 + timedelta(minutes=5))])
+    e = _eta(di, "vision/w", Basis(window=DAY, durations={("nlp", 1, "8"): [60.0]}))
+    assert (e.lo, e.likely, e.hi) == (
+        T + timedelta(minutes=20),
+        T + timedelta(hours=1),
+        T + timedelta(hours=3),
+    )
+    assert e.words.endswith(
+        "1 running job(s) end by then (1 by how long it has run, past every finished job)"
+    )
+    svc, _ = _running("s")
+    svc.state.update(priority_class="inference", preemptible=False)
+    assert expected_end(svc, T, Basis(window=DAY, durations={("vision", 1, "8"): [60.0]})) is None
 
 
 def test_it_is_unknown_when_the_ends_it_can_foresee_never_make_room_for_it():
@@ -107,10 +142,17 @@ def test_it_is_unknown_when_the_ends_it_can_foresee_never_make_room_for_it():
     assert e.passes <= 2 * MAX_STEPS
 
 
-def test_a_job_that_ran_past_every_finished_one_of_its_kind_has_no_expected_end():
+def test_a_job_that_ran_past_every_finished_one_of_its_kind_ends_by_its_age():
     j, _ = _running("r", started=T0 - timedelta(hours=10))
     basis = Basis(window=DAY, durations={("vision", 1, "8"): [3600.0, 7200.0]})
-    assert expected_end(j, T, basis) is None
+    old = expected_end(j, T, basis)
+    # 11 hours in, past the 1 h and 2 h jobs: a third, as much and three times as much again
+    assert old is not None and old.samples == 0
+    assert (old.lo, old.likely, old.hi) == (
+        T + timedelta(hours=11) / 3,
+        T + timedelta(hours=11),
+        T + timedelta(hours=33),
+    )
     j2, _ = _running("r2", started=T0 - timedelta(minutes=30))
     end = expected_end(j2, T, basis)
     # 1 h 30 in at t: of the finished jobs, only the 2 h one ran that long, so it ends 2 h after its start
