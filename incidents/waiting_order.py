@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
+from django.db.models.fields.json import KeyTransform
 
 from collectors.models import Cluster, EntityVersion
 from incidents.diagnosis.allocation import job_units
@@ -54,9 +55,14 @@ def queue_of(version: EntityVersion) -> str:
     return job_queue(job_state(version))
 
 
+# What the model's order within a queue reads of a waiting job's state (``is_pending``, ``job_queue``,
+# ``in_queue_key``): read as JSON keys, not whole states (a queue may hold thousands of waiting jobs).
+ORDER_KEYS = ("phase", "active", "queue", "project", "priority_class", "priority_value", "submitted")
+
+
 def queue_position(cluster: Cluster, version: EntityVersion, t: datetime) -> tuple[int, int] | None:
     """(position, waiting) of a waiting job in its own queue at t, in the model's order; None when it does not
-    wait. One query: the queue's waiting jobs at t (their states carry what ``in_queue_key`` reads)."""
+    wait. One query: the keys ``in_queue_key`` reads of the queue's waiting jobs at t."""
     me = job_state(version)
     if not is_pending(me):
         return None
@@ -65,16 +71,18 @@ def queue_position(cluster: Cluster, version: EntityVersion, t: datetime) -> tup
         EntityVersion.objects.as_of(t)
         .filter(cluster=cluster, kind="job", deleted=False, phase__in=WAITING_PHASES)
         .filter(Q(queue=queue) | Q(queue="", project=queue))
-        .select_related("entity")
-        .only("state", "valid_from", "valid_to", "entity__name", "entity__namespace")
+        .values_list("entity__namespace", "entity__name", *(KeyTransform(k, "state") for k in ORDER_KEYS))
     )
+    others = [
+        s
+        for s in (
+            EntityState("job", name, ns, dict(zip(ORDER_KEYS, values, strict=True)))
+            for ns, name, *values in rows
+        )
+        if is_pending(s) and job_queue(s) == queue and (s.namespace, s.name) != (me.namespace, me.name)
+    ]
     mine = in_queue_key(me)
-    others = [s for s in (job_state(v) for v in rows) if is_pending(s) and job_queue(s) == queue]
-    ahead = sum(
-        1 for s in others if (s.namespace, s.name) != (me.namespace, me.name) and in_queue_key(s) < mine
-    )
-    total = len({(s.namespace, s.name) for s in others} | {(me.namespace, me.name)})
-    return (ahead + 1, total)
+    return (1 + sum(1 for s in others if in_queue_key(s) < mine), len(others) + 1)
 
 
 def cluster_ranks(cluster: Cluster, t: datetime) -> dict[Key, int]:
