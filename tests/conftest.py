@@ -13,7 +13,8 @@ worker, in order), everything else is spread over the workers:
   so that fixture is built once rather than once on each worker its tests land on.
 
 ``--dist loadgroup`` hands out the largest groups first (pytest-xdist's ``--loadscope-reorder``, on by
-default), so the long e2e group starts at once and the single tests fill in around it.
+default), so the long e2e group starts at once and the single tests fill in around it. The group reaches
+the scheduler as a suffix of the node id (``test@e2e``): ``pytest_collection_modifyitems`` below sees to it.
 
 Each worker has its own test database already (pytest-django suffixes PostgreSQL's ``test_…`` name with
 the worker id; SQLite's test database is in memory). Redis is shared, so each worker gets its own Redis
@@ -44,11 +45,44 @@ def xdist_group_of(nodeid: str, markers: set[str]) -> str | None:
     return module if module in MODULE_GROUPS else None
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    """Mark each test's group before xdist's worker reads the marks, then see that the group reached the node id.
+
+    ``--dist loadgroup`` learns a test's group from its node id: xdist's worker appends ``@group`` to it in
+    this same hook. Its hook has no order, so the marks must be on before it runs (this wrapper's first
+    half). pytest 9.2 keeps the node id in a structured ``NodeId`` and xdist 3.8 still writes the old
+    ``_nodeid`` attribute, which no longer changes the id (pytest-xdist issue 1386): every test was then a
+    unit of its own, each worker built the e2e servers and the services tests ran side by side. So the
+    second half appends the suffix itself where xdist's did not take (and does nothing once it does).
+    """
     for item in items:
         group = xdist_group_of(item.nodeid, {m.name for m in item.iter_markers()})
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    result = yield
+    if getattr(config.option, "loadgroup", False):
+        for item in items:
+            _suffix_group(item)
+    return result
+
+
+def _suffix_group(item: pytest.Item) -> None:
+    """``path::test`` → ``path::test@group`` (xdist's suffix: its group names sorted, joined by ``_``)."""
+    names = sorted(
+        str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+        for m in item.iter_markers("xdist_group")
+    )
+    if not names:
+        return
+    suffix = "@" + "_".join(dict.fromkeys(names))
+    if item.nodeid.endswith(suffix):
+        return
+    node_id = getattr(item, "_id", None)
+    if node_id is None:  # pytest < 9.2: the id is a plain string
+        item._nodeid = item.nodeid + suffix  # type: ignore[attr-defined]
+    else:
+        item._id = type(node_id).parse(item.nodeid + suffix)
 
 
 def worker_redis_url(url: str, worker: str | None) -> str:

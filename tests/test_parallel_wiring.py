@@ -15,20 +15,34 @@ def test_each_worker_gets_its_own_redis_database() -> None:
     assert worker_redis_url("", "gw0") == ""
 
 
+def scheduled_group(request: pytest.FixtureRequest) -> str | None:
+    """The group xdist's scheduler sees: the ``@group`` suffix its worker puts on the node id under
+    ``--dist loadgroup``. The mark alone is not enough: a mark added after xdist's worker read the marks
+    groups nothing (every test is then a unit of its own). Without xdist (``-n 0``) the mark is all there is."""
+    group = request.node.get_closest_marker("xdist_group")
+    if getattr(request.config, "workerinput", None) is not None and request.config.getvalue("loadgroup"):
+        nodeid = request.node.nodeid
+        return nodeid.rsplit("@", 1)[1] if nodeid.rfind("@") > nodeid.rfind("]") else None
+    return str(group.args[0]) if group is not None else None
+
+
 @pytest.mark.e2e
 def test_an_e2e_test_lands_in_the_e2e_group(request: pytest.FixtureRequest) -> None:
     group = request.node.get_closest_marker("xdist_group")
     assert group is not None and group.args == ("e2e",)
+    assert scheduled_group(request) == "e2e"
 
 
 @pytest.mark.services
 def test_a_services_test_lands_in_the_services_group(request: pytest.FixtureRequest) -> None:
     group = request.node.get_closest_marker("xdist_group")
     assert group is not None and group.args == ("services",)
+    assert scheduled_group(request) == "services"
 
 
 def test_other_tests_are_spread_over_the_workers(request: pytest.FixtureRequest) -> None:
     assert request.node.get_closest_marker("xdist_group") is None
+    assert scheduled_group(request) is None
     assert set(SERIAL_GROUPS) == {"e2e", "services"}
 
 
