@@ -18,16 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from incidents.diagnosis.node_resources import (
-    allocated_on,
-    mig_layout,
+    NodeBase,
     mig_used_on,
-    nominal_gpus,
+    node_base,
     requested_on,
     shared_gpus,
 )
-from incidents.diagnosis.quantities import quantity
 from incidents.diagnosis.request import Request
-from incidents.diagnosis.types import DiagnosisInput, EntityState, gpus_of
+from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 # Blocker codes (a node can have several).
 NOT_READY = "not_ready"
@@ -44,13 +42,6 @@ INSUFFICIENT_MIG = "insufficient_mig"  # no free instance of the MIG profile the
 MIG = "mig"  # for ``placeable``'s ignore: as if every node had the profile free
 STATIC_BLOCKERS = (NOT_READY, CORDONED, TAINT, SELECTOR)
 
-# Taints the node lifecycle controller derives from conditions: they say "unhealthy", not "reserved".
-_HEALTH_TAINTS = {
-    "node.kubernetes.io/not-ready": NOT_READY,
-    "node.kubernetes.io/unreachable": NOT_READY,
-    "node.kubernetes.io/network-unavailable": NOT_READY,
-    "node.kubernetes.io/unschedulable": CORDONED,
-}
 
 
 @dataclass
@@ -188,33 +179,37 @@ def share_fits(req: Request, free: float, free_mib: int | None, gpu_mib: int | N
 
 
 def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
-    st = node.state
-    labels = st.get("labels") or {}
-    capacity = gpus_of(st.get("capacity") or {})
-    allocatable = gpus_of(st.get("allocatable") or {}) if "allocatable" in st else capacity
+    """The node's row for ``req``: what the node has is read once per node while ``di`` is indexed
+    (``node_resources.node_base``); what depends on the request is weighed here."""
+    return _row(di, node_base(di, node), req)
+
+
+def _row(di: DiagnosisInput, base: NodeBase, req: Request) -> NodeFit:
     row = NodeFit(
-        node=node.name,
-        pool=st.get("nodepool") or labels.get("run.ai/node-pool") or "",
-        product=st.get("gpu_product") or labels.get("nvidia.com/gpu.product") or "",
-        ready=bool(st.get("ready", True)),
-        unschedulable=bool(st.get("unschedulable", False)),
-        nominal=nominal_gpus(di, node),
-        capacity=capacity,
-        allocatable=allocatable,
-        allocated=allocated_on(di, node.name),
+        node=base.state.name,
+        pool=base.pool,
+        product=base.product,
+        ready=base.ready,
+        unschedulable=base.unschedulable,
+        nominal=base.nominal,
+        capacity=base.capacity,
+        allocatable=base.allocatable,
+        allocated=base.allocated,
+        cpu_allocatable=base.cpu_allocatable,
+        memory_allocatable=base.memory_allocatable,
+        mig_config=base.mig_config,
+        mig_layout=dict(base.mig_layout),
     )
-    _count_cpu_memory(di, row, st, req)
-    row.mig_config = (st.get("mig") or {}).get("config") or labels.get("nvidia.com/mig.config") or ""
-    row.mig_layout = mig_layout(st)
+    _count_cpu_memory(di, row, req)
     if req.mig:
-        row.mig_used = mig_used_on(di, node.name)
+        row.mig_used = mig_used_on(di, row.node)
         row.mig_pods = min(row.mig_free(p) // n for p, n in req.mig.items())
-    blockers = _static_blockers(row, st, req)
-    if row.ready and capacity > allocatable:
+    blockers = _static_blockers(row, base, req)
+    if row.ready and row.capacity > row.allocatable:
         blockers.append(DEVICE_PLUGIN)
-    if row.nominal > capacity:
+    if row.nominal > row.capacity:
         blockers.append(MISSING_GPU)
-    _count_gpu_pods(di, row, st, req)
+    _count_gpu_pods(di, row, base, req)
     res = row.resource_pods()
     row.pods_fit = row.gpu_pods_fit if res is None else min(row.gpu_pods_fit, res)
     if row.gpu_pods_fit == 0 and req.pods:
@@ -235,12 +230,8 @@ def node_fit(di: DiagnosisInput, node: EntityState, req: Request) -> NodeFit:
     return row
 
 
-def _count_cpu_memory(di: DiagnosisInput, row: NodeFit, st: dict[str, Any], req: Request) -> None:
-    """The node's allocatable CPU and memory, what its pods request, and how many of the job's pods the rest takes."""
-    alloc_res = st.get("allocatable") or {}
-    row.cpu_allocatable = quantity(alloc_res.get("cpu"))
-    mem = quantity(alloc_res.get("memory"))
-    row.memory_allocatable = None if mem is None else int(mem)
+def _count_cpu_memory(di: DiagnosisInput, row: NodeFit, req: Request) -> None:
+    """What the node's pods request of its CPU and memory, and how many of the job's pods the rest takes."""
     if (row.cpu_allocatable is not None and req.cpu_per_pod) or (
         row.memory_allocatable is not None and req.memory_per_pod
     ):
@@ -251,18 +242,14 @@ def _count_cpu_memory(di: DiagnosisInput, row: NodeFit, st: dict[str, Any], req:
         row.memory_pods = int((row.memory_free or 0) // req.memory_per_pod)
 
 
-def _static_blockers(row: NodeFit, st: dict[str, Any], req: Request) -> list[str]:
+def _static_blockers(row: NodeFit, base: NodeBase, req: Request) -> list[str]:
     """NotReady, cordon, untolerated taints and selector mismatches (the latter two also written on ``row``)."""
-    labels = st.get("labels") or {}
     blockers: list[str] = []
     if not row.ready:
         blockers.append(NOT_READY)
     if row.unschedulable:
         blockers.append(CORDONED)
-    for taint in st.get("taints") or []:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        health = _HEALTH_TAINTS.get(taint.get("key") or "")
+    for taint, health in base.taints:
         if health:
             if health not in blockers and not tolerates(req.tolerations, taint):
                 blockers.append(health)
@@ -271,6 +258,7 @@ def _static_blockers(row: NodeFit, st: dict[str, Any], req: Request) -> list[str
             row.untolerated.append({k: taint.get(k) for k in ("key", "value", "effect")})
     if row.untolerated:
         blockers.append(TAINT)
+    labels = base.labels
     for key, want in req.node_selector.items():
         have = labels.get(key)
         if have != want:
@@ -282,12 +270,10 @@ def _static_blockers(row: NodeFit, st: dict[str, Any], req: Request) -> list[str
     return blockers
 
 
-def _count_gpu_pods(di: DiagnosisInput, row: NodeFit, st: dict[str, Any], req: Request) -> None:
+def _count_gpu_pods(di: DiagnosisInput, row: NodeFit, base: NodeBase, req: Request) -> None:
     """How many of the job's pods the node's free GPUs take: whole GPUs, or shares on its shared and free GPUs."""
     if req.share or req.share_memory_mib:
-        gpu_mib = st.get("gpu_memory_mib") or _int_label(
-            (st.get("labels") or {}).get("nvidia.com/gpu.memory")
-        )
+        gpu_mib = base.gpu_memory_mib
         row.shared = shared_gpus(di, row.node, gpu_mib)
         per_whole = row.shares_per_gpu = share_fits(req, 1.0, gpu_mib, gpu_mib)
         row.share_slots = sum(share_fits(req, x["free"], x["free_mib"], gpu_mib) for x in row.shared)
@@ -295,13 +281,6 @@ def _count_gpu_pods(di: DiagnosisInput, row: NodeFit, st: dict[str, Any], req: R
         row.gpu_pods_fit = min(row.share_slots, req.pods)
     else:
         row.gpu_pods_fit = _pods_fit(row.free, req.gpus_per_pod, req.pods)
-
-
-def _int_label(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _pods_fit(free: int, per_pod: int, want: int) -> int:
@@ -314,13 +293,12 @@ def _pods_fit(free: int, per_pod: int, want: int) -> int:
 
 def node_fits(di: DiagnosisInput, req: Request) -> list[NodeFit]:
     """The fit table over every GPU node (nodes with no GPUs at all are left out unless the job wants none)."""
-    rows = []
-    for node in sorted(di.nodes, key=lambda n: n.name):
-        row = node_fit(di, node, req)
-        if row.nominal == 0 and req.gpus_per_pod > 0:
-            continue
-        rows.append(row)
-    return rows
+    bases = di.memo("node_bases_by_name", lambda: _bases(di)) or _bases(di)
+    return [_row(di, b, req) for b in bases if not (b.nominal == 0 and req.gpus_per_pod > 0)]
+
+
+def _bases(di: DiagnosisInput) -> list[NodeBase]:
+    return [node_base(di, node) for node in sorted(di.nodes, key=lambda n: n.name)]
 
 
 def could_gain(

@@ -1,12 +1,21 @@
 """What a node has and what its bound pods use at t: its GPUs when healthy, its MIG layout, its shared GPUs,
-and the GPUs, CPU and memory its pods request."""
+and the GPUs, CPU and memory its pods request.
+
+Inside ``di.indexed()`` each of these is read once per node (``DiagnosisInput.memo``): a pass weighs every node
+once per request shape, and what a node has does not depend on who asks. ``node_base`` is what every fit row of
+a node reads of it (``fit.node_fit``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from incidents.diagnosis.quantities import quantity
 from incidents.diagnosis.request import pod_requests
 from incidents.diagnosis.types import DiagnosisInput, EntityState, gpus_of
+
+_T = TypeVar("_T")
 
 MIG_PREFIX = "nvidia.com/mig-"
 
@@ -55,6 +64,11 @@ def mig_layout(st: dict[str, Any]) -> dict[str, int]:
 
 
 def mig_used_on(di: DiagnosisInput, node: str) -> dict[str, int]:
+    """profile -> instances requested by the pods bound to the node and not finished."""
+    return dict(_per_node(di, "mig_used_on", node, lambda: _mig_used_on(di, node)))
+
+
+def _mig_used_on(di: DiagnosisInput, node: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for p in di.pods_on_node(node):
         for prof, n in (p.get("mig") or {}).items():
@@ -64,6 +78,11 @@ def mig_used_on(di: DiagnosisInput, node: str) -> dict[str, int]:
 
 def shared_gpus(di: DiagnosisInput, node: str, gpu_memory_mib: int | None) -> list[dict[str, Any]]:
     """The node's GPUs KAI shares at t: what is left of each (fraction, MiB) and the share pods holding it."""
+    key = f"{node}\0{gpu_memory_mib}"
+    return list(_per_node(di, "shared_gpus", key, lambda: _shared_gpus(di, node, gpu_memory_mib)))
+
+
+def _shared_gpus(di: DiagnosisInput, node: str, gpu_memory_mib: int | None) -> list[dict[str, Any]]:
     out = []
     for g in di.gpus_of_node(node):
         shares = g.get("shares") or []
@@ -85,14 +104,117 @@ def shared_gpus(di: DiagnosisInput, node: str, gpu_memory_mib: int | None) -> li
 
 def allocated_on(di: DiagnosisInput, node: str) -> int:
     """GPUs requested by the pods bound to the node and not finished."""
+    return _per_node(di, "allocated_on", node, lambda: _allocated_on(di, node))
+
+
+def _allocated_on(di: DiagnosisInput, node: str) -> int:
     return sum(int(p.get("gpus") or 0) for p in di.pods_on_node(node))
 
 
 def requested_on(di: DiagnosisInput, node: str) -> tuple[float, int]:
     """(cores, bytes) requested by the pods bound to the node and not finished, as their states record them."""
+    return _per_node(di, "requested_on", node, lambda: _requested_on(di, node))
+
+
+def _requested_on(di: DiagnosisInput, node: str) -> tuple[float, int]:
     cores, mem = 0.0, 0
     for p in di.pods_on_node(node):
         c, m = pod_requests(p.get("requests") or {})
         cores += c or 0.0
         mem += m or 0
     return cores, mem
+
+
+def _per_node(di: DiagnosisInput, name: str, key: str, build: Callable[[], _T]) -> _T:
+    """``build()`` once per ``key`` while ``di`` is indexed (every time outside: the input may change)."""
+    memo: dict[str, Any] | None = di.memo(name, dict)
+    if memo is None:
+        return build()
+    if key not in memo:
+        memo[key] = build()
+    got: _T = memo[key]
+    return got
+
+
+# Taints the node lifecycle controller derives from conditions: they say "unhealthy", not "reserved" (the fit's
+# blocker codes: ``fit.NOT_READY``, ``fit.CORDONED``).
+HEALTH_TAINTS = {
+    "node.kubernetes.io/not-ready": "not_ready",
+    "node.kubernetes.io/unreachable": "not_ready",
+    "node.kubernetes.io/network-unavailable": "not_ready",
+    "node.kubernetes.io/unschedulable": "cordoned",
+}
+
+
+@dataclass(frozen=True)
+class NodeBase:
+    """What every fit row of a node reads of the node and its bound pods, whoever asks (``fit.node_fit``)."""
+
+    state: EntityState
+    pool: str
+    product: str
+    ready: bool
+    unschedulable: bool
+    nominal: int
+    capacity: int
+    allocatable: int
+    allocated: int
+    cpu_allocatable: float | None
+    memory_allocatable: int | None
+    mig_config: str
+    mig_layout: dict[str, int]
+    labels: dict[str, Any]
+    # The taints that keep pods off (NoSchedule, NoExecute), in the node's order, each with its health blocker
+    # code ("" for a taint that reserves the node rather than saying it is unhealthy).
+    taints: tuple[tuple[dict[str, Any], str], ...]
+    gpu_memory_mib: int | None
+
+
+def node_base(di: DiagnosisInput, node: EntityState) -> NodeBase:
+    """The node's ``NodeBase`` (once per node while ``di`` is indexed)."""
+    memo: dict[str, NodeBase] | None = di.memo("node_base", dict)
+    if memo is not None:
+        got = memo.get(node.name)
+        if got is not None and got.state is node:
+            return got
+    base = _node_base(di, node)
+    if memo is not None:
+        memo[node.name] = base
+    return base
+
+
+def _node_base(di: DiagnosisInput, node: EntityState) -> NodeBase:
+    st = node.state
+    labels = st.get("labels") or {}
+    capacity = gpus_of(st.get("capacity") or {})
+    alloc_res = st.get("allocatable") or {}
+    mem = quantity(alloc_res.get("memory"))
+    return NodeBase(
+        state=node,
+        pool=st.get("nodepool") or labels.get("run.ai/node-pool") or "",
+        product=st.get("gpu_product") or labels.get("nvidia.com/gpu.product") or "",
+        ready=bool(st.get("ready", True)),
+        unschedulable=bool(st.get("unschedulable", False)),
+        nominal=nominal_gpus(di, node),
+        capacity=capacity,
+        allocatable=gpus_of(alloc_res) if "allocatable" in st else capacity,
+        allocated=allocated_on(di, node.name),
+        cpu_allocatable=quantity(alloc_res.get("cpu")),
+        memory_allocatable=None if mem is None else int(mem),
+        mig_config=(st.get("mig") or {}).get("config") or labels.get("nvidia.com/mig.config") or "",
+        mig_layout=mig_layout(st),
+        labels=labels,
+        taints=tuple(
+            (taint, HEALTH_TAINTS.get(taint.get("key") or "", ""))
+            for taint in st.get("taints") or []
+            if taint.get("effect") in ("NoSchedule", "NoExecute")
+        ),
+        gpu_memory_mib=st.get("gpu_memory_mib") or _int_label(labels.get("nvidia.com/gpu.memory")),
+    )
+
+
+def _int_label(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 
@@ -13,10 +14,16 @@ def quantity(value: Any) -> float | None:
         return None
     if isinstance(value, (int, float)):
         return float(value)
+    return _parse(str(value).strip())
+
+
+@lru_cache(maxsize=4096)
+def _parse(text: str) -> float | None:
+    """One quantity's text as a number: a fleet's pods and nodes write a few distinct ones, read per fit row."""
     from kubernetes.utils import parse_quantity  # here: the kubernetes package takes 1.5 s to import
 
     try:
-        number = float(parse_quantity(str(value).strip()))
+        number = float(parse_quantity(text))
     except (ValueError, ArithmeticError):
         return None
     return number if math.isfinite(number) else None
