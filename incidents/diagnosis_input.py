@@ -27,7 +27,7 @@ from incidents.diagnosis.types import (
     SourceFailure,
     parse_ts,
 )
-from incidents.inventory_input import HISTORY, load_inventory
+from incidents.inventory_input import HISTORY, load_inventory, load_pass_state
 from incidents.models import Alert, Incident, IncidentSubject, Observation
 
 logger = logging.getLogger(__name__)
@@ -95,10 +95,11 @@ def load_job_input(
 
 
 def load_cluster_input(cluster: Cluster, t: datetime) -> DiagnosisInput:
-    """The whole cluster as of t with no subject (the what-if page): every waiting job by the keys the
-    scheduling model reads of it (``snapshot.SLIM_JOB_KEYS``), the fleet's rows, the nodes' history."""
+    """The whole cluster as of t with no subject, as one scheduling pass reads it (the what-if page): every
+    waiting job by the keys the scheduling model reads of it (``snapshot.SLIM_JOB_KEYS``), the fleet's rows, each
+    node's most GPUs over the lookback (``inventory_input.load_pass_state``)."""
     di = DiagnosisInput(t=t, onset=t, cluster=cluster.name, scheduler=cluster.scheduler)
-    load_inventory(di, cluster, t, subject_entities=[], obs_by_key={})
+    load_pass_state(di, cluster, t)
     return di
 
 

@@ -87,15 +87,7 @@ def load_inventory(
     di.jobs.extend(states("job", jobs))
     slim_ids = {id(row) for row in fleet["job"]}
     di.partial.update(Ref("job", row[1], row[2]) for row in jobs if id(row) in slim_ids)
-    # Departments (KAI parent queues, Kueue cohorts): few, read as of t here rather than through the fleet cache.
-    di.departments.extend(
-        _row_state("department", name, ns, state, since, until, state_obs.get(pk))
-        for pk, name, ns, state, since, until in base.filter(kind="department")
-        .order_by("entity__name")
-        .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")[
-            :MAX_VERSIONS
-        ]
-    )
+    di.departments.extend(_departments(base, state_obs))
     _load_vanished_gpus(di, cluster, t, [e for e in subject_entities if e.kind == "gpu"], obs_by_key)
     start = min(di.onset, t) - HISTORY
     placed = placed_nodes(di) if bounded else None
@@ -113,6 +105,47 @@ def load_inventory(
         bounded=bounded,
     )
     load_events(di, cluster, start, t, obs_by_key)
+
+
+def load_pass_state(di: DiagnosisInput, cluster: Cluster, t: datetime) -> None:
+    """What one scheduling pass reads of the cluster at t, with no subject (the what-if and queues pages, the
+    waiting order): the fleet's rows (``snapshot.fleet_rows``: every node, GPU, queue and project in full, every
+    unfinished pod's hot columns, every job by ``snapshot.SLIM_JOB_KEYS``), the departments, and of the lookback
+    only the most GPUs each node reported (its nominal count, ``node_resources.node_nominal_gpus``).
+
+    Not the nodes' versions over the lookback, nor the changes and events a diagnosis cites: the pass, the
+    what-if edits and the reclaims they bring read none of them, and at 200 nodes decoding them was most of the
+    what-if page (~10,000 JSON states per request)."""
+    fleet = snapshot.fleet_rows(cluster, t)
+    for kind in snapshot.KINDS:
+        di._of(kind).extend(
+            _row_state(kind, name, ns, state, since, until, None)
+            for _, name, ns, state, since, until in fleet[kind][:MAX_VERSIONS]
+        )
+    di.pods.extend(
+        EntityState("pod", name, ns, state=state, valid_from=since)
+        for _, name, ns, state, since in fleet["pod"][:MAX_VERSIONS]
+    )
+    di.jobs.extend(
+        _row_state("job", name, ns, state, since, until, None)
+        for _, name, ns, state, since, until in fleet["job"][:MAX_VERSIONS]
+    )
+    di.partial.update(Ref("job", row[1], row[2]) for row in fleet["job"])
+    base = EntityVersion.objects.as_of(t).filter(cluster=cluster, deleted=False)
+    di.departments.extend(_departments(base, {}))
+    di.peak_gpus = _peak_gpus(cluster, t - HISTORY, t, set())
+
+
+def _departments(base: Any, state_obs: dict[int, int]) -> list[EntityState]:
+    """Departments (KAI parent queues, Kueue cohorts): few, read as of t here rather than through the fleet cache."""
+    return [
+        _row_state("department", name, ns, state, since, until, state_obs.get(pk))
+        for pk, name, ns, state, since, until in base.filter(kind="department")
+        .order_by("entity__name")
+        .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")[
+            :MAX_VERSIONS
+        ]
+    ]
 
 
 def _load_history(
@@ -176,14 +209,16 @@ def _history(cluster: Cluster, start: datetime, t: datetime, wanted: Q) -> list[
 
 def _peak_gpus(cluster: Cluster, start: datetime, t: datetime, skip: set[str]) -> dict[str, int]:
     """The most GPUs each node but ``skip`` reported over [start, t] (``fit.node_nominal_gpus``), from one
-    text column per version rather than its state."""
+    text column per version rather than its state, each distinct (node, count) once: a fleet's nodes report the
+    same count sweep after sweep (1,213 nodes over 3 h were 20,000 versions, past the read's bound)."""
     gpus = KeyTextTransform("nvidia.com/gpu", KeyTransform("capacity", "state"))
     rows = (
         EntityVersion.objects.filter(cluster=cluster, kind="node", valid_from__lte=t, deleted=False)
         .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=start))
         .exclude(entity__name__in=skip)
         .annotate(s_gpus=gpus)
-        .values_list("entity__name", "s_gpus")[:MAX_VERSIONS]
+        .values_list("entity__name", "s_gpus")
+        .distinct()[:MAX_VERSIONS]
     )
     peak: dict[str, int] = {}
     for name, text in rows:
