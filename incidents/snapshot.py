@@ -26,8 +26,10 @@ import threading
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Case, Max, Value, When
+import orjson
+from django.db.models import Case, Max, TextField, Value, When
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Cast
 
 from collectors.models import Change, Cluster, EntityVersion
 from rcaweb import kinds
@@ -91,14 +93,16 @@ def _key(cluster: Cluster, t: datetime) -> tuple[Any, ...]:
 def _read(cluster: Cluster, t: datetime) -> Rows:
     base = EntityVersion.objects.as_of(t).filter(cluster=cluster, deleted=False)
     out: Rows = {}
-    for kind in KINDS:  # one bounded query per kind, no model objects
-        out[kind] = list(
-            base.filter(kind=kind)
+    for kind in KINDS:  # one bounded query per kind, no model objects; each state's text decoded by orjson
+        out[kind] = [
+            (pk, name, ns, loads(text), since, until)
+            for pk, name, ns, text, since, until in base.filter(kind=kind)
             .order_by("entity__namespace", "entity__name")
-            .values_list("pk", "entity__name", "entity__namespace", "state", "valid_from", "valid_to")[
+            .annotate(s_text=Cast("state", TextField()))
+            .values_list("pk", "entity__name", "entity__namespace", "s_text", "valid_from", "valid_to")[
                 :ROW_LIMIT
             ]
-        )
+        ]
     slim = (
         base.filter(kind="pod")
         .exclude(phase__in=("Succeeded", "Failed"))
@@ -183,10 +187,10 @@ def pod_extras(base: Any) -> dict[int, dict[str, Any]]:
         if units is not None:
             extra["gpu_units"] = units
         if mig and mig not in ("{}", "null"):
-            extra["mig"] = json.loads(mig)
+            extra["mig"] = loads(mig)
         for key, text in zip(PENDING_POD_JSON, spec, strict=True):
             if text and text not in ("{}", "[]", "null"):
-                extra[key] = json.loads(text)
+                extra[key] = loads(text)
         if cpu is not None or memory is not None:
             extra["requests"] = {
                 k: _number(v) for k, v in (("cpu", cpu), ("memory", memory)) if v is not None
@@ -247,7 +251,18 @@ def _decode(key: str, text: Any) -> Any:
         return []
     if text.isdigit():
         return int(text)
-    return json.loads(text)
+    return loads(text)
+
+
+def loads(text: Any) -> Any:
+    """A JSON value from its text (orjson, 3-5x faster than json; json for what orjson refuses, an integer past
+    64 bits); a value the database handed over decoded already (SQLite's numbers) as it is."""
+    if not isinstance(text, (str, bytes)):
+        return text
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _slim_jobs(base: Any) -> list[tuple[Any, ...]]:
