@@ -3,12 +3,12 @@
 :class:`InventoryStore` has two implementations, chosen by :func:`inventory_store` and nowhere else:
 
 - :class:`~collectors.storage.tuned.TunedStore`, the one the product runs: ``COPY`` for the rows on
-  PostgreSQL (``bulk_create`` on SQLite, which has no ``COPY``), hand-written SQL
+  PostgreSQL (on SQLite, which has no ``COPY``, one prepared ``INSERT`` run for every row), hand-written SQL
   (:mod:`collectors.storage.raw_sql`) for the as-of reads on both backends;
 - :class:`~collectors.storage.orm.OrmStore`, the plain ORM: the reference. tests/collectors/test_storage.py
-  runs both over the same inputs and asserts the same rows and answers (the reads on both backends; the
-  writes where they differ, on PostgreSQL). ``RCAWEB_INVENTORY_STORE = "orm"`` runs the product on it, to
-  tell a fault of the fast paths from one of the inventory.
+  runs both over the same inputs and asserts the same rows and answers, on both backends.
+  ``RCAWEB_INVENTORY_STORE = "orm"`` runs the product on it, to tell a fault of the fast paths from one of
+  the inventory.
 
 What the difference costs is measured by ``bench/storage.py`` (and, within the pages and sweeps,
 ``bench/asof.py``, ``bench/collect.py``, ``bench/model_rows.py``), written to bench/RESULTS.md, not here.

@@ -1,6 +1,6 @@
-"""The tuned inventory store: rows written with ``COPY … FROM STDIN`` on PostgreSQL (``bulk_create``, as the ORM
-store writes them, elsewhere), versions at t read with hand-written SQL (:mod:`collectors.storage.raw_sql`, for
-both backends).
+"""The tuned inventory store: rows written with ``COPY … FROM STDIN`` on PostgreSQL (elsewhere one prepared
+``INSERT`` run for every row, with the values ``bulk_create`` would write), versions at t read with hand-written
+SQL (:mod:`collectors.storage.raw_sql`, for both backends).
 
 Writing: through ``bulk_create`` each row becomes a model instance, every value goes through the field's
 ``get_db_prep_save``, and Django 5.2 sends them as ``UNNEST`` arrays whose text encoding escapes every quote
@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import orjson
 from django.db import connections, models, router, transaction
+from django.db.models.constants import OnConflict
 
 from collectors.models import Cluster, Entity, EntityVersion
 from collectors.storage import raw_sql
@@ -67,8 +68,8 @@ class TunedStore:
             return 0
         alias = router.db_for_write(model)
         conn = connections[alias]
-        if conn.vendor != "postgresql":  # no COPY: the ORM's rows
-            return OrmStore().insert_rows(model, rows, ignore_conflicts=ignore_conflicts)
+        if conn.vendor != "postgresql":  # no COPY: one prepared INSERT for every row
+            return _insert_each(conn, alias, model, rows, ignore_conflicts=ignore_conflicts)
         # Within a caller's transaction, that transaction's commit decides whether it waits for the disk.
         if not wait_for_disk and not conn.in_atomic_block:
             with transaction.atomic(using=alias):
@@ -140,3 +141,46 @@ def _copy(
                     value = json_text(value)
                 values.append(value)
             copy.write_row(values)
+
+
+def _plain_field(f: models.Field) -> bool:
+    """Whether the value ``bulk_create`` writes for ``f`` is the instance's attribute as it was given (or its
+    default): no value computed at save (``auto_now``, a custom ``pre_save``) and no database default."""
+    if f.db_default is not models.NOT_PROVIDED:
+        return False
+    if isinstance(f, models.DateField):  # DateTimeField too: its pre_save only fills auto_now(_add)
+        return not (f.auto_now or f.auto_now_add)
+    return type(f).pre_save is models.Field.pre_save
+
+
+def _insert_each(
+    conn: Any, alias: str, model: type[models.Model], rows: Sequence[dict], *, ignore_conflicts: bool
+) -> int:
+    """``rows`` into ``model``'s table by one ``INSERT`` (``INSERT OR IGNORE`` with ``ignore_conflicts``) run
+    for every row (``executemany``), in one transaction, each value as ``bulk_create`` prepares it: the
+    field's default where the row has no key, then the field's ``get_db_prep_save``. ``bulk_create`` itself
+    compiles a statement of many rows value by value, which is most of what a sweep's writes cost there.
+    A model with a value computed at save, or a row holding an expression, goes through ``bulk_create``.
+    Returns the count of rows given, as the ORM store does."""
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    unknown = set(rows[0]) - {f.attname for f in fields}
+    if unknown:
+        raise TypeError(f"{model.__name__} has no field {', '.join(sorted(unknown))}")
+    if not all(_plain_field(f) for f in fields):
+        return OrmStore().insert_rows(model, rows, ignore_conflicts=ignore_conflicts)
+    params = []
+    for row in rows:
+        values = []
+        for f in fields:
+            value = row[f.attname] if f.attname in row else f.get_default()
+            if hasattr(value, "resolve_expression"):
+                return OrmStore().insert_rows(model, rows, ignore_conflicts=ignore_conflicts)
+            values.append(f.get_db_prep_save(value, connection=conn))
+        params.append(values)
+    verb = conn.ops.insert_statement(on_conflict=OnConflict.IGNORE if ignore_conflicts else None)
+    table = conn.ops.quote_name(model._meta.db_table)
+    cols = ", ".join(conn.ops.quote_name(cast(str, f.column)) for f in fields)
+    sql = f"{verb} {table} ({cols}) VALUES ({', '.join(['%s'] * len(fields))})"
+    with transaction.atomic(using=alias, savepoint=False), conn.cursor() as cursor:
+        cursor.executemany(sql, params)
+    return len(rows)
