@@ -119,14 +119,24 @@ def raw_pod(*, termination: str = "", waiting: str = "", env: list | None = None
 
 
 class RedactionEverywhereTests(TestCase):
-    """Hypothesis' Django TestCase: each example runs in its own transaction, so the world is built per example."""
+    """Hypothesis' Django TestCase: each example runs in a transaction of its own that is rolled back.
 
-    def world(self) -> None:
-        self.cluster = Cluster.objects.create(name="gpu-prod", scheduler="kai")
-        self.alice = User.objects.create_user("alice", "alice@example.org", "password")
-        self.alice.groups.add(Group.objects.get_or_create(name="responder")[0])
-        self.client.force_login(self.alice)
-        small_world(self.cluster, T0)
+    The world the secrets are planted into (the cluster, its small world, alice) holds no secret and is the
+    same for every example: it is built once for the class (``setUpTestData``) and each example starts from
+    it as it was, its own plants undone with its transaction. Each example gets a new test client, so alice
+    signs in on each.
+    """
+
+    cluster: Cluster
+    alice: User
+
+    @classmethod
+    def setUpTestData(cls) -> None:
+        super().setUpTestData()
+        cls.cluster = Cluster.objects.create(name="gpu-prod", scheduler="kai")
+        cls.alice = User.objects.create_user("alice", "alice@example.org", "password")
+        cls.alice.groups.add(Group.objects.get_or_create(name="responder")[0])
+        small_world(cls.cluster, T0)
 
     def plant(self, field: str, text: str, env_name: str) -> Incident:
         """Put ``text`` into ``field`` through the same code that reads it in production; return the incident."""
@@ -194,7 +204,7 @@ class RedactionEverywhereTests(TestCase):
 
     def test_it_keeps_the_config_key_a_crash_names(self) -> None:
         """Issue 42, item 3: ``KeyError: 'DB_HOST'`` showed as ``KeyError: '[redacted]'``, hiding the key to fix."""
-        self.world()
+        self.client.force_login(self.alice)
         incident = self.plant("log", "KeyError: 'DB_HOST'", "DB_PASSWORD")
         outputs = self.outputs(incident)
         for where in ("database", "API"):  # the page shows a log's lines on the pod's page, not here
@@ -209,7 +219,7 @@ class RedactionEverywhereTests(TestCase):
     )
     def test_it_lets_no_planted_secret_survive_anywhere(self, field, shape, env_name, secret) -> None:
         text, leak = TEXT_SHAPES[shape](secret)
-        self.world()
+        self.client.force_login(self.alice)  # each example has a client of its own
         incident = self.plant(field, text, env_name)
         outputs = self.outputs(incident)
         for where, body in outputs.items():
