@@ -1,4 +1,4 @@
-"""collectors.storage.insert_rows: COPY on PostgreSQL, bulk_create elsewhere; same rows either way."""
+"""collectors.storage.insert_rows: COPY on PostgreSQL, one prepared INSERT per row elsewhere; the ORM's rows either way."""
 
 from __future__ import annotations
 
