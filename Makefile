@@ -25,9 +25,16 @@ demo: migrate
 lint: install-dev
 	$(BIN)/ruff check .
 
+# The dev install `make test` needs, redone only when pyproject.toml changes (CI runs `make test` three times;
+# pip's no-op install still builds the editable wheel). `make install-dev` always reinstalls.
+DEV_INSTALLED := $(VENV)/.dev-installed
+$(DEV_INSTALLED): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $@
+
 # Parallel (pytest-xdist): TEST_WORKERS=0 runs in one process. `-r s` prints why each skipped test skipped.
 TEST_WORKERS ?= auto
-test: install-dev
+test: $(DEV_INSTALLED)
 	$(BIN)/ruff check .
 # The layer rules of docs/design.md ([tool.importlinter] in pyproject.toml).
 	$(BIN)/lint-imports --no-cache
