@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from incidents.diagnosis import replay
+from incidents.diagnosis import replay, replay_room
 from incidents.diagnosis.durations import (
     BY_AGE,
     SAME_CLUSTER,
@@ -102,25 +102,30 @@ class Forecast:
     spread's lower quartile), likely (its median) and late (its upper quartile)."""
 
     t: datetime
-    early: replay.Run
-    likely: replay.Run
-    late: replay.Run
+    early: replay_room.Run
+    likely: replay_room.Run
+    late: replay_room.Run
     no_end: int  # running jobs with no expected end
     ends: int  # running jobs with one
     window: timedelta
 
-    def starts_within(self, horizon: timedelta) -> dict[str, replay.Started]:
+    def starts_within(self, horizon: timedelta) -> dict[str, replay_room.Started]:
         """The waiting jobs the likely replay starts within ``horizon`` of t, by label."""
         return {k: s for k, s in self.likely.starts.items() if s.at <= self.t + horizon}
 
 
-def running_ends(di: DiagnosisInput, basis: Basis) -> tuple[list[End], int]:
-    """Every running job's expected end, and how many running jobs have none."""
+def running_ends(
+    di: DiagnosisInput, basis: Basis, placed: frozenset[str] = frozenset()
+) -> tuple[list[End], int]:
+    """Every running job's expected end, and how many running jobs have none. ``placed``: waiting jobs whose
+    pods are all bound (the pass's ``PLACED``): their containers start, they run from t and end like any other."""
     ends: list[End] = []
     no_end = 0
     basis.observe(di)
     for j in di.jobs:
-        if j.state.get("phase") != "Running" or is_pending(j):
+        if j.ref.label in placed:
+            j = replay_room.running(j, di.t)
+        elif j.state.get("phase") != "Running" or is_pending(j):
             continue
         e = expected_end(j, di.t, basis)
         if e is None:
@@ -133,13 +138,13 @@ def running_ends(di: DiagnosisInput, basis: Basis) -> tuple[list[End], int]:
 def forecast(di: DiagnosisInput, base: ClusterPass, basis: Basis, until: datetime | None = None) -> Forecast:
     """The three replays over the state at t (``base``: the pass at t), up to ``until`` (default: the replay's
     own bounds)."""
-    ends, no_end = running_ends(di, basis)
-    if not ends or not any(c.whole and c.outcome in replay.WAITING for c in base.considered):
-        none = replay.Run(exhausted=True)  # nothing ends, or nobody waits for room: nothing to replay
+    ends, no_end = running_ends(di, basis, frozenset(c.label for c in base.considered if c.outcome == PLACED))
+    if not ends or not any(c.whole and c.outcome in replay_room.WAITING for c in base.considered):
+        none = replay_room.Run(exhausted=True)  # nothing ends, or nobody waits for room: nothing to replay
         return Forecast(di.t, none, none, none, no_end=no_end, ends=len(ends), window=basis.window)
     end_of = lambda j, when: expected_end(j, when, basis)  # noqa: E731
     with di.indexed():
-        room = replay.build(di, base)
+        room = replay_room.build(di, base)
         runs = [
             replay.replay(room, ends, end_of, at, until)
             for at in ((lambda e: e.lo), (lambda e: e.likely), (lambda e: e.hi))
@@ -170,7 +175,7 @@ def eta(
     if not me.whole:
         out.unknown = "the replay weighs whole GPUs: a share's or a MIG instance's start is not replayed"
         return out
-    if me.outcome not in replay.WAITING:
+    if me.outcome not in replay_room.WAITING:
         out.unknown = f"the pass at t leaves it {me.outcome}"
         return out
     fc = fc or forecast(di, base, basis)
@@ -195,7 +200,7 @@ def eta(
     return out
 
 
-def _why_not(run: replay.Run) -> str:
+def _why_not(run: replay_room.Run) -> str:
     if run.exhausted:
         return "once every running job with an expected end has ended, the replay still does not place it"
     if run.steps >= replay.MAX_STEPS:

@@ -9,37 +9,36 @@ shape, and their quota as read at t), then steps through the running jobs' expec
 frees the GPUs of the jobs that end, takes them off their queue's (and department's) allocation, and serves the
 waiting jobs in order in the whole GPUs left (``scheduling_pass.place``), each within its quota and limit, a
 StrictFIFO queue's head blocking the jobs behind it; the jobs it starts run from then on, their own expected end
-joining the list.
+joining the list. On KAI, at t and after each step, the jobs still waiting that KAI would start by evicting others
+start so (``Books.evict``): by reclaim or preemption (``replay_evictions``: the model's ``reclaim`` rules on the
+books written back as a state; the victims wait again), or by moving running jobs out of the way of a gang whose
+GPUs are free in total (``replay_moves``: the moved jobs start over elsewhere).
 
 What it leaves out, said where the answer is shown: the order is the pass's at t (KAI's fair share is not
 re-weighed as allocations move), CPU and memory are not counted (the GPUs of a node that frees are its room),
-shares and MIG instances take no whole-GPU room (a share or MIG job's start is not replayed), and no job is
-reclaimed or preempted. Pure: no database, no simulator.
+shares and MIG instances take no whole-GPU room (a share or MIG job's start is not replayed), and Kueue's
+preemption is not weighed. Pure: no database, no simulator.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.allocation import pod_units
-from incidents.diagnosis.node_resources import allocated_on
-from incidents.diagnosis.queue_order import strict_fifo
-from incidents.diagnosis.quota import QuotaAt, quota_at
-from incidents.diagnosis.request import Request, job_request
+from incidents.diagnosis.precedence import job_rank
+from incidents.diagnosis.quota import QuotaAt
+from incidents.diagnosis.replay_evictions import evictions, requeue, weighed
+from incidents.diagnosis.replay_moves import consolidate
+from incidents.diagnosis.replay_room import Holder, Room, Run, Started, Waiter, running, waiting_again
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.scheduling_pass import (
-    BLOCKED_FIFO,
-    NO_ROOM,
-    QUOTA,
-    ClusterPass,
-    Considered,
     charge_started,
     place,
 )
-from incidents.diagnosis.types import DiagnosisInput, EntityState, gpus_of, iso
+from incidents.diagnosis.types import EntityState
 
 if TYPE_CHECKING:
     from incidents.diagnosis.durations import End
@@ -48,154 +47,6 @@ MAX_STEPS = 96  # groups of ends per replay
 BUCKET = timedelta(minutes=2)  # ends this close together are one step
 HORIZON = timedelta(days=7)
 GPUS_ONLY = frozenset({F.CPU_MEMORY})  # ``place``: count GPUs (and MIG), not CPU and memory
-WAITING = (NO_ROOM, QUOTA, BLOCKED_FIFO)  # the pass's outcomes the replay may still start
-
-
-@dataclass
-class Waiter:
-    """A waiting job the replay places: its request, the nodes it could use and its quota as the pass at t read
-    them."""
-
-    c: Considered
-    req: Request
-    shape: tuple[object, ...]  # what its fit rows depend on (``Room.row``)
-    quota: QuotaAt | None
-    key: tuple[str, str]  # (project, queue) its starts are charged to
-    fifo: bool  # its queue is StrictFIFO: a head that does not start holds the jobs behind it
-
-    @property
-    def job(self) -> EntityState:
-        return self.c.job
-
-    @property
-    def label(self) -> str:
-        return self.c.label
-
-    @property
-    def usable(self) -> frozenset[str]:
-        """The nodes with no static blocker for it (the pass at t's reading)."""
-        return self.c.usable
-
-
-@dataclass
-class Holder:
-    """A running job: the whole GPUs its pods hold per node, and what it is charged."""
-
-    job: EntityState
-    gpus: dict[str, int]
-    units: float
-    key: tuple[str, str]
-
-
-@dataclass
-class Room:
-    """What the replay reads of the state at t, built once (``build``)."""
-
-    di: DiagnosisInput
-    waiting: list[Waiter]  # in the pass's order
-    free: dict[str, int]  # whole GPUs free per node once the pass at t has served its starts
-    holders: dict[str, Holder]  # running jobs by label (those the pass at t starts included)
-    rows: dict[tuple[tuple[object, ...], str], F.NodeFit] = field(
-        default_factory=dict
-    )  # built when first read
-
-    @property
-    def t(self) -> datetime:
-        return self.di.t
-
-    def row(self, w: Waiter, node: str) -> F.NodeFit | None:
-        """The job's fit row on ``node`` as at t (its CPU, memory and MIG per pod; the GPUs come from ``free``),
-        built the first time a job of its shape could take room there. Call inside ``di.indexed()``."""
-        key = (w.shape, node)
-        if key not in self.rows:
-            state = self.di.find("node", node)
-            if state is None:
-                return None
-            self.rows[key] = F.node_fit(self.di, state, w.req)
-        return self.rows[key]
-
-
-@dataclass
-class Started:
-    """A waiting job the replay starts: when, where, and what made it possible."""
-
-    at: datetime
-    nodes: dict[str, int]  # node -> pods
-    ended: list[End]  # ends that freed the nodes it takes, or its quota, up to its start
-    before: list[str]  # waiting jobs the replay started before it on nodes it could use, or in its quota
-
-
-@dataclass
-class Run:
-    """One replay over every waiting job: who starts, when and where."""
-
-    starts: dict[str, Started] = field(default_factory=dict)  # by job label
-    steps: int = 0
-    exhausted: bool = False  # every foreseeable end was replayed
-    until: datetime | None = None  # the last moment replayed
-
-
-def build(di: DiagnosisInput, base: ClusterPass) -> Room:
-    """The room at t and the whole-GPU jobs the pass at t leaves waiting. Call inside ``di.indexed()``.
-
-    Cheap on a large cluster: the free GPUs of a node are its allocatable GPUs less its pods' requests, and a
-    job's fit row on a node is only built when the replay frees room there that it could use."""
-    fifo: dict[str, bool] = {}
-
-    def waiter(c: Considered) -> Waiter:
-        req = job_request(di, c.job)
-        shape = (
-            req.gpus_per_pod,
-            req.cpu_per_pod,
-            req.memory_per_pod,
-            tuple(sorted(req.node_selector.items())),
-            repr(req.tolerations),
-            tuple(sorted(req.mig.items())),
-        )
-        if c.queue not in fifo:
-            fifo[c.queue] = strict_fifo(di, c.queue)
-        q = quota_at(di, c.job, req, 0)
-        return Waiter(c, req, shape, q, (c.project, c.queue), fifo[c.queue])
-
-    waiting = [waiter(c) for c in base.considered if c.whole and c.outcome in WAITING]
-    started: dict[tuple[str, str], float] = {}
-    for c in base.starts:
-        started[(c.project, c.queue)] = started.get((c.project, c.queue), 0.0) + c.units
-    for w in waiting:
-        if w.quota is not None:
-            charge_started(w.quota, started)  # what the pass at t starts is charged before the replay begins
-    free: dict[str, int] = {}
-    for nd in di.nodes:
-        st = nd.state
-        allocatable = (
-            gpus_of(st.get("allocatable") or {}) if "allocatable" in st else gpus_of(st.get("capacity") or {})
-        )
-        free[nd.name] = max(allocatable - allocated_on(di, nd.name), 0)
-    holders: dict[str, Holder] = {}
-    for p in di.pods:
-        if not p.get("node") or p.get("phase") not in ("Running", "Pending") or not p.get("job"):
-            continue
-        j = di.find("job", p.get("job"), p.namespace)
-        if j is None:
-            continue
-        h = holders.setdefault(
-            j.ref.label,
-            Holder(j, {}, 0.0, (j.get("project") or "", j.get("queue") or j.get("project") or "")),
-        )
-        h.gpus[p.get("node")] = h.gpus.get(p.get("node"), 0) + int(p.get("gpus") or 0)
-        h.units += pod_units(p)
-    for c in base.starts:
-        per = int(round(c.units / max(sum(c.nodes.values()), 1))) if c.whole else 0
-        taken = {n: pods * per for n, pods in c.nodes.items()}
-        for n, g in taken.items():
-            free[n] = max(free.get(n, 0) - g, 0)
-        holders[c.label] = Holder(running(c.job, di.t), taken, c.units, (c.project, c.queue))
-    return Room(di, waiting, free, holders)
-
-
-def running(job: EntityState, when: datetime) -> EntityState:
-    """The job as it runs from ``when`` (a started job's expected end reads its start)."""
-    return replace(job, state={**job.state, "phase": "Running", "started": iso(when)}, valid_from=when)
 
 
 def replay(
@@ -208,46 +59,160 @@ def replay(
     """Step through ``ends`` in the order ``at`` dates them (the early, likely or late end) and serve the waiting
     jobs after each group, until every waiting job has started, the ends run out, ``until`` or ``MAX_STEPS``
     (module doc). ``room`` is left as it was."""
-    run = Run()
+    books = Books(room, end_of, at)
+    books.pending = sorted(ends, key=lambda e: (at(e), e.label))
+    run = books.run
     limit = min(until or room.t + HORIZON, room.t + HORIZON)
-    pending = sorted(ends, key=lambda e: (at(e), e.label))
-    free = dict(room.free)
-    holders = dict(room.holders)
-    delta: dict[tuple[str, str], float] = {}
-    waiting = list(room.waiting)
-    ended: list[tuple[End, Holder]] = []
-    starts: list[tuple[Waiter, Started]] = []
-    while pending and waiting and run.steps < MAX_STEPS:
-        first = at(pending[0])
+    books.evict(room.t)  # what KAI reclaims for the jobs the pass at t leaves waiting
+    while books.pending and books.waiting and run.steps < MAX_STEPS:
+        first = at(books.pending[0])
         if first > limit:
             break
-        step = [e for e in pending if at(e) <= first + BUCKET]
-        pending = pending[len(step) :]
+        step = [e for e in books.pending if at(e) <= first + BUCKET]
+        books.pending = books.pending[len(step) :]
         when = max(at(e) for e in step)
         run.steps += 1
         run.until = when
         for e in step:
-            h = holders.pop(e.label, None)
-            if h is None:
-                continue
-            for node, g in h.gpus.items():
-                free[node] = free.get(node, 0) + g
-            delta[h.key] = delta.get(h.key, 0.0) - h.units
-            ended.append((e, h))
-        for w, taken in _serve(room, waiting, free, delta):
-            waiting.remove(w)
-            s = Started(when, taken, *_why(w, ended, starts))
-            starts.append((w, s))
-            run.starts[w.label] = s
-            gpus = {n: p * w.req.gpus_per_pod for n, p in taken.items()}
-            started = running(w.job, when)
-            holders[w.label] = Holder(started, gpus, w.req.units, w.key)
-            expected = end_of(started, when)
-            if expected is not None:
-                pending.append(expected)
-        pending.sort(key=lambda e: (at(e), e.label))
-    run.exhausted = not pending
+            books.end(e)
+        for w, taken in _serve(room, books.waiting, books.free, books.delta):
+            books.start(w, taken, when)
+        books.evict(when)
+        books.pending.sort(key=lambda e: (at(e), e.label))
+    run.exhausted = not books.pending
     return run
+
+
+class Books:
+    """The replay's books as it steps: free GPUs per node, who runs, who waits, how each queue's allocation
+    moved, and the expected ends still to come."""
+
+    def __init__(
+        self,
+        room: Room,
+        end_of: Callable[[EntityState, datetime], End | None],
+        at: Callable[[End], datetime],
+    ) -> None:
+        self.room, self.end_of, self.at = room, end_of, at
+        self.run = Run()
+        self.free = dict(room.free)
+        self.holders = {k: replace(h, gpus=dict(h.gpus)) for k, h in room.holders.items()}
+        self.delta: dict[tuple[str, str], float] = {}
+        self.waiting = list(room.waiting)
+        self.pending: list[End] = []
+        self.ended: list[tuple[End, Holder]] = []
+        self.starts: list[tuple[Waiter, Started]] = []
+        self.evicted: set[str] = set()  # running jobs the replay evicted (they wait again, or run elsewhere)
+        self.checks = 0  # steps weighed for evictions
+        self.ranks: dict[str, int] = {}  # running jobs' priority ranks, read once
+
+    def end(self, e: End) -> None:
+        h = self.holders.pop(e.label, None)
+        if h is None:
+            return
+        self._free(h)
+        self.ended.append((e, h))
+
+    def _free(self, h: Holder) -> None:
+        for node, g in h.gpus.items():
+            self.free[node] = self.free.get(node, 0) + g
+        self.delta[h.key] = self.delta.get(h.key, 0.0) - h.units
+
+    def start(
+        self, w: Waiter, taken: dict[str, int], when: datetime, victims: list[str] | None = None
+    ) -> None:
+        """``w`` starts at ``when`` with its pods on ``taken`` (the room already taken from ``free``)."""
+        self.waiting.remove(w)
+        s = Started(when, taken, *_why(w, self.ended, self.starts), evicted=victims or [])
+        self.starts.append((w, s))
+        self.run.starts[w.label] = s
+        gpus = {n: p * w.req.gpus_per_pod for n, p in taken.items()}
+        started = running(w.job, when)
+        self.holders[w.label] = Holder(started, gpus, w.req.units, w.key, when)
+        self.delta[w.key] = self.delta.get(w.key, 0.0) + w.req.units
+        expected = self.end_of(started, when)
+        if expected is not None:
+            self.pending.append(expected)
+
+    def evict(self, when: datetime) -> None:
+        """Start the waiting jobs KAI would start at ``when`` by evicting others (``replay_evictions``: a job its
+        quota lets in whose queue is below its deserved quota or holds lower-priority work), or by moving them
+        (``replay_moves``: a job whose GPUs are free in total, not where its pods fit)."""
+        if not self.waiting or not weighed(self.room, when, self.checks):
+            return
+        left = [w for w in self.waiting if not (w.quota is not None and _held(w.quota, self.delta))]
+        reclaimers = [w for w in left if _below_deserved(w.quota, self.delta) or self._outranks(w)]
+        movers = [w for w in left if sum(self.free.get(n, 0) for n in w.usable) >= w.req.total]
+        if not reclaimers and not movers:
+            return
+        self.checks += 1
+        done = {e.label for e, _h in self.ended}
+        for ev in evictions(self.room, self.holders, reclaimers, self.evicted, done, when):
+            if any(label not in self.holders for label in ev.victims):
+                continue  # weighed on a state the books have left since
+            for label in ev.victims:
+                h = self.holders.pop(label)
+                self._free(h)
+                self.evicted.add(label)
+                self.pending = [e for e in self.pending if e.label != label]
+                requeue(self.waiting, waiting_again(self.room, h.job))
+            self._take(ev.waiter, ev.nodes)
+            self.start(ev.waiter, dict(ev.nodes), when, ev.victims)
+        failed: set[tuple[object, ...]] = set()  # a request no move starts, at this step
+        for w in movers:
+            if w not in self.waiting or (w.shape, w.req.pods) in failed:
+                continue
+            mv = consolidate(self.room, w, self.free, self.holders)
+            if mv is None:
+                failed.add((w.shape, w.req.pods))
+                continue
+            for label, nodes in mv.moved.items():
+                self._move(label, nodes, when)
+                self.evicted.add(label)
+            self._take(w, mv.nodes)
+            self.start(w, dict(mv.nodes), when, list(mv.moved))
+
+    def _take(self, w: Waiter, nodes: dict[str, int]) -> None:
+        per = max(w.req.gpus_per_pod, 1)
+        for node, pods in nodes.items():
+            self.free[node] = max(self.free.get(node, 0) - pods * per, 0)
+
+    def _move(self, label: str, nodes: dict[str, int], when: datetime) -> None:
+        """A running job KAI moves: evicted and placed again on ``nodes``, it starts over there (its expected
+        end is read again from ``when``)."""
+        h = self.holders[label]
+        for node, g in h.gpus.items():
+            self.free[node] = self.free.get(node, 0) + g
+        per = job_request(self.room.di, h.job).gpus_per_pod
+        h.gpus = {n: p * per for n, p in nodes.items()}
+        for node, g in h.gpus.items():
+            self.free[node] = max(self.free.get(node, 0) - g, 0)
+        h.job, h.since = running(h.job, when), when
+        self.pending = [e for e in self.pending if e.label != label]
+        expected = self.end_of(h.job, when)
+        if expected is not None:
+            self.pending.append(expected)
+
+    def _outranks(self, w: Waiter) -> bool:
+        """Whether a job of ``w``'s queue of a lower priority runs (KAI preempts within a queue)."""
+        mine = job_rank(w.job)
+        return any(h.key[1] == w.key[1] and self._rank(h) < mine for h in self.holders.values())
+
+    def _rank(self, h: Holder) -> int:
+        label = h.job.ref.label
+        if label not in self.ranks:
+            self.ranks[label] = job_rank(h.job)
+        return self.ranks[label]
+
+
+def _below_deserved(q: QuotaAt | None, delta: dict[tuple[str, str], float]) -> bool:
+    """Whether the job's queue, its allocation moved by the replay, stays within its deserved quota with it (a
+    starved queue: KAI reclaims for it from queues over theirs)."""
+    if q is None or q.quota is None:
+        return False
+    moved = replace(q, department=replace(q.department) if q.department is not None else None)
+    charge_started(moved, delta)
+    return moved.within_quota
 
 
 def _serve(
@@ -308,4 +273,4 @@ def _held(q: QuotaAt, delta: dict[tuple[str, str], float]) -> bool:
     return moved.holds
 
 
-__all__ = ["BUCKET", "HORIZON", "MAX_STEPS", "Room", "Run", "Started", "build", "replay", "running"]
+__all__ = ["BUCKET", "HORIZON", "MAX_STEPS", "Books", "replay"]

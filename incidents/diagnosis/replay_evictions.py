@@ -1,0 +1,146 @@
+"""Starts by eviction in the replay: at a step of the queue replayed forward (``incidents.diagnosis.replay``),
+the waiting jobs the room left does not start that KAI would start by reclaiming GPUs from queues over their
+fair share, or by preempting lower-priority jobs of their own queue.
+
+The replay keeps its own books (free GPUs per node, who holds what); the eviction rules read a
+``DiagnosisInput``. ``state_at`` writes the replay's books back as one: the jobs that ended are gone (their
+pods with them), the jobs evicted wait again, the jobs the replay started run with their pods bound where it
+put them. ``whatif_reclaim.reclaims`` then weighs the waiting jobs that found no room, in order, each on the
+state the ones before it left (``reclaim.victims``: KAI's proportion rules, fair share and deserved quota,
+queue priority, the victims' standing). Its answer is the replay's next move: the reclaimer starts on the
+nodes it names, the victims go back to waiting.
+
+KAI only (Kueue's preemption is its admission cycle's, not weighed here); whole GPUs only, like the replay.
+Bounded: at most ``MAX_CHECKS`` steps of a replay are weighed, within ``WITHIN`` of t. Pure: no database, no
+simulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from incidents.diagnosis.queue_order import in_queue_key
+from incidents.diagnosis.reclaim import without
+from incidents.diagnosis.request import job_request
+from incidents.diagnosis.scheduling_pass import NO_ROOM, ClusterPass
+from incidents.diagnosis.types import DiagnosisInput, EntityState, iso
+from incidents.diagnosis.whatif_reclaim import reclaims
+
+if TYPE_CHECKING:
+    from incidents.diagnosis.replay_room import Holder, Room, Waiter
+
+MAX_CHECKS = 12  # steps of one replay weighed for evictions
+WITHIN = timedelta(hours=3)  # evictions are weighed at steps this close to t
+
+
+@dataclass
+class Eviction:
+    """A waiting job the replay starts by evicting others (labels: they wait again), and where its pods go."""
+
+    waiter: Waiter
+    nodes: dict[str, int]  # node -> pods
+    victims: list[str]
+
+
+def weighed(room: Room, when: datetime, checks: int) -> bool:
+    """Whether the replay weighs evictions at a step at ``when`` after ``checks`` such steps."""
+    return room.di.scheduler == "kai" and checks < MAX_CHECKS and when <= room.t + WITHIN
+
+
+def evictions(
+    room: Room,
+    holders: dict[str, Holder],
+    reclaimers: list[Waiter],
+    evicted: set[str],
+    done: set[str],
+    when: datetime,
+) -> list[Eviction]:
+    """The jobs of ``reclaimers`` (in order) that start by reclaiming or preempting on the replay's state at
+    ``when`` (``state_at``, ``whatif_reclaim.reclaims``)."""
+    if not reclaimers:
+        return []
+    state = state_at(room, holders, evicted, done, when)
+    by_label = {w.label: w for w in reclaimers}
+    considered = [
+        replace(w.c, job=state.find("job", w.job.name, w.job.namespace) or w.job, outcome=NO_ROOM)
+        for w in reclaimers
+    ]
+    cp = ClusterPass(rule="", considered=considered, waiting=len(considered))
+    return [
+        Eviction(by_label[r.label], dict(r.nodes), [v.label for v in r.victims]) for r in reclaims(state, cp)
+    ]
+
+
+def state_at(
+    room: Room, holders: dict[str, Holder], evicted: set[str], done: set[str], when: datetime
+) -> DiagnosisInput:
+    """The replay's books as a ``DiagnosisInput`` at ``when`` (module doc). ``evicted``: the jobs the replay has
+    evicted (waiting again, or started again elsewhere); ``done``: the jobs that have ended."""
+    di = room.di
+    at_t = {label for label, h in room.holders.items() if di.pods_of_job(h.job)}
+    moved = (at_t - holders.keys()) | (at_t & evicted)  # their pods at t are gone
+    view = without(di, [room.holders[label].job for label in moved])
+    pods = list(view.pods)
+    jobs: dict[str, EntityState] = {}
+    for j in di.jobs:
+        label = j.ref.label
+        if label in done and label not in holders:
+            j = replace(j, state={**j.state, "phase": "Succeeded", "active": 0})
+        elif label in moved and label not in holders:
+            j = replace(j, state={**j.state, "phase": "Pending", "active": 0})
+        jobs[label] = j
+    for label, h in holders.items():
+        if label in at_t and label not in evicted:
+            continue
+        since = h.since or when
+        jobs[label] = replace(h.job, state={**h.job.state, "phase": "Running", "started": iso(since)})
+        pods.extend(bound_pods(di, h.job, h.gpus, since))
+    return replace(view, t=when, pods=pods, jobs=list(jobs.values()))
+
+
+def bound_pods(
+    di: DiagnosisInput, job: EntityState, gpus: dict[str, int], when: datetime
+) -> list[EntityState]:
+    """The pods of a job the replay started, bound where it put them (``gpus``: whole GPUs per node)."""
+    req = job_request(di, job)
+    per = max(req.gpus_per_pod, 1)
+    out = []
+    for node, g in gpus.items():
+        for _ in range(max(g // per, 1)):
+            out.append(
+                EntityState(
+                    "pod",
+                    f"{job.name}-replay-{len(out)}",
+                    job.namespace,
+                    state={
+                        "phase": "Running",
+                        "node": node,
+                        "job": job.name,
+                        "project": job.get("project"),
+                        "queue": job.get("queue") or job.get("project"),
+                        "gpus": req.gpus_per_pod,
+                        "priority_class": job.get("priority_class"),
+                        "node_selector": dict(req.node_selector),
+                        "tolerations": list(req.tolerations),
+                    },
+                    valid_from=when,
+                )
+            )
+    return out
+
+
+def requeue(waiting: list[Waiter], w: Waiter) -> None:
+    """Put an evicted job back among the waiting ones: ahead of the younger jobs of its queue (KAI orders a
+    queue's jobs by priority, then age), else after its queue's last, else last."""
+    mine = [i for i, o in enumerate(waiting) if o.key[1] == w.key[1]]
+    key = in_queue_key(w.job)
+    for i in mine:
+        if in_queue_key(waiting[i].job) > key:
+            waiting.insert(i, w)
+            return
+    waiting.insert(mine[-1] + 1 if mine else len(waiting), w)
+
+
+__all__ = ["MAX_CHECKS", "WITHIN", "Eviction", "bound_pods", "evictions", "requeue", "state_at", "weighed"]

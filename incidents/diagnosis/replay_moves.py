@@ -1,0 +1,122 @@
+"""KAI's consolidation in the replay's books: a waiting whole-GPU job whose GPUs are free in total, but not
+where its pods fit, starts once running jobs are moved out of its way.
+
+The rules are ``consolidation``'s (the model's reading of KAI's consolidate action): running preemptible
+whole-GPU jobs of any queue are tried lowest priority first, then the smallest, then the newest, one more at a
+time (at most ``MAX_MOVED``), until the job's gang fits the room they leave and every one of them is placed
+again elsewhere (all its pods, on nodes it may use); the moved jobs run on, so no queue's allocation moves.
+Weighed on the replay's books (free whole GPUs per node, who holds what where), not on a ``DiagnosisInput``:
+the books are what the replay has at each step, and ``consolidation`` over a whole cluster's state is too
+slow to run at every step. CPU and memory are not counted (the replay's rule).
+
+Pure: no database, no simulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from incidents.diagnosis import fit as F
+from incidents.diagnosis.durations import preemptible_state
+from incidents.diagnosis.precedence import job_rank
+from incidents.diagnosis.replay_room import Holder, Room, Waiter, request_key
+from incidents.diagnosis.request import job_request
+
+MAX_MOVED = 8  # jobs moved for one job at most
+
+
+@dataclass
+class Moves:
+    """Where the waiting job's pods go, and each moved job's pods (label -> node -> pods)."""
+
+    nodes: dict[str, int]
+    moved: dict[str, dict[str, int]]
+
+
+def consolidate(room: Room, w: Waiter, free: dict[str, int], holders: dict[str, Holder]) -> Moves | None:
+    """The moves that start ``w`` (module doc), or None."""
+    per = w.req.gpus_per_pod
+    if per <= 0 or sum(free.get(n, 0) for n in w.usable) < w.req.total:
+        return None
+    movable = sorted(
+        (h for h in holders.values() if set(h.gpus) & w.usable and _kind(room, h)[0]),
+        key=lambda h: (_kind(room, h)[2], h.units, _kind(room, h)[3]),
+    )
+    taken: list[Holder] = []
+    for h in movable:
+        if len(taken) >= MAX_MOVED:
+            break
+        taken.append(h)
+        room_left = dict(free)
+        for t in taken:
+            for node, g in t.gpus.items():
+                room_left[node] = room_left.get(node, 0) + g
+        mine = _place(sorted(w.usable), w.req.pods, per, room_left)
+        if not mine:
+            continue
+        moved: dict[str, dict[str, int]] = {}
+        for t in sorted(taken, key=lambda t: -t.units):
+            t_per, pods = _pods(room, t)
+            there = _place(sorted(usable_for(room, t)), pods, t_per, room_left)
+            if not there or there == {n: g // t_per for n, g in t.gpus.items()}:
+                break
+            moved[t.job.ref.label] = there
+        else:
+            return Moves(mine, moved)
+    return None
+
+
+def _place(nodes: list[str], pods: int, per: int, free: dict[str, int]) -> dict[str, int]:
+    """``pods`` pods of ``per`` GPUs each over ``nodes`` in ``free`` (taken from it), all or nothing; the
+    fullest node that takes one first (KAI's bin-packing)."""
+    out: dict[str, int] = {}
+    want = pods
+    for node in sorted(nodes, key=lambda n: free.get(n, 0)):
+        here = min(free.get(node, 0) // per, want)
+        if here > 0:
+            out[node] = here
+            want -= here
+        if want == 0:
+            break
+    if want > 0:
+        return {}
+    for node, n in out.items():
+        free[node] -= n * per
+    return out
+
+
+def _kind(room: Room, h: Holder) -> tuple[bool, int, int, tuple[int, ...]]:
+    """(movable: preemptible, whole GPUs only; GPUs per pod; priority rank; newest first) of a running job, read
+    once per job."""
+    label = h.job.ref.label
+    if label not in room.movers:
+        req = job_request(room.di, h.job)
+        whole = not (req.share or req.share_memory_mib or req.mig) and req.gpus_per_pod > 0
+        room.movers[label] = (
+            whole and preemptible_state(h.job.state),
+            max(req.gpus_per_pod, 1),
+            job_rank(h.job),
+            tuple(-ord(c) for c in (h.job.get("submitted") or "")),
+        )
+    return room.movers[label]
+
+
+def _pods(room: Room, h: Holder) -> tuple[int, int]:
+    """(GPUs per pod, pods) of a running job."""
+    per = _kind(room, h)[1]
+    return per, max(sum(h.gpus.values()) // per, 1)
+
+
+def usable_for(room: Room, h: Holder) -> frozenset[str]:
+    """The nodes a running job's pods may go to (no static blocker for its request), read once per request."""
+    req = job_request(room.di, h.job)
+    key = request_key(req)
+    if key not in room.usable:
+        rows = F.node_fits(room.di, req)
+        room.usable[key] = frozenset(
+            r.node for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers)
+        )
+    return room.usable[key]
+
+
+__all__ = ["MAX_MOVED", "Moves", "consolidate", "usable_for"]

@@ -1,0 +1,232 @@
+"""What the queue replayed forward (``incidents.diagnosis.replay``) reads of the state at t and keeps as it
+steps: the waiting jobs (``Waiter``, in the pass's order), the running ones (``Holder``), the free whole GPUs
+per node (``Room``, built once by ``build``), and what one replay answers (``Run``, ``Started``).
+
+Pure: no database, no simulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from incidents.diagnosis import fit as F
+from incidents.diagnosis.allocation import pod_units
+from incidents.diagnosis.node_resources import allocated_on
+from incidents.diagnosis.queue_order import job_queue, strict_fifo
+from incidents.diagnosis.quota import QuotaAt, quota_at
+from incidents.diagnosis.request import Request, job_request
+from incidents.diagnosis.scheduling_pass import (
+    BLOCKED_FIFO,
+    NO_ROOM,
+    QUOTA,
+    ClusterPass,
+    Considered,
+    charge_started,
+)
+from incidents.diagnosis.types import DiagnosisInput, EntityState, gpus_of, iso
+
+if TYPE_CHECKING:
+    from incidents.diagnosis.durations import End
+
+WAITING = (NO_ROOM, QUOTA, BLOCKED_FIFO)  # the pass's outcomes the replay may still start
+
+
+@dataclass
+class Waiter:
+    """A waiting job the replay places: its request, the nodes it could use and its quota as the pass at t read
+    them."""
+
+    c: Considered
+    req: Request
+    shape: tuple[object, ...]  # what its fit rows depend on (``Room.row``)
+    quota: QuotaAt | None
+    key: tuple[str, str]  # (project, queue) its starts are charged to
+    fifo: bool  # its queue is StrictFIFO: a head that does not start holds the jobs behind it
+
+    @property
+    def job(self) -> EntityState:
+        return self.c.job
+
+    @property
+    def label(self) -> str:
+        return self.c.label
+
+    @property
+    def usable(self) -> frozenset[str]:
+        """The nodes with no static blocker for it (the pass at t's reading)."""
+        return self.c.usable
+
+
+@dataclass
+class Holder:
+    """A running job: the whole GPUs its pods hold per node, and what it is charged."""
+
+    job: EntityState
+    gpus: dict[str, int]
+    units: float
+    key: tuple[str, str]
+    since: datetime | None = None  # when the replay started it (None: running at t)
+
+
+@dataclass
+class Room:
+    """What the replay reads of the state at t, built once (``build``)."""
+
+    di: DiagnosisInput
+    waiting: list[Waiter]  # in the pass's order
+    free: dict[str, int]  # whole GPUs free per node once the pass at t has served its starts
+    holders: dict[str, Holder]  # running jobs by label (those the pass at t starts included)
+    started: dict[tuple[str, str], float] = field(default_factory=dict)  # what the pass at t starts, per key
+    fifo: dict[str, bool] = field(default_factory=dict)  # StrictFIFO, per queue
+    # per request (``request_key``): the nodes with no static blocker for it
+    usable: dict[tuple[object, ...], frozenset[str]] = field(default_factory=dict)
+    # per running job: what ``replay_moves`` reads of it
+    movers: dict[str, tuple[bool, int, int, tuple[int, ...]]] = field(default_factory=dict)
+    rows: dict[tuple[tuple[object, ...], str], F.NodeFit] = field(
+        default_factory=dict
+    )  # built when first read
+
+    @property
+    def t(self) -> datetime:
+        return self.di.t
+
+    def row(self, w: Waiter, node: str) -> F.NodeFit | None:
+        """The job's fit row on ``node`` as at t (its CPU, memory and MIG per pod; the GPUs come from ``free``),
+        built the first time a job of its shape could take room there. Call inside ``di.indexed()``."""
+        key = (w.shape, node)
+        if key not in self.rows:
+            state = self.di.find("node", node)
+            if state is None:
+                return None
+            self.rows[key] = F.node_fit(self.di, state, w.req)
+        return self.rows[key]
+
+
+@dataclass
+class Started:
+    """A waiting job the replay starts: when, where, and what made it possible."""
+
+    at: datetime
+    nodes: dict[str, int]  # node -> pods
+    ended: list[End]  # ends that freed the nodes it takes, or its quota, up to its start
+    before: list[str]  # waiting jobs the replay started before it on nodes it could use, or in its quota
+    evicted: list[str] = field(default_factory=list)  # running jobs it evicts to start (reclaim, preempt)
+
+
+@dataclass
+class Run:
+    """One replay over every waiting job: who starts, when and where."""
+
+    starts: dict[str, Started] = field(default_factory=dict)  # by job label
+    steps: int = 0
+    exhausted: bool = False  # every foreseeable end was replayed
+    until: datetime | None = None  # the last moment replayed
+
+
+def build(di: DiagnosisInput, base: ClusterPass) -> Room:
+    """The room at t and the whole-GPU jobs the pass at t leaves waiting. Call inside ``di.indexed()``.
+
+    Cheap on a large cluster: the free GPUs of a node are its allocatable GPUs less its pods' requests, and a
+    job's fit row on a node is only built when the replay frees room there that it could use."""
+    room = Room(di, [], {}, {})
+    for c in base.starts:
+        room.started[(c.project, c.queue)] = room.started.get((c.project, c.queue), 0.0) + c.units
+    room.waiting = [waiter(room, c) for c in base.considered if c.whole and c.outcome in WAITING]
+    free: dict[str, int] = {}
+    for nd in di.nodes:
+        st = nd.state
+        allocatable = (
+            gpus_of(st.get("allocatable") or {}) if "allocatable" in st else gpus_of(st.get("capacity") or {})
+        )
+        free[nd.name] = max(allocatable - allocated_on(di, nd.name), 0)
+    holders: dict[str, Holder] = {}
+    for p in di.pods:
+        if not p.get("node") or p.get("phase") not in ("Running", "Pending") or not p.get("job"):
+            continue
+        j = di.find("job", p.get("job"), p.namespace)
+        if j is None:
+            continue
+        h = holders.setdefault(
+            j.ref.label,
+            Holder(j, {}, 0.0, (j.get("project") or "", j.get("queue") or j.get("project") or "")),
+        )
+        h.gpus[p.get("node")] = h.gpus.get(p.get("node"), 0) + int(p.get("gpus") or 0)
+        h.units += pod_units(p)
+    for c in base.starts:
+        per = int(round(c.units / max(sum(c.nodes.values()), 1))) if c.whole else 0
+        taken = {n: pods * per for n, pods in c.nodes.items()}
+        for n, g in taken.items():
+            free[n] = max(free.get(n, 0) - g, 0)
+        holders[c.label] = Holder(running(c.job, di.t), taken, c.units, (c.project, c.queue), di.t)
+    room.free, room.holders = free, holders
+    return room
+
+
+def request_key(req: Request) -> tuple[object, ...]:
+    """What a whole-GPU job's fit rows depend on (``Room.row``)."""
+    return (
+        req.gpus_per_pod,
+        req.cpu_per_pod,
+        req.memory_per_pod,
+        tuple(sorted(req.node_selector.items())),
+        repr(req.tolerations),
+        tuple(sorted(req.mig.items())),
+    )
+
+
+def waiter(room: Room, c: Considered, req: Request | None = None) -> Waiter:
+    """A waiting job as the replay places it: its request, its queue's strategy, and its quota as read at t with
+    the pass at t's starts charged."""
+    di = room.di
+    req = job_request(di, c.job) if req is None else req
+    if c.queue not in room.fifo:
+        room.fifo[c.queue] = strict_fifo(di, c.queue)
+    q = quota_at(di, c.job, req, 0)
+    if q is not None:
+        charge_started(q, room.started)  # what the pass at t starts is charged before the replay begins
+    return Waiter(c, req, request_key(req), q, (c.project, c.queue), room.fifo[c.queue])
+
+
+def waiting_again(room: Room, job: EntityState) -> Waiter:
+    """A running job the replay evicts, waiting again: the nodes it may use are those of a waiting job of the
+    same request, else read from the fit rules."""
+    pending = replace(job, state={**job.state, "phase": "Pending", "active": 0})
+    req = job_request(room.di, pending)
+    req = replace(req, pods=req.pods + req.bound_pods, bound_pods=0)  # its pods at t are gone with it
+    key = request_key(req)
+    same = next((w for w in room.waiting if w.shape == key), None)
+    if same is not None:
+        usable = same.usable
+    else:
+        if key not in room.usable:
+            rows = F.node_fits(room.di, req)
+            room.usable[key] = frozenset(
+                r.node for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers)
+            )
+        usable = room.usable[key]
+    queue = job_queue(pending)
+    c = Considered(pending, queue, pending.get("project") or queue, 0, 0, round(req.units, 4), NO_ROOM)
+    c.usable = usable
+    return waiter(room, c, req)
+
+
+def running(job: EntityState, when: datetime) -> EntityState:
+    """The job as it runs from ``when`` (a started job's expected end reads its start)."""
+    return replace(job, state={**job.state, "phase": "Running", "started": iso(when)}, valid_from=when)
+
+
+__all__ = [
+    "WAITING",
+    "Holder",
+    "Room",
+    "Run",
+    "Started",
+    "Waiter",
+    "build",
+    "request_key",
+    "running",
+    "waiter",
+    "waiting_again",
+]
