@@ -15,6 +15,7 @@ import logging
 import os
 import secrets
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -125,6 +126,34 @@ def wait_until_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) 
         time.sleep(0.1)  # polling a starting server; there is no event to wait on
 
 
+_template: Path | None = None
+
+
+def _fresh_database(db_path: Path, log: Path) -> None:
+    """``db_path``: a migrated database with the responder, copied from one made once per test process.
+
+    Every server of the session starts from the same empty schema and the same responder; ``migrate`` and
+    the ``shell`` that creates the responder are Django processes of a few seconds each, so they run once,
+    on a template beside the first server's directory, and each server gets a copy (SQLite's backup API:
+    a consistent copy whatever the journal holds).
+    """
+    global _template
+    if _template is None:
+        template = db_path.parent.parent / "e2e-template.sqlite3"
+        env = server_env(template)
+        _manage(["migrate", "--noinput", "-v0"], env, log, timeout=120)
+        _manage(
+            ["shell", "-c", CREATE_USER.format(username=USERNAME, password=PASSWORD)], env, log, timeout=60
+        )
+        _template = template
+    source, target = sqlite3.connect(_template), sqlite3.connect(db_path)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
+
+
 def start(
     workdir: Path,
     artifacts: Path,
@@ -133,13 +162,15 @@ def start(
     name: str = "server",
     scenario_timeout: float = 180,
 ) -> Server:
-    """Migrate, start gunicorn, run the scenario meanwhile, create the responder; the caller stops ``proc``."""
+    """A migrated database with the responder, gunicorn started, the scenario run meanwhile; the caller stops
+    ``proc``."""
     timings: dict[str, float] = {}
     log = artifacts / f"{name}.log"
     log.write_bytes(b"")
-    env = server_env(workdir / f"{name}.sqlite3")
+    db_path = workdir / f"{name}.sqlite3"
+    env = server_env(db_path)
     t0 = time.monotonic()
-    _manage(["migrate", "--noinput", "-v0"], env, log, timeout=120)
+    _fresh_database(db_path, log)
     timings["migrate_s"] = round(time.monotonic() - t0, 2)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -167,9 +198,6 @@ def start(
         for e in run["expect"]:
             if not e["passed"]:  # the diagnosis tests judge this; the browser tests only need the incident
                 logger.warning("e2e scenario expectation not met: %s", e)
-        _manage(
-            ["shell", "-c", CREATE_USER.format(username=USERNAME, password=PASSWORD)], env, log, timeout=60
-        )
         wait_until_up(url + "/healthz", proc)
     except BaseException:
         stop(proc)
