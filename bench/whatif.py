@@ -40,6 +40,7 @@ import copy
 import dataclasses
 import fnmatch
 import json
+import math
 import os
 import statistics
 import sys
@@ -86,6 +87,8 @@ class Moment:
     model: dict[Key, str]  # the pass's outcome for each waiting job ("no room", "quota (…)")
     # mode -> jobs the simulator started by evicting others (reclaim, preempt)
     reclaimers: dict[str, set[Key]]
+    # mode -> node -> minutes after t it gave back GPUs (a repair, an uncordon: no state at t foresees it)
+    came_back: dict[str, dict[str, float]]
     # the ETA model: job -> (earliest, latest, likely) minutes after t (latest/likely None: open), or None when
     # unknown
     eta: dict[Key, tuple[float, float | None, float | None] | None]
@@ -191,9 +194,16 @@ def run_on(
     first: dict[Key, set[str]] = {}
     end = min(t + until, fork.end)  # the simulator never runs past its scenario's end
     ticks = 0
+    room = {name: _usable_gpus(n) for name, n in fork.nodes.items()}
+    back: dict[str, float] = {}  # node -> minutes after t it first gave back GPUs (repaired, uncordoned)
     while fork.now < end:
         fork.step()
         ticks += 1
+        for name, n in fork.nodes.items():
+            now = _usable_gpus(n)
+            if now > room.get(name, 0) and name not in back:
+                back[name] = (fork.now - t).total_seconds() / 60
+            room[name] = now
         for key in keys:
             if key in started:
                 continue
@@ -209,7 +219,13 @@ def run_on(
         for p in fork.preemptions
         if p["time"] > t and "/" in p["preemptor"]
     }
+    fork.came_back = back  # read by ``misses``
     return started, first, fork, {k for k in evictors if len(k) == 2}  # type: ignore[misc]
+
+
+def _usable_gpus(node: Any) -> int:
+    """A simulated node's GPUs the scheduler may use: none while NotReady or cordoned."""
+    return 0 if not node.ready or node.unschedulable else node.allocatable_gpus
 
 
 def forecast_at(cluster: Any, di: Any, cp: Any) -> tuple[Any, Any, dict[Key, set[str]], float]:
@@ -321,10 +337,12 @@ def measure(name: str, scenario: Any, moments_wanted: int, log: Any, reuse: bool
         first: dict[Key, set[str]] = {}
         why: dict[Key, str] = {}
         evictors: dict[str, set[Key]] = {}
+        back: dict[str, dict[str, float]] = {}
         etas, eta_s = etas_at(di, cp, basis, fc, in_sim)
         for mode, arrivals in (("no arrivals", False), ("arrivals", True)):
             until = HORIZON if arrivals else ETA_HORIZON
             started[mode], f, fork, evictors[mode] = run_on(world, in_sim, t, arrivals=arrivals, until=until)
+            back[mode] = fork.came_back
             if not arrivals:
                 first = f
                 for k in in_sim:
@@ -354,6 +372,7 @@ def measure(name: str, scenario: Any, moments_wanted: int, log: Any, reuse: bool
                     for c in cp.considered
                 },
                 reclaimers=evictors,
+                came_back=back,
                 eta=etas,
                 eta_s=eta_s,
             )
@@ -379,7 +398,7 @@ def within(started: dict[Key, tuple[float, set[str]]]) -> dict[Key, set[str]]:
 def eta_errors(moments: list[Moment], mode: str) -> dict[str, Any]:
     """The ETA's error against the simulator's start, for the jobs that started and had an ETA: minutes, and
     relative to the actual wait (the ETA's point is the middle of its range, its start when open-ended)."""
-    errors, relative = [], []
+    errors, relative, signed = [], [], []
     known = started = 0
     for m in moments:
         for k, (actual, _nodes) in m.started[mode].items():
@@ -391,6 +410,7 @@ def eta_errors(moments: list[Moment], mode: str) -> dict[str, Any]:
             point = e[2] if e[2] is not None else e[0] if e[1] is None else (e[0] + e[1]) / 2
             errors.append(abs(point - actual))
             relative.append(abs(point - actual) / max(actual, 1.0))
+            signed.append((point - actual) / max(actual, 1.0))
     return {
         "started": started,
         "with_eta": known,
@@ -398,6 +418,7 @@ def eta_errors(moments: list[Moment], mode: str) -> dict[str, Any]:
         "p90_min": _q(errors, 0.9),
         "median_rel": _q(relative, 0.5),
         "p90_rel": _q(relative, 0.9),
+        "median_signed_rel": _q(signed, 0.5),  # below 0: the ETA comes early, on the whole
     }
 
 
@@ -452,6 +473,9 @@ def misses(moments: list[Moment], mode: str) -> dict[str, Counter[str]]:
             if k in m.predicted:
                 continue
             when = "first tick" if k in m.first_pass else "later in the hour"
+            if _on_node_back(m, mode, k):
+                fns[f"{when}, on a node that came back after t (repaired, uncordoned)"] += 1
+                continue
             if k in m.reclaimers[mode]:
                 fns[f"{when}, by evicting others (reclaim/preempt: the model weighs none)"] += 1
                 continue
@@ -496,6 +520,8 @@ def miss_list(moments: list[Moment]) -> list[str]:
             if real is not None and real[0] > hour:
                 did += " (after the hour)"
             evict = " by evicting" if k in m.reclaimers["no arrivals"] else ""
+            if real is not None and _on_node_back(m, "no arrivals", k):
+                evict += " on a node that came back"
             eta = "none" if e is None else "/".join("—" if x is None else f"{x:.0f}" for x in e)
             out.append(
                 f"{m.source[:26]:26} {m.t:%H:%M} {k[0]}/{k[1]}: model {said} ({_reason(m.model.get(k, '?'))}), "
@@ -503,6 +529,12 @@ def miss_list(moments: list[Moment]) -> list[str]:
                 + (f"; nodes {sorted(m.predicted[k])} vs {sorted(real[1])}" if k in m.predicted and real else "")
             )
     return out
+
+
+def _on_node_back(m: Moment, mode: str, k: Key) -> bool:
+    """Whether the job started on a node that gave back GPUs after t, before it started."""
+    minutes, nodes = m.started[mode][k]
+    return any(m.came_back[mode].get(n, math.inf) <= minutes for n in nodes)
 
 
 def _late(eta: tuple[float, float | None, float | None], hour: float) -> str:
@@ -613,8 +645,14 @@ def print_report(result: dict[str, Any], moments: list[Moment], list_misses: boo
             f"ETA error, {mode} (started within {ETA_HORIZON if mode == 'no arrivals' else HORIZON}): "
             f"{e.get('with_eta')} of {e.get('started')} started jobs had an ETA; |error| median "
             f"{e.get('median_min')} min, p90 {e.get('p90_min')} min; relative to the wait median "
-            f"{e.get('median_rel')}, p90 {e.get('p90_rel')} (target median ≤ 0.2)"
+            f"{e.get('median_rel')}, p90 {e.get('p90_rel')} (target median ≤ 0.2); signed median "
+            f"{e.get('median_signed_rel')}"
         )
+    print("ETA error per source, no arrivals (started / with an ETA / median min / median relative):")
+    for src, row in result["sources"].items():
+        e = row["no arrivals"]["eta_error"]
+        if e["started"]:
+            print(f"  {src[:30]:30} {e['started']:4} {e['with_eta']:4} {e['median_min']!s:>7} {e['median_rel']!s:>6}")
     for mode in modes:
         print(f"\nmisses, {mode}:")
         for kind, counter in misses(moments, mode).items():
