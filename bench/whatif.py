@@ -477,7 +477,7 @@ def misses(moments: list[Moment], mode: str) -> dict[str, Counter[str]]:
                 fns[f"{when}, on a node that came back after t (repaired, uncordoned)"] += 1
                 continue
             if k in m.reclaimers[mode]:
-                fns[f"{when}, by evicting others (reclaim/preempt: the model weighs none)"] += 1
+                fns[f"{when}, by evicting or moving others (reclaim, preempt, consolidate)"] += 1
                 continue
             eta = m.eta.get(k)
             said = (

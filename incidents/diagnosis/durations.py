@@ -25,9 +25,6 @@ ENOUGH_LONGER = 4
 SAME_SHAPE = "of its project and shape"
 SAME_PROJECT = "of its project (any shape)"
 SAME_CLUSTER = "of the cluster (any project)"
-BY_AGE = "by how long it has run"
-# Younger than this, a job's age says nothing of its end (a few inventory sweeps): it gets no age-based end.
-MIN_AGE = timedelta(minutes=10)
 
 
 Shape = tuple[str, int, str]  # (project, pods, what each pod asks: "8", "0.5", "mig:1g.10gb")
@@ -169,8 +166,7 @@ def expected_end(job: EntityState, t: datetime, basis: Basis) -> End | None:
     The durations it is read from are those of finished jobs that ran longer than it has run by t: a job 50
     minutes in is one of those, and ends within their spread (lower quartile, median, upper quartile), not within
     the spread of jobs that ended long before 50 minutes. They are the finished jobs of its project and shape,
-    else (none ran that long) of its project, else, for train work, of the cluster (``Basis.kinds``). Past
-    every one of them, its end is read from its age (``by_age``)."""
+    else (none ran that long) of its project, else, for train work, of the cluster (``Basis.kinds``)."""
     started = parse_ts(job.get("started")) or parse_ts(job.get("submitted"))
     if started is None:
         return None
@@ -178,11 +174,10 @@ def expected_end(job: EntityState, t: datetime, basis: Basis) -> End | None:
     if limit is None and job.get("active_deadline_seconds") is not None:
         limit = float(job.get("active_deadline_seconds"))
     elapsed = max((t - started).total_seconds(), 0.0)
-    words, curve, longer, known = SAME_SHAPE, None, 0, False
+    words, curve, longer = SAME_SHAPE, None, 0
     for kind, c in basis.kinds(shape_of(job.state), preemptible_state(job.state)):
         if kind == SAME_CLUSTER and longer:
             break  # its own project's finished jobs, however few, before other projects'
-        known = known or bool(c.ended)
         if c.longer(elapsed) > longer:
             words, curve, longer = kind, c, c.longer(elapsed)
         if longer >= ENOUGH_LONGER:
@@ -200,25 +195,8 @@ def expected_end(job: EntityState, t: datetime, basis: Basis) -> End | None:
             return End(job.ref.label, hi, hi, True, 0, mid=hi)
         return End(job.ref.label, at(0.25), hi, True, longer, mid=at(0.5), kind=words)
     if curve is None or longer < MIN_FINISHED:
-        # it has run longer than every finished job of its kind: its age tells more than their durations
-        return by_age(job, t, started) if known else None
+        return None  # it has run longer than every finished job of its kind: its end is anyone's guess
     return End(job.ref.label, at(0.25), at(0.75), False, longer, mid=at(0.5), kind=words)
-
-
-def by_age(job: EntityState, t: datetime, started: datetime) -> End | None:
-    """The end of a job that has run longer than every finished job of its kind, read from its age alone:
-    knowing nothing else of a lifetime but that it has lasted ``a`` so far, the
-    time it has left is as likely shorter as longer than ``a`` (a scale-free prior, Gott's "Copernican"
-    estimate: P(left > r) = a / (a + r)), so its quartiles are a/3, a and 3a. None for a job younger than
-    ``MIN_AGE``, and for a non-preemptible one (a service runs until it is stopped, however long it has run)."""
-    age = (t - started).total_seconds()
-    if age < MIN_AGE.total_seconds() or not preemptible_state(job.state):
-        return None
-
-    def at(q: float) -> datetime:
-        return t + timedelta(seconds=age * q / (1 - q))
-
-    return End(job.ref.label, at(0.25), at(0.75), False, 0, mid=at(0.5), kind=BY_AGE)
 
 
 def preemptible_state(state: dict[str, Any]) -> bool:
@@ -237,7 +215,6 @@ __all__ = [
     "Curve",
     "End",
     "Shape",
-    "by_age",
     "expected_end",
     "median_minutes",
     "shape_of",

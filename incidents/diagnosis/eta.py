@@ -24,7 +24,6 @@ from datetime import datetime, timedelta
 
 from incidents.diagnosis import replay, replay_room
 from incidents.diagnosis.durations import (
-    BY_AGE,
     SAME_CLUSTER,
     SAME_PROJECT,
     SAME_SHAPE,
@@ -79,17 +78,12 @@ class Eta:
     @property
     def basis_words(self) -> str:
         limit = sum(1 for e in self.ended if e.by_limit)
-        aged = sum(1 for e in self.ended if not e.by_limit and e.kind == BY_AGE)
-        median = len(self.ended) - limit - aged
+        median = len(self.ended) - limit
         how = []
         if limit:
             how.append(f"{limit} by its runtime limit" if limit == 1 else f"{limit} by their runtime limits")
         if median:
             how.append(f"{median} by the durations of finished jobs" + _kind_words(self.ended))
-        if aged:
-            how.append(
-                f"{aged} by how long {'it has' if aged == 1 else 'they have'} run, past every finished job"
-            )
         out = f"{len(self.ended)} running job(s) end by then ({'; '.join(how)})"
         if self.started_first:
             out += f", and {len(self.started_first)} job(s) ahead start first"
@@ -211,7 +205,7 @@ def _why_not(run: replay_room.Run) -> str:
 def _kind_words(ended: list[End]) -> str:
     """Whose finished jobs the ends' durations come from: " of the same project and shape" when all are read
     from their own kind, else the mix (" (2 its project and shape, 1 its project (any shape))")."""
-    kinds = [e.kind for e in ended if not e.by_limit and e.kind != BY_AGE]
+    kinds = [e.kind for e in ended if not e.by_limit]
     if all(k == SAME_SHAPE for k in kinds):
         return " of the same project and shape"
     counts = {k: kinds.count(k) for k in (SAME_SHAPE, SAME_PROJECT, SAME_CLUSTER) if k in kinds}

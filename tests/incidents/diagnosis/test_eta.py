@@ -114,24 +114,6 @@ def test_with_no_finished_job_of_its_project_train_work_is_read_from_the_cluster
     assert e.words.endswith("(1 by the durations of finished jobs (1 the cluster (any project)))")
 
 
-def test_a_job_that_ran_past_every_finished_job_of_its_kind_ends_by_its_age():
-    # r has run an hour at t, nlp's only finished job a minute: it is as likely to end within the hour as after
-    # it (its quartiles 20 min, 1 h and 3 h on); a service (inference) runs until stopped, whatever its age
-    di = _world([_running("r")], [job("w", submitted=T0 + timedelta(minutes=5))])
-    e = _eta(di, "vision/w", Basis(window=DAY, durations={("nlp", 1, "8"): [60.0]}))
-    assert (e.lo, e.likely, e.hi) == (
-        T + timedelta(minutes=20),
-        T + timedelta(hours=1),
-        T + timedelta(hours=3),
-    )
-    assert e.words.endswith(
-        "1 running job(s) end by then (1 by how long it has run, past every finished job)"
-    )
-    svc, _ = _running("s")
-    svc.state.update(priority_class="inference", preemptible=False)
-    assert expected_end(svc, T, Basis(window=DAY, durations={("vision", 1, "8"): [60.0]})) is None
-
-
 def test_it_is_unknown_when_the_ends_it_can_foresee_never_make_room_for_it():
     # a 16-GPU job on 8-GPU nodes: no end ever starts it
     di = _world([_running("r", limit=3600)], [job("w", gpus_per_pod=16)])
@@ -142,17 +124,10 @@ def test_it_is_unknown_when_the_ends_it_can_foresee_never_make_room_for_it():
     assert e.passes <= 2 * MAX_STEPS
 
 
-def test_a_job_that_ran_past_every_finished_one_of_its_kind_ends_by_its_age():
+def test_a_job_that_ran_past_every_finished_one_of_its_kind_has_no_expected_end():
     j, _ = _running("r", started=T0 - timedelta(hours=10))
     basis = Basis(window=DAY, durations={("vision", 1, "8"): [3600.0, 7200.0]})
-    old = expected_end(j, T, basis)
-    # 11 hours in, past the 1 h and 2 h jobs: a third, as much and three times as much again
-    assert old is not None and old.samples == 0
-    assert (old.lo, old.likely, old.hi) == (
-        T + timedelta(hours=11) / 3,
-        T + timedelta(hours=11),
-        T + timedelta(hours=33),
-    )
+    assert expected_end(j, T, basis) is None
     j2, _ = _running("r2", started=T0 - timedelta(minutes=30))
     end = expected_end(j2, T, basis)
     # 1 h 30 in at t: of the finished jobs, only the 2 h one ran that long, so it ends 2 h after its start
