@@ -93,6 +93,9 @@ def repairs(di: DiagnosisInput, f: Finding, node: str) -> list[ActionDraft]:
         if starts
         else f"{back}, no waiting job starts on them before the jobs ahead are served"
     )
+    waiting = f.subject.label if f.subject is not None and f.subject.kind == "job" else ""
+    if starts and waiting and waiting not in starts:
+        then += f" ({waiting} is not among them: the jobs ahead take that room first)"
     reboot = _reboot(f, at, what, nominal, present, then)
     if lost:
         return [reboot]  # gone from the driver: no plugin restart brings it back

@@ -79,7 +79,7 @@ def test_the_room_goes_to_the_job_first_in_line_not_to_every_waiter():
 
     f = Finding(C.GPU_MISSING, "", "supported", 0.8, subject=WAITER, facts={"nodes": ["h100-03"]})
     (reboot,) = repairs(di, f, "h100-03")
-    assert "would start, in queue order: research/first." in reboot.impact
+    assert "would start, in queue order: research/first (" in reboot.impact
 
 
 def test_a_node_that_advertises_all_its_gpus_again_gets_no_repair():
@@ -114,3 +114,17 @@ def test_a_job_waiting_for_a_node_cordoned_for_its_lost_gpu_gets_that_nodes_repa
     assert reboot.command.endswith("once it lists 8 GPUs: kubectl uncordon h100-03")
     assert "Evicts 3 pod(s) holding 3 GPUs" in reboot.impact and "already cordoned" in reboot.impact
     assert "and is uncordoned, the waiting jobs that would start, in queue order: nlp/small" in reboot.impact
+
+
+def test_a_repair_that_starts_the_jobs_ahead_says_the_waiting_job_is_not_among_them():
+    """The repaired node's 8 GPUs go to research/first (8 GPUs, ahead in the queue): the repair's impact says so
+    rather than implying it starts research/big."""
+    from incidents.diagnosis.actions_repair import repairs
+    from incidents.diagnosis.types import Finding
+
+    di = missing_world(others=[job("first", "research", submitted=T0 - timedelta(hours=1))])
+    f = Finding(C.GPU_MISSING, "", "supported", 0.8, subject=WAITER, facts={"nodes": ["h100-03"]})
+    (reboot,) = repairs(di, f, "h100-03")
+    assert reboot.impact.endswith(
+        "in queue order: research/first (research/big is not among them: the jobs ahead take that room first)."
+    )
