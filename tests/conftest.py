@@ -3,7 +3,7 @@
 What may not run side by side is put in one ``xdist_group`` (``--dist loadgroup`` sends a group to a single
 worker, in order), everything else is spread over the workers:
 
-- ``e2e``: the browser tests share one session-scoped server (a scenario run plus gunicorn, tens of
+- ``e2e``: the browser tests share their servers and browser (a scenario run plus gunicorn, tens of
   seconds to build); in one group it is built once, not once per worker.
 - ``services``: the real-worker and fault tests start Celery workers, gunicorn and Redis, cut PostgreSQL
   connections through a proxy and wait on wall-clock timeouts; one at a time they neither starve each

@@ -1,4 +1,4 @@
-"""Fixtures of the browser tests: one real server per session, Debian's chromium, a guard on every context.
+"""Fixtures of the browser tests: real servers and Debian's chromium for this folder's tests, a guard on every context.
 
 Every test in this folder is marked ``e2e``. Chromium is never downloaded: the tests drive
 ``/usr/bin/chromium``. Without it they skip and say why (``make test`` prints skip reasons), so the suite
@@ -36,7 +36,7 @@ def artifacts() -> Path:
     return ARTIFACTS
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def live(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[srv.Server]:
     """gunicorn serving the e2e scenario's world (see tests/e2e/server.py)."""
     started = time.monotonic()
@@ -64,7 +64,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = f"skipped, but RCAWEB_REQUIRE_BROWSER=1 makes a skip a failure: {reason}"
 
 
-@pytest.fixture(scope="session")
+# The browser, the servers and the login states last as long as this folder's tests, not the session:
+# Playwright's sync API runs an asyncio loop in the test's thread while it is open, and Django refuses
+# database work under a running loop (SynchronousOnlyOperation). Under xdist the e2e group runs on one
+# worker among the other tests (tests/conftest.py): every database test after it there would fail.
+@pytest.fixture(scope="package")
 def playwright() -> Iterator[Playwright]:
     if not Path(CHROMIUM).is_file():
         pytest.skip(
@@ -75,7 +79,7 @@ def playwright() -> Iterator[Playwright]:
         yield pw
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     b = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
     try:
@@ -103,12 +107,12 @@ def _login_state(browser: Browser, live: srv.Server, tmp_path_factory: pytest.Te
     return str(path)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def auth_state(browser: Browser, live: srv.Server, tmp_path_factory: pytest.TempPathFactory) -> str:
     return _login_state(browser, live, tmp_path_factory)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def busy(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[srv.Server]:
     """gunicorn serving a busy bundled scenario (srv.BUSY: overlapping faults on 18 nodes)."""
     started = time.monotonic()
@@ -123,7 +127,7 @@ def busy(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         srv.stop(server.proc)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def busy_auth(browser: Browser, busy: srv.Server, tmp_path_factory: pytest.TempPathFactory) -> str:
     return _login_state(browser, busy, tmp_path_factory)
 
