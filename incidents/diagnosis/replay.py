@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.precedence import job_rank
 from incidents.diagnosis.quota import QuotaAt
-from incidents.diagnosis.replay_evictions import evictions, requeue, weighed
+from incidents.diagnosis.replay_evictions import MAX_CHECKS, evictions, over_deserved, requeue, weighed
 from incidents.diagnosis.replay_moves import consolidate
 from incidents.diagnosis.replay_room import Holder, Room, Run, Started, Waiter, running, waiting_again
 from incidents.diagnosis.request import job_request
@@ -138,14 +138,20 @@ class Books:
         """Start the waiting jobs KAI would start at ``when`` by evicting others (``replay_evictions``: a job its
         quota lets in whose queue is below its deserved quota or holds lower-priority work), or by moving them
         (``replay_moves``: a job whose GPUs are free in total, not where its pods fit)."""
-        if not self.waiting or not weighed(self.room, when, self.checks):
+        if not self.waiting or not weighed(self.room, when):
             return
         left = [w for w in self.waiting if not (w.quota is not None and _held(w.quota, self.delta))]
-        reclaimers = [w for w in left if _below_deserved(w.quota, self.delta) or self._outranks(w)]
+        reclaimers: list[Waiter] = []
+        if self.checks < MAX_CHECKS:
+            over = over_deserved(self.room, self.holders)
+            reclaimers = [
+                w
+                for w in left
+                if (over - {w.key[1]} and _below_deserved(w.quota, self.delta)) or self._outranks(w)
+            ]
         movers = [w for w in left if sum(self.free.get(n, 0) for n in w.usable) >= w.req.total]
-        if not reclaimers and not movers:
-            return
-        self.checks += 1
+        if reclaimers:
+            self.checks += 1
         done = {e.label for e, _h in self.ended}
         for ev in evictions(self.room, self.holders, reclaimers, self.evicted, done, when):
             if any(label not in self.holders for label in ev.victims):

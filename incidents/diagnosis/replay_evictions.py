@@ -11,7 +11,8 @@ queue priority, the victims' standing). Its answer is the replay's next move: th
 nodes it names, the victims go back to waiting.
 
 KAI only (Kueue's preemption is its admission cycle's, not weighed here); whole GPUs only, like the replay.
-Bounded: at most ``MAX_CHECKS`` steps of a replay are weighed, within ``WITHIN`` of t. Pure: no database, no
+Bounded: at most ``MAX_CHECKS`` steps of a replay are weighed, within ``WITHIN`` of t, and only steps where a
+queue holds more than its deserved quota (KAI reclaims from no other) or a job outranks work of its own queue. Pure: no database, no
 simulator.
 """
 
@@ -31,7 +32,7 @@ from incidents.diagnosis.whatif_reclaim import reclaims
 if TYPE_CHECKING:
     from incidents.diagnosis.replay_room import Holder, Room, Waiter
 
-MAX_CHECKS = 12  # steps of one replay weighed for evictions
+MAX_CHECKS = 4  # steps of one replay weighed for reclaim and preemption (each writes the books back as a state)
 WITHIN = timedelta(hours=3)  # evictions are weighed at steps this close to t
 
 
@@ -44,9 +45,21 @@ class Eviction:
     victims: list[str]
 
 
-def weighed(room: Room, when: datetime, checks: int) -> bool:
-    """Whether the replay weighs evictions at a step at ``when`` after ``checks`` such steps."""
-    return room.di.scheduler == "kai" and checks < MAX_CHECKS and when <= room.t + WITHIN
+def weighed(room: Room, when: datetime) -> bool:
+    """Whether the replay weighs evictions at a step at ``when``."""
+    return room.di.scheduler == "kai" and when <= room.t + WITHIN
+
+
+def over_deserved(room: Room, holders: dict[str, Holder]) -> set[str]:
+    """The queues whose running jobs hold more than their deserved quota (the only ones KAI reclaims from)."""
+    if not room.deserved:
+        for q in room.di.queues:
+            quota = q.get("quota_gpus")
+            room.deserved[q.name] = float(quota) if isinstance(quota, int | float) else float("inf")
+    held: dict[str, float] = {}
+    for h in holders.values():
+        held[h.key[1]] = held.get(h.key[1], 0.0) + h.units
+    return {q for q, units in held.items() if units > room.deserved.get(q, float("inf")) + 1e-9}
 
 
 def evictions(
@@ -106,7 +119,7 @@ def bound_pods(
     """The pods of a job the replay started, bound where it put them (``gpus``: whole GPUs per node)."""
     req = job_request(di, job)
     per = max(req.gpus_per_pod, 1)
-    out = []
+    out: list[EntityState] = []
     for node, g in gpus.items():
         for _ in range(max(g // per, 1)):
             out.append(
@@ -143,4 +156,4 @@ def requeue(waiting: list[Waiter], w: Waiter) -> None:
     waiting.insert(mine[-1] + 1 if mine else len(waiting), w)
 
 
-__all__ = ["MAX_CHECKS", "WITHIN", "Eviction", "bound_pods", "evictions", "requeue", "state_at", "weighed"]
+__all__ = ["MAX_CHECKS", "WITHIN", "Eviction", "bound_pods", "evictions", "over_deserved", "requeue", "state_at", "weighed"]

@@ -3,8 +3,9 @@ where its pods fit, starts once running jobs are moved out of its way.
 
 The rules are ``consolidation``'s (the model's reading of KAI's consolidate action): running preemptible
 whole-GPU jobs of any queue are tried lowest priority first, then the smallest, then the newest, one more at a
-time (at most ``MAX_MOVED``), until the job's gang fits the room they leave and every one of them is placed
-again elsewhere (all its pods, on nodes it may use); the moved jobs run on, so no queue's allocation moves.
+time (at most ``MAX_MOVED``, a bound on the cost), until the job's gang fits the room they leave and every one
+of them is placed again elsewhere (all its pods, on nodes it may use): every job tried is moved, as KAI moves
+them, and starts over there; no queue's allocation moves.
 Weighed on the replay's books (free whole GPUs per node, who holds what where), not on a ``DiagnosisInput``:
 the books are what the replay has at each step, and ``consolidation`` over a whole cluster's state is too
 slow to run at every step. CPU and memory are not counted (the replay's rule).
@@ -39,7 +40,7 @@ def consolidate(room: Room, w: Waiter, free: dict[str, int], holders: dict[str, 
     if per <= 0 or sum(free.get(n, 0) for n in w.usable) < w.req.total:
         return None
     movable = sorted(
-        (h for h in holders.values() if set(h.gpus) & w.usable and _kind(room, h)[0]),
+        (h for h in holders.values() if _kind(room, h)[0]),
         key=lambda h: (_kind(room, h)[2], h.units, _kind(room, h)[3]),
     )
     taken: list[Holder] = []

@@ -82,6 +82,8 @@ class Room:
     fifo: dict[str, bool] = field(default_factory=dict)  # StrictFIFO, per queue
     # per request (``request_key``): the nodes with no static blocker for it
     usable: dict[tuple[object, ...], frozenset[str]] = field(default_factory=dict)
+    # per queue: its deserved quota (``replay_evictions.over_deserved``)
+    deserved: dict[str, float] = field(default_factory=dict)
     # per running job: what ``replay_moves`` reads of it
     movers: dict[str, tuple[bool, int, int, tuple[int, ...]]] = field(default_factory=dict)
     rows: dict[tuple[tuple[object, ...], str], F.NodeFit] = field(
