@@ -239,3 +239,23 @@ def test_a_job_its_quota_holds_starts_when_its_own_project_gives_back_gpus_not_w
     fc = forecast(di, base, Basis(window=DAY))
     assert fc.likely.starts["vision/w"].at == T0 + timedelta(hours=3)
     assert [e.label for e in fc.likely.starts["vision/w"].ended] == ["nlp/r2", "vision/r1"]
+
+
+def test_a_job_whose_pods_are_bound_runs_from_t_and_its_end_frees_the_node():
+    # p's pod is bound to the only node (its containers start): it runs from t for its 2 h limit, then w starts
+    placed = job("p", submitted=T0)
+    placed.state["active_deadline_seconds"] = 2 * 3600
+    bound = pod("p-0", "p", "vision", node_name="h100-01", phase="Pending")
+    di = world(
+        subjects=[],
+        t=T,
+        nodes=[node("h100-01")],
+        pods=[bound],
+        jobs=[placed, job("w", submitted=T0 + timedelta(minutes=5))],
+        queues=[queue("vision", 64, 64)],
+    )
+    with di.indexed():
+        base = SP.cluster_pass(di)
+    assert base.find("vision", "p").outcome == SP.PLACED
+    fc = forecast(di, base, Basis(window=DAY))
+    assert fc.likely.starts["vision/w"].at == T + timedelta(hours=2)
