@@ -10,6 +10,10 @@ no faulty node of its own to drain: its action is the repair that gives the GPUs
 - the GPU is gone from the driver too (fell off the bus): cordon (unless it is cordoned already), drain what
   still runs there, reboot, and replace the GPU (RMA) if it stays missing.
 
+A job waiting for a node cordoned for a GPU fault (``gpu_node_unavailable``) gets the same repair, ending with
+the uncordon: the node-level builder stays silent there, since the fault's own actions come first, but a job's
+incident has no fault finding of its own.
+
 Every number comes from the state: the GPUs the node advertises and has, the pods a drain evicts, the pool's
 GPUs that take new pods, and who starts once the GPUs are back (the model's pass in queue order,
 ``fault_pass.starts_with_room``). Nothing already done is proposed again: no cordon of a cordoned node, no drain

@@ -128,3 +128,21 @@ def test_a_repair_that_starts_the_jobs_ahead_says_the_waiting_job_is_not_among_t
     assert reboot.impact.endswith(
         "in queue order: research/first (research/big is not among them: the jobs ahead take that room first)."
     )
+
+
+def test_a_node_cordoned_for_a_gpu_its_device_plugin_withdrew_gets_that_gpus_repair():
+    """Every GPU is still on the bus, but double-bit ECC errors made the device plugin withdraw GPU 3 and ops-bot
+    cordon the node: the waiting job's action is that GPU's repair (the node has no missing GPU to recover)."""
+    small = Ref("job", "small", "nlp")
+    di = world(
+        subjects=[small],
+        nodes=[node("h100-01"), node("h100-03", allocatable=7, unschedulable=True)],
+        pods=[pod("serve-0", "serve", "prod", node_name="h100-01", gpus=8)],
+        jobs=[job("small", "nlp", gpus_per_pod=4, submitted=T0)],
+        gpus=[gpu("GPU-bbb", "h100-03", 3, dbe=2)],
+    )
+    result = run_checks(di)
+    top = [f for f in result.findings if f.supported and f.scope == "cause"]
+    assert top[0].code == C.GPU_NODE_UNAVAILABLE and top[0].subject == small, [f.statement for f in top]
+    titles = [a.title for a in result.actions if a.code == C.GPU_NODE_UNAVAILABLE]
+    assert titles == ["Reboot h100-03 to recover GPU 3; replace it (RMA) if it stays missing"]
