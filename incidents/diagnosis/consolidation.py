@@ -2,7 +2,8 @@
 
 When no eviction lets a whole-GPU job in (``reclaim.victims``), KAI may move running preemptible jobs instead:
 each is evicted and placed again elsewhere, so their queues hold what they held, and the job takes the room
-they leave. The smallest jobs are tried first (then the newest), until the job and every moved job fit; a
+they leave. The lowest-priority jobs are tried first (KAI takes its victims in its job order reversed), then
+the smallest, then the newest, until the job and every moved job fit; a
 job its own quota holds is not helped, nor a job asking GPU shares or MIG instances.
 
 Pure: reads the ``DiagnosisInput``; no database, no simulator.
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.allocation import ACTIVE_POD_PHASES
 from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.precedence import job_rank
 from incidents.diagnosis.quota import quota_at
 from incidents.diagnosis.reclaim import held_units, preemptible, without
 from incidents.diagnosis.request import Request, job_request
@@ -44,7 +46,11 @@ def consolidation(di: DiagnosisInput, job: EntityState) -> Consolidation | None:
         if j is not job and not is_pending(j) and held_units(di, j) and preemptible(di, j) and _whole(di, j)
     ]
     movable.sort(
-        key=lambda j: (sum(held_units(di, j).values()), tuple(-ord(c) for c in (j.get("submitted") or "")))
+        key=lambda j: (
+            job_rank(j),
+            sum(held_units(di, j).values()),
+            tuple(-ord(c) for c in (j.get("submitted") or "")),
+        )
     )
     taken: list[EntityState] = []
     for other in movable:

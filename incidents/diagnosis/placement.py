@@ -2,7 +2,8 @@
 
 KAI's node-placement plugin scores each fitting node for a pod by how little it has left (GPUs for a GPU pod,
 CPU for a pod asking none), so a pod goes to the fullest node that still takes it, a tie to the first node by
-name; a node is filled before the next is opened. ``cluster_pass``, ``fault_pass``, ``reclaim`` and
+name; a node is filled before the next is opened. A pod asking no GPU goes to a node without GPUs before any
+node with them (its resource-type score outweighs binpack's). ``cluster_pass``, ``fault_pass``, ``reclaim`` and
 ``consolidation`` all place through :func:`place`, so "where would it start" names the node KAI would pick.
 
 Pure: reads fit rows and the room maps it is given.
@@ -37,7 +38,8 @@ def place(
         if any(b in F.STATIC_BLOCKERS and b not in lifted for b in row.blockers):
             continue
         usable.append(row)
-    usable.sort(key=lambda r: (_left(r, per, free, room), r.node))
+    # a pod asking no GPU goes to a node without GPUs first (KAI's resource-type score outweighs binpack's)
+    usable.sort(key=lambda r: (per <= 0 and r.nominal > 0, _left(r, per, free, room), r.node))
     placed: dict[str, int] = {}
     want = req.pods
     for row in usable:
@@ -98,4 +100,15 @@ def take_room(room: dict[str, list[float | None]], req: Request, nodes: dict[str
             got[1] = max(got[1] - pods * req.memory_per_pod, 0.0)
 
 
-__all__ = ["place", "take_room"]
+def share_order(rows: list[F.NodeFit], req: Request) -> list[F.NodeFit]:
+    """The nodes a share or MIG pod is tried on, in KAI's order: a node with a GPU already shared that takes the
+    share first (KAI packs a share beside others before it reserves a free GPU), then binpack, the fewest free
+    whole GPUs first, a tie by name."""
+
+    def packed(r: F.NodeFit) -> bool:
+        return any(F.share_fits(req, x["free"], x["free_mib"], x["free_mib"]) > 0 for x in r.shared)
+
+    return sorted(rows, key=lambda r: (not packed(r), r.free, r.node))
+
+
+__all__ = ["place", "share_order", "take_room"]

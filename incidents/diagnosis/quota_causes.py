@@ -98,6 +98,8 @@ def _project_quota_findings(
                 ],
             )
         ]
+    if q.resources is not None and q.resources.blocks:
+        return []  # its GPUs are within quota, but its CPU or memory is not: never "quota is not what holds it"
     dept_words = ""
     if q.department is not None and q.department.blocks:
         dept_words = f"; its department {q.department.name} is what is at its limit"
@@ -226,6 +228,8 @@ def department_findings(
         f"{q.project} {mine:g}" + (f", {sib_words}" if sib_words else "")
     )
     if not d.blocks:
+        if q.resources is not None and q.resources.blocks:
+            return []  # its CPU or memory bound holds the job: the GPUs' standing proves nothing about it
         return [
             Finding(
                 C.DEPARTMENT_QUOTA_EXHAUSTED,

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.allocation import ACTIVE_POD_PHASES, job_units, pod_units
 from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.placement import place, share_order
 from incidents.diagnosis.precedence import job_rank
 from incidents.diagnosis.queue_order import QueueOrder, Standing, department_of, in_queue_key, job_queue
 from incidents.diagnosis.quota import QuotaAt, quota_at
@@ -46,7 +47,6 @@ from incidents.diagnosis.reclaim_rules import (
 )
 from incidents.diagnosis.request import Request, job_request
 from incidents.diagnosis.resources import ZERO, Vector, request_vector
-from incidents.diagnosis.scheduling_pass import place
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 EPS = 1e-6
@@ -252,8 +252,8 @@ def without(di: DiagnosisInput, jobs: Iterable[EntityState]) -> DiagnosisInput:
 
 
 def _placement(di: DiagnosisInput, req: Request, gone: list[Victim]) -> dict[str, int]:
-    """Where the job's pods go once ``gone`` are evicted ({} when its gang does not fit): whole GPUs greedily in
-    node order, shares first onto GPUs already shared, MIG where the profile is free (the fit rules)."""
+    """Where the job's pods go once ``gone`` are evicted ({} when its gang does not fit): whole GPUs as KAI's
+    binpack places them, shares first onto GPUs already shared, MIG where the profile is free (the fit rules)."""
     view = without(di, [v.job for v in gone])
     rows = [r for r in F.node_fits(view, req) if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
     if not (req.share or req.share_memory_mib or req.mig):
@@ -261,12 +261,9 @@ def _placement(di: DiagnosisInput, req: Request, gone: list[Victim]) -> dict[str
     if not F.fits(rows, req):
         return {}
 
-    def packed(r: F.NodeFit) -> bool:
-        return any(F.share_fits(req, x["free"], x["free_mib"], x["free_mib"]) > 0 for x in r.shared)
-
     out: dict[str, int] = {}
     want = req.pods
-    for r in sorted(rows, key=lambda r: not packed(r)):
+    for r in share_order(rows, req):
         if r.fits and want > 0:
             out[r.node] = min(r.pods_fit, want)
             want -= out[r.node]

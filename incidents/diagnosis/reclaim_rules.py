@@ -52,7 +52,7 @@ def over_fair(me: Standing, units: float, vec: Vector) -> bool:
     larger of fair share and deserved quota)."""
     if me.used + units > max(me.fair, me.deserved or 0.0) + EPS:
         return True
-    return any(me.res[d].used + v > me.res[d].fair + EPS for d, v in zip(DIMS, vec, strict=True) if v > EPS)
+    return any(me.res[d].used + v > me.res[d].fair + EPS for d, v in zip(DIMS, vec, strict=True))
 
 
 def standing_now(s: Standing) -> list[float]:

@@ -20,7 +20,7 @@ from typing import Any
 from incidents.diagnosis import fit as F
 from incidents.diagnosis import queue_order
 from incidents.diagnosis.pending import is_pending
-from incidents.diagnosis.placement import place, take_room
+from incidents.diagnosis.placement import place, share_order, take_room
 from incidents.diagnosis.queue_order import QueueOrder, in_queue_key, job_queue, strict_fifo
 from incidents.diagnosis.quota import QuotaAt, quota_at
 from incidents.diagnosis.request import Request, job_request
@@ -277,15 +277,10 @@ def charge_started(held: QuotaAt, started: dict[tuple[str, str], float]) -> None
 
 
 def _fit_nodes(rows: list[F.NodeFit], req: Request) -> dict[str, int]:
-    """Where a share or MIG job's pods go: shares first onto nodes whose shared GPUs still take one (KAI packs a
-    share onto a GPU already shared before it reserves a free one), then in node order."""
+    """Where a share or MIG job's pods go, in KAI's order (``placement.share_order``)."""
     out: dict[str, int] = {}
     want = req.pods
-
-    def packed(r: F.NodeFit) -> bool:
-        return any(F.share_fits(req, x["free"], x["free_mib"], x["free_mib"]) > 0 for x in r.shared)
-
-    for r in sorted(rows, key=lambda r: not packed(r)):
+    for r in share_order(rows, req):
         if r.fits and want > 0:
             out[r.node] = min(r.pods_fit, want)
             want -= out[r.node]

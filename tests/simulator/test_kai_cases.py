@@ -1,4 +1,4 @@
-"""The simulator against KAI Scheduler's own test tables: 202 of 202 cases end as KAI expects.
+"""The simulator against KAI Scheduler's own test tables: 203 of 203 cases end as KAI expects.
 
 Each file of `kai_cases/` (transcribed from kai-scheduler/KAI-Scheduler at
 d5bc503a146317e51037d89775d77172c6d12f71, see `kai_cases/README.md`) is a format-1 scenario whose
