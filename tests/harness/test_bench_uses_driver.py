@@ -65,10 +65,10 @@ def simulator_starts(source: str) -> list[str]:
     return [f"line {n}: {what}" for n, what in sorted(found)]
 
 
-def offenders(bench: Path) -> dict[str, list[str]]:
-    """The scripts of ``bench`` off the allow-list that start the simulator themselves, with where."""
+def offenders(scripts_dir: Path) -> dict[str, list[str]]:
+    """The scripts of ``scripts_dir`` off the allow-list that start the simulator themselves, with where."""
     out = {}
-    for script in sorted(bench.glob("*.py")):
+    for script in sorted(scripts_dir.glob("*.py")):
         if script.name not in SIMULATOR_ONLY and (starts := simulator_starts(script.read_text())):
             out[script.name] = starts
     return out
