@@ -117,6 +117,16 @@ class QueueOrder:
                     d.res[dim].used = sum(m.res[dim].used for m in members)
                     d.res[dim].demand = sum(m.res[dim].demand for m in members)
             self.department[name] = d
+        # CPU and memory weigh in only where something asks, holds or bounds them (else every CPU and memory term
+        # of KAI's key is 0 or true, and the key is the GPUs' alone: 12,000 waiting jobs keyed half as fast)
+        self.weigh = kai and (
+            any(any(v) for v in self.vec.values())
+            or any(
+                x.res[d].used > 0 or x.res[d].deserved is not None or x.res[d].limit is not None
+                for x in [*self.queue.values(), *self.department.values()]
+                for d in DIMS
+            )
+        )
         if kai:
             self._fair()
         self._keys: dict[str, tuple[Any, ...]] = {}  # live queue -> its key, kept up to date by _refresh
@@ -126,9 +136,9 @@ class QueueOrder:
 
     def _fair(self) -> None:
         top = [*self.department.values(), *(self.queue[q] for q in self.queue if not self.parent[q])]
-        fair_shares(capacity(self.di), top, self.total)
+        fair_shares(capacity(self.di), top, self.total if self.weigh else None)
         for name, d in self.department.items():
-            inner: Vector = (d.res[DIMS[0]].fair, d.res[DIMS[1]].fair)
+            inner: Vector | None = (d.res[DIMS[0]].fair, d.res[DIMS[1]].fair) if self.weigh else None
             fair_shares(d.fair, [self.queue[q] for q in self.queue if self.parent[q] == name], inner)
 
     #
@@ -165,6 +175,13 @@ class QueueOrder:
         if s is None:
             return
         vec = self._vector(job)
+        if (
+            any(vec) and not self.weigh
+        ):  # a job the order was not built with asks CPU or memory: weigh them now
+            self.weigh = True
+            self._fair()
+            for q in list(self._keys):
+                self._refresh(q)
         d = self.department.get(self.parent.get(name, ""))
         for x in (s, d):
             if x is None:
@@ -215,6 +232,8 @@ class QueueOrder:
         """KAI's queue order: not over its fair share in every resource, then within its deserved quota with the
         job, queue priority, the smaller dominant share with the job and then without it; a tie: the smaller
         job."""
+        if not self.weigh:
+            return (False, not s.within(units), -s.priority, s.ratio(units), s.ratio(), units)
         return (
             s.over_fair_share(),
             not s.within_all(units, vec),

@@ -112,13 +112,20 @@ def request_vector(req: Request) -> Vector:
 
 def job_vector(di: DiagnosisInput, job: EntityState) -> Vector:
     """What a waiting job's pods ask of CPU and memory: its state's per-pod requests, else its first pod's."""
+    cache = di.memo("job_cpu_memory", dict)  # per indexed block: every order built in it reads each job once
+    got = cache.get(id(job)) if cache is not None else None
+    if got is not None:
+        return got
     st = job.state
-    cpu, mem = pod_requests(st.get("requests_per_pod") or {})
-    if cpu is None and mem is None:
+    asked = st.get("requests_per_pod")
+    if asked is None:  # not recorded on the job: its first pod's
         pods = di.pods_of_job(job)
-        if pods:
-            cpu, mem = pod_requests(pods[0].get("requests") or {})
-    return vector(cpu, mem, int(st.get("pods") or 1))
+        asked = (pods[0].get("requests") if pods else None) or {}
+    cpu, mem = pod_requests(asked) if asked else (None, None)
+    got = vector(cpu, mem, int(st.get("pods") or 1)) if asked else ZERO
+    if cache is not None:
+        cache[id(job)] = got
+    return got
 
 
 def pod_vector(p: EntityState) -> Vector:

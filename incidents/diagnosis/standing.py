@@ -57,10 +57,8 @@ class Standing:
 
     def dominant(self, total: Vector, extra: float = 0.0, vec: Vector = ZERO) -> float:
         """KAI's dominant resource share: the largest of held / allocatable over GPUs, CPU and memory."""
-        return max(
-            self.ratio(extra),
-            *(self.res[d].share(t, v) for d, t, v in zip(DIMS, total, vec, strict=True)),
-        )
+        cpu, memory = self.res[DIMS[0]], self.res[DIMS[1]]
+        return max(self.ratio(extra), cpu.share(total[0], vec[0]), memory.share(total[1], vec[1]))
 
 
 def fair_shares(total: float, members: list[Standing], cpu_memory: Vector | None = None) -> None:
