@@ -111,9 +111,6 @@ class EntityVersion(models.Model):
     # queue/project/department: GPUs allocated to it. ``gpus`` stays the whole-device count.
     gpu_units = models.FloatField(null=True, blank=True)
     ready = models.BooleanField(null=True, blank=True)
-    # job: the order its scheduler considers it in while it waits (collectors.queue_order), for queue positions
-    priority = models.IntegerField(null=True, blank=True)
-    submitted = models.DateTimeField(null=True, blank=True)
 
     objects = EntityVersionQuerySet.as_manager()
 
@@ -133,13 +130,6 @@ class EntityVersion(models.Model):
                 fields=["cluster", "kind", "project", "valid_to", "valid_from"], name="ev_project_at"
             ),
             models.Index(fields=["cluster", "kind", "job", "valid_to", "valid_from"], name="ev_job_at"),
-            # a pending job's queue position: counted from this index alone (queue_position.queue_position), without
-            # reading the queue's running jobs or any state
-            models.Index(
-                fields=["cluster", "queue", "valid_to", "valid_from", "priority", "submitted", "entity"],
-                condition=models.Q(kind="job", phase="Pending", deleted=False),
-                name="ev_pending_job",
-            ),
         ]
         constraints = [
             # Never two open versions of one entity (a sweep must close before it opens).

@@ -10,7 +10,6 @@ from typing import Any
 
 from collectors.models import Cluster, EntityVersion
 from collectors.observed import Observed, diff_states
-from collectors.queue_order import job_priority, job_submitted
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +26,6 @@ HOT_FIELDS = (
     "ready",
     "gpu_units",
 )
-# and, for jobs, the queue-order columns derived from their state (hot_values)
 MAX_CHANGES_PER_DIFF = 50  # a wholesale rewrite is summarized rather than exploded into thousands of rows
 
 
@@ -37,9 +35,6 @@ def hot_values(obs: Observed) -> dict[str, Any]:
     for k in ("phase", "node", "namespace", "queue", "project", "job", "pod"):
         if hot.get(k) is None:
             hot[k] = ""
-    if obs.kind == "job":
-        hot["priority"] = job_priority(obs.state)
-        hot["submitted"] = job_submitted(obs.state)
     return hot
 
 

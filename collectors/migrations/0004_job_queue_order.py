@@ -2,24 +2,10 @@
 
 from django.db import migrations, models
 
-BATCH = 2000
-
 
 def fill_queue_order(apps, schema_editor):
-    """Typed priority and submission time of every recorded job version, from its state."""
-    from collectors.queue_order import job_priority, job_submitted
-
-    EntityVersion = apps.get_model("collectors", "EntityVersion")
-    jobs = EntityVersion.objects.using(schema_editor.connection.alias).filter(kind="job").order_by("id")
-    last = 0
-    while True:
-        batch = list(jobs.filter(id__gt=last).only("id", "state")[:BATCH])
-        if not batch:
-            return
-        for v in batch:
-            v.priority, v.submitted = job_priority(v.state or {}), job_submitted(v.state or {})
-        EntityVersion.objects.using(schema_editor.connection.alias).bulk_update(batch, ["priority", "submitted"])
-        last = batch[-1].id
+    """Nothing to fill: the columns this migration adds are dropped by 0008 (positions come from the scheduling
+    model's order, which reads the job's state), and the module that derived them is gone."""
 
 
 class Migration(migrations.Migration):

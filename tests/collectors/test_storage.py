@@ -58,8 +58,6 @@ def _tables(cluster: Cluster) -> dict[str, list[str]]:
         "deleted",
         "state",
         "state_hash",
-        "priority",
-        "submitted",
         *_HOT,
     )
     changes = Change.objects.filter(cluster=cluster).values_list(
