@@ -60,7 +60,6 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.urls import clear_url_caches, path  # noqa: E402
 
 from collectors.models import Change, Cluster, Entity, EntityVersion, KubeEvent  # noqa: E402
-from collectors.queue_order import job_priority, job_submitted  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -330,8 +329,6 @@ def _job_state(e: Entity, info: dict, k: int) -> tuple[dict, dict]:
         "project": info["queue"],
         "gpus": PODS_PER_JOB * per_pod,
         "namespace": e.namespace,
-        "priority": job_priority(state),  # what inventory.record_states writes for a job
-        "submitted": job_submitted(state),
     }
 
 
