@@ -7,6 +7,7 @@ from typing import Any
 
 from collectors.mapping.metadata import meta
 from collectors.mapping.quantities import GPU, int_quantity, limit_or_none
+from collectors.mapping.queues import kai_cpu_memory
 from collectors.mapping.writers import actor
 from collectors.observed import Observed
 
@@ -44,7 +45,8 @@ def map_kai_departments(queues: list[dict[str, Any]]) -> list[Observed]:
         leaves = sorted(k for k in kids if k not in children)
         if not leaves:
             continue
-        gpu = ((parent_queue.get("spec") or {}).get("resources") or {}).get("gpu") or {}
+        resources = (parent_queue.get("spec") or {}).get("resources") or {}
+        gpu = resources.get("gpu") or {}
         quota, limit = limit_or_none(gpu.get("quota")), limit_or_none(gpu.get("limit"))
         allocated = _allocated(parent_queue)
         state = {
@@ -57,6 +59,7 @@ def map_kai_departments(queues: list[dict[str, Any]]) -> list[Observed]:
             ),
             "parent": (parent_queue.get("spec") or {}).get("parentQueue") or None,
             "allocated_gpus": allocated,
+            **kai_cpu_memory(resources),
         }
         out.append(
             Observed(

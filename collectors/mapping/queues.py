@@ -3,6 +3,7 @@ parent queues. Kueue: a ``ClusterQueue`` per project with ``LocalQueue``s pointi
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
@@ -28,7 +29,9 @@ def _queue_and_project(
     flavors: list[str],
     uid: str,
     who: str,
+    cpu_memory: dict[str, Any] | None = None,
 ) -> list[Observed]:
+    cpu_memory = cpu_memory or {}
     queue_state = {
         "project": project,
         "priority": priority,
@@ -39,6 +42,7 @@ def _queue_and_project(
         "parent": parent,
         "scheduler": scheduler,
         "flavors": flavors,
+        **cpu_memory,
     }
     queue = Observed(
         kind="queue",
@@ -58,6 +62,7 @@ def _queue_and_project(
             "over_quota_weight": weight,
             "priority": priority,
             "scheduler": scheduler,
+            **cpu_memory,
         }
         out.append(
             Observed(
@@ -87,7 +92,8 @@ def map_kai_queues(queues: list[dict[str, Any]], namespace_of_queue: dict[str, s
         name = m.get("name", "")
         if not name:
             continue
-        gpu = (spec.get("resources") or {}).get("gpu") or {}
+        resources = spec.get("resources") or {}
+        gpu = resources.get("gpu") or {}
         is_parent = (
             name in parents
             or bool((q.get("status") or {}).get("childQueues"))
@@ -109,10 +115,47 @@ def map_kai_queues(queues: list[dict[str, Any]], namespace_of_queue: dict[str, s
             flavors=[],
             uid=m.get("uid", ""),
             who=actor(q, spec_only=True),
+            cpu_memory=kai_cpu_memory(resources),
         )
         since = latest_transition(q)
         for o in out[first:]:
             o.since = since
+    return out
+
+
+KAI_MB = 10**6  # a KAI Queue's memory is in megabytes: 1 = 10^6 bytes
+
+
+def _kai_amount(value: Any, scale: float) -> float | None:
+    """A KAI Queue resource number (a float in its CRD) times ``scale``; None when absent, unreadable or
+    negative (-1: unlimited). 0 stays 0: a quota of 0 deserves nothing, a limit of 0 allows nothing."""
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    try:
+        n = float(value)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(n) or n < 0:
+        return None
+    return round(n * scale, 6)
+
+
+def kai_cpu_memory(resources: dict[str, Any]) -> dict[str, Any]:
+    """A KAI Queue's CPU and memory quota, limit and over-quota weight, in the keys the scheduling model reads
+    (``incidents.diagnosis.resources``): CPU in cores (the Queue says millicores), memory in bytes (the Queue
+    says megabytes, 10^6 bytes). Absent or -1: None (unlimited); a weight left unset: None (KAI's default 1)."""
+    out: dict[str, Any] = {}
+    for res, unit_key, scale in (("cpu", "cores", 1 / 1000), ("memory", "bytes", float(KAI_MB))):
+        spec = resources.get(res) or {}
+        if not isinstance(spec, dict):
+            spec = {}
+        quota, limit = _kai_amount(spec.get("quota"), scale), _kai_amount(spec.get("limit"), scale)
+        if res == "memory":  # whole bytes
+            quota = None if quota is None else int(quota)
+            limit = None if limit is None else int(limit)
+        out[f"quota_{res}_{unit_key}"] = quota
+        out[f"limit_{res}_{unit_key}"] = limit
+        out[f"over_quota_weight_{res}"] = _kai_amount(spec.get("overQuotaWeight"), 1.0)
     return out
 
 
