@@ -6,7 +6,7 @@ waiting 8-GPU jobs spread over the queues) is built as a ``DiagnosisInput`` and 
 times inside ``di.indexed()``:
 
 - ``order``: every waiting job through ``queue_order.QueueOrder``;
-- ``ahead_of``: the jobs ahead of the last waiting job (at most 400, as ``queue_priority`` reads them);
+- ``jobs_ahead``: the jobs ahead of the last waiting job (a cluster pass, then the model's order beyond it);
 - ``starts_with_room``: an action's impact (8 GPUs back on the faulty node), over every waiting job in order;
 - ``pass_if_fixed``: a fault's fix weighed for the last waiting job;
 - ``cluster_pass``: the why-pending panel's and the what-if page's pass (400 jobs considered).
@@ -30,9 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rcaweb.settings")
 
 from incidents.diagnosis import fit as F  # noqa: E402
+from incidents.diagnosis.ahead import jobs_ahead  # noqa: E402
 from incidents.diagnosis.fault_pass import pass_if_fixed, starts_with_room  # noqa: E402
 from incidents.diagnosis.pending import is_pending  # noqa: E402
-from incidents.diagnosis.queue_order import QueueOrder, ahead_of  # noqa: E402
+from incidents.diagnosis.queue_order import QueueOrder  # noqa: E402
 from incidents.diagnosis.request import job_request  # noqa: E402
 from incidents.diagnosis.scheduling_pass import cluster_pass  # noqa: E402
 from incidents.diagnosis.types import DiagnosisInput, EntityState, Ref  # noqa: E402
@@ -177,7 +178,7 @@ def main() -> None:
         rows = F.node_fits(di, req)
         lifted = frozenset({F.DEVICE_PLUGIN})
         timed("order", lambda: sum(1 for _ in QueueOrder(di, waiting)), args.repeat)
-        timed("ahead_of", lambda: ahead_of(di, last), args.repeat)
+        timed("jobs_ahead", lambda: jobs_ahead(di, last, cluster_pass(di)), args.repeat)
         timed("starts_with_room", lambda: starts_with_room(di, {"h100-0000": 8}), args.repeat)
         timed("pass_if_fixed", lambda: pass_if_fixed(di, last, req, rows, lifted, ["h100-0000"]), args.repeat)
         timed("cluster_pass", lambda: cluster_pass(di), args.repeat)

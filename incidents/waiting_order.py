@@ -4,8 +4,9 @@ queue, the queue and project pages' waiting lists, the job list of waiting jobs.
 There is one order: the model's (``incidents.diagnosis.queue_order``). Within one queue it serves jobs by
 ``in_queue_key`` (priority class, then submission); across queues by ``QueueOrder`` (KAI departments, queue
 priority, fair share and over-quota weight; Kueue queue priority, borrowing, strategies), as the cluster's
-scheduling pass walks it (``scheduling_pass.cluster_pass``), the pass the why-pending panel, the queues page and
-the incidents read. So a job page, a list and an incident never give one job two positions.
+scheduling pass walks it (``scheduling_pass.cluster_pass``, then ``ahead.cluster_order`` beyond it), the order
+the why-pending panel, the queues page and the incidents' jobs ahead (``ahead.jobs_ahead``) read. So a job page,
+a list and an incident never give one job two positions.
 
 A job waits as the model says (``pending.is_pending``: Pending, or Suspended waiting for admission).
 """
@@ -20,10 +21,9 @@ from django.db.models import Q
 from django.db.models.fields.json import KeyTransform
 
 from collectors.models import Cluster, EntityVersion
-from incidents.diagnosis.allocation import job_units
+from incidents.diagnosis.ahead import cluster_order
 from incidents.diagnosis.pending import is_pending
-from incidents.diagnosis.queue_order import QueueOrder, in_queue_key, job_queue, order_words
-from incidents.diagnosis.scheduling_pass import cluster_pass
+from incidents.diagnosis.queue_order import in_queue_key, job_queue, order_words
 from incidents.diagnosis.types import EntityState
 from incidents.diagnosis_input import load_cluster_input
 
@@ -91,14 +91,8 @@ def cluster_ranks(cluster: Cluster, t: datetime) -> dict[Key, int]:
     the model's order, each charged to its queue as it is served."""
     di = load_cluster_input(cluster, t)
     with di.indexed():
-        cp = cluster_pass(di)
-        ranks = {(c.job.namespace, c.job.name): c.order for c in cp.considered}
-        rest = [j for j in di.jobs if is_pending(j) and (j.namespace, j.name) not in ranks]
-        order = QueueOrder(di, rest)
-        for job in order:
-            order.charge(job, job_units(job))
-            ranks[(job.namespace, job.name)] = len(ranks) + 1
-    return ranks
+        # the order an incident counts the jobs ahead of a job by (ahead.jobs_ahead)
+        return {(j.namespace, j.name): i for i, j in enumerate(cluster_order(di), start=1)}
 
 
 def in_model_order(cluster: Cluster, t: datetime, versions: Iterable[Any]) -> tuple[list[Any], str]:

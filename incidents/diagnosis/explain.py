@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from incidents.diagnosis import fit as F
+from incidents.diagnosis.ahead import jobs_ahead, the_pass
 from incidents.diagnosis.checks import run_checks
 from incidents.diagnosis.durations import Basis
 from incidents.diagnosis.edits import Unblock, smallest_edits
@@ -21,12 +22,11 @@ from incidents.diagnosis.eta import Eta, eta
 from incidents.diagnosis.gpu_panels import BLOCKER_WORDS, mig_panel, mig_verdict, share_panel, share_verdict
 from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.precedence import QueuedJob
-from incidents.diagnosis.queue_order import ahead_of
 from incidents.diagnosis.quota import QuotaAt, quota_at
 from incidents.diagnosis.relevance import CAUSE
 from incidents.diagnosis.request import Request, job_request, request_history
 from incidents.diagnosis.scheduler_words import scheduler_said
-from incidents.diagnosis.scheduling_pass import STARTS, ClusterPass, Position, cluster_pass, position
+from incidents.diagnosis.scheduling_pass import STARTS, ClusterPass, Position, position
 from incidents.diagnosis.shares import share_words
 from incidents.diagnosis.totals import Totals, totals
 from incidents.diagnosis.types import DiagnosisInput, EntityState, hhmm, iso
@@ -49,7 +49,10 @@ class JobExplanation:
     totals: Totals | None = None
     pools: dict[str, Totals] = field(default_factory=dict)
     quota: QuotaAt | None = None
+    # The waiting jobs served before it (ahead.jobs_ahead: its position in the cluster's pass less one), the first
+    # MAX_CONSIDERED of them named
     ahead: list[QueuedJob] = field(default_factory=list)
+    ahead_count: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
     message: dict[str, Any] | None = None
     verdict: list[str] = field(default_factory=list)
@@ -125,6 +128,7 @@ class JobExplanation:
             "pools": {k: v.to_dict() for k, v in self.pools.items()},
             "quota": self.quota.to_dict() if self.quota else None,
             "ahead": [a.to_dict() for a in self.ahead],
+            "ahead_count": self.ahead_count,
             "history": [{**h, "from": iso(h["from"])} for h in self.history],
             "message": self.message,
             "verdict": self.verdict,
@@ -200,7 +204,6 @@ def _explain(di: DiagnosisInput, job: EntityState) -> JobExplanation:
         totals=tot,
         pools={k: totals(v) for k, v in pools.items()},
         quota=quota_at(di, job, req, tot.eligible_free),
-        ahead=ahead_of(di, job) if is_pending(job) else [],
         history=request_history(di, job),
     )
     ex.cluster = di.cluster
@@ -210,8 +213,11 @@ def _explain(di: DiagnosisInput, job: EntityState) -> JobExplanation:
     if req.mig:
         ex.mig = mig_panel(di, req, rows)
     ex.containers = waiting_containers(di, job)
+    if ex.pending:
+        ahead = jobs_ahead(di, job, the_pass(di))
+        ex.ahead, ex.ahead_count = ahead.jobs, ahead.count
     if ex.pending and not ex.placed:
-        base = ex.base_pass = cluster_pass(di)
+        base = ex.base_pass = the_pass(di)
         ex.position = position(di, job, base)
         ex.unblock = smallest_edits(di, job, base)
         ex.whatif_edit = suggest_edit(di, job, ex.position)
@@ -313,8 +319,8 @@ def _verdict(ex: JobExplanation) -> list[str]:
         )
     if ex.position is not None:
         out.append(position_words(ex.position))
-    elif ex.ahead:
-        out.append(f"{len(ex.ahead)} pending job(s) ahead in the scheduler's order, across queues.")
+    elif ex.ahead_count:
+        out.append(f"{ex.ahead_count} pending job(s) ahead in the scheduler's order, across queues.")
     if len(ex.history) > 1:
         before, after = ex.history[-2], ex.history[-1]
         out.append(

@@ -1,5 +1,5 @@
-"""Queue order as a cause of a wait: jobs ahead in the model's order (``queue_order.ahead_of``) that take the
-room the job could use, and jobs of higher precedence that started after it began to wait (passed over)."""
+"""Queue order as a cause of a wait: jobs ahead in the cluster's order (``ahead.jobs_ahead``: the scheduling pass
+the job page, the lists and the why-pending panel read) that take the room the job could use, and jobs of higher precedence that started after it began to wait (passed over)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.precedence import QueuedJob, overtaking_pods, precedence
-from incidents.diagnosis.queue_order import ahead_of, order_words
+from incidents.diagnosis.ahead import Ahead, jobs_ahead
+from incidents.diagnosis.precedence import overtaking_pods, precedence
+from incidents.diagnosis.queue_order import order_words
 from incidents.diagnosis.request import Request
 from incidents.diagnosis.totals import Totals
 from incidents.diagnosis.types import (
@@ -39,14 +40,14 @@ def queue_findings(
     fits_now: bool,
     since: Any,
 ) -> list[Finding]:
-    ahead = ahead_of(di, job)
+    ahead = jobs_ahead(di, job)
     ref = job.ref
     ahead_cite = Derived(
         kind="queue_order",
         locator=f"inventory pending jobs ordered before {ref.label} ({order_words(di.scheduler)}) "
         f"as of {iso(di.t)}",
-        content={"job": ref.label, "ahead": [a.to_dict() for a in ahead]},
-        summary=f"{len(ahead)} pending job(s) ahead of {ref.label} at {hhmm(di.t)}",
+        content={"job": ref.label, "count": ahead.count, "ahead": [a.to_dict() for a in ahead.jobs]},
+        summary=f"{ahead.count} pending job(s) ahead of {ref.label} at {hhmm(di.t)}",
         observed_at=di.t,
         entity=ref,
     )
@@ -143,12 +144,12 @@ def ahead_findings(
     base: list[Cite],
     fits_now: bool,
     since: Any,
-    ahead: list[QueuedJob],
+    ahead: Ahead,
     ahead_cite: Derived,
 ) -> list[Finding]:
     """Pending jobs ordered before this one: the reason when they want the free GPUs it would otherwise get."""
     ref = job.ref
-    if not ahead:
+    if not ahead.count:
         return [
             Finding(
                 C.QUEUE_PRIORITY,
@@ -161,8 +162,8 @@ def ahead_findings(
                 why="nothing ahead in the queue order",
             )
         ]
-    demand = round(sum(a.gpus for a in ahead), 4)
-    names = ", ".join(f"{a.job.ref.label} ({a.gpus_words} GPUs, {a.why})" for a in ahead[:4])
+    demand = round(sum(a.gpus for a in ahead.jobs), 4)
+    names = ", ".join(f"{a.job.ref.label} ({a.gpus_words} GPUs, {a.why})" for a in ahead.jobs[:4])
     # Jobs ahead that wait hold nothing: only a job that fits now is kept out by them (they are served the
     # room first). Free GPUs in total say nothing when no node has a block for one pod (fragmentation, or a
     # pod larger than any node), nor of a share or a MIG instance.
@@ -171,7 +172,7 @@ def ahead_findings(
         return [
             Finding(
                 C.QUEUE_PRIORITY,
-                f"{len(ahead)} pending job(s) are served before {ref.label}: {names}; together they want {demand:g} "
+                f"{ahead.count} pending job(s) are served before {ref.label}: {names}; together they want {demand:g} "
                 f"of the {tot.eligible_free} free GPUs.",
                 SUPPORTED,
                 conf,
@@ -179,7 +180,7 @@ def ahead_findings(
                 subject=ref,
                 sources=("k8s",),
                 since=since,
-                facts={"ahead": [a.job.ref for a in ahead], "demand": demand, "job": ref},
+                facts={"ahead": [a.job.ref for a in ahead.jobs], "demand": demand, "job": ref},
                 next_questions=[
                     "Should this job's queue or priority class be raised, or the jobs ahead be held?"
                 ],
@@ -188,7 +189,7 @@ def ahead_findings(
     return [
         Finding(
             C.QUEUE_PRIORITY,
-            f"{len(ahead)} pending job(s) are ordered before {ref.label} ({names}), but it would not fit even "
+            f"{ahead.count} pending job(s) are ordered before {ref.label} ({names}), but it would not fit even "
             "if they were gone.",
             "unverified",
             0.3,
@@ -197,6 +198,6 @@ def ahead_findings(
             subject=ref,
             sources=("k8s",),
             why="the job does not fit on free capacity by itself, so order is not the binding reason",
-            facts={"ahead": [a.job.ref for a in ahead], "demand": demand, "job": ref},
+            facts={"ahead": [a.job.ref for a in ahead.jobs], "demand": demand, "job": ref},
         )
     ]

@@ -28,8 +28,7 @@ from typing import Any
 
 from incidents.diagnosis.allocation import job_units, project_allocated
 from incidents.diagnosis.division import capacity
-from incidents.diagnosis.pending import is_pending
-from incidents.diagnosis.precedence import CLASS_RANK, QueuedJob, job_rank, queue_priority_of
+from incidents.diagnosis.precedence import CLASS_RANK, job_rank, queue_priority_of
 from incidents.diagnosis.resources import DIMS, ZERO, Vector, dims_of, held, job_vector, totals
 from incidents.diagnosis.standing import Standing, fair_shares, standing_of
 from incidents.diagnosis.types import DiagnosisInput, EntityState
@@ -203,6 +202,10 @@ class QueueOrder:
         """The job's 1-based place in its own queue."""
         return self.position.get(id(job), 0)
 
+    def why_before(self, other: EntityState, job: EntityState) -> str:
+        """Why ``other`` is served before ``job``, in the pages' words (:func:`why_before`)."""
+        return why_before(self.di, other, job)
+
     #
     # Keys
     #
@@ -279,53 +282,22 @@ class QueueOrder:
 
         return best[min(best, key=top_key)]
 
-    #
-    # Words
-    #
-    def why_before(self, other: EntityState, job: EntityState) -> str:
-        """Why ``other`` is served before ``job``, in the pages' words."""
-        mine, theirs = job_queue(job), job_queue(other)
-        rank = CLASS_RANK.get(other.get("priority_class") or "train", 0) > CLASS_RANK.get(
-            job.get("priority_class") or "train", 0
-        )
-        if theirs == mine:
-            return "same queue, higher priority class" if rank else "same queue, submitted earlier"
-        a, b = self.queue.get(theirs), self.queue.get(mine)
-        if a is not None and b is not None and a.priority > b.priority:
-            return "higher queue priority"
-        if self.scheduler == "kai":
-            return "its queue is further below its fair share"
-        if rank:
-            return "higher priority class"
-        return "submitted earlier"
 
-
-def ahead_of(di: DiagnosisInput, job: EntityState, limit: int = 400) -> list[QueuedJob]:
-    """The waiting jobs the scheduler serves before ``job``, in its order, each charged to its queue as it is
-    served (the order the queue would take were each to start), at most ``limit`` of them."""
-    waiting = [
-        j for j in di.jobs if is_pending(j) and not (j.name == job.name and j.namespace == job.namespace)
-    ]
-    order = QueueOrder(di, [*waiting, job])
-    out: list[QueuedJob] = []
-    for other in order:
-        if other is job or len(out) >= limit:
-            break
-        units = job_units(other)
-        order.charge(other, units)
-        q = job_queue(other)
-        out.append(
-            QueuedJob(
-                other,
-                q,
-                queue_priority_of(di, q),
-                other.get("priority_class") or "",
-                other.get("submitted") or "",
-                units,
-                order.why_before(other, job),
-            )
-        )
-    return out
+def why_before(di: DiagnosisInput, other: EntityState, job: EntityState) -> str:
+    """Why ``other`` is served before ``job``, in the pages' words."""
+    mine, theirs = job_queue(job), job_queue(other)
+    rank = CLASS_RANK.get(other.get("priority_class") or "train", 0) > CLASS_RANK.get(
+        job.get("priority_class") or "train", 0
+    )
+    if theirs == mine:
+        return "same queue, higher priority class" if rank else "same queue, submitted earlier"
+    if queue_priority_of(di, theirs) > queue_priority_of(di, mine):
+        return "higher queue priority"
+    if di.scheduler == "kai":
+        return "its queue is further below its fair share"
+    if rank:
+        return "higher priority class"
+    return "submitted earlier"
 
 
 def order_words(scheduler: str) -> str:
@@ -363,7 +335,6 @@ def strict_fifo(di: DiagnosisInput, queue: str) -> bool:
 
 __all__ = [
     "QueueOrder",
-    "ahead_of",
     "Standing",
     "department_of",
     "fair_shares",
@@ -372,4 +343,5 @@ __all__ = [
     "order_words",
     "rule",
     "strict_fifo",
+    "why_before",
 ]
