@@ -1,4 +1,5 @@
-"""Which waiting jobs the scheduler serves before a job: queue priority, then priority class, then submission."""
+"""Precedence between two jobs (queue priority, then priority class: the jobs that may pass a waiting one), and
+the row a job ahead is shown by (``QueuedJob``; the jobs ahead themselves are ``ahead.jobs_ahead``)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from incidents.diagnosis.allocation import ACTIVE_POD_PHASES, job_units
-from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.allocation import ACTIVE_POD_PHASES
 from incidents.diagnosis.types import DiagnosisInput, EntityState, parse_ts
 
 
@@ -60,56 +60,6 @@ def queue_priority_of(di: DiagnosisInput, name: str) -> int:
         return int((q.get("priority") if q else 0) or 0)
     except (TypeError, ValueError):
         return 0
-
-
-def order_key(di: DiagnosisInput, job: EntityState) -> tuple[int, int, str]:
-    """Where a waiting job stands in the cluster's order: queue priority, then priority class, then submission
-    (between queues of equal priority the scheduler weighs fair share; submission stands in for it here)."""
-    queue = job.get("queue") or job.get("project") or ""
-    return (
-        -queue_priority_of(di, queue),
-        -job_rank(job),
-        job.get("submitted") or "",
-    )
-
-
-def jobs_ahead(di: DiagnosisInput, job: EntityState) -> list[QueuedJob]:
-    """Pending jobs the scheduler serves first: higher queue priority, then priority class, then FIFO."""
-    mine_q = job.get("queue") or job.get("project") or ""
-    my_key = (queue_priority_of(di, mine_q), CLASS_RANK.get(job.get("priority_class") or "train", 0))
-    my_submit = job.get("submitted") or ""
-    out = []
-    for other in di.jobs:
-        if (
-            other is job
-            or (other.name == job.name and other.namespace == job.namespace)
-            or not is_pending(other)
-        ):
-            continue
-        q = other.get("queue") or other.get("project") or ""
-        key = (queue_priority_of(di, q), CLASS_RANK.get(other.get("priority_class") or "train", 0))
-        submitted = other.get("submitted") or ""
-        if key[0] > my_key[0]:
-            why = "higher queue priority"
-        elif key[0] == my_key[0] and key[1] > my_key[1]:
-            why = "higher priority class"
-        elif key == my_key and q == mine_q and submitted and my_submit and submitted < my_submit:
-            why = "same queue, submitted earlier"
-        else:
-            continue
-        out.append(
-            QueuedJob(
-                other,
-                q,
-                key[0],
-                other.get("priority_class") or "",
-                submitted,
-                job_units(other),
-                why,
-            )
-        )
-    out.sort(key=lambda j: (-j.queue_priority, -CLASS_RANK.get(j.priority_class, 0), j.submitted))
-    return out
 
 
 def precedes(di: DiagnosisInput, other: EntityState, job: EntityState) -> bool:
