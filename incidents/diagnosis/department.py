@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from incidents.diagnosis.allocation import units_held
 from incidents.diagnosis.policy import QUOTA_FIELDS, field_leaf, quota_number
@@ -11,8 +11,41 @@ from incidents.diagnosis.request import Request
 from incidents.diagnosis.types import ChangeRec, DiagnosisInput, EntityState
 
 
+class _Quantities(Protocol):
+    """What a quota's page numbers are read from (a project's ``QuotaAt``, a department's ``DepartmentAt``)."""
+
+    @property
+    def allocated(self) -> float: ...
+    @property
+    def requested(self) -> float: ...
+    @property
+    def after(self) -> float: ...
+    @property
+    def quota(self) -> float | None: ...
+    @property
+    def limit(self) -> float | None: ...
+
+
+class Written:
+    """A quota's numbers as the pages write them (``display``): one rule for a project's and a department's."""
+
+    @property
+    def display(self: _Quantities) -> dict[str, str]:
+        """3.5, 16 (not 16.0), ∞ for no quota or limit."""
+        return {
+            k: "∞" if v is None else f"{round(float(v), 4):g}"
+            for k, v in (
+                ("allocated", self.allocated),
+                ("requested", self.requested),
+                ("after", self.after),
+                ("quota", self.quota),
+                ("limit", self.limit),
+            )
+        }
+
+
 @dataclass
-class DepartmentAt:
+class DepartmentAt(Written):
     """The department above a job's project at t (KAI parent Queue, Kueue Cohort): its quota, limit and use.
 
     ``allocated`` counts what the scheduler charges: the GPU units (fractions, MIG "<n>g") of the bound pods of
@@ -69,20 +102,6 @@ class DepartmentAt:
             + (f" (quota {self.project_quotas[p]:g})" if self.project_quotas.get(p) is not None else "")
             for p, u in self.projects.items()
         )
-
-    @property
-    def display(self) -> dict[str, str]:
-        """The numbers as the pages write them: 3.5, 16 (not 16.0), ∞ for no quota or limit."""
-        return {
-            k: "∞" if v is None else f"{round(float(v), 4):g}"
-            for k, v in (
-                ("allocated", self.allocated),
-                ("requested", self.requested),
-                ("after", self.after),
-                ("quota", self.quota),
-                ("limit", self.limit),
-            )
-        }
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from incidents.diagnosis.allocation import project_allocated, units_held
-from incidents.diagnosis.department import DepartmentAt, department_at
+from incidents.diagnosis.department import DepartmentAt, Written, department_at
 from incidents.diagnosis.policy import QUOTA_FIELDS, field_leaf, policy_of, quota_number
 from incidents.diagnosis.request import Request
 from incidents.diagnosis.resource_quota import ResourceQuota, resource_quota
@@ -19,7 +19,7 @@ from incidents.diagnosis.types import ChangeRec, DiagnosisInput, EntityState
 
 
 @dataclass
-class QuotaAt:
+class QuotaAt(Written):
     """Quota/limit/allocation of a job's project at t, and what it means for the job's request."""
 
     project: str
@@ -101,20 +101,6 @@ class QuotaAt:
         if self.free_for_borrowing < self.requested:
             return "over quota, nothing to borrow"
         return "over quota, borrowing possible"
-
-    @property
-    def display(self) -> dict[str, str]:
-        """The numbers as the pages write them: 3.5, 4 (not 4.0), ∞ for no quota or limit."""
-        return {
-            k: "∞" if v is None else f"{round(float(v), 4):g}"
-            for k, v in (
-                ("allocated", self.allocated),
-                ("requested", self.requested),
-                ("after", self.after),
-                ("quota", self.quota),
-                ("limit", self.limit),
-            )
-        }
 
     def to_dict(self) -> dict[str, Any]:
         return {
