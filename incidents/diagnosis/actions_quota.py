@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from incidents.diagnosis.actions_quota_resources import resource_quota_action
 from incidents.diagnosis.allocation import job_units, project_allocated, units_held
 from incidents.diagnosis.node_resources import node_nominal_gpus
 from incidents.diagnosis.pending import is_pending
@@ -13,6 +14,8 @@ from incidents.diagnosis.types import ActionDraft, DiagnosisInput, Finding, Ref
 
 
 def quota(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
+    if f.facts.get("resource"):  # a CPU or memory quota or limit holds the job, not its GPUs
+        return resource_quota_action(di, f)
     proj, queue = f.facts["project"], f.facts.get("queue") or f.facts["project"]
     quota, limit, alloc, need = (
         f.facts.get("quota"),
@@ -214,6 +217,8 @@ def _g(x: object) -> str:
 
 def department(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     """Raise the department's limit (who can then borrow less), or have a sibling give back what it borrows."""
+    if f.facts.get("resource"):  # the department's CPU or memory quota or limit, not its GPUs
+        return resource_quota_action(di, f)
     job = f.facts.get("job")
     dept, limit, quota = f.facts["department"], f.facts.get("limit"), f.facts.get("quota")
     after = f.facts["allocated"] + f.facts["requested"]

@@ -15,6 +15,7 @@ from incidents.diagnosis import codes as C
 from incidents.diagnosis.citations import cite_change, cite_state
 from incidents.diagnosis.department import DepartmentAt
 from incidents.diagnosis.quota import QuotaAt, quota_at
+from incidents.diagnosis.quota_resource_causes import resource_quota_findings
 from incidents.diagnosis.request import Request
 from incidents.diagnosis.totals import Totals
 from incidents.diagnosis.types import (
@@ -52,7 +53,10 @@ def quota_findings(
         # department at its limit, the scheduler's quota words are about the department.
         dept_said_cite, said_cite = dept_said_cite or said_cite, None
     dept = department_findings(di, job, req, q, base, dept_said_cite, since)
-    return [*_project_quota_findings(di, job, req, q, base, said_cite, since), *dept]
+    out = [*_project_quota_findings(di, job, req, q, base, said_cite, since), *dept]
+    if not any(f.supported for f in out):  # its GPUs pass every quota: its CPU or memory bound may not
+        out += resource_quota_findings(di, job, q, base, said_cite or dept_said_cite, since)
+    return out
 
 
 def _project_quota_findings(
@@ -79,6 +83,8 @@ def _project_quota_findings(
     ref = job.ref
     if q.blocks:
         return _project_quota_holds(di, job, req, q, cites, head, cut, said_cite, since)
+    if q.resources is not None and q.resources.blocks:
+        return []  # its GPUs are within quota, but its CPU or memory is not (``quota_resource_causes``)
     if said_cite is not None:
         # The scheduler says quota, the inventory says fine: say both, claim nothing.
         return [
@@ -98,8 +104,6 @@ def _project_quota_findings(
                 ],
             )
         ]
-    if q.resources is not None and q.resources.blocks:
-        return []  # its GPUs are within quota, but its CPU or memory is not: never "quota is not what holds it"
     dept_words = ""
     if q.department is not None and q.department.blocks:
         dept_words = f"; its department {q.department.name} is what is at its limit"

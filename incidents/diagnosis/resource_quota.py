@@ -57,12 +57,12 @@ class Breach:
     @property
     def words(self) -> str:
         """ "queue queue0 at 4 cores of its CPU limit 2.5 cores"."""
-        show = _show(self.dim)
+        fmt = show(self.dim)
         what = f"{WORDS[self.dim]} {'limit' if self.kind == LIMIT else 'quota (non-preemptible work)'}"
-        return f"{self.bound.level} {self.bound.name} at {show(self.after)} of its {what} {show(self.cap)}"
+        return f"{self.bound.level} {self.bound.name} at {fmt(self.after)} of its {what} {fmt(self.cap)}"
 
 
-def _show(dim: str) -> Callable[[float], str]:
+def show(dim: str) -> Callable[[float], str]:
     return (lambda v: format_cpu(v / 1000.0)) if dim == CPU else format_memory
 
 
@@ -150,4 +150,4 @@ def resource_quota(
     return ResourceQuota(bounds, request_vector(req), req.preemptible)
 
 
-__all__ = ["LIMIT", "QUOTA", "Bound", "Breach", "ResourceQuota", "resource_quota"]
+__all__ = ["LIMIT", "QUOTA", "Bound", "Breach", "ResourceQuota", "resource_quota", "show"]

@@ -1,0 +1,154 @@
+"""A KAI queue's (or department's) CPU or memory quota or limit as the cause of a wait: the job's GPUs are within
+quota, but its cores or memory would take the queue past its CPU or memory limit (or, non-preemptible, past its
+deserved CPU or memory quota). Said with the existing quota codes (project for the queue, department for the
+parent queue), naming the resource, with the numbers the resource-aware action patches
+(``actions_quota_resources``).
+
+Pure: reads the ``DiagnosisInput`` only.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from incidents.diagnosis import codes as C
+from incidents.diagnosis.citations import cite_state
+from incidents.diagnosis.quota import QuotaAt
+from incidents.diagnosis.resource_quota import LIMIT, Breach, ResourceQuota, show
+from incidents.diagnosis.resources import DIMS, WORDS
+from incidents.diagnosis.types import (
+    SUPPORTED,
+    Cite,
+    Derived,
+    DiagnosisInput,
+    EntityState,
+    Finding,
+    Ref,
+    hhmm,
+    iso,
+)
+
+
+def _lifted(rq: ResourceQuota, b: Breach) -> Breach | None:
+    """The next bound the job would meet once ``b`` is raised to exactly what the job needs."""
+    trial = copy.deepcopy(rq)
+    for bound in trial.bounds:
+        if bound.level == b.bound.level and bound.name == b.bound.name:
+            d = bound.dims[b.dim]
+            if b.kind == LIMIT:
+                d.limit = b.after
+            else:
+                d.deserved = b.after
+                if d.limit is not None and d.limit < b.after:
+                    d.limit = b.after
+    return trial.breach()
+
+
+def resource_quota_findings(
+    di: DiagnosisInput,
+    job: EntityState,
+    q: QuotaAt,
+    base: list[Cite],
+    said_cite: Cite | None,
+    since: Any,
+) -> list[Finding]:
+    """The CPU or memory bound that holds the job (none when no CPU or memory bound does)."""
+    rq = q.resources
+    b = rq.breach() if rq is not None else None
+    if rq is None or b is None:
+        return []
+    ref = job.ref
+    i = DIMS.index(b.dim)
+    fmt = show(b.dim)
+    word = WORDS[b.dim]
+    ask, held = rq.asks[i], b.after - rq.asks[i]
+    d = b.bound.dims[b.dim]
+    state = di.find("queue", b.bound.name) or (
+        di.find("department", b.bound.name) if b.bound.level == "department" else None
+    )
+    fact = Derived(
+        kind="resource_quota_usage",
+        locator=f"inventory {b.bound.level} {b.bound.name} {word} {b.kind} and its bound pods' requests as of "
+        f"{iso(di.t)}",
+        content={
+            "level": b.bound.level,
+            "name": b.bound.name,
+            "resource": b.dim,
+            "bound": b.kind,
+            "held": held,
+            "asks": ask,
+            "after": b.after,
+            "cap": b.cap,
+            "members": list(b.bound.members),
+        },
+        summary=f"{b.words}: its pods hold {fmt(held)}, {ref.label} asks {fmt(ask)}",
+        observed_at=di.t,
+        entity=Ref(b.bound.level, b.bound.name),
+    )
+    cites: list[Cite] = [base[0], fact]
+    if state is not None:
+        cites.append(cite_state(state, di.t))
+    conf = 0.9
+    if said_cite is not None:
+        cites.append(said_cite)
+        conf = 0.95
+    gpu_words = (
+        f"its GPUs are within quota ({q.after:g} of {q.quota:g})"
+        if q.quota is not None and q.within_quota
+        else "its GPUs are not what holds it"
+    )
+    bound_words = f"{word} {'limit' if b.kind == LIMIT else 'deserved quota'} of {fmt(b.cap)}"
+    if b.kind == LIMIT:
+        what = (
+            f"{b.bound.level} {b.bound.name}'s bound pods request {fmt(held)} of its {bound_words}, and "
+            f"{ref.label} asks {fmt(ask)} more: {fmt(b.after)} would pass the limit"
+        )
+    else:
+        what = (
+            f"{ref.label} is non-preemptible; the non-preemptible pods of {b.bound.level} {b.bound.name} request "
+            f"{fmt(held)} of its {bound_words}, and the job asks {fmt(ask)} more: {fmt(b.after)} would pass it"
+        )
+    then = _lifted(rq, b)
+    then_words = f"; once raised, {then.words} would hold it next" if then is not None else ""
+    code = C.PROJECT_QUOTA_EXHAUSTED if b.bound.level == "queue" else C.DEPARTMENT_QUOTA_EXHAUSTED
+    scope = f"{b.bound.level} {b.bound.name}"
+    return [
+        Finding(
+            code,
+            f"The {word} {'limit' if b.kind == LIMIT else 'quota'} of {scope} holds {ref.label} at {hhmm(di.t)}: "
+            f"{what}. {gpu_words[0].upper()}{gpu_words[1:]}{then_words}.",
+            SUPPORTED,
+            conf,
+            supports=cites,
+            subject=ref,
+            sources=("k8s", di.scheduler),
+            since=since,
+            facts={
+                "job": ref,
+                "project": q.project,
+                "queue": q.queue,
+                "department": b.bound.name if b.bound.level == "department" else None,
+                "resource": b.dim,
+                "bound": b.kind,
+                "level": b.bound.level,
+                "target": b.bound.name,  # the KAI Queue to patch (a department is its parent queue)
+                "members": list(b.bound.members),
+                "held": held,
+                "asks": ask,
+                "after": b.after,
+                "cap": b.cap,
+                "quota_now": d.deserved,
+                "limit_now": d.limit,
+                "then": then.words if then is not None else None,
+                "preemptible": q.preemptible,
+            },
+            next_questions=[
+                f"Is {scope}'s {word} {'limit' if b.kind == LIMIT else 'quota'} of {fmt(b.cap)} still what its "
+                "workloads need, or should it be raised?"
+            ],
+        )
+    ]
+
+
+__all__ = ["resource_quota_findings"]
