@@ -38,11 +38,16 @@ def resource_quota_action(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     fields = {kind if kind == LIMIT else "quota": new}
     if kind != LIMIT and limit_now is not None and float(limit_now) < new * _PER_UNIT[dim] - 1e-9:
         fields["limit"] = new  # a deserved quota above the limit would be cut back to it
+    also = f.facts.get("also_quota")
+    if kind == LIMIT and also:  # non-preemptible past its deserved quota as well: raise that with the limit
+        fields["quota"] = _queue_units(dim, float(also["after"]))
     patch = {"spec": {"resources": {dim: fields}}}
     cmd = f"kubectl patch queue {target} --type merge -p '{json.dumps(patch, separators=(',', ':'))}'"
     old = {"limit" if kind == LIMIT else "quota": _queue_number(dim, cap)}
     if "limit" in fields and kind != LIMIT:
         old["limit"] = _queue_number(dim, limit_now)
+    if "quota" in fields and kind == LIMIT:
+        old["quota"] = _queue_number(dim, float(also["cap"]))
     job: Ref | None = f.facts.get("job")
     label = job.label if job is not None else "the job"
     grow = new * _PER_UNIT[dim] - cap
@@ -50,8 +55,10 @@ def resource_quota_action(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
         f"Raise {level} {target}'s {word} {'limit' if kind == LIMIT else 'deserved quota'} from {fmt(cap)} to "
         f"{fmt(new * _PER_UNIT[dim])} (+{fmt(grow)}; {dim} {'limit' if kind == LIMIT else 'quota'} "
         f"{_queue_number(dim, cap)} -> {new} {unit})"
+        + (f" and its deserved quota to {fmt(fields['quota'] * _PER_UNIT[dim])}" if also and kind == LIMIT else "")
     )
-    impact = _impact(di, f, dim, kind, target, new * _PER_UNIT[dim], cap)
+    new_quota = fields["quota"] * _PER_UNIT[dim] if "quota" in fields else None
+    impact = _impact(di, f, dim, target, new * _PER_UNIT[dim], cap, new_quota)
     then = f.facts.get("then")
     if then:
         impact += f" Alone it does not start {label}: {then} would hold it next."
@@ -70,7 +77,7 @@ def resource_quota_action(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
 
 
 def _impact(
-    di: DiagnosisInput, f: Finding, dim: str, kind: str, target: str, new: float, cap: float
+    di: DiagnosisInput, f: Finding, dim: str, target: str, new: float, cap: float, new_quota: float | None
 ) -> str:
     """What the new bound does beyond the job: the other waiting jobs of the queue it also lets through, the
     cluster's CPU or memory it may then take, and (a quota) the deserved quotas' sum against the cluster."""
@@ -94,12 +101,12 @@ def _impact(
         f"{target} may then hold {fmt(new - cap)} more {word} than now, "
         f"{fmt(new)} of the {fmt(total)} allocatable on the cluster's schedulable nodes"
     ]
-    if kind == LIMIT:
+    if new_quota is None:
         words.append("a limit is a ceiling, not a reservation: no other queue's share or running pod changes")
     else:
         key = _KEYS[dim][0]
         scale = 1000.0 if dim == CPU else 1.0
-        deserved = new + sum(
+        deserved = new_quota + sum(
             float(q.get(key)) * scale
             for q in di.queues
             if q.name != target and q.get(key) is not None and float(q.get(key)) >= 0

@@ -30,19 +30,24 @@ from incidents.diagnosis.types import (
 )
 
 
-def _lifted(rq: ResourceQuota, b: Breach) -> Breach | None:
-    """The next bound the job would meet once ``b`` is raised to exactly what the job needs."""
+def _lifted(rq: ResourceQuota, lifted: list[Breach]) -> Breach | None:
+    """The next bound the job would meet once each of ``lifted`` is raised to exactly what the job needs."""
     trial = copy.deepcopy(rq)
-    for bound in trial.bounds:
-        if bound.level == b.bound.level and bound.name == b.bound.name:
-            d = bound.dims[b.dim]
-            if b.kind == LIMIT:
-                d.limit = b.after
-            else:
-                d.deserved = b.after
-                if d.limit is not None and d.limit < b.after:
+    for b in lifted:
+        for bound in trial.bounds:
+            if bound.level == b.bound.level and bound.name == b.bound.name:
+                d = bound.dims[b.dim]
+                if b.kind == LIMIT:
                     d.limit = b.after
+                else:
+                    d.deserved = b.after
+                    if d.limit is not None and d.limit < b.after:
+                        d.limit = b.after
     return trial.breach()
+
+
+def _same(a: Breach, b: Breach) -> bool:
+    return (a.bound.level, a.bound.name, a.dim) == (b.bound.level, b.bound.name, b.dim)
 
 
 def resource_quota_findings(
@@ -109,7 +114,14 @@ def resource_quota_findings(
             f"{ref.label} is non-preemptible; the non-preemptible pods of {b.bound.level} {b.bound.name} request "
             f"{fmt(held)} of its {bound_words}, and the job asks {fmt(ask)} more: {fmt(b.after)} would pass it"
         )
-    then = _lifted(rq, b)
+    then = _lifted(rq, [b])
+    also = then if then is not None and _same(then, b) and then.kind != b.kind else None  # its quota too
+    if also is not None:
+        what += (
+            f"; and, {ref.label} being non-preemptible, {fmt(also.after)} of non-preemptible work would pass its "
+            f"{word} deserved quota of {fmt(also.cap)} too"
+        )
+        then = _lifted(rq, [b, also])
     then_words = f"; once raised, {then.words} would hold it next" if then is not None else ""
     code = C.PROJECT_QUOTA_EXHAUSTED if b.bound.level == "queue" else C.DEPARTMENT_QUOTA_EXHAUSTED
     scope = f"{b.bound.level} {b.bound.name}"
@@ -141,6 +153,9 @@ def resource_quota_findings(
                 "quota_now": d.deserved,
                 "limit_now": d.limit,
                 "then": then.words if then is not None else None,
+                # the same resource's deserved quota the job passes too (a non-preemptible job past both): raised
+                # with the limit, to what the non-preemptible work and the job need
+                "also_quota": None if also is None else {"after": also.after, "cap": also.cap},
                 "preemptible": q.preemptible,
             },
             next_questions=[
