@@ -50,32 +50,13 @@ def _same(a: Breach, b: Breach) -> bool:
     return (a.bound.level, a.bound.name, a.dim) == (b.bound.level, b.bound.name, b.dim)
 
 
-def resource_quota_findings(
-    di: DiagnosisInput,
-    job: EntityState,
-    q: QuotaAt,
-    base: list[Cite],
-    said_cite: Cite | None,
-    since: Any,
-) -> list[Finding]:
-    """The CPU or memory bound that holds the job (none when no CPU or memory bound does)."""
-    rq = q.resources
-    b = rq.breach() if rq is not None else None
-    if rq is None or b is None:
-        return []
-    ref = job.ref
-    i = DIMS.index(b.dim)
-    fmt = show(b.dim)
-    word = WORDS[b.dim]
-    ask, held = rq.asks[i], b.after - rq.asks[i]
-    d = b.bound.dims[b.dim]
-    state = di.find("queue", b.bound.name) or (
-        di.find("department", b.bound.name) if b.bound.level == "department" else None
-    )
-    fact = Derived(
+def _usage_fact(di: DiagnosisInput, b: Breach, ask: float, ref: Ref) -> Derived:
+    """The computed fact the finding cites: the bound, what its members' bound pods request, what the job asks."""
+    fmt, held = show(b.dim), b.after - ask
+    return Derived(
         kind="resource_quota_usage",
-        locator=f"inventory {b.bound.level} {b.bound.name} {word} {b.kind} and its bound pods' requests as of "
-        f"{iso(di.t)}",
+        locator=f"inventory {b.bound.level} {b.bound.name} {WORDS[b.dim]} {b.kind} and its bound pods' requests "
+        f"as of {iso(di.t)}",
         content={
             "level": b.bound.level,
             "name": b.bound.name,
@@ -91,29 +72,52 @@ def resource_quota_findings(
         observed_at=di.t,
         entity=Ref(b.bound.level, b.bound.name),
     )
-    cites: list[Cite] = [base[0], fact]
+
+
+def _what(b: Breach, ask: float, label: str) -> str:
+    """What passes what: "queue vision's bound pods request 32 cores of its CPU limit of 40 cores, and …"."""
+    fmt, held = show(b.dim), b.after - ask
+    bound_words = f"{WORDS[b.dim]} {'limit' if b.kind == LIMIT else 'deserved quota'} of {fmt(b.cap)}"
+    if b.kind == LIMIT:
+        return (
+            f"{b.bound.level} {b.bound.name}'s bound pods request {fmt(held)} of its {bound_words}, and "
+            f"{label} asks {fmt(ask)} more: {fmt(b.after)} would pass the limit"
+        )
+    return (
+        f"{label} is non-preemptible; the non-preemptible pods of {b.bound.level} {b.bound.name} request "
+        f"{fmt(held)} of its {bound_words}, and the job asks {fmt(ask)} more: {fmt(b.after)} would pass it"
+    )
+
+
+def resource_quota_findings(
+    di: DiagnosisInput,
+    job: EntityState,
+    q: QuotaAt,
+    base: list[Cite],
+    said_cite: Cite | None,
+    since: Any,
+) -> list[Finding]:
+    """The CPU or memory bound that holds the job (none when no CPU or memory bound does)."""
+    rq = q.resources
+    b = rq.breach() if rq is not None else None
+    if rq is None or b is None:
+        return []
+    ref, fmt, word = job.ref, show(b.dim), WORDS[b.dim]
+    ask = rq.asks[DIMS.index(b.dim)]
+    state = di.find("queue", b.bound.name) or (
+        di.find("department", b.bound.name) if b.bound.level == "department" else None
+    )
+    cites: list[Cite] = [base[0], _usage_fact(di, b, ask, ref)]
     if state is not None:
         cites.append(cite_state(state, di.t))
-    conf = 0.9
     if said_cite is not None:
         cites.append(said_cite)
-        conf = 0.95
     gpu_words = (
-        f"its GPUs are within quota ({q.after:g} of {q.quota:g})"
+        f"Its GPUs are within quota ({q.after:g} of {q.quota:g})"
         if q.quota is not None and q.within_quota
-        else "its GPUs are not what holds it"
+        else "Its GPUs are not what holds it"
     )
-    bound_words = f"{word} {'limit' if b.kind == LIMIT else 'deserved quota'} of {fmt(b.cap)}"
-    if b.kind == LIMIT:
-        what = (
-            f"{b.bound.level} {b.bound.name}'s bound pods request {fmt(held)} of its {bound_words}, and "
-            f"{ref.label} asks {fmt(ask)} more: {fmt(b.after)} would pass the limit"
-        )
-    else:
-        what = (
-            f"{ref.label} is non-preemptible; the non-preemptible pods of {b.bound.level} {b.bound.name} request "
-            f"{fmt(held)} of its {bound_words}, and the job asks {fmt(ask)} more: {fmt(b.after)} would pass it"
-        )
+    what = _what(b, ask, ref.label)
     then = _lifted(rq, [b])
     also = then if then is not None and _same(then, b) and then.kind != b.kind else None  # its quota too
     if also is not None:
@@ -123,15 +127,13 @@ def resource_quota_findings(
         )
         then = _lifted(rq, [b, also])
     then_words = f"; once raised, {then.words} would hold it next" if then is not None else ""
-    code = C.PROJECT_QUOTA_EXHAUSTED if b.bound.level == "queue" else C.DEPARTMENT_QUOTA_EXHAUSTED
-    scope = f"{b.bound.level} {b.bound.name}"
+    scope, named = f"{b.bound.level} {b.bound.name}", f"{word} {'limit' if b.kind == LIMIT else 'quota'}"
     return [
         Finding(
-            code,
-            f"The {word} {'limit' if b.kind == LIMIT else 'quota'} of {scope} holds {ref.label} at {hhmm(di.t)}: "
-            f"{what}. {gpu_words[0].upper()}{gpu_words[1:]}{then_words}.",
+            C.PROJECT_QUOTA_EXHAUSTED if b.bound.level == "queue" else C.DEPARTMENT_QUOTA_EXHAUSTED,
+            f"The {named} of {scope} holds {ref.label} at {hhmm(di.t)}: {what}. {gpu_words}{then_words}.",
             SUPPORTED,
-            conf,
+            0.9 if said_cite is None else 0.95,
             supports=cites,
             subject=ref,
             sources=("k8s", di.scheduler),
@@ -146,12 +148,12 @@ def resource_quota_findings(
                 "level": b.bound.level,
                 "target": b.bound.name,  # the KAI Queue to patch (a department is its parent queue)
                 "members": list(b.bound.members),
-                "held": held,
+                "held": b.after - ask,
                 "asks": ask,
                 "after": b.after,
                 "cap": b.cap,
-                "quota_now": d.deserved,
-                "limit_now": d.limit,
+                "quota_now": b.bound.dims[b.dim].deserved,
+                "limit_now": b.bound.dims[b.dim].limit,
                 "then": then.words if then is not None else None,
                 # the same resource's deserved quota the job passes too (a non-preemptible job past both): raised
                 # with the limit, to what the non-preemptible work and the job need
@@ -159,8 +161,7 @@ def resource_quota_findings(
                 "preemptible": q.preemptible,
             },
             next_questions=[
-                f"Is {scope}'s {word} {'limit' if b.kind == LIMIT else 'quota'} of {fmt(b.cap)} still what its "
-                "workloads need, or should it be raised?"
+                f"Is {scope}'s {named} of {fmt(b.cap)} still what its workloads need, or should it be raised?"
             ],
         )
     ]
