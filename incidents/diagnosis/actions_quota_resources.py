@@ -46,7 +46,7 @@ def resource_quota_action(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
     old = {"limit" if kind == LIMIT else "quota": _queue_number(dim, cap)}
     if "limit" in fields and kind != LIMIT:
         old["limit"] = _queue_number(dim, limit_now)
-    if "quota" in fields and kind == LIMIT:
+    if also and kind == LIMIT:
         old["quota"] = _queue_number(dim, float(also["cap"]))
     job: Ref | None = f.facts.get("job")
     label = job.label if job is not None else "the job"
