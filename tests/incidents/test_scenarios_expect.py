@@ -25,6 +25,7 @@ from incidents.diagnosis import fit as F
 from incidents.diagnosis.checks import Diagnosis, run_checks
 from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.request import job_request
+from incidents.diagnosis.scheduling_pass import cluster_pass, position
 from incidents.diagnosis.types import Derived, DiagnosisInput
 from incidents.diagnosis_input import load_incident_input
 from incidents.models import DiagnosisRun, Incident
@@ -146,10 +147,38 @@ def inconsistencies(di: DiagnosisInput, result: Diagnosis) -> list[str]:
         ]
         if citing:
             out.append(f"{citing} cite a change while recent_change says nothing changed")
+    out += ahead_apart(di, result)
     for f in result.findings:  # a reader sees words, never the codes the checks use among themselves
         named = [code for code in C.NAMES if "_" in code and re.search(rf"(?<![\w/|]){code}(?![\w/|])", f.statement)]
         if named:
             out.append(f"{f.code}'s statement names {named}: {f.statement[:120]}")
+    return out
+
+
+def ahead_apart(di: DiagnosisInput, result: Diagnosis) -> list[str]:
+    """Jobs-ahead counts an incident cites that the job's position in the cluster's order at the same t (the
+    why-pending panel's, the job list's) does not give: the count is that position less one."""
+    counted = {
+        c.content["job"]: c.content.get("count", len(c.content.get("ahead") or []))
+        for f in result.findings
+        for c in [*f.supports, *f.refutes]
+        if isinstance(c, Derived) and c.kind == "queue_order"
+    }
+    if not counted:
+        return []
+    out = []
+    with di.indexed():
+        cp = cluster_pass(di)
+        for label, count in sorted(counted.items()):
+            namespace, _, name = label.partition("/")
+            job = di.find("job", name, namespace)
+            pos = position(di, job, cp) if job is not None else None
+            if pos is None:
+                out.append(f"{label}: {count} job(s) ahead, yet it does not wait")
+            elif pos.in_cluster is not None and count != pos.in_cluster - 1:
+                out.append(f"{label}: {count} job(s) ahead, yet {pos.in_cluster} in the cluster's order")
+            elif pos.in_cluster is None and count < pos.ahead:
+                out.append(f"{label}: {count} job(s) ahead, yet beyond the first {pos.ahead} in the cluster's order")
     return out
 
 

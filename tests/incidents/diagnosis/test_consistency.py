@@ -59,3 +59,25 @@ def test_a_statement_that_names_a_code_instead_of_its_words_is_caught():
         "recent_change's statement names ['project_quota_exhausted']: " + late.statement
     ]
     assert inconsistencies(di, Diagnosis(findings=[worded, keyed], actions=[])) == []
+
+
+def test_a_count_of_jobs_ahead_apart_from_the_jobs_position_is_caught():
+    from datetime import timedelta
+
+    from .dx_world import T0
+
+    ref = Ref("job", "second", "vision")
+    di = world(
+        subjects=[ref],
+        nodes=[node("h100-01")],
+        jobs=[job("first"), job("second", submitted=T0 + timedelta(minutes=1))],
+    )
+
+    def told(count: int) -> Diagnosis:
+        cite = Derived(
+            kind="queue_order", locator="q", content={"job": ref.label, "count": count}, summary="s", observed_at=T
+        )
+        return Diagnosis(findings=[_finding(C.QUEUE_PRIORITY, SUPPORTED, supports=[cite], subject=ref)], actions=[])
+
+    assert inconsistencies(di, told(1)) == []
+    assert inconsistencies(di, told(0)) == ["vision/second: 0 job(s) ahead, yet 2 in the cluster's order"]
