@@ -81,3 +81,26 @@ class WaitingOrderTest(PageTestCase):
         # one queue's waiting jobs: its own order, the why panel's place in the queue
         r = self.get("/c/gpu-prod/jobs/?phase=Pending&queue=nlp", t)
         assert [v.entity.name for v in r.context["versions"]] == ["nlp-early", "bert-eval"]
+
+    def test_each_waiting_jobs_place_in_the_list_is_its_jobs_ahead_plus_one(self):
+        """The job list's rank, the why panel's position and its "Ahead in the queue" list (the incident's count)
+        are one number: the jobs ahead of a job in the cluster's order (ahead.jobs_ahead)."""
+        at = self.times["end"]
+        inventory.record_states(
+            self.cluster,
+            [
+                waiting("nlp", "nlp-big", queue="nlp", submitted=T0, gpus=8),
+                waiting("nlp", "nlp-small", queue="nlp", submitted=T0 + timedelta(minutes=1)),
+                waiting("vision", "vision-small", queue="vision", submitted=T0 + timedelta(minutes=2)),
+            ],
+            at,
+        )
+        t = at + timedelta(minutes=1)
+        r = self.get("/c/gpu-prod/jobs/?phase=Pending", t)
+        listed = [(v.entity.namespace, v.entity.name) for v in r.context["versions"]]
+        assert len(listed) >= 4
+        for rank, (ns, name) in enumerate(listed, start=1):
+            why = self.get(f"/c/gpu-prod/jobs/{ns}/{name}/why/", t).context["why_pending"]
+            assert why.position is not None and why.position.in_cluster == rank, (name, rank)
+            assert len(why.ahead) == why.ahead_count == rank - 1, (name, [a.job.name for a in why.ahead])
+            assert [(a.job.namespace, a.job.name) for a in why.ahead] == listed[: rank - 1]
