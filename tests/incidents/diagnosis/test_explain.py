@@ -58,7 +58,7 @@ def test_its_jobs_ahead_are_the_schedulers_order_across_queues():
 def test_its_jobs_ahead_follow_the_models_order_not_a_second_one():
     """KAI serves the queue further below its fair share first: nlp (quota 16, nothing running) before vision
     (over its quota of 8), although vision's job waited first and both queues have the same priority. The panel's
-    "ahead" list is the model's order (queue_order.ahead_of), the same order the pass reads."""
+    "ahead" list is the cluster pass's order (ahead.jobs_ahead), the order the position reads."""
     from datetime import timedelta
 
     from .dx_world import T0
