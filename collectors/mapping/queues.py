@@ -143,7 +143,10 @@ def _kai_amount(value: Any, scale: float) -> float | None:
 def kai_cpu_memory(resources: dict[str, Any]) -> dict[str, Any]:
     """A KAI Queue's CPU and memory quota, limit and over-quota weight, in the keys the scheduling model reads
     (``incidents.diagnosis.resources``): CPU in cores (the Queue says millicores), memory in bytes (the Queue
-    says megabytes, 10^6 bytes). Absent or -1: None (unlimited); a weight left unset: None (KAI's default 1)."""
+    says megabytes, 10^6 bytes). Only the keys set: absent or -1 (unlimited) writes no key, as the model reads
+    a missing key, and a weight is written only beside a deserved quota (unlimited, the queue deserves all it
+    asks and the weight divides nothing; unset, KAI's 1). A queue without CPU or memory bounds keeps the state
+    it had: an upgrade records no change on it."""
     out: dict[str, Any] = {}
     for res, unit_key, scale in (("cpu", "cores", 1 / 1000), ("memory", "bytes", float(KAI_MB))):
         spec = resources.get(res) or {}
@@ -155,8 +158,9 @@ def kai_cpu_memory(resources: dict[str, Any]) -> dict[str, Any]:
             limit = None if limit is None else int(limit)
         out[f"quota_{res}_{unit_key}"] = quota
         out[f"limit_{res}_{unit_key}"] = limit
-        out[f"over_quota_weight_{res}"] = _kai_amount(spec.get("overQuotaWeight"), 1.0)
-    return out
+        if quota is not None:  # an unlimited deserved quota gets all it asks: its weight divides nothing
+            out[f"over_quota_weight_{res}"] = _kai_amount(spec.get("overQuotaWeight"), 1.0)
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def map_kueue_queues(

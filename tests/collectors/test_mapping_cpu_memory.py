@@ -1,6 +1,6 @@
 """A KAI Queue's CPU and memory quota, limit and over-quota weight → the queue, project and department states the
 scheduling model reads (docs/inventory.md): CPU millicores to cores, memory megabytes (10^6 bytes) to bytes,
--1 or absent to null (unlimited), 0 kept as 0."""
+-1 or absent to no key (unlimited, as the model reads a missing key), 0 kept as 0."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_a_queues_cpu_and_memory_reach_its_queue_and_project_states_in_cores_and
     for key in (("queue", "vision"), ("project", "vision")):
         st = states[key]
         assert st["quota_cpu_cores"] == 64.0 and st["limit_cpu_cores"] == 96.5
-        assert st["quota_memory_bytes"] == 512 * 10**9 and st["limit_memory_bytes"] is None
+        assert st["quota_memory_bytes"] == 512 * 10**9 and "limit_memory_bytes" not in st
         assert st["over_quota_weight_cpu"] == 2.0 and st["over_quota_weight_memory"] == 3.0
         assert st["quota_gpus"] == 8 and st["limit_gpus"] == 16  # the GPUs as before
 
@@ -54,12 +54,13 @@ def test_the_model_reads_the_mapped_keys_as_the_queue_says_them():
 
 
 def test_minus_one_and_absent_are_unlimited_and_zero_stays_zero():
-    zero = {"cpu": {"quota": 0, "limit": 0}, "memory": {"quota": "0"}}
+    zero = {"cpu": {"quota": 0, "limit": 0}, "memory": {"quota": "0", "limit": -1, "overQuotaWeight": 1}}
     states = _states([_queue("dept", {}, parent=""), _queue("z", zero), _queue("bare", {"gpu": {"quota": 2}})])
     z, bare = states[("queue", "z")], states[("queue", "bare")]
     assert z["quota_cpu_cores"] == 0.0 and z["limit_cpu_cores"] == 0.0 and z["quota_memory_bytes"] == 0
-    assert z["limit_memory_bytes"] is None and z["over_quota_weight_cpu"] is None
-    assert all(bare[k] is None for k in ("quota_cpu_cores", "limit_cpu_cores", "quota_memory_bytes"))
+    assert "limit_memory_bytes" not in z and "over_quota_weight_cpu" not in z  # unset: KAI's 1
+    assert z["over_quota_weight_memory"] == 1.0
+    assert not [k for k in bare if k.endswith(("_cores", "_bytes")) or k.startswith("over_quota_weight_")]
     dims = dims_of(EntityState("queue", "z", state=z))
     assert dims[CPU].deserved == 0 and dims[CPU].limit == 0 and dims[MEMORY].limit is None
 
@@ -67,14 +68,16 @@ def test_minus_one_and_absent_are_unlimited_and_zero_stays_zero():
 def test_a_department_carries_its_parent_queues_cpu_and_memory():
     dept = _queue("dept", {"gpu": {"quota": 24}, "cpu": {"quota": -1, "limit": 128000}}, parent="")
     st = _states([dept, _queue("vision", RESOURCES)])[("department", "dept")]
-    assert st["limit_cpu_cores"] == 128.0 and st["quota_cpu_cores"] is None
-    assert st["quota_memory_bytes"] is None and st["quota_gpus"] == 24
+    assert st["limit_cpu_cores"] == 128.0 and "quota_cpu_cores" not in st
+    assert "quota_memory_bytes" not in st and st["quota_gpus"] == 24
 
 
-def test_the_simulators_unlimited_queues_map_to_no_cpu_or_memory_bound():
+def test_the_simulators_unlimited_queues_keep_the_state_they_had():
+    # every resource -1, weights 1: no key is written, so an upgrade opens no change on such a queue
     kai = json.loads((FIX / "sim_kai.json").read_text())
     for o in mapping.map_kai_queues(kai["queues"], {}):
-        assert o.state["limit_cpu_cores"] is None and o.state["quota_memory_bytes"] is None, o.name
+        extra = {k for k in o.state if k.endswith(("_cores", "_bytes")) or k.startswith("over_quota_weight_")}
+        assert not extra, (o.name, extra)
 
 
 def test_kueue_queues_carry_no_cpu_or_memory_keys():
