@@ -92,6 +92,13 @@ _QUOTA = re.compile(
 )
 
 
+# gpu_capacity_shortage's statement (scheduling.shortage_findings) and the place in line it may add
+_SHORTAGE = re.compile(
+    r"needs (?P<needed>\d+) GPUs \((?P<shape>.+?)\); only (?P<free>\d+) are free on the (?P<nodes>\d+) usable node"
+)
+_IN_LINE = re.compile(r" is (?P<nth>\d+(?:st|nd|rd|th)) in line\b")
+
+
 def cause_gist(code: str, statement: str) -> str:
     """The cause in one short clause with its numbers: "project vision quota 8 < 16 needed, cut from 16 by …"."""
     statement = " ".join(statement.split())
@@ -99,6 +106,11 @@ def cause_gist(code: str, statement: str) -> str:
         m = _QUOTA.search(statement)
         if m:
             return _quota_gist(m)
+    if code == "gpu_capacity_shortage" and (m := _SHORTAGE.search(statement)):
+        nodes = m["nodes"] + (" usable node" if m["nodes"] == "1" else " usable nodes")
+        gist = f"needs {m['needed']} GPUs ({m['shape']}), {m['free']} free on {nodes}"
+        line = _IN_LINE.search(statement)
+        return gist + (f"; {line['nth']} in line" if line else "")
     first = re.split(r"(?<=[^\s.])\.(?:\s+(?=[A-Z(])|$)", statement, maxsplit=1)[0].strip()
     first = re.split(r"\s+(?:Also:|It bears on)\s", first, maxsplit=1)[0].rstrip(" .;,")
     if len(first) > GIST_MAX and "; " in first:

@@ -33,10 +33,14 @@ def capacity(di: DiagnosisInput, f: Finding) -> list[ActionDraft]:
                 job,
             )
         ]
+    needed = int(f.facts.get("needed") or 0)
+    lower = f"lower {label}'s request{f' from {needed}' if needed > free else ''} to {free} GPU{'s' if free != 1 else ''}"
+    # A request cut to less than half is a different job: waiting comes first then.
+    title = f"Wait for capacity, or {lower}" if free * 2 < needed else f"{lower[0].upper()}{lower[1:]}, or wait for capacity"
     return [
         ActionDraft(
             f.code,
-            f"Lower {label}'s request to {free} GPUs or wait for capacity",
+            title,
             "resubmit with fewer GPUs per pod / fewer pods",
             f"Only this job changes; {len(running)} running GPU pods keep their GPUs. Adding nodes to the pool "
             "affects no one.",

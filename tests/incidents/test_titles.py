@@ -61,6 +61,20 @@ def test_the_quota_cause_reads_with_its_numbers_and_who_cut_it() -> None:
     assert cause_gist("project_quota_exhausted", no_cut) == "project nlp quota 24 < 28 needed"
 
 
+def test_a_capacity_shortage_says_need_free_room_and_place_in_line() -> None:
+    shortage = (
+        "vision/vb-031 needs 8 GPUs (1 pod(s) × 8 GPU); only 1 are free on the 31 usable node(s) (238 of their 239 "
+        "allocatable GPUs allocated at 20:51); fixing the device plugin advertising 0 of 8 GPUs on a100-02 would "
+        "start nlp/nb-046 first (its queue is further below its fair share, on a100-02); vision/vb-031 is 7th in "
+        "line for that room."
+    )
+    assert cause_gist("gpu_capacity_shortage", shortage) == (
+        "needs 8 GPUs (1 pod(s) × 8 GPU), 1 free on 31 usable nodes; 7th in line"
+    )
+    alone = "edge/d needs 4 GPUs (1 pod(s) × 4 GPU); only 0 are free on the 1 usable node(s) (8 of their 8 ...)."
+    assert cause_gist("gpu_capacity_shortage", alone) == "needs 4 GPUs (1 pod(s) × 4 GPU), 0 free on 1 usable node"
+
+
 def test_other_causes_keep_their_first_sentence_and_numbers() -> None:
     node = "h100-02 is NotReady (NodeStatusUnknown) since 00:40; its 8 GPUs take no new pods."
     assert cause_gist("gpu_node_unavailable", node) == (
