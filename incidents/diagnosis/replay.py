@@ -28,10 +28,17 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from incidents.diagnosis import fit as F
+from incidents.diagnosis import replay_moves as moves
 from incidents.diagnosis.precedence import job_rank
 from incidents.diagnosis.quota import QuotaAt
-from incidents.diagnosis.replay_evictions import MAX_CHECKS, evictions, over_deserved, requeue, weighed
-from incidents.diagnosis.replay_moves import consolidate
+from incidents.diagnosis.replay_evictions import (
+    MAX_CHECKS,
+    evictions,
+    over_deserved,
+    reclaim_weighed,
+    requeue,
+    weighed,
+)
 from incidents.diagnosis.replay_room import Holder, Room, Run, Started, Waiter, running, waiting_again
 from incidents.diagnosis.request import job_request
 from incidents.diagnosis.scheduling_pass import (
@@ -103,7 +110,8 @@ class Books:
         self.ended: list[tuple[End, Holder]] = []
         self.starts: list[tuple[Waiter, Started]] = []
         self.evicted: set[str] = set()  # running jobs the replay evicted (they wait again, or run elsewhere)
-        self.checks = 0  # steps weighed for evictions
+        self.checks = 0  # steps weighed for reclaim and preemption
+        self.moves = 0  # steps weighed for consolidation
         self.ranks: dict[str, int] = {}  # running jobs' priority ranks, read once
 
     def end(self, e: End) -> None:
@@ -140,16 +148,34 @@ class Books:
         (``replay_moves``: a job whose GPUs are free in total, not where its pods fit)."""
         if not self.waiting or not weighed(self.room, when):
             return
-        left = [w for w in self.waiting if not (w.quota is not None and _held(w.quota, self.delta))]
+        def let_in(w: Waiter) -> bool:
+            return not (w.quota is not None and _held(w.quota, self.delta))
+
         reclaimers: list[Waiter] = []
-        if self.checks < MAX_CHECKS:
+        if self.checks < MAX_CHECKS and reclaim_weighed(self.room):
             over = over_deserved(self.room, self.holders)
+            lowest: dict[str, int] = {}  # per queue, the lowest priority rank it runs
+            for h in self.holders.values():
+                r = self._rank(h.job)
+                if r < lowest.get(h.key[1], r + 1):
+                    lowest[h.key[1]] = r
             reclaimers = [
                 w
-                for w in left
-                if (over - {w.key[1]} and _below_deserved(w.quota, self.delta)) or self._outranks(w)
+                for w in self.waiting
+                if (
+                    (over - {w.key[1]} and _below_deserved(w.quota, self.delta))
+                    or lowest.get(w.key[1], self._rank(w.job)) < self._rank(w.job)
+                )
+                and let_in(w)
             ]
-        movers = [w for w in left if sum(self.free.get(n, 0) for n in w.usable) >= w.req.total]
+        movers: list[Waiter] = []
+        if self.moves < moves.MAX_STEPS:
+            free_on: dict[frozenset[str], int] = {}  # free GPUs over a set of usable nodes, summed once a step
+            for w in self.waiting:
+                if w.usable not in free_on:
+                    free_on[w.usable] = sum(self.free.get(n, 0) for n in w.usable)
+            movers = [w for w in self.waiting if free_on[w.usable] >= w.req.total and let_in(w)]
+            self.moves += 1 if movers else 0
         if reclaimers:
             self.checks += 1
         done = {e.label for e, _h in self.ended}
@@ -168,7 +194,7 @@ class Books:
         for w in movers:
             if w not in self.waiting or (w.shape, w.req.pods) in failed:
                 continue
-            mv = consolidate(self.room, w, self.free, self.holders)
+            mv = moves.consolidate(self.room, w, self.free, self.holders)
             if mv is None:
                 failed.add((w.shape, w.req.pods))
                 continue
@@ -199,15 +225,11 @@ class Books:
         if expected is not None:
             self.pending.append(expected)
 
-    def _outranks(self, w: Waiter) -> bool:
-        """Whether a job of ``w``'s queue of a lower priority runs (KAI preempts within a queue)."""
-        mine = job_rank(w.job)
-        return any(h.key[1] == w.key[1] and self._rank(h) < mine for h in self.holders.values())
-
-    def _rank(self, h: Holder) -> int:
-        label = h.job.ref.label
+    def _rank(self, job: EntityState) -> int:
+        """A job's priority rank (``precedence.job_rank``: KAI preempts a lower one of the same queue), read once."""
+        label = job.ref.label
         if label not in self.ranks:
-            self.ranks[label] = job_rank(h.job)
+            self.ranks[label] = job_rank(job)
         return self.ranks[label]
 
 

@@ -12,7 +12,8 @@ nodes it names, the victims go back to waiting.
 
 KAI only (Kueue's preemption is its admission cycle's, not weighed here); whole GPUs only, like the replay.
 Bounded: at most ``MAX_CHECKS`` steps of a replay are weighed, within ``WITHIN`` of t, and only steps where a
-queue holds more than its deserved quota (KAI reclaims from no other) or a job outranks work of its own queue. Pure: no database, no
+queue holds more than its deserved quota (KAI reclaims from no other) or a job outranks work of its own queue;
+not at all beyond ``MAX_NODES`` nodes (``reclaim_weighed``). Pure: no database, no
 simulator.
 """
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from incidents.diagnosis.replay_room import Holder, Room, Waiter
 
 MAX_CHECKS = 4  # steps of one replay weighed for reclaim and preemption (each writes the books back as a state)
+MAX_NODES = 200  # the largest cluster whose replay weighs reclaim and preemption (``reclaim_weighed``)
 WITHIN = timedelta(hours=3)  # evictions are weighed at steps this close to t
 
 
@@ -48,6 +50,13 @@ class Eviction:
 def weighed(room: Room, when: datetime) -> bool:
     """Whether the replay weighs evictions at a step at ``when``."""
     return room.di.scheduler == "kai" and when <= room.t + WITHIN
+
+
+def reclaim_weighed(room: Room) -> bool:
+    """Whether the replay weighs reclaim and preemption at all: ``reclaim.victims`` reads the fit rules of every
+    node for each victim it tries, seconds per waiting job on a fleet, past an answer's budget; beyond
+    ``MAX_NODES`` nodes the replay starts no job by reclaim (its consolidation, on its own books, still runs)."""
+    return len(room.di.nodes) <= MAX_NODES
 
 
 def over_deserved(room: Room, holders: dict[str, Holder]) -> set[str]:
@@ -156,4 +165,4 @@ def requeue(waiting: list[Waiter], w: Waiter) -> None:
     waiting.insert(mine[-1] + 1 if mine else len(waiting), w)
 
 
-__all__ = ["MAX_CHECKS", "WITHIN", "Eviction", "bound_pods", "evictions", "over_deserved", "requeue", "state_at", "weighed"]
+__all__ = ["MAX_CHECKS", "WITHIN", "Eviction", "bound_pods", "evictions", "over_deserved", "reclaim_weighed", "requeue", "state_at", "weighed"]

@@ -24,6 +24,7 @@ from incidents.diagnosis.replay_room import Holder, Room, Waiter, request_key
 from incidents.diagnosis.request import job_request
 
 MAX_MOVED = 8  # jobs moved for one job at most
+MAX_STEPS = 8  # steps of one replay weighed for consolidation (each sorts every running job)
 
 
 @dataclass
@@ -120,4 +121,4 @@ def usable_for(room: Room, h: Holder) -> frozenset[str]:
     return room.usable[key]
 
 
-__all__ = ["MAX_MOVED", "Moves", "consolidate", "usable_for"]
+__all__ = ["MAX_MOVED", "MAX_STEPS", "Moves", "consolidate", "usable_for"]
