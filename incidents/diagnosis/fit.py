@@ -292,9 +292,13 @@ def _pods_fit(free: int, per_pod: int, want: int) -> int:
 
 
 def node_fits(di: DiagnosisInput, req: Request) -> list[NodeFit]:
-    """The fit table over every GPU node (nodes with no GPUs at all are left out unless the job wants none)."""
-    bases = di.memo("node_bases_by_name", lambda: _bases(di)) or _bases(di)
-    return [_row(di, b, req) for b in bases if not (b.nominal == 0 and req.gpus_per_pod > 0)]
+    """The fit table over every GPU node (nodes with no GPUs at all are left out unless the job wants none).
+
+    Reads ``di`` indexed even when the caller did not (a reclaim's view of the state without its victims is a new
+    input): every node's pods by one index, not one scan of every pod per node (1,213 nodes x 10,000 pods)."""
+    with di.indexed():
+        bases = di.memo("node_bases_by_name", lambda: _bases(di))
+        return [_row(di, b, req) for b in bases if not (b.nominal == 0 and req.gpus_per_pod > 0)]
 
 
 def _bases(di: DiagnosisInput) -> list[NodeBase]:
