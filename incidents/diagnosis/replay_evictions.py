@@ -28,7 +28,7 @@ from incidents.diagnosis.reclaim import without
 from incidents.diagnosis.request import job_request
 from incidents.diagnosis.scheduling_pass import NO_ROOM, ClusterPass
 from incidents.diagnosis.types import DiagnosisInput, EntityState, iso
-from incidents.diagnosis.whatif_reclaim import reclaims
+from incidents.diagnosis.whatif_reclaim import reclaims, running_pod
 
 if TYPE_CHECKING:
     from incidents.diagnosis.replay_room import Holder, Room, Waiter
@@ -131,25 +131,7 @@ def bound_pods(
     out: list[EntityState] = []
     for node, g in gpus.items():
         for _ in range(max(g // per, 1)):
-            out.append(
-                EntityState(
-                    "pod",
-                    f"{job.name}-replay-{len(out)}",
-                    job.namespace,
-                    state={
-                        "phase": "Running",
-                        "node": node,
-                        "job": job.name,
-                        "project": job.get("project"),
-                        "queue": job.get("queue") or job.get("project"),
-                        "gpus": req.gpus_per_pod,
-                        "priority_class": job.get("priority_class"),
-                        "node_selector": dict(req.node_selector),
-                        "tolerations": list(req.tolerations),
-                    },
-                    valid_from=when,
-                )
-            )
+            out.append(running_pod(job, req, node, f"{job.name}-replay-{len(out)}", when))
     return out
 
 

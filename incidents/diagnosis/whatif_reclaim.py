@@ -15,11 +15,12 @@ simulator.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.queue_order import QueueOrder
 from incidents.diagnosis.reclaim import Victim, victims, without
-from incidents.diagnosis.request import job_request
+from incidents.diagnosis.request import Request, job_request
 from incidents.diagnosis.scheduling_pass import NO_ROOM, ClusterPass, Considered
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
@@ -74,6 +75,27 @@ def reclaims(di: DiagnosisInput, cp: ClusterPass) -> list[Reclaim]:
     return out
 
 
+def running_pod(job: EntityState, req: Request, node: str, name: str, when: datetime) -> EntityState:
+    """One pod of ``job`` running on ``node`` from ``when``, as a pass or a replay places it (whole GPUs)."""
+    return EntityState(
+        "pod",
+        name,
+        job.namespace,
+        state={
+            "phase": "Running",
+            "node": node,
+            "job": job.name,
+            "project": job.get("project"),
+            "queue": job.get("queue") or job.get("project"),
+            "gpus": req.gpus_per_pod,
+            "priority_class": job.get("priority_class"),
+            "node_selector": dict(req.node_selector),
+            "tolerations": list(req.tolerations),
+        },
+        valid_from=when,
+    )
+
+
 def _bound(di: DiagnosisInput, job: EntityState, nodes: dict[str, int]) -> DiagnosisInput:
     """A copy of ``di`` with ``job`` running, its pods bound on ``nodes`` (whole GPUs)."""
     req = job_request(di, job)
@@ -82,25 +104,7 @@ def _bound(di: DiagnosisInput, job: EntityState, nodes: dict[str, int]) -> Diagn
     i = 0
     for node, n in nodes.items():
         for _ in range(n):
-            pods.append(
-                EntityState(
-                    "pod",
-                    f"{job.name}-whatif-{i}",
-                    job.namespace,
-                    state={
-                        "phase": "Running",
-                        "node": node,
-                        "job": job.name,
-                        "project": job.get("project"),
-                        "queue": job.get("queue") or job.get("project"),
-                        "gpus": req.gpus_per_pod,
-                        "priority_class": job.get("priority_class"),
-                        "node_selector": dict(req.node_selector),
-                        "tolerations": list(req.tolerations),
-                    },
-                    valid_from=di.t,
-                )
-            )
+            pods.append(running_pod(job, req, node, f"{job.name}-whatif-{i}", di.t))
             i += 1
     jobs = [
         running if (j.namespace, j.name, j.kind) == (job.namespace, job.name, job.kind) else j
