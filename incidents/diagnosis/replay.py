@@ -22,6 +22,7 @@ preemption is not weighed. Pure: no database, no simulator.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -67,7 +68,7 @@ def replay(
     jobs after each group, until every waiting job has started, the ends run out, ``until`` or ``MAX_STEPS``
     (module doc). ``room`` is left as it was."""
     books = Books(room, end_of, at)
-    books.pending = sorted(ends, key=lambda e: (at(e), e.label))
+    books.pending = sorted(ends, key=books.when)
     run = books.run
     limit = min(until or room.t + HORIZON, room.t + HORIZON)
     books.evict(room.t)  # what KAI reclaims for the jobs the pass at t leaves waiting
@@ -75,8 +76,8 @@ def replay(
         first = at(books.pending[0])
         if first > limit:
             break
-        step = [e for e in books.pending if at(e) <= first + BUCKET]
-        books.pending = books.pending[len(step) :]
+        n = bisect.bisect_right(books.pending, (first + BUCKET, "\uffff"), key=books.when)
+        step, books.pending = books.pending[:n], books.pending[n:]
         when = max(at(e) for e in step)
         run.steps += 1
         run.until = when
@@ -85,7 +86,6 @@ def replay(
         for w, taken in _serve(room, books.waiting, books.free, books.delta):
             books.start(w, taken, when)
         books.evict(when)
-        books.pending.sort(key=lambda e: (at(e), e.label))
     run.exhausted = not books.pending
     return run
 
@@ -114,6 +114,14 @@ class Books:
         self.moves = 0  # steps weighed for consolidation
         self.ranks: dict[str, int] = {}  # running jobs' priority ranks, read once
 
+    def when(self, e: End) -> tuple[datetime, str]:
+        """The key ``pending`` is kept sorted by: the end's moment as the replay dates it, then its job."""
+        return (self.at(e), e.label)
+
+    def expect(self, e: End) -> None:
+        """A job the replay started (or moved) will end at ``e``: kept in ``pending``'s order."""
+        bisect.insort(self.pending, e, key=self.when)
+
     def end(self, e: End) -> None:
         h = self.holders.pop(e.label, None)
         if h is None:
@@ -131,7 +139,13 @@ class Books:
     ) -> None:
         """``w`` starts at ``when`` with its pods on ``taken`` (the room already taken from ``free``)."""
         self.waiting.remove(w)
-        s = Started(when, taken, *_why(w, self.ended, self.starts), evicted=victims or [])
+        ended, starts, n_ended, n_starts = self.ended, self.starts, len(self.ended), len(self.starts)
+        s = Started(
+            when,
+            taken,
+            evicted=victims or [],
+            why=lambda: _why(w, ended[:n_ended], starts[:n_starts]),  # both lists only grow
+        )
         self.starts.append((w, s))
         self.run.starts[w.label] = s
         gpus = {n: p * w.req.gpus_per_pod for n, p in taken.items()}
@@ -140,7 +154,7 @@ class Books:
         self.delta[w.key] = self.delta.get(w.key, 0.0) + w.req.units
         expected = self.end_of(started, when)
         if expected is not None:
-            self.pending.append(expected)
+            self.expect(expected)
 
     def evict(self, when: datetime) -> None:
         """Start the waiting jobs KAI would start at ``when`` by evicting others (``replay_evictions``: a job its
@@ -148,6 +162,7 @@ class Books:
         (``replay_moves``: a job whose GPUs are free in total, not where its pods fit)."""
         if not self.waiting or not weighed(self.room, when):
             return
+
         def let_in(w: Waiter) -> bool:
             return not (w.quota is not None and _held(w.quota, self.delta))
 
@@ -170,10 +185,12 @@ class Books:
             ]
         movers: list[Waiter] = []
         if self.moves < moves.MAX_STEPS:
-            free_on: dict[frozenset[str], int] = {}  # free GPUs over a set of usable nodes, summed once a step
+            # free GPUs over a set of usable nodes, summed once a step over the nodes with any
+            free_on: dict[frozenset[str], int] = {}
+            open_nodes = [(n, g) for n, g in self.free.items() if g > 0]
             for w in self.waiting:
                 if w.usable not in free_on:
-                    free_on[w.usable] = sum(self.free.get(n, 0) for n in w.usable)
+                    free_on[w.usable] = sum(g for n, g in open_nodes if n in w.usable)
             movers = [w for w in self.waiting if free_on[w.usable] >= w.req.total and let_in(w)]
             self.moves += 1 if movers else 0
         if reclaimers:
@@ -223,11 +240,11 @@ class Books:
         self.pending = [e for e in self.pending if e.label != label]
         expected = self.end_of(h.job, when)
         if expected is not None:
-            self.pending.append(expected)
+            self.expect(expected)
 
     def _rank(self, job: EntityState) -> int:
         """A job's priority rank (``precedence.job_rank``: KAI preempts a lower one of the same queue), read once."""
-        label = job.ref.label
+        label = job.label
         if label not in self.ranks:
             self.ranks[label] = job_rank(job)
         return self.ranks[label]
@@ -247,17 +264,25 @@ def _serve(
     room: Room, waiting: list[Waiter], free: dict[str, int], delta: dict[tuple[str, str], float]
 ) -> list[tuple[Waiter, dict[str, int]]]:
     """One pass over ``waiting`` in order in the room ``free`` (changed in place) with the allocations moved by
-    ``delta`` (likewise): the jobs that start, each with its pods per node."""
+    ``delta`` (likewise): the jobs that start, each with its pods per node.
+
+    The nodes with room for one pod are read once per (usable nodes, GPUs per pod) and kept as starts take room:
+    hundreds of waiting jobs share a few request shapes, and each used to scan every free node."""
     out: list[tuple[Waiter, dict[str, int]]] = []
     blocked: set[str] = set()
-    open_nodes = {n for n, g in free.items() if g > 0}
+    open_nodes = [n for n, g in free.items() if g > 0]
+    candidates: dict[tuple[frozenset[str], int], tuple[list[str], int]] = {}  # -> (nodes, their free GPUs)
     for w in waiting:
         if w.fifo and w.key[1] in blocked:
             continue
         per = max(w.req.gpus_per_pod, 1)
+        key = (w.usable, per)
+        if key not in candidates:
+            nodes = sorted(n for n in open_nodes if free[n] >= per and n in w.usable)
+            candidates[key] = (nodes, sum(free[n] for n in nodes))
+        nodes, total = candidates[key]
         taken: dict[str, int] = {}
-        nodes = sorted(n for n in open_nodes if free[n] >= per and n in w.usable)
-        if sum(free[n] for n in nodes) >= w.req.total and not (w.quota is not None and _held(w.quota, delta)):
+        if total >= w.req.total and not (w.quota is not None and _held(w.quota, delta)):
             rows = [r for r in (room.row(w, n) for n in nodes) if r is not None]
             taken = place(rows, w.req, free, GPUS_ONLY)
         if not taken:
@@ -266,7 +291,10 @@ def _serve(
             continue
         for node, pods in taken.items():
             free[node] -= pods * w.req.gpus_per_pod
-        open_nodes = {n for n in open_nodes if free[n] > 0}
+        for k, (nodes, _total) in list(candidates.items()):
+            if not taken.keys().isdisjoint(nodes):
+                kept = [n for n in nodes if free[n] >= k[1]]
+                candidates[k] = (kept, sum(free[n] for n in kept))
         delta[w.key] = delta.get(w.key, 0.0) + w.req.units
         out.append((w, taken))
     return out
@@ -279,9 +307,13 @@ def _why(
     that took room it could use or counted against its quota."""
     usable = w.usable
     related = quota_keys_projects(w)
-    mine = [e for e, h in ended if set(h.gpus) & usable or h.key[0] in related or h.key[1] in related]
+    mine = [
+        e for e, h in ended if h.key[0] in related or h.key[1] in related or not usable.isdisjoint(h.gpus)
+    ]
     before = [
-        o.label for o, s in starts if set(s.nodes) & usable or o.key[0] in related or o.key[1] in related
+        o.label
+        for o, s in starts
+        if o.key[0] in related or o.key[1] in related or not usable.isdisjoint(s.nodes)
     ]
     return mine, before
 

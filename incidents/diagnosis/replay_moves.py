@@ -40,10 +40,11 @@ def consolidate(room: Room, w: Waiter, free: dict[str, int], holders: dict[str, 
     per = w.req.gpus_per_pod
     if per <= 0 or sum(free.get(n, 0) for n in w.usable) < w.req.total:
         return None
-    movable = sorted(
-        (h for h in holders.values() if _kind(room, h)[0]),
-        key=lambda h: (_kind(room, h)[2], h.units, _kind(room, h)[3]),
-    )
+    kinds = [(_kind(room, h), h) for h in holders.values()]
+    movable = [
+        h for k, h in sorted(((k, h) for k, h in kinds if k[0]), key=lambda x: (x[0][2], x[1].units, x[0][3]))
+    ]
+    usable = sorted(w.usable)
     taken: list[Holder] = []
     for h in movable:
         if len(taken) >= MAX_MOVED:
@@ -53,7 +54,7 @@ def consolidate(room: Room, w: Waiter, free: dict[str, int], holders: dict[str, 
         for t in taken:
             for node, g in t.gpus.items():
                 room_left[node] = room_left.get(node, 0) + g
-        mine = _place(sorted(w.usable), w.req.pods, per, room_left)
+        mine = _place(usable, w.req.pods, per, room_left)
         if not mine:
             continue
         moved: dict[str, dict[str, int]] = {}
@@ -62,7 +63,7 @@ def consolidate(room: Room, w: Waiter, free: dict[str, int], holders: dict[str, 
             there = _place(sorted(usable_for(room, t)), pods, t_per, room_left)
             if not there or there == {n: g // t_per for n, g in t.gpus.items()}:
                 break
-            moved[t.job.ref.label] = there
+            moved[t.job.label] = there
         else:
             return Moves(mine, moved)
     return None
@@ -73,7 +74,7 @@ def _place(nodes: list[str], pods: int, per: int, free: dict[str, int]) -> dict[
     fullest node that takes one first (KAI's bin-packing)."""
     out: dict[str, int] = {}
     want = pods
-    for node in sorted(nodes, key=lambda n: free.get(n, 0)):
+    for node in sorted((n for n in nodes if free.get(n, 0) >= per), key=lambda n: free.get(n, 0)):
         here = min(free.get(node, 0) // per, want)
         if here > 0:
             out[node] = here
@@ -90,7 +91,7 @@ def _place(nodes: list[str], pods: int, per: int, free: dict[str, int]) -> dict[
 def _kind(room: Room, h: Holder) -> tuple[bool, int, int, tuple[int, ...]]:
     """(movable: preemptible, whole GPUs only; GPUs per pod; priority rank; newest first) of a running job, read
     once per job."""
-    label = h.job.ref.label
+    label = h.job.label
     if label not in room.movers:
         req = job_request(room.di, h.job)
         whole = not (req.share or req.share_memory_mib or req.mig) and req.gpus_per_pod > 0

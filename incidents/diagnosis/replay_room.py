@@ -7,8 +7,10 @@ Pure: no database, no simulator.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from incidents.diagnosis import fit as F
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 WAITING = (NO_ROOM, QUOTA, BLOCKED_FIFO)  # the pass's outcomes the replay may still start
 
 
-@dataclass
+@dataclass(eq=False)  # one waiting job: compared by identity (the replay removes it from its list)
 class Waiter:
     """A waiting job the replay places: its request, the nodes it could use and its quota as the pass at t read
     them."""
@@ -49,7 +51,7 @@ class Waiter:
     def job(self) -> EntityState:
         return self.c.job
 
-    @property
+    @cached_property
     def label(self) -> str:
         return self.c.label
 
@@ -108,13 +110,28 @@ class Room:
 
 @dataclass
 class Started:
-    """A waiting job the replay starts: when, where, and what made it possible."""
+    """A waiting job the replay starts: when, where, and what made it possible. Why it could start (``ended``,
+    ``before``) is read only for the job an answer is about: ``why`` works it out when first asked (a replay
+    starts hundreds of jobs; weighing every start's reasons against every earlier end was most of its cost)."""
 
     at: datetime
     nodes: dict[str, int]  # node -> pods
-    ended: list[End]  # ends that freed the nodes it takes, or its quota, up to its start
-    before: list[str]  # waiting jobs the replay started before it on nodes it could use, or in its quota
     evicted: list[str] = field(default_factory=list)  # running jobs it evicts to start (reclaim, preempt)
+    why: Callable[[], tuple[list[End], list[str]]] | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def _reasons(self) -> tuple[list[End], list[str]]:
+        return self.why() if self.why is not None else ([], [])
+
+    @property
+    def ended(self) -> list[End]:
+        """The ends that freed the nodes it takes, or its quota, up to its start."""
+        return self._reasons[0]
+
+    @property
+    def before(self) -> list[str]:
+        """The waiting jobs the replay started before it on nodes it could use, or in its quota."""
+        return self._reasons[1]
 
 
 @dataclass

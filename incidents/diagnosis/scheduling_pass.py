@@ -75,7 +75,7 @@ class Considered:
 
     @property
     def label(self) -> str:
-        return self.job.ref.label
+        return self.job.label
 
     @property
     def units_words(self) -> str:
@@ -166,6 +166,22 @@ class _Room:
     room: dict[str, list[float | None]] = field(default_factory=dict)
     started: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     non_preemptible: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    # the free GPUs over a set of usable nodes, summed once and kept as starts take room (``free_on``)
+    totals: dict[frozenset[str], int] = field(default_factory=dict)
+
+    def free_on(self, nodes: frozenset[str]) -> int:
+        """The free GPUs over ``nodes`` (every one of them in ``free``: its shape's rows are read first)."""
+        got = self.totals.get(nodes)
+        if got is None:
+            got = self.totals[nodes] = sum(self.free.get(n, 0) for n in nodes)
+        return got
+
+    def take(self, node: str, gpus: int) -> None:
+        """A start takes ``gpus`` of ``node``'s free GPUs."""
+        self.free[node] -= gpus
+        for nodes in self.totals:
+            if node in nodes:
+                self.totals[nodes] -= gpus
 
     def charge(self, key: tuple[str, str], req: Request) -> None:
         vec = request_vector(req)
@@ -212,7 +228,7 @@ def _consider(
     if req.pods == 0:
         c.outcome, c.why = PLACED, "its pods are bound"
         return c
-    held = quota_at(di, job, req, sum(free.get(n, 0) for n in c.usable))
+    held = quota_at(di, job, req, pass_.free_on(c.usable))
     if held is not None:
         charge_started(held, started)
         if held.resources is not None:
@@ -229,7 +245,7 @@ def _consider(
     taken = place(open_rows, req, free, frozenset(), pass_.room if pass_.room else None)
     if taken:
         for node, pods in taken.items():
-            free[node] -= pods * req.gpus_per_pod
+            pass_.take(node, pods * req.gpus_per_pod)
         take_room(pass_.room, req, taken)
         c.outcome, c.nodes = STARTS, taken
     return c

@@ -81,6 +81,11 @@ class EntityState:
     def ref(self) -> Ref:
         return Ref(self.kind, self.name, self.namespace)
 
+    @property
+    def label(self) -> str:
+        """``ref.label`` without building the Ref (read per job per step by the replay)."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
     def get(self, key: str, default: Any = None) -> Any:
         return self.state.get(key, default)
 
