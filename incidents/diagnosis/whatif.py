@@ -7,6 +7,12 @@ parameter          value                           edit
 =================  ==============================  ==============================================================
 ``quota``          ``<name>:<gpus>``               the quota of the queue, project or department ``name``
 ``limit``          ``<name>:<gpus>``               its limit (Kueue: nominal + borrowing limit)
+``cpu_quota``      ``<name>:<cores>``              KAI: its deserved CPU quota, in cores (``96``, ``0.5``,
+                                                   ``500m``)
+``cpu_limit``      ``<name>:<cores>``              KAI: its CPU limit
+``memory_quota``   ``<name>:<bytes>``              KAI: its deserved memory quota, in bytes or a Kubernetes
+                                                   quantity (``256Gi``, ``500G``)
+``memory_limit``   ``<name>:<bytes>``              KAI: its memory limit
 ``cordon``         ``<node>``                      the node takes no new pods
 ``uncordon``       ``<node>``                      the node takes pods again (its cordon taint gone too)
 ``repair``         ``<node>``                      the node is Ready again with every GPU it should have (its
@@ -39,6 +45,7 @@ from typing import Any
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.allocation import ACTIVE_POD_PHASES, pod_units, project_allocated
+from incidents.diagnosis.edits import resource_edits
 from incidents.diagnosis.quota import quota_at
 from incidents.diagnosis.request import Request, job_request
 from incidents.diagnosis.scheduling_pass import (
@@ -325,6 +332,11 @@ def _quota_edit(di: DiagnosisInput, job: EntityState, req: Request) -> Edit | No
         return None
     need = math.ceil(q.after - 1e-9)
     dept = q.department
+    if not q.blocks and not (dept is not None and dept.blocks):
+        # its GPUs fit: a CPU or memory bound holds it (KAI), the first one it would pass
+        raised = resource_edits(q)
+        if raised:
+            return raised[0]
     if not q.blocks and dept is not None and dept.blocks:
         return Edit("limit" if dept.over_limit else "quota", dept.name, number=math.ceil(dept.after - 1e-9))
     name = q.policy.name if q.policy is not None else q.queue

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from incidents.diagnosis import fit as F
@@ -18,13 +19,38 @@ from incidents.diagnosis.request import job_request
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 from rcaweb.mig import mig_units
 
-KINDS = ("quota", "limit", "cordon", "uncordon", "repair", "add", "remove", "hold", "request", "onto")
+KINDS = (
+    "quota",
+    "limit",
+    "cpu_quota",
+    "cpu_limit",
+    "memory_quota",
+    "memory_limit",
+    "cordon",
+    "uncordon",
+    "repair",
+    "add",
+    "remove",
+    "hold",
+    "request",
+    "onto",
+)
+# KAI's CPU and memory quota and limit of a queue, project or department, as the inventory's state carries them
+# (``resources._KEYS``: cores and bytes)
+RESOURCE_KEYS = {
+    "cpu_quota": "quota_cpu_cores",
+    "cpu_limit": "limit_cpu_cores",
+    "memory_quota": "quota_memory_bytes",
+    "memory_limit": "limit_memory_bytes",
+}
 MAX_EDITS = 20  # edits in one URL
 MAX_ADD = 64  # nodes one ``add`` makes
 MAX_ADDED = 256  # nodes all ``add`` edits make together
 MAX_GPUS = 100_000  # a quota or limit
 MAX_PODS = 1024
 MAX_GPUS_PER_POD = 64
+MAX_CPU_CORES = 1_000_000  # a CPU quota or limit
+MAX_MEMORY_BYTES = 2**60  # a memory quota or limit: 1 EiB
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}"
 _PATTERNS = {
@@ -41,6 +67,31 @@ _PATTERNS = {
         r"(?:(?P<share>0\.\d{1,4})|(?P<profile>\d{1,2}g\.\d{1,4}gb)|(?P<gpus>\d{1,4}))$"
     ),
     "onto": re.compile(rf"^(?P<ns>{_NAME})/(?P<name>{_NAME}):(?P<node>{_NAME})$"),
+    # cores ("96", "0.5") or millicores ("500m")
+    "cpu_quota": re.compile(
+        rf"^(?P<name>{_NAME}):(?:(?P<cores>\d{{1,9}}(\.\d{{1,3}})?)|(?P<milli>\d{{1,12}})m)$"
+    ),
+    # bytes, or a Kubernetes quantity ("256Gi", "1.5Ti", "500G")
+    "memory_quota": re.compile(
+        rf"^(?P<name>{_NAME}):(?P<n>\d{{1,19}}(\.\d{{1,6}})?)(?P<unit>Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
+    ),
+}
+_PATTERNS["cpu_limit"] = _PATTERNS["cpu_quota"]
+_PATTERNS["memory_limit"] = _PATTERNS["memory_quota"]
+_MEMORY_UNITS = {
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
 }
 _FORMS = {
     "quota": "<name>:<gpus>",
@@ -53,6 +104,10 @@ _FORMS = {
     "hold": "<namespace>/<job>",
     "request": "<namespace>/<job>:<pods>x<gpus per pod | share 0.x | MIG profile 1g.10gb>",
     "onto": "<namespace>/<job>:<node>",
+    "cpu_quota": "<name>:<cores> (96, 0.5 or 500m)",
+    "cpu_limit": "<name>:<cores> (96, 0.5 or 500m)",
+    "memory_quota": "<name>:<bytes> (274877906944 or 256Gi)",
+    "memory_limit": "<name>:<bytes> (274877906944 or 256Gi)",
 }
 
 
@@ -72,7 +127,7 @@ class Edit:
     kind: str
     name: str  # queue/project/department, node or job name
     namespace: str = ""  # a job's
-    number: float = 0  # quota/limit GPUs, nodes to add, pods
+    number: float = 0  # quota/limit GPUs (CPU: cores, memory: bytes), nodes to add, pods
     gpus: int = 0  # GPUs per pod (request)
     share: float = 0  # a share of one GPU per pod (request), instead of whole GPUs
     profile: str = ""  # a MIG profile per pod (request); the node whose place the job may take (onto)
@@ -81,6 +136,8 @@ class Edit:
     def value(self) -> str:
         """The query value that writes this edit back."""
         n = f"{self.number:g}"
+        if self.kind in RESOURCE_KEYS:
+            return f"{self.name}:{self.amount}"
         return {
             "quota": f"{self.name}:{n}",
             "limit": f"{self.name}:{n}",
@@ -92,6 +149,14 @@ class Edit:
         }.get(self.kind, self.name)
 
     @property
+    def amount(self) -> str:
+        """A CPU or memory edit's number as its query value writes it: cores ("96", "0.5"), or memory as the
+        largest binary unit that divides it ("256Gi"), else bytes."""
+        if self.kind.startswith("cpu_"):
+            return cores_text(self.number)
+        return memory_text(self.number)
+
+    @property
     def per_pod(self) -> str:
         """What each pod of a request edit asks: "8", "0.5" (a share), "1g.10gb" (a MIG instance)."""
         return self.profile or (f"{self.share:g}" if self.share else str(self.gpus))
@@ -100,6 +165,9 @@ class Edit:
     def words(self) -> str:
         n = f"{self.number:g}"
         job = f"{self.namespace}/{self.name}"
+        if self.kind in RESOURCE_KEYS:
+            amount = cores_words(self.number) if self.kind.startswith("cpu_") else memory_words(self.number)
+            return f"{bound_words(self.kind)} of {self.name} → {amount}"
         return {
             "quota": f"quota of {self.name} → {n} GPUs",
             "limit": f"limit of {self.name} → {n} GPUs",
@@ -122,13 +190,65 @@ class Edit:
         return f"{self.gpus} GPUs"
 
 
+def bound_words(kind: str) -> str:
+    """ "CPU limit", "memory quota"."""
+    what, bound = kind.split("_")
+    return f"{'CPU' if what == 'cpu' else 'memory'} {bound}"
+
+
+def cores_text(cores: float) -> str:
+    """Cores as a query value writes them: "96", "0.5" (to the millicore)."""
+    return f"{round(cores, 3):.3f}".rstrip("0").rstrip(".")
+
+
+def memory_text(n: float) -> str:
+    """Bytes as a Kubernetes quantity in the largest unit that divides them ("256Gi", "500G"), else the bytes."""
+    b = int(n)
+    for unit, size in sorted(_MEMORY_UNITS.items(), key=lambda u: -u[1]):
+        if unit and b >= size and b % size == 0:
+            return f"{b // size}{unit}"
+    return str(b)
+
+
+def cores_words(cores: float) -> str:
+    return f"{cores_text(cores)} core{'' if cores == 1 else 's'}"
+
+
+def memory_words(n: float) -> str:
+    """ "256 GiB", "1.5 TiB", "512 MiB"; bytes below a KiB."""
+    for unit in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        size = _MEMORY_UNITS[unit]
+        if n >= size:
+            return f"{round(n / size, 2):g} {unit}B"
+    return f"{int(n)} bytes"
+
+
+def _resource_amount(kind: str, raw: str, g: dict[str, Any]) -> float:
+    """A CPU edit's cores or a memory edit's bytes (rounded up to a whole byte, as Kubernetes does), within
+    ``MAX_CPU_CORES`` or ``MAX_MEMORY_BYTES``."""
+    if kind.startswith("cpu_"):
+        cores = int(g["milli"]) / 1000 if g.get("milli") is not None else float(g["cores"])
+        if not math.isfinite(cores) or cores > MAX_CPU_CORES:
+            raise EditError(kind, raw, f"cores must be between 0 and {MAX_CPU_CORES:,}")
+        return round(cores, 3)
+    exact = Decimal(g["n"]) * _MEMORY_UNITS[g.get("unit") or ""]  # the pattern admits digits only
+    n = int(exact.to_integral_value(rounding=ROUND_CEILING))
+    if n > MAX_MEMORY_BYTES:
+        raise EditError(kind, raw, "memory must be between 0 and 1Ei")
+    return n
+
+
 def parse_edit(kind: str, raw: str) -> Edit:
     """One query value as an edit; ``EditError`` names the parameter and the form it expects."""
     pattern = _PATTERNS.get(kind)
     m = pattern.match(raw) if pattern is not None else None
     if m is None:
+        if kind in RESOURCE_KEYS and re.search(r":\s*-", raw):
+            raise EditError(kind, raw, f"a {bound_words(kind)} is 0 or more (expected {_FORMS[kind]})")
         raise EditError(kind, raw, f"expected {_FORMS.get(kind, 'a known edit')}")
     g = m.groupdict()
+    if kind in RESOURCE_KEYS:
+        return Edit(kind, g["name"], number=_resource_amount(kind, raw, g))
     if kind in ("quota", "limit"):
         n = float(g["n"])
         if not math.isfinite(n) or n > MAX_GPUS:
@@ -195,8 +315,8 @@ def _edited(items: list[EntityState], es: EntityState, state: dict[str, Any]) ->
 
 
 def _apply(di: DiagnosisInput, e: Edit) -> None:
-    if e.kind in ("quota", "limit"):
-        key = "quota_gpus" if e.kind == "quota" else "limit_gpus"
+    if e.kind in ("quota", "limit") or e.kind in RESOURCE_KEYS:
+        key = RESOURCE_KEYS.get(e.kind) or ("quota_gpus" if e.kind == "quota" else "limit_gpus")
         found = False
         for items in (di.queues, di.projects, di.departments):
             for es in [x for x in items if x.name == e.name]:
@@ -324,13 +444,21 @@ __all__ = [
     "KINDS",
     "MAX_ADD",
     "MAX_ADDED",
+    "MAX_CPU_CORES",
     "MAX_EDITS",
     "MAX_GPUS",
     "MAX_GPUS_PER_POD",
+    "MAX_MEMORY_BYTES",
     "MAX_PODS",
+    "RESOURCE_KEYS",
     "Edit",
     "EditError",
     "apply_edits",
+    "bound_words",
+    "cores_text",
+    "cores_words",
+    "memory_words",
+    "memory_text",
     "parse_edit",
     "parse_edits",
 ]

@@ -108,6 +108,37 @@ class WhatIfTest(PageTestCase):
         assert "nlp/bert-eval asks 1 pod(s) × 0.5 of a GPU" in html and "repair h100-04" in html
         assert '<input type="hidden" name="request" value="nlp/bert-eval:1x0.5">' in html
 
+    def test_it_answers_400_naming_a_bad_cpu_or_memory_edit(self):
+        for query, words in (
+            ("cpu_limit=nobody:8", "cpu_limit=nobody:8: no queue, project or department nobody at t"),
+            ("cpu_quota=vision:-8", "cpu_quota=vision:-8: a CPU quota is 0 or more"),
+            ("cpu_limit=vision:5000000", "cpu_limit=vision:5000000: cores must be between 0 and 1,000,000"),
+            ("memory_limit=vision:2Ei", "memory_limit=vision:2Ei: memory must be between 0 and 1Ei"),
+            ("memory_quota=vision:lots", "memory_quota=vision:lots: expected <name>:<bytes>"),
+            ("memory_limit=nobody:1Gi", "memory_limit=nobody:1Gi: no queue, project or department nobody"),
+        ):
+            r = self.get(f"{PATH}?{query}", self.times["end"])
+            assert r.status_code == 400, query
+            assert words in r.content.decode(), (query, r.content)
+            assert r["Content-Type"].startswith("text/plain"), query
+
+    def test_cpu_and_memory_quota_and_limit_edits_are_edits_of_the_page_and_its_form(self):
+        r = self.get(
+            PATH + "?cpu_limit=vision:96&memory_quota=nlp:512Gi&cpu_quota=nlp:500m", self.times["end"]
+        )
+        assert r.status_code == 200
+        assert [(e.kind, e.value) for e in r.context["wi"].edits] == [
+            ("cpu_quota", "nlp:0.5"),
+            ("cpu_limit", "vision:96"),
+            ("memory_quota", "nlp:512Gi"),
+        ]
+        html = r.content.decode()
+        assert "CPU limit of vision → 96 cores" in html and "memory quota of nlp → 512 GiB" in html
+        assert "CPU quota of nlp → 0.5 cores" in html
+        assert '<input type="hidden" name="cpu_limit" value="vision:96">' in html
+        for kind in ("cpu_quota", "cpu_limit", "memory_quota", "memory_limit"):
+            assert f'<input name="{kind}"' in html, kind
+
     def test_an_unknown_cluster_is_404(self):
         assert self.get("/c/nowhere/whatif/", self.times["end"]).status_code == 404
 
