@@ -8,10 +8,11 @@ from typing import Any
 
 from incidents.diagnosis import codes as C
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.ahead import Ahead, jobs_ahead
+from incidents.diagnosis.ahead import Ahead, jobs_ahead, the_pass
 from incidents.diagnosis.precedence import overtaking_pods, precedence
 from incidents.diagnosis.queue_order import order_words
 from incidents.diagnosis.request import Request
+from incidents.diagnosis.scheduling_pass import STARTS
 from incidents.diagnosis.totals import Totals
 from incidents.diagnosis.types import (
     REFUTED,
@@ -168,6 +169,23 @@ def ahead_findings(
     # room first). Free GPUs in total say nothing when no node has a block for one pod (fragmentation, or a
     # pod larger than any node), nor of a share or a MIG instance.
     if fits_now:
+        mine = the_pass(di).find(job.namespace, job.name)
+        if mine is not None and mine.outcome == STARTS:
+            # the pass serves the jobs ahead first and still starts it: they do not take the room it fits in
+            return [
+                Finding(
+                    C.QUEUE_PRIORITY,
+                    f"{ahead.count} pending job(s) are served before {ref.label} ({names}), but the cluster's "
+                    f"pass at {hhmm(di.t)} still starts it on {mine.nodes_words}: they leave it the room it fits.",
+                    REFUTED,
+                    0.7,
+                    refutes=[ahead_cite, base[1]],
+                    subject=ref,
+                    sources=("k8s",),
+                    why="the jobs ahead do not take the room it fits in",
+                    facts={"ahead": [a.job.ref for a in ahead.jobs], "demand": demand, "job": ref},
+                )
+            ]
         conf = 0.7 if tot.eligible_free < req.total + demand else 0.45
         return [
             Finding(

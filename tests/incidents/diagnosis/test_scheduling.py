@@ -184,6 +184,21 @@ def test_it_sees_the_jobs_ahead_in_the_queue():
     assert by_code(check_scheduling(di))[C.QUEUE_PRIORITY].status == "refuted"
 
 
+def test_jobs_ahead_that_leave_it_room_are_not_its_cause():
+    # One job ahead wants 8 of 16 free GPUs: the pass serves it first and still starts this one.
+    ahead = job("first", submitted=T0, pods=1, gpus_per_pod=8)
+    mine = job("train", submitted=T0 + timedelta(minutes=30), pods=1, gpus_per_pod=8)
+    di = world(
+        subjects=[JOB],
+        nodes=[node("h100-01"), node("h100-02")],
+        jobs=[ahead, mine],
+        queues=[queue("vision", 32)],
+    )
+    found = by_code(check_scheduling(di))[C.QUEUE_PRIORITY]
+    assert found.status == "refuted"
+    assert "still starts it on" in found.statement and "vision/first" in found.statement
+
+
 def test_it_notices_a_request_that_grew_past_what_fits():
     old = job("train", pods=1, gpus_per_pod=8, valid_from=T0)
     old.valid_to = T0 + timedelta(hours=2)
