@@ -23,8 +23,9 @@ Pure: reads the ``DiagnosisInput`` only (no database, no simulator).
 
 from __future__ import annotations
 
+import copy
 import heapq
-from typing import Any
+from typing import Any, TypeVar
 
 from incidents.diagnosis.allocation import job_units, project_allocated
 from incidents.diagnosis.division import capacity
@@ -32,6 +33,8 @@ from incidents.diagnosis.precedence import CLASS_RANK, job_rank, queue_priority_
 from incidents.diagnosis.resources import DIMS, ZERO, Vector, dims_of, held, job_vector, totals
 from incidents.diagnosis.standing import Standing, fair_shares, standing_of
 from incidents.diagnosis.types import DiagnosisInput, EntityState
+
+_T = TypeVar("_T")
 
 
 def job_queue(job: EntityState) -> str:
@@ -191,6 +194,51 @@ class QueueOrder:
         if name in self._keys:
             self._refresh(name)
 
+    def moved(self, waiting: list[EntityState], delta: dict[str, tuple[float, Vector]]) -> QueueOrder:
+        """A copy serving ``waiting`` from the start, each queue's (and its department's) holdings moved by
+        ``delta`` (queue -> GPU units, [CPU, memory]); the fair shares stay as this order divided them. What the
+        queue replayed forward serves at each step: KAI and Kueue weigh their queues again every session, as
+        jobs end and start. The jobs of a queue this order serves keep its order; others go by
+        :func:`in_queue_key`."""
+        new = copy.copy(self)
+        new.queue = {n: _copied(s) for n, s in self.queue.items()}
+        new.department = {n: _copied(d) for n, d in self.department.items()}
+        new.parent = dict(self.parent)
+        mine = {id(j) for j in waiting}
+        new.queues = {}
+        for name, jobs in self.queues.items():
+            kept = [j for j in jobs if id(j) in mine]
+            if kept:
+                new.queues[name] = kept
+        known = {id(j) for jobs in new.queues.values() for j in jobs}
+        others = [j for j in waiting if id(j) not in known]
+        for j in others:
+            name = job_queue(j)
+            if name not in new.queue:
+                state = self.di.find("queue", name) or self.di.find("project", name)
+                new.queue[name] = standing_of(state, name, project_allocated(self.di, name, name))
+                new.queue[name].priority = queue_priority_of(self.di, name)
+                new.parent[name] = ""
+            new.queues.setdefault(name, []).append(j)
+        for name in {job_queue(j) for j in others}:
+            new.queues[name].sort(key=in_queue_key)
+        for name, (units, vec) in delta.items():
+            if name not in new.queue:
+                continue
+            for x in (new.queue[name], new.department.get(new.parent[name])):
+                if x is None:
+                    continue
+                x.used += units
+                for dim, v in zip(DIMS, vec, strict=True):
+                    x.res[dim].used += v
+        new.heads = dict.fromkeys(new.queues, 0)
+        new.blocked = set()
+        new.position = {id(j): i for jobs in new.queues.values() for i, j in enumerate(jobs, 1)}
+        new._keys, new._heap = {}, []
+        for name in new.queues:
+            new._refresh(name)
+        return new
+
     def block(self, queue: str) -> None:
         """A StrictFIFO queue whose head cannot be admitted: the jobs behind it wait too."""
         self.blocked.add(queue)
@@ -281,6 +329,20 @@ class QueueOrder:
             return (self._kai_key(d, job_units(head), self._vector(head)), self._tail_key(q))
 
         return best[min(best, key=top_key)]
+
+
+def _copied(s: Standing) -> Standing:
+    """A standing to move apart from the one it copies (its CPU and memory standings too), copied field by field
+    (a replay copies every queue's standing at each step; ``dataclasses.replace`` costs several times more)."""
+    new = _bare(s)
+    new.res = {d: _bare(x) for d, x in s.res.items()}
+    return new
+
+
+def _bare(x: _T) -> _T:
+    new = object.__new__(type(x))
+    new.__dict__.update(x.__dict__)
+    return new
 
 
 def why_before(di: DiagnosisInput, other: EntityState, job: EntityState) -> str:

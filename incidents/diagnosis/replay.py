@@ -4,20 +4,26 @@ jobs end. The engine of the ETA (``incidents.diagnosis.eta``) and of "which jobs
 The pass at t (``scheduling_pass.cluster_pass``) answers what the free room starts now. A scheduler runs its own
 pass every few seconds, so by the time the inventory is read it has usually taken that room: what starts next
 is what the running jobs' ends give back. One replay serves every waiting job at once: it reads the pass at t
-once (the jobs it starts run from t; the others wait in its order, with their fit rows, built once per request
-shape, and their quota as read at t), then steps through the running jobs' expected ends in time order. Each step
-frees the GPUs of the jobs that end, takes them off their queue's (and department's) allocation, and serves the
-waiting jobs in order in the whole GPUs left (``scheduling_pass.place``), each within its quota and limit, a
-StrictFIFO queue's head blocking the jobs behind it; the jobs it starts run from then on, their own expected end
-joining the list. On KAI, at t and after each step, the jobs still waiting that KAI would start by evicting others
-start so (``Books.evict``): by reclaim or preemption (``replay_evictions``: the model's ``reclaim`` rules on the
-books written back as a state; the victims wait again), or by moving running jobs out of the way of a gang whose
-GPUs are free in total (``replay_moves``: the moved jobs start over elsewhere).
+once (the jobs it starts run from t; the others wait, with their fit rows, built once per request shape, and
+their quota as read at t), then steps through the running jobs' expected ends in time order. Each step frees the
+GPUs of the jobs that end, takes them off their queue's (and department's) allocation, and serves the waiting
+jobs in the whole GPUs left (``scheduling_pass.place``), each within its quota and limit, a StrictFIFO queue's
+head blocking the jobs behind it; the jobs it starts run from then on, their own expected end joining the list.
+A step serves the jobs still waiting in the order the scheduler gives on the replay's books, as KAI and Kueue
+weigh their queues again every session: the model's ``QueueOrder`` with each queue's holdings moved by the ends
+and starts so far (``QueueOrder.moved``; each start charged before the next choice), so a queue whose jobs ended
+holds less and goes first for the GPUs they free (KAI: within its deserved quota, then the smaller share
+allocated / fair share; Kueue: a head that no longer makes its queue borrow goes before one that does). On KAI,
+at t and after each step, the jobs still waiting that KAI would start by evicting others start so
+(``Books.evict``): by reclaim or preemption (``replay_evictions``: the model's ``reclaim`` rules on the books
+written back as a state; the victims wait again), or by moving running jobs out of the way of a gang whose GPUs
+are free in total (``replay_moves``: the moved jobs start over elsewhere).
 
-What it leaves out, said where the answer is shown: the order is the pass's at t (KAI's fair share is not
-re-weighed as allocations move), CPU and memory are not counted (the GPUs of a node that frees are its room),
-shares and MIG instances take no whole-GPU room (a share or MIG job's start is not replayed), and Kueue's
-preemption is not weighed. Pure: no database, no simulator.
+What it leaves out, said where the answer is shown: the fair shares are divided once, as at t (what the queues
+ask is not divided again as their jobs end), CPU and memory take no room (the GPUs of a node that frees are its
+room; the order weighs the CPU and memory a queue holds where KAI's does), shares and MIG instances take no
+whole-GPU room (a share or MIG job's start is not replayed), and Kueue's preemption is not weighed. Pure: no
+database, no simulator.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import TYPE_CHECKING
 from incidents.diagnosis import fit as F
 from incidents.diagnosis import replay_moves as moves
 from incidents.diagnosis.precedence import job_rank
+from incidents.diagnosis.queue_order import QueueOrder
 from incidents.diagnosis.quota import QuotaAt
 from incidents.diagnosis.replay_evictions import (
     MAX_CHECKS,
@@ -42,6 +49,7 @@ from incidents.diagnosis.replay_evictions import (
 )
 from incidents.diagnosis.replay_room import Holder, Room, Run, Started, Waiter, running, waiting_again
 from incidents.diagnosis.request import job_request
+from incidents.diagnosis.resources import Vector, job_vector
 from incidents.diagnosis.scheduling_pass import (
     charge_started,
     place,
@@ -83,7 +91,8 @@ def replay(
         run.until = when
         for e in step:
             books.end(e)
-        for w, taken in _serve(room, books.waiting, books.free, books.delta):
+        order = lambda: room.order.moved([w.job for w in books.waiting], books.shifted())  # noqa: E731
+        for w, taken in _serve(room, books.waiting, books.free, books.delta, order):
             books.start(w, taken, when)
         books.evict(when)
     run.exhausted = not books.pending
@@ -105,6 +114,7 @@ class Books:
         self.free = dict(room.free)
         self.holders = {k: replace(h, gpus=dict(h.gpus)) for k, h in room.holders.items()}
         self.delta: dict[tuple[str, str], float] = {}
+        self.shift: dict[str, list[float]] = {}  # per queue: GPU units, CPU, memory moved (``shifted``)
         self.waiting = list(room.waiting)
         self.pending: list[End] = []
         self.ended: list[tuple[End, Holder]] = []
@@ -133,6 +143,21 @@ class Books:
         for node, g in h.gpus.items():
             self.free[node] = self.free.get(node, 0) + g
         self.delta[h.key] = self.delta.get(h.key, 0.0) - h.units
+        self._shift(h.key[1], h.job, -h.units)
+
+    def _shift(self, queue: str, job: EntityState, units: float) -> None:
+        moved = self.shift.setdefault(queue, [0.0, 0.0, 0.0])
+        sign = 1.0 if units >= 0 else -1.0
+        moved[0] += units
+        if self.room.order.weigh:
+            cpu, memory = job_vector(self.room.di, job)
+            moved[1] += sign * cpu
+            moved[2] += sign * memory
+
+    def shifted(self) -> dict[str, tuple[float, Vector]]:
+        """How each queue's holdings moved since t (GPU units, [CPU, memory]): what the scheduler's order weighs
+        at the next step (``QueueOrder.moved``)."""
+        return {q: (units, (cpu, memory)) for q, (units, cpu, memory) in self.shift.items()}
 
     def start(
         self, w: Waiter, taken: dict[str, int], when: datetime, victims: list[str] | None = None
@@ -152,6 +177,7 @@ class Books:
         started = running(w.job, when)
         self.holders[w.label] = Holder(started, gpus, w.req.units, w.key, when)
         self.delta[w.key] = self.delta.get(w.key, 0.0) + w.req.units
+        self._shift(w.key[1], w.job, w.req.units)
         expected = self.end_of(started, when)
         if expected is not None:
             self.expect(expected)
@@ -261,28 +287,57 @@ def _below_deserved(q: QuotaAt | None, delta: dict[tuple[str, str], float]) -> b
 
 
 def _serve(
-    room: Room, waiting: list[Waiter], free: dict[str, int], delta: dict[tuple[str, str], float]
+    room: Room,
+    waiting: list[Waiter],
+    free: dict[str, int],
+    delta: dict[tuple[str, str], float],
+    weighed: Callable[[], QueueOrder],
 ) -> list[tuple[Waiter, dict[str, int]]]:
-    """One pass over ``waiting`` in order in the room ``free`` (changed in place) with the allocations moved by
-    ``delta`` (likewise): the jobs that start, each with its pods per node.
+    """One pass over ``waiting`` in the scheduler's order (``weighed``: built on the replay's books only when a
+    job could start, each start charged before the next choice) in the room ``free`` (changed in place) with the
+    allocations moved by ``delta``: the jobs that start, each with its pods per node. ``delta`` is left as it is
+    (the caller's ``Books.start`` charges each start once); the walk's own starts count against the quota of the
+    jobs after them.
 
     The nodes with room for one pod are read once per (usable nodes, GPUs per pod) and kept as starts take room:
-    hundreds of waiting jobs share a few request shapes, and each used to scan every free node."""
+    hundreds of waiting jobs share a few request shapes, and each used to scan every free node. A job whose
+    usable nodes lack the GPUs it asks at the step's start cannot start in it (starts only take room), nor can
+    any job once those that could have been reached: the walk stops there, which keeps a step whose ends free
+    little room cheap."""
     out: list[tuple[Waiter, dict[str, int]]] = []
     blocked: set[str] = set()
     open_nodes = [n for n, g in free.items() if g > 0]
     candidates: dict[tuple[frozenset[str], int], tuple[list[str], int]] = {}  # -> (nodes, their free GPUs)
+    live: set[int] = set()  # the jobs the room at the step's start could take
     for w in waiting:
-        if w.fifo and w.key[1] in blocked:
-            continue
         per = max(w.req.gpus_per_pod, 1)
         key = (w.usable, per)
         if key not in candidates:
             nodes = sorted(n for n in open_nodes if free[n] >= per and n in w.usable)
             candidates[key] = (nodes, sum(free[n] for n in nodes))
-        nodes, total = candidates[key]
+        if candidates[key][1] >= w.req.total:
+            live.add(id(w.job))
+    if not live:
+        return out
+    by_job = {id(w.job): w for w in waiting}
+    order = weighed()
+    moved = dict(delta)  # the starts of this walk, for the quota of the jobs after them
+    while live:
+        job = order.next()
+        if job is None:
+            break
+        w = by_job[id(job)]
+        if id(job) not in live:
+            if w.fifo:
+                blocked.add(w.key[1])
+            continue
+        live.discard(id(job))
+        if w.fifo and w.key[1] in blocked:
+            continue
+        per = max(w.req.gpus_per_pod, 1)
+        nodes, total = candidates[(w.usable, per)]
         taken: dict[str, int] = {}
-        if total >= w.req.total and not (w.quota is not None and _held(w.quota, delta)):
+        if total >= w.req.total and not (w.quota is not None and _held(w.quota, moved)):
             rows = [r for r in (room.row(w, n) for n in nodes) if r is not None]
             taken = place(rows, w.req, free, GPUS_ONLY)
         if not taken:
@@ -295,7 +350,8 @@ def _serve(
             if not taken.keys().isdisjoint(nodes):
                 kept = [n for n in nodes if free[n] >= k[1]]
                 candidates[k] = (kept, sum(free[n] for n in kept))
-        delta[w.key] = delta.get(w.key, 0.0) + w.req.units
+        moved[w.key] = moved.get(w.key, 0.0) + w.req.units
+        order.charge(job, w.req.units)
         out.append((w, taken))
     return out
 

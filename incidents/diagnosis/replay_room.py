@@ -1,6 +1,7 @@
 """What the queue replayed forward (``incidents.diagnosis.replay``) reads of the state at t and keeps as it
-steps: the waiting jobs (``Waiter``, in the pass's order), the running ones (``Holder``), the free whole GPUs
-per node (``Room``, built once by ``build``), and what one replay answers (``Run``, ``Started``).
+steps: the waiting jobs (``Waiter``) and the scheduler's order over them as the pass at t leaves it
+(``order_at``), the running ones (``Holder``), the free whole GPUs per node (``Room``, built once by ``build``),
+and what one replay answers (``Run``, ``Started``).
 
 Pure: no database, no simulator.
 """
@@ -16,7 +17,8 @@ from typing import TYPE_CHECKING
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.allocation import pod_units
 from incidents.diagnosis.node_resources import allocated_on
-from incidents.diagnosis.queue_order import job_queue, strict_fifo
+from incidents.diagnosis.pending import is_pending
+from incidents.diagnosis.queue_order import QueueOrder, job_queue, strict_fifo
 from incidents.diagnosis.quota import QuotaAt, quota_at
 from incidents.diagnosis.request import Request, job_request
 from incidents.diagnosis.scheduling_pass import (
@@ -77,9 +79,11 @@ class Room:
     """What the replay reads of the state at t, built once (``build``)."""
 
     di: DiagnosisInput
-    waiting: list[Waiter]  # in the pass's order
+    waiting: list[Waiter]  # in the pass's order at t
     free: dict[str, int]  # whole GPUs free per node once the pass at t has served its starts
     holders: dict[str, Holder]  # running jobs by label (those the pass at t starts included)
+    # the scheduler's order over ``waiting`` with the pass at t's starts charged (``order_at``)
+    order: QueueOrder
     started: dict[tuple[str, str], float] = field(default_factory=dict)  # what the pass at t starts, per key
     fifo: dict[str, bool] = field(default_factory=dict)  # StrictFIFO, per queue
     # per request (``request_key``): the nodes with no static blocker for it
@@ -149,10 +153,11 @@ def build(di: DiagnosisInput, base: ClusterPass) -> Room:
 
     Cheap on a large cluster: the free GPUs of a node are its allocatable GPUs less its pods' requests, and a
     job's fit row on a node is only built when the replay frees room there that it could use."""
-    room = Room(di, [], {}, {})
+    waiting = [c for c in base.considered if c.whole and c.outcome in WAITING]
+    room = Room(di, [], {}, {}, order_at(di, base, [c.job for c in waiting]))
     for c in base.starts:
         room.started[(c.project, c.queue)] = room.started.get((c.project, c.queue), 0.0) + c.units
-    room.waiting = [waiter(room, c) for c in base.considered if c.whole and c.outcome in WAITING]
+    room.waiting = [waiter(room, c) for c in waiting]
     free: dict[str, int] = {}
     for nd in di.nodes:
         st = nd.state
@@ -181,6 +186,15 @@ def build(di: DiagnosisInput, base: ClusterPass) -> Room:
         holders[c.label] = Holder(running(c.job, di.t), taken, c.units, (c.project, c.queue), di.t)
     room.free, room.holders = free, holders
     return room
+
+
+def order_at(di: DiagnosisInput, base: ClusterPass, waiting: list[EntityState]) -> QueueOrder:
+    """The scheduler's order (``QueueOrder``) over ``waiting`` as the pass at t leaves it: built over every
+    waiting job, as the pass's is (the fair shares divide what they all ask), with the pass's starts charged."""
+    order = QueueOrder(di, [j for j in di.jobs if is_pending(j)])
+    for c in base.starts:
+        order.charge(c.job, c.units)
+    return order.moved(waiting, {})
 
 
 def request_key(req: Request) -> tuple[object, ...]:
@@ -244,6 +258,7 @@ __all__ = [
     "Started",
     "Waiter",
     "build",
+    "order_at",
     "request_key",
     "running",
     "waiter",
