@@ -22,10 +22,22 @@ judged too); the time per answer (load + pass + replay; the ETA per job from the
 cause.
 Targets: precision and recall ≥ 0.9; ETA median error ≤ 20 % of the wait; every answer ≤ 1 s at 1,213 nodes.
 
+``--ends`` says where the ETA's error comes from. It sets each running job's expected end
+(``durations.expected_end``: lower quartile, likely, upper quartile) against the moment the fork without arrivals
+stopped it (completed, failed, evicted, or still running at its end), per basis (runtime limit, its project and
+shape, its project, its age): the error of the likely end, median and p90, and how often the actual end falls
+within the range. Then, for each started job with an ETA, it replays the queue twice more: with every running
+job ending when the fork stopped it and every job the replay starts running its own runtime (the ends known: what
+is left is order, placement and evictions), and with the model's ends read from every runtime of the scenario's
+jobs of each kind (the kinds' spread known, each job's draw not: what is left is the spread itself). A job whose
+ETA is off by more than 0.2 of its wait is put down to the durations where the ends known set it right, else to
+evictions (the simulator started it by evicting), a node that came back, or order and placement.
+
 The bench imports the simulator (it is the harness); the product's model never does.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/rcaweb_whatif .venv/bin/python bench/whatif.py \\
-        [--scenarios busy-*.yaml demo.yaml] [--trace DIR --trace-fraction 0.1 --trace-hours 3] [--moments 3]
+        [--scenarios busy-*.yaml demo.yaml] [--trace DIR --trace-fraction 0.1 --trace-hours 3] [--moments 3] \\
+        [--reuse] [--list] [--ends]
 
 ``--trace DIR`` holds Alibaba's ``openb_node_list_gpu_node.csv`` and ``openb_pod_list_default.csv``
 (bench/trace.py says where to get them); the slice is ``--trace-fraction`` of every node shape and of the pods.
@@ -59,7 +71,9 @@ HORIZON = timedelta(hours=1)
 # the fork without arrivals runs this long, so an ETA past the hour is judged
 ETA_HORIZON = timedelta(hours=3)
 TARGET = 0.9
-REUSE_NOW = datetime(2026, 12, 5, 19, 36, tzinfo=UTC)  # --reuse: the end of a scenario whose file sets no start
+REUSE_NOW = datetime(
+    2026, 12, 5, 19, 36, tzinfo=UTC
+)  # --reuse: the end of a scenario whose file sets no start
 TARGET_ANSWER_S = 1.0
 
 Key = tuple[str, str]  # (namespace, job)
@@ -93,6 +107,30 @@ class Moment:
     # unknown
     eta: dict[Key, tuple[float, float | None, float | None] | None]
     eta_s: float  # the ETA answers' time, per waiting job
+    # --ends: each running job's expected end against the fork's (``EndCheck``), and the ETA from a replay with the
+    # running jobs' actual ends (job -> minutes after t, None: unknown)
+    end_checks: list[EndCheck] = dataclasses.field(default_factory=list)
+    oracle_eta: dict[Key, float | None] = dataclasses.field(default_factory=dict)
+    # --ends: the ETA with the model's ends read from every runtime of the scenario's jobs of each kind (the
+    # kinds' spread known, not each job's draw)
+    spread_eta: dict[Key, float | None] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class EndCheck:
+    """One job running at t: its expected end (minutes after t; None: none) and when the fork without arrivals
+    stopped it (None: still running at the fork's end, ``horizon`` minutes on) and how."""
+
+    label: str
+    kind: str  # "limit", the durations' kind (durations.SAME_SHAPE …), or "none"
+    elapsed: float  # minutes it had run by t
+    lo: float | None
+    likely: float | None
+    hi: float | None
+    actual: float | None
+    how: str  # completed | failed | evicted | stopped (lost its node, resubmitted) | running
+    horizon: float
+    samples: int = 0
 
 
 def setup(database: str) -> None:
@@ -183,10 +221,17 @@ def sim_job(world: Any, key: Key) -> Any:
 
 
 def run_on(
-    world: Any, keys: list[Key], t: datetime, *, arrivals: bool, until: timedelta = HORIZON
+    world: Any,
+    keys: list[Key],
+    t: datetime,
+    *,
+    arrivals: bool,
+    until: timedelta = HORIZON,
+    watch: list[Key] | None = None,
 ) -> tuple[dict[Key, tuple[float, set[str]]], dict[Key, set[str]], Any, set[Key]]:
     """Fork ``world`` at t and step it ``until`` on: when and where each of ``keys`` first runs, what the first
-    tick started, the fork at the end, and the jobs it started by evicting others."""
+    tick started, the fork at the end, and the jobs it started by evicting others. ``watch``: running jobs whose
+    first stop after t the fork records (``fork.stops``: job -> (minutes after t, how))."""
     fork = copy.deepcopy(world)
     if not arrivals:
         fork._arrivals = []  # noqa: SLF001  # the harness forks the simulator: no job submitted after t
@@ -196,9 +241,20 @@ def run_on(
     ticks = 0
     room = {name: _usable_gpus(n) for name, n in fork.nodes.items()}
     back: dict[str, float] = {}  # node -> minutes after t it first gave back GPUs (repaired, uncordoned)
+    going = {
+        k: j.started_at for k in watch or () if (j := sim_job(fork, k)) is not None and j.state == "Running"
+    }
+    stops: dict[Key, tuple[float, str]] = {}
     while fork.now < end:
         fork.step()
         ticks += 1
+        for k, since in list(going.items()):
+            j = sim_job(fork, k)
+            if j is not None and j.state == "Running" and j.started_at == since:
+                continue
+            del going[k]
+            at = j.finished_at if j is not None and j.finished_at and j.finished_at > t else fork.now
+            stops[k] = ((at - t).total_seconds() / 60, _how_stopped(fork, k, j, t))
         for name, n in fork.nodes.items():
             now = _usable_gpus(n)
             if now > room.get(name, 0) and name not in back:
@@ -220,7 +276,17 @@ def run_on(
         if p["time"] > t and "/" in p["preemptor"]
     }
     fork.came_back = back  # read by ``misses``
-    return started, first, fork, {k for k in evictors if len(k) == 2}  # type: ignore[misc]
+    fork.stops = stops
+    return started, first, fork, {k for k in evictors if len(k) == 2}
+
+
+def _how_stopped(fork: Any, k: Key, j: Any, t: datetime) -> str:
+    label = f"{k[0]}/{k[1]}"
+    if any(p["time"] > t and p.get("victim") == label for p in fork.preemptions):
+        return "evicted"
+    if j is not None and j.state in ("Succeeded", "Failed"):
+        return "completed" if j.state == "Succeeded" else "failed"
+    return "stopped"
 
 
 def _usable_gpus(node: Any) -> int:
@@ -259,8 +325,8 @@ def etas_at(
                 if e.unknown or e.lo is None
                 else (
                     _minutes(e.lo - di.t),
-                    e.hi and _minutes(e.hi - di.t),
-                    e.likely and _minutes(e.likely - di.t),
+                    None if e.hi is None else _minutes(e.hi - di.t),
+                    None if e.likely is None else _minutes(e.likely - di.t),
                 )
             )
     return out, (time.perf_counter() - t0) / max(len(keys), 1)
@@ -292,7 +358,9 @@ def use_database_of(name: str, scenario: Any) -> bool:
     )
 
 
-def measure(name: str, scenario: Any, moments_wanted: int, log: Any, reuse: bool = False) -> list[Moment]:
+def measure(
+    name: str, scenario: Any, moments_wanted: int, log: Any, reuse: bool = False, ends: bool = False
+) -> list[Moment]:
     from django.core.management import call_command
 
     from collectors.models import Cluster
@@ -339,12 +407,29 @@ def measure(name: str, scenario: Any, moments_wanted: int, log: Any, reuse: bool
         evictors: dict[str, set[Key]] = {}
         back: dict[str, dict[str, float]] = {}
         etas, eta_s = etas_at(di, cp, basis, fc, in_sim)
+        running_keys = [
+            (j.namespace, j.name) for j in di.jobs if j.state.get("phase") == "Running" and not is_pending(j)
+        ]
+        checks: list[EndCheck] = []
+        oracle: dict[Key, float | None] = {}
+        spread_known: dict[Key, float | None] = {}
         for mode, arrivals in (("no arrivals", False), ("arrivals", True)):
             until = HORIZON if arrivals else ETA_HORIZON
-            started[mode], f, fork, evictors[mode] = run_on(world, in_sim, t, arrivals=arrivals, until=until)
+            started[mode], f, fork, evictors[mode] = run_on(
+                world,
+                in_sim,
+                t,
+                arrivals=arrivals,
+                until=until,
+                watch=None if arrivals or not ends else running_keys,
+            )
             back[mode] = fork.came_back
             if not arrivals:
                 first = f
+                if ends:
+                    checks = end_checks(di, basis, fork, t)
+                    oracle = oracle_etas(di, cp, world, fork, t, in_sim)
+                    spread_known = spread_etas(di, cp, basis, world, in_sim)
                 for k in in_sim:
                     if k in within(started[mode]):
                         continue
@@ -375,6 +460,9 @@ def measure(name: str, scenario: Any, moments_wanted: int, log: Any, reuse: bool
                 came_back=back,
                 eta=etas,
                 eta_s=eta_s,
+                end_checks=checks,
+                oracle_eta=oracle,
+                spread_eta=spread_known,
             )
         )
         log(
@@ -383,6 +471,102 @@ def measure(name: str, scenario: Any, moments_wanted: int, log: Any, reuse: bool
             f"answer={secs * 1000:.0f} + {fc_s * 1000:.0f} ms"
         )
     return out
+
+
+def end_checks(di: Any, basis: Any, fork: Any, t: datetime) -> list[EndCheck]:
+    """Each job running at t (in the product's input and in the simulator): its expected end
+    (``durations.expected_end``, the basis ``forecast`` observed) against the fork's first stop of it."""
+    from incidents.diagnosis.durations import expected_end
+    from incidents.diagnosis.pending import is_pending
+    from incidents.diagnosis.types import parse_ts
+
+    horizon = (fork.now - t).total_seconds() / 60
+    out = []
+    for j in di.jobs:
+        k = (j.namespace, j.name)
+        if j.state.get("phase") != "Running" or is_pending(j):
+            continue
+        sim = sim_job(fork, k)
+        if sim is None:
+            continue
+        stop = fork.stops.get(k)
+        if stop is None and not (sim.state == "Running" and sim.started_at and sim.started_at <= t):
+            continue  # not running at t in the simulator (the stored state lags): nothing to compare
+        e = expected_end(j, t, basis)
+        started = parse_ts(j.get("started")) or t
+        out.append(
+            EndCheck(
+                label=j.ref.label,
+                kind="none" if e is None else "limit" if e.by_limit else e.kind,
+                elapsed=_minutes(t - started),
+                lo=None if e is None else _minutes(e.lo - t),
+                likely=None if e is None else _minutes(e.likely - t),
+                hi=None if e is None else _minutes(e.hi - t),
+                actual=None if stop is None else round(stop[0], 1),
+                how="running" if stop is None else stop[1],
+                horizon=round(horizon, 1),
+                samples=0 if e is None else e.samples,
+            )
+        )
+    return out
+
+
+def oracle_etas(
+    di: Any, cp: Any, world: Any, fork: Any, t: datetime, keys: list[Key]
+) -> dict[Key, float | None]:
+    """The likely replay's start for each of ``keys`` (minutes after t; None: it does not start it), with every
+    running job ending when the fork stopped it and every job the replay starts running the simulator's own
+    runtime: what the ETA would say were the durations known. What it still misses is order, placement and
+    evictions."""
+    from incidents.diagnosis import replay, replay_room
+    from incidents.diagnosis.durations import End
+    from incidents.diagnosis.scheduling_pass import PLACED, STARTS
+
+    def at_(when: datetime, label: str) -> End:
+        return End(label, when, when, False, 1, mid=when)
+
+    ends = [
+        at_(t + timedelta(minutes=minutes), f"{k[0]}/{k[1]}") for k, (minutes, _how) in fork.stops.items()
+    ]
+
+    def end_of(job: Any, when: datetime) -> End | None:
+        sim = sim_job(world, (job.namespace, job.name))
+        if sim is None or sim.runtime_s is None:
+            return None
+        return at_(when + timedelta(seconds=sim.runtime_s), job.ref.label)
+
+    for c in cp.considered:
+        if c.outcome == PLACED and (e := end_of(c.job, t)) is not None:
+            ends.append(e)  # bound at t: it runs from t (``eta.running_ends``)
+
+    with di.indexed():
+        room = replay_room.build(di, cp)
+        run = replay.replay(room, ends, end_of, lambda e: e.likely, t + ETA_HORIZON)
+    out: dict[Key, float | None] = {}
+    outcome = {(c.job.namespace, c.job.name): c.outcome for c in cp.considered}
+    for k in keys:
+        s = run.starts.get(f"{k[0]}/{k[1]}")
+        out[k] = 0.0 if outcome.get(k) == STARTS else None if s is None else _minutes(s.at - t)
+    return out
+
+
+def spread_etas(di: Any, cp: Any, basis: Any, world: Any, keys: list[Key]) -> dict[Key, float | None]:
+    """The ETA's likely start for each of ``keys`` (minutes after t; None: unknown) with the finished jobs' durations
+    replaced by the runtimes of all the scenario's whole-GPU jobs of each project and shape (those yet to come
+    too): what the model's ends would be with the kinds' spread known exactly, each job's own draw not. What the
+    ETA still misses with it is the spread itself (a job's end within its kind's), not the sample."""
+    from incidents.diagnosis.durations import Basis
+    from incidents.diagnosis.eta import forecast
+
+    runs: dict[Any, list[float]] = {}
+    for j in world.jobs.values():
+        if j.runtime_s is None or j.shared or j.mig_profile:
+            continue
+        runs.setdefault((j.project, int(j.pods), str(int(j.gpus_per_pod))), []).append(float(j.runtime_s))
+    full = Basis(window=basis.window, durations=runs, limits=basis.limits)
+    fc = forecast(di, cp, full, until=di.t + ETA_HORIZON)
+    etas, _s = etas_at(di, cp, full, fc, keys)
+    return {k: None if e is None else (e[2] if e[2] is not None else e[0]) for k, e in etas.items()}
 
 
 def _minutes(d: timedelta) -> float:
@@ -526,7 +710,11 @@ def miss_list(moments: list[Moment]) -> list[str]:
             out.append(
                 f"{m.source[:26]:26} {m.t:%H:%M} {k[0]}/{k[1]}: model {said} ({_reason(m.model.get(k, '?'))}), "
                 f"sim {did}{evict}; ETA lo/hi/likely {eta}"
-                + (f"; nodes {sorted(m.predicted[k])} vs {sorted(real[1])}" if k in m.predicted and real else "")
+                + (
+                    f"; nodes {sorted(m.predicted[k])} vs {sorted(real[1])}"
+                    if k in m.predicted and real
+                    else ""
+                )
             )
     return out
 
@@ -652,7 +840,9 @@ def print_report(result: dict[str, Any], moments: list[Moment], list_misses: boo
     for src, row in result["sources"].items():
         e = row["no arrivals"]["eta_error"]
         if e["started"]:
-            print(f"  {src[:30]:30} {e['started']:4} {e['with_eta']:4} {e['median_min']!s:>7} {e['median_rel']!s:>6}")
+            print(
+                f"  {src[:30]:30} {e['started']:4} {e['with_eta']:4} {e['median_min']!s:>7} {e['median_rel']!s:>6}"
+            )
     for mode in modes:
         print(f"\nmisses, {mode}:")
         for kind, counter in misses(moments, mode).items():
@@ -686,6 +876,109 @@ def print_report(result: dict[str, Any], moments: list[Moment], list_misses: boo
         print(f"target ETA median error ≤ 0.2 of the wait: {'met' if e['median_rel'] <= 0.2 else 'missed'}")
 
 
+def ends_report(moments: list[Moment], list_jobs: bool = False) -> None:
+    """``--ends``: the running jobs' expected ends against the fork's, per basis; and the ETA's error with the
+    model's ends against a replay with the actual ends, job by job, to say what the error comes from."""
+    checks = [c for m in moments for c in m.end_checks]
+    print(
+        f"\nexpected ends against the fork without arrivals: {len(checks)} running jobs at {len(moments)} moments"
+    )
+    print(
+        "  how the fork stopped them: "
+        + ", ".join(f"{k} {n}" for k, n in Counter(c.how for c in checks).most_common())
+    )
+    print(
+        f"  {'basis':32} {'jobs':>4} {'ended':>5} {'|err| p50':>9} {'p90':>6} {'rel p50':>7} {'signed':>6} "
+        f"{'in lo-hi':>8} {'ran on':>6}"
+    )
+    kinds = sorted({c.kind for c in checks}) + ["all"]
+    for kind in kinds:
+        cs = [c for c in checks if kind in ("all", c.kind)]
+        # (lo, likely, hi, actual) minutes after t, for the jobs with an expected end the fork ended
+        known = [
+            (
+                c.lo if c.lo is not None else c.likely,
+                c.likely,
+                c.hi if c.hi is not None else math.inf,
+                c.actual,
+            )
+            for c in cs
+            if c.likely is not None and c.actual is not None
+        ]
+        err = [abs(lik - act) for _lo, lik, _hi, act in known]
+        rel = [abs(lik - act) / max(act, 1.0) for _lo, lik, _hi, act in known]
+        signed = [(lik - act) / max(act, 1.0) for _lo, lik, _hi, act in known]
+        inside = sum(1 for lo, _lik, hi, act in known if lo <= act <= hi)
+        # still running at the fork's end although the model ended it before: an error of at least the gap
+        ran_on = [c for c in cs if c.actual is None and c.likely is not None and c.likely < c.horizon]
+        print(
+            f"  {kind[:32]:32} {len(cs):4} {len(known):5} {_q(err, 0.5)!s:>9} {_q(err, 0.9)!s:>6} "
+            f"{_q(rel, 0.5)!s:>7} {_q(signed, 0.5)!s:>6} "
+            f"{(f'{inside / len(known):.2f}' if known else '—'):>8} {len(ran_on):6}"
+        )
+    # attribution, job by job: the ETA's relative error with the model's ends, and with the actual ends
+    rows: list[tuple[str, float, float | None, str]] = []
+    spread_rel: list[float | None] = []
+    lines = []
+    for m in moments:
+        for k, (actual, _nodes) in m.started["no arrivals"].items():
+            e = m.eta.get(k)
+            if e is None:
+                continue
+            point = e[2] if e[2] is not None else e[0] if e[1] is None else (e[0] + e[1]) / 2
+            o = m.oracle_eta.get(k)
+            model = abs(point - actual) / max(actual, 1.0)
+            oracle = None if o is None else abs(o - actual) / max(actual, 1.0)
+            sp = m.spread_eta.get(k)
+            spread_rel.append(None if sp is None else abs(sp - actual) / max(actual, 1.0))
+            if model <= 0.2:
+                cause = "right"
+            elif oracle is not None and oracle <= 0.2:
+                cause = "durations (right with the actual ends)"
+            elif k in m.reclaimers["no arrivals"]:
+                cause = "evictions (the simulator started it by evicting)"
+            elif _on_node_back(m, "no arrivals", k):
+                cause = "a node came back after t"
+            elif oracle is None:
+                cause = "order/placement (the replay with actual ends does not start it)"
+            else:
+                cause = "order/placement (wrong with the actual ends too)"
+            rows.append((m.source, model, oracle, cause))
+            lines.append(
+                f"  {m.source[:26]:26} {m.t:%H:%M} {k[0]}/{k[1]}: sim start +{actual:.0f} min; ETA (likely) "
+                f"{point:.0f}, with the actual ends {'none' if o is None else f'{o:.0f}'}, with the spread known "
+                f"{'none' if sp is None else f'{sp:.0f}'}: {cause}"
+            )
+    if not rows:
+        return
+    model_rel = [r[1] for r in rows]
+    oracle_rel = [r[2] for r in rows if r[2] is not None]
+    print(
+        f"\nETA relative error over the {len(rows)} started jobs with an ETA: model's ends median "
+        f"{_q(model_rel, 0.5)} p90 {_q(model_rel, 0.9)}; the actual ends ({len(oracle_rel)} with a start) median "
+        f"{_q(oracle_rel, 0.5)} p90 {_q(oracle_rel, 0.9)}"
+    )
+    known_spread = [x for x in spread_rel if x is not None]
+    print(
+        f"  with every runtime of each kind known (the spread, not the draw; {len(known_spread)} with an ETA): "
+        f"median {_q(known_spread, 0.5)} p90 {_q(known_spread, 0.9)}"
+    )
+    for src in sorted({r[0] for r in rows}):
+        idx = [i for i, r in enumerate(rows) if r[0] == src]
+        print(
+            f"  {src[:28]:28} {len(idx):3} model {_q([rows[i][1] for i in idx], 0.5)!s:>5}  actual ends "
+            f"{_q([x for i in idx if (x := rows[i][2]) is not None], 0.5)!s:>5}  spread known "
+            f"{_q([x for i in idx if (x := spread_rel[i]) is not None], 0.5)!s:>5}"
+        )
+    print("  ETA off by more than 0.2 of the wait, by cause (jobs, summed relative error):")
+    for cause, n in Counter(r[3] for r in rows).most_common():
+        print(f"    {n:4} {sum(r[1] for r in rows if r[3] == cause):7.1f}  {cause}")
+    if list_jobs:
+        print("\nper started job with an ETA (no arrivals): " + str(len(lines)))
+        for line in lines:
+            print(line)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -707,6 +1000,11 @@ def main() -> int:
         "the model alone; run without it after a change of the pipeline or of a scenario)",
     )
     ap.add_argument("--list", action="store_true", help="one line per waiting job the model got wrong")
+    ap.add_argument(
+        "--ends",
+        action="store_true",
+        help="the running jobs' expected ends against the simulator's, and the ETA with the actual ends",
+    )
     args = ap.parse_args()
     setup(os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/rcaweb_whatif")
 
@@ -715,8 +1013,10 @@ def main() -> int:
 
     moments: list[Moment] = []
     for name, scenario in sources(args):
-        moments += measure(name, scenario, args.moments, log, args.reuse)
+        moments += measure(name, scenario, args.moments, log, args.reuse, args.ends)
     report(moments, args.json, args.list)
+    if args.ends and not args.json:
+        ends_report(moments, args.list)
     return 0
 
 
