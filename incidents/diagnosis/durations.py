@@ -1,8 +1,10 @@
 """How long a running job has left: its expected end (``expected_end``), read from its own runtime limit
 (``activeDeadlineSeconds``) or from the durations of finished jobs of its project and shape over a window
 before t (``Basis``, loaded by ``incidents.eta_input``), weighed with the jobs of that kind still running
-(``Curve``: Kaplan–Meier). The ETA's replay (``incidents.diagnosis.eta``, ``replay``) frees each running job's
-GPUs at its expected end.
+(``Curve``: Kaplan–Meier). Train work of a project with no finished job over the window is read from how long
+it and its project's running jobs have run (``by_age``), never from other projects' jobs: read from the
+cluster's, a project's first 25-minute jobs were dated by another project's 1-hour gang. The ETA's replay
+(``incidents.diagnosis.eta``, ``replay``) frees each running job's GPUs at its expected end.
 
 Pure: no database, no simulator.
 """
@@ -24,7 +26,7 @@ MIN_FINISHED = 1  # finished jobs that ran longer than a running one needed to e
 ENOUGH_LONGER = 4
 SAME_SHAPE = "of its project and shape"
 SAME_PROJECT = "of its project (any shape)"
-SAME_CLUSTER = "of the cluster (any project)"
+BY_AGE = "of its project: none over the window, so read from how long its running jobs have run"
 
 
 Shape = tuple[str, int, str]  # (project, pods, what each pod asks: "8", "0.5", "mig:1g.10gb")
@@ -64,11 +66,13 @@ class Basis:
     truncated: bool = False  # the finished jobs read stopped at the loader's bound
     running: dict[Shape, list[float]] = field(default_factory=dict)
     _curves: dict[tuple[str, object], Curve] = field(default_factory=dict, repr=False, compare=False)
+    _ages: dict[str, list[float]] = field(default_factory=dict, repr=False, compare=False)
 
     def observe(self, di: DiagnosisInput) -> None:
         """Record how long each job running at t has run (its shape's durations not yet over)."""
         self.running = {}
         self._curves = {}
+        self._ages = {}
         for j in di.jobs:
             if j.state.get("phase") != "Running":
                 continue
@@ -76,21 +80,23 @@ class Basis:
             if started is not None and started <= di.t:
                 self.running.setdefault(shape_of(j.state), []).append((di.t - started).total_seconds())
 
-    def kinds(self, shape: Shape, preemptible: bool = False) -> list[tuple[str, Curve]]:
+    def ages(self, project: str) -> list[float]:
+        """How long the project's jobs running at t have run (seconds), any shape."""
+        if project not in self._ages:
+            self._ages[project] = [a for k, ages in self.running.items() if k[0] == project for a in ages]
+        return self._ages[project]
+
+    def kinds(self, shape: Shape) -> list[tuple[str, Curve]]:
         """The durations a running job of ``shape`` is read from, nearest first: its project and shape, then its
-        project (any shape), then, for preemptible (train) work, the cluster's (any project); each as (words,
-        survival curve). A service (not preemptible) is never read from another project's: it runs until
-        stopped, and is not expected to end because other projects' batch jobs do."""
+        project (any shape); each as (words, survival curve). Never another project's: their jobs are other
+        work (a 16-GPU pretraining gang, a 25-minute batch), and read for this one they dated its end by
+        theirs, an hour off either way."""
         out = []
-        kinds = [(SAME_SHAPE, ("shape", shape)), (SAME_PROJECT, ("project", shape[0]))]
-        if preemptible:
-            kinds.append((SAME_CLUSTER, ("cluster", "")))
-        for words, key in kinds:
+        for words, key in ((SAME_SHAPE, ("shape", shape)), (SAME_PROJECT, ("project", shape[0]))):
             if key not in self._curves:
                 match = {
                     SAME_SHAPE: lambda k: k == shape,
                     SAME_PROJECT: lambda k: k[0] == shape[0],
-                    SAME_CLUSTER: lambda k: True,
                 }[words]
                 ended = [d for k, runs in self.durations.items() if match(k) for d in runs]
                 going = [d for k, runs in self.running.items() if match(k) for d in runs]
@@ -129,8 +135,10 @@ class Curve:
         longest finished job)."""
         before = [a for x, a in self.points if x <= elapsed]
         target = (before[-1] if before else 1.0) * (1 - q)
-        for x, a in self.points:
+        for i, (x, a) in enumerate(self.points):
             if x > elapsed and a <= target + 1e-9:
+                if a >= target - 1e-9 and i + 1 < len(self.points):
+                    return (x + self.points[i + 1][0]) / 2  # the curve rests at q from x to the next end
                 return x
         return None
 
@@ -161,12 +169,15 @@ class End:
 
 
 def expected_end(job: EntityState, t: datetime, basis: Basis) -> End | None:
-    """The job's expected end (None: neither a runtime limit nor a finished job of its kind to read it from).
+    """The job's expected end (None: neither a runtime limit nor a basis to read it from).
 
     The durations it is read from are those of finished jobs that ran longer than it has run by t: a job 50
     minutes in is one of those, and ends within their spread (lower quartile, median, upper quartile), not within
     the spread of jobs that ended long before 50 minutes. They are the finished jobs of its project and shape,
-    else (none ran that long) of its project, else, for train work, of the cluster (``Basis.kinds``)."""
+    else (none ran that long) of its project (``Basis.kinds``). Train work of a project with no finished job
+    over the window is read from how long it and its project's running jobs have run (``by_age``); a job that
+    has run past every finished job of its project has no expected end (its end is anyone's guess), nor has a
+    service of a project with none."""
     started = parse_ts(job.get("started")) or parse_ts(job.get("submitted"))
     if started is None:
         return None
@@ -175,9 +186,8 @@ def expected_end(job: EntityState, t: datetime, basis: Basis) -> End | None:
         limit = float(job.get("active_deadline_seconds"))
     elapsed = max((t - started).total_seconds(), 0.0)
     words, curve, longer = SAME_SHAPE, None, 0
-    for kind, c in basis.kinds(shape_of(job.state), preemptible_state(job.state)):
-        if kind == SAME_CLUSTER and longer:
-            break  # its own project's finished jobs, however few, before other projects'
+    shape = shape_of(job.state)
+    for kind, c in basis.kinds(shape):
         if c.longer(elapsed) > longer:
             words, curve, longer = kind, c, c.longer(elapsed)
         if longer >= ENOUGH_LONGER:
@@ -195,8 +205,36 @@ def expected_end(job: EntityState, t: datetime, basis: Basis) -> End | None:
             return End(job.ref.label, hi, hi, True, 0, mid=hi)
         return End(job.ref.label, at(0.25), hi, True, longer, mid=at(0.5), kind=words)
     if curve is None or longer < MIN_FINISHED:
-        return None  # it has run longer than every finished job of its kind: its end is anyone's guess
+        project = basis.kinds(shape)[-1][1]
+        if project.ended or not preemptible_state(job.state):
+            return None  # it has run longer than every finished job of its kind: its end is anyone's guess
+        if not any(basis.durations.values()):
+            return None  # no job of the cluster ended over the window: no age is a measure (``by_age``)
+        left = by_age(elapsed, basis.ages(shape[0]))
+        if left is None:
+            return None
+        lo, mid, hi = (t + timedelta(seconds=x) for x in left)
+        return End(job.ref.label, lo, hi, False, 0, mid=mid, kind=BY_AGE)
     return End(job.ref.label, at(0.25), at(0.75), False, longer, mid=at(0.5), kind=words)
+
+
+def by_age(elapsed: float, ages: list[float]) -> tuple[float, float, float] | None:
+    """How long a job of a project with no finished job has left (seconds: lower quartile, median, upper
+    quartile), from how long it has run (``elapsed``) and its project's running jobs have (``ages``, it among
+    them when it runs at t); None when none has run at all. ``expected_end`` reads it only where other jobs of
+    the cluster ended over the window: where none did, the window is shorter than the jobs run (a day of a
+    cluster of week-long trainings, a history just begun) and an age, cut short by the window, is no measure.
+
+    Nothing says how long the project's jobs run but their ages, each a duration not yet over. A job picked at a
+    random moment of its run is as likely past its middle as not: one that has run ``a`` runs 2·a in all, most
+    likely, and between 4/3·a and 4·a one time in two. Its project's jobs run about as long as its running ones
+    do (twice their median age): a job that has just started, by the replay or at t, is read from them; one that
+    has run longer than them, from its own age."""
+    scale = 2 * max(statistics.median(ages) if ages else 0.0, elapsed)
+    if scale <= 0:
+        return None
+    left = scale - elapsed
+    return left / 3, left, 3 * left
 
 
 def preemptible_state(state: dict[str, Any]) -> bool:
@@ -211,10 +249,12 @@ def median_minutes(basis: Basis, shape: Shape) -> float | None:
 
 
 __all__ = [
+    "BY_AGE",
     "Basis",
     "Curve",
     "End",
     "Shape",
+    "by_age",
     "expected_end",
     "median_minutes",
     "shape_of",

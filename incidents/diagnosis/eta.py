@@ -7,11 +7,13 @@ back. Each running job is expected to end by its own runtime limit where it has 
 ``active_deadline_seconds`` in its state: started + limit at the latest), otherwise within the spread of the
 durations of the finished jobs of the same project and shape over the window (``Basis``, loaded by
 ``incidents.eta_input``) that ran longer than it has so far (else of the same project, any shape): its lower
-quartile, median and upper quartile. ``incidents.diagnosis.replay`` frees the GPUs of the jobs that end, in the
-order they end, and serves every waiting job in the pass's order after each group of ends; the jobs it starts run
-from then on (their own expected end joins the list). One replay answers every waiting job (``forecast``); done
-three times (every job ending early, likely and late) it gives a range and a likely start: "likely 14:10–15:30:
-3 running jobs end by then". Where no expected end frees what a job waits for, its answer is "unknown", and why.
+quartile, median and upper quartile; train work of a project with no finished job over the window, by how long
+it and its project's running jobs have run (``durations.by_age``). ``incidents.diagnosis.replay`` frees the
+GPUs of the jobs that end, in the order they end, and serves every waiting job in the pass's order after each
+group of ends; the jobs it starts run from then on (their own expected end joins the list). One replay answers
+every waiting job (``forecast``); done three times (every job ending early, likely and late) it gives a range
+and a likely start: "likely 14:10–15:30: 3 running jobs end by then". Where no expected end frees what a job
+waits for, its answer is "unknown", and why.
 
 Bounded: ``replay.MAX_STEPS`` groups of ends per replay, ends within ``replay.HORIZON``. Pure: no database, no
 simulator.
@@ -24,7 +26,7 @@ from datetime import datetime, timedelta
 
 from incidents.diagnosis import replay, replay_room
 from incidents.diagnosis.durations import (
-    SAME_CLUSTER,
+    BY_AGE,
     SAME_PROJECT,
     SAME_SHAPE,
     Basis,
@@ -78,12 +80,15 @@ class Eta:
     @property
     def basis_words(self) -> str:
         limit = sum(1 for e in self.ended if e.by_limit)
-        median = len(self.ended) - limit
+        aged = sum(1 for e in self.ended if not e.by_limit and e.kind == BY_AGE)
+        median = len(self.ended) - limit - aged
         how = []
         if limit:
             how.append(f"{limit} by its runtime limit" if limit == 1 else f"{limit} by their runtime limits")
         if median:
             how.append(f"{median} by the durations of finished jobs" + _kind_words(self.ended))
+        if aged:
+            how.append(f"{aged} by how long their projects' jobs have run, none of which finished")
         out = f"{len(self.ended)} running job(s) end by then ({'; '.join(how)})"
         if self.started_first:
             out += f", and {len(self.started_first)} job(s) ahead start first"
@@ -205,10 +210,10 @@ def _why_not(run: replay_room.Run) -> str:
 def _kind_words(ended: list[End]) -> str:
     """Whose finished jobs the ends' durations come from: " of the same project and shape" when all are read
     from their own kind, else the mix (" (2 its project and shape, 1 its project (any shape))")."""
-    kinds = [e.kind for e in ended if not e.by_limit]
+    kinds = [e.kind for e in ended if not e.by_limit and e.kind != BY_AGE]
     if all(k == SAME_SHAPE for k in kinds):
         return " of the same project and shape"
-    counts = {k: kinds.count(k) for k in (SAME_SHAPE, SAME_PROJECT, SAME_CLUSTER) if k in kinds}
+    counts = {k: kinds.count(k) for k in (SAME_SHAPE, SAME_PROJECT) if k in kinds}
     return " (" + ", ".join(f"{n} {k.removeprefix('of ')}" for k, n in counts.items()) + ")"
 
 

@@ -72,6 +72,7 @@ def test_a_job_ahead_takes_the_first_room_and_the_next_end_starts_it():
     nodes = [node("h100-01"), node("h100-02")]
     running = [_running("r1", limit=2 * 3600), _running("r2", node_name="h100-02", limit=4 * 3600)]
     ahead = job("a", submitted=T0)
+    ahead.state["active_deadline_seconds"] = 10 * 3600  # it runs past 04:00 once started
     mine = job("w", submitted=T0 + timedelta(minutes=5))
     di = _world(running, [ahead, mine], nodes)
     e = _eta(di, "vision/w", Basis(window=DAY))
@@ -88,7 +89,7 @@ def test_a_job_the_next_pass_starts_starts_now():
 
 
 def test_it_is_unknown_when_no_running_job_has_a_limit_or_a_history_and_says_why():
-    # nlp's finished job is no service's kind: a service is read from its own project's jobs only
+    # nlp's finished job is no service's kind, nor is its age: a service runs until stopped
     r = _running("r")
     r[0].state.update(priority_class="inference", preemptible=False)
     di = _world([r], [job("w")])
@@ -98,20 +99,50 @@ def test_it_is_unknown_when_no_running_job_has_a_limit_or_a_history_and_says_why
         "unknown: none of the 1 running job(s) has a runtime limit, nor finished jobs of its project and shape "
         "over the 24 h before t"
     )
+    # nor train work, where no job of the cluster ended over the window: no age is a measure then
     assert _eta(_world([_running("r")], [job("w")]), "vision/w", Basis(window=DAY)).unknown
 
 
-def test_with_no_finished_job_of_its_project_train_work_is_read_from_the_clusters():
-    # r (vision, train) has run an hour; vision has no finished job, nlp's ran 2, 3 and 4 hours
-    di = _world([_running("r")], [job("w", submitted=T0 + timedelta(minutes=5))])
+def test_with_no_finished_job_of_its_project_train_work_is_read_from_its_age_not_other_projects():
+    # r (vision, train) has run an hour; vision has no finished job, nlp's ran 2, 3 and 4 hours: nlp's say nothing
+    # of vision's. Having run an hour, r most likely runs two (an hour more), between 20 minutes and 3 hours more
+    # one time in two
+    w = job("w", submitted=T0 + timedelta(minutes=5))
+    w.state["active_deadline_seconds"] = 10 * 3600
+    di = _world([_running("r")], [w])
     basis = Basis(window=DAY, durations={("nlp", 1, "4"): [2 * 3600.0, 3 * 3600.0, 4 * 3600.0]})
     e = _eta(di, "vision/w", basis)
     assert (e.lo, e.likely, e.hi) == (
-        T0 + timedelta(hours=2),
-        T0 + timedelta(hours=3),
-        T0 + timedelta(hours=4),
+        T + timedelta(minutes=20),
+        T + timedelta(hours=1),
+        T + timedelta(hours=3),
     )
-    assert e.words.endswith("(1 by the durations of finished jobs (1 the cluster (any project)))")
+    assert e.words.endswith("(1 by how long their projects' jobs have run, none of which finished)")
+
+
+def test_a_job_the_replay_starts_in_a_project_with_no_history_runs_as_long_as_its_running_jobs():
+    # vision has no finished job; its two running jobs have run 30 minutes: its jobs most likely run an hour.
+    # A job that starts now is read from them, not from its own age (none), nor from nlp's 5-minute jobs
+    running = [
+        _running("r1", started=T - timedelta(minutes=30)),
+        _running("r2", node_name="h100-02", started=T - timedelta(minutes=30)),
+    ]
+    di = _world(running, [], nodes=[node("h100-01"), node("h100-02")])
+    basis = Basis(window=DAY, durations={("nlp", 1, "8"): [300.0] * 5})
+    basis.observe(di)
+    fresh = job("f", phase="Running")
+    fresh.state["started"] = iso(T)
+    e = expected_end(fresh, T, basis)
+    assert e is not None and e.likely == T + timedelta(hours=1)
+    assert (e.lo, e.hi) == (T + timedelta(minutes=20), T + timedelta(hours=3))
+    # where no job of the cluster ended over the window, the window is shorter than the jobs run (a day of
+    # trainings that run for days): their ages say nothing of when they end
+    quiet = Basis(window=DAY)
+    quiet.observe(di)
+    assert expected_end(fresh, T, quiet) is None
+    # a service of such a project: it runs until stopped, its age says nothing of when
+    fresh.state.update(priority_class="inference", preemptible=False)
+    assert expected_end(fresh, T, basis) is None
 
 
 def test_it_is_unknown_when_the_ends_it_can_foresee_never_make_room_for_it():
@@ -128,6 +159,11 @@ def test_a_job_that_ran_past_every_finished_one_of_its_kind_has_no_expected_end(
     j, _ = _running("r", started=T0 - timedelta(hours=10))
     basis = Basis(window=DAY, durations={("vision", 1, "8"): [3600.0, 7200.0]})
     assert expected_end(j, T, basis) is None
+    # nor is it read from another project's longer jobs, nor from its age: its project has a history, it is past it
+    longer = Basis(
+        window=DAY, durations={("vision", 1, "8"): [3600.0, 7200.0], ("nlp", 1, "8"): [20 * 3600.0] * 4}
+    )
+    assert expected_end(j, T, longer) is None
     j2, _ = _running("r2", started=T0 - timedelta(minutes=30))
     end = expected_end(j2, T, basis)
     # 1 h 30 in at t: of the finished jobs, only the 2 h one ran that long, so it ends 2 h after its start
@@ -149,8 +185,9 @@ def test_a_running_jobs_end_is_read_from_the_finished_jobs_that_ran_longer_than_
     )
     fresh, _ = _running("f", started=T)
     e2 = expected_end(fresh, T, basis)
-    # half of the six had ended by 40 minutes
-    assert e2 is not None and e2.likely == T + timedelta(minutes=40)
+    # half of the six had ended by 40 minutes and the other half ran 100 or more: the median is midway, as
+    # statistics.median's of the six (the lower of the two middle runs dated every even count's median early)
+    assert e2 is not None and e2.likely == T + timedelta(minutes=70)
 
 
 def test_the_jobs_still_running_count_as_durations_not_yet_over():
@@ -181,6 +218,8 @@ def test_one_replay_answers_every_waiting_job_and_which_start_within_the_hour():
         _running("r3", node_name="h100-03", limit=5 * 3600),
     ]
     waiting = [job(f"w{i}", submitted=T0 + timedelta(minutes=i)) for i in (1, 2, 3)]
+    for w in waiting:
+        w.state["active_deadline_seconds"] = 10 * 3600  # once started, they run past 05:00
     di = _world(running, waiting, nodes)
     with di.indexed():
         base = SP.cluster_pass(di)
