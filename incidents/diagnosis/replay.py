@@ -301,14 +301,14 @@ def _serve(
 
     The nodes with room for one pod are read once per (usable nodes, GPUs per pod) and kept as starts take room:
     hundreds of waiting jobs share a few request shapes, and each used to scan every free node. A job whose
-    usable nodes lack the GPUs it asks at the step's start cannot start in it (starts only take room), nor can
-    any job once those that could have been reached: the walk stops there, which keeps a step whose ends free
-    little room cheap."""
+    usable nodes lack the GPUs it asks cannot start later in the walk (starts only take room), nor can any job
+    once those the room left could take have been reached: the walk stops there, which keeps a step whose ends
+    free little room cheap."""
     out: list[tuple[Waiter, dict[str, int]]] = []
     blocked: set[str] = set()
     open_nodes = [n for n, g in free.items() if g > 0]
     candidates: dict[tuple[frozenset[str], int], tuple[list[str], int]] = {}  # -> (nodes, their free GPUs)
-    live: set[int] = set()  # the jobs the room at the step's start could take
+    live: dict[int, tuple[tuple[frozenset[str], int], int]] = {}  # the jobs the room left could take
     for w in waiting:
         per = max(w.req.gpus_per_pod, 1)
         key = (w.usable, per)
@@ -316,7 +316,7 @@ def _serve(
             nodes = sorted(n for n in open_nodes if free[n] >= per and n in w.usable)
             candidates[key] = (nodes, sum(free[n] for n in nodes))
         if candidates[key][1] >= w.req.total:
-            live.add(id(w.job))
+            live[id(w.job)] = (key, w.req.total)
     if not live:
         return out
     by_job = {id(w.job): w for w in waiting}
@@ -331,7 +331,7 @@ def _serve(
             if w.fifo:
                 blocked.add(w.key[1])
             continue
-        live.discard(id(job))
+        del live[id(job)]
         if w.fifo and w.key[1] in blocked:
             continue
         per = max(w.req.gpus_per_pod, 1)
@@ -350,6 +350,7 @@ def _serve(
             if not taken.keys().isdisjoint(nodes):
                 kept = [n for n in nodes if free[n] >= k[1]]
                 candidates[k] = (kept, sum(free[n] for n in kept))
+        live = {j: (k, t) for j, (k, t) in live.items() if candidates[k][1] >= t}
         moved[w.key] = moved.get(w.key, 0.0) + w.req.units
         order.charge(job, w.req.units)
         out.append((w, taken))
