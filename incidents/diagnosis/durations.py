@@ -160,6 +160,16 @@ class End:
         return self.mid or self.lo
 
     @property
+    def basis_words(self) -> str:
+        """What the end is read from, in the pages' words: "its runtime limit", "12 finished jobs of its
+        project and shape", or its age where its project has no finished job."""
+        if self.by_limit:
+            return "its runtime limit"
+        if self.kind == BY_AGE:
+            return "how long it and its project's running jobs have run: none of its project finished over the window"
+        return f"{self.samples} finished job{'s' if self.samples != 1 else ''} {self.kind}"
+
+    @property
     def namespace(self) -> str:
         return self.label.partition("/")[0]
 

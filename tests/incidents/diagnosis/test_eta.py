@@ -298,3 +298,19 @@ def test_a_job_whose_pods_are_bound_runs_from_t_and_its_end_frees_the_node():
     assert base.find("vision", "p").outcome == SP.PLACED
     fc = forecast(di, base, Basis(window=DAY))
     assert fc.likely.starts["vision/w"].at == T + timedelta(hours=2)
+
+
+def test_an_ends_basis_reads_as_what_it_was_read_from():
+    from incidents.diagnosis.durations import BY_AGE, SAME_SHAPE, End
+
+    at = T0 + timedelta(hours=1)
+    assert End("a/x", at, at, True).basis_words == "its runtime limit"
+    assert (
+        End("a/x", at, at, False, 3, kind=SAME_SHAPE).basis_words
+        == "3 finished jobs of its project and shape"
+    )
+    assert (
+        End("a/x", at, at, False, 1, kind=SAME_SHAPE).basis_words == "1 finished job of its project and shape"
+    )
+    aged = End("a/x", at, at, False, 0, kind=BY_AGE).basis_words
+    assert "finished job" not in aged.split(":")[0] and "how long it" in aged
