@@ -209,12 +209,12 @@ def _why_not(run: replay_room.Run) -> str:
 
 def _kind_words(ended: list[End]) -> str:
     """Whose finished jobs the ends' durations come from: " of the same project and shape" when all are read
-    from their own kind, else the mix (" (2 its project and shape, 1 its project (any shape))")."""
+    from their own kind, else the mix (": 2 of the same project and shape, 1 of the same project, any shape")."""
     kinds = [e.kind for e in ended if not e.by_limit and e.kind != BY_AGE]
     if all(k == SAME_SHAPE for k in kinds):
         return " of the same project and shape"
-    counts = {k: kinds.count(k) for k in (SAME_SHAPE, SAME_PROJECT) if k in kinds}
-    return " (" + ", ".join(f"{n} {k.removeprefix('of ')}" for k, n in counts.items()) + ")"
+    words = {SAME_SHAPE: "of the same project and shape", SAME_PROJECT: "of the same project, any shape"}
+    return ": " + ", ".join(f"{kinds.count(k)} {w}" for k, w in words.items() if k in kinds)
 
 
 def _span(d: timedelta) -> str:

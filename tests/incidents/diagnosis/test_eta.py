@@ -314,3 +314,18 @@ def test_an_ends_basis_reads_as_what_it_was_read_from():
     )
     aged = End("a/x", at, at, False, 0, kind=BY_AGE).basis_words
     assert "finished job" not in aged.split(":")[0] and "how long it" in aged
+
+
+def test_an_eta_names_whose_durations_its_ends_come_from_without_nested_brackets():
+    from incidents.diagnosis.durations import SAME_PROJECT, SAME_SHAPE, End
+    from incidents.diagnosis.eta import Eta
+
+    at = T0 + timedelta(hours=1)
+    e = Eta(t=T0, window=timedelta(hours=24))
+    e.ended = [
+        End(f"a/{i}", at, at, False, 3, kind=k) for i, k in enumerate([SAME_SHAPE, SAME_SHAPE, SAME_PROJECT])
+    ]
+    assert e.basis_words == (
+        "3 running job(s) end by then (3 by the durations of finished jobs: 2 of the same project and shape, "
+        "1 of the same project, any shape)"
+    )
