@@ -12,9 +12,8 @@ nodes it names, the victims go back to waiting.
 
 KAI only (Kueue's preemption is its admission cycle's, not weighed here); whole GPUs only, like the replay.
 Bounded: at most ``MAX_CHECKS`` steps of a replay are weighed, within ``WITHIN`` of t, and only steps where a
-queue holds more than its deserved quota (KAI reclaims from no other) or a job outranks work of its own queue;
-not at all beyond ``MAX_NODES`` nodes (``reclaim_weighed``). Pure: no database, no
-simulator.
+queue holds more than its deserved quota (KAI reclaims from no other) or a job outranks work of its own queue.
+Pure: no database, no simulator.
 """
 
 from __future__ import annotations
@@ -33,8 +32,9 @@ from incidents.diagnosis.whatif_reclaim import reclaims, running_pod
 if TYPE_CHECKING:
     from incidents.diagnosis.replay_room import Holder, Room, Waiter
 
-MAX_CHECKS = 4  # steps of one replay weighed for reclaim and preemption (each writes the books back as a state)
-MAX_NODES = 200  # the largest cluster whose replay weighs reclaim and preemption (``reclaim_weighed``)
+MAX_CHECKS = (
+    4  # steps of one replay weighed for reclaim and preemption (each writes the books back as a state)
+)
 WITHIN = timedelta(hours=3)  # evictions are weighed at steps this close to t
 
 
@@ -53,10 +53,11 @@ def weighed(room: Room, when: datetime) -> bool:
 
 
 def reclaim_weighed(room: Room) -> bool:
-    """Whether the replay weighs reclaim and preemption at all: ``reclaim.victims`` reads the fit rules of every
-    node for each victim it tries, seconds per waiting job on a fleet, past an answer's budget; beyond
-    ``MAX_NODES`` nodes the replay starts no job by reclaim (its consolidation, on its own books, still runs)."""
-    return len(room.di.nodes) <= MAX_NODES
+    """Whether the replay weighs reclaim and preemption: at every cluster size (``reclaim.victims`` reads a
+    job's fit table once and, per victim tried, only the rows of the nodes the victim holds: milliseconds per
+    waiting job at 1,213 nodes); steps and jobs stay bounded by ``MAX_CHECKS``, ``WITHIN`` and
+    ``whatif_reclaim.MAX_TRIED``."""
+    return room.di.scheduler == "kai"
 
 
 def over_deserved(room: Room, holders: dict[str, Holder]) -> set[str]:
@@ -80,9 +81,42 @@ def evictions(
     when: datetime,
 ) -> list[Eviction]:
     """The jobs of ``reclaimers`` (in order) that start by reclaiming or preempting on the replay's state at
-    ``when`` (``state_at``, ``whatif_reclaim.reclaims``)."""
+    ``when`` (``state_at``, ``whatif_reclaim.reclaims``). At t, before anything ends or is evicted, the three
+    replays of a forecast (early, likely, late) ask the same of the same state: weighed once while ``room.di``
+    is indexed."""
     if not reclaimers:
         return []
+    memo: dict[tuple[int, ...], tuple[list[Waiter], list[Eviction]]] | None = None
+    if when == room.t and not evicted and not done and _as_at_t(room, holders):
+        memo = room.di.memo("replay_evictions_at_t", dict)
+    key = tuple(id(w) for w in reclaimers)
+    got = memo.get(key) if memo is not None else None
+    if got is None or any(a is not b for a, b in zip(got[0], reclaimers, strict=True)):
+        got = (list(reclaimers), _evictions(room, holders, reclaimers, evicted, done, when))
+        if memo is not None:
+            memo[key] = got  # the reclaimers held with it: their ids are not reused while it is
+    return [Eviction(ev.waiter, dict(ev.nodes), list(ev.victims)) for ev in got[1]]
+
+
+def _as_at_t(room: Room, holders: dict[str, Holder]) -> bool:
+    """Whether the replay's holders are still the room's at t: the same jobs on the same GPUs."""
+    if holders.keys() != room.holders.keys():
+        return False
+    for label, h in holders.items():
+        at_t = room.holders[label]
+        if h.job is not at_t.job or h.gpus != at_t.gpus or h.since != at_t.since:
+            return False
+    return True
+
+
+def _evictions(
+    room: Room,
+    holders: dict[str, Holder],
+    reclaimers: list[Waiter],
+    evicted: set[str],
+    done: set[str],
+    when: datetime,
+) -> list[Eviction]:
     state = state_at(room, holders, evicted, done, when)
     by_label = {w.label: w for w in reclaimers}
     considered = [
@@ -147,4 +181,15 @@ def requeue(waiting: list[Waiter], w: Waiter) -> None:
     waiting.insert(mine[-1] + 1 if mine else len(waiting), w)
 
 
-__all__ = ["MAX_CHECKS", "WITHIN", "Eviction", "bound_pods", "evictions", "over_deserved", "reclaim_weighed", "requeue", "state_at", "weighed"]
+__all__ = [
+    "MAX_CHECKS",
+    "WITHIN",
+    "Eviction",
+    "bound_pods",
+    "evictions",
+    "over_deserved",
+    "reclaim_weighed",
+    "requeue",
+    "state_at",
+    "weighed",
+]

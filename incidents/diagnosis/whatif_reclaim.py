@@ -14,6 +14,7 @@ simulator.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -59,19 +60,23 @@ def reclaims(di: DiagnosisInput, cp: ClusterPass) -> list[Reclaim]:
             state = _bound(state, c.job, c.nodes)
     out: list[Reclaim] = []
     order: QueueOrder | None = None
-    for c in left:
-        job = state.find("job", c.job.name, c.job.namespace) or c.job
-        with state.indexed():
+    # one index per state: the jobs weighed on it read its fit tables, evictable jobs and standings once
+    with ExitStack() as indexed:
+        indexed.enter_context(state.indexed())
+        for c in left:
+            job = state.find("job", c.job.name, c.job.namespace) or c.job
             if order is None:
                 order = QueueOrder(state, [j for j in state.jobs if is_pending(j)])
             ev = victims(state, job, order)
-        if ev is None or not ev.victims:
-            continue
-        out.append(Reclaim(c, ev.victims, ev.nodes))
-        if len(out) >= MAX_RECLAIMERS:
-            break
-        state = _bound(without(state, [v.job for v in ev.victims]), job, ev.nodes)
-        order = None  # the standings moved: read them again for the next one
+            if ev is None or not ev.victims:
+                continue
+            out.append(Reclaim(c, ev.victims, ev.nodes))
+            if len(out) >= MAX_RECLAIMERS:
+                break
+            state = _bound(without(state, [v.job for v in ev.victims]), job, ev.nodes)
+            order = None  # the standings moved: read them again for the next one
+            indexed.close()
+            indexed.enter_context(state.indexed())
     return out
 
 
