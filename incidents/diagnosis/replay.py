@@ -225,6 +225,10 @@ class Books:
         for ev in evictions(self.room, self.holders, reclaimers, self.evicted, done, when):
             if any(label not in self.holders for label in ev.victims):
                 continue  # weighed on a state the books have left since
+            if any(self.holders[label].since == when for label in ev.victims):
+                # a job this very session placed is not a victim of it: KAI's reclaim and preempt weigh the jobs
+                # running when the session began (else each reclaimer evicts the one before it, in a chain)
+                continue
             for label in ev.victims:
                 h = self.holders.pop(label)
                 self._free(h)

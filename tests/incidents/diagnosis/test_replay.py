@@ -110,3 +110,33 @@ def test_the_books_written_back_as_a_state_drop_the_ended_and_bind_the_started()
     assert state.t == later
     assert {j.name: j.get("phase") for j in state.jobs} == {"a": "Succeeded", "w": "Running"}
     assert [(p.get("job"), p.get("node"), p.get("gpus")) for p in state.pods] == [("w", "n1", 8)]
+
+
+def test_a_job_placed_in_a_session_is_not_evicted_by_a_reclaimer_of_the_same_session(monkeypatch):
+    # s starts at t in the free room; a reclaim weighed at t that names s as its victim (as a chain of reclaimers
+    # would: each evicting the one placed before it) is not taken: the session's victims ran before it began
+    import incidents.diagnosis.replay as R
+    from incidents.diagnosis.replay_evictions import Eviction
+
+    running = [_running("a1", "a", "n1", 3, 2)]
+    s = job("s", "a", gpus_per_pod=1, submitted=T0 + timedelta(minutes=10))
+    w = job("w", "c", gpus_per_pod=1, submitted=T0 + timedelta(minutes=20))
+    w.state["node_selector"] = {"pool": "elsewhere"}  # no room of its own: only an eviction could start it
+    di = world(
+        subjects=[],
+        t=T,
+        nodes=[node("n1", gpus=4)],
+        pods=[p for _, p in running],
+        jobs=[*(j for j, _ in running), s, w],
+        queues=[queue("a", 2), queue("c", 1)],
+    )
+
+    def chain(room, holders, reclaimers, evicted, done, when):
+        return [Eviction(r, {"n1": 1}, ["a/s"]) for r in reclaimers if r.label == "c/w" and "a/s" in holders]
+
+    monkeypatch.setattr(R, "evictions", chain)
+    monkeypatch.setattr(R, "reclaim_weighed", lambda room: True)
+    base, fc = _forecast(di)
+    assert base.find("a", "s").outcome == SP.STARTS
+    started = fc.likely.starts.get("c/w")
+    assert started is None or started.at > T
