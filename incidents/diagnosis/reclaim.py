@@ -139,11 +139,24 @@ def _evictable(di: DiagnosisInput) -> list[tuple[EntityState, int, int]]:
 
 
 def _evictable_now(di: DiagnosisInput) -> list[tuple[EntityState, int, int]]:
-    jobs = [
-        (other, _rank(other), tuple(-ord(c) for c in (other.get("submitted") or "")))
-        for other in di.jobs
-        if not is_pending(other) and held_units(di, other) and preemptible(di, other)
-    ]
+    # per running job: its pods when weighed, whether KAI may evict it, its rank and age (``carry_over`` hands
+    # them to the next state, where a job with the same pods is not weighed again)
+    memo: dict[int, tuple[EntityState, tuple[int, ...], bool, int, tuple[int, ...]]] | None = di.memo(
+        "reclaim_evictable_seen", dict
+    )
+    seen = {} if memo is None else memo
+    jobs = []
+    for other in di.jobs:
+        if is_pending(other):
+            continue
+        pods = tuple(id(p) for p in di.pods_of_job(other))
+        got = seen.get(id(other))
+        if got is None or got[0] is not other or got[1] != pods:
+            age = tuple(-ord(c) for c in (other.get("submitted") or ""))
+            ok = bool(held_units(di, other)) and preemptible(di, other)
+            got = seen[id(other)] = (other, pods, ok, _rank(other), age)
+        if got[2]:
+            jobs.append((other, got[3], got[4]))
     place = {age: i for i, age in enumerate(sorted({age for _, _, age in jobs}))}
     return [(other, rank, place[age]) for other, rank, age in jobs]
 
@@ -377,6 +390,51 @@ def _trim(fits: _Fits, taken: list[Victim], allowed: Callable[[list[Victim]], bo
     return Eviction(keep, fits.place(rows))
 
 
+def carry_over(old: DiagnosisInput, new: DiagnosisInput) -> None:
+    """Give ``new`` the fit tables ``victims`` built on ``old`` (both indexed), the rows of the nodes whose pods or
+    GPUs differ read again on ``new``, and what it read of each running job (weighed again where the job's pods
+    differ): for a state written from another (the victims gone, the reclaimer bound), most of whose nodes and
+    jobs are as they were. Nothing when the nodes or their history differ."""
+    tables: dict[str, tuple[Request, list[F.NodeFit]]] | None = old.memo("reclaim_fit_tables", dict)
+    target: dict[str, tuple[Request, list[F.NodeFit]]] | None = new.memo("reclaim_fit_tables", dict)
+    if new is old or target is None:
+        return
+    seen = old.memo("reclaim_evictable_seen", dict)
+    if seen:
+        new.memo("reclaim_evictable_seen", dict).update(seen)
+    if not tables or new.nodes is not old.nodes or new.history is not old.history:
+        return
+    if new.peak_gpus is not old.peak_gpus:
+        return
+    changed: set[str] = set()
+    for before, after in ((old.pods, new.pods), (old.gpus, new.gpus)):
+        kept = {id(x) for x in after}
+        was = {id(x) for x in before}
+        changed |= {x.get("node") for x in before if id(x) not in kept}
+        changed |= {x.get("node") for x in after if id(x) not in was}
+    names = {n.name for n in new.nodes}
+    changed = {n for n in changed if n in names}
+    view = replace(
+        new,
+        nodes=[n for n in new.nodes if n.name in changed],
+        pods=[p for n in changed for p in new.pods_bound_to(n)],
+        gpus=[g for n in changed for g in new.gpus_of_node(n)],
+    )
+    for key, (req, rows) in tables.items():
+        if key in target:
+            continue
+        at: dict[str, list[int]] = {}
+        for i, r in enumerate(rows):
+            at.setdefault(r.node, []).append(i)
+        out = list(rows)
+        placed: dict[str, int] = {}
+        for r in F.node_fits(view, req) if changed else []:
+            k = placed.get(r.node, 0)
+            out[at[r.node][k]] = r
+            placed[r.node] = k + 1
+        target[key] = (req, out)
+
+
 class _Fits:
     """The job's fit table over the cluster without some victims, built once on the state as given.
 
@@ -416,14 +474,17 @@ class _Fits:
         """The job's fit table on the state as given: once per request while the input is indexed (the jobs
         weighed on one state ask a few shapes; a table's rows are read, never changed)."""
         if self._base is None:
-            tables: dict[str, list[F.NodeFit]] | None = self.di.memo("reclaim_fit_tables", dict)
+            tables: dict[str, tuple[Request, list[F.NodeFit]]] | None = self.di.memo(
+                "reclaim_fit_tables", dict
+            )
             key = repr(self.req)
             if tables is None:
                 self._base = F.node_fits(self.di, self.req)
             elif key in tables:
-                self._base = tables[key]
+                self._base = tables[key][1]
             else:
-                self._base = tables[key] = F.node_fits(self.di, self.req)
+                self._base = F.node_fits(self.di, self.req)
+                tables[key] = (self.req, self._base)
             for i, r in enumerate(self._base):
                 self.at.setdefault(r.node, []).append(i)
             for n in self.di.nodes:
@@ -601,4 +662,14 @@ class _Fits:
             taken[r.node] = k + 1
 
 
-__all__ = ["PREEMPT", "RECLAIM", "Eviction", "Victim", "held_units", "preemptible", "victims", "without"]
+__all__ = [
+    "PREEMPT",
+    "RECLAIM",
+    "Eviction",
+    "Victim",
+    "carry_over",
+    "held_units",
+    "preemptible",
+    "victims",
+    "without",
+]

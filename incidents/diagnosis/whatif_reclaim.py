@@ -20,7 +20,7 @@ from datetime import datetime
 
 from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.queue_order import QueueOrder
-from incidents.diagnosis.reclaim import Victim, victims, without
+from incidents.diagnosis.reclaim import Victim, carry_over, victims, without
 from incidents.diagnosis.request import Request, job_request
 from incidents.diagnosis.scheduling_pass import NO_ROOM, ClusterPass, Considered
 from incidents.diagnosis.types import DiagnosisInput, EntityState
@@ -60,7 +60,8 @@ def reclaims(di: DiagnosisInput, cp: ClusterPass) -> list[Reclaim]:
             state = _bound(state, c.job, c.nodes)
     out: list[Reclaim] = []
     order: QueueOrder | None = None
-    # one index per state: the jobs weighed on it read its fit tables, evictable jobs and standings once
+    # one index per state: the jobs weighed on it read its fit tables, evictable jobs and standings once; the next
+    # state takes its fit tables and evictable jobs over (``carry_over``)
     with ExitStack() as indexed:
         indexed.enter_context(state.indexed())
         for c in left:
@@ -73,10 +74,14 @@ def reclaims(di: DiagnosisInput, cp: ClusterPass) -> list[Reclaim]:
             out.append(Reclaim(c, ev.victims, ev.nodes))
             if len(out) >= MAX_RECLAIMERS:
                 break
-            state = _bound(without(state, [v.job for v in ev.victims]), job, ev.nodes)
+            after = _bound(without(state, [v.job for v in ev.victims]), job, ev.nodes)
             order = None  # the standings moved: read them again for the next one
+            following = ExitStack()
+            following.enter_context(after.indexed())
+            carry_over(state, after)  # its fit tables and evictable jobs, but where the eviction changed them
             indexed.close()
-            indexed.enter_context(state.indexed())
+            indexed.enter_context(following.pop_all())
+            state = after
     return out
 
 

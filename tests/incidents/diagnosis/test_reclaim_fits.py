@@ -17,6 +17,7 @@ import pytest
 from incidents.diagnosis import fit as F
 from incidents.diagnosis import reclaim as R
 from incidents.diagnosis import scheduling_pass as SP
+from incidents.diagnosis import whatif_reclaim as W
 from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.placement import place, share_order
 from incidents.diagnosis.queue_order import QueueOrder
@@ -383,3 +384,55 @@ def test_a_gang_placed_only_by_a_late_victim_gets_the_same_answer(monkeypatch: p
     for selected, serving, found in ((1, False, True), (0, False, False), (1, True, False)):
         di = _fleet(selected, serving)
         assert (_same_answers(di, monkeypatch)[1] is not None) is found
+
+
+def _carried(di: DiagnosisInput) -> int:
+    """Each eviction on ``di`` written as the next state (the victims gone, the job bound, as ``reclaims`` does):
+    the fit tables and evictable jobs carried over from ``di`` equal the next state's own. Returns the tables
+    compared."""
+    n = 0
+    waiting = [j for j in di.jobs if is_pending(j)]
+    for job in waiting:
+        with di.indexed():
+            ev = victims(di, job)
+            for other in waiting:  # fill ``di``'s tables with every waiting job's request
+                R._Fits(di, job_request(di, other)).base  # noqa: B018
+            R._evictable(di)
+            if ev is None or not ev.nodes:
+                continue
+            after = W._bound(without(di, [v.job for v in ev.victims]), job, ev.nodes)
+            with after.indexed():
+                R.carry_over(di, after)
+                assert R._evictable(after) == R._evictable_now(replace(after))  # an input not indexed: afresh
+                tables = after.memo("reclaim_fit_tables", dict)
+                for req, rows in tables.values():
+                    assert rows == F.node_fits(after, req)
+                    n += 1
+    return n
+
+
+def _reclaims_both_ways(di: DiagnosisInput, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    with di.indexed():
+        cp = SP.cluster_pass(di)
+    got = [(r.label, r.nodes, r.victims_words) for r in W.reclaims(di, cp)]
+    with monkeypatch.context() as m:
+        m.setattr(W, "carry_over", lambda old, new: None)
+        want = [(r.label, r.nodes, r.victims_words) for r in W.reclaims(di, cp)]
+    assert got == want
+    return got
+
+
+def test_the_fit_tables_and_evictable_jobs_carried_to_the_next_state_are_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    compared = reclaimed = 0
+    for case in CASES:
+        di = model_input(case["scenario"])
+        compared += _carried(di)
+        reclaimed += len(_reclaims_both_ways(di, monkeypatch))
+    rng = random.Random(7)
+    for _ in range(60):
+        di = _random_state(rng)
+        compared += _carried(di)
+        reclaimed += len(_reclaims_both_ways(di, monkeypatch))
+    assert compared > 200 and reclaimed > 20
