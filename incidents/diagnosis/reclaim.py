@@ -149,7 +149,7 @@ def _evictable_now(di: DiagnosisInput) -> list[tuple[EntityState, int, int]]:
     for other in di.jobs:
         if is_pending(other):
             continue
-        pods = tuple(id(p) for p in di.pods_of_job(other))
+        pods = tuple(map(id, di.pods_of_job(other)))
         got = seen.get(id(other))
         if got is None or got[0] is not other or got[1] != pods:
             age = tuple(-ord(c) for c in (other.get("submitted") or ""))
