@@ -170,13 +170,16 @@ class QueueOrder:
         self._refresh(name)
         return job
 
-    def charge(self, job: EntityState, units: float) -> None:
-        """Count a started job against its queue and department before the next choice."""
+    def charge(self, job: EntityState, units: float, *, release: bool = False) -> None:
+        """Count a started job against its queue and department before the next choice (``release``: take a
+        running job's ``units`` and CPU and memory off them, as an eviction does)."""
         name = job_queue(job)
         s = self.queue.get(name)
         if s is None:
             return
         vec = self._vector(job)
+        if release:
+            units, vec = -units, (-vec[0], -vec[1])
         if (
             any(vec) and not self.weigh
         ):  # a job the order was not built with asks CPU or memory: weigh them now

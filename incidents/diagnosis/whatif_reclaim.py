@@ -75,7 +75,11 @@ def reclaims(di: DiagnosisInput, cp: ClusterPass) -> list[Reclaim]:
             if len(out) >= MAX_RECLAIMERS:
                 break
             after = _bound(without(state, [v.job for v in ev.victims]), job, ev.nodes)
-            order = None  # the standings moved: read them again for the next one
+            # the standings move by what changed hands: the reclaimer holds its GPUs, the victims no longer theirs
+            # (each queue's demand, held plus waiting, is the same, so the fair shares divided stay as they were)
+            order.charge(job, c.units)
+            for v in ev.victims:
+                order.charge(v.job, float(sum(v.gpus.values())), release=True)
             following = ExitStack()
             following.enter_context(after.indexed())
             carry_over(state, after)  # its fit tables and evictable jobs, but where the eviction changed them

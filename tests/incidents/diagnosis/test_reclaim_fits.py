@@ -436,3 +436,88 @@ def test_the_fit_tables_and_evictable_jobs_carried_to_the_next_state_are_its_own
         compared += _carried(di)
         reclaimed += len(_reclaims_both_ways(di, monkeypatch))
     assert compared > 200 and reclaimed > 20
+
+
+#
+# A pass's reclaimers in a row: the standings moved by what changed hands, not read again
+#
+
+
+def _reclaims_read_again(di: DiagnosisInput, cp: SP.ClusterPass) -> list[Any]:
+    """``whatif_reclaim.reclaims`` with the queue order built afresh on each state (the reference the moved
+    standings must match)."""
+    left = [c for c in cp.considered if c.outcome == SP.NO_ROOM and c.whole][: W.MAX_TRIED]
+    state = di
+    for c in cp.starts:
+        if c.whole:
+            state = W._bound(state, c.job, c.nodes)
+    out: list[Any] = []
+    for c in left:
+        job = state.find("job", c.job.name, c.job.namespace) or c.job
+        with state.indexed():
+            ev = victims(state, job, QueueOrder(state, [j for j in state.jobs if is_pending(j)]))
+        if ev is None or not ev.victims:
+            continue
+        out.append((c.label, [(v.label, v.action) for v in ev.victims], ev.nodes))
+        if len(out) >= W.MAX_RECLAIMERS:
+            break
+        state = W._bound(without(state, [v.job for v in ev.victims]), job, ev.nodes)
+    return out
+
+
+def _same_reclaimers(di: DiagnosisInput) -> int:
+    with di.indexed():
+        cp = SP.cluster_pass(di)
+    got = [(r.label, [(v.label, v.action) for v in r.victims], r.nodes) for r in W.reclaims(di, cp)]
+    assert got == _reclaims_read_again(di, cp)
+    return len(got)
+
+
+def _contended(rng: random.Random) -> DiagnosisInput:
+    """A full KAI cluster (nodes of 8 GPUs, each held by jobs of over-quota queues) with several queues below
+    their deserved quota waiting: their jobs reclaim one after another, each on the state the one before left."""
+    n = rng.randint(3, 8)
+    nodes = [f"h-{i:02d}" for i in range(1, n + 1)]
+    holders = [{"name": f"o{i}", "quota": {"gpu": rng.choice([0, 4, 8])}} for i in range(rng.randint(1, 3))]
+    starved = [
+        {"name": f"s{i}", "quota": {"gpu": rng.choice([8, 16, 24])}, "priority": rng.randint(0, 1)}
+        for i in range(rng.randint(2, 4))
+    ]
+    jobs: list[dict[str, Any]] = []
+    for i, node in enumerate(nodes):
+        left = 8
+        while left:
+            g = rng.choice([g for g in (2, 4, 8) if g <= left])
+            project = rng.choice(holders)["name"]
+            jobs.append({"name": f"r{i}-{left}", "project": project, "submit": "0s", "pods": 1,
+                         "gpus_per_pod": g, "running_on": [node], "cpu_per_pod": rng.choice(["1", "2"])})  # fmt: skip
+            left -= g
+    for i in range(rng.randint(3, 8)):
+        jobs.append({"name": f"w{i}", "project": rng.choice(starved)["name"], "submit": f"{i + 1}m", "pods": 1,
+                     "gpus_per_pod": rng.choice([2, 4, 8]), "priority": rng.choice(["train", "build"])})  # fmt: skip
+    scenario = {
+        "start": "2026-12-01T00:00:00Z",
+        "cluster": {
+            "name": "c",
+            "scheduler": "kai",
+            "nodepools": [{"name": "h", "nodes": n, "gpus_per_node": 8, "cpu": "64"}],
+        },  # fmt: skip
+        "projects": [*holders, *starved],
+        "jobs": jobs,
+    }
+    return model_input(scenario)
+
+
+def test_a_pass_s_reclaimers_in_a_row_match_the_order_read_again_on_every_state() -> None:
+    rng = random.Random(7)
+    reclaimers = in_a_row = 0
+    for case in CASES:
+        for di in _rounds(model_input(case["scenario"])):
+            reclaimers += _same_reclaimers(di)
+    for _ in range(100):
+        reclaimers += _same_reclaimers(_random_state(rng))
+    for _ in range(100):
+        got = _same_reclaimers(_contended(rng))
+        reclaimers += got
+        in_a_row += got >= 2
+    assert reclaimers > 150 and in_a_row > 30
