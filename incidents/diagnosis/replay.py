@@ -40,12 +40,11 @@ from incidents.diagnosis.precedence import job_rank
 from incidents.diagnosis.queue_order import QueueOrder
 from incidents.diagnosis.quota import QuotaAt
 from incidents.diagnosis.replay_evictions import (
-    MAX_CHECKS,
     evictions,
     over_deserved,
-    reclaim_weighed,
     requeue,
     weighed,
+    weighed_steps,
 )
 from incidents.diagnosis.replay_room import Holder, Room, Run, Started, Waiter, running, waiting_again
 from incidents.diagnosis.request import job_request
@@ -193,7 +192,7 @@ class Books:
             return not (w.quota is not None and _held(w.quota, self.delta))
 
         reclaimers: list[Waiter] = []
-        if self.checks < MAX_CHECKS and reclaim_weighed(self.room):
+        if self.checks < weighed_steps(self.room):
             over = over_deserved(self.room, self.holders)
             lowest: dict[str, int] = {}  # per queue, the lowest priority rank it runs
             for h in self.holders.values():

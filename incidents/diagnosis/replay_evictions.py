@@ -11,8 +11,9 @@ queue priority, the victims' standing). Its answer is the replay's next move: th
 nodes it names, the victims go back to waiting.
 
 KAI only (Kueue's preemption is its admission cycle's, not weighed here); whole GPUs only, like the replay.
-Bounded: at most ``MAX_CHECKS`` steps of a replay are weighed, within ``WITHIN`` of t, and only steps where a
-queue holds more than its deserved quota (KAI reclaims from no other) or a job outranks work of its own queue.
+Bounded: at most ``weighed_steps`` steps of a replay are weighed (4; fewer on a cluster of more than 400 nodes,
+the step at t always), within ``WITHIN`` of t, and only steps where a queue holds more than its deserved quota
+(KAI reclaims from no other) or a job outranks work of its own queue.
 Pure: no database, no simulator.
 """
 
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
 MAX_CHECKS = (
     4  # steps of one replay weighed for reclaim and preemption (each writes the books back as a state)
 )
+# Node-states one replay may weigh: each weighed step reads every node's fit rows, running jobs and standings
+# again on the books written back as a state (some 60 ms at 1,213 nodes), so a large cluster weighs fewer steps
+# (``weighed_steps``): 4 up to 400 nodes, 1 (the step at t, shared by a forecast's three replays) from 800.
+CHECK_BUDGET = 1600
 WITHIN = timedelta(hours=3)  # evictions are weighed at steps this close to t
 
 
@@ -52,12 +57,14 @@ def weighed(room: Room, when: datetime) -> bool:
     return room.di.scheduler == "kai" and when <= room.t + WITHIN
 
 
-def reclaim_weighed(room: Room) -> bool:
-    """Whether the replay weighs reclaim and preemption: at every cluster size (``reclaim.victims`` reads a
-    job's fit table once and, per victim tried, only the rows of the nodes the victim holds: milliseconds per
-    waiting job at 1,213 nodes); steps and jobs stay bounded by ``MAX_CHECKS``, ``WITHIN`` and
-    ``whatif_reclaim.MAX_TRIED``."""
-    return room.di.scheduler == "kai"
+def weighed_steps(room: Room) -> int:
+    """How many steps of a replay weigh reclaim and preemption: at every cluster size at least the step at t
+    (``reclaim.victims`` reads a job's fit table once and, per victim tried, only the rows of the nodes the
+    victim holds: milliseconds per waiting job at 1,213 nodes), up to ``MAX_CHECKS`` within ``CHECK_BUDGET``
+    node-states; the jobs weighed per step stay bounded by ``whatif_reclaim.MAX_TRIED``."""
+    if room.di.scheduler != "kai":
+        return 0
+    return max(1, min(MAX_CHECKS, CHECK_BUDGET // max(len(room.di.nodes), 1)))
 
 
 def over_deserved(room: Room, holders: dict[str, Holder]) -> set[str]:
@@ -182,13 +189,14 @@ def requeue(waiting: list[Waiter], w: Waiter) -> None:
 
 
 __all__ = [
+    "CHECK_BUDGET",
     "MAX_CHECKS",
     "WITHIN",
     "Eviction",
     "bound_pods",
     "evictions",
     "over_deserved",
-    "reclaim_weighed",
+    "weighed_steps",
     "requeue",
     "state_at",
     "weighed",

@@ -135,7 +135,7 @@ def test_a_job_placed_in_a_session_is_not_evicted_by_a_reclaimer_of_the_same_ses
         return [Eviction(r, {"n1": 1}, ["a/s"]) for r in reclaimers if r.label == "c/w" and "a/s" in holders]
 
     monkeypatch.setattr(R, "evictions", chain)
-    monkeypatch.setattr(R, "reclaim_weighed", lambda room: True)
+    monkeypatch.setattr(R, "weighed_steps", lambda room: 4)
     base, fc = _forecast(di)
     assert base.find("a", "s").outcome == SP.STARTS
     started = fc.likely.starts.get("c/w")

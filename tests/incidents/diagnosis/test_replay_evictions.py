@@ -103,3 +103,16 @@ def test_evictions_on_other_books_than_at_t_are_weighed_again(monkeypatch: pytes
         RE.evictions(room, holders, reclaimers, set(), set(), T + timedelta(minutes=2))
         RE.evictions(room, holders, reclaimers[:1], set(), set(), T)
         assert len(weighed) == 4
+
+
+def test_a_larger_cluster_weighs_fewer_steps_for_evictions_and_always_the_step_at_t() -> None:
+    from incidents.diagnosis.queue_order import QueueOrder
+    from incidents.diagnosis.replay_room import Room
+
+    def steps(n: int, scheduler: str = "kai") -> int:
+        di = world(subjects=[], t=T, nodes=[node(f"n{i:04d}") for i in range(n)])
+        di.scheduler = scheduler
+        return RE.weighed_steps(Room(di, [], {}, {}, QueueOrder(di, [])))
+
+    assert [steps(n) for n in (12, 400, 533, 800, 1213, 5000)] == [4, 4, 3, 2, 1, 1]
+    assert steps(12, "kueue") == 0
