@@ -28,7 +28,7 @@ from incidents.diagnosis.reclaim import without
 from incidents.diagnosis.request import job_request
 from incidents.diagnosis.scheduling_pass import NO_ROOM, ClusterPass
 from incidents.diagnosis.types import DiagnosisInput, EntityState, iso
-from incidents.diagnosis.whatif_reclaim import reclaims, running_pod
+from incidents.diagnosis.whatif_reclaim import placed_pods, reclaims
 
 if TYPE_CHECKING:
     from incidents.diagnosis.replay_room import Holder, Room, Waiter
@@ -169,11 +169,7 @@ def bound_pods(
     """The pods of a job the replay started, bound where it put them (``gpus``: whole GPUs per node)."""
     req = job_request(di, job)
     per = max(req.gpus_per_pod, 1)
-    out: list[EntityState] = []
-    for node, g in gpus.items():
-        for _ in range(max(g // per, 1)):
-            out.append(running_pod(job, req, node, f"{job.name}-replay-{len(out)}", when))
-    return out
+    return placed_pods(job, req, {node: max(g // per, 1) for node, g in gpus.items()}, when, "replay")
 
 
 def requeue(waiting: list[Waiter], w: Waiter) -> None:

@@ -110,16 +110,24 @@ def running_pod(job: EntityState, req: Request, node: str, name: str, when: date
     )
 
 
+def placed_pods(
+    job: EntityState, req: Request, nodes: dict[str, int], when: datetime, tag: str
+) -> list[EntityState]:
+    """The pods of ``job`` running from ``when`` where a pass, a reclaim or a replay places it (``nodes``: its
+    pods per node), named ``<job>-<tag>-<i>``."""
+    out: list[EntityState] = []
+    for node, n in nodes.items():
+        for _ in range(n):
+            out.append(running_pod(job, req, node, f"{job.name}-{tag}-{len(out)}", when))
+    return out
+
+
 def _bound(di: DiagnosisInput, job: EntityState, nodes: dict[str, int]) -> DiagnosisInput:
     """A copy of ``di`` with ``job`` running, its pods bound on ``nodes`` (whole GPUs)."""
     req = job_request(di, job)
     pods = [p for p in di.pods if not (p.namespace == job.namespace and p.get("job") == job.name)]
     running = replace(job, state={**job.state, "phase": "Running", "active": req.pods})
-    i = 0
-    for node, n in nodes.items():
-        for _ in range(n):
-            pods.append(running_pod(job, req, node, f"{job.name}-whatif-{i}", di.t))
-            i += 1
+    pods += placed_pods(job, req, nodes, di.t, "whatif")
     jobs = [
         running if (j.namespace, j.name, j.kind) == (job.namespace, job.name, job.kind) else j
         for j in di.jobs
@@ -127,4 +135,4 @@ def _bound(di: DiagnosisInput, job: EntityState, nodes: dict[str, int]) -> Diagn
     return replace(di, pods=pods, jobs=jobs)
 
 
-__all__ = ["MAX_RECLAIMERS", "MAX_TRIED", "Reclaim", "reclaims"]
+__all__ = ["MAX_RECLAIMERS", "MAX_TRIED", "Reclaim", "placed_pods", "reclaims"]
