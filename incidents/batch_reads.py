@@ -54,7 +54,7 @@ HISTORY_COLUMNS = (
 
 Rows = list[tuple[Any, ...]]
 # (what, cluster id, moment) -> (newest change id, start read from, rows or None when past SHARED_LIMIT)
-_Memo = dict[tuple[str, int, datetime], tuple[int | None, datetime, Rows | None]]
+_Memo = dict[tuple[str, int, datetime], tuple[int | None, datetime, Any]]
 _batch: ContextVar[_Memo | None] = ContextVar("incidents_batch_reads", default=None)
 
 
@@ -130,6 +130,23 @@ def _shared(
         kept = (moved, start, rows)
         memo[key] = kept
     return kept[2]
+
+
+def shared_values(cluster: Cluster, t: datetime) -> dict[str, Any] | None:
+    """A dict the diagnoses of this batch at (cluster, t) share while the inventory stands (the newest change id
+    the fleet's history was read at, ``fleet_history``), for what they would each work out alike from it
+    (``ahead.cluster_order``); None outside a batch or before the fleet's history is read (no query of its own)."""
+    memo = _batch.get()
+    read = memo.get(("history", cluster.pk, t)) if memo is not None else None
+    if memo is None or read is None:
+        return None
+    key = ("values", cluster.pk, t)
+    kept = memo.get(key)
+    if kept is None or kept[0] != read[0]:
+        kept = (read[0], t, {})
+        memo[key] = kept
+    values: dict[str, Any] = kept[2]
+    return values
 
 
 def merged(shared: list[tuple[Any, ...]], own: list[tuple[Any, ...]], at: int) -> list[tuple[Any, ...]]:

@@ -17,6 +17,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from collectors.models import Cluster, Entity, EntityVersion, SourceRun, TelemetrySample
+from incidents import batch_reads
 from incidents.diagnosis.types import (
     DiagnosisInput,
     EntityState,
@@ -131,6 +132,7 @@ def load_incident_input(
     obs_by_key = {o.dedup_key: o for o in observations}
     if cluster is not None:
         load_inventory(di, cluster, t, subject_entities=subjects, obs_by_key=obs_by_key, bounded=bounded)
+        di.batch = batch_reads.shared_values(cluster, t) if bounded else None
     _load_observations(di, observations)
     if cluster is not None:
         _load_samples(di, cluster, t)  # only where the evidence holds no live series

@@ -42,10 +42,28 @@ def cluster_order(di: DiagnosisInput, cp: ClusterPass | None = None) -> Iterator
     rest = [j for j in di.jobs if is_pending(j) and (j.namespace, j.name) not in seen]
     if not rest:
         return
+    # The diagnoses of one batch (every waiting job's incident after a sweep) read the same jobs beyond the same
+    # pass: their order is worked out once, by the first, and read by the others (``DiagnosisInput.batch``).
+    passed = tuple((c.job.namespace, c.job.name) for c in cp.considered)
+    shared: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] | None = (
+        di.batch.setdefault("cluster_order_rest", {}) if di.batch is not None else None
+    )
+    keys = shared.get(passed) if shared is not None else None
+    by_key = {(j.namespace, j.name): j for j in rest}
+    if keys is not None and len(keys) == len(by_key) and all(k in by_key for k in keys):
+        yield from (by_key[k] for k in keys)
+        return
     order = QueueOrder(di, rest)
+    served: list[EntityState] = []
     for job in order:
         order.charge(job, job_units(job))
-        yield job
+        if shared is None:
+            yield job
+        else:
+            served.append(job)
+    if shared is not None:
+        shared[passed] = [(j.namespace, j.name) for j in served]
+        yield from served
 
 
 @dataclass

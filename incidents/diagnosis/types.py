@@ -193,6 +193,10 @@ class DiagnosisInput:
     # priority, request). Their citations are completed from the inventory when stored (incidents.diagnosis_run).
     partial: set[Ref] = field(default_factory=set)
     _index: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+    # What the diagnoses of one batch share at this (cluster, t) while the inventory stands
+    # (``incidents.batch_reads.shared_values``): set by the loader on the input it reads; a copy (``replace``: an
+    # edited state) starts without it.
+    batch: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     #
     # Lookups

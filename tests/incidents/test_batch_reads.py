@@ -38,19 +38,35 @@ class BatchReadsTest(BaseTestCase):
         at = T0 - timedelta(minutes=30)
         for i in range(5, 9):  # full nodes, so the waiting jobs wait
             crowd_node(cluster, f"h100-{i:02d}", 8, at)
+        # the four jobs ahead take the room small_world leaves free, so each incident's job waits alike
+        ahead = [
+            job_obs(
+                "crowd",
+                f"ahead-{i}",
+                queue="nlp",
+                phase="Pending",
+                pods=1,
+                gpus_per_pod=8,
+                submitted=at - timedelta(minutes=10),
+            )  # fmt: skip
+            for i in range(4)
+        ]
         record_states(
             cluster,
             [
-                job_obs(
-                    "crowd",
-                    f"waiting-{i}",
-                    queue="nlp",
-                    phase="Pending",
-                    pods=1,
-                    gpus_per_pod=8,
-                    submitted=at,
-                )
-                for i in range(7)
+                *ahead,
+                *(
+                    job_obs(
+                        "crowd",
+                        f"waiting-{i}",
+                        queue="nlp",
+                        phase="Pending",
+                        pods=1,
+                        gpus_per_pod=8,
+                        submitted=at,
+                    )
+                    for i in range(7)
+                ),
             ],
             at,
         )
@@ -114,3 +130,28 @@ class BatchReadsTest(BaseTestCase):
             },
         )
         self.assertEqual(alone.changes, shared.changes)
+
+    def test_the_jobs_ahead_counted_in_a_batch_are_those_counted_alone(self) -> None:
+        # a pass of 3 jobs leaves 8 beyond it: their order is worked out by the batch's first diagnosis only
+        from unittest import mock
+
+        from incidents.diagnosis import ahead as A
+        from incidents.diagnosis.scheduling_pass import cluster_pass
+
+        def ahead_of(incident: Incident) -> tuple[int, bool]:
+            di = load_incident_input(incident, ONSET)
+            job = di.find("job", di.subjects[0].name, di.subjects[0].namespace)
+            assert job is not None
+            with di.indexed():
+                count = A.jobs_ahead(di, job).count
+            return count, bool(di.batch and di.batch.get("cluster_order_rest"))
+
+        with mock.patch.object(A, "cluster_pass", lambda di: cluster_pass(di, limit=3)):
+            alone = [ahead_of(incident) for incident in self.incidents]
+            with batch_reads.shared_reads():
+                shared = [ahead_of(incident) for incident in self.incidents]
+        self.assertEqual([c for c, _ in alone], [c for c, _ in shared])
+        counts = sorted(c for c, _ in alone)
+        self.assertEqual(counts, list(range(counts[0], counts[0] + 7)))  # one after another, past the pass's 3
+        self.assertFalse(any(s for _, s in alone))
+        self.assertTrue(all(s for _, s in shared))
