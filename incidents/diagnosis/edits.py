@@ -15,16 +15,19 @@ Pure: no database, no simulator.
 
 from __future__ import annotations
 
-import copy
-import math
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.quota import QuotaAt, quota_at
+from incidents.diagnosis.quota import quota_at
+from incidents.diagnosis.quota_edits import (
+    gpu_raises,
+    is_raise,
+    queue_name,
+    resource_raises,
+    started_resources,
+)
 from incidents.diagnosis.request import Request, job_request
-from incidents.diagnosis.resource_quota import LIMIT, ResourceQuota
-from incidents.diagnosis.resources import CPU, DIMS, EPS, request_vector
 from incidents.diagnosis.room_edits import MAX_HOLDS, room_candidates, size_refusal, waiting_ahead
 from incidents.diagnosis.scheduling_pass import (
     MAX_CONSIDERED,
@@ -40,14 +43,10 @@ from incidents.diagnosis.scheduling_pass import (
 )
 from incidents.diagnosis.shrink import shrink_candidates
 from incidents.diagnosis.types import DiagnosisInput, EntityState
+from incidents.diagnosis.whatif_apply import apply_edits
 from incidents.diagnosis.whatif_edits import (
-    RESOURCE_KEYS,
     Edit,
     EditError,
-    apply_edits,
-    bound_words,
-    cores_words,
-    memory_words,
 )
 from incidents.diagnosis.whatif_reclaim import reclaims
 
@@ -225,7 +224,7 @@ class _Trials:
                         evicted=_evicted(self.di, edits),
                     )
                 )
-            elif _is_raise(kind) and mine is not None and mine.outcome == NO_ROOM:
+            elif is_raise(kind) and mine is not None and mine.outcome == NO_ROOM:
                 # a quota raise on a full KAI cluster: the job may start by reclaiming from a queue over its share
                 mine_reclaims = [r for r in reclaims(edited, after) if r.label == mine.label]
                 if mine_reclaims:
@@ -297,37 +296,6 @@ def _evicted(di: DiagnosisInput, edits: list[Edit]) -> list[EntityState]:
 #
 
 
-def _is_raise(kind: str) -> bool:
-    """A quota or limit raise: GPUs, CPU or memory."""
-    return kind in ("quota", "limit") or kind in RESOURCE_KEYS
-
-
-@dataclass
-class _Raise:
-    """One quota or limit to raise: GPUs (``quota``, ``limit``), or a CPU or memory bound (``cpu_limit`` …) in
-    its edit's units (cores, bytes)."""
-
-    kind: str
-    name: str
-    target: float
-    current: float | None
-    step: float  # one more job of its size
-
-    @property
-    def edit(self) -> Edit:
-        return Edit(self.kind, self.name, number=self.target)
-
-    @property
-    def words(self) -> str:
-        """ "limit +8 on vision (to 16)", "CPU limit +8 cores on vision (to 48 cores)"."""
-        delta = self.target - (self.current or 0)
-        sign = "+" if delta >= 0 else "-"
-        if self.kind in ("quota", "limit"):
-            return f"{self.kind} {sign}{abs(delta):g} on {self.name} (to {self.target:g})"
-        fmt = cores_words if self.kind.startswith("cpu_") else memory_words
-        return f"{bound_words(self.kind)} {sign}{fmt(abs(delta))} on {self.name} (to {fmt(self.target)})"
-
-
 def _quota_answer(
     di: DiagnosisInput, job: EntityState, req: Request, me: Considered, base: ClusterPass, trials: _Trials
 ) -> _Outcome | None:
@@ -344,12 +312,12 @@ def _quota_answer(
             started[(c.project, c.queue)] = started.get((c.project, c.queue), 0.0) + c.units
     charge_started(q, started)  # as the pass read it: what it started before the job is charged
     if q.resources is not None:
-        q.resources.charge(*_started_resources(di, base, me))
-    raises = _gpu_raises(q, req)
+        q.resources.charge(*started_resources(di, base, me))
+    raises = gpu_raises(q, req)
     if q.resources is not None:
-        raises += _resource_raises(q.resources, _queue_name(q))
+        raises += resource_raises(q.resources, queue_name(q))
     if not raises:  # the pass said quota: the GPU bound it names
-        raises = _gpu_raises(q, req, fallback=True)
+        raises = gpu_raises(q, req, fallback=True)
     last: _Outcome | None = None
     for _ in range(3):
         edits = [r.edit for r in raises]
@@ -363,84 +331,11 @@ def _quota_answer(
     return last
 
 
-def _queue_name(q: QuotaAt) -> str:
-    """The queue (or project) state that carries the job's quota: what an edit names."""
-    return q.policy.name if q.policy is not None else q.queue
-
-
-def _gpu_raises(q: QuotaAt, req: Request, *, fallback: bool = False) -> list[_Raise]:
-    """The GPU quota or limit that holds the job: its queue's, else its department's (none when its GPUs fit,
-    unless ``fallback``: then its queue's)."""
-    step = max(math.ceil(req.units), 1)
-    dept = q.department
-    if not q.blocks and dept is not None and dept.blocks:
-        kind = "limit" if dept.over_limit else "quota"
-        current = dept.limit if dept.over_limit else dept.quota
-        return [_Raise(kind, dept.name, math.ceil(dept.after - 1e-9), current, step)]
-    if not q.blocks and not fallback:
-        return []
-    kind = "limit" if q.over_limit else "quota"
-    current = q.limit if q.over_limit else q.quota
-    return [_Raise(kind, _queue_name(q), math.ceil(q.after - 1e-9), current, step)]
-
-
-def _resource_raises(rq: ResourceQuota, queue: str) -> list[_Raise]:
-    """Each CPU or memory bound the job would pass, raised to exactly what it needs, until none holds it: its
-    queue's (named ``queue``, the state it was read from) and its department's, limit first, then a
-    non-preemptible job's deserved quota (as KAI checks them)."""
-    trial = copy.deepcopy(rq)
-    out: list[_Raise] = []
-    for _ in range(2 * len(DIMS) * len(trial.bounds)):  # each bound's each resource: its limit and its quota
-        b = trial.breach()
-        if b is None:
-            break
-        d, i = b.bound.dims[b.dim], DIMS.index(b.dim)
-        need = math.ceil(b.after - EPS)  # millicores or bytes
-        if b.kind == LIMIT:
-            d.limit = need
-        else:
-            d.deserved = need
-        scale = 1000.0 if b.dim == CPU else 1.0
-        name = queue if b.bound.level == "queue" else b.bound.name
-        out.append(_Raise(f"{b.dim}_{b.kind}", name, need / scale, b.cap / scale, trial.asks[i] / scale))
-    return out
-
-
-def _started_resources(
-    di: DiagnosisInput, base: ClusterPass, me: Considered
-) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], list[float]]]:
-    """The CPU and memory the pass started before the job, per (project, queue): all of it, and its
-    non-preemptible part (as the pass charged them)."""
-    started: dict[tuple[str, str], list[float]] = {}
-    np: dict[tuple[str, str], list[float]] = {}
-    for c in base.starts:
-        if c.order >= me.order:
-            continue
-        r = job_request(di, c.job)
-        vec = request_vector(r)
-        if not any(vec):
-            continue
-        for into in (started, *((np,) if not r.preemptible else ())):
-            row = into.setdefault((c.project, c.queue), [0.0, 0.0])
-            row[0] += vec[0]
-            row[1] += vec[1]
-    return started, np
-
-
-def resource_edits(q: QuotaAt) -> list[Edit]:
-    """The CPU and memory quota and limit raises that admit the job ``q`` was read for (``quota_at``), as
-    what-if edits; none when no CPU or memory bound holds it."""
-    if q.resources is None:
-        return []
-    return [r.edit for r in _resource_raises(q.resources, _queue_name(q))]
-
-
 __all__ = [
     "MAX_ANSWERS",
     "MAX_PASSES",
     "NOT_REACHED",
     "Answer",
     "Unblock",
-    "resource_edits",
     "smallest_edits",
 ]

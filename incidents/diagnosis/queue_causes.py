@@ -171,21 +171,7 @@ def ahead_findings(
     if fits_now:
         mine = the_pass(di).find(job.namespace, job.name)
         if mine is not None and mine.outcome == STARTS:
-            # the pass serves the jobs ahead first and still starts it: they do not take the room it fits in
-            return [
-                Finding(
-                    C.QUEUE_PRIORITY,
-                    f"{ahead.count} pending job(s) are served before {ref.label} ({names}), but the cluster's "
-                    f"pass at {hhmm(di.t)} still starts it on {mine.nodes_words}: they leave it the room it fits.",
-                    REFUTED,
-                    0.7,
-                    refutes=[ahead_cite, base[1]],
-                    subject=ref,
-                    sources=("k8s",),
-                    why="the jobs ahead do not take the room it fits in",
-                    facts={"ahead": [a.job.ref for a in ahead.jobs], "demand": demand, "job": ref},
-                )
-            ]
+            return [_room_left(di, ref, ahead, names, mine.nodes_words, demand, [ahead_cite, base[1]])]
         conf = 0.7 if tot.eligible_free < req.total + demand else 0.45
         return [
             Finding(
@@ -219,3 +205,21 @@ def ahead_findings(
             facts={"ahead": [a.job.ref for a in ahead.jobs], "demand": demand, "job": ref},
         )
     ]
+
+
+def _room_left(
+    di: DiagnosisInput, ref: Ref, ahead: Ahead, names: str, where: str, demand: float, refutes: list[Cite]
+) -> Finding:
+    """The pass serves the jobs ahead first and still starts the job: they do not take the room it fits in."""
+    return Finding(
+        C.QUEUE_PRIORITY,
+        f"{ahead.count} pending job(s) are served before {ref.label} ({names}), but the cluster's pass at "
+        f"{hhmm(di.t)} still starts it on {where}: they leave it the room it fits.",
+        REFUTED,
+        0.7,
+        refutes=refutes,
+        subject=ref,
+        sources=("k8s",),
+        why="the jobs ahead do not take the room it fits in",
+        facts={"ahead": [a.job.ref for a in ahead.jobs], "demand": demand, "job": ref},
+    )

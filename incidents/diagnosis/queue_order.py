@@ -21,6 +21,8 @@ waiting jobs through :class:`QueueOrder`, so they never disagree about who goes 
 Pure: reads the ``DiagnosisInput`` only (no database, no simulator).
 """
 
+# size: one class, both schedulers' order with the heads and keys it keeps current, and the copy the replay serves
+# at each step (``moved``); the helpers that name its rule and its keys sit beside it
 from __future__ import annotations
 
 import copy

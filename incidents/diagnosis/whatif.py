@@ -29,7 +29,7 @@ parameter          value                           edit
                                                    the node's labels, its tolerations the node's taints
 =================  ==============================  ==============================================================
 
-The edits are read and applied by ``incidents.diagnosis.whatif_edits`` (re-exported here): ``apply_edits``
+The edits are read by ``incidents.diagnosis.whatif_edits`` and applied by ``whatif_apply`` (re-exported here): ``apply_edits``
 returns a new input and never changes the one it was given. ``compare`` runs ``scheduling_pass.cluster_pass``
 over both and lines up which waiting jobs start, and where, and what each queue and department holds before and
 after. On a KAI cluster it then asks who the waiting jobs each pass leaves without room would evict
@@ -45,8 +45,8 @@ from typing import Any
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.allocation import ACTIVE_POD_PHASES, pod_units, project_allocated
-from incidents.diagnosis.edits import resource_edits
 from incidents.diagnosis.quota import quota_at
+from incidents.diagnosis.quota_edits import resource_edits
 from incidents.diagnosis.request import Request, job_request
 from incidents.diagnosis.scheduling_pass import (
     NO_ROOM,
@@ -58,6 +58,7 @@ from incidents.diagnosis.scheduling_pass import (
     cluster_pass,
 )
 from incidents.diagnosis.types import DiagnosisInput, EntityState
+from incidents.diagnosis.whatif_apply import apply_edits
 from incidents.diagnosis.whatif_edits import (
     KINDS,
     MAX_ADD,
@@ -65,7 +66,6 @@ from incidents.diagnosis.whatif_edits import (
     MAX_GPUS_PER_POD,
     Edit,
     EditError,
-    apply_edits,
     parse_edit,
     parse_edits,
 )

@@ -1,5 +1,5 @@
 """The what-if page's edits: read from the query string (``parse_edits``) and applied to a copy of the state at t
-(``apply_edits``); ``incidents.diagnosis.whatif`` lists their forms and compares the passes before and after.
+(``whatif_apply.apply_edits``); ``incidents.diagnosis.whatif`` lists their forms and compares the passes before and after.
 
 Pure: no database, no simulator.
 """
@@ -8,16 +8,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
-
-from incidents.diagnosis import fit as F
-from incidents.diagnosis.node_resources import nominal_gpus
-from incidents.diagnosis.pending import is_pending
-from incidents.diagnosis.request import job_request
-from incidents.diagnosis.types import DiagnosisInput, EntityState
-from rcaweb.mig import mig_units
 
 KINDS = (
     "quota",
@@ -285,161 +278,6 @@ def parse_edits(params: dict[str, list[str]]) -> list[Edit]:
     return edits
 
 
-#
-# Applying edits
-#
-
-
-def apply_edits(di: DiagnosisInput, edits: list[Edit]) -> DiagnosisInput:
-    """A copy of ``di`` with ``edits`` applied (``di`` itself is left as it was). Unknown names raise
-    ``EditError``."""
-    out = replace(
-        di,
-        nodes=list(di.nodes),
-        pods=list(di.pods),
-        jobs=list(di.jobs),
-        queues=list(di.queues),
-        projects=list(di.projects),
-        departments=list(di.departments),
-        history=dict(di.history),
-    )
-    for e in edits:
-        _apply(out, e)
-    return out
-
-
-def _edited(items: list[EntityState], es: EntityState, state: dict[str, Any]) -> EntityState:
-    new = replace(es, state=state)
-    items[items.index(es)] = new
-    return new
-
-
-def _apply(di: DiagnosisInput, e: Edit) -> None:
-    if e.kind in ("quota", "limit") or e.kind in RESOURCE_KEYS:
-        key = RESOURCE_KEYS.get(e.kind) or ("quota_gpus" if e.kind == "quota" else "limit_gpus")
-        found = False
-        for items in (di.queues, di.projects, di.departments):
-            for es in [x for x in items if x.name == e.name]:
-                _edited(items, es, {**es.state, key: e.number})
-                found = True
-        if not found:
-            raise EditError(e.kind, e.value, f"no queue, project or department {e.name} at t")
-        return
-    if e.kind in ("cordon", "uncordon", "repair", "add"):
-        node = di.find("node", e.name)
-        if node is None:
-            raise EditError(e.kind, e.value, f"no node {e.name} at t")
-        if e.kind == "add":
-            _add_nodes(di, node, int(e.number))
-        elif e.kind == "repair":
-            _edited(di.nodes, node, _healthy(di, node, keep_cordon=True))
-        else:
-            taints = [t for t in node.state.get("taints") or [] if t.get("key") != _UNSCHEDULABLE_TAINT]
-            _edited(di.nodes, node, {**node.state, "unschedulable": e.kind == "cordon", "taints": taints})
-        return
-    job = di.find("job", e.name, e.namespace)
-    if job is None or job.namespace != e.namespace:
-        raise EditError(e.kind, e.value, f"no job {e.namespace}/{e.name} at t")
-    if e.kind in ("request", "onto"):
-        if not is_pending(job):
-            raise EditError(e.kind, e.value, f"{job.ref.label} is not waiting at t")
-        if e.kind == "request":
-            _retarget(di, job, _request_state(e))
-            return
-        node = di.find("node", e.profile)
-        if node is None:
-            raise EditError(e.kind, e.value, f"no node {e.profile} at t")
-        _retarget(di, job, _onto_state(di, job, node))
-        return
-    # remove / hold: the job's pods free their GPUs; a held job stays listed and waits
-    di.pods[:] = [p for p in di.pods if not (p.namespace == job.namespace and p.get("job") == job.name)]
-    if e.kind == "remove":
-        di.jobs.remove(job)
-    else:
-        _edited(di.jobs, job, {**job.state, "phase": "Pending", "active": 0, "held": True})
-
-
-_UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
-
-
-def _request_state(e: Edit) -> dict[str, Any]:
-    """The job's request keys as a request edit writes them (whole GPUs, a share, or one MIG instance per pod)."""
-    pods = int(e.number)
-    if e.profile:
-        return {"pods": pods, "gpus_per_pod": 0, "gpus_total": 0, "gpu_share": None, "mig": {e.profile: 1},
-                "gpu_units": pods * mig_units(e.profile)}  # fmt: skip
-    if e.share:
-        return {"pods": pods, "gpus_per_pod": 0, "gpus_total": 0, "gpu_share": {"fraction": e.share},
-                "mig": {}, "gpu_units": round(pods * e.share, 4)}  # fmt: skip
-    return {"pods": pods, "gpus_per_pod": e.gpus, "gpus_total": pods * e.gpus, "gpu_share": None, "mig": {},
-            "gpu_units": pods * e.gpus}  # fmt: skip
-
-
-def _onto_state(di: DiagnosisInput, job: EntityState, node: EntityState) -> dict[str, Any]:
-    """The selector and tolerations that let the job where ``node`` is: each selector key the node's labels
-    contradict takes the node's value (or goes, when the node has no such label), and each taint of the node the
-    job does not tolerate (other than a cordon or a health taint, which an uncordon or a repair lifts) gets a
-    toleration."""
-    req = job_request(di, job)
-    labels = node.state.get("labels") or {}
-    selector = {k: labels[k] for k in req.node_selector if k in labels}
-    tolerations = list(req.tolerations)
-    for t in node.state.get("taints") or []:
-        key = t.get("key") or ""
-        if t.get("effect") not in ("NoSchedule", "NoExecute") or key.startswith("node.kubernetes.io/"):
-            continue
-        if not F.tolerates(tolerations, t):
-            tol = {"key": key, "operator": "Equal", "value": t.get("value"), "effect": t.get("effect")}
-            tolerations.append(
-                tol if t.get("value") is not None else {**tol, "operator": "Exists", "value": None}
-            )
-    return {"node_selector": selector, "tolerations": tolerations}
-
-
-def _retarget(di: DiagnosisInput, job: EntityState, changes: dict[str, Any]) -> None:
-    """Write ``changes`` into the job and into its unbound pods (whose spec the fit prefers to the job's)."""
-    _edited(di.jobs, job, {**job.state, **changes})
-    pod_keys = {k: v for k, v in changes.items() if k in ("node_selector", "tolerations", "gpu_share", "mig")}
-    if "gpus_per_pod" in changes:
-        pod_keys["gpus"] = changes["gpus_per_pod"]
-    for p in [p for p in di.pods_of_job(job) if not p.get("node")]:
-        _edited(di.pods, p, {**p.state, **pod_keys})
-
-
-def _healthy(di: DiagnosisInput, node: EntityState, *, keep_cordon: bool) -> dict[str, Any]:
-    """The node's state Ready, with every GPU it should have and no health taint (nor, unless ``keep_cordon``,
-    a cordon)."""
-    gpus = nominal_gpus(di, node)
-    state = dict(node.state)
-    res = {"nvidia.com/gpu": gpus}
-    state["capacity"] = {**(state.get("capacity") or {}), **res}
-    state["allocatable"] = {**(state.get("allocatable") or {}), **res}
-    state["ready"] = True
-    if not keep_cordon:
-        state["unschedulable"] = False
-    state["taints"] = [
-        t
-        for t in state.get("taints") or []
-        if not (t.get("key") or "").startswith("node.kubernetes.io/")
-        or (keep_cordon and t.get("key") == _UNSCHEDULABLE_TAINT)
-    ]
-    return state
-
-
-def _add_nodes(di: DiagnosisInput, node: EntityState, n: int) -> None:
-    """``n`` empty copies of ``node``, healthy and schedulable, with every GPU it should have."""
-    state = _healthy(di, node, keep_cordon=False)
-    taken = {x.name for x in di.nodes}
-    i = 0
-    for _ in range(n):
-        i += 1
-        while f"{node.name}+{i}" in taken:
-            i += 1
-        name = f"{node.name}+{i}"
-        labels = {**(state.get("labels") or {}), "kubernetes.io/hostname": name}
-        di.nodes.append(EntityState("node", name, state={**state, "labels": labels}, valid_from=di.t))
-
-
 __all__ = [
     "KINDS",
     "MAX_ADD",
@@ -453,7 +291,6 @@ __all__ = [
     "RESOURCE_KEYS",
     "Edit",
     "EditError",
-    "apply_edits",
     "bound_words",
     "cores_text",
     "cores_words",

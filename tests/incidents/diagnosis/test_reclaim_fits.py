@@ -1,4 +1,4 @@
-"""``reclaim``'s fit table built once per waiting job (``reclaim._Fits``) against the fit rules read over the
+"""``reclaim``'s fit table built once per waiting job (``reclaim_fits.Fits``) against the fit rules read over the
 whole cluster without the victims (``F.node_fits(without(di, victims))``), row for row; and ``victims``'
 answers against ``victims`` reading every trial's whole table and placing over all its rows. Over every KAI
 case's states as the model's rounds go (shares, GPU memory, MIG, CPU, selectors, departments), and over random
@@ -16,6 +16,7 @@ import pytest
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis import reclaim as R
+from incidents.diagnosis import reclaim_fits as RF
 from incidents.diagnosis import scheduling_pass as SP
 from incidents.diagnosis import whatif_reclaim as W
 from incidents.diagnosis.pending import is_pending
@@ -28,9 +29,9 @@ from incidents.diagnosis.types import DiagnosisInput, EntityState
 from .test_model_kai_cases import CASES, MAX_ROUNDS, _bind, _evict, model_input
 
 
-class _Whole(R._Fits):
+class _Whole(RF.Fits):
     """Every trial's table read over the whole cluster without its victims, no room bounded first: the
-    reference ``_Fits`` must answer as."""
+    reference ``Fits`` must answer as."""
 
     def rows(self, gone: list[R.Victim]) -> list[F.NodeFit]:
         return F.node_fits(_without_all(self.di, [v.job for v in gone]), self.req)
@@ -73,7 +74,7 @@ def _without_all(di: DiagnosisInput, jobs: list[EntityState]) -> DiagnosisInput:
 
 
 def _place_all(rows: list[F.NodeFit], req: Request, usable: list[bool] | None = None) -> dict[str, int]:
-    """The placement over every row, none left out first (as ``reclaim`` placed before ``_place_rows``)."""
+    """The placement over every row, none left out first (as ``reclaim`` placed before ``place_rows``)."""
     rows = [r for r in rows if not any(b in F.STATIC_BLOCKERS for b in r.blockers)]
     if not (req.share or req.share_memory_mib or req.mig):
         return place(rows, req, {r.node: r.free for r in rows}, frozenset())
@@ -93,14 +94,14 @@ def _running(di: DiagnosisInput) -> list[EntityState]:
 
 
 def _check_rows(di: DiagnosisInput, rng: random.Random, draws: int = 6) -> int:
-    """Rows of ``_Fits`` (any set, and the growing trials) equal the whole table's; a room bounded too small
+    """Rows of ``Fits`` (any set, and the growing trials) equal the whole table's; a room bounded too small
     never hides a placement. Returns the comparisons made."""
     running = _running(di)
     n = 0
     for job in [j for j in di.jobs if is_pending(j)] or di.jobs[:1]:
         req = job_request(di, job)
         with di.indexed():
-            fits = R._Fits(di, req)
+            fits = RF.Fits(di, req)
             assert fits.rows([]) == F.node_fits(di, req)
             for _ in range(draws):
                 gone = rng.sample(running, rng.randint(1, len(running))) if running else []
@@ -110,11 +111,11 @@ def _check_rows(di: DiagnosisInput, rng: random.Random, draws: int = 6) -> int:
                 assert (got.pods, got.gpus) == (view.pods, view.gpus)
                 whole = F.node_fits(view, req)
                 assert fits.rows(vs) == whole
-                assert R._place_rows(whole, req) == _place_all(whole, req)
+                assert RF.place_rows(whole, req) == _place_all(whole, req)
                 if not fits.may_fit(vs):
                     assert _place_all(whole, req) == {}
                 n += 1
-            trials = R._Fits(di, req)
+            trials = RF.Fits(di, req)
             for j in rng.sample(running, len(running)):
                 trials.take(j)
                 whole = F.node_fits(_without_all(di, trials.taken), req)
@@ -145,8 +146,9 @@ def _answers(di: DiagnosisInput) -> list[Any]:
 def _same_answers(di: DiagnosisInput, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     got = _answers(di)
     with monkeypatch.context() as m:
-        m.setattr(R, "_Fits", _Whole)
-        m.setattr(R, "_place_rows", _place_all)
+        m.setattr(R, "Fits", _Whole)
+        m.setattr(RF, "place_rows", _place_all)
+        m.setattr(RF, "without", _without_all)
         m.setattr(R, "without", _without_all)
         want = _answers(di)
     assert got == want
@@ -331,21 +333,21 @@ def _fleet(selected: int, serving: bool = False) -> DiagnosisInput:
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
-    """Calls of ``_Fits._swap`` (rows read again) and of ``_Fits.take`` (victims tried), as they happen."""
+    """Calls of ``Fits._swap`` (rows read again) and of ``Fits.take`` (victims tried), as they happen."""
     read: list[int] = []
     taken: list[int] = []
-    swap, take = R._Fits._swap, R._Fits.take
+    swap, take = RF.Fits._swap, RF.Fits.take
 
-    def counted(self: R._Fits, *args: Any) -> None:
+    def counted(self: RF.Fits, *args: Any) -> None:
         read.append(1)
         swap(self, *args)
 
-    def took(self: R._Fits, job: EntityState) -> None:
+    def took(self: RF.Fits, job: EntityState) -> None:
         taken.append(1)
         take(self, job)
 
-    monkeypatch.setattr(R._Fits, "_swap", counted)
-    monkeypatch.setattr(R._Fits, "take", took)
+    monkeypatch.setattr(RF.Fits, "_swap", counted)
+    monkeypatch.setattr(RF.Fits, "take", took)
     return read, taken
 
 
@@ -396,7 +398,7 @@ def _carried(di: DiagnosisInput) -> int:
         with di.indexed():
             ev = victims(di, job)
             for other in waiting:  # fill ``di``'s tables with every waiting job's request
-                R._Fits(di, job_request(di, other)).base  # noqa: B018
+                RF.Fits(di, job_request(di, other)).base  # noqa: B018
             R._evictable(di)
             if ev is None or not ev.nodes:
                 continue
