@@ -111,4 +111,15 @@ def share_order(rows: list[F.NodeFit], req: Request) -> list[F.NodeFit]:
     return sorted(rows, key=lambda r: (not packed(r), r.free, r.node))
 
 
-__all__ = ["place", "share_order", "take_room"]
+def share_nodes(rows: list[F.NodeFit], req: Request) -> dict[str, int]:
+    """Where a share or MIG job's pods go over its fit ``rows``, in KAI's order (``share_order``): node -> pods."""
+    out: dict[str, int] = {}
+    want = req.pods
+    for r in share_order(rows, req):
+        if r.fits and want > 0:
+            out[r.node] = min(r.pods_fit, want)
+            want -= out[r.node]
+    return out
+
+
+__all__ = ["place", "share_nodes", "share_order", "take_room"]

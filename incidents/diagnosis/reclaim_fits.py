@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.allocation import ACTIVE_POD_PHASES
-from incidents.diagnosis.placement import place, share_order
+from incidents.diagnosis.placement import place, share_nodes
 from incidents.diagnosis.request import Request
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
@@ -73,14 +73,7 @@ def place_rows(rows: list[F.NodeFit], req: Request, usable: list[bool] | None = 
         return place([r for r in rows if per <= 0 or free[r.node] >= per], req, free, frozenset())
     if not F.fits(rows, req):
         return {}
-
-    out: dict[str, int] = {}
-    want = req.pods
-    for r in share_order(rows, req):
-        if r.fits and want > 0:
-            out[r.node] = min(r.pods_fit, want)
-            want -= out[r.node]
-    return out
+    return share_nodes(rows, req)
 
 
 def carry_over(old: DiagnosisInput, new: DiagnosisInput) -> None:

@@ -28,6 +28,7 @@ from incidents.diagnosis.scheduling_pass import (
     ClusterPass,
     Considered,
     charge_started,
+    request_shape,
 )
 from incidents.diagnosis.types import DiagnosisInput, EntityState, gpus_of, iso
 
@@ -198,15 +199,8 @@ def order_at(di: DiagnosisInput, base: ClusterPass, waiting: list[EntityState]) 
 
 
 def request_key(req: Request) -> tuple[object, ...]:
-    """What a whole-GPU job's fit rows depend on (``Room.row``)."""
-    return (
-        req.gpus_per_pod,
-        req.cpu_per_pod,
-        req.memory_per_pod,
-        tuple(sorted(req.node_selector.items())),
-        repr(req.tolerations),
-        tuple(sorted(req.mig.items())),
-    )
+    """What a whole-GPU job's fit rows depend on (``Room.row``): the pass's request shape."""
+    return request_shape(req, True)
 
 
 def waiter(room: Room, c: Considered, req: Request | None = None) -> Waiter:

@@ -20,7 +20,7 @@ from typing import Any
 from incidents.diagnosis import fit as F
 from incidents.diagnosis import queue_order
 from incidents.diagnosis.pending import is_pending
-from incidents.diagnosis.placement import place, share_order, take_room
+from incidents.diagnosis.placement import place, share_nodes, take_room
 from incidents.diagnosis.queue_order import QueueOrder, in_queue_key, job_queue, strict_fifo
 from incidents.diagnosis.quota import QuotaAt, quota_at
 from incidents.diagnosis.request import Request, job_request
@@ -238,7 +238,7 @@ def _consider(
             return c
     if not by_room:
         if F.fits(rows, req):  # shares and MIG: the fit rules at t, taking no whole-GPU room
-            c.outcome, c.nodes = STARTS, _fit_nodes(rows, req)
+            c.outcome, c.nodes = STARTS, share_nodes(rows, req)
             take_room(pass_.room, req, c.nodes)
         return c
     # the rows a static blocker closes would take nothing
@@ -290,17 +290,6 @@ def charge_started(held: QuotaAt, started: dict[tuple[str, str], float]) -> None
     if dept is not None:
         extra = sum(u for (p, q), u in started.items() if p in dept.projects or q in dept.projects)
         dept.allocated = round(dept.allocated + extra, 4)
-
-
-def _fit_nodes(rows: list[F.NodeFit], req: Request) -> dict[str, int]:
-    """Where a share or MIG job's pods go, in KAI's order (``placement.share_order``)."""
-    out: dict[str, int] = {}
-    want = req.pods
-    for r in share_order(rows, req):
-        if r.fits and want > 0:
-            out[r.node] = min(r.pods_fit, want)
-            want -= out[r.node]
-    return out
 
 
 @dataclass
