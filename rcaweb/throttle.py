@@ -174,11 +174,12 @@ def _claim(key: str, holds: bool, now: datetime) -> Claim:
         if holds and fresh and row.next_allowed is not None and row.next_allowed > now:
             raise _Refused(_seconds(row.next_allowed - now))
         failures = row.failures + 1 if fresh else 1
+        delay = delay_after(failures)
+        # no wait while free: "now + 0" would hold back a concurrent attempt whose clock read a moment earlier
+        after = now + timedelta(seconds=delay) if delay > 0 else None
         taken = LoginThrottle.objects.filter(
             pk=row.pk, failures=row.failures, last_seen=row.last_seen
-        ).update(
-            failures=failures, last_seen=now, next_allowed=now + timedelta(seconds=delay_after(failures))
-        )
+        ).update(failures=failures, last_seen=now, next_allowed=after)
         if taken:
             return Claim(key, failures, row.next_allowed if fresh else None)
     raise _Refused(1)  # every try lost to another attempt: this one is heard again in a second
