@@ -32,19 +32,18 @@ parameter          value                           edit
 The edits are read by ``incidents.diagnosis.whatif_edits`` and applied by ``whatif_apply`` (re-exported here): ``apply_edits``
 returns a new input and never changes the one it was given. ``compare`` runs ``scheduling_pass.cluster_pass``
 over both and lines up which waiting jobs start, and where, and what each queue and department holds before and
-after. On a KAI cluster it then asks who the waiting jobs each pass leaves without room would evict
-(``incidents.diagnosis.whatif_reclaim``): the reclaims and preemptions the edits bring are their cost to others.
-Nothing is ever executed. Pure: no database, no simulator.
+after: GPUs, CPU and memory (``incidents.diagnosis.whatif_allocation``, re-exported here). On a KAI cluster it
+then asks who the waiting jobs each pass leaves without room would evict (``incidents.diagnosis.whatif_reclaim``):
+the reclaims and preemptions the edits bring are their cost to others. Nothing is ever executed. Pure: no
+database, no simulator.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from incidents.diagnosis import fit as F
-from incidents.diagnosis.allocation import ACTIVE_POD_PHASES, pod_units, project_allocated
 from incidents.diagnosis.quota import quota_at
 from incidents.diagnosis.quota_edits import resource_edits
 from incidents.diagnosis.request import Request, job_request
@@ -58,6 +57,14 @@ from incidents.diagnosis.scheduling_pass import (
     cluster_pass,
 )
 from incidents.diagnosis.types import DiagnosisInput, EntityState
+from incidents.diagnosis.whatif_allocation import (
+    Allocation,
+    AllocationTable,
+    Amount,
+    allocation_sides,
+    allocation_table,
+    line_up,
+)
 from incidents.diagnosis.whatif_apply import apply_edits
 from incidents.diagnosis.whatif_edits import (
     KINDS,
@@ -110,39 +117,6 @@ class JobDiff:
 
 
 @dataclass
-class Allocation:
-    """A queue's or department's GPU units before and after the pass, with its quota and limit (after edits)."""
-
-    kind: str  # "queue" | "department"
-    name: str
-    quota: float | None
-    limit: float | None
-    now: float  # held at t (after the edits: a removed job's pods no longer count)
-    before: float  # after the pass on the state as it was
-    after: float  # after the pass on the edited state
-
-    @property
-    def delta(self) -> float:
-        return round(self.after - self.before, 4)
-
-    @property
-    def display(self) -> dict[str, str]:
-        """The numbers as the pages write them: 16 (not 16.0), ∞ for no quota or limit, +8 for a delta."""
-        out = {
-            k: "∞" if v is None else f"{round(v, 4):g}"
-            for k, v in (
-                ("quota", self.quota),
-                ("limit", self.limit),
-                ("now", self.now),
-                ("before", self.before),
-                ("after", self.after),
-            )
-        }
-        out["delta"] = f"{self.delta:+g}"
-        return out
-
-
-@dataclass
 class WhatIf:
     """The edits, both passes, the job rows and the allocations."""
 
@@ -183,10 +157,10 @@ def compare(di: DiagnosisInput, edits: list[Edit]) -> WhatIf:
     edited = apply_edits(di, edits)
     with di.indexed():
         before = cluster_pass(di)
-        base_alloc = _allocations(di, before)
+        base_alloc = allocation_sides(di, before)
     with edited.indexed():
         after = cluster_pass(edited)
-        after_alloc = _allocations(edited, after)
+        after_alloc = allocation_sides(edited, after)
     reclaims_before = reclaims(di, before) if edits else []
     reclaims_after = reclaims(edited, after) if edits else []
     rows: dict[tuple[str, str], JobDiff] = {}
@@ -200,77 +174,18 @@ def compare(di: DiagnosisInput, edits: list[Edit]) -> WhatIf:
             rows[key] = JobDiff(c, None)
     order = {k: i for i, k in enumerate(rows)}
     jobs = sorted(rows.values(), key=lambda j: (j.change == "same", order[(j.job.namespace, j.job.name)]))
-    allocations = []
-    for key, (quota, limit, now, after_units) in after_alloc.items():
-        before_units = base_alloc.get(key, (None, None, 0.0, 0.0))[3]
-        allocations.append(Allocation(key[0], key[1], quota, limit, now, before_units, after_units))
-    for key, (quota, limit, now, before_units) in base_alloc.items():
-        if key not in after_alloc:
-            allocations.append(Allocation(key[0], key[1], quota, limit, now, before_units, 0.0))
     existing = {n.name for n in di.nodes}
     return WhatIf(
         edits=edits,
         before=before,
         after=after,
         jobs=jobs,
-        allocations=allocations,
+        allocations=line_up(base_alloc, after_alloc),
         added_nodes=[n.name for n in edited.nodes if n.name not in existing],
         reclaims_before=reclaims_before,
         reclaims_after=reclaims_after,
         reclaim_weighed=di.scheduler == "kai",
     )
-
-
-def _allocations(
-    di: DiagnosisInput, cp: ClusterPass
-) -> dict[tuple[str, str], tuple[float | None, float | None, float, float]]:
-    """(kind, name) -> (quota, limit, held at t, held after the pass), queues then departments."""
-    out: dict[tuple[str, str], tuple[float | None, float | None, float, float]] = {}
-    held: dict[str, float] = {}
-    for q in sorted(di.queues, key=lambda q: q.name):
-        project = q.get("project") or ""
-        now = project_allocated(di, project, q.name)
-        gained = sum(
-            u for (p, qn), u in cp.started_units.items() if qn == q.name or (project and p == project)
-        )
-        held[q.name] = now + gained
-        if project:
-            held.setdefault(project, now + gained)
-        out[("queue", q.name)] = (
-            _num(q.get("quota_gpus")),
-            _num(q.get("limit_gpus")),
-            now,
-            round(now + gained, 4),
-        )
-    for d in sorted(di.departments, key=lambda d: d.name):
-        members = list(dict.fromkeys([*(d.get("projects") or []), *(d.get("queues") or [])]))
-        now = sum(_held_by(di, m) for m in members)
-        after = sum(held.get(m, _held_by(di, m)) for m in members)
-        out[("department", d.name)] = (
-            _num(d.get("quota_gpus")),
-            _num(d.get("limit_gpus")),
-            round(now, 4),
-            round(after, 4),
-        )
-    return out
-
-
-def _held_by(di: DiagnosisInput, name: str) -> float:
-    return sum(
-        pod_units(p)
-        for p in di.pods
-        if p.get("node")
-        and p.get("phase") in ACTIVE_POD_PHASES
-        and name in (p.get("project"), p.get("queue"))
-    )
-
-
-def _num(value: Any) -> float | None:
-    try:
-        n = float(value)
-    except (TypeError, ValueError):
-        return None
-    return n if math.isfinite(n) and n >= 0 else None
 
 
 #
@@ -350,10 +265,13 @@ __all__ = [
     "MAX_EDITS",
     "MAX_GPUS_PER_POD",
     "Allocation",
+    "AllocationTable",
+    "Amount",
     "Edit",
     "EditError",
     "JobDiff",
     "WhatIf",
+    "allocation_table",
     "apply_edits",
     "compare",
     "parse_edit",

@@ -17,7 +17,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from collectors.models import Cluster
 from incidents.diagnosis.scheduling_pass import STARTS, Considered
-from incidents.diagnosis.whatif import KINDS, Edit, EditError, WhatIf, compare, parse_edits
+from incidents.diagnosis.whatif import KINDS, Edit, EditError, WhatIf, allocation_table, compare, parse_edits
 from incidents.diagnosis_input import load_cluster_input
 from rcaweb.cursor import Cursor
 from rcaweb.http import RcaRequest
@@ -120,6 +120,7 @@ def whatif_view(request: RcaRequest, cluster: str) -> HttpResponse:
         "cluster": c,
         "t": request.cursor.t,
         "wi": wi,
+        "alloc": allocation_table(wi.allocations),
         "changed": [r for r in rows if r.change != "same"],
         "order": sorted(rows, key=lambda r: r.order_after or len(rows) + 1)[:MAX_ORDER_ROWS],
         "kinds": KINDS,
