@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -154,10 +155,17 @@ class End:
     samples: int = 0  # finished jobs the spread comes from
     mid: datetime | None = None  # the likely end (the median of the spread); None: ``lo``
     kind: str = SAME_SHAPE  # whose finished jobs the spread comes from (words)
+    # the end at a quantile of its spread (``drawn``); None: it has none (a runtime limit alone)
+    spread: Callable[[float], datetime] | None = field(default=None, repr=False, compare=False)
 
     @property
     def likely(self) -> datetime:
         return self.mid or self.lo
+
+    def drawn(self, q: float) -> datetime:
+        """Its end at quantile ``q`` (0 < q < 1) of its spread: what a replay that draws each running job's end
+        reads (``eta.forecast``). An end with no spread is its likely end whatever ``q``."""
+        return self.spread(q) if self.spread is not None else self.likely
 
     @property
     def basis_words(self) -> str:
@@ -213,7 +221,7 @@ def expected_end(job: EntityState, t: datetime, basis: Basis) -> End | None:
         hi = max(started + timedelta(seconds=limit), t)
         if curve is None or longer < MIN_FINISHED:
             return End(job.ref.label, hi, hi, True, 0, mid=hi)
-        return End(job.ref.label, at(0.25), hi, True, longer, mid=at(0.5), kind=words)
+        return End(job.ref.label, at(0.25), hi, True, longer, mid=at(0.5), kind=words, spread=at)
     if curve is None or longer < MIN_FINISHED:
         project = basis.kinds(shape)[-1][1]
         if project.ended or not preemptible_state(job.state):
@@ -224,8 +232,18 @@ def expected_end(job: EntityState, t: datetime, basis: Basis) -> End | None:
         if left is None:
             return None
         lo, mid, hi = (t + timedelta(seconds=x) for x in left)
-        return End(job.ref.label, lo, hi, False, 0, mid=mid, kind=BY_AGE)
-    return End(job.ref.label, at(0.25), at(0.75), False, longer, mid=at(0.5), kind=words)
+        median = left[1]
+        return End(
+            job.ref.label,
+            lo,
+            hi,
+            False,
+            0,
+            mid=mid,
+            kind=BY_AGE,
+            spread=lambda q: t + timedelta(seconds=median * q / (1 - q)),
+        )
+    return End(job.ref.label, at(0.25), at(0.75), False, longer, mid=at(0.5), kind=words, spread=at)
 
 
 def by_age(elapsed: float, ages: list[float]) -> tuple[float, float, float] | None:
@@ -237,7 +255,8 @@ def by_age(elapsed: float, ages: list[float]) -> tuple[float, float, float] | No
 
     Nothing says how long the project's jobs run but their ages, each a duration not yet over. A job picked at a
     random moment of its run is as likely past its middle as not: one that has run ``a`` runs 2·a in all, most
-    likely, and between 4/3·a and 4·a one time in two. Its project's jobs run about as long as its running ones
+    likely, and between 4/3·a and 4·a one time in two (a/(1 − q) by quantile q; what is left, its median
+    times q/(1 − q): ``End.drawn``). Its project's jobs run about as long as its running ones
     do (twice their median age): a job that has just started, by the replay or at t, is read from them; one that
     has run longer than them, from its own age."""
     scale = 2 * max(statistics.median(ages) if ages else 0.0, elapsed)

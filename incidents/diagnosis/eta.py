@@ -6,21 +6,28 @@ taken that room by the time the inventory is read, so what starts next is what t
 back. Each running job is expected to end by its own runtime limit where it has one (``activeDeadlineSeconds``,
 ``active_deadline_seconds`` in its state: started + limit at the latest), otherwise within the spread of the
 durations of the finished jobs of the same project and shape over the window (``Basis``, loaded by
-``incidents.eta_input``) that ran longer than it has so far (else of the same project, any shape): its lower
-quartile, median and upper quartile; train work of a project with no finished job over the window, by how long
-it and its project's running jobs have run (``durations.by_age``). ``incidents.diagnosis.replay`` frees the
-GPUs of the jobs that end, in the order they end, and serves every waiting job in the pass's order after each
-group of ends; the jobs it starts run from then on (their own expected end joins the list). One replay answers
-every waiting job (``forecast``); done three times (every job ending early, likely and late) it gives a range
-and a likely start: "likely 14:10–15:30: 3 running jobs end by then". Where no expected end frees what a job
-waits for, its answer is "unknown", and why.
+``incidents.eta_input``) that ran longer than it has so far (else of the same project, any shape); train work of
+a project with no finished job over the window, by how long it and its project's running jobs have run
+(``durations.by_age``). ``incidents.diagnosis.replay`` frees the GPUs of the jobs that end, in the order they
+end, and serves every waiting job in the pass's order after each group of ends; the jobs it starts run from then
+on (their own expected end joins the list). One replay answers every waiting job (``forecast``).
 
-Bounded: ``replay.MAX_STEPS`` groups of ends per replay, ends within ``replay.HORIZON``. Pure: no database, no
-simulator.
+The ends are drawn, not set at their medians: each replay draws every running job's end from its spread, ``DRAWS``
+times (``Draw``: each job once in each ninth of its spread, in an order of its own), and a job's answer is the
+median of its starts over the draws and their middle half: "likely 14:10–15:30, most likely 14:40: 3 running
+jobs end by then". A job that waits for the first of four ends starts when the earliest of them comes, sooner
+than any one's median; a gang that waits for all four, after the latest: with every end at its median, both
+would be dated at the median of one. Where no expected end frees what a job waits for, its answer is
+"unknown", and why.
+
+Bounded: ``replay.MAX_STEPS`` groups of ends per replay, ends within ``replay.HORIZON``; fewer draws on a large
+cluster (``DRAW_NODES``). Pure: no database, no simulator.
 """
 
 from __future__ import annotations
 
+import hashlib
+import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -37,6 +44,11 @@ from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.scheduling_pass import PLACED, STARTS, ClusterPass
 from incidents.diagnosis.types import DiagnosisInput, EntityState, hhmm
 
+# replays per forecast, each with every running job's end drawn afresh (odd: the median is one draw)
+DRAWS = 9
+MIN_DRAWS = 3
+DRAW_NODES = 4000  # node-replays per forecast: fewer draws on a large cluster (the answer's time)
+
 
 @dataclass
 class Eta:
@@ -51,7 +63,8 @@ class Eta:
     ended: list[End] = field(default_factory=list)  # the running jobs that end before it starts (late replay)
     started_first: list[str] = field(default_factory=list)  # waiting jobs the replay starts before it
     no_end: int = 0  # running jobs with no expected end
-    passes: int = 0  # replay steps, early and late
+    passes: int = 0  # replay steps, over every draw
+    draws: int = 0  # replays, each with every running job's end drawn afresh
     window: timedelta = timedelta(0)  # the finished jobs' window (Basis.window)
 
     @property
@@ -96,21 +109,58 @@ class Eta:
 
 
 @dataclass
+class Drawn:
+    """A waiting job's start over a forecast's draws: the middle half of its starts (``lo``, ``hi``), their
+    median (``likely``; None: it does not start in half the draws or more), and the draw that starts it at the
+    median (what the answer names as its basis: the ends it waits for, the jobs that start first, its nodes)."""
+
+    lo: datetime | None
+    likely: datetime | None
+    hi: datetime | None
+    run: replay_room.Run
+    started: replay_room.Started | None
+
+
+@dataclass
 class Forecast:
-    """The queue replayed forward from t for every waiting job at once: with every running job ending early (its
-    spread's lower quartile), likely (its median) and late (its upper quartile)."""
+    """The queue replayed forward from t for every waiting job at once, ``len(runs)`` times, each running job's
+    end drawn afresh each time from its spread (``draws``)."""
 
     t: datetime
-    early: replay_room.Run
-    likely: replay_room.Run
-    late: replay_room.Run
+    runs: list[replay_room.Run]
     no_end: int  # running jobs with no expected end
     ends: int  # running jobs with one
     window: timedelta
 
+    @property
+    def steps(self) -> int:
+        return sum(r.steps for r in self.runs)
+
+    def start(self, label: str) -> Drawn:
+        """The job's start over the draws (a draw that does not start it counts as later than any that does)."""
+        never = datetime.max.replace(tzinfo=self.t.tzinfo)
+        at = sorted(
+            ((s.at if (s := r.starts.get(label)) is not None else never), i) for i, r in enumerate(self.runs)
+        )
+        n = len(at) - 1
+        lo, mid, hi = (at[round(q * n)] for q in (0.25, 0.5, 0.75))
+        run = self.runs[mid[1] if mid[0] != never else lo[1]]
+        lo_at, mid_at, hi_at = (x[0] if x[0] != never else None for x in (lo, mid, hi))
+        return Drawn(lo_at, mid_at, hi_at, run=run, started=run.starts.get(label))
+
+    def likely_starts(self) -> dict[str, replay_room.Started]:
+        """The waiting jobs that start in half the draws or more, each at its median start (the draw that starts
+        it then), by label."""
+        out = {}
+        for k in sorted({k for r in self.runs for k in r.starts}):
+            d = self.start(k)
+            if d.likely is not None and d.started is not None:
+                out[k] = d.started
+        return out
+
     def starts_within(self, horizon: timedelta) -> dict[str, replay_room.Started]:
-        """The waiting jobs the likely replay starts within ``horizon`` of t, by label."""
-        return {k: s for k, s in self.likely.starts.items() if s.at <= self.t + horizon}
+        """The waiting jobs whose median start is within ``horizon`` of t, by label."""
+        return {k: s for k, s in self.likely_starts().items() if s.at <= self.t + horizon}
 
 
 def running_ends(
@@ -134,22 +184,59 @@ def running_ends(
     return ends, no_end
 
 
-def forecast(di: DiagnosisInput, base: ClusterPass, basis: Basis, until: datetime | None = None) -> Forecast:
-    """The three replays over the state at t (``base``: the pass at t), up to ``until`` (default: the replay's
-    own bounds)."""
+def draws(di: DiagnosisInput, ends: list[End]) -> int:
+    """How many times a forecast replays the queue: once where no end has a spread (runtime limits alone), else
+    ``DRAWS``, fewer on a large cluster (``DRAW_NODES``: node-replays per forecast)."""
+    if all(e.spread is None for e in ends):
+        return 1
+    k = min(DRAWS, DRAW_NODES // max(len(di.nodes), 1))
+    return max(MIN_DRAWS, k - 1 if k % 2 == 0 else k)  # odd: the median is one draw
+
+
+class Draw:
+    """The ``k``-th of ``n`` draws of every running job's end: quantile (stratum + ½)/n of its spread, each job's
+    strata in an order of its own (a Latin hypercube: over the ``n`` draws each job ends once in each stratum,
+    independently of the others). The order comes from the job's name, so the same state gives the same answer."""
+
+    def __init__(self, k: int, n: int, orders: dict[str, list[int]]) -> None:
+        self.k, self.n, self.orders = k, n, orders
+        self.memo: dict[int, tuple[End, datetime]] = {}  # by id: the end is kept, so the id is not reused
+
+    def __call__(self, e: End) -> datetime:
+        got = self.memo.get(id(e))
+        if got is None:
+            if self.n == 1:
+                return e.likely
+            order = self.orders.get(e.label)
+            if order is None:
+                seed = int.from_bytes(hashlib.blake2b(e.label.encode(), digest_size=8).digest(), "big")
+                order = self.orders[e.label] = random.Random(seed).sample(range(self.n), self.n)
+            got = self.memo[id(e)] = (e, e.drawn((order[self.k] + 0.5) / self.n))
+        return got[1]
+
+
+def forecast(
+    di: DiagnosisInput,
+    base: ClusterPass,
+    basis: Basis,
+    until: datetime | None = None,
+    stop: str | None = None,
+) -> Forecast:
+    """The replays over the state at t (``base``: the pass at t), up to ``until`` (default: the replay's own
+    bounds): each running job ends at a draw from its spread (``Draw``), as many times as ``draws`` says. With
+    ``stop`` (a waiting job's label), each draw stops once that job has started: the forecast answers for it
+    alone, the later steps change nothing of its start."""
     ends, no_end = running_ends(di, basis, frozenset(c.label for c in base.considered if c.outcome == PLACED))
     if not ends or not any(c.whole and c.outcome in replay_room.WAITING for c in base.considered):
         none = replay_room.Run(exhausted=True)  # nothing ends, or nobody waits for room: nothing to replay
-        return Forecast(di.t, none, none, none, no_end=no_end, ends=len(ends), window=basis.window)
+        return Forecast(di.t, [none], no_end=no_end, ends=len(ends), window=basis.window)
     end_of = lambda j, when: expected_end(j, when, basis)  # noqa: E731
+    n = draws(di, ends)
+    orders: dict[str, list[int]] = {}
     with di.indexed():
         room = replay_room.build(di, base)
-        runs = [
-            replay.replay(room, ends, end_of, at, until)
-            for at in ((lambda e: e.lo), (lambda e: e.likely), (lambda e: e.hi))
-        ]
-    early, likely, late = runs
-    return Forecast(di.t, early, likely, late, no_end=no_end, ends=len(ends), window=basis.window)
+        runs = [replay.replay(room, ends, end_of, Draw(k, n, orders), until, stop) for k in range(n)]
+    return Forecast(di.t, runs, no_end=no_end, ends=len(ends), window=basis.window)
 
 
 def eta(
@@ -177,25 +264,23 @@ def eta(
     if me.outcome not in replay_room.WAITING:
         out.unknown = f"the pass at t leaves it {me.outcome}"
         return out
-    fc = fc or forecast(di, base, basis)
+    fc = fc or forecast(di, base, basis, stop=me.label)
     out.no_end = fc.no_end
-    out.passes = fc.early.steps + fc.likely.steps + fc.late.steps
+    out.passes = fc.steps
+    out.draws = len(fc.runs)
     if not fc.ends:
         out.unknown = (
             f"none of the {out.no_end} running job(s) has a runtime limit, nor finished jobs of its project and "
             f"shape over the {_span(basis.window)} before t"
         )
         return out
-    early, likely, late = (r.starts.get(me.label) for r in (fc.early, fc.likely, fc.late))
-    if early is None:
-        out.unknown = _why_not(fc.early) + _no_end_words(out.no_end)
+    d = fc.start(me.label)
+    if d.lo is None or d.started is None:
+        out.unknown = _why_not(d.run) + _no_end_words(out.no_end)
         return out
-    out.lo = early.at
-    out.hi = late.at if late is not None else None
-    out.likely = likely.at if likely is not None else None
-    basis_run = late or likely or early
-    out.ended = basis_run.ended
-    out.started_first = basis_run.before
+    out.lo, out.likely, out.hi = d.lo, d.likely, d.hi
+    out.ended = d.started.ended
+    out.started_first = d.started.before
     return out
 
 

@@ -70,16 +70,17 @@ def replay(
     end_of: Callable[[EntityState, datetime], End | None],
     at: Callable[[End], datetime],
     until: datetime | None = None,
+    stop: str | None = None,
 ) -> Run:
-    """Step through ``ends`` in the order ``at`` dates them (the early, likely or late end) and serve the waiting
-    jobs after each group, until every waiting job has started, the ends run out, ``until`` or ``MAX_STEPS``
-    (module doc). ``room`` is left as it was."""
+    """Step through ``ends`` in the order ``at`` dates them (each drawn from its spread: ``eta.Draw``) and serve
+    the waiting jobs after each group, until every waiting job has started (``stop``: that job has), the ends run
+    out, ``until`` or ``MAX_STEPS`` (module doc). ``room`` is left as it was."""
     books = Books(room, end_of, at)
     books.pending = sorted(ends, key=books.when)
     run = books.run
     limit = min(until or room.t + HORIZON, room.t + HORIZON)
     books.evict(room.t)  # what KAI reclaims for the jobs the pass at t leaves waiting
-    while books.pending and books.waiting and run.steps < MAX_STEPS:
+    while books.pending and books.waiting and run.steps < MAX_STEPS and stop not in run.starts:
         first = at(books.pending[0])
         if first > limit:
             break

@@ -38,7 +38,7 @@ MAX_CHECKS = (
 )
 # Node-states one replay may weigh: each weighed step reads every node's fit rows, running jobs and standings
 # again on the books written back as a state (some 60 ms at 1,213 nodes), so a large cluster weighs fewer steps
-# (``weighed_steps``): 4 up to 400 nodes, 1 (the step at t, shared by a forecast's three replays) from 800.
+# (``weighed_steps``): 4 up to 400 nodes, 1 (the step at t, shared by a forecast's draws) from 800.
 CHECK_BUDGET = 1600
 WITHIN = timedelta(hours=3)  # evictions are weighed at steps this close to t
 
@@ -88,9 +88,8 @@ def evictions(
     when: datetime,
 ) -> list[Eviction]:
     """The jobs of ``reclaimers`` (in order) that start by reclaiming or preempting on the replay's state at
-    ``when`` (``state_at``, ``whatif_reclaim.reclaims``). At t, before anything ends or is evicted, the three
-    replays of a forecast (early, likely, late) ask the same of the same state: weighed once while ``room.di``
-    is indexed."""
+    ``when`` (``state_at``, ``whatif_reclaim.reclaims``). At t, before anything ends or is evicted, the draws
+    of a forecast ask the same of the same state: weighed once while ``room.di`` is indexed."""
     if not reclaimers:
         return []
     memo: dict[tuple[int, ...], tuple[list[Waiter], list[Eviction]]] | None = None

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from incidents.diagnosis import scheduling_pass as SP
 from incidents.diagnosis.durations import Basis, expected_end, shape_of
-from incidents.diagnosis.eta import eta, forecast
+from incidents.diagnosis.eta import DRAWS, eta, forecast
 from incidents.diagnosis.replay import MAX_STEPS
 from incidents.diagnosis.types import iso
 
@@ -111,12 +111,17 @@ def test_with_no_finished_job_of_its_project_train_work_is_read_from_its_age_not
     w.state["active_deadline_seconds"] = 10 * 3600
     di = _world([_running("r")], [w])
     basis = Basis(window=DAY, durations={("nlp", 1, "4"): [2 * 3600.0, 3 * 3600.0, 4 * 3600.0]})
-    e = _eta(di, "vision/w", basis)
-    assert (e.lo, e.likely, e.hi) == (
+    basis.observe(di)
+    end = expected_end(di.find("job", "r", "vision"), T, basis)
+    assert end is not None and (end.lo, end.likely, end.hi) == (
         T + timedelta(minutes=20),
         T + timedelta(hours=1),
         T + timedelta(hours=3),
     )
+    # w waits for r alone: its draws are r's, their median r's likely end, their middle half within r's
+    e = _eta(di, "vision/w", basis)
+    assert e.likely == T + timedelta(hours=1)
+    assert e.lo is not None and e.hi is not None and end.lo < e.lo < e.likely < e.hi < end.hi
     assert e.words.endswith("(1 by how long their projects' jobs have run, none of which finished)")
 
 
@@ -224,7 +229,7 @@ def test_one_replay_answers_every_waiting_job_and_which_start_within_the_hour():
     with di.indexed():
         base = SP.cluster_pass(di)
     fc = forecast(di, base, Basis(window=DAY))
-    assert {k: (s.at, list(s.nodes)) for k, s in fc.likely.starts.items()} == {
+    assert {k: (s.at, list(s.nodes)) for k, s in fc.likely_starts().items()} == {
         "vision/w1": (T0 + timedelta(minutes=90), ["h100-01"]),
         "vision/w2": (T0 + timedelta(minutes=140), ["h100-02"]),
         "vision/w3": (T0 + timedelta(hours=5), ["h100-03"]),
@@ -245,11 +250,11 @@ def test_a_strict_fifo_head_that_cannot_start_holds_its_queue_in_the_replay():
     with di.indexed():
         base = SP.cluster_pass(di)
     fc = forecast(di, base, Basis(window=DAY))
-    assert fc.likely.starts == {}
+    assert fc.likely_starts() == {}
     q.state["queueing_strategy"] = "BestEffortFIFO"
     with di.indexed():
         base = SP.cluster_pass(di)
-    assert set(forecast(di, base, Basis(window=DAY)).likely.starts) == {"vision/small"}
+    assert set(forecast(di, base, Basis(window=DAY)).likely_starts()) == {"vision/small"}
 
 
 def test_shapes_tell_shares_and_mig_from_whole_gpus():
@@ -276,8 +281,8 @@ def test_a_job_its_quota_holds_starts_when_its_own_project_gives_back_gpus_not_w
         base = SP.cluster_pass(di)
     assert base.find("vision", "w").outcome == SP.QUOTA
     fc = forecast(di, base, Basis(window=DAY))
-    assert fc.likely.starts["vision/w"].at == T0 + timedelta(hours=3)
-    assert [e.label for e in fc.likely.starts["vision/w"].ended] == ["nlp/r2", "vision/r1"]
+    assert fc.likely_starts()["vision/w"].at == T0 + timedelta(hours=3)
+    assert [e.label for e in fc.likely_starts()["vision/w"].ended] == ["nlp/r2", "vision/r1"]
 
 
 def test_a_job_whose_pods_are_bound_runs_from_t_and_its_end_frees_the_node():
@@ -297,7 +302,7 @@ def test_a_job_whose_pods_are_bound_runs_from_t_and_its_end_frees_the_node():
         base = SP.cluster_pass(di)
     assert base.find("vision", "p").outcome == SP.PLACED
     fc = forecast(di, base, Basis(window=DAY))
-    assert fc.likely.starts["vision/w"].at == T + timedelta(hours=2)
+    assert fc.likely_starts()["vision/w"].at == T + timedelta(hours=2)
 
 
 def test_an_ends_basis_reads_as_what_it_was_read_from():
@@ -329,3 +334,53 @@ def test_an_eta_names_whose_durations_its_ends_come_from_without_nested_brackets
         "3 running job(s) end by then (3 by the durations of finished jobs: 2 of the same project and shape, "
         "1 of the same project, any shape)"
     )
+
+
+def _four_running_and(waiting):
+    """Four 8-GPU nodes, each full with a job started at 00:00 whose kind ran 1 to 5 hours (each most likely
+    ends at 03:00); ``waiting`` waits."""
+    nodes = [node(f"h100-0{i}") for i in (1, 2, 3, 4)]
+    running = [_running(f"r{i}", node_name=f"h100-0{i}") for i in (1, 2, 3, 4)]
+    runs = [3600.0 * h for h in (1, 1.5, 2, 2.5, 3, 3, 3.5, 4, 4.5, 5)]
+    di = world(
+        subjects=[],
+        t=T,
+        nodes=nodes,
+        pods=[p for _, p in running],
+        jobs=[j for j, _ in running] + list(waiting),
+        queues=[queue("vision", 64, 64)],
+    )
+    basis = Basis(window=DAY, durations={("vision", 1, "8"): runs})
+    basis.observe(di)
+    median = expected_end(di.find("job", "r1", "vision"), T, basis)
+    assert median is not None and median.likely == T0 + timedelta(hours=3)
+    return di, basis, median.likely
+
+
+def test_a_job_waiting_for_the_first_of_several_ends_starts_before_their_median_one_for_all_after():
+    # every end at its median would date both at 03:00; drawn, the first of four ends comes earlier and the
+    # last later, as the ends of four jobs do
+    first, _b, median = _four_running_and([job("w", submitted=T0 + timedelta(minutes=5))])
+    e = _eta(first, "vision/w", _b)
+    assert e.likely is not None and e.likely < median
+    gang = job("g", pods=4, submitted=T0 + timedelta(minutes=5))
+    gang.state["active_deadline_seconds"] = 10 * 3600
+    every, basis, median = _four_running_and([gang])
+    e = _eta(every, "vision/g", basis)
+    assert e.likely is not None and e.likely > median
+    assert e.lo is not None and e.hi is not None and e.lo <= e.likely <= e.hi
+
+
+def test_the_draws_are_the_same_for_the_same_state_and_once_where_no_end_has_a_spread():
+    di, basis, _median = _four_running_and([job("w", submitted=T0 + timedelta(minutes=5))])
+    with di.indexed():
+        base = SP.cluster_pass(di)
+    one, two = forecast(di, base, basis), forecast(di, base, basis)
+    assert len(one.runs) == DRAWS
+    assert {k: s.at for k, s in one.likely_starts().items()} == {
+        k: s.at for k, s in two.likely_starts().items()
+    }
+    limits = _world([_running("r", limit=3 * 3600)], [job("w", submitted=T0 + timedelta(minutes=5))])
+    with limits.indexed():
+        base = SP.cluster_pass(limits)
+    assert len(forecast(limits, base, Basis(window=DAY)).runs) == 1

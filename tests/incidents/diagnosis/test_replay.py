@@ -47,7 +47,7 @@ def test_a_gang_whose_gpus_are_free_in_total_starts_once_a_running_job_is_moved_
     )
     base, fc = _forecast(di)
     assert base.find("vision", "w").outcome == SP.NO_ROOM
-    s = fc.likely.starts["vision/w"]
+    s = fc.likely_starts()["vision/w"]
     assert (s.at, s.nodes, s.evicted) == (T, {"n2": 1}, ["vision/b"])
 
 
@@ -69,9 +69,9 @@ def test_a_queue_below_its_deserved_quota_reclaims_and_its_victim_waits_again():
         queues=[queue("a", 2), queue("b", 1, priority=5), queue("c", 1)],
     )
     _base, fc = _forecast(di)
-    s = fc.likely.starts["c/c1"]
+    s = fc.likely_starts()["c/c1"]
     assert (s.at, s.nodes, s.evicted) == (T, {"n1": 1}, ["b/b2"])
-    assert fc.likely.starts["b/b2"].at == T0 + timedelta(hours=2)
+    assert fc.likely_starts()["b/b2"].at == T0 + timedelta(hours=2)
 
 
 def test_a_kueue_cluster_is_not_weighed_for_evictions():
@@ -87,7 +87,7 @@ def test_a_kueue_cluster_is_not_weighed_for_evictions():
     )
     di.scheduler = "kueue"
     _base, fc = _forecast(di)
-    assert fc.likely.starts["vision/w"].at == T0 + timedelta(hours=5)
+    assert fc.likely_starts()["vision/w"].at == T0 + timedelta(hours=5)
 
 
 def test_the_books_written_back_as_a_state_drop_the_ended_and_bind_the_started():
@@ -138,5 +138,5 @@ def test_a_job_placed_in_a_session_is_not_evicted_by_a_reclaimer_of_the_same_ses
     monkeypatch.setattr(R, "weighed_steps", lambda room: 4)
     base, fc = _forecast(di)
     assert base.find("a", "s").outcome == SP.STARTS
-    started = fc.likely.starts.get("c/w")
+    started = fc.likely_starts().get("c/w")
     assert started is None or started.at > T

@@ -1,5 +1,5 @@
-"""The replay's starts by eviction at t (``replay_evictions.evictions``): weighed once for a forecast's three
-replays, which ask the same of the same state there, and weighed again for any other state."""
+"""The replay's starts by eviction at t (``replay_evictions.evictions``): weighed once for a forecast's draws,
+which ask the same of the same state there, and weighed again for any other state."""
 
 from __future__ import annotations
 
@@ -44,13 +44,16 @@ def _world() -> DiagnosisInput:
 
 
 def _starts(fc: Any) -> list[dict[str, tuple[object, ...]]]:
-    return [
-        {label: (s.at, s.nodes, s.evicted) for label, s in run.starts.items()}
-        for run in (fc.early, fc.likely, fc.late)
-    ]
+    return [{label: (s.at, s.nodes, s.evicted) for label, s in run.starts.items()} for run in fc.runs]
 
 
-def test_the_three_replays_weigh_the_evictions_at_t_once_and_start_the_same(
+# a's finished jobs ran 1 to 3 hours: a1's end has a spread, so each draw dates it afresh
+SPREAD = Basis(
+    window=timedelta(hours=24), durations={("a", 1, "2"): [3600.0 * h for h in (1, 1.5, 2, 2.5, 3)]}
+)
+
+
+def test_the_draws_weigh_the_evictions_at_t_once_and_start_the_same(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     di = _world()
@@ -64,14 +67,15 @@ def test_the_three_replays_weigh_the_evictions_at_t_once_and_start_the_same(
         return inner(*args)
 
     monkeypatch.setattr(RE, "_evictions", counted)
-    once = _starts(forecast(di, base, Basis(window=timedelta(hours=24))))
+    once = _starts(forecast(di, base, SPREAD))
+    assert len(once) > 1
     at_t = [w for w in weighed if w == T]
     assert len(at_t) == 1
-    assert once[1]["c/c1"] == (T, {"n1": 1}, ["b/b2"])
+    assert all(run["c/c1"] == (T, {"n1": 1}, ["b/b2"]) for run in once)
     weighed.clear()
     monkeypatch.setattr(RE, "_as_at_t", lambda room, holders: False)
-    every = _starts(forecast(di, base, Basis(window=timedelta(hours=24))))
-    assert len([w for w in weighed if w == T]) == 3
+    every = _starts(forecast(di, base, SPREAD))
+    assert len([w for w in weighed if w == T]) == len(once)
     assert once == every
 
 

@@ -51,7 +51,7 @@ def test_the_queue_whose_job_ended_goes_first_for_the_gpus_it_freed():
     di, base = _two_queues()
     assert [c.label for c in base.considered] == ["b/wb", "a/wa"]  # the order at t
     fc = forecast(di, base, Basis(window=DAY))
-    wa, wb = fc.likely.starts["a/wa"], fc.likely.starts["b/wb"]
+    wa, wb = fc.likely_starts()["a/wa"], fc.likely_starts()["b/wb"]
     # wa takes a1's GPUs as they free, evicting nobody (served in the order at t, wb would take them first, and
     # wa reclaim them from it)
     assert (wa.at, wa.nodes, wa.evicted) == (T0 + timedelta(hours=2), {"n1": 1}, [])
@@ -62,8 +62,8 @@ def test_on_kueue_the_queue_that_stops_borrowing_goes_first():
     di, base = _two_queues("kueue", limit=16)  # each may borrow up to 16
     assert [c.label for c in base.considered] == ["b/wb", "a/wa"]
     fc = forecast(di, base, Basis(window=DAY))
-    assert fc.likely.starts["a/wa"].at == T0 + timedelta(hours=2)
-    assert fc.likely.starts["b/wb"].at == T0 + timedelta(hours=10)
+    assert fc.likely_starts()["a/wa"].at == T0 + timedelta(hours=2)
+    assert fc.likely_starts()["b/wb"].at == T0 + timedelta(hours=10)
 
 
 def test_a_moved_order_weighs_the_moved_holdings_and_leaves_its_own_as_they_were():
