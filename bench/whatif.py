@@ -979,6 +979,25 @@ def ends_report(moments: list[Moment], list_jobs: bool = False) -> None:
             print(line)
 
 
+def dump(moments: list[Moment], path: Path) -> None:
+    """One JSON line per job waiting at a moment: its ETA (earliest, latest, likely minutes; null: unknown), the
+    simulator's start without arrivals (minutes; null: none within the fork) and whether the model starts it
+    within the hour."""
+    with path.open("w") as f:
+        for m in moments:
+            for k in sorted(set(m.eta) | set(m.started["no arrivals"]) | set(m.predicted)):
+                actual = m.started["no arrivals"].get(k)
+                row = {
+                    "source": m.source,
+                    "t": m.t.isoformat(),
+                    "job": "/".join(k),
+                    "eta": m.eta.get(k),
+                    "actual": None if actual is None else actual[0],
+                    "predicted": k in m.predicted,
+                }
+                f.write(json.dumps(row) + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -993,6 +1012,11 @@ def main() -> int:
     ap.add_argument("--trace-hours", type=int, default=3)
     ap.add_argument("--moments", type=int, default=3, help="sample moments per source")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--dump",
+        metavar="FILE",
+        help="write each waiting job's ETA and the simulator's start (no arrivals) as JSON lines, to compare runs",
+    )
     ap.add_argument(
         "--reuse",
         action="store_true",
@@ -1015,6 +1039,8 @@ def main() -> int:
     for name, scenario in sources(args):
         moments += measure(name, scenario, args.moments, log, args.reuse, args.ends)
     report(moments, args.json, args.list)
+    if args.dump:
+        dump(moments, Path(args.dump))
     if args.ends and not args.json:
         ends_report(moments, args.list)
     return 0
