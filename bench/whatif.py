@@ -949,6 +949,7 @@ def ends_report(moments: list[Moment], list_jobs: bool = False) -> None:
                 f"{point:.0f}, with the actual ends {'none' if o is None else f'{o:.0f}'}, with the spread known "
                 f"{'none' if sp is None else f'{sp:.0f}'}: {cause}"
             )
+    _start_set_scores(moments)
     if not rows:
         return
     model_rel = [r[1] for r in rows]
@@ -977,6 +978,29 @@ def ends_report(moments: list[Moment], list_jobs: bool = False) -> None:
         print("\nper started job with an ETA (no arrivals): " + str(len(lines)))
         for line in lines:
             print(line)
+
+
+def _start_set_scores(moments: list[Moment]) -> None:
+    """Precision and recall of "starts within the hour" (no arrivals) by the model's ETA, with the actual ends and
+    with the spread known: what of the start set's misses the durations explain."""
+    hour = HORIZON.total_seconds() / 60
+    for label, read in (
+        ("the model's ends", lambda m, k: None if m.eta.get(k) is None else m.eta[k][2]),
+        ("the actual ends", lambda m, k: m.oracle_eta.get(k)),
+        ("the spread known", lambda m, k: m.spread_eta.get(k)),
+    ):
+        tp = fp = fn = 0
+        for m in moments:
+            truth = within(m.started["no arrivals"])
+            said = {k for k in m.oracle_eta if (x := read(m, k)) is not None and x <= hour}
+            tp += len(said & set(truth))
+            fp += len(said - set(truth))
+            fn += len(set(truth) - said)
+        p = f"{tp / (tp + fp):.2f}" if tp + fp else "—"
+        r = f"{tp / (tp + fn):.2f}" if tp + fn else "—"
+        print(
+            f"starts within the hour by the ETA with {label}: precision {p}, recall {r} ({tp + fp} predicted)"
+        )
 
 
 def dump(moments: list[Moment], path: Path) -> None:
