@@ -3,7 +3,9 @@
 
 A ClusterQueue lists its ResourceFlavors in order, each with a nominal quota; inside a cohort it may borrow
 the unused quota of the others up to its borrowing limit and lends its own up to its lending limit (what it
-does not lend is guaranteed to it). The state read (``flavor_quotas``: ``[{flavor, nominal, borrowing_limit,
+does not lend is guaranteed to it). What a cohort has unused moves as its queues' workloads end and are
+admitted: ``Quotas.admits`` reads it on a usage the caller keeps (the queue replayed forward keeps one on its
+books, so a queue that borrows gets what another's ending job gives back, and no more). The state read (``flavor_quotas``: ``[{flavor, nominal, borrowing_limit,
 lending_limit, node_labels}]``, ``cohort``, ``queueing_strategy``, ``preemption``, ``flavor_fungibility``) falls
 back to one flavor holding the queue's whole ``quota_gpus`` and ``limit_gpus`` when the inventory records no
 flavors.
@@ -120,9 +122,48 @@ class Quotas:
     def __init__(self, di: DiagnosisInput) -> None:
         self.cqs = cluster_queues(di)
         self.keys = {k for cq in self.cqs.values() for f in cq.flavors for k in f.node_labels}
+        self.cohorts: dict[str, list[ClusterQueue]] = {}  # cohort -> its ClusterQueues, read once
+        for cq in self.cqs.values():
+            if cq.cohort:
+                self.cohorts.setdefault(cq.cohort, []).append(cq)
 
     def members(self, cq: ClusterQueue) -> list[ClusterQueue]:
-        return [c for c in self.cqs.values() if cq.cohort and c.cohort == cq.cohort]
+        return self.cohorts.get(cq.cohort, []) if cq.cohort else []
+
+    def in_cohort(self, queue: str) -> bool:
+        """Whether ``queue`` is a ClusterQueue of a cohort (what it may admit then moves with the others')."""
+        cq = self.cqs.get(queue)
+        return cq is not None and bool(cq.cohort)
+
+    def flavor_of(self, job: EntityState, queue: str) -> str | None:
+        """The flavor an admitted workload holds quota in: its ``flavor``, else the first its node selector
+        allows (``admission.Cycle`` reads it so); None outside a known ClusterQueue."""
+        cq = self.cqs.get(queue)
+        if cq is None or not cq.flavors:
+            return None
+        return job.get("flavor") or next(
+            (f.flavor for f in cq.flavors if selects(job, f, self.keys)), cq.flavors[0].flavor
+        )
+
+    def admits(self, job: EntityState, queue: str, units: float, usage: Usage) -> str | None:
+        """The flavor Kueue would admit the waiting workload in on ``usage``: the first of its ClusterQueue's
+        flavors its node selector allows with room for it, its own unused quota then what the cohort lends,
+        within its borrowing limit (whenCanBorrow TryNextFlavor: a later flavor that does not borrow goes
+        first); None when none has room (or the queue is unknown)."""
+        cq = self.cqs.get(queue)
+        if cq is None:
+            return None
+        borrowing: str | None = None
+        for fq in cq.flavors:
+            if not selects(job, fq, self.keys) or not self.fits(cq, fq, units, usage, borrow=True):
+                continue
+            if (
+                cq.when_can_borrow == "MayStopSearch"
+                or usage.get((cq.name, fq.flavor), 0.0) + units <= fq.nominal + EPS
+            ):
+                return fq.flavor
+            borrowing = borrowing or fq.flavor
+        return borrowing
 
     def available(self, cq: ClusterQueue, fq: FlavorQuota, usage: Usage) -> float:
         """Units the queue may still take in the flavor: its own unused quota, then what the cohort lends, never

@@ -90,6 +90,7 @@ class QueueOrder:
         self.position = {id(j): i for jobs in self.queues.values() for i, j in enumerate(jobs, 1)}
         self.queue: dict[str, Standing] = {}
         self.parent: dict[str, str] = {}
+        self.capacity: float | None = None
         kai = self.scheduler == "kai"
         # CPU and memory each waiting job asks (KAI weighs them beside GPUs; other schedulers' order does not)
         self.vec: dict[int, Vector] = {id(j): job_vector(di, j) for j in waiting} if kai else {}
@@ -140,7 +141,9 @@ class QueueOrder:
 
     def _fair(self) -> None:
         top = [*self.department.values(), *(self.queue[q] for q in self.queue if not self.parent[q])]
-        fair_shares(capacity(self.di), top, self.total if self.weigh else None)
+        if self.capacity is None:  # the GPUs divided, read once (a replay divides again at each step)
+            self.capacity = capacity(self.di)
+        fair_shares(self.capacity, top, self.total if self.weigh else None)
         for name, d in self.department.items():
             inner: Vector | None = (d.res[DIMS[0]].fair, d.res[DIMS[1]].fair) if self.weigh else None
             fair_shares(d.fair, [self.queue[q] for q in self.queue if self.parent[q] == name], inner)
@@ -199,12 +202,19 @@ class QueueOrder:
         if name in self._keys:
             self._refresh(name)
 
-    def moved(self, waiting: list[EntityState], delta: dict[str, tuple[float, Vector]]) -> QueueOrder:
+    def moved(
+        self,
+        waiting: list[EntityState],
+        delta: dict[str, tuple[float, Vector]],
+        ended: dict[str, tuple[float, Vector]] | None = None,
+    ) -> QueueOrder:
         """A copy serving ``waiting`` from the start, each queue's (and its department's) holdings moved by
-        ``delta`` (queue -> GPU units, [CPU, memory]); the fair shares stay as this order divided them. What the
-        queue replayed forward serves at each step: KAI and Kueue weigh their queues again every session, as
-        jobs end and start. The jobs of a queue this order serves keep its order; others go by
-        :func:`in_queue_key`."""
+        ``delta`` (queue -> GPU units, [CPU, memory]) and, on KAI, what it asks moved by ``ended`` (what its jobs
+        that ended held, negative: a start or an eviction moves what a queue holds, not what it holds plus what
+        waits), the fair shares divided again from it (``_fair``). What the queue replayed forward serves at
+        each step: KAI and Kueue weigh their queues again every session, as jobs end and start, and KAI divides
+        its fair shares again from what the queues then ask. The jobs of a queue this order serves keep its
+        order; others go by :func:`in_queue_key`."""
         new = copy.copy(self)
         new.queue = {n: _copied(s) for n, s in self.queue.items()}
         new.department = {n: _copied(d) for n, d in self.department.items()}
@@ -227,15 +237,10 @@ class QueueOrder:
             new.queues.setdefault(name, []).append(j)
         for name in {job_queue(j) for j in others}:
             new.queues[name].sort(key=in_queue_key)
-        for name, (units, vec) in delta.items():
-            if name not in new.queue:
-                continue
-            for x in (new.queue[name], new.department.get(new.parent[name])):
-                if x is None:
-                    continue
-                x.used += units
-                for dim, v in zip(DIMS, vec, strict=True):
-                    x.res[dim].used += v
+        new._move(delta)
+        if ended and self.scheduler == "kai":
+            new._move(ended, demand=True)
+            new._fair()
         new.heads = dict.fromkeys(new.queues, 0)
         new.blocked = set()
         new.position = {id(j): i for jobs in new.queues.values() for i, j in enumerate(jobs, 1)}
@@ -243,6 +248,24 @@ class QueueOrder:
         for name in new.queues:
             new._refresh(name)
         return new
+
+    def _move(self, delta: dict[str, tuple[float, Vector]], *, demand: bool = False) -> None:
+        """Move each queue's (and its department's) holdings by ``delta``, or (``demand``) what it asks."""
+        for name, (units, vec) in delta.items():
+            if name not in self.queue:
+                continue
+            for x in (self.queue[name], self.department.get(self.parent[name])):
+                if x is None:
+                    continue
+                if demand:
+                    x.demand = max(x.demand + units, 0.0)
+                else:
+                    x.used += units
+                for dim, v in zip(DIMS, vec, strict=True):
+                    if demand:
+                        x.res[dim].demand = max(x.res[dim].demand + v, 0.0)
+                    else:
+                        x.res[dim].used += v
 
     def block(self, queue: str) -> None:
         """A StrictFIFO queue whose head cannot be admitted: the jobs behind it wait too."""

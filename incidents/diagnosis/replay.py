@@ -9,21 +9,27 @@ their quota as read at t), then steps through the running jobs' expected ends in
 GPUs of the jobs that end, takes them off their queue's (and department's) allocation, and serves the waiting
 jobs in the whole GPUs left (``scheduling_pass.place``), each within its quota and limit, a StrictFIFO queue's
 head blocking the jobs behind it; the jobs it starts run from then on, their own expected end joining the list.
+On Kueue, a ClusterQueue of a cohort is admitted on the replay's books too: within its own unused nominal quota,
+then what the other ClusterQueues of its cohort leave unused, up to its borrowing limit (``kueue_quota.Quotas``
+over what each ClusterQueue holds per flavor, moved by every end and start), so a queue that borrows starts when
+another's ending job gives the quota back, not merely when room frees.
 A step serves the jobs still waiting in the order the scheduler gives on the replay's books, as KAI and Kueue
 weigh their queues again every session: the model's ``QueueOrder`` with each queue's holdings moved by the ends
 and starts so far (``QueueOrder.moved``; each start charged before the next choice), so a queue whose jobs ended
 holds less and goes first for the GPUs they free (KAI: within its deserved quota, then the smaller share
-allocated / fair share; Kueue: a head that no longer makes its queue borrow goes before one that does). On KAI,
+allocated / fair share; Kueue: a head that no longer makes its queue borrow goes before one that does). KAI's
+fair shares are divided again at each step from what each queue then asks (held plus waiting: an end lowers it,
+a start or an eviction does not), so the share a queue whose jobs ended no longer asks goes to the others. On KAI,
 at t and after each step, the jobs still waiting that KAI would start by evicting others start so
 (``Books.evict``): by reclaim or preemption (``replay_evictions``: the model's ``reclaim`` rules on the books
 written back as a state; the victims wait again), or by moving running jobs out of the way of a gang whose GPUs
 are free in total (``replay_moves``: the moved jobs start over elsewhere).
 
-What it leaves out, said where the answer is shown: the fair shares are divided once, as at t (what the queues
-ask is not divided again as their jobs end), CPU and memory take no room (the GPUs of a node that frees are its
-room; the order weighs the CPU and memory a queue holds where KAI's does), shares and MIG instances take no
-whole-GPU room (a share or MIG job's start is not replayed), and Kueue's preemption is not weighed. Pure: no
-database, no simulator.
+What it leaves out, said where the answer is shown: CPU and memory take no room (the GPUs of a node that frees
+are its room; the order weighs the CPU and memory a queue holds where KAI's does), shares and MIG instances take
+no whole-GPU room (a share or MIG job's start is not replayed), a Kueue Cohort's own nominal quota (what it
+lends its ClusterQueues beyond theirs) is not added to what they may borrow, and Kueue's preemption is not
+weighed. Pure: no database, no simulator.
 """
 
 from __future__ import annotations
@@ -36,9 +42,9 @@ from typing import TYPE_CHECKING
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis import replay_moves as moves
+from incidents.diagnosis.kueue_quota import Usage
 from incidents.diagnosis.precedence import job_rank
 from incidents.diagnosis.queue_order import QueueOrder
-from incidents.diagnosis.quota import QuotaAt
 from incidents.diagnosis.replay_evictions import (
     evictions,
     over_deserved,
@@ -46,13 +52,22 @@ from incidents.diagnosis.replay_evictions import (
     weighed,
     weighed_steps,
 )
-from incidents.diagnosis.replay_room import Holder, Room, Run, Started, Waiter, running, waiting_again
+from incidents.diagnosis.replay_room import (
+    Holder,
+    Room,
+    Run,
+    Started,
+    Waiter,
+    admits,
+    below_deserved,
+    quota_holds,
+    running,
+    waiting_again,
+    why_started,
+)
 from incidents.diagnosis.request import job_request
 from incidents.diagnosis.resources import Vector, job_vector
-from incidents.diagnosis.scheduling_pass import (
-    charge_started,
-    place,
-)
+from incidents.diagnosis.scheduling_pass import place
 from incidents.diagnosis.types import EntityState
 
 if TYPE_CHECKING:
@@ -91,9 +106,11 @@ def replay(
         run.until = when
         for e in step:
             books.end(e)
-        order = lambda: room.order.moved([w.job for w in books.waiting], books.shifted())  # noqa: E731
-        for w, taken in _serve(room, books.waiting, books.free, books.delta, order):
-            books.start(w, taken, when)
+        order = lambda: room.order.moved(  # noqa: E731
+            [w.job for w in books.waiting], books.shifted(), books.shifted(books.gone)
+        )
+        for w, taken, flavor in _serve(room, books.waiting, books.free, books.delta, order, books.usage):
+            books.start(w, taken, when, flavor=flavor)
         books.evict(when)
     run.exhausted = not books.pending
     return run
@@ -115,6 +132,10 @@ class Books:
         self.holders = {k: replace(h, gpus=dict(h.gpus)) for k, h in room.holders.items()}
         self.delta: dict[tuple[str, str], float] = {}
         self.shift: dict[str, list[float]] = {}  # per queue: GPU units, CPU, memory moved (``shifted``)
+        # per queue: what its jobs that ended held (GPU units, CPU, memory): what it asks drops by as much, as
+        # a start or an eviction leaves it (what is held plus what waits) as it was
+        self.gone: dict[str, list[float]] = {}
+        self.usage: Usage = dict(room.usage)  # Kueue: per (ClusterQueue of a cohort, flavor), units held
         self.waiting = list(room.waiting)
         self.pending: list[End] = []
         self.ended: list[tuple[End, Holder]] = []
@@ -137,6 +158,7 @@ class Books:
         if h is None:
             return
         self._free(h)
+        self._shift(h.key[1], h.job, -h.units, self.gone)
         self.ended.append((e, h))
 
     def _free(self, h: Holder) -> None:
@@ -144,9 +166,14 @@ class Books:
             self.free[node] = self.free.get(node, 0) + g
         self.delta[h.key] = self.delta.get(h.key, 0.0) - h.units
         self._shift(h.key[1], h.job, -h.units)
+        if h.flavor is not None:
+            k = (h.key[1], h.flavor)
+            self.usage[k] = self.usage.get(k, 0.0) - h.units
 
-    def _shift(self, queue: str, job: EntityState, units: float) -> None:
-        moved = self.shift.setdefault(queue, [0.0, 0.0, 0.0])
+    def _shift(
+        self, queue: str, job: EntityState, units: float, into: dict[str, list[float]] | None = None
+    ) -> None:
+        moved = (self.shift if into is None else into).setdefault(queue, [0.0, 0.0, 0.0])
         sign = 1.0 if units >= 0 else -1.0
         moved[0] += units
         if self.room.order.weigh:
@@ -154,28 +181,40 @@ class Books:
             moved[1] += sign * cpu
             moved[2] += sign * memory
 
-    def shifted(self) -> dict[str, tuple[float, Vector]]:
-        """How each queue's holdings moved since t (GPU units, [CPU, memory]): what the scheduler's order weighs
-        at the next step (``QueueOrder.moved``)."""
-        return {q: (units, (cpu, memory)) for q, (units, cpu, memory) in self.shift.items()}
+    def shifted(self, moved: dict[str, list[float]] | None = None) -> dict[str, tuple[float, Vector]]:
+        """How each queue's holdings moved since t (GPU units, [CPU, memory]), or (``moved``: ``gone``) what it
+        asks: what the scheduler's order weighs at the next step (``QueueOrder.moved``)."""
+        src = self.shift if moved is None else moved
+        return {q: (units, (cpu, memory)) for q, (units, cpu, memory) in src.items()}
 
     def start(
-        self, w: Waiter, taken: dict[str, int], when: datetime, victims: list[str] | None = None
+        self,
+        w: Waiter,
+        taken: dict[str, int],
+        when: datetime,
+        victims: list[str] | None = None,
+        flavor: str | None = None,
     ) -> None:
-        """``w`` starts at ``when`` with its pods on ``taken`` (the room already taken from ``free``)."""
+        """``w`` starts at ``when`` with its pods on ``taken`` (the room already taken from ``free``); on Kueue,
+        in a cohort, its quota held in ``flavor``."""
         self.waiting.remove(w)
         ended, starts, n_ended, n_starts = self.ended, self.starts, len(self.ended), len(self.starts)
         s = Started(
             when,
             taken,
             evicted=victims or [],
-            why=lambda: _why(w, ended[:n_ended], starts[:n_starts]),  # both lists only grow
+            why=lambda: why_started(self.room, w, ended[:n_ended], starts[:n_starts]),  # both lists only grow
         )
         self.starts.append((w, s))
         self.run.starts[w.label] = s
         gpus = {n: p * w.req.gpus_per_pod for n, p in taken.items()}
         started = running(w.job, when)
-        self.holders[w.label] = Holder(started, gpus, w.req.units, w.key, when)
+        cohorts = self.room.cohorts
+        if flavor is None and cohorts is not None and cohorts.in_cohort(w.key[1]):
+            flavor = cohorts.flavor_of(w.job, w.key[1])
+        self.holders[w.label] = Holder(started, gpus, w.req.units, w.key, when, flavor)
+        if flavor is not None:
+            self.usage[(w.key[1], flavor)] = self.usage.get((w.key[1], flavor), 0.0) + w.req.units
         self.delta[w.key] = self.delta.get(w.key, 0.0) + w.req.units
         self._shift(w.key[1], w.job, w.req.units)
         expected = self.end_of(started, when)
@@ -190,7 +229,7 @@ class Books:
             return
 
         def let_in(w: Waiter) -> bool:
-            return not (w.quota is not None and _held(w.quota, self.delta))
+            return not (w.quota is not None and quota_holds(w.quota, self.delta))
 
         reclaimers: list[Waiter] = []
         if self.checks < weighed_steps(self.room):
@@ -204,7 +243,7 @@ class Books:
                 w
                 for w in self.waiting
                 if (
-                    (over - {w.key[1]} and _below_deserved(w.quota, self.delta))
+                    (over - {w.key[1]} and below_deserved(w.quota, self.delta))
                     or lowest.get(w.key[1], self._rank(w.job)) < self._rank(w.job)
                 )
                 and let_in(w)
@@ -280,35 +319,27 @@ class Books:
         return self.ranks[label]
 
 
-def _below_deserved(q: QuotaAt | None, delta: dict[tuple[str, str], float]) -> bool:
-    """Whether the job's queue, its allocation moved by the replay, stays within its deserved quota with it (a
-    starved queue: KAI reclaims for it from queues over theirs)."""
-    if q is None or q.quota is None:
-        return False
-    moved = replace(q, department=replace(q.department) if q.department is not None else None)
-    charge_started(moved, delta)
-    return moved.within_quota
-
-
 def _serve(
     room: Room,
     waiting: list[Waiter],
     free: dict[str, int],
     delta: dict[tuple[str, str], float],
     weighed: Callable[[], QueueOrder],
-) -> list[tuple[Waiter, dict[str, int]]]:
+    usage: Usage,
+) -> list[tuple[Waiter, dict[str, int], str | None]]:
     """One pass over ``waiting`` in the scheduler's order (``weighed``: built on the replay's books only when a
     job could start, each start charged before the next choice) in the room ``free`` (changed in place) with the
-    allocations moved by ``delta``: the jobs that start, each with its pods per node. ``delta`` is left as it is
-    (the caller's ``Books.start`` charges each start once); the walk's own starts count against the quota of the
-    jobs after them.
+    allocations moved by ``delta`` and, on Kueue, what the ClusterQueues of a cohort hold per flavor (``usage``):
+    the jobs that start, each with its pods per node and its flavor (Kueue, in a cohort). ``delta`` and
+    ``usage`` are left as they are (the caller's ``Books.start`` charges each start once); the walk's own starts
+    count against the quota (and the cohort's unused quota) of the jobs after them.
 
     The nodes with room for one pod are read once per (usable nodes, GPUs per pod) and kept as starts take room:
     hundreds of waiting jobs share a few request shapes, and each used to scan every free node. A job whose
     usable nodes lack the GPUs it asks cannot start later in the walk (starts only take room), nor can any job
     once those the room left could take have been reached: the walk stops there, which keeps a step whose ends
     free little room cheap."""
-    out: list[tuple[Waiter, dict[str, int]]] = []
+    out: list[tuple[Waiter, dict[str, int], str | None]] = []
     blocked: set[str] = set()
     open_nodes = [n for n, g in free.items() if g > 0]
     candidates: dict[tuple[frozenset[str], int], tuple[list[str], int]] = {}  # -> (nodes, their free GPUs)
@@ -325,7 +356,7 @@ def _serve(
         return out
     by_job = {id(w.job): w for w in waiting}
     order = weighed()
-    moved = dict(delta)  # the starts of this walk, for the quota of the jobs after them
+    moved, used = dict(delta), dict(usage)  # the starts of this walk, for the quota of the jobs after them
     while live:
         job = order.next()
         if job is None:
@@ -341,7 +372,8 @@ def _serve(
         per = max(w.req.gpus_per_pod, 1)
         nodes, total = candidates[(w.usable, per)]
         taken: dict[str, int] = {}
-        if total >= w.req.total and not (w.quota is not None and _held(w.quota, moved)):
+        admitted, flavor = admits(room, w, moved, used) if total >= w.req.total else (False, None)
+        if admitted:
             rows = [r for r in (room.row(w, n) for n in nodes) if r is not None]
             taken = place(rows, w.req, free, GPUS_ONLY)
         if not taken:
@@ -356,42 +388,11 @@ def _serve(
                 candidates[k] = (kept, sum(free[n] for n in kept))
         live = {j: (k, t) for j, (k, t) in live.items() if candidates[k][1] >= t}
         moved[w.key] = moved.get(w.key, 0.0) + w.req.units
+        if flavor is not None:
+            used[(w.key[1], flavor)] = used.get((w.key[1], flavor), 0.0) + w.req.units
         order.charge(job, w.req.units)
-        out.append((w, taken))
+        out.append((w, taken, flavor))
     return out
-
-
-def _why(
-    w: Waiter, ended: list[tuple[End, Holder]], starts: list[tuple[Waiter, Started]]
-) -> tuple[list[End], list[str]]:
-    """The ends up to a start that freed GPUs it could use or moved its quota, and the jobs started before it
-    that took room it could use or counted against its quota."""
-    usable = w.usable
-    related = quota_keys_projects(w)
-    mine = [
-        e for e, h in ended if h.key[0] in related or h.key[1] in related or not usable.isdisjoint(h.gpus)
-    ]
-    before = [
-        o.label
-        for o, s in starts
-        if o.key[0] in related or o.key[1] in related or not usable.isdisjoint(s.nodes)
-    ]
-    return mine, before
-
-
-def quota_keys_projects(w: Waiter) -> set[str]:
-    """The projects whose usage counts against ``w``'s quota: its own, and its department's."""
-    out = {w.key[0], w.key[1]}
-    if w.quota is not None and w.quota.department is not None:
-        out.update(w.quota.department.projects)
-    return out
-
-
-def _held(q: QuotaAt, delta: dict[tuple[str, str], float]) -> bool:
-    """Whether the quota read at t, moved by the replay's ends and starts, holds the job."""
-    moved = replace(q, department=replace(q.department) if q.department is not None else None)
-    charge_started(moved, delta)
-    return moved.holds
 
 
 __all__ = ["BUCKET", "HORIZON", "MAX_STEPS", "Books", "replay"]

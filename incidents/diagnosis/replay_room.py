@@ -1,7 +1,9 @@
 """What the queue replayed forward (``incidents.diagnosis.replay``) reads of the state at t and keeps as it
 steps: the waiting jobs (``Waiter``) and the scheduler's order over them as the pass at t leaves it
 (``order_at``), the running ones (``Holder``), the free whole GPUs per node (``Room``, built once by ``build``),
-and what one replay answers (``Run``, ``Started``).
+what each Kueue ClusterQueue of a cohort holds in which flavor (``Room.usage``), and what one replay answers
+(``Run``, ``Started``); and a waiting job's quota moved by the replay's ends and starts (``quota_holds``,
+``below_deserved``).
 
 Pure: no database, no simulator.
 """
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.allocation import pod_units
+from incidents.diagnosis.kueue_quota import Quotas, Usage
 from incidents.diagnosis.node_resources import allocated_on
 from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.queue_order import QueueOrder, job_queue, strict_fifo
@@ -73,6 +76,7 @@ class Holder:
     units: float
     key: tuple[str, str]
     since: datetime | None = None  # when the replay started it (None: running at t)
+    flavor: str | None = None  # Kueue, a ClusterQueue of a cohort: the flavor it holds quota in
 
 
 @dataclass
@@ -96,6 +100,10 @@ class Room:
     rows: dict[tuple[tuple[object, ...], str], F.NodeFit] = field(
         default_factory=dict
     )  # built when first read
+    # Kueue with cohorts: the ClusterQueues' quota arithmetic, and what each holds per flavor at t (the pass at
+    # t's starts included): the replay moves a copy as jobs end and start (``cohort_usage``)
+    cohorts: Quotas | None = None
+    usage: Usage = field(default_factory=dict)
 
     @property
     def t(self) -> datetime:
@@ -186,7 +194,25 @@ def build(di: DiagnosisInput, base: ClusterPass) -> Room:
             free[n] = max(free.get(n, 0) - g, 0)
         holders[c.label] = Holder(running(c.job, di.t), taken, c.units, (c.project, c.queue), di.t)
     room.free, room.holders = free, holders
+    cohort_usage(room)
     return room
+
+
+def cohort_usage(room: Room) -> None:
+    """On Kueue, when a ClusterQueue is in a cohort: the quota arithmetic (``kueue_quota.Quotas``) and what
+    each ClusterQueue of a cohort holds per flavor at t, each holder's flavor noted (its end gives it back)."""
+    if room.di.scheduler != "kueue":
+        return
+    cohorts = Quotas(room.di)
+    if not cohorts.cohorts:
+        return
+    room.cohorts = cohorts
+    for h in room.holders.values():
+        if cohorts.in_cohort(h.key[1]):
+            h.flavor = cohorts.flavor_of(h.job, h.key[1])
+            if h.flavor is not None:
+                k = (h.key[1], h.flavor)
+                room.usage[k] = room.usage.get(k, 0.0) + h.units
 
 
 def order_at(di: DiagnosisInput, base: ClusterPass, waiting: list[EntityState]) -> QueueOrder:
@@ -239,6 +265,74 @@ def waiting_again(room: Room, job: EntityState) -> Waiter:
     return waiter(room, c, req)
 
 
+def quota_holds(q: QuotaAt, delta: dict[tuple[str, str], float]) -> bool:
+    """Whether the quota read at t, moved by the replay's ends and starts, holds the job."""
+    moved = replace(q, department=replace(q.department) if q.department is not None else None)
+    charge_started(moved, delta)
+    return moved.holds
+
+
+def below_deserved(q: QuotaAt | None, delta: dict[tuple[str, str], float]) -> bool:
+    """Whether the job's queue, its allocation moved by the replay, stays within its deserved quota with it (a
+    starved queue: KAI reclaims for it from queues over theirs)."""
+    if q is None or q.quota is None:
+        return False
+    moved = replace(q, department=replace(q.department) if q.department is not None else None)
+    charge_started(moved, delta)
+    return moved.within_quota
+
+
+def admits(
+    room: Room, w: Waiter, delta: dict[tuple[str, str], float], usage: Usage
+) -> tuple[bool, str | None]:
+    """Whether ``w``'s quota lets it in on the replay's books (its quota and limit read at t, moved by
+    ``delta``), and on Kueue, for a ClusterQueue of a cohort, the flavor whose quota admits it on ``usage``: its
+    own unused nominal quota, then what the other ClusterQueues of the cohort leave unused, within its
+    borrowing limit (``kueue_quota.Quotas.admits``; none: it waits, as Kueue's admission keeps it)."""
+    if w.quota is not None and quota_holds(w.quota, delta):
+        return False, None
+    cohorts = room.cohorts
+    if cohorts is None or not cohorts.in_cohort(w.key[1]):
+        return True, None
+    flavor = cohorts.admits(w.job, w.key[1], w.req.units, usage)
+    return flavor is not None, flavor
+
+
+def why_started(
+    room: Room, w: Waiter, ended: list[tuple[End, Holder]], starts: list[tuple[Waiter, Started]]
+) -> tuple[list[End], list[str]]:
+    """The ends up to a start that freed GPUs it could use or moved its quota (or, Kueue, what its cohort
+    leaves unused), and the jobs started before it that took room it could use or counted against its quota."""
+    usable = w.usable
+    related = quota_keys_projects(w) | cohort_of(room, w)
+    mine = [
+        e for e, h in ended if h.key[0] in related or h.key[1] in related or not usable.isdisjoint(h.gpus)
+    ]
+    before = [
+        o.label
+        for o, s in starts
+        if o.key[0] in related or o.key[1] in related or not usable.isdisjoint(s.nodes)
+    ]
+    return mine, before
+
+
+def quota_keys_projects(w: Waiter) -> set[str]:
+    """The projects whose usage counts against ``w``'s quota: its own, and its department's."""
+    out = {w.key[0], w.key[1]}
+    if w.quota is not None and w.quota.department is not None:
+        out.update(w.quota.department.projects)
+    return out
+
+
+def cohort_of(room: Room, w: Waiter) -> set[str]:
+    """Kueue: the ClusterQueues of ``w``'s cohort (their ends and starts move what it may borrow)."""
+    cohorts = room.cohorts
+    cq = cohorts.cqs.get(w.key[1]) if cohorts is not None else None
+    if cohorts is None or cq is None:
+        return set()
+    return {m.name for m in cohorts.members(cq)}
+
+
 def running(job: EntityState, when: datetime) -> EntityState:
     """The job as it runs from ``when`` (a started job's expected end reads its start)."""
     return replace(job, state={**job.state, "phase": "Running", "started": iso(when)}, valid_from=when)
@@ -251,10 +345,17 @@ __all__ = [
     "Run",
     "Started",
     "Waiter",
+    "admits",
+    "below_deserved",
     "build",
+    "cohort_of",
+    "cohort_usage",
     "order_at",
+    "quota_holds",
     "request_key",
+    "quota_keys_projects",
     "running",
     "waiter",
     "waiting_again",
+    "why_started",
 ]

@@ -1,0 +1,87 @@
+"""The queue replayed forward (incidents.diagnosis.replay) on Kueue reads a cohort's unused quota on its own
+books at each step: a ClusterQueue borrows what the others' ending jobs give back, and no more."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from incidents.diagnosis import scheduling_pass as SP
+from incidents.diagnosis.durations import Basis
+from incidents.diagnosis.eta import forecast
+from incidents.diagnosis.kueue_quota import Quotas
+from incidents.diagnosis.types import iso
+
+from .dx_world import T0, job, node, pod, queue, world
+
+T = T0 + timedelta(hours=1)
+DAY = timedelta(hours=24)
+
+
+def _running(name, project, node_name, gpus, limit_h):
+    j = job(name, project, phase="Running", gpus_per_pod=gpus)
+    j.state["started"] = iso(T0)
+    j.state["submitted"] = iso(T0)
+    j.state["active_deadline_seconds"] = limit_h * 3600
+    return j, pod(f"{name}-0", name, project, node_name=node_name, gpus=gpus)
+
+
+def _kueue(name, nominal, limit, cohort):
+    q = queue(name, nominal, limit)
+    q.state.update(scheduler="kueue", cohort=cohort)
+    return q
+
+
+def _cohort_world():
+    # cohort "research": a (nominal 4, may borrow 8) holds its 4, b (nominal 8) its 8; c, outside it, holds 8.
+    # wa (a, 8 GPUs) borrows 8: nothing of the cohort is unused until b1 ends at 05:00, though c1's end frees
+    # a node at 02:00
+    running = [
+        _running("a1", "a", "n1", 4, 20),
+        _running("b1", "b", "n2", 8, 5),
+        _running("c1", "c", "n3", 8, 2),
+    ]
+    wa = job("wa", "a", gpus_per_pod=8, submitted=T0 + timedelta(minutes=30))
+    di = world(
+        subjects=[],
+        t=T,
+        nodes=[node("n1"), node("n2"), node("n3")],
+        pods=[p for _, p in running],
+        jobs=[*(j for j, _ in running), wa],
+        queues=[_kueue("a", 4, 12, "research"), _kueue("b", 8, 8, "research"), _kueue("c", 8, 8, "")],
+    )
+    di.scheduler = "kueue"
+    return di
+
+
+def test_a_borrowing_queue_starts_when_its_cohort_has_unused_quota_not_when_room_frees():
+    di = _cohort_world()
+    with di.indexed():
+        base = SP.cluster_pass(di)
+    assert base.find("a", "wa").outcome == SP.NO_ROOM  # within a's limit: 4 + 8 of 12
+    s = forecast(di, base, Basis(window=DAY)).likely_starts()["a/wa"]
+    assert s.at == T0 + timedelta(hours=5)  # b1's end, not c1's (02:00)
+    assert "b/b1" in [e.label for e in s.ended]  # the end that left the cohort's quota unused
+
+
+def test_it_starts_at_the_first_free_room_when_the_cohort_lends_enough():
+    di = _cohort_world()
+    b = di.find("queue", "b")
+    b.state.update(quota_gpus=16, limit_gpus=16)  # b leaves 8 of its 16 unused: a may borrow them now
+    with di.indexed():
+        base = SP.cluster_pass(di)
+    s = forecast(di, base, Basis(window=DAY)).likely_starts()["a/wa"]
+    assert s.at == T0 + timedelta(hours=2)
+
+
+def test_admits_reads_the_cohorts_unused_quota_on_the_usage_given():
+    di = _cohort_world()
+    quotas = Quotas(di)
+    wa = di.find("job", "wa", "a")
+    held = {("a", "default"): 4.0, ("b", "default"): 8.0}
+    assert quotas.admits(wa, "a", 8, held) is None
+    assert quotas.admits(wa, "a", 8, {**held, ("b", "default"): 0.0}) == "default"
+    # within its own nominal quota it needs nothing of the cohort's
+    assert quotas.admits(wa, "a", 4, {**held, ("a", "default"): 0.0}) == "default"
+    # never past its borrowing limit (nominal 4 + 8), whatever the cohort lends
+    assert quotas.admits(wa, "a", 16, {("a", "default"): 0.0, ("b", "default"): 0.0}) is None
+    assert quotas.in_cohort("a") and not quotas.in_cohort("c")
