@@ -5,10 +5,10 @@ A ClusterQueue lists its ResourceFlavors in order, each with a nominal quota; in
 the unused quota of the others up to its borrowing limit and lends its own up to its lending limit (what it
 does not lend is guaranteed to it). What a cohort has unused moves as its queues' workloads end and are
 admitted: ``Quotas.admits`` reads it on a usage the caller keeps (the queue replayed forward keeps one on its
-books, so a queue that borrows gets what another's ending job gives back, and no more). The state read (``flavor_quotas``: ``[{flavor, nominal, borrowing_limit,
-lending_limit, node_labels}]``, ``cohort``, ``queueing_strategy``, ``preemption``, ``flavor_fungibility``) falls
-back to one flavor holding the queue's whole ``quota_gpus`` and ``limit_gpus`` when the inventory records no
-flavors.
+books, so a queue that borrows gets what another's ending job gives back, and no more). The state read
+(``flavor_quotas``: ``[{flavor, nominal, borrowing_limit, lending_limit, node_labels}]``, ``cohort``,
+``queueing_strategy``, ``preemption``, ``flavor_fungibility``) falls back to one flavor holding the queue's
+whole ``quota_gpus`` and ``limit_gpus`` when the inventory records no flavors.
 
 Pure: reads the ``DiagnosisInput`` only (no database, no simulator).
 """
