@@ -125,6 +125,27 @@ def _requested_on(di: DiagnosisInput, node: str) -> tuple[float, int]:
     return cores, mem
 
 
+# What is read once per node while an input is indexed (``_per_node``, ``node_base``): the node's state, its
+# lookback (``nominal_gpus``), the pods bound to it and its GPUs, nothing else.
+PER_NODE = ("node_base", "allocated_on", "requested_on", "mig_used_on", "shared_gpus")
+
+
+def carry_nodes(old: DiagnosisInput, new: DiagnosisInput, changed: set[str]) -> None:
+    """Give ``new`` what was read of each node on ``old`` (both indexed), but of the ``changed`` nodes (those
+    whose pods or GPUs are not the same objects on both): for an input written from another that holds the
+    same nodes and lookback (the same lists and maps), where nothing else a node's reads read differs."""
+    if new.nodes is not old.nodes or new.history is not old.history or new.peak_gpus is not old.peak_gpus:
+        return
+    for name in PER_NODE:
+        got: dict[str, Any] | None = old.memo(name, dict)
+        into: dict[str, Any] | None = new.memo(name, dict)
+        if not got or into is None:
+            continue
+        for key, value in got.items():
+            if key.split("\0", 1)[0] not in changed:  # ``shared_gpus``' key: node, NUL, memory
+                into.setdefault(key, value)
+
+
 def _per_node(di: DiagnosisInput, name: str, key: str, build: Callable[[], _T]) -> _T:
     """``build()`` once per ``key`` while ``di`` is indexed (every time outside: the input may change)."""
     memo: dict[str, Any] | None = di.memo(name, dict)

@@ -144,16 +144,24 @@ def _evictable_now(di: DiagnosisInput) -> list[tuple[EntityState, int, int]]:
         "reclaim_evictable_seen", dict
     )
     seen = {} if memo is None else memo
+    # the same, of the jobs whose pods are known to be those of this state (``carry_over``: not read again)
+    checked: dict[int, tuple[EntityState, tuple[int, ...], bool, int, tuple[int, ...]]] | None = di.memo(
+        "reclaim_evictable_checked", dict
+    )
     jobs = []
     for other in di.jobs:
         if is_pending(other):
             continue
-        pods = tuple(map(id, di.pods_of_job(other)))
-        got = seen.get(id(other))
-        if got is None or got[0] is not other or got[1] != pods:
-            age = tuple(-ord(c) for c in (other.get("submitted") or ""))
-            ok = bool(held_units(di, other)) and preemptible(di, other)
-            got = seen[id(other)] = (other, pods, ok, _rank(other), age)
+        got = checked.get(id(other)) if checked is not None else None
+        if got is None or got[0] is not other:
+            pods = tuple(map(id, di.pods_of_job(other)))
+            got = seen.get(id(other))
+            if got is None or got[0] is not other or got[1] != pods:
+                age = tuple(-ord(c) for c in (other.get("submitted") or ""))
+                ok = bool(held_units(di, other)) and preemptible(di, other)
+                got = seen[id(other)] = (other, pods, ok, _rank(other), age)
+            if checked is not None:
+                checked[id(other)] = got
         if got[2]:
             jobs.append((other, got[3], got[4]))
     place = {age: i for i, age in enumerate(sorted({age for _, _, age in jobs}))}
@@ -261,6 +269,7 @@ def _stands(di: DiagnosisInput, fits: Fits, job: EntityState, gone: list[Victim]
     view = without(di, victims)
     retaken: set[int] = set()
     with view.indexed():  # the order reads each queue's allocation: one pass over the pods, not one per queue
+        view.inherit(di)  # the lookups of the lists the victims leave as they were (its nodes, jobs, queues)
         order = QueueOrder(view, [job, *victims, *others])
         for other in order:
             if other is job:

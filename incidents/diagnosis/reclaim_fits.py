@@ -17,20 +17,34 @@ from typing import TYPE_CHECKING
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.allocation import ACTIVE_POD_PHASES
+from incidents.diagnosis.node_resources import carry_nodes
 from incidents.diagnosis.placement import place, share_nodes
 from incidents.diagnosis.request import Request
-from incidents.diagnosis.types import DiagnosisInput, EntityState
+from incidents.diagnosis.types import READS, DiagnosisInput, EntityState
 
 if TYPE_CHECKING:
     from incidents.diagnosis.reclaim import Victim
 
 
 def _shared_at(di: DiagnosisInput) -> list[int]:
-    """Where in ``di.gpus`` the GPUs with shares are (once per indexed block: a fleet's GPUs are mostly whole)."""
+    """Where in ``di.gpus`` the GPUs with shares are (once per indexed block, and per list of GPUs while the
+    states written from one another hold it: a fleet's GPUs are mostly whole)."""
     got: list[int] | None = di.memo(
         "reclaim_shared_at", lambda: [i for i, g in enumerate(di.gpus) if g.get("shares")]
     )
     return [i for i, g in enumerate(di.gpus) if g.get("shares")] if got is None else got
+
+
+def _negative_gpus(di: DiagnosisInput) -> bool:
+    """Whether a pod is recorded with fewer than no GPUs (once per indexed block, and per list of pods)."""
+    got: bool | None = di.memo(
+        "reclaim_negative_gpus", lambda: any(int(p.get("gpus") or 0) < 0 for p in di.pods)
+    )
+    return any(int(p.get("gpus") or 0) < 0 for p in di.pods) if got is None else got
+
+
+READS["reclaim_shared_at"] = ("gpus",)
+READS["reclaim_negative_gpus"] = ("pods",)
 
 
 def without(di: DiagnosisInput, jobs: Iterable[EntityState]) -> DiagnosisInput:
@@ -40,7 +54,8 @@ def without(di: DiagnosisInput, jobs: Iterable[EntityState]) -> DiagnosisInput:
     if not pods:
         return di
     keys = {f"{ns}/{name}" for ns, name in pods}
-    gpus = list(di.gpus)
+    # the same list while no share leaves it (what was read of it holds: ``DiagnosisInput.inherit``)
+    gpus = di.gpus
     emptied: set[str] = set()
     for i in _shared_at(di):
         g = gpus[i]
@@ -51,6 +66,8 @@ def without(di: DiagnosisInput, jobs: Iterable[EntityState]) -> DiagnosisInput:
             if not left:
                 state.pop("reservation", None)
                 emptied |= {g.name, str(g.get("uuid") or g.name)}
+            if gpus is di.gpus:
+                gpus = list(di.gpus)
             gpus[i] = replace(g, state=state)
     kept = [
         p for p in di.pods if (p.namespace, p.name) not in pods and p.get("reservation_for") not in emptied
@@ -77,29 +94,34 @@ def place_rows(rows: list[F.NodeFit], req: Request, usable: list[bool] | None = 
 
 
 def carry_over(old: DiagnosisInput, new: DiagnosisInput) -> None:
-    """Give ``new`` the fit tables ``victims`` built on ``old`` (both indexed), the rows of the nodes whose pods or
-    GPUs differ read again on ``new``, and what it read of each running job (weighed again where the job's pods
+    """Give ``new`` what was read on ``old`` (both indexed) where it still holds: the lookups of the lists both
+    hold (``DiagnosisInput.inherit``), what was read of each node whose pods and GPUs are the same objects
+    (``node_resources.carry_nodes``), the fit tables ``victims`` built, the rows of the nodes whose pods or GPUs
+    differ read again on ``new``, and what it read of each running job (weighed again where the job's pods
     differ): for a state written from another (the victims gone, the reclaimer bound), most of whose nodes and
-    jobs are as they were. Nothing when the nodes or their history differ."""
+    jobs are as they were. No node's reads nor fit table when the nodes or their history differ."""
     tables: dict[str, tuple[Request, list[F.NodeFit]]] | None = old.memo("reclaim_fit_tables", dict)
     target: dict[str, tuple[Request, list[F.NodeFit]]] | None = new.memo("reclaim_fit_tables", dict)
-    if new is old or target is None:
+    if new is old or target is None or tables is None:
         return
+    new.inherit(old)
+    moved = {"pods": _moved(old.pods, new.pods), "gpus": _moved(old.gpus, new.gpus)}
     seen = old.memo("reclaim_evictable_seen", dict)
     if seen:
         new.memo("reclaim_evictable_seen", dict).update(seen)
-    if not tables or new.nodes is not old.nodes or new.history is not old.history:
+    checked = old.memo("reclaim_evictable_checked", dict)
+    if checked:  # the running jobs none of whose pods came or went
+        jobs = {(p.namespace, p.get("job")) for p in moved["pods"]}
+        into = new.memo("reclaim_evictable_checked", dict)
+        into.update((k, v) for k, v in checked.items() if (v[0].namespace, v[0].name) not in jobs)
+    if new.nodes is not old.nodes or new.history is not old.history or new.peak_gpus is not old.peak_gpus:
         return
-    if new.peak_gpus is not old.peak_gpus:
-        return
-    changed: set[str] = set()
-    for before, after in ((old.pods, new.pods), (old.gpus, new.gpus)):
-        kept = {id(x) for x in after}
-        was = {id(x) for x in before}
-        changed |= {x.get("node") for x in before if id(x) not in kept}
-        changed |= {x.get("node") for x in after if id(x) not in was}
+    changed = {x.get("node") for x in (*moved["pods"], *moved["gpus"])}
     names = {n.name for n in new.nodes}
     changed = {n for n in changed if n in names}
+    carry_nodes(old, new, changed)
+    if not tables:
+        return
     view = replace(
         new,
         nodes=[n for n in new.nodes if n.name in changed],
@@ -119,6 +141,15 @@ def carry_over(old: DiagnosisInput, new: DiagnosisInput) -> None:
             out[at[r.node][k]] = r
             placed[r.node] = k + 1
         target[key] = (req, out)
+
+
+def _moved(before: list[EntityState], after: list[EntityState]) -> list[EntityState]:
+    """What one list holds and the other does not (the same objects, not equal ones)."""
+    if after is before:
+        return []
+    kept = {id(x) for x in after}
+    was = {id(x) for x in before}
+    return [x for x in before if id(x) not in kept] + [x for x in after if id(x) not in was]
 
 
 class Fits:
@@ -214,9 +245,10 @@ class Fits:
     def _shared(self) -> dict[str, list[EntityState]]:
         if self._shares is None:
             self._shares = {}
-            for g in self.di.gpus:
-                for x in g.get("shares") or []:
-                    self._shares.setdefault(x.get("pod"), []).append(g)
+            gpus = self.di.gpus
+            for i in _shared_at(self.di):
+                for x in gpus[i].get("shares") or []:
+                    self._shares.setdefault(x.get("pod"), []).append(gpus[i])
         return self._shares
 
     def _reservations(self) -> dict[str, list[EntityState]]:
@@ -248,7 +280,7 @@ class Fits:
         """False only when a whole-GPU gang would not fit even with every pod gone: its pods of the allocatable
         GPUs of the rows without a static blocker (a pod of 16 GPUs on nodes of 8). Pods recorded with fewer
         than no GPUs would free more than that: then True."""
-        if not self.whole or any(int(p.get("gpus") or 0) < 0 for p in self.di.pods):
+        if not self.whole or _negative_gpus(self.di):
             return True
         room = sum(
             max(r.allocatable, 0) // self.per for r, u in zip(self.base, self.usable, strict=True) if u

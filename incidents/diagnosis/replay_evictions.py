@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from incidents.diagnosis.queue_order import in_queue_key
-from incidents.diagnosis.reclaim import without
+from incidents.diagnosis.reclaim import carry_over, without
 from incidents.diagnosis.request import job_request
 from incidents.diagnosis.scheduling_pass import NO_ROOM, ClusterPass
 from incidents.diagnosis.types import DiagnosisInput, EntityState, iso
@@ -125,14 +125,18 @@ def _evictions(
 ) -> list[Eviction]:
     state = state_at(room, holders, evicted, done, when)
     by_label = {w.label: w for w in reclaimers}
-    considered = [
-        replace(w.c, job=state.find("job", w.job.name, w.job.namespace) or w.job, outcome=NO_ROOM)
-        for w in reclaimers
-    ]
-    cp = ClusterPass(rule="", considered=considered, waiting=len(considered))
-    return [
-        Eviction(by_label[r.label], dict(r.nodes), [v.label for v in r.victims]) for r in reclaims(state, cp)
-    ]
+    with state.indexed():
+        # the books written back hold the room's nodes, and most of its pods: what was read of them holds
+        carry_over(room.di, state)
+        considered = [
+            replace(w.c, job=state.find("job", w.job.name, w.job.namespace) or w.job, outcome=NO_ROOM)
+            for w in reclaimers
+        ]
+        cp = ClusterPass(rule="", considered=considered, waiting=len(considered))
+        found = reclaims(state, cp)
+        # and back: what the replay reads next of the room's nodes (``waiting_again``'s fit rows)
+        carry_over(state, room.di)
+    return [Eviction(by_label[r.label], dict(r.nodes), [v.label for v in r.victims]) for r in found]
 
 
 def state_at(

@@ -241,7 +241,10 @@ def _consider(
             c.outcome, c.nodes = STARTS, share_nodes(rows, req)
             take_room(pass_.room, req, c.nodes)
         return c
-    # the rows a static blocker closes would take nothing
+    # the rows a static blocker closes would take nothing; nor, now or later in the pass, a row without room for
+    # one pod (a start only takes room): left out of its shape's rows, which ``place`` reads once per job
+    if req.gpus_per_pod > 0:
+        open_rows[:] = [r for r in open_rows if free.get(r.node, 0) >= req.gpus_per_pod]
     taken = place(open_rows, req, free, frozenset(), pass_.room if pass_.room else None)
     if taken:
         for node, pods in taken.items():

@@ -262,6 +262,22 @@ class DiagnosisInput:
         """``build()`` computed once per indexed block (None outside one: callers then compute as before)."""
         return self._indexed(name, build)
 
+    def inherit(self, other: DiagnosisInput) -> None:
+        """Take over ``other``'s lookups and memos that read only lists both inputs hold, the very same objects
+        (``READS``): for an input written from another (``dataclasses.replace``: the victims gone, a job bound),
+        most of whose lists are the other's. Both inputs must be indexed; a list does not change inside an
+        indexed block, so what was built on it holds for any input holding it."""
+        if self._index is None or other._index is None or other is self:
+            return
+        for name, got in other._index.items():
+            reads = READS.get(name)
+            if (
+                reads
+                and name not in self._index
+                and all(getattr(self, f) is getattr(other, f) for f in reads)
+            ):
+                self._index[name] = got
+
     def _indexed(self, name: str, build: Callable[[], Any]) -> Any:
         if self._index is None:
             return None
@@ -269,6 +285,22 @@ class DiagnosisInput:
         if got is None:
             got = self._index[name] = build()
         return got
+
+
+# The lists a lookup or memo reads and nothing else (``DiagnosisInput.inherit``): the lookups' below; a module
+# adds its memo's beside its memo.
+READS: dict[str, tuple[str, ...]] = {
+    "find:node": ("nodes",),
+    "find:gpu": ("gpus",),
+    "find:pod": ("pods",),
+    "find:job": ("jobs",),
+    "find:queue": ("queues",),
+    "find:project": ("projects",),
+    "find:department": ("departments",),
+    "pods_of_job": ("pods",),
+    "pods_by_node": ("pods",),
+    "gpus_by_node": ("gpus",),
+}
 
 
 @dataclass

@@ -64,6 +64,9 @@ def reclaims(di: DiagnosisInput, cp: ClusterPass) -> list[Reclaim]:
     # state takes its fit tables and evictable jobs over (``carry_over``)
     with ExitStack() as indexed:
         indexed.enter_context(state.indexed())
+        carry_over(
+            di, state
+        )  # what was read on ``di`` (when indexed), but where the pass's starts changed it
         for c in left:
             job = state.find("job", c.job.name, c.job.namespace) or c.job
             if order is None:
