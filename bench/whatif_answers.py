@@ -195,8 +195,8 @@ def answer(cluster: Any, entity: Any, t: datetime) -> tuple[dict[str, float], di
         base = cluster_pass(di)
         marks.append((time.perf_counter(), time.process_time()))
         u = smallest_edits(di, job, base)
-    marks.append((time.perf_counter(), time.process_time()))
-    e = eta(di, job, base, basis)
+        marks.append((time.perf_counter(), time.process_time()))
+        e = eta(di, job, base, basis)  # as ``explain.explain_job`` answers: in the pass's index
     marks.append((time.perf_counter(), time.process_time()))
     wall = {name: marks[i + 1][0] - marks[i][0] for i, name in enumerate(STAGES[:-1])}
     used = {name: marks[i + 1][1] - marks[i][1] for i, name in enumerate(STAGES[:-1])}

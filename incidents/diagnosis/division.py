@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from incidents.diagnosis.types import DiagnosisInput, gpus_of
+from incidents.diagnosis.types import READS, DiagnosisInput, gpus_of
 
 EPS = 1e-6
 MAX_ROUNDS = 64  # water-filling rounds: each one fills at least one claimant, so this bounds any real cluster
@@ -99,7 +99,15 @@ def _cap(c: Claim) -> float:
 
 
 def capacity(di: DiagnosisInput) -> float:
-    """Allocatable GPUs of the nodes that take pods: Ready and not cordoned."""
+    """Allocatable GPUs of the nodes that take pods: Ready and not cordoned (read once per indexed block)."""
+    got = di.memo("gpu_capacity", lambda: _capacity(di))
+    return float(got) if got is not None else _capacity(di)
+
+
+READS["gpu_capacity"] = ("nodes",)
+
+
+def _capacity(di: DiagnosisInput) -> float:
     return float(
         sum(
             gpus_of(n.get("allocatable") or {})

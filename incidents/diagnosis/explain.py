@@ -181,8 +181,9 @@ def explain_job(
     # node took seconds).
     with di.indexed():
         ex = _explain(di, job)
-    if basis is not None and ex.base_pass is not None:
-        ex.eta = eta(di, job, ex.base_pass, basis)  # outside the index: the replay edits copies
+        if basis is not None and ex.base_pass is not None:
+            # in the same index: the replay reads the nodes the pass read (it writes copies, never ``di``)
+            ex.eta = eta(di, job, ex.base_pass, basis)
     return ex
 
 

@@ -40,11 +40,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from incidents.diagnosis import fit as F
 from incidents.diagnosis import replay_moves as moves
 from incidents.diagnosis.kueue_quota import Usage
 from incidents.diagnosis.precedence import job_rank
-from incidents.diagnosis.queue_order import QueueOrder
 from incidents.diagnosis.replay_evictions import (
     evictions,
     over_deserved,
@@ -58,16 +56,15 @@ from incidents.diagnosis.replay_room import (
     Run,
     Started,
     Waiter,
-    admits,
     below_deserved,
     quota_holds,
     running,
     waiting_again,
     why_started,
 )
+from incidents.diagnosis.replay_serve import serve
 from incidents.diagnosis.request import job_request
 from incidents.diagnosis.resources import Vector, job_vector
-from incidents.diagnosis.scheduling_pass import place
 from incidents.diagnosis.types import EntityState
 
 if TYPE_CHECKING:
@@ -76,7 +73,6 @@ if TYPE_CHECKING:
 MAX_STEPS = 96  # groups of ends per replay
 BUCKET = timedelta(minutes=2)  # ends this close together are one step
 HORIZON = timedelta(days=7)
-GPUS_ONLY = frozenset({F.CPU_MEMORY})  # ``place``: count GPUs (and MIG), not CPU and memory
 
 
 def replay(
@@ -109,7 +105,7 @@ def replay(
         order = lambda: room.order.moved(  # noqa: E731
             [w.job for w in books.waiting], books.shifted(), books.shifted(books.gone)
         )
-        for w, taken, flavor in _serve(room, books.waiting, books.free, books.delta, order, books.usage):
+        for w, taken, flavor in serve(room, books.waiting, books.free, books.delta, order, books.usage):
             books.start(w, taken, when, flavor=flavor)
         books.evict(when)
     run.exhausted = not books.pending
@@ -317,82 +313,6 @@ class Books:
         if label not in self.ranks:
             self.ranks[label] = job_rank(job)
         return self.ranks[label]
-
-
-def _serve(
-    room: Room,
-    waiting: list[Waiter],
-    free: dict[str, int],
-    delta: dict[tuple[str, str], float],
-    weighed: Callable[[], QueueOrder],
-    usage: Usage,
-) -> list[tuple[Waiter, dict[str, int], str | None]]:
-    """One pass over ``waiting`` in the scheduler's order (``weighed``: built on the replay's books only when a
-    job could start, each start charged before the next choice) in the room ``free`` (changed in place) with the
-    allocations moved by ``delta`` and, on Kueue, what the ClusterQueues of a cohort hold per flavor (``usage``):
-    the jobs that start, each with its pods per node and its flavor (Kueue, in a cohort). ``delta`` and
-    ``usage`` are left as they are (the caller's ``Books.start`` charges each start once); the walk's own starts
-    count against the quota (and the cohort's unused quota) of the jobs after them.
-
-    The nodes with room for one pod are read once per (usable nodes, GPUs per pod) and kept as starts take room:
-    hundreds of waiting jobs share a few request shapes, and each used to scan every free node. A job whose
-    usable nodes lack the GPUs it asks cannot start later in the walk (starts only take room), nor can any job
-    once those the room left could take have been reached: the walk stops there, which keeps a step whose ends
-    free little room cheap."""
-    out: list[tuple[Waiter, dict[str, int], str | None]] = []
-    blocked: set[str] = set()
-    open_nodes = [n for n, g in free.items() if g > 0]
-    candidates: dict[tuple[frozenset[str], int], tuple[list[str], int]] = {}  # -> (nodes, their free GPUs)
-    live: dict[int, tuple[tuple[frozenset[str], int], int]] = {}  # the jobs the room left could take
-    for w in waiting:
-        per = max(w.req.gpus_per_pod, 1)
-        key = (w.usable, per)
-        if key not in candidates:
-            nodes = sorted(n for n in open_nodes if free[n] >= per and n in w.usable)
-            candidates[key] = (nodes, sum(free[n] for n in nodes))
-        if candidates[key][1] >= w.req.total:
-            live[id(w.job)] = (key, w.req.total)
-    if not live:
-        return out
-    by_job = {id(w.job): w for w in waiting}
-    order = weighed()
-    moved, used = dict(delta), dict(usage)  # the starts of this walk, for the quota of the jobs after them
-    while live:
-        job = order.next()
-        if job is None:
-            break
-        w = by_job[id(job)]
-        if id(job) not in live:
-            if w.fifo:
-                blocked.add(w.key[1])
-            continue
-        del live[id(job)]
-        if w.fifo and w.key[1] in blocked:
-            continue
-        per = max(w.req.gpus_per_pod, 1)
-        nodes, total = candidates[(w.usable, per)]
-        taken: dict[str, int] = {}
-        admitted, flavor = admits(room, w, moved, used) if total >= w.req.total else (False, None)
-        if admitted:
-            rows = [r for r in (room.row(w, n) for n in nodes) if r is not None]
-            taken = place(rows, w.req, free, GPUS_ONLY)
-        if not taken:
-            if w.fifo:
-                blocked.add(w.key[1])
-            continue
-        for node, pods in taken.items():
-            free[node] -= pods * w.req.gpus_per_pod
-        for k, (nodes, _total) in list(candidates.items()):
-            if not taken.keys().isdisjoint(nodes):
-                kept = [n for n in nodes if free[n] >= k[1]]
-                candidates[k] = (kept, sum(free[n] for n in kept))
-        live = {j: (k, t) for j, (k, t) in live.items() if candidates[k][1] >= t}
-        moved[w.key] = moved.get(w.key, 0.0) + w.req.units
-        if flavor is not None:
-            used[(w.key[1], flavor)] = used.get((w.key[1], flavor), 0.0) + w.req.units
-        order.charge(job, w.req.units)
-        out.append((w, taken, flavor))
-    return out
 
 
 __all__ = ["BUCKET", "HORIZON", "MAX_STEPS", "Books", "replay"]

@@ -24,7 +24,7 @@ from typing import Any
 from incidents.diagnosis.allocation import ACTIVE_POD_PHASES, pod_preemptible
 from incidents.diagnosis.node_resources import requested_on
 from incidents.diagnosis.request import Request, pod_requests
-from incidents.diagnosis.types import DiagnosisInput, EntityState
+from incidents.diagnosis.types import READS, DiagnosisInput, EntityState
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -164,7 +164,16 @@ def held(di: DiagnosisInput, project: str, queue: str, *, preemptible: bool = Fa
 
 
 def totals(di: DiagnosisInput) -> Vector:
-    """Allocatable CPU millicores and memory bytes of the nodes that take pods: Ready and not cordoned."""
+    """Allocatable CPU millicores and memory bytes of the nodes that take pods: Ready and not cordoned (read once
+    per indexed block: every ``QueueOrder`` divides them)."""
+    got = di.memo("cpu_memory_totals", lambda: _totals(di))
+    return got if got is not None else _totals(di)
+
+
+READS["cpu_memory_totals"] = ("nodes",)
+
+
+def _totals(di: DiagnosisInput) -> Vector:
     cpu = mem = 0.0
     for n in di.nodes:
         if n.get("ready") is False or n.get("unschedulable"):
