@@ -84,7 +84,8 @@ class Shares:
         return [s for s in self.queues if s.borrowing_while_starved]
 
 
-def _num(value: Any) -> float | None:
+def amount(value: Any) -> float | None:
+    """A quota, limit or weight as the state records it: a finite number ≥ 0, else None (not set)."""
     try:
         n = float(value)
     except (TypeError, ValueError):
@@ -132,9 +133,9 @@ def shares(di: DiagnosisInput, cp: ClusterPass) -> Shares:
                 kind="queue",
                 name=q.name,
                 department=dept_of.get(q.name) or dept_of.get(project) or q.get("department") or None,
-                deserved=_num(q.get("quota_gpus")),
-                limit=_num(q.get("limit_gpus")),
-                weight=_num(q.get("over_quota_weight")) or 1.0,
+                deserved=amount(q.get("quota_gpus")),
+                limit=amount(q.get("limit_gpus")),
+                weight=amount(q.get("over_quota_weight")) or 1.0,
                 allocated=project_allocated(di, project, q.name),
                 waiting_units=round(sum(job_request(di, j).units for j in jobs), 4),
                 waiting=rows,
@@ -145,9 +146,9 @@ def shares(di: DiagnosisInput, cp: ClusterPass) -> Shares:
             kind="department",
             name=d.name,
             department=d.get("parent") or None,
-            deserved=_num(d.get("quota_gpus")),
-            limit=_num(d.get("limit_gpus")),
-            weight=_num(d.get("over_quota_weight")) or 1.0,
+            deserved=amount(d.get("quota_gpus")),
+            limit=amount(d.get("limit_gpus")),
+            weight=amount(d.get("over_quota_weight")) or 1.0,
             allocated=round(sum(s.allocated for s in queues if s.department == d.name), 4),
             waiting_units=round(sum(s.waiting_units for s in queues if s.department == d.name), 4),
         )
@@ -194,4 +195,4 @@ def judge(s: Shares, *, kueue: bool) -> None:
         ]
 
 
-__all__ = ["Claim", "Shares", "Standing", "capacity", "department_of", "divide", "leaf_queues", "shares"]
+__all__ = ["Claim", "Shares", "amount", "Standing", "capacity", "department_of", "divide", "leaf_queues", "shares"]

@@ -12,11 +12,11 @@ Pure: reads the ``DiagnosisInput`` and the passes only.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from incidents.diagnosis.allocation import ACTIVE_POD_PHASES, pod_units, project_allocated
+from incidents.diagnosis.fairshare import amount
 from incidents.diagnosis.resources import CPU, MEMORY, dims_of, held
 from incidents.diagnosis.scheduling_pass import ClusterPass
 from incidents.diagnosis.types import DiagnosisInput, EntityState
@@ -209,7 +209,7 @@ def _sides(
     dims = dims_of(state)
     scale = {GPU: 1.0, CPU: MILLICORES, MEMORY: GIB}
     bounds = {
-        GPU: (_num(state.get("quota_gpus")), _num(state.get("limit_gpus"))),
+        GPU: (amount(state.get("quota_gpus")), amount(state.get("limit_gpus"))),
         CPU: (dims[CPU].deserved, dims[CPU].limit),
         MEMORY: (dims[MEMORY].deserved, dims[MEMORY].limit),
     }
@@ -249,14 +249,6 @@ def _sum(rows: Any) -> tuple[float, float, float]:
         for i, v in enumerate(row):
             total[i] += v
     return (total[0], total[1], total[2])
-
-
-def _num(value: Any) -> float | None:
-    try:
-        n = float(value)
-    except (TypeError, ValueError):
-        return None
-    return n if math.isfinite(n) and n >= 0 else None
 
 
 __all__ = [
