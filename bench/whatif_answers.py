@@ -9,20 +9,22 @@ projects and queues (quota 200, limit 320), ``--waiting`` waiting jobs of mixed 
 Then, for ``--samples`` waiting jobs spread over the order, times what the why-pending panel computes: its
 input (``load_job_input``) and the ETA's basis (``eta_input.load_basis``), the pass at t, the smallest edits
 (``edits.smallest_edits``, at most ``edits.MAX_PASSES`` passes) and the ETA (``eta.eta``, at most 2 ×
-``eta.MAX_STEPS`` passes). Prints p50/p95/max per stage, wall clock and CPU, passes per answer, and the load
-average (the machine may be shared); one answer first, not counted (a process's first answer also pays its
+``eta.MAX_STEPS`` passes). Prints p50/p95/max per stage, wall clock and CPU, passes per answer, the cycle
+collector's pauses (rcaweb's processes run it rarely, ``rcaweb.gc_policy``: an answer that left its state in
+cycles paid for it in a later answer, half a second at a time), and the load average (the machine may be shared); one answer first, not counted (a process's first answer also pays its
 imports); ``--profile N``: the N costliest functions over the timed answers. Target (issue 44): every answer
 <= 1 s at 1,213 nodes.
 
     createdb -h 127.0.0.1 -U postgres rcaweb_bench_whatif
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/rcaweb_bench_whatif RCAWEB_DEBUG=true \\
-        .venv/bin/python bench/whatif_answers.py [--nodes 1213] [--waiting 400] [--samples 20] [--rebuild] [--profile 30]
+        .venv/bin/python bench/whatif_answers.py [--nodes 1213] [--waiting 400] [--samples 20] [--rebuild] [--profile 30 [--sort cumulative]]
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import os
 import pstats
 import statistics
@@ -112,6 +114,9 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="print the N costliest functions")
+    ap.add_argument(
+        "--sort", default="tottime", help="the profile's order (pstats: tottime, cumulative, ...)"
+    )
     args = ap.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rcaweb.settings")
     import django
@@ -140,6 +145,7 @@ def main() -> int:
     # One answer first, not counted: a process's first answer also pays its imports (the kubernetes package's
     # quantity parser, 1-2 s), which a console process pays once, not per answer.
     answer(cluster, sample[0], t)
+    pauses = collector_pauses()
     profiler = cProfile.Profile() if args.profile else None
     for entity in sample:
         if profiler is not None:
@@ -155,8 +161,9 @@ def main() -> int:
             kinds[a.kind] = kinds.get(a.kind, 0) + 1
         kinds["refusal"] = kinds.get("refusal", 0) + len(u.refusals)
         kinds["eta known"] = kinds.get("eta known", 0) + (0 if e.unknown else 1)
-        print(f"  {entity.namespace}/{entity.name}: {wall['answer']:5.2f} s ({used['answer']:4.2f} s CPU), "
-              f"{1 + u.passes + e.passes} passes; {len(u.answers)} edit(s); {e.words[:80]}")  # fmt: skip
+        print(f"  {entity.namespace}/{entity.name}: {wall['answer']:5.2f} s ({used['answer']:4.2f} s CPU; pass "
+              f"{wall['pass']:.2f}, eta {wall['eta']:.2f}), {1 + u.passes + e.passes} passes; "
+              f"{len(u.answers)} edit(s); {e.words[:72]}")  # fmt: skip
     print(f"\n{len(sample)} waiting jobs at {args.nodes} nodes ({args.waiting} waiting); seconds:")
     for name, vals in stages.items():
         c = cpu[name]
@@ -167,11 +174,33 @@ def main() -> int:
     print("  (CPU: this process's time, less sensitive to a shared machine's load than the wall clock)")
     print(f"  passes per answer: p50 {statistics.median(passes):g}, max {max(passes)}")
     print(f"  answers by kind: {dict(sorted(kinds.items()))}")
+    long = [p for p in pauses if p > 0.01]
+    gc.callbacks.clear()
+    print(
+        f"  cycle collector: {len(pauses)} collections over the timed answers, {len(long)} over 10 ms"
+        + (f" (longest {max(long):.3f} s)" if long else "")
+        + " (an answer's state freed by reference counting leaves it nothing to walk)"
+    )
     print(f"  load average: {os.getloadavg()}")
     print("  target: every answer (pass + edits + eta, the input loaded) <= 1 s at 1,213 nodes")
     if profiler is not None:
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
+        pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.profile)
     return 0
+
+
+def collector_pauses() -> list[float]:
+    """The cycle collector's pauses from now on, in seconds (filled as it runs)."""
+    pauses: list[float] = []
+    began: list[float] = []
+
+    def note(phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            began[:] = [time.perf_counter()]
+        elif began:
+            pauses.append(time.perf_counter() - began[0])
+
+    gc.callbacks.append(note)
+    return pauses
 
 
 STAGES = ("input", "basis", "pass", "edits", "eta", "answer")

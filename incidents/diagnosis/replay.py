@@ -135,7 +135,10 @@ class Books:
         self.waiting = list(room.waiting)
         self.pending: list[End] = []
         self.ended: list[tuple[End, Holder]] = []
-        self.starts: list[tuple[Waiter, Started]] = []
+        # the starts so far, each as the waiter and the nodes it took: what a later start's reasons read
+        # (``why_started``); not the ``Started`` themselves, whose ``why`` reads this list (a cycle each start
+        # would leave to the cycle collector: a forecast's whole state, freed late and at once)
+        self.starts: list[tuple[Waiter, dict[str, int]]] = []
         self.evicted: set[str] = set()  # running jobs the replay evicted (they wait again, or run elsewhere)
         self.checks = 0  # steps weighed for reclaim and preemption
         self.moves = 0  # steps weighed for consolidation
@@ -194,14 +197,20 @@ class Books:
         """``w`` starts at ``when`` with its pods on ``taken`` (the room already taken from ``free``); on Kueue,
         in a cohort, its quota held in ``flavor``."""
         self.waiting.remove(w)
-        ended, starts, n_ended, n_starts = self.ended, self.starts, len(self.ended), len(self.starts)
+        room, ended, starts, n_ended, n_starts = (
+            self.room,
+            self.ended,
+            self.starts,
+            len(self.ended),
+            len(self.starts),
+        )
         s = Started(
             when,
             taken,
             evicted=victims or [],
-            why=lambda: why_started(self.room, w, ended[:n_ended], starts[:n_starts]),  # both lists only grow
+            why=lambda: why_started(room, w, ended[:n_ended], starts[:n_starts]),  # both lists only grow
         )
-        self.starts.append((w, s))
+        self.starts.append((w, taken))
         self.run.starts[w.label] = s
         gpus = {n: p * w.req.gpus_per_pod for n, p in taken.items()}
         started = running(w.job, when)

@@ -299,10 +299,11 @@ def admits(
 
 
 def why_started(
-    room: Room, w: Waiter, ended: list[tuple[End, Holder]], starts: list[tuple[Waiter, Started]]
+    room: Room, w: Waiter, ended: list[tuple[End, Holder]], starts: list[tuple[Waiter, dict[str, int]]]
 ) -> tuple[list[End], list[str]]:
     """The ends up to a start that freed GPUs it could use or moved its quota (or, Kueue, what its cohort
-    leaves unused), and the jobs started before it that took room it could use or counted against its quota."""
+    leaves unused), and the jobs started before it that took room it could use or counted against its quota
+    (``starts``: each with the nodes it took)."""
     usable = w.usable
     related = quota_keys_projects(w) | cohort_of(room, w)
     mine = [
@@ -310,8 +311,8 @@ def why_started(
     ]
     before = [
         o.label
-        for o, s in starts
-        if o.key[0] in related or o.key[1] in related or not usable.isdisjoint(s.nodes)
+        for o, nodes in starts
+        if o.key[0] in related or o.key[1] in related or not usable.isdisjoint(nodes)
     ]
     return mine, before
 
