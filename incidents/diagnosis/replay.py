@@ -6,9 +6,10 @@ pass every few seconds, so by the time the inventory is read it has usually take
 is what the running jobs' ends give back. One replay serves every waiting job at once: it reads the pass at t
 once (the jobs it starts run from t; the others wait, with their fit rows, built once per request shape, and
 their quota as read at t), then steps through the running jobs' expected ends in time order. Each step frees the
-GPUs of the jobs that end, takes them off their queue's (and department's) allocation, and serves the waiting
-jobs in the whole GPUs left (``scheduling_pass.place``), each within its quota and limit, a StrictFIFO queue's
-head blocking the jobs behind it; the jobs it starts run from then on, their own expected end joining the list.
+GPUs, CPU and memory of the jobs that end (``replay_resources``), takes them off their queue's (and
+department's) allocation, and serves the waiting jobs in the whole GPUs, cores and memory left
+(``scheduling_pass.place``, as the pass at t places: a node with free GPUs but no core left takes no pod), each
+within its quota and limit, a StrictFIFO queue's head blocking the jobs behind it; the jobs it starts run from then on, their own expected end joining the list.
 On Kueue, a ClusterQueue of a cohort is admitted on the replay's books too: within its own unused nominal quota,
 then what the other ClusterQueues of its cohort leave unused, up to its borrowing limit (``kueue_quota.Quotas``
 over what each ClusterQueue holds per flavor, moved by every end and start), so a queue that borrows starts when
@@ -25,11 +26,10 @@ at t and after each step, the jobs still waiting that KAI would start by evictin
 written back as a state; the victims wait again), or by moving running jobs out of the way of a gang whose GPUs
 are free in total (``replay_moves``: the moved jobs start over elsewhere).
 
-What it leaves out, said where the answer is shown: CPU and memory take no room (the GPUs of a node that frees
-are its room; the order weighs the CPU and memory a queue holds where KAI's does), shares and MIG instances take
-no whole-GPU room (a share or MIG job's start is not replayed), a Kueue Cohort's own nominal quota (what it
-lends its ClusterQueues beyond theirs) is not added to what they may borrow, and Kueue's preemption is not
-weighed. Pure: no database, no simulator.
+What it leaves out, said where the answer is shown: shares and MIG instances take no whole-GPU room (a share or
+MIG job's start is not replayed), a Kueue Cohort's own nominal quota (what it lends its ClusterQueues beyond
+theirs) is not added to what they may borrow, and Kueue's preemption is not weighed. Pure: no database, no
+simulator.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from incidents.diagnosis import replay_moves as moves
+from incidents.diagnosis import replay_resources as resources
 from incidents.diagnosis.kueue_quota import Usage
 from incidents.diagnosis.precedence import job_rank
 from incidents.diagnosis.replay_evictions import (
@@ -105,7 +106,9 @@ def replay(
         order = lambda: room.order.moved(  # noqa: E731
             [w.job for w in books.waiting], books.shifted(), books.shifted(books.gone)
         )
-        for w, taken, flavor in serve(room, books.waiting, books.free, books.delta, order, books.usage):
+        for w, taken, flavor in serve(
+            room, books.waiting, books.free, books.left, books.delta, order, books.usage
+        ):
             books.start(w, taken, when, flavor=flavor)
         books.evict(when)
     run.exhausted = not books.pending
@@ -125,6 +128,7 @@ class Books:
         self.room, self.end_of, self.at = room, end_of, at
         self.run = Run()
         self.free = dict(room.free)
+        self.left = resources.copy(room.left)  # CPU and memory left per node
         self.holders = {k: replace(h, gpus=dict(h.gpus)) for k, h in room.holders.items()}
         self.delta: dict[tuple[str, str], float] = {}
         self.shift: dict[str, list[float]] = {}  # per queue: GPU units, CPU, memory moved (``shifted``)
@@ -163,6 +167,7 @@ class Books:
     def _free(self, h: Holder) -> None:
         for node, g in h.gpus.items():
             self.free[node] = self.free.get(node, 0) + g
+        resources.give_back(self.left, h.held)
         self.delta[h.key] = self.delta.get(h.key, 0.0) - h.units
         self._shift(h.key[1], h.job, -h.units)
         if h.flavor is not None:
@@ -217,7 +222,8 @@ class Books:
         cohorts = self.room.cohorts
         if flavor is None and cohorts is not None and cohorts.in_cohort(w.key[1]):
             flavor = cohorts.flavor_of(w.job, w.key[1])
-        self.holders[w.label] = Holder(started, gpus, w.req.units, w.key, when, flavor)
+        held = resources.held_by(w.req, taken)
+        self.holders[w.label] = Holder(started, gpus, w.req.units, w.key, when, flavor, held)
         if flavor is not None:
             self.usage[(w.key[1], flavor)] = self.usage.get((w.key[1], flavor), 0.0) + w.req.units
         self.delta[w.key] = self.delta.get(w.key, 0.0) + w.req.units
@@ -285,7 +291,7 @@ class Books:
         for w in movers:
             if w not in self.waiting or (w.shape, w.req.pods) in failed:
                 continue
-            mv = moves.consolidate(self.room, w, self.free, self.holders)
+            mv = moves.consolidate(self.room, w, self.free, self.left, self.holders)
             if mv is None:
                 failed.add((w.shape, w.req.pods))
                 continue
@@ -299,6 +305,7 @@ class Books:
         per = max(w.req.gpus_per_pod, 1)
         for node, pods in nodes.items():
             self.free[node] = max(self.free.get(node, 0) - pods * per, 0)
+        resources.take(self.left, w.req, nodes)
 
     def _move(self, label: str, nodes: dict[str, int], when: datetime) -> None:
         """A running job KAI moves: evicted and placed again on ``nodes``, it starts over there (its expected
@@ -306,10 +313,14 @@ class Books:
         h = self.holders[label]
         for node, g in h.gpus.items():
             self.free[node] = self.free.get(node, 0) + g
-        per = job_request(self.room.di, h.job).gpus_per_pod
+        resources.give_back(self.left, h.held)
+        req = job_request(self.room.di, h.job)
+        per = req.gpus_per_pod
         h.gpus = {n: p * per for n, p in nodes.items()}
         for node, g in h.gpus.items():
             self.free[node] = max(self.free.get(node, 0) - g, 0)
+        h.held = resources.held_by(req, nodes)
+        resources.take(self.left, req, nodes)
         h.job, h.since = running(h.job, when), when
         self.pending = [e for e in self.pending if e.label != label]
         expected = self.end_of(h.job, when)

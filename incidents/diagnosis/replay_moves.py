@@ -6,22 +6,24 @@ whole-GPU jobs of any queue are tried lowest priority first, then the smallest, 
 time (at most ``MAX_MOVED``, a bound on the cost), until the job's gang fits the room they leave and every one
 of them is placed again elsewhere (all its pods, on nodes it may use): every job tried is moved, as KAI moves
 them, and starts over there; no queue's allocation moves.
-Weighed on the replay's books (free whole GPUs per node, who holds what where), not on a ``DiagnosisInput``:
-the books are what the replay has at each step, and ``consolidation`` over a whole cluster's state is too
-slow to run at every step. CPU and memory are not counted (the replay's rule).
+Weighed on the replay's books (free whole GPUs, CPU and memory per node, who holds what where), not on a
+``DiagnosisInput``: the books are what the replay has at each step, and ``consolidation`` over a whole
+cluster's state is too slow to run at every step. A pod goes only where the CPU and memory left take it too.
 
 Pure: no database, no simulator.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from incidents.diagnosis import fit as F
+from incidents.diagnosis import replay_resources as resources
 from incidents.diagnosis.durations import preemptible_state
 from incidents.diagnosis.precedence import job_rank
+from incidents.diagnosis.replay_resources import Left
 from incidents.diagnosis.replay_room import Holder, Room, Waiter, request_key
-from incidents.diagnosis.request import job_request
+from incidents.diagnosis.request import Request, job_request
 
 MAX_MOVED = 8  # jobs moved for one job at most
 MAX_STEPS = 8  # steps of one replay weighed for consolidation (each sorts every running job)
@@ -35,8 +37,10 @@ class Moves:
     moved: dict[str, dict[str, int]]
 
 
-def consolidate(room: Room, w: Waiter, free: dict[str, int], holders: dict[str, Holder]) -> Moves | None:
-    """The moves that start ``w`` (module doc), or None."""
+def consolidate(
+    room: Room, w: Waiter, free: dict[str, int], left: Left, holders: dict[str, Holder]
+) -> Moves | None:
+    """The moves that start ``w`` (module doc), or None. ``free`` and ``left`` (CPU and memory) are not changed."""
     per = w.req.gpus_per_pod
     if per <= 0 or sum(free.get(n, 0) for n in w.usable) < w.req.total:
         return None
@@ -50,17 +54,18 @@ def consolidate(room: Room, w: Waiter, free: dict[str, int], holders: dict[str, 
         if len(taken) >= MAX_MOVED:
             break
         taken.append(h)
-        room_left = dict(free)
+        room_left, cm_left = dict(free), resources.Overlay(left)
         for t in taken:
             for node, g in t.gpus.items():
                 room_left[node] = room_left.get(node, 0) + g
-        mine = _place(usable, w.req.pods, per, room_left)
+            resources.give_back(cm_left, t.held)
+        mine = _place(usable, w.req, room_left, cm_left)
         if not mine:
             continue
         moved: dict[str, dict[str, int]] = {}
         for t in sorted(taken, key=lambda t: -t.units):
-            t_per, pods = _pods(room, t)
-            there = _place(sorted(usable_for(room, t)), pods, t_per, room_left)
+            t_per = _pods(room, t)[0]
+            there = _place(sorted(usable_for(room, t)), _request(room, t), room_left, cm_left)
             if not there or there == {n: g // t_per for n, g in t.gpus.items()}:
                 break
             moved[t.job.label] = there
@@ -69,13 +74,17 @@ def consolidate(room: Room, w: Waiter, free: dict[str, int], holders: dict[str, 
     return None
 
 
-def _place(nodes: list[str], pods: int, per: int, free: dict[str, int]) -> dict[str, int]:
-    """``pods`` pods of ``per`` GPUs each over ``nodes`` in ``free`` (taken from it), all or nothing; the
-    fullest node that takes one first (KAI's bin-packing)."""
+def _place(nodes: list[str], req: Request, free: dict[str, int], left: resources.Left) -> dict[str, int]:
+    """``req``'s pods over ``nodes`` in ``free`` and ``left`` (taken from both), all or nothing; the fullest node
+    that takes one first (KAI's bin-packing), where its CPU and memory left take the pod too."""
+    per = max(req.gpus_per_pod, 1)
     out: dict[str, int] = {}
-    want = pods
+    want = req.pods
     for node in sorted((n for n in nodes if free.get(n, 0) >= per), key=lambda n: free.get(n, 0)):
         here = min(free.get(node, 0) // per, want)
+        fit = resources.pods_taken(left, node, req)
+        if fit is not None:
+            here = min(here, fit)
         if here > 0:
             out[node] = here
             want -= here
@@ -85,7 +94,15 @@ def _place(nodes: list[str], pods: int, per: int, free: dict[str, int]) -> dict[
         return {}
     for node, n in out.items():
         free[node] -= n * per
+    resources.take(left, req, out)
     return out
+
+
+def _request(room: Room, h: Holder) -> Request:
+    """A running job's request as the replay places it again: all its pods, none bound."""
+    req = job_request(room.di, h.job)
+    per, pods = _pods(room, h)
+    return replace(req, pods=pods, bound_pods=0, gpus_per_pod=per)
 
 
 def _kind(room: Room, h: Holder) -> tuple[bool, int, int, tuple[int, ...]]:

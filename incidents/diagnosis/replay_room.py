@@ -23,6 +23,7 @@ from incidents.diagnosis.node_resources import allocated_on
 from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.queue_order import QueueOrder, job_queue, strict_fifo
 from incidents.diagnosis.quota import QuotaAt, quota_at
+from incidents.diagnosis.replay_resources import Held, Left, held_at, held_by, room_at
 from incidents.diagnosis.request import Request, job_request
 from incidents.diagnosis.scheduling_pass import (
     BLOCKED_FIFO,
@@ -77,6 +78,7 @@ class Holder:
     key: tuple[str, str]
     since: datetime | None = None  # when the replay started it (None: running at t)
     flavor: str | None = None  # Kueue, a ClusterQueue of a cohort: the flavor it holds quota in
+    held: Held = field(default_factory=dict)  # the CPU and memory its pods ask, per node
 
 
 @dataclass
@@ -104,6 +106,7 @@ class Room:
     # t's starts included): the replay moves a copy as jobs end and start (``cohort_usage``)
     cohorts: Quotas | None = None
     usage: Usage = field(default_factory=dict)
+    left: Left = field(default_factory=dict)  # CPU and memory left per node (``replay_resources``)
 
     @property
     def t(self) -> datetime:
@@ -187,13 +190,19 @@ def build(di: DiagnosisInput, base: ClusterPass) -> Room:
         )
         h.gpus[p.get("node")] = h.gpus.get(p.get("node"), 0) + int(p.get("gpus") or 0)
         h.units += pod_units(p)
+        for node, got in held_at([p]).items():
+            mine = h.held.setdefault(node, [0.0, 0.0])
+            mine[0] += got[0]
+            mine[1] += got[1]
     for c in base.starts:
         per = int(round(c.units / max(sum(c.nodes.values()), 1))) if c.whole else 0
         taken = {n: pods * per for n, pods in c.nodes.items()}
         for n, g in taken.items():
             free[n] = max(free.get(n, 0) - g, 0)
-        holders[c.label] = Holder(running(c.job, di.t), taken, c.units, (c.project, c.queue), di.t)
+        held = held_by(job_request(di, c.job), c.nodes) if c.whole else {}
+        holders[c.label] = Holder(running(c.job, di.t), taken, c.units, (c.project, c.queue), di.t, held=held)
     room.free, room.holders = free, holders
+    room.left = room_at(di, base)
     cohort_usage(room)
     return room
 

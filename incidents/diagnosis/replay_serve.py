@@ -1,18 +1,17 @@
 """One walk over the jobs still waiting at a step of the queue replayed forward (``replay``): in the scheduler's
-order on the replay's books, each within its quota, in the whole GPUs the step left free. Pure: no database, no
-simulator."""
+order on the replay's books, each within its quota, in the whole GPUs, CPU and memory the step left free. Pure: no
+database, no simulator."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from incidents.diagnosis import fit as F
 from incidents.diagnosis.kueue_quota import Usage
 from incidents.diagnosis.queue_order import QueueOrder
+from incidents.diagnosis.replay_resources import Left, take
 from incidents.diagnosis.replay_room import Room, Waiter, admits
 from incidents.diagnosis.scheduling_pass import place
 
-GPUS_ONLY = frozenset({F.CPU_MEMORY})  # ``place``: count GPUs (and MIG), not CPU and memory
 Key = tuple[frozenset[str], int]  # (usable nodes, GPUs per pod)
 
 
@@ -20,12 +19,14 @@ def serve(
     room: Room,
     waiting: list[Waiter],
     free: dict[str, int],
+    left: Left,
     delta: dict[tuple[str, str], float],
     weighed: Callable[[], QueueOrder],
     usage: Usage,
 ) -> list[tuple[Waiter, dict[str, int], str | None]]:
     """One pass over ``waiting`` in the scheduler's order (``weighed``: built on the replay's books only when a
-    job could start, each start charged before the next choice) in the room ``free`` (changed in place) with the
+    job could start, each start charged before the next choice) in the room ``free`` and ``left`` (whole GPUs,
+    CPU and memory per node; changed in place) with the
     allocations moved by ``delta`` and, on Kueue, what the ClusterQueues of a cohort hold per flavor (``usage``):
     the jobs that start, each with its pods per node and its flavor (Kueue, in a cohort). ``delta`` and
     ``usage`` are left as they are (the caller's ``Books.start`` charges each start once); the walk's own starts
@@ -74,13 +75,14 @@ def serve(
         admitted, flavor = admits(room, w, moved, used) if total >= w.req.total else (False, None)
         if admitted:
             rows = [r for r in (room.row(w, n) for n in nodes) if r is not None]
-            taken = place(rows, w.req, free, GPUS_ONLY)
+            taken = place(rows, w.req, free, frozenset(), left)
         if not taken:
             if w.fifo:
                 blocked.add(w.key[1])
             continue
         for node, pods in taken.items():
             free[node] -= pods * w.req.gpus_per_pod
+        take(left, w.req, taken)
         _took(taken, free, candidates, keyed, live)
         moved[w.key] = moved.get(w.key, 0.0) + w.req.units
         if flavor is not None:
@@ -114,4 +116,4 @@ def _took(
         keyed[k] = still
 
 
-__all__ = ["GPUS_ONLY", "serve"]
+__all__ = ["serve"]

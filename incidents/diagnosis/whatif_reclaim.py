@@ -108,6 +108,10 @@ def running_pod(job: EntityState, req: Request, node: str, name: str, when: date
             "priority_class": job.get("priority_class"),
             "node_selector": dict(req.node_selector),
             "tolerations": list(req.tolerations),
+            # what it asks of the node's CPU and memory (the fit rules of a later state count it)
+            "requests": {
+                k: v for k, v in (("cpu", req.cpu_per_pod), ("memory", req.memory_per_pod)) if v is not None
+            },
         },
         valid_from=when,
     )
