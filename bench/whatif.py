@@ -41,6 +41,9 @@ The bench imports the simulator (it is the harness); the product's model never d
 
 ``--trace DIR`` holds Alibaba's ``openb_node_list_gpu_node.csv`` and ``openb_pod_list_default.csv``
 (bench/trace.py says where to get them); the slice is ``--trace-fraction`` of every node shape and of the pods.
+Its pods stay once placed (``simulator.openb``, as the ATC '23 replay): nothing ends, so without arrivals nothing
+waiting starts and the slice scores no start; what it measures is the time per answer on its nodes and the
+forecast's restraint (no start predicted where none comes: the oracle's ends are the fork's, none either).
 The database (default postgres://postgres@127.0.0.1:5432/rcaweb_whatif) is created if missing and flushed
 before each source.
 """
