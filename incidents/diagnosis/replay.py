@@ -291,7 +291,7 @@ class Books:
         for w in movers:
             if w not in self.waiting or (w.shape, w.req.pods) in failed:
                 continue
-            mv = moves.consolidate(self.room, w, self.free, self.left, self.holders)
+            mv = moves.consolidate(self.room, w, self.free, self.left, self.holders, when)
             if mv is None:
                 failed.add((w.shape, w.req.pods))
                 continue

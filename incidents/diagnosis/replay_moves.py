@@ -16,6 +16,7 @@ Pure: no database, no simulator.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis import replay_resources as resources
@@ -38,13 +39,20 @@ class Moves:
 
 
 def consolidate(
-    room: Room, w: Waiter, free: dict[str, int], left: Left, holders: dict[str, Holder]
+    room: Room,
+    w: Waiter,
+    free: dict[str, int],
+    left: Left,
+    holders: dict[str, Holder],
+    when: datetime | None = None,
 ) -> Moves | None:
-    """The moves that start ``w`` (module doc), or None. ``free`` and ``left`` (CPU and memory) are not changed."""
+    """The moves that start ``w`` at ``when`` (module doc), or None. ``free`` and ``left`` (CPU and memory) are
+    not changed. A job placed or moved at ``when`` is not moved again: KAI's session weighs the jobs running when
+    it began (else one step moved the same few jobs out of the way of one waiting job after another)."""
     per = w.req.gpus_per_pod
     if per <= 0 or sum(free.get(n, 0) for n in w.usable) < w.req.total:
         return None
-    kinds = [(_kind(room, h), h) for h in holders.values()]
+    kinds = [(_kind(room, h), h) for h in holders.values() if when is None or h.since != when]
     movable = [
         h for k, h in sorted(((k, h) for k, h in kinds if k[0]), key=lambda x: (x[0][2], x[1].units, x[0][3]))
     ]

@@ -140,3 +140,24 @@ def test_a_job_placed_in_a_session_is_not_evicted_by_a_reclaimer_of_the_same_ses
     assert base.find("a", "s").outcome == SP.STARTS
     started = fc.likely_starts().get("c/w")
     assert started is None or started.at > T
+
+
+def test_a_step_moves_a_running_job_once_however_many_gangs_its_moves_would_start():
+    # four nodes half full (a, b, c, d: 4 GPUs each, d the newest); w1 and w2 each need a whole node. KAI's
+    # session weighs the jobs running when it began: a job it moved for w1 stays where it went for w2
+    running = [_running(n, "vision", f"n{i}", 4, 5, minutes=i) for i, n in enumerate("abcd", start=1)]
+    waiting = [
+        job(w, "vision", gpus_per_pod=8, submitted=T0 + timedelta(minutes=30 + i))
+        for i, w in enumerate(("w1", "w2"))
+    ]
+    di = world(
+        subjects=[],
+        t=T,
+        nodes=[node(f"n{i}") for i in range(1, 5)],
+        pods=[p for _, p in running],
+        jobs=[*(j for j, _ in running), *waiting],
+        queues=[queue("vision", 32)],
+    )
+    _base, fc = _forecast(di)
+    moved = [set(s.evicted) for s in fc.runs[0].starts.values() if s.at == T]
+    assert moved and all(a.isdisjoint(b) for i, a in enumerate(moved) for b in moved[i + 1 :])
