@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from incidents.diagnosis.allocation import pod_units
 from incidents.diagnosis.types import DiagnosisInput, EntityState
 
 EPS = 1e-9
@@ -194,6 +195,22 @@ class Quotas:
         if units > self.available(cq, fq, usage) + EPS:
             return False
         return borrow or usage.get((cq.name, fq.flavor), 0.0) + units <= fq.nominal + EPS
+
+    def usage_at(self, di: DiagnosisInput) -> Usage:
+        """What each ClusterQueue of a cohort holds per flavor at t: the units of its workloads' bound pods
+        (``allocation.pod_units``), each workload in the flavor it holds quota in (``flavor_of``)."""
+        out: Usage = {}
+        for p in di.pods:
+            if not p.get("node") or p.get("phase") not in ("Running", "Pending") or not p.get("job"):
+                continue
+            j = di.find("job", p.get("job"), p.namespace)
+            queue = (j.get("queue") or j.get("project") or "") if j is not None else ""
+            if j is None or not self.in_cohort(queue):
+                continue
+            flavor = self.flavor_of(j, queue)
+            if flavor is not None:
+                out[(queue, flavor)] = out.get((queue, flavor), 0.0) + pod_units(p)
+        return out
 
     def borrows(self, queue: str, flavor: str, usage: Usage) -> bool:
         """Whether the queue holds more than its nominal quota of the flavor."""

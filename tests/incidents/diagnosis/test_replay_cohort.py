@@ -57,7 +57,9 @@ def test_a_borrowing_queue_starts_when_its_cohort_has_unused_quota_not_when_room
     di = _cohort_world()
     with di.indexed():
         base = SP.cluster_pass(di)
-    assert base.find("a", "wa").outcome == SP.NO_ROOM  # within a's limit: 4 + 8 of 12
+    # within a's limit (4 + 8 of 12), but b holds all it lends: Kueue's admission keeps it for quota
+    held = base.find("a", "wa")
+    assert (held.outcome, held.why) == (SP.QUOTA, "cohort research: no unused quota it may borrow")
     s = forecast(di, base, Basis(window=DAY)).likely_starts()["a/wa"]
     assert s.at == T0 + timedelta(hours=5)  # b1's end, not c1's (02:00)
     assert "b/b1" in [e.label for e in s.ended]  # the end that left the cohort's quota unused
@@ -85,3 +87,22 @@ def test_admits_reads_the_cohorts_unused_quota_on_the_usage_given():
     # never past its borrowing limit (nominal 4 + 8), whatever the cohort lends
     assert quotas.admits(wa, "a", 16, {("a", "default"): 0.0, ("b", "default"): 0.0}) is None
     assert quotas.in_cohort("a") and not quotas.in_cohort("c")
+
+
+def test_the_pass_at_t_admits_a_borrowing_queue_only_within_what_its_cohort_leaves_unused():
+    # a free node (n4) does not start wa while b holds all it lends; with 8 of b's 16 unused it does, and the
+    # next borrower of the cohort then finds them taken
+    di = _cohort_world()
+    di.nodes.append(node("n4"))
+    with di.indexed():
+        assert SP.cluster_pass(di).find("a", "wa").outcome == SP.QUOTA
+    di = _cohort_world()
+    di.nodes.extend([node("n4"), node("n5")])
+    di.find("queue", "b").state.update(quota_gpus=16, limit_gpus=16)
+    di.queues.append(_kueue("d", 0, 8, "research"))
+    di.jobs.append(job("wd", "d", gpus_per_pod=8, submitted=T0 + timedelta(minutes=40)))
+    with di.indexed():
+        cp = SP.cluster_pass(di)
+    assert cp.find("a", "wa").outcome == SP.STARTS
+    wd = cp.find("d", "wd")
+    assert (wd.outcome, wd.why) == (SP.QUOTA, "cohort research: no unused quota it may borrow")
