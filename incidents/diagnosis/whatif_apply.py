@@ -52,7 +52,7 @@ def _apply(di: DiagnosisInput, e: Edit) -> None:
         found = False
         for items in (di.queues, di.projects, di.departments):
             for es in [x for x in items if x.name == e.name]:
-                _edited(items, es, {**es.state, key: e.number})
+                _edited(items, es, _flavors_edited({**es.state, key: e.number}, key))
                 found = True
         if not found:
             raise EditError(e.kind, e.value, f"no queue, project or department {e.name} at t")
@@ -92,6 +92,29 @@ def _apply(di: DiagnosisInput, e: Edit) -> None:
 
 
 _UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def _flavors_edited(state: dict[str, Any], key: str) -> dict[str, Any]:
+    """A Kueue ClusterQueue's flavors (``flavor_quotas``, what its admission reads: ``kueue_quota``) moved with a
+    quota or limit edit of its GPU total: the quota's difference goes to its flavors in the order Kueue tries
+    them (the first takes a raise; a cut empties them from the first on), the limit's room over the quota to the
+    first flavor's borrowing limit. Any other state is returned as it is."""
+    flavors = [dict(f) for f in state.get("flavor_quotas") or []]
+    if not flavors or key not in ("quota_gpus", "limit_gpus"):
+        return state
+    nominal = sum(float(f.get("nominal") or 0) for f in flavors)
+    if key == "quota_gpus":
+        diff = float(state[key]) - nominal
+        for f in flavors:
+            took = max(diff, -float(f.get("nominal") or 0))
+            f["nominal"] = float(f.get("nominal") or 0) + took
+            diff -= took
+            if abs(diff) < 1e-9:
+                break
+    else:
+        others = sum(float(f.get("borrowing_limit") or 0) for f in flavors[1:])
+        flavors[0]["borrowing_limit"] = max(float(state[key]) - nominal - others, 0.0)
+    return {**state, "flavor_quotas": flavors}
 
 
 def _request_state(e: Edit) -> dict[str, Any]:

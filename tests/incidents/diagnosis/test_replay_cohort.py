@@ -10,6 +10,7 @@ from incidents.diagnosis.durations import Basis
 from incidents.diagnosis.eta import forecast
 from incidents.diagnosis.kueue_quota import Quotas
 from incidents.diagnosis.types import iso
+from incidents.diagnosis.whatif import apply_edits, parse_edits
 
 from .dx_world import T0, job, node, pod, queue, world
 
@@ -106,3 +107,23 @@ def test_the_pass_at_t_admits_a_borrowing_queue_only_within_what_its_cohort_leav
     assert cp.find("a", "wa").outcome == SP.STARTS
     wd = cp.find("d", "wd")
     assert (wd.outcome, wd.why) == (SP.QUOTA, "cohort research: no unused quota it may borrow")
+
+
+def test_a_quota_edit_moves_the_flavors_kueue_admits_by():
+    # as the inventory records a ClusterQueue: its flavors' quotas beside the GPU totals. A quota edit of the
+    # total moves the first flavor's nominal quota, a limit edit its borrowing limit
+    di = _cohort_world()
+    di.nodes.append(node("n4"))
+    for name, nominal, borrow in (("a", 4, 8), ("b", 8, 0)):
+        di.find("queue", name).state["flavor_quotas"] = [
+            {"flavor": "default", "nominal": nominal, "borrowing_limit": borrow, "lending_limit": None}
+        ]
+
+    def outcome(**edits):
+        with (after := apply_edits(di, parse_edits(edits))).indexed():
+            return SP.cluster_pass(after).find("a", "wa").outcome
+
+    assert outcome() == SP.QUOTA  # b lends nothing
+    assert outcome(quota=["b:16"]) == SP.STARTS  # b leaves 8 unused: a borrows them
+    assert outcome(quota=["a:12"]) == SP.STARTS  # within a's own quota
+    assert outcome(quota=["b:16"], limit=["a:8"]) == SP.QUOTA  # a may borrow 4 at most
