@@ -12,6 +12,7 @@ from typing import Any
 
 from incidents.diagnosis.allocation import project_allocated, units_held
 from incidents.diagnosis.department import DepartmentAt, Written, department_at
+from incidents.diagnosis.kueue_quota import Quotas, Usage
 from incidents.diagnosis.policy import QUOTA_FIELDS, field_leaf, policy_of, quota_number
 from incidents.diagnosis.request import Request
 from incidents.diagnosis.resource_quota import ResourceQuota, resource_quota
@@ -139,6 +140,11 @@ def quota_at(di: DiagnosisInput, job: EntityState, req: Request, free_for_borrow
     ]
     department = department_at(di, job, req, policy)
     kai = (st.get("scheduler") or di.scheduler) == "kai"
+    lends = None if kai else kueue_lends(di, job, queue)
+    if (
+        lends is not None
+    ):  # Kueue: over its nominal quota it borrows what its cohort leaves unused, not free GPUs
+        free_for_borrowing = min(free_for_borrowing, int(lends + 1e-9))
     return QuotaAt(
         project=project,
         queue=queue,
@@ -158,6 +164,25 @@ def quota_at(di: DiagnosisInput, job: EntityState, req: Request, free_for_borrow
         if kai
         else None,
     )
+
+
+def kueue_lends(di: DiagnosisInput, job: EntityState, queue: str) -> float | None:
+    """Kueue: the GPU units the job's ClusterQueue may borrow at t beyond its own unused nominal quota (what its
+    cohort leaves unused, within its borrowing limit; 0 outside a cohort); None on another scheduler or for a
+    queue that is no ClusterQueue. Read once per indexed block."""
+    if di.scheduler != "kueue":
+        return None
+    quotas: Quotas | None = di.memo("kueue_quotas", lambda: Quotas(di))
+    quotas = quotas if quotas is not None else Quotas(di)
+    cq = quotas.cqs.get(queue)
+    flavor = quotas.flavor_of(job, queue)
+    fq = cq.quota(flavor) if cq is not None and flavor is not None else None
+    if cq is None or fq is None:
+        return None
+    usage: Usage | None = di.memo("kueue_usage_at", lambda: quotas.usage_at(di))
+    usage = usage if usage is not None else quotas.usage_at(di)
+    own = max(fq.nominal - usage.get((queue, fq.flavor), 0.0), 0.0)
+    return max(quotas.available(cq, fq, usage) - own, 0.0)
 
 
 def _quota_changes(di: DiagnosisInput) -> list[ChangeRec]:

@@ -9,6 +9,8 @@ from incidents.diagnosis import scheduling_pass as SP
 from incidents.diagnosis.durations import Basis
 from incidents.diagnosis.eta import forecast
 from incidents.diagnosis.kueue_quota import Quotas
+from incidents.diagnosis.quota import quota_at
+from incidents.diagnosis.request import job_request
 from incidents.diagnosis.types import iso
 from incidents.diagnosis.whatif import apply_edits, parse_edits
 
@@ -127,3 +129,13 @@ def test_a_quota_edit_moves_the_flavors_kueue_admits_by():
     assert outcome(quota=["b:16"]) == SP.STARTS  # b leaves 8 unused: a borrows them
     assert outcome(quota=["a:12"]) == SP.STARTS  # within a's own quota
     assert outcome(quota=["b:16"], limit=["a:8"]) == SP.QUOTA  # a may borrow 4 at most
+
+
+def test_over_its_nominal_quota_a_kueue_queue_borrows_what_its_cohort_lends_not_free_gpus():
+    di = _cohort_world()
+    di.nodes.append(node("n4"))  # 8 free GPUs
+    wa = di.find("job", "wa", "a")
+    req = job_request(di, wa)
+    assert quota_at(di, wa, req, 8).reason == "over quota, nothing to borrow"  # b holds all it lends
+    di.find("queue", "b").state.update(quota_gpus=16, limit_gpus=16)
+    assert quota_at(di, wa, req, 8).reason == "over quota, borrowing possible"
