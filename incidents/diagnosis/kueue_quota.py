@@ -166,6 +166,11 @@ class Quotas:
             borrowing = borrowing or fq.flavor
         return borrowing
 
+    def admit(self, job: EntityState, queue: str, units: float, usage: Usage) -> str | None:
+        """``admits`` for the pass at t: the flavor, "" when none admits, None for a queue that is no
+        ClusterQueue (nothing of Kueue's quota to weigh)."""
+        return None if queue not in self.cqs else self.admits(job, queue, units, usage) or ""
+
     def available(self, cq: ClusterQueue, fq: FlavorQuota, usage: Usage) -> float:
         """Units the queue may still take in the flavor: its own unused quota, then what the cohort lends, never
         past its borrowing limit."""
@@ -197,7 +202,7 @@ class Quotas:
         return borrow or usage.get((cq.name, fq.flavor), 0.0) + units <= fq.nominal + EPS
 
     def usage_at(self, di: DiagnosisInput) -> Usage:
-        """What each ClusterQueue of a cohort holds per flavor at t: the units of its workloads' bound pods
+        """What each ClusterQueue holds per flavor at t: the units of its workloads' bound pods
         (``allocation.pod_units``), each workload in the flavor it holds quota in (``flavor_of``)."""
         out: Usage = {}
         for p in di.pods:
@@ -205,7 +210,7 @@ class Quotas:
                 continue
             j = di.find("job", p.get("job"), p.namespace)
             queue = (j.get("queue") or j.get("project") or "") if j is not None else ""
-            if j is None or not self.in_cohort(queue):
+            if j is None or queue not in self.cqs:
                 continue
             flavor = self.flavor_of(j, queue)
             if flavor is not None:
@@ -218,4 +223,10 @@ class Quotas:
         return fq is not None and usage.get((queue, flavor), 0.0) > fq.nominal + EPS
 
 
-__all__ = ["EPS", "ClusterQueue", "FlavorQuota", "Quotas", "Usage", "cluster_queues", "selects"]
+def charge(usage: Usage, queue: str, flavor: str | None, units: float) -> None:
+    """An admitted workload's units held in its flavor (nothing where no flavor admitted it)."""
+    if flavor:
+        usage[(queue, flavor)] = usage.get((queue, flavor), 0.0) + units
+
+
+__all__ = ["EPS", "ClusterQueue", "FlavorQuota", "Quotas", "Usage", "charge", "cluster_queues", "selects"]

@@ -10,10 +10,10 @@ GPUs, CPU and memory of the jobs that end (``replay_resources``), takes them off
 department's) allocation, and serves the waiting jobs in the whole GPUs, cores and memory left
 (``scheduling_pass.place``, as the pass at t places: a node with free GPUs but no core left takes no pod), each
 within its quota and limit, a StrictFIFO queue's head blocking the jobs behind it; the jobs it starts run from then on, their own expected end joining the list.
-On Kueue, a ClusterQueue of a cohort is admitted on the replay's books too: within its own unused nominal quota,
-then what the other ClusterQueues of its cohort leave unused, up to its borrowing limit (``kueue_quota.Quotas``
+On Kueue, a ClusterQueue is admitted on the replay's books too: within its own unused nominal quota, then, in a
+cohort, what the other ClusterQueues of its cohort leave unused, up to its borrowing limit (``kueue_quota.Quotas``
 over what each ClusterQueue holds per flavor, moved by every end and start), so a queue that borrows starts when
-another's ending job gives the quota back, not merely when room frees.
+another's ending job gives the quota back, not merely when room frees, and one outside a cohort never borrows.
 A step serves the jobs still waiting in the order the scheduler gives on the replay's books, as KAI and Kueue
 weigh their queues again every session: the model's ``QueueOrder`` with each queue's holdings moved by the ends
 and starts so far (``QueueOrder.moved``; each start charged before the next choice), so a queue whose jobs ended
@@ -135,7 +135,7 @@ class Books:
         # per queue: what its jobs that ended held (GPU units, CPU, memory): what it asks drops by as much, as
         # a start or an eviction leaves it (what is held plus what waits) as it was
         self.gone: dict[str, list[float]] = {}
-        self.usage: Usage = dict(room.usage)  # Kueue: per (ClusterQueue of a cohort, flavor), units held
+        self.usage: Usage = dict(room.usage)  # Kueue: per (ClusterQueue, flavor), units held
         self.waiting = list(room.waiting)
         self.pending: list[End] = []
         self.ended: list[tuple[End, Holder]] = []
@@ -220,7 +220,7 @@ class Books:
         gpus = {n: p * w.req.gpus_per_pod for n, p in taken.items()}
         started = running(w.job, when)
         cohorts = self.room.cohorts
-        if flavor is None and cohorts is not None and cohorts.in_cohort(w.key[1]):
+        if flavor is None and cohorts is not None and w.key[1] in cohorts.cqs:
             flavor = cohorts.flavor_of(w.job, w.key[1])
         held = resources.held_by(w.req, taken)
         self.holders[w.label] = Holder(started, gpus, w.req.units, w.key, when, flavor, held)

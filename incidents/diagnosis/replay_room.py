@@ -208,16 +208,16 @@ def build(di: DiagnosisInput, base: ClusterPass) -> Room:
 
 
 def cohort_usage(room: Room) -> None:
-    """On Kueue, when a ClusterQueue is in a cohort: the quota arithmetic (``kueue_quota.Quotas``) and what
-    each ClusterQueue of a cohort holds per flavor at t, each holder's flavor noted (its end gives it back)."""
+    """On Kueue: the quota arithmetic (``kueue_quota.Quotas``) and what each ClusterQueue holds per flavor at
+    t, each holder's flavor noted (its end gives it back)."""
     if room.di.scheduler != "kueue":
         return
     cohorts = Quotas(room.di)
-    if not cohorts.cohorts:
+    if not cohorts.cqs:
         return
     room.cohorts = cohorts
     for h in room.holders.values():
-        if cohorts.in_cohort(h.key[1]):
+        if h.key[1] in cohorts.cqs:
             h.flavor = cohorts.flavor_of(h.job, h.key[1])
             if h.flavor is not None:
                 k = (h.key[1], h.flavor)
@@ -295,13 +295,13 @@ def admits(
     room: Room, w: Waiter, delta: dict[tuple[str, str], float], usage: Usage
 ) -> tuple[bool, str | None]:
     """Whether ``w``'s quota lets it in on the replay's books (its quota and limit read at t, moved by
-    ``delta``), and on Kueue, for a ClusterQueue of a cohort, the flavor whose quota admits it on ``usage``: its
-    own unused nominal quota, then what the other ClusterQueues of the cohort leave unused, within its
+    ``delta``), and on Kueue, for a ClusterQueue, the flavor whose quota admits it on ``usage``: its own unused
+    nominal quota, then (in a cohort) what the other ClusterQueues of the cohort leave unused, within its
     borrowing limit (``kueue_quota.Quotas.admits``; none: it waits, as Kueue's admission keeps it)."""
     if w.quota is not None and quota_holds(w.quota, delta):
         return False, None
     cohorts = room.cohorts
-    if cohorts is None or not cohorts.in_cohort(w.key[1]):
+    if cohorts is None or w.key[1] not in cohorts.cqs:
         return True, None
     flavor = cohorts.admits(w.job, w.key[1], w.req.units, usage)
     return flavor is not None, flavor

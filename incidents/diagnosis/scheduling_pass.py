@@ -9,8 +9,9 @@ stands in for the real scheduler; this is the product's own reading of it).
 Whole GPUs, and CPU and memory: each start takes its GPUs, and the CPU and memory its pods request, from the
 room the jobs after it see; a pod goes where KAI's default placement puts it (``place``: binpack, the fitting
 node with the fewest free GPUs). A share or a MIG instance is weighed by the fit rules alone
-(``fit.placeable``), and such jobs take no whole-GPU room. On Kueue, a ClusterQueue of a cohort is admitted
-within what its cohort leaves unused (``kueue_quota.Quotas.admits``), each start charged to it.
+(``fit.placeable``), and such jobs take no whole-GPU room. On Kueue, a ClusterQueue admits within its own
+unused nominal quota, and in a cohort what the others leave unused (``kueue_quota.Quotas.admits``), each start
+charged to it: without a cohort it never borrows, whatever its limit says.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis import queue_order
-from incidents.diagnosis.kueue_quota import Quotas, Usage
+from incidents.diagnosis.kueue_quota import Quotas, Usage, charge
 from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.placement import place, share_nodes, take_room
 from incidents.diagnosis.queue_order import QueueOrder, in_queue_key, job_queue, strict_fifo
@@ -131,7 +132,7 @@ def cluster_pass(di: DiagnosisInput, limit: int = MAX_CONSIDERED) -> ClusterPass
     order = QueueOrder(di, waiting)
     started: dict[tuple[str, str], float] = {}
     pass_ = _Room()
-    if di.scheduler == "kueue" and (cohorts := Quotas(di)).cohorts:
+    if di.scheduler == "kueue" and (cohorts := Quotas(di)).cqs:
         pass_.cohorts, pass_.usage = cohorts, cohorts.usage_at(di)
     # The fit rows of one request shape, built once: what a whole-GPU gang's placement reads of them (static
     # blockers, CPU/memory/MIG per pod) does not depend on how many pods it has, nor on whose it is, and the
@@ -172,7 +173,7 @@ class _Room:
     non_preemptible: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     # the free GPUs over a set of usable nodes, summed once and kept as starts take room (``free_on``)
     totals: dict[frozenset[str], int] = field(default_factory=dict)
-    # Kueue with cohorts: what each ClusterQueue of a cohort holds per flavor, the pass's starts charged
+    # Kueue: what each ClusterQueue holds per flavor, the pass's starts charged
     cohorts: Quotas | None = None
     usage: Usage = field(default_factory=dict)
 
@@ -243,16 +244,23 @@ def _consider(
         if held.holds:
             c.outcome, c.why = QUOTA, quota_words(held)
             return c
-    flavor = _cohort_flavor(pass_, job, queue, req.units)
+    flavor = pass_.cohorts.admit(job, queue, req.units, pass_.usage) if pass_.cohorts is not None else None
     if flavor == "":
         cohort = pass_.cohorts.cqs[queue].cohort if pass_.cohorts is not None else ""
-        c.outcome, c.why = QUOTA, f"cohort {cohort}: no unused quota it may borrow"
+        c.outcome, c.why = (
+            QUOTA,
+            (
+                f"cohort {cohort}: no unused quota it may borrow"
+                if cohort
+                else "its nominal quota used, no cohort"
+            ),
+        )
         return c
     if not by_room:
         if F.fits(rows, req):  # shares and MIG: the fit rules at t, taking no whole-GPU room
             c.outcome, c.nodes = STARTS, share_nodes(rows, req)
             take_room(pass_.room, req, c.nodes)
-            _charge_cohort(pass_, queue, flavor, req.units)
+            charge(pass_.usage, queue, flavor, req.units)
         return c
     # the rows a static blocker closes would take nothing; nor, now or later in the pass, a row without room for
     # one pod (a start only takes room): left out of its shape's rows, which ``place`` reads once per job
@@ -264,23 +272,8 @@ def _consider(
             pass_.take(node, pods * req.gpus_per_pod)
         take_room(pass_.room, req, taken)
         c.outcome, c.nodes = STARTS, taken
-        _charge_cohort(pass_, queue, flavor, req.units)
+        charge(pass_.usage, queue, flavor, req.units)
     return c
-
-
-def _cohort_flavor(pass_: _Room, job: EntityState, queue: str, units: float) -> str | None:
-    """Kueue, a ClusterQueue of a cohort: the flavor its quota admits the job in on the pass's usage (its own
-    unused nominal quota, then what the cohort leaves unused, within its borrowing limit: ``Quotas.admits``), ""
-    when none does; None where no cohort is weighed."""
-    cohorts = pass_.cohorts
-    if cohorts is None or not cohorts.in_cohort(queue):
-        return None
-    return cohorts.admits(job, queue, units, pass_.usage) or ""
-
-
-def _charge_cohort(pass_: _Room, queue: str, flavor: str | None, units: float) -> None:
-    if flavor:
-        pass_.usage[(queue, flavor)] = pass_.usage.get((queue, flavor), 0.0) + units
 
 
 def quota_words(held: QuotaAt) -> str:

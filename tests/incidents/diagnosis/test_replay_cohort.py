@@ -139,3 +139,18 @@ def test_over_its_nominal_quota_a_kueue_queue_borrows_what_its_cohort_lends_not_
     assert quota_at(di, wa, req, 8).reason == "over quota, nothing to borrow"  # b holds all it lends
     di.find("queue", "b").state.update(quota_gpus=16, limit_gpus=16)
     assert quota_at(di, wa, req, 8).reason == "over quota, borrowing possible"
+
+
+def test_a_kueue_queue_outside_a_cohort_never_borrows_whatever_its_limit():
+    # c (nominal 8, no cohort) holds its 8 until 02:00; its limit of 16 lends it nothing: wc waits for c1's end
+    # though n4 is free
+    di = _cohort_world()
+    di.nodes.append(node("n4"))
+    di.find("queue", "c").state.update(limit_gpus=16)
+    di.jobs.append(job("wc", "c", gpus_per_pod=8, submitted=T0 + timedelta(minutes=30)))
+    with di.indexed():
+        base = SP.cluster_pass(di)
+    wc = base.find("c", "wc")
+    assert (wc.outcome, wc.why) == (SP.QUOTA, "its nominal quota used, no cohort")
+    s = forecast(di, base, Basis(window=DAY)).likely_starts()["c/wc"]
+    assert s.at == T0 + timedelta(hours=2)

@@ -186,6 +186,9 @@ def test_a_waiting_job_whose_pods_are_all_bound_is_placed_and_competes_for_nothi
 def test_kueue_strict_fifo_stops_a_queue_at_a_head_that_cannot_start():
     di = _busy()
     di.scheduler = "kueue"
+    # a ClusterQueue without a cohort admits within its nominal quota only: vision's takes v9's 16 GPUs, no
+    # node does
+    di.find("queue", "vision").state.update(quota_gpus=32, limit_gpus=32)
     di.jobs.append(job("v9", "vision", gpus_per_pod=16, submitted=T0 - timedelta(minutes=5)))
     with di.indexed():
         best_effort = _outcomes(SP.cluster_pass(di))
