@@ -528,8 +528,12 @@ def oracle_etas(
     def at_(when: datetime, label: str) -> End:
         return End(label, when, when, False, 1, mid=when)
 
+    # an eviction is no end: the evicted job waits again or runs elsewhere, and the replay weighs evictions and
+    # moves itself (taken for ends, the fork's victims vanished and left their new nodes' room to others)
     ends = [
-        at_(t + timedelta(minutes=minutes), f"{k[0]}/{k[1]}") for k, (minutes, _how) in fork.stops.items()
+        at_(t + timedelta(minutes=minutes), f"{k[0]}/{k[1]}")
+        for k, (minutes, how) in fork.stops.items()
+        if how != "evicted"
     ]
 
     def end_of(job: Any, when: datetime) -> End | None:
