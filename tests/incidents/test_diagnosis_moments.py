@@ -85,6 +85,8 @@ def test_the_onset_answer_and_the_later_one_differ_and_each_cursor_shows_its_own
     answer = at_later.split('id="answer"', 1)[1].split("</section>", 1)[0]
     assert "gpu_capacity_shortage" in answer
     assert "At the onset" in answer and "project_quota_exhausted" in answer  # never silently replaced
+    onset_line = answer.split("At the onset", 1)[1].split("</small>", 1)[0]
+    assert onset_line.endswith(".") and not onset_line.endswith("..")  # one full stop after the statement
 
 
 @pytest.mark.django_db
