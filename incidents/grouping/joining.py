@@ -46,22 +46,24 @@ def find_reopenable(res: Resolution, starts_at: datetime) -> Incident | None:
 
 def _about(qs: QuerySet[Incident], res: Resolution) -> QuerySet[Incident]:
     gpus = [e for e in res.subjects if e.kind == "gpu"]
-    if gpus and res.workload:
-        # A GPU alert naming the pod that holds the GPU joins the incident about that GPU, or an incident of
-        # its node whose alerts name the same pod or no pod at all (a node's failing GPUs are one problem);
-        # never one about another pod's GPUs only because the node is the same: two pods, two problems.
-        pod = res.workload
-        this_pod = Q(labels__exported_pod=pod) | (Q(labels__pod=pod) & ~Q(labels__has_key="exported_pod"))
+    if gpus:
+        # A GPU alert joins the incident about that GPU, or an incident of its node whose alerts name no pod (a
+        # node's failing GPUs are one problem) or, when it names the pod holding the GPU, the same pod; never
+        # one about another pod only because the node is the same: an Xid on GPU 6 is not the image that GPU
+        # 2's pod cannot pull, two problems, two answers.
         any_pod = Q(labels__has_key="exported_pod") | Q(labels__has_key="pod")
-        naming_it = Alert.objects.filter(this_pod, incident__isnull=False).values("incident")
         naming_a_pod = Alert.objects.filter(any_pod, incident__isnull=False).values(
             "incident"
         )  # NOT IN: no NULL
+        node_ok = ~Q(pk__in=naming_a_pod)
+        if res.workload:
+            pod = res.workload
+            this_pod = Q(labels__exported_pod=pod) | (Q(labels__pod=pod) & ~Q(labels__has_key="exported_pod"))
+            naming_it = Alert.objects.filter(this_pod, incident__isnull=False).values("incident")
+            node_ok = Q(pk__in=naming_it) | node_ok
         nodes = [e for e in res.subjects if e.kind == "node"]
         same_gpu = Q(incidentsubject__entity__in=gpus, incidentsubject__role="subject")
-        same_node = Q(incidentsubject__entity__in=nodes, incidentsubject__role="subject") & (
-            Q(pk__in=naming_it) | ~Q(pk__in=naming_a_pod)
-        )
+        same_node = Q(incidentsubject__entity__in=nodes, incidentsubject__role="subject") & node_ok
         return qs.filter(same_gpu | same_node).distinct()
     if res.subjects:
         return qs.filter(incidentsubject__entity__in=res.subjects, incidentsubject__role="subject").distinct()

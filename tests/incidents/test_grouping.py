@@ -613,3 +613,30 @@ class GpuAlertJoinTest(GroupingTestCase):
         assert other_pod.pk != first.pk
         assert {f"gpu {gpu_uuid('h100-01', 2)}", "node h100-01"} <= self.subjects(other_pod)
         assert "pod vision/resnet-train-0" not in self.subjects(other_pod)
+
+    def test_a_gpu_fault_joins_its_nodes_fault_incident_not_a_pods_problem_on_another_gpu(self) -> None:
+        # GPU 2's pod is idle (it cannot pull its image); an Xid on GPU 6 of the same node, no pod on it, is
+        # another problem with another answer. A second fault on the node (GPU 7) is the node's, with GPU 6's
+        idle = self.fire(
+            "GPUIdleAllocated",
+            {
+                "UUID": gpu_uuid("h100-01", 2),
+                "Hostname": "h100-01",
+                "gpu": "2",
+                "namespace": "vision",
+                "pod": "resnet-train-0",
+            },
+        )
+        xid = self.fire(
+            "GPUXidError",
+            {"UUID": gpu_uuid("h100-01", 6), "Hostname": "h100-01", "gpu": "6"},
+            at=T0 + timedelta(minutes=5),
+        )
+        again = self.fire(
+            "GPUXidError",
+            {"UUID": gpu_uuid("h100-01", 7), "Hostname": "h100-01", "gpu": "7"},
+            at=T0 + timedelta(minutes=6),
+        )
+        assert xid.pk != idle.pk
+        assert again.pk == xid.pk
+        assert f"gpu {gpu_uuid('h100-01', 6)}" not in self.subjects(idle)
