@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from incidents.diagnosis.node_resources import node_base, requested_on
+from incidents.diagnosis.placement import take_room
 from incidents.diagnosis.request import Request, job_request, pod_requests
 
 if TYPE_CHECKING:
@@ -67,16 +68,8 @@ def held_by(req: Request, nodes: dict[str, int]) -> Held:
     }
 
 
-def take(left: Left, req: Request, nodes: dict[str, int]) -> None:
-    """A start's pods (``nodes``: node -> pods) take their CPU and memory."""
-    for node, pods in nodes.items():
-        got = left.get(node)
-        if got is None:
-            continue
-        if got[0] is not None and req.cpu_per_pod:
-            got[0] = max(got[0] - pods * req.cpu_per_pod, 0.0)
-        if got[1] is not None and req.memory_per_pod:
-            got[1] = max(got[1] - pods * req.memory_per_pod, 0.0)
+# A start's pods (node -> pods) take their CPU and memory: the pass's own charge, on the replay's books.
+take = take_room
 
 
 def give_back(left: Left, held: Held) -> None:
