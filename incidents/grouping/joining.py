@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from django.db.models import Q, QuerySet
 
 from incidents import lifecycle, titles
-from incidents.grouping.subjects import Resolution
+from incidents.grouping.subjects import WORKLOAD_GPU_ALERTS, Resolution
 from incidents.models import Alert, Incident
 
 EVIDENCE_LOOKBACK = timedelta(hours=1)  # evidence window starts this long before onset
@@ -47,24 +47,22 @@ def find_reopenable(res: Resolution, starts_at: datetime) -> Incident | None:
 def _about(qs: QuerySet[Incident], res: Resolution) -> QuerySet[Incident]:
     gpus = [e for e in res.subjects if e.kind == "gpu"]
     if gpus:
-        # A GPU alert joins the incident about that GPU, or an incident of its node whose alerts name no pod (a
-        # node's failing GPUs are one problem) or, when it names the pod holding the GPU, the same pod; never
-        # one about another pod only because the node is the same: an Xid on GPU 6 is not the image that GPU
-        # 2's pod cannot pull, two problems, two answers.
-        any_pod = Q(labels__has_key="exported_pod") | Q(labels__has_key="pod")
-        naming_a_pod = Alert.objects.filter(any_pod, incident__isnull=False).values(
-            "incident"
-        )  # NOT IN: no NULL
-        node_ok = ~Q(pk__in=naming_a_pod)
-        if res.workload:
-            pod = res.workload
-            this_pod = Q(labels__exported_pod=pod) | (Q(labels__pod=pod) & ~Q(labels__has_key="exported_pod"))
-            naming_it = Alert.objects.filter(this_pod, incident__isnull=False).values("incident")
-            node_ok = Q(pk__in=naming_it) | node_ok
+        # A GPU's health (an Xid, ECC, heat, off the bus) joins the incident about that GPU or its node's other
+        # faults, whoever holds the GPUs: a node's failing GPUs are one problem. How a pod uses its GPUs
+        # (``res.uses``: idle while allocated) joins the incident about the same pod's GPUs. Never the one with
+        # the other: a pod idle because it cannot pull its image and an Xid on its GPU are two problems, two
+        # answers and two owners, linked (rule 7); nor two pods' problems because the node is the same.
         nodes = [e for e in res.subjects if e.kind == "node"]
-        same_gpu = Q(incidentsubject__entity__in=gpus, incidentsubject__role="subject")
-        same_node = Q(incidentsubject__entity__in=nodes, incidentsubject__role="subject") & node_ok
-        return qs.filter(same_gpu | same_node).distinct()
+        about = Q(incidentsubject__entity__in=[*gpus, *nodes], incidentsubject__role="subject")
+        used = Alert.objects.filter(name__in=WORKLOAD_GPU_ALERTS, incident__isnull=False)
+        if not res.uses:
+            return qs.filter(about & ~Q(pk__in=used.values("incident"))).distinct()  # NOT IN: no NULL
+        if not res.workload:
+            same_gpu = Q(incidentsubject__entity__in=gpus, incidentsubject__role="subject")
+            return qs.filter(same_gpu & Q(pk__in=used.values("incident"))).distinct()
+        pod = res.workload
+        this_pod = Q(labels__exported_pod=pod) | (Q(labels__pod=pod) & ~Q(labels__has_key="exported_pod"))
+        return qs.filter(about & Q(pk__in=used.filter(this_pod).values("incident"))).distinct()
     if res.subjects:
         return qs.filter(incidentsubject__entity__in=res.subjects, incidentsubject__role="subject").distinct()
     return qs.filter(cluster=res.cluster, unresolved_subject=res.unresolved_key)

@@ -19,6 +19,7 @@ class Resolution:
     context: list[Entity] = field(default_factory=list)  # named by labels, less specific: attached as related
     unresolved: list[str] = field(default_factory=list)
     workload: str = ""  # the pod its labels name (exported_pod first: the plain label may be the exporter's)
+    uses: bool = False  # a workload-use GPU alert (``WORKLOAD_GPU_ALERTS``), not one about the GPU's health
 
     @property
     def unresolved_key(self) -> str:
@@ -92,6 +93,7 @@ def resolve_subjects(alert: Alert, lookups: Lookups | None = None) -> Resolution
             res.unresolved.append(f"gpu={node}/{labels['gpu']}")
     res.subjects, res.context = most_specific(found)
     res.workload = labels.get("exported_pod") or labels.get("pod") or ""
+    res.uses = alert.name in WORKLOAD_GPU_ALERTS
     if not res.subjects and not res.unresolved:
         # Nothing identifying at all: the alert is its own subject (by name and its distinguishing labels).
         rest = sorted(f"{k}={v}" for k, v in labels.items() if k not in ("severity", "alertname"))

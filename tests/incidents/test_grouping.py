@@ -640,3 +640,21 @@ class GpuAlertJoinTest(GroupingTestCase):
         assert xid.pk != idle.pk
         assert again.pk == xid.pk
         assert f"gpu {gpu_uuid('h100-01', 6)}" not in self.subjects(idle)
+
+    def test_a_pod_idle_on_a_gpu_and_a_fault_of_that_gpu_are_two_incidents_linked(self) -> None:
+        labels = {
+            "UUID": gpu_uuid("h100-01", 3),
+            "Hostname": "h100-01",
+            "gpu": "3",
+            "namespace": "vision",
+            "pod": "resnet-train-0",
+        }
+        idle = self.fire("GPUIdleAllocated", labels)
+        xid = self.fire("GPUXidError", labels, at=T0 + timedelta(minutes=5))
+        assert xid.pk != idle.pk
+        assert idle.pk in set(xid.related.values_list("pk", flat=True))
+        assert (
+            self.fire("GPUIdleAllocated", {**labels, "gpu": "4", "UUID": gpu_uuid("h100-01", 4)}).pk
+            == idle.pk
+        )
+        assert self.fire("GPUXidError", {**labels, "gpu": "5", "UUID": gpu_uuid("h100-01", 5)}).pk == xid.pk
