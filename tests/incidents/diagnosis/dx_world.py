@@ -137,6 +137,17 @@ def pod(
     )
 
 
+def limited(
+    name: str, project: str, node_name: str, gpus: int, limit_h: float, minutes: int = 0
+) -> tuple[EntityState, EntityState]:
+    """A job running since ``minutes`` after T0 on ``node_name`` with a runtime limit of ``limit_h`` hours (its
+    end known to the replay), and its one pod: (job, pod)."""
+    j = job(name, project, phase="Running", gpus_per_pod=gpus)
+    at = (T0 + timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    j.state.update(started=at, submitted=at, active_deadline_seconds=limit_h * 3600)
+    return j, pod(f"{name}-0", name, project, node_name=node_name, gpus=gpus)
+
+
 def queue(name: str, quota: int | None, limit: int | None = None, priority: int = 0) -> EntityState:
     return EntityState(
         "queue",

@@ -11,20 +11,11 @@ from incidents.diagnosis.durations import Basis
 from incidents.diagnosis.eta import forecast
 from incidents.diagnosis.replay_evictions import state_at
 from incidents.diagnosis.replay_room import build
-from incidents.diagnosis.types import iso
 
-from .dx_world import T0, job, node, pod, queue, world
+from .dx_world import T0, job, limited, node, queue, world
 
 T = T0 + timedelta(hours=1)
 DAY = timedelta(hours=24)
-
-
-def _running(name, project, node_name, gpus, limit_h, minutes=0):
-    j = job(name, project, phase="Running", gpus_per_pod=gpus)
-    j.state["started"] = iso(T0 + timedelta(minutes=minutes))
-    j.state["submitted"] = iso(T0 + timedelta(minutes=minutes))
-    j.state["active_deadline_seconds"] = limit_h * 3600
-    return j, pod(f"{name}-0", name, project, node_name=node_name, gpus=gpus)
 
 
 def _forecast(di):
@@ -35,7 +26,7 @@ def _forecast(di):
 
 def test_a_gang_whose_gpus_are_free_in_total_starts_once_a_running_job_is_moved_out_of_its_way():
     # 4 GPUs free on each node: the 8-GPU job fits on neither until b (the newer) moves next to a
-    running = [_running("a", "vision", "n1", 4, 5), _running("b", "vision", "n2", 4, 5, minutes=1)]
+    running = [limited("a", "vision", "n1", 4, 5), limited("b", "vision", "n2", 4, 5, minutes=1)]
     w = job("w", "vision", gpus_per_pod=8, submitted=T0 + timedelta(minutes=30))
     di = world(
         subjects=[],
@@ -55,9 +46,9 @@ def test_a_queue_below_its_deserved_quota_reclaims_and_its_victim_waits_again():
     # b holds 2 of its quota 1, c nothing of its quota 1: c1 takes b's newest job at t, which starts again when
     # room frees (a's job ends at 02:00)
     running = [
-        _running("a1", "a", "n1", 2, 2),
-        _running("b1", "b", "n1", 1, 5),
-        _running("b2", "b", "n1", 1, 5, minutes=1),
+        limited("a1", "a", "n1", 2, 2),
+        limited("b1", "b", "n1", 1, 5),
+        limited("b2", "b", "n1", 1, 5, minutes=1),
     ]
     c1 = job("c1", "c", gpus_per_pod=1, submitted=T0 + timedelta(minutes=30))
     di = world(
@@ -75,7 +66,7 @@ def test_a_queue_below_its_deserved_quota_reclaims_and_its_victim_waits_again():
 
 
 def test_a_kueue_cluster_is_not_weighed_for_evictions():
-    running = [_running("a", "vision", "n1", 4, 5), _running("b", "vision", "n2", 4, 5)]
+    running = [limited("a", "vision", "n1", 4, 5), limited("b", "vision", "n2", 4, 5)]
     w = job("w", "vision", gpus_per_pod=8, submitted=T0 + timedelta(minutes=30))
     di = world(
         subjects=[],
@@ -91,7 +82,7 @@ def test_a_kueue_cluster_is_not_weighed_for_evictions():
 
 
 def test_the_books_written_back_as_a_state_drop_the_ended_and_bind_the_started():
-    running = [_running("a", "vision", "n1", 8, 2)]
+    running = [limited("a", "vision", "n1", 8, 2)]
     w = job("w", "vision", gpus_per_pod=8, submitted=T0 + timedelta(minutes=30))
     di = world(
         subjects=[],
@@ -118,7 +109,7 @@ def test_a_job_placed_in_a_session_is_not_evicted_by_a_reclaimer_of_the_same_ses
     import incidents.diagnosis.replay as R
     from incidents.diagnosis.replay_evictions import Eviction
 
-    running = [_running("a1", "a", "n1", 3, 2)]
+    running = [limited("a1", "a", "n1", 3, 2)]
     s = job("s", "a", gpus_per_pod=1, submitted=T0 + timedelta(minutes=10))
     w = job("w", "c", gpus_per_pod=1, submitted=T0 + timedelta(minutes=20))
     w.state["node_selector"] = {"pool": "elsewhere"}  # no room of its own: only an eviction could start it
@@ -145,7 +136,7 @@ def test_a_job_placed_in_a_session_is_not_evicted_by_a_reclaimer_of_the_same_ses
 def test_a_step_moves_a_running_job_once_however_many_gangs_its_moves_would_start():
     # four nodes half full (a, b, c, d: 4 GPUs each, d the newest); w1 and w2 each need a whole node. KAI's
     # session weighs the jobs running when it began: a job it moved for w1 stays where it went for w2
-    running = [_running(n, "vision", f"n{i}", 4, 5, minutes=i) for i, n in enumerate("abcd", start=1)]
+    running = [limited(n, "vision", f"n{i}", 4, 5, minutes=i) for i, n in enumerate("abcd", start=1)]
     waiting = [
         job(w, "vision", gpus_per_pod=8, submitted=T0 + timedelta(minutes=30 + i))
         for i, w in enumerate(("w1", "w2"))

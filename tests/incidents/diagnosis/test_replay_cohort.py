@@ -11,21 +11,12 @@ from incidents.diagnosis.eta import forecast
 from incidents.diagnosis.kueue_quota import Quotas
 from incidents.diagnosis.quota import quota_at
 from incidents.diagnosis.request import job_request
-from incidents.diagnosis.types import iso
 from incidents.diagnosis.whatif import apply_edits, parse_edits
 
-from .dx_world import T0, job, node, pod, queue, world
+from .dx_world import T0, job, limited, node, queue, world
 
 T = T0 + timedelta(hours=1)
 DAY = timedelta(hours=24)
-
-
-def _running(name, project, node_name, gpus, limit_h):
-    j = job(name, project, phase="Running", gpus_per_pod=gpus)
-    j.state["started"] = iso(T0)
-    j.state["submitted"] = iso(T0)
-    j.state["active_deadline_seconds"] = limit_h * 3600
-    return j, pod(f"{name}-0", name, project, node_name=node_name, gpus=gpus)
 
 
 def _kueue(name, nominal, limit, cohort):
@@ -39,9 +30,9 @@ def _cohort_world():
     # wa (a, 8 GPUs) borrows 8: nothing of the cohort is unused until b1 ends at 05:00, though c1's end frees
     # a node at 02:00
     running = [
-        _running("a1", "a", "n1", 4, 20),
-        _running("b1", "b", "n2", 8, 5),
-        _running("c1", "c", "n3", 8, 2),
+        limited("a1", "a", "n1", 4, 20),
+        limited("b1", "b", "n2", 8, 5),
+        limited("c1", "c", "n3", 8, 2),
     ]
     wa = job("wa", "a", gpus_per_pod=8, submitted=T0 + timedelta(minutes=30))
     di = world(

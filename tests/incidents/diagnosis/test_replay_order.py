@@ -10,27 +10,18 @@ from incidents.diagnosis import scheduling_pass as SP
 from incidents.diagnosis.durations import Basis
 from incidents.diagnosis.eta import forecast
 from incidents.diagnosis.queue_order import QueueOrder
-from incidents.diagnosis.types import iso
 
-from .dx_world import T0, job, node, pod, queue, world
+from .dx_world import T0, job, limited, node, queue, world
 
 T = T0 + timedelta(hours=1)
 DAY = timedelta(hours=24)
-
-
-def _running(name, project, node_name, gpus, limit_h):
-    j = job(name, project, phase="Running", gpus_per_pod=gpus)
-    j.state["started"] = iso(T0)
-    j.state["submitted"] = iso(T0)
-    j.state["active_deadline_seconds"] = limit_h * 3600
-    return j, pod(f"{name}-0", name, project, node_name=node_name, gpus=gpus)
 
 
 def _two_queues(scheduler="kai", limit=None):
     # a and b hold 8 of their quota 8 each; a's job ends at 02:00, b's at 10:00. wb (b) waits longer than wa (a):
     # at t they tie on KAI's fair share and Kueue's borrowing, so wb goes first; once a1 has ended, a holds
     # nothing and wa is within a's quota: wa goes first for a1's GPUs.
-    running = [_running("a1", "a", "n1", 8, 2), _running("b1", "b", "n2", 8, 10)]
+    running = [limited("a1", "a", "n1", 8, 2), limited("b1", "b", "n2", 8, 10)]
     wa = job("wa", "a", gpus_per_pod=8, submitted=T0 + timedelta(minutes=30))
     wb = job("wb", "b", gpus_per_pod=8, submitted=T0 + timedelta(minutes=20))
     di = world(
