@@ -115,7 +115,7 @@ def main() -> int:
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="print the N costliest functions")
     ap.add_argument(
-        "--sort", default="tottime", help="the profile's order (pstats: tottime, cumulative, ...)"
+        "--sort", default="tottime", choices=("tottime", "cumulative", "ncalls"), help="the profile's order"
     )
     args = ap.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rcaweb.settings")

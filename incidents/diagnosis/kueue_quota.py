@@ -223,10 +223,34 @@ class Quotas:
         return fq is not None and usage.get((queue, flavor), 0.0) > fq.nominal + EPS
 
 
+def quotas_of(di: DiagnosisInput) -> Quotas:
+    """The input's ClusterQueues (``Quotas``), read once per indexed block."""
+    got: Quotas | None = di.memo("kueue_quotas", lambda: Quotas(di))
+    return got if got is not None else Quotas(di)
+
+
+def usage_of(di: DiagnosisInput) -> Usage:
+    """What each ClusterQueue holds per flavor at t (``Quotas.usage_at``), read once per indexed block: a
+    caller that charges starts to it works on a copy."""
+    got: Usage | None = di.memo("kueue_usage_at", lambda: quotas_of(di).usage_at(di))
+    return got if got is not None else quotas_of(di).usage_at(di)
+
+
 def charge(usage: Usage, queue: str, flavor: str | None, units: float) -> None:
     """An admitted workload's units held in its flavor (nothing where no flavor admitted it)."""
     if flavor:
         usage[(queue, flavor)] = usage.get((queue, flavor), 0.0) + units
 
 
-__all__ = ["EPS", "ClusterQueue", "FlavorQuota", "Quotas", "Usage", "charge", "cluster_queues", "selects"]
+__all__ = [
+    "EPS",
+    "ClusterQueue",
+    "FlavorQuota",
+    "Quotas",
+    "Usage",
+    "charge",
+    "cluster_queues",
+    "quotas_of",
+    "selects",
+    "usage_of",
+]

@@ -12,7 +12,7 @@ from typing import Any
 
 from incidents.diagnosis.allocation import project_allocated, units_held
 from incidents.diagnosis.department import DepartmentAt, Written, department_at
-from incidents.diagnosis.kueue_quota import Quotas, Usage
+from incidents.diagnosis.kueue_quota import quotas_of, usage_of
 from incidents.diagnosis.policy import QUOTA_FIELDS, field_leaf, policy_of, quota_number
 from incidents.diagnosis.request import Request
 from incidents.diagnosis.resource_quota import ResourceQuota, resource_quota
@@ -172,15 +172,13 @@ def kueue_lends(di: DiagnosisInput, job: EntityState, queue: str) -> float | Non
     queue that is no ClusterQueue. Read once per indexed block."""
     if di.scheduler != "kueue":
         return None
-    quotas: Quotas | None = di.memo("kueue_quotas", lambda: Quotas(di))
-    quotas = quotas if quotas is not None else Quotas(di)
+    quotas = quotas_of(di)
     cq = quotas.cqs.get(queue)
     flavor = quotas.flavor_of(job, queue)
     fq = cq.quota(flavor) if cq is not None and flavor is not None else None
     if cq is None or fq is None:
         return None
-    usage: Usage | None = di.memo("kueue_usage_at", lambda: quotas.usage_at(di))
-    usage = usage if usage is not None else quotas.usage_at(di)
+    usage = usage_of(di)
     own = max(fq.nominal - usage.get((queue, fq.flavor), 0.0), 0.0)
     return max(quotas.available(cq, fq, usage) - own, 0.0)
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 from incidents.diagnosis.node_resources import node_base, requested_on
 from incidents.diagnosis.placement import take_room
-from incidents.diagnosis.request import Request, job_request, pod_requests
+from incidents.diagnosis.request import Request, job_request
 
 if TYPE_CHECKING:
     from incidents.diagnosis.scheduling_pass import ClusterPass
-    from incidents.diagnosis.types import DiagnosisInput, EntityState
+    from incidents.diagnosis.types import DiagnosisInput
 
 Left = dict[
     str, list[float | None]
@@ -44,20 +44,6 @@ def room_at(di: DiagnosisInput, base: ClusterPass) -> Left:
         if c.whole:
             take(left, job_request(di, c.job), c.nodes)
     return left
-
-
-def held_at(pods: list[EntityState]) -> Held:
-    """What a running job's bound pods ask per node (cores, bytes; what a pod does not record counts 0)."""
-    out: Held = {}
-    for p in pods:
-        node = p.get("node")
-        if not node:
-            continue
-        cpu, mem = pod_requests(p.get("requests") or {})
-        got = out.setdefault(node, [0.0, 0.0])
-        got[0] += cpu or 0.0
-        got[1] += float(mem or 0)
-    return out
 
 
 def held_by(req: Request, nodes: dict[str, int]) -> Held:
@@ -125,7 +111,6 @@ __all__ = [
     "Overlay",
     "copy",
     "give_back",
-    "held_at",
     "held_by",
     "pods_taken",
     "room_at",

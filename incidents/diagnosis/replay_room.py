@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis.allocation import pod_units
-from incidents.diagnosis.kueue_quota import Quotas, Usage
+from incidents.diagnosis.kueue_quota import Quotas, Usage, quotas_of
 from incidents.diagnosis.node_resources import allocated_on
 from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.queue_order import QueueOrder, job_queue, strict_fifo
 from incidents.diagnosis.quota import QuotaAt, quota_at
-from incidents.diagnosis.replay_resources import Held, Left, held_at, held_by, room_at
-from incidents.diagnosis.request import Request, job_request
+from incidents.diagnosis.replay_resources import Held, Left, held_by, room_at
+from incidents.diagnosis.request import Request, job_request, pod_requests
 from incidents.diagnosis.scheduling_pass import (
     BLOCKED_FIFO,
     NO_ROOM,
@@ -190,10 +190,10 @@ def build(di: DiagnosisInput, base: ClusterPass) -> Room:
         )
         h.gpus[p.get("node")] = h.gpus.get(p.get("node"), 0) + int(p.get("gpus") or 0)
         h.units += pod_units(p)
-        for node, got in held_at([p]).items():
-            mine = h.held.setdefault(node, [0.0, 0.0])
-            mine[0] += got[0]
-            mine[1] += got[1]
+        cpu, mem = pod_requests(p.get("requests") or {})
+        mine = h.held.setdefault(p.get("node"), [0.0, 0.0])
+        mine[0] += cpu or 0.0
+        mine[1] += float(mem or 0)
     for c in base.starts:
         per = int(round(c.units / max(sum(c.nodes.values()), 1))) if c.whole else 0
         taken = {n: pods * per for n, pods in c.nodes.items()}
@@ -212,7 +212,7 @@ def cohort_usage(room: Room) -> None:
     t, each holder's flavor noted (its end gives it back)."""
     if room.di.scheduler != "kueue":
         return
-    cohorts = Quotas(room.di)
+    cohorts = quotas_of(room.di)
     if not cohorts.cqs:
         return
     room.cohorts = cohorts

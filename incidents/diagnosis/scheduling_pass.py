@@ -21,7 +21,7 @@ from typing import Any
 
 from incidents.diagnosis import fit as F
 from incidents.diagnosis import queue_order
-from incidents.diagnosis.kueue_quota import Quotas, Usage, charge
+from incidents.diagnosis.kueue_quota import Quotas, Usage, charge, quotas_of, usage_of
 from incidents.diagnosis.pending import is_pending
 from incidents.diagnosis.placement import place, share_nodes, take_room
 from incidents.diagnosis.queue_order import QueueOrder, in_queue_key, job_queue, strict_fifo
@@ -132,8 +132,8 @@ def cluster_pass(di: DiagnosisInput, limit: int = MAX_CONSIDERED) -> ClusterPass
     order = QueueOrder(di, waiting)
     started: dict[tuple[str, str], float] = {}
     pass_ = _Room()
-    if di.scheduler == "kueue" and (cohorts := Quotas(di)).cqs:
-        pass_.cohorts, pass_.usage = cohorts, cohorts.usage_at(di)
+    if di.scheduler == "kueue" and (cohorts := quotas_of(di)).cqs:
+        pass_.cohorts, pass_.usage = cohorts, dict(usage_of(di))
     # The fit rows of one request shape, built once: what a whole-GPU gang's placement reads of them (static
     # blockers, CPU/memory/MIG per pod) does not depend on how many pods it has, nor on whose it is, and the
     # room comes from ``free``. 400 waiting jobs over 200 nodes were 80,000 node fits, 5 s.
