@@ -1,7 +1,7 @@
 """What the queue replayed forward (``incidents.diagnosis.replay``) reads of the state at t and keeps as it
 steps: the waiting jobs (``Waiter``) and the scheduler's order over them as the pass at t leaves it
 (``order_at``), the running ones (``Holder``), the free whole GPUs per node (``Room``, built once by ``build``),
-what each Kueue ClusterQueue of a cohort holds in which flavor (``Room.usage``), and what one replay answers
+what each Kueue ClusterQueue holds in which flavor (``Room.usage``), and what one replay answers
 (``Run``, ``Started``); and a waiting job's quota moved by the replay's ends and starts (``quota_holds``,
 ``below_deserved``).
 
@@ -77,7 +77,7 @@ class Holder:
     units: float
     key: tuple[str, str]
     since: datetime | None = None  # when the replay started it (None: running at t)
-    flavor: str | None = None  # Kueue, a ClusterQueue of a cohort: the flavor it holds quota in
+    flavor: str | None = None  # Kueue: the flavor its ClusterQueue holds its quota in
     held: Held = field(default_factory=dict)  # the CPU and memory its pods ask, per node
 
 
@@ -102,8 +102,8 @@ class Room:
     rows: dict[tuple[tuple[object, ...], str], F.NodeFit] = field(
         default_factory=dict
     )  # built when first read
-    # Kueue with cohorts: the ClusterQueues' quota arithmetic, and what each holds per flavor at t (the pass at
-    # t's starts included): the replay moves a copy as jobs end and start (``cohort_usage``)
+    # Kueue: the ClusterQueues' quota arithmetic, and what each holds per flavor at t (the pass at t's starts
+    # included): the replay moves a copy as jobs end and start (``cohort_usage``)
     cohorts: Quotas | None = None
     usage: Usage = field(default_factory=dict)
     left: Left = field(default_factory=dict)  # CPU and memory left per node (``replay_resources``)
