@@ -302,6 +302,9 @@ class SimJob:
     # not preemptible) and, for a job the scenario starts as running, the node of each pod
     priority_value: int = 50
     running_on: list[str] = field(default_factory=list)
+    moved_to: list[str] = field(
+        default_factory=list
+    )  # consolidation: a node per pod, where the plan found room
 
 
 @dataclass

@@ -13,7 +13,7 @@ takes them, in the same pass.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..scenario.model import NON_PREEMPTIBLE_PRIORITY
 from . import lifecycle, messages
@@ -54,17 +54,19 @@ def movable(world: World, job: SimJob) -> list[SimJob]:
     return out
 
 
-def plan(world: World, placer: Placer, job: SimJob) -> list[SimJob]:
-    """The jobs to move so that ``job`` fits, or [] when no such move works."""
+def plan(world: World, placer: Placer, job: SimJob) -> tuple[list[SimJob], list[tuple[str, Any]]]:
+    """The jobs to move so that ``job`` fits, and where the job goes once they have moved (the placement every
+    moved job was checked to fit beside: bound anywhere else, one of them might not); ([], []) when no move
+    works."""
     if job.priority_value >= NON_PREEMPTIBLE_PRIORITY or not _whole(job) or placer.counts_resources:
-        return []
+        return [], []
     need = job.pods * int(job.gpus_per_pod)
     if sum(len(free) for free in placer.free.values()) < need:
-        return []  # KAI: not enough idle GPUs in the cluster for the job
+        return [], []  # KAI: not enough idle GPUs in the cluster for the job
     key = ("consolidation-failed", placer.shape(job), job.pods, job.gpus_per_pod)
     failed = placer.memo.get(key)
     if failed is not None and failed[0] == placer.version:
-        return []  # a job of this shape found no move since the last bind or eviction
+        return [], []  # a job of this shape found no move since the last bind or eviction
     chosen: list[SimJob] = []
     extra: dict[str, list[int]] = {}
     for victim in movable(world, job)[: MAX_MOVED * 4]:
@@ -72,18 +74,23 @@ def plan(world: World, placer: Placer, job: SimJob) -> list[SimJob]:
         for pod in world.pods_of(victim):
             extra.setdefault(pod.node or "", []).extend(pod.gpu_indices)
         placement = placer.place(job, extra)[0]
-        if placement is not None and _all_placed_again(placer, chosen, extra, placement):
-            return chosen
+        where = _all_placed_again(placer, chosen, extra, placement) if placement is not None else None
+        if placement is not None and where is not None:
+            for victim in chosen:
+                victim.moved_to = where[victim.name]
+            return chosen, placement
         if len(chosen) >= MAX_MOVED:
             break
     placer.memo[key] = (placer.version, None)
-    return []
+    return [], []
 
 
 def _all_placed_again(
     placer: Placer, moved: list[SimJob], extra: dict[str, list[int]], placement: list[tuple[str, object]]
-) -> bool:
-    """Whether every moved job's pods fit in what is free once the job has taken its place."""
+) -> dict[str, list[str]] | None:
+    """Where each moved job's pods go (job -> a node per pod) in what is free once the job has taken its place;
+    None when one of them does not fit."""
+    where: dict[str, list[str]] = {}
     room = {n: len(free) + len(extra.get(n, ())) for n, free in placer.free.items()}
     for node, gpus in placement:
         room[node] -= len(gpus)  # type: ignore[arg-type]
@@ -93,10 +100,11 @@ def _all_placed_again(
         for _ in range(victim.pods):
             fits = [n for n in ok if room.get(n, 0) >= gpp]
             if not fits:
-                return False
+                return None
             best = min(fits, key=lambda n: (room[n], placer.order[n]))
             room[best] -= gpp
-    return True
+            where.setdefault(victim.name, []).append(best)
+    return where
 
 
 def move(world: World, placer: Placer, job: SimJob, moved: list[SimJob], alloc: dict[str, float]) -> None:
@@ -118,9 +126,12 @@ def move(world: World, placer: Placer, job: SimJob, moved: list[SimJob], alloc: 
 
 
 def place_moved(world: World, placer: Placer, moved: list[SimJob], alloc: dict[str, float]) -> None:
-    """Bind the moved jobs again, largest first, once the job has its place; one that no longer fits waits."""
-    for victim in sorted(moved, key=lambda j: -j.pods * j.gpus_per_pod):
-        placement = placer.place(victim)[0]
+    """Bind the moved jobs again once the job has its place, each on the nodes the plan found room on (placed
+    anew in another order, one could find its room taken by another: KAI's move stands only with every moved
+    job placed); one that no longer fits there waits."""
+    for victim in sorted(moved, key=lambda j: -j.gpus_per_pod):
+        placement = placer.place_on(victim, victim.moved_to) if victim.moved_to else placer.place(victim)[0]
+        victim.moved_to = []
         if placement is None or len(world.pods_of(victim)) != len(placement):
             continue
         lifecycle.bind(world, victim, placement)

@@ -137,13 +137,10 @@ def schedule(world: World) -> None:
 def _consolidated(world: World, placer: Placer, job: SimJob, alloc: dict[str, float]) -> bool:
     """KAI's consolidation for a job nothing else lets in: move running jobs, bind the job and, in the same
     step (KAI pipelines them), the moved jobs; whether the job was bound."""
-    moved = consolidation.plan(world, placer, job)
+    moved, placement = consolidation.plan(world, placer, job)
     if not moved:
         return False
     consolidation.move(world, placer, job, moved, alloc)
-    placement = placer.place(job)[0]
-    if placement is None:
-        return False
     lifecycle.bind(world, job, placement)
     placer.commit(placement, job)
     job.running_on = []

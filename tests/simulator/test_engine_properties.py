@@ -171,7 +171,9 @@ def _check(w: World, newly_bound: set[str]) -> set[str]:
             # same pass: at the tick it moved, it runs
             if p["time"] == w.now:
                 moved = w.jobs[p["victim"].split("/", 1)[1]]
-                assert all(pod.node is not None for pod in w.pods_of(moved)), f"consolidation stopped {p['victim']}"
+                assert all(pod.node is not None for pod in w.pods_of(moved)), (
+                    f"consolidation stopped {p['victim']}"
+                )
         else:
             assert p["victim_project"] == p["preemptor_project"]
     return fit_but_wait
@@ -190,6 +192,74 @@ def test_it_keeps_scheduler_invariants(spec: dict) -> None:
         stuck = waiting & waiting_before
         assert not stuck, f"{sorted(stuck)} fit (nodes and quota) for two scheduling cycles but still wait"
         waiting_before = waiting
+
+
+def test_a_consolidation_binds_every_moved_job_where_its_plan_found_room() -> None:
+    # found by the property above: j0 (1 x 3, pool a) consolidates; j3 (2 x 2) placed anew first took the room
+    # the plan had kept for j1 (pool a), and j1 was left stopped
+    spec = {
+        "format": 1,
+        "name": "prop",
+        "start": "2026-11-29T00:00:00Z",
+        "duration": "2h",
+        "seed": 0,
+        "cluster": {
+            "name": "c",
+            "scheduler": "kai",
+            "nodepools": [
+                {"name": "a", "nodes": 2, "gpus_per_node": 4, "gpu_product": "NVIDIA-H100-80GB-HBM3"},
+                {"name": "b", "nodes": 1, "gpus_per_node": 4, "gpu_product": "NVIDIA-H100-80GB-HBM3"},
+            ],
+        },
+        "projects": [
+            {"name": "p0", "quota": {"gpu": 0}, "priority": 0},
+            {"name": "p1", "quota": {"gpu": 0}, "priority": 0},
+            {"name": "p2", "quota": {"gpu": 0}, "priority": 0},
+        ],
+        "jobs": [
+            {
+                "name": "j0",
+                "project": "p0",
+                "submit": "1m",
+                "pods": 1,
+                "gpus_per_pod": 3,
+                "priority": "train",
+                "node_selector": {"rcaweb.sim/nodepool": "a"},
+            },
+            {
+                "name": "j1",
+                "project": "p0",
+                "submit": "0m",
+                "pods": 1,
+                "gpus_per_pod": 2,
+                "priority": "train",
+                "node_selector": {"rcaweb.sim/nodepool": "a"},
+            },
+            {
+                "name": "j2",
+                "project": "p0",
+                "submit": "0m",
+                "pods": 1,
+                "gpus_per_pod": 0,
+                "priority": "train",
+                "node_selector": {"rcaweb.sim/nodepool": "a"},
+            },
+            {
+                "name": "j3",
+                "project": "p0",
+                "submit": "0m",
+                "pods": 2,
+                "gpus_per_pod": 2,
+                "priority": "train",
+            },
+        ],
+        "events": [],
+    }
+    w = World.from_scenario(load_scenario(yaml.safe_dump(spec, sort_keys=False)))
+    while w.now < w.start + timedelta(minutes=10):
+        before = _bound_jobs(w)
+        w.advance_to(w.now + timedelta(minutes=1))
+        _check(w, _bound_jobs(w) - before)
 
 
 def test_it_preempts_only_over_quota_train_work_in_a_contended_cluster() -> None:
